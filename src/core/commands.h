@@ -1,0 +1,139 @@
+// Commands: everything the scheduler wants done, as data.
+//
+// Scheduler::Handle appends commands to an Outbox; the shell executes them
+// in order. Commands carry small ids and indices, never argv or env: the
+// shell looks the spec up through AssignTask::spec when it builds a message.
+//
+// Ordering guarantees, per task:
+//   ClaimLeases  -> (LeaseGranted event) -> AssignTask -> ... -> KillTask?
+//   -> ReleaseLeases.
+// AssignTask is never sent before the claim was granted. A lease set whose
+// claim is still pending may be released at once (cancel); the shell must
+// run the release after the claim it follows.
+//
+// Thread safety: plain values.
+#ifndef DROVER_CORE_COMMANDS_H_
+#define DROVER_CORE_COMMANDS_H_
+
+#include <compare>
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/time.h"
+#include "core/model.h"
+#include "core/records.h"
+
+namespace drover::core {
+
+// One key in the lease store (DESIGN.md section 4). The store shell formats
+// it, e.g. `drover:lease:{worker}:slot:{task}` or `drover:lease:{worker}:gpu:{gpu}`.
+enum class LeaseKind : uint8_t {
+  kSlot = 0,      // the task's slot on the worker: lease:{worker}:slot:{task}
+  kGpu = 1,       // a whole GPU: lease:{worker}:gpu:{gpu}
+  kGpuShare = 2,  // a share of a GPU: lease:{worker}:gpu:{gpu}:share:{task}
+};
+struct LeaseKey {
+  LeaseKind kind = LeaseKind::kSlot;
+  WorkerId worker = 0;
+  uint32_t gpu = 0;  // kGpu and kGpuShare
+  TaskId task;       // kSlot and kGpuShare
+  friend auto operator<=>(const LeaseKey&, const LeaseKey&) = default;
+  // "lease:3:slot:12.4", "lease:3:gpu:1", "lease:3:gpu:1:share:12.4" (no prefix).
+  std::string ToString() const;
+};
+
+// A GPU (or a share of one) given to a task.
+struct GpuGrant {
+  uint32_t index = 0;
+  int64_t share = kWholeGpu;  // hundredths
+  uint64_t mem_bytes = 0;     // GPU memory reserved on it
+  friend bool operator==(const GpuGrant&, const GpuGrant&) = default;
+};
+
+// Claim all `keys` atomically for `task` attempt `attempt`, owner = this
+// scheduler, TTL `ttl`. Answer with LeaseGranted or LeaseRejected.
+struct ClaimLeases {
+  TaskId task;
+  uint32_t attempt = 0;
+  WorkerId worker = 0;
+  std::vector<LeaseKey> keys;
+  Duration ttl = Duration::zero();
+};
+
+// Run attempt `attempt` of `task` on `worker` with exactly these resources.
+struct AssignTask {
+  TaskId task;
+  uint32_t attempt = 0;
+  WorkerId worker = 0;
+  std::vector<uint32_t> cores;  // distinct core ids, ceil(cpus) of them
+  int64_t cpu_quota_milli = 0;  // the request's cpus, for a CPU quota
+  uint64_t mem_limit_bytes = 0; // 0 = no limit
+  std::vector<GpuGrant> gpus;
+  int64_t array_index = 0;      // DROVER_TASK_INDEX and "{index}"
+  Duration timeout = Duration::zero();
+  // The group's spec (argv, env, name). Valid as long as the scheduler lives:
+  // jobs are never dropped from it in this version.
+  const TaskGroupSpec* spec = nullptr;
+};
+
+// Stop the attempt; the worker answers with TaskFinished as usual.
+struct KillTask {
+  TaskId task;
+  uint32_t attempt = 0;
+  WorkerId worker = 0;
+  std::string reason;  // "timed out after 2h", "canceled by user"
+};
+
+// Extend the TTL of every listed key (all held leases of one worker).
+struct RenewLeases {
+  WorkerId worker = 0;
+  std::vector<LeaseKey> keys;
+  Duration ttl = Duration::zero();
+};
+
+// Compare-and-delete the task attempt's keys.
+struct ReleaseLeases {
+  TaskId task;
+  uint32_t attempt = 0;
+  WorkerId worker = 0;
+  std::vector<LeaseKey> keys;
+};
+
+// Append to the journal.
+struct Persist {
+  Record record;
+};
+
+// Tell subscribers (event stream, `drover wait`).
+struct TaskStateChanged {
+  TaskId task;
+  TaskState from = TaskState::kQueued;
+  TaskState to = TaskState::kQueued;
+  uint32_t attempt = 0;
+  std::string reason;
+  friend bool operator==(const TaskStateChanged&, const TaskStateChanged&) = default;
+};
+
+using Command = std::variant<ClaimLeases, AssignTask, KillTask, RenewLeases, ReleaseLeases,
+                             Persist, TaskStateChanged>;
+
+// The scheduler appends; the shell drains and clears (keeping capacity, so a
+// driver loop allocates nothing for the outbox itself).
+using Outbox = std::vector<Command>;
+
+// One line describing a command, for tests and debug logs:
+//   "claim 12.4#1 on w3 [lease:3:slot:12.4 lease:3:gpu:0]"
+//   "assign 12.4#1 on w3 cores=[0,1] gpus=[0:100] mem=4 GiB"
+//   "kill 12.4#1 on w3: timed out after 2h"
+//   "renew w3 [lease:3:slot:12.4]"
+//   "release 12.4#1 on w3 [lease:3:slot:12.4]"
+//   "persist task 12.4 running #1 w3" / "persist job 12" / "persist outcome 12.4#1"
+//   "state 12.4 queued->assigned #1" (+ ": reason" when there is one)
+std::string DescribeCommand(const Command& command);
+
+}  // namespace drover::core
+
+#endif  // DROVER_CORE_COMMANDS_H_

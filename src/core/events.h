@@ -1,0 +1,99 @@
+// Events: everything that happens to the scheduler, as data.
+//
+// The shell turns messages from workers, clients, the store and its clock
+// into these values and hands them to Scheduler::Handle together with the
+// current time. The core never learns time any other way.
+//
+// Lease events name the task and the attempt whose lease set they concern:
+// the shell recovers both from the slot key `lease:{worker}:slot:{task}` and
+// from the owner value it wrote at claim time. A task's keys are claimed,
+// renewed and released together, so one event per task suffices.
+//
+// Thread safety: plain values.
+#ifndef DROVER_CORE_EVENTS_H_
+#define DROVER_CORE_EVENTS_H_
+
+#include <cstdint>
+#include <memory>
+#include <variant>
+
+#include "common/ids.h"
+#include "common/time.h"
+#include "core/model.h"
+#include "core/resources.h"
+
+namespace drover::core {
+
+// A worker connected (or reconnected) and reported what it offers.
+struct WorkerJoined {
+  WorkerId worker = 0;
+  WorkerResources resources;
+};
+// Periodic liveness and utilisation report.
+struct WorkerHeartbeat {
+  WorkerId worker = 0;
+  WorkerUtilization utilization;
+};
+// The shell decided the worker is gone (connection closed and liveness key
+// expired). Its tasks are requeued only after their leases expire.
+struct WorkerLost {
+  WorkerId worker = 0;
+};
+// drained = true: take no new tasks (running ones continue); false: undrain.
+struct WorkerDrained {
+  WorkerId worker = 0;
+  bool drained = true;
+};
+// A new job. `job` = 0 lets the scheduler number it (next free id); the
+// shell may pass an id it reserved instead.
+struct JobSubmitted {
+  JobId job = 0;
+  std::shared_ptr<const JobSpec> spec;
+};
+// A person asked to cancel a whole job, or one task of it.
+struct CancelJob {
+  JobId job = 0;
+};
+struct CancelTask {
+  TaskId task;
+};
+// The worker started the process of this attempt.
+struct TaskStarted {
+  TaskId task;
+  uint32_t attempt = 0;
+};
+// The process of this attempt ended.
+struct TaskFinished {
+  TaskId task;
+  uint32_t attempt = 0;
+  TaskOutcome outcome;
+};
+// The store granted all keys of the task's claim.
+struct LeaseGranted {
+  TaskId task;
+  uint32_t attempt = 0;
+};
+// The store refused the claim (some key is held by someone else).
+struct LeaseRejected {
+  TaskId task;
+  uint32_t attempt = 0;
+};
+// The task's leases are gone from the store: expired (TTL ran out) or
+// deleted (released, by us or by reconciliation).
+struct LeaseFreed {
+  TaskId task;
+  uint32_t attempt = 0;
+  bool expired = true;
+};
+// Time passed; drives retry backoffs, timeouts, lease renewal and the
+// lost-worker expiry fallback. The shell sends one at least every renewal
+// interval (SchedulerConfig::renew_interval).
+struct Tick {};
+
+using Event = std::variant<WorkerJoined, WorkerHeartbeat, WorkerLost, WorkerDrained, JobSubmitted,
+                           CancelJob, CancelTask, TaskStarted, TaskFinished, LeaseGranted,
+                           LeaseRejected, LeaseFreed, Tick>;
+
+}  // namespace drover::core
+
+#endif  // DROVER_CORE_EVENTS_H_

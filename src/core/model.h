@@ -1,0 +1,113 @@
+// The job model: jobs, their task groups, task states and outcomes.
+//
+// A job is what one job file or one `drover submit` describes (DESIGN.md
+// section 8). It holds task groups: each group is one `[[task]]` entry, and
+// an array group ("0-7") expands into one task per index. Tasks are numbered
+// JOB.INDEX in submission order after expansion: groups in the order given,
+// members of an array in index order. All members of a group share its spec
+// (command, env, resources), so a queued array task costs a few dozen bytes.
+//
+// Thread safety: plain values.
+#ifndef DROVER_CORE_MODEL_H_
+#define DROVER_CORE_MODEL_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/time.h"
+#include "core/resources.h"
+
+namespace drover::core {
+
+// DESIGN.md section 3. Values are stable: they are journaled.
+enum class TaskState : uint8_t {
+  kWaiting = 0,    // dependencies not met yet
+  kQueued = 1,     // ready; waiting for resources (or for its retry backoff)
+  kAssigned = 2,   // resources chosen and leases claimed / sent to a worker
+  kRunning = 3,    // the worker started the process
+  kSucceeded = 4,
+  kFailed = 5,
+  kCanceled = 6,
+};
+inline constexpr int kTaskStateCount = 7;
+
+// "waiting", "queued", "assigned", "running", "succeeded", "failed", "canceled".
+std::string_view TaskStateName(TaskState state);
+// True for succeeded, failed and canceled.
+inline bool IsTerminal(TaskState s) { return s >= TaskState::kSucceeded; }
+
+// An array range: indices first, first+step, ... (count of them).
+struct ArrayRange {
+  int64_t first = 0;
+  uint32_t count = 1;
+  int64_t step = 1;
+  friend bool operator==(const ArrayRange&, const ArrayRange&) = default;
+  int64_t IndexAt(uint32_t i) const { return first + static_cast<int64_t>(i) * step; }
+};
+// Parses "0-7" (8 indices), "5" (one), "0-99:2" (step 2). Errors name the text.
+Result<ArrayRange> ParseArrayRange(std::string_view text);
+
+// One `[[task]]` of a job file.
+struct TaskGroupSpec {
+  std::string name;                        // the group's `id` ("train"); unique in its job
+  std::vector<std::string> command;        // argv; "{index}" is replaced by the array index
+  std::map<std::string, std::string> env;  // extra environment
+  ResourceRequest resources;
+  int32_t priority = 0;                    // higher runs first
+  uint32_t retries = 0;                    // extra attempts after a failure
+  Duration retry_backoff = Seconds(10);    // before the first retry; doubles each retry
+  Duration timeout = Duration::zero();     // zero = none
+  std::vector<std::string> depends_on;     // names of groups of the same job
+  std::optional<ArrayRange> array;         // absent = a single task with index 0
+
+  friend bool operator==(const TaskGroupSpec&, const TaskGroupSpec&) = default;
+  uint32_t TaskCount() const { return array ? array->count : 1; }
+  int64_t IndexAt(uint32_t member) const { return array ? array->IndexAt(member) : 0; }
+};
+
+struct JobSpec {
+  std::string name;
+  std::string user;                    // quotas are per user
+  std::vector<TaskGroupSpec> groups;   // at least one
+  std::vector<JobId> after_jobs;       // `--after 12`: every task of job 12 must succeed
+  std::vector<TaskId> after_tasks;     // `--after 12.3`: that task must succeed
+
+  friend bool operator==(const JobSpec&, const JobSpec&) = default;
+  // Total tasks after array expansion.
+  uint64_t TaskCount() const;
+};
+
+// What a finished process used.
+struct TaskUsage {
+  Duration wall = Duration::zero();
+  Duration cpu = Duration::zero();
+  uint64_t peak_mem_bytes = 0;
+  friend bool operator==(const TaskUsage&, const TaskUsage&) = default;
+};
+
+// The largest result string a task may leave; longer ones are truncated.
+inline constexpr size_t kMaxResultBytes = 64 * 1024;
+
+// How one attempt ended, as the worker reported it.
+struct TaskOutcome {
+  int32_t exit_code = 0;     // meaningful when signal == 0
+  int32_t signal = 0;        // non-zero when killed by a signal
+  bool oom_killed = false;
+  TaskUsage usage;
+  std::string result;        // <= kMaxResultBytes
+  friend bool operator==(const TaskOutcome&, const TaskOutcome&) = default;
+};
+
+// Replaces every "{index}" in `argv` with `index`. The shell calls this when
+// it turns an Assign command into a message for the worker.
+std::vector<std::string> ExpandCommand(const std::vector<std::string>& argv, int64_t index);
+
+}  // namespace drover::core
+
+#endif  // DROVER_CORE_MODEL_H_

@@ -1,0 +1,69 @@
+// Query results: what the API shows about jobs, tasks and workers.
+//
+// Built on demand by Scheduler's query calls (copies; nothing points into
+// the scheduler). Thread safety: plain values.
+#ifndef DROVER_CORE_QUERIES_H_
+#define DROVER_CORE_QUERIES_H_
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/time.h"
+#include "core/commands.h"
+#include "core/model.h"
+#include "core/resources.h"
+
+namespace drover::core {
+
+struct JobInfo {
+  JobId id = 0;
+  std::string name;
+  std::string user;
+  Time submitted_at;
+  uint64_t task_count = 0;
+  // Tasks in each state, indexed by static_cast<int>(TaskState).
+  std::array<uint64_t, kTaskStateCount> counts{};
+  // True when every task is succeeded, failed or canceled.
+  bool done = false;
+};
+
+struct TaskInfo {
+  TaskId id;
+  std::string group;        // the group's name
+  int64_t array_index = 0;
+  TaskState state = TaskState::kQueued;
+  uint32_t attempt = 0;     // attempts started so far (0 before the first)
+  std::optional<WorkerId> worker;  // while assigned or running, else the last one
+  std::string reason;       // why it failed / was canceled / is retrying
+  Time submitted_at;
+  std::optional<Time> started_at;   // of the latest attempt
+  std::optional<Time> finished_at;  // of the latest attempt
+  std::optional<Time> retry_at;     // queued and backing off until then
+  std::optional<TaskOutcome> outcome;  // of the latest finished attempt
+  std::vector<uint32_t> cores;      // while assigned or running
+  std::vector<GpuGrant> gpus;       // while assigned or running
+};
+
+struct WorkerInfo {
+  WorkerId id = 0;
+  WorkerResources resources;
+  bool drained = false;
+  bool lost = false;
+  std::vector<uint32_t> free_cores;
+  uint64_t free_mem_bytes = 0;
+  // Per GPU in resources.gpus order: hundredths still free, memory still free.
+  std::vector<int64_t> gpu_free_share;
+  std::vector<uint64_t> gpu_free_mem_bytes;
+  std::map<std::string, int64_t> free_counters;
+  std::vector<TaskId> tasks;        // assigned or running here, by task id
+  WorkerUtilization utilization;
+  Time last_heartbeat;
+};
+
+}  // namespace drover::core
+
+#endif  // DROVER_CORE_QUERIES_H_

@@ -1,0 +1,57 @@
+// Records: the durable description of every state change.
+//
+// The scheduler emits one Persist command per change; the shell serialises
+// the record into its journal (file or Redis stream). Feeding the same
+// records, in order, to Scheduler::Restore of a fresh scheduler rebuilds all
+// jobs and task states (see scheduler.h for what happens to tasks that were
+// assigned or running).
+//
+// Thread safety: plain values.
+#ifndef DROVER_CORE_RECORDS_H_
+#define DROVER_CORE_RECORDS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+
+#include "common/ids.h"
+#include "common/time.h"
+#include "core/model.h"
+
+namespace drover::core {
+
+// A job was accepted; its tasks start waiting or queued.
+struct JobRecord {
+  JobId job = 0;
+  std::shared_ptr<const JobSpec> spec;
+  Time at;
+};
+
+// A task moved to `state`. `worker` is meaningful for assigned and running;
+// `attempt` counts from 1 once the task was first assigned (0 before).
+struct TaskRecord {
+  TaskId task;
+  TaskState state = TaskState::kQueued;
+  uint32_t attempt = 0;
+  WorkerId worker = 0;
+  Time at;
+  std::string reason;  // empty for ordinary progress
+  friend bool operator==(const TaskRecord&, const TaskRecord&) = default;
+};
+
+// An attempt ended with this outcome (written before the TaskRecord that
+// moves the task on).
+struct OutcomeRecord {
+  TaskId task;
+  uint32_t attempt = 0;
+  TaskOutcome outcome;
+  Time at;
+  friend bool operator==(const OutcomeRecord&, const OutcomeRecord&) = default;
+};
+
+using Record = std::variant<JobRecord, TaskRecord, OutcomeRecord>;
+
+}  // namespace drover::core
+
+#endif  // DROVER_CORE_RECORDS_H_

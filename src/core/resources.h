@@ -1,0 +1,105 @@
+// Resources: what a task asks for and what a worker offers.
+//
+// A ResourceRequest is the shape of one task's needs (DESIGN.md section 2):
+// cpus in milli-cpus, memory in bytes, GPUs in hundredths (25 = a quarter of
+// one GPU; 100, 200, ... = whole GPUs), GPU memory per GPU, accepted GPU
+// models, custom named counters and label constraints. Two requests that
+// compare equal form one resource class and share one queue.
+//
+// WorkerResources is what a worker reported when it joined: concrete CPU core
+// ids, memory, GPUs (index, UUID, model, memory), counters and labels.
+//
+// Thread safety: plain values.
+#ifndef DROVER_CORE_RESOURCES_H_
+#define DROVER_CORE_RESOURCES_H_
+
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace drover::core {
+
+// Hundredths of a GPU that make one whole GPU.
+inline constexpr int64_t kWholeGpu = 100;
+
+struct ResourceRequest {
+  int64_t cpus_milli = 1000;   // 0 allowed: the task gets no core of its own
+  uint64_t mem_bytes = 0;      // 0 = no memory reservation and no limit
+  int64_t gpus = 0;            // hundredths; < 100 is a share of one GPU,
+                               // otherwise a multiple of 100 (whole GPUs)
+  uint64_t gpu_mem_bytes = 0;  // minimum memory per GPU; for a share, the
+                               // amount of that GPU's memory it reserves
+  // Accepted GPU models; empty accepts any. A model matches when it occurs,
+  // case-insensitively, in the GPU's model name ("A100" matches
+  // "NVIDIA A100-SXM4-80GB").
+  std::vector<std::string> gpu_types;
+  std::map<std::string, int64_t> counters;     // e.g. {"licenses", 2}
+  std::map<std::string, std::string> labels;   // worker label must equal
+
+  friend auto operator<=>(const ResourceRequest&, const ResourceRequest&) = default;
+
+  // Number of distinct core ids this request is given: ceil(cpus / 1000).
+  uint32_t CoreCount() const { return static_cast<uint32_t>((cpus_milli + 999) / 1000); }
+  // Number of GPUs touched: whole count, or 1 for a share, or 0.
+  uint32_t GpuCount() const {
+    return gpus == 0 ? 0 : (gpus < kWholeGpu ? 1 : static_cast<uint32_t>(gpus / kWholeGpu));
+  }
+  bool IsGpuShare() const { return gpus > 0 && gpus < kWholeGpu; }
+
+  // Checks the numbers are in range (no negatives, whole GPUs above one,
+  // counters positive). Errors say which field is wrong.
+  Status Validate() const;
+  // "cpus=2 mem=4 GiB gpus=0.25 gpu_mem=8 GiB gpu_type=A100 licenses=1 os=linux",
+  // omitting fields left at their defaults except cpus.
+  std::string ToString() const;
+};
+
+struct GpuDevice {
+  uint32_t index = 0;  // the index CUDA_VISIBLE_DEVICES uses on that worker
+  std::string uuid;
+  std::string model;   // e.g. "NVIDIA A100-SXM4-80GB"
+  uint64_t memory_bytes = 0;
+
+  friend bool operator==(const GpuDevice&, const GpuDevice&) = default;
+};
+
+struct WorkerResources {
+  std::string name;                    // host name, for people
+  std::vector<uint32_t> cpu_cores;     // concrete core ids, distinct
+  uint64_t mem_bytes = 0;
+  std::vector<GpuDevice> gpus;         // distinct indices
+  std::map<std::string, int64_t> counters;
+  std::map<std::string, std::string> labels;
+
+  friend bool operator==(const WorkerResources&, const WorkerResources&) = default;
+
+  // Rejects duplicate core ids or GPU indices, negative counters.
+  Status Validate() const;
+};
+
+// Utilisation a worker reports with each heartbeat. Used by `spread` as a
+// tie-breaker and shown by queries.
+struct GpuUtilization {
+  uint32_t index = 0;
+  uint32_t util_percent = 0;
+  uint64_t mem_used_bytes = 0;
+  friend bool operator==(const GpuUtilization&, const GpuUtilization&) = default;
+};
+struct WorkerUtilization {
+  uint32_t cpu_percent = 0;  // 0..100 of the whole machine
+  uint64_t mem_used_bytes = 0;
+  std::vector<GpuUtilization> gpus;
+  friend bool operator==(const WorkerUtilization&, const WorkerUtilization&) = default;
+};
+
+// True when `model` is accepted by `types` (see ResourceRequest::gpu_types).
+bool GpuModelAccepted(const std::vector<std::string>& types, std::string_view model);
+
+}  // namespace drover::core
+
+#endif  // DROVER_CORE_RESOURCES_H_

@@ -1,0 +1,140 @@
+// Scheduler: Drover's pure scheduling core (DESIGN.md sections 1-4).
+//
+// All scheduler state lives here. The shell feeds Events, each with the
+// current time, and executes the Commands appended to its Outbox. There is
+// no I/O, no clock and no thread inside: the same events at the same times
+// always produce the same commands.
+//
+//   events ──► Handle ──► state change ──► Dispatch (placement at once,
+//                                           on the workers/classes touched)
+//                                   └──► commands appended to the outbox
+//
+// Scheduling is event-driven: a submitted task, a freed resource, a joined
+// or undrained worker or a quota that frees up triggers placement inside the
+// handling of that event. Placement claims leases (ClaimLeases) and marks the
+// task assigned; AssignTask goes out only once the claim is granted.
+//
+// Lease timing rule (DESIGN.md section 4): the scheduler renews every held
+// lease on Tick, batched per worker, every `renew_interval`. When a worker
+// is lost it stops renewing that worker's leases and requeues its tasks only
+// after the leases are gone: authoritatively when the shell reports
+// LeaseFreed for the task (the store's expiry notification), or, as a
+// fallback in case a notification is lost, once `lease_ttl + expiry_grace`
+// has passed since the last renewal it sent. The grace covers the delay
+// between sending a renewal and the store applying it.
+//
+// Thread safety: none; one thread (the shell's event loop) owns it.
+#ifndef DROVER_CORE_SCHEDULER_H_
+#define DROVER_CORE_SCHEDULER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/time.h"
+#include "core/commands.h"
+#include "core/events.h"
+#include "core/placement.h"
+#include "core/queries.h"
+#include "core/records.h"
+
+namespace drover::core {
+
+// Limits on what one user may run at once; 0 = unlimited.
+struct UserQuota {
+  int64_t max_cpus_milli = 0;
+  int64_t max_gpus = 0;  // hundredths
+  uint32_t max_tasks = 0;
+};
+
+struct SchedulerConfig {
+  PolicyKind policy = PolicyKind::kSpread;
+  Duration lease_ttl = Seconds(30);
+  Duration renew_interval = Seconds(10);
+  // Fallback expiry of a lost worker's leases: last renewal + ttl + grace.
+  Duration expiry_grace = Seconds(10);
+  // A task whose worker was lost this many times in a row fails with
+  // "worker lost (N attempts)".
+  uint32_t max_lost_attempts = 3;
+  // Ceiling of the exponential retry backoff.
+  Duration max_retry_backoff = Seconds(600);
+  // Give the highest blocked task a reservation so smaller tasks cannot
+  // starve it (backfill). Off only for comparison.
+  bool reservations = true;
+  std::map<std::string, UserQuota> quotas;  // per user
+  UserQuota default_quota;                   // everyone else
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(SchedulerConfig config = {});
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Handles one event at time `now` and appends the resulting commands.
+  // Returns OK, or an error describing why the event was ignored (unknown
+  // worker/job/task, stale attempt, invalid job spec, ...); an ignored event
+  // changes nothing and emits nothing. `now` must not go backwards.
+  Status Handle(Time now, Event event, Outbox& out);
+
+  // Handles a batch in order; returns the first error (and keeps going).
+  Status HandleAll(Time now, std::span<Event> events, Outbox& out);
+
+  // Submits a job and returns its id (the same as Handle(JobSubmitted)).
+  // Errors: invalid spec (unknown or cyclic depends_on, duplicate group
+  // names, bad resources), unknown --after job or task, id already used.
+  Result<JobId> Submit(Time now, std::shared_ptr<const JobSpec> spec, Outbox& out,
+                       JobId job = 0);
+
+  // --- restore --------------------------------------------------------------
+  // Replays one journaled record into a fresh scheduler (before any other
+  // event). Errors: record out of order (task of an unknown job, ...).
+  Status Restore(const Record& record);
+  // Ends replay: rebuilds queues and dependency counts and re-arms timers.
+  // Tasks that were assigned or running keep that state; as their workers
+  // are unknown, they are treated like tasks of a lost worker: requeued
+  // (attempt + 1) when LeaseFreed arrives for them, or after
+  // lease_ttl + expiry_grace from `now`, unless the worker reports
+  // TaskStarted/TaskFinished for that attempt first.
+  void FinishRestore(Time now, Outbox& out);
+
+  // --- queries ----------------------------------------------------------------
+  std::vector<JobId> Jobs() const;  // ascending
+  Result<JobInfo> GetJob(JobId job) const;
+  Result<TaskInfo> GetTask(TaskId task) const;
+  // The job's task ids in order, starting at `offset`, at most `limit`.
+  Result<std::vector<TaskId>> JobTasks(JobId job, uint32_t offset = 0,
+                                       uint32_t limit = UINT32_MAX) const;
+  std::vector<WorkerId> Workers() const;  // ascending
+  Result<WorkerInfo> GetWorker(WorkerId worker) const;
+  // The group spec a task belongs to (argv, env, resources). The pointer is
+  // valid for the scheduler's lifetime.
+  Result<const TaskGroupSpec*> GetSpec(TaskId task) const;
+
+  // Why the task is where it is, for people: for a queued task the first
+  // thing that keeps it from running, e.g. "no worker offers gpu_type A100",
+  // "needs 2 GPUs, largest free is 1", "quota: user u1 at 8/8 gpus",
+  // "held back: reservation for 12.7", "behind 5 tasks of its class";
+  // "waiting for dependency 12.0" for a waiting task; the state and reason
+  // otherwise. Errors: unknown task.
+  Result<std::string> Explain(TaskId task) const;
+
+  // Approximate heap bytes held by jobs, tasks, queues and workers.
+  size_t ApproxBytes() const;
+
+  const SchedulerConfig& config() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace drover::core
+
+#endif  // DROVER_CORE_SCHEDULER_H_
