@@ -1,0 +1,168 @@
+#include "store/journal.h"
+
+#include <utility>
+
+#include "store/crc32c.h"
+
+namespace drover::store {
+namespace {
+
+void PutFixed32(uint32_t v, std::string* out) {
+  char buf[4] = {static_cast<char>(v), static_cast<char>(v >> 8), static_cast<char>(v >> 16),
+                 static_cast<char>(v >> 24)};
+  out->append(buf, 4);
+}
+
+uint32_t GetFixed32(const char* p) {
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  return uint32_t{u[0]} | uint32_t{u[1]} << 8 | uint32_t{u[2]} << 16 | uint32_t{u[3]} << 24;
+}
+
+std::string TempPath(const std::string& path) { return path + ".compact"; }
+
+// Parses whole records from the front of `data`; returns the length of the
+// valid prefix.
+uint64_t ParseRecords(std::string_view data, std::vector<std::string>* records) {
+  uint64_t pos = 0;
+  while (data.size() - pos >= Journal::kHeaderBytes) {
+    const char* header = data.data() + pos;
+    uint32_t length = GetFixed32(header);
+    uint32_t crc = GetFixed32(header + 4);
+    if (length > Journal::kMaxRecordBytes) break;
+    if (data.size() - pos - Journal::kHeaderBytes < length) break;
+    std::string_view payload = data.substr(pos + Journal::kHeaderBytes, length);
+    if (Crc32cExtend(Crc32c(std::string_view(header, 4)), payload) != crc) break;
+    records->emplace_back(payload);
+    pos += Journal::kHeaderBytes + length;
+  }
+  return pos;
+}
+
+}  // namespace
+
+void Journal::EncodeRecord(std::string_view record, std::string* out) {
+  size_t start = out->size();
+  PutFixed32(static_cast<uint32_t>(record.size()), out);
+  uint32_t crc = Crc32cExtend(Crc32c(std::string_view(out->data() + start, 4)), record);
+  PutFixed32(crc, out);
+  out->append(record);
+}
+
+Result<std::unique_ptr<Journal>> Journal::Open(Env& env, std::string path, JournalReplay* replay) {
+  *replay = JournalReplay{};
+  const std::string dir = DirName(path);
+  RETURN_IF_ERROR(env.CreateDirs(dir));
+  // A leftover temporary file is a compaction that crashed before its
+  // rename; the journal under `path` is the whole old one.
+  if (env.Exists(TempPath(path))) RETURN_IF_ERROR(env.Remove(TempPath(path)));
+
+  if (!env.Exists(path)) {
+    ASSIGN_OR_RETURN(auto file, env.OpenAppendable(path));
+    RETURN_IF_ERROR(env.SyncDir(dir));
+    return std::unique_ptr<Journal>(new Journal(env, std::move(path), std::move(file), 0));
+  }
+
+  ASSIGN_OR_RETURN(std::string data, env.ReadFile(path));
+  uint64_t valid = ParseRecords(data, &replay->records);
+  replay->valid_bytes = valid;
+  replay->discarded_bytes = data.size() - valid;
+  ASSIGN_OR_RETURN(auto file, env.OpenAppendable(path));
+  if (replay->discarded_bytes > 0) {
+    // Cut the torn tail now, durably, so new records never follow garbage.
+    RETURN_IF_ERROR(file->Truncate(valid));
+    RETURN_IF_ERROR(file->Sync());
+  }
+  return std::unique_ptr<Journal>(new Journal(env, std::move(path), std::move(file), valid));
+}
+
+Journal::Journal(Env& env, std::string path, std::unique_ptr<WritableFile> file, uint64_t size)
+    : env_(env), path_(std::move(path)), file_(std::move(file)), durable_bytes_(size) {}
+
+Journal::~Journal() = default;
+
+void Journal::Break(const Status& status) {
+  broken_ = status.WithContext("journal " + path_ + " is broken until reopened");
+}
+
+void Journal::Append(std::string_view record, DoneCallback done) {
+  if (!broken_.ok()) {
+    done(broken_);
+    return;
+  }
+  if (record.size() > kMaxRecordBytes) {
+    done(InvalidArgument("journal record of " + std::to_string(record.size()) +
+                         " bytes exceeds the limit of " + std::to_string(kMaxRecordBytes)));
+    return;
+  }
+  EncodeRecord(record, &pending_);
+  pending_callbacks_.push_back(std::move(done));
+}
+
+Status Journal::Sync() {
+  std::string batch = std::move(pending_);
+  std::vector<DoneCallback> callbacks = std::move(pending_callbacks_);
+  pending_.clear();
+  pending_callbacks_.clear();
+
+  Status status = broken_;
+  if (status.ok() && !batch.empty()) {
+    status = file_->Append(batch);
+    if (!status.ok()) {
+      // Cut the partial batch so the next batch does not follow garbage
+      // (which replay would treat as the end of the journal).
+      Status cut = file_->Truncate(durable_bytes_);
+      if (!cut.ok()) Break(cut);
+    } else {
+      status = file_->Sync();
+      if (!status.ok()) {
+        Break(status);
+      } else {
+        durable_bytes_ += batch.size();
+      }
+    }
+  }
+  for (auto& done : callbacks) done(status);
+  return status;
+}
+
+Status Journal::Compact(const std::vector<std::string>& snapshot) {
+  RETURN_IF_ERROR(Sync());
+  const std::string temp = TempPath(path_);
+  std::string contents;
+  for (const auto& record : snapshot) {
+    if (record.size() > kMaxRecordBytes) {
+      return InvalidArgument("snapshot record of " + std::to_string(record.size()) +
+                             " bytes exceeds the journal's record limit");
+    }
+    EncodeRecord(record, &contents);
+  }
+  auto written = [&]() -> Result<std::unique_ptr<WritableFile>> {
+    ASSIGN_OR_RETURN(auto file, env_.CreateTruncated(temp));
+    RETURN_IF_ERROR(file->Append(contents));
+    RETURN_IF_ERROR(file->Sync());
+    return file;
+  }();
+  if (written.ok()) {
+    Status renamed = env_.Rename(temp, path_);
+    if (!renamed.ok()) written = renamed;
+  }
+  if (!written.ok()) {
+    // The old journal is untouched and still open; drop the half-made copy.
+    // A failure to remove it is harmless: Open() removes it too.
+    (void)env_.Remove(temp);
+    return written.status().WithContext("compacting journal " + path_);
+  }
+  // The open handle follows the file to its new name.
+  file_ = std::move(written).value();
+  durable_bytes_ = contents.size();
+  Status synced = env_.SyncDir(DirName(path_));
+  // Until the rename is durable a crash may bring back the old journal, and
+  // records appended to the new one would be lost; refuse them.
+  if (!synced.ok()) {
+    Break(synced);
+    return broken_;
+  }
+  return Status::Ok();
+}
+
+}  // namespace drover::store

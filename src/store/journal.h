@@ -1,0 +1,121 @@
+// Journal: an append-only file of records with group fsync, torn-tail
+// recovery and crash-safe compaction.
+//
+// Records are opaque byte strings (the server decides their content). On
+// disk each is framed as
+//     length  u32 little-endian   (payload bytes)
+//     crc     u32 little-endian   (CRC-32C of the 4 length bytes + payload)
+//     payload
+// so a record is either read back whole and verified or not at all.
+//
+// Group commit: Append() only buffers; Sync() writes the whole batch with one
+// write and one fsync and then completes the callback of every record in it.
+// The caller (the server shell) calls Sync() once per turn of its event loop,
+// so many state changes share one fsync.
+//
+// Recovery: Open() replays every whole record. A torn tail (a partial header,
+// a partial payload, a CRC mismatch — what a crash during an unsynced write
+// leaves) ends the replay: the file is truncated at the last good record and
+// the number of bytes cut is reported. Everything before it is intact.
+//
+// Compaction: Compact(snapshot) replaces the journal with the snapshot
+// records: write "<path>.compact", fsync it, rename it over <path>, fsync the
+// directory. A crash at any point leaves either the old journal or the new
+// one, whole; Open() removes a leftover temporary file.
+//
+// Errors: a failed write (a full disk is kResourceExhausted) fails the batch
+// being written: the partial bytes are cut off again so what was durable
+// stays durable and readable, and the journal stays usable (append again
+// once there is room). A failed fsync (or a failed cut, or a failed
+// directory sync during compaction) makes the journal *broken*: every later
+// call fails with that error until the journal is reopened, because the
+// kernel may have dropped the unsynced pages. A record whose callback got an
+// error may or may not be replayed after a crash (an unknown outcome, like a
+// timed-out request); a record whose callback got OK always is.
+//
+// Thread safety: none; one thread (the server's event loop) owns a Journal.
+#ifndef DROVER_STORE_JOURNAL_H_
+#define DROVER_STORE_JOURNAL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "store/env.h"
+
+namespace drover::store {
+
+// What Open() found in an existing journal.
+struct JournalReplay {
+  std::vector<std::string> records;  // in append order
+  uint64_t valid_bytes = 0;          // bytes of whole records kept
+  uint64_t discarded_bytes = 0;      // torn tail cut off (0 after a clean stop)
+};
+
+class Journal {
+ public:
+  using DoneCallback = std::function<void(Status)>;
+
+  // Largest payload accepted; a larger length field in a file is treated as
+  // corruption.
+  static constexpr uint32_t kMaxRecordBytes = 64u << 20;
+  static constexpr size_t kHeaderBytes = 8;
+
+  // Opens the journal at `path` (creating it, and making its name durable,
+  // if missing), replays it into `*replay` and truncates a torn tail.
+  // Errors: the file cannot be read, created or truncated. `env` must
+  // outlive the journal.
+  static Result<std::unique_ptr<Journal>> Open(Env& env, std::string path, JournalReplay* replay);
+
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+  ~Journal();
+
+  // Buffers `record`; `done` runs at the next Sync() with its outcome. If the
+  // record is larger than kMaxRecordBytes or the journal is broken, `done`
+  // runs at once with that error. `done` may append again.
+  void Append(std::string_view record, DoneCallback done);
+
+  // Writes and fsyncs every buffered record as one batch, then runs their
+  // callbacks with the batch's status, which it also returns. OK and cheap
+  // when nothing is buffered (unless the journal is broken).
+  Status Sync();
+
+  // Replaces the journal's contents with `snapshot`, atomically (see the
+  // header comment). Buffered records are synced into the old journal first.
+  // On an error before the rename the old journal stays in use and intact;
+  // after it, the journal is broken.
+  Status Compact(const std::vector<std::string>& snapshot);
+
+  // Bytes of records that are durable in the file.
+  uint64_t durable_bytes() const { return durable_bytes_; }
+  // Records appended and not yet synced.
+  size_t pending_records() const { return pending_callbacks_.size(); }
+  // Non-OK once the journal is broken.
+  const Status& broken() const { return broken_; }
+
+  // Appends the on-disk frame of `record` to `*out`. Exposed for tests.
+  static void EncodeRecord(std::string_view record, std::string* out);
+
+ private:
+  Journal(Env& env, std::string path, std::unique_ptr<WritableFile> file, uint64_t size);
+
+  // Marks the journal broken with `status` (with context).
+  void Break(const Status& status);
+
+  Env& env_;
+  std::string path_;
+  std::unique_ptr<WritableFile> file_;
+  uint64_t durable_bytes_;
+  std::string pending_;  // framed records not yet written
+  std::vector<DoneCallback> pending_callbacks_;
+  Status broken_;
+};
+
+}  // namespace drover::store
+
+#endif  // DROVER_STORE_JOURNAL_H_
