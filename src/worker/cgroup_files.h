@@ -1,0 +1,53 @@
+// Small helpers over cgroupfs files, shared by the v1 and v2 backends.
+//
+// Writes open with O_CREAT so the same code runs against a fake cgroupfs
+// (a plain directory) in tests; on a real cgroupfs the files exist already
+// and O_CREAT is a no-op.
+//
+// Threading: pure functions over the file system.
+#ifndef DROVER_WORKER_CGROUP_FILES_H_
+#define DROVER_WORKER_CGROUP_FILES_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace drover::worker {
+
+// Writes `value` to `path` in one write(2). Errors name the file, the value
+// and the kernel's reason.
+Status WriteCgroupFile(const std::string& path, std::string_view value);
+
+// Reads a whole (small) file. NotFound when it does not exist.
+Result<std::string> ReadCgroupFile(const std::string& path);
+
+// The value of `key` in a "key value" per line file (cpu.stat,
+// memory.events, memory.oom_control); nullopt when absent.
+std::optional<uint64_t> ReadKeyedValue(const std::string& path, std::string_view key);
+// A file holding one number (memory.peak, cpuacct.usage); nullopt when
+// absent or not a number.
+std::optional<uint64_t> ReadNumber(const std::string& path);
+
+// The pids listed in a cgroup.procs file.
+Result<std::vector<pid_t>> ReadProcs(const std::string& path);
+
+// Opens a pidfd for each pid and sends it SIGKILL through the pidfd (so a
+// recycled pid is never hit). Pids that already exited are skipped.
+// Returns the pidfds.
+std::vector<int> KillPids(const std::vector<pid_t>& pids);
+
+// This process's cgroup path for a v1 `controller` ("memory", "cpu") or,
+// with controller "", its v2 path, from /proc/self/cgroup ("/" for root).
+Result<std::string> CurrentCgroup(std::string_view controller);
+
+// mkdir that treats EEXIST as success.
+Status MakeDir(const std::string& path, mode_t mode = 0755);
+
+}  // namespace drover::worker
+
+#endif  // DROVER_WORKER_CGROUP_FILES_H_

@@ -1,0 +1,36 @@
+// The cgroup v1 isolator: one cgroup per task in each controller hierarchy.
+//
+// Layout: for each controller mounted at <mounts>/<controller>, Drover's
+// cgroups live under the worker's own cgroup of that controller (which may
+// be nested, see /proc/self/cgroup):
+//     <mounts>/<controller>/<current>/drover/w<worker pid>/<task>
+// Per task: memory (limit, peak, OOM count), cpuacct (CPU time of the
+// tree) and freezer (kill without races) always; cpu (CFS quota from
+// milli-cpus), cpuset (the assigned cores), pids (max) and devices (deny
+// /dev/nvidiaN, major 195, for GPUs not assigned) only when the task's
+// spec needs them, so that an unlimited task costs three mkdirs.
+//
+// Threading: belongs to the executor's thread.
+#ifndef DROVER_WORKER_CGROUP_V1_H_
+#define DROVER_WORKER_CGROUP_V1_H_
+
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "worker/isolator.h"
+
+namespace drover::worker {
+
+struct CgroupV1Options {
+  std::string mounts = "/sys/fs/cgroup";
+  int gpu_count = 0;
+};
+
+// Fails (FailedPrecondition) when the memory, cpuacct or freezer hierarchy
+// is missing or Drover's directories cannot be created in it.
+Result<std::unique_ptr<Isolator>> MakeCgroupV1Isolator(const CgroupV1Options& options);
+
+}  // namespace drover::worker
+
+#endif  // DROVER_WORKER_CGROUP_V1_H_

@@ -1,0 +1,509 @@
+#include "worker/executor.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "common/quantity.h"
+#include "worker/cgroup_files.h"
+#include "worker/output_capture.h"
+
+extern char** environ;
+
+namespace drover::worker {
+
+struct Executor::Task {
+  TaskId id;
+  uint32_t attempt = 0;
+  DoneCallback done;
+  TaskDirs dirs;
+  pid_t pid = -1;
+  int pidfd = -1;
+  std::unique_ptr<OutputCapture> out[2];  // stdout, stderr
+  std::unique_ptr<TaskCage> cage;
+  std::chrono::steady_clock::time_point started;
+  int timer_fd = -1;
+  bool canceled = false;
+  bool exited = false;
+  std::vector<int> leftovers;  // pidfds of processes killed after exit
+  TaskResult result;
+};
+
+namespace {
+
+std::string JoinInts(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(x);
+  }
+  return s;
+}
+
+Duration FromTimeval(const timeval& tv) {
+  return Duration(static_cast<int64_t>(tv.tv_sec) * 1000000 + tv.tv_usec);
+}
+
+Status ChownPath(const std::string& path, const std::optional<UserSwitch>& user) {
+  if (!user) return Status::Ok();
+  if (chown(path.c_str(), user->uid, user->gid) != 0) {
+    return Unavailable("cannot hand " + path + " to the task user: " + strerror(errno));
+  }
+  return Status::Ok();
+}
+
+// Reads the task's result file, refusing anything but a regular file (a
+// task could point a symlink at a file only the worker may read).
+std::string ReadResult(const std::string& path, uint64_t cap) {
+  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return "";
+  struct stat st;
+  std::string text;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    text.resize(cap + 1);
+    size_t got = 0;
+    while (got < text.size()) {
+      ssize_t n = read(fd, text.data() + got, text.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += n;
+    }
+    text.resize(got);
+    if (got > cap) {
+      text.resize(cap);
+      text += "\n[drover: result truncated at " + FormatBytes(cap) + "]\n";
+    }
+  }
+  close(fd);
+  return text;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Executor>> Executor::Create(ExecutorOptions options, Reactor* reactor,
+                                                   std::unique_ptr<Isolator> isolator) {
+  std::optional<UserSwitch> user;
+  std::string home;
+  const bool root = geteuid() == 0;
+  if (!options.task_user.empty()) {
+    if (!root) {
+      return FailedPrecondition("running tasks as user \"" + options.task_user +
+                                "\" needs a worker running as root");
+    }
+    std::vector<char> buf(16384);
+    passwd pw;
+    passwd* found = nullptr;
+    getpwnam_r(options.task_user.c_str(), &pw, buf.data(), buf.size(), &found);
+    if (found == nullptr) {
+      return FailedPrecondition("task user \"" + options.task_user + "\" does not exist");
+    }
+    UserSwitch u{pw.pw_uid, pw.pw_gid, {}};
+    int n = 64;
+    u.groups.resize(n);
+    if (getgrouplist(pw.pw_name, pw.pw_gid, u.groups.data(), &n) < 0) {
+      u.groups.resize(n);
+      getgrouplist(pw.pw_name, pw.pw_gid, u.groups.data(), &n);
+    }
+    u.groups.resize(n);
+    home = pw.pw_dir;
+    user = std::move(u);
+  } else if (root && !options.run_as_root) {
+    return FailedPrecondition(
+        "the worker runs as root: name a task user (task_user) to run tasks as, or allow running "
+        "them as root explicitly (run_as_root)");
+  }
+  if (options.workdir.empty()) return InvalidArgument("workdir is empty");
+  RETURN_IF_ERROR(MakeDir(options.workdir));
+  ASSIGN_OR_RETURN(std::unique_ptr<Spawner> spawner, Spawner::Create());
+  int dev_null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (dev_null < 0) return Unavailable(std::string("cannot open /dev/null: ") + strerror(errno));
+  std::unique_ptr<Executor> e(
+      new Executor(std::move(options), reactor, std::move(isolator), std::move(spawner), dev_null));
+  e->user_ = std::move(user);
+  e->user_home_ = std::move(home);
+  return e;
+}
+
+Executor::Executor(ExecutorOptions options, Reactor* reactor, std::unique_ptr<Isolator> isolator,
+                   std::unique_ptr<Spawner> spawner, int dev_null)
+    : options_(std::move(options)),
+      reactor_(reactor),
+      isolator_(std::move(isolator)),
+      spawner_(std::move(spawner)),
+      dev_null_(dev_null) {
+  if (options_.inherit_environment) {
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+      std::string_view kv(*e);
+      size_t eq = kv.find('=');
+      if (eq == std::string_view::npos) continue;
+      base_env_.emplace_back(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+    }
+  }
+}
+
+Executor::~Executor() {
+  for (auto& [id, task] : tasks_) {
+    if (!task->exited) {
+      killpg(task->pid, SIGKILL);
+      if (task->cage) {
+        Result<std::vector<int>> fds = task->cage->KillAll();
+        if (fds.ok()) {
+          for (int fd : *fds) close(fd);
+        }
+      }
+      int status;
+      while (waitpid(task->pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+    reactor_->Unwatch(task->pidfd);
+    close(task->pidfd);
+    for (auto& out : task->out) {
+      if (out) reactor_->Unwatch(out->read_fd());
+    }
+    if (task->timer_fd >= 0) {
+      reactor_->Unwatch(task->timer_fd);
+      close(task->timer_fd);
+    }
+    for (int fd : task->leftovers) {
+      reactor_->Unwatch(fd);
+      close(fd);
+    }
+    if (task->cage) {
+      // The killed members may still be dying; removal is best effort.
+      Status s = task->cage->Remove();
+      (void)s;
+    }
+  }
+  for (auto& cage : stale_cages_) {
+    Status s = cage->Remove();
+    (void)s;
+  }
+  close(dev_null_);
+}
+
+Result<TaskDirs> Executor::PrepareDirs(TaskId id, uint32_t attempt) {
+  TaskDirs d;
+  const std::string job = options_.workdir + "/" + std::to_string(id.job);
+  const std::string index = std::to_string(id.index);
+  d.task = job + "/" + index + "." + std::to_string(attempt);
+  d.inputs = d.task + "/inputs";
+  d.output = d.task + "/output";
+  d.checkpoint = job + "/" + index + ".checkpoint";
+  d.result = d.task + "/result";
+  d.stdout_path = d.task + "/stdout";
+  d.stderr_path = d.task + "/stderr";
+  RETURN_IF_ERROR(MakeDir(job));
+  for (const std::string* dir : {&d.task, &d.inputs, &d.output, &d.checkpoint}) {
+    RETURN_IF_ERROR(MakeDir(*dir));
+    RETURN_IF_ERROR(ChownPath(*dir, user_));
+  }
+  return d;
+}
+
+std::vector<std::string> Executor::BuildEnvironment(const TaskSpec& spec,
+                                                    const TaskDirs& dirs) const {
+  std::vector<std::pair<std::string, std::string>> vars = base_env_;
+  auto set = [&vars](const std::string& key, std::string value) {
+    for (auto& kv : vars) {
+      if (kv.first == key) {
+        kv.second = std::move(value);
+        return;
+      }
+    }
+    vars.emplace_back(key, std::move(value));
+  };
+  if (user_) {
+    set("HOME", user_home_);
+    set("USER", options_.task_user);
+    set("LOGNAME", options_.task_user);
+  }
+  for (const auto& [k, v] : spec.env) set(k, v);
+  set("DROVER_JOB_ID", std::to_string(spec.id.job));
+  set("DROVER_TASK_ID", spec.id.ToString());
+  set("DROVER_TASK_INDEX",
+      std::to_string(spec.task_index >= 0 ? spec.task_index : int64_t{spec.id.index}));
+  set("DROVER_ATTEMPT", std::to_string(spec.attempt));
+  set("DROVER_CPUS", JoinInts(spec.cores));
+  int64_t threads = !spec.cores.empty()   ? static_cast<int64_t>(spec.cores.size())
+                    : spec.milli_cpus > 0 ? (spec.milli_cpus + 999) / 1000
+                                          : 1;
+  set("OMP_NUM_THREADS", std::to_string(threads));
+  set("DROVER_OUTPUT_DIR", dirs.output);
+  set("DROVER_CHECKPOINT_DIR", dirs.checkpoint);
+  set("DROVER_RESULT", dirs.result);
+  set("DROVER_INPUTS", dirs.inputs);
+  // A task without GPUs must not see any: an empty CUDA_VISIBLE_DEVICES
+  // hides them from CUDA, "void" from the NVIDIA container runtime.
+  set("CUDA_VISIBLE_DEVICES", JoinInts(spec.gpus));
+  set("NVIDIA_VISIBLE_DEVICES", spec.gpus.empty() ? "void" : JoinInts(spec.gpus));
+  std::vector<std::string> out;
+  out.reserve(vars.size());
+  for (auto& [k, v] : vars) out.push_back(k + "=" + v);
+  return out;
+}
+
+Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done) {
+  if (tasks_.count(spec.id) != 0) {
+    return AlreadyExists("task " + spec.id.ToString() + " is already running");
+  }
+  if (spec.argv.empty()) return InvalidArgument("task " + spec.id.ToString() + " has no command");
+  ASSIGN_OR_RETURN(TaskDirs dirs, PrepareDirs(spec.id, spec.attempt));
+  const std::string cwd = spec.working_dir.empty() ? dirs.task : spec.working_dir;
+  struct stat st;
+  if (stat(cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return NotFound("working directory missing: " + cwd);
+  }
+
+  std::vector<std::string> env = BuildEnvironment(spec, dirs);
+  std::string path_env = "/usr/local/bin:/usr/bin:/bin";
+  for (const std::string& kv : env) {
+    if (kv.rfind("PATH=", 0) == 0) path_env = kv.substr(5);
+  }
+  ASSIGN_OR_RETURN(std::string exe, ResolveCommand(spec.argv[0], path_env, cwd));
+
+  auto task = std::make_unique<Task>();
+  task->id = spec.id;
+  task->attempt = spec.attempt;
+  task->done = std::move(done);
+  task->dirs = dirs;
+
+  CageSpec cage_spec;
+  cage_spec.name = spec.id.ToString() + "." + std::to_string(spec.attempt);
+  cage_spec.milli_cpus = spec.milli_cpus;
+  cage_spec.memory_bytes = spec.memory_bytes;
+  cage_spec.max_pids = spec.max_pids;
+  cage_spec.cores = spec.cores;
+  cage_spec.gpus = spec.gpus;
+  ASSIGN_OR_RETURN(task->cage, isolator_->CreateCage(cage_spec));
+  auto remove_cage = [&task](Status s) -> Status {
+    task->cage->CloseJoinFds();
+    Status r = task->cage->Remove();
+    (void)r;  // nothing ran in it
+    return s;
+  };
+
+  const uint64_t cap = spec.output_cap_bytes > 0 ? spec.output_cap_bytes : options_.output_cap_bytes;
+  const std::string* paths[2] = {&dirs.stdout_path, &dirs.stderr_path};
+  for (int i = 0; i < 2; ++i) {
+    Result<std::unique_ptr<OutputCapture>> out = OutputCapture::Create(*paths[i], cap);
+    if (!out.ok()) return remove_cage(out.status());
+    task->out[i] = std::move(out).value();
+    Status s = ChownPath(*paths[i], user_);
+    if (!s.ok()) return remove_cage(s);
+  }
+
+  std::vector<char*> argv;
+  argv.reserve(spec.argv.size() + 1);
+  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  envp.reserve(env.size() + 1);
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  SpawnPlan plan;
+  plan.path = exe.c_str();
+  plan.argv = argv.data();
+  plan.envp = envp.data();
+  plan.cwd = cwd.c_str();
+  plan.stdin_fd = dev_null_;
+  plan.stdout_fd = task->out[0]->write_fd();
+  plan.stderr_fd = task->out[1]->write_fd();
+  plan.join_fds = task->cage->join_fds();
+  plan.rlimits = task->cage->rlimits();
+  if (!spec.cores.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : spec.cores) {
+      if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+    }
+    plan.cpus = set;
+  }
+  plan.user = user_;
+  plan.display_name = spec.argv[0];
+
+  task->started = std::chrono::steady_clock::now();
+  Result<SpawnedProcess> proc = spawner_->Spawn(plan);
+  if (!proc.ok()) return remove_cage(proc.status());
+  task->pid = proc->pid;
+  task->pidfd = proc->pidfd;
+  task->cage->CloseJoinFds();
+  for (auto& out : task->out) out->CloseWriteEnd();
+
+  Task* t = task.get();
+  tasks_[spec.id] = std::move(task);
+  // Registration can fail only on fd exhaustion in epoll; then the task is
+  // killed at once and reported through `done` like any other ending.
+  Status watched = reactor_->Watch(t->pidfd, [this, t] { OnExit(t); });
+  for (int i = 0; i < 2 && watched.ok(); ++i) {
+    watched = reactor_->Watch(t->out[i]->read_fd(), [this, t, i] { OnOutput(t, i); });
+  }
+  if (!watched.ok()) {
+    // Undo everything: the caller gets the error and no callback.
+    reactor_->Unwatch(t->pidfd);
+    for (auto& out : t->out) reactor_->Unwatch(out->read_fd());
+    killpg(t->pid, SIGKILL);
+    Result<std::vector<int>> fds = t->cage->KillAll();
+    if (fds.ok()) {
+      for (int fd : *fds) close(fd);
+    }
+    int status;
+    while (waitpid(t->pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    close(t->pidfd);
+    Status r = t->cage->Remove();
+    (void)r;
+    tasks_.erase(spec.id);
+    return watched;
+  }
+  return t->pid;
+}
+
+void Executor::OnOutput(Task* task, int which) {
+  OutputCapture& out = *task->out[which];
+  if (out.Drain()) reactor_->Unwatch(out.read_fd());
+}
+
+void Executor::OnExit(Task* task) {
+  reactor_->Unwatch(task->pidfd);
+  task->exited = true;
+  task->result.wall =
+      std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - task->started);
+  // While the leader is an unreaped zombie its pid cannot be reused, so this
+  // reaches exactly the task's own group: background jobs it left running.
+  killpg(task->pid, SIGKILL);
+  int status = 0;
+  struct rusage ru {};
+  while (wait4(task->pid, &status, 0, &ru) < 0 && errno == EINTR) {
+  }
+  for (auto& out : task->out) {
+    if (out->Drain()) reactor_->Unwatch(out->read_fd());
+  }
+
+  TaskResult& r = task->result;
+  CageUsage usage = task->cage->Usage();
+  r.cpu = usage.cpu.value_or(FromTimeval(ru.ru_utime) + FromTimeval(ru.ru_stime));
+  r.peak_memory = usage.peak_memory.value_or(static_cast<uint64_t>(ru.ru_maxrss) * 1024);
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  r.oom_killed = usage.oom_killed && r.exit_code != 0;
+
+  Result<std::vector<int>> left = task->cage->KillAll();
+  if (left.ok()) task->leftovers = std::move(left).value();
+  r.leftovers_killed = task->leftovers.size();
+  for (int fd : std::vector<int>(task->leftovers)) {
+    Status s = reactor_->Watch(fd, [this, task, fd] { OnLeftoverExit(task, fd); });
+    if (!s.ok()) OnLeftoverExit(task, fd);  // cannot wait: do not hold the task
+  }
+  if (task->leftovers.empty()) Finish(task);
+}
+
+void Executor::OnLeftoverExit(Task* task, int pidfd) {
+  reactor_->Unwatch(pidfd);
+  close(pidfd);
+  auto& v = task->leftovers;
+  v.erase(std::remove(v.begin(), v.end(), pidfd), v.end());
+  if (v.empty() && task->exited) Finish(task);
+}
+
+void Executor::OnGraceExpired(Task* task) {
+  reactor_->Unwatch(task->timer_fd);
+  close(task->timer_fd);
+  task->timer_fd = -1;
+  if (task->exited) return;
+  killpg(task->pid, SIGKILL);
+  Result<std::vector<int>> fds = task->cage->KillAll();
+  if (fds.ok()) {
+    for (int fd : *fds) close(fd);
+  }
+}
+
+Status Executor::Kill(TaskId id, std::optional<Duration> grace) {
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return NotFound("task " + id.ToString() + " is not running");
+  Task* task = it->second.get();
+  if (task->exited) return Status::Ok();  // already ending
+  task->canceled = true;
+  const Duration g = grace.value_or(options_.default_grace);
+  if (g <= Duration(0)) {
+    OnGraceExpired(task);
+    return Status::Ok();
+  }
+  killpg(task->pid, SIGTERM);
+  if (task->timer_fd < 0) {
+    task->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (task->timer_fd < 0) {
+      OnGraceExpired(task);  // no timer: no grace
+      return Status::Ok();
+    }
+    RETURN_IF_ERROR(reactor_->Watch(task->timer_fd, [this, task] { OnGraceExpired(task); }));
+  }
+  itimerspec when{};
+  when.it_value.tv_sec = g.count() / 1000000;
+  when.it_value.tv_nsec = (g.count() % 1000000) * 1000;
+  // A later Kill may only shorten the grace.
+  itimerspec current{};
+  timerfd_gettime(task->timer_fd, &current);
+  const bool armed = current.it_value.tv_sec != 0 || current.it_value.tv_nsec != 0;
+  const auto left_us = current.it_value.tv_sec * 1000000 + current.it_value.tv_nsec / 1000;
+  if (!armed || left_us > g.count()) timerfd_settime(task->timer_fd, 0, &when, nullptr);
+  return Status::Ok();
+}
+
+void Executor::Finish(Task* task) {
+  TaskResult& r = task->result;
+  if (task->timer_fd >= 0) {
+    reactor_->Unwatch(task->timer_fd);
+    close(task->timer_fd);
+    task->timer_fd = -1;
+  }
+  for (auto& out : task->out) {
+    reactor_->Unwatch(out->read_fd());
+    out->Drain();
+  }
+  close(task->pidfd);
+  r.id = task->id;
+  r.attempt = task->attempt;
+  r.dirs = task->dirs;
+  r.stdout_truncated = task->out[0]->truncated();
+  r.stderr_truncated = task->out[1]->truncated();
+  r.result_text = ReadResult(task->dirs.result, options_.result_cap_bytes);
+
+  if (r.oom_killed) {
+    r.outcome = TaskOutcome::kFailed;
+    r.reason = "OOM-killed (limit " + FormatBytes(task->cage->memory_limit()) + ", peak " +
+               FormatBytes(r.peak_memory) + ")";
+  } else if (r.exit_code == 0 && !task->canceled) {
+    r.outcome = TaskOutcome::kSucceeded;
+  } else {
+    r.outcome = task->canceled ? TaskOutcome::kCanceled : TaskOutcome::kFailed;
+    r.reason = r.signal != 0 ? "killed by signal " + std::to_string(r.signal)
+                             : "exit code " + std::to_string(r.exit_code);
+    if (task->canceled) r.reason = "canceled (" + r.reason + ")";
+  }
+
+  std::unique_ptr<TaskCage> cage = std::move(task->cage);
+  if (!cage->Remove().ok()) stale_cages_.push_back(std::move(cage));
+  for (auto it = stale_cages_.begin(); it != stale_cages_.end();) {
+    it = (*it)->Remove().ok() ? stale_cages_.erase(it) : it + 1;
+  }
+
+  // Erase before the callback so that it may start the next attempt.
+  DoneCallback done = std::move(task->done);
+  TaskResult result = std::move(r);
+  tasks_.erase(task->id);
+  if (done) done(result);
+}
+
+}  // namespace drover::worker

@@ -1,0 +1,178 @@
+// Executor: runs tasks as isolated child processes on the worker's event
+// loop and reports how each one ended.
+//
+// Per task attempt it
+//   - books nothing (admission is Slots' job) and creates the task's
+//     directories under <workdir>/<job>/ (see TaskDirs);
+//   - resolves the command on PATH in the parent, so that a typo reads
+//     "command not found: trian.py";
+//   - makes the task's cage (Isolator), its stdout/stderr captures, its
+//     environment (DESIGN.md section 5), and starts it with Spawner (vfork
+//     semantics, own session and process group, pinned to its cores, as the
+//     configured user);
+//   - watches the task's pidfd and output pipes on the Reactor: no SIGCHLD,
+//     no sleeping, no polling;
+//   - on exit: kills whatever the task left behind (the process group, and
+//     with cgroups everything in the cage, daemonized grandchildren
+//     included), waits for those to die, reads the accounting, removes the
+//     cage, reads the task's result file and calls the task's callback.
+//
+// Kill: SIGTERM to the task's process group, then after the grace period
+// SIGKILL to the group and to everything in the cage. With rlimit/none
+// isolation a grandchild that left the process group (setsid) is out of
+// reach; cgroup isolation has no such hole.
+//
+// Root: a worker running as root runs tasks as `task_user`; running them as
+// root needs `run_as_root`; neither is a configuration error at Create.
+//
+// Threading: single-threaded. Every call, and every callback, happens on
+// the thread that runs the Reactor.
+#ifndef DROVER_WORKER_EXECUTOR_H_
+#define DROVER_WORKER_EXECUTOR_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/time.h"
+#include "worker/event_loop.h"
+#include "worker/isolator.h"
+#include "worker/spawn.h"
+
+namespace drover::worker {
+
+struct ExecutorOptions {
+  std::string workdir;     // task directories go under here
+  std::string task_user;   // unix user tasks run as when the worker is root
+  bool run_as_root = false;  // allow tasks to run as root (no task_user)
+  uint64_t output_cap_bytes = 64ull << 20;  // per stream, default for tasks
+  uint64_t result_cap_bytes = 64 << 10;     // DROVER_RESULT read-back cap
+  Duration default_grace = Seconds(10);     // TERM -> KILL
+  bool inherit_environment = true;          // start from the worker's env
+};
+
+struct TaskSpec {
+  TaskId id;
+  uint32_t attempt = 1;
+  int64_t task_index = -1;  // DROVER_TASK_INDEX (array index); -1: id.index
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> env;  // added/overridden
+  std::string working_dir;  // empty: the task directory
+  int64_t milli_cpus = 0;
+  uint64_t memory_bytes = 0;
+  int64_t max_pids = 0;
+  std::vector<int> cores;  // pinned cores (affinity + cpuset)
+  std::vector<int> gpus;   // assigned GPU indices
+  uint64_t output_cap_bytes = 0;  // 0: ExecutorOptions::output_cap_bytes
+};
+
+// The directories of one task attempt.
+struct TaskDirs {
+  std::string task;        // <workdir>/<job>/<index>.<attempt>   (cwd)
+  std::string inputs;      // <task>/inputs    DROVER_INPUTS
+  std::string output;      // <task>/output    DROVER_OUTPUT_DIR
+  std::string checkpoint;  // <workdir>/<job>/<index>.checkpoint (kept across retries)
+  std::string result;      // <task>/result    DROVER_RESULT
+  std::string stdout_path;  // <task>/stdout
+  std::string stderr_path;  // <task>/stderr
+};
+
+enum class TaskOutcome { kSucceeded, kFailed, kCanceled };
+
+struct TaskResult {
+  TaskId id;
+  uint32_t attempt = 0;
+  TaskOutcome outcome = TaskOutcome::kFailed;
+  // Empty on success; else "exit code 3", "killed by signal 9",
+  // "OOM-killed (limit 64 MiB, peak 64 MiB)", "canceled (killed by signal 15)".
+  std::string reason;
+  int exit_code = -1;  // when the task exited
+  int signal = 0;      // when a signal ended it
+  bool oom_killed = false;
+  Duration wall{0};
+  Duration cpu{0};            // user + system of the task's tree
+  uint64_t peak_memory = 0;   // bytes
+  std::string result_text;    // DROVER_RESULT contents, capped
+  bool stdout_truncated = false;
+  bool stderr_truncated = false;
+  size_t leftovers_killed = 0;  // processes killed after the task exited
+  TaskDirs dirs;
+};
+
+class Executor {
+ public:
+  using DoneCallback = std::function<void(const TaskResult&)>;
+
+  // Fails with FailedPrecondition when the worker runs as root with neither
+  // task_user nor run_as_root, when task_user does not exist, or when a
+  // user switch is asked for without root; with Unavailable when workdir
+  // cannot be created.
+  static Result<std::unique_ptr<Executor>> Create(ExecutorOptions options, Reactor* reactor,
+                                                  std::unique_ptr<Isolator> isolator);
+  // Kills every running task with SIGKILL (no grace) and removes their
+  // cages; callbacks are not called.
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Creates the task's directories (idempotent), so the caller can put
+  // dependency results into `inputs` before Start.
+  Result<TaskDirs> PrepareDirs(TaskId id, uint32_t attempt);
+
+  // Starts the task; `done` is called once, from the event loop, when it
+  // has ended and everything it left has been killed. Returns the pid.
+  // Fails (and `done` is never called) with:
+  //   AlreadyExists      the task is already running here;
+  //   NotFound           "command not found: X", "working directory missing: /x";
+  //   PermissionDenied   "permission denied: ./run.sh";
+  //   other codes        cage, directory or pipe failures, named.
+  // The caller reports the message as the task's failure reason.
+  Result<pid_t> Start(const TaskSpec& spec, DoneCallback done);
+
+  // Cancels a running task: SIGTERM to its process group now, and after
+  // `grace` (nullopt: the default) SIGKILL to the group and the cage. The
+  // task ends as kCanceled. NotFound when the task is not running; a second
+  // Kill with a shorter grace shortens it.
+  Status Kill(TaskId id, std::optional<Duration> grace = std::nullopt);
+
+  size_t running() const { return tasks_.size(); }
+  IsolationMode isolation() const { return isolator_->mode(); }
+
+ private:
+  struct Task;
+  Executor(ExecutorOptions options, Reactor* reactor, std::unique_ptr<Isolator> isolator,
+           std::unique_ptr<Spawner> spawner, int dev_null);
+
+  void OnOutput(Task* task, int which);
+  void OnExit(Task* task);
+  void OnGraceExpired(Task* task);
+  void OnLeftoverExit(Task* task, int pidfd);
+  void Finish(Task* task);
+  std::vector<std::string> BuildEnvironment(const TaskSpec& spec, const TaskDirs& dirs) const;
+
+  ExecutorOptions options_;
+  Reactor* reactor_;
+  std::unique_ptr<Isolator> isolator_;
+  std::unique_ptr<Spawner> spawner_;
+  int dev_null_;
+  std::optional<UserSwitch> user_;
+  std::string user_home_;
+  std::vector<std::pair<std::string, std::string>> base_env_;
+  std::map<TaskId, std::unique_ptr<Task>> tasks_;
+  // Cages whose removal failed (a dying process still inside); retried
+  // whenever a task finishes.
+  std::vector<std::unique_ptr<TaskCage>> stale_cages_;
+};
+
+}  // namespace drover::worker
+
+#endif  // DROVER_WORKER_EXECUTOR_H_

@@ -1,0 +1,69 @@
+// OutputCapture: one task output stream (stdout or stderr) written to a
+// file with a size cap.
+//
+// The task writes into a pipe; the worker moves the bytes into the file
+// (splice, no copy through user space) until the cap, then writes one
+// marker line "[drover: output truncated at 1 MiB]" and from there on reads
+// and discards. The task is never blocked by a full pipe for long and never
+// gets SIGPIPE: the read end stays open until the task has ended.
+//
+// Threading: owned by the executor's loop thread.
+#ifndef DROVER_WORKER_OUTPUT_CAPTURE_H_
+#define DROVER_WORKER_OUTPUT_CAPTURE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace drover::worker {
+
+class OutputCapture {
+ public:
+  // Creates (truncates) `path` with `mode` and a pipe. Fails if either
+  // cannot be created.
+  static Result<std::unique_ptr<OutputCapture>> Create(const std::string& path, uint64_t cap_bytes,
+                                                       mode_t mode = 0644);
+  ~OutputCapture();
+  OutputCapture(const OutputCapture&) = delete;
+  OutputCapture& operator=(const OutputCapture&) = delete;
+
+  // The fd to watch for readability (the pipe's non-blocking read end).
+  int read_fd() const { return read_fd_; }
+  // The pipe's write end, to hand to the child; close it with
+  // CloseWriteEnd() once the child has it.
+  int write_fd() const { return write_fd_; }
+  void CloseWriteEnd();
+  // The file, for chown by the caller.
+  int file_fd() const { return file_fd_; }
+
+  // Moves what is readable now into the file. Returns true at end of
+  // stream (every writer closed the pipe). A failure to write the file
+  // (disk full) is treated like the cap: the rest is discarded, and
+  // the error is kept in write_error().
+  bool Drain();
+
+  uint64_t bytes_seen() const { return seen_; }
+  uint64_t bytes_written() const { return written_; }
+  bool truncated() const { return truncated_; }
+  const std::string& write_error() const { return write_error_; }
+
+ private:
+  OutputCapture(int rfd, int wfd, int file, uint64_t cap)
+      : read_fd_(rfd), write_fd_(wfd), file_fd_(file), cap_(cap) {}
+  void MarkTruncated();
+
+  int read_fd_;
+  int write_fd_;
+  int file_fd_;
+  uint64_t cap_;
+  uint64_t seen_ = 0;
+  uint64_t written_ = 0;
+  bool truncated_ = false;
+  std::string write_error_;
+};
+
+}  // namespace drover::worker
+
+#endif  // DROVER_WORKER_OUTPUT_CAPTURE_H_

@@ -1,0 +1,240 @@
+#include "worker/spawn.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace drover::worker {
+namespace {
+
+constexpr size_t kStackSize = 256 * 1024;
+
+// Where the child failed; sent back with errno through the error pipe.
+enum class Step : int {
+  kSession = 1,
+  kCgroup,
+  kRlimit,
+  kAffinity,
+  kStdio,
+  kGroups,
+  kGid,
+  kUid,
+  kChdir,
+  kExec,
+};
+
+struct ChildError {
+  int step;
+  int err;
+};
+
+struct ChildArgs {
+  const SpawnPlan* plan;
+  int error_fd;
+};
+
+[[noreturn]] void Fail(int error_fd, Step step) {
+  ChildError e{static_cast<int>(step), errno};
+  // Nothing to do if this write fails: the parent then sees a clean EOF
+  // followed by exit code 127.
+  ssize_t n = write(error_fd, &e, sizeof e);
+  (void)n;
+  _exit(127);
+}
+
+// Runs in the child, on the Spawner's stack, sharing the parent's memory:
+// only async-signal-safe calls, no allocation, no locks, and the raw
+// set*id system calls (glibc's wrappers would try to broadcast the change
+// to the parent's threads).
+int ChildMain(void* arg) {
+  const auto* args = static_cast<const ChildArgs*>(arg);
+  const SpawnPlan& p = *args->plan;
+  const int efd = args->error_fd;
+
+  // Handlers installed by the worker must not run in the child (they would
+  // run on the parent's memory); ignored signals are reset too, so a task
+  // starts with the dispositions a shell would give it.
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    sigaction(sig, &dfl, nullptr);  // fails harmlessly for glibc-reserved ones
+  }
+
+  if (setsid() < 0) Fail(efd, Step::kSession);
+  for (int fd : p.join_fds) {
+    if (write(fd, "0", 1) != 1) Fail(efd, Step::kCgroup);
+  }
+  for (const ChildRlimit& r : p.rlimits) {
+    struct rlimit lim {
+      r.soft, r.hard
+    };
+    if (setrlimit(r.resource, &lim) != 0) Fail(efd, Step::kRlimit);
+  }
+  if (p.cpus && sched_setaffinity(0, sizeof(cpu_set_t), &*p.cpus) != 0) {
+    Fail(efd, Step::kAffinity);
+  }
+  const int targets[3] = {p.stdin_fd, p.stdout_fd, p.stderr_fd};
+  for (int i = 0; i < 3; ++i) {
+    if (targets[i] < 0) continue;
+    if (targets[i] == i) {
+      // dup2 onto itself would keep O_CLOEXEC; clear it instead.
+      if (fcntl(i, F_SETFD, 0) != 0) Fail(efd, Step::kStdio);
+    } else if (dup2(targets[i], i) < 0) {
+      Fail(efd, Step::kStdio);
+    }
+  }
+  if (p.user) {
+    if (syscall(SYS_setgroups, p.user->groups.size(), p.user->groups.data()) != 0) {
+      Fail(efd, Step::kGroups);
+    }
+    if (syscall(SYS_setresgid, p.user->gid, p.user->gid, p.user->gid) != 0) {
+      Fail(efd, Step::kGid);
+    }
+    if (syscall(SYS_setresuid, p.user->uid, p.user->uid, p.user->uid) != 0) {
+      Fail(efd, Step::kUid);
+    }
+  }
+  if (p.cwd != nullptr && chdir(p.cwd) != 0) Fail(efd, Step::kChdir);
+  // Nothing of the worker's (sockets, epoll, other tasks' pipes) may leak
+  // into the task, even an fd someone opened without O_CLOEXEC.
+  syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  execve(p.path, p.argv, p.envp);
+  Fail(efd, Step::kExec);
+}
+
+std::string Errno(int err) { return strerror(err); }
+
+Status DescribeFailure(const SpawnPlan& plan, const ChildError& e) {
+  const std::string& name = plan.display_name;
+  const int err = e.err;
+  switch (static_cast<Step>(e.step)) {
+    case Step::kExec:
+      if (err == ENOENT) return NotFound("command not found: " + name);
+      if (err == EACCES || err == EPERM) return PermissionDenied("permission denied: " + name);
+      if (err == ENOEXEC) return FailedPrecondition("exec format error: " + name);
+      return FailedPrecondition("cannot execute " + name + ": " + Errno(err));
+    case Step::kChdir: {
+      std::string dir = plan.cwd ? plan.cwd : "";
+      if (err == ENOENT || err == ENOTDIR) return NotFound("working directory missing: " + dir);
+      if (err == EACCES) return PermissionDenied("permission denied: working directory " + dir);
+      return FailedPrecondition("cannot enter working directory " + dir + ": " + Errno(err));
+    }
+    case Step::kSession:
+      return Internal("setsid failed: " + Errno(err));
+    case Step::kCgroup:
+      return FailedPrecondition("cannot join the task's cgroup: " + Errno(err));
+    case Step::kRlimit:
+      return FailedPrecondition("cannot set resource limits: " + Errno(err));
+    case Step::kAffinity:
+      return FailedPrecondition("cannot pin to the assigned cores: " + Errno(err));
+    case Step::kStdio:
+      return Internal("cannot set up stdin/stdout/stderr: " + Errno(err));
+    case Step::kGroups:
+    case Step::kGid:
+    case Step::kUid:
+      return PermissionDenied("cannot switch to the task user: " + Errno(err));
+  }
+  return Internal("child failed at unknown step " + std::to_string(e.step));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Spawner>> Spawner::Create() {
+  // One guard page below the stack turns an overflow into a fault instead of
+  // silent corruption of the parent's memory.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* mem = mmap(nullptr, kStackSize + page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (mem == MAP_FAILED) return Internal("cannot map the spawn stack: " + Errno(errno));
+  mprotect(mem, page, PROT_NONE);
+  return std::unique_ptr<Spawner>(new Spawner(mem, kStackSize + page));
+}
+
+Spawner::~Spawner() { munmap(stack_, stack_size_); }
+
+Result<SpawnedProcess> Spawner::Spawn(const SpawnPlan& plan) {
+  int error_pipe[2];
+  if (pipe2(error_pipe, O_CLOEXEC) != 0) {
+    return Unavailable("cannot create the error pipe: " + Errno(errno));
+  }
+  ChildArgs args{&plan, error_pipe[1]};
+
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int pidfd = -1;
+  char* top = static_cast<char*>(stack_) + stack_size_;
+  pid_t pid = clone(ChildMain, top, CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &args, &pidfd);
+  const int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  close(error_pipe[1]);
+
+  if (pid < 0) {
+    close(error_pipe[0]);
+    return Unavailable("cannot start a process: " + Errno(clone_errno));
+  }
+  // CLONE_VFORK: the child has exec'd or exited by now, so this read does
+  // not block; EOF means execve succeeded.
+  ChildError e{};
+  ssize_t n;
+  do {
+    n = read(error_pipe[0], &e, sizeof e);
+  } while (n < 0 && errno == EINTR);
+  close(error_pipe[0]);
+  if (n == static_cast<ssize_t>(sizeof e)) {
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    close(pidfd);
+    return DescribeFailure(plan, e);
+  }
+  return SpawnedProcess{pid, pidfd};
+}
+
+Result<std::string> ResolveCommand(const std::string& command, const std::string& path_env,
+                                   const std::string& cwd) {
+  if (command.empty()) return InvalidArgument("empty command");
+  auto check = [](const std::string& path) -> int {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return ENOENT;
+    if (!S_ISREG(st.st_mode)) return EACCES;
+    return access(path.c_str(), X_OK) == 0 ? 0 : EACCES;
+  };
+  if (command.find('/') != std::string::npos) {
+    std::string path = command[0] == '/' || cwd.empty() ? command : cwd + "/" + command;
+    int err = check(path);
+    if (err == ENOENT) return NotFound("command not found: " + command);
+    if (err == EACCES) return PermissionDenied("permission denied: " + command);
+    return path;
+  }
+  bool denied = false;
+  size_t start = 0;
+  while (start <= path_env.size()) {
+    size_t end = path_env.find(':', start);
+    if (end == std::string::npos) end = path_env.size();
+    std::string dir = path_env.substr(start, end - start);
+    if (dir.empty()) dir = ".";
+    std::string path = dir + "/" + command;
+    int err = check(path);
+    if (err == 0) return path;
+    if (err == EACCES) denied = true;
+    start = end + 1;
+  }
+  if (denied) return PermissionDenied("permission denied: " + command);
+  return NotFound("command not found: " + command);
+}
+
+}  // namespace drover::worker

@@ -1,0 +1,102 @@
+// Spawner: starts one child process with vfork semantics.
+//
+// The child shares the parent's memory (clone with CLONE_VM | CLONE_VFORK,
+// as posix_spawn does), so starting a task costs the same whatever the
+// worker's size; the parent is suspended until the child has called execve
+// or failed. Everything the child needs (argv/envp arrays, paths, cgroup
+// fds, rlimits, the CPU set, user ids) is prepared by the caller in a
+// SpawnPlan; between clone and execve the child makes only async-signal-safe
+// system calls, in this order:
+//   reset every signal disposition to default, setsid, join cgroups (write
+//   "0" to each join fd), set rlimits, set CPU affinity, set up stdin/
+//   stdout/stderr, setgroups/setgid/setuid, chdir, unblock signals, execve.
+// A step that fails sends (step, errno) back through an O_CLOEXEC error
+// pipe and the child exits 127; Spawn then reaps it and returns a Status
+// whose message a person can act on ("command not found: trian.py",
+// "permission denied: ./run.sh", "working directory missing: /x").
+//
+// Threading: one Spawner per thread (it owns the child's stack). Spawn blocks
+// all signals in the calling thread for the few microseconds of the clone.
+#ifndef DROVER_WORKER_SPAWN_H_
+#define DROVER_WORKER_SPAWN_H_
+
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace drover::worker {
+
+struct ChildRlimit {
+  int resource = 0;  // RLIMIT_*
+  rlim_t soft = RLIM_INFINITY;
+  rlim_t hard = RLIM_INFINITY;
+};
+
+struct UserSwitch {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+};
+
+// All pointers must stay valid for the duration of the Spawn call.
+struct SpawnPlan {
+  const char* path = nullptr;   // executable to execve (already resolved)
+  char* const* argv = nullptr;  // null-terminated
+  char* const* envp = nullptr;  // null-terminated
+  const char* cwd = nullptr;    // directory to chdir into; null: stay
+  // What the child's fds 0, 1 and 2 become; -1 leaves the slot untouched.
+  int stdin_fd = -1;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  std::vector<int> join_fds;  // open cgroup.procs files; child writes "0"
+  std::vector<ChildRlimit> rlimits;
+  std::optional<cpu_set_t> cpus;  // affinity; nullopt: inherit
+  std::optional<UserSwitch> user;
+  // Name used in error messages, as the person wrote it ("./run.sh").
+  std::string display_name;
+};
+
+struct SpawnedProcess {
+  pid_t pid = -1;
+  int pidfd = -1;  // O_CLOEXEC pidfd owned by the caller
+};
+
+class Spawner {
+ public:
+  // Fails if the child stack cannot be mapped.
+  static Result<std::unique_ptr<Spawner>> Create();
+  ~Spawner();
+  Spawner(const Spawner&) = delete;
+  Spawner& operator=(const Spawner&) = delete;
+
+  // Starts the child. On success the child is running the new program in
+  // its own session and process group (pgid == pid). On failure no child is
+  // left behind and the Status says which step failed and why:
+  // kNotFound for a missing command or working directory, kPermissionDenied
+  // for EACCES/EPERM, kFailedPrecondition or kInternal otherwise.
+  Result<SpawnedProcess> Spawn(const SpawnPlan& plan);
+
+ private:
+  Spawner(void* stack, size_t size) : stack_(stack), stack_size_(size) {}
+  void* stack_;
+  size_t stack_size_;
+};
+
+// Finds `command` the way execvp would: a name with a '/' is taken as is
+// (relative to `cwd` when not absolute), otherwise each directory of
+// `path_env` is tried. Returns the path to execve. Fails with
+// "command not found: NAME" (kNotFound) or "permission denied: NAME"
+// (kPermissionDenied) when only non-executable candidates exist.
+Result<std::string> ResolveCommand(const std::string& command, const std::string& path_env,
+                                   const std::string& cwd);
+
+}  // namespace drover::worker
+
+#endif  // DROVER_WORKER_SPAWN_H_
