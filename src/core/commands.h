@@ -45,14 +45,6 @@ struct LeaseKey {
   std::string ToString() const;
 };
 
-// A GPU (or a share of one) given to a task.
-struct GpuGrant {
-  uint32_t index = 0;
-  int64_t share = kWholeGpu;  // hundredths
-  uint64_t mem_bytes = 0;     // GPU memory reserved on it
-  friend bool operator==(const GpuGrant&, const GpuGrant&) = default;
-};
-
 // Claim all `keys` atomically for `task` attempt `attempt`, owner = this
 // scheduler, TTL `ttl`. Answer with LeaseGranted or LeaseRejected.
 struct ClaimLeases {

@@ -14,10 +14,12 @@
 #include <memory>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "common/ids.h"
 #include "common/time.h"
 #include "core/model.h"
+#include "core/resources.h"
 
 namespace drover::core {
 
@@ -37,6 +39,11 @@ struct TaskRecord {
   WorkerId worker = 0;
   Time at;
   std::string reason;  // empty for ordinary progress
+  uint32_t failures = 0;  // failed attempts so far (retries used)
+  // For assigned: the concrete resources, so a restored scheduler can keep
+  // them booked when the worker comes back. Empty otherwise.
+  std::vector<uint32_t> cores;
+  std::vector<GpuGrant> gpus;
   friend bool operator==(const TaskRecord&, const TaskRecord&) = default;
 };
 

@@ -97,6 +97,14 @@ struct WorkerUtilization {
   friend bool operator==(const WorkerUtilization&, const WorkerUtilization&) = default;
 };
 
+// A GPU (or a share of one) given to a task.
+struct GpuGrant {
+  uint32_t index = 0;
+  int64_t share = kWholeGpu;  // hundredths
+  uint64_t mem_bytes = 0;     // GPU memory reserved on it
+  friend bool operator==(const GpuGrant&, const GpuGrant&) = default;
+};
+
 // True when `model` is accepted by `types` (see ResourceRequest::gpu_types).
 bool GpuModelAccepted(const std::vector<std::string>& types, std::string_view model);
 

@@ -1,0 +1,246 @@
+// Placement: turning free resources and ready tasks into claims.
+//
+// Two paths, both bounded:
+//  - a class with new ready tasks is placed by asking the policy for the
+//    preferred worker that fits its head, repeatedly, until one does not fit
+//    (PlaceClass);
+//  - a worker whose resources were freed is offered to the class heads in
+//    priority-then-FIFO order (PlaceOnWorker). A queued class head fits no
+//    other worker (it was tried when it arrived, and every free since then
+//    was offered to it), so only the worker that changed needs a look.
+//
+// Backfill and reservations: when a later head is placed on a worker where
+// an earlier head did not fit, the earlier one is being overtaken. It then
+// gets a reservation on a worker that can hold it; on that worker no other
+// task may take anything the reserved one is short of, or make it short of
+// something more, so a stream of small tasks cannot starve a large one.
+#include <algorithm>
+
+#include "core/scheduler_state.h"
+
+namespace drover::core {
+
+void Scheduler::State::MarkClassDirty(uint32_t cls) {
+  if (class_dirty.size() <= cls) class_dirty.resize(queues.class_count(), 0);
+  if (class_dirty[cls]) return;
+  class_dirty[cls] = 1;
+  dirty_classes.push_back(cls);
+}
+
+void Scheduler::State::Dispatch() {
+  while (!dirty_classes.empty() || !dirty_workers.empty()) {
+    if (!dirty_classes.empty()) {
+      // Class order, not arrival order, so the result does not depend on
+      // which event touched which class first within one handling.
+      std::vector<uint32_t> classes;
+      classes.swap(dirty_classes);
+      std::sort(classes.begin(), classes.end());
+      for (uint32_t cls : classes) {
+        class_dirty[cls] = 0;
+        PlaceClass(cls);
+      }
+      continue;
+    }
+    std::vector<uint32_t> ws;
+    ws.swap(dirty_workers);
+    for (uint32_t w : ws) {
+      workers[w].dirty = false;
+      PlaceOnWorker(w);
+    }
+    ws.clear();
+    if (dirty_workers.empty()) dirty_workers.swap(ws);  // keep the capacity
+  }
+  FlushLoads();
+}
+
+bool Scheduler::State::LiveHead(uint32_t cls, TaskRef& out_ref) {
+  while (!queues.Empty(cls)) {
+    TaskRef r = queues.Head(cls).task;
+    const Task& t = task(r);
+    if (t.state == TaskState::kQueued && !(t.flags & (kFlagBackoff | kFlagParked))) {
+      out_ref = r;
+      return true;
+    }
+    queues.PopHead(cls);  // canceled or moved on since it was queued
+  }
+  return false;
+}
+
+bool Scheduler::State::QuotaAllows(TaskRef r) const {
+  const User& u = users[jobs[r.job].user];
+  const ResourceRequest& req = RequestOf(r);
+  if (u.quota.max_tasks != 0 && u.tasks + 1 > u.quota.max_tasks) return false;
+  if (u.quota.max_cpus_milli != 0 && u.cpus_milli + req.cpus_milli > u.quota.max_cpus_milli) {
+    return false;
+  }
+  if (u.quota.max_gpus != 0 && req.gpus > 0 && u.gpus + req.gpus > u.quota.max_gpus) return false;
+  return true;
+}
+
+void Scheduler::State::Park(uint32_t cls, TaskRef r) {
+  queues.PopHead(cls);
+  task(r).flags |= kFlagParked;
+  users[jobs[r.job].user].parked.push_back(r);
+}
+
+void Scheduler::State::Unpark(uint32_t u) {
+  // Put back, in order, as many parked tasks as the freed quota could take;
+  // the rest stay parked so a long parked list costs nothing per event.
+  User& user = users[u];
+  int64_t cpus = user.cpus_milli;
+  int64_t gpus = user.gpus;
+  uint32_t tasks = user.tasks;
+  std::vector<TaskRef> back;
+  while (!user.parked.empty()) {
+    TaskRef r = user.parked.front();
+    Task& t = task(r);
+    if (t.state != TaskState::kQueued || !(t.flags & kFlagParked)) {
+      user.parked.pop_front();
+      continue;
+    }
+    const ResourceRequest& req = RequestOf(r);
+    const UserQuota& q = user.quota;
+    if ((q.max_tasks != 0 && tasks + 1 > q.max_tasks) ||
+        (q.max_cpus_milli != 0 && cpus + req.cpus_milli > q.max_cpus_milli) ||
+        (q.max_gpus != 0 && req.gpus > 0 && gpus + req.gpus > q.max_gpus)) {
+      break;
+    }
+    cpus += req.cpus_milli;
+    gpus += req.gpus;
+    ++tasks;
+    t.flags &= static_cast<uint8_t>(~kFlagParked);
+    back.push_back(r);
+    user.parked.pop_front();
+  }
+  for (auto it = back.rbegin(); it != back.rend(); ++it) Enqueue(*it, true);
+}
+
+bool Scheduler::State::CanPlace(uint32_t w, TaskRef r) {
+  if (!Schedulable(w)) return false;
+  const ResourceRequest& req = RequestOf(r);
+  if (!workers[w].res->Fits(req, policy->PreferFullGpus())) return false;
+  if (reservation.active && reservation.worker == w && !(reservation.task == r)) {
+    return ReservationAllows(w, r);
+  }
+  return true;
+}
+
+bool Scheduler::State::ReservationAllows(uint32_t w, TaskRef r) {
+  WorkerState& res = *workers[w].res;
+  const ResourceRequest& reserved = RequestOf(reservation.task);
+  const ResourceRequest& req = RequestOf(r);
+  const uint32_t short_now = res.Shortfall(reserved);
+  uint32_t uses = 0;
+  if (req.CoreCount() > 0) uses |= kDimCores;
+  if (req.mem_bytes > 0) uses |= kDimMem;
+  if (req.gpus > 0) uses |= kDimGpus;
+  if (!req.counters.empty()) uses |= kDimCounters;
+  if (uses & short_now) return false;
+  // Try it: placing r must not make the reserved task short of anything new.
+  Allocation trial;
+  if (!res.Allocate(req, policy->PreferFullGpus(), trial)) return false;
+  const uint32_t short_after = res.Shortfall(reserved);
+  res.Free(req, trial);
+  return short_after == short_now;
+}
+
+void Scheduler::State::Reserve(TaskRef r, uint32_t hint) {
+  if (!config.reservations) return;
+  if (reservation.active) {
+    if (reservation.task == r) return;
+    // Keep an existing reservation for a task that runs before r.
+    const Task& held = task(reservation.task);
+    if (held.state == TaskState::kQueued) {
+      const int32_t p_held = SpecOf(reservation.task).priority;
+      const int32_t p_new = SpecOf(r).priority;
+      if (p_held > p_new || (p_held == p_new && reservation.task < r)) return;
+    }
+  }
+  const ResourceRequest& req = RequestOf(r);
+  uint32_t chosen = kNone;
+  if (hint != kNone && Schedulable(hint) && workers[hint].res->CanEverFit(req)) {
+    chosen = hint;
+  } else {
+    for (uint32_t w = 0; w < workers.size(); ++w) {
+      if (Schedulable(w) && workers[w].res->CanEverFit(req)) {
+        chosen = w;
+        break;
+      }
+    }
+  }
+  if (chosen == kNone) return;
+  reservation = Reservation{true, r, chosen};
+}
+
+void Scheduler::State::Place(uint32_t cls, TaskRef r, uint32_t w) {
+  const ResourceRequest& req = queues.request(cls);
+  Worker& worker = workers[w];
+  Task& t = task(r);
+  queues.PopHead(cls);
+  ++t.attempt;
+  t.worker = worker.id;
+  const uint32_t a = NewActive(r, w, t.attempt);
+  Active& act = actives[a];
+  act.booked = worker.res->Allocate(req, policy->PreferFullGpus(), act.alloc);
+  if (reservation.active && reservation.task == r) reservation.active = false;
+  out->push_back(ClaimLeases{IdOf(r), t.attempt, worker.id, KeysOf(act), config.lease_ttl});
+  Transition(r, TaskState::kAssigned, "");
+}
+
+void Scheduler::State::PlaceClass(uint32_t cls) {
+  TaskRef r;
+  while (LiveHead(cls, r)) {
+    if (!QuotaAllows(r)) {
+      Park(cls, r);
+      continue;
+    }
+    FlushLoads();
+    const uint32_t w = policy->Choose([&](uint32_t slot) { return CanPlace(slot, r); });
+    if (w == kNoWorker) return;
+    // Overtaking an earlier blocked head of another class is a backfill.
+    if (!queues.heads().empty()) {
+      const uint32_t top = std::get<2>(*queues.heads().begin());
+      TaskRef first;
+      if (top != cls && LiveHead(top, first)) {
+        const auto& [np, seq, c] = *queues.heads().begin();
+        const auto& mine = queues.Head(cls);
+        if (std::make_pair(np, seq) < std::make_pair(-int64_t{SpecOf(r).priority}, mine.seq)) {
+          Reserve(first, kNone);
+          if (!CanPlace(w, r)) continue;  // the reservation just took that worker
+        }
+      }
+    }
+    Place(cls, r, w);
+  }
+}
+
+void Scheduler::State::PlaceOnWorker(uint32_t w) {
+  if (!Schedulable(w)) return;
+  TaskRef blocked;
+  bool have_blocked = false;
+restart:
+  for (const auto& key : queues.heads()) {
+    const uint32_t cls = std::get<2>(key);
+    TaskRef r;
+    const TaskRef head = queues.Head(cls).task;
+    if (!LiveHead(cls, r) || !(r == head)) goto restart;  // popped dead entries
+    if (!QuotaAllows(r)) {
+      Park(cls, r);
+      goto restart;
+    }
+    if (CanPlace(w, r)) {
+      if (have_blocked && !(blocked == r)) {
+        Reserve(blocked, w);
+        if (!CanPlace(w, r)) continue;
+      }
+      Place(cls, r, w);
+      goto restart;
+    }
+    if (!have_blocked && workers[w].res->CanEverFit(RequestOf(r))) {
+      blocked = r;
+      have_blocked = true;
+    }
+  }
+}
+
+}  // namespace drover::core

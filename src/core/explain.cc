@@ -1,0 +1,228 @@
+// Explain: why a task is where it is, in words a person can act on.
+#include <algorithm>
+
+#include "common/quantity.h"
+#include "core/scheduler_state.h"
+
+namespace drover::core {
+
+namespace {
+
+std::string Plural(uint64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// Why no live worker could ever run the request, or "" if some could.
+std::string NeverFits(const std::vector<const WorkerState*>& live, const ResourceRequest& req) {
+  if (live.empty()) return "no workers are connected";
+  auto any = [&](auto pred) {
+    return std::any_of(live.begin(), live.end(), [&](const WorkerState* w) { return pred(*w); });
+  };
+  for (const auto& [key, value] : req.labels) {
+    if (!any([&](const WorkerState& w) {
+          auto it = w.resources().labels.find(key);
+          return it != w.resources().labels.end() && it->second == value;
+        })) {
+      return "no worker has label " + key + "=" + value;
+    }
+  }
+  if (req.gpus > 0 && !req.gpu_types.empty()) {
+    bool offered = any([&](const WorkerState& w) {
+      return std::any_of(w.resources().gpus.begin(), w.resources().gpus.end(),
+                         [&](const GpuDevice& d) { return GpuModelAccepted(req.gpu_types, d.model); });
+    });
+    if (!offered) {
+      std::string types;
+      for (size_t i = 0; i < req.gpu_types.size(); ++i) types += (i ? "|" : "") + req.gpu_types[i];
+      return "no worker offers gpu_type " + types;
+    }
+  }
+  if (req.gpus > 0 && req.gpu_mem_bytes > 0) {
+    bool offered = any([&](const WorkerState& w) {
+      return std::any_of(w.resources().gpus.begin(), w.resources().gpus.end(),
+                         [&](const GpuDevice& d) { return d.memory_bytes >= req.gpu_mem_bytes; });
+    });
+    if (!offered) return "no worker has a GPU with " + FormatBytes(req.gpu_mem_bytes) + " of memory";
+  }
+  for (const auto& [name, amount] : req.counters) {
+    if (!any([&](const WorkerState& w) {
+          auto it = w.resources().counters.find(name);
+          return it != w.resources().counters.end() && it->second >= amount;
+        })) {
+      return "no worker offers " + std::to_string(amount) + " of counter " + name;
+    }
+  }
+  if (!any([&](const WorkerState& w) { return w.CanEverFit(req); })) {
+    return "no worker is large enough for " + req.ToString();
+  }
+  return "";
+}
+
+// The first dimension in which no worker has room now, with the largest
+// free amount, e.g. "needs 2 GPUs, largest free is 1".
+std::string Shortest(const std::vector<const WorkerState*>& fit, const ResourceRequest& req) {
+  if (req.gpus > 0) {
+    if (req.IsGpuShare()) {
+      int64_t best = 0;
+      for (const WorkerState* w : fit) {
+        for (size_t i = 0; i < w->resources().gpus.size(); ++i) {
+          if (GpuModelAccepted(req.gpu_types, w->resources().gpus[i].model) &&
+              w->gpu_free_mem(i) >= req.gpu_mem_bytes) {
+            best = std::max(best, w->gpu_free_share(i));
+          }
+        }
+      }
+      if (best < req.gpus) {
+        return "needs " + FormatGpus(req.gpus) + " of a GPU, largest free share is " +
+               FormatGpus(best);
+      }
+    } else {
+      uint32_t best = 0;
+      for (const WorkerState* w : fit) best = std::max(best, w->MatchingFreeWholeGpus(req));
+      if (best < req.GpuCount()) {
+        return "needs " + Plural(req.GpuCount(), "GPU", "GPUs") + ", largest free is " +
+               std::to_string(best);
+      }
+    }
+  }
+  uint32_t cores = 0;
+  uint64_t mem = 0;
+  for (const WorkerState* w : fit) {
+    cores = std::max(cores, w->free_core_count());
+    mem = std::max(mem, w->free_mem());
+  }
+  if (cores < req.CoreCount()) {
+    return "needs " + Plural(req.CoreCount(), "cpu", "cpus") + ", largest free is " +
+           std::to_string(cores);
+  }
+  if (mem < req.mem_bytes) {
+    return "needs " + FormatBytes(req.mem_bytes) + " memory, largest free is " + FormatBytes(mem);
+  }
+  for (const auto& [name, amount] : req.counters) {
+    int64_t best = 0;
+    for (const WorkerState* w : fit) {
+      auto it = w->free_counters().find(name);
+      if (it != w->free_counters().end()) best = std::max(best, it->second);
+    }
+    if (best < amount) {
+      return "needs " + std::to_string(amount) + " " + name + ", largest free is " +
+             std::to_string(best);
+    }
+  }
+  return "no single worker has all of " + req.ToString() + " free";
+}
+
+}  // namespace
+
+Result<std::string> Scheduler::Explain(TaskId id) const {
+  const State& s = *state_;
+  ASSIGN_OR_RETURN(TaskRef r, s.Find(id));
+  const Job& job = s.jobs[r.job];
+  const Task& t = s.task(r);
+  const std::string& reason = s.ReasonOf(r);
+  switch (t.state) {
+    case TaskState::kSucceeded:
+      return std::string("succeeded");
+    case TaskState::kFailed:
+    case TaskState::kCanceled:
+      return std::string(TaskStateName(t.state)) + ": " + reason;
+    case TaskState::kAssigned:
+    case TaskState::kRunning: {
+      const Active& act = s.actives[t.active];
+      std::string where = "worker " + std::to_string(t.worker);
+      if (act.lost) return where + " lost; waiting for its leases to expire";
+      if (t.state == TaskState::kRunning) {
+        return "running on " + where + " (attempt " + std::to_string(t.attempt) + ")";
+      }
+      return "assigned to " + where + (act.granted ? "" : " (lease claim pending)");
+    }
+    case TaskState::kWaiting: {
+      for (uint32_t d : job.groups[t.group].deps) {
+        const Group& g = job.groups[d];
+        for (uint32_t i = 0; i < g.count; ++i) {
+          if (job.tasks[g.first + i].state != TaskState::kSucceeded) {
+            return "waiting for dependency " + TaskId{job.id, g.first + i}.ToString();
+          }
+        }
+      }
+      for (const TaskId& after : job.spec->after_tasks) {
+        if (s.task(s.Find(after).value()).state != TaskState::kSucceeded) {
+          return "waiting for dependency " + after.ToString();
+        }
+      }
+      for (JobId after : job.spec->after_jobs) {
+        if (s.jobs[s.job_slots.at(after)].not_succeeded > 0) {
+          return "waiting for job " + std::to_string(after);
+        }
+      }
+      return std::string("waiting");
+    }
+    case TaskState::kQueued:
+      break;
+  }
+
+  const TaskGroupSpec& spec = s.SpecOf(r);
+  if (t.flags & kFlagBackoff) {
+    const int64_t at = t.finished_us + s.BackoffFor(r).count();
+    return "backing off: retry " + std::to_string(t.failures) + " of " +
+           std::to_string(spec.retries) + " in " +
+           FormatDuration(Duration(std::max<int64_t>(0, at - s.now_us)));
+  }
+  const ResourceRequest& req = spec.resources;
+  if (t.flags & kFlagParked) {
+    const User& u = s.users[job.user];
+    if (u.quota.max_gpus != 0 && req.gpus > 0 && u.gpus + req.gpus > u.quota.max_gpus) {
+      return "quota: user " + u.name + " at " + FormatGpus(u.gpus) + "/" +
+             FormatGpus(u.quota.max_gpus) + " gpus";
+    }
+    if (u.quota.max_cpus_milli != 0 && u.cpus_milli + req.cpus_milli > u.quota.max_cpus_milli) {
+      return "quota: user " + u.name + " at " + FormatCpus(u.cpus_milli) + "/" +
+             FormatCpus(u.quota.max_cpus_milli) + " cpus";
+    }
+    return "quota: user " + u.name + " at " + std::to_string(u.tasks) + "/" +
+           std::to_string(u.quota.max_tasks) + " tasks";
+  }
+
+  std::vector<const WorkerState*> live;
+  std::vector<const WorkerState*> fit;
+  bool any_drained = false;
+  for (uint32_t w = 0; w < s.workers.size(); ++w) {
+    const Worker& worker = s.workers[w];
+    if (worker.lost) continue;
+    if (worker.drained) {
+      any_drained = true;
+      continue;
+    }
+    live.push_back(worker.res.get());
+    if (worker.res->CanEverFit(req)) fit.push_back(worker.res.get());
+  }
+  if (live.empty() && any_drained) return std::string("all workers are drained");
+  std::string never = NeverFits(live, req);
+  if (!never.empty()) return never;
+
+  // Queue position among live entries of its class.
+  uint64_t ahead = 0;
+  s.queues.ForEach(job.groups[t.group].cls, [&](const QueueEntry& e) {
+    if (e.task == r) return false;
+    const Task& other = s.task(e.task);
+    if (other.state == TaskState::kQueued && !(other.flags & (kFlagBackoff | kFlagParked))) ++ahead;
+    return true;
+  });
+  if (ahead > 0) return "behind " + Plural(ahead, "task", "tasks") + " of its class";
+
+  if (s.reservation.active && !(s.reservation.task == r)) {
+    const uint32_t w = s.reservation.worker;
+    if (s.Schedulable(w) && s.workers[w].res->Fits(req, false)) {
+      bool elsewhere = false;
+      for (uint32_t v = 0; v < s.workers.size() && !elsewhere; ++v) {
+        elsewhere = v != w && s.Schedulable(v) && s.workers[v].res->Fits(req, false);
+      }
+      if (!elsewhere) {
+        return "held back: reservation for " + s.IdOf(s.reservation.task).ToString();
+      }
+    }
+  }
+  return Shortest(fit, req);
+}
+
+}  // namespace drover::core

@@ -1,0 +1,126 @@
+// Replay of journaled records into a fresh scheduler.
+//
+// Records set task fields directly; FinishRestore then derives everything
+// else (counts, dependency counters, queues, timers) from those fields, so
+// replay does not depend on re-running the original decisions.
+#include <type_traits>
+
+#include "core/scheduler_state.h"
+
+namespace drover::core {
+
+Status Scheduler::Restore(const Record& record) {
+  State& s = *state_;
+  if (!s.restoring) return FailedPrecondition("Restore after the scheduler started handling events");
+  return std::visit(
+      [&](const auto& r) -> Status {
+        using T = std::decay_t<decltype(r)>;
+        if constexpr (std::is_same_v<T, JobRecord>) {
+          return s.CreateJob(r.job, r.spec, r.at).status();
+        } else if constexpr (std::is_same_v<T, TaskRecord>) {
+          ASSIGN_OR_RETURN(TaskRef ref, s.Find(r.task));
+          Task& t = s.task(ref);
+          t.state = r.state;
+          t.attempt = static_cast<uint16_t>(r.attempt);
+          t.failures = static_cast<uint16_t>(r.failures);
+          t.worker = r.worker;
+          if (r.state == TaskState::kRunning) t.started_us = ToMicros(r.at);
+          if (r.state == TaskState::kQueued || IsTerminal(r.state)) t.finished_us = ToMicros(r.at);
+          if (!r.reason.empty()) s.extras[State::ExtraKey(ref)].reason = r.reason;
+          if (r.state == TaskState::kAssigned) {
+            Allocation& alloc = s.restored_allocs[ref];
+            alloc.cores = r.cores;
+            alloc.gpus = r.gpus;
+            alloc.mem_bytes = s.RequestOf(ref).mem_bytes;
+          } else if (r.state != TaskState::kRunning) {
+            s.restored_allocs.erase(ref);
+          }
+          return Status::Ok();
+        } else {
+          ASSIGN_OR_RETURN(TaskRef ref, s.Find(r.task));
+          s.extras[State::ExtraKey(ref)].outcome = r.outcome;
+          return Status::Ok();
+        }
+      },
+      record);
+}
+
+void Scheduler::FinishRestore(Time now, Outbox& out) {
+  State& s = *state_;
+  s.restoring = false;
+  s.now_us = std::max(s.now_us, ToMicros(now));
+  s.out = &out;
+  for (uint32_t j = 0; j < s.jobs.size(); ++j) {
+    Job& job = s.jobs[j];
+    job.counts = {};
+    job.not_succeeded = 0;
+    for (Group& g : job.groups) {
+      g.not_succeeded = 0;
+      for (uint32_t i = 0; i < g.count; ++i) {
+        if (job.tasks[g.first + i].state != TaskState::kSucceeded) ++g.not_succeeded;
+      }
+      job.not_succeeded += g.not_succeeded;
+    }
+    for (Group& g : job.groups) {
+      g.unmet = 0;
+      for (uint32_t d : g.deps) g.unmet += job.groups[d].not_succeeded > 0 ? 1 : 0;
+    }
+    uint32_t external = 0;
+    for (JobId after : job.spec->after_jobs) {
+      if (s.jobs[s.job_slots.at(after)].not_succeeded == 0) continue;
+      ++external;
+      s.job_watchers[after].push_back(j);
+    }
+    for (const TaskId& after : job.spec->after_tasks) {
+      TaskRef ref = s.Find(after).value();
+      if (s.task(ref).state == TaskState::kSucceeded) continue;
+      ++external;
+      s.task_watchers[after].push_back(j);
+    }
+    for (Group& g : job.groups) {
+      g.unmet += external;
+      for (uint32_t i = 0; i < g.count && !g.doomed; ++i) {
+        TaskState st = job.tasks[g.first + i].state;
+        g.doomed = st == TaskState::kCanceled && g.unmet > 0;
+      }
+    }
+  }
+  // Jobs are restored in id order, so an --after target is complete before
+  // its watchers; now place or re-arm every live task.
+  for (uint32_t j = 0; j < s.jobs.size(); ++j) {
+    Job& job = s.jobs[j];
+    for (uint32_t i = 0; i < job.tasks.size(); ++i) {
+      TaskRef r{j, i};
+      Task& t = job.tasks[i];
+      const Group& g = job.groups[t.group];
+      if (t.state == TaskState::kWaiting || t.state == TaskState::kQueued) {
+        t.state = g.unmet == 0 ? TaskState::kQueued : TaskState::kWaiting;
+        ++job.counts[static_cast<int>(t.state)];
+        if (t.state != TaskState::kQueued) continue;
+        if (t.failures > 0 && t.finished_us != 0) {
+          t.flags |= kFlagBackoff;
+          s.PushTimer(t.finished_us + s.BackoffFor(r).count(), TimerKind::kRetry, r, t.attempt);
+        } else {
+          s.Enqueue(r, false);
+        }
+        continue;
+      }
+      ++job.counts[static_cast<int>(t.state)];
+      if (IsTerminal(t.state)) continue;
+      // Assigned or running on a worker we have not heard from yet.
+      const uint32_t a = s.NewActive(r, kNone, t.attempt);
+      Active& act = s.actives[a];
+      act.lost = true;
+      act.granted = t.state == TaskState::kRunning;
+      auto it = s.restored_allocs.find(r);
+      if (it != s.restored_allocs.end()) act.alloc = it->second;
+      s.PushTimer(s.now_us + (s.config.lease_ttl + s.config.expiry_grace).count(),
+                  TimerKind::kLostExpiry, r, t.attempt);
+    }
+  }
+  s.restored_allocs.clear();
+  s.Dispatch();
+  s.out = nullptr;
+}
+
+}  // namespace drover::core

@@ -1,0 +1,709 @@
+// Event handlers and the task lifecycle. Placement is in dispatch.cc, lease
+// and resource bookkeeping in leases.cc, queries in scheduler_queries.cc,
+// replay in restore.cc.
+#include "core/scheduler.h"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "common/quantity.h"
+#include "core/dag.h"
+#include "core/scheduler_state.h"
+
+namespace drover::core {
+
+Scheduler::State::State(SchedulerConfig c)
+    : config(std::move(c)), policy(MakePolicy(config.policy)) {}
+
+Scheduler::Scheduler(SchedulerConfig config)
+    : state_(std::make_unique<State>(std::move(config))) {}
+Scheduler::~Scheduler() = default;
+
+const SchedulerConfig& Scheduler::config() const { return state_->config; }
+
+Status Scheduler::Handle(Time now, Event event, Outbox& out) {
+  State& s = *state_;
+  s.restoring = false;
+  s.now_us = std::max(s.now_us, ToMicros(now));
+  s.out = &out;
+  Status status = std::visit(
+      [&](auto& e) -> Status {
+        using T = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<T, WorkerJoined>) return s.OnWorkerJoined(e);
+        if constexpr (std::is_same_v<T, WorkerHeartbeat>) return s.OnHeartbeat(e);
+        if constexpr (std::is_same_v<T, WorkerLost>) return s.OnWorkerLost(e);
+        if constexpr (std::is_same_v<T, WorkerDrained>) return s.OnDrained(e);
+        if constexpr (std::is_same_v<T, JobSubmitted>) {
+          Result<JobId> id = s.OnSubmit(e.job, std::move(e.spec));
+          return id.ok() ? Status::Ok() : id.status();
+        }
+        if constexpr (std::is_same_v<T, CancelJob>) return s.OnCancelJob(e.job);
+        if constexpr (std::is_same_v<T, CancelTask>) return s.OnCancelTask(e.task);
+        if constexpr (std::is_same_v<T, TaskStarted>) return s.OnStarted(e);
+        if constexpr (std::is_same_v<T, TaskFinished>) return s.OnFinished(e);
+        if constexpr (std::is_same_v<T, LeaseGranted>) return s.OnGranted(e);
+        if constexpr (std::is_same_v<T, LeaseRejected>) return s.OnRejected(e);
+        if constexpr (std::is_same_v<T, LeaseFreed>) return s.OnFreed(e);
+        if constexpr (std::is_same_v<T, Tick>) {
+          s.OnTick();
+          return Status::Ok();
+        }
+      },
+      event);
+  s.Dispatch();
+  s.out = nullptr;
+  return status;
+}
+
+Status Scheduler::HandleAll(Time now, std::span<Event> events, Outbox& out) {
+  Status first;
+  for (Event& e : events) {
+    Status st = Handle(now, std::move(e), out);
+    if (first.ok() && !st.ok()) first = st;
+  }
+  return first;
+}
+
+Result<JobId> Scheduler::Submit(Time now, std::shared_ptr<const JobSpec> spec, Outbox& out,
+                                JobId job) {
+  State& s = *state_;
+  s.restoring = false;
+  s.now_us = std::max(s.now_us, ToMicros(now));
+  s.out = &out;
+  Result<JobId> id = s.OnSubmit(job, std::move(spec));
+  s.Dispatch();
+  s.out = nullptr;
+  return id;
+}
+
+// --- lookups -----------------------------------------------------------------
+
+Result<TaskRef> Scheduler::State::Find(TaskId id) const {
+  auto it = job_slots.find(id.job);
+  if (it == job_slots.end()) return NotFound("no job " + std::to_string(id.job));
+  if (id.index >= jobs[it->second].tasks.size()) {
+    return NotFound("no task " + id.ToString());
+  }
+  return TaskRef{it->second, id.index};
+}
+
+Result<uint32_t> Scheduler::State::FindWorker(WorkerId id) const {
+  auto it = worker_slots.find(id);
+  if (it == worker_slots.end()) return NotFound("no worker " + std::to_string(id));
+  return it->second;
+}
+
+uint32_t Scheduler::State::UserOf(const std::string& name) {
+  auto [it, inserted] = user_ids.emplace(name, static_cast<uint32_t>(users.size()));
+  if (inserted) {
+    User u;
+    u.name = name;
+    auto q = config.quotas.find(name);
+    u.quota = q == config.quotas.end() ? config.default_quota : q->second;
+    users.push_back(std::move(u));
+  }
+  return it->second;
+}
+
+const std::string& Scheduler::State::ReasonOf(TaskRef r) const {
+  static const std::string kEmpty;
+  auto it = extras.find(ExtraKey(r));
+  return it == extras.end() ? kEmpty : it->second.reason;
+}
+
+// --- workers -----------------------------------------------------------------
+
+Status Scheduler::State::OnWorkerJoined(WorkerJoined& e) {
+  RETURN_IF_ERROR(e.resources.Validate());
+  auto it = worker_slots.find(e.worker);
+  uint32_t w;
+  if (it == worker_slots.end()) {
+    w = static_cast<uint32_t>(workers.size());
+    workers.emplace_back();
+    workers[w].id = e.worker;
+    worker_slots.emplace(e.worker, w);
+  } else {
+    w = it->second;
+    if (!workers[w].lost) {
+      return FailedPrecondition("worker " + std::to_string(e.worker) + " joined twice");
+    }
+  }
+  Worker& worker = workers[w];
+  worker.res = std::make_unique<WorkerState>(e.worker, std::move(e.resources));
+  worker.lost = false;
+  worker.drained = false;
+  worker.last_heartbeat = TimeFromMicros(now_us);
+  // Tasks still on it from before (lost, leases not yet expired) keep their
+  // resources booked on the new incarnation, so nothing is handed out twice.
+  for (uint32_t a : worker.actives) {
+    Active& act = actives[a];
+    act.booked = worker.res->AllocateExact(RequestOf(act.task), act.alloc);
+  }
+  // Restored tasks that ran here come back to it the same way.
+  for (uint32_t a = 0; a < actives.size(); ++a) {
+    Active& act = actives[a];
+    if (act.worker != kNone || act.attempt == 0 || !act.lost) continue;
+    if (task(act.task).worker != e.worker) continue;
+    act.worker = w;
+    act.pos = static_cast<uint32_t>(worker.actives.size());
+    worker.actives.push_back(a);
+    act.booked = worker.res->AllocateExact(RequestOf(act.task), act.alloc);
+  }
+  policy->Add(LoadOf(w));
+  worker.in_policy = true;
+  MarkWorkerDirty(w);
+  return Status::Ok();
+}
+
+Status Scheduler::State::OnHeartbeat(WorkerHeartbeat& e) {
+  ASSIGN_OR_RETURN(uint32_t w, FindWorker(e.worker));
+  if (workers[w].lost) return FailedPrecondition("heartbeat from lost worker");
+  workers[w].util = std::move(e.utilization);
+  workers[w].last_heartbeat = TimeFromMicros(now_us);
+  MarkLoadDirty(w);
+  return Status::Ok();
+}
+
+Status Scheduler::State::OnWorkerLost(const WorkerLost& e) {
+  ASSIGN_OR_RETURN(uint32_t w, FindWorker(e.worker));
+  Worker& worker = workers[w];
+  if (worker.lost) return FailedPrecondition("worker " + std::to_string(e.worker) + " already lost");
+  worker.lost = true;
+  if (worker.in_policy) policy->Remove(w);
+  worker.in_policy = false;
+  if (reservation.active && reservation.worker == w) reservation.active = false;
+  // Leases stop being renewed now; the tasks wait for them to expire.
+  for (uint32_t a : worker.actives) {
+    Active& act = actives[a];
+    if (act.lost) continue;
+    act.lost = true;
+    PushTimer(act.lease_from_us + (config.lease_ttl + config.expiry_grace).count(),
+              TimerKind::kLostExpiry, act.task, act.attempt);
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::State::OnDrained(const WorkerDrained& e) {
+  ASSIGN_OR_RETURN(uint32_t w, FindWorker(e.worker));
+  Worker& worker = workers[w];
+  worker.drained = e.drained;
+  if (worker.lost) return Status::Ok();
+  if (e.drained) {
+    if (worker.in_policy) policy->Remove(w);
+    worker.in_policy = false;
+    if (reservation.active && reservation.worker == w) reservation.active = false;
+  } else if (!worker.in_policy) {
+    policy->Add(LoadOf(w));
+    worker.in_policy = true;
+    MarkWorkerDirty(w);
+  }
+  return Status::Ok();
+}
+
+// --- jobs ----------------------------------------------------------------------
+
+Result<uint32_t> Scheduler::State::CreateJob(JobId id, std::shared_ptr<const JobSpec> spec,
+                                             Time at) {
+  if (!spec) return InvalidArgument("job without a spec");
+  if (id == 0) id = next_job_id;
+  if (job_slots.count(id)) return AlreadyExists("job " + std::to_string(id) + " exists");
+  ASSIGN_OR_RETURN(GroupGraph graph, BuildGroupGraph(*spec));
+  uint64_t total = spec->TaskCount();
+  if (total == 0 || total > UINT32_MAX) return InvalidArgument("job has no tasks or too many");
+  for (const TaskGroupSpec& g : spec->groups) {
+    RETURN_IF_ERROR(g.resources.Validate().WithContext("task \"" + g.name + "\""));
+    if (g.command.empty()) {
+      return InvalidArgument("task \"" + g.name + "\" has an empty command");
+    }
+  }
+  for (JobId after : spec->after_jobs) {
+    if (!job_slots.count(after)) return NotFound("--after: no job " + std::to_string(after));
+  }
+  for (const TaskId& after : spec->after_tasks) {
+    RETURN_IF_ERROR(Find(after).status().WithContext("--after"));
+  }
+
+  const uint32_t slot = static_cast<uint32_t>(jobs.size());
+  Job& job = jobs.emplace_back();
+  job.id = id;
+  job.user = UserOf(spec->user);
+  job.submitted = at;
+  job.groups.resize(spec->groups.size());
+  job.tasks.resize(total);
+  uint32_t first = 0;
+  for (size_t g = 0; g < spec->groups.size(); ++g) {
+    Group& group = job.groups[g];
+    group.first = first;
+    group.count = spec->groups[g].TaskCount();
+    group.not_succeeded = group.count;
+    group.cls = queues.ClassOf(spec->groups[g].resources);
+    group.deps = std::move(graph.deps[g]);
+    group.dependents = std::move(graph.dependents[g]);
+    group.unmet = static_cast<uint32_t>(group.deps.size());
+    for (uint32_t i = 0; i < group.count; ++i) job.tasks[first + i].group = static_cast<uint16_t>(g);
+    first += group.count;
+  }
+  if (class_dirty.size() < queues.class_count()) class_dirty.resize(queues.class_count(), 0);
+  job.not_succeeded = total;
+  job.spec = std::move(spec);
+  job_slots.emplace(id, slot);
+  next_job_id = std::max(next_job_id, id + 1);
+  return slot;
+}
+
+Result<JobId> Scheduler::State::OnSubmit(JobId id, std::shared_ptr<const JobSpec> spec) {
+  Time at = TimeFromMicros(now_us);
+  auto keep = spec;
+  ASSIGN_OR_RETURN(uint32_t slot, CreateJob(id, std::move(spec), at));
+  Job& job = jobs[slot];
+  out->push_back(Persist{JobRecord{job.id, job.spec, at}});
+
+  // External dependencies: each unmet one holds every group back; one that
+  // already failed dooms the job at once.
+  std::string doom;
+  uint32_t external = 0;
+  for (JobId after : job.spec->after_jobs) {
+    const Job& dep = jobs[job_slots.at(after)];
+    if (dep.not_succeeded == 0) continue;
+    if (dep.counts[static_cast<int>(TaskState::kFailed)] +
+            dep.counts[static_cast<int>(TaskState::kCanceled)] > 0) {
+      doom = "dependency job " + std::to_string(after) + " failed";
+      continue;
+    }
+    ++external;
+    job_watchers[after].push_back(slot);
+  }
+  for (const TaskId& after : job.spec->after_tasks) {
+    TaskRef ref = Find(after).value();
+    TaskState st = task(ref).state;
+    if (st == TaskState::kSucceeded) continue;
+    if (IsTerminal(st)) {
+      doom = "dependency " + after.ToString() + " " + std::string(TaskStateName(st));
+      continue;
+    }
+    ++external;
+    task_watchers[after].push_back(slot);
+  }
+  for (Group& g : job.groups) g.unmet += external;
+  for (auto& count : job.counts) count = 0;
+  for (uint32_t g = 0; g < job.groups.size(); ++g) {
+    const Group& group = job.groups[g];
+    TaskState initial = group.unmet == 0 ? TaskState::kQueued : TaskState::kWaiting;
+    job.counts[static_cast<int>(initial)] += group.count;
+    for (uint32_t i = 0; i < group.count; ++i) job.tasks[group.first + i].state = initial;
+  }
+  if (!doom.empty()) {
+    DoomJob(slot, doom);
+    return job.id;
+  }
+  for (uint32_t g = 0; g < job.groups.size(); ++g) {
+    if (job.groups[g].unmet != 0) continue;
+    for (uint32_t i = 0; i < job.groups[g].count; ++i) {
+      Enqueue(TaskRef{slot, job.groups[g].first + i}, false);
+    }
+  }
+  return job.id;
+}
+
+void Scheduler::State::Enqueue(TaskRef r, bool front) {
+  const Job& job = jobs[r.job];
+  const Group& g = job.groups[task(r).group];
+  int32_t priority = job.spec->groups[task(r).group].priority;
+  if (front) {
+    queues.PushFront(g.cls, priority, r);
+  } else {
+    queues.PushBack(g.cls, priority, r);
+  }
+  MarkClassDirty(g.cls);
+}
+
+void Scheduler::State::Transition(TaskRef r, TaskState to, std::string reason) {
+  Job& job = jobs[r.job];
+  Task& t = job.tasks[r.index];
+  TaskState from = t.state;
+  --job.counts[static_cast<int>(from)];
+  ++job.counts[static_cast<int>(to)];
+  t.state = to;
+  if (!reason.empty()) {
+    extras[ExtraKey(r)].reason = reason;
+  } else if (to == TaskState::kSucceeded && !extras.empty()) {
+    auto it = extras.find(ExtraKey(r));
+    if (it != extras.end()) it->second.reason.clear();
+  }
+  const TaskId id{job.id, r.index};
+  TaskRecord rec{id, to, t.attempt, t.worker, TimeFromMicros(now_us), reason, t.failures, {}, {}};
+  if (to == TaskState::kAssigned && t.active != kNone) {
+    rec.cores = actives[t.active].alloc.cores;
+    rec.gpus = actives[t.active].alloc.gpus;
+  }
+  out->push_back(TaskStateChanged{id, from, to, t.attempt, std::move(reason)});
+  out->push_back(Persist{std::move(rec)});
+  if (to == TaskState::kSucceeded) {
+    OnSucceeded(r);
+  } else if (to == TaskState::kFailed || to == TaskState::kCanceled) {
+    const std::string verb = to == TaskState::kFailed ? " failed" : " canceled";
+    OnEndedBadly(r, "dependency " + id.ToString() + verb);
+  }
+}
+
+void Scheduler::State::OnSucceeded(TaskRef r) {
+  Job& job = jobs[r.job];
+  Group& g = job.groups[task(r).group];
+  if (--g.not_succeeded == 0) {
+    for (uint32_t d : g.dependents) SatisfyGroup(r.job, d);
+  }
+  if (!task_watchers.empty()) {
+    auto it = task_watchers.find(TaskId{job.id, r.index});
+    if (it != task_watchers.end()) {
+      std::vector<uint32_t> watchers = std::move(it->second);
+      task_watchers.erase(it);
+      for (uint32_t j : watchers) {
+        for (uint32_t d = 0; d < jobs[j].groups.size(); ++d) SatisfyGroup(j, d);
+      }
+    }
+  }
+  if (--job.not_succeeded == 0 && !job_watchers.empty()) {
+    auto it = job_watchers.find(job.id);
+    if (it != job_watchers.end()) {
+      std::vector<uint32_t> watchers = std::move(it->second);
+      job_watchers.erase(it);
+      for (uint32_t j : watchers) {
+        for (uint32_t d = 0; d < jobs[j].groups.size(); ++d) SatisfyGroup(j, d);
+      }
+    }
+  }
+}
+
+void Scheduler::State::SatisfyGroup(uint32_t j, uint32_t g) {
+  Group& group = jobs[j].groups[g];
+  if (group.unmet == 0 || --group.unmet != 0 || group.doomed) return;
+  for (uint32_t i = 0; i < group.count; ++i) {
+    TaskRef r{j, group.first + i};
+    if (task(r).state != TaskState::kWaiting) continue;
+    Transition(r, TaskState::kQueued, "");
+    Enqueue(r, false);
+  }
+}
+
+void Scheduler::State::OnEndedBadly(TaskRef r, const std::string& reason) {
+  Job& job = jobs[r.job];
+  const std::vector<uint32_t> dependents = job.groups[task(r).group].dependents;
+  for (uint32_t d : dependents) DoomGroup(r.job, d, reason);
+  const TaskId id{job.id, r.index};
+  if (!task_watchers.empty()) {
+    auto it = task_watchers.find(id);
+    if (it != task_watchers.end()) {
+      std::vector<uint32_t> watchers = std::move(it->second);
+      task_watchers.erase(it);
+      for (uint32_t j : watchers) DoomJob(j, reason);
+    }
+  }
+  if (!job_watchers.empty()) {
+    auto it = job_watchers.find(job.id);
+    if (it != job_watchers.end()) {
+      std::vector<uint32_t> watchers = std::move(it->second);
+      job_watchers.erase(it);
+      for (uint32_t j : watchers) DoomJob(j, reason);
+    }
+  }
+}
+
+void Scheduler::State::DoomJob(uint32_t j, const std::string& reason) {
+  for (uint32_t g = 0; g < jobs[j].groups.size(); ++g) DoomGroup(j, g, reason);
+}
+
+void Scheduler::State::DoomGroup(uint32_t j, uint32_t g, const std::string& reason) {
+  Group& group = jobs[j].groups[g];
+  if (group.doomed) return;
+  group.doomed = true;
+  for (uint32_t i = 0; i < group.count; ++i) {
+    TaskRef r{j, jobs[j].groups[g].first + i};
+    if (!IsTerminal(task(r).state)) Cancel(r, reason);
+  }
+}
+
+void Scheduler::State::Cancel(TaskRef r, const std::string& reason) {
+  Task& t = task(r);
+  switch (t.state) {
+    case TaskState::kWaiting:
+    case TaskState::kQueued:
+      // Queue entries and parked entries are dropped lazily.
+      t.flags &= static_cast<uint8_t>(~(kFlagBackoff | kFlagParked));
+      if (reservation.active && reservation.task == r) reservation.active = false;
+      Transition(r, TaskState::kCanceled, reason);
+      return;
+    case TaskState::kAssigned:
+    case TaskState::kRunning: {
+      Active& act = actives[t.active];
+      if (act.lost) {
+        t.flags |= kFlagCancel;  // ends when the lease is gone
+        extras[ExtraKey(r)].reason = reason;
+        return;
+      }
+      if (!act.granted) {
+        // Nothing was sent to the worker yet: give the claim back now.
+        EmitRelease(act);
+        uint32_t a = t.active;
+        EndActive(a);
+        Transition(r, TaskState::kCanceled, reason);
+        return;
+      }
+      if (!(t.flags & kFlagCancel)) {
+        t.flags |= kFlagCancel;
+        extras[ExtraKey(r)].reason = reason;
+        out->push_back(KillTask{IdOf(r), act.attempt, workers[act.worker].id, reason});
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+Status Scheduler::State::OnCancelJob(JobId id) {
+  auto it = job_slots.find(id);
+  if (it == job_slots.end()) return NotFound("no job " + std::to_string(id));
+  const uint32_t j = it->second;
+  for (uint32_t g = 0; g < jobs[j].groups.size(); ++g) jobs[j].groups[g].doomed = true;
+  for (uint32_t i = 0; i < jobs[j].tasks.size(); ++i) {
+    if (!IsTerminal(jobs[j].tasks[i].state)) Cancel(TaskRef{j, i}, "canceled by user");
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::State::OnCancelTask(TaskId id) {
+  ASSIGN_OR_RETURN(TaskRef r, Find(id));
+  if (IsTerminal(task(r).state)) {
+    return FailedPrecondition("task " + id.ToString() + " already " +
+                              std::string(TaskStateName(task(r).state)));
+  }
+  Cancel(r, "canceled by user");
+  return Status::Ok();
+}
+
+// --- attempts --------------------------------------------------------------------
+
+namespace {
+
+Status Stale(const char* what, TaskId id, uint32_t attempt) {
+  return FailedPrecondition(std::string(what) + " for " + id.ToString() + "#" +
+                            std::to_string(attempt) + " which is not current");
+}
+
+}  // namespace
+
+Status Scheduler::State::OnStarted(const TaskStarted& e) {
+  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
+  Task& t = task(r);
+  if (t.state != TaskState::kAssigned || actives[t.active].attempt != e.attempt) {
+    return Stale("started", e.task, e.attempt);
+  }
+  Active& act = actives[t.active];
+  if (act.lost && act.worker != kNone && workers[act.worker].lost) {
+    return Stale("started from a lost worker", e.task, e.attempt);
+  }
+  act.granted = true;  // a restored task reporting in holds its lease
+  t.started_us = now_us;
+  Transition(r, TaskState::kRunning, "");
+  const Duration timeout = SpecOf(r).timeout;
+  if (timeout > Duration::zero()) {
+    PushTimer(now_us + timeout.count(), TimerKind::kTimeout, r, e.attempt);
+  }
+  return Status::Ok();
+}
+
+Duration Scheduler::State::BackoffFor(TaskRef r) const {
+  Duration d = SpecOf(r).retry_backoff;
+  for (uint32_t i = 1; i < task(r).failures && d < config.max_retry_backoff; ++i) d *= 2;
+  return std::min(d, config.max_retry_backoff);
+}
+
+void Scheduler::State::AttemptFailed(TaskRef r, std::string reason, bool counts_as_failure) {
+  Task& t = task(r);
+  if (counts_as_failure) ++t.failures;
+  const uint32_t retries = SpecOf(r).retries;
+  if (counts_as_failure && t.failures > retries) {
+    Transition(r, TaskState::kFailed, std::move(reason));
+    return;
+  }
+  if (!counts_as_failure) {
+    Transition(r, TaskState::kQueued, std::move(reason));
+    Enqueue(r, true);
+    return;
+  }
+  const Duration backoff = BackoffFor(r);
+  t.flags |= kFlagBackoff;
+  Transition(r, TaskState::kQueued,
+             reason + "; retry " + std::to_string(t.failures) + " of " + std::to_string(retries) +
+                 " in " + FormatDuration(backoff));
+  PushTimer(now_us + backoff.count(), TimerKind::kRetry, r, t.attempt);
+}
+
+Status Scheduler::State::OnFinished(TaskFinished& e) {
+  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
+  Task& t = task(r);
+  if ((t.state != TaskState::kAssigned && t.state != TaskState::kRunning) ||
+      actives[t.active].attempt != e.attempt) {
+    return Stale("finished", e.task, e.attempt);
+  }
+  TaskOutcome& o = e.outcome;
+  if (o.result.size() > kMaxResultBytes) o.result.resize(kMaxResultBytes);
+  const uint32_t a = t.active;
+  if (!actives[a].lost || actives[a].granted) EmitRelease(actives[a]);
+  const uint64_t limit = actives[a].alloc.mem_bytes;
+  EndActive(a);
+  t.finished_us = now_us;
+  t.lost = 0;
+  const TaskOutcome empty;
+  if (!(o == empty)) {
+    out->push_back(Persist{OutcomeRecord{e.task, e.attempt, o, TimeFromMicros(now_us)}});
+    extras[ExtraKey(r)].outcome = std::move(o);
+  } else if (!extras.empty()) {
+    auto it = extras.find(ExtraKey(r));
+    if (it != extras.end()) it->second.outcome.reset();
+  }
+  const TaskOutcome& got = o == empty ? empty : *extras[ExtraKey(r)].outcome;
+  const uint8_t flags = t.flags;
+  t.flags = 0;
+  if (flags & kFlagCancel) {
+    Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
+    return Status::Ok();
+  }
+  std::string reason;
+  if (flags & kFlagTimedOut) {
+    reason = "timed out after " + FormatDuration(SpecOf(r).timeout);
+  } else if (flags & kFlagLeaseLost) {
+    reason = "lease expired while running";
+  } else if (got.oom_killed) {
+    reason = "OOM-killed (limit " + (limit ? FormatBytes(limit) : std::string("none")) +
+             ", peak " + FormatBytes(got.usage.peak_mem_bytes) + ")";
+  } else if (got.signal != 0) {
+    reason = "killed by signal " + std::to_string(got.signal);
+  } else if (got.exit_code != 0) {
+    reason = "exit code " + std::to_string(got.exit_code);
+  }
+  if (reason.empty()) {
+    Transition(r, TaskState::kSucceeded, "");
+  } else {
+    AttemptFailed(r, std::move(reason), true);
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::State::OnGranted(const LeaseGranted& e) {
+  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
+  Task& t = task(r);
+  if (t.state != TaskState::kAssigned || actives[t.active].attempt != e.attempt ||
+      actives[t.active].granted || actives[t.active].worker == kNone) {
+    return Stale("lease granted", e.task, e.attempt);
+  }
+  Active& act = actives[t.active];
+  act.granted = true;
+  if (act.lost) return Status::Ok();  // the worker is gone; wait for expiry
+  const TaskGroupSpec& spec = SpecOf(r);
+  AssignTask assign;
+  assign.task = e.task;
+  assign.attempt = e.attempt;
+  assign.worker = workers[act.worker].id;
+  assign.cores = act.alloc.cores;
+  assign.cpu_quota_milli = spec.resources.cpus_milli;
+  assign.mem_limit_bytes = act.alloc.mem_bytes;
+  assign.gpus = act.alloc.gpus;
+  assign.array_index = spec.IndexAt(r.index - jobs[r.job].groups[t.group].first);
+  assign.timeout = spec.timeout;
+  assign.spec = &spec;
+  out->push_back(std::move(assign));
+  return Status::Ok();
+}
+
+Status Scheduler::State::OnRejected(const LeaseRejected& e) {
+  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
+  Task& t = task(r);
+  if (t.state != TaskState::kAssigned || actives[t.active].attempt != e.attempt ||
+      actives[t.active].granted) {
+    return Stale("lease rejected", e.task, e.attempt);
+  }
+  EndActive(t.active);
+  Transition(r, TaskState::kQueued, "lease claim rejected");
+  Enqueue(r, true);
+  return Status::Ok();
+}
+
+void Scheduler::State::LostAttemptEnded(TaskRef r) {
+  Task& t = task(r);
+  EndActive(t.active);
+  if (t.flags & kFlagCancel) {
+    t.flags = 0;
+    Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
+    return;
+  }
+  t.flags = 0;
+  ++t.lost;
+  if (t.lost >= config.max_lost_attempts) {
+    Transition(r, TaskState::kFailed, "worker lost (" + std::to_string(t.lost) + " attempts)");
+    return;
+  }
+  AttemptFailed(r, "worker lost", false);
+}
+
+Status Scheduler::State::OnFreed(const LeaseFreed& e) {
+  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
+  Task& t = task(r);
+  if ((t.state != TaskState::kAssigned && t.state != TaskState::kRunning) ||
+      actives[t.active].attempt != e.attempt) {
+    return Status::Ok();  // our own release, or an attempt already ended
+  }
+  Active& act = actives[t.active];
+  if (act.lost) {
+    LostAttemptEnded(r);
+    return Status::Ok();
+  }
+  if (!act.granted) return Status::Ok();  // a key vanished before the grant: the grant decides
+  // The lease vanished under a live task: it may no longer run safely.
+  if (!(t.flags & (kFlagCancel | kFlagLeaseLost | kFlagTimedOut))) {
+    t.flags |= kFlagLeaseLost;
+    out->push_back(KillTask{e.task, e.attempt, workers[act.worker].id, "lease expired"});
+  }
+  return Status::Ok();
+}
+
+void Scheduler::State::PushTimer(int64_t at_us, TimerKind kind, TaskRef r, uint32_t attempt) {
+  timers.push(Timer{at_us, timer_seq++, kind, r, attempt});
+}
+
+void Scheduler::State::OnTick() {
+  while (!timers.empty() && timers.top().at_us <= now_us) {
+    Timer timer = timers.top();
+    timers.pop();
+    TaskRef r = timer.task;
+    Task& t = task(r);
+    switch (timer.kind) {
+      case TimerKind::kRetry:
+        if (t.state == TaskState::kQueued && (t.flags & kFlagBackoff) && t.attempt == timer.attempt) {
+          t.flags &= static_cast<uint8_t>(~kFlagBackoff);
+          Enqueue(r, false);
+        }
+        break;
+      case TimerKind::kTimeout:
+        if (t.state == TaskState::kRunning && actives[t.active].attempt == timer.attempt &&
+            !(t.flags & (kFlagTimedOut | kFlagCancel)) && !actives[t.active].lost) {
+          t.flags |= kFlagTimedOut;
+          out->push_back(KillTask{IdOf(r), timer.attempt, workers[actives[t.active].worker].id,
+                                  "timed out after " + FormatDuration(SpecOf(r).timeout)});
+        }
+        break;
+      case TimerKind::kLostExpiry:
+        if ((t.state == TaskState::kAssigned || t.state == TaskState::kRunning) &&
+            actives[t.active].attempt == timer.attempt && actives[t.active].lost) {
+          LostAttemptEnded(r);
+        }
+        break;
+    }
+  }
+  if (now_us >= next_renew_us) {
+    RenewAll();
+    next_renew_us = now_us + config.renew_interval.count();
+  }
+}
+
+}  // namespace drover::core

@@ -1,0 +1,136 @@
+// Queries for the API: jobs, tasks, workers, memory.
+#include <algorithm>
+
+#include "core/scheduler_state.h"
+
+namespace drover::core {
+
+std::vector<JobId> Scheduler::Jobs() const {
+  std::vector<JobId> ids;
+  ids.reserve(state_->job_slots.size());
+  for (const auto& [id, slot] : state_->job_slots) ids.push_back(id);
+  return ids;
+}
+
+Result<JobInfo> Scheduler::GetJob(JobId id) const {
+  const State& s = *state_;
+  auto it = s.job_slots.find(id);
+  if (it == s.job_slots.end()) return NotFound("no job " + std::to_string(id));
+  const Job& job = s.jobs[it->second];
+  JobInfo info;
+  info.id = job.id;
+  info.name = job.spec->name;
+  info.user = job.spec->user;
+  info.submitted_at = job.submitted;
+  info.task_count = job.tasks.size();
+  info.counts = job.counts;
+  uint64_t terminal = 0;
+  for (TaskState st : {TaskState::kSucceeded, TaskState::kFailed, TaskState::kCanceled}) {
+    terminal += job.counts[static_cast<int>(st)];
+  }
+  info.done = terminal == job.tasks.size();
+  return info;
+}
+
+Result<TaskInfo> Scheduler::GetTask(TaskId id) const {
+  const State& s = *state_;
+  ASSIGN_OR_RETURN(TaskRef r, s.Find(id));
+  const Job& job = s.jobs[r.job];
+  const Task& t = s.task(r);
+  const TaskGroupSpec& spec = s.SpecOf(r);
+  TaskInfo info;
+  info.id = id;
+  info.group = spec.name;
+  info.array_index = spec.IndexAt(r.index - job.groups[t.group].first);
+  info.state = t.state;
+  info.attempt = t.attempt;
+  if (t.attempt > 0) info.worker = t.worker;
+  info.submitted_at = job.submitted;
+  if (t.started_us != 0) info.started_at = TimeFromMicros(t.started_us);
+  if (t.finished_us != 0 && !(t.state == TaskState::kRunning || t.state == TaskState::kAssigned)) {
+    info.finished_at = TimeFromMicros(t.finished_us);
+  }
+  if (t.state == TaskState::kQueued && (t.flags & kFlagBackoff)) {
+    info.retry_at = TimeFromMicros(t.finished_us + s.BackoffFor(r).count());
+  }
+  auto it = s.extras.find(State::ExtraKey(r));
+  if (it != s.extras.end()) {
+    info.reason = it->second.reason;
+    info.outcome = it->second.outcome;
+  }
+  if (t.active != kNone) {
+    info.cores = s.actives[t.active].alloc.cores;
+    info.gpus = s.actives[t.active].alloc.gpus;
+  }
+  return info;
+}
+
+Result<std::vector<TaskId>> Scheduler::JobTasks(JobId id, uint32_t offset, uint32_t limit) const {
+  const State& s = *state_;
+  auto it = s.job_slots.find(id);
+  if (it == s.job_slots.end()) return NotFound("no job " + std::to_string(id));
+  const uint64_t n = s.jobs[it->second].tasks.size();
+  std::vector<TaskId> ids;
+  for (uint64_t i = offset; i < n && ids.size() < limit; ++i) {
+    ids.push_back(TaskId{id, static_cast<uint32_t>(i)});
+  }
+  return ids;
+}
+
+std::vector<WorkerId> Scheduler::Workers() const {
+  std::vector<WorkerId> ids;
+  for (const Worker& w : state_->workers) ids.push_back(w.id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+Result<WorkerInfo> Scheduler::GetWorker(WorkerId id) const {
+  const State& s = *state_;
+  ASSIGN_OR_RETURN(uint32_t w, s.FindWorker(id));
+  const Worker& worker = s.workers[w];
+  const WorkerState& res = *worker.res;
+  WorkerInfo info;
+  info.id = id;
+  info.resources = res.resources();
+  info.drained = worker.drained;
+  info.lost = worker.lost;
+  info.free_cores = res.free_cores();
+  info.free_mem_bytes = res.free_mem();
+  for (size_t i = 0; i < res.resources().gpus.size(); ++i) {
+    info.gpu_free_share.push_back(res.gpu_free_share(i));
+    info.gpu_free_mem_bytes.push_back(res.gpu_free_mem(i));
+  }
+  info.free_counters = res.free_counters();
+  for (uint32_t a : worker.actives) info.tasks.push_back(s.IdOf(s.actives[a].task));
+  std::sort(info.tasks.begin(), info.tasks.end());
+  info.utilization = worker.util;
+  info.last_heartbeat = worker.last_heartbeat;
+  return info;
+}
+
+Result<const TaskGroupSpec*> Scheduler::GetSpec(TaskId id) const {
+  ASSIGN_OR_RETURN(TaskRef r, state_->Find(id));
+  return &state_->SpecOf(r);
+}
+
+size_t Scheduler::ApproxBytes() const {
+  const State& s = *state_;
+  size_t bytes = sizeof(State) + s.queues.ApproxBytes();
+  for (const Job& job : s.jobs) {
+    bytes += sizeof(Job) + job.tasks.capacity() * sizeof(Task) +
+             job.groups.capacity() * sizeof(Group);
+  }
+  bytes += s.actives.capacity() * sizeof(Active);
+  for (const Active& a : s.actives) {
+    bytes += a.alloc.cores.capacity() * sizeof(uint32_t) + a.alloc.gpus.capacity() * sizeof(GpuGrant);
+  }
+  bytes += s.extras.size() * (sizeof(Extra) + 32);
+  for (const auto& [key, extra] : s.extras) {
+    bytes += extra.reason.capacity() + (extra.outcome ? extra.outcome->result.capacity() : 0);
+  }
+  bytes += s.workers.capacity() * (sizeof(Worker) + sizeof(WorkerState));
+  bytes += s.timers.size() * sizeof(Timer);
+  return bytes;
+}
+
+}  // namespace drover::core

@@ -1,0 +1,267 @@
+// Scheduler::State: everything the scheduler knows, in one struct.
+//
+// Internal to src/core (not part of the API). The handlers in scheduler.cc,
+// placement in dispatch.cc, queries in scheduler_queries.cc and replay in
+// restore.cc are functions of this one struct.
+//
+// Sizes matter here (BENCH.md B1): a task is a 40-byte struct in its job's
+// flat vector plus a 16-byte queue entry while queued; everything with a
+// string (reasons, outcomes, results) lives in a side table only for the
+// tasks that have one. Resources a task holds live in an Active slot only
+// while it is assigned or running.
+//
+// Thread safety: none, like Scheduler.
+#ifndef DROVER_CORE_SCHEDULER_STATE_H_
+#define DROVER_CORE_SCHEDULER_STATE_H_
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/placement.h"
+#include "core/scheduler.h"
+#include "core/task_queue.h"
+#include "core/worker_state.h"
+
+namespace drover::core {
+
+inline constexpr uint32_t kNone = UINT32_MAX;
+
+// Task::flags bits.
+enum TaskFlag : uint8_t {
+  kFlagBackoff = 1,     // queued, waiting for its retry timer
+  kFlagParked = 2,      // queued, parked on its user's quota list
+  kFlagCancel = 4,      // kill sent because of a cancel
+  kFlagTimedOut = 8,    // kill sent because of the timeout
+  kFlagLeaseLost = 16,  // kill sent because its lease vanished
+};
+
+struct Task {
+  int64_t started_us = 0;   // latest attempt
+  int64_t finished_us = 0;  // latest attempt end (retry backoff counts from here)
+  uint32_t active = kNone;  // Active slot while assigned/running
+  WorkerId worker = 0;      // current or last worker
+  uint16_t group = 0;
+  uint16_t attempt = 0;     // claims made so far
+  uint16_t failures = 0;    // failed attempts (retries used)
+  TaskState state = TaskState::kWaiting;
+  uint8_t flags = 0;
+  uint8_t lost = 0;         // consecutive worker losses
+};
+
+struct Group {
+  uint32_t first = 0;  // index of its first task in the job
+  uint32_t count = 0;
+  uint32_t cls = 0;    // resource class
+  uint32_t unmet = 0;  // dependencies (groups and --after) not yet satisfied
+  uint32_t not_succeeded = 0;
+  bool doomed = false;  // a dependency failed: its tasks were canceled
+  std::vector<uint32_t> deps;
+  std::vector<uint32_t> dependents;
+};
+
+struct Job {
+  JobId id = 0;
+  std::shared_ptr<const JobSpec> spec;
+  uint32_t user = 0;
+  Time submitted;
+  std::vector<Group> groups;
+  std::vector<Task> tasks;
+  std::array<uint64_t, kTaskStateCount> counts{};
+  uint64_t not_succeeded = 0;
+};
+
+// Resources held by one assigned or running task attempt.
+struct Active {
+  TaskRef task;
+  uint32_t worker = kNone;  // worker slot; kNone for a restored orphan
+  uint32_t pos = 0;         // index in the worker's actives list
+  uint32_t attempt = 0;
+  bool granted = false;
+  bool lost = false;        // worker lost (or unknown after restore): awaiting expiry
+  bool booked = false;      // resources are counted in the worker's WorkerState
+  int64_t lease_from_us = 0;  // last claim or renewal sent
+  Allocation alloc;
+};
+
+struct Worker {
+  std::unique_ptr<WorkerState> res;
+  WorkerId id = 0;
+  bool drained = false;
+  bool lost = false;
+  bool dirty = false;       // queued in State::dirty_workers
+  bool load_dirty = false;  // policy key needs an update
+  bool in_policy = false;
+  WorkerUtilization util;
+  Time last_heartbeat;
+  std::vector<uint32_t> actives;  // Active slots on this worker
+};
+
+struct User {
+  std::string name;
+  UserQuota quota;
+  int64_t cpus_milli = 0;
+  int64_t gpus = 0;
+  uint32_t tasks = 0;
+  std::deque<TaskRef> parked;  // quota-blocked, in queue order
+};
+
+struct Extra {
+  std::string reason;
+  std::optional<TaskOutcome> outcome;
+};
+
+enum class TimerKind : uint8_t { kRetry, kTimeout, kLostExpiry };
+struct Timer {
+  int64_t at_us = 0;
+  uint64_t seq = 0;
+  TimerKind kind = TimerKind::kRetry;
+  TaskRef task;
+  uint32_t attempt = 0;
+  friend bool operator>(const Timer& a, const Timer& b) {
+    return a.at_us != b.at_us ? a.at_us > b.at_us : a.seq > b.seq;
+  }
+};
+
+struct Reservation {
+  bool active = false;
+  TaskRef task;
+  uint32_t worker = kNone;
+};
+
+struct Scheduler::State {
+  explicit State(SchedulerConfig c);
+
+  SchedulerConfig config;
+  std::unique_ptr<PlacementPolicy> policy;
+  TaskQueues queues;
+
+  std::vector<Job> jobs;                // dense slots
+  std::map<JobId, uint32_t> job_slots;  // id -> slot
+  JobId next_job_id = 1;
+
+  std::vector<User> users;
+  std::map<std::string, uint32_t> user_ids;
+
+  std::vector<Worker> workers;  // dense slots in join order
+  std::unordered_map<WorkerId, uint32_t> worker_slots;
+
+  std::vector<Active> actives;
+  std::vector<uint32_t> free_actives;
+
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers;
+  uint64_t timer_seq = 0;
+
+  std::unordered_map<uint64_t, Extra> extras;  // key: ExtraKey(ref)
+  std::map<JobId, std::vector<uint32_t>> job_watchers;   // --after JOB: watcher job slots
+  std::map<TaskId, std::vector<uint32_t>> task_watchers; // --after JOB.TASK
+
+  Reservation reservation;
+  int64_t now_us = 0;
+  int64_t next_renew_us = 0;
+  bool restoring = true;  // until the first event or FinishRestore
+
+  std::vector<uint32_t> dirty_workers;
+  std::vector<uint32_t> dirty_classes;
+  std::vector<uint8_t> class_dirty;
+  std::vector<uint32_t> load_dirty;
+
+  Outbox* out = nullptr;  // set during Handle
+  // While restoring: the resources of tasks last recorded assigned.
+  std::map<TaskRef, Allocation> restored_allocs;
+
+  // --- lookups (scheduler.cc) ---
+  static uint64_t ExtraKey(TaskRef r) { return (uint64_t{r.job} << 32) | r.index; }
+  Task& task(TaskRef r) { return jobs[r.job].tasks[r.index]; }
+  const Task& task(TaskRef r) const { return jobs[r.job].tasks[r.index]; }
+  TaskId IdOf(TaskRef r) const { return TaskId{jobs[r.job].id, r.index}; }
+  const TaskGroupSpec& SpecOf(TaskRef r) const {
+    return jobs[r.job].spec->groups[task(r).group];
+  }
+  const ResourceRequest& RequestOf(TaskRef r) const { return SpecOf(r).resources; }
+  Result<TaskRef> Find(TaskId id) const;
+  Result<uint32_t> FindWorker(WorkerId id) const;
+  uint32_t UserOf(const std::string& name);
+  const std::string& ReasonOf(TaskRef r) const;
+
+  // --- lifecycle (scheduler.cc) ---
+  Status OnWorkerJoined(WorkerJoined& e);
+  Status OnHeartbeat(WorkerHeartbeat& e);
+  Status OnWorkerLost(const WorkerLost& e);
+  Status OnDrained(const WorkerDrained& e);
+  Result<JobId> OnSubmit(JobId id, std::shared_ptr<const JobSpec> spec);
+  Status OnCancelJob(JobId job);
+  Status OnCancelTask(TaskId task);
+  Status OnStarted(const TaskStarted& e);
+  Status OnFinished(TaskFinished& e);
+  Status OnGranted(const LeaseGranted& e);
+  Status OnRejected(const LeaseRejected& e);
+  Status OnFreed(const LeaseFreed& e);
+  void OnTick();
+
+  // Builds a job's structures from its spec (no commands). Used by submit
+  // and restore.
+  Result<uint32_t> CreateJob(JobId id, std::shared_ptr<const JobSpec> spec, Time at);
+  // Moves a task to `to`, updating counts, and emits StateChanged + Persist.
+  void Transition(TaskRef r, TaskState to, std::string reason);
+  // Called when a task succeeded: satisfies dependents.
+  void OnSucceeded(TaskRef r);
+  // Called when a task ended failed or canceled for good: cancels what
+  // depends on it.
+  void OnEndedBadly(TaskRef r, const std::string& reason);
+  void SatisfyGroup(uint32_t job, uint32_t group);
+  void DoomJob(uint32_t job, const std::string& reason);
+  void DoomGroup(uint32_t job, uint32_t group, const std::string& reason);
+  // Cancels one task, whatever its state (kill and wait for the worker if it
+  // runs). Returns true if it is now canceled or will be.
+  void Cancel(TaskRef r, const std::string& reason);
+  // Makes a queued task ready: into its class queue.
+  void Enqueue(TaskRef r, bool front);
+  void PushTimer(int64_t at_us, TimerKind kind, TaskRef r, uint32_t attempt);
+  // An attempt failed (outcome or loss); retries or fails the task.
+  void AttemptFailed(TaskRef r, std::string reason, bool counts_as_failure);
+  void LostAttemptEnded(TaskRef r);
+  Duration BackoffFor(TaskRef r) const;
+
+  // --- leases and resources (leases.cc) ---
+  uint32_t NewActive(TaskRef r, uint32_t worker_slot, uint32_t attempt);
+  // Frees the active's resources (if booked) and its slot; marks the worker
+  // dirty so the freed room is used at once.
+  void EndActive(uint32_t a);
+  std::vector<LeaseKey> KeysOf(const Active& a) const;
+  void EmitRelease(const Active& a);
+  void RenewAll();
+  void MarkWorkerDirty(uint32_t w);
+  void MarkLoadDirty(uint32_t w);
+  WorkerLoad LoadOf(uint32_t w) const;
+  void FlushLoads();
+  bool Schedulable(uint32_t w) const {
+    return !workers[w].lost && !workers[w].drained;
+  }
+
+  // --- placement (dispatch.cc) ---
+  void Dispatch();
+  void PlaceClass(uint32_t cls);
+  void PlaceOnWorker(uint32_t w);
+  // Pops dead heads; false when the class is empty.
+  bool LiveHead(uint32_t cls, TaskRef& out);
+  bool QuotaAllows(TaskRef r) const;
+  void Park(uint32_t cls, TaskRef r);
+  void Unpark(uint32_t user);
+  bool CanPlace(uint32_t w, TaskRef r);
+  bool ReservationAllows(uint32_t w, TaskRef r);
+  void Reserve(TaskRef r, uint32_t hint_worker);
+  void Place(uint32_t cls, TaskRef r, uint32_t w);
+  void MarkClassDirty(uint32_t cls);
+};
+
+}  // namespace drover::core
+
+#endif  // DROVER_CORE_SCHEDULER_STATE_H_
