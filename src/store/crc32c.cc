@@ -37,10 +37,10 @@ uint32_t Crc32cExtend(uint32_t crc, std::string_view data) {
   while (n >= 8) {
     // Assemble little-endian words byte by byte: no alignment or endianness
     // assumptions, and the compiler turns it into plain loads on x86.
-    uint32_t lo = c ^ (uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 |
-                       uint32_t{p[3]} << 24);
-    uint32_t hi = uint32_t{p[4]} | uint32_t{p[5]} << 8 | uint32_t{p[6]} << 16 |
-                  uint32_t{p[7]} << 24;
+    uint32_t lo =
+        c ^ (uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24);
+    uint32_t hi =
+        uint32_t{p[4]} | uint32_t{p[5]} << 8 | uint32_t{p[6]} << 16 | uint32_t{p[7]} << 24;
     c = kTables[7][lo & 0xFFu] ^ kTables[6][(lo >> 8) & 0xFFu] ^ kTables[5][(lo >> 16) & 0xFFu] ^
         kTables[4][lo >> 24] ^ kTables[3][hi & 0xFFu] ^ kTables[2][(hi >> 8) & 0xFFu] ^
         kTables[1][(hi >> 16) & 0xFFu] ^ kTables[0][hi >> 24];

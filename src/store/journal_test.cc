@@ -23,7 +23,8 @@ using Records = std::vector<std::string>;
 constexpr char kPath[] = "/state/journal";
 
 // Opens the journal at kPath in `env`, asserting success.
-std::unique_ptr<Journal> MustOpen(Env& env, JournalReplay* replay, const std::string& path = kPath) {
+std::unique_ptr<Journal> MustOpen(Env& env, JournalReplay* replay,
+                                  const std::string& path = kPath) {
   auto journal = Journal::Open(env, path, replay);
   EXPECT_TRUE(journal.ok()) << journal.status().ToString();
   return journal.ok() ? std::move(journal).value() : nullptr;
@@ -182,12 +183,12 @@ TEST(JournalTest, CorruptCrcEndsTheReplayThere) {
     uint64_t discarded;
   };
   const Case cases[] = {
-      {third + 4, {"record one", "record two"}, full.size() - third},      // CRC of r3
-      {third + 7, {"record one", "record two"}, full.size() - third},      // CRC of r3
+      {third + 4, {"record one", "record two"}, full.size() - third},        // CRC of r3
+      {third + 7, {"record one", "record two"}, full.size() - third},        // CRC of r3
       {full.size() - 1, {"record one", "record two"}, full.size() - third},  // payload of r3
-      {second + 9, {"record one"}, full.size() - second},                  // payload of r2
-      {second, {"record one"}, full.size() - second},                      // length of r2
-      {0, {}, full.size()},                                                // length of r1
+      {second + 9, {"record one"}, full.size() - second},                    // payload of r2
+      {second, {"record one"}, full.size() - second},                        // length of r2
+      {0, {}, full.size()},                                                  // length of r1
   };
   for (const Case& c : cases) {
     SCOPED_TRACE("byte flipped at " + std::to_string(c.offset));
@@ -299,8 +300,7 @@ TEST(JournalTest, CompactReplacesTheContents) {
   journal->Append("e", [&pending_done](Status s) { pending_done = s.ok(); });
   ASSERT_TRUE(journal->Compact({"snapshot 1", "snapshot 2"}).ok());
   EXPECT_TRUE(pending_done) << "buffered records are synced before compacting";
-  EXPECT_EQ(journal->durable_bytes(),
-            Frame("snapshot 1").size() + Frame("snapshot 2").size());
+  EXPECT_EQ(journal->durable_bytes(), Frame("snapshot 1").size() + Frame("snapshot 2").size());
   ExpectAllOk(AppendAll(*journal, {"after"}));
   EXPECT_EQ(env.ListFiles(), std::vector<std::string>{kPath});
   env.SimulateCrash();
@@ -436,8 +436,10 @@ TEST_F(PosixJournalTest, RealFullDiskIsAStatus) {
   for (int i = 0; i < 1000 && failure.ok(); ++i) {
     std::string record = "record " + std::to_string(i) + std::string(1000, '.');
     auto results = AppendAll(*journal, {record});
-    if (results[0].ok()) acknowledged.push_back(record);
-    else failure = results[0];
+    if (results[0].ok())
+      acknowledged.push_back(record);
+    else
+      failure = results[0];
   }
   EXPECT_EQ(failure.code(), StatusCode::kResourceExhausted) << failure.ToString();
   EXPECT_GT(acknowledged.size(), 10u);

@@ -17,7 +17,8 @@ class MemoryEnv::Handle final : public WritableFile {
     if (env_->free_space_ && *env_->free_space_ < fits) fits = *env_->free_space_;
     inode_->data.append(data.substr(0, fits));
     if (env_->free_space_) *env_->free_space_ -= fits;
-    if (fits < data.size()) return ResourceExhausted("write " + path_ + ": No space left on device");
+    if (fits < data.size())
+      return ResourceExhausted("write " + path_ + ": No space left on device");
     return Status::Ok();
   }
 
@@ -64,8 +65,10 @@ class MemoryEnv::Handle final : public WritableFile {
 Status MemoryEnv::BeginMutation() {
   ++ops_;
   if (crash_after_) {
-    if (*crash_after_ == 0) down_ = true;
-    else --*crash_after_;
+    if (*crash_after_ == 0)
+      down_ = true;
+    else
+      --*crash_after_;
   }
   if (down_) return Unavailable("simulated crash: the machine is down");
   return Status::Ok();
@@ -131,8 +134,10 @@ Status MemoryEnv::SyncDir(const std::string& dir) {
   RETURN_IF_ERROR(BeginMutation());
   if (fail_syncs_) return Unavailable("fsync " + dir + ": Input/output error");
   for (auto it = durable_names_.begin(); it != durable_names_.end();) {
-    if (DirName(it->first) == dir) it = durable_names_.erase(it);
-    else ++it;
+    if (DirName(it->first) == dir)
+      it = durable_names_.erase(it);
+    else
+      ++it;
   }
   for (const auto& [name, inode] : names_) {
     if (DirName(name) == dir) durable_names_[name] = inode;
