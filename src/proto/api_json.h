@@ -1,0 +1,98 @@
+// JSON of the REST API (/api/v1/...) and of the client event stream.
+//
+// Encoders build what the server sends; decoders read it back, for the CLI
+// and tests. Shapes (every time is given twice: RFC 3339 UTC with
+// milliseconds, "2024-05-01T12:00:00.250Z", and Unix milliseconds in the
+// field with an "_ms" suffix; absent times are null):
+//
+//   job:    {"id":12, "name":"sweep", "user":"ana", "submitted_at":..,
+//            "submitted_at_ms":.., "task_count":10, "done":false,
+//            "counts":{"waiting":0,"queued":2,...,"canceled":0}}
+//   task:   {"id":"12.3", "job":12, "group":"train", "array_index":2,
+//            "state":"failed", "attempt":1, "worker":3 (or null),
+//            "reason":"exit code 3", "submitted_at"/"_ms", "started_at"/"_ms",
+//            "finished_at"/"_ms", "retry_at"/"_ms",
+//            "outcome":{"exit_code":3,"signal":0,"oom_killed":false,
+//                       "wall_ms":..,"cpu_ms":..,"peak_mem_bytes":..,
+//                       "result":"..."} (or null),
+//            "cores":[0,1], "gpus":[{"index":0,"share":100,"mem_bytes":0}]}
+//   worker: {"id":3, "name":"gpu1", "cpu_cores":[0,1,..], "mem_bytes":..,
+//            "gpus":[{"index":0,"uuid":..,"model":..,"memory_bytes":..,
+//                     "free_share":100,"free_mem_bytes":..}],
+//            "counters":{}, "labels":{}, "drained":false, "lost":false,
+//            "free_cores":[..], "free_mem_bytes":.., "free_counters":{},
+//            "tasks":["12.3"], "utilization":{"cpu_percent":..,
+//            "mem_used_bytes":.., "gpus":[{"index","util_percent",
+//            "mem_used_bytes"}]}, "last_heartbeat"/"_ms"}
+//   lists:  {"jobs":[...]}, {"tasks":[...]}, {"workers":[...]}
+//   event:  {"type":"task_state", "task":"12.3", "from":"queued",
+//            "to":"assigned", "attempt":1, "reason":"", "at"/"at_ms"}
+//   error:  {"error":{"code":"invalid_argument", "message":"...",
+//            "field":"task[1].resources.mem"}}  ("field" only when known)
+//
+// Times decode at millisecond precision. Decoders never throw; errors are
+// kInvalidArgument naming the field.
+//
+// Thread safety: pure functions.
+#ifndef DROVER_PROTO_API_JSON_H_
+#define DROVER_PROTO_API_JSON_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/status.h"
+#include "common/time.h"
+#include "core/commands.h"
+#include "core/queries.h"
+
+namespace drover::proto {
+
+// "2024-05-01T12:00:00.250Z" (UTC, milliseconds, always 3 decimals).
+std::string FormatRfc3339(Time t);
+
+// As JSON values, for a shell that composes larger bodies (include
+// <nlohmann/json.hpp> to use them).
+nlohmann::json JobInfoJson(const core::JobInfo& job);
+nlohmann::json TaskInfoJson(const core::TaskInfo& task);
+nlohmann::json WorkerInfoJson(const core::WorkerInfo& worker);
+
+// As compact JSON text.
+std::string EncodeJobInfo(const core::JobInfo& job);
+std::string EncodeTaskInfo(const core::TaskInfo& task);
+std::string EncodeWorkerInfo(const core::WorkerInfo& worker);
+std::string EncodeJobList(const std::vector<core::JobInfo>& jobs);
+std::string EncodeTaskList(const std::vector<core::TaskInfo>& tasks);
+std::string EncodeWorkerList(const std::vector<core::WorkerInfo>& workers);
+// One event-stream message; `at` is when the change happened.
+std::string EncodeTaskEvent(const core::TaskStateChanged& change, Time at);
+// The error body for `status` (which must not be OK); `field` is the field
+// path the error is about, if any.
+std::string EncodeErrorBody(const Status& status, std::string_view field = {});
+
+Result<core::JobInfo> DecodeJobInfo(std::string_view text);
+Result<core::TaskInfo> DecodeTaskInfo(std::string_view text);
+Result<core::WorkerInfo> DecodeWorkerInfo(std::string_view text);
+Result<std::vector<core::JobInfo>> DecodeJobList(std::string_view text);
+Result<std::vector<core::TaskInfo>> DecodeTaskList(std::string_view text);
+Result<std::vector<core::WorkerInfo>> DecodeWorkerList(std::string_view text);
+
+struct TaskEvent {
+  core::TaskStateChanged change;
+  Time at;
+};
+Result<TaskEvent> DecodeTaskEvent(std::string_view text);
+
+struct ApiError {
+  std::string code;     // StatusCodeName, e.g. "invalid_argument"
+  std::string message;
+  std::string field;    // empty when the body had none
+};
+// Reads an error body; the CLI shows `message` (and `field`) to people.
+Result<ApiError> DecodeErrorBody(std::string_view text);
+
+}  // namespace drover::proto
+
+#endif  // DROVER_PROTO_API_JSON_H_

@@ -1,0 +1,258 @@
+// Messages of the worker channel and their JSON codec (DESIGN.md section 7).
+//
+// A worker holds one WebSocket to the server. Every text frame is one JSON
+// object with a "type" (the message name below) and "v" (the protocol
+// version). Log bytes travel in binary frames (log_frame.h).
+//
+//   worker -> server: hello, heartbeat, started, finished, refused,
+//                     log_chunk, drain
+//   server -> worker: hello_ack, assign, ack, cancel, kill, log_request,
+//                     drain, error
+//
+// A session: the worker sends Hello (what it offers, what it still runs,
+// which results it buffered while disconnected); the server answers HelloAck
+// (or Error and closes). Then Heartbeats flow one way and Assign batches the
+// other. The worker answers each assignment with Started, or Refused when its
+// own admission check says no, and later Finished. The server answers
+// Finished with Ack once the outcome is durable; until then the worker keeps
+// the result and resends it in its next Hello. Cancel stops an attempt
+// gracefully (TERM, grace period, KILL), Kill stops it at once (lease lost,
+// reconciliation); both are answered by Finished as usual.
+//
+// Encoding never fails. Strings are written as UTF-8; bytes that are not
+// valid UTF-8 (in a task's result, say) are replaced by U+FFFD, so such
+// strings do not round-trip byte for byte.
+//
+// Decoding is strict and total: it never throws and never crashes, whatever
+// the input. It checks, in order: the size (kMaxMessageBytes), the nesting
+// depth, the JSON syntax, "v" and "type", then every field (presence, type,
+// range). The first problem found is returned as kInvalidArgument (or
+// kFailedPrecondition for a version this build does not speak) with a message
+// naming the field, e.g. `assign: tasks[2].cores[0]: expected an unsigned
+// integer, got string`. Fields a decoder does not know are ignored, so a
+// newer peer may add optional fields without bumping the version.
+//
+// Durations are integer microseconds ("..._us"), times integer microseconds
+// since the Unix epoch ("..._at_us"), task ids strings ("12.3").
+//
+// Thread safety: plain values and pure functions.
+#ifndef DROVER_PROTO_MESSAGES_H_
+#define DROVER_PROTO_MESSAGES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/time.h"
+#include "core/model.h"
+#include "core/resources.h"
+
+namespace drover::proto {
+
+// The version this build speaks. A decoder rejects any other "v", except in
+// Hello, which decodes whatever "v" it carries so the server can answer with
+// an Error that names both versions.
+inline constexpr uint32_t kProtocolVersion = 1;
+
+// The largest text message accepted; checked before anything else. The
+// transport should use the same limit for its frames.
+inline constexpr size_t kMaxMessageBytes = 16 * 1024 * 1024;
+
+// The deepest nesting of arrays and objects accepted (real messages nest
+// about 5 deep); checked before parsing so hostile input cannot exhaust the
+// stack.
+inline constexpr int kMaxNestingDepth = 64;
+
+// One attempt of one task.
+struct TaskAttempt {
+  TaskId task;
+  uint32_t attempt = 0;
+  friend auto operator<=>(const TaskAttempt&, const TaskAttempt&) = default;
+};
+
+// A finished attempt and how it ended.
+struct FinishedTask {
+  TaskId task;
+  uint32_t attempt = 0;
+  core::TaskOutcome outcome;
+  Time finished_at;
+  friend bool operator==(const FinishedTask&, const FinishedTask&) = default;
+};
+
+// ---- worker -> server ----------------------------------------------------
+
+// First message of every connection. The cluster token is not here: it is
+// checked by the HTTP upgrade before any message flows.
+struct Hello {
+  uint32_t protocol_version = kProtocolVersion;  // sent as "v"
+  std::string worker_name;  // also the name in `resources` (sent once)
+  WorkerId previous_id = 0;  // the id a previous HelloAck gave it, 0 = none
+  std::string agent_version; // drover build, for people ("0.1.0")
+  core::WorkerResources resources;  // resources.name is not sent: the
+                                    // decoder sets it to worker_name
+  std::vector<TaskAttempt> running;   // attempts still running here
+  std::vector<FinishedTask> finished; // results not yet acknowledged
+  friend bool operator==(const Hello&, const Hello&) = default;
+};
+
+// Periodic liveness and utilisation; `running` lets the server reconcile.
+struct Heartbeat {
+  core::WorkerUtilization utilization;
+  std::vector<TaskAttempt> running;
+  friend bool operator==(const Heartbeat&, const Heartbeat&) = default;
+};
+
+struct StartedTask {
+  TaskId task;
+  uint32_t attempt = 0;
+  Time started_at;
+  friend bool operator==(const StartedTask&, const StartedTask&) = default;
+};
+// Processes started (a batch; may be one).
+struct Started {
+  std::vector<StartedTask> tasks;
+  friend bool operator==(const Started&, const Started&) = default;
+};
+
+// Attempts ended (a batch). Each stays buffered on the worker until acked.
+struct Finished {
+  std::vector<FinishedTask> tasks;
+  friend bool operator==(const Finished&, const Finished&) = default;
+};
+
+// The worker's admission check refused an assignment; nothing was started.
+struct Refused {
+  TaskId task;
+  uint32_t attempt = 0;
+  std::string reason;  // "needs 4 GiB, 1.5 GiB free"
+  friend bool operator==(const Refused&, const Refused&) = default;
+};
+
+enum class LogStream : uint8_t { kStdout = 0, kStderr = 1 };
+// "stdout" / "stderr".
+std::string_view LogStreamName(LogStream stream);
+
+// Status of a log transfer started by LogRequest. The bytes themselves come
+// in binary frames (log_frame.h); this says where the stream stands.
+struct LogChunk {
+  TaskId task;
+  uint32_t attempt = 0;
+  LogStream stream = LogStream::kStdout;
+  uint64_t offset = 0;   // bytes of the log sent so far (= next frame's offset)
+  uint64_t size = 0;     // current size of the log file
+  bool eof = false;      // true: no more frames follow (not following, or
+                         // the attempt ended and everything was sent)
+  std::string error;     // non-empty: the log cannot be read ("no such task")
+  friend bool operator==(const LogChunk&, const LogChunk&) = default;
+};
+
+// Drain: sent by a worker that is shutting down gracefully (take no new
+// tasks; running ones finish), or by the server to drain / undrain a worker.
+struct Drain {
+  bool drain = true;     // false = undrain (server -> worker only)
+  std::string reason;
+  friend bool operator==(const Drain&, const Drain&) = default;
+};
+
+// ---- server -> worker ----------------------------------------------------
+
+struct HelloAck {
+  WorkerId worker = 0;            // the id the server gave this worker
+  std::string server_instance;    // changes when the server restarts
+  Duration heartbeat_interval = Seconds(2);
+  Duration lease_ttl = Seconds(30);
+  friend bool operator==(const HelloAck&, const HelloAck&) = default;
+};
+
+// One task attempt to run, with everything needed to run it.
+struct Assignment {
+  TaskId task;
+  uint32_t attempt = 0;
+  std::vector<uint32_t> cores;   // pin to these core ids
+  int64_t cpu_quota_milli = 0;   // CPU quota; 0 = none
+  uint64_t mem_limit_bytes = 0;  // 0 = no limit
+  std::vector<core::GpuGrant> gpus;
+  std::vector<std::string> argv;  // already expanded ("{index}" replaced)
+  std::map<std::string, std::string> env;  // the job's extra environment
+  Duration timeout = Duration::zero();     // zero = none
+  int64_t array_index = 0;
+  std::string job_name;
+  std::string group_name;
+  // Result strings of the tasks this one depends on, for $DROVER_INPUTS.
+  std::map<TaskId, std::string> inputs;
+  friend bool operator==(const Assignment&, const Assignment&) = default;
+};
+struct Assign {
+  std::vector<Assignment> tasks;
+  friend bool operator==(const Assign&, const Assign&) = default;
+};
+
+// The server persisted these finished results; the worker may forget them.
+struct Ack {
+  std::vector<TaskAttempt> tasks;
+  friend bool operator==(const Ack&, const Ack&) = default;
+};
+
+// Stop gracefully: TERM to the process group, grace period, then KILL.
+struct Cancel {
+  TaskId task;
+  uint32_t attempt = 0;
+  std::string reason;  // "canceled by user", "timed out after 2h"
+  friend bool operator==(const Cancel&, const Cancel&) = default;
+};
+// Stop at once: KILL everything of the attempt.
+struct Kill {
+  TaskId task;
+  uint32_t attempt = 0;
+  std::string reason;  // "lease lost"
+  friend bool operator==(const Kill&, const Kill&) = default;
+};
+
+// Asks the worker to send a task's log from `offset`. follow = false sends
+// what exists, then a LogChunk with eof = true; follow = true keeps sending
+// new bytes until the attempt ends (then eof) or a LogRequest with
+// stop = true for the same task and stream arrives.
+struct LogRequest {
+  TaskId task;
+  uint32_t attempt = 0;  // 0 = the latest attempt on this worker
+  LogStream stream = LogStream::kStdout;
+  bool follow = false;
+  bool stop = false;     // true: stop sending this log (ignore the rest)
+  uint64_t offset = 0;
+  friend bool operator==(const LogRequest&, const LogRequest&) = default;
+};
+
+// The server refuses the session (bad version, duplicate name) or reports a
+// protocol violation, then closes the connection.
+struct Error {
+  std::string code;     // StatusCodeName of the cause, e.g. "failed_precondition"
+  std::string message;
+  friend bool operator==(const Error&, const Error&) = default;
+};
+
+using WorkerMessage = std::variant<Hello, Heartbeat, Started, Finished, Refused, LogChunk, Drain>;
+using ServerMessage =
+    std::variant<HelloAck, Assign, Ack, Cancel, Kill, LogRequest, Drain, Error>;
+
+// The "type" string of a message: "hello", "hello_ack", "log_request", ...
+std::string_view MessageTypeName(const WorkerMessage& message);
+std::string_view MessageTypeName(const ServerMessage& message);
+
+// Compact JSON text. Never fails.
+std::string Encode(const WorkerMessage& message);
+std::string Encode(const ServerMessage& message);
+
+// Decodes one text frame. Errors as described at the top of this file;
+// never throws.
+Result<WorkerMessage> DecodeWorkerMessage(std::string_view text);
+Result<ServerMessage> DecodeServerMessage(std::string_view text);
+
+}  // namespace drover::proto
+
+#endif  // DROVER_PROTO_MESSAGES_H_
