@@ -178,6 +178,7 @@ Result<std::string> RunNvidiaSmi(const std::string& program, Duration timeout) {
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc == ENOENT) return NotFound(program + ": not found");
+  if (rc == EACCES) return FailedPrecondition(program + ": not executable");
   if (rc != 0) return Internal("cannot start " + program + ": " + std::strerror(rc));
   Child child(pid);
   out_write.Reset();

@@ -35,10 +35,10 @@ Result<std::vector<NvidiaSmiRow>> ParseNvidiaSmiCsv(std::string_view text);
 // Runs `program` (found on PATH unless it contains '/') with the query
 // arguments and returns its standard output. Errors:
 //   NotFound           the program does not exist (no NVIDIA driver);
-//   FailedPrecondition it exited non-zero or was killed (the message quotes
-//                      the first line of its output, e.g. "NVIDIA-SMI has
-//                      failed because it couldn't communicate with the
-//                      NVIDIA driver");
+//   FailedPrecondition it is not executable, exited non-zero or was killed
+//                      by a signal; the message quotes the first line of
+//                      its output, e.g. "NVIDIA-SMI has failed because it
+//                      couldn't communicate with the NVIDIA driver";
 //   DeadlineExceeded   it ran past `timeout`; its process group is killed;
 //   ResourceExhausted  it wrote more than 1 MiB;
 //   Internal           pipe/spawn/wait failures.

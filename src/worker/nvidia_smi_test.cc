@@ -135,6 +135,13 @@ TEST_F(NvidiaSmiRunTest, MissingProgramIsNotFound) {
             StatusCode::kNotFound);
 }
 
+TEST_F(NvidiaSmiRunTest, NotExecutableIsFailedPrecondition) {
+  dir_.Write("bin/nvidia-smi", "#!/bin/sh\n", /*executable=*/false);
+  Result<std::string> out = RunNvidiaSmi(bin_ + "/nvidia-smi", Seconds(10));
+  EXPECT_EQ(out.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(out.status().message(), HasSubstr("not executable"));
+}
+
 TEST_F(NvidiaSmiRunTest, HangIsKilledWithItsChildrenAtTheDeadline) {
   // The script starts a grandchild and records its pid, then hangs.
   std::string pid_file = dir_.path() + "/grandchild.pid";
