@@ -59,3 +59,258 @@ TEST(PlacementTest, NeverGivesACoreOrWholeGpuTwice) {
 
 }  // namespace
 }  // namespace drover::core
+
+namespace drover::core {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using testing::JobBuilder;
+using testing::kGiB;
+using testing::T;
+using testing::TaskBuilder;
+using testing::TestCluster;
+using testing::WorkerBuilder;
+
+SchedulerConfig WithPolicy(PolicyKind kind) {
+  SchedulerConfig config;
+  config.policy = kind;
+  return config;
+}
+
+TEST(PolicyTest, SpreadPutsTasksOnTheLeastLoadedWorker) {
+  TestCluster c(WithPolicy(PolicyKind::kSpread));
+  c.AddWorker(WorkerBuilder().Cpus(4));
+  c.AddWorker(WorkerBuilder().Cpus(4));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 3)));
+  EXPECT_THAT(c.Take(), ElementsAre("claim 1.0#1 on w1 [lease:1:slot:1.0]",
+                                    "state 1.0 queued->assigned #1",
+                                    "claim 1.1#1 on w2 [lease:2:slot:1.1]",
+                                    "state 1.1 queued->assigned #1",
+                                    "claim 1.2#1 on w1 [lease:1:slot:1.2]",
+                                    "state 1.2 queued->assigned #1"));
+}
+
+TEST(PolicyTest, PackFillsOneWorkerFirst) {
+  TestCluster c(WithPolicy(PolicyKind::kPack));
+  c.AddWorker(WorkerBuilder().Cpus(2));
+  c.AddWorker(WorkerBuilder().Cpus(2));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 3)));
+  EXPECT_THAT(c.Take(), ElementsAre("claim 1.0#1 on w1 [lease:1:slot:1.0]",
+                                    "state 1.0 queued->assigned #1",
+                                    "claim 1.1#1 on w1 [lease:1:slot:1.1]",
+                                    "state 1.1 queued->assigned #1",
+                                    "claim 1.2#1 on w2 [lease:2:slot:1.2]",
+                                    "state 1.2 queued->assigned #1"));
+}
+
+TEST(PolicyTest, PackKeepsWholeGpusFreeBySharingTheUsedOne) {
+  TestCluster c(WithPolicy(PolicyKind::kPack));
+  c.AddWorker(WorkerBuilder().Cpus(8).Gpus(2));
+  c.Submit(JobBuilder(TaskBuilder().Cpus(1).Gpus(0.25).Array(0, 2)));
+  c.Run(T(1, 0));
+  c.Take();
+  c.Grant(T(1, 1));
+  EXPECT_THAT(c.Take(), ElementsAre("assign 1.1#1 on w1 cores=[1] gpus=[0:25]"));
+  c.Submit(JobBuilder(TaskBuilder().Cpus(1).Gpus(1)));
+  EXPECT_THAT(c.Take(), ElementsAre("claim 2.0#1 on w1 [lease:1:slot:2.0 lease:1:gpu:1]",
+                                    "state 2.0 queued->assigned #1"));
+}
+
+TEST(PolicyTest, SpreadPutsSharesOnTheLeastUsedGpu) {
+  TestCluster c(WithPolicy(PolicyKind::kSpread));
+  c.AddWorker(WorkerBuilder().Cpus(8).Gpus(2));
+  c.Submit(JobBuilder(TaskBuilder().Cpus(1).Gpus(0.25).Array(0, 2)));
+  c.Grant(T(1, 0));
+  c.Grant(T(1, 1));
+  EXPECT_THAT(c.Take(), ElementsAre("claim 1.0#1 on w1 [lease:1:slot:1.0 lease:1:gpu:0:share:1.0]",
+                                    "state 1.0 queued->assigned #1",
+                                    "claim 1.1#1 on w1 [lease:1:slot:1.1 lease:1:gpu:1:share:1.1]",
+                                    "state 1.1 queued->assigned #1",
+                                    "assign 1.0#1 on w1 cores=[0] gpus=[0:25]",
+                                    "assign 1.1#1 on w1 cores=[1] gpus=[1:25]"));
+}
+
+TEST(PolicyTest, RoundRobinCyclesThroughWorkers) {
+  TestCluster c(WithPolicy(PolicyKind::kRoundRobin));
+  c.AddWorker(WorkerBuilder().Cpus(4));
+  c.AddWorker(WorkerBuilder().Cpus(4));
+  c.AddWorker(WorkerBuilder().Cpus(4));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 4)));
+  std::vector<std::string> claims;
+  for (const std::string& line : c.Take()) {
+    if (line.rfind("claim", 0) == 0) claims.push_back(line);
+  }
+  EXPECT_THAT(claims, ElementsAre("claim 1.0#1 on w1 [lease:1:slot:1.0]",
+                                  "claim 1.1#1 on w2 [lease:2:slot:1.1]",
+                                  "claim 1.2#1 on w3 [lease:3:slot:1.2]",
+                                  "claim 1.3#1 on w1 [lease:1:slot:1.3]"));
+}
+
+TEST(GpuShareTest, SharesNeverExceedOneGpuNorItsMemory) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(8).Gpus(1, "NVIDIA A100", 40 * kGiB));
+  // Three 0.25 shares fit by share but only two by memory (2 x 16 GiB of 40).
+  c.Submit(JobBuilder(TaskBuilder().Gpus(0.25).GpuMem(16 * kGiB).Array(0, 3)));
+  EXPECT_THAT(c.Take(), ElementsAre("claim 1.0#1 on w1 [lease:1:slot:1.0 lease:1:gpu:0:share:1.0]",
+                                    "state 1.0 queued->assigned #1",
+                                    "claim 1.1#1 on w1 [lease:1:slot:1.1 lease:1:gpu:0:share:1.1]",
+                                    "state 1.1 queued->assigned #1"));
+  EXPECT_EQ(*c.scheduler().Explain(T(1, 2)), "needs 0.25 of a GPU, largest free share is 0");
+  // A whole-GPU task never lands on a shared GPU.
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1)));
+  EXPECT_THAT(c.Take(), IsEmpty());
+  EXPECT_EQ(*c.scheduler().Explain(T(2, 0)), "needs 1 GPU, largest free is 0");
+  Result<WorkerInfo> w = c.scheduler().GetWorker(1);
+  EXPECT_EQ(w->gpu_free_share[0], 50);
+  EXPECT_EQ(w->gpu_free_mem_bytes[0], 8 * kGiB);
+}
+
+TEST(GpuShareTest, SharesFillAGpuUpToExactlyOne) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(8).Gpus(1));
+  c.Submit(JobBuilder(TaskBuilder().Cpus(0).Gpus(0.5).Array(0, 3)));
+  std::vector<std::string> lines = c.Take();
+  EXPECT_THAT(lines, ElementsAre("claim 1.0#1 on w1 [lease:1:slot:1.0 lease:1:gpu:0:share:1.0]",
+                                 "state 1.0 queued->assigned #1",
+                                 "claim 1.1#1 on w1 [lease:1:slot:1.1 lease:1:gpu:0:share:1.1]",
+                                 "state 1.1 queued->assigned #1"));
+}
+
+TEST(ConstraintTest, GpuTypeLabelsAndCountersChooseTheWorker) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(4).Gpus(1, "NVIDIA GeForce RTX 3090", 24 * kGiB));
+  c.AddWorker(WorkerBuilder().Cpus(4).Gpus(1, "NVIDIA A100-SXM4-80GB").Label("os", "linux"));
+  c.AddWorker(WorkerBuilder().Cpus(4).Counter("licenses", 2));
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1).GpuType("a100")));
+  c.Submit(JobBuilder(TaskBuilder().Label("os", "linux")));
+  c.Submit(JobBuilder(TaskBuilder().Counter("licenses", 2).Array(0, 2)));
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1).GpuType("H100")));
+  EXPECT_THAT(c.Take(), ElementsAre("claim 1.0#1 on w2 [lease:2:slot:1.0 lease:2:gpu:0]",
+                                    "state 1.0 queued->assigned #1",
+                                    "claim 2.0#1 on w2 [lease:2:slot:2.0]",
+                                    "state 2.0 queued->assigned #1",
+                                    "claim 3.0#1 on w3 [lease:3:slot:3.0]",
+                                    "state 3.0 queued->assigned #1"));
+  EXPECT_EQ(*c.scheduler().Explain(T(3, 1)), "needs 2 licenses, largest free is 0");
+  EXPECT_EQ(*c.scheduler().Explain(T(4, 0)), "no worker offers gpu_type H100");
+  c.Run(T(3, 0));
+  c.Take();
+  c.Finish(T(3, 0));
+  EXPECT_THAT(c.Take(), ElementsAre("release 3.0#1 on w3 [lease:3:slot:3.0]",
+                                    "state 3.0 running->succeeded #1",
+                                    "claim 3.1#1 on w3 [lease:3:slot:3.1]",
+                                    "state 3.1 queued->assigned #1"));
+}
+
+TEST(QuotaTest, UserQuotaHoldsTasksBackUntilTheirOwnTasksEnd) {
+  SchedulerConfig config;
+  config.quotas["u1"] = UserQuota{0, 200, 0};
+  TestCluster c(config);
+  c.AddWorker(WorkerBuilder().Cpus(8).Gpus(4));
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1).Array(0, 3)).User("u1"));
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1)).User("u2"));
+  EXPECT_THAT(c.Take(), ElementsAre("claim 1.0#1 on w1 [lease:1:slot:1.0 lease:1:gpu:0]",
+                                    "state 1.0 queued->assigned #1",
+                                    "claim 1.1#1 on w1 [lease:1:slot:1.1 lease:1:gpu:1]",
+                                    "state 1.1 queued->assigned #1",
+                                    "claim 2.0#1 on w1 [lease:1:slot:2.0 lease:1:gpu:2]",
+                                    "state 2.0 queued->assigned #1"));
+  EXPECT_EQ(*c.scheduler().Explain(T(1, 2)), "quota: user u1 at 2/2 gpus");
+  c.Run(T(1, 0));
+  c.Take();
+  c.Finish(T(1, 0));
+  EXPECT_THAT(c.Take(), ElementsAre("release 1.0#1 on w1 [lease:1:slot:1.0 lease:1:gpu:0]",
+                                    "state 1.0 running->succeeded #1",
+                                    "claim 1.2#1 on w1 [lease:1:slot:1.2 lease:1:gpu:0]",
+                                    "state 1.2 queued->assigned #1"));
+}
+
+TEST(DrainTest, DrainedWorkerTakesNoNewTasksUntilUndrained) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Handle(WorkerDrained{1, true});
+  c.Submit(JobBuilder(TaskBuilder()));
+  EXPECT_THAT(c.Take(), IsEmpty());
+  EXPECT_EQ(*c.scheduler().Explain(T(1, 0)), "all workers are drained");
+  c.Handle(WorkerDrained{1, false});
+  EXPECT_THAT(c.Take(), ElementsAre("claim 1.0#1 on w1 [lease:1:slot:1.0]",
+                                    "state 1.0 queued->assigned #1"));
+}
+
+TEST(PriorityTest, HigherPriorityRunsFirstThenFifo) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder()));            // 1.0 runs
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 2)));  // 2.0, 2.1 queue
+  c.Submit(JobBuilder(TaskBuilder().Priority(5)));  // 3.0 jumps ahead
+  c.Take();
+  EXPECT_EQ(*c.scheduler().Explain(T(2, 1)), "behind 2 tasks of its class");
+  c.Run(T(1, 0));
+  c.Take();
+  c.Finish(T(1, 0));
+  EXPECT_THAT(c.Take(), ElementsAre("release 1.0#1 on w1 [lease:1:slot:1.0]",
+                                    "state 1.0 running->succeeded #1",
+                                    "claim 3.0#1 on w1 [lease:1:slot:3.0]",
+                                    "state 3.0 queued->assigned #1"));
+  c.Run(T(3, 0));
+  c.Take();
+  c.Finish(T(3, 0));
+  EXPECT_THAT(c.Take(), ElementsAre("release 3.0#1 on w1 [lease:1:slot:3.0]",
+                                    "state 3.0 running->succeeded #1",
+                                    "claim 2.0#1 on w1 [lease:1:slot:2.0]",
+                                    "state 2.0 queued->assigned #1"));
+}
+
+TEST(ResourceClassTest, ABlockedGpuTaskDoesNotBlockCpuTasks) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(4).Gpus(1));
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1).Array(0, 2)));
+  c.Submit(JobBuilder(TaskBuilder()));
+  EXPECT_THAT(c.Take(), ElementsAre("claim 1.0#1 on w1 [lease:1:slot:1.0 lease:1:gpu:0]",
+                                    "state 1.0 queued->assigned #1",
+                                    "claim 2.0#1 on w1 [lease:1:slot:2.0]",
+                                    "state 2.0 queued->assigned #1"));
+}
+
+TEST(BackfillTest, AStreamOfOneGpuTasksDoesNotStarveAFourGpuTask) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(16).Gpus(4));
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1).Array(0, 4)));  // 1.0-1.3 take all GPUs
+  c.Submit(JobBuilder(TaskBuilder().Gpus(4)));              // 2.0 waits for all four
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1).Array(0, 8)));  // 3.x stream of small ones
+  for (uint32_t i = 0; i < 4; ++i) c.Run(T(1, i));
+  c.Take();
+  // As each GPU frees, the small tasks behind may not take it: it is held
+  // for 2.0, which gets all four once they are free.
+  for (uint32_t i = 0; i < 3; ++i) {
+    c.Finish(T(1, i));
+    std::vector<std::string> lines = c.Take();
+    EXPECT_EQ(lines.size(), 2u) << ::testing::PrintToString(lines);
+    EXPECT_EQ(*c.scheduler().Explain(T(3, 0)), "held back: reservation for 2.0");
+  }
+  c.Finish(T(1, 3));
+  EXPECT_THAT(c.Take(),
+              ElementsAre("release 1.3#1 on w1 [lease:1:slot:1.3 lease:1:gpu:3]",
+                          "state 1.3 running->succeeded #1",
+                          "claim 2.0#1 on w1 [lease:1:slot:2.0 lease:1:gpu:0 lease:1:gpu:1 "
+                          "lease:1:gpu:2 lease:1:gpu:3]",
+                          "state 2.0 queued->assigned #1"));
+}
+
+TEST(BackfillTest, SmallTasksStillBackfillWhatTheReservedTaskDoesNotNeed) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(8).Gpus(2));
+  c.Submit(JobBuilder(TaskBuilder().Cpus(1).Gpus(1)));  // 1.0 takes GPU 0
+  c.Submit(JobBuilder(TaskBuilder().Cpus(1).Gpus(2)));  // 2.0 needs both
+  c.Submit(JobBuilder(TaskBuilder().Cpus(1).Gpus(1)));  // 3.0 would take GPU 1
+  c.Submit(JobBuilder(TaskBuilder().Cpus(2)));          // 4.0 only cores: fine
+  EXPECT_THAT(c.Take(), ElementsAre("claim 1.0#1 on w1 [lease:1:slot:1.0 lease:1:gpu:0]",
+                                    "state 1.0 queued->assigned #1",
+                                    "claim 4.0#1 on w1 [lease:1:slot:4.0]",
+                                    "state 4.0 queued->assigned #1"));
+  EXPECT_EQ(*c.scheduler().Explain(T(3, 0)), "held back: reservation for 2.0");
+}
+
+}  // namespace
+}  // namespace drover::core

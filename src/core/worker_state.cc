@@ -20,14 +20,19 @@ bool WorkerState::GpuMatches(size_t i, const ResourceRequest& r) const {
   return d.memory_bytes >= r.gpu_mem_bytes && GpuModelAccepted(r.gpu_types, d.model);
 }
 
-bool WorkerState::CanEverFit(const ResourceRequest& r) const {
-  if (resources_.cpu_cores.size() < r.CoreCount() || resources_.mem_bytes < r.mem_bytes) {
-    return false;
-  }
+bool WorkerState::LabelsMatch(const ResourceRequest& r) const {
   for (const auto& [key, value] : r.labels) {
     auto it = resources_.labels.find(key);
     if (it == resources_.labels.end() || it->second != value) return false;
   }
+  return true;
+}
+
+bool WorkerState::CanEverFit(const ResourceRequest& r) const {
+  if (resources_.cpu_cores.size() < r.CoreCount() || resources_.mem_bytes < r.mem_bytes) {
+    return false;
+  }
+  if (!LabelsMatch(r)) return false;
   for (const auto& [name, amount] : r.counters) {
     auto it = resources_.counters.find(name);
     if (it == resources_.counters.end() || it->second < amount) return false;
@@ -84,6 +89,7 @@ uint32_t WorkerState::Shortfall(const ResourceRequest& r) const {
 bool WorkerState::Fits(const ResourceRequest& r, bool prefer_full_gpus) const {
   (void)prefer_full_gpus;  // which GPU, not whether one fits
   if (free_cores_.size() < r.CoreCount() || free_mem_ < r.mem_bytes) return false;
+  if (!r.labels.empty() && !LabelsMatch(r)) return false;
   if (r.gpus > 0) {
     if (r.IsGpuShare()) {
       if (PickShareGpu(r, false) < 0) return false;

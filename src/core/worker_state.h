@@ -81,6 +81,7 @@ class WorkerState {
     uint64_t mem_used = 0;
     bool whole = false;      // held whole by one task
   };
+  bool LabelsMatch(const ResourceRequest& request) const;
   bool GpuMatches(size_t i, const ResourceRequest& request) const;
   // Index of the GPU a share goes to, or -1.
   int PickShareGpu(const ResourceRequest& request, bool prefer_full) const;
