@@ -11,10 +11,13 @@ namespace {
 //   'R' payload                                  a server record
 //   'C' ttl_us:u64 owner:str count:u32 key:str*  keys claimed by owner
 //   'F' count:u32 key:str*                       keys freed (released/expired)
+//   'S' count:u32 (ttl_us:u64 owner:str key:str)*  the whole lease table:
+//                                                  drop all, then hold these
 // where str is a u32 length and the bytes; integers are little-endian.
 constexpr char kRecordTag = 'R';
 constexpr char kClaimTag = 'C';
 constexpr char kFreeTag = 'F';
+constexpr char kTableTag = 'S';
 
 void PutU32(uint32_t v, std::string* out) {
   for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
@@ -71,6 +74,18 @@ std::string EncodeFree(const std::vector<LeaseKey>& keys) {
   std::string out(1, kFreeTag);
   PutU32(static_cast<uint32_t>(keys.size()), &out);
   for (const auto& key : keys) PutStr(key, &out);
+  return out;
+}
+
+template <typename Map>
+std::string EncodeTable(const Map& leases) {
+  std::string out(1, kTableTag);
+  PutU32(static_cast<uint32_t>(leases.size()), &out);
+  for (const auto& [key, held] : leases) {
+    PutU64(static_cast<uint64_t>(held.ttl.count()), &out);
+    PutStr(held.owner, &out);
+    PutStr(key, &out);
+  }
   return out;
 }
 
@@ -145,6 +160,19 @@ Status MemoryStore::ReplayRecord(std::string_view record, Time now) {
       if (!in.ok()) break;
       Held& held = leases_[key];
       held = Held{owner, now + ttl, ttl, next_serial_++};
+      PushDeadline(key, held);
+    }
+  } else if (record[0] == kTableTag) {
+    leases_.clear();
+    heap_.clear();
+    uint64_t count = in.Fixed(4);
+    for (uint64_t k = 0; k < count && in.ok(); ++k) {
+      Duration ttl(static_cast<int64_t>(in.Fixed(8)));
+      Owner owner = in.Str();
+      LeaseKey key = in.Str();
+      if (!in.ok()) break;
+      Held& held = leases_[key];
+      held = Held{std::move(owner), now + ttl, ttl, next_serial_++};
       PushDeadline(key, held);
     }
   } else if (record[0] == kFreeTag) {
@@ -311,7 +339,11 @@ void MemoryStore::PruneHeap() {
 
 void MemoryStore::JournalLeaseChange(std::string record) {
   if (!journal_) return;
-  journal_->Append(record, [](Status) {});
+  // A lost lease record would let a restart forget a claim (or revive a
+  // freed key); remember to journal the whole table at the next Flush().
+  journal_->Append(record, [this](Status s) {
+    if (!s.ok()) lease_journal_lost_ = true;
+  });
 }
 
 void MemoryStore::Deliver(const std::vector<FreeEvent>& events) {
@@ -342,6 +374,10 @@ void MemoryStore::Flush() {
     unjournaled_.clear();
     for (auto& done : callbacks) done(Status::Ok());
     return;
+  }
+  if (lease_journal_lost_ && journal_->broken().ok()) {
+    lease_journal_lost_ = false;
+    JournalLeaseChange(EncodeTable(leases_));
   }
   // Failures reach the appenders through their callbacks.
   (void)journal_->Sync();

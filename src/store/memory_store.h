@@ -19,6 +19,10 @@
 // records, and in order with them: a record appended after a claim is never
 // durable without that claim.
 //
+// If a batch fails to reach the disk (a full disk), leases keep working in
+// memory, the server learns of the failure through its records' callbacks,
+// and the next Flush() journals the whole lease table again.
+//
 // Without a directory (the constructor) nothing is kept on disk; records are
 // acknowledged at Flush() and dropped.
 //
@@ -111,6 +115,7 @@ class MemoryStore final : public Store {
   std::unordered_map<LeaseKey, Held> leases_;
   std::vector<Deadline> heap_;  // min-heap on `at`
   uint64_t next_serial_ = 1;
+  bool lease_journal_lost_ = false;  // a lease record failed to reach the disk
 };
 
 }  // namespace drover::store

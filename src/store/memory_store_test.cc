@@ -231,6 +231,21 @@ TEST_F(MemoryStoreTest, FullDiskReachesTheAppenderAsAStatus) {
   EXPECT_THAT(Take().records, ElementsAre("fits", "fits again"));
 }
 
+TEST_F(MemoryStoreTest, LeaseChangesLostToAFullDiskAreJournaledAgain) {
+  Claim({"before"}, "a", Seconds(30));
+  ASSERT_TRUE(AppendAndFlush("ok").ok());
+  env_.SetFreeSpace(4);
+  Claim({"during"}, "a", Seconds(30));
+  Release({"before"}, "a");
+  EXPECT_EQ(AppendAndFlush("lost").code(), StatusCode::kResourceExhausted);
+  env_.SetFreeSpace(std::nullopt);
+  ASSERT_TRUE(AppendAndFlush("later").ok());
+  env_.SimulateCrash();
+  Reopen();
+  EXPECT_THAT(Take().records, ElementsAre("ok", "later"));
+  EXPECT_THAT(Holdings(), ElementsAre("during=a"));
+}
+
 TEST_F(MemoryStoreTest, UnknownRecordKindRefusesToOpen) {
   store_.reset();
   std::string file;
