@@ -288,7 +288,8 @@ Result<JobId> Scheduler::State::OnSubmit(JobId id, std::shared_ptr<const JobSpec
   for (auto& count : job.counts) count = 0;
   for (uint32_t g = 0; g < job.groups.size(); ++g) {
     const Group& group = job.groups[g];
-    TaskState initial = group.unmet == 0 ? TaskState::kQueued : TaskState::kWaiting;
+    TaskState initial =
+        group.unmet == 0 && doom.empty() ? TaskState::kQueued : TaskState::kWaiting;
     job.counts[static_cast<int>(initial)] += group.count;
     for (uint32_t i = 0; i < group.count; ++i) job.tasks[group.first + i].state = initial;
   }

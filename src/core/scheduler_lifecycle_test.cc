@@ -1,1 +1,245 @@
+// Task lifecycle on a simulated clock: retries with backoff, timeouts, lost
+// workers and lease expiry, rejected claims, dependency cascades, cancel.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "core/scheduler.h"
+#include "core/testing/test_cluster.h"
+
+namespace drover::core {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using testing::JobBuilder;
+using testing::kMiB;
+using testing::T;
+using testing::TaskBuilder;
+using testing::TestCluster;
+using testing::WorkerBuilder;
+
+TEST(RetryTest, FailedAttemptRequeuesAfterExponentialBackoff) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder().Retries(2, Seconds(10))));
+  c.Run(T(1, 0));
+  c.Take();
+  c.Finish(T(1, 0), 3);
+  EXPECT_THAT(c.Take(), ElementsAre("release 1.0#1 on w1 [lease:1:slot:1.0]",
+                                    "persist outcome 1.0#1",
+                                    "state 1.0 running->queued #1: exit code 3; retry 1 of 2 in 10s"));
+  c.Advance(Seconds(9));
+  EXPECT_THAT(c.Take(), IsEmpty());
+  c.Advance(Seconds(1));
+  EXPECT_THAT(c.Take(), ElementsAre("claim 1.0#2 on w1 [lease:1:slot:1.0]",
+                                    "state 1.0 queued->assigned #2"));
+  c.Run(T(1, 0));
+  c.Take();
+  TaskOutcome killed;
+  killed.signal = 9;
+  c.FinishWith(T(1, 0), killed);
+  EXPECT_THAT(c.Take(),
+              ElementsAre("release 1.0#2 on w1 [lease:1:slot:1.0]", "persist outcome 1.0#2",
+                          "state 1.0 running->queued #2: killed by signal 9; retry 2 of 2 in 20s"));
+  c.Advance(Seconds(19));
+  EXPECT_THAT(c.Take(), IsEmpty());
+  c.Advance(Seconds(1));
+  c.Run(T(1, 0));
+  c.Take();
+  TaskOutcome oom;
+  oom.oom_killed = true;
+  oom.signal = 9;
+  oom.usage.peak_mem_bytes = 64 * kMiB;
+  c.FinishWith(T(1, 0), oom);
+  EXPECT_THAT(c.Take(), ElementsAre("release 1.0#3 on w1 [lease:1:slot:1.0]",
+                                    "persist outcome 1.0#3",
+                                    "state 1.0 running->failed #3: OOM-killed (limit none, peak 64 MiB)"));
+  EXPECT_EQ(c.scheduler().GetTask(T(1, 0))->outcome->usage.peak_mem_bytes, 64 * kMiB);
+}
+
+TEST(RetryTest, OomReasonNamesTheLimit) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder().Mem(64 * kMiB)));
+  c.Run(T(1, 0));
+  c.Take();
+  TaskOutcome oom;
+  oom.oom_killed = true;
+  oom.usage.peak_mem_bytes = 64 * kMiB;
+  c.FinishWith(T(1, 0), oom);
+  EXPECT_EQ(c.scheduler().GetTask(T(1, 0))->reason, "OOM-killed (limit 64 MiB, peak 64 MiB)");
+}
+
+TEST(TimeoutTest, KillsAtTheDeadlineThenFailsWithTheReason) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder().Timeout(Seconds(7200))));
+  c.Run(T(1, 0));
+  c.Take();
+  c.Advance(Seconds(7199));
+  EXPECT_THAT(c.Take(), ElementsAre("renew w1 [lease:1:slot:1.0]"));
+  c.Advance(Seconds(1));
+  EXPECT_THAT(c.Take(), ElementsAre("kill 1.0#1 on w1: timed out after 2h"));
+  TaskOutcome killed;
+  killed.signal = 9;
+  c.FinishWith(T(1, 0), killed);
+  EXPECT_THAT(c.Take(), ElementsAre("release 1.0#1 on w1 [lease:1:slot:1.0]",
+                                    "persist outcome 1.0#1",
+                                    "state 1.0 running->failed #1: timed out after 2h"));
+}
+
+TEST(LeaseTest, RenewalsAreBatchedPerWorkerOnTheInterval) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(4));
+  c.AddWorker(WorkerBuilder().Cpus(4));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 4)));
+  for (uint32_t i = 0; i < 4; ++i) c.Run(T(1, i));
+  c.Take();
+  c.Advance(Seconds(1));
+  EXPECT_THAT(c.Take(), ElementsAre("renew w1 [lease:1:slot:1.0 lease:1:slot:1.2]",
+                                    "renew w2 [lease:2:slot:1.1 lease:2:slot:1.3]"));
+  c.Advance(Seconds(9));
+  EXPECT_THAT(c.Take(), IsEmpty());
+  c.Advance(Seconds(1));
+  EXPECT_EQ(c.Take().size(), 2u);
+}
+
+TEST(LeaseTest, RejectedClaimPutsTheTaskBackAndFreesItsResources) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder()));
+  c.Take();
+  c.Reject(T(1, 0));
+  // The freed core is offered again at once; the task is first in line.
+  EXPECT_THAT(c.Take(), ElementsAre("state 1.0 assigned->queued #1: lease claim rejected",
+                                    "claim 1.0#2 on w1 [lease:1:slot:1.0]",
+                                    "state 1.0 queued->assigned #2"));
+  EXPECT_FALSE(c.TryHandle(LeaseGranted{T(1, 0), 1}).ok());  // the old attempt is stale
+  EXPECT_THAT(c.Take(), IsEmpty());
+}
+
+TEST(WorkerLostTest, TasksRequeueOnlyAfterTheirLeasesExpire) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 2)));
+  c.Run(T(1, 0));
+  c.Run(T(1, 1));
+  c.Take();
+  c.Handle(WorkerLost{1});
+  EXPECT_THAT(c.Take(), IsEmpty());
+  EXPECT_EQ(*c.scheduler().Explain(T(1, 0)), "worker 1 lost; waiting for its leases to expire");
+  c.Advance(Seconds(20));  // renews only the live worker's lease
+  EXPECT_THAT(c.Take(), ElementsAre("renew w2 [lease:2:slot:1.1]"));
+  c.Handle(LeaseFreed{T(1, 0), 1, true});  // the store saw it expire
+  EXPECT_THAT(c.Take(), ElementsAre("state 1.0 running->queued #1: worker lost"));
+  // The freed core is gone with the worker; the task runs on w2 once 1.1 ends.
+  c.Finish(T(1, 1));
+  EXPECT_THAT(c.Take(), ElementsAre("release 1.1#1 on w2 [lease:2:slot:1.1]",
+                                    "state 1.1 running->succeeded #1",
+                                    "claim 1.0#2 on w2 [lease:2:slot:1.0]",
+                                    "state 1.0 queued->assigned #2"));
+}
+
+TEST(WorkerLostTest, FallbackExpiryAfterTtlPlusGraceAndFailAfterThreeLosses) {
+  SchedulerConfig config;
+  config.lease_ttl = Seconds(30);
+  config.expiry_grace = Seconds(10);
+  TestCluster c(config);
+  c.Submit(JobBuilder(TaskBuilder()));
+  for (uint32_t loss = 1; loss <= 3; ++loss) {
+    WorkerId w = c.AddWorker(WorkerBuilder().Cpus(1));
+    c.Run(T(1, 0));
+    c.Take();
+    c.Handle(WorkerLost{w});
+    c.Advance(Seconds(39));
+    EXPECT_THAT(c.Take(), IsEmpty());
+    c.Advance(Seconds(1));
+    if (loss < 3) {
+      EXPECT_THAT(c.Take(), ElementsAre("state 1.0 running->queued #" + std::to_string(loss) +
+                                        ": worker lost"));
+    } else {
+      EXPECT_THAT(c.Take(), ElementsAre("state 1.0 running->failed #3: worker lost (3 attempts)"));
+    }
+  }
+}
+
+TEST(DependencyTest, DependentsWaitAndAreCanceledWhenADependencyFails) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(4));
+  c.Submit(JobBuilder()
+               .Add(TaskBuilder("prep"))
+               .Add(TaskBuilder("train").DependsOn("prep").Array(0, 2))
+               .Add(TaskBuilder("report").DependsOn("train")));
+  EXPECT_THAT(c.Take(), ElementsAre("claim 1.0#1 on w1 [lease:1:slot:1.0]",
+                                    "state 1.0 queued->assigned #1"));
+  EXPECT_EQ(*c.scheduler().Explain(T(1, 3)), "waiting for dependency 1.1");
+  c.Run(T(1, 0));
+  c.Take();
+  c.Finish(T(1, 0));
+  EXPECT_THAT(c.Take(), ElementsAre("release 1.0#1 on w1 [lease:1:slot:1.0]",
+                                    "state 1.0 running->succeeded #1",
+                                    "state 1.1 waiting->queued #0", "state 1.2 waiting->queued #0",
+                                    "claim 1.1#1 on w1 [lease:1:slot:1.1]",
+                                    "state 1.1 queued->assigned #1",
+                                    "claim 1.2#1 on w1 [lease:1:slot:1.2]",
+                                    "state 1.2 queued->assigned #1"));
+  c.Run(T(1, 1));
+  c.Take();
+  c.Finish(T(1, 1), 1);
+  EXPECT_THAT(c.Take(), ElementsAre("release 1.1#1 on w1 [lease:1:slot:1.1]",
+                                    "persist outcome 1.1#1",
+                                    "state 1.1 running->failed #1: exit code 1",
+                                    "state 1.3 waiting->canceled #0: dependency 1.1 failed"));
+  // A later job that depends on the failed task is canceled at submission.
+  c.Submit(JobBuilder(TaskBuilder()).AfterTask(T(1, 1)));
+  EXPECT_THAT(c.Take(), ElementsAre("state 2.0 waiting->canceled #0: dependency 1.1 failed"));
+}
+
+TEST(DependencyTest, AfterJobWaitsForTheWholeJob) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(4));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 2)));
+  c.Submit(JobBuilder(TaskBuilder()).After(1));
+  c.Run(T(1, 0));
+  c.Run(T(1, 1));
+  c.Take();
+  EXPECT_EQ(*c.scheduler().Explain(T(2, 0)), "waiting for job 1");
+  c.Finish(T(1, 0));
+  EXPECT_THAT(c.Take(), ElementsAre("release 1.0#1 on w1 [lease:1:slot:1.0]",
+                                    "state 1.0 running->succeeded #1"));
+  c.Finish(T(1, 1));
+  EXPECT_THAT(c.Take(), ElementsAre("release 1.1#1 on w1 [lease:1:slot:1.1]",
+                                    "state 1.1 running->succeeded #1",
+                                    "state 2.0 waiting->queued #0",
+                                    "claim 2.0#1 on w1 [lease:1:slot:2.0]",
+                                    "state 2.0 queued->assigned #1"));
+}
+
+TEST(CancelTest, CancelingAJobKillsRunningTasksAndCancelsTheRest) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(2));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 4)));
+  c.Run(T(1, 0));  // 1.0 running; 1.1 claimed, not granted; 1.2, 1.3 queued
+  c.Take();
+  c.Handle(CancelJob{1});
+  EXPECT_THAT(c.Take(), ElementsAre("kill 1.0#1 on w1: canceled by user",
+                                    "release 1.1#1 on w1 [lease:1:slot:1.1]",
+                                    "state 1.1 assigned->canceled #1: canceled by user",
+                                    "state 1.2 queued->canceled #0: canceled by user",
+                                    "state 1.3 queued->canceled #0: canceled by user"));
+  TaskOutcome killed;
+  killed.signal = 15;
+  c.FinishWith(T(1, 0), killed);
+  EXPECT_THAT(c.Take(), ElementsAre("release 1.0#1 on w1 [lease:1:slot:1.0]",
+                                    "persist outcome 1.0#1",
+                                    "state 1.0 running->canceled #1: canceled by user"));
+  Result<JobInfo> job = c.scheduler().GetJob(1);
+  EXPECT_TRUE(job->done);
+  EXPECT_EQ(job->counts[static_cast<int>(TaskState::kCanceled)], 4u);
+  // Nothing is left booked on the worker.
+  EXPECT_EQ(c.scheduler().GetWorker(1)->free_cores.size(), 2u);
+}
+
+}  // namespace
+}  // namespace drover::core
