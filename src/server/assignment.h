@@ -1,0 +1,28 @@
+// BuildAssignment: turns the core's AssignTask command into the worker
+// channel's proto::Assignment, with everything the worker needs to run it.
+//
+// - argv: the group's command with "{index}" expanded (core::ExpandCommand);
+// - env, timeout, cores, GPUs, memory limit: from the command and the spec;
+// - inputs: the result strings ($DROVER_RESULT, up to 64 KiB each) of the
+//   tasks of every group this task's group depends_on, keyed by task id
+//   ("12.3"). Tasks that left no result are omitted. The worker writes each
+//   as $DROVER_INPUTS/<task id>. (The message has no field for readable
+//   aliases such as "<group>.<index>"; that needs a proto change.)
+//
+// Thread safety: pure function of its arguments.
+#ifndef DROVER_SERVER_ASSIGNMENT_H_
+#define DROVER_SERVER_ASSIGNMENT_H_
+
+#include "core/commands.h"
+#include "core/scheduler.h"
+#include "proto/messages.h"
+#include "server/record_fold.h"
+
+namespace drover::server {
+
+proto::Assignment BuildAssignment(const core::Scheduler& scheduler, const RecordFold& fold,
+                                  const core::AssignTask& assign);
+
+}  // namespace drover::server
+
+#endif  // DROVER_SERVER_ASSIGNMENT_H_

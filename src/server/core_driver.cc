@@ -1,0 +1,303 @@
+#include "server/core_driver.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "proto/record_codec.h"
+
+namespace drover::server {
+
+CoreDriver::CoreDriver(net::EventLoop& loop, Clock& clock, core::Scheduler& scheduler,
+                       store::Store& store, LeaseBook& book, CommandSink& sink,
+                       DriverOptions options)
+    : loop_(loop),
+      clock_(clock),
+      scheduler_(scheduler),
+      store_(store),
+      book_(book),
+      sink_(sink),
+      options_(options),
+      last_now_(clock.Now()),
+      next_compact_bytes_(options.compact_bytes) {}
+
+CoreDriver::~CoreDriver() {
+  *alive_ = false;
+  tick_.reset();
+}
+
+Time CoreDriver::Now() {
+  // The core requires time never to go backwards; a wall-clock step back is
+  // absorbed here.
+  last_now_ = std::max(last_now_, clock_.Now());
+  return last_now_;
+}
+
+Status CoreDriver::Recover() {
+  // Subscribe first, so no free between now and the first claim is missed.
+  bool subscribed = false;
+  Status sub_status;
+  store_.Subscribe(
+      [this](const store::FreeEvent& free) {
+        std::optional<AttemptRef> a = book_.Freed(free.key);
+        if (!a) return;
+        Handle(core::LeaseFreed{a->task, a->attempt, free.reason == store::FreeReason::kExpired});
+      },
+      [&](Status s) {
+        subscribed = true;
+        sub_status = std::move(s);
+      });
+  if (!subscribed) return FailedPrecondition("store subscribed asynchronously; not supported");
+  RETURN_IF_ERROR(sub_status);
+
+  std::optional<Result<store::Recovered>> recovered;
+  store_.TakeRecovered([&](Result<store::Recovered> r) { recovered = std::move(r); });
+  if (!recovered) return FailedPrecondition("store recovered asynchronously; not supported");
+  if (!recovered->ok()) return recovered->status();
+  stats_.discarded_bytes = (*recovered)->discarded_bytes;
+  if (stats_.discarded_bytes > 0) {
+    spdlog::warn("journal: discarded a torn tail of {} bytes (a crash during a write); "
+                 "every record before it is intact",
+                 stats_.discarded_bytes);
+  }
+  const std::vector<std::string>& records = (*recovered)->records;
+  for (size_t i = 0; i < records.size(); ++i) {
+    Result<core::Record> record = proto::DecodeRecord(records[i]);
+    if (!record.ok()) {
+      return record.status().WithContext("journal record " + std::to_string(i));
+    }
+    Status restored = scheduler_.Restore(*record);
+    if (!restored.ok()) {
+      return DataLoss("journal record " + std::to_string(i) + ": " + restored.ToString());
+    }
+    fold_.Add(*record);
+  }
+  stats_.restored_records = records.size();
+
+  // Leases our previous run holds stay ours: we can renew and release them.
+  std::optional<Result<std::vector<store::Lease>>> leases;
+  store_.ListLeases([&](Result<std::vector<store::Lease>> r) { leases = std::move(r); });
+  if (!leases) return FailedPrecondition("store listed leases asynchronously; not supported");
+  if (!leases->ok()) return leases->status();
+  for (const store::Lease& lease : **leases) {
+    std::optional<AttemptRef> owner = LeaseBook::ParseOwner(lease.owner);
+    if (!owner || lease.owner != book_.OwnerOf(*owner)) continue;
+    if (LeaseBook::TaskOfSlotKey(lease.key)) book_.Granted(*owner);
+  }
+
+  draining_ = true;
+  scheduler_.FinishRestore(Now(), outbox_);
+  for (core::Command& c : outbox_) Execute(c);
+  outbox_.clear();
+  draining_ = false;
+  Drain();
+  ArmTick();
+  return Status::Ok();
+}
+
+void CoreDriver::Handle(core::Event event) {
+  if (stopped_) return;
+  queue_.push_back(std::move(event));
+  Drain();
+}
+
+Result<JobId> CoreDriver::Submit(std::shared_ptr<const core::JobSpec> spec) {
+  if (stopped_) return Unavailable("server is stopping");
+  // Submit is never called from inside a drain (REST handlers run from the
+  // loop, not from store callbacks), so the outbox is free.
+  Result<JobId> id = scheduler_.Submit(Now(), std::move(spec), outbox_);
+  ++stats_.events;
+  draining_ = true;
+  for (core::Command& c : outbox_) Execute(c);
+  outbox_.clear();
+  draining_ = false;
+  Drain();
+  return id;
+}
+
+void CoreDriver::Drain() {
+  if (draining_) return;
+  draining_ = true;
+  while (!queue_.empty() && !stopped_) {
+    core::Event event = std::move(queue_.front());
+    queue_.pop_front();
+    ++stats_.events;
+    Status s = scheduler_.Handle(Now(), std::move(event), outbox_);
+    if (!s.ok()) {
+      ++stats_.ignored_events;
+      spdlog::debug("core ignored an event: {}", s.ToString());
+    }
+    // Executing may queue more events (synchronous store callbacks); they
+    // are handled by this loop after the whole outbox ran.
+    for (core::Command& c : outbox_) Execute(c);
+    outbox_.clear();
+  }
+  draining_ = false;
+  if (after_turn_) after_turn_();
+}
+
+void CoreDriver::Execute(core::Command& command) {
+  std::visit(
+      [&](auto& c) {
+        using T = std::decay_t<decltype(c)>;
+        if constexpr (std::is_same_v<T, core::ClaimLeases>) {
+          Claim(c);
+        } else if constexpr (std::is_same_v<T, core::AssignTask>) {
+          sink_.Assign(c);
+        } else if constexpr (std::is_same_v<T, core::KillTask>) {
+          sink_.Kill(c);
+        } else if constexpr (std::is_same_v<T, core::RenewLeases>) {
+          Renew(c);
+        } else if constexpr (std::is_same_v<T, core::ReleaseLeases>) {
+          Release(c);
+        } else if constexpr (std::is_same_v<T, core::Persist>) {
+          Persist(c.record);
+        } else {
+          sink_.StateChanged(c, last_now_);
+        }
+      },
+      command);
+}
+
+void CoreDriver::Claim(const core::ClaimLeases& claim) {
+  const AttemptRef attempt{claim.task, claim.attempt};
+  std::weak_ptr<bool> alive = alive_;
+  store_.Claim(LeaseBook::StoreKeys(claim.keys), book_.OwnerOf(attempt), claim.ttl,
+               [this, alive, attempt](Result<store::ClaimOutcome> outcome) {
+                 if (alive.expired()) return;
+                 if (outcome.ok() && outcome->claimed) {
+                   book_.Granted(attempt);
+                   Handle(core::LeaseGranted{attempt.task, attempt.attempt});
+                   return;
+                 }
+                 if (!outcome.ok()) {
+                   spdlog::warn("claim for {}#{} failed: {}", attempt.task.ToString(),
+                                attempt.attempt, outcome.status().ToString());
+                 } else {
+                   spdlog::info("claim for {}#{} rejected: {} held by {}",
+                                attempt.task.ToString(), attempt.attempt,
+                                outcome->conflict_key, outcome->conflict_owner);
+                 }
+                 Handle(core::LeaseRejected{attempt.task, attempt.attempt});
+               });
+}
+
+void CoreDriver::Renew(const core::RenewLeases& renew) {
+  for (LeaseBook::RenewBatch& batch : book_.SplitRenew(renew.keys)) {
+    std::string owner = batch.owner;
+    store_.Renew(std::move(batch.keys), std::move(batch.owner), renew.ttl,
+                 [owner](Result<store::RenewOutcome> outcome) {
+                   // A lost key also ends with a free event; the core reacts
+                   // to that (LeaseFreed), so this only reports.
+                   if (!outcome.ok()) {
+                     spdlog::warn("renew for {} failed: {}", owner, outcome.status().ToString());
+                   } else if (!outcome->lost.empty()) {
+                     spdlog::warn("renew for {}: {} keys lost (first {})", owner,
+                                  outcome->lost.size(), outcome->lost.front());
+                   }
+                 });
+  }
+}
+
+void CoreDriver::Release(const core::ReleaseLeases& release) {
+  const AttemptRef attempt{release.task, release.attempt};
+  store_.Release(LeaseBook::StoreKeys(release.keys), book_.OwnerOf(attempt),
+                 [attempt](Result<store::ReleaseOutcome> outcome) {
+                   if (!outcome.ok()) {
+                     spdlog::warn("release for {}#{} failed: {}", attempt.task.ToString(),
+                                  attempt.attempt, outcome.status().ToString());
+                   }
+                 });
+}
+
+void CoreDriver::Persist(const core::Record& record) {
+  fold_.Add(record);
+  ++stats_.records;
+  ++appends_issued_;
+  std::weak_ptr<bool> alive = alive_;
+  store_.Append(proto::EncodeRecord(record), [this, alive](Status s) {
+    if (alive.expired()) return;
+    ++appends_done_;
+    if (!s.ok()) {
+      ++stats_.append_errors;
+      spdlog::error("journal append failed: {}", s.ToString());
+    }
+    while (!waiters_.empty() && waiters_.front().target <= appends_done_) {
+      std::function<void(Status)> fn = std::move(waiters_.front().fn);
+      waiters_.pop_front();
+      fn(s);
+    }
+  });
+  ScheduleFlush();
+}
+
+void CoreDriver::AfterDurable(std::function<void(Status)> fn) {
+  if (appends_done_ >= appends_issued_) {
+    std::weak_ptr<bool> alive = alive_;
+    loop_.Post([alive, fn = std::move(fn)] {
+      if (!alive.expired()) fn(Status::Ok());
+    });
+    return;
+  }
+  waiters_.push_back({appends_issued_, std::move(fn)});
+}
+
+void CoreDriver::ScheduleFlush() {
+  if (flush_posted_) return;
+  flush_posted_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  loop_.Post([this, alive] {
+    if (!alive.expired()) FlushNow();
+  });
+}
+
+void CoreDriver::FlushNow() {
+  flush_posted_ = false;
+  ++stats_.flushes;
+  store_.Flush();
+  MaybeCompact();
+}
+
+void CoreDriver::MaybeCompact() {
+  if (compacting_ || stopped_ || store_.LogBytes() < next_compact_bytes_) return;
+  std::vector<std::string> snapshot;
+  uint64_t bytes = 0;
+  for (const core::Record& r : fold_.Snapshot()) {
+    snapshot.push_back(proto::EncodeRecord(r));
+    bytes += snapshot.back().size();
+  }
+  compacting_ = true;
+  next_compact_bytes_ = std::max(options_.compact_bytes, 2 * bytes);
+  std::weak_ptr<bool> alive = alive_;
+  const size_t count = snapshot.size();
+  store_.Compact(std::move(snapshot), [this, alive, count, bytes](Status s) {
+    if (alive.expired()) return;
+    compacting_ = false;
+    if (!s.ok()) {
+      spdlog::error("journal compaction failed: {}", s.ToString());
+      return;
+    }
+    ++stats_.compactions;
+    spdlog::info("journal compacted to {} records ({} bytes)", count, bytes);
+  });
+}
+
+void CoreDriver::ArmTick() {
+  if (!tick_) tick_ = std::make_unique<net::Timer>(loop_);
+  tick_->ArmAfter(options_.tick_interval, [this] {
+    Handle(core::Tick{});
+    ArmTick();
+  });
+}
+
+void CoreDriver::Stop() {
+  if (stopped_) return;
+  // Make what was appended durable before going.
+  if (flush_posted_) FlushNow();
+  stopped_ = true;
+  queue_.clear();
+  tick_.reset();
+}
+
+}  // namespace drover::server

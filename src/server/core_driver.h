@@ -1,0 +1,162 @@
+// CoreDriver: runs the pure scheduler inside the server shell. Every input
+// (a worker message, a REST call, a store callback, a timer) becomes a
+// core::Event handled at the clock's current time, and the resulting outbox
+// is executed in order (DESIGN.md section 1):
+//
+//   Event ──► Scheduler::Handle ──► outbox ──┬─ ClaimLeases   ─► Store::Claim ─► LeaseGranted/Rejected ─┐
+//     ▲                                      ├─ RenewLeases   ─► Store::Renew (one call per owner)      │
+//     │                                      ├─ ReleaseLeases ─► Store::Release                         │
+//     │                                      ├─ Persist       ─► EncodeRecord ─► Store::Append          │
+//     │                                      ├─ AssignTask / KillTask / TaskStateChanged ─► CommandSink │
+//     └──────── queued events (store callbacks, free events) ◄──────────────────────────────────────────┘
+//
+// Store callbacks may run inside the call (MemoryStore) or later; either way
+// their events are queued and handled after the current outbox, never
+// re-entrantly. Appends are made durable by ONE Store::Flush per loop turn
+// (posted once per batch: group fsync). AfterDurable() runs a callback once
+// everything appended so far is durable (the worker channel acks finished
+// results with it).
+//
+// Time: a Tick goes to the core every `tick_interval` (the core's renew
+// interval capped at 1 s). It drives renewals, retry backoffs, timeouts and
+// the lost-worker fallback, so those fire up to one tick late; placement is
+// event-driven in the core and never waits for a tick.
+//
+// Compaction: when the log grows past `compact_bytes` (and past twice the
+// last snapshot), the current state (RecordFold) replaces the log.
+//
+// Thread safety: none; everything runs on the server's event loop.
+#ifndef DROVER_SERVER_CORE_DRIVER_H_
+#define DROVER_SERVER_CORE_DRIVER_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/time.h"
+#include "core/scheduler.h"
+#include "net/event_loop.h"
+#include "server/lease_book.h"
+#include "server/record_fold.h"
+#include "store/store.h"
+
+namespace drover::server {
+
+// What the driver cannot do itself: talk to workers and to subscribers.
+class CommandSink {
+ public:
+  virtual ~CommandSink() = default;
+  virtual void Assign(const core::AssignTask& assign) = 0;
+  virtual void Kill(const core::KillTask& kill) = 0;
+  virtual void StateChanged(const core::TaskStateChanged& change, Time at) = 0;
+};
+
+struct DriverOptions {
+  Duration tick_interval = Seconds(1);
+  uint64_t compact_bytes = 64ull << 20;  // compact once the log is larger
+};
+
+struct DriverStats {
+  uint64_t events = 0;
+  uint64_t ignored_events = 0;  // Handle returned an error (stale, unknown)
+  uint64_t records = 0;         // Persist commands appended
+  uint64_t flushes = 0;
+  uint64_t append_errors = 0;
+  uint64_t compactions = 0;
+  uint64_t discarded_bytes = 0;  // torn journal tail found at startup
+  uint64_t restored_records = 0;
+};
+
+class CoreDriver {
+ public:
+  // All references must outlive the driver.
+  CoreDriver(net::EventLoop& loop, Clock& clock, core::Scheduler& scheduler, store::Store& store,
+             LeaseBook& book, CommandSink& sink, DriverOptions options);
+  ~CoreDriver();
+  CoreDriver(const CoreDriver&) = delete;
+  CoreDriver& operator=(const CoreDriver&) = delete;
+
+  // Startup, before any other call: subscribes to lease frees, replays the
+  // store's recovered records into the scheduler (Restore, FinishRestore),
+  // learns the leases this server's previous run holds, and starts ticking.
+  // Errors: a record that cannot be decoded or restored (kDataLoss), a store
+  // error, or a store that answers asynchronously (not supported at startup
+  // in this version).
+  Status Recover();
+
+  // Handles one event now and executes what follows from it.
+  void Handle(core::Event event);
+
+  // Submits a job (validation errors come back; nothing changes then).
+  Result<JobId> Submit(std::shared_ptr<const core::JobSpec> spec);
+
+  // Runs `fn` once every record appended so far is durable, with the
+  // status of that batch (an error: the outcome is unknown).
+  void AfterDurable(std::function<void(Status)> fn);
+
+  // Called after each batch of events is handled (the MemoryStore expiry
+  // hook re-arms its timer here).
+  void SetAfterTurn(std::function<void()> fn) { after_turn_ = std::move(fn); }
+
+  // Stops ticking and flushing; later events are dropped.
+  void Stop();
+
+  const core::Scheduler& scheduler() const { return scheduler_; }
+  const RecordFold& fold() const { return fold_; }
+  const DriverStats& stats() const { return stats_; }
+  Time Now();
+
+ private:
+  void Drain();
+  void Execute(core::Command& command);
+  void Claim(const core::ClaimLeases& claim);
+  void Renew(const core::RenewLeases& renew);
+  void Release(const core::ReleaseLeases& release);
+  void Persist(const core::Record& record);
+  void ScheduleFlush();
+  void FlushNow();
+  void MaybeCompact();
+  void ArmTick();
+
+  net::EventLoop& loop_;
+  Clock& clock_;
+  core::Scheduler& scheduler_;
+  store::Store& store_;
+  LeaseBook& book_;
+  CommandSink& sink_;
+  DriverOptions options_;
+
+  core::Outbox outbox_;
+  std::deque<core::Event> queue_;
+  bool draining_ = false;
+  bool stopped_ = false;
+  bool flush_posted_ = false;
+  bool compacting_ = false;
+  Time last_now_;
+  RecordFold fold_;
+  DriverStats stats_;
+  uint64_t next_compact_bytes_;
+
+  // Durability bookkeeping: appends complete in order.
+  uint64_t appends_issued_ = 0;
+  uint64_t appends_done_ = 0;
+  struct Waiter {
+    uint64_t target;
+    std::function<void(Status)> fn;
+  };
+  std::deque<Waiter> waiters_;
+  Status last_append_status_;
+
+  std::function<void()> after_turn_;
+  std::unique_ptr<net::Timer> tick_;
+  // Guards posted callbacks against running after destruction.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace drover::server
+
+#endif  // DROVER_SERVER_CORE_DRIVER_H_

@@ -1,0 +1,57 @@
+// EventStream: the client event stream, WebSocket /api/v1/events.
+//
+// Each subscriber gets, on connect, a snapshot: one task_state event per
+// task (from = to = its current state) of the job named by ?job=N, or of
+// every job that is not done yet when there is no filter. Then every
+// TaskStateChanged the core emits for a matching task, as
+// proto::EncodeTaskEvent JSON text messages. The snapshot and the live
+// events are produced on the same loop thread, so a client waiting for a
+// job's end cannot miss it between the two.
+//
+// Subscribers only read; any text they send is ignored. A subscriber that
+// does not read fast enough is closed by the session's queue limit.
+//
+// Thread safety: none; everything runs on the server's event loop.
+#ifndef DROVER_SERVER_EVENT_STREAM_H_
+#define DROVER_SERVER_EVENT_STREAM_H_
+
+#include <memory>
+#include <optional>
+#include <unordered_map>
+
+#include "common/ids.h"
+#include "common/time.h"
+#include "core/commands.h"
+#include "core/scheduler.h"
+#include "net/http_types.h"
+#include "net/ws_session.h"
+
+namespace drover::server {
+
+class EventStream {
+ public:
+  explicit EventStream(const core::Scheduler& scheduler) : scheduler_(scheduler) {}
+  ~EventStream();
+
+  // The route's open handler. A bad ?job= closes the session with the
+  // reason (after the upgrade, since the WebSocket route has no error path).
+  void Attach(std::shared_ptr<net::WsSession> session, const net::Request& request, Time now);
+
+  void Publish(const core::TaskStateChanged& change, Time at);
+
+  void Stop();
+  size_t subscriber_count() const { return subs_.size(); }
+
+ private:
+  struct Sub {
+    std::shared_ptr<net::WsSession> session;
+    std::optional<JobId> job;
+  };
+  const core::Scheduler& scheduler_;
+  std::unordered_map<uint64_t, Sub> subs_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace drover::server
+
+#endif  // DROVER_SERVER_EVENT_STREAM_H_

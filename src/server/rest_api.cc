@@ -1,0 +1,231 @@
+#include "server/rest_api.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <memory>
+
+#include "proto/api_json.h"
+#include "proto/job_file.h"
+
+namespace drover::server {
+
+namespace {
+
+using nlohmann::json;
+
+net::Response Json(const json& j, int status = 200) { return net::JsonResponse(j.dump(), status); }
+
+net::Response Error(const Status& s) {
+  net::Response r = net::ErrorResponse(s);
+  r.body = proto::EncodeErrorBody(s);
+  return r;
+}
+
+// Parses an unsigned query parameter, or `fallback` when absent.
+Result<uint32_t> QueryU32(const net::Request& r, const std::string& name, uint32_t fallback) {
+  auto it = r.query.find(name);
+  if (it == r.query.end()) return fallback;
+  try {
+    size_t used = 0;
+    unsigned long v = std::stoul(it->second, &used);
+    if (used != it->second.size() || v > UINT32_MAX) throw std::out_of_range(name);
+    return static_cast<uint32_t>(v);
+  } catch (const std::exception&) {
+    return InvalidArgument(name + ": expected an unsigned integer, got \"" + it->second + "\"");
+  }
+}
+
+// ?state= for job lists: "active" (not done), "done", or a task state name
+// (jobs with at least one task in that state).
+Result<std::function<bool(const core::JobInfo&)>> JobFilter(const net::Request& r) {
+  auto it = r.query.find("state");
+  if (it == r.query.end() || it->second.empty()) {
+    return std::function<bool(const core::JobInfo&)>([](const core::JobInfo&) { return true; });
+  }
+  const std::string want = it->second;
+  if (want == "active") {
+    return std::function<bool(const core::JobInfo&)>([](const core::JobInfo& j) { return !j.done; });
+  }
+  if (want == "done") {
+    return std::function<bool(const core::JobInfo&)>([](const core::JobInfo& j) { return j.done; });
+  }
+  for (int s = 0; s < core::kTaskStateCount; ++s) {
+    if (core::TaskStateName(static_cast<core::TaskState>(s)) == want) {
+      return std::function<bool(const core::JobInfo&)>(
+          [s](const core::JobInfo& j) { return j.counts[s] > 0; });
+    }
+  }
+  return InvalidArgument("state: want active, done or a task state, got \"" + want + "\"");
+}
+
+}  // namespace
+
+void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& channel,
+                   StatusSource status) {
+  const core::Scheduler& sched = driver.scheduler();
+
+  server.Route("POST", "/api/v1/jobs", [&driver](const net::Request& r, net::Responder done) {
+    Result<core::JobSpec> spec = proto::JobSpecFromJson(r.body);
+    if (!spec.ok()) return done(Error(spec.status()));
+    Result<JobId> id = driver.Submit(std::make_shared<const core::JobSpec>(std::move(*spec)));
+    if (!id.ok()) return done(Error(id.status()));
+    // Answer once the job is durable: an acknowledged job survives a crash.
+    driver.AfterDurable([done, job = *id](Status s) {
+      if (!s.ok()) return done(Error(s.WithContext("job " + std::to_string(job))));
+      done(Json({{"id", job}}));
+    });
+  });
+
+  server.Route("GET", "/api/v1/jobs", [&sched](const net::Request& r, net::Responder done) {
+    auto filter = JobFilter(r);
+    if (!filter.ok()) return done(Error(filter.status()));
+    std::vector<core::JobInfo> jobs;
+    for (JobId id : sched.Jobs()) {
+      Result<core::JobInfo> info = sched.GetJob(id);
+      if (info.ok() && (*filter)(*info)) jobs.push_back(std::move(*info));
+    }
+    done(net::JsonResponse(proto::EncodeJobList(jobs)));
+  });
+
+  server.Route("GET", "/api/v1/jobs/{id}", [&sched](const net::Request& r, net::Responder done) {
+    Result<JobId> id = ParseJobId(r.path_params.at("id"));
+    if (!id.ok()) return done(Error(id.status()));
+    Result<core::JobInfo> job = sched.GetJob(*id);
+    if (!job.ok()) return done(Error(job.status()));
+    Result<uint32_t> offset = QueryU32(r, "offset", 0);
+    Result<uint32_t> limit = QueryU32(r, "limit", 1000);
+    if (!offset.ok()) return done(Error(offset.status()));
+    if (!limit.ok()) return done(Error(limit.status()));
+    Result<std::vector<TaskId>> ids = sched.JobTasks(*id, *offset, *limit);
+    if (!ids.ok()) return done(Error(ids.status()));
+    json body = proto::JobInfoJson(*job);
+    json tasks = json::array();
+    for (const TaskId& t : *ids) {
+      Result<core::TaskInfo> info = sched.GetTask(t);
+      if (info.ok()) tasks.push_back(proto::TaskInfoJson(*info));
+    }
+    body["tasks"] = std::move(tasks);
+    body["offset"] = *offset;
+    body["limit"] = *limit;
+    done(Json(body));
+  });
+
+  server.Route("GET", "/api/v1/tasks/{id}", [&sched](const net::Request& r, net::Responder done) {
+    Result<TaskId> id = ParseTaskId(r.path_params.at("id"));
+    if (!id.ok()) return done(Error(id.status()));
+    Result<core::TaskInfo> info = sched.GetTask(*id);
+    if (!info.ok()) return done(Error(info.status()));
+    json body = proto::TaskInfoJson(*info);
+    Result<std::string> explain = sched.Explain(*id);
+    body["explain"] = explain.ok() ? *explain : std::string();
+    done(Json(body));
+  });
+
+  server.Route("POST", "/api/v1/jobs/{id}/cancel",
+               [&driver, &sched](const net::Request& r, net::Responder done) {
+                 Result<JobId> id = ParseJobId(r.path_params.at("id"));
+                 if (!id.ok()) return done(Error(id.status()));
+                 if (Result<core::JobInfo> j = sched.GetJob(*id); !j.ok()) {
+                   return done(Error(j.status()));
+                 }
+                 driver.Handle(core::CancelJob{*id});
+                 done(Json({{"id", *id}, {"canceled", true}}));
+               });
+
+  server.Route("POST", "/api/v1/tasks/{id}/cancel",
+               [&driver, &sched](const net::Request& r, net::Responder done) {
+                 Result<TaskId> id = ParseTaskId(r.path_params.at("id"));
+                 if (!id.ok()) return done(Error(id.status()));
+                 if (Result<core::TaskInfo> t = sched.GetTask(*id); !t.ok()) {
+                   return done(Error(t.status()));
+                 }
+                 driver.Handle(core::CancelTask{*id});
+                 done(Json({{"id", id->ToString()}, {"canceled", true}}));
+               });
+
+  server.Route("GET", "/api/v1/workers", [&sched](const net::Request&, net::Responder done) {
+    std::vector<core::WorkerInfo> workers;
+    for (WorkerId w : sched.Workers()) {
+      Result<core::WorkerInfo> info = sched.GetWorker(w);
+      if (info.ok()) workers.push_back(std::move(*info));
+    }
+    done(net::JsonResponse(proto::EncodeWorkerList(workers)));
+  });
+
+  for (bool drain : {true, false}) {
+    server.Route("POST", drain ? "/api/v1/workers/{id}/drain" : "/api/v1/workers/{id}/undrain",
+                 [&driver, &sched, &channel, drain](const net::Request& r, net::Responder done) {
+                   unsigned long raw = 0;
+                   const std::string& text = r.path_params.at("id");
+                   if (text.empty() || text.size() > 9 ||
+                       !std::all_of(text.begin(), text.end(), ::isdigit)) {
+                     return done(Error(InvalidArgument("worker id: expected a number, got \"" +
+                                                       text + "\"")));
+                   }
+                   raw = std::stoul(text);
+                   const WorkerId w = static_cast<WorkerId>(raw);
+                   if (Result<core::WorkerInfo> info = sched.GetWorker(w); !info.ok()) {
+                     return done(Error(info.status()));
+                   }
+                   driver.Handle(core::WorkerDrained{w, drain});
+                   // Tell the agent too; it may be offline (drained anyway).
+                   (void)channel.Send(w, proto::Drain{drain, "requested through the API"});
+                   done(Json({{"id", w}, {"drained", drain}}));
+                 });
+  }
+
+  server.Route("GET", "/api/v1/status",
+               [&driver, &sched, &channel, status](const net::Request&, net::Responder done) {
+                 const DriverStats& st = driver.stats();
+                 json counts = json::object();
+                 std::array<uint64_t, core::kTaskStateCount> totals{};
+                 const std::vector<JobId> jobs = sched.Jobs();
+                 for (JobId id : jobs) {
+                   Result<core::JobInfo> info = sched.GetJob(id);
+                   if (!info.ok()) continue;
+                   for (int s = 0; s < core::kTaskStateCount; ++s) totals[s] += info->counts[s];
+                 }
+                 for (int s = 0; s < core::kTaskStateCount; ++s) {
+                   counts[std::string(core::TaskStateName(static_cast<core::TaskState>(s)))] =
+                       totals[s];
+                 }
+                 size_t connected = 0;
+                 const std::vector<WorkerId> workers = sched.Workers();
+                 for (WorkerId w : workers) connected += channel.connected(w) ? 1 : 0;
+                 const Time now = driver.Now();
+                 json body{
+                     {"version", status.version},
+                     {"started_at", proto::FormatRfc3339(status.started_at)},
+                     {"uptime_s", std::chrono::duration_cast<std::chrono::seconds>(
+                                      now - status.started_at)
+                                      .count()},
+                     {"jobs", jobs.size()},
+                     {"tasks", counts},
+                     {"workers", workers.size()},
+                     {"workers_connected", connected},
+                     {"connections", status.connections ? status.connections() : 0},
+                     {"journal_bytes", status.journal_bytes ? status.journal_bytes() : 0},
+                     {"journal_discarded_bytes", st.discarded_bytes},
+                     {"restored_records", st.restored_records},
+                     {"records", st.records},
+                     {"events", st.events},
+                     {"ignored_events", st.ignored_events},
+                     {"flushes", st.flushes},
+                     {"compactions", st.compactions},
+                     {"append_errors", st.append_errors},
+                     {"scheduler_bytes", sched.ApproxBytes()},
+                 };
+                 done(Json(body));
+               });
+
+  server.Route("GET", "/healthz", [](const net::Request&, net::Responder done) {
+    net::Response r;
+    r.content_type = "text/plain";
+    r.body = "ok\n";
+    done(std::move(r));
+  });
+  server.AllowPublic("/healthz");
+}
+
+}  // namespace drover::server

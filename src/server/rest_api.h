@@ -1,0 +1,33 @@
+// RestApi: the client REST routes under /api/v1 (documented with their
+// shapes in src/server/README.md). Handlers run on the loop thread, read the
+// scheduler directly and change it only through CoreDriver events. A
+// submission is answered once its job record is durable.
+//
+// Thread safety: none; everything runs on the server's event loop.
+#ifndef DROVER_SERVER_REST_API_H_
+#define DROVER_SERVER_REST_API_H_
+
+#include <functional>
+#include <string>
+
+#include "net/server.h"
+#include "server/core_driver.h"
+#include "server/worker_channel.h"
+
+namespace drover::server {
+
+// What GET /api/v1/status reports beyond the scheduler's own numbers.
+struct StatusSource {
+  std::string version;
+  Time started_at;
+  std::function<uint64_t()> journal_bytes;
+  std::function<size_t()> connections;
+};
+
+// Registers every REST route on `server`.
+void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& channel,
+                   StatusSource status);
+
+}  // namespace drover::server
+
+#endif  // DROVER_SERVER_REST_API_H_

@@ -1,0 +1,214 @@
+#include "server/server_shell.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "net/access_file.h"
+#include "net/server.h"
+#include "net/token.h"
+#include "server/core_driver.h"
+#include "server/event_stream.h"
+#include "server/lease_book.h"
+#include "server/log_relay.h"
+#include "server/rest_api.h"
+#include "server/worker_channel.h"
+#include "server/worker_registry.h"
+#include "store/memory_store.h"
+#include "store/posix_env.h"
+
+namespace drover::server {
+
+// Everything the shell owns, in construction order (destroyed in reverse).
+struct ServerShell::Parts : CommandSink {
+  Parts(net::EventLoop& l, ServerConfig c) : loop(l), config(std::move(c)) {}
+
+  void Assign(const core::AssignTask& a) override { channel->Assign(a); }
+  void Kill(const core::KillTask& k) override { channel->Kill(k); }
+  void StateChanged(const core::TaskStateChanged& c, Time at) override {
+    events->Publish(c, at);
+  }
+
+  // The MemoryStore expiry hook: one timer at the earliest lease expiry.
+  // This is the only place that knows the store is a MemoryStore.
+  void RearmExpiry() {
+    if (memory == nullptr || stopped) return;
+    std::optional<Time> next = memory->NextExpiry();
+    if (!next) {
+      expiry->Cancel();
+      return;
+    }
+    expiry->ArmAt(*next, [this] {
+      memory->ExpireDue(clock.Now());
+      RearmExpiry();
+    });
+  }
+
+  net::EventLoop& loop;
+  ServerConfig config;
+  RealClock clock;
+  Time started_at;
+  std::string token;
+  std::string server_id;
+  std::string server_instance;
+  std::unique_ptr<store::PosixEnv> env;
+  std::unique_ptr<store::Store> store;
+  store::MemoryStore* memory = nullptr;  // the same object as `store`
+  std::unique_ptr<core::Scheduler> scheduler;
+  std::unique_ptr<LeaseBook> book;
+  std::unique_ptr<WorkerRegistry> registry;
+  std::unique_ptr<CoreDriver> driver;
+  std::unique_ptr<WorkerChannel> channel;
+  std::unique_ptr<EventStream> events;
+  std::unique_ptr<LogRelay> logs;
+  std::unique_ptr<net::Timer> expiry;
+  std::unique_ptr<net::Server> server;
+  uint16_t port = 0;
+  std::string fingerprint;
+  bool stopped = false;
+};
+
+namespace {
+
+std::string HostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "127.0.0.1";
+  return buf;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
+                                                        ServerConfig config) {
+  if (config.state_dir.empty()) return InvalidArgument("server: state_dir is required");
+  std::error_code ec;
+  std::filesystem::create_directories(config.state_dir, ec);
+  if (ec) return Internal("cannot create state directory " + config.state_dir + ": " + ec.message());
+  std::filesystem::permissions(config.state_dir, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, ec);
+
+  auto p = std::make_unique<Parts>(loop, std::move(config));
+  const ServerConfig& cfg = p->config;
+  const std::string& dir = cfg.state_dir;
+  p->started_at = p->clock.Now();
+  ASSIGN_OR_RETURN(p->token, net::LoadOrCreateToken(dir + "/token"));
+  ASSIGN_OR_RETURN(std::string id, net::LoadOrCreateToken(dir + "/server-id"));
+  p->server_id = id.substr(0, 16);
+  ASSIGN_OR_RETURN(std::string instance, net::GenerateToken());
+  p->server_instance = instance.substr(0, 16);
+
+  p->env = std::make_unique<store::PosixEnv>();
+  ASSIGN_OR_RETURN(std::unique_ptr<store::MemoryStore> memory,
+                   store::MemoryStore::Open(p->clock, *p->env, dir + "/store"));
+  p->memory = memory.get();
+  p->store = std::move(memory);
+  p->scheduler = std::make_unique<core::Scheduler>(cfg.scheduler);
+  p->book = std::make_unique<LeaseBook>(p->server_id);
+  ASSIGN_OR_RETURN(p->registry, WorkerRegistry::Open(dir + "/workers.json"));
+
+  DriverOptions dopts;
+  dopts.tick_interval = std::min<Duration>(cfg.scheduler.renew_interval, Seconds(1));
+  dopts.compact_bytes = cfg.compact_bytes;
+  p->driver = std::make_unique<CoreDriver>(loop, p->clock, *p->scheduler, *p->store, *p->book,
+                                           *p, dopts);
+  WorkerChannelOptions wopts;
+  wopts.server_instance = p->server_instance;
+  wopts.heartbeat_interval = cfg.heartbeat_interval;
+  wopts.lease_ttl = cfg.scheduler.lease_ttl;
+  wopts.lost_grace =
+      cfg.lost_grace > Duration::zero() ? cfg.lost_grace : 3 * cfg.heartbeat_interval;
+  p->channel = std::make_unique<WorkerChannel>(loop, *p->driver, *p->registry, wopts);
+  p->events = std::make_unique<EventStream>(*p->scheduler);
+  p->logs = std::make_unique<LogRelay>(loop, *p->scheduler, *p->channel, cfg.log_fetch_timeout);
+  p->logs->Install();
+  p->expiry = std::make_unique<net::Timer>(loop);
+  Parts* parts = p.get();
+  p->driver->SetAfterTurn([parts] { parts->RearmExpiry(); });
+
+  RETURN_IF_ERROR(p->driver->Recover());
+
+  net::ServerOptions sopts;
+  sopts.bind_address = cfg.bind_address;
+  sopts.port = cfg.port;
+  sopts.tls = cfg.tls;
+  sopts.cert_dir = dir;
+  sopts.token = p->token;
+  p->server = std::make_unique<net::Server>(loop, sopts);
+  p->server->WebSocketRoute("/api/v1/worker",
+                            [parts](std::shared_ptr<net::WsSession> s, const net::Request&) {
+                              parts->channel->Attach(std::move(s));
+                            });
+  p->server->WebSocketRoute("/api/v1/events",
+                            [parts](std::shared_ptr<net::WsSession> s, const net::Request& r) {
+                              parts->events->Attach(std::move(s), r, parts->driver->Now());
+                            });
+  p->server->WebSocketRoute("/api/v1/tasks/{id}/logs/follow",
+                            [parts](std::shared_ptr<net::WsSession> s, const net::Request& r) {
+                              parts->logs->Follow(std::move(s), r);
+                            });
+  p->server->Route("GET", "/api/v1/tasks/{id}/logs",
+                   [parts](const net::Request& r, net::Responder done) {
+                     parts->logs->Fetch(r, std::move(done));
+                   });
+  StatusSource status;
+  status.version = kServerVersion;
+  status.started_at = p->started_at;
+  status.journal_bytes = [parts] { return parts->store->LogBytes(); };
+  status.connections = [parts] { return parts->server->connection_count(); };
+  AddRestRoutes(*p->server, *p->driver, *p->channel, status);
+  RETURN_IF_ERROR(p->server->Start());
+  p->port = p->server->port();
+  p->fingerprint = p->server->fingerprint();
+
+  if (cfg.access_file != "-") {
+    Result<std::string> path = cfg.access_file.empty() ? net::DefaultAccessFilePath()
+                                                       : Result<std::string>(cfg.access_file);
+    const std::string host = cfg.bind_address == "0.0.0.0" || cfg.bind_address == "::"
+                                 ? "127.0.0.1"
+                                 : cfg.bind_address;
+    Status written =
+        path.ok() ? net::WriteAccessFile(*path, net::AccessInfo{host + ":" + std::to_string(p->port),
+                                                                p->token, p->fingerprint, cfg.tls})
+                  : path.status();
+    if (!written.ok()) spdlog::warn("access file not written: {}", written.ToString());
+  }
+  spdlog::info("drover server {} listening on {}:{} ({}), state in {}; {} records restored",
+               kServerVersion, cfg.bind_address, p->port, cfg.tls ? "tls" : "plain tcp", dir,
+               p->driver->stats().restored_records);
+  return std::unique_ptr<ServerShell>(new ServerShell(std::move(p)));
+}
+
+ServerShell::ServerShell(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
+
+ServerShell::~ServerShell() { Stop(); }
+
+void ServerShell::Stop() {
+  Parts& p = *parts_;
+  if (p.stopped) return;
+  p.stopped = true;
+  p.driver->Stop();
+  p.expiry->Cancel();
+  p.logs->Stop();
+  p.events->Stop();
+  p.channel->Stop();
+  p.server->Stop();
+}
+
+uint16_t ServerShell::port() const { return parts_->port; }
+const std::string& ServerShell::token() const { return parts_->token; }
+const std::string& ServerShell::fingerprint() const { return parts_->fingerprint; }
+uint64_t ServerShell::discarded_bytes() const { return parts_->driver->stats().discarded_bytes; }
+
+std::string ServerShell::JoinCommand() const {
+  const ServerConfig& cfg = parts_->config;
+  const std::string host =
+      cfg.bind_address == "0.0.0.0" || cfg.bind_address == "::" ? HostName() : cfg.bind_address;
+  std::string cmd = "drover worker --server " + host + ":" + std::to_string(parts_->port) +
+                    " --token " + parts_->token;
+  cmd += cfg.tls ? " --fingerprint " + parts_->fingerprint : std::string(" --no-tls");
+  return cmd;
+}
+
+}  // namespace drover::server

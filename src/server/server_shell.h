@@ -1,0 +1,92 @@
+// ServerShell: `drover server` — one event loop that wires the network, the
+// store and the clock to the pure scheduling core (DESIGN.md sections 1, 4,
+// 6, 7).
+//
+//   net::Server ── /api/v1/worker ──► WorkerChannel ─┐
+//              ├── REST /api/v1/* ──► rest_api       ├─► CoreDriver ─► core::Scheduler
+//              ├── /api/v1/events ──► EventStream ◄──┤        │
+//              └── logs, follow   ──► LogRelay ◄─────┘        ▼
+//                                                       store::Store (MemoryStore
+//                                                       + journal in <state_dir>/store)
+//
+// State directory: token (0600, made on first start), server.crt/server.key
+// (TLS identity), server-id (owner of our leases, stable across restarts),
+// workers.json (worker name -> id), store/journal. The access file goes to
+// `access_file` (or net's default path).
+//
+// Thread safety: Start, Stop and the destructor belong to the loop thread
+// (or to a time when the loop is not running); the accessors may be called
+// from any thread once Start returned (they return values fixed at start).
+#ifndef DROVER_SERVER_SERVER_SHELL_H_
+#define DROVER_SERVER_SERVER_SHELL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "common/time.h"
+#include "core/scheduler.h"
+#include "net/event_loop.h"
+
+namespace drover::server {
+
+inline constexpr char kServerVersion[] = "0.1.0";
+
+struct ServerConfig {
+  std::string state_dir;  // required; created if missing
+  std::string bind_address = "0.0.0.0";
+  uint16_t port = 7210;  // 0 picks a free port (see port())
+  bool tls = true;
+  core::SchedulerConfig scheduler;
+  Duration heartbeat_interval = Seconds(2);
+  // Where to write the access file; empty = net's default path
+  // ($XDG_STATE_HOME/drover/access.json). "-" = do not write one.
+  std::string access_file;
+  // A disconnected worker is declared lost after this long; zero = three
+  // heartbeat intervals.
+  Duration lost_grace = Duration::zero();
+  // Compact the journal once it is larger than this.
+  uint64_t compact_bytes = 64ull << 20;
+  // How long GET .../logs waits for the worker.
+  Duration log_fetch_timeout = Seconds(30);
+};
+
+class ServerShell {
+ public:
+  // Opens the state directory, restores the journal, binds and listens.
+  // Errors: no state_dir; the token, TLS identity, worker map or journal
+  // cannot be read or made; a journal record cannot be restored
+  // (kDataLoss); the port cannot be bound (kUnavailable). A failure to write
+  // the access file is only logged.
+  static Result<std::unique_ptr<ServerShell>> Start(net::EventLoop& loop, ServerConfig config);
+
+  ~ServerShell();  // Stop()s
+  ServerShell(const ServerShell&) = delete;
+  ServerShell& operator=(const ServerShell&) = delete;
+
+  uint16_t port() const;
+  const std::string& token() const;
+  // SHA-256 of the certificate; empty without TLS.
+  const std::string& fingerprint() const;
+  // "drover worker --server HOST:PORT --token T --fingerprint F" (or
+  // "--no-tls" instead of the fingerprint), HOST being this machine's name
+  // when bound to all addresses.
+  std::string JoinCommand() const;
+  // Bytes of torn journal tail cut off at startup (0 after a clean stop).
+  uint64_t discarded_bytes() const;
+
+  // Flushes the journal, closes every connection and the listener.
+  // Idempotent.
+  void Stop();
+
+  struct Parts;
+
+ private:
+  explicit ServerShell(std::unique_ptr<Parts> parts);
+  std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace drover::server
+
+#endif  // DROVER_SERVER_SERVER_SHELL_H_

@@ -1,0 +1,348 @@
+// End-to-end tests of the server shell: a real ServerShell on 127.0.0.1
+// (plain and TLS), REST through net::HttpClient and a fake worker that
+// speaks proto messages over a real WebSocket.
+
+#include "server/server_shell.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "server/server_test_util.h"
+
+namespace drover::server {
+namespace {
+
+using nlohmann::json;
+using testing::FakeWorker;
+using testing::Inbox;
+using testing::LoopThread;
+using testing::MakeHello;
+using testing::TempDir;
+
+constexpr char kPipeline[] = R"({"name": "pipe", "task": [
+  {"id": "prep", "command": ["echo", "{index}"], "resources": {"cpus": 2}},
+  {"id": "use", "command": ["cat"], "depends_on": ["prep"]}]})";
+
+class ServerShellTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    loop_thread_ = std::make_unique<LoopThread>(loop_);
+    StartShell();
+  }
+  void TearDown() override { StopShell(); }
+
+  void StartShell() {
+    ServerConfig cfg;
+    cfg.state_dir = dir_ / "state";
+    cfg.bind_address = "127.0.0.1";
+    cfg.port = 0;
+    cfg.tls = GetParam();
+    cfg.access_file = dir_ / "access.json";
+    auto shell = loop_thread_->Call([&] { return ServerShell::Start(loop_, cfg); });
+    ASSERT_TRUE(shell.ok()) << shell.status().ToString();
+    shell_ = std::move(*shell);
+  }
+  void StopShell() {
+    if (!shell_) return;
+    loop_thread_->Call([&] {
+      shell_->Stop();
+      shell_.reset();
+    });
+  }
+
+  net::ClientOptions Client(std::string token = {}) {
+    net::ClientOptions o;
+    o.port = shell_->port();
+    o.tls = GetParam();
+    o.fingerprint = shell_->fingerprint();
+    o.token = token.empty() ? shell_->token() : token;
+    o.timeout = Seconds(20);
+    return o;
+  }
+
+  json Get(const std::string& target, int want_status = 200) {
+    net::HttpClient http(Client());
+    Result<net::Response> r = http.Get(target);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return json();
+    EXPECT_EQ(r->status, want_status) << r->body;
+    return json::parse(r->body, nullptr, false);
+  }
+  json Post(const std::string& target, std::string body, int want_status = 200) {
+    net::HttpClient http(Client());
+    Result<net::Response> r = http.Post(target, std::move(body));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return json();
+    EXPECT_EQ(r->status, want_status) << r->body;
+    return json::parse(r->body, nullptr, false);
+  }
+
+  std::unique_ptr<FakeWorker> Worker(const std::string& name,
+                                     std::vector<proto::TaskAttempt> running = {}) {
+    auto w = std::make_unique<FakeWorker>(loop_, Client());
+    EXPECT_TRUE(w->status().ok()) << w->status().ToString();
+    proto::Hello hello = MakeHello(name);
+    hello.running = std::move(running);
+    w->Send(hello);
+    auto ack = w->Expect<proto::HelloAck>();
+    EXPECT_TRUE(ack.has_value());
+    if (ack) worker_id_ = ack->worker;
+    return w;
+  }
+
+  // Returns once the server handled every message `w` sent before: a
+  // finished result for an attempt the server does not know is ignored by
+  // the core but still acknowledged, after everything sent earlier.
+  void Barrier(FakeWorker& w) {
+    proto::FinishedTask stale{TaskId{999, 0}, 1, {}, TimeFromMicros(3)};
+    w.Send(proto::Finished{{stale}});
+    auto ack = w.Expect<proto::Ack>();
+    ASSERT_TRUE(ack.has_value());
+    EXPECT_EQ(ack->tasks.at(0).task, (TaskId{999, 0}));
+  }
+
+  // Reports one attempt started and finished with `result`; returns the Ack.
+  void RunToSuccess(FakeWorker& w, const proto::Assignment& a, const std::string& result) {
+    w.Send(proto::Started{{{a.task, a.attempt, TimeFromMicros(1)}}});
+    proto::FinishedTask f{a.task, a.attempt, {}, TimeFromMicros(2)};
+    f.outcome.result = result;
+    w.Send(proto::Finished{{f}});
+    auto ack = w.Expect<proto::Ack>();
+    ASSERT_TRUE(ack.has_value());
+    EXPECT_EQ(ack->tasks, (std::vector<proto::TaskAttempt>{{a.task, a.attempt}}));
+  }
+
+  TempDir dir_;
+  net::EventLoop loop_;
+  std::unique_ptr<LoopThread> loop_thread_;
+  std::unique_ptr<ServerShell> shell_;
+  WorkerId worker_id_ = 0;
+};
+
+TEST_P(ServerShellTest, PipelineRunsOnAWorkerAndPassesResultsToDependents) {
+  auto w = Worker("w1");
+  EXPECT_EQ(worker_id_, 1u);
+  json submitted = Post("/api/v1/jobs", kPipeline);
+  ASSERT_EQ(submitted["id"], 1);
+
+  auto assign = w->Expect<proto::Assign>();
+  ASSERT_TRUE(assign.has_value());
+  ASSERT_EQ(assign->tasks.size(), 1u);
+  const proto::Assignment prep = assign->tasks[0];
+  EXPECT_EQ(prep.task, (TaskId{1, 0}));
+  EXPECT_EQ(prep.attempt, 1u);
+  EXPECT_EQ(prep.argv, (std::vector<std::string>{"echo", "0"}));
+  EXPECT_EQ(prep.cores.size(), 2u);
+  EXPECT_EQ(prep.job_name, "pipe");
+  EXPECT_EQ(prep.group_name, "prep");
+  EXPECT_TRUE(prep.inputs.empty());
+  RunToSuccess(*w, prep, "forty-two");
+
+  assign = w->Expect<proto::Assign>();
+  ASSERT_TRUE(assign.has_value());
+  ASSERT_EQ(assign->tasks.size(), 1u);
+  const proto::Assignment use = assign->tasks[0];
+  EXPECT_EQ(use.task, (TaskId{1, 1}));
+  EXPECT_EQ(use.argv, (std::vector<std::string>{"cat"}));
+  EXPECT_EQ(use.inputs, (std::map<TaskId, std::string>{{TaskId{1, 0}, "forty-two"}}));
+  RunToSuccess(*w, use, "");
+
+  json job = Get("/api/v1/jobs/1");
+  EXPECT_EQ(job["done"], true);
+  EXPECT_EQ(job["counts"]["succeeded"], 2);
+  ASSERT_EQ(job["tasks"].size(), 2u);
+  EXPECT_EQ(job["tasks"][0]["outcome"]["result"], "forty-two");
+  json task = Get("/api/v1/tasks/1.1");
+  EXPECT_EQ(task["state"], "succeeded");
+  EXPECT_TRUE(task.contains("explain"));
+  json workers = Get("/api/v1/workers");
+  ASSERT_EQ(workers["workers"].size(), 1u);
+  EXPECT_EQ(workers["workers"][0]["name"], "w1");
+  json status = Get("/api/v1/status");
+  EXPECT_EQ(status["jobs"], 1);
+  EXPECT_EQ(status["workers_connected"], 1);
+  EXPECT_EQ(status["journal_discarded_bytes"], 0);
+}
+
+TEST_P(ServerShellTest, RequestsWithoutTheTokenAreRefused) {
+  net::HttpClient http(Client(std::string(64, 'f')));
+  Result<net::Response> r = http.Get("/api/v1/jobs");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 401);
+  FakeWorker w(loop_, Client(std::string(64, 'f')));
+  EXPECT_EQ(w.status().code(), StatusCode::kUnauthenticated);
+  // The public health check needs none.
+  Result<net::Response> health = http.Get("/healthz");
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(health->status, 200);
+}
+
+TEST_P(ServerShellTest, StateDirectoryHoldsAPrivateTokenAndTheAccessFile) {
+  struct stat st{};
+  ASSERT_EQ(::stat((dir_ / "state/token").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  Result<net::AccessInfo> access = net::ReadAccessFile(dir_ / "access.json");
+  ASSERT_TRUE(access.ok()) << access.status().ToString();
+  EXPECT_EQ(access->token, shell_->token());
+  EXPECT_EQ(access->address, "127.0.0.1:" + std::to_string(shell_->port()));
+  const std::string join = shell_->JoinCommand();
+  EXPECT_NE(join.find("drover worker --server 127.0.0.1:"), std::string::npos) << join;
+  EXPECT_NE(join.find("--token " + shell_->token()), std::string::npos) << join;
+}
+
+TEST_P(ServerShellTest, AMalformedMessageClosesOnlyItsConnection) {
+  auto good = Worker("good");
+  FakeWorker bad(loop_, Client());
+  ASSERT_TRUE(bad.status().ok());
+  bad.SendRaw("{\"v\": 1, \"type\": \"hello\", \"worker_name\": 7}");
+  auto error = bad.Expect<proto::Error>();
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->code, "invalid_argument");
+  ASSERT_TRUE(bad.WaitClosed().has_value());
+
+  // A message before hello is refused the same way.
+  FakeWorker early(loop_, Client());
+  ASSERT_TRUE(early.status().ok());
+  early.Send(proto::Heartbeat{});
+  ASSERT_TRUE(early.Expect<proto::Error>().has_value());
+  ASSERT_TRUE(early.WaitClosed().has_value());
+
+  Post("/api/v1/jobs", kPipeline);
+  auto assign = good->Expect<proto::Assign>();
+  ASSERT_TRUE(assign.has_value());
+  EXPECT_EQ(assign->tasks.at(0).task, (TaskId{1, 0}));
+}
+
+TEST_P(ServerShellTest, BadSubmissionsAndUnknownIdsAreErrors) {
+  json err = Post("/api/v1/jobs", R"({"name": "x", "task": [{"id": "a"}]})", 400);
+  EXPECT_EQ(err["error"]["code"], "invalid_argument");
+  Get("/api/v1/jobs/9", 404);
+  Get("/api/v1/tasks/nope", 400);
+  Post("/api/v1/jobs/9/cancel", "", 404);
+}
+
+TEST_P(ServerShellTest, EventStreamSendsASnapshotThenChanges) {
+  Post("/api/v1/jobs", kPipeline);
+  Inbox<std::string> events;
+  Inbox<Status> opened;
+  std::shared_ptr<net::WsSession> session;
+  loop_.Post([&] {
+    net::ConnectWebSocket(loop_, Client(), "/api/v1/events?job=1",
+                          [&](Result<std::shared_ptr<net::WsSession>> s) {
+                            if (s.ok()) {
+                              session = *s;
+                              session->OnText([&events](std::string t) { events.Push(t); });
+                            }
+                            opened.Push(s.ok() ? Status::Ok() : s.status());
+                          });
+  });
+  auto st = opened.Pop();
+  ASSERT_TRUE(st && st->ok());
+  auto first = events.Pop();
+  auto second = events.Pop();
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(json::parse(*first)["to"], "queued");
+  EXPECT_EQ(json::parse(*second)["to"], "waiting");
+  Post("/api/v1/jobs/1/cancel", "");
+  auto change = events.Pop();
+  ASSERT_TRUE(change);
+  EXPECT_EQ(json::parse(*change)["to"], "canceled");
+  session->Close("done");
+}
+
+TEST_P(ServerShellTest, RefusedAssignmentFailsTheAttempt) {
+  auto w = Worker("w1");
+  Post("/api/v1/jobs", R"({"name": "r", "task": [{"id": "a", "command": ["x"]}]})");
+  auto assign = w->Expect<proto::Assign>();
+  ASSERT_TRUE(assign.has_value());
+  w->Send(proto::Refused{TaskId{1, 0}, 1, "no room"});
+  Barrier(*w);
+  json task = Get("/api/v1/tasks/1.0");
+  EXPECT_EQ(task["state"], "failed");
+  EXPECT_EQ(task["outcome"]["result"], "refused by worker: no room");
+}
+
+TEST_P(ServerShellTest, RestartRestoresJobs) {
+  Post("/api/v1/jobs", kPipeline);
+  Post("/api/v1/jobs", kPipeline);
+  StopShell();
+  StartShell();
+  json jobs = Get("/api/v1/jobs");
+  ASSERT_EQ(jobs["jobs"].size(), 2u);
+  EXPECT_EQ(Get("/api/v1/tasks/2.0")["state"], "queued");
+  EXPECT_EQ(Get("/api/v1/tasks/2.1")["state"], "waiting");
+  EXPECT_EQ(Post("/api/v1/jobs", kPipeline)["id"], 3);
+}
+
+TEST_P(ServerShellTest, TornJournalTailIsCutAndReported) {
+  Post("/api/v1/jobs", kPipeline);
+  StopShell();
+  const std::string journal = dir_ / "state/store/journal";
+  const auto size = std::filesystem::file_size(journal);
+  ASSERT_GT(size, 0u);
+  {
+    // A crash in the middle of writing the next record: a header and a few
+    // bytes of a payload.
+    FILE* f = std::fopen(journal.c_str(), "ab");
+    ASSERT_NE(f, nullptr);
+    const unsigned char torn[] = {200, 0, 0, 0, 1, 2, 3, 4, '{', '"', 'v'};
+    std::fwrite(torn, 1, sizeof(torn), f);
+    std::fclose(f);
+  }
+  StartShell();
+  EXPECT_EQ(shell_->discarded_bytes(), 11u);
+  EXPECT_EQ(Get("/api/v1/status")["journal_discarded_bytes"], 11);
+  EXPECT_EQ(Get("/api/v1/jobs/1")["task_count"], 2);
+}
+
+TEST_P(ServerShellTest, JournalCutMidRecordKeepsEarlierJobs) {
+  Post("/api/v1/jobs", kPipeline);
+  Post("/api/v1/jobs", kPipeline);
+  StopShell();
+  const std::string journal = dir_ / "state/store/journal";
+  const auto size = std::filesystem::file_size(journal);
+  std::filesystem::resize_file(journal, size - 3);
+  StartShell();
+  EXPECT_GT(shell_->discarded_bytes(), 0u);
+  EXPECT_EQ(Get("/api/v1/jobs/1")["task_count"], 2);
+}
+
+TEST_P(ServerShellTest, WorkerReattachingAfterRestartKeepsItsRunningTask) {
+  {
+    auto w = Worker("w1");
+    Post("/api/v1/jobs", R"({"name": "long", "task": [{"id": "a", "command": ["sleep"]}]})");
+    auto assign = w->Expect<proto::Assign>();
+    ASSERT_TRUE(assign.has_value());
+    w->Send(proto::Started{{{TaskId{1, 0}, 1, TimeFromMicros(1)}}});
+    Barrier(*w);
+    ASSERT_EQ(Get("/api/v1/tasks/1.0")["state"], "running");
+    StopShell();
+    ASSERT_TRUE(w->WaitClosed().has_value());
+  }
+  StartShell();
+  auto w = Worker("w1", {{TaskId{1, 0}, 1}});
+  EXPECT_EQ(worker_id_, 1u);  // the same id as before the restart
+  json task = Get("/api/v1/tasks/1.0");
+  EXPECT_EQ(task["state"], "running");
+  EXPECT_EQ(task["attempt"], 1);
+  // Finishing it is acknowledged; no Assign came before the Ack, so the
+  // task was not re-run.
+  proto::FinishedTask f{TaskId{1, 0}, 1, {}, TimeFromMicros(2)};
+  w->Send(proto::Finished{{f}});
+  auto ack = w->Expect<proto::Ack>();
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(Get("/api/v1/tasks/1.0")["state"], "succeeded");
+  EXPECT_EQ(Get("/api/v1/tasks/1.0")["attempt"], 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(PlainAndTls, ServerShellTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Tls" : "Plain";
+                         });
+
+}  // namespace
+}  // namespace drover::server

@@ -1,0 +1,114 @@
+// Helpers for server_test: a ServerShell on a loop thread, a REST client and
+// a fake worker that speaks proto messages over a real WebSocket. Waiting is
+// on events with generous timeouts, never on sleeps.
+#ifndef DROVER_SERVER_SERVER_TEST_UTIL_H_
+#define DROVER_SERVER_SERVER_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include "net/http_client.h"
+#include "net/net_test_util.h"
+#include "net/ws_client.h"
+#include "proto/messages.h"
+#include "server/server_shell.h"
+
+namespace drover::server::testing {
+
+using net::testing::Inbox;
+using net::testing::LoopThread;
+using net::testing::TempDir;
+
+// A worker that is only a WebSocket: the test decides every message.
+class FakeWorker {
+ public:
+  // Connects to /api/v1/worker; check ok().
+  FakeWorker(net::EventLoop& loop, const net::ClientOptions& options) {
+    Inbox<Result<std::shared_ptr<net::WsSession>>> opened;
+    loop.Post([&] {
+      net::ConnectWebSocket(loop, options, "/api/v1/worker",
+                            [this, &opened](Result<std::shared_ptr<net::WsSession>> s) {
+                              if (s.ok()) {
+                                std::shared_ptr<Seen> seen = seen_;
+                                (*s)->OnText([seen](std::string t) { seen->text.Push(std::move(t)); });
+                                (*s)->OnBinary([](std::string) {});
+                                (*s)->OnClose([seen](const Status& st) { seen->closed.Push(st); });
+                              }
+                              opened.Push(std::move(s));
+                            });
+    });
+    auto s = opened.Pop();
+    if (!s) {
+      status_ = DeadlineExceeded("connect timed out");
+    } else if (!s->ok()) {
+      status_ = s->status();
+    } else {
+      session_ = **s;
+    }
+  }
+  ~FakeWorker() {
+    if (session_) session_->Close("test over");
+  }
+
+  const Status& status() const { return status_; }
+  void SendRaw(std::string text) { session_->SendText(std::move(text)); }
+  void Send(const proto::WorkerMessage& m) { SendRaw(proto::Encode(m)); }
+  void Close() { session_->Close("bye"); }
+
+  // The next message from the server, decoded; nullopt on timeout.
+  std::optional<proto::ServerMessage> Next() {
+    std::optional<std::string> text = seen_->text.Pop();
+    if (!text) return std::nullopt;
+    Result<proto::ServerMessage> m = proto::DecodeServerMessage(*text);
+    EXPECT_TRUE(m.ok()) << m.status().ToString() << " in " << *text;
+    if (!m.ok()) return std::nullopt;
+    return std::move(*m);
+  }
+  // The next message, which must be a T.
+  template <class T>
+  std::optional<T> Expect() {
+    std::optional<proto::ServerMessage> m = Next();
+    if (!m) {
+      ADD_FAILURE() << "no message from the server";
+      return std::nullopt;
+    }
+    if (!std::holds_alternative<T>(*m)) {
+      ADD_FAILURE() << "unexpected " << proto::MessageTypeName(*m) << ": " << proto::Encode(*m);
+      return std::nullopt;
+    }
+    return std::get<T>(std::move(*m));
+  }
+  // Waits until the server closed the connection.
+  std::optional<Status> WaitClosed() { return seen_->closed.Pop(); }
+
+ private:
+  static Status DeadlineExceeded(std::string m) {
+    return Status(StatusCode::kDeadlineExceeded, std::move(m));
+  }
+  Status status_;
+  std::shared_ptr<net::WsSession> session_;
+  // Shared with the session's callbacks, which may outlive this object.
+  struct Seen {
+    Inbox<std::string> text;
+    Inbox<Status> closed;
+  };
+  std::shared_ptr<Seen> seen_ = std::make_shared<Seen>();
+};
+
+inline proto::Hello MakeHello(const std::string& name, std::vector<uint32_t> cores = {0, 1, 2, 3}) {
+  proto::Hello h;
+  h.worker_name = name;
+  h.agent_version = "test";
+  h.resources.name = name;
+  h.resources.cpu_cores = std::move(cores);
+  h.resources.mem_bytes = 8ull << 30;
+  return h;
+}
+
+}  // namespace drover::server::testing
+
+#endif  // DROVER_SERVER_SERVER_TEST_UTIL_H_

@@ -1,0 +1,296 @@
+#include "server/worker_channel.h"
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+#include <type_traits>
+
+#include "server/assignment.h"
+
+namespace drover::server {
+
+WorkerChannel::WorkerChannel(net::EventLoop& loop, CoreDriver& driver, WorkerRegistry& registry,
+                             WorkerChannelOptions options)
+    : loop_(loop), driver_(driver), registry_(registry), options_(std::move(options)) {}
+
+WorkerChannel::~WorkerChannel() {
+  *alive_ = false;
+  Stop();
+}
+
+void WorkerChannel::Attach(std::shared_ptr<net::WsSession> session) {
+  if (stopped_) {
+    session->Close("server is stopping");
+    return;
+  }
+  const uint64_t id = session->id();
+  std::weak_ptr<bool> alive = alive_;
+  session->OnText([this, alive, id](std::string text) {
+    if (!alive.expired()) OnText(id, text);
+  });
+  session->OnBinary([this, alive, id](std::string data) {
+    if (!alive.expired()) OnBinary(id, data);
+  });
+  session->OnClose([this, alive, id](const Status& s) {
+    if (!alive.expired()) OnClosed(id, s);
+  });
+  conns_[id] = Conn{std::move(session), 0};
+}
+
+void WorkerChannel::Reject(uint64_t conn, const Status& why) {
+  auto it = conns_.find(conn);
+  if (it == conns_.end()) return;
+  spdlog::warn("worker channel {} (worker {}): {}; closing the connection",
+               it->second.session->remote(), it->second.worker, why.ToString());
+  it->second.session->SendText(
+      proto::Encode(proto::ServerMessage{proto::Error{std::string(StatusCodeName(why.code())),
+                                                      why.message()}}));
+  it->second.session->Close(why.message());
+}
+
+void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
+  auto it = conns_.find(conn);
+  if (it == conns_.end()) return;
+  Result<proto::WorkerMessage> decoded = proto::DecodeWorkerMessage(text);
+  if (!decoded.ok()) return Reject(conn, decoded.status());
+  proto::WorkerMessage& message = *decoded;
+  const WorkerId worker = it->second.worker;
+  if (worker == 0 && !std::holds_alternative<proto::Hello>(message)) {
+    return Reject(conn, FailedPrecondition(std::string(proto::MessageTypeName(message)) +
+                                           " before hello"));
+  }
+  std::visit(
+      [&](auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, proto::Hello>) {
+          if (worker != 0) return Reject(conn, FailedPrecondition("second hello"));
+          OnHello(conn, m);
+        } else if constexpr (std::is_same_v<T, proto::Heartbeat>) {
+          driver_.Handle(core::WorkerHeartbeat{worker, std::move(m.utilization)});
+        } else if constexpr (std::is_same_v<T, proto::Started>) {
+          for (const proto::StartedTask& t : m.tasks) {
+            Forget(worker, t.task, t.attempt);
+            driver_.Handle(core::TaskStarted{t.task, t.attempt});
+          }
+        } else if constexpr (std::is_same_v<T, proto::Finished>) {
+          OnFinished(worker, std::move(m.tasks));
+        } else if constexpr (std::is_same_v<T, proto::Refused>) {
+          spdlog::info("worker {} refused {}#{}: {}", worker, m.task.ToString(), m.attempt,
+                       m.reason);
+          Forget(worker, m.task, m.attempt);
+          core::TaskOutcome outcome;
+          outcome.exit_code = -1;
+          outcome.result = "refused by worker: " + m.reason;
+          driver_.Handle(core::TaskFinished{m.task, m.attempt, std::move(outcome)});
+        } else if constexpr (std::is_same_v<T, proto::LogChunk>) {
+          if (log_.chunk) log_.chunk(worker, m);
+        } else if constexpr (std::is_same_v<T, proto::Drain>) {
+          driver_.Handle(core::WorkerDrained{worker, m.drain});
+        }
+      },
+      message);
+}
+
+void WorkerChannel::OnBinary(uint64_t conn, const std::string& data) {
+  auto it = conns_.find(conn);
+  if (it == conns_.end()) return;
+  if (it->second.worker == 0) return Reject(conn, FailedPrecondition("log frame before hello"));
+  Result<proto::LogFrame> frame = proto::DecodeLogFrame(data);
+  if (!frame.ok()) return Reject(conn, frame.status());
+  if (log_.frame) log_.frame(it->second.worker, *frame);
+}
+
+void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
+  if (hello.protocol_version != proto::kProtocolVersion) {
+    return Reject(conn, FailedPrecondition("protocol version " +
+                                           std::to_string(hello.protocol_version) +
+                                           " not supported; this server speaks " +
+                                           std::to_string(proto::kProtocolVersion)));
+  }
+  if (hello.worker_name.empty()) return Reject(conn, InvalidArgument("hello: empty worker_name"));
+  hello.resources.name = hello.worker_name;
+  Status valid = hello.resources.Validate();
+  if (!valid.ok()) return Reject(conn, valid.WithContext("hello: resources"));
+  Result<WorkerId> id = registry_.IdFor(hello.worker_name);
+  if (!id.ok()) return Reject(conn, id.status());
+  const WorkerId worker = *id;
+
+  // A second connection for the same worker replaces the first.
+  if (auto old = workers_.find(worker); old != workers_.end() && old->second != conn) {
+    auto old_conn = conns_.find(old->second);
+    workers_.erase(old);
+    if (old_conn != conns_.end()) {
+      spdlog::warn("worker {} ({}) connected again from {}; closing the old connection", worker,
+                   hello.worker_name, conns_.at(conn).session->remote());
+      old_conn->second.worker = 0;
+      old_conn->second.session->Close("replaced by a new connection");
+    }
+  }
+  conns_.at(conn).worker = worker;
+  workers_[worker] = conn;
+  lost_timers_.erase(worker);
+
+  Result<core::WorkerInfo> known = driver_.scheduler().GetWorker(worker);
+  if (known.ok() && !known->lost) {
+    spdlog::info("worker {} ({}) re-attached", worker, hello.worker_name);
+  } else {
+    spdlog::info("worker {} ({}) joined from {}: {} cores, {} GPUs", worker, hello.worker_name,
+                 conns_.at(conn).session->remote(), hello.resources.cpu_cores.size(),
+                 hello.resources.gpus.size());
+    driver_.Handle(core::WorkerJoined{worker, hello.resources});
+  }
+  proto::HelloAck ack;
+  ack.worker = worker;
+  ack.server_instance = options_.server_instance;
+  ack.heartbeat_interval = options_.heartbeat_interval;
+  ack.lease_ttl = options_.lease_ttl;
+  conns_.at(conn).session->SendText(proto::Encode(proto::ServerMessage{ack}));
+
+  // Match what it runs against what the core believes.
+  std::set<TaskId> reported;
+  for (const proto::TaskAttempt& run : hello.running) {
+    reported.insert(run.task);
+    Forget(worker, run.task, run.attempt);
+    Result<core::TaskInfo> info = driver_.scheduler().GetTask(run.task);
+    const bool current = info.ok() && info->attempt == run.attempt && info->worker &&
+                         *info->worker == worker;
+    if (current && info->state == core::TaskState::kAssigned) {
+      driver_.Handle(core::TaskStarted{run.task, run.attempt});
+    } else if (!(current && info->state == core::TaskState::kRunning)) {
+      spdlog::warn("worker {} runs {}#{}, which is not current here; killing it", worker,
+                   run.task.ToString(), run.attempt);
+      (void)Send(worker, proto::Kill{run.task, run.attempt, "not current on the server"});
+    }
+  }
+  for (const proto::FinishedTask& f : hello.finished) reported.insert(f.task);
+  OnFinished(worker, std::move(hello.finished));
+
+  // Assignments lost in transit go out again.
+  auto cached = unstarted_.find(worker);
+  if (cached == unstarted_.end()) return;
+  proto::Assign resend;
+  for (auto it = cached->second.begin(); it != cached->second.end();) {
+    Result<core::TaskInfo> info = driver_.scheduler().GetTask(it->first);
+    const bool still = info.ok() && info->state == core::TaskState::kAssigned &&
+                       info->attempt == it->second.attempt && info->worker == worker;
+    if (!still) {
+      it = cached->second.erase(it);
+      continue;
+    }
+    if (!reported.count(it->first)) resend.tasks.push_back(it->second);
+    ++it;
+  }
+  if (!resend.tasks.empty()) (void)Send(worker, resend);
+}
+
+void WorkerChannel::OnFinished(WorkerId worker, std::vector<proto::FinishedTask> tasks) {
+  if (tasks.empty()) return;
+  proto::Ack ack;
+  for (proto::FinishedTask& t : tasks) {
+    Forget(worker, t.task, t.attempt);
+    ack.tasks.push_back({t.task, t.attempt});
+    driver_.Handle(core::TaskFinished{t.task, t.attempt, std::move(t.outcome)});
+  }
+  // Acknowledge once the outcome is durable; on an error the worker keeps the
+  // results and sends them again with its next Hello.
+  std::weak_ptr<bool> alive = alive_;
+  driver_.AfterDurable([this, alive, worker, ack = std::move(ack)](Status s) {
+    if (alive.expired()) return;
+    if (!s.ok()) {
+      spdlog::error("not acknowledging results of worker {}: {}", worker, s.ToString());
+      return;
+    }
+    (void)Send(worker, ack);
+  });
+}
+
+void WorkerChannel::Forget(WorkerId worker, const TaskId& task, uint32_t attempt) {
+  auto it = unstarted_.find(worker);
+  if (it == unstarted_.end()) return;
+  auto a = it->second.find(task);
+  if (a != it->second.end() && a->second.attempt == attempt) it->second.erase(a);
+  if (it->second.empty()) unstarted_.erase(it);
+}
+
+void WorkerChannel::OnClosed(uint64_t conn, const Status& status) {
+  auto it = conns_.find(conn);
+  if (it == conns_.end()) return;
+  const WorkerId worker = it->second.worker;
+  const std::string remote = it->second.session->remote();
+  conns_.erase(it);
+  if (worker == 0) return;
+  auto w = workers_.find(worker);
+  if (w == workers_.end() || w->second != conn) return;  // replaced already
+  workers_.erase(w);
+  spdlog::info("worker {} disconnected ({}): {}", worker, remote, status.ToString());
+  if (log_.disconnected) log_.disconnected(worker);
+  if (stopped_) return;
+  auto timer = std::make_unique<net::Timer>(loop_);
+  timer->ArmAfter(options_.lost_grace, [this, worker] {
+    lost_timers_.erase(worker);  // destroys this timer after the callback returns
+    Result<core::WorkerInfo> info = driver_.scheduler().GetWorker(worker);
+    if (info.ok() && !info->lost) {
+      spdlog::warn("worker {} did not come back; declaring it lost", worker);
+      driver_.Handle(core::WorkerLost{worker});
+    }
+  });
+  lost_timers_[worker] = std::move(timer);
+}
+
+void WorkerChannel::Assign(const core::AssignTask& assign) {
+  proto::Assignment a = BuildAssignment(driver_.scheduler(), driver_.fold(), assign);
+  unstarted_[assign.worker][assign.task] = a;
+  pending_[assign.worker].push_back(std::move(a));
+  if (assign_posted_) return;
+  assign_posted_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  loop_.Post([this, alive] {
+    if (!alive.expired()) FlushAssigns();
+  });
+}
+
+void WorkerChannel::FlushAssigns() {
+  assign_posted_ = false;
+  std::map<WorkerId, std::vector<proto::Assignment>> batches;
+  batches.swap(pending_);
+  for (auto& [worker, tasks] : batches) {
+    // Not connected: the assignment stays cached and is re-sent when the
+    // worker attaches again (or dropped when the core gives up on it).
+    (void)Send(worker, proto::Assign{std::move(tasks)});
+  }
+}
+
+void WorkerChannel::Kill(const core::KillTask& kill) {
+  FlushAssigns();  // an Assign of this turn must reach the worker first
+  Forget(kill.worker, kill.task, kill.attempt);
+  proto::ServerMessage message;
+  if (kill.reason == "lease expired") {
+    message = proto::Kill{kill.task, kill.attempt, kill.reason};
+  } else {
+    message = proto::Cancel{kill.task, kill.attempt, kill.reason};
+  }
+  Status sent = Send(kill.worker, message);
+  if (!sent.ok()) {
+    spdlog::warn("cannot stop {}#{} on worker {}: {}", kill.task.ToString(), kill.attempt,
+                 kill.worker, sent.ToString());
+  }
+}
+
+Status WorkerChannel::Send(WorkerId worker, const proto::ServerMessage& message) {
+  auto w = workers_.find(worker);
+  if (w == workers_.end()) return Unavailable("worker " + std::to_string(worker) + " not connected");
+  conns_.at(w->second).session->SendText(proto::Encode(message));
+  return Status::Ok();
+}
+
+void WorkerChannel::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  lost_timers_.clear();
+  std::unordered_map<uint64_t, Conn> conns;
+  conns.swap(conns_);
+  workers_.clear();
+  for (auto& [id, conn] : conns) conn.session->Close("server is stopping");
+}
+
+}  // namespace drover::server

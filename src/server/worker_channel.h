@@ -1,0 +1,129 @@
+// WorkerChannel: the server side of the worker WebSocket (/api/v1/worker).
+//
+// Per connection: the first message must be Hello. The worker gets its
+// stable id by name (WorkerRegistry), the core learns it (WorkerJoined, or
+// nothing when it re-attaches before it was declared lost), and the channel
+// answers HelloAck. Then:
+//   Hello.running     -> TaskStarted for attempts the core has as assigned;
+//                        Kill for attempts the core no longer runs there
+//   Hello.finished,
+//   Finished          -> TaskFinished each; Ack once the records are durable
+//   Started           -> TaskStarted
+//   Refused           -> TaskFinished with exit code -1 and the reason as its
+//                        result (the core has no "refused" event: the attempt
+//                        counts as a failed attempt and is retried if the task
+//                        has retries left)
+//   Heartbeat         -> WorkerHeartbeat
+//   Drain             -> WorkerDrained
+//   LogChunk, binary  -> the log handlers (log_relay.h)
+// A malformed message (or a message before Hello) gets an Error message and
+// closes that connection only, with a logged reason.
+//
+// Outgoing: AssignTask commands are batched into one Assign per worker per
+// loop turn. An assignment stays cached until the worker reports it started
+// or finished, and is re-sent when the worker re-attaches without it (it was
+// lost in transit). KillTask becomes Kill when the lease expired and Cancel
+// (graceful) otherwise.
+//
+// A closed connection becomes WorkerLost after `lost_grace` unless the same
+// worker attaches again first. A second connection for a connected worker
+// name replaces the first (the old one is closed).
+//
+// Thread safety: none; everything runs on the server's event loop.
+#ifndef DROVER_SERVER_WORKER_CHANNEL_H_
+#define DROVER_SERVER_WORKER_CHANNEL_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "common/ids.h"
+#include "common/time.h"
+#include "core/commands.h"
+#include "net/event_loop.h"
+#include "net/ws_session.h"
+#include "proto/log_frame.h"
+#include "proto/messages.h"
+#include "server/core_driver.h"
+#include "server/worker_registry.h"
+
+namespace drover::server {
+
+struct WorkerChannelOptions {
+  std::string server_instance;  // sent in HelloAck
+  Duration heartbeat_interval = Seconds(2);
+  Duration lease_ttl = Seconds(30);
+  Duration lost_grace = Seconds(6);  // disconnected this long -> WorkerLost
+};
+
+// Where log traffic from workers goes (log_relay.h).
+struct LogHandlers {
+  std::function<void(WorkerId, const proto::LogChunk&)> chunk;
+  std::function<void(WorkerId, const proto::LogFrame&)> frame;
+  std::function<void(WorkerId)> disconnected;
+};
+
+class WorkerChannel {
+ public:
+  WorkerChannel(net::EventLoop& loop, CoreDriver& driver, WorkerRegistry& registry,
+                WorkerChannelOptions options);
+  ~WorkerChannel();
+  WorkerChannel(const WorkerChannel&) = delete;
+  WorkerChannel& operator=(const WorkerChannel&) = delete;
+
+  void SetLogHandlers(LogHandlers handlers) { log_ = std::move(handlers); }
+
+  // Takes over a freshly upgraded WebSocket (the route's open handler).
+  void Attach(std::shared_ptr<net::WsSession> session);
+
+  // The driver's commands for workers.
+  void Assign(const core::AssignTask& assign);
+  void Kill(const core::KillTask& kill);
+
+  // Sends `message` to a connected worker. kUnavailable when it is not
+  // connected.
+  Status Send(WorkerId worker, const proto::ServerMessage& message);
+
+  bool connected(WorkerId worker) const { return workers_.count(worker) > 0; }
+  size_t connection_count() const { return conns_.size(); }
+
+  // Closes every connection; no WorkerLost is sent afterwards.
+  void Stop();
+
+ private:
+  struct Conn {
+    std::shared_ptr<net::WsSession> session;
+    WorkerId worker = 0;  // 0 until Hello
+  };
+
+  void OnText(uint64_t conn, const std::string& text);
+  void OnBinary(uint64_t conn, const std::string& data);
+  void OnClosed(uint64_t conn, const Status& status);
+  void Reject(uint64_t conn, const Status& why);
+  void OnHello(uint64_t conn, proto::Hello& hello);
+  void OnFinished(WorkerId worker, std::vector<proto::FinishedTask> tasks);
+  void Forget(WorkerId worker, const TaskId& task, uint32_t attempt);
+  void FlushAssigns();
+
+  net::EventLoop& loop_;
+  CoreDriver& driver_;
+  WorkerRegistry& registry_;
+  WorkerChannelOptions options_;
+  LogHandlers log_;
+  bool stopped_ = false;
+
+  std::unordered_map<uint64_t, Conn> conns_;     // by session id
+  std::unordered_map<WorkerId, uint64_t> workers_;  // connected worker -> session id
+  std::map<WorkerId, std::unique_ptr<net::Timer>> lost_timers_;
+  // Sent (or to be sent) and not yet started/finished, per worker.
+  std::map<WorkerId, std::map<TaskId, proto::Assignment>> unstarted_;
+  std::map<WorkerId, std::vector<proto::Assignment>> pending_;  // this turn's batch
+  bool assign_posted_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace drover::server
+
+#endif  // DROVER_SERVER_WORKER_CHANNEL_H_

@@ -1,0 +1,66 @@
+#include "server/worker_registry.h"
+
+#include <nlohmann/json.hpp>
+
+#include "net/private_file.h"
+
+namespace drover::server {
+
+Result<std::unique_ptr<WorkerRegistry>> WorkerRegistry::Open(std::string path) {
+  std::unique_ptr<WorkerRegistry> reg(new WorkerRegistry(path));
+  Result<std::string> text = net::ReadWholeFile(path);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) return reg;
+    return text.status();
+  }
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("next_id") || !j["next_id"].is_number_unsigned() ||
+      !j.contains("workers") || !j["workers"].is_object()) {
+    return InvalidArgument(path + ": not a worker map (want {\"next_id\": N, \"workers\": {}})");
+  }
+  reg->next_id_ = j["next_id"].get<WorkerId>();
+  for (const auto& [name, id] : j["workers"].items()) {
+    if (!id.is_number_unsigned() || id.get<WorkerId>() == 0 ||
+        id.get<WorkerId>() >= reg->next_id_) {
+      return InvalidArgument(path + ": bad id for worker \"" + name + "\"");
+    }
+    reg->ids_[name] = id.get<WorkerId>();
+  }
+  return reg;
+}
+
+Result<WorkerId> WorkerRegistry::IdFor(const std::string& name) {
+  if (auto id = Find(name)) return *id;
+  const WorkerId id = next_id_;
+  ids_[name] = id;
+  ++next_id_;
+  Status saved = Save();
+  if (!saved.ok()) {
+    ids_.erase(name);
+    --next_id_;
+    return saved;
+  }
+  return id;
+}
+
+std::optional<WorkerId> WorkerRegistry::Find(const std::string& name) const {
+  auto it = ids_.find(name);
+  if (it == ids_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string WorkerRegistry::NameOf(WorkerId id) const {
+  for (const auto& [name, known] : ids_) {
+    if (known == id) return name;
+  }
+  return {};
+}
+
+Status WorkerRegistry::Save() const {
+  nlohmann::json workers = nlohmann::json::object();
+  for (const auto& [name, id] : ids_) workers[name] = id;
+  nlohmann::json j{{"next_id", next_id_}, {"workers", workers}};
+  return net::WritePrivateFile(path_, j.dump(1) + "\n");
+}
+
+}  // namespace drover::server

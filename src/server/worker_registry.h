@@ -1,0 +1,53 @@
+// WorkerRegistry: stable worker ids, one per worker name, kept across server
+// restarts so that a worker re-attaching after a restart is recognised as
+// the same worker (its running tasks are matched, not re-run).
+//
+// The map lives in "<state_dir>/workers.json" as
+//   {"next_id": 4, "workers": {"gpu-box": 1, "lab-pc-2": 2, "lab-pc-3": 3}}
+// and is rewritten atomically (temporary file + rename) whenever a new name
+// is seen. Ids start at 1 and are never reused.
+//
+// Thread safety: none; the server's event loop owns it.
+#ifndef DROVER_SERVER_WORKER_REGISTRY_H_
+#define DROVER_SERVER_WORKER_REGISTRY_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/ids.h"
+#include "common/status.h"
+
+namespace drover::server {
+
+class WorkerRegistry {
+ public:
+  // Loads the map from `path` (a missing file is an empty map). Errors: the
+  // file exists but cannot be read or is not a valid map (kInvalidArgument
+  // naming the file).
+  static Result<std::unique_ptr<WorkerRegistry>> Open(std::string path);
+
+  // The id of `name`, assigning and persisting a new one for a new name.
+  // Errors: the file cannot be written (the name then gets no id).
+  Result<WorkerId> IdFor(const std::string& name);
+
+  // The id of a known name, without assigning.
+  std::optional<WorkerId> Find(const std::string& name) const;
+  // The name of a known id; empty when unknown.
+  std::string NameOf(WorkerId id) const;
+
+  size_t size() const { return ids_.size(); }
+
+ private:
+  explicit WorkerRegistry(std::string path) : path_(std::move(path)) {}
+  Status Save() const;
+
+  std::string path_;
+  std::map<std::string, WorkerId> ids_;
+  WorkerId next_id_ = 1;
+};
+
+}  // namespace drover::server
+
+#endif  // DROVER_SERVER_WORKER_REGISTRY_H_

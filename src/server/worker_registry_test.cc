@@ -1,0 +1,57 @@
+#include "server/worker_registry.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "net/private_file.h"
+
+namespace drover::server {
+namespace {
+
+class WorkerRegistryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "drover-reg-XXXXXX").string();
+    dir_ = ::mkdtemp(tmpl.data());
+    path_ = dir_ + "/workers.json";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_, path_;
+};
+
+TEST_F(WorkerRegistryTest, IdsAreStableAcrossReopen) {
+  {
+    auto reg = WorkerRegistry::Open(path_);
+    ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+    EXPECT_EQ((*reg)->IdFor("a").value(), 1u);
+    EXPECT_EQ((*reg)->IdFor("b").value(), 2u);
+    EXPECT_EQ((*reg)->IdFor("a").value(), 1u);
+  }
+  auto reg = WorkerRegistry::Open(path_);
+  ASSERT_TRUE(reg.ok());
+  EXPECT_EQ((*reg)->Find("b"), 2u);
+  EXPECT_EQ((*reg)->NameOf(1), "a");
+  EXPECT_EQ((*reg)->IdFor("c").value(), 3u);
+}
+
+TEST_F(WorkerRegistryTest, RejectsAFileThatIsNotAMap) {
+  ASSERT_TRUE(net::WritePrivateFile(path_, "{\"workers\": 3}").ok());
+  auto reg = WorkerRegistry::Open(path_);
+  ASSERT_FALSE(reg.ok());
+  EXPECT_EQ(reg.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(reg.status().message().find(path_), std::string::npos);
+}
+
+TEST_F(WorkerRegistryTest, AnUnwritableFileGivesNoId) {
+  auto reg = WorkerRegistry::Open(dir_ + "/missing/dir/that/is/a/file");
+  ASSERT_TRUE(reg.ok());
+  // Make the parent a regular file so the write must fail.
+  ASSERT_TRUE(net::WritePrivateFile(dir_ + "/missing", "x").ok());
+  Result<WorkerId> id = (*reg)->IdFor("a");
+  EXPECT_FALSE(id.ok());
+  EXPECT_EQ((*reg)->Find("a"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace drover::server
