@@ -2,7 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/pidfd.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -96,9 +96,9 @@ Result<std::vector<pid_t>> ReadProcs(const std::string& path) {
 std::vector<int> KillPids(const std::vector<pid_t>& pids) {
   std::vector<int> fds;
   for (pid_t pid : pids) {
-    int fd = pidfd_open(pid, 0);
+    int fd = PidfdOpen(pid);
     if (fd < 0) continue;  // already gone
-    pidfd_send_signal(fd, SIGKILL, nullptr, 0);
+    PidfdSendSignal(fd, SIGKILL);
     fds.push_back(fd);
   }
   return fds;
@@ -130,6 +130,12 @@ Result<std::string> CurrentCgroup(std::string_view controller) {
   }
   return NotFound("no cgroup for controller \"" + std::string(controller) +
                   "\" in /proc/self/cgroup");
+}
+
+int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+int PidfdSendSignal(int pidfd, int sig) {
+  return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
 }
 
 Status MakeDir(const std::string& path, mode_t mode) {

@@ -45,6 +45,12 @@ std::vector<int> KillPids(const std::vector<pid_t>& pids);
 // with controller "", its v2 path, from /proc/self/cgroup ("/" for root).
 Result<std::string> CurrentCgroup(std::string_view controller);
 
+// pidfd_open(2) and pidfd_send_signal(2) through syscall(2): Debian 12's
+// <sys/pidfd.h> lacks extern "C", so its declarations do not link from C++.
+// Return -1 with errno set on failure, like the system calls.
+int PidfdOpen(pid_t pid);
+int PidfdSendSignal(int pidfd, int sig);
+
 // mkdir that treats EEXIST as success.
 Status MakeDir(const std::string& path, mode_t mode = 0755);
 

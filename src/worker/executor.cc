@@ -418,9 +418,11 @@ void Executor::OnLeftoverExit(Task* task, int pidfd) {
 }
 
 void Executor::OnGraceExpired(Task* task) {
-  reactor_->Unwatch(task->timer_fd);
-  close(task->timer_fd);
-  task->timer_fd = -1;
+  if (task->timer_fd >= 0) {
+    reactor_->Unwatch(task->timer_fd);
+    close(task->timer_fd);
+    task->timer_fd = -1;
+  }
   if (task->exited) return;
   killpg(task->pid, SIGKILL);
   Result<std::vector<int>> fds = task->cage->KillAll();

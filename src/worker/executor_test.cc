@@ -1,1 +1,215 @@
+// The executor with isolation none: environment, directories, output,
+// results, exit reasons, exec failures, user switch, kill.
+#include "worker/executor.h"
+
 #include <gtest/gtest.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "worker/exec_test_util.h"
+
+namespace drover::worker {
+namespace {
+
+using testing::Harness;
+using testing::ReadFile;
+using testing::Task;
+
+TEST(ExecutorTest, RunsATaskWithItsEnvironmentDirectoriesAndResult) {
+  Harness h(MakeNoIsolator());
+  TaskSpec spec = Task(3, {"sh", "-c",
+                           "env | grep -E '^(DROVER_|OMP_NUM|CUDA_VISIBLE|NVIDIA_VISIBLE|EXTRA=)' | sort; pwd; "
+                           "echo oops >&2; echo 42 > $DROVER_RESULT"});
+  spec.attempt = 2;
+  spec.task_index = 11;
+  spec.cores = {1};
+  spec.gpus = {0, 1};
+  spec.env = {{"EXTRA", "yes"}};
+  TaskResult r = h.Run(spec);
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded);
+  EXPECT_EQ(r.reason, "");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.result_text, "42\n");
+  const std::string job = h.dir() + "/work/7";
+  const std::string task = job + "/3.2";
+  EXPECT_EQ(r.dirs.task, task);
+  EXPECT_EQ(ReadFile(task + "/stdout"),
+            "CUDA_VISIBLE_DEVICES=0,1\n"
+            "DROVER_ATTEMPT=2\n"
+            "DROVER_CHECKPOINT_DIR=" + job + "/3.checkpoint\n"
+            "DROVER_CPUS=1\n"
+            "DROVER_INPUTS=" + task + "/inputs\n"
+            "DROVER_JOB_ID=7\n"
+            "DROVER_OUTPUT_DIR=" + task + "/output\n"
+            "DROVER_RESULT=" + task + "/result\n"
+            "DROVER_TASK_ID=7.3\n"
+            "DROVER_TASK_INDEX=11\n"
+            "EXTRA=yes\n"
+            "NVIDIA_VISIBLE_DEVICES=0,1\n"
+            "OMP_NUM_THREADS=1\n" +
+                task + "\n");
+  EXPECT_EQ(ReadFile(task + "/stderr"), "oops\n");
+  for (const char* d : {"/inputs", "/output"}) {
+    EXPECT_TRUE(std::filesystem::is_directory(task + d)) << d;
+  }
+  EXPECT_TRUE(std::filesystem::is_directory(job + "/3.checkpoint"));
+  EXPECT_EQ(h.executor().running(), 0u);
+}
+
+TEST(ExecutorTest, CheckpointDirIsKeptAcrossAttempts) {
+  Harness h(MakeNoIsolator());
+  TaskSpec first = Task(1, {"sh", "-c", "echo saved > $DROVER_CHECKPOINT_DIR/state"});
+  ASSERT_EQ(h.Run(first).outcome, TaskOutcome::kSucceeded);
+  TaskSpec second = Task(1, {"sh", "-c", "cat $DROVER_CHECKPOINT_DIR/state > $DROVER_RESULT"});
+  second.attempt = 2;
+  EXPECT_EQ(h.Run(second).result_text, "saved\n");
+}
+
+TEST(ExecutorTest, ReportsExitCodesAndSignals) {
+  Harness h(MakeNoIsolator());
+  TaskResult r = h.Run(Task(1, {"sh", "-c", "exit 3"}));
+  EXPECT_EQ(r.outcome, TaskOutcome::kFailed);
+  EXPECT_EQ(r.reason, "exit code 3");
+  EXPECT_EQ(r.exit_code, 3);
+  r = h.Run(Task(2, {"sh", "-c", "kill -9 $$"}));
+  EXPECT_EQ(r.reason, "killed by signal 9");
+  EXPECT_EQ(r.signal, 9);
+}
+
+TEST(ExecutorTest, ResultTextIsCappedWithANote) {
+  ExecutorOptions options;
+  options.result_cap_bytes = 100;
+  Harness h(MakeNoIsolator(), options);
+  TaskResult r = h.Run(Task(1, {testing::Helper(), "result", "150"}));
+  EXPECT_EQ(r.result_text, std::string(100, 'r') + "\n[drover: result truncated at 100 B]\n");
+}
+
+TEST(ExecutorTest, ResultSymlinkIsNotFollowed) {
+  Harness h(MakeNoIsolator());
+  TaskResult r = h.Run(Task(1, {"sh", "-c", "ln -s /etc/hostname $DROVER_RESULT"}));
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded);
+  EXPECT_EQ(r.result_text, "");
+}
+
+TEST(ExecutorTest, CapsOutputAndTheTaskStillSucceeds) {
+  Harness h(MakeNoIsolator());
+  TaskSpec spec = Task(1, {testing::Helper(), "spew", "50"});
+  spec.output_cap_bytes = 1 << 20;
+  TaskResult r = h.Run(spec);
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason;
+  EXPECT_TRUE(r.stdout_truncated);
+  EXPECT_FALSE(r.stderr_truncated);
+  const std::string marker = "\n[drover: output truncated at 1 MiB]\n";
+  std::string out = ReadFile(r.dirs.stdout_path);
+  EXPECT_EQ(out.size(), (1u << 20) + marker.size());
+  EXPECT_EQ(out.substr(out.size() - marker.size()), marker);
+  EXPECT_EQ(out.find_first_not_of('x'), 1u << 20);
+}
+
+TEST(ExecutorTest, ExecFailuresHaveClearMessages) {
+  Harness h(MakeNoIsolator());
+  auto r = h.executor().Start(Task(1, {"trian.py"}), nullptr);
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(r.status().message(), "command not found: trian.py");
+
+  testing::TempDir scripts;
+  std::ofstream(scripts.path() + "/run.sh") << "#!/bin/sh\necho hi\n";
+  TaskSpec spec = Task(2, {"./run.sh"});
+  spec.working_dir = scripts.path();
+  r = h.executor().Start(spec, nullptr);
+  EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(r.status().message(), "permission denied: ./run.sh");
+
+  spec = Task(3, {"true"});
+  spec.working_dir = "/x-drover-missing";
+  r = h.executor().Start(spec, nullptr);
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(r.status().message(), "working directory missing: /x-drover-missing");
+  EXPECT_EQ(h.executor().running(), 0u);
+
+  // The same script, once executable, runs from its working directory.
+  chmod((scripts.path() + "/run.sh").c_str(), 0755);
+  spec = Task(4, {"./run.sh"});
+  spec.working_dir = scripts.path();
+  TaskResult done = h.Run(spec);
+  EXPECT_EQ(done.outcome, TaskOutcome::kSucceeded) << done.reason;
+  EXPECT_EQ(ReadFile(done.dirs.stdout_path), "hi\n");
+}
+
+TEST(ExecutorTest, RootWithoutTaskUserOrFlagIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: the check is about a worker running as root";
+  auto loop = EpollLoop::Create();
+  ASSERT_TRUE(loop.ok());
+  testing::TempDir dir;
+  ExecutorOptions options;
+  options.workdir = dir.path();
+  auto e = Executor::Create(options, loop->get(), MakeNoIsolator());
+  EXPECT_EQ(e.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(e.status().message(),
+            "the worker runs as root: name a task user (task_user) to run tasks as, or allow "
+            "running them as root explicitly (run_as_root)");
+  options.task_user = "no-such-drover-user";
+  EXPECT_EQ(Executor::Create(options, loop->get(), MakeNoIsolator()).status().message(),
+            "task user \"no-such-drover-user\" does not exist");
+}
+
+TEST(ExecutorTest, RunsTasksAsTheConfiguredUser) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch users";
+  passwd* nobody = getpwnam("nobody");
+  if (nobody == nullptr) GTEST_SKIP() << "no user \"nobody\" on this machine";
+  const uid_t uid = nobody->pw_uid;
+  ExecutorOptions options;
+  options.task_user = "nobody";
+  Harness h(MakeNoIsolator(), options);
+  TaskResult r = h.Run(Task(1, {"sh", "-c", "id -u; id -g; touch $DROVER_OUTPUT_DIR/made"}));
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason << ReadFile(r.dirs.stderr_path);
+  EXPECT_EQ(ReadFile(r.dirs.stdout_path),
+            std::to_string(uid) + "\n" + std::to_string(nobody->pw_gid) + "\n");
+  struct stat st;
+  ASSERT_EQ(stat(r.dirs.task.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, uid);
+  ASSERT_EQ(stat((r.dirs.output + "/made").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, uid);
+}
+
+TEST(ExecutorTest, KillSendsTermToTheGroupAndEndsAsCanceled) {
+  Harness h(MakeNoIsolator());
+  // The shell and its sleep child share the task's process group.
+  ASSERT_TRUE(h.Start(Task(1, {"sh", "-c", "sleep 100; echo never"})).ok());
+  ASSERT_TRUE(h.executor().Kill(TaskId{7, 1}, Seconds(30)).ok());
+  h.WaitFor(1);
+  TaskResult r = h.results()[1];
+  EXPECT_EQ(r.outcome, TaskOutcome::kCanceled);
+  EXPECT_EQ(r.reason, "canceled (killed by signal 15)");
+  EXPECT_LT(r.wall, Seconds(20));  // TERM worked; no need for the grace
+  EXPECT_EQ(h.executor().Kill(TaskId{7, 1}).code(), StatusCode::kNotFound);
+}
+
+TEST(ExecutorTest, KillEscalatesToSigkillAfterTheGrace) {
+  Harness h(MakeNoIsolator());
+  testing::Fifo ready;
+  ASSERT_TRUE(h.Start(Task(1, {testing::Helper(), "ignoreterm", ready.path()})).ok());
+  ASSERT_EQ(ready.Read(), "ready\n");  // SIGTERM is ignored from here on
+  ASSERT_TRUE(h.executor().Kill(TaskId{7, 1}, Millis(200)).ok());
+  h.WaitFor(1);
+  TaskResult r = h.results()[1];
+  EXPECT_EQ(r.outcome, TaskOutcome::kCanceled);
+  EXPECT_EQ(r.reason, "canceled (killed by signal 9)");
+  EXPECT_GE(r.wall, Millis(200));
+}
+
+TEST(ExecutorTest, RefusesASecondStartOfARunningTask) {
+  Harness h(MakeNoIsolator());
+  ASSERT_TRUE(h.Start(Task(1, {"sleep", "100"})).ok());
+  EXPECT_EQ(h.Start(Task(1, {"true"})).status().code(), StatusCode::kAlreadyExists);
+  ASSERT_TRUE(h.executor().Kill(TaskId{7, 1}, Duration(0)).ok());
+  h.WaitFor(1);
+  EXPECT_EQ(h.results()[1].reason, "canceled (killed by signal 9)");
+}
+
+}  // namespace
+}  // namespace drover::worker

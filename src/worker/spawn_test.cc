@@ -1,1 +1,118 @@
+#include "worker/spawn.h"
+
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "worker/exec_test_util.h"
+
+namespace drover::worker {
+namespace {
+
+using testing::TempDir;
+
+struct Argv {
+  explicit Argv(std::vector<std::string> a) : args(std::move(a)) {
+    for (auto& s : args) ptrs.push_back(s.data());
+    ptrs.push_back(nullptr);
+  }
+  std::vector<std::string> args;
+  std::vector<char*> ptrs;
+};
+
+int Reap(const SpawnedProcess& p) {
+  int status = -1;
+  EXPECT_EQ(waitpid(p.pid, &status, 0), p.pid);
+  close(p.pidfd);
+  return status;
+}
+
+TEST(SpawnerTest, StartsInItsOwnSessionWithStdoutRedirected) {
+  TempDir dir;
+  auto spawner = Spawner::Create();
+  ASSERT_TRUE(spawner.ok());
+  std::string out = dir.path() + "/out";
+  int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  // $$ is the shell's pid; its session id must be the same (setsid).
+  Argv argv({"sh", "-c", "echo $$ $(cut -d' ' -f6 /proc/$$/stat) $PWD $FOO"});
+  char env0[] = "FOO=bar";
+  char* envp[] = {env0, nullptr};
+  SpawnPlan plan;
+  plan.path = "/bin/sh";
+  plan.argv = argv.ptrs.data();
+  plan.envp = envp;
+  plan.cwd = dir.path().c_str();
+  plan.stdout_fd = fd;
+  plan.display_name = "sh";
+  auto p = (*spawner)->Spawn(plan);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  close(fd);
+  EXPECT_GE(p->pidfd, 0);
+  int status = Reap(*p);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  std::string pid = std::to_string(p->pid);
+  EXPECT_EQ(testing::ReadFile(out), pid + " " + pid + " " + dir.path() + " bar\n");
+}
+
+TEST(SpawnerTest, ChildSideFailuresComeBackThroughTheErrorPipe) {
+  TempDir dir;
+  auto spawner = Spawner::Create();
+  ASSERT_TRUE(spawner.ok());
+  Argv argv({"x"});
+  char* envp[] = {nullptr};
+
+  SpawnPlan plan;
+  plan.argv = argv.ptrs.data();
+  plan.envp = envp;
+  plan.path = "/bin/true";
+  plan.cwd = "/nonexistent-drover-dir";
+  plan.display_name = "true";
+  auto p = (*spawner)->Spawn(plan);
+  EXPECT_EQ(p.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(p.status().message(), "working directory missing: /nonexistent-drover-dir");
+
+  // Not executable: execve fails with EACCES in the child.
+  std::string script = dir.path() + "/run.sh";
+  int fd = open(script.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  close(fd);
+  plan.cwd = dir.path().c_str();
+  plan.path = script.c_str();
+  plan.display_name = "./run.sh";
+  p = (*spawner)->Spawn(plan);
+  EXPECT_EQ(p.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(p.status().message(), "permission denied: ./run.sh");
+
+  plan.path = "/nonexistent-drover-bin/trian.py";
+  plan.display_name = "trian.py";
+  p = (*spawner)->Spawn(plan);
+  EXPECT_EQ(p.status().message(), "command not found: trian.py");
+  // No child was left behind: all were reaped by Spawn.
+  EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+}
+
+TEST(ResolveCommandTest, SearchesPathAndNamesTheProblem) {
+  TempDir dir;
+  std::string script = dir.path() + "/run.sh";
+  int fd = open(script.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  close(fd);
+  auto r = ResolveCommand("sh", "/nonexistent:/usr/bin:/bin", "/");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, "/usr/bin/sh");
+  EXPECT_EQ(ResolveCommand("trian.py", "/usr/bin:/bin", "/").status().message(),
+            "command not found: trian.py");
+  EXPECT_EQ(ResolveCommand("./run.sh", "/usr/bin", dir.path()).status().message(),
+            "permission denied: ./run.sh");
+  EXPECT_EQ(ResolveCommand("run.sh", dir.path(), "/").status().message(),
+            "permission denied: run.sh");
+  chmod(script.c_str(), 0755);
+  r = ResolveCommand("./run.sh", "/usr/bin", dir.path());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, dir.path() + "/./run.sh");
+}
+
+}  // namespace
+}  // namespace drover::worker

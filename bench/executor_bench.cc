@@ -1,0 +1,119 @@
+// B2a (BENCH.md): spawn and reap N /bin/true through the worker's executor,
+// one at a time, with isolation none, rlimit and cgroup1, each against a
+// bare posix_spawn + waitpid loop run just before it in the same process.
+//
+//   build/bench/executor_bench [TASKS]        (default 2000; run as root
+//                                              for cgroup1)
+//
+// Prints a line per isolation, a JSON line per isolation, and as its last
+// line one JSON object with all of them. An isolation that cannot be set
+// up here (cgroup1 without root) is reported as skipped with the reason.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "worker/event_loop.h"
+#include "worker/executor.h"
+#include "worker/isolator.h"
+
+extern char** environ;
+
+namespace drover::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double BarePerTaskUs(int tasks) {
+  char arg0[] = "/bin/true";
+  char* argv[] = {arg0, nullptr};
+  auto start = Clock::now();
+  for (int i = 0; i < tasks; ++i) {
+    pid_t pid;
+    if (posix_spawn(&pid, "/bin/true", nullptr, nullptr, argv, environ) != 0) {
+      perror("posix_spawn");
+      exit(1);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+  }
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count() / tasks;
+}
+
+// Runs `tasks` /bin/true through a fresh executor; returns per-task µs, or
+// the reason it could not run.
+Result<double> ExecutorPerTaskUs(IsolationMode mode, int tasks, const std::string& workdir) {
+  IsolatorOptions iso;
+  iso.mode = mode;
+  ASSIGN_OR_RETURN(std::unique_ptr<Isolator> isolator, MakeIsolator(iso));
+  ASSIGN_OR_RETURN(std::unique_ptr<EpollLoop> loop, EpollLoop::Create());
+  ExecutorOptions options;
+  options.workdir = workdir;
+  options.run_as_root = true;
+  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor,
+                   Executor::Create(options, loop.get(), std::move(isolator)));
+  TaskSpec spec;
+  spec.id = TaskId{1, 0};
+  spec.argv = {"/bin/true"};
+  int done = 0;
+  int failed = 0;
+  auto on_done = [&](const TaskResult& r) {
+    ++done;
+    if (r.outcome != TaskOutcome::kSucceeded) ++failed;
+  };
+  auto start = Clock::now();
+  for (int i = 0; i < tasks; ++i) {
+    spec.id.index = static_cast<uint32_t>(i);
+    ASSIGN_OR_RETURN(pid_t pid, executor->Start(spec, on_done));
+    (void)pid;
+    RETURN_IF_ERROR(loop->RunUntil([&] { return done == i + 1; }, Seconds(60)));
+  }
+  double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / tasks;
+  if (failed > 0) return Internal(std::to_string(failed) + " tasks failed");
+  return us;
+}
+
+int Main(int argc, char** argv) {
+  const int tasks = argc > 1 ? atoi(argv[1]) : 2000;
+  char tmpl[] = "/tmp/drover-executor-bench-XXXXXX";
+  const std::string root = mkdtemp(tmpl);
+  std::string combined;
+  for (IsolationMode mode : {IsolationMode::kNone, IsolationMode::kRlimit, IsolationMode::kCgroup1}) {
+    const std::string name(IsolationModeName(mode));
+    const std::string workdir = root + "/" + name;
+    double bare = BarePerTaskUs(tasks);
+    Result<double> exec = ExecutorPerTaskUs(mode, tasks, workdir);
+    std::error_code ec;
+    std::filesystem::remove_all(workdir, ec);
+    if (!exec.ok()) {
+      printf("%-8s skipped: %s\n", name.c_str(), exec.status().ToString().c_str());
+      continue;
+    }
+    const double ratio = *exec / bare;
+    printf("%-8s executor %8.1f us/task   bare posix_spawn %8.1f us/task   ratio %.3f\n",
+           name.c_str(), *exec, bare, ratio);
+    char json[256];
+    snprintf(json, sizeof json,
+             "{\"bench\":\"B2a\",\"isolation\":\"%s\",\"tasks\":%d,\"per_task_us\":%.1f,"
+             "\"bare_per_task_us\":%.1f,\"ratio_vs_bare\":%.3f}",
+             name.c_str(), tasks, *exec, bare, ratio);
+    printf("%s\n", json);
+    combined += (combined.empty() ? "" : ",") + std::string(json);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(root, ec);
+  printf("{\"bench\":\"B2a\",\"tasks\":%d,\"results\":[%s]}\n", tasks, combined.c_str());
+  fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+}  // namespace drover::worker
+
+int main(int argc, char** argv) { return drover::worker::Main(argc, argv); }
