@@ -26,7 +26,8 @@ namespace drover::proto {
 
 inline constexpr uint32_t kRecordVersion = 1;
 
-// Never fails. A JobRecord with a null spec encodes an empty spec.
+// Never fails. A JobRecord with a null spec encodes "spec": null and
+// decodes back to a null spec.
 std::string EncodeRecord(const core::Record& record);
 
 Result<core::Record> DecodeRecord(std::string_view bytes);

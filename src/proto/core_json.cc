@@ -1,0 +1,137 @@
+#include "proto/core_json.h"
+
+namespace drover::proto::internal {
+
+Json GpuGrantJson(const core::GpuGrant& grant) {
+  return Json{{"index", grant.index}, {"share", grant.share}, {"mem_bytes", grant.mem_bytes}};
+}
+
+bool ReadGpuGrant(const Json& j, const std::string& path, core::GpuGrant* out,
+                  DecodeContext& ctx) {
+  ObjectReader r(j, path, ctx);
+  if (!r.Integer("index", &out->index) || !r.Integer("share", &out->share) ||
+      !r.Integer("mem_bytes", &out->mem_bytes)) {
+    return false;
+  }
+  if (out->share <= 0 || out->share > core::kWholeGpu) {
+    return ctx.Fail(r.PathOf("share"), "must be 1 to " + std::to_string(core::kWholeGpu));
+  }
+  return true;
+}
+
+Json OutcomeJson(const core::TaskOutcome& outcome) {
+  return Json{{"exit_code", outcome.exit_code},
+              {"signal", outcome.signal},
+              {"oom_killed", outcome.oom_killed},
+              {"wall_us", outcome.usage.wall.count()},
+              {"cpu_us", outcome.usage.cpu.count()},
+              {"peak_mem_bytes", outcome.usage.peak_mem_bytes},
+              {"result", outcome.result}};
+}
+
+bool ReadOutcome(const Json& j, const std::string& path, core::TaskOutcome* out,
+                 DecodeContext& ctx) {
+  ObjectReader r(j, path, ctx);
+  if (!r.Integer("exit_code", &out->exit_code) || !r.Integer("signal", &out->signal) ||
+      !r.Bool("oom_killed", &out->oom_killed) || !r.Micros("wall_us", &out->usage.wall) ||
+      !r.Micros("cpu_us", &out->usage.cpu) ||
+      !r.Integer("peak_mem_bytes", &out->usage.peak_mem_bytes) ||
+      !r.String("result", &out->result, Need::kOptional)) {
+    return false;
+  }
+  if (out->result.size() > core::kMaxResultBytes) {
+    return ctx.Fail(r.PathOf("result"), "is " + std::to_string(out->result.size()) +
+                                            " bytes, more than the limit of " +
+                                            std::to_string(core::kMaxResultBytes));
+  }
+  return true;
+}
+
+Json WorkerResourcesJson(const core::WorkerResources& resources) {
+  Json gpus = Json::array();
+  for (const core::GpuDevice& gpu : resources.gpus) {
+    gpus.push_back(Json{{"index", gpu.index},
+                        {"uuid", gpu.uuid},
+                        {"model", gpu.model},
+                        {"memory_bytes", gpu.memory_bytes}});
+  }
+  return Json{{"cpu_cores", resources.cpu_cores},
+              {"mem_bytes", resources.mem_bytes},
+              {"gpus", std::move(gpus)},
+              {"counters", resources.counters},
+              {"labels", resources.labels}};
+}
+
+bool ReadUint32List(const Json& j, const std::string& path, std::vector<uint32_t>* out,
+                    DecodeContext& ctx) {
+  return ReadVector<uint32_t>(j, path, out, ctx, ReadInteger<uint32_t>);
+}
+
+namespace {
+
+bool ReadGpuDevice(const Json& j, const std::string& path, core::GpuDevice* out,
+                   DecodeContext& ctx) {
+  ObjectReader r(j, path, ctx);
+  return r.Integer("index", &out->index) && r.String("uuid", &out->uuid, Need::kOptional) &&
+         r.String("model", &out->model, Need::kOptional) &&
+         r.Integer("memory_bytes", &out->memory_bytes, Need::kOptional);
+}
+
+bool ReadGpuUtilization(const Json& j, const std::string& path, core::GpuUtilization* out,
+                        DecodeContext& ctx) {
+  ObjectReader r(j, path, ctx);
+  return r.Integer("index", &out->index) && r.Integer("util_percent", &out->util_percent) &&
+         r.Integer("mem_used_bytes", &out->mem_used_bytes);
+}
+
+}  // namespace
+
+bool ReadWorkerResources(const Json& j, const std::string& path, core::WorkerResources* out,
+                         DecodeContext& ctx) {
+  ObjectReader r(j, path, ctx);
+  const Json* cores = r.Get("cpu_cores", Need::kRequired);
+  if (!r.ok() || !ReadUint32List(*cores, r.PathOf("cpu_cores"), &out->cpu_cores, ctx)) return false;
+  if (!r.Integer("mem_bytes", &out->mem_bytes)) return false;
+  if (const Json* gpus = r.Get("gpus", Need::kOptional)) {
+    if (!ReadVector<core::GpuDevice>(*gpus, r.PathOf("gpus"), &out->gpus, ctx, ReadGpuDevice)) {
+      return false;
+    }
+  }
+  if (const Json* counters = r.Get("counters", Need::kOptional)) {
+    if (!ReadCounterMap(*counters, r.PathOf("counters"), &out->counters, ctx)) return false;
+  }
+  if (const Json* labels = r.Get("labels", Need::kOptional)) {
+    if (!ReadStringMap(*labels, r.PathOf("labels"), &out->labels, ctx)) return false;
+  }
+  if (!r.ok()) return false;
+  if (Status s = out->Validate(); !s.ok()) return ctx.Fail(path, s.message());
+  return true;
+}
+
+Json UtilizationJson(const core::WorkerUtilization& utilization) {
+  Json gpus = Json::array();
+  for (const core::GpuUtilization& gpu : utilization.gpus) {
+    gpus.push_back(Json{{"index", gpu.index},
+                        {"util_percent", gpu.util_percent},
+                        {"mem_used_bytes", gpu.mem_used_bytes}});
+  }
+  return Json{{"cpu_percent", utilization.cpu_percent},
+              {"mem_used_bytes", utilization.mem_used_bytes},
+              {"gpus", std::move(gpus)}};
+}
+
+bool ReadUtilization(const Json& j, const std::string& path, core::WorkerUtilization* out,
+                     DecodeContext& ctx) {
+  ObjectReader r(j, path, ctx);
+  if (!r.Integer("cpu_percent", &out->cpu_percent) ||
+      !r.Integer("mem_used_bytes", &out->mem_used_bytes)) {
+    return false;
+  }
+  if (const Json* gpus = r.Get("gpus", Need::kOptional)) {
+    return ReadVector<core::GpuUtilization>(*gpus, r.PathOf("gpus"), &out->gpus, ctx,
+                                            ReadGpuUtilization);
+  }
+  return r.ok();
+}
+
+}  // namespace drover::proto::internal

@@ -1,0 +1,410 @@
+#include "proto/job_spec_json.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/quantity.h"
+#include "core/dag.h"
+#include "core/resources.h"
+#include "proto/job_file.h"
+
+namespace drover::proto::internal {
+namespace {
+
+constexpr uint32_t kMaxRetries = 1000;
+constexpr uint64_t kMaxJobTasks = 100'000'000;
+
+const std::vector<std::string_view> kJobKeys = {"name", "user", "after", "task"};
+const std::vector<std::string_view> kTaskKeys = {
+    "id",      "command",       "array",   "env",     "resources",
+    "depends_on", "retries", "retry_backoff", "timeout", "priority"};
+const std::vector<std::string_view> kResourceKeys = {"cpus",     "mem",    "gpus",    "gpu_mem",
+                                                     "gpu_type", "labels", "counters"};
+
+// ---- encoding --------------------------------------------------------------
+
+// A duration string ParseDuration reads back exactly: "2h", "250ms", "1.5ms".
+std::string ExactDuration(Duration d) {
+  int64_t us = d.count();
+  if (us % 1'000'000 == 0 || us < 0) return FormatDuration(d);
+  std::string out = std::to_string(us / 1000);
+  if (int64_t frac = us % 1000; frac != 0) {
+    std::string digits = std::to_string(frac);
+    digits.insert(0, 3 - digits.size(), '0');
+    while (digits.back() == '0') digits.pop_back();
+    out += "." + digits;
+  }
+  return out + "ms";
+}
+
+// An integer when whole, else a number with the fraction (0.5, 0.125).
+Json Scaled(int64_t value, int64_t unit) {
+  if (value % unit == 0) return Json(value / unit);
+  return Json(static_cast<double>(value) / static_cast<double>(unit));
+}
+
+std::string FormatArray(const core::ArrayRange& range) {
+  if (range.count == 1 && range.step == 1) return std::to_string(range.first);
+  std::string out = std::to_string(range.first) + "-" +
+                    std::to_string(range.IndexAt(range.count - 1));
+  if (range.step != 1) out += ":" + std::to_string(range.step);
+  return out;
+}
+
+Json ResourcesJson(const core::ResourceRequest& r) {
+  Json j = Json::object();
+  j["cpus"] = Scaled(r.cpus_milli, 1000);
+  if (r.mem_bytes != 0) j["mem"] = r.mem_bytes;
+  if (r.gpus != 0) j["gpus"] = Scaled(r.gpus, core::kWholeGpu);
+  if (r.gpu_mem_bytes != 0) j["gpu_mem"] = r.gpu_mem_bytes;
+  if (!r.gpu_types.empty()) j["gpu_type"] = r.gpu_types;
+  if (!r.counters.empty()) j["counters"] = r.counters;
+  if (!r.labels.empty()) j["labels"] = r.labels;
+  return j;
+}
+
+Json GroupJson(const core::TaskGroupSpec& g) {
+  Json j = Json::object();
+  j["id"] = g.name;
+  j["command"] = g.command;
+  if (g.array) j["array"] = FormatArray(*g.array);
+  if (!g.env.empty()) j["env"] = g.env;
+  j["resources"] = ResourcesJson(g.resources);
+  if (!g.depends_on.empty()) j["depends_on"] = g.depends_on;
+  j["retries"] = g.retries;
+  j["retry_backoff"] = ExactDuration(g.retry_backoff);
+  if (g.timeout != Duration::zero()) j["timeout"] = ExactDuration(g.timeout);
+  j["priority"] = g.priority;
+  return j;
+}
+
+// ---- decoding --------------------------------------------------------------
+
+// cpus and gpus: a number (2, 0.5) or a string ("500m"), read by the same
+// parser as the command line so both accept the same spellings.
+bool ReadFractional(const Json& j, const std::string& path, Result<int64_t> (*parse)(std::string_view),
+                    int64_t* out, DecodeContext& ctx) {
+  std::string text;
+  if (j.is_string()) {
+    text = j.get_ref<const std::string&>();
+  } else if (j.is_number()) {
+    text = Dump(j);  // the shortest spelling that reads back as the same number
+  } else {
+    return ctx.Fail(path, std::string("expected a number or a string, got ") + JsonTypeName(j));
+  }
+  Result<int64_t> value = parse(text);
+  if (!value.ok()) return ctx.Fail(path, value.status().message());
+  *out = *value;
+  return true;
+}
+
+// mem and gpu_mem: a string with a unit, or an integer number of bytes.
+bool ReadBytes(const Json& j, const std::string& path, uint64_t* out, DecodeContext& ctx) {
+  if (j.is_string()) {
+    Result<uint64_t> bytes = ParseBytes(j.get_ref<const std::string&>());
+    if (!bytes.ok()) return ctx.Fail(path, bytes.status().message());
+    *out = *bytes;
+    return true;
+  }
+  if (j.is_number_integer()) return ReadUint64(j, path, UINT64_MAX, out, ctx);
+  return ctx.Fail(path, std::string("expected a string with a unit (\"4GiB\") or an integer "
+                                    "number of bytes, got ") +
+                            (j.is_number_float() ? "number " + Dump(j) : JsonTypeName(j)));
+}
+
+bool ReadDurationString(const Json& j, const std::string& path, Duration* out,
+                        DecodeContext& ctx) {
+  if (!j.is_string()) {
+    return ctx.Fail(path, std::string("expected a duration string such as \"2h\" or \"90s\", got ") +
+                              JsonTypeName(j));
+  }
+  Result<Duration> d = ParseDuration(j.get_ref<const std::string&>());
+  if (!d.ok()) return ctx.Fail(path, d.status().message());
+  *out = *d;
+  return true;
+}
+
+bool ReadStringList(const Json& j, const std::string& path, std::vector<std::string>* out,
+                    DecodeContext& ctx) {
+  return ReadVector<std::string>(j, path, out, ctx, ReadString);
+}
+
+bool ReadResources(const Json& j, const std::string& path, core::ResourceRequest* r,
+                   DecodeContext& ctx) {
+  if (!j.is_object()) {
+    return ctx.Fail(path, std::string("expected a table, got ") + JsonTypeName(j));
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    const Json& v = it.value();
+    const std::string p = JoinPath(path, key);
+    bool ok = true;
+    if (key == "cpus") {
+      ok = ReadFractional(v, p, ParseCpus, &r->cpus_milli, ctx);
+    } else if (key == "gpus") {
+      ok = ReadFractional(v, p, ParseGpus, &r->gpus, ctx);
+    } else if (key == "mem") {
+      ok = ReadBytes(v, p, &r->mem_bytes, ctx);
+    } else if (key == "gpu_mem") {
+      ok = ReadBytes(v, p, &r->gpu_mem_bytes, ctx);
+    } else if (key == "gpu_type") {
+      if (v.is_string()) {
+        r->gpu_types = {v.get<std::string>()};
+      } else {
+        ok = ReadStringList(v, p, &r->gpu_types, ctx);
+      }
+    } else if (key == "labels") {
+      ok = ReadStringMap(v, p, &r->labels, ctx);
+    } else if (key == "counters") {
+      std::map<std::string, int64_t> counters;
+      ok = ReadCounterMap(v, p, &counters, ctx);
+      r->counters.insert(counters.begin(), counters.end());
+    } else {
+      // Shorthand: `licenses = 2` is a custom counter, unless the key looks
+      // like a misspelt resource name.
+      std::string hint = SuggestKey(key, kResourceKeys);
+      if (!v.is_number_integer() || !hint.empty()) {
+        std::string message = "unknown key \"" + key + "\"";
+        if (!hint.empty()) {
+          message += " (did you mean \"" + hint + "\"?";
+          if (v.is_number_integer()) {
+            message += " For a custom counter of that name write counters = { " + key + " = " +
+                       Dump(v) + " }";
+          }
+          message += ")";
+        }
+        return ctx.Fail(path, message, key);
+      }
+      ok = ReadInteger(v, p, &r->counters[key], ctx);
+    }
+    if (!ok) return false;
+  }
+  if (Status s = r->Validate(); !s.ok()) {
+    // Validate's messages start with "resources"; the path says that already.
+    std::string message = s.message();
+    if (message.starts_with("resources.") || message.starts_with("resources ")) {
+      message.erase(0, 10);
+    }
+    return ctx.Fail(path, message);
+  }
+  return true;
+}
+
+bool ReadCommand(const Json& j, const std::string& path, std::vector<std::string>* out,
+                 DecodeContext& ctx) {
+  if (j.is_string()) {
+    const std::string& line = j.get_ref<const std::string&>();
+    if (line.find_first_not_of(" \t\n") == std::string::npos) {
+      return ctx.Fail(path, "command is empty");
+    }
+    *out = {"sh", "-c", line};
+    return true;
+  }
+  if (!j.is_array()) {
+    return ctx.Fail(path, std::string("expected an array of strings (argv) or a string (run by "
+                                      "sh -c), got ") +
+                              JsonTypeName(j));
+  }
+  if (!ReadStringList(j, path, out, ctx)) return false;
+  if (out->empty() || (*out)[0].empty()) {
+    return ctx.Fail(path, "command is empty: the first element names the program");
+  }
+  return true;
+}
+
+bool ReadGroup(const Json& j, const std::string& path, core::TaskGroupSpec* g,
+               DecodeContext& ctx) {
+  ObjectReader r(j, path, ctx);
+  if (!r.RejectUnknown(kTaskKeys)) return false;
+  if (!r.String("id", &g->name, Need::kOptional)) return false;
+  if (const Json* c = r.Get("command", Need::kRequired); !r.ok() || !ReadCommand(*c, r.PathOf("command"), &g->command, ctx)) {
+    return false;
+  }
+  if (const Json* a = r.Get("array", Need::kOptional)) {
+    std::string text;
+    if (!ReadString(*a, r.PathOf("array"), &text, ctx)) return false;
+    Result<core::ArrayRange> range = core::ParseArrayRange(text);
+    if (!range.ok()) return ctx.Fail(r.PathOf("array"), range.status().message());
+    g->array = *range;
+  }
+  if (const Json* e = r.Get("env", Need::kOptional)) {
+    if (!ReadStringMap(*e, r.PathOf("env"), &g->env, ctx)) return false;
+    for (const auto& [name, value] : g->env) {
+      if (name.empty() || name.find('=') != std::string::npos ||
+          name.find('\0') != std::string::npos) {
+        return ctx.Fail(r.PathOf("env"), "\"" + name + "\" is not a valid variable name", name);
+      }
+    }
+  }
+  if (const Json* res = r.Get("resources", Need::kOptional)) {
+    if (!ReadResources(*res, r.PathOf("resources"), &g->resources, ctx)) return false;
+  }
+  if (const Json* d = r.Get("depends_on", Need::kOptional)) {
+    if (!ReadStringList(*d, r.PathOf("depends_on"), &g->depends_on, ctx)) return false;
+  }
+  if (const Json* n = r.Get("retries", Need::kOptional)) {
+    uint64_t retries = 0;
+    if (!ReadUint64(*n, r.PathOf("retries"), kMaxRetries, &retries, ctx)) return false;
+    g->retries = static_cast<uint32_t>(retries);
+  }
+  if (const Json* b = r.Get("retry_backoff", Need::kOptional)) {
+    if (!ReadDurationString(*b, r.PathOf("retry_backoff"), &g->retry_backoff, ctx)) return false;
+  }
+  if (const Json* t = r.Get("timeout", Need::kOptional)) {
+    if (!ReadDurationString(*t, r.PathOf("timeout"), &g->timeout, ctx)) return false;
+  }
+  return r.Integer("priority", &g->priority, Need::kOptional);
+}
+
+bool ReadAfter(const Json& j, const std::string& path, core::JobSpec* spec, DecodeContext& ctx) {
+  return ForEachElement(j, path, ctx, [&](const Json& e, const std::string& p) {
+    std::string text;
+    if (!ReadString(e, p, &text, ctx)) return false;
+    if (text.find('.') != std::string::npos) {
+      Result<TaskId> task = ParseTaskId(text);
+      if (!task.ok()) return ctx.Fail(p, task.status().message());
+      spec->after_tasks.push_back(*task);
+    } else {
+      Result<JobId> job = ParseJobId(text);
+      if (!job.ok()) return ctx.Fail(p, job.status().message());
+      spec->after_jobs.push_back(*job);
+    }
+    return true;
+  });
+}
+
+// Names, references and cycles between groups, each reported at the
+// offending entry (core::BuildGroupGraph checks the same, less precisely).
+bool CheckGroups(const core::JobSpec& spec, DecodeContext& ctx) {
+  const size_t n = spec.groups.size();
+  std::map<std::string, size_t> index;
+  std::vector<std::string_view> names;
+  uint64_t tasks = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const std::string path = IndexPath("task", i);
+    const std::string& name = spec.groups[i].name;
+    if (name.empty() && n > 1) {
+      return ctx.Fail(path, "missing \"id\" (needed when a job has several tasks)");
+    }
+    if (auto [it, fresh] = index.emplace(name, i); !fresh) {
+      return ctx.Fail(JoinPath(path, "id"), "duplicate id \"" + name + "\" (also task[" +
+                                                std::to_string(it->second) + "])");
+    }
+    names.push_back(name);
+    tasks += spec.groups[i].TaskCount();
+  }
+  if (tasks > kMaxJobTasks) {
+    return ctx.Fail("task", "the job has " + std::to_string(tasks) + " tasks, more than the limit of " +
+                                std::to_string(kMaxJobTasks));
+  }
+  std::vector<std::vector<size_t>> deps(n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto& depends_on = spec.groups[i].depends_on;
+    for (size_t k = 0; k < depends_on.size(); ++k) {
+      const std::string path = IndexPath(JoinPath(IndexPath("task", i), "depends_on"), k);
+      auto it = index.find(depends_on[k]);
+      if (it == index.end()) {
+        std::string message = "unknown task id \"" + depends_on[k] + "\"";
+        if (std::string hint = SuggestKey(depends_on[k], names); !hint.empty()) {
+          message += " (did you mean \"" + hint + "\"?)";
+        }
+        return ctx.Fail(path, message);
+      }
+      if (it->second == i) return ctx.Fail(path, "a task cannot depend on itself");
+      deps[i].push_back(it->second);
+    }
+  }
+  // Iterative depth-first search; a grey node reached again closes a cycle.
+  enum Color : uint8_t { kWhite, kGrey, kBlack };
+  std::vector<Color> color(n, kWhite);
+  for (size_t root = 0; root < n; ++root) {
+    if (color[root] != kWhite) continue;
+    std::vector<std::pair<size_t, size_t>> stack = {{root, 0}};  // node, next edge
+    color[root] = kGrey;
+    while (!stack.empty()) {
+      auto& [node, edge] = stack.back();
+      if (edge == deps[node].size()) {
+        color[node] = kBlack;
+        stack.pop_back();
+        continue;
+      }
+      size_t next = deps[node][edge++];
+      if (color[next] == kGrey) {
+        std::string cycle = spec.groups[next].name;
+        size_t from = 0;
+        while (stack[from].first != next) ++from;
+        for (size_t s = from + 1; s < stack.size(); ++s) cycle += " -> " + spec.groups[stack[s].first].name;
+        cycle += " -> " + spec.groups[next].name;
+        return ctx.Fail(JoinPath(IndexPath("task", next), "depends_on"),
+                        "dependency cycle: " + cycle);
+      }
+      if (color[next] == kWhite) {
+        color[next] = kGrey;
+        stack.emplace_back(next, 0);
+      }
+    }
+  }
+  if (Result<core::GroupGraph> graph = core::BuildGroupGraph(spec); !graph.ok()) {
+    return ctx.Fail("task", graph.status().message());
+  }
+  return true;
+}
+
+}  // namespace
+
+Json JobSpecJson(const core::JobSpec& spec) {
+  Json j = Json::object();
+  j["name"] = spec.name;
+  if (!spec.user.empty()) j["user"] = spec.user;
+  if (!spec.after_jobs.empty() || !spec.after_tasks.empty()) {
+    Json after = Json::array();
+    for (JobId job : spec.after_jobs) after.push_back(std::to_string(job));
+    for (const TaskId& task : spec.after_tasks) after.push_back(task.ToString());
+    j["after"] = std::move(after);
+  }
+  Json tasks = Json::array();
+  for (const core::TaskGroupSpec& g : spec.groups) tasks.push_back(GroupJson(g));
+  j["task"] = std::move(tasks);
+  return j;
+}
+
+bool ReadJobSpec(const Json& j, core::JobSpec* spec, DecodeContext& ctx) {
+  *spec = core::JobSpec{};
+  ObjectReader r(j, "", ctx);
+  if (!r.RejectUnknown(kJobKeys)) return false;
+  if (!r.String("name", &spec->name)) return false;
+  if (spec->name.empty()) return ctx.Fail("name", "must not be empty");
+  if (!r.String("user", &spec->user, Need::kOptional)) return false;
+  if (const Json* after = r.Get("after", Need::kOptional)) {
+    if (!ReadAfter(*after, "after", spec, ctx)) return false;
+  }
+  const Json* tasks = r.Get("task", Need::kRequired);
+  if (!r.ok()) return false;
+  if (!ReadVector<core::TaskGroupSpec>(*tasks, "task", &spec->groups, ctx, ReadGroup)) return false;
+  if (spec->groups.empty()) return ctx.Fail("task", "a job needs at least one [[task]]");
+  return CheckGroups(*spec, ctx);
+}
+
+}  // namespace drover::proto::internal
+
+namespace drover::proto {
+
+Result<core::JobSpec> JobSpecFromJson(std::string_view json_text) {
+  ASSIGN_OR_RETURN(internal::Json j, internal::ParseJson(json_text, kMaxJobSpecBytes, 64));
+  internal::DecodeContext ctx;
+  core::JobSpec spec;
+  try {
+    if (!internal::ReadJobSpec(j, &spec, ctx)) return InvalidArgument(ctx.Describe());
+  } catch (const std::exception& e) {
+    return Internal(std::string("job spec decoder failed: ") + e.what());
+  }
+  return spec;
+}
+
+std::string JobSpecToJson(const core::JobSpec& spec) {
+  return internal::Dump(internal::JobSpecJson(spec));
+}
+
+}  // namespace drover::proto

@@ -1,0 +1,132 @@
+// ParseJobToml: TOML -> JSON value (remembering where each value and key
+// stood in the file) -> the shared JobSpec reader. Converting first keeps one
+// set of rules for job files and the submit API, and lets errors found by
+// that reader be reported with the file position of the field they name.
+//
+// This is the only translation unit that includes toml++ (it is slow to
+// compile).
+#define TOML_EXCEPTIONS 0
+#define TOML_ENABLE_FORMATTERS 0
+#include <toml++/toml.h>
+
+#include <map>
+#include <string>
+
+#include "proto/job_file.h"
+#include "proto/job_spec_json.h"
+#include "proto/json_util.h"
+
+namespace drover::proto {
+namespace {
+
+using internal::DecodeContext;
+using internal::Json;
+
+struct Position {
+  uint32_t line = 0;
+  uint32_t column = 0;
+};
+
+// Where each converted value and key stood, by field path.
+struct SourceMap {
+  std::map<std::string, Position> values;
+  std::map<std::string, Position> keys;  // by the path of the key's value
+};
+
+Position PositionOf(const toml::source_region& region) {
+  return Position{region.begin.line, region.begin.column};
+}
+
+bool Convert(const toml::node& node, const std::string& path, Json* out, SourceMap& map,
+             DecodeContext& ctx) {
+  map.values[path] = PositionOf(node.source());
+  switch (node.type()) {
+    case toml::node_type::table: {
+      *out = Json::object();
+      for (const auto& [key, child] : *node.as_table()) {
+        std::string child_path = internal::JoinPath(path, key.str());
+        map.keys[child_path] = PositionOf(key.source());
+        Json value;
+        if (!Convert(child, child_path, &value, map, ctx)) return false;
+        (*out)[std::string(key.str())] = std::move(value);
+      }
+      return true;
+    }
+    case toml::node_type::array: {
+      *out = Json::array();
+      const toml::array& array = *node.as_array();
+      for (size_t i = 0; i < array.size(); ++i) {
+        Json value;
+        if (!Convert(array[i], internal::IndexPath(path, i), &value, map, ctx)) return false;
+        out->push_back(std::move(value));
+      }
+      return true;
+    }
+    case toml::node_type::string:
+      *out = node.as_string()->get();
+      return true;
+    case toml::node_type::integer:
+      *out = node.as_integer()->get();
+      return true;
+    case toml::node_type::floating_point:
+      *out = node.as_floating_point()->get();
+      return true;
+    case toml::node_type::boolean:
+      *out = node.as_boolean()->get();
+      return true;
+    default:
+      return ctx.Fail(path, "dates and times are not used in job files (quote it as a string)");
+  }
+}
+
+// The position of the innermost converted node on `path` (an error about a
+// value that had to be created, like a missing key, points at its parent).
+const Position* Find(const SourceMap& map, const DecodeContext& ctx) {
+  if (!ctx.key.empty()) {
+    auto it = map.keys.find(internal::JoinPath(ctx.path, ctx.key));
+    if (it != map.keys.end()) return &it->second;
+  }
+  std::string path = ctx.path;
+  while (true) {
+    auto it = map.values.find(path);
+    if (it != map.values.end() && it->second.line != 0) return &it->second;
+    if (path.empty()) return nullptr;
+    size_t cut = path.find_last_of(".[");
+    path.erase(cut == std::string::npos ? 0 : cut);
+  }
+}
+
+}  // namespace
+
+Result<core::JobSpec> ParseJobToml(std::string_view text, std::string_view file_name) {
+  const std::string file(file_name);
+  if (text.size() > kMaxJobSpecBytes) {
+    return InvalidArgument(file + ": the file is " + std::to_string(text.size()) +
+                           " bytes, more than the limit of " + std::to_string(kMaxJobSpecBytes));
+  }
+  try {
+    toml::parse_result parsed = toml::parse(text, file_name);
+    if (!parsed) {
+      const toml::parse_error& error = parsed.error();
+      const toml::source_position& at = error.source().begin;
+      return InvalidArgument(file + ":" + std::to_string(at.line) + ":" +
+                             std::to_string(at.column) + ": " + std::string(error.description()));
+    }
+    SourceMap map;
+    DecodeContext ctx;
+    Json root;
+    core::JobSpec spec;
+    if (Convert(parsed.table(), "", &root, map, ctx) && internal::ReadJobSpec(root, &spec, ctx)) {
+      return spec;
+    }
+    std::string where = file;
+    if (const Position* at = Find(map, ctx)) {
+      where += ":" + std::to_string(at->line) + ":" + std::to_string(at->column);
+    }
+    return InvalidArgument(where + ": " + ctx.Describe());
+  } catch (const std::exception& e) {
+    return Internal(file + ": job file parser failed: " + e.what());
+  }
+}
+
+}  // namespace drover::proto

@@ -1,0 +1,402 @@
+#include "proto/messages.h"
+
+#include <exception>
+#include <utility>
+
+#include "proto/core_json.h"
+#include "proto/json_util.h"
+
+namespace drover::proto {
+namespace {
+
+using internal::DecodeContext;
+using internal::Json;
+using internal::Need;
+using internal::ObjectReader;
+
+// ---- type names ------------------------------------------------------------
+
+constexpr std::string_view Name(const Hello&) { return "hello"; }
+constexpr std::string_view Name(const Heartbeat&) { return "heartbeat"; }
+constexpr std::string_view Name(const Started&) { return "started"; }
+constexpr std::string_view Name(const Finished&) { return "finished"; }
+constexpr std::string_view Name(const Refused&) { return "refused"; }
+constexpr std::string_view Name(const LogChunk&) { return "log_chunk"; }
+constexpr std::string_view Name(const Drain&) { return "drain"; }
+constexpr std::string_view Name(const HelloAck&) { return "hello_ack"; }
+constexpr std::string_view Name(const Assign&) { return "assign"; }
+constexpr std::string_view Name(const Ack&) { return "ack"; }
+constexpr std::string_view Name(const Cancel&) { return "cancel"; }
+constexpr std::string_view Name(const Kill&) { return "kill"; }
+constexpr std::string_view Name(const LogRequest&) { return "log_request"; }
+constexpr std::string_view Name(const Error&) { return "error"; }
+
+// ---- pieces shared by several messages -----------------------------------
+
+Json AttemptJson(const TaskId& task, uint32_t attempt) {
+  return Json{{"task", task.ToString()}, {"attempt", attempt}};
+}
+
+bool ReadTaskAttempt(const Json& j, const std::string& path, TaskAttempt* out,
+                     DecodeContext& ctx) {
+  ObjectReader r(j, path, ctx);
+  return r.Task("task", &out->task) && r.Integer("attempt", &out->attempt);
+}
+
+Json AttemptListJson(const std::vector<TaskAttempt>& list) {
+  Json out = Json::array();
+  for (const TaskAttempt& a : list) out.push_back(AttemptJson(a.task, a.attempt));
+  return out;
+}
+
+Json FinishedTaskJson(const FinishedTask& f) {
+  Json j = AttemptJson(f.task, f.attempt);
+  j["outcome"] = internal::OutcomeJson(f.outcome);
+  j["finished_at_us"] = ToMicros(f.finished_at);
+  return j;
+}
+
+bool ReadFinishedTask(const Json& j, const std::string& path, FinishedTask* out,
+                      DecodeContext& ctx) {
+  ObjectReader r(j, path, ctx);
+  if (!r.Task("task", &out->task) || !r.Integer("attempt", &out->attempt)) return false;
+  const Json* outcome = r.Get("outcome", Need::kRequired);
+  if (!r.ok() || !internal::ReadOutcome(*outcome, r.PathOf("outcome"), &out->outcome, ctx)) {
+    return false;
+  }
+  return r.TimeMicros("finished_at_us", &out->finished_at);
+}
+
+Json FinishedListJson(const std::vector<FinishedTask>& list) {
+  Json out = Json::array();
+  for (const FinishedTask& f : list) out.push_back(FinishedTaskJson(f));
+  return out;
+}
+
+template <typename T, typename F>
+bool ReadList(ObjectReader& r, std::string_view key, std::vector<T>* out, DecodeContext& ctx,
+              F read_one, Need need = Need::kRequired) {
+  const Json* j = r.Get(key, need);
+  if (!r.ok()) return false;
+  return j == nullptr || internal::ReadVector<T>(*j, r.PathOf(key), out, ctx, read_one);
+}
+
+bool ReadStream(ObjectReader& r, LogStream* out, DecodeContext& ctx) {
+  std::string name;
+  if (!r.String("stream", &name)) return false;
+  if (name == "stdout") {
+    *out = LogStream::kStdout;
+  } else if (name == "stderr") {
+    *out = LogStream::kStderr;
+  } else {
+    return ctx.Fail(r.PathOf("stream"), "expected \"stdout\" or \"stderr\", got \"" + name + "\"");
+  }
+  return true;
+}
+
+// ---- worker -> server ------------------------------------------------------
+
+Json Body(const Hello& m) {
+  return Json{{"v", m.protocol_version},
+              {"name", m.worker_name},
+              {"previous_id", m.previous_id},
+              {"agent_version", m.agent_version},
+              {"resources", internal::WorkerResourcesJson(m.resources)},
+              {"running", AttemptListJson(m.running)},
+              {"finished", FinishedListJson(m.finished)}};
+}
+bool Read(ObjectReader& r, Hello* m, DecodeContext& ctx) {
+  if (!r.Integer("v", &m->protocol_version) || !r.String("name", &m->worker_name) ||
+      !r.Integer("previous_id", &m->previous_id, Need::kOptional) ||
+      !r.String("agent_version", &m->agent_version, Need::kOptional)) {
+    return false;
+  }
+  if (m->worker_name.empty()) return ctx.Fail("name", "must not be empty");
+  const Json* resources = r.Get("resources", Need::kRequired);
+  if (!r.ok() ||
+      !internal::ReadWorkerResources(*resources, "resources", &m->resources, ctx)) {
+    return false;
+  }
+  m->resources.name = m->worker_name;
+  return ReadList(r, "running", &m->running, ctx, ReadTaskAttempt, Need::kOptional) &&
+         ReadList(r, "finished", &m->finished, ctx, ReadFinishedTask, Need::kOptional);
+}
+
+Json Body(const Heartbeat& m) {
+  return Json{{"utilization", internal::UtilizationJson(m.utilization)},
+              {"running", AttemptListJson(m.running)}};
+}
+bool Read(ObjectReader& r, Heartbeat* m, DecodeContext& ctx) {
+  const Json* u = r.Get("utilization", Need::kRequired);
+  return r.ok() && internal::ReadUtilization(*u, "utilization", &m->utilization, ctx) &&
+         ReadList(r, "running", &m->running, ctx, ReadTaskAttempt, Need::kOptional);
+}
+
+Json Body(const Started& m) {
+  Json tasks = Json::array();
+  for (const StartedTask& s : m.tasks) {
+    Json j = AttemptJson(s.task, s.attempt);
+    j["started_at_us"] = ToMicros(s.started_at);
+    tasks.push_back(std::move(j));
+  }
+  return Json{{"tasks", std::move(tasks)}};
+}
+bool ReadStartedTask(const Json& j, const std::string& path, StartedTask* out,
+                     DecodeContext& ctx) {
+  ObjectReader r(j, path, ctx);
+  return r.Task("task", &out->task) && r.Integer("attempt", &out->attempt) &&
+         r.TimeMicros("started_at_us", &out->started_at);
+}
+bool Read(ObjectReader& r, Started* m, DecodeContext& ctx) {
+  return ReadList(r, "tasks", &m->tasks, ctx, ReadStartedTask);
+}
+
+Json Body(const Finished& m) { return Json{{"tasks", FinishedListJson(m.tasks)}}; }
+bool Read(ObjectReader& r, Finished* m, DecodeContext& ctx) {
+  return ReadList(r, "tasks", &m->tasks, ctx, ReadFinishedTask);
+}
+
+Json Body(const Refused& m) {
+  Json j = AttemptJson(m.task, m.attempt);
+  j["reason"] = m.reason;
+  return j;
+}
+bool Read(ObjectReader& r, Refused* m, DecodeContext&) {
+  return r.Task("task", &m->task) && r.Integer("attempt", &m->attempt) &&
+         r.String("reason", &m->reason, Need::kOptional);
+}
+
+Json Body(const LogChunk& m) {
+  Json j = AttemptJson(m.task, m.attempt);
+  j["stream"] = LogStreamName(m.stream);
+  j["offset"] = m.offset;
+  j["size"] = m.size;
+  j["eof"] = m.eof;
+  if (!m.error.empty()) j["error"] = m.error;
+  return j;
+}
+bool Read(ObjectReader& r, LogChunk* m, DecodeContext& ctx) {
+  return r.Task("task", &m->task) && r.Integer("attempt", &m->attempt) &&
+         ReadStream(r, &m->stream, ctx) && r.Integer("offset", &m->offset) &&
+         r.Integer("size", &m->size) && r.Bool("eof", &m->eof) &&
+         r.String("error", &m->error, Need::kOptional);
+}
+
+Json Body(const Drain& m) { return Json{{"drain", m.drain}, {"reason", m.reason}}; }
+bool Read(ObjectReader& r, Drain* m, DecodeContext&) {
+  return r.Bool("drain", &m->drain) && r.String("reason", &m->reason, Need::kOptional);
+}
+
+// ---- server -> worker ------------------------------------------------------
+
+Json Body(const HelloAck& m) {
+  return Json{{"worker", m.worker},
+              {"server_instance", m.server_instance},
+              {"heartbeat_interval_us", m.heartbeat_interval.count()},
+              {"lease_ttl_us", m.lease_ttl.count()}};
+}
+bool Read(ObjectReader& r, HelloAck* m, DecodeContext& ctx) {
+  if (!r.Integer("worker", &m->worker) || !r.String("server_instance", &m->server_instance) ||
+      !r.Micros("heartbeat_interval_us", &m->heartbeat_interval) ||
+      !r.Micros("lease_ttl_us", &m->lease_ttl)) {
+    return false;
+  }
+  if (m->heartbeat_interval <= Duration::zero()) {
+    return ctx.Fail("heartbeat_interval_us", "must be positive");
+  }
+  if (m->lease_ttl <= m->heartbeat_interval) {
+    return ctx.Fail("lease_ttl_us", "must be longer than the heartbeat interval");
+  }
+  return true;
+}
+
+Json AssignmentJson(const Assignment& a) {
+  Json gpus = Json::array();
+  for (const core::GpuGrant& g : a.gpus) gpus.push_back(internal::GpuGrantJson(g));
+  Json inputs = Json::object();
+  for (const auto& [task, result] : a.inputs) inputs[task.ToString()] = result;
+  Json j = AttemptJson(a.task, a.attempt);
+  j["cores"] = a.cores;
+  j["cpu_quota_milli"] = a.cpu_quota_milli;
+  j["mem_limit_bytes"] = a.mem_limit_bytes;
+  j["gpus"] = std::move(gpus);
+  j["argv"] = a.argv;
+  j["env"] = a.env;
+  j["timeout_us"] = a.timeout.count();
+  j["array_index"] = a.array_index;
+  j["job_name"] = a.job_name;
+  j["group_name"] = a.group_name;
+  j["inputs"] = std::move(inputs);
+  return j;
+}
+bool ReadAssignment(const Json& j, const std::string& path, Assignment* a, DecodeContext& ctx) {
+  ObjectReader r(j, path, ctx);
+  if (!r.Task("task", &a->task) || !r.Integer("attempt", &a->attempt) ||
+      !ReadList(r, "cores", &a->cores, ctx, internal::ReadInteger<uint32_t>) ||
+      !r.Integer("cpu_quota_milli", &a->cpu_quota_milli) ||
+      !r.Integer("mem_limit_bytes", &a->mem_limit_bytes) ||
+      !ReadList(r, "gpus", &a->gpus, ctx, internal::ReadGpuGrant, Need::kOptional) ||
+      !ReadList(r, "argv", &a->argv, ctx, internal::ReadString) ||
+      !r.Micros("timeout_us", &a->timeout, Need::kOptional) ||
+      !r.Integer("array_index", &a->array_index, Need::kOptional) ||
+      !r.String("job_name", &a->job_name, Need::kOptional) ||
+      !r.String("group_name", &a->group_name, Need::kOptional)) {
+    return false;
+  }
+  if (a->argv.empty()) return ctx.Fail(r.PathOf("argv"), "must not be empty");
+  if (a->cpu_quota_milli < 0) return ctx.Fail(r.PathOf("cpu_quota_milli"), "must not be negative");
+  if (a->timeout < Duration::zero()) return ctx.Fail(r.PathOf("timeout_us"), "must not be negative");
+  if (const Json* env = r.Get("env", Need::kOptional)) {
+    if (!internal::ReadStringMap(*env, r.PathOf("env"), &a->env, ctx)) return false;
+  }
+  if (const Json* inputs = r.Get("inputs", Need::kOptional)) {
+    return internal::ForEachMember(
+        *inputs, r.PathOf("inputs"), ctx,
+        [&](const std::string& key, const Json& v, const std::string& p) {
+          Result<TaskId> id = ParseTaskId(key);
+          if (!id.ok()) return ctx.Fail(r.PathOf("inputs"), id.status().message(), key);
+          return internal::ReadString(v, p, &a->inputs[*id], ctx);
+        });
+  }
+  return r.ok();
+}
+
+Json Body(const Assign& m) {
+  Json tasks = Json::array();
+  for (const Assignment& a : m.tasks) tasks.push_back(AssignmentJson(a));
+  return Json{{"tasks", std::move(tasks)}};
+}
+bool Read(ObjectReader& r, Assign* m, DecodeContext& ctx) {
+  return ReadList(r, "tasks", &m->tasks, ctx, ReadAssignment);
+}
+
+Json Body(const Ack& m) { return Json{{"tasks", AttemptListJson(m.tasks)}}; }
+bool Read(ObjectReader& r, Ack* m, DecodeContext& ctx) {
+  return ReadList(r, "tasks", &m->tasks, ctx, ReadTaskAttempt);
+}
+
+template <typename M>
+Json StopBody(const M& m) {
+  Json j = AttemptJson(m.task, m.attempt);
+  j["reason"] = m.reason;
+  return j;
+}
+template <typename M>
+bool ReadStop(ObjectReader& r, M* m) {
+  return r.Task("task", &m->task) && r.Integer("attempt", &m->attempt) &&
+         r.String("reason", &m->reason, Need::kOptional);
+}
+Json Body(const Cancel& m) { return StopBody(m); }
+bool Read(ObjectReader& r, Cancel* m, DecodeContext&) { return ReadStop(r, m); }
+Json Body(const Kill& m) { return StopBody(m); }
+bool Read(ObjectReader& r, Kill* m, DecodeContext&) { return ReadStop(r, m); }
+
+Json Body(const LogRequest& m) {
+  Json j = AttemptJson(m.task, m.attempt);
+  j["stream"] = LogStreamName(m.stream);
+  j["follow"] = m.follow;
+  j["stop"] = m.stop;
+  j["offset"] = m.offset;
+  return j;
+}
+bool Read(ObjectReader& r, LogRequest* m, DecodeContext& ctx) {
+  return r.Task("task", &m->task) && r.Integer("attempt", &m->attempt) &&
+         ReadStream(r, &m->stream, ctx) && r.Bool("follow", &m->follow) &&
+         r.Bool("stop", &m->stop, Need::kOptional) && r.Integer("offset", &m->offset);
+}
+
+Json Body(const Error& m) { return Json{{"code", m.code}, {"message", m.message}}; }
+bool Read(ObjectReader& r, Error* m, DecodeContext&) {
+  return r.String("code", &m->code) && r.String("message", &m->message);
+}
+
+// ---- generic encode / decode ----------------------------------------------
+
+template <typename Variant>
+std::string EncodeVariant(const Variant& message) {
+  return std::visit(
+      [](const auto& m) {
+        Json j = Body(m);
+        j["type"] = Name(m);
+        if (!j.contains("v")) j["v"] = kProtocolVersion;
+        return internal::Dump(j);
+      },
+      message);
+}
+
+// Tries each alternative of Variant whose name equals `type`.
+template <typename Variant, size_t... I>
+bool DecodeAlternative(std::string_view type, ObjectReader& r, DecodeContext& ctx,
+                       std::optional<Variant>* out, std::index_sequence<I...>) {
+  bool matched = false;
+  auto try_one = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (matched || Name(T{}) != type) return;
+    matched = true;
+    T value{};
+    if (Read(r, &value, ctx)) *out = Variant(std::move(value));
+  };
+  (try_one(std::type_identity<std::variant_alternative_t<I, Variant>>{}), ...);
+  return matched;
+}
+
+template <typename Variant>
+Result<Variant> DecodeVariant(std::string_view text, std::string_view direction) {
+  ASSIGN_OR_RETURN(Json j, internal::ParseJson(text, kMaxMessageBytes, kMaxNestingDepth));
+  DecodeContext ctx;
+  ObjectReader r(j, "", ctx);
+  std::string type;
+  uint32_t version = 0;
+  if (!r.String("type", &type) || !r.Integer("v", &version)) {
+    return InvalidArgument("message: " + ctx.Describe());
+  }
+  if (version != kProtocolVersion && type != "hello") {
+    return FailedPrecondition("message \"" + type + "\" has protocol version " +
+                              std::to_string(version) + "; this build speaks version " +
+                              std::to_string(kProtocolVersion));
+  }
+  std::optional<Variant> out;
+  if (!DecodeAlternative<Variant>(type, r, ctx, &out,
+                                  std::make_index_sequence<std::variant_size_v<Variant>>())) {
+    return InvalidArgument("unknown message type \"" + type + "\" for a " +
+                           std::string(direction) + " message");
+  }
+  if (!out) return InvalidArgument(type + ": " + ctx.Describe());
+  return std::move(*out);
+}
+
+template <typename Variant>
+Result<Variant> DecodeSafely(std::string_view text, std::string_view direction) {
+  try {
+    return DecodeVariant<Variant>(text, direction);
+  } catch (const std::exception& e) {
+    // Not expected: every accessor is type-checked first. Still, a decoder
+    // facing the network must not throw.
+    return InvalidArgument(std::string("message could not be decoded: ") + e.what());
+  }
+}
+
+}  // namespace
+
+std::string_view LogStreamName(LogStream stream) {
+  return stream == LogStream::kStderr ? "stderr" : "stdout";
+}
+
+std::string_view MessageTypeName(const WorkerMessage& message) {
+  return std::visit([](const auto& m) { return Name(m); }, message);
+}
+std::string_view MessageTypeName(const ServerMessage& message) {
+  return std::visit([](const auto& m) { return Name(m); }, message);
+}
+
+std::string Encode(const WorkerMessage& message) { return EncodeVariant(message); }
+std::string Encode(const ServerMessage& message) { return EncodeVariant(message); }
+
+Result<WorkerMessage> DecodeWorkerMessage(std::string_view text) {
+  return DecodeSafely<WorkerMessage>(text, "worker-to-server");
+}
+Result<ServerMessage> DecodeServerMessage(std::string_view text) {
+  return DecodeSafely<ServerMessage>(text, "server-to-worker");
+}
+
+}  // namespace drover::proto
