@@ -1,0 +1,141 @@
+#include "proto/api_json.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace drover::proto {
+namespace {
+
+// 2023-11-14T22:13:20.250Z
+constexpr Time kAt = TimeFromMicros(1'700'000'000'250'000);
+
+TEST(ApiJsonTest, Rfc3339IsUtcWithMilliseconds) {
+  EXPECT_EQ(FormatRfc3339(kAt), "2023-11-14T22:13:20.250Z");
+  EXPECT_EQ(FormatRfc3339(TimeFromMicros(0)), "1970-01-01T00:00:00.000Z");
+  EXPECT_EQ(FormatRfc3339(TimeFromMicros(-1000)), "1969-12-31T23:59:59.999Z");
+}
+
+TEST(ApiJsonTest, JobInfoHasTimesTwiceAndStateCountsByName) {
+  core::JobInfo job;
+  job.id = 12;
+  job.name = "sweep";
+  job.user = "ana";
+  job.submitted_at = kAt;
+  job.task_count = 10;
+  job.counts[static_cast<int>(core::TaskState::kRunning)] = 3;
+  job.counts[static_cast<int>(core::TaskState::kQueued)] = 7;
+  nlohmann::json j = JobInfoJson(job);
+  EXPECT_EQ(j["submitted_at"], "2023-11-14T22:13:20.250Z");
+  EXPECT_EQ(j["submitted_at_ms"], 1'700'000'000'250);
+  EXPECT_EQ(j["counts"]["running"], 3);
+  EXPECT_EQ(j["counts"]["canceled"], 0);
+  Result<core::JobInfo> back = DecodeJobInfo(EncodeJobInfo(job));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->id, 12u);
+  EXPECT_EQ(back->counts, job.counts);
+  EXPECT_EQ(back->submitted_at, kAt);
+  Result<std::vector<core::JobInfo>> list = DecodeJobList(EncodeJobList({job, job}));
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ(list->size(), 2u);
+}
+
+TEST(ApiJsonTest, TaskInfoRoundTripsAtMillisecondPrecision) {
+  core::TaskInfo task;
+  task.id = {12, 3};
+  task.group = "train";
+  task.array_index = 3;
+  task.state = core::TaskState::kFailed;
+  task.attempt = 2;
+  task.worker = 4;
+  task.reason = "exit code 3";
+  task.submitted_at = kAt;
+  task.started_at = kAt + Seconds(1);
+  task.finished_at = kAt + Seconds(2);
+  task.outcome = core::TaskOutcome{3, 0, false, {Millis(1500), Millis(700), 123}, "r"};
+  task.cores = {0, 1};
+  task.gpus = {{0, 100, 0}};
+  std::string text = EncodeTaskInfo(task);
+  nlohmann::json j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["state"], "failed");
+  EXPECT_EQ(j["id"], "12.3");
+  EXPECT_TRUE(j["retry_at"].is_null());
+  EXPECT_EQ(j["started_at"], "2023-11-14T22:13:21.250Z");
+  Result<core::TaskInfo> back = DecodeTaskInfo(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->id, task.id);
+  EXPECT_EQ(back->state, task.state);
+  EXPECT_EQ(back->worker, task.worker);
+  EXPECT_EQ(back->started_at, task.started_at);
+  EXPECT_FALSE(back->retry_at.has_value());
+  EXPECT_EQ(back->outcome, task.outcome);
+  EXPECT_EQ(back->gpus, task.gpus);
+
+  task.worker.reset();
+  task.outcome.reset();
+  Result<std::vector<core::TaskInfo>> list = DecodeTaskList(EncodeTaskList({task}));
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_FALSE(list->at(0).worker.has_value());
+  EXPECT_FALSE(list->at(0).outcome.has_value());
+}
+
+TEST(ApiJsonTest, WorkerInfoRoundTrips) {
+  core::WorkerInfo w;
+  w.id = 3;
+  w.resources.name = "gpu1";
+  w.resources.cpu_cores = {0, 1, 2, 3};
+  w.resources.mem_bytes = 1ULL << 36;
+  w.resources.gpus = {{0, "GPU-a", "A100", 80ULL << 30}};
+  w.resources.counters = {{"licenses", 2}};
+  w.resources.labels = {{"os", "linux"}};
+  w.drained = true;
+  w.free_cores = {2, 3};
+  w.free_mem_bytes = 1ULL << 35;
+  w.gpu_free_share = {75};
+  w.gpu_free_mem_bytes = {70ULL << 30};
+  w.free_counters = {{"licenses", 1}};
+  w.tasks = {{12, 3}};
+  w.utilization = {50, 1ULL << 30, {{0, 99, 10ULL << 30}}};
+  w.last_heartbeat = kAt;
+  Result<std::vector<core::WorkerInfo>> back = DecodeWorkerList(EncodeWorkerList({w}));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  const core::WorkerInfo& b = back->at(0);
+  EXPECT_EQ(b.resources, w.resources);
+  EXPECT_EQ(b.drained, true);
+  EXPECT_EQ(b.free_cores, w.free_cores);
+  EXPECT_EQ(b.gpu_free_share, w.gpu_free_share);
+  EXPECT_EQ(b.gpu_free_mem_bytes, w.gpu_free_mem_bytes);
+  EXPECT_EQ(b.free_counters, w.free_counters);
+  EXPECT_EQ(b.tasks, w.tasks);
+  EXPECT_EQ(b.utilization, w.utilization);
+  EXPECT_EQ(b.last_heartbeat, kAt);
+}
+
+TEST(ApiJsonTest, TaskEventRoundTrips) {
+  core::TaskStateChanged change{{12, 3}, core::TaskState::kQueued, core::TaskState::kAssigned, 1,
+                                "retrying"};
+  std::string text = EncodeTaskEvent(change, kAt);
+  EXPECT_NE(text.find("\"type\":\"task_state\""), std::string::npos);
+  Result<TaskEvent> back = DecodeTaskEvent(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->change, change);
+  EXPECT_EQ(back->at, kAt);
+}
+
+TEST(ApiJsonTest, ErrorBody) {
+  std::string text = EncodeErrorBody(InvalidArgument("memory is ambiguous"), "task[1].resources.mem");
+  EXPECT_EQ(text,
+            R"({"error":{"code":"invalid_argument","field":"task[1].resources.mem","message":"memory is ambiguous"}})");
+  Result<ApiError> back = DecodeErrorBody(text);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->code, "invalid_argument");
+  EXPECT_EQ(back->field, "task[1].resources.mem");
+  EXPECT_EQ(EncodeErrorBody(NotFound("no job 7")),
+            R"({"error":{"code":"not_found","message":"no job 7"}})");
+  back = DecodeErrorBody(R"({"error":{"code":"x"}})");
+  ASSERT_FALSE(back.ok());
+  EXPECT_EQ(back.status().message(), "error: missing \"message\"");
+}
+
+}  // namespace
+}  // namespace drover::proto

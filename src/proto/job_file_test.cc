@@ -1,0 +1,261 @@
+#include "proto/job_file.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/quantity.h"
+
+namespace drover::proto {
+namespace {
+
+constexpr std::string_view kDesignExample = R"(name = "sweep"
+
+[[task]]
+id = "prep"
+command = ["python", "prep.py"]
+resources = { cpus = 2, mem = "4GiB" }
+
+[[task]]
+id = "train"
+array = "0-7"
+command = ["python", "train.py", "--seed", "{index}"]
+resources = { gpus = 1, gpu_mem = "16GiB" }
+depends_on = ["prep"]
+retries = 2
+timeout = "2h"
+
+[[task]]
+id = "report"
+command = ["python", "aggregate.py"]
+depends_on = ["train"]
+)";
+
+constexpr uint64_t kGiB = 1024ULL * 1024 * 1024;
+
+TEST(JobFileTest, DesignExampleParsesToTheExpectedSpec) {
+  Result<core::JobSpec> spec = ParseJobToml(kDesignExample, "sweep.toml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+
+  core::JobSpec want;
+  want.name = "sweep";
+  core::TaskGroupSpec prep;
+  prep.name = "prep";
+  prep.command = {"python", "prep.py"};
+  prep.resources.cpus_milli = 2000;
+  prep.resources.mem_bytes = 4 * kGiB;
+  core::TaskGroupSpec train;
+  train.name = "train";
+  train.array = core::ArrayRange{0, 8, 1};
+  train.command = {"python", "train.py", "--seed", "{index}"};
+  train.resources.gpus = 100;
+  train.resources.gpu_mem_bytes = 16 * kGiB;
+  train.depends_on = {"prep"};
+  train.retries = 2;
+  train.timeout = Seconds(7200);
+  core::TaskGroupSpec report;
+  report.name = "report";
+  report.command = {"python", "aggregate.py"};
+  report.depends_on = {"train"};
+  want.groups = {prep, train, report};
+
+  EXPECT_EQ(*spec, want);
+  EXPECT_EQ(spec->TaskCount(), 10u);
+}
+
+TEST(JobFileTest, EveryFieldIsRead) {
+  Result<core::JobSpec> spec = ParseJobToml(R"(
+name = "all"
+user = "ana"
+after = ["12", "12.3"]
+[[task]]
+id = "t"
+command = "echo $HOME | wc -c"
+array = "0-99:2"
+env = { FOO = "bar", EMPTY = "" }
+resources = { cpus = "500m", mem = 1048576, gpus = 0.25, gpu_mem = "8GB", gpu_type = "A100", licenses = 2, counters = { seats = 1 }, labels = { os = "linux" } }
+retries = 3
+retry_backoff = "1m30s"
+timeout = "250ms"
+priority = -5
+)",
+                                            "all.toml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->user, "ana");
+  EXPECT_EQ(spec->after_jobs, std::vector<JobId>{12});
+  EXPECT_EQ(spec->after_tasks, (std::vector<TaskId>{{12, 3}}));
+  const core::TaskGroupSpec& g = spec->groups.at(0);
+  EXPECT_EQ(g.command, (std::vector<std::string>{"sh", "-c", "echo $HOME | wc -c"}));
+  EXPECT_EQ(g.array, (core::ArrayRange{0, 50, 2}));
+  EXPECT_EQ(g.env, (std::map<std::string, std::string>{{"EMPTY", ""}, {"FOO", "bar"}}));
+  EXPECT_EQ(g.resources.cpus_milli, 500);
+  EXPECT_EQ(g.resources.mem_bytes, 1048576u);
+  EXPECT_EQ(g.resources.gpus, 25);
+  EXPECT_EQ(g.resources.gpu_mem_bytes, 8'000'000'000u);
+  EXPECT_EQ(g.resources.gpu_types, std::vector<std::string>{"A100"});
+  EXPECT_EQ(g.resources.counters, (std::map<std::string, int64_t>{{"licenses", 2}, {"seats", 1}}));
+  EXPECT_EQ(g.resources.labels, (std::map<std::string, std::string>{{"os", "linux"}}));
+  EXPECT_EQ(g.retries, 3u);
+  EXPECT_EQ(g.retry_backoff, Seconds(90));
+  EXPECT_EQ(g.timeout, Millis(250));
+  EXPECT_EQ(g.priority, -5);
+}
+
+TEST(JobFileTest, CpusAcceptNumbersAndStrings) {
+  for (auto [text, milli] : std::vector<std::pair<std::string, int64_t>>{
+           {"2", 2000}, {"0.5", 500}, {"\"500m\"", 500}, {"\"1.25\"", 1250}, {"0", 0}}) {
+    Result<core::JobSpec> spec = ParseJobToml(
+        "name = \"j\"\n[[task]]\ncommand = [\"x\"]\nresources = { cpus = " + text + " }\n", "j");
+    ASSERT_TRUE(spec.ok()) << text << ": " << spec.status().ToString();
+    EXPECT_EQ(spec->groups[0].resources.cpus_milli, milli) << text;
+  }
+}
+
+// Builds a one-task job file whose task has the given extra lines.
+std::string OneTask(const std::string& lines) {
+  return "name = \"j\"\n[[task]]\nid = \"a\"\ncommand = [\"x\"]\n" + lines;
+}
+
+std::string TomlError(std::string_view text) {
+  Result<core::JobSpec> spec = ParseJobToml(text, "sweep.toml");
+  EXPECT_FALSE(spec.ok());
+  if (spec.ok()) return "";
+  EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument);
+  return spec.status().message();
+}
+
+TEST(JobFileTest, AmbiguousMemoryNamesFileLineColumnAndField) {
+  std::string text = OneTask("") +
+                     "\n[[task]]\nid = \"b\"\ncommand = [\"y\"]\n"
+                     "resources = { cpus = 1, mem = \"4G\" }\n";
+  std::string want = "sweep.toml:9:31: task[1].resources.mem: " +
+                     ParseBytes("4G").status().message();
+  EXPECT_EQ(TomlError(text), want);
+  EXPECT_NE(want.find("ambiguous"), std::string::npos);
+}
+
+TEST(JobFileTest, UnknownKeyIsReportedAtTheKeyWithASuggestion) {
+  EXPECT_EQ(TomlError("name = \"j\"\n[[task]]\nid = \"a\"\ncomand = [\"x\"]\n"),
+            "sweep.toml:4:1: task[0]: unknown key \"comand\" (did you mean \"command\"?)");
+  EXPECT_EQ(TomlError("nmae = \"j\"\n"),
+            "sweep.toml:1:1: unknown key \"nmae\" (did you mean \"name\"?)");
+  EXPECT_EQ(TomlError(OneTask("colour = \"blue\"\n")), "sweep.toml:5:1: task[0]: unknown key \"colour\"");
+}
+
+TEST(JobFileTest, IntegerResourceKeysAreCountersUnlessTheyLookMisspelt) {
+  EXPECT_EQ(TomlError(OneTask("resources = { cpu = 2 }\n")),
+            "sweep.toml:5:15: task[0].resources: unknown key \"cpu\" (did you mean \"cpus\"? For a "
+            "custom counter of that name write counters = { cpu = 2 })");
+  EXPECT_EQ(TomlError(OneTask("resources = { memory = \"4GiB\" }\n")),
+            "sweep.toml:5:15: task[0].resources: unknown key \"memory\"");
+  Result<core::JobSpec> spec =
+      ParseJobToml(OneTask("resources = { counters = { cpu = 2 } }\n"), "j");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->groups[0].resources.counters.at("cpu"), 2);
+}
+
+TEST(JobFileTest, BadDurationNamesTheField) {
+  EXPECT_EQ(TomlError(OneTask("timeout = \"2 hours\"\n")),
+            "sweep.toml:5:11: task[0].timeout: " + ParseDuration("2 hours").status().message());
+  EXPECT_EQ(TomlError(OneTask("timeout = 7200\n")),
+            "sweep.toml:5:11: task[0].timeout: expected a duration string such as \"2h\" or "
+            "\"90s\", got integer");
+}
+
+TEST(JobFileTest, WrongTypesAndMissingFields) {
+  EXPECT_EQ(TomlError("name = \"j\"\n[[task]]\nid = \"a\"\n"),
+            "sweep.toml:2:1: task[0]: missing \"command\"");
+  EXPECT_EQ(TomlError("[[task]]\ncommand = [\"x\"]\n"), "sweep.toml:1:1: missing \"name\"");
+  EXPECT_EQ(TomlError(OneTask("retries = -1\n")),
+            "sweep.toml:5:11: task[0].retries: -1 is out of range (0 to 1000)");
+  EXPECT_EQ(TomlError(OneTask("env = { A = 1 }\n")),
+            "sweep.toml:5:13: task[0].env.A: expected a string, got integer");
+  EXPECT_EQ(TomlError("name = \"j\"\n[[task]]\nid = \"a\"\ncommand = []\n"),
+            "sweep.toml:4:11: task[0].command: command is empty: the first element names the "
+            "program");
+  EXPECT_EQ(TomlError(OneTask("resources = { mem = 1.5 }\n")),
+            "sweep.toml:5:21: task[0].resources.mem: expected a string with a unit (\"4GiB\") or "
+            "an integer number of bytes, got number 1.5");
+  EXPECT_EQ(TomlError(OneTask("resources = { gpus = 1.5 }\n")),
+            "sweep.toml:5:22: task[0].resources.gpus: " + ParseGpus("1.5").status().message());
+  EXPECT_EQ(TomlError(OneTask("resources = { gpu_mem = \"8GiB\" }\n")),
+            "sweep.toml:5:13: task[0].resources: gpu_mem and gpu_type need gpus > 0");
+  EXPECT_EQ(TomlError(OneTask("when = 1979-05-27\n")),
+            "sweep.toml:5:8: task[0].when: dates and times are not used in job files (quote it "
+            "as a string)");
+}
+
+TEST(JobFileTest, TomlSyntaxErrorsHavePositions) {
+  std::string message = TomlError("name = \"j\"\n[[task]\n");
+  EXPECT_EQ(message.rfind("sweep.toml:2:", 0), 0u) << message;
+}
+
+TEST(JobFileTest, DependenciesAreCheckedWithPositions) {
+  std::string three = "name = \"j\"\n"
+                      "[[task]]\nid = \"prep\"\ncommand = [\"x\"]\n"
+                      "[[task]]\nid = \"train\"\ncommand = [\"x\"]\ndepends_on = [\"prep\", \"rep\"]\n"
+                      "[[task]]\nid = \"report\"\ncommand = [\"x\"]\n";
+  EXPECT_EQ(TomlError(three),
+            "sweep.toml:8:23: task[1].depends_on[1]: unknown task id \"rep\" (did you mean "
+            "\"prep\"?)");
+  std::string cycle = "name = \"j\"\n"
+                      "[[task]]\nid = \"a\"\ncommand = [\"x\"]\ndepends_on = [\"c\"]\n"
+                      "[[task]]\nid = \"b\"\ncommand = [\"x\"]\ndepends_on = [\"a\"]\n"
+                      "[[task]]\nid = \"c\"\ncommand = [\"x\"]\ndepends_on = [\"b\"]\n";
+  EXPECT_EQ(TomlError(cycle), "sweep.toml:5:14: task[0].depends_on: dependency cycle: a -> c -> b -> a");
+  EXPECT_EQ(TomlError(OneTask("depends_on = [\"a\"]\n")),
+            "sweep.toml:5:15: task[0].depends_on[0]: a task cannot depend on itself");
+  std::string twice = OneTask("") + "[[task]]\nid = \"a\"\ncommand = [\"x\"]\n";
+  EXPECT_EQ(TomlError(twice), "sweep.toml:6:6: task[1].id: duplicate id \"a\" (also task[0])");
+  std::string no_id = OneTask("") + "[[task]]\ncommand = [\"x\"]\n";
+  EXPECT_EQ(TomlError(no_id),
+            "sweep.toml:5:1: task[1]: missing \"id\" (needed when a job has several tasks)");
+}
+
+TEST(JobFileTest, JsonBodyHasTheSameRulesWithPathsInsteadOfPositions) {
+  Result<core::JobSpec> spec = JobSpecFromJson(
+      R"({"name":"j","task":[{"id":"a","command":["x"]},{"id":"b","command":["y"],"resources":{"mem":"4G"}}]})");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message(),
+            "task[1].resources.mem: " + ParseBytes("4G").status().message());
+  spec = JobSpecFromJson(R"({"name":"j","task":[{"id":"a","comand":["x"]}]})");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message(), "task[0]: unknown key \"comand\" (did you mean \"command\"?)");
+  spec = JobSpecFromJson(R"({"name":"j","task":[{"id":"a","command":["x"], "retries": 1e400}]})");
+  EXPECT_FALSE(spec.ok());
+  spec = JobSpecFromJson("{\"name\":\"j\",\"task\":[");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message().rfind("invalid JSON: ", 0), 0u) << spec.status().message();
+}
+
+TEST(JobFileTest, JsonRoundTripsTheDesignExampleAndOddValues) {
+  Result<core::JobSpec> spec = ParseJobToml(kDesignExample, "sweep.toml");
+  ASSERT_TRUE(spec.ok());
+  spec->user = "ana";
+  spec->after_jobs = {3, 4};
+  spec->after_tasks = {{5, 6}};
+  core::TaskGroupSpec& g = spec->groups[1];
+  g.resources.cpus_milli = 1;
+  g.resources.gpus = 25;
+  g.resources.gpu_types = {"A100", "H100"};
+  g.resources.counters = {{"licenses", 3}};
+  g.resources.labels = {{"os", "linux"}};
+  g.retry_backoff = Micros(1500);
+  g.timeout = Seconds(3600) + Millis(5);
+  g.array = core::ArrayRange{7, 1, 3};
+  g.env = {{"A", "b c"}};
+  g.priority = -3;
+  std::string json = JobSpecToJson(*spec);
+  Result<core::JobSpec> back = JobSpecFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << json;
+  EXPECT_EQ(*back, *spec) << json;
+}
+
+TEST(JobFileTest, OversizedInputIsRejectedFirst) {
+  std::string huge(kMaxJobSpecBytes + 1, ' ');
+  EXPECT_FALSE(ParseJobToml(huge, "big.toml").ok());
+  EXPECT_FALSE(JobSpecFromJson(huge).ok());
+}
+
+}  // namespace
+}  // namespace drover::proto

@@ -1,0 +1,236 @@
+#include "proto/messages.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "proto/log_frame.h"
+
+namespace drover::proto {
+namespace {
+
+core::TaskOutcome SampleOutcome() {
+  core::TaskOutcome o;
+  o.exit_code = 3;
+  o.signal = 0;
+  o.oom_killed = true;
+  o.usage = core::TaskUsage{Micros(1'234'567), Micros(987'654), 4ULL << 30};
+  o.result = "{\"loss\": 0.25}\nline two \xc3\xa9";
+  return o;
+}
+
+Hello SampleHello() {
+  Hello h;
+  h.worker_name = "gpu1";
+  h.previous_id = 7;
+  h.agent_version = "0.1.0";
+  h.resources.name = "gpu1";
+  h.resources.cpu_cores = {0, 1, 2, 3};
+  h.resources.mem_bytes = 64ULL << 30;
+  h.resources.gpus = {{0, "GPU-abc", "NVIDIA A100-SXM4-80GB", 80ULL << 30},
+                      {1, "GPU-def", "NVIDIA A100-SXM4-80GB", 80ULL << 30}};
+  h.resources.counters = {{"licenses", 4}};
+  h.resources.labels = {{"os", "linux"}};
+  h.running = {{{12, 3}, 1}, {{12, 4}, 2}};
+  h.finished = {{{11, 0}, 1, SampleOutcome(), TimeFromMicros(1'700'000'000'123'456)}};
+  return h;
+}
+
+Assignment SampleAssignment() {
+  Assignment a;
+  a.task = {12, 3};
+  a.attempt = 2;
+  a.cores = {4, 5};
+  a.cpu_quota_milli = 1500;
+  a.mem_limit_bytes = 4ULL << 30;
+  a.gpus = {{1, 25, 8ULL << 30}};
+  a.argv = {"python", "train.py", "--seed", "3"};
+  a.env = {{"FOO", "bar"}};
+  a.timeout = Seconds(7200);
+  a.array_index = 3;
+  a.job_name = "sweep";
+  a.group_name = "train";
+  a.inputs = {{{12, 0}, "prep result"}};
+  return a;
+}
+
+std::vector<WorkerMessage> AllWorkerMessages() {
+  return {SampleHello(),
+          Heartbeat{{37, 1ULL << 30, {{0, 90, 1ULL << 30}}}, {{{12, 3}, 1}}},
+          Started{{{{12, 3}, 1, TimeFromMicros(1'700'000'000'000'001)}, {{12, 4}, 1, {}}}},
+          Finished{{{{12, 3}, 1, SampleOutcome(), TimeFromMicros(5)}}},
+          Refused{{12, 3}, 1, "needs 4 GiB, 1.5 GiB free"},
+          LogChunk{{12, 3}, 1, LogStream::kStderr, 100, 200, true, "gone"},
+          Drain{true, "SIGTERM"}};
+}
+
+std::vector<ServerMessage> AllServerMessages() {
+  return {HelloAck{7, "srv-1", Seconds(2), Seconds(30)},
+          Assign{{SampleAssignment(), Assignment{{1, 0}, 1, {}, 0, 0, {}, {"true"}}}},
+          Ack{{{{12, 3}, 1}}},
+          Cancel{{12, 3}, 1, "canceled by user"},
+          Kill{{12, 3}, 1, "lease lost"},
+          LogRequest{{12, 3}, 0, LogStream::kStdout, true, false, 4096},
+          Drain{false, ""},
+          Error{"failed_precondition", "protocol version 2 is not supported"}};
+}
+
+TEST(MessagesTest, EveryWorkerMessageRoundTrips) {
+  for (const WorkerMessage& m : AllWorkerMessages()) {
+    std::string text = Encode(m);
+    Result<WorkerMessage> back = DecodeWorkerMessage(text);
+    ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << text;
+    EXPECT_EQ(*back, m) << text;
+    EXPECT_NE(text.find("\"type\":\"" + std::string(MessageTypeName(m)) + "\""), std::string::npos);
+    EXPECT_NE(text.find("\"v\":1"), std::string::npos) << text;
+  }
+}
+
+TEST(MessagesTest, EveryServerMessageRoundTrips) {
+  for (const ServerMessage& m : AllServerMessages()) {
+    std::string text = Encode(m);
+    Result<ServerMessage> back = DecodeServerMessage(text);
+    ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << text;
+    EXPECT_EQ(*back, m) << text;
+  }
+}
+
+TEST(MessagesTest, DirectionIsChecked) {
+  Result<ServerMessage> wrong = DecodeServerMessage(Encode(WorkerMessage(SampleHello())));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().message(),
+            "unknown message type \"hello\" for a server-to-worker message");
+}
+
+TEST(MessagesTest, VersionIsChecked) {
+  Result<ServerMessage> newer = DecodeServerMessage(R"({"type":"ack","v":2,"tasks":[]})");
+  ASSERT_FALSE(newer.ok());
+  EXPECT_EQ(newer.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(newer.status().message(),
+            "message \"ack\" has protocol version 2; this build speaks version 1");
+  // A hello of any version decodes, so the server can explain the mismatch.
+  Hello h = SampleHello();
+  h.protocol_version = 9;
+  Result<WorkerMessage> hello = DecodeWorkerMessage(Encode(WorkerMessage(h)));
+  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+  EXPECT_EQ(std::get<Hello>(*hello).protocol_version, 9u);
+}
+
+std::string ServerError(std::string_view text) {
+  Result<ServerMessage> m = DecodeServerMessage(text);
+  EXPECT_FALSE(m.ok()) << text;
+  return m.ok() ? "" : m.status().message();
+}
+
+TEST(MessagesTest, FieldErrorsNameTheField) {
+  EXPECT_EQ(ServerError(R"({"v":1})"), "message: missing \"type\"");
+  EXPECT_EQ(ServerError(R"({"type":"ack"})"), "message: missing \"v\"");
+  EXPECT_EQ(ServerError(R"({"type":"nope","v":1})"),
+            "unknown message type \"nope\" for a server-to-worker message");
+  EXPECT_EQ(ServerError(R"({"type":"ack","v":1,"tasks":[{"task":"12.3","attempt":-1}]})"),
+            "ack: tasks[0].attempt: -1 is out of range (0 to 4294967295)");
+  EXPECT_EQ(ServerError(R"({"type":"ack","v":1,"tasks":[{"task":"12.3","attempt":1.5}]})"),
+            "ack: tasks[0].attempt: expected an integer, got number 1.5");
+  EXPECT_EQ(ServerError(R"({"type":"ack","v":1,"tasks":[{"task":"12.3","attempt":99999999999999999999999}]})")
+                .rfind("ack: tasks[0].attempt: expected an integer, got number 9.99", 0),
+            0u);
+  EXPECT_EQ(ServerError(R"({"type":"ack","v":1,"tasks":{}})"),
+            "ack: tasks: expected an array, got object");
+  EXPECT_EQ(ServerError(R"({"type":"cancel","v":1,"task":12,"attempt":1})"),
+            "cancel: task: expected a string, got integer");
+  std::string assign = Encode(ServerMessage(Assign{{SampleAssignment()}}));
+  std::string bad = assign;
+  bad.replace(bad.find("\"cores\":[4,5]"), 13, "\"cores\":[4,\"5\"]");
+  EXPECT_EQ(ServerError(bad), "assign: tasks[0].cores[1]: expected an integer, got string");
+  EXPECT_EQ(ServerError(R"({"type":"hello_ack","v":1,"worker":1,"server_instance":"s","heartbeat_interval_us":2000000,"lease_ttl_us":1000000})"),
+            "hello_ack: lease_ttl_us: must be longer than the heartbeat interval");
+}
+
+TEST(MessagesTest, UnknownFieldsAreIgnoredForForwardCompatibility) {
+  Result<ServerMessage> m =
+      DecodeServerMessage(R"({"type":"kill","v":1,"task":"1.2","attempt":3,"new_field":[1,2]})");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(std::get<Kill>(*m), (Kill{{1, 2}, 3, ""}));
+}
+
+TEST(MessagesTest, GarbageNeverCrashesAndAlwaysErrs) {
+  std::string valid = Encode(WorkerMessage(SampleHello()));
+  // Every truncation of a valid message is an error.
+  for (size_t n = 0; n < valid.size(); ++n) {
+    EXPECT_FALSE(DecodeWorkerMessage(valid.substr(0, n)).ok()) << n;
+  }
+  for (std::string_view garbage :
+       {"", "null", "[]", "42", "\"hello\"", "{", "{\"type\":null,\"v\":1}", "\xff\xfe",
+        "{\"type\":\"hello\",\"v\":1,\"name\":\"\xc3\"}", "{\"type\":\"finished\",\"v\":1,"
+                                                          "\"tasks\":[null]}"}) {
+    EXPECT_FALSE(DecodeWorkerMessage(garbage).ok()) << garbage;
+  }
+}
+
+TEST(MessagesTest, DeepNestingIsRejectedBeforeParsing) {
+  std::string deep(100000, '[');
+  Result<WorkerMessage> m = DecodeWorkerMessage(deep);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(), "invalid JSON: nested deeper than 64 levels");
+  // Brackets inside strings do not count.
+  std::string in_string = R"({"type":"drain","v":1,"drain":true,"reason":")" +
+                          std::string(1000, '[') + "\"}";
+  EXPECT_TRUE(DecodeWorkerMessage(in_string).ok());
+}
+
+TEST(MessagesTest, SizeLimitIsCheckedFirst) {
+  std::string big = R"({"type":"drain","v":1,"drain":true,"reason":")" +
+                    std::string(kMaxMessageBytes, 'x') + "\"}";
+  Result<WorkerMessage> m = DecodeWorkerMessage(big);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(), "message is " + std::to_string(big.size()) +
+                                      " bytes, more than the limit of 16777216");
+}
+
+TEST(MessagesTest, OversizedResultIsRejected) {
+  Finished f{{{{1, 0}, 1, SampleOutcome(), {}}}};
+  f.tasks[0].outcome.result.assign(core::kMaxResultBytes + 1, 'r');
+  Result<WorkerMessage> m = DecodeWorkerMessage(Encode(WorkerMessage(f)));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(),
+            "finished: tasks[0].outcome.result: is 65537 bytes, more than the limit of 65536");
+}
+
+TEST(MessagesTest, InvalidUtf8IsReplacedNotThrown) {
+  Refused r{{1, 0}, 1, "bad \xff byte"};
+  std::string text = Encode(WorkerMessage(r));
+  Result<WorkerMessage> back = DecodeWorkerMessage(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<Refused>(*back).reason, "bad \xef\xbf\xbd byte");
+}
+
+TEST(LogFrameTest, RoundTripsAndRejectsBadFrames) {
+  std::string bytes = std::string("line\0with nul\n", 14);
+  LogFrame frame{{(1ULL << 40) + 5, 70000}, 3, LogStream::kStderr, 1ULL << 33, bytes};
+  std::string data = EncodeLogFrame(frame);
+  EXPECT_EQ(data.size(), kLogFrameHeaderBytes + bytes.size());
+  Result<LogFrame> back = DecodeLogFrame(data);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->task, frame.task);
+  EXPECT_EQ(back->attempt, 3u);
+  EXPECT_EQ(back->stream, LogStream::kStderr);
+  EXPECT_EQ(back->offset, 1ULL << 33);
+  EXPECT_EQ(back->bytes, bytes);
+
+  EXPECT_FALSE(DecodeLogFrame(data.substr(0, kLogFrameHeaderBytes - 1)).ok());
+  std::string bad_format = data;
+  bad_format[0] = 2;
+  EXPECT_EQ(DecodeLogFrame(bad_format).status().message(), "log frame has unknown format 2");
+  std::string bad_stream = data;
+  bad_stream[1] = 7;
+  EXPECT_EQ(DecodeLogFrame(bad_stream).status().message(), "log frame has unknown stream 7");
+  std::string too_big(kLogFrameHeaderBytes + kMaxLogFrameBytes + 1, '\0');
+  too_big[0] = 1;
+  EXPECT_FALSE(DecodeLogFrame(too_big).ok());
+  // The encoder never produces a frame its decoder rejects.
+  std::string huge(kMaxLogFrameBytes + 10, 'x');
+  EXPECT_TRUE(DecodeLogFrame(EncodeLogFrame(LogFrame{{1, 0}, 1, LogStream::kStdout, 0, huge})).ok());
+}
+
+}  // namespace
+}  // namespace drover::proto

@@ -1,0 +1,111 @@
+#include "proto/record_codec.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "proto/job_file.h"
+
+namespace drover::proto {
+namespace {
+
+core::JobSpec FullSpec() {
+  core::JobSpec spec;
+  spec.name = "sweep";
+  spec.user = "ana";
+  spec.after_jobs = {3};
+  spec.after_tasks = {{4, 1}};
+  core::TaskGroupSpec prep;
+  prep.name = "prep";
+  prep.command = {"sh", "-c", "echo hi"};
+  prep.env = {{"A", "1"}};
+  prep.resources.cpus_milli = 2500;
+  prep.resources.mem_bytes = 3'000'000'000;
+  prep.resources.labels = {{"os", "linux"}};
+  prep.resources.counters = {{"licenses", 2}};
+  core::TaskGroupSpec train;
+  train.name = "train";
+  train.command = {"python", "train.py", "{index}"};
+  train.array = core::ArrayRange{0, 8, 1};
+  train.resources.gpus = 200;
+  train.resources.gpu_mem_bytes = 16ULL << 30;
+  train.resources.gpu_types = {"A100"};
+  train.depends_on = {"prep"};
+  train.retries = 2;
+  train.retry_backoff = Seconds(30);
+  train.timeout = Seconds(7200);
+  train.priority = 5;
+  spec.groups = {prep, train};
+  return spec;
+}
+
+TEST(RecordCodecTest, JobRecordWithAFullSpecRoundTrips) {
+  core::JobRecord job{12, std::make_shared<const core::JobSpec>(FullSpec()),
+                      TimeFromMicros(1'700'000'000'123'457)};
+  std::string bytes = EncodeRecord(job);
+  Result<core::Record> back = DecodeRecord(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << bytes;
+  const auto& decoded = std::get<core::JobRecord>(*back);
+  EXPECT_EQ(decoded.job, 12u);
+  EXPECT_EQ(decoded.at, job.at);
+  ASSERT_NE(decoded.spec, nullptr);
+  EXPECT_EQ(*decoded.spec, *job.spec);
+}
+
+TEST(RecordCodecTest, NullSpecRoundTrips) {
+  Result<core::Record> back = DecodeRecord(EncodeRecord(core::JobRecord{1, nullptr, {}}));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<core::JobRecord>(*back).spec, nullptr);
+}
+
+TEST(RecordCodecTest, TaskRecordsOfEveryStateRoundTrip) {
+  for (int s = 0; s < core::kTaskStateCount; ++s) {
+    core::TaskRecord task;
+    task.task = {12, 4};
+    task.state = static_cast<core::TaskState>(s);
+    task.attempt = 2;
+    task.worker = 3;
+    task.at = TimeFromMicros(1'700'000'000'000'001 + s);
+    task.reason = s == 5 ? "exit code 3" : "";
+    task.failures = 1;
+    task.cores = {0, 7};
+    task.gpus = {{1, 100, 0}, {2, 25, 1ULL << 30}};
+    Result<core::Record> back = DecodeRecord(EncodeRecord(task));
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(std::get<core::TaskRecord>(*back), task);
+  }
+}
+
+TEST(RecordCodecTest, OutcomeRecordRoundTrips) {
+  core::OutcomeRecord outcome;
+  outcome.task = {9, 0};
+  outcome.attempt = 1;
+  outcome.outcome = {-1, 9, true, {Micros(5), Micros(6), 7}, "result"};
+  outcome.at = TimeFromMicros(42);
+  Result<core::Record> back = DecodeRecord(EncodeRecord(outcome));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<core::OutcomeRecord>(*back), outcome);
+}
+
+TEST(RecordCodecTest, DamagedRecordsAreDataLoss) {
+  std::string bytes = EncodeRecord(core::TaskRecord{});
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    Result<core::Record> r = DecodeRecord(bytes.substr(0, n));
+    ASSERT_FALSE(r.ok()) << n;
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << n;
+  }
+  Result<core::Record> r = DecodeRecord(
+      R"({"v":1,"type":"task","task":"1.2","state":"sleeping","attempt":0,"worker":0,"at_us":0})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "task record: state: unknown task state \"sleeping\"");
+  r = DecodeRecord(R"({"v":1,"type":"job","job":1,"at_us":0,"spec":{"name":"x","task":[]}})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "job record: spec.task: a job needs at least one [[task]]");
+  r = DecodeRecord(R"({"v":1,"type":"lease"})");
+  EXPECT_EQ(r.status().message(), "journal record has unknown type \"lease\"");
+  r = DecodeRecord(R"({"v":2,"type":"task"})");
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace drover::proto
