@@ -1,0 +1,132 @@
+#include "net/event_loop.h"
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <optional>
+
+#include "net/event_loop_asio.h"
+
+namespace drover::net {
+
+namespace asio = boost::asio;
+
+struct EventLoop::Impl {
+  asio::io_context io{1};
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+};
+
+asio::io_context& IoContextOf(EventLoop& loop) { return loop.impl().io; }
+
+EventLoop::EventLoop() : impl_(std::make_unique<Impl>()) {}
+
+EventLoop::~EventLoop() = default;
+
+void EventLoop::Run() {
+  if (impl_->io.stopped()) {
+    // A Stop() before Run() wins once, then the loop becomes usable again.
+    impl_->io.restart();
+    return;
+  }
+  impl_->work.emplace(asio::make_work_guard(impl_->io));
+  impl_->io.run();
+  impl_->work.reset();
+  impl_->io.restart();
+}
+
+size_t EventLoop::Poll() {
+  size_t n = impl_->io.poll();
+  if (impl_->io.stopped()) impl_->io.restart();
+  return n;
+}
+
+void EventLoop::Stop() { impl_->io.stop(); }
+
+void EventLoop::Post(std::function<void()> fn) { asio::post(impl_->io, std::move(fn)); }
+
+bool EventLoop::InLoopThread() const { return impl_->io.get_executor().running_in_this_thread(); }
+
+// Timer: the generation counter makes Cancel() final even when the timer
+// already expired and its completion is queued but not yet run.
+struct Timer::State {
+  explicit State(asio::io_context& io) : timer(io) {}
+  asio::steady_timer timer;
+  uint64_t generation = 0;
+  bool armed = false;
+};
+
+Timer::Timer(EventLoop& loop) : state_(std::make_shared<State>(IoContextOf(loop))) {}
+
+Timer::~Timer() { Cancel(); }
+
+void Timer::ArmAfter(Duration delay, std::function<void()> fn) {
+  Cancel();
+  if (delay < Duration::zero()) delay = Duration::zero();
+  State& s = *state_;
+  s.armed = true;
+  s.timer.expires_after(delay);
+  uint64_t gen = s.generation;
+  std::weak_ptr<State> weak = state_;
+  s.timer.async_wait([weak, gen, fn = std::move(fn)](const boost::system::error_code& ec) {
+    auto state = weak.lock();
+    if (ec || !state || state->generation != gen) return;
+    state->armed = false;
+    fn();
+  });
+}
+
+void Timer::ArmAt(Time when, std::function<void()> fn) {
+  auto now = std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
+  ArmAfter(when - now, std::move(fn));
+}
+
+void Timer::Cancel() {
+  ++state_->generation;
+  state_->armed = false;
+  state_->timer.cancel();
+}
+
+bool Timer::armed() const { return state_->armed; }
+
+struct FdWatch::State {
+  State(asio::io_context& io, int fd) : desc(io) {
+    boost::system::error_code ec;
+    desc.assign(fd, ec);
+    if (ec) status = Internal("cannot watch fd " + std::to_string(fd) + ": " + ec.message());
+  }
+  asio::posix::stream_descriptor desc;
+  std::function<void()> on_readable;
+  bool stopped = false;
+  Status status;
+};
+
+FdWatch::FdWatch(EventLoop& loop, int fd, std::function<void()> on_readable)
+    : state_(std::make_shared<State>(IoContextOf(loop), fd)) {
+  state_->on_readable = std::move(on_readable);
+  if (state_->status.ok()) Arm(state_);
+}
+
+FdWatch::~FdWatch() {
+  state_->stopped = true;
+  boost::system::error_code ec;
+  state_->desc.cancel(ec);
+  // The caller owns the fd: release it so the descriptor does not close it.
+  if (state_->desc.is_open()) state_->desc.release();
+}
+
+const Status& FdWatch::status() const { return state_->status; }
+
+void FdWatch::Arm(const std::shared_ptr<State>& state) {
+  std::weak_ptr<FdWatch::State> weak = state;
+  state->desc.async_wait(asio::posix::stream_descriptor::wait_read,
+                         [weak](const boost::system::error_code& ec) {
+                           auto s = weak.lock();
+                           if (!s || s->stopped || ec) return;
+                           s->on_readable();
+                           if (!s->stopped) Arm(s);
+                         });
+}
+
+}  // namespace drover::net

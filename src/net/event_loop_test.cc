@@ -1,0 +1,105 @@
+#include "net/event_loop.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <thread>
+#include <vector>
+
+#include "net/net_test_util.h"
+
+namespace drover::net {
+namespace {
+
+TEST(EventLoopTest, PostFromAnotherThreadRunsOnTheLoopThread) {
+  EventLoop loop;
+  testing::Inbox<bool> ran;
+  std::thread other([&] {
+    loop.Post([&] {
+      ran.Push(loop.InLoopThread());
+      loop.Stop();
+    });
+  });
+  loop.Run();
+  other.join();
+  std::optional<bool> in_loop = ran.Pop();
+  ASSERT_TRUE(in_loop.has_value());
+  EXPECT_TRUE(*in_loop);
+  EXPECT_FALSE(loop.InLoopThread());
+}
+
+TEST(EventLoopTest, TimersFireInOrderAndCancelIsFinal) {
+  EventLoop loop;
+  std::vector<std::string> fired;
+  Timer canceled(loop), early(loop), late(loop), rearmed(loop);
+  canceled.ArmAfter(Millis(1), [&] { fired.push_back("canceled"); });
+  early.ArmAfter(Millis(2), [&] { fired.push_back("early"); });
+  rearmed.ArmAfter(Millis(3), [&] { fired.push_back("first arming"); });
+  rearmed.ArmAfter(Millis(4), [&] { fired.push_back("rearmed"); });
+  late.ArmAt(std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now()) + Millis(30),
+             [&] {
+               fired.push_back("late");
+               loop.Stop();
+             });
+  canceled.Cancel();
+  EXPECT_TRUE(late.armed());
+  EXPECT_FALSE(canceled.armed());
+  loop.Run();
+  EXPECT_EQ(fired, (std::vector<std::string>{"early", "rearmed", "late"}));
+  EXPECT_FALSE(late.armed());
+}
+
+TEST(EventLoopTest, TimerDestroyedBeforeExpiryNeverFires) {
+  EventLoop loop;
+  bool fired = false;
+  {
+    Timer t(loop);
+    t.ArmAfter(Millis(1), [&] { fired = true; });
+  }
+  Timer stop(loop);
+  stop.ArmAfter(Millis(10), [&] { loop.Stop(); });
+  loop.Run();
+  EXPECT_FALSE(fired);
+}
+
+TEST(EventLoopTest, FdWatchReportsEachReadinessAndEof) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  EventLoop loop;
+  std::string got;
+  std::unique_ptr<FdWatch> watch;
+  watch = std::make_unique<FdWatch>(loop, fds[0], [&] {
+    char buf[16];
+    ssize_t n = ::read(fds[0], buf, sizeof(buf));
+    if (n > 0) {
+      got.append(buf, static_cast<size_t>(n));
+      if (got == "a") EXPECT_EQ(::write(fds[1], "b", 1), 1);  // readable again
+      if (got == "ab") ::close(fds[1]);                       // then EOF
+      return;
+    }
+    got += "<eof>";
+    watch.reset();  // destroying the watch from its own callback is allowed
+    loop.Stop();
+  });
+  ASSERT_TRUE(watch->status().ok());
+  ASSERT_EQ(::write(fds[1], "a", 1), 1);
+  loop.Run();
+  EXPECT_EQ(got, "ab<eof>");
+  ::close(fds[0]);
+}
+
+TEST(EventLoopTest, StopBeforeRunReturnsAndLoopIsReusable) {
+  EventLoop loop;
+  loop.Stop();
+  loop.Run();  // returns at once
+  int ran = 0;
+  loop.Post([&] {
+    ++ran;
+    loop.Stop();
+  });
+  loop.Run();
+  EXPECT_EQ(ran, 1);
+}
+
+}  // namespace
+}  // namespace drover::net

@@ -1,0 +1,111 @@
+// Server: the HTTP + WebSocket endpoint of `drover server`, one port, TLS or
+// plain TCP, on an EventLoop.
+//
+//   Server server(loop, {.port = 7210, .tls = true, .cert_dir = state_dir,
+//                        .token = token});
+//   server.Route("GET", "/api/v1/jobs/{id}", [](const Request& r, Responder done) {
+//     done(JsonResponse(...));
+//   });
+//   server.WebSocketRoute("/api/v1/worker", [](std::shared_ptr<WsSession> s,
+//                                               const Request& r) { ... });
+//   server.AllowPublic("/assets/*");
+//   RETURN_IF_ERROR(server.Start());
+//
+// Authentication: every request needs `Authorization: Bearer <token>`,
+// except paths passed to AllowPublic. WebSocket upgrade requests may carry
+// the token as a `?token=` query parameter instead, because browsers cannot
+// set headers on a WebSocket. A missing or wrong token gets 401 with
+// {"error":{"code":"unauthenticated","message":...}} (WebSocket upgrades are
+// refused the same way).
+//
+// Limits: header and body sizes (413 and the connection closed), WebSocket
+// message size (that connection closed with code 1009), a handshake timeout
+// (TLS handshake plus the first request's headers) and an idle timeout, so
+// half-open connections are dropped. A malformed request or message closes
+// only its own connection, with a logged reason (spdlog).
+//
+// Thread safety: construct, add routes and Start() before the loop runs or on
+// the loop thread; handlers run on the loop thread. Stop() and the destructor
+// belong to the loop thread or to a time when the loop is not running.
+#ifndef DROVER_NET_SERVER_H_
+#define DROVER_NET_SERVER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "common/time.h"
+#include "net/event_loop.h"
+#include "net/http_types.h"
+#include "net/ws_session.h"
+
+namespace drover::net {
+
+struct ServerLimits {
+  size_t max_header_bytes = 16 * 1024;
+  size_t max_body_bytes = 64 * 1024 * 1024;
+  size_t max_ws_message_bytes = 16 * 1024 * 1024;
+  // Unsent bytes a WebSocket may queue before it is closed as too slow.
+  size_t max_ws_queue_bytes = 64 * 1024 * 1024;
+  Duration handshake_timeout = Seconds(10);
+  Duration idle_timeout = Seconds(60);
+};
+
+struct ServerOptions {
+  std::string bind_address = "0.0.0.0";
+  uint16_t port = 7210;  // 0 picks a free port; see Server::port()
+  bool tls = true;
+  std::string cert_dir;  // where server.crt / server.key live (tls only)
+  std::string token;     // required, non-empty
+  ServerLimits limits;
+};
+
+// Called on the loop thread when a WebSocket upgrade on a registered path
+// succeeded. Set the session's callbacks here; reading starts after return.
+// Keep the shared_ptr to send later; the session stays alive while open.
+using WsOpenHandler = std::function<void(std::shared_ptr<WsSession>, const Request&)>;
+
+class Server {
+ public:
+  Server(EventLoop& loop, ServerOptions options);
+  ~Server();  // Stop()s
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // `pattern` as in router.h. Registering after Start() is allowed on the
+  // loop thread.
+  void Route(std::string method, std::string pattern, Handler handler);
+  void WebSocketRoute(std::string pattern, WsOpenHandler on_open);
+
+  // Exact paths, or prefixes written "/assets/*", served without a token.
+  void AllowPublic(std::string path_or_prefix);
+
+  // Loads or makes the TLS identity (tls only), binds and listens. Fails with
+  // kInvalidArgument for an empty token or a bad bind address, kUnavailable
+  // if the port cannot be bound (message names address and port), and the
+  // errors of LoadOrCreateTlsIdentity.
+  Status Start();
+
+  // Closes the listener and drops every open connection. Idempotent.
+  void Stop();
+
+  // The bound port (after Start(); useful with port 0).
+  uint16_t port() const;
+
+  // The certificate fingerprint clients must pin; empty without TLS.
+  const std::string& fingerprint() const;
+
+  // Open connections (HTTP and WebSocket), for metrics and tests.
+  size_t connection_count() const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace drover::net
+
+#endif  // DROVER_NET_SERVER_H_

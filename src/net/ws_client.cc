@@ -1,0 +1,181 @@
+// The connect sequence (resolve, TCP connect, TLS handshake and pin check,
+// WebSocket upgrade with the token) as one heap object that keeps itself
+// alive through its completion handlers.
+
+#include "net/ws_client.h"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <optional>
+
+#include "net/event_loop_asio.h"
+#include "net/tls_identity.h"
+#include "net/ws_session_impl.h"
+
+namespace drover::net {
+namespace {
+
+namespace http = boost::beast::http;
+namespace ssl = boost::asio::ssl;
+namespace asio = internal::asio;
+namespace beast = internal::beast;
+namespace websocket = internal::websocket;
+using tcp = asio::ip::tcp;
+using beast::error_code;
+
+template <class NextLayer>
+class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
+ public:
+  static constexpr bool kTls = std::is_same_v<NextLayer, internal::TlsStream>;
+  using Ws = websocket::stream<NextLayer>;
+
+  ConnectOp(asio::io_context& io, ClientOptions options, std::string target, std::string fingerprint,
+            WsConnectCallback done)
+      : options_(std::move(options)),
+        target_(std::move(target)),
+        fingerprint_(std::move(fingerprint)),
+        done_(std::move(done)),
+        resolver_(io) {
+    if constexpr (kTls) {
+      tls_ = std::make_shared<ssl::context>(ssl::context::tls_client);
+      // Trust comes from the pinned fingerprint, checked after the handshake.
+      tls_->set_verify_mode(ssl::verify_none);
+      ws_.emplace(io, *tls_);
+    } else {
+      ws_.emplace(io);
+    }
+  }
+
+  void Begin() {
+    resolver_.async_resolve(options_.host, std::to_string(options_.port),
+                            [self = this->shared_from_this()](error_code ec,
+                                                              tcp::resolver::results_type results) {
+                              if (ec) return self->Fail(self->NetError(ec, "cannot resolve"));
+                              self->Connect(results);
+                            });
+  }
+
+ private:
+  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(*ws_); }
+
+  Status NetError(error_code ec, const std::string& what) const {
+    const std::string where = options_.host + ":" + std::to_string(options_.port);
+    if (ec == beast::error::timeout) {
+      return Status(StatusCode::kDeadlineExceeded, what + " " + where + ": timed out");
+    }
+    return Unavailable(what + " " + where + ": " + ec.message());
+  }
+
+  void Connect(const tcp::resolver::results_type& results) {
+    Lowest().expires_after(options_.timeout);
+    Lowest().async_connect(results, [self = this->shared_from_this()](error_code ec,
+                                                                      const tcp::endpoint& ep) {
+      if (ec) return self->Fail(self->NetError(ec, "cannot connect to"));
+      self->remote_ = internal::EndpointText(ep);
+      if constexpr (kTls) {
+        self->TlsHandshake();
+      } else {
+        self->Upgrade();
+      }
+    });
+  }
+
+  void TlsHandshake() {
+    ws_->next_layer().async_handshake(
+        ssl::stream_base::client, [self = this->shared_from_this()](error_code ec) {
+          if (ec) return self->Fail(self->NetError(ec, "TLS handshake failed with"));
+          Status pinned =
+              CheckPeerFingerprint(self->ws_->next_layer().native_handle(), self->fingerprint_);
+          if (!pinned.ok()) return self->Fail(pinned);
+          self->Upgrade();
+        });
+  }
+
+  void Upgrade() {
+    Lowest().expires_never();
+    websocket::stream_base::timeout timeouts;
+    timeouts.handshake_timeout = options_.timeout;
+    timeouts.idle_timeout = options_.ws_idle_timeout > Duration::zero()
+                                ? std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                      options_.ws_idle_timeout)
+                                : websocket::stream_base::none();
+    timeouts.keep_alive_pings = options_.ws_idle_timeout > Duration::zero();
+    ws_->set_option(timeouts);
+    ws_->read_message_max(options_.max_ws_message_bytes);
+    ws_->set_option(websocket::stream_base::decorator(
+        [token = options_.token](websocket::request_type& req) {
+          req.set(http::field::user_agent, "drover");
+          if (!token.empty()) req.set(http::field::authorization, "Bearer " + token);
+        }));
+    const std::string host = options_.host + ":" + std::to_string(options_.port);
+    ws_->async_handshake(response_, host, target_, [self = this->shared_from_this()](error_code ec) {
+      if (ec == websocket::error::upgrade_declined) return self->Fail(self->Declined());
+      if (ec) return self->Fail(self->NetError(ec, "WebSocket handshake failed with"));
+      self->Open();
+    });
+  }
+
+  Status Declined() const {
+    const int code = static_cast<int>(response_.result_int());
+    const std::string where = options_.host + ":" + std::to_string(options_.port);
+    if (code == 401) return Unauthenticated("server " + where + " refused the cluster token");
+    if (code == 404) return NotFound("server " + where + " has no WebSocket endpoint at " + target_);
+    return Unavailable("server " + where + " declined the WebSocket upgrade with HTTP " +
+                       std::to_string(code));
+  }
+
+  void Open() {
+    auto session = std::make_shared<internal::WsSessionImpl<NextLayer>>(
+        std::move(*ws_), remote_, options_.max_ws_queue_bytes);
+    ws_.reset();
+    session->Hold(tls_);
+    auto done = std::exchange(done_, nullptr);
+    done(std::shared_ptr<WsSession>(session));
+    session->Start();
+  }
+
+  void Fail(Status status) {
+    error_code ignored;
+    Lowest().socket().close(ignored);
+    if (auto done = std::exchange(done_, nullptr)) done(std::move(status));
+  }
+
+  ClientOptions options_;
+  std::string target_;
+  std::string fingerprint_;
+  WsConnectCallback done_;
+  tcp::resolver resolver_;
+  std::shared_ptr<ssl::context> tls_;
+  std::optional<Ws> ws_;
+  websocket::response_type response_;
+  std::string remote_;
+};
+
+}  // namespace
+
+void ConnectWebSocket(EventLoop& loop, const ClientOptions& options, std::string target,
+                      WsConnectCallback done) {
+  asio::io_context& io = IoContextOf(loop);
+  if (!options.tls) {
+    auto op = std::make_shared<ConnectOp<beast::tcp_stream>>(io, options, std::move(target), "",
+                                                             std::move(done));
+    op->Begin();
+    return;
+  }
+  Result<std::string> fingerprint =
+      options.fingerprint.empty()
+          ? Result<std::string>(FailedPrecondition(
+                "TLS is on but no server fingerprint is known to pin (use the access file, "
+                "--fingerprint, or --no-tls)"))
+          : NormalizeFingerprint(options.fingerprint);
+  if (!fingerprint.ok()) {
+    // Report on the loop like every other outcome, never from inside this call.
+    asio::post(io, [done = std::move(done), status = fingerprint.status()] { done(status); });
+    return;
+  }
+  auto op = std::make_shared<ConnectOp<internal::TlsStream>>(io, options, std::move(target),
+                                                             *fingerprint, std::move(done));
+  op->Begin();
+}
+
+}  // namespace drover::net

@@ -1,0 +1,220 @@
+// WebSocket server sessions and ConnectWebSocket against each other on
+// loopback, over TLS and plain TCP.
+
+#include <gtest/gtest.h>
+
+#include "net/net_test_util.h"
+#include "net/server.h"
+#include "net/tls_identity.h"
+#include "net/ws_client.h"
+
+namespace drover::net {
+namespace {
+
+using testing::Inbox;
+using testing::LoopThread;
+using testing::TempDir;
+
+const std::string kToken(64, 'e');
+
+// What one side of a connection saw.
+struct Seen {
+  Inbox<std::string> text;
+  Inbox<std::string> binary;
+  Inbox<Status> closed;
+
+  void Attach(WsSession& s) {
+    s.OnText([this](std::string m) { text.Push(std::move(m)); });
+    s.OnBinary([this](std::string m) { binary.Push(std::move(m)); });
+    s.OnClose([this](const Status& st) { closed.Push(st); });
+  }
+};
+
+class WsTest : public ::testing::TestWithParam<bool> {
+ protected:
+  bool tls() const { return GetParam(); }
+
+  void SetUp() override {
+    ServerOptions o;
+    o.bind_address = "127.0.0.1";
+    o.port = 0;
+    o.tls = tls();
+    o.cert_dir = state_.path();
+    o.token = kToken;
+    o.limits.max_ws_message_bytes = 1024;
+    server_ = std::make_unique<Server>(loop_, o);
+    // Echo: text back as text, binary back as binary; greets on open.
+    server_->WebSocketRoute("/ws/{name}", [this](std::shared_ptr<WsSession> s, const Request& r) {
+      EXPECT_TRUE(loop_.InLoopThread());
+      std::weak_ptr<WsSession> weak = s;
+      s->OnText([weak](std::string m) {
+        if (auto s = weak.lock()) s->SendText(std::move(m));
+      });
+      s->OnBinary([weak](std::string m) {
+        if (auto s = weak.lock()) s->SendBinary(std::move(m));
+      });
+      s->OnClose([this, s](const Status& st) { server_closed_.Push(st); });
+      s->SendText("hello " + r.path_params.at("name"));
+    });
+    ASSERT_TRUE(server_->Start().ok());
+    loop_thread_ = std::make_unique<LoopThread>(loop_);
+  }
+
+  void TearDown() override {
+    loop_thread_->Call([this] { server_->Stop(); });
+    loop_thread_.reset();
+    server_.reset();
+  }
+
+  ClientOptions Client(std::string token = kToken) {
+    ClientOptions o;
+    o.port = server_->port();
+    o.tls = tls();
+    o.fingerprint = server_->fingerprint();
+    o.token = std::move(token);
+    o.timeout = Seconds(20);
+    return o;
+  }
+
+  // Connects and attaches `seen`; returns the session or the failure.
+  Result<std::shared_ptr<WsSession>> Connect(const ClientOptions& o, const std::string& target,
+                                             Seen* seen) {
+    Inbox<Result<std::shared_ptr<WsSession>>> result;
+    loop_.Post([&, o, target] {
+      ConnectWebSocket(loop_, o, target, [&, seen](Result<std::shared_ptr<WsSession>> r) {
+        if (r.ok()) seen->Attach(**r);
+        result.Push(std::move(r));
+      });
+    });
+    auto r = result.Pop();
+    if (!r) return Status(StatusCode::kDeadlineExceeded, "connect callback never ran");
+    return std::move(*r);
+  }
+
+  TempDir state_;
+  EventLoop loop_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<LoopThread> loop_thread_;
+  Inbox<Status> server_closed_;
+};
+
+TEST_P(WsTest, EchoTextAndBinaryBothWays) {
+  Seen seen;
+  auto session = Connect(Client(), "/ws/alpha", &seen);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  EXPECT_EQ(seen.text.Pop().value_or("<none>"), "hello alpha");
+
+  (*session)->SendText("ping 1");
+  std::string blob("\x00\x01\xff binary", 10);
+  (*session)->SendBinary(blob);
+  (*session)->SendText("ping 2");
+  EXPECT_EQ(seen.text.Pop().value_or("<none>"), "ping 1");
+  EXPECT_EQ(seen.binary.Pop().value_or("<none>"), blob);
+  EXPECT_EQ(seen.text.Pop().value_or("<none>"), "ping 2");
+
+  (*session)->Close("done");
+  std::optional<Status> client_end = seen.closed.Pop();
+  ASSERT_TRUE(client_end.has_value());
+  EXPECT_TRUE(client_end->ok()) << client_end->ToString();
+  std::optional<Status> server_end = server_closed_.Pop();
+  ASSERT_TRUE(server_end.has_value());
+  EXPECT_TRUE(server_end->ok()) << server_end->ToString();
+}
+
+TEST_P(WsTest, TokenInHeaderOrQueryElseUpgradeRefused) {
+  for (const std::string& token : {std::string(), std::string(64, 'f')}) {
+    Seen seen;
+    auto r = Connect(Client(token), "/ws/x", &seen);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnauthenticated) << r.status().ToString();
+  }
+  // Browsers cannot set headers on a WebSocket: ?token= is accepted.
+  Seen seen;
+  auto r = Connect(Client(""), "/ws/browser?token=" + kToken, &seen);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(seen.text.Pop().value_or("<none>"), "hello browser");
+  Seen nowhere;
+  EXPECT_EQ(Connect(Client(), "/nowhere", &nowhere).status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(WsTest, OversizedMessageClosesOnlyThatConnection) {
+  Seen bad, good;
+  auto b = Connect(Client(), "/ws/bad", &bad);
+  auto g = Connect(Client(), "/ws/good", &good);
+  ASSERT_TRUE(b.ok() && g.ok());
+  ASSERT_TRUE(bad.text.Pop().has_value());
+  ASSERT_TRUE(good.text.Pop().has_value());
+
+  (*b)->SendText(std::string(2048, 'z'));
+  std::optional<Status> server_end = server_closed_.Pop();
+  ASSERT_TRUE(server_end.has_value());
+  EXPECT_EQ(server_end->code(), StatusCode::kResourceExhausted) << server_end->ToString();
+  std::optional<Status> bad_end = bad.closed.Pop();
+  ASSERT_TRUE(bad_end.has_value());
+  EXPECT_FALSE(bad_end->ok());
+
+  (*g)->SendText("still here");
+  EXPECT_EQ(good.text.Pop().value_or("<none>"), "still here");
+  (*b)->SendText("into the void");  // dropped: the session is closed
+}
+
+TEST_P(WsTest, ServerStopDropsClients) {
+  Seen seen;
+  auto s = Connect(Client(), "/ws/w", &seen);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(seen.text.Pop().has_value());
+  loop_thread_->Call([this] { server_->Stop(); });
+  std::optional<Status> end = seen.closed.Pop();
+  ASSERT_TRUE(end.has_value());
+  EXPECT_FALSE(end->ok());
+  Seen again;
+  EXPECT_EQ(Connect(Client(), "/ws/w", &again).status().code(), StatusCode::kUnavailable);
+}
+
+INSTANTIATE_TEST_SUITE_P(TlsAndPlain, WsTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Tls" : "Plain"; });
+
+TEST(WsTlsTest, PinnedFingerprintMismatchIsRefused) {
+  TempDir state, other;
+  Result<TlsIdentity> impostor = LoadOrCreateTlsIdentity(other.path());
+  ASSERT_TRUE(impostor.ok());
+  EventLoop loop;
+  ServerOptions o;
+  o.bind_address = "127.0.0.1";
+  o.port = 0;
+  o.cert_dir = state.path();
+  o.token = kToken;
+  Server server(loop, o);
+  bool opened = false;
+  server.WebSocketRoute("/ws", [&](std::shared_ptr<WsSession>, const Request&) { opened = true; });
+  ASSERT_TRUE(server.Start().ok());
+
+  ClientOptions c;
+  c.port = server.port();
+  c.token = kToken;
+  c.fingerprint = impostor->fingerprint;
+  Inbox<Status> result;
+  for (const std::string& fp : {impostor->fingerprint, std::string()}) {
+    c.fingerprint = fp;
+    ConnectWebSocket(loop, c, "/ws", [&](Result<std::shared_ptr<WsSession>> r) {
+      result.Push(r.ok() ? Status::Ok() : r.status());
+    });
+  }
+  LoopThread thread(loop);
+  std::optional<Status> first = result.Pop();
+  std::optional<Status> second = result.Pop();
+  ASSERT_TRUE(first.has_value() && second.has_value());
+  // The empty-fingerprint failure is reported first (no network involved).
+  EXPECT_EQ(first->code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(second->code(), StatusCode::kFailedPrecondition);
+  const std::string& mismatch = first->message().find(impostor->fingerprint) != std::string::npos
+                                    ? first->message()
+                                    : second->message();
+  EXPECT_NE(mismatch.find(impostor->fingerprint), std::string::npos);
+  EXPECT_NE(mismatch.find(server.fingerprint()), std::string::npos);
+  thread.Call([&] { server.Stop(); });
+  EXPECT_FALSE(opened);
+}
+
+}  // namespace
+}  // namespace drover::net
