@@ -84,7 +84,8 @@ int Main(int argc, char** argv) {
   char tmpl[] = "/tmp/drover-executor-bench-XXXXXX";
   const std::string root = mkdtemp(tmpl);
   std::string combined;
-  for (IsolationMode mode : {IsolationMode::kNone, IsolationMode::kRlimit, IsolationMode::kCgroup1}) {
+  for (IsolationMode mode :
+       {IsolationMode::kNone, IsolationMode::kRlimit, IsolationMode::kCgroup1}) {
     const std::string name(IsolationModeName(mode));
     const std::string workdir = root + "/" + name;
     double bare = BarePerTaskUs(tasks);

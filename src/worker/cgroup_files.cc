@@ -2,8 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -65,8 +65,7 @@ std::optional<uint64_t> ReadKeyedValue(const std::string& path, std::string_view
     size_t nl = rest.find('\n');
     std::string_view line = rest.substr(0, nl);
     rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-    if (line.size() > key.size() && line.substr(0, key.size()) == key &&
-        line[key.size()] == ' ') {
+    if (line.size() > key.size() && line.substr(0, key.size()) == key && line[key.size()] == ' ') {
       return ParseU64(line.substr(key.size() + 1));
     }
   }

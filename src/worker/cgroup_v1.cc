@@ -199,8 +199,7 @@ class CgroupV1Isolator final : public Isolator {
 };
 
 // Finds the controller's mount and creates <current>/drover/w<pid> in it.
-Result<Hierarchy> Prepare(const std::string& mounts, const std::string& controller,
-                          bool required) {
+Result<Hierarchy> Prepare(const std::string& mounts, const std::string& controller, bool required) {
   Hierarchy h;
   std::string mount = mounts + "/" + controller;
   struct stat st;

@@ -66,7 +66,8 @@ Status EpollLoop::RunUntil(const std::function<bool()>& done, Duration deadline)
   auto end = std::chrono::steady_clock::now() + deadline;
   while (!done()) {
     auto left = std::chrono::duration_cast<Duration>(end - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return Status(StatusCode::kDeadlineExceeded, "event loop deadline passed");
+    if (left.count() <= 0)
+      return Status(StatusCode::kDeadlineExceeded, "event loop deadline passed");
     ASSIGN_OR_RETURN(int ran, RunOnce(left));
     (void)ran;
   }

@@ -12,11 +12,14 @@ TEST(EpollLoopTest, CallsBackWhenReadableAndStopsAfterUnwatch) {
   int p[2];
   ASSERT_EQ(pipe(p), 0);
   int calls = 0;
-  ASSERT_TRUE((*loop)->Watch(p[0], [&] {
-                       char c;
-                       ASSERT_EQ(read(p[0], &c, 1), 1);
-                       ++calls;
-                     }).ok());
+  ASSERT_TRUE((*loop)
+                  ->Watch(p[0],
+                          [&] {
+                            char c;
+                            ASSERT_EQ(read(p[0], &c, 1), 1);
+                            ++calls;
+                          })
+                  .ok());
   EXPECT_EQ((*loop)->Watch(p[0], [] {}).code(), StatusCode::kAlreadyExists);
   ASSERT_EQ(write(p[1], "x", 1), 1);
   ASSERT_TRUE((*loop)->RunUntil([&] { return calls == 1; }, Seconds(10)).ok());
@@ -40,10 +43,13 @@ TEST(EpollLoopTest, CallbackMayUnwatchItselfAndHangupCountsAsReadable) {
   int p[2];
   ASSERT_EQ(pipe(p), 0);
   bool seen = false;
-  ASSERT_TRUE((*loop)->Watch(p[0], [&] {
-                       seen = true;
-                       (*loop)->Unwatch(p[0]);
-                     }).ok());
+  ASSERT_TRUE((*loop)
+                  ->Watch(p[0],
+                          [&] {
+                            seen = true;
+                            (*loop)->Unwatch(p[0]);
+                          })
+                  .ok());
   close(p[1]);  // EOF
   ASSERT_TRUE((*loop)->RunUntil([&] { return seen; }, Seconds(10)).ok());
   EXPECT_EQ((*loop)->watched(), 0u);

@@ -293,7 +293,8 @@ Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done) {
     return s;
   };
 
-  const uint64_t cap = spec.output_cap_bytes > 0 ? spec.output_cap_bytes : options_.output_cap_bytes;
+  const uint64_t cap =
+      spec.output_cap_bytes > 0 ? spec.output_cap_bytes : options_.output_cap_bytes;
   const std::string* paths[2] = {&dirs.stdout_path, &dirs.stderr_path};
   for (int i = 0; i < 2; ++i) {
     Result<std::unique_ptr<OutputCapture>> out = OutputCapture::Create(*paths[i], cap);

@@ -51,9 +51,9 @@
 namespace drover::worker {
 
 struct ExecutorOptions {
-  std::string workdir;     // task directories go under here
-  std::string task_user;   // unix user tasks run as when the worker is root
-  bool run_as_root = false;  // allow tasks to run as root (no task_user)
+  std::string workdir;                      // task directories go under here
+  std::string task_user;                    // unix user tasks run as when the worker is root
+  bool run_as_root = false;                 // allow tasks to run as root (no task_user)
   uint64_t output_cap_bytes = 64ull << 20;  // per stream, default for tasks
   uint64_t result_cap_bytes = 64 << 10;     // DROVER_RESULT read-back cap
   Duration default_grace = Seconds(10);     // TERM -> KILL
@@ -66,22 +66,22 @@ struct TaskSpec {
   int64_t task_index = -1;  // DROVER_TASK_INDEX (array index); -1: id.index
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env;  // added/overridden
-  std::string working_dir;  // empty: the task directory
+  std::string working_dir;                               // empty: the task directory
   int64_t milli_cpus = 0;
   uint64_t memory_bytes = 0;
   int64_t max_pids = 0;
-  std::vector<int> cores;  // pinned cores (affinity + cpuset)
-  std::vector<int> gpus;   // assigned GPU indices
+  std::vector<int> cores;         // pinned cores (affinity + cpuset)
+  std::vector<int> gpus;          // assigned GPU indices
   uint64_t output_cap_bytes = 0;  // 0: ExecutorOptions::output_cap_bytes
 };
 
 // The directories of one task attempt.
 struct TaskDirs {
-  std::string task;        // <workdir>/<job>/<index>.<attempt>   (cwd)
-  std::string inputs;      // <task>/inputs    DROVER_INPUTS
-  std::string output;      // <task>/output    DROVER_OUTPUT_DIR
-  std::string checkpoint;  // <workdir>/<job>/<index>.checkpoint (kept across retries)
-  std::string result;      // <task>/result    DROVER_RESULT
+  std::string task;         // <workdir>/<job>/<index>.<attempt>   (cwd)
+  std::string inputs;       // <task>/inputs    DROVER_INPUTS
+  std::string output;       // <task>/output    DROVER_OUTPUT_DIR
+  std::string checkpoint;   // <workdir>/<job>/<index>.checkpoint (kept across retries)
+  std::string result;       // <task>/result    DROVER_RESULT
   std::string stdout_path;  // <task>/stdout
   std::string stderr_path;  // <task>/stderr
 };
@@ -99,9 +99,9 @@ struct TaskResult {
   int signal = 0;      // when a signal ended it
   bool oom_killed = false;
   Duration wall{0};
-  Duration cpu{0};            // user + system of the task's tree
-  uint64_t peak_memory = 0;   // bytes
-  std::string result_text;    // DROVER_RESULT contents, capped
+  Duration cpu{0};           // user + system of the task's tree
+  uint64_t peak_memory = 0;  // bytes
+  std::string result_text;   // DROVER_RESULT contents, capped
   bool stdout_truncated = false;
   bool stderr_truncated = false;
   size_t leftovers_killed = 0;  // processes killed after the task exited

@@ -3,6 +3,7 @@
 #include "worker/executor.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "worker/cgroup_files.h"
 #include "worker/exec_test_util.h"
 
 namespace drover::worker {
@@ -21,9 +23,10 @@ using testing::Task;
 
 TEST(ExecutorTest, RunsATaskWithItsEnvironmentDirectoriesAndResult) {
   Harness h(MakeNoIsolator());
-  TaskSpec spec = Task(3, {"sh", "-c",
-                           "env | grep -E '^(DROVER_|OMP_NUM|CUDA_VISIBLE|NVIDIA_VISIBLE|EXTRA=)' | sort; pwd; "
-                           "echo oops >&2; echo 42 > $DROVER_RESULT"});
+  TaskSpec spec =
+      Task(3, {"sh", "-c",
+               "env | grep -E '^(DROVER_|OMP_NUM|CUDA_VISIBLE|NVIDIA_VISIBLE|EXTRA=)' | sort; pwd; "
+               "echo oops >&2; echo 42 > $DROVER_RESULT"});
   spec.attempt = 2;
   spec.task_index = 11;
   spec.cores = {1};
@@ -40,17 +43,25 @@ TEST(ExecutorTest, RunsATaskWithItsEnvironmentDirectoriesAndResult) {
   EXPECT_EQ(ReadFile(task + "/stdout"),
             "CUDA_VISIBLE_DEVICES=0,1\n"
             "DROVER_ATTEMPT=2\n"
-            "DROVER_CHECKPOINT_DIR=" + job + "/3.checkpoint\n"
-            "DROVER_CPUS=1\n"
-            "DROVER_INPUTS=" + task + "/inputs\n"
-            "DROVER_JOB_ID=7\n"
-            "DROVER_OUTPUT_DIR=" + task + "/output\n"
-            "DROVER_RESULT=" + task + "/result\n"
-            "DROVER_TASK_ID=7.3\n"
-            "DROVER_TASK_INDEX=11\n"
-            "EXTRA=yes\n"
-            "NVIDIA_VISIBLE_DEVICES=0,1\n"
-            "OMP_NUM_THREADS=1\n" +
+            "DROVER_CHECKPOINT_DIR=" +
+                job +
+                "/3.checkpoint\n"
+                "DROVER_CPUS=1\n"
+                "DROVER_INPUTS=" +
+                task +
+                "/inputs\n"
+                "DROVER_JOB_ID=7\n"
+                "DROVER_OUTPUT_DIR=" +
+                task +
+                "/output\n"
+                "DROVER_RESULT=" +
+                task +
+                "/result\n"
+                "DROVER_TASK_ID=7.3\n"
+                "DROVER_TASK_INDEX=11\n"
+                "EXTRA=yes\n"
+                "NVIDIA_VISIBLE_DEVICES=0,1\n"
+                "OMP_NUM_THREADS=1\n" +
                 task + "\n");
   EXPECT_EQ(ReadFile(task + "/stderr"), "oops\n");
   for (const char* d : {"/inputs", "/output"}) {
@@ -209,6 +220,33 @@ TEST(ExecutorTest, RefusesASecondStartOfARunningTask) {
   ASSERT_TRUE(h.executor().Kill(TaskId{7, 1}, Duration(0)).ok());
   h.WaitFor(1);
   EXPECT_EQ(h.results()[1].reason, "canceled (killed by signal 9)");
+}
+
+TEST(ExecutorTest, BackgroundJobsOfAFinishedTaskAreKilledWithItsGroup) {
+  Harness h(MakeNoIsolator());
+  testing::Fifo fifo;
+  ASSERT_TRUE(h.Start(Task(1, {"sh", "-c", "sleep 100 & echo $! > " + fifo.path()})).ok());
+  const pid_t bg = atoi(fifo.Read().c_str());
+  ASSERT_GT(bg, 0);
+  int fd = PidfdOpen(bg);
+  ASSERT_GE(fd, 0);
+  h.WaitFor(1);
+  EXPECT_EQ(h.results()[1].outcome, TaskOutcome::kSucceeded);
+  pollfd p{fd, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 10000), 1) << "background job survived its task";
+  close(fd);
+}
+
+TEST(ExecutorTest, DestroyingTheExecutorKillsItsTasks) {
+  auto h = std::make_unique<Harness>(MakeNoIsolator());
+  auto pid = h->Start(Task(1, {"sleep", "100"}));
+  ASSERT_TRUE(pid.ok());
+  int fd = PidfdOpen(*pid);
+  ASSERT_GE(fd, 0);
+  h.reset();
+  pollfd p{fd, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 10000), 1) << "task survived its executor";
+  close(fd);
 }
 
 }  // namespace

@@ -52,8 +52,8 @@ struct CageSpec {
 // What the kernel accounted for a task; absent figures are unknown (the
 // executor falls back to wait4's rusage for them).
 struct CageUsage {
-  std::optional<Duration> cpu;            // user + system of the whole tree
-  std::optional<uint64_t> peak_memory;    // bytes
+  std::optional<Duration> cpu;          // user + system of the whole tree
+  std::optional<uint64_t> peak_memory;  // bytes
   bool oom_killed = false;
 };
 

@@ -46,8 +46,8 @@ TEST(MakeIsolatorTest, AutoFallsBackToRlimitWhenNoCgroupIsUsable) {
   options.mode = IsolationMode::kCgroup1;
   auto v1 = MakeIsolator(options);
   EXPECT_EQ(v1.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(v1.status().message(), "cgroup v1 controller \"memory\" is not mounted at " +
-                                       dir.path() + "/no-v1/memory");
+  EXPECT_EQ(v1.status().message(),
+            "cgroup v1 controller \"memory\" is not mounted at " + dir.path() + "/no-v1/memory");
 }
 
 TEST(RlimitIsolatorTest, SetsDataAndProcessLimits) {

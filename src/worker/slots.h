@@ -32,8 +32,8 @@ struct GpuShare {
 };
 
 struct SlotRequest {
-  int64_t milli_cpus = 0;     // counted against cores.size() * 1000
-  std::vector<int> cores;     // pinned cores, held exclusively
+  int64_t milli_cpus = 0;  // counted against cores.size() * 1000
+  std::vector<int> cores;  // pinned cores, held exclusively
   uint64_t memory_bytes = 0;
   std::vector<GpuShare> gpus;
 };

@@ -57,8 +57,7 @@ TEST(SlotsTest, RefusesBeyondMemoryAndCpu) {
 
 TEST(SlotsTest, RefusesUnknownOrDuplicateIndicesAndDoubleAdmission) {
   Slots slots = FourCoresTwoGpus();
-  EXPECT_EQ(slots.Admit({1, 0}, {0, {7}, 0, {}}).message(),
-            "core 7 does not exist on this worker");
+  EXPECT_EQ(slots.Admit({1, 0}, {0, {7}, 0, {}}).message(), "core 7 does not exist on this worker");
   EXPECT_EQ(slots.Admit({1, 0}, {0, {1, 1}, 0, {}}).message(), "core 1 is named twice");
   EXPECT_EQ(slots.Admit({1, 0}, {0, {}, 0, {{2, 100}}}).message(),
             "GPU 2 does not exist on this worker");
