@@ -177,8 +177,7 @@ bool ReadGpuUse(const Json& j, const std::string& path, core::GpuUtilization* ou
          r.Integer("mem_used_bytes", &out->mem_used_bytes);
 }
 
-bool ReadWorker(const Json& j, const std::string& path, core::WorkerInfo* out,
-                DecodeContext& ctx) {
+bool ReadWorker(const Json& j, const std::string& path, core::WorkerInfo* out, DecodeContext& ctx) {
   ObjectReader r(j, path, ctx);
   if (!r.Integer("id", &out->id) || !r.String("name", &out->resources.name) ||
       !ReadList(r, "cpu_cores", &out->resources.cpu_cores, ctx, internal::ReadInteger<uint32_t>) ||
@@ -203,7 +202,8 @@ bool ReadWorker(const Json& j, const std::string& path, core::WorkerInfo* out,
     if (!r.ok() || !internal::ReadCounterMap(*m, r.PathOf(key), map, ctx)) return false;
   }
   const Json* labels = r.Get("labels", Need::kRequired);
-  if (!r.ok() || !internal::ReadStringMap(*labels, r.PathOf("labels"), &out->resources.labels, ctx)) {
+  if (!r.ok() ||
+      !internal::ReadStringMap(*labels, r.PathOf("labels"), &out->resources.labels, ctx)) {
     return false;
   }
   const Json* u = r.Get("utilization", Need::kRequired);
@@ -230,11 +230,11 @@ Result<T> DecodeWith(std::string_view text, F read) {
 
 template <typename T, typename F>
 Result<std::vector<T>> DecodeList(std::string_view text, std::string_view key, F read_one) {
-  return DecodeWith<std::vector<T>>(
-      text, [&](const Json& j, std::vector<T>* out, DecodeContext& ctx) {
-        ObjectReader r(j, "", ctx);
-        return ReadList(r, key, out, ctx, read_one);
-      });
+  return DecodeWith<std::vector<T>>(text,
+                                    [&](const Json& j, std::vector<T>* out, DecodeContext& ctx) {
+                                      ObjectReader r(j, "", ctx);
+                                      return ReadList(r, key, out, ctx, read_one);
+                                    });
 }
 
 }  // namespace
@@ -256,12 +256,9 @@ nlohmann::json JobInfoJson(const core::JobInfo& job) {
   for (int i = 0; i < core::kTaskStateCount; ++i) {
     counts[std::string(core::TaskStateName(static_cast<core::TaskState>(i)))] = job.counts[i];
   }
-  Json j{{"id", job.id},
-         {"name", job.name},
-         {"user", job.user},
-         {"task_count", job.task_count},
-         {"done", job.done},
-         {"counts", std::move(counts)}};
+  Json j{{"id", job.id},     {"name", job.name},
+         {"user", job.user}, {"task_count", job.task_count},
+         {"done", job.done}, {"counts", std::move(counts)}};
   PutTime(j, "submitted_at", job.submitted_at);
   return j;
 }
@@ -301,13 +298,14 @@ nlohmann::json WorkerInfoJson(const core::WorkerInfo& worker) {
   Json gpus = Json::array();
   for (size_t i = 0; i < res.gpus.size(); ++i) {
     const core::GpuDevice& gpu = res.gpus[i];
-    gpus.push_back(Json{
-        {"index", gpu.index},
-        {"uuid", gpu.uuid},
-        {"model", gpu.model},
-        {"memory_bytes", gpu.memory_bytes},
-        {"free_share", i < worker.gpu_free_share.size() ? worker.gpu_free_share[i] : 0},
-        {"free_mem_bytes", i < worker.gpu_free_mem_bytes.size() ? worker.gpu_free_mem_bytes[i] : 0}});
+    gpus.push_back(
+        Json{{"index", gpu.index},
+             {"uuid", gpu.uuid},
+             {"model", gpu.model},
+             {"memory_bytes", gpu.memory_bytes},
+             {"free_share", i < worker.gpu_free_share.size() ? worker.gpu_free_share[i] : 0},
+             {"free_mem_bytes",
+              i < worker.gpu_free_mem_bytes.size() ? worker.gpu_free_mem_bytes[i] : 0}});
   }
   Json tasks = Json::array();
   for (const TaskId& t : worker.tasks) tasks.push_back(t.ToString());
@@ -384,16 +382,16 @@ Result<core::JobInfo> DecodeJobInfo(std::string_view text) {
   });
 }
 Result<core::TaskInfo> DecodeTaskInfo(std::string_view text) {
-  return DecodeWith<core::TaskInfo>(
-      text, [](const Json& j, core::TaskInfo* out, DecodeContext& ctx) {
-        return ReadTask(j, "", out, ctx);
-      });
+  return DecodeWith<core::TaskInfo>(text,
+                                    [](const Json& j, core::TaskInfo* out, DecodeContext& ctx) {
+                                      return ReadTask(j, "", out, ctx);
+                                    });
 }
 Result<core::WorkerInfo> DecodeWorkerInfo(std::string_view text) {
-  return DecodeWith<core::WorkerInfo>(
-      text, [](const Json& j, core::WorkerInfo* out, DecodeContext& ctx) {
-        return ReadWorker(j, "", out, ctx);
-      });
+  return DecodeWith<core::WorkerInfo>(text,
+                                      [](const Json& j, core::WorkerInfo* out, DecodeContext& ctx) {
+                                        return ReadWorker(j, "", out, ctx);
+                                      });
 }
 Result<std::vector<core::JobInfo>> DecodeJobList(std::string_view text) {
   return DecodeList<core::JobInfo>(text, "jobs", ReadJob);
@@ -410,10 +408,10 @@ Result<TaskEvent> DecodeTaskEvent(std::string_view text) {
     ObjectReader r(j, "", ctx);
     std::string type;
     if (!r.String("type", &type)) return false;
-    if (type != "task_state") return ctx.Fail("type", "expected \"task_state\", got \"" + type + "\"");
+    if (type != "task_state")
+      return ctx.Fail("type", "expected \"task_state\", got \"" + type + "\"");
     return r.Task("task", &out->change.task) && ReadState(r, "from", &out->change.from, ctx) &&
-           ReadState(r, "to", &out->change.to, ctx) &&
-           r.Integer("attempt", &out->change.attempt) &&
+           ReadState(r, "to", &out->change.to, ctx) && r.Integer("attempt", &out->change.attempt) &&
            r.String("reason", &out->change.reason, Need::kOptional) &&
            ReadRequiredTime(r, "at", &out->at);
   });

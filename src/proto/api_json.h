@@ -37,11 +37,10 @@
 #ifndef DROVER_PROTO_API_JSON_H_
 #define DROVER_PROTO_API_JSON_H_
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "common/status.h"
 #include "common/time.h"
@@ -86,9 +85,9 @@ struct TaskEvent {
 Result<TaskEvent> DecodeTaskEvent(std::string_view text);
 
 struct ApiError {
-  std::string code;     // StatusCodeName, e.g. "invalid_argument"
+  std::string code;  // StatusCodeName, e.g. "invalid_argument"
   std::string message;
-  std::string field;    // empty when the body had none
+  std::string field;  // empty when the body had none
 };
 // Reads an error body; the CLI shows `message` (and `field`) to people.
 Result<ApiError> DecodeErrorBody(std::string_view text);

@@ -112,8 +112,8 @@ TEST(ApiJsonTest, WorkerInfoRoundTrips) {
 }
 
 TEST(ApiJsonTest, TaskEventRoundTrips) {
-  core::TaskStateChanged change{{12, 3}, core::TaskState::kQueued, core::TaskState::kAssigned, 1,
-                                "retrying"};
+  core::TaskStateChanged change{
+      {12, 3}, core::TaskState::kQueued, core::TaskState::kAssigned, 1, "retrying"};
   std::string text = EncodeTaskEvent(change, kAt);
   EXPECT_NE(text.find("\"type\":\"task_state\""), std::string::npos);
   Result<TaskEvent> back = DecodeTaskEvent(text);
@@ -123,9 +123,11 @@ TEST(ApiJsonTest, TaskEventRoundTrips) {
 }
 
 TEST(ApiJsonTest, ErrorBody) {
-  std::string text = EncodeErrorBody(InvalidArgument("memory is ambiguous"), "task[1].resources.mem");
-  EXPECT_EQ(text,
-            R"({"error":{"code":"invalid_argument","field":"task[1].resources.mem","message":"memory is ambiguous"}})");
+  std::string text =
+      EncodeErrorBody(InvalidArgument("memory is ambiguous"), "task[1].resources.mem");
+  EXPECT_EQ(
+      text,
+      R"({"error":{"code":"invalid_argument","field":"task[1].resources.mem","message":"memory is ambiguous"}})");
   Result<ApiError> back = DecodeErrorBody(text);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->code, "invalid_argument");

@@ -6,8 +6,7 @@ Json GpuGrantJson(const core::GpuGrant& grant) {
   return Json{{"index", grant.index}, {"share", grant.share}, {"mem_bytes", grant.mem_bytes}};
 }
 
-bool ReadGpuGrant(const Json& j, const std::string& path, core::GpuGrant* out,
-                  DecodeContext& ctx) {
+bool ReadGpuGrant(const Json& j, const std::string& path, core::GpuGrant* out, DecodeContext& ctx) {
   ObjectReader r(j, path, ctx);
   if (!r.Integer("index", &out->index) || !r.Integer("share", &out->share) ||
       !r.Integer("mem_bytes", &out->mem_bytes)) {

@@ -128,8 +128,8 @@ TEST(JobFileTest, AmbiguousMemoryNamesFileLineColumnAndField) {
   std::string text = OneTask("") +
                      "\n[[task]]\nid = \"b\"\ncommand = [\"y\"]\n"
                      "resources = { cpus = 1, mem = \"4G\" }\n";
-  std::string want = "sweep.toml:9:31: task[1].resources.mem: " +
-                     ParseBytes("4G").status().message();
+  std::string want =
+      "sweep.toml:9:31: task[1].resources.mem: " + ParseBytes("4G").status().message();
   EXPECT_EQ(TomlError(text), want);
   EXPECT_NE(want.find("ambiguous"), std::string::npos);
 }
@@ -139,7 +139,8 @@ TEST(JobFileTest, UnknownKeyIsReportedAtTheKeyWithASuggestion) {
             "sweep.toml:4:1: task[0]: unknown key \"comand\" (did you mean \"command\"?)");
   EXPECT_EQ(TomlError("nmae = \"j\"\n"),
             "sweep.toml:1:1: unknown key \"nmae\" (did you mean \"name\"?)");
-  EXPECT_EQ(TomlError(OneTask("colour = \"blue\"\n")), "sweep.toml:5:1: task[0]: unknown key \"colour\"");
+  EXPECT_EQ(TomlError(OneTask("colour = \"blue\"\n")),
+            "sweep.toml:5:1: task[0]: unknown key \"colour\"");
 }
 
 TEST(JobFileTest, IntegerResourceKeysAreCountersUnlessTheyLookMisspelt) {
@@ -191,18 +192,21 @@ TEST(JobFileTest, TomlSyntaxErrorsHavePositions) {
 }
 
 TEST(JobFileTest, DependenciesAreCheckedWithPositions) {
-  std::string three = "name = \"j\"\n"
-                      "[[task]]\nid = \"prep\"\ncommand = [\"x\"]\n"
-                      "[[task]]\nid = \"train\"\ncommand = [\"x\"]\ndepends_on = [\"prep\", \"rep\"]\n"
-                      "[[task]]\nid = \"report\"\ncommand = [\"x\"]\n";
+  std::string three =
+      "name = \"j\"\n"
+      "[[task]]\nid = \"prep\"\ncommand = [\"x\"]\n"
+      "[[task]]\nid = \"train\"\ncommand = [\"x\"]\ndepends_on = [\"prep\", \"rep\"]\n"
+      "[[task]]\nid = \"report\"\ncommand = [\"x\"]\n";
   EXPECT_EQ(TomlError(three),
             "sweep.toml:8:23: task[1].depends_on[1]: unknown task id \"rep\" (did you mean "
             "\"prep\"?)");
-  std::string cycle = "name = \"j\"\n"
-                      "[[task]]\nid = \"a\"\ncommand = [\"x\"]\ndepends_on = [\"c\"]\n"
-                      "[[task]]\nid = \"b\"\ncommand = [\"x\"]\ndepends_on = [\"a\"]\n"
-                      "[[task]]\nid = \"c\"\ncommand = [\"x\"]\ndepends_on = [\"b\"]\n";
-  EXPECT_EQ(TomlError(cycle), "sweep.toml:5:14: task[0].depends_on: dependency cycle: a -> c -> b -> a");
+  std::string cycle =
+      "name = \"j\"\n"
+      "[[task]]\nid = \"a\"\ncommand = [\"x\"]\ndepends_on = [\"c\"]\n"
+      "[[task]]\nid = \"b\"\ncommand = [\"x\"]\ndepends_on = [\"a\"]\n"
+      "[[task]]\nid = \"c\"\ncommand = [\"x\"]\ndepends_on = [\"b\"]\n";
+  EXPECT_EQ(TomlError(cycle),
+            "sweep.toml:5:14: task[0].depends_on: dependency cycle: a -> c -> b -> a");
   EXPECT_EQ(TomlError(OneTask("depends_on = [\"a\"]\n")),
             "sweep.toml:5:15: task[0].depends_on[0]: a task cannot depend on itself");
   std::string twice = OneTask("") + "[[task]]\nid = \"a\"\ncommand = [\"x\"]\n";

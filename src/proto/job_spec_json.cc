@@ -18,7 +18,7 @@ constexpr uint64_t kMaxJobTasks = 100'000'000;
 
 const std::vector<std::string_view> kJobKeys = {"name", "user", "after", "task"};
 const std::vector<std::string_view> kTaskKeys = {
-    "id",      "command",       "array",   "env",     "resources",
+    "id",         "command", "array",         "env",     "resources",
     "depends_on", "retries", "retry_backoff", "timeout", "priority"};
 const std::vector<std::string_view> kResourceKeys = {"cpus",     "mem",    "gpus",    "gpu_mem",
                                                      "gpu_type", "labels", "counters"};
@@ -47,8 +47,8 @@ Json Scaled(int64_t value, int64_t unit) {
 
 std::string FormatArray(const core::ArrayRange& range) {
   if (range.count == 1 && range.step == 1) return std::to_string(range.first);
-  std::string out = std::to_string(range.first) + "-" +
-                    std::to_string(range.IndexAt(range.count - 1));
+  std::string out =
+      std::to_string(range.first) + "-" + std::to_string(range.IndexAt(range.count - 1));
   if (range.step != 1) out += ":" + std::to_string(range.step);
   return out;
 }
@@ -84,8 +84,8 @@ Json GroupJson(const core::TaskGroupSpec& g) {
 
 // cpus and gpus: a number (2, 0.5) or a string ("500m"), read by the same
 // parser as the command line so both accept the same spellings.
-bool ReadFractional(const Json& j, const std::string& path, Result<int64_t> (*parse)(std::string_view),
-                    int64_t* out, DecodeContext& ctx) {
+bool ReadFractional(const Json& j, const std::string& path,
+                    Result<int64_t> (*parse)(std::string_view), int64_t* out, DecodeContext& ctx) {
   std::string text;
   if (j.is_string()) {
     text = j.get_ref<const std::string&>();
@@ -114,11 +114,11 @@ bool ReadBytes(const Json& j, const std::string& path, uint64_t* out, DecodeCont
                             (j.is_number_float() ? "number " + Dump(j) : JsonTypeName(j)));
 }
 
-bool ReadDurationString(const Json& j, const std::string& path, Duration* out,
-                        DecodeContext& ctx) {
+bool ReadDurationString(const Json& j, const std::string& path, Duration* out, DecodeContext& ctx) {
   if (!j.is_string()) {
-    return ctx.Fail(path, std::string("expected a duration string such as \"2h\" or \"90s\", got ") +
-                              JsonTypeName(j));
+    return ctx.Fail(path,
+                    std::string("expected a duration string such as \"2h\" or \"90s\", got ") +
+                        JsonTypeName(j));
   }
   Result<Duration> d = ParseDuration(j.get_ref<const std::string&>());
   if (!d.ok()) return ctx.Fail(path, d.status().message());
@@ -214,12 +214,12 @@ bool ReadCommand(const Json& j, const std::string& path, std::vector<std::string
   return true;
 }
 
-bool ReadGroup(const Json& j, const std::string& path, core::TaskGroupSpec* g,
-               DecodeContext& ctx) {
+bool ReadGroup(const Json& j, const std::string& path, core::TaskGroupSpec* g, DecodeContext& ctx) {
   ObjectReader r(j, path, ctx);
   if (!r.RejectUnknown(kTaskKeys)) return false;
   if (!r.String("id", &g->name, Need::kOptional)) return false;
-  if (const Json* c = r.Get("command", Need::kRequired); !r.ok() || !ReadCommand(*c, r.PathOf("command"), &g->command, ctx)) {
+  if (const Json* c = r.Get("command", Need::kRequired);
+      !r.ok() || !ReadCommand(*c, r.PathOf("command"), &g->command, ctx)) {
     return false;
   }
   if (const Json* a = r.Get("array", Need::kOptional)) {
@@ -296,8 +296,8 @@ bool CheckGroups(const core::JobSpec& spec, DecodeContext& ctx) {
     tasks += spec.groups[i].TaskCount();
   }
   if (tasks > kMaxJobTasks) {
-    return ctx.Fail("task", "the job has " + std::to_string(tasks) + " tasks, more than the limit of " +
-                                std::to_string(kMaxJobTasks));
+    return ctx.Fail("task", "the job has " + std::to_string(tasks) +
+                                " tasks, more than the limit of " + std::to_string(kMaxJobTasks));
   }
   std::vector<std::vector<size_t>> deps(n);
   for (size_t i = 0; i < n; ++i) {
@@ -335,7 +335,8 @@ bool CheckGroups(const core::JobSpec& spec, DecodeContext& ctx) {
         std::string cycle = spec.groups[next].name;
         size_t from = 0;
         while (stack[from].first != next) ++from;
-        for (size_t s = from + 1; s < stack.size(); ++s) cycle += " -> " + spec.groups[stack[s].first].name;
+        for (size_t s = from + 1; s < stack.size(); ++s)
+          cycle += " -> " + spec.groups[stack[s].first].name;
         cycle += " -> " + spec.groups[next].name;
         return ctx.Fail(JoinPath(IndexPath("task", next), "depends_on"),
                         "dependency cycle: " + cycle);

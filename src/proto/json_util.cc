@@ -5,8 +5,7 @@
 
 namespace drover::proto::internal {
 
-bool DecodeContext::Fail(std::string error_path, std::string error_message,
-                         std::string error_key) {
+bool DecodeContext::Fail(std::string error_path, std::string error_message, std::string error_key) {
   if (!failed) {
     failed = true;
     path = std::move(error_path);
@@ -310,25 +309,25 @@ bool ObjectReader::RejectUnknown(const std::vector<std::string_view>& known) {
 bool ReadStringMap(const Json& j, const std::string& path, std::map<std::string, std::string>* out,
                    DecodeContext& ctx) {
   out->clear();
-  return ForEachMember(j, path, ctx, [&](const std::string& key, const Json& v,
-                                         const std::string& p) {
-    std::string value;
-    if (!ReadString(v, p, &value, ctx)) return false;
-    (*out)[key] = std::move(value);
-    return true;
-  });
+  return ForEachMember(j, path, ctx,
+                       [&](const std::string& key, const Json& v, const std::string& p) {
+                         std::string value;
+                         if (!ReadString(v, p, &value, ctx)) return false;
+                         (*out)[key] = std::move(value);
+                         return true;
+                       });
 }
 
 bool ReadCounterMap(const Json& j, const std::string& path, std::map<std::string, int64_t>* out,
                     DecodeContext& ctx) {
   out->clear();
-  return ForEachMember(j, path, ctx, [&](const std::string& key, const Json& v,
-                                         const std::string& p) {
-    int64_t value = 0;
-    if (!ReadInteger(v, p, &value, ctx)) return false;
-    (*out)[key] = value;
-    return true;
-  });
+  return ForEachMember(j, path, ctx,
+                       [&](const std::string& key, const Json& v, const std::string& p) {
+                         int64_t value = 0;
+                         if (!ReadInteger(v, p, &value, ctx)) return false;
+                         (*out)[key] = value;
+                         return true;
+                       });
 }
 
 }  // namespace drover::proto::internal

@@ -15,11 +15,10 @@
 #include <initializer_list>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/ids.h"
 #include "common/status.h"
@@ -93,7 +92,8 @@ bool ReadInteger(const Json& j, const std::string& path, I* out, DecodeContext& 
 // `j` is not an array or f fails.
 template <typename F>
 bool ForEachElement(const Json& j, const std::string& path, DecodeContext& ctx, F f) {
-  if (!j.is_array()) return ctx.Fail(path, std::string("expected an array, got ") + JsonTypeName(j));
+  if (!j.is_array())
+    return ctx.Fail(path, std::string("expected an array, got ") + JsonTypeName(j));
   for (size_t i = 0; i < j.size(); ++i) {
     if (!f(j[i], IndexPath(path, i))) return false;
   }

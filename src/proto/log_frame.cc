@@ -7,7 +7,8 @@ namespace {
 
 template <typename U>
 void Put(std::string& out, U value) {
-  for (size_t i = 0; i < sizeof(U); ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+  for (size_t i = 0; i < sizeof(U); ++i)
+    out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
 }
 
 template <typename U>
@@ -47,7 +48,8 @@ Result<LogFrame> DecodeLogFrame(std::string_view data) {
   uint8_t stream = static_cast<uint8_t>(data[1]);
   if (stream > 1) return InvalidArgument("log frame has unknown stream " + std::to_string(stream));
   if (data.size() - kLogFrameHeaderBytes > kMaxLogFrameBytes) {
-    return InvalidArgument("log frame carries " + std::to_string(data.size() - kLogFrameHeaderBytes) +
+    return InvalidArgument("log frame carries " +
+                           std::to_string(data.size() - kLogFrameHeaderBytes) +
                            " bytes, more than the limit of " + std::to_string(kMaxLogFrameBytes));
   }
   LogFrame frame;

@@ -37,8 +37,7 @@ Json AttemptJson(const TaskId& task, uint32_t attempt) {
   return Json{{"task", task.ToString()}, {"attempt", attempt}};
 }
 
-bool ReadTaskAttempt(const Json& j, const std::string& path, TaskAttempt* out,
-                     DecodeContext& ctx) {
+bool ReadTaskAttempt(const Json& j, const std::string& path, TaskAttempt* out, DecodeContext& ctx) {
   ObjectReader r(j, path, ctx);
   return r.Task("task", &out->task) && r.Integer("attempt", &out->attempt);
 }
@@ -113,8 +112,7 @@ bool Read(ObjectReader& r, Hello* m, DecodeContext& ctx) {
   }
   if (m->worker_name.empty()) return ctx.Fail("name", "must not be empty");
   const Json* resources = r.Get("resources", Need::kRequired);
-  if (!r.ok() ||
-      !internal::ReadWorkerResources(*resources, "resources", &m->resources, ctx)) {
+  if (!r.ok() || !internal::ReadWorkerResources(*resources, "resources", &m->resources, ctx)) {
     return false;
   }
   m->resources.name = m->worker_name;
@@ -141,8 +139,7 @@ Json Body(const Started& m) {
   }
   return Json{{"tasks", std::move(tasks)}};
 }
-bool ReadStartedTask(const Json& j, const std::string& path, StartedTask* out,
-                     DecodeContext& ctx) {
+bool ReadStartedTask(const Json& j, const std::string& path, StartedTask* out, DecodeContext& ctx) {
   ObjectReader r(j, path, ctx);
   return r.Task("task", &out->task) && r.Integer("attempt", &out->attempt) &&
          r.TimeMicros("started_at_us", &out->started_at);
@@ -245,7 +242,8 @@ bool ReadAssignment(const Json& j, const std::string& path, Assignment* a, Decod
   }
   if (a->argv.empty()) return ctx.Fail(r.PathOf("argv"), "must not be empty");
   if (a->cpu_quota_milli < 0) return ctx.Fail(r.PathOf("cpu_quota_milli"), "must not be negative");
-  if (a->timeout < Duration::zero()) return ctx.Fail(r.PathOf("timeout_us"), "must not be negative");
+  if (a->timeout < Duration::zero())
+    return ctx.Fail(r.PathOf("timeout_us"), "must not be negative");
   if (const Json* env = r.Get("env", Need::kOptional)) {
     if (!internal::ReadStringMap(*env, r.PathOf("env"), &a->env, ctx)) return false;
   }
@@ -358,8 +356,8 @@ Result<Variant> DecodeVariant(std::string_view text, std::string_view direction)
   std::optional<Variant> out;
   if (!DecodeAlternative<Variant>(type, r, ctx, &out,
                                   std::make_index_sequence<std::variant_size_v<Variant>>())) {
-    return InvalidArgument("unknown message type \"" + type + "\" for a " +
-                           std::string(direction) + " message");
+    return InvalidArgument("unknown message type \"" + type + "\" for a " + std::string(direction) +
+                           " message");
   }
   if (!out) return InvalidArgument(type + ": " + ctx.Describe());
   return std::move(*out);

@@ -91,13 +91,13 @@ struct FinishedTask {
 // checked by the HTTP upgrade before any message flows.
 struct Hello {
   uint32_t protocol_version = kProtocolVersion;  // sent as "v"
-  std::string worker_name;  // also the name in `resources` (sent once)
-  WorkerId previous_id = 0;  // the id a previous HelloAck gave it, 0 = none
-  std::string agent_version; // drover build, for people ("0.1.0")
-  core::WorkerResources resources;  // resources.name is not sent: the
-                                    // decoder sets it to worker_name
-  std::vector<TaskAttempt> running;   // attempts still running here
-  std::vector<FinishedTask> finished; // results not yet acknowledged
+  std::string worker_name;                       // also the name in `resources` (sent once)
+  WorkerId previous_id = 0;                      // the id a previous HelloAck gave it, 0 = none
+  std::string agent_version;                     // drover build, for people ("0.1.0")
+  core::WorkerResources resources;               // resources.name is not sent: the
+                                                 // decoder sets it to worker_name
+  std::vector<TaskAttempt> running;              // attempts still running here
+  std::vector<FinishedTask> finished;            // results not yet acknowledged
   friend bool operator==(const Hello&, const Hello&) = default;
 };
 
@@ -144,18 +144,18 @@ struct LogChunk {
   TaskId task;
   uint32_t attempt = 0;
   LogStream stream = LogStream::kStdout;
-  uint64_t offset = 0;   // bytes of the log sent so far (= next frame's offset)
-  uint64_t size = 0;     // current size of the log file
-  bool eof = false;      // true: no more frames follow (not following, or
-                         // the attempt ended and everything was sent)
-  std::string error;     // non-empty: the log cannot be read ("no such task")
+  uint64_t offset = 0;  // bytes of the log sent so far (= next frame's offset)
+  uint64_t size = 0;    // current size of the log file
+  bool eof = false;     // true: no more frames follow (not following, or
+                        // the attempt ended and everything was sent)
+  std::string error;    // non-empty: the log cannot be read ("no such task")
   friend bool operator==(const LogChunk&, const LogChunk&) = default;
 };
 
 // Drain: sent by a worker that is shutting down gracefully (take no new
 // tasks; running ones finish), or by the server to drain / undrain a worker.
 struct Drain {
-  bool drain = true;     // false = undrain (server -> worker only)
+  bool drain = true;  // false = undrain (server -> worker only)
   std::string reason;
   friend bool operator==(const Drain&, const Drain&) = default;
 };
@@ -163,8 +163,8 @@ struct Drain {
 // ---- server -> worker ----------------------------------------------------
 
 struct HelloAck {
-  WorkerId worker = 0;            // the id the server gave this worker
-  std::string server_instance;    // changes when the server restarts
+  WorkerId worker = 0;          // the id the server gave this worker
+  std::string server_instance;  // changes when the server restarts
   Duration heartbeat_interval = Seconds(2);
   Duration lease_ttl = Seconds(30);
   friend bool operator==(const HelloAck&, const HelloAck&) = default;
@@ -178,7 +178,7 @@ struct Assignment {
   int64_t cpu_quota_milli = 0;   // CPU quota; 0 = none
   uint64_t mem_limit_bytes = 0;  // 0 = no limit
   std::vector<core::GpuGrant> gpus;
-  std::vector<std::string> argv;  // already expanded ("{index}" replaced)
+  std::vector<std::string> argv;           // already expanded ("{index}" replaced)
   std::map<std::string, std::string> env;  // the job's extra environment
   Duration timeout = Duration::zero();     // zero = none
   int64_t array_index = 0;
@@ -223,7 +223,7 @@ struct LogRequest {
   uint32_t attempt = 0;  // 0 = the latest attempt on this worker
   LogStream stream = LogStream::kStdout;
   bool follow = false;
-  bool stop = false;     // true: stop sending this log (ignore the rest)
+  bool stop = false;  // true: stop sending this log (ignore the rest)
   uint64_t offset = 0;
   friend bool operator==(const LogRequest&, const LogRequest&) = default;
 };
@@ -231,14 +231,13 @@ struct LogRequest {
 // The server refuses the session (bad version, duplicate name) or reports a
 // protocol violation, then closes the connection.
 struct Error {
-  std::string code;     // StatusCodeName of the cause, e.g. "failed_precondition"
+  std::string code;  // StatusCodeName of the cause, e.g. "failed_precondition"
   std::string message;
   friend bool operator==(const Error&, const Error&) = default;
 };
 
 using WorkerMessage = std::variant<Hello, Heartbeat, Started, Finished, Refused, LogChunk, Drain>;
-using ServerMessage =
-    std::variant<HelloAck, Assign, Ack, Cancel, Kill, LogRequest, Drain, Error>;
+using ServerMessage = std::variant<HelloAck, Assign, Ack, Cancel, Kill, LogRequest, Drain, Error>;
 
 // The "type" string of a message: "hello", "hello_ack", "log_request", ...
 std::string_view MessageTypeName(const WorkerMessage& message);

@@ -131,9 +131,11 @@ TEST(MessagesTest, FieldErrorsNameTheField) {
             "ack: tasks[0].attempt: -1 is out of range (0 to 4294967295)");
   EXPECT_EQ(ServerError(R"({"type":"ack","v":1,"tasks":[{"task":"12.3","attempt":1.5}]})"),
             "ack: tasks[0].attempt: expected an integer, got number 1.5");
-  EXPECT_EQ(ServerError(R"({"type":"ack","v":1,"tasks":[{"task":"12.3","attempt":99999999999999999999999}]})")
-                .rfind("ack: tasks[0].attempt: expected an integer, got number 9.99", 0),
-            0u);
+  EXPECT_EQ(
+      ServerError(
+          R"({"type":"ack","v":1,"tasks":[{"task":"12.3","attempt":99999999999999999999999}]})")
+          .rfind("ack: tasks[0].attempt: expected an integer, got number 9.99", 0),
+      0u);
   EXPECT_EQ(ServerError(R"({"type":"ack","v":1,"tasks":{}})"),
             "ack: tasks: expected an array, got object");
   EXPECT_EQ(ServerError(R"({"type":"cancel","v":1,"task":12,"attempt":1})"),
@@ -142,8 +144,10 @@ TEST(MessagesTest, FieldErrorsNameTheField) {
   std::string bad = assign;
   bad.replace(bad.find("\"cores\":[4,5]"), 13, "\"cores\":[4,\"5\"]");
   EXPECT_EQ(ServerError(bad), "assign: tasks[0].cores[1]: expected an integer, got string");
-  EXPECT_EQ(ServerError(R"({"type":"hello_ack","v":1,"worker":1,"server_instance":"s","heartbeat_interval_us":2000000,"lease_ttl_us":1000000})"),
-            "hello_ack: lease_ttl_us: must be longer than the heartbeat interval");
+  EXPECT_EQ(
+      ServerError(
+          R"({"type":"hello_ack","v":1,"worker":1,"server_instance":"s","heartbeat_interval_us":2000000,"lease_ttl_us":1000000})"),
+      "hello_ack: lease_ttl_us: must be longer than the heartbeat interval");
 }
 
 TEST(MessagesTest, UnknownFieldsAreIgnoredForForwardCompatibility) {
@@ -161,8 +165,9 @@ TEST(MessagesTest, GarbageNeverCrashesAndAlwaysErrs) {
   }
   for (std::string_view garbage :
        {"", "null", "[]", "42", "\"hello\"", "{", "{\"type\":null,\"v\":1}", "\xff\xfe",
-        "{\"type\":\"hello\",\"v\":1,\"name\":\"\xc3\"}", "{\"type\":\"finished\",\"v\":1,"
-                                                          "\"tasks\":[null]}"}) {
+        "{\"type\":\"hello\",\"v\":1,\"name\":\"\xc3\"}",
+        "{\"type\":\"finished\",\"v\":1,"
+        "\"tasks\":[null]}"}) {
     EXPECT_FALSE(DecodeWorkerMessage(garbage).ok()) << garbage;
   }
 }
@@ -173,8 +178,8 @@ TEST(MessagesTest, DeepNestingIsRejectedBeforeParsing) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().message(), "invalid JSON: nested deeper than 64 levels");
   // Brackets inside strings do not count.
-  std::string in_string = R"({"type":"drain","v":1,"drain":true,"reason":")" +
-                          std::string(1000, '[') + "\"}";
+  std::string in_string =
+      R"({"type":"drain","v":1,"drain":true,"reason":")" + std::string(1000, '[') + "\"}";
   EXPECT_TRUE(DecodeWorkerMessage(in_string).ok());
 }
 
@@ -183,8 +188,8 @@ TEST(MessagesTest, SizeLimitIsCheckedFirst) {
                     std::string(kMaxMessageBytes, 'x') + "\"}";
   Result<WorkerMessage> m = DecodeWorkerMessage(big);
   ASSERT_FALSE(m.ok());
-  EXPECT_EQ(m.status().message(), "message is " + std::to_string(big.size()) +
-                                      " bytes, more than the limit of 16777216");
+  EXPECT_EQ(m.status().message(),
+            "message is " + std::to_string(big.size()) + " bytes, more than the limit of 16777216");
 }
 
 TEST(MessagesTest, OversizedResultIsRejected) {
@@ -229,7 +234,8 @@ TEST(LogFrameTest, RoundTripsAndRejectsBadFrames) {
   EXPECT_FALSE(DecodeLogFrame(too_big).ok());
   // The encoder never produces a frame its decoder rejects.
   std::string huge(kMaxLogFrameBytes + 10, 'x');
-  EXPECT_TRUE(DecodeLogFrame(EncodeLogFrame(LogFrame{{1, 0}, 1, LogStream::kStdout, 0, huge})).ok());
+  EXPECT_TRUE(
+      DecodeLogFrame(EncodeLogFrame(LogFrame{{1, 0}, 1, LogStream::kStdout, 0, huge})).ok());
 }
 
 }  // namespace

@@ -123,8 +123,7 @@ Result<core::Record> Decode(std::string_view bytes) {
   }
   if (version > kRecordVersion) {
     return FailedPrecondition("journal record has version " + std::to_string(version) +
-                              "; this build reads up to version " +
-                              std::to_string(kRecordVersion));
+                              "; this build reads up to version " + std::to_string(kRecordVersion));
   }
   if (type == "job") return ReadAs<core::JobRecord>(r, ctx, type);
   if (type == "task") return ReadAs<core::TaskRecord>(r, ctx, type);
