@@ -51,7 +51,9 @@ class CgroupV1Cage final : public TaskCage {
     ASSIGN_OR_RETURN(std::vector<pid_t> pids, ReadProcs(procs));
     if (pids.empty()) return std::vector<int>();
     // Freeze first so that nothing forks between the listing and the kill;
-    // the SIGKILLs take effect at thaw.
+    // the SIGKILLs take effect at thaw. The wait for FROZEN is bounded and
+    // happens only when a task left processes behind (a kill, a daemon);
+    // the v1 freezer has no event to wait on.
     RETURN_IF_ERROR(WriteCgroupFile(freezer_ + "/freezer.state", "FROZEN"));
     for (int i = 0; i < 1000; ++i) {
       Result<std::string> state = ReadCgroupFile(freezer_ + "/freezer.state");

@@ -10,6 +10,7 @@
 // /dev/nvidiaN, major 195, for GPUs not assigned) only when the task's
 // spec needs them, so that an unlimited task costs three mkdirs.
 //
+// One such isolator per worker process: the w<pid> level is per process.
 // Threading: belongs to the executor's thread.
 #ifndef DROVER_WORKER_CGROUP_V1_H_
 #define DROVER_WORKER_CGROUP_V1_H_

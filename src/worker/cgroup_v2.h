@@ -12,6 +12,7 @@
 // The root is a parameter so that tests can run this code against a plain
 // directory shaped like cgroupfs.
 //
+// One such isolator per worker process: the w<pid> level is per process.
 // Threading: belongs to the executor's thread.
 #ifndef DROVER_WORKER_CGROUP_V2_H_
 #define DROVER_WORKER_CGROUP_V2_H_

@@ -403,10 +403,15 @@ void Executor::OnExit(Task* task) {
   Result<std::vector<int>> left = task->cage->KillAll();
   if (left.ok()) task->leftovers = std::move(left).value();
   r.leftovers_killed = task->leftovers.size();
-  for (int fd : std::vector<int>(task->leftovers)) {
-    Status s = reactor_->Watch(fd, [this, task, fd] { OnLeftoverExit(task, fd); });
-    if (!s.ok()) OnLeftoverExit(task, fd);  // cannot wait: do not hold the task
+  std::vector<int> waiting;
+  for (int fd : task->leftovers) {
+    if (reactor_->Watch(fd, [this, task, fd] { OnLeftoverExit(task, fd); }).ok()) {
+      waiting.push_back(fd);
+    } else {
+      close(fd);  // cannot wait for it: do not hold the task back
+    }
   }
+  task->leftovers = std::move(waiting);
   if (task->leftovers.empty()) Finish(task);
 }
 
