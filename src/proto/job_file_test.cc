@@ -191,6 +191,12 @@ TEST(JobFileTest, TomlSyntaxErrorsHavePositions) {
   EXPECT_EQ(message.rfind("sweep.toml:2:", 0), 0u) << message;
 }
 
+TEST(JobFileTest, NulBytesAreRejectedBeforeToml) {
+  // Found by fuzz/job_toml_fuzz.cc: toml++ asserted on a NUL in a header.
+  EXPECT_EQ(TomlError(std::string_view("name = \"sweep\"\n\n[\0\0]\n", 19)),
+            "sweep.toml:3:2: NUL byte (a job file is text)");
+}
+
 TEST(JobFileTest, DependenciesAreCheckedWithPositions) {
   std::string three =
       "name = \"j\"\n"

@@ -9,6 +9,7 @@
 #define TOML_ENABLE_FORMATTERS 0
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -103,6 +104,16 @@ Result<core::JobSpec> ParseJobToml(std::string_view text, std::string_view file_
   if (text.size() > kMaxJobSpecBytes) {
     return InvalidArgument(file + ": the file is " + std::to_string(text.size()) +
                            " bytes, more than the limit of " + std::to_string(kMaxJobSpecBytes));
+  }
+  // TOML forbids raw NUL bytes anyway, and toml++ 3.3 trips an assertion
+  // on some of them (found by fuzz/job_toml_fuzz.cc), so they stop here.
+  if (size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    std::string_view before = text.substr(0, nul);
+    size_t line = 1 + std::count(before.begin(), before.end(), '\n');
+    size_t line_start = before.rfind('\n');
+    size_t column = nul - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
+    return InvalidArgument(file + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                           ": NUL byte (a job file is text)");
   }
   try {
     toml::parse_result parsed = toml::parse(text, file_name);
