@@ -197,6 +197,12 @@ TEST(JobFileTest, NulBytesAreRejectedBeforeToml) {
             "sweep.toml:3:2: NUL byte (a job file is text)");
 }
 
+TEST(JobFileTest, TableHeaderWithoutAKeyIsASyntaxError) {
+  // Found by fuzz/job_toml_fuzz.cc: toml++ asserted here in debug builds.
+  std::string message = TomlError("name = \"weep\"\n\n[\ncafter = [");
+  EXPECT_EQ(message.rfind("sweep.toml:3:", 0), 0u) << message;
+}
+
 TEST(JobFileTest, DependenciesAreCheckedWithPositions) {
   std::string three =
       "name = \"j\"\n"
