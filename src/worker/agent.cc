@@ -1,0 +1,629 @@
+#include "worker/agent.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <utility>
+#include <variant>
+
+#include <spdlog/spdlog.h>
+
+#include "common/quantity.h"
+#include "net/client_options.h"
+#include "net/ws_client.h"
+#include "net/ws_session.h"
+#include "proto/messages.h"
+#include "worker/agent_convert.h"
+#include "worker/agent_logs.h"
+#include "worker/asio_reactor.h"
+#include "worker/executor.h"
+#include "worker/fencing.h"
+#include "worker/isolator.h"
+#include "worker/resources.h"
+#include "worker/slots.h"
+
+namespace drover::worker {
+namespace {
+
+constexpr char kAgentVersion[] = "0.1.0";
+constexpr char kWorkerPath[] = "/api/v1/worker";
+// How many finished tasks' log locations are remembered for `drover logs`.
+constexpr size_t kMaxKnownLogs = 4096;
+
+// Writes `text` to `path` (created or truncated, mode 0644).
+Status WriteFile(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Unavailable("cannot create " + path + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string error = std::strerror(errno);
+      ::close(fd);
+      return Unavailable("cannot write " + path + ": " + error);
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return Status::Ok();
+}
+
+}  // namespace
+
+class Agent::Impl {
+ public:
+  Impl(net::EventLoop& loop, AgentConfig config)
+      : loop_(loop),
+        config_(std::move(config)),
+        heartbeat_(config_.heartbeat_interval),
+        lease_ttl_(config_.lease_ttl),
+        backoff_(config_.reconnect, [rng = std::make_shared<std::mt19937_64>(std::random_device{}())] {
+          return std::uniform_real_distribution<double>(0.0, 1.0)(*rng);
+        }),
+        reconnect_timer_(loop),
+        heartbeat_timer_(loop),
+        fence_timer_(loop) {}
+
+  ~Impl() { Stop(); }
+
+  Status Init();
+  void Stop();
+  WorkerId worker_id() const { return worker_id_.load(); }
+  const std::string& summary() const { return summary_; }
+
+ private:
+  struct Running {
+    uint32_t attempt = 0;
+    std::string fence_reason;  // set when the agent fenced the attempt
+  };
+  struct KnownLog {
+    uint32_t attempt = 0;
+    TaskDirs dirs;
+  };
+
+  // Connection.
+  void Connect();
+  void OnConnected(uint64_t gen, Result<std::shared_ptr<net::WsSession>> session);
+  void OnText(uint64_t gen, const std::string& text);
+  void OnClosed(uint64_t gen, const Status& why);
+  void ScheduleReconnect();
+  void SendHello();
+  void OnHelloAck(const proto::HelloAck& ack);
+  void SendHeartbeat();
+  void Send(const proto::WorkerMessage& message);
+
+  // Tasks.
+  void OnAssignment(const proto::Assignment& assignment);
+  void OnStopRequest(TaskId task, uint32_t attempt, Duration grace, const std::string& reason);
+  void OnTaskDone(const TaskResult& result);
+  void RecordFinished(proto::FinishedTask finished);
+  void OnLogRequest(const proto::LogRequest& request);
+  void PostFlush();
+  void Flush();
+
+  // Fencing.
+  void Contact(Time when);
+  void ArmFence();
+  void OnFenceTimer();
+
+  std::vector<proto::TaskAttempt> RunningAttempts() const;
+
+  net::EventLoop& loop_;
+  AgentConfig config_;
+  RealClock clock_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  bool stopped_ = false;
+
+  // Resources and execution.
+  std::vector<ServerAddress> servers_;
+  core::WorkerResources offered_;
+  std::string name_;
+  std::string summary_;
+  std::unique_ptr<UtilizationSampler> sampler_;
+  std::optional<Slots> slots_;
+  std::unique_ptr<AsioReactor> reactor_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<LogSender> logs_;
+
+  // The server link.
+  Duration heartbeat_;
+  Duration lease_ttl_;
+  net::Backoff backoff_;
+  net::Timer reconnect_timer_;
+  net::Timer heartbeat_timer_;
+  size_t next_server_ = 0;
+  uint64_t gen_ = 0;  // bumps with each connection attempt; stale callbacks check it
+  std::shared_ptr<net::WsSession> session_;
+  bool established_ = false;  // HelloAck received on session_
+  std::atomic<WorkerId> worker_id_{0};
+
+  // Fencing.
+  std::optional<FencingPolicy> fence_;
+  Time last_contact_{};
+  net::Timer fence_timer_;
+
+  // Tasks and their results.
+  std::map<TaskId, Running> running_;
+  std::map<TaskId, KnownLog> known_logs_;
+  std::map<proto::TaskAttempt, proto::FinishedTask> unacked_;
+  std::set<proto::TaskAttempt> sent_this_session_;
+  std::vector<proto::StartedTask> started_out_;
+  std::vector<proto::FinishedTask> finished_out_;
+  bool flush_posted_ = false;
+};
+
+Status Agent::Impl::Init() {
+  if (config_.servers.empty()) return InvalidArgument("no server given (--server host:port)");
+  for (const std::string& text : config_.servers) {
+    ASSIGN_OR_RETURN(ServerAddress address, ParseServerAddress(text));
+    servers_.push_back(std::move(address));
+  }
+  if (config_.tls && config_.fingerprint.empty()) {
+    return FailedPrecondition(
+        "TLS needs the server's certificate fingerprint (--fingerprint, printed by `drover "
+        "server`), or --no-tls for a trusted network");
+  }
+  if (config_.workdir.empty()) return InvalidArgument("no work directory given (--workdir)");
+  if (config_.heartbeat_interval <= Duration::zero()) {
+    return InvalidArgument("heartbeat interval must be positive");
+  }
+  ASSIGN_OR_RETURN(FencingPolicy fence,
+                   FencingPolicy::Create(config_.lease_ttl, config_.heartbeat_interval,
+                                         clock_.Now()));
+  fence_.emplace(fence);
+  if (::geteuid() == 0 && config_.task_user.empty() && !config_.run_as_root) {
+    return FailedPrecondition(
+        "the worker runs as root: name the user tasks run as (--user NAME), or allow running "
+        "them as root (--run-as-root)");
+  }
+  ASSIGN_OR_RETURN(IsolationMode mode, ParseIsolationMode(config_.isolation));
+
+  DetectOptions detect;
+  detect.cpus = config_.cpus;
+  detect.labels = config_.labels;
+  detect.counters = config_.counters;
+  detect.gpus = config_.gpus;
+  detect.gpu_type = config_.gpu_type;
+  detect.gpu_mem = config_.gpu_mem;
+  detect.nvml_library = config_.nvml_library;
+  detect.nvidia_smi = config_.nvidia_smi;
+  ASSIGN_OR_RETURN(WorkerResources resources, DetectResources(detect, &sampler_));
+  if (!config_.mem.empty()) {
+    Result<uint64_t> mem = ParseBytes(config_.mem);
+    if (!mem.ok()) return mem.status().WithContext("--mem");
+    resources.memory_bytes = *mem;
+  }
+  for (const std::string& note : resources.notes) spdlog::info("worker: {}", note);
+  name_ = config_.name.empty() ? resources.hostname : config_.name;
+  summary_ = FormatSummary(resources);
+  offered_ = ToCoreResources(resources, name_);
+
+  SlotCapacity capacity;
+  capacity.cores = resources.cpu_ids;
+  capacity.memory_bytes = resources.memory_bytes;
+  for (const GpuInfo& gpu : resources.gpus) capacity.gpus.push_back(gpu.index);
+  slots_.emplace(std::move(capacity));
+
+  IsolatorOptions isolator_options;
+  isolator_options.mode = mode;
+  isolator_options.gpu_count = static_cast<int>(resources.gpus.size());
+  ASSIGN_OR_RETURN(std::unique_ptr<Isolator> isolator, MakeIsolator(isolator_options));
+
+  ExecutorOptions options;
+  options.workdir = config_.workdir;
+  options.task_user = config_.task_user;
+  options.run_as_root = config_.run_as_root;
+  options.output_cap_bytes = config_.log_cap_bytes;
+  options.default_grace = config_.kill_grace;
+  reactor_ = std::make_unique<AsioReactor>(loop_);
+  ASSIGN_OR_RETURN(executor_, Executor::Create(options, reactor_.get(), std::move(isolator)));
+
+  LogSenderOptions log_options;
+  log_options.rate_bytes_per_sec = config_.log_rate_bytes_per_sec;
+  logs_ = std::make_unique<LogSender>(
+      loop_, clock_, log_options,
+      LogSender::Sink{[this](std::string text) {
+                        if (session_) session_->SendText(std::move(text));
+                      },
+                      [this](std::string bytes) {
+                        if (session_) session_->SendBinary(std::move(bytes));
+                      }});
+
+  spdlog::info("worker {}: {}, isolation {}, work directory {}", name_, summary_,
+               IsolationModeName(executor_->isolation()), config_.workdir);
+  last_contact_ = clock_.Now();
+  ArmFence();
+  Connect();
+  return Status::Ok();
+}
+
+void Agent::Impl::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  *alive_ = false;
+  reconnect_timer_.Cancel();
+  heartbeat_timer_.Cancel();
+  fence_timer_.Cancel();
+  ++gen_;
+  if (session_) {
+    session_->Close("worker stopping");
+    session_.reset();
+  }
+  established_ = false;
+  logs_.reset();
+  // Kills every task at once; their callbacks are not called.
+  executor_.reset();
+  reactor_.reset();
+  running_.clear();
+}
+
+// ---- connection ----------------------------------------------------------
+
+void Agent::Impl::Connect() {
+  if (stopped_) return;
+  const ServerAddress& address = servers_[next_server_ % servers_.size()];
+  net::ClientOptions options;
+  options.host = address.host;
+  options.port = address.port;
+  options.tls = config_.tls;
+  options.fingerprint = config_.fingerprint;
+  options.token = config_.token;
+  options.timeout = config_.connect_timeout;
+  options.max_ws_message_bytes = proto::kMaxMessageBytes;
+  // Pings every heartbeat interval; a server silent for two intervals is
+  // gone (see the fencing note in agent.h).
+  options.ws_idle_timeout = 2 * heartbeat_;
+  const uint64_t gen = ++gen_;
+  std::weak_ptr<bool> alive = alive_;
+  net::ConnectWebSocket(loop_, options, kWorkerPath,
+                        [this, alive, gen](Result<std::shared_ptr<net::WsSession>> session) {
+                          if (alive.expired() || !*alive.lock()) {
+                            if (session.ok()) (*session)->Close("worker stopped");
+                            return;
+                          }
+                          OnConnected(gen, std::move(session));
+                        });
+}
+
+void Agent::Impl::OnConnected(uint64_t gen, Result<std::shared_ptr<net::WsSession>> session) {
+  if (gen != gen_) {
+    if (session.ok()) (*session)->Close("superseded");
+    return;
+  }
+  const ServerAddress& address = servers_[next_server_ % servers_.size()];
+  if (!session.ok()) {
+    spdlog::warn("worker {}: cannot reach server {}:{}: {}", name_, address.host, address.port,
+                 session.status().ToString());
+    ++next_server_;  // try the next one
+    ScheduleReconnect();
+    return;
+  }
+  session_ = std::move(session).value();
+  std::weak_ptr<bool> alive = alive_;
+  session_->OnText([this, alive, gen](std::string text) {
+    if (!alive.expired() && *alive.lock()) OnText(gen, text);
+  });
+  session_->OnBinary([](std::string) {});
+  session_->OnClose([this, alive, gen](const Status& why) {
+    if (!alive.expired() && *alive.lock()) OnClosed(gen, why);
+  });
+  SendHello();
+}
+
+void Agent::Impl::SendHello() {
+  proto::Hello hello;
+  hello.worker_name = name_;
+  hello.previous_id = worker_id_.load();
+  hello.agent_version = kAgentVersion;
+  hello.resources = offered_;
+  hello.running = RunningAttempts();
+  sent_this_session_.clear();
+  for (const auto& [attempt, finished] : unacked_) {
+    hello.finished.push_back(finished);
+    sent_this_session_.insert(attempt);
+  }
+  Send(proto::WorkerMessage{std::move(hello)});
+}
+
+void Agent::Impl::OnText(uint64_t gen, const std::string& text) {
+  if (gen != gen_ || !session_) return;
+  Result<proto::ServerMessage> decoded = proto::DecodeServerMessage(text);
+  if (!decoded.ok()) {
+    spdlog::error("worker {}: malformed message from the server, reconnecting: {}", name_,
+                  decoded.status().ToString());
+    session_->Close("malformed message");
+    return;
+  }
+  if (established_) Contact(clock_.Now());
+  std::visit(
+      [&](auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, proto::HelloAck>) {
+          OnHelloAck(m);
+        } else if constexpr (std::is_same_v<T, proto::Assign>) {
+          for (const proto::Assignment& a : m.tasks) OnAssignment(a);
+        } else if constexpr (std::is_same_v<T, proto::Ack>) {
+          for (const proto::TaskAttempt& a : m.tasks) {
+            unacked_.erase(a);
+            sent_this_session_.erase(a);
+          }
+        } else if constexpr (std::is_same_v<T, proto::Cancel>) {
+          OnStopRequest(m.task, m.attempt, config_.kill_grace, m.reason);
+        } else if constexpr (std::is_same_v<T, proto::Kill>) {
+          OnStopRequest(m.task, m.attempt, Duration::zero(), m.reason);
+        } else if constexpr (std::is_same_v<T, proto::LogRequest>) {
+          OnLogRequest(m);
+        } else if constexpr (std::is_same_v<T, proto::Drain>) {
+          spdlog::info("worker {}: {} by the server{}{}", name_,
+                       m.drain ? "drained" : "undrained", m.reason.empty() ? "" : ": ",
+                       m.reason);
+        } else if constexpr (std::is_same_v<T, proto::Error>) {
+          spdlog::error("worker {}: the server refused the session: {}: {}", name_, m.code,
+                        m.message);
+        }
+      },
+      *decoded);
+}
+
+void Agent::Impl::OnHelloAck(const proto::HelloAck& ack) {
+  established_ = true;
+  worker_id_ = ack.worker;
+  backoff_.Reset();
+  const Time now = clock_.Now();
+  Result<FencingPolicy> fence = FencingPolicy::Create(ack.lease_ttl, ack.heartbeat_interval, now);
+  if (fence.ok()) {
+    heartbeat_ = ack.heartbeat_interval;
+    lease_ttl_ = ack.lease_ttl;
+    fence_.emplace(*fence);
+  } else {
+    spdlog::warn("worker {}: ignoring the server's timing ({}); keeping heartbeat {} ms, lease "
+                 "{} ms",
+                 name_, fence.status().message(), heartbeat_.count() / 1000,
+                 lease_ttl_.count() / 1000);
+  }
+  Contact(now);
+  spdlog::info("worker {}: attached as worker {} (server {}), {} running, {} results to report",
+               name_, ack.worker, ack.server_instance, running_.size(), unacked_.size());
+  // Results that ended between the Hello and now were not in it.
+  for (const auto& [attempt, finished] : unacked_) {
+    if (sent_this_session_.insert(attempt).second) finished_out_.push_back(finished);
+  }
+  PostFlush();
+  heartbeat_timer_.ArmAfter(heartbeat_, [this] { SendHeartbeat(); });
+}
+
+void Agent::Impl::SendHeartbeat() {
+  if (!established_) return;
+  proto::Heartbeat heartbeat;
+  if (sampler_) {
+    Result<Utilization> sample = sampler_->SampleUtilization();
+    if (sample.ok()) heartbeat.utilization = ToCoreUtilization(*sample);
+  }
+  heartbeat.running = RunningAttempts();
+  Send(proto::WorkerMessage{std::move(heartbeat)});
+  heartbeat_timer_.ArmAfter(heartbeat_, [this] { SendHeartbeat(); });
+}
+
+void Agent::Impl::OnClosed(uint64_t gen, const Status& why) {
+  if (gen != gen_) return;
+  if (established_) {
+    // The link was alive (pings answered) until at most one idle timeout
+    // before it was declared dead.
+    Contact(clock_.Now() - 2 * heartbeat_);
+  }
+  spdlog::warn("worker {}: connection to the server lost ({}); {} tasks keep running", name_,
+               why.ToString(), running_.size());
+  session_.reset();
+  established_ = false;
+  sent_this_session_.clear();
+  heartbeat_timer_.Cancel();
+  logs_->Reset();
+  ScheduleReconnect();
+}
+
+void Agent::Impl::ScheduleReconnect() {
+  if (stopped_) return;
+  reconnect_timer_.ArmAfter(backoff_.Next(), [this] { Connect(); });
+}
+
+void Agent::Impl::Send(const proto::WorkerMessage& message) {
+  if (session_) session_->SendText(proto::Encode(message));
+}
+
+std::vector<proto::TaskAttempt> Agent::Impl::RunningAttempts() const {
+  std::vector<proto::TaskAttempt> out;
+  for (const auto& [task, run] : running_) {
+    // A fenced attempt is being killed and is reported as finished instead.
+    if (run.fence_reason.empty()) out.push_back(proto::TaskAttempt{task, run.attempt});
+  }
+  return out;
+}
+
+// ---- tasks ---------------------------------------------------------------
+
+void Agent::Impl::OnAssignment(const proto::Assignment& a) {
+  const proto::TaskAttempt key{a.task, a.attempt};
+  if (auto it = running_.find(a.task); it != running_.end()) {
+    if (it->second.attempt == a.attempt) {
+      // Sent again after a re-attach: it runs; say so again.
+      started_out_.push_back(proto::StartedTask{a.task, a.attempt, clock_.Now()});
+      PostFlush();
+    } else {
+      Send(proto::Refused{a.task, a.attempt,
+                          "attempt " + std::to_string(it->second.attempt) +
+                              " of this task is still running here"});
+    }
+    return;
+  }
+  if (unacked_.count(key) > 0) return;  // ended already; its Finished is on the way
+
+  Status admitted = slots_->Admit(a.task, ToSlotRequest(a));
+  if (!admitted.ok()) {
+    spdlog::warn("worker {}: refused {}#{}: {}", name_, a.task.ToString(), a.attempt,
+                 admitted.message());
+    Send(proto::Refused{a.task, a.attempt, admitted.message()});
+    return;
+  }
+  auto fail = [&](const Status& why) {
+    (void)slots_->Release(a.task);
+    spdlog::warn("worker {}: {}#{} could not start: {}", name_, a.task.ToString(), a.attempt,
+                 why.message());
+    RecordFinished(proto::FinishedTask{a.task, a.attempt, FailureOutcome(why.message()),
+                                       clock_.Now()});
+  };
+  Result<TaskDirs> dirs = executor_->PrepareDirs(a.task, a.attempt);
+  if (!dirs.ok()) return fail(dirs.status());
+  for (const auto& [from, text] : a.inputs) {
+    Status written = WriteFile(dirs->inputs + "/" + from.ToString(), text);
+    if (!written.ok()) return fail(written);
+  }
+  TaskSpec spec = ToTaskSpec(a);
+  spec.output_cap_bytes = config_.log_cap_bytes;
+  Result<pid_t> pid =
+      executor_->Start(spec, [this](const TaskResult& result) { OnTaskDone(result); });
+  if (!pid.ok()) return fail(pid.status());
+  running_[a.task] = Running{a.attempt, ""};
+  if (known_logs_.size() >= kMaxKnownLogs && known_logs_.count(a.task) == 0) {
+    known_logs_.erase(known_logs_.begin());  // the oldest job's first task
+  }
+  known_logs_[a.task] = KnownLog{a.attempt, *dirs};
+  started_out_.push_back(proto::StartedTask{a.task, a.attempt, clock_.Now()});
+  PostFlush();
+}
+
+void Agent::Impl::OnStopRequest(TaskId task, uint32_t attempt, Duration grace,
+                                const std::string& reason) {
+  auto it = running_.find(task);
+  if (it == running_.end() || it->second.attempt != attempt) return;  // ended or never ran here
+  spdlog::info("worker {}: stopping {}#{}: {}", name_, task.ToString(), attempt, reason);
+  Status killed = executor_->Kill(task, grace);
+  if (!killed.ok()) {
+    spdlog::warn("worker {}: cannot stop {}: {}", name_, task.ToString(), killed.ToString());
+  }
+}
+
+void Agent::Impl::OnTaskDone(const TaskResult& result) {
+  std::string fence_reason;
+  if (auto it = running_.find(result.id); it != running_.end()) {
+    fence_reason = std::move(it->second.fence_reason);
+    running_.erase(it);
+  }
+  (void)slots_->Release(result.id);
+  core::TaskOutcome outcome = ToOutcome(result);
+  if (!fence_reason.empty()) outcome.result = fence_reason;
+  RecordFinished(proto::FinishedTask{result.id, result.attempt, std::move(outcome), clock_.Now()});
+  logs_->TaskEnded(result.id, result.attempt);
+}
+
+void Agent::Impl::RecordFinished(proto::FinishedTask finished) {
+  const proto::TaskAttempt key{finished.task, finished.attempt};
+  unacked_[key] = finished;
+  if (established_ && sent_this_session_.insert(key).second) {
+    finished_out_.push_back(std::move(finished));
+    PostFlush();
+  }
+}
+
+void Agent::Impl::PostFlush() {
+  if (flush_posted_) return;
+  flush_posted_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  loop_.Post([this, alive] {
+    if (alive.expired() || !*alive.lock()) return;
+    Flush();
+  });
+}
+
+void Agent::Impl::Flush() {
+  flush_posted_ = false;
+  if (!started_out_.empty()) {
+    Send(proto::Started{std::exchange(started_out_, {})});
+  }
+  if (!finished_out_.empty()) {
+    // If the connection dropped meanwhile these stay in unacked_ and go out
+    // in the next Hello.
+    Send(proto::Finished{std::exchange(finished_out_, {})});
+  }
+}
+
+void Agent::Impl::OnLogRequest(const proto::LogRequest& request) {
+  Result<LogTarget> target = NotFound("no such task on this worker: " + request.task.ToString());
+  if (auto it = known_logs_.find(request.task); it != known_logs_.end()) {
+    const KnownLog& known = it->second;
+    if (request.attempt != 0 && request.attempt != known.attempt) {
+      target = NotFound("attempt " + std::to_string(request.attempt) + " of " +
+                        request.task.ToString() + " did not run on this worker");
+    } else {
+      LogTarget t;
+      t.attempt = known.attempt;
+      t.path = request.stream == proto::LogStream::kStdout ? known.dirs.stdout_path
+                                                           : known.dirs.stderr_path;
+      auto run = running_.find(request.task);
+      t.running = run != running_.end() && run->second.attempt == known.attempt;
+      target = std::move(t);
+    }
+  }
+  logs_->Request(request, target);
+}
+
+// ---- fencing -------------------------------------------------------------
+
+void Agent::Impl::Contact(Time when) {
+  fence_->OnServerContact(when);
+  last_contact_ = std::max(last_contact_, when);
+  if (!fence_timer_.armed()) ArmFence();
+}
+
+void Agent::Impl::ArmFence() {
+  fence_timer_.ArmAt(fence_->deadline() + Millis(1), [this] { OnFenceTimer(); });
+}
+
+void Agent::Impl::OnFenceTimer() {
+  const Time now = clock_.Now();
+  if (established_) {
+    // An open, answered connection is contact (agent.h).
+    Contact(now);
+    return ArmFence();
+  }
+  if (!fence_->ShouldFence(now)) return ArmFence();
+  std::vector<TaskId> victims;
+  for (auto& [task, run] : running_) {
+    if (run.fence_reason.empty()) victims.push_back(task);
+  }
+  if (victims.empty()) return;  // re-armed by the next contact
+  const std::string reason = FenceReason(now - last_contact_);
+  spdlog::error("worker {}: {}; killing {} running tasks (their leases are about to expire)",
+                name_, reason, victims.size());
+  for (const TaskId& task : victims) {
+    running_[task].fence_reason = reason;
+    Status killed = executor_->Kill(task, Duration::zero());
+    if (!killed.ok()) {
+      spdlog::warn("worker {}: cannot kill {}: {}", name_, task.ToString(), killed.ToString());
+    }
+  }
+}
+
+// ---- Agent ---------------------------------------------------------------
+
+Result<std::unique_ptr<Agent>> Agent::Start(net::EventLoop& loop, AgentConfig config) {
+  auto impl = std::make_unique<Impl>(loop, std::move(config));
+  RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<Agent>(new Agent(std::move(impl)));
+}
+
+Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Agent::~Agent() = default;
+void Agent::Stop() { impl_->Stop(); }
+WorkerId Agent::worker_id() const { return impl_->worker_id(); }
+const std::string& Agent::summary() const { return impl_->summary(); }
+
+}  // namespace drover::worker

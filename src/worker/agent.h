@@ -1,0 +1,139 @@
+// Agent: the worker shell (`drover worker`). It ties the executor, the local
+// admission check (Slots), resource detection and fencing to one server
+// over the worker channel (proto/messages.h, DESIGN.md sections 4, 5, 7).
+//
+//   Start        detect resources (with the overrides below), make the
+//                isolator and the Executor on the loop (AsioReactor), and
+//                connect to the first reachable server of `servers`.
+//   connect      WebSocket /api/v1/worker, TLS with the pinned fingerprint
+//                (or plain TCP), the cluster token; then Hello with the
+//                resources, the attempts still running here and every
+//                finished result not yet acknowledged. HelloAck gives the
+//                worker id, the heartbeat interval and the lease TTL.
+//   heartbeat    every interval: utilization (UtilizationSampler) and the
+//                attempts running.
+//   assign       per assignment: Slots admission (Refused with the reason
+//                when there is no room or a core/GPU is taken), the
+//                dependency results written to $DROVER_INPUTS/<task id>,
+//                Executor::Start; Started is batched per loop turn. A start
+//                failure ("command not found: x") is reported as Finished
+//                with exit code -1 and the reason as the result.
+//   finished     Finished (batched per loop turn) with exit code or signal,
+//                OOM, usage and the $DROVER_RESULT text. Each result stays
+//                buffered until the server's Ack and goes out again in every
+//                Hello until then, so a lost connection or a server restart
+//                loses nothing.
+//   cancel/kill  Executor::Kill with the configured grace / at once.
+//   log_request  LogSender (agent_logs.h): file bytes as binary frames,
+//                followed with inotify, under a rate limit.
+//   lost link    tasks keep running; reconnect with exponential backoff and
+//                jitter (net/backoff.h), trying the servers in turn.
+//   fencing      with no server contact for lease_ttl - 2 * heartbeat
+//                (FencingPolicy), every running task is killed, since its
+//                leases may soon be someone else's, and reported finished
+//                (signal 9, result "fenced: no contact with the server for
+//                N s") once a server is reachable again. An open connection
+//                counts as contact: the WebSocket pings every heartbeat
+//                interval and closes after two silent intervals, so a server
+//                that stops answering is noticed within two heartbeats.
+//
+// Run-as-user rule: an agent running as root runs tasks as `task_user`;
+// running them as root needs `run_as_root`; with neither, Start fails.
+//
+// Threading: Start, Stop and the destructor belong to the loop's thread, or
+// to a time when the loop is not running. Everything else happens on the
+// loop. The loop must outlive the Agent.
+#ifndef DROVER_WORKER_AGENT_H_
+#define DROVER_WORKER_AGENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/time.h"
+#include "net/backoff.h"
+#include "net/event_loop.h"
+
+namespace drover::worker {
+
+struct AgentConfig {
+  // Servers as "host:port" ("[::1]:7210"), tried in turn; at least one.
+  std::vector<std::string> servers;
+  std::string token;        // the cluster token
+  std::string fingerprint;  // the server certificate's SHA-256 (required with tls)
+  bool tls = true;
+  std::string name;         // the worker's name; empty: the host name
+  std::string workdir;      // task directories go under here; required
+
+  // "auto", "cgroup2", "cgroup1", "rlimit" or "none" (isolator.h).
+  std::string isolation = "auto";
+
+  // Resource overrides, as the command line spells them (resources.h).
+  std::string cpus;                 // core list "0-7"; empty: affinity mask
+  std::string mem;                  // memory offered to tasks, e.g. "16GiB"
+  std::string gpus;                 // "0,1", "0-3" or "none"; empty: detect
+  std::string gpu_type;
+  std::string gpu_mem;
+  std::vector<std::string> labels;    // key=value
+  std::vector<std::string> counters;  // name=count
+
+  // Who tasks run as when the agent is root (see the rule above).
+  std::string task_user;
+  bool run_as_root = false;
+
+  // Used until a server's HelloAck says otherwise (fencing needs them
+  // before the first contact too).
+  Duration heartbeat_interval = Seconds(2);
+  Duration lease_ttl = Seconds(30);
+
+  uint64_t log_cap_bytes = 64ull << 20;             // per task stream
+  uint64_t log_rate_bytes_per_sec = 8ull << 20;     // all log transfers together
+  Duration kill_grace = Seconds(10);                // Cancel: TERM -> KILL
+  Duration connect_timeout = Seconds(10);
+  net::BackoffOptions reconnect;                    // delays between attempts
+  // Detection hooks (tests point them at nothing): where nvidia-smi is ("":
+  // skip it) and which NVML library to try.
+  std::string nvidia_smi = "nvidia-smi";
+  std::string nvml_library = "libnvidia-ml.so.1";
+};
+
+class Agent {
+ public:
+  // Validates the configuration, detects resources, creates the executor
+  // and begins connecting (in the background: an unreachable server is not
+  // an error, the agent keeps trying). Fails with:
+  //   InvalidArgument     no server, a bad address, bad override, bad
+  //                       isolation word, non-positive heartbeat, lease_ttl
+  //                       not above two heartbeats;
+  //   FailedPrecondition  root with neither task_user nor run_as_root, an
+  //                       unknown task_user, an unusable isolation mode,
+  //                       TLS without a fingerprint;
+  //   Unavailable         the workdir cannot be created;
+  //   detection errors    from DetectResources.
+  static Result<std::unique_ptr<Agent>> Start(net::EventLoop& loop, AgentConfig config);
+
+  // Closes the connection (pending results stay unacknowledged) and kills
+  // every running task at once. Idempotent; the destructor calls it.
+  void Stop();
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // The id the last HelloAck gave this worker; 0 before the first.
+  WorkerId worker_id() const;
+  // One line: "4 cores, 15.5 GiB, no GPU".
+  const std::string& summary() const;
+
+  class Impl;
+
+ private:
+  explicit Agent(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace drover::worker
+
+#endif  // DROVER_WORKER_AGENT_H_
