@@ -1,5 +1,6 @@
 #include "core/commands.h"
 
+#include <span>
 #include <type_traits>
 
 #include "common/quantity.h"
@@ -19,7 +20,7 @@ std::string LeaseKey::ToString() const {
 
 namespace {
 
-std::string Keys(const std::vector<LeaseKey>& keys) {
+std::string Keys(std::span<const LeaseKey> keys) {
   std::string s = "[";
   for (size_t i = 0; i < keys.size(); ++i) s += (i ? " " : "") + keys[i].ToString();
   return s + "]";

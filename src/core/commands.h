@@ -25,6 +25,7 @@
 #include "common/time.h"
 #include "core/model.h"
 #include "core/records.h"
+#include "core/small_vector.h"
 
 namespace drover::core {
 
@@ -44,6 +45,11 @@ struct LeaseKey {
   // "lease:3:slot:12.4", "lease:3:gpu:1", "lease:3:gpu:1:share:12.4" (no prefix).
   std::string ToString() const;
 };
+// The keys of one task attempt: its slot key, then one per GPU it holds.
+// Kept inline up to two (a slot and one GPU), so a claim or a release
+// allocates nothing; iterate it, index it or view it as
+// std::span<const LeaseKey> like a std::vector (small_vector.h).
+using LeaseKeys = SmallVector<LeaseKey, 2>;
 
 // Claim all `keys` atomically for `task` attempt `attempt`, owner = this
 // scheduler, TTL `ttl`. Answer with LeaseGranted or LeaseRejected.
@@ -51,7 +57,7 @@ struct ClaimLeases {
   TaskId task;
   uint32_t attempt = 0;
   WorkerId worker = 0;
-  std::vector<LeaseKey> keys;
+  LeaseKeys keys;
   Duration ttl = Duration::zero();
 };
 
@@ -60,10 +66,10 @@ struct AssignTask {
   TaskId task;
   uint32_t attempt = 0;
   WorkerId worker = 0;
-  std::vector<uint32_t> cores;  // distinct core ids, ceil(cpus) of them
+  CoreList cores;               // distinct core ids, ceil(cpus) of them
   int64_t cpu_quota_milli = 0;  // the request's cpus, for a CPU quota
   uint64_t mem_limit_bytes = 0; // 0 = no limit
-  std::vector<GpuGrant> gpus;
+  GpuGrantList gpus;
   int64_t array_index = 0;      // DROVER_TASK_INDEX and "{index}"
   Duration timeout = Duration::zero();
   // The group's spec (argv, env, name). Valid as long as the scheduler lives:
@@ -91,7 +97,7 @@ struct ReleaseLeases {
   TaskId task;
   uint32_t attempt = 0;
   WorkerId worker = 0;
-  std::vector<LeaseKey> keys;
+  LeaseKeys keys;
 };
 
 // Append to the journal.

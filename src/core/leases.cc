@@ -69,8 +69,8 @@ void Scheduler::State::EndActive(uint32_t a) {
   if (!user.parked.empty()) Unpark(u);
 }
 
-std::vector<LeaseKey> Scheduler::State::KeysOf(const Active& act) const {
-  std::vector<LeaseKey> keys;
+LeaseKeys Scheduler::State::KeysOf(const Active& act) const {
+  LeaseKeys keys;
   keys.reserve(1 + act.alloc.gpus.size());
   const WorkerId worker = task(act.task).worker;
   const TaskId id = IdOf(act.task);
@@ -86,7 +86,12 @@ std::vector<LeaseKey> Scheduler::State::KeysOf(const Active& act) const {
 }
 
 void Scheduler::State::EmitRelease(const Active& act) {
-  out->push_back(ReleaseLeases{IdOf(act.task), act.attempt, task(act.task).worker, KeysOf(act)});
+  ReleaseLeases& release =
+      std::get<ReleaseLeases>(out->emplace_back(std::in_place_type<ReleaseLeases>));
+  release.task = IdOf(act.task);
+  release.attempt = act.attempt;
+  release.worker = task(act.task).worker;
+  release.keys = KeysOf(act);
 }
 
 void Scheduler::State::RenewAll() {
@@ -103,7 +108,7 @@ void Scheduler::State::RenewAll() {
     std::sort(held.begin(), held.end());
     for (const auto& [id, a] : held) {
       actives[a].lease_from_us = now_us;
-      std::vector<LeaseKey> keys = KeysOf(actives[a]);
+      const LeaseKeys keys = KeysOf(actives[a]);
       renew.keys.insert(renew.keys.end(), keys.begin(), keys.end());
     }
     out->push_back(std::move(renew));

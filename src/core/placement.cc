@@ -48,9 +48,11 @@ class OrderedPolicy : public PlacementPolicy {
     if (load.slot >= keys_.size() || !keys_[load.slot].present) return;
     Key key = MakeKey(load);
     if (key == keys_[load.slot].key) return;
-    index_.erase({keys_[load.slot].key, load.slot});
+    // Re-key the existing node, so a load change allocates nothing.
+    auto node = index_.extract({keys_[load.slot].key, load.slot});
+    node.value().first = key;
+    index_.insert(std::move(node));
     keys_[load.slot].key = key;
-    index_.insert({key, load.slot});
   }
   uint32_t Choose(const std::function<bool(uint32_t)>& fits) override {
     for (const auto& [key, slot] : index_) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "core/small_vector.h"
 
 namespace drover::core {
 
@@ -104,6 +105,11 @@ struct GpuGrant {
   uint64_t mem_bytes = 0;     // GPU memory reserved on it
   friend bool operator==(const GpuGrant&, const GpuGrant&) = default;
 };
+
+// The concrete resources of one task attempt, as lists that keep a few
+// entries inline (see small_vector.h): core ids and GPU grants.
+using CoreList = SmallVector<uint32_t, 4>;
+using GpuGrantList = SmallVector<GpuGrant, 1>;
 
 // True when `model` is accepted by `types` (see ResourceRequest::gpu_types).
 bool GpuModelAccepted(const std::vector<std::string>& types, std::string_view model);

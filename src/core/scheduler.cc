@@ -297,11 +297,13 @@ Result<JobId> Scheduler::State::OnSubmit(JobId id, std::shared_ptr<const JobSpec
     DoomJob(slot, doom);
     return job.id;
   }
+  // A whole group goes in as one run: O(1) however large the array.
   for (uint32_t g = 0; g < job.groups.size(); ++g) {
-    if (job.groups[g].unmet != 0) continue;
-    for (uint32_t i = 0; i < job.groups[g].count; ++i) {
-      Enqueue(TaskRef{slot, job.groups[g].first + i}, false);
-    }
+    const Group& group = job.groups[g];
+    if (group.unmet != 0) continue;
+    queues.PushBackRange(group.cls, job.spec->groups[g].priority, TaskRef{slot, group.first},
+                         group.count);
+    MarkClassDirty(group.cls);
   }
   return job.id;
 }
@@ -332,13 +334,31 @@ void Scheduler::State::Transition(TaskRef r, TaskState to, std::string reason) {
     if (it != extras.end()) it->second.reason.clear();
   }
   const TaskId id{job.id, r.index};
-  TaskRecord rec{id, to, t.attempt, t.worker, TimeFromMicros(now_us), reason, t.failures, {}, {}};
-  if (to == TaskState::kAssigned && t.active != kNone) {
-    rec.cores = actives[t.active].alloc.cores;
-    rec.gpus = actives[t.active].alloc.gpus;
+  // Both commands are built in place: moving a Persist moves its nested
+  // Record variant, which was a large share of the cost per task.
+  {
+    TaskStateChanged& changed =
+        std::get<TaskStateChanged>(out->emplace_back(std::in_place_type<TaskStateChanged>));
+    changed.task = id;
+    changed.from = from;
+    changed.to = to;
+    changed.attempt = t.attempt;
+    if (!reason.empty()) changed.reason = reason;
   }
-  out->push_back(TaskStateChanged{id, from, to, t.attempt, std::move(reason)});
-  out->push_back(Persist{std::move(rec)});
+  TaskRecord& rec = std::get<Persist>(out->emplace_back(std::in_place_type<Persist>))
+                        .record.emplace<TaskRecord>();
+  rec.task = id;
+  rec.state = to;
+  rec.attempt = t.attempt;
+  rec.worker = t.worker;
+  rec.at = TimeFromMicros(now_us);
+  rec.reason = std::move(reason);
+  rec.failures = t.failures;
+  if (to == TaskState::kAssigned && t.active != kNone) {
+    const Allocation& alloc = actives[t.active].alloc;
+    rec.cores.assign(alloc.cores.begin(), alloc.cores.end());
+    if (!alloc.gpus.empty()) rec.gpus.assign(alloc.gpus.begin(), alloc.gpus.end());
+  }
   if (to == TaskState::kSucceeded) {
     OnSucceeded(r);
   } else if (to == TaskState::kFailed || to == TaskState::kCanceled) {
@@ -540,6 +560,17 @@ void Scheduler::State::AttemptFailed(TaskRef r, std::string reason, bool counts_
   PushTimer(now_us + backoff.count(), TimerKind::kRetry, r, t.attempt);
 }
 
+namespace {
+
+// The outcome equals a default TaskOutcome: exit 0, nothing measured, no
+// result. Such an outcome is neither journaled nor kept.
+bool IsPlainSuccess(const TaskOutcome& o) {
+  return o.exit_code == 0 && o.signal == 0 && !o.oom_killed && o.usage == TaskUsage{} &&
+         o.result.empty();
+}
+
+}  // namespace
+
 Status Scheduler::State::OnFinished(TaskFinished& e) {
   ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
   Task& t = task(r);
@@ -555,15 +586,16 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   EndActive(a);
   t.finished_us = now_us;
   t.lost = 0;
-  const TaskOutcome empty;
-  if (!(o == empty)) {
+  static const TaskOutcome kEmpty;
+  const bool plain = IsPlainSuccess(o);
+  if (!plain) {
     out->push_back(Persist{OutcomeRecord{e.task, e.attempt, o, TimeFromMicros(now_us)}});
     extras[ExtraKey(r)].outcome = std::move(o);
   } else if (!extras.empty()) {
     auto it = extras.find(ExtraKey(r));
     if (it != extras.end()) it->second.outcome.reset();
   }
-  const TaskOutcome& got = o == empty ? empty : *extras[ExtraKey(r)].outcome;
+  const TaskOutcome& got = plain ? kEmpty : *extras[ExtraKey(r)].outcome;
   const uint8_t flags = t.flags;
   t.flags = 0;
   if (flags & kFlagCancel) {
@@ -602,7 +634,7 @@ Status Scheduler::State::OnGranted(const LeaseGranted& e) {
   act.granted = true;
   if (act.lost) return Status::Ok();  // the worker is gone; wait for expiry
   const TaskGroupSpec& spec = SpecOf(r);
-  AssignTask assign;
+  AssignTask& assign = std::get<AssignTask>(out->emplace_back(std::in_place_type<AssignTask>));
   assign.task = e.task;
   assign.attempt = e.attempt;
   assign.worker = workers[act.worker].id;
@@ -613,7 +645,6 @@ Status Scheduler::State::OnGranted(const LeaseGranted& e) {
   assign.array_index = spec.IndexAt(r.index - jobs[r.job].groups[t.group].first);
   assign.timeout = spec.timeout;
   assign.spec = &spec;
-  out->push_back(std::move(assign));
   return Status::Ok();
 }
 

@@ -122,7 +122,8 @@ size_t Scheduler::ApproxBytes() const {
   }
   bytes += s.actives.capacity() * sizeof(Active);
   for (const Active& a : s.actives) {
-    bytes += a.alloc.cores.capacity() * sizeof(uint32_t) + a.alloc.gpus.capacity() * sizeof(GpuGrant);
+    if (a.alloc.cores.on_heap()) bytes += a.alloc.cores.capacity() * sizeof(uint32_t);
+    if (a.alloc.gpus.on_heap()) bytes += a.alloc.gpus.capacity() * sizeof(GpuGrant);
   }
   bytes += s.extras.size() * (sizeof(Extra) + 32);
   for (const auto& [key, extra] : s.extras) {

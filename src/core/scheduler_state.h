@@ -235,7 +235,7 @@ struct Scheduler::State {
   // Frees the active's resources (if booked) and its slot; marks the worker
   // dirty so the freed room is used at once.
   void EndActive(uint32_t a);
-  std::vector<LeaseKey> KeysOf(const Active& a) const;
+  LeaseKeys KeysOf(const Active& a) const;
   void EmitRelease(const Active& a);
   void RenewAll();
   void MarkWorkerDirty(uint32_t w);

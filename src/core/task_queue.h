@@ -10,6 +10,12 @@
 // reaches the head, where the scheduler pops it (PopHead). That keeps
 // cancel O(1) per task.
 //
+// Storage is by runs: consecutive tasks of one job pushed back one after
+// the other (an array group, in index order) share one 24-byte run, so a
+// 1,000,000-task array costs a few runs, and PushBackRange adds a whole
+// group in O(1). Head/PopHead walk a run one task at a time; every task
+// keeps its own place (seq) in the global arrival order.
+//
 // Thread safety: not synchronised; owned by the scheduler.
 #ifndef DROVER_CORE_TASK_QUEUE_H_
 #define DROVER_CORE_TASK_QUEUE_H_
@@ -48,6 +54,9 @@ class TaskQueues {
 
   // Appends at the back of its priority level (a new arrival).
   void PushBack(uint32_t cls, int32_t priority, TaskRef task);
+  // Appends `count` tasks first, first+1, ... of one job, as `count`
+  // PushBack calls in index order would, in O(1).
+  void PushBackRange(uint32_t cls, int32_t priority, TaskRef first, uint32_t count);
   // Puts back at the front of its priority level (a task that was at the
   // head and could not be kept: lease rejected, quota parked and released).
   void PushFront(uint32_t cls, int32_t priority, TaskRef task);
@@ -56,7 +65,7 @@ class TaskQueues {
   // Entries (live or not yet popped) in the class.
   size_t Size(uint32_t cls) const { return classes_[cls].size; }
   // The head of a non-empty class.
-  const QueueEntry& Head(uint32_t cls) const;
+  QueueEntry Head(uint32_t cls) const;
   int32_t HeadPriority(uint32_t cls) const;
   void PopHead(uint32_t cls);
 
@@ -72,9 +81,16 @@ class TaskQueues {
   size_t ApproxBytes() const;
 
  private:
+  // Tasks first.index, first.index + 1, ... (count of them) of one job,
+  // with seqs seq, seq + 1, ...
+  struct Run {
+    uint64_t seq = 0;
+    TaskRef first;
+    uint32_t count = 0;
+  };
   struct Class {
     ResourceRequest request;
-    std::map<int32_t, std::deque<QueueEntry>, std::greater<>> levels;
+    std::map<int32_t, std::deque<Run>, std::greater<>> levels;
     size_t size = 0;
     bool in_heads = false;
     HeadKey head_key{};

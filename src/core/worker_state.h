@@ -23,8 +23,8 @@ namespace drover::core {
 
 // The concrete resources given to one task.
 struct Allocation {
-  std::vector<uint32_t> cores;
-  std::vector<GpuGrant> gpus;
+  CoreList cores;
+  GpuGrantList gpus;
   uint64_t mem_bytes = 0;
 };
 

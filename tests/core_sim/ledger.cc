@@ -35,14 +35,15 @@ bool Active(uint8_t state) {
          state == static_cast<uint8_t>(TaskState::kRunning);
 }
 
-template <typename T>
-std::string Join(const std::vector<T>& v) {
+template <typename Range>
+std::string Join(const Range& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
   return s + "]";
 }
 
-std::string Grants(const std::vector<core::GpuGrant>& v) {
+template <typename Range>
+std::string Grants(const Range& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) {
     s += (i ? "," : "") + std::to_string(v[i].index) + ":" + std::to_string(v[i].share) + "/" +
