@@ -73,8 +73,11 @@ TEST(EventLoopTest, FdWatchReportsEachReadinessAndEof) {
     ssize_t n = ::read(fds[0], buf, sizeof(buf));
     if (n > 0) {
       got.append(buf, static_cast<size_t>(n));
-      if (got == "a") EXPECT_EQ(::write(fds[1], "b", 1), 1);  // readable again
-      if (got == "ab") ::close(fds[1]);                       // then EOF
+      if (got == "a") {
+        EXPECT_EQ(::write(fds[1], "b", 1), 1);  // readable again
+      } else if (got == "ab") {
+        ::close(fds[1]);  // then EOF
+      }
       return;
     }
     got += "<eof>";

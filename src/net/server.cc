@@ -153,6 +153,7 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
                                       " bytes"),
                     "header too large");
     }
+    if (ec == http::error::body_limit) return RejectBodyTooLarge();  // from Content-Length
     if (ec == beast::error::timeout) return Drop("timed out waiting for a request");
     if (ec.category() == http::make_error_code(http::error::bad_target).category()) {
       return Reject(ErrorResponse(400, StatusCode::kInvalidArgument, "malformed HTTP request"),
@@ -199,16 +200,18 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
   }
 
   void OnBody(error_code ec) {
-    if (ec == http::error::body_limit) {
-      return Reject(ErrorResponse(413, StatusCode::kResourceExhausted,
-                                  "request body larger than " +
-                                      std::to_string(state_->options.limits.max_body_bytes) + " bytes"),
-                    "body too large");
-    }
+    if (ec == http::error::body_limit) return RejectBodyTooLarge();
     if (ec == beast::error::timeout) return Drop("timed out reading the request body");
     if (ec) return Drop("reading the body failed: " + ec.message());
     request_.body = std::move(parser_->get().body());
     Dispatch();
+  }
+
+  void RejectBodyTooLarge() {
+    Reject(ErrorResponse(413, StatusCode::kResourceExhausted,
+                         "request body larger than " +
+                             std::to_string(state_->options.limits.max_body_bytes) + " bytes"),
+           "body too large");
   }
 
   static Response Unauthorized() {
@@ -302,15 +305,14 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
     Lowest().expires_never();
     upgraded_ = true;
     using Ws = websocket::stream<Stream>;
-    auto session = std::make_shared<WsSessionImpl<Stream>>(Ws(std::move(stream_)), remote_,
-                                                           limits.max_ws_queue_bytes);
+    auto session = std::make_shared<WsSessionImpl<Stream>>(
+        Ws(std::move(stream_)), remote_, limits.max_ws_message_bytes, limits.max_ws_queue_bytes);
     Ws& ws = session->ws();
     websocket::stream_base::timeout timeouts;
     timeouts.handshake_timeout = limits.handshake_timeout;
     timeouts.idle_timeout = limits.idle_timeout;
     timeouts.keep_alive_pings = true;
     ws.set_option(timeouts);
-    ws.read_message_max(limits.max_ws_message_bytes);
     ws.set_option(websocket::stream_base::decorator(
         [](websocket::response_type& res) { res.set(http::field::server, "drover"); }));
     std::weak_ptr<ServerState> weak_state = state_;

@@ -101,7 +101,6 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
                                 : websocket::stream_base::none();
     timeouts.keep_alive_pings = options_.ws_idle_timeout > Duration::zero();
     ws_->set_option(timeouts);
-    ws_->read_message_max(options_.max_ws_message_bytes);
     ws_->set_option(websocket::stream_base::decorator(
         [token = options_.token](websocket::request_type& req) {
           req.set(http::field::user_agent, "drover");
@@ -126,7 +125,7 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
 
   void Open() {
     auto session = std::make_shared<internal::WsSessionImpl<NextLayer>>(
-        std::move(*ws_), remote_, options_.max_ws_queue_bytes);
+        std::move(*ws_), remote_, options_.max_ws_message_bytes, options_.max_ws_queue_bytes);
     ws_.reset();
     session->Hold(tls_);
     auto done = std::exchange(done_, nullptr);

@@ -51,8 +51,16 @@ class WsSessionImpl final : public WsSession,
  public:
   using Ws = websocket::stream<NextLayer>;
 
-  WsSessionImpl(Ws ws, std::string remote, size_t max_queue_bytes)
-      : ws_(std::move(ws)), remote_(std::move(remote)), max_queue_(max_queue_bytes) {}
+  WsSessionImpl(Ws ws, std::string remote, size_t max_message_bytes, size_t max_queue_bytes)
+      : ws_(std::move(ws)),
+        remote_(std::move(remote)),
+        max_message_(max_message_bytes),
+        max_queue_(max_queue_bytes) {
+    // The size limit is enforced here rather than by Beast: Beast's own
+    // check reports a TLS teardown error instead of "too big" when the peer
+    // is still sending, and the reason matters in logs.
+    ws_.read_message_max(0);
+  }
 
   Ws& ws() { return ws_; }
 
@@ -75,7 +83,7 @@ class WsSessionImpl final : public WsSession,
     asio::post(ws_.get_executor(), [self = this->shared_from_this(), r = std::move(reason)]() mutable {
       if (self->closing_ || self->closed_) return;
       self->closing_ = true;
-      self->close_reason_ = std::move(r);
+      self->close_reason_ = websocket::close_reason(websocket::close_code::normal, r);
       if (!self->writing_) self->SendClose();
     });
   }
@@ -141,24 +149,53 @@ class WsSessionImpl final : public WsSession,
                     });
   }
 
+  // Sends the close frame and waits for the peer's; the session then ends
+  // with `close_status_` (OK for a normal close).
   void SendClose() {
     if (close_sent_ || closed_) return;
     close_sent_ = true;
-    ws_.async_close(websocket::close_reason(websocket::close_code::normal, close_reason_),
-                    [self = this->shared_from_this()](beast::error_code ec) {
-                      // On success the pending read completes with
-                      // error::closed and finishes the session.
-                      if (ec) self->Finish(Unavailable("close failed: " + ec.message()));
-                    });
+    ws_.async_close(close_reason_, [self = this->shared_from_this()](beast::error_code ec) {
+      if (ec && self->close_status_.ok()) {
+        self->Finish(Unavailable("closing the connection to " + self->remote_ +
+                                 " failed: " + ec.message()));
+        return;
+      }
+      self->Finish(self->close_status_);
+    });
+  }
+
+  // Ends the session because of the peer: close with `code`, report `why`.
+  void FailWithClose(websocket::close_code code, Status why) {
+    spdlog::warn("websocket {} ({}): {}", id_, remote_, why.ToString());
+    closing_ = true;
+    // Drop unsent messages, but keep the one being written: its completion
+    // handler still refers to it.
+    while (queue_.size() > (writing_ ? 1u : 0u)) {
+      queued_bytes_ -= queue_.back().data.size();
+      queue_.pop_back();
+    }
+    close_reason_ = websocket::close_reason(code, why.message().substr(0, 100));
+    close_status_ = std::move(why);
+    if (close_sent_) return Finish(close_status_);
+    SendClose();
   }
 
   void ReadNext() {
-    ws_.async_read(buffer_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
+    ws_.async_read_some(buffer_, kReadChunk, [self = this->shared_from_this()](beast::error_code ec, size_t) {
       if (self->closed_) return;
       if (ec) {
+        // Our own close is in flight: its completion finishes the session.
+        if (self->close_sent_ && ec == asio::error::operation_aborted) return;
         self->Finish(self->StatusForReadError(ec));
         return;
       }
+      if (self->buffer_.size() > self->max_message_) {
+        self->FailWithClose(websocket::close_code::too_big,
+                            ResourceExhausted("message from " + self->remote_ + " exceeds " +
+                                              std::to_string(self->max_message_) + " bytes"));
+        return;
+      }
+      if (!self->ws_.is_message_done()) return self->ReadNext();
       std::string message = beast::buffers_to_string(self->buffer_.data());
       self->buffer_.consume(self->buffer_.size());
       if (self->ws_.got_text()) {
@@ -212,8 +249,11 @@ class WsSessionImpl final : public WsSession,
     if (auto fn = std::exchange(on_close_, nullptr)) fn(status);
   }
 
+  static constexpr size_t kReadChunk = 64 * 1024;
+
   Ws ws_;
   std::string remote_;
+  size_t max_message_;
   size_t max_queue_;
   uint64_t id_ = NextConnectionId();
   beast::flat_buffer buffer_;
@@ -223,7 +263,8 @@ class WsSessionImpl final : public WsSession,
   bool closing_ = false;
   bool close_sent_ = false;
   bool closed_ = false;
-  std::string close_reason_;
+  websocket::close_reason close_reason_;
+  Status close_status_;
   std::function<void(std::string)> on_text_;
   std::function<void(std::string)> on_binary_;
   std::function<void(const Status&)> on_close_;
