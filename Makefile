@@ -1,11 +1,11 @@
 # Drover's two entry points:
 #   make test   install missing dependencies, build, run every test
-#   make demo   (arrives with the server) start a local cluster and run the example pipeline
+#   make demo   install, build, start a local cluster and run the example pipeline
 # and `make build` to build everything into build/.
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build test bench clean
+.PHONY: all deps configure build test bench clean demo
 
 all: build
 
@@ -23,6 +23,11 @@ build: configure
 test: deps
 	$(MAKE) build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+demo: deps
+	$(MAKE) configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target drover
+	bash examples/demo.sh $(BUILD_DIR)
 
 clean:
 	rm -rf $(BUILD_DIR)

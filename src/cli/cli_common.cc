@@ -1,0 +1,38 @@
+#include "cli/cli_common.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+namespace drover::cli {
+
+int ReportError(const Status& status, bool usage_on_invalid) {
+  std::string message = status.message().empty() ? status.ToString() : status.message();
+  while (!message.empty() && message.back() == '\n') message.pop_back();
+  std::cerr << "drover: " << message << std::endl;
+  if (usage_on_invalid && status.code() == StatusCode::kInvalidArgument) return kExitUsage;
+  return kExitFailure;
+}
+
+void AddClientFlags(CLI::App& app, ClientFlags& flags, bool with_json) {
+  AddConnectionFlags(app, flags.connection);
+  if (with_json) app.add_flag("--json", flags.json, "Print the API's JSON instead of a table");
+}
+
+Result<ApiClient> Connect(const ClientFlags& flags) {
+  ASSIGN_OR_RETURN(net::ClientOptions options, ResolveConnection(flags.connection));
+  return ApiClient(std::move(options));
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool StdoutIsTty() { return isatty(STDOUT_FILENO) == 1; }
+
+}  // namespace drover::cli

@@ -1,0 +1,98 @@
+#include "cli/cluster_flags.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "common/quantity.h"
+#include "core/placement.h"
+#include "net/access_file.h"
+
+namespace drover::cli {
+
+namespace {
+
+std::string DefaultStateDir() {
+  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg != nullptr && *xdg != '\0') {
+    return std::string(xdg) + "/drover/server";
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return std::string(home) + "/.local/state/drover/server";
+  }
+  return "/var/lib/drover";
+}
+
+Result<Duration> FlagDuration(const std::string& flag, const std::string& text) {
+  Result<Duration> d = ParseDuration(text);
+  if (!d.ok()) return d.status().WithContext(flag);
+  if (*d <= Duration::zero()) return InvalidArgument(flag + ": must be above zero");
+  return *d;
+}
+
+}  // namespace
+
+void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
+  app.add_option("--state-dir", flags.state_dir,
+                 "Journal, token and certificate (default ~/.local/state/drover/server)");
+  if (with_bind) app.add_option("--bind", flags.bind, "Address to listen on")->capture_default_str();
+  app.add_option("--port", flags.port, "Port to listen on (0 picks a free one)")
+      ->capture_default_str();
+  app.add_flag("--no-tls", flags.no_tls, "Plain TCP instead of TLS (trusted networks only)");
+  app.add_option("--heartbeat", flags.heartbeat, "Worker heartbeat interval")
+      ->capture_default_str();
+  app.add_option("--lease-ttl", flags.lease_ttl,
+                 "Lease time-to-live: how long a silent worker's tasks stay its own")
+      ->capture_default_str();
+  app.add_option("--policy", flags.policy, "Placement policy: spread, pack or round-robin")
+      ->capture_default_str();
+  app.add_option("--access-file", flags.access_file,
+                 "Where to write the access file for local clients (default $DROVER_ACCESS, "
+                 "then ~/.local/state/drover/access.json; \"-\" for none)");
+}
+
+Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
+  server::ServerConfig config;
+  config.state_dir = flags.state_dir.empty() ? DefaultStateDir() : flags.state_dir;
+  config.bind_address = flags.bind;
+  config.port = flags.port;
+  config.tls = !flags.no_tls;
+  ASSIGN_OR_RETURN(config.heartbeat_interval, FlagDuration("--heartbeat", flags.heartbeat));
+  ASSIGN_OR_RETURN(Duration ttl, FlagDuration("--lease-ttl", flags.lease_ttl));
+  if (ttl <= 2 * config.heartbeat_interval) {
+    return InvalidArgument("--lease-ttl (" + FormatDuration(ttl) +
+                           ") must be longer than two heartbeats (--heartbeat " +
+                           FormatDuration(config.heartbeat_interval) + ")");
+  }
+  Result<core::PolicyKind> policy = core::ParsePolicy(flags.policy);
+  if (!policy.ok()) return policy.status().WithContext("--policy");
+  config.scheduler.policy = *policy;
+  config.scheduler.lease_ttl = ttl;
+  config.scheduler.renew_interval = std::min<Duration>(Seconds(10), ttl / 3);
+  config.scheduler.expiry_grace = std::min<Duration>(Seconds(10), ttl / 3);
+  if (flags.access_file == "-") {
+    config.access_file = "-";
+  } else {
+    ASSIGN_OR_RETURN(config.access_file, net::ResolveAccessFilePath(flags.access_file));
+  }
+  return config;
+}
+
+void PrintListening(const server::ServerShell& shell, const server::ServerConfig& config) {
+  const std::string host = config.bind_address == "0.0.0.0" || config.bind_address == "::"
+                               ? "127.0.0.1"
+                               : config.bind_address;
+  std::cout << "drover: listening on " << host << ":" << shell.port() << " ("
+            << (config.tls ? "tls" : "plain tcp") << "), state in " << config.state_dir << "\n";
+  if (shell.discarded_bytes() > 0) {
+    std::cout << "drover: the journal had a torn tail: " << shell.discarded_bytes()
+              << " bytes discarded\n";
+  }
+  if (config.access_file != "-") {
+    std::cout << "drover: local clients read " << config.access_file << "\n";
+  }
+  std::cout << "drover: to add a machine, run there:\n  " << shell.JoinCommand() << std::endl;
+}
+
+}  // namespace drover::cli

@@ -1,0 +1,47 @@
+// Flags shared by `drover server` and `drover up`, and how they become a
+// server::ServerConfig.
+//
+// Thread safety: main thread only.
+#ifndef DROVER_CLI_CLUSTER_FLAGS_H_
+#define DROVER_CLI_CLUSTER_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "server/server_shell.h"
+
+namespace CLI {
+class App;
+}
+
+namespace drover::cli {
+
+struct ServerFlags {
+  std::string state_dir;    // default: ~/.local/state/drover/server
+  std::string bind = "0.0.0.0";
+  uint16_t port = 7210;
+  bool no_tls = false;
+  std::string heartbeat = "2s";
+  std::string lease_ttl = "30s";
+  std::string policy = "spread";
+  std::string access_file;  // default: $DROVER_ACCESS, then net's default path
+};
+
+// Adds --state-dir --port --no-tls --heartbeat --lease-ttl --policy
+// --access-file, and --bind when `with_bind`.
+void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind);
+
+// Parses the durations and the policy; derives the scheduler's renew
+// interval and expiry grace from the lease TTL (a third each, at most 10 s)
+// so a short TTL still renews in time. kInvalidArgument names the flag.
+Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags);
+
+// Prints what `drover server` / `up` print once listening: the readiness
+// line "drover: listening on ADDR:PORT (tls|plain tcp)" (tests and scripts
+// wait for it), where the access file is, and the join command.
+void PrintListening(const server::ServerShell& shell, const server::ServerConfig& config);
+
+}  // namespace drover::cli
+
+#endif  // DROVER_CLI_CLUSTER_FLAGS_H_

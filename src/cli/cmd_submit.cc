@@ -1,0 +1,122 @@
+// `drover submit [flags] -- CMD...` and `drover run FILE.toml`: send a job,
+// and (submit --wait, run) follow it to its end.
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "cli/submit_spec.h"
+#include "cli/views.h"
+#include "cli/wait_job.h"
+#include "proto/job_file.h"
+
+namespace drover::cli {
+
+namespace {
+
+// Posts the body; returns the job id.
+Result<JobId> SendJob(ApiClient& api, std::string body) {
+  ASSIGN_OR_RETURN(nlohmann::json answer, api.Post("/api/v1/jobs", std::move(body)));
+  auto id = answer.find("id");
+  if (id == answer.end() || !id->is_number_unsigned()) {
+    return Internal("the server's answer has no job id: " + answer.dump());
+  }
+  return id->get<JobId>();
+}
+
+// Exit status for a finished job: 0 when every task succeeded.
+int ExitFor(const JobWatch& watch) { return watch.succeeded() ? kExitOk : kExitFailure; }
+
+struct SubmitOptions {
+  ClientFlags client;
+  SubmitFlags spec;
+  bool wait = false;
+};
+
+int RunSubmit(const SubmitOptions& o) {
+  Result<std::string> body = BuildSubmitBody(o.spec);
+  if (!body.ok()) return ReportError(body.status(), /*usage_on_invalid=*/true);
+  Result<ApiClient> api = Connect(o.client);
+  if (!api.ok()) return ReportError(api.status());
+  Result<JobId> job = SendJob(*api, std::move(*body));
+  if (!job.ok()) return ReportError(job.status());
+  std::cout << *job << std::endl;
+  if (!o.wait) return kExitOk;
+  Result<JobWatch> watch = WaitForJob(*api, *job, Progress::kNone);
+  if (!watch.ok()) return ReportError(watch.status());
+  if (!watch->succeeded()) {
+    std::cerr << "drover: job " << *job << ": " << watch->count("failed") << " failed, "
+              << watch->count("canceled") << " canceled (drover status " << *job << ")"
+              << std::endl;
+  }
+  return ExitFor(*watch);
+}
+
+struct RunOptions {
+  ClientFlags client;
+  std::string file;
+  bool plain = false;
+};
+
+int RunFile(const RunOptions& o) {
+  std::ifstream in(o.file, std::ios::binary);
+  if (!in) return ReportError(InvalidArgument(o.file + ": cannot open the job file"), true);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (text.str().size() > proto::kMaxJobSpecBytes) {
+    return ReportError(InvalidArgument(o.file + ": larger than the 16 MiB a job may be"), true);
+  }
+  // Checked here first so a mistake is reported with its line and nothing
+  // reaches the server.
+  Result<core::JobSpec> spec = proto::ParseJobToml(text.str(), o.file);
+  if (!spec.ok()) return ReportError(spec.status(), /*usage_on_invalid=*/true);
+  Result<ApiClient> api = Connect(o.client);
+  if (!api.ok()) return ReportError(api.status());
+  Result<JobId> job = SendJob(*api, proto::JobSpecToJson(*spec));
+  if (!job.ok()) return ReportError(job.status());
+  std::cout << "job " << *job << " \"" << spec->name << "\": " << spec->TaskCount() << " tasks"
+            << std::endl;
+  const Progress progress = o.plain || !StdoutIsTty() ? Progress::kLines : Progress::kBar;
+  Result<JobWatch> watch = WaitForJob(*api, *job, progress);
+  if (!watch.ok()) return ReportError(watch.status());
+  Result<nlohmann::json> info = api->Get("/api/v1/jobs/" + std::to_string(*job));
+  if (!info.ok()) return ReportError(info.status());
+  std::cout << "\n" << JobView(*info, NowMs());
+  return ExitFor(*watch);
+}
+
+}  // namespace
+
+void AddSubmitCommands(CLI::App& root, int& exit_code) {
+  auto s = std::make_shared<SubmitOptions>();
+  CLI::App* submit = root.add_subcommand("submit", "Submit one command (or an array of it)");
+  AddClientFlags(*submit, s->client, /*with_json=*/false);
+  submit->add_option("--name", s->spec.name, "Job name (default: the command's name)");
+  submit->add_option("--cpus", s->spec.cpus, "CPUs per task: 2, 0.5, 500m (default 1)");
+  submit->add_option("--mem", s->spec.mem, "Memory per task: 4GiB, 512MiB");
+  submit->add_option("--gpus", s->spec.gpus, "GPUs per task: 1, 2, 0.25");
+  submit->add_option("--gpu-type", s->spec.gpu_type, "Accepted GPU models: A100 or A100,H100");
+  submit->add_option("--gpu-mem", s->spec.gpu_mem, "Minimum memory per GPU: 16GiB");
+  submit->add_option("--array", s->spec.array, "Array of tasks: 0-99, 0-99:2 ({index} in CMD)");
+  submit->add_option("--retries", s->spec.retries, "Extra attempts after a failure");
+  submit->add_option("--timeout", s->spec.timeout, "Per attempt: 90s, 2h");
+  submit->add_option("--priority", s->spec.priority, "Higher runs first");
+  submit->add_option("--after", s->spec.after, "Start after job ID or task ID.N succeeded");
+  submit->add_option("--env", s->spec.env, "Environment KEY=VALUE (repeatable)");
+  submit->add_flag("--wait", s->wait, "Wait for the end; exit 1 if a task did not succeed");
+  submit->add_option("command", s->spec.command, "The command, after --")->required();
+  submit->callback([s, &exit_code] { exit_code = RunSubmit(*s); });
+
+  auto r = std::make_shared<RunOptions>();
+  CLI::App* run = root.add_subcommand("run", "Submit a job file and follow it to the end");
+  AddClientFlags(*run, r->client, /*with_json=*/false);
+  run->add_option("file", r->file, "The job file (TOML)")->required();
+  run->add_flag("--plain", r->plain, "One line per change instead of a progress bar");
+  run->callback([r, &exit_code] { exit_code = RunFile(*r); });
+}
+
+}  // namespace drover::cli

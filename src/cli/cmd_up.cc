@@ -1,0 +1,117 @@
+// `drover up`: a server and N local workers in one process on one event
+// loop, for single-machine use. The workers reach the server over loopback
+// like any other worker; the machine's cores and memory are split between
+// them (core_split.h).
+//
+// Running as root without --user, the local workers run tasks as root:
+// `up` is an explicit single-machine mode where the person starting it
+// already owns the machine. A one-line notice says so.
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "cli/cli_common.h"
+#include "cli/cluster_flags.h"
+#include "cli/commands.h"
+#include "cli/core_split.h"
+#include "cli/stop_signals.h"
+#include "net/event_loop.h"
+#include "server/server_shell.h"
+#include "worker/agent.h"
+
+namespace drover::cli {
+
+namespace {
+
+struct UpFlags {
+  ServerFlags server;
+  int workers = 2;
+  std::string isolation = "auto";
+  std::string user;
+};
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "local";
+  return name;
+}
+
+int RunUp(UpFlags& flags) {
+  flags.server.bind = "127.0.0.1";  // local workers and clients only
+  Result<server::ServerConfig> config = MakeServerConfig(flags.server);
+  if (!config.ok()) return ReportError(config.status(), /*usage_on_invalid=*/true);
+  Result<std::vector<int>> cores = AvailableCores();
+  if (!cores.ok()) return ReportError(cores.status());
+  Result<std::vector<std::string>> split = SplitCores(*cores, flags.workers);
+  if (!split.ok()) return ReportError(split.status(), /*usage_on_invalid=*/true);
+
+  net::EventLoop loop;
+  Result<std::unique_ptr<server::ServerShell>> shell = server::ServerShell::Start(loop, *config);
+  if (!shell.ok()) return ReportError(shell.status().WithContext("server did not start"));
+
+  const bool root = geteuid() == 0;
+  if (root && flags.user.empty()) {
+    std::cout << "drover: running as root with no --user: local workers run tasks as root "
+                 "(drover up is single-machine mode)"
+              << std::endl;
+  }
+  const uint64_t mem_bytes = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                             static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  std::vector<std::unique_ptr<worker::Agent>> agents;
+  for (int i = 0; i < flags.workers; ++i) {
+    worker::AgentConfig a;
+    a.servers = {"127.0.0.1:" + std::to_string((*shell)->port())};
+    a.token = (*shell)->token();
+    a.fingerprint = (*shell)->fingerprint();
+    a.tls = config->tls;
+    a.name = HostName() + "-" + std::to_string(i + 1);
+    a.workdir = config->state_dir + "/work/" + a.name;
+    a.isolation = flags.isolation;
+    a.cpus = (*split)[static_cast<size_t>(i)];
+    a.mem = std::to_string(mem_bytes / static_cast<uint64_t>(flags.workers));
+    a.task_user = flags.user;
+    a.run_as_root = root && flags.user.empty();
+    a.heartbeat_interval = config->heartbeat_interval;
+    a.lease_ttl = config->scheduler.lease_ttl;
+    Result<std::unique_ptr<worker::Agent>> agent = worker::Agent::Start(loop, a);
+    if (!agent.ok()) {
+      return ReportError(agent.status().WithContext("local worker " + a.name + " did not start"));
+    }
+    std::cout << "drover: worker " << a.name << " offering " << (*agent)->summary() << std::endl;
+    agents.push_back(std::move(*agent));
+  }
+
+  Result<std::unique_ptr<StopSignals>> signals = StopSignals::Watch(loop, [&](int signo) {
+    spdlog::info("signal {}: stopping", signo);
+    for (auto& agent : agents) agent->Stop();
+    (*shell)->Stop();
+    loop.Stop();
+  });
+  if (!signals.ok()) return ReportError(signals.status());
+  PrintListening(**shell, *config);
+  loop.Run();
+  for (auto& agent : agents) agent->Stop();
+  (*shell)->Stop();
+  std::cout << "drover: stopped" << std::endl;
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddUpCommand(CLI::App& root, int& exit_code) {
+  auto flags = std::make_shared<UpFlags>();
+  CLI::App* cmd = root.add_subcommand("up", "Run a server and local workers in one process");
+  AddServerFlags(*cmd, flags->server, /*with_bind=*/false);
+  cmd->add_option("--workers", flags->workers, "Local workers (the cores are split between them)")
+      ->capture_default_str();
+  cmd->add_option("--isolation", flags->isolation, "auto, cgroup2, cgroup1, rlimit or none")
+      ->capture_default_str();
+  cmd->add_option("--user", flags->user, "Run tasks as this user (as root: default root)");
+  cmd->callback([flags, &exit_code] { exit_code = RunUp(*flags); });
+}
+
+}  // namespace drover::cli

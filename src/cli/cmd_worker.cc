@@ -1,0 +1,124 @@
+// `drover worker`: the agent that runs tasks on this machine, until SIGINT
+// or SIGTERM (which kill the tasks it runs; the server reschedules them).
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "cli/connection.h"
+#include "cli/stop_signals.h"
+#include "net/access_file.h"
+#include "net/event_loop.h"
+#include "worker/agent.h"
+
+namespace drover::cli {
+
+namespace {
+
+struct WorkerFlags {
+  std::vector<std::string> servers;
+  std::string access;
+  std::string token;
+  std::string token_file;
+  std::string fingerprint;
+  bool no_tls = false;
+  std::string workdir;
+  worker::AgentConfig agent;  // the overrides are parsed straight into it
+};
+
+std::string DefaultWorkdir() {
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return std::string(home) + "/.local/state/drover/work";
+  }
+  return "/var/lib/drover/work";
+}
+
+// Fills servers / token / fingerprint / tls from the flags, or from the
+// access file when no --server is given (a worker on the server's machine).
+Status ResolveServers(const WorkerFlags& flags, worker::AgentConfig& config) {
+  ASSIGN_OR_RETURN(std::string token, TokenFromFlags(flags.token, flags.token_file));
+  if (!flags.servers.empty()) {
+    config.servers = flags.servers;
+    config.tls = !flags.no_tls;
+    config.token = token;
+    config.fingerprint = flags.fingerprint;
+    if (config.token.empty()) return InvalidArgument("--server needs --token or --token-file");
+    if (config.tls && config.fingerprint.empty()) {
+      return InvalidArgument("--server needs --fingerprint (or --no-tls)");
+    }
+    return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(std::string path, net::ResolveAccessFilePath(flags.access));
+  Result<net::AccessInfo> access = net::ReadAccessFile(path);
+  if (!access.ok()) {
+    if (access.status().code() == StatusCode::kNotFound) {
+      return NotFound("no --server given and no access file at " + path +
+                      ": pass the join command the server printed");
+    }
+    return access.status();
+  }
+  config.servers = {access->address};
+  config.tls = access->tls;
+  config.token = token.empty() ? access->token : token;
+  config.fingerprint = flags.fingerprint.empty() ? access->fingerprint : flags.fingerprint;
+  return Status::Ok();
+}
+
+int RunWorker(WorkerFlags& flags) {
+  worker::AgentConfig config = flags.agent;
+  if (Status s = ResolveServers(flags, config); !s.ok()) {
+    return ReportError(s, /*usage_on_invalid=*/true);
+  }
+  config.workdir = flags.workdir.empty() ? DefaultWorkdir() : flags.workdir;
+  net::EventLoop loop;
+  Result<std::unique_ptr<worker::Agent>> agent = worker::Agent::Start(loop, config);
+  if (!agent.ok()) return ReportError(agent.status().WithContext("worker did not start"));
+  Result<std::unique_ptr<StopSignals>> signals = StopSignals::Watch(loop, [&](int signo) {
+    spdlog::info("signal {}: stopping the worker and its tasks", signo);
+    (*agent)->Stop();
+    loop.Stop();
+  });
+  if (!signals.ok()) return ReportError(signals.status());
+  std::cout << "drover: worker " << (config.name.empty() ? "(host name)" : config.name)
+            << " offering " << (*agent)->summary() << ", connecting to " << config.servers[0]
+            << std::endl;
+  loop.Run();
+  (*agent)->Stop();
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddWorkerCommand(CLI::App& root, int& exit_code) {
+  auto flags = std::make_shared<WorkerFlags>();
+  worker::AgentConfig& a = flags->agent;
+  CLI::App* cmd = root.add_subcommand("worker", "Run tasks on this machine for a server");
+  cmd->add_option("--server", flags->servers,
+                  "Server HOST:PORT; repeat for fallbacks (default: the local access file)");
+  cmd->add_option("--access", flags->access, "Access file to read when no --server is given");
+  cmd->add_option("--token", flags->token, "Cluster token");
+  cmd->add_option("--token-file", flags->token_file, "File holding the cluster token");
+  cmd->add_option("--fingerprint", flags->fingerprint, "Pinned SHA-256 of the server certificate");
+  cmd->add_flag("--no-tls", flags->no_tls, "Plain TCP (the server runs with --no-tls)");
+  cmd->add_option("--name", a.name, "Worker name (default: host name); keeps its id across restarts");
+  cmd->add_option("--workdir", flags->workdir, "Task directories (default ~/.local/state/drover/work)");
+  cmd->add_option("--isolation", a.isolation, "auto, cgroup2, cgroup1, rlimit or none")
+      ->capture_default_str();
+  cmd->add_option("--cpus", a.cpus, "Cores to offer, as a list: 0-7,16");
+  cmd->add_option("--mem", a.mem, "Memory to offer, e.g. 16GiB");
+  cmd->add_option("--gpus", a.gpus, "GPU indices to offer (0,1 or none; default: detect)");
+  cmd->add_option("--gpu-type", a.gpu_type, "GPU model, with --gpus");
+  cmd->add_option("--gpu-mem", a.gpu_mem, "Memory per GPU, with --gpus");
+  cmd->add_option("--label", a.labels, "Label key=value (repeatable)");
+  cmd->add_option("--counter", a.counters, "Custom counter name=count (repeatable)");
+  cmd->add_option("--user", a.task_user, "Run tasks as this user (needed when running as root)");
+  cmd->add_flag("--run-as-root", a.run_as_root, "Allow tasks to run as root");
+  cmd->callback([flags, &exit_code] { exit_code = RunWorker(*flags); });
+}
+
+}  // namespace drover::cli

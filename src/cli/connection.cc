@@ -1,0 +1,66 @@
+#include "cli/connection.h"
+
+#include <CLI/CLI.hpp>
+
+#include "net/access_file.h"
+#include "net/token.h"
+
+namespace drover::cli {
+
+void AddConnectionFlags(CLI::App& app, ConnectionFlags& flags) {
+  app.add_option("--access", flags.access,
+                 "Access file to read (default: $DROVER_ACCESS, then "
+                 "~/.local/state/drover/access.json)");
+  app.add_option("--server", flags.server, "Server address HOST:PORT (instead of an access file)");
+  app.add_option("--token", flags.token, "Cluster token");
+  app.add_option("--token-file", flags.token_file, "File holding the cluster token");
+  app.add_option("--fingerprint", flags.fingerprint, "Pinned SHA-256 of the server certificate");
+  app.add_flag("--no-tls", flags.no_tls, "Plain TCP (the server runs with --no-tls)");
+}
+
+Result<std::string> TokenFromFlags(const std::string& token, const std::string& token_file) {
+  if (!token.empty() && !token_file.empty()) {
+    return InvalidArgument("give --token or --token-file, not both");
+  }
+  if (!token_file.empty()) {
+    Result<std::string> t = net::LoadToken(token_file);
+    if (!t.ok()) return t.status().WithContext("--token-file");
+    return *t;
+  }
+  return token;
+}
+
+Result<net::ClientOptions> ResolveConnection(const ConnectionFlags& flags) {
+  ASSIGN_OR_RETURN(std::string token, TokenFromFlags(flags.token, flags.token_file));
+  net::ClientOptions options;
+  if (!flags.server.empty()) {
+    Result<net::HostPort> hp = net::SplitHostPort(flags.server);
+    if (!hp.ok()) return hp.status().WithContext("--server");
+    if (token.empty()) return InvalidArgument("--server needs --token or --token-file");
+    if (!flags.no_tls && flags.fingerprint.empty()) {
+      return InvalidArgument("--server needs --fingerprint (or --no-tls for a plain-TCP server)");
+    }
+    options.host = hp->host;
+    options.port = hp->port;
+    options.tls = !flags.no_tls;
+    options.fingerprint = flags.fingerprint;
+    options.token = token;
+    return options;
+  }
+  ASSIGN_OR_RETURN(std::string path, net::ResolveAccessFilePath(flags.access));
+  Result<net::AccessInfo> access = net::ReadAccessFile(path);
+  if (!access.ok()) {
+    if (access.status().code() == StatusCode::kNotFound) {
+      return NotFound("no access file at " + path +
+                      ": start `drover up` or `drover server` on this machine, or pass "
+                      "--server HOST:PORT --token T --fingerprint F");
+    }
+    return access.status();
+  }
+  ASSIGN_OR_RETURN(options, net::ClientOptionsFromAccess(*access));
+  if (!token.empty()) options.token = token;
+  if (!flags.fingerprint.empty()) options.fingerprint = flags.fingerprint;
+  return options;
+}
+
+}  // namespace drover::cli

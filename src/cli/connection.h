@@ -1,0 +1,48 @@
+// How a client command finds and authenticates to a server.
+//
+// Lookup order (first hit wins):
+//   --server HOST:PORT with --token/--token-file and --fingerprint (or
+//   --no-tls); otherwise the access file: --access FILE, then
+//   $DROVER_ACCESS, then the default path (net/access_file.h). --token and
+//   --fingerprint given with an access file override its values.
+//
+// Thread safety: plain functions and values.
+#ifndef DROVER_CLI_CONNECTION_H_
+#define DROVER_CLI_CONNECTION_H_
+
+#include <string>
+
+#include "common/status.h"
+#include "net/client_options.h"
+
+namespace CLI {
+class App;
+}
+
+namespace drover::cli {
+
+struct ConnectionFlags {
+  std::string access;
+  std::string server;
+  std::string token;
+  std::string token_file;
+  std::string fingerprint;
+  bool no_tls = false;
+};
+
+// Adds --access, --server, --token, --token-file, --fingerprint and
+// --no-tls to `app`, writing into `flags` (which must outlive parsing).
+void AddConnectionFlags(CLI::App& app, ConnectionFlags& flags);
+
+// Resolves the flags into client options. Errors (kInvalidArgument or
+// kNotFound) say which flag or file is wrong, and for a missing access file
+// how to get one ("start `drover up` or `drover server`, or pass
+// --server").
+Result<net::ClientOptions> ResolveConnection(const ConnectionFlags& flags);
+
+// The token given by --token or read from --token-file; empty when neither.
+Result<std::string> TokenFromFlags(const std::string& token, const std::string& token_file);
+
+}  // namespace drover::cli
+
+#endif  // DROVER_CLI_CONNECTION_H_

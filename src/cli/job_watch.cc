@@ -1,0 +1,70 @@
+#include "cli/job_watch.h"
+
+#include <nlohmann/json.hpp>
+
+namespace drover::cli {
+
+bool IsTerminalStateName(std::string_view state) {
+  return state == "succeeded" || state == "failed" || state == "canceled";
+}
+
+Result<TaskEventView> DecodeTaskEventView(std::string_view text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return InvalidArgument("event is not a JSON object");
+  auto type = j.find("type");
+  if (type == j.end() || !type->is_string()) return InvalidArgument("event without a type");
+  if (*type != "task_state") return NotFound("event of type " + type->get<std::string>());
+  TaskEventView e;
+  auto text_field = [&](const char* key, std::string* out, bool required) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return !required;
+    if (!it->is_string()) return false;
+    *out = it->get<std::string>();
+    return true;
+  };
+  if (!text_field("task", &e.task, true) || !text_field("to", &e.to, true) ||
+      !text_field("from", &e.from, false) || !text_field("reason", &e.reason, false)) {
+    return InvalidArgument("task_state event with a missing or mistyped field: " +
+                           std::string(text.substr(0, 200)));
+  }
+  if (auto it = j.find("attempt"); it != j.end() && it->is_number_unsigned()) {
+    e.attempt = it->get<uint32_t>();
+  }
+  return e;
+}
+
+bool JobWatch::Apply(const TaskEventView& event) {
+  auto [it, added] = tasks_.try_emplace(event.task, Known{event.to, event.attempt});
+  if (added) return true;
+  if (it->second.state == event.to && it->second.attempt == event.attempt) return false;
+  it->second = Known{event.to, event.attempt};
+  return true;
+}
+
+bool JobWatch::done() const {
+  if (tasks_.size() < task_count_) return false;
+  for (const auto& [id, known] : tasks_) {
+    if (!IsTerminalStateName(known.state)) return false;
+  }
+  return true;
+}
+
+uint64_t JobWatch::count(std::string_view state) const {
+  uint64_t n = 0;
+  for (const auto& [id, known] : tasks_) n += known.state == state ? 1 : 0;
+  return n;
+}
+
+std::string JobWatch::ProgressLine(int width) const {
+  const uint64_t finished = count("succeeded") + count("failed") + count("canceled");
+  const uint64_t total = task_count_ == 0 ? 1 : task_count_;
+  const int filled = static_cast<int>(finished * static_cast<uint64_t>(width) / total);
+  std::string line = "[" + std::string(filled, '#') + std::string(width - filled, '.') + "] ";
+  line += std::to_string(finished) + "/" + std::to_string(task_count_) + " done";
+  for (const char* state : {"running", "assigned", "queued", "waiting", "failed", "canceled"}) {
+    if (uint64_t n = count(state); n > 0) line += "  " + std::to_string(n) + " " + state;
+  }
+  return line;
+}
+
+}  // namespace drover::cli

@@ -1,0 +1,62 @@
+#include "cli/job_watch.h"
+
+#include <gtest/gtest.h>
+
+namespace drover::cli {
+namespace {
+
+TaskEventView Ev(std::string task, std::string to, uint32_t attempt = 1) {
+  return TaskEventView{std::move(task), "", std::move(to), attempt, ""};
+}
+
+TEST(JobWatchTest, DecodesTaskStateEvents) {
+  Result<TaskEventView> e = DecodeTaskEventView(
+      R"({"type":"task_state","task":"12.3","from":"running","to":"failed","attempt":2,)"
+      R"("reason":"exit code 3","at":"2024-05-01T12:00:00.250Z","at_ms":1})");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->task, "12.3");
+  EXPECT_EQ(e->from, "running");
+  EXPECT_EQ(e->to, "failed");
+  EXPECT_EQ(e->attempt, 2u);
+  EXPECT_EQ(e->reason, "exit code 3");
+}
+
+TEST(JobWatchTest, SkipsOtherTypesAndRejectsGarbage) {
+  EXPECT_EQ(DecodeTaskEventView(R"({"type":"hello"})").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(DecodeTaskEventView("not json").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodeTaskEventView(R"({"type":"task_state","task":3,"to":"queued"})").status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(JobWatchTest, DoneOnlyWhenEveryTaskIsSeenAndTerminal) {
+  JobWatch w(3);
+  EXPECT_TRUE(w.Apply(Ev("1.0", "succeeded")));
+  EXPECT_TRUE(w.Apply(Ev("1.1", "failed")));
+  EXPECT_FALSE(w.done()) << "1.2 not seen yet";
+  EXPECT_TRUE(w.Apply(Ev("1.2", "running")));
+  EXPECT_FALSE(w.done());
+  EXPECT_TRUE(w.Apply(Ev("1.2", "canceled")));
+  EXPECT_TRUE(w.done());
+  EXPECT_FALSE(w.succeeded());
+  EXPECT_EQ(w.count("failed"), 1u);
+}
+
+TEST(JobWatchTest, RepeatedSnapshotEntriesChangeNothing) {
+  JobWatch w(1);
+  EXPECT_TRUE(w.Apply(Ev("4.0", "running", 1)));
+  EXPECT_FALSE(w.Apply(Ev("4.0", "running", 1)));
+  EXPECT_TRUE(w.Apply(Ev("4.0", "running", 2))) << "a new attempt is news";
+  EXPECT_TRUE(w.Apply(Ev("4.0", "succeeded", 2)));
+  EXPECT_TRUE(w.succeeded());
+}
+
+TEST(JobWatchTest, ProgressLineCountsStates) {
+  JobWatch w(4);
+  w.Apply(Ev("1.0", "succeeded"));
+  w.Apply(Ev("1.1", "running"));
+  w.Apply(Ev("1.2", "queued"));
+  EXPECT_EQ(w.ProgressLine(8), "[##......] 1/4 done  1 running  1 queued");
+}
+
+}  // namespace
+}  // namespace drover::cli

@@ -1,0 +1,82 @@
+#include "cli/submit_spec.h"
+
+#include <nlohmann/json.hpp>
+
+#include "proto/job_file.h"
+
+namespace drover::cli {
+
+namespace {
+
+// "task[0].resources.mem: ..." -> "--mem: ...", "task[0].array: ..." ->
+// "--array: ...": people typed flags, not a job file.
+std::string FlagMessage(std::string message) {
+  for (const std::string prefix : {"task[0].resources.", "task[0]."}) {
+    if (message.rfind(prefix, 0) == 0) {
+      std::string rest = message.substr(prefix.size());
+      if (rest.rfind("gpu_type", 0) == 0) return "--gpu-type" + rest.substr(8);
+      if (rest.rfind("gpu_mem", 0) == 0) return "--gpu-mem" + rest.substr(7);
+      return "--" + rest;
+    }
+  }
+  return message;
+}
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+Result<std::string> BuildSubmitBody(const SubmitFlags& flags) {
+  using nlohmann::json;
+  if (flags.command.empty()) return InvalidArgument("no command given (drover submit -- CMD ...)");
+  const std::string name = flags.name.empty() ? BaseName(flags.command[0]) : flags.name;
+  json task = {{"id", name}, {"command", flags.command}};
+  json resources = json::object();
+  if (!flags.cpus.empty()) resources["cpus"] = flags.cpus;
+  if (!flags.mem.empty()) resources["mem"] = flags.mem;
+  if (!flags.gpus.empty()) resources["gpus"] = flags.gpus;
+  if (!flags.gpu_mem.empty()) resources["gpu_mem"] = flags.gpu_mem;
+  if (!flags.gpu_type.empty()) {
+    json types = json::array();
+    size_t start = 0;
+    while (start <= flags.gpu_type.size()) {
+      const size_t comma = flags.gpu_type.find(',', start);
+      const size_t end = comma == std::string::npos ? flags.gpu_type.size() : comma;
+      if (end > start) types.push_back(flags.gpu_type.substr(start, end - start));
+      start = end + 1;
+    }
+    resources["gpu_type"] = types;
+  }
+  if (!resources.empty()) task["resources"] = resources;
+  if (!flags.array.empty()) task["array"] = flags.array;
+  if (!flags.timeout.empty()) task["timeout"] = flags.timeout;
+  if (flags.retries < 0) return InvalidArgument("--retries: must not be negative");
+  if (flags.retries != 0) task["retries"] = flags.retries;
+  if (flags.priority != 0) task["priority"] = flags.priority;
+  if (!flags.env.empty()) {
+    json env = json::object();
+    for (const std::string& kv : flags.env) {
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        return InvalidArgument("--env: expected KEY=VALUE, got \"" + kv + "\"");
+      }
+      env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    task["env"] = env;
+  }
+  json job = {{"name", name}, {"task", json::array({task})}};
+  if (!flags.after.empty()) job["after"] = flags.after;
+
+  Result<core::JobSpec> spec = proto::JobSpecFromJson(job.dump());
+  if (!spec.ok()) {
+    std::string message = spec.status().message();
+    if (message.rfind("after", 0) == 0) message = "--" + message;
+    return Status(spec.status().code(), FlagMessage(message));
+  }
+  return proto::JobSpecToJson(*spec);
+}
+
+}  // namespace drover::cli

@@ -1,0 +1,40 @@
+// SubmitSpec: turns `drover submit` flags into the submit API's JSON body
+// (a one-group job), checked by the same decoder the server and job files
+// use (proto::JobSpecFromJson), so a bad flag fails here with a clear
+// message and nothing is sent.
+//
+// Thread safety: pure functions.
+#ifndef DROVER_CLI_SUBMIT_SPEC_H_
+#define DROVER_CLI_SUBMIT_SPEC_H_
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace drover::cli {
+
+struct SubmitFlags {
+  std::string name;      // job and group name; default: basename of argv[0]
+  std::string cpus;      // "2", "0.5", "500m"; empty = server default (1)
+  std::string mem;       // "4GiB"
+  std::string gpus;      // "1", "0.25"
+  std::string gpu_type;  // "A100" or "A100,H100"
+  std::string gpu_mem;   // "16GiB"
+  std::string array;     // "0-7"
+  std::string timeout;   // "2h"
+  int retries = 0;
+  int priority = 0;
+  std::vector<std::string> after;  // "12", "12.3"
+  std::vector<std::string> env;    // "KEY=VALUE"
+  std::vector<std::string> command;
+};
+
+// The canonical JSON of the job (proto::JobSpecToJson). Errors
+// (kInvalidArgument) name the flag: "--mem: memory quantity \"4G\" is
+// ambiguous: ...".
+Result<std::string> BuildSubmitBody(const SubmitFlags& flags);
+
+}  // namespace drover::cli
+
+#endif  // DROVER_CLI_SUBMIT_SPEC_H_

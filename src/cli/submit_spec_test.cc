@@ -1,0 +1,70 @@
+#include "cli/submit_spec.h"
+
+#include <gtest/gtest.h>
+
+#include "proto/job_file.h"
+
+namespace drover::cli {
+namespace {
+
+TEST(SubmitSpecTest, FlagsBecomeAOneGroupJob) {
+  SubmitFlags f;
+  f.command = {"/usr/bin/python3", "train.py", "--seed", "{index}"};
+  f.cpus = "0.5";
+  f.mem = "4GiB";
+  f.gpus = "1";
+  f.gpu_type = "A100,H100";
+  f.array = "0-7";
+  f.retries = 2;
+  f.timeout = "2h";
+  f.priority = 5;
+  f.after = {"3", "4.1"};
+  f.env = {"A=b=c"};
+  Result<std::string> body = BuildSubmitBody(f);
+  ASSERT_TRUE(body.ok()) << body.status().ToString();
+  Result<core::JobSpec> spec = proto::JobSpecFromJson(*body);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->name, "python3");
+  ASSERT_EQ(spec->groups.size(), 1u);
+  const core::TaskGroupSpec& g = spec->groups[0];
+  EXPECT_EQ(g.command, f.command);
+  EXPECT_EQ(g.resources.cpus_milli, 500);
+  EXPECT_EQ(g.resources.mem_bytes, 4ull << 30);
+  EXPECT_EQ(g.resources.gpus, 100);
+  EXPECT_EQ(g.resources.gpu_types, (std::vector<std::string>{"A100", "H100"}));
+  EXPECT_EQ(g.TaskCount(), 8u);
+  EXPECT_EQ(g.retries, 2u);
+  EXPECT_EQ(g.timeout, Seconds(7200));
+  EXPECT_EQ(g.priority, 5);
+  EXPECT_EQ(g.env.at("A"), "b=c");
+  EXPECT_EQ(spec->after_jobs, (std::vector<JobId>{3}));
+  ASSERT_EQ(spec->after_tasks.size(), 1u);
+  EXPECT_EQ(spec->after_tasks[0].ToString(), "4.1");
+}
+
+TEST(SubmitSpecTest, ErrorsNameTheFlag) {
+  SubmitFlags f;
+  f.command = {"true"};
+  f.mem = "4G";
+  Result<std::string> body = BuildSubmitBody(f);
+  ASSERT_FALSE(body.ok());
+  EXPECT_EQ(body.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(body.status().message().rfind("--mem", 0), 0u) << body.status().message();
+
+  f.mem.clear();
+  f.array = "7-";
+  body = BuildSubmitBody(f);
+  ASSERT_FALSE(body.ok());
+  EXPECT_EQ(body.status().message().rfind("--array", 0), 0u) << body.status().message();
+
+  f.array.clear();
+  f.env = {"NOEQUALS"};
+  EXPECT_FALSE(BuildSubmitBody(f).ok());
+}
+
+TEST(SubmitSpecTest, NeedsACommand) {
+  EXPECT_EQ(BuildSubmitBody(SubmitFlags{}).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace drover::cli

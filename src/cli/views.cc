@@ -1,0 +1,219 @@
+#include "cli/views.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+#include "cli/table.h"
+#include "common/quantity.h"
+
+namespace drover::cli {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kStates[] = {"waiting",   "queued", "assigned", "running",
+                                   "succeeded", "failed", "canceled"};
+
+std::string Str(const json& j, const char* key) {
+  if (!j.is_object()) return "-";
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return "-";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_number_integer() || it->is_number_unsigned() || it->is_boolean()) return it->dump();
+  if (it->is_number_float()) return it->dump();
+  return "-";
+}
+
+// An integer field, or `fallback` when it is missing / not a number.
+int64_t Int(const json& j, const char* key, int64_t fallback = -1) {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return fallback;
+  return it->get<int64_t>();
+}
+
+bool Bool(const json& j, const char* key) {
+  if (!j.is_object()) return false;
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
+const json& Array(const json& j, const char* key) {
+  static const json kEmpty = json::array();
+  if (!j.is_object()) return kEmpty;
+  auto it = j.find(key);
+  return it != j.end() && it->is_array() ? *it : kEmpty;
+}
+
+// "2024-05-01T12:00:00.250Z" -> "2024-05-01 12:00:00Z" for tables.
+std::string ShortTime(const json& j, const char* key) {
+  std::string t = Str(j, key);
+  if (t.size() >= 19 && t[10] == 'T') return t.substr(0, 10) + " " + t.substr(11, 8) + "Z";
+  return t;
+}
+
+// Wall time of the latest attempt: finished - started, or now - started.
+std::string TaskTime(const json& task, int64_t now_ms) {
+  const int64_t started = Int(task, "started_at_ms");
+  if (started < 0) return "-";
+  int64_t finished = Int(task, "finished_at_ms");
+  if (finished < started) finished = now_ms;
+  return FormatSpan(finished - started);
+}
+
+std::string CoreList(const json& cores) {
+  if (!cores.is_array() || cores.empty()) return "-";
+  std::string out;
+  for (const json& c : cores) {
+    if (!out.empty()) out += ",";
+    out += c.dump();
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string FormatSpan(int64_t ms) {
+  if (ms < 0) return "-";
+  char buf[32];
+  if (ms < 60'000) {
+    std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms) / 1000.0);
+  } else if (ms < 3'600'000) {
+    std::snprintf(buf, sizeof buf, "%" PRId64 "m%02" PRId64 "s", ms / 60'000, ms / 1000 % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%" PRId64 "h%02" PRId64 "m", ms / 3'600'000,
+                  ms / 60'000 % 60);
+  }
+  return buf;
+}
+
+std::string CountsSummary(const json& counts) {
+  std::string out;
+  for (const char* state : kStates) {
+    const int64_t n = Int(counts, state, 0);
+    if (n <= 0) continue;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(n) + " " + state;
+  }
+  return out.empty() ? "-" : out;
+}
+
+std::string JobsView(const json& list) {
+  Table table({"ID", "NAME", "USER", "TASKS", "STATE", "SUBMITTED"});
+  for (const json& job : Array(list, "jobs")) {
+    table.AddRow({Str(job, "id"), Str(job, "name"), Str(job, "user"), Str(job, "task_count"),
+                  (Bool(job, "done") ? "done: " : "") + CountsSummary(job.value("counts", json())),
+                  ShortTime(job, "submitted_at")});
+  }
+  if (table.rows() == 0) return "no jobs\n";
+  return table.Render();
+}
+
+std::string TaskTable(const json& tasks, int64_t now_ms) {
+  Table table({"TASK", "GROUP", "INDEX", "STATE", "ATTEMPT", "WORKER", "TIME", "REASON"});
+  for (const json& t : tasks.is_array() ? tasks : json::array()) {
+    std::string reason = Str(t, "reason");
+    if (reason.empty()) reason = "-";
+    table.AddRow({Str(t, "id"), Str(t, "group"), Str(t, "array_index"), Str(t, "state"),
+                  Str(t, "attempt"), Str(t, "worker"), TaskTime(t, now_ms), reason});
+  }
+  return table.Render();
+}
+
+std::string JobView(const json& job, int64_t now_ms) {
+  std::string out = "job " + Str(job, "id") + " \"" + Str(job, "name") + "\" (" +
+                    Str(job, "user") + "), " + Str(job, "task_count") + " tasks: " +
+                    (Bool(job, "done") ? "done, " : "") +
+                    CountsSummary(job.value("counts", json())) + "\n";
+  out += "submitted " + ShortTime(job, "submitted_at") + "\n\n";
+  const json& tasks = Array(job, "tasks");
+  out += TaskTable(tasks, now_ms);
+  const int64_t count = Int(job, "task_count", 0);
+  const int64_t offset = Int(job, "offset", 0);
+  if (offset + static_cast<int64_t>(tasks.size()) < count) {
+    out += "(tasks " + std::to_string(offset) + ".." +
+           std::to_string(offset + static_cast<int64_t>(tasks.size())) + " of " +
+           std::to_string(count) + "; see --offset/--limit)\n";
+  }
+  return out;
+}
+
+std::string TaskView(const json& task, int64_t now_ms) {
+  Table table({"FIELD", "VALUE"});
+  auto row = [&](const char* name, std::string value) {
+    if (value.empty()) value = "-";
+    table.AddRow({name, std::move(value)});
+  };
+  row("task", Str(task, "id"));
+  row("group", Str(task, "group") + " (index " + Str(task, "array_index") + ")");
+  row("state", Str(task, "state"));
+  row("reason", Str(task, "reason"));
+  row("attempt", Str(task, "attempt"));
+  row("worker", Str(task, "worker"));
+  row("submitted", ShortTime(task, "submitted_at"));
+  row("started", ShortTime(task, "started_at"));
+  row("finished", ShortTime(task, "finished_at"));
+  if (Int(task, "retry_at_ms") >= 0) row("retry at", ShortTime(task, "retry_at"));
+  row("time", TaskTime(task, now_ms));
+  row("cores", CoreList(task.value("cores", json())));
+  std::string gpus;
+  for (const json& g : Array(task, "gpus")) {
+    if (!gpus.empty()) gpus += ", ";
+    gpus += Str(g, "index") + " (" + FormatGpus(Int(g, "share", 100)) + ")";
+  }
+  row("gpus", gpus);
+  const json outcome = task.value("outcome", json());
+  if (outcome.is_object()) {
+    const int64_t signal = Int(outcome, "signal", 0);
+    row("exit", signal != 0 ? "signal " + std::to_string(signal)
+                            : "code " + Str(outcome, "exit_code"));
+    if (Bool(outcome, "oom_killed")) row("oom", "killed by the OOM killer");
+    row("cpu time", FormatSpan(Int(outcome, "cpu_ms")));
+    const int64_t peak = Int(outcome, "peak_mem_bytes");
+    row("peak mem", peak >= 0 ? FormatBytes(static_cast<uint64_t>(peak)) : "-");
+  }
+  std::string out = table.Render();
+  if (outcome.is_object()) {
+    std::string result = Str(outcome, "result");
+    if (result != "-" && !result.empty()) {
+      if (result.back() != '\n') result += '\n';
+      out += "\nresult:\n" + result;
+    }
+  }
+  std::string explain = Str(task, "explain");
+  if (explain != "-" && !explain.empty()) {
+    if (explain.back() != '\n') explain += '\n';
+    out += "\nexplain:\n" + explain;
+  }
+  return out;
+}
+
+std::string WorkersView(const json& list) {
+  Table table({"ID", "NAME", "STATE", "CORES", "MEM", "GPUS", "TASKS", "CPU%"});
+  for (const json& w : Array(list, "workers")) {
+    std::string state = Bool(w, "lost") ? "lost" : Bool(w, "drained") ? "drained" : "ready";
+    const json& cores = Array(w, "cpu_cores");
+    const json& free_cores = Array(w, "free_cores");
+    const int64_t mem = Int(w, "mem_bytes");
+    const int64_t free_mem = Int(w, "free_mem_bytes");
+    std::string mem_text = mem >= 0 && free_mem >= 0
+                               ? FormatBytes(static_cast<uint64_t>(free_mem)) + " free of " +
+                                     FormatBytes(static_cast<uint64_t>(mem))
+                               : "-";
+    std::string gpus;
+    for (const json& g : Array(w, "gpus")) {
+      if (!gpus.empty()) gpus += ", ";
+      gpus += Str(g, "index") + ":" + Str(g, "model");
+    }
+    const json util = w.value("utilization", json());
+    table.AddRow({Str(w, "id"), Str(w, "name"), state,
+                  std::to_string(free_cores.size()) + "/" + std::to_string(cores.size()) + " free",
+                  mem_text, gpus.empty() ? "-" : gpus, std::to_string(Array(w, "tasks").size()),
+                  Str(util, "cpu_percent")});
+  }
+  if (table.rows() == 0) return "no workers\n";
+  return table.Render();
+}
+
+}  // namespace drover::cli

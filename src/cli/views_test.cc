@@ -1,0 +1,77 @@
+#include "cli/views.h"
+
+#include <gtest/gtest.h>
+
+namespace drover::cli {
+namespace {
+
+using nlohmann::json;
+
+TEST(ViewsTest, FormatSpan) {
+  EXPECT_EQ(FormatSpan(1234), "1.2s");
+  EXPECT_EQ(FormatSpan(184'000), "3m04s");
+  EXPECT_EQ(FormatSpan(7'500'000), "2h05m");
+  EXPECT_EQ(FormatSpan(-1), "-");
+}
+
+TEST(ViewsTest, CountsSummaryInLifecycleOrder) {
+  EXPECT_EQ(CountsSummary(json{{"failed", 1}, {"running", 2}, {"queued", 0}}),
+            "2 running, 1 failed");
+  EXPECT_EQ(CountsSummary(json::object()), "-");
+}
+
+TEST(ViewsTest, JobViewListsTasksWithTimesAndReasons) {
+  json job = json::parse(R"({
+    "id": 7, "name": "pi", "user": "ana", "task_count": 2, "done": true,
+    "submitted_at": "2024-05-01T12:00:00.250Z",
+    "counts": {"succeeded": 1, "failed": 1},
+    "tasks": [
+      {"id": "7.0", "group": "sample", "array_index": 0, "state": "succeeded", "attempt": 1,
+       "worker": 2, "reason": "", "started_at_ms": 1000, "finished_at_ms": 3500},
+      {"id": "7.1", "group": "sample", "array_index": 1, "state": "failed", "attempt": 2,
+       "worker": null, "reason": "exit code 3", "started_at_ms": 1000, "finished_at_ms": null}
+    ]})");
+  const std::string text = JobView(job, /*now_ms=*/4000);
+  EXPECT_NE(text.find("job 7 \"pi\" (ana), 2 tasks: done, 1 succeeded, 1 failed"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("2024-05-01 12:00:00Z"), std::string::npos) << text;
+  EXPECT_NE(text.find("7.0   sample  0      succeeded  1        2       2.5s  -"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("7.1   sample  1      failed     2        -       3.0s  exit code 3"),
+            std::string::npos)
+      << text;
+}
+
+TEST(ViewsTest, TaskViewShowsOutcomeResultAndExplain) {
+  json task = json::parse(R"({
+    "id": "7.8", "group": "combine", "array_index": 0, "state": "succeeded", "attempt": 1,
+    "worker": 1, "reason": "", "started_at_ms": 0, "finished_at_ms": 500,
+    "outcome": {"exit_code": 0, "signal": 0, "oom_killed": false, "cpu_ms": 20,
+                "peak_mem_bytes": 1048576, "result": "pi ~ 3.1416"},
+    "explain": "finished"})");
+  const std::string text = TaskView(task, 0);
+  EXPECT_NE(text.find("exit      code 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("peak mem  1 MiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("result:\npi ~ 3.1416\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("explain:\nfinished\n"), std::string::npos) << text;
+}
+
+TEST(ViewsTest, WorkersAndEmptyListsAndOddShapes) {
+  json workers = json::parse(R"({"workers":[{"id":1,"name":"a","cpu_cores":[0,1],
+    "free_cores":[1],"mem_bytes":2147483648,"free_mem_bytes":1073741824,"gpus":[],
+    "drained":true,"lost":false,"tasks":["3.1"],"utilization":{"cpu_percent":40}}]})");
+  const std::string text = WorkersView(workers);
+  EXPECT_NE(text.find("1   a     drained  1/2 free  1 GiB free of 2 GiB  -     1      40"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(WorkersView(json{{"workers", json::array()}}), "no workers\n");
+  EXPECT_EQ(JobsView(json::object()), "no jobs\n");
+  // A field of an unexpected type prints as "-" instead of failing.
+  EXPECT_NE(JobsView(json{{"jobs", {{{"id", "x"}, {"name", 3.5}, {"counts", 1}}}}}).find("x"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace drover::cli
