@@ -1,0 +1,135 @@
+#include "cluster.h"
+
+#include <signal.h>
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "cli/connection.h"
+#include "net/ws_client.h"
+
+namespace drover::testing {
+
+Cluster::Cluster(std::vector<std::string> server_flags) : server_flags_(std::move(server_flags)) {
+  char tmpl[] = "/tmp/drover_it_XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) ADD_FAILURE() << "mkdtemp failed";
+  dir_ = tmpl;
+}
+
+Cluster::~Cluster() {
+  workers_.clear();
+  server_.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::string Cluster::binary() const { return DROVER_BINARY; }
+
+Process& Cluster::StartServer() {
+  std::vector<std::string> argv = {binary(),      "server",        "--bind",
+                                   "127.0.0.1",   "--port",        std::to_string(port_),
+                                   "--state-dir", dir_ + "/state", "--access-file",
+                                   access_file()};
+  argv.insert(argv.end(), server_flags_.begin(), server_flags_.end());
+  server_ = std::make_unique<Process>(argv);
+  std::optional<std::string> line =
+      server_->WaitForLine("drover: listening on 127.0.0.1:", In(kStartTimeout));
+  if (!line) {
+    ADD_FAILURE() << "server did not start:\n" << server_->output();
+    return *server_;
+  }
+  const size_t colon = line->find("127.0.0.1:") + 10;
+  port_ = static_cast<uint16_t>(std::stoi(line->substr(colon)));
+  return *server_;
+}
+
+void Cluster::KillServer(int signo) {
+  if (!server_) return;
+  server_->Signal(signo);
+  EXPECT_TRUE(server_->Wait(In(kStartTimeout)).has_value()) << server_->output();
+}
+
+Process& Cluster::StartWorker(const std::string& name, std::vector<std::string> extra) {
+  std::vector<std::string> argv = {binary(),      "worker", "--access",    access_file(),
+                                   "--name",      name,     "--workdir",   dir_ + "/work-" + name,
+                                   "--isolation", "none",   "--run-as-root"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  workers_.push_back(std::make_unique<Process>(argv));
+  Process& w = *workers_.back();
+  if (!w.WaitForLine("attached as worker", In(kStartTimeout))) {
+    ADD_FAILURE() << "worker " << name << " did not attach:\n" << w.output();
+  }
+  return w;
+}
+
+RunResult Cluster::Drover(std::vector<std::string> args, std::chrono::seconds timeout) {
+  std::vector<std::string> argv = {binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back("--access");
+  argv.push_back(access_file());
+  return RunToEnd(argv, In(timeout));
+}
+
+cli::ApiClient Cluster::Api() {
+  cli::ConnectionFlags flags;
+  flags.access = access_file();
+  Result<net::ClientOptions> options = cli::ResolveConnection(flags);
+  EXPECT_TRUE(options.ok()) << options.status().ToString();
+  return cli::ApiClient(options.ok() ? *options : net::ClientOptions{});
+}
+
+nlohmann::json Cluster::Get(const std::string& target) {
+  cli::ApiClient api = Api();
+  Result<nlohmann::json> j = api.Get(target);
+  EXPECT_TRUE(j.ok()) << target << ": " << j.status().ToString();
+  return j.ok() ? *j : nlohmann::json();
+}
+
+EventTap::EventTap(const net::ClientOptions& options, uint64_t job) {
+  net::ConnectWebSocket(
+      loop_, options, "/api/v1/events?job=" + std::to_string(job),
+      [this](Result<std::shared_ptr<net::WsSession>> s) {
+        if (!s.ok()) {
+          ADD_FAILURE() << "event stream: " << s.status().ToString();
+          return;
+        }
+        session_ = *s;
+        session_->OnText([this](std::string text) {
+          Result<cli::TaskEventView> e = cli::DecodeTaskEventView(text);
+          if (!e.ok()) return;
+          std::lock_guard<std::mutex> lock(mu_);
+          events_.push_back(*e);
+          cv_.notify_all();
+        });
+        session_->OnClose([](const Status&) {});
+      });
+  thread_ = std::thread([this] { loop_.Run(); });
+}
+
+EventTap::~EventTap() {
+  loop_.Post([this] {
+    if (session_) session_->Close("test over");
+    session_.reset();
+    loop_.Stop();
+  });
+  thread_.join();
+}
+
+bool EventTap::WaitFor(const std::function<bool(const std::vector<cli::TaskEventView>&)>& pred,
+                       std::chrono::seconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return pred(events_); });
+}
+
+bool EventTap::WaitForState(const std::string& task, const std::string& state, uint32_t attempt) {
+  return WaitFor([&](const std::vector<cli::TaskEventView>& events) {
+    for (const auto& e : events) {
+      if (e.task == task && e.to == state && (attempt == 0 || e.attempt == attempt)) return true;
+    }
+    return false;
+  });
+}
+
+}  // namespace drover::testing

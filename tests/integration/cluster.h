@@ -1,0 +1,96 @@
+// Cluster: real `drover` processes for one integration test — a server on
+// 127.0.0.1 with a free port (--port 0, read back from its readiness line),
+// workers, and client commands — all in a temporary directory with their own
+// access file, removed at the end. Waiting is done on output lines and on
+// the server's event stream (EventTap), never on sleeps.
+//
+// Thread safety: the test's thread, except EventTap's internals.
+#ifndef DROVER_TESTS_INTEGRATION_CLUSTER_H_
+#define DROVER_TESTS_INTEGRATION_CLUSTER_H_
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/api_client.h"
+#include "cli/job_watch.h"
+#include "net/client_options.h"
+#include "net/event_loop.h"
+#include "net/ws_session.h"
+#include "process.h"
+
+namespace drover::testing {
+
+inline constexpr std::chrono::seconds kStartTimeout(30);
+inline constexpr std::chrono::seconds kJobTimeout(90);
+
+class Cluster {
+ public:
+  // `server_flags` are added to `drover server` (e.g. --heartbeat).
+  explicit Cluster(std::vector<std::string> server_flags = {});
+  ~Cluster();
+
+  const std::string& dir() const { return dir_; }
+  std::string access_file() const { return dir_ + "/access.json"; }
+  uint16_t port() const { return port_; }
+
+  // Starts the server (again, on the same state dir and, after the first
+  // time, the same port) and waits for its readiness line. Returns that
+  // process; its output holds what it printed at start.
+  Process& StartServer();
+  Process* server() { return server_.get(); }
+  void KillServer(int signo);  // and reap it
+
+  // Starts `drover worker --name NAME` with `extra` flags and waits for the
+  // line saying it attached to the server.
+  Process& StartWorker(const std::string& name, std::vector<std::string> extra = {});
+
+  // Runs a client command (`drover ARGS --access <this cluster>`).
+  RunResult Drover(std::vector<std::string> args, std::chrono::seconds timeout = kJobTimeout);
+
+  // REST through the CLI's client library.
+  cli::ApiClient Api();
+  nlohmann::json Get(const std::string& target);
+
+  std::string binary() const;
+
+ private:
+  std::string dir_;
+  std::vector<std::string> server_flags_;
+  uint16_t port_ = 0;
+  std::unique_ptr<Process> server_;
+  std::vector<std::unique_ptr<Process>> workers_;
+};
+
+// A subscriber to /api/v1/events?job=N on its own EventLoop thread; the test
+// waits until the events seen satisfy a predicate.
+class EventTap {
+ public:
+  EventTap(const net::ClientOptions& options, uint64_t job);
+  ~EventTap();
+
+  // Waits until `pred(events so far)` holds; false at the timeout.
+  bool WaitFor(const std::function<bool(const std::vector<cli::TaskEventView>&)>& pred,
+               std::chrono::seconds timeout = kJobTimeout);
+
+  // Convenience: a task reached `state` (with this attempt, when non-zero).
+  bool WaitForState(const std::string& task, const std::string& state, uint32_t attempt = 0);
+
+ private:
+  net::EventLoop loop_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<cli::TaskEventView> events_;
+  std::shared_ptr<net::WsSession> session_;
+  std::thread thread_;
+};
+
+}  // namespace drover::testing
+
+#endif  // DROVER_TESTS_INTEGRATION_CLUSTER_H_

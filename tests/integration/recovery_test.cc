@@ -1,0 +1,165 @@
+// Faults with real processes: a worker killed mid-task, the server killed
+// mid-run and restarted, a journal with a torn tail.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "cluster.h"
+
+namespace drover::testing {
+namespace {
+
+// Short timing so a lost worker is noticed within seconds.
+const std::vector<std::string> kFast = {"--heartbeat", "200ms", "--lease-ttl", "2s"};
+
+uint64_t SubmittedJob(const RunResult& r) {
+  EXPECT_EQ(r.status, 0) << r.output;
+  std::smatch m;
+  if (!std::regex_search(r.output, m, std::regex("^([0-9]+)\\s*$"))) return 0;
+  return std::stoull(m[1]);
+}
+
+std::vector<std::string> Lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Kills the pids a test's tasks recorded (orphans of a killed worker).
+void KillRecorded(const std::string& path) {
+  for (const std::string& pid : Lines(path)) {
+    if (!pid.empty()) kill(std::stoi(pid), SIGKILL);
+  }
+}
+
+TEST(RecoveryTest, WorkerKilledMidTaskTaskRunsAgainElsewhereWithAttempt2) {
+  Cluster c(kFast);
+  c.StartServer();
+  Process& first = c.StartWorker("first");
+  const std::string pids = c.dir() + "/pids";
+  // Attempt 1 blocks (recording its pid so the orphan can be cleaned up);
+  // attempt 2 succeeds at once.
+  const uint64_t job = SubmittedJob(c.Drover(
+      {"submit", "--name", "victim", "--", "sh", "-c",
+       "if [ \"$DROVER_ATTEMPT\" = 1 ]; then echo $$ >> " + pids +
+           "; exec sleep 120; fi; echo attempt $DROVER_ATTEMPT > \"$DROVER_RESULT\""}));
+  ASSERT_GT(job, 0u);
+  const std::string task = std::to_string(job) + ".0";
+  EventTap tap(c.Api().options(), job);
+  ASSERT_TRUE(tap.WaitForState(task, "running", 1));
+
+  c.StartWorker("second");
+  first.Signal(SIGKILL);
+  ASSERT_TRUE(first.Wait(In(kStartTimeout)).has_value());
+
+  RunResult wait = c.Drover({"wait", std::to_string(job)});
+  KillRecorded(pids);
+  EXPECT_EQ(wait.status, 0) << wait.output;
+  nlohmann::json t = c.Get("/api/v1/tasks/" + task);
+  EXPECT_EQ(t["state"], "succeeded") << t.dump(2);
+  EXPECT_EQ(t["attempt"], 2) << t.dump(2);
+  EXPECT_EQ(t["outcome"]["result"], "attempt 2\n") << t.dump(2);
+  nlohmann::json workers = c.Get("/api/v1/workers");
+  for (const nlohmann::json& w : workers["workers"]) {
+    if (w["name"] == "second") {
+      EXPECT_EQ(t["worker"], w["id"]) << workers.dump(2);
+    }
+  }
+}
+
+TEST(RecoveryTest, ServerKilledMidRunRestoresJobsAndReattachesRunningTasks) {
+  Cluster c(kFast);
+  c.StartServer();
+  // One core: the job's three tasks run one after another, so when the
+  // server dies one runs and two are queued.
+  c.StartWorker("solo", {"--cpus", "0"});
+  const std::string go = c.dir() + "/go";
+  const std::string runs = c.dir() + "/runs.";
+  const uint64_t job = SubmittedJob(c.Drover(
+      {"submit", "--name", "hold", "--array", "0-2", "--", "sh", "-c",
+       "echo run >> " + runs + "$DROVER_TASK_INDEX; while [ ! -e " + go +
+           " ]; do sleep 0.05; done"}));
+  ASSERT_GT(job, 0u);
+  const uint64_t later = SubmittedJob(
+      c.Drover({"submit", "--name", "later", "--after", std::to_string(job), "--", "true"}));
+  ASSERT_GT(later, 0u);
+  {
+    EventTap tap(c.Api().options(), job);
+    ASSERT_TRUE(tap.WaitFor([](const std::vector<cli::TaskEventView>& events) {
+      for (const auto& e : events) {
+        if (e.to == "running") return true;
+      }
+      return false;
+    }));
+  }
+  c.KillServer(SIGKILL);
+  c.StartServer();
+  // Both jobs came back from the journal.
+  nlohmann::json jobs = c.Get("/api/v1/jobs");
+  ASSERT_EQ(jobs["jobs"].size(), 2u) << jobs.dump(2);
+
+  std::ofstream(go) << "go\n";
+  RunResult wait = c.Drover({"wait", std::to_string(later)});
+  EXPECT_EQ(wait.status, 0) << wait.output << "\nserver:\n" << c.server()->output();
+  nlohmann::json info = c.Get("/api/v1/jobs/" + std::to_string(job));
+  for (const nlohmann::json& t : info["tasks"]) {
+    EXPECT_EQ(t["state"], "succeeded") << t.dump(2);
+    EXPECT_EQ(t["attempt"], 1) << "re-attached, not re-run: " << t.dump(2);
+    const std::string index = std::to_string(t["array_index"].get<int64_t>());
+    EXPECT_EQ(Lines(runs + index), std::vector<std::string>{"run"}) << "task " << index;
+  }
+}
+
+// The journal file(s) under the state dir, largest first.
+std::string JournalFile(const std::string& state) {
+  std::string best;
+  uintmax_t best_size = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(state + "/store")) {
+    if (e.is_regular_file() && e.file_size() > best_size &&
+        e.path().filename().string().find("journal") != std::string::npos) {
+      best = e.path().string();
+      best_size = e.file_size();
+    }
+  }
+  return best;
+}
+
+TEST(RecoveryTest, TornJournalTailIsDiscardedAndReportedAndNothingBeforeItIsLost) {
+  Cluster c;
+  c.StartServer();
+  const uint64_t first = SubmittedJob(c.Drover({"submit", "--name", "one", "--", "true"}));
+  const uint64_t second = SubmittedJob(c.Drover({"submit", "--name", "two", "--", "true"}));
+  ASSERT_GT(second, first);
+  c.KillServer(SIGTERM);
+
+  const std::string journal = JournalFile(c.dir() + "/state");
+  ASSERT_FALSE(journal.empty());
+  // A record cut in the middle: its header promises more bytes than follow.
+  const uintmax_t size = std::filesystem::file_size(journal);
+  {
+    std::ofstream out(journal, std::ios::app | std::ios::binary);
+    const char partial[] = {0x40, 0x00, 0x00, 0x00, 0x12, 0x34, 0x56, 0x78, 'j', 'o', 'b'};
+    out.write(partial, sizeof partial);
+  }
+  ASSERT_GT(std::filesystem::file_size(journal), size);
+
+  Process& server = c.StartServer();
+  EXPECT_TRUE(server.WaitForLine("bytes discarded", In(kStartTimeout))) << server.output();
+  nlohmann::json status = c.Get("/api/v1/status");
+  EXPECT_GT(status["journal_discarded_bytes"].get<uint64_t>(), 0u) << status.dump(2);
+  nlohmann::json jobs = c.Get("/api/v1/jobs");
+  ASSERT_EQ(jobs["jobs"].size(), 2u) << jobs.dump(2);
+  EXPECT_EQ(jobs["jobs"][0]["name"], "one");
+  EXPECT_EQ(jobs["jobs"][1]["name"], "two");
+  // And the server keeps working on the repaired journal.
+  EXPECT_GT(SubmittedJob(c.Drover({"submit", "--name", "three", "--", "true"})), second);
+}
+
+}  // namespace
+}  // namespace drover::testing
