@@ -1,0 +1,36 @@
+// MakespanBound: how short any schedule of a trace on a cluster could be.
+//
+// Three lower bounds on the makespan (first submit to last finish), each
+// holding for every policy, and their maximum:
+//   gpu_area  all GPU-seconds asked for / GPUs in the cluster;
+//   cpu_area  all cpu-seconds asked for / cores in the cluster;
+//   chain     the longest path through the dependencies, where a task can
+//             start no earlier than its submit time and its dependencies'
+//             earliest finish.
+// A ratio of the simulated makespan to this bound near 1 means the policy
+// left little on the table; it ignores fragmentation (a 4-GPU task needs
+// one worker with 4 free GPUs), so 1.0 is not always reachable.
+//
+// Thread safety: pure function, plain values.
+#ifndef DROVER_SIM_BOUND_H_
+#define DROVER_SIM_BOUND_H_
+
+#include <algorithm>
+
+#include "sim/cluster.h"
+#include "sim/trace.h"
+
+namespace drover::sim {
+
+struct MakespanBound {
+  double gpu_area_s = 0;
+  double cpu_area_s = 0;
+  double chain_s = 0;
+  double value_s() const { return std::max({gpu_area_s, cpu_area_s, chain_s}); }
+};
+
+MakespanBound ComputeBound(const Trace& trace, const Cluster& cluster);
+
+}  // namespace drover::sim
+
+#endif  // DROVER_SIM_BOUND_H_

@@ -1,0 +1,78 @@
+#include "sim/generate.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "sim/trace.h"
+
+namespace drover::sim {
+namespace {
+
+std::string Generate(GenerateOptions options) {
+  std::ostringstream out;
+  Status s = WriteSyntheticTrace(options, out);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return out.str();
+}
+
+Trace ParseOrDie(const std::string& text) {
+  std::istringstream in(text);
+  Result<Trace> t = ParseTrace(in, "generated");
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return std::move(t).value();
+}
+
+TEST(GenerateTest, SameSeedSameBytesOtherSeedOtherTrace) {
+  const std::string a = Generate({1, 500, 16, 1.2});
+  EXPECT_EQ(a, Generate({1, 500, 16, 1.2}));
+  EXPECT_NE(a, Generate({2, 500, 16, 1.2}));
+}
+
+TEST(GenerateTest, TraceHasTheDocumentedMix) {
+  const Trace t = ParseOrDie(Generate({1, 5000, 16, 1.2}));
+  ASSERT_EQ(t.tasks.size(), 5000u);
+  std::set<int64_t> gpu_sizes;
+  std::vector<int64_t> durations;
+  std::set<int64_t> submits;
+  uint64_t cpu_only = 0, with_priority = 0;
+  double gpu_seconds = 0;
+  for (const TraceTask& task : t.tasks) {
+    const core::ResourceRequest& r = t.RequestOf(task);
+    gpu_sizes.insert(r.gpus);
+    cpu_only += r.gpus == 0;
+    with_priority += task.priority != 0;
+    durations.push_back(task.duration.count());
+    submits.insert(task.submit.count());
+    gpu_seconds += static_cast<double>(r.gpus) / 100 * static_cast<double>(task.duration.count()) / 1e6;
+    EXPECT_GE(task.duration, Seconds(30));
+    EXPECT_LE(task.duration, Seconds(4 * 3600));
+  }
+  EXPECT_EQ(gpu_sizes, (std::set<int64_t>{0, 50, 100, 200, 400}));
+  // About 30% CPU-only by design, plus the prep tasks of pipelines.
+  EXPECT_GT(cpu_only, 5000u * 20 / 100);
+  EXPECT_LT(cpu_only, 5000u * 45 / 100);
+  EXPECT_GT(with_priority, 0u);
+  EXPECT_FALSE(t.deps.empty());
+  // Bursts: many tasks share a submit instant.
+  EXPECT_LT(submits.size(), t.tasks.size() / 3);
+  // Log-normal with a 10-minute median.
+  std::nth_element(durations.begin(), durations.begin() + 2500, durations.end());
+  EXPECT_NEAR(static_cast<double>(durations[2500]) / 1e6, 600.0, 90.0);
+  // Arrivals end when the offered GPU work is 1.2x what 16 GPUs do by then.
+  const double window = static_cast<double>(t.tasks.back().submit.count()) / 1e6;
+  EXPECT_NEAR(window, gpu_seconds / (16 * 1.2), gpu_seconds / (16 * 1.2) * 0.01);
+}
+
+TEST(GenerateTest, RejectsBadOptions) {
+  std::ostringstream out;
+  EXPECT_EQ(WriteSyntheticTrace({1, 0, 16, 1.2}, out).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteSyntheticTrace({1, 10, 0, 1.2}, out).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteSyntheticTrace({1, 10, 16, 0}, out).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(out.str().empty());
+}
+
+}  // namespace
+}  // namespace drover::sim

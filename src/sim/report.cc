@@ -1,0 +1,113 @@
+#include "sim/report.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "common/quantity.h"
+#include "core/placement.h"
+
+namespace drover::sim {
+
+namespace {
+
+std::string Fixed(double v, int decimals = 1) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string Percent(double fraction) { return Fixed(fraction * 100.0) + "%"; }
+
+double Ratio(const SimResult& r, const MakespanBound& b) {
+  return b.value_s() > 0 ? r.makespan_s / b.value_s() : 0;
+}
+
+std::string PolicyLabel(const SimResult& r) {
+  std::string name(core::PolicyName(r.policy));
+  return r.reservations ? name : name + " (no reservations)";
+}
+
+std::string BoundText(const MakespanBound& b) {
+  return Fixed(b.value_s()) + " s (GPU work " + Fixed(b.gpu_area_s) + " s, cpu work " +
+         Fixed(b.cpu_area_s) + " s, longest chain " + Fixed(b.chain_s) + " s)";
+}
+
+std::string Pad(std::string s, size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+
+std::string PadLeft(const std::string& s, size_t width) {
+  return s.size() < width ? std::string(width - s.size(), ' ') + s : s;
+}
+
+}  // namespace
+
+std::string FormatText(const SimResult& r, const MakespanBound& b, const Cluster& cluster) {
+  std::string s = "policy " + PolicyLabel(r) + ": " + std::to_string(r.tasks) + " tasks in " +
+                  std::to_string(r.jobs) + " jobs on " + std::to_string(cluster.workers.size()) +
+                  " workers (" + std::to_string(cluster.TotalCores()) + " cpus, " +
+                  FormatBytes(cluster.TotalMemBytes()) + ", " +
+                  std::to_string(cluster.TotalGpus()) + " GPUs)\n";
+  s += "makespan    " + FormatDuration(Duration(std::llround(r.makespan_s * 1e6))) + " (" +
+       Fixed(r.makespan_s) + " s), " + Fixed(Ratio(r, b), 3) + "x the lower bound " +
+       BoundText(b) + "\n";
+  s += "queue wait  mean " + Fixed(r.wait.mean_s) + " s, p50 " + Fixed(r.wait.p50_s) +
+       " s, p95 " + Fixed(r.wait.p95_s) + " s, max " + Fixed(r.wait.max_s) + " s\n";
+  s += "utilization cpu " + Percent(r.cpu_utilization) + ", mem " + Percent(r.mem_utilization) +
+       ", gpu " + Percent(r.gpu_utilization) + "\n";
+  s += "GPU idle while a fitting task waited: " + Fixed(r.idle_other_gpu_s) +
+       " GPU-s outside reservations, " + Fixed(r.idle_reservation_gpu_s) +
+       " GPU-s held for a reservation\n";
+  return s;
+}
+
+std::string FormatJson(const SimResult& r, const MakespanBound& b) {
+  nlohmann::ordered_json j;
+  j["policy"] = std::string(core::PolicyName(r.policy));
+  j["reservations"] = r.reservations;
+  j["tasks"] = r.tasks;
+  j["jobs"] = r.jobs;
+  j["events"] = r.events;
+  j["makespan_s"] = r.makespan_s;
+  j["lower_bound_s"] = b.value_s();
+  j["gpu_area_bound_s"] = b.gpu_area_s;
+  j["cpu_area_bound_s"] = b.cpu_area_s;
+  j["chain_bound_s"] = b.chain_s;
+  j["makespan_ratio_to_bound"] = Ratio(r, b);
+  j["wait_mean_s"] = r.wait.mean_s;
+  j["wait_p50_s"] = r.wait.p50_s;
+  j["wait_p95_s"] = r.wait.p95_s;
+  j["wait_max_s"] = r.wait.max_s;
+  j["cpu_utilization"] = r.cpu_utilization;
+  j["mem_utilization"] = r.mem_utilization;
+  j["gpu_utilization"] = r.gpu_utilization;
+  j["idle_while_waiting_gpu_s"] = r.idle_other_gpu_s;
+  j["reservation_idle_gpu_s"] = r.idle_reservation_gpu_s;
+  return j.dump();
+}
+
+std::string FormatTable(const std::vector<SimResult>& results, const MakespanBound& b) {
+  static constexpr const char* kHeader[] = {"makespan_s", "x_bound",  "wait_mean_s",
+                                            "wait_p50_s", "wait_p95_s", "gpu_util",
+                                            "idle_resv_gpu_s", "idle_other_gpu_s"};
+  size_t name_width = 6;
+  for (const SimResult& r : results) name_width = std::max(name_width, PolicyLabel(r).size());
+  std::string s = "lower bound " + BoundText(b) + "\n" + Pad("policy", name_width);
+  for (const char* h : kHeader) s += "  " + std::string(h);
+  s += "\n";
+  for (const SimResult& r : results) {
+    const std::string cells[] = {Fixed(r.makespan_s),        Fixed(Ratio(r, b), 3),
+                                 Fixed(r.wait.mean_s),       Fixed(r.wait.p50_s),
+                                 Fixed(r.wait.p95_s),        Percent(r.gpu_utilization),
+                                 Fixed(r.idle_reservation_gpu_s), Fixed(r.idle_other_gpu_s)};
+    s += Pad(PolicyLabel(r), name_width);
+    for (size_t i = 0; i < std::size(cells); ++i) {
+      s += "  " + PadLeft(cells[i], std::string(kHeader[i]).size());
+    }
+    s += "\n";
+  }
+  return s;
+}
+
+}  // namespace drover::sim

@@ -1,0 +1,46 @@
+// Report: a replay's figures for people (text, a comparison table) and for
+// programs (one JSON object per line).
+//
+// All output is a function of the results only (no wall-clock figures), so
+// the same trace gives byte-identical reports.
+//
+// Thread safety: pure functions.
+#ifndef DROVER_SIM_REPORT_H_
+#define DROVER_SIM_REPORT_H_
+
+#include <string>
+#include <vector>
+
+#include "sim/bound.h"
+#include "sim/cluster.h"
+#include "sim/simulator.h"
+
+namespace drover::sim {
+
+// Several lines:
+//   policy spread: 2000 tasks in 412 jobs on 4 workers (128 cpus, 1 TiB, 16 GPUs)
+//   makespan    31h12m4s (112324.0 s), 1.031x the lower bound 108934.2 s
+//               (GPU work 108934.2 s, cpu work 40233.1 s, longest chain 14400.0 s)
+//   queue wait  mean 5231.2 s, p50 4100.0 s, p95 15022.9 s, max 20011.0 s
+//   utilization cpu 41.2%, mem 22.0%, gpu 96.9%
+//   GPU idle while a fitting task waited: 0.0 GPU-s outside reservations,
+//               1234.5 GPU-s held for a reservation
+std::string FormatText(const SimResult& result, const MakespanBound& bound,
+                       const Cluster& cluster);
+
+// One JSON object (no newline) with every figure: policy, reservations,
+// tasks, jobs, events, makespan_s, lower_bound_s, gpu_area_bound_s,
+// cpu_area_bound_s, chain_bound_s, makespan_ratio_to_bound, wait_mean_s,
+// wait_p50_s, wait_p95_s, wait_max_s, cpu_utilization, mem_utilization,
+// gpu_utilization, idle_while_waiting_gpu_s (outside reservations),
+// reservation_idle_gpu_s.
+std::string FormatJson(const SimResult& result, const MakespanBound& bound);
+
+// One row per result, under a header line, with the bound written above:
+//   lower bound 108934.2 s (GPU work 108934.2 s, cpu work ..., longest chain ...)
+//   policy       makespan_s  x_bound  wait_mean_s  wait_p50_s  wait_p95_s  gpu_util  ...
+std::string FormatTable(const std::vector<SimResult>& results, const MakespanBound& bound);
+
+}  // namespace drover::sim
+
+#endif  // DROVER_SIM_REPORT_H_

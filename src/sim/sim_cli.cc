@@ -1,0 +1,34 @@
+#include "sim/sim_cli.h"
+
+#include <iostream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "sim/sim_command.h"
+
+namespace drover::sim {
+
+void AddSimCommand(CLI::App& app, int& exit_code) {
+  auto opts = std::make_shared<SimCommandOptions>();
+  CLI::App* sim = app.add_subcommand(
+      "sim", "Replay a workload trace through the scheduler on a simulated clock (docs/sim.md)");
+  sim->add_option("trace", opts->trace_path, "Trace to replay (JSON Lines)");
+  sim->add_option("--cluster", opts->cluster_path, "Cluster description (JSON)");
+  sim->add_option("--policy", opts->policy, "Placement policy, or all to compare them")
+      ->check(CLI::IsMember({"spread", "pack", "round-robin", "all"}))
+      ->capture_default_str();
+  sim->add_flag("--no-reservations", opts->no_reservations, "Replay without backfill reservations");
+  sim->add_flag("--json", opts->json, "One JSON object per policy");
+  sim->add_option("--generate", opts->generate_path,
+                  "Write a synthetic trace to FILE (- for stdout) instead of replaying");
+  sim->add_option("--seed", opts->generate.seed, "Seed of --generate")->capture_default_str();
+  sim->add_option("--tasks", opts->generate.tasks, "Tasks of --generate")->capture_default_str();
+  sim->add_option("--gpus", opts->generate.gpus, "GPUs the --generate load is sized for")
+      ->capture_default_str();
+  sim->add_option("--load", opts->generate.load, "Offered GPU work / capacity of --generate")
+      ->capture_default_str();
+  sim->callback([opts, &exit_code] { exit_code = RunSimCommand(*opts, std::cout, std::cerr); });
+}
+
+}  // namespace drover::sim

@@ -1,0 +1,75 @@
+#include "sim/sim_command.h"
+
+#include <fstream>
+#include <vector>
+
+#include "core/placement.h"
+#include "sim/bound.h"
+#include "sim/cluster.h"
+#include "sim/report.h"
+#include "sim/simulator.h"
+#include "sim/trace.h"
+
+namespace drover::sim {
+
+namespace {
+
+int Fail(std::ostream& err, const Status& status) {
+  err << "drover sim: " << status.message() << "\n";
+  const bool usage =
+      status.code() == StatusCode::kInvalidArgument || status.code() == StatusCode::kNotFound;
+  return usage ? kSimExitUsage : kSimExitFailure;
+}
+
+int Generate(const SimCommandOptions& options, std::ostream& out, std::ostream& err) {
+  if (options.generate_path == "-") {
+    Status s = WriteSyntheticTrace(options.generate, out);
+    return s.ok() ? kSimExitOk : Fail(err, s);
+  }
+  std::ofstream file(options.generate_path, std::ios::trunc);
+  if (!file) return Fail(err, Unavailable("cannot write " + options.generate_path));
+  Status s = WriteSyntheticTrace(options.generate, file);
+  if (!s.ok()) return Fail(err, s.WithContext(options.generate_path));
+  return kSimExitOk;
+}
+
+}  // namespace
+
+int RunSimCommand(const SimCommandOptions& options, std::ostream& out, std::ostream& err) {
+  if (!options.generate_path.empty()) return Generate(options, out, err);
+  if (options.trace_path.empty() || options.cluster_path.empty()) {
+    return Fail(err, InvalidArgument("a TRACE and --cluster CLUSTER are needed (or --generate "
+                                     "FILE to write a synthetic trace)"));
+  }
+  std::vector<core::PolicyKind> policies;
+  if (options.policy == "all") {
+    policies = {core::PolicyKind::kSpread, core::PolicyKind::kPack, core::PolicyKind::kRoundRobin};
+  } else {
+    Result<core::PolicyKind> kind = core::ParsePolicy(options.policy);
+    if (!kind.ok()) return Fail(err, kind.status().WithContext("--policy"));
+    policies = {*kind};
+  }
+  Result<Cluster> cluster = LoadCluster(options.cluster_path);
+  if (!cluster.ok()) return Fail(err, cluster.status());
+  Result<Trace> trace = LoadTrace(options.trace_path);
+  if (!trace.ok()) return Fail(err, trace.status());
+
+  const MakespanBound bound = ComputeBound(*trace, *cluster);
+  std::vector<SimResult> results;
+  for (core::PolicyKind policy : policies) {
+    Result<SimResult> r = Simulate(*trace, *cluster, SimOptions{policy, !options.no_reservations});
+    if (!r.ok()) return Fail(err, r.status());
+    results.push_back(std::move(*r));
+  }
+  if (options.json) {
+    for (const SimResult& r : results) out << FormatJson(r, bound) << "\n";
+  } else if (results.size() == 1) {
+    out << FormatText(results.front(), bound, *cluster);
+  } else {
+    out << FormatTable(results, bound);
+  }
+  out.flush();
+  return out ? kSimExitOk : kSimExitFailure;
+}
+
+}  // namespace drover::sim

@@ -1,0 +1,47 @@
+// `drover sim`: replay a trace through the real scheduling core, or write a
+// synthetic trace (docs/sim.md). The CLI registers it with AddSimCommand
+// (sim_cli.h); RunSimCommand is the whole command behind the flags, usable
+// from tests and benchmarks.
+//
+//   drover sim TRACE --cluster CLUSTER [--policy spread|pack|round-robin|all]
+//              [--no-reservations] [--json]
+//   drover sim --generate FILE [--seed N] [--tasks N] [--gpus N] [--load X]
+//
+// Thread safety: RunSimCommand is a pure function of its options and the
+// files they name; it writes only to `out`, `err` and the --generate file.
+#ifndef DROVER_SIM_SIM_COMMAND_H_
+#define DROVER_SIM_SIM_COMMAND_H_
+
+#include <ostream>
+#include <string>
+
+#include "sim/generate.h"
+
+namespace drover::sim {
+
+// Exit statuses, as everywhere in `drover`: 0 success; 1 a failure at run
+// time (a core bug found by the replay, an unwritable file); 2 bad usage or
+// a malformed trace or cluster file.
+inline constexpr int kSimExitOk = 0;
+inline constexpr int kSimExitFailure = 1;
+inline constexpr int kSimExitUsage = 2;
+
+struct SimCommandOptions {
+  std::string trace_path;          // JSON Lines trace to replay
+  std::string cluster_path;        // cluster description (JSON)
+  std::string policy = "spread";   // spread | pack | round-robin | all (one table)
+  bool no_reservations = false;    // replay without backfill reservations
+  bool json = false;               // one JSON object per policy, one per line
+  std::string generate_path;       // non-empty: write a synthetic trace there
+                                   // ("-" = `out`) instead of replaying
+  GenerateOptions generate;
+};
+
+// Runs the command; the report goes to `out`, errors to `err` as one line
+// "drover sim: <message>" (a malformed trace names its line and field).
+// Returns one of the exit statuses above.
+int RunSimCommand(const SimCommandOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace drover::sim
+
+#endif  // DROVER_SIM_SIM_COMMAND_H_

@@ -1,0 +1,486 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <memory>
+#include <queue>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "core/scheduler.h"
+#include "core/worker_state.h"
+
+namespace drover::sim {
+
+namespace {
+
+// Groups per job: the core numbers groups with 16 bits; a burst of more
+// distinct requests than this continues in another job.
+constexpr size_t kMaxGroupsPerJob = 1024;
+
+enum class Phase : uint8_t { kPending, kWaiting, kReady, kRunning, kDone };
+
+// A class head candidate: priority (higher first), then readiness order.
+struct Ready {
+  int32_t priority = 0;
+  uint64_t seq = 0;
+  uint32_t task = 0;
+  friend bool operator>(const Ready& a, const Ready& b) {
+    return a.priority != b.priority ? a.priority < b.priority : a.seq > b.seq;
+  }
+};
+
+struct Finish {
+  int64_t at_us = 0;
+  uint64_t seq = 0;
+  uint32_t task = 0;
+  uint32_t attempt = 0;
+  uint32_t running = 0;  // slot in Replay::running_
+  friend bool operator>(const Finish& a, const Finish& b) {
+    return a.at_us != b.at_us ? a.at_us > b.at_us : a.seq > b.seq;
+  }
+};
+
+struct Running {
+  uint32_t worker = 0;  // index into the mirror
+  core::Allocation alloc;
+};
+
+class Replay {
+ public:
+  Replay(const Trace& trace, const Cluster& cluster, const SimOptions& options)
+      : trace_(trace), cluster_(cluster), options_(options), sched_(Config(options)) {}
+
+  Result<SimResult> Run();
+
+ private:
+  static core::SchedulerConfig Config(const SimOptions& options) {
+    core::SchedulerConfig c;
+    c.policy = options.policy;
+    c.reservations = options.reservations;
+    return c;
+  }
+
+  Time At(int64_t us) const { return base_ + Duration(us); }
+  uint32_t TraceIndex(TaskId id) const {
+    return job_first_[id.job - 1] + id.index;
+  }
+  Status Deliver(core::Event event);
+  Status Execute(const core::Command& command);
+  Status OnAssign(const core::AssignTask& a);
+  Status SubmitDue();
+  Status FinishDue();
+  void MakeReady(uint32_t task);
+  void Account(int64_t until_us);
+  void Snapshot();
+  bool HeldForReservation(uint32_t cls);
+  Status CheckEverFits() const;
+
+  const Trace& trace_;
+  const Cluster& cluster_;
+  const SimOptions options_;
+  core::Scheduler sched_;
+  core::Outbox out_;
+  std::deque<core::Event> pending_;
+  SimulatedClock clock_;
+  Time base_;           // the simulated time of trace offset 0
+  int64_t now_us_ = 0;  // trace offset
+  bool prefer_full_ = false;
+
+  // Per trace task.
+  std::vector<Phase> phase_;
+  std::vector<int64_t> ready_us_;
+  std::vector<int64_t> start_us_;
+  std::vector<TaskId> ids_;
+  std::vector<uint32_t> job_first_;  // per job (id - 1): its first trace task
+  size_t next_submit_ = 0;
+  uint64_t done_ = 0;
+
+  // Waiting tasks per request class, in the core's class order.
+  std::vector<std::priority_queue<Ready, std::vector<Ready>, std::greater<>>> ready_;
+  std::vector<uint64_t> ready_count_;
+  std::vector<uint32_t> gpu_classes_;
+  uint64_t ready_seq_ = 0;
+  uint64_t gpu_ready_ = 0;
+
+  // The workers as the core booked them.
+  std::vector<std::unique_ptr<core::WorkerState>> mirror_;
+  std::vector<Running> running_;
+  std::vector<uint32_t> free_running_;
+  std::priority_queue<Finish, std::vector<Finish>, std::greater<>> finishes_;
+  uint64_t finish_seq_ = 0;
+
+  // Accounting: what is held now, and the integrals since the first submit.
+  int64_t last_us_ = 0;
+  int64_t busy_cpus_milli_ = 0;
+  uint64_t busy_mem_ = 0;
+  int64_t busy_gpus_ = 0;
+  int64_t idle_reserved_ = 0;  // hundredths, this interval
+  int64_t idle_other_ = 0;
+  double cpu_area_ = 0;  // milli-cpu seconds
+  double mem_area_ = 0;  // byte seconds
+  double gpu_area_ = 0;  // hundredth seconds
+  double idle_reserved_area_ = 0;
+  double idle_other_area_ = 0;
+
+  uint64_t events_ = 0;
+};
+
+Status Replay::Deliver(core::Event event) {
+  pending_.push_back(std::move(event));
+  while (!pending_.empty()) {
+    core::Event e = std::move(pending_.front());
+    pending_.pop_front();
+    ++events_;
+    if (Status s = sched_.Handle(clock_.Now(), std::move(e), out_); !s.ok()) {
+      return Internal("the core refused an event of the replay: " + s.ToString());
+    }
+    for (const core::Command& c : out_) RETURN_IF_ERROR(Execute(c));
+    out_.clear();
+  }
+  return Status::Ok();
+}
+
+Status Replay::Execute(const core::Command& command) {
+  return std::visit(
+      [&](const auto& c) -> Status {
+        using T = std::decay_t<decltype(c)>;
+        if constexpr (std::is_same_v<T, core::ClaimLeases>) {
+          // The replay's store grants every claim: nothing else holds keys.
+          pending_.push_back(core::LeaseGranted{c.task, c.attempt});
+        } else if constexpr (std::is_same_v<T, core::AssignTask>) {
+          return OnAssign(c);
+        } else if constexpr (std::is_same_v<T, core::KillTask>) {
+          return Internal("the core killed " + c.task.ToString() + " (" + c.reason +
+                          "), but no task of a replay can time out or be canceled");
+        } else if constexpr (std::is_same_v<T, core::TaskStateChanged>) {
+          if (c.from == core::TaskState::kWaiting && c.to == core::TaskState::kQueued) {
+            const uint32_t i = TraceIndex(c.task);
+            if (phase_[i] != Phase::kWaiting) {
+              return Internal("task " + trace_.ids[i] + " became queued twice");
+            }
+            MakeReady(i);
+          } else if (c.to == core::TaskState::kFailed || c.to == core::TaskState::kCanceled) {
+            return Internal("task " + trace_.ids[TraceIndex(c.task)] + " ended " +
+                            std::string(core::TaskStateName(c.to)) + ": " + c.reason);
+          }
+        }
+        // Renewals, releases and journal records need no answer here: the
+        // replay's leases never expire and nothing is restored.
+        return Status::Ok();
+      },
+      command);
+}
+
+void Replay::MakeReady(uint32_t i) {
+  const TraceTask& t = trace_.tasks[i];
+  phase_[i] = Phase::kReady;
+  ready_us_[i] = now_us_;
+  ready_[t.request].push(Ready{t.priority, ready_seq_++, i});
+  ++ready_count_[t.request];
+  if (trace_.RequestOf(t).gpus > 0) ++gpu_ready_;
+}
+
+Status Replay::OnAssign(const core::AssignTask& a) {
+  const uint32_t i = TraceIndex(a.task);
+  const TraceTask& t = trace_.tasks[i];
+  if (phase_[i] != Phase::kReady) {
+    return Internal("the core assigned " + trace_.ids[i] + ", which is not queued");
+  }
+  const uint32_t w = a.worker - 1;
+  const core::ResourceRequest& req = trace_.RequestOf(t);
+  uint32_t slot;
+  if (!free_running_.empty()) {
+    slot = free_running_.back();
+    free_running_.pop_back();
+  } else {
+    slot = static_cast<uint32_t>(running_.size());
+    running_.emplace_back();
+  }
+  Running& run = running_[slot];
+  run.worker = w;
+  run.alloc.cores.assign(a.cores.begin(), a.cores.end());
+  run.alloc.gpus.assign(a.gpus.begin(), a.gpus.end());
+  run.alloc.mem_bytes = a.mem_limit_bytes;
+  if (w >= mirror_.size() || !mirror_[w]->AllocateExact(req, run.alloc)) {
+    return Internal("the core assigned " + a.task.ToString() + " (" + trace_.ids[i] +
+                    ") resources that are not free: " + core::DescribeCommand(core::Command(a)));
+  }
+  phase_[i] = Phase::kRunning;
+  start_us_[i] = now_us_;
+  --ready_count_[t.request];
+  if (req.gpus > 0) --gpu_ready_;
+  busy_cpus_milli_ += req.cpus_milli;
+  busy_mem_ += run.alloc.mem_bytes;
+  for (const core::GpuGrant& g : run.alloc.gpus) busy_gpus_ += g.share;
+  finishes_.push(Finish{now_us_ + t.duration.count(), finish_seq_++, i, a.attempt, slot});
+  pending_.push_back(core::TaskStarted{a.task, a.attempt});
+  return Status::Ok();
+}
+
+Status Replay::FinishDue() {
+  while (!finishes_.empty() && finishes_.top().at_us == now_us_) {
+    const Finish f = finishes_.top();
+    finishes_.pop();
+    Running& run = running_[f.running];
+    const core::ResourceRequest& req = trace_.RequestOf(trace_.tasks[f.task]);
+    mirror_[run.worker]->Free(req, run.alloc);
+    busy_cpus_milli_ -= req.cpus_milli;
+    busy_mem_ -= run.alloc.mem_bytes;
+    for (const core::GpuGrant& g : run.alloc.gpus) busy_gpus_ -= g.share;
+    free_running_.push_back(f.running);
+    phase_[f.task] = Phase::kDone;
+    ++done_;
+    core::TaskOutcome outcome;
+    outcome.usage.wall = trace_.tasks[f.task].duration;
+    RETURN_IF_ERROR(Deliver(core::TaskFinished{ids_[f.task], f.attempt, std::move(outcome)}));
+  }
+  return Status::Ok();
+}
+
+Status Replay::SubmitDue() {
+  const auto& tasks = trace_.tasks;
+  while (next_submit_ < tasks.size() && tasks[next_submit_].submit.count() == now_us_) {
+    const uint32_t first = static_cast<uint32_t>(next_submit_);
+    const JobId job = job_first_.size() + 1;
+    auto spec = std::make_shared<core::JobSpec>();
+    spec->name = "sim";
+    spec->user = trace_.users[tasks[first].user];
+    uint32_t end = first + 1;
+    if (tasks[first].deps_count > 0) {
+      for (uint32_t d = 0; d < tasks[first].deps_count; ++d) {
+        spec->after_tasks.push_back(ids_[trace_.deps[tasks[first].deps_begin + d]]);
+      }
+    } else {
+      // The rest of this user's burst, up to a task with dependencies.
+      while (end < tasks.size() && tasks[end].submit.count() == now_us_ &&
+             tasks[end].user == tasks[first].user && tasks[end].deps_count == 0) {
+        ++end;
+      }
+    }
+    for (uint32_t i = first; i < end; ++i) {
+      const TraceTask& t = tasks[i];
+      if (!spec->groups.empty() && spec->groups.back().priority == t.priority &&
+          spec->groups.back().resources == trace_.RequestOf(t)) {
+        spec->groups.back().array->count++;
+      } else if (spec->groups.size() == kMaxGroupsPerJob) {
+        end = i;
+        break;
+      } else {
+        core::TaskGroupSpec& g = spec->groups.emplace_back();
+        g.name = "g" + std::to_string(spec->groups.size() - 1);
+        g.command = {"sim"};
+        g.resources = trace_.RequestOf(t);
+        g.priority = t.priority;
+        g.array = core::ArrayRange{0, 1, 1};
+      }
+      ids_[i] = TaskId{job, i - first};
+    }
+    job_first_.push_back(first);
+    // Decide readiness before the core places anything: a dependency that
+    // finished by now was already reported, so the core queues exactly
+    // these tasks at once and lets the others wait.
+    for (uint32_t i = first; i < end; ++i) {
+      const TraceTask& t = tasks[i];
+      bool ready = true;
+      for (uint32_t d = 0; d < t.deps_count; ++d) {
+        ready = ready && phase_[trace_.deps[t.deps_begin + d]] == Phase::kDone;
+      }
+      if (ready) {
+        MakeReady(i);
+      } else {
+        phase_[i] = Phase::kWaiting;
+      }
+    }
+    next_submit_ = end;
+    RETURN_IF_ERROR(Deliver(core::JobSubmitted{job, std::move(spec)}));
+  }
+  return Status::Ok();
+}
+
+void Replay::Account(int64_t until_us) {
+  const double dt = static_cast<double>(until_us - last_us_) / 1e6;
+  cpu_area_ += static_cast<double>(busy_cpus_milli_) * dt;
+  mem_area_ += static_cast<double>(busy_mem_) * dt;
+  gpu_area_ += static_cast<double>(busy_gpus_) * dt;
+  idle_reserved_area_ += static_cast<double>(idle_reserved_) * dt;
+  idle_other_area_ += static_cast<double>(idle_other_) * dt;
+  last_us_ = until_us;
+}
+
+bool Replay::HeldForReservation(uint32_t cls) {
+  auto& heap = ready_[cls];
+  while (!heap.empty() && phase_[heap.top().task] != Phase::kReady) heap.pop();
+  if (heap.empty()) return false;
+  Result<std::string> why = sched_.Explain(ids_[heap.top().task]);
+  return why.ok() && why->rfind("held back: reservation", 0) == 0;
+}
+
+void Replay::Snapshot() {
+  idle_reserved_ = 0;
+  idle_other_ = 0;
+  if (gpu_ready_ == 0) return;
+  bool any_free = false;
+  for (const auto& w : mirror_) {
+    for (size_t g = 0; g < w->resources().gpus.size() && !any_free; ++g) {
+      any_free = w->gpu_free_share(g) > 0;
+    }
+  }
+  if (!any_free) return;
+  // Pack the waiting GPU tasks into the free room, then give it back.
+  std::vector<std::pair<uint32_t, core::Allocation>> taken;
+  for (uint32_t cls : gpu_classes_) {
+    uint64_t left = ready_count_[cls];
+    if (left == 0) continue;
+    const core::ResourceRequest& req = trace_.requests[cls];
+    int cause = -1;  // unknown, 0 other, 1 reservation
+    for (uint32_t w = 0; w < mirror_.size() && left > 0; ++w) {
+      while (left > 0 && mirror_[w]->Fits(req, prefer_full_)) {
+        core::Allocation alloc;
+        if (!mirror_[w]->Allocate(req, prefer_full_, alloc)) break;
+        taken.emplace_back(w, std::move(alloc));
+        --left;
+        if (cause < 0) cause = HeldForReservation(cls) ? 1 : 0;
+        (cause == 1 ? idle_reserved_ : idle_other_) += req.gpus;
+      }
+    }
+    for (auto it = taken.rbegin(); it != taken.rend(); ++it) {
+      mirror_[it->first]->Free(req, it->second);
+    }
+    taken.clear();
+  }
+}
+
+Status Replay::CheckEverFits() const {
+  std::vector<bool> checked(trace_.requests.size(), false);
+  for (size_t i = 0; i < trace_.tasks.size(); ++i) {
+    const uint32_t cls = trace_.tasks[i].request;
+    if (checked[cls]) continue;
+    checked[cls] = true;
+    bool fits = false;
+    for (const auto& w : mirror_) fits = fits || w->CanEverFit(trace_.requests[cls]);
+    if (!fits) {
+      return InvalidArgument("task \"" + trace_.ids[i] + "\" (" + trace_.requests[cls].ToString() +
+                             ") fits no worker of the cluster");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<SimResult> Replay::Run() {
+  const size_t n = trace_.tasks.size();
+  if (cluster_.workers.empty()) return InvalidArgument("the cluster has no workers");
+  for (size_t w = 0; w < cluster_.workers.size(); ++w) {
+    mirror_.push_back(std::make_unique<core::WorkerState>(static_cast<WorkerId>(w + 1),
+                                                          cluster_.workers[w]));
+  }
+  RETURN_IF_ERROR(CheckEverFits());
+  phase_.assign(n, Phase::kPending);
+  ready_us_.assign(n, 0);
+  start_us_.assign(n, 0);
+  ids_.assign(n, TaskId{});
+  ready_.resize(trace_.requests.size());
+  ready_count_.assign(trace_.requests.size(), 0);
+  for (uint32_t c = 0; c < trace_.requests.size(); ++c) {
+    if (trace_.requests[c].gpus > 0) gpu_classes_.push_back(c);
+  }
+  prefer_full_ = core::MakePolicy(options_.policy)->PreferFullGpus();
+
+  const int64_t first_us = trace_.tasks.front().submit.count();
+  base_ = clock_.Now();
+  now_us_ = last_us_ = first_us;
+  clock_.Set(At(now_us_));
+  for (size_t w = 0; w < cluster_.workers.size(); ++w) {
+    RETURN_IF_ERROR(
+        Deliver(core::WorkerJoined{static_cast<WorkerId>(w + 1), cluster_.workers[w]}));
+  }
+  const int64_t renew_us = sched_.config().renew_interval.count();
+  int64_t next_tick_us = now_us_ + renew_us;
+  while (next_submit_ < n || !finishes_.empty()) {
+    int64_t t = INT64_MAX;
+    if (next_submit_ < n) t = trace_.tasks[next_submit_].submit.count();
+    if (!finishes_.empty()) t = std::min(t, finishes_.top().at_us);
+    if (!finishes_.empty()) t = std::min(t, std::max(next_tick_us, now_us_));
+    Account(t);
+    now_us_ = t;
+    clock_.Set(At(t));
+    RETURN_IF_ERROR(FinishDue());
+    RETURN_IF_ERROR(SubmitDue());
+    if (t >= next_tick_us) {
+      RETURN_IF_ERROR(Deliver(core::Tick{}));
+      next_tick_us = t + renew_us;
+    }
+    Snapshot();
+  }
+  if (done_ != n) {
+    for (size_t i = 0; i < n; ++i) {
+      if (phase_[i] == Phase::kDone) continue;
+      Result<std::string> why = sched_.Explain(ids_[i]);
+      return Internal("the replay ended with " + std::to_string(n - done_) +
+                      " tasks unfinished, e.g. " + trace_.ids[i] + ": " +
+                      (why.ok() ? *why : why.status().ToString()));
+    }
+  }
+
+  SimResult r;
+  r.policy = options_.policy;
+  r.reservations = options_.reservations;
+  r.tasks = n;
+  r.jobs = job_first_.size();
+  r.events = events_;
+  r.makespan_s = static_cast<double>(now_us_ - first_us) / 1e6;
+  const double span = r.makespan_s > 0 ? r.makespan_s : 1;
+  r.cpu_utilization = cpu_area_ / (static_cast<double>(cluster_.TotalCores()) * 1000.0 * span);
+  r.mem_utilization = cluster_.TotalMemBytes() == 0
+                          ? 0
+                          : mem_area_ / (static_cast<double>(cluster_.TotalMemBytes()) * span);
+  r.gpu_utilization = cluster_.TotalGpus() == 0
+                          ? 0
+                          : gpu_area_ / (static_cast<double>(cluster_.TotalGpus()) *
+                                         core::kWholeGpu * span);
+  r.idle_reservation_gpu_s = idle_reserved_area_ / core::kWholeGpu;
+  r.idle_other_gpu_s = idle_other_area_ / core::kWholeGpu;
+  r.waits.resize(n);
+  r.starts.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    r.waits[i] = Duration(start_us_[i] - ready_us_[i]);
+    r.starts[i] = Duration(start_us_[i]);
+  }
+  r.wait = ComputeWaitStats(r.waits);
+  return r;
+}
+
+}  // namespace
+
+WaitStats ComputeWaitStats(const std::vector<Duration>& waits) {
+  WaitStats s;
+  if (waits.empty()) return s;
+  std::vector<int64_t> sorted;
+  sorted.reserve(waits.size());
+  double sum = 0;
+  for (Duration d : waits) {
+    sorted.push_back(d.count());
+    sum += static_cast<double>(d.count());
+  }
+  std::sort(sorted.begin(), sorted.end());
+  auto rank = [&](double p) {
+    size_t k = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
+    k = std::clamp<size_t>(k, 1, sorted.size());
+    return static_cast<double>(sorted[k - 1]) / 1e6;
+  };
+  s.mean_s = sum / static_cast<double>(sorted.size()) / 1e6;
+  s.p50_s = rank(0.50);
+  s.p95_s = rank(0.95);
+  s.max_s = static_cast<double>(sorted.back()) / 1e6;
+  return s;
+}
+
+Result<SimResult> Simulate(const Trace& trace, const Cluster& cluster, const SimOptions& options) {
+  if (trace.tasks.empty()) return InvalidArgument("the trace has no tasks");
+  Replay replay(trace, cluster, options);
+  return replay.Run();
+}
+
+}  // namespace drover::sim

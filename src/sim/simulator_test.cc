@@ -1,0 +1,201 @@
+#include "sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+
+#include "sim/bound.h"
+#include "sim/generate.h"
+
+namespace drover::sim {
+namespace {
+
+Trace TraceFrom(const std::string& text) {
+  std::istringstream in(text);
+  Result<Trace> t = ParseTrace(in, "test.jsonl");
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return std::move(t).value();
+}
+
+Cluster ClusterFrom(const std::string& text) {
+  Result<Cluster> c = ParseCluster(text, "cluster.json");
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return std::move(c).value();
+}
+
+uint32_t IndexOf(const Trace& trace, const std::string& id) {
+  for (uint32_t i = 0; i < trace.ids.size(); ++i) {
+    if (trace.ids[i] == id) return i;
+  }
+  ADD_FAILURE() << "no task " << id;
+  return 0;
+}
+
+SimResult Replay(const Trace& trace, const Cluster& cluster, SimOptions options = {}) {
+  Result<SimResult> r = Simulate(trace, cluster, options);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return std::move(r).value();
+}
+
+// One worker with 2 GPUs. a and b take both GPUs at 0; c (2 GPUs) waits for
+// both; d depends on a, is ready at 10 when a frees a GPU, but c (earlier)
+// holds a reservation on the only worker, so d may not take that GPU: c runs
+// 20-25 and d 25-29. Every figure below is worked out by hand from that.
+TEST(SimulatorTest, HandComputedTraceGivesExactMakespanWaitsAndIdle) {
+  const Trace trace = TraceFrom(R"({"id":"a","submit":0,"duration":10,"gpus":1}
+{"id":"b","submit":0,"duration":20,"gpus":1}
+{"id":"c","submit":0,"duration":5,"gpus":2}
+{"id":"d","submit":1,"duration":4,"gpus":1,"deps":["a"]}
+)");
+  const Cluster cluster =
+      ClusterFrom(R"({"workers":[{"name":"w","cpus":8,"mem":"64GiB","gpus":2}]})");
+  const SimResult r = Replay(trace, cluster);
+
+  EXPECT_EQ(r.tasks, 4u);
+  EXPECT_EQ(r.jobs, 2u);  // a, b, c submitted together; d on its own (--after a)
+  EXPECT_DOUBLE_EQ(r.makespan_s, 29.0);
+  EXPECT_EQ(r.starts[IndexOf(trace, "a")], Seconds(0));
+  EXPECT_EQ(r.starts[IndexOf(trace, "b")], Seconds(0));
+  EXPECT_EQ(r.starts[IndexOf(trace, "c")], Seconds(20));
+  EXPECT_EQ(r.starts[IndexOf(trace, "d")], Seconds(25));
+  EXPECT_EQ(r.waits[IndexOf(trace, "c")], Seconds(20));
+  EXPECT_EQ(r.waits[IndexOf(trace, "d")], Seconds(15));  // ready at 10, not at its submit
+  EXPECT_DOUBLE_EQ(r.wait.mean_s, 35.0 / 4);
+  EXPECT_DOUBLE_EQ(r.wait.p50_s, 0.0);
+  EXPECT_DOUBLE_EQ(r.wait.p95_s, 20.0);
+  EXPECT_DOUBLE_EQ(r.wait.max_s, 20.0);
+  EXPECT_NEAR(r.gpu_utilization, 44.0 / (2 * 29), 1e-12);
+  EXPECT_NEAR(r.cpu_utilization, 39.0 / (8 * 29), 1e-12);
+  // From 10 to 20 one GPU is free and d fits it, held for c's reservation.
+  EXPECT_NEAR(r.idle_reservation_gpu_s, 10.0, 1e-9);
+  EXPECT_DOUBLE_EQ(r.idle_other_gpu_s, 0.0);
+
+  const MakespanBound b = ComputeBound(trace, cluster);
+  EXPECT_DOUBLE_EQ(b.gpu_area_s, 22.0);  // 44 GPU-s on 2 GPUs
+  EXPECT_DOUBLE_EQ(b.cpu_area_s, 39.0 / 8);
+  EXPECT_DOUBLE_EQ(b.chain_s, 20.0);     // b alone; a then d is 14
+  EXPECT_DOUBLE_EQ(b.value_s(), 22.0);
+}
+
+// Two half-GPU tasks share the one GPU; with 50 GiB of GPU memory each they
+// no longer fit side by side on an 80 GiB GPU and run one after the other.
+TEST(SimulatorTest, GpuSharesPackUntilGpuMemoryRunsOut) {
+  const Cluster cluster = ClusterFrom(
+      R"({"workers":[{"cpus":4,"mem":"16GiB","gpus":1,"gpu_mem":"80GiB"}]})");
+  const SimResult shared = Replay(TraceFrom(R"({"submit":0,"duration":10,"gpus":0.5}
+{"submit":0,"duration":10,"gpus":"0.5"}
+)"),
+                               cluster);
+  EXPECT_DOUBLE_EQ(shared.makespan_s, 10.0);
+  EXPECT_NEAR(shared.gpu_utilization, 1.0, 1e-12);
+
+  const SimResult apart =
+      Replay(TraceFrom(R"({"submit":0,"duration":10,"gpus":0.5,"gpu_mem":"50GiB"}
+{"submit":0,"duration":10,"gpus":0.5,"gpu_mem":"50GiB"}
+)"),
+          cluster);
+  EXPECT_DOUBLE_EQ(apart.makespan_s, 20.0);
+  EXPECT_DOUBLE_EQ(apart.wait.max_s, 10.0);
+}
+
+// A 4-GPU task arrives behind a stream of 1-GPU tasks that alone would keep
+// at least one GPU busy until the stream ends (one every 2.5 s, 10 s each).
+// With backfill reservations it starts as soon as the small tasks already
+// running finish; without them it waits for the whole stream.
+TEST(SimulatorTest, BigGpuTaskIsNotStarvedByAStreamOfSmallOnes) {
+  std::string text;
+  for (int k = 0; k < 400; ++k) {
+    const int ms = k * 2500;
+    text += "{\"id\":\"s" + std::to_string(k) + "\",\"submit\":" + std::to_string(ms / 1000) +
+            "." + std::to_string(ms % 1000) + ",\"duration\":10,\"gpus\":1}\n";
+    if (k == 1) text += "{\"id\":\"big\",\"submit\":3,\"duration\":10,\"gpus\":4}\n";
+  }
+  const Trace trace = TraceFrom(text);
+  const Cluster cluster =
+      ClusterFrom(R"({"workers":[{"cpus":16,"mem":"64GiB","gpus":4}]})");
+  const uint32_t big = IndexOf(trace, "big");
+
+  const SimResult with = Replay(trace, cluster);
+  // Small tasks 0 and 1 end at 10 and 12.5; nothing else may start meanwhile.
+  EXPECT_EQ(with.waits[big], Millis(9500));
+  EXPECT_GT(with.idle_reservation_gpu_s, 0.0);
+  EXPECT_DOUBLE_EQ(with.idle_other_gpu_s, 0.0);
+
+  const SimResult without = Replay(trace, cluster, SimOptions{core::PolicyKind::kSpread, false});
+  EXPECT_GT(without.waits[big], Seconds(900));
+  EXPECT_EQ(without.idle_reservation_gpu_s, 0.0);
+}
+
+TEST(SimulatorTest, SameTraceTwiceGivesIdenticalResults) {
+  std::ostringstream text;
+  ASSERT_TRUE(WriteSyntheticTrace(GenerateOptions{7, 400, 8, 1.3}, text).ok());
+  const Trace trace = TraceFrom(text.str());
+  const Cluster cluster = ClusterFrom(
+      R"({"workers":[{"name":"g","count":2,"cpus":32,"mem":"256GiB","gpus":4}]})");
+  for (core::PolicyKind policy :
+       {core::PolicyKind::kSpread, core::PolicyKind::kPack, core::PolicyKind::kRoundRobin}) {
+    const SimResult a = Replay(trace, cluster, SimOptions{policy, true});
+    const SimResult b = Replay(trace, cluster, SimOptions{policy, true});
+    EXPECT_EQ(a.waits, b.waits);
+    EXPECT_EQ(a.starts, b.starts);
+    EXPECT_EQ(a.makespan_s, b.makespan_s);
+    EXPECT_EQ(a.events, b.events);
+    EXPECT_EQ(a.idle_reservation_gpu_s, b.idle_reservation_gpu_s);
+  }
+}
+
+// Invariants on a generated trace with pipelines, under every policy:
+// nothing starts before it is submitted or before its dependencies ended,
+// the makespan respects the bound, and no fitting task idles GPUs outside a
+// reservation.
+TEST(SimulatorTest, GeneratedTraceRespectsSubmitTimesDependenciesAndBound) {
+  std::ostringstream text;
+  ASSERT_TRUE(WriteSyntheticTrace(GenerateOptions{11, 600, 8, 1.5}, text).ok());
+  const Trace trace = TraceFrom(text.str());
+  ASSERT_FALSE(trace.deps.empty());
+  const Cluster cluster = ClusterFrom(
+      R"({"workers":[{"name":"g","count":2,"cpus":32,"mem":"256GiB","gpus":4}]})");
+  const MakespanBound bound = ComputeBound(trace, cluster);
+  for (core::PolicyKind policy :
+       {core::PolicyKind::kSpread, core::PolicyKind::kPack, core::PolicyKind::kRoundRobin}) {
+    const SimResult r = Replay(trace, cluster, SimOptions{policy, true});
+    ASSERT_EQ(r.starts.size(), trace.tasks.size());
+    for (size_t i = 0; i < trace.tasks.size(); ++i) {
+      const TraceTask& t = trace.tasks[i];
+      EXPECT_GE(r.starts[i], t.submit) << trace.ids[i];
+      EXPECT_GE(r.waits[i], Duration::zero()) << trace.ids[i];
+      for (uint32_t d = 0; d < t.deps_count; ++d) {
+        const uint32_t dep = trace.deps[t.deps_begin + d];
+        EXPECT_GE(r.starts[i], r.starts[dep] + trace.tasks[dep].duration) << trace.ids[i];
+      }
+    }
+    EXPECT_GE(r.makespan_s, bound.value_s() - 1e-6);
+    EXPECT_LE(r.gpu_utilization, 1.0 + 1e-9);
+    EXPECT_DOUBLE_EQ(r.idle_other_gpu_s, 0.0) << core::PolicyName(policy);
+  }
+}
+
+TEST(SimulatorTest, TaskThatFitsNoWorkerIsAnErrorNamingIt) {
+  const Trace trace = TraceFrom(R"({"id":"small","submit":0,"duration":1}
+{"id":"huge","submit":0,"duration":1,"gpus":8}
+)");
+  const Cluster cluster = ClusterFrom(R"({"workers":[{"cpus":4,"mem":"8GiB","gpus":4}]})");
+  Result<SimResult> r = Simulate(trace, cluster, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("\"huge\""), std::string::npos) << r.status().message();
+}
+
+TEST(SimulatorTest, WaitStatsUseNearestRank) {
+  std::vector<Duration> waits;
+  for (int i = 1; i <= 20; ++i) waits.push_back(Seconds(i));
+  const WaitStats s = ComputeWaitStats(waits);
+  EXPECT_DOUBLE_EQ(s.mean_s, 10.5);
+  EXPECT_DOUBLE_EQ(s.p50_s, 10.0);
+  EXPECT_DOUBLE_EQ(s.p95_s, 19.0);
+  EXPECT_DOUBLE_EQ(s.max_s, 20.0);
+}
+
+}  // namespace
+}  // namespace drover::sim

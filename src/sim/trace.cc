@@ -1,0 +1,159 @@
+#include "sim/trace.h"
+
+#include <fstream>
+#include <map>
+#include <unordered_map>
+
+#include "common/quantity.h"
+#include "sim/json_fields.h"
+
+namespace drover::sim {
+
+namespace {
+
+using internal::Json;
+
+constexpr int64_t kDefaultCpusMilli = 1000;
+constexpr const char* kDefaultUser = "default";
+
+// Interns values into a vector, keeping the first index of each.
+template <typename T>
+class Interner {
+ public:
+  explicit Interner(std::vector<T>& values) : values_(values) {}
+  uint32_t Add(T value) {
+    auto [it, inserted] = index_.try_emplace(value, static_cast<uint32_t>(values_.size()));
+    if (inserted) values_.push_back(std::move(value));
+    return it->second;
+  }
+
+ private:
+  std::vector<T>& values_;
+  std::map<T, uint32_t> index_;
+};
+
+// Parses one line's object into `task` (its request and user interned).
+class LineReader {
+ public:
+  explicit LineReader(Trace& trace)
+      : trace_(trace), requests_(trace.requests), users_(trace.users) {}
+
+  Status Read(const Json& line, size_t line_no) {
+    RETURN_IF_ERROR(internal::CheckKeys(line, {"id", "submit", "duration", "cpus", "mem", "gpus",
+                                               "gpu_type", "gpu_mem", "deps", "priority",
+                                               "user"}));
+    TraceTask task;
+    std::string id = "line " + std::to_string(line_no);
+    if (auto it = line.find("id"); it != line.end()) {
+      ASSIGN_OR_RETURN(id, internal::ReadString(*it, "id"));
+      if (id.empty()) return InvalidArgument("id: must not be empty");
+    }
+    auto submit = line.find("submit");
+    if (submit == line.end()) return InvalidArgument("submit: missing (seconds since the start)");
+    ASSIGN_OR_RETURN(task.submit, internal::ReadSeconds(*submit, "submit"));
+    if (!trace_.tasks.empty() && task.submit < trace_.tasks.back().submit) {
+      return InvalidArgument("submit: " + FormatDuration(task.submit) +
+                             " is before the previous line's " +
+                             FormatDuration(trace_.tasks.back().submit) +
+                             "; lines must be in submission order");
+    }
+    auto duration = line.find("duration");
+    if (duration == line.end()) return InvalidArgument("duration: missing");
+    ASSIGN_OR_RETURN(task.duration, internal::ReadSeconds(*duration, "duration"));
+
+    core::ResourceRequest req;
+    req.cpus_milli = kDefaultCpusMilli;
+    if (auto it = line.find("cpus"); it != line.end()) {
+      ASSIGN_OR_RETURN(req.cpus_milli, internal::ReadCpus(*it, "cpus"));
+    }
+    if (auto it = line.find("mem"); it != line.end()) {
+      ASSIGN_OR_RETURN(req.mem_bytes, internal::ReadBytes(*it, "mem"));
+    }
+    if (auto it = line.find("gpus"); it != line.end()) {
+      ASSIGN_OR_RETURN(req.gpus, internal::ReadGpus(*it, "gpus"));
+    }
+    if (auto it = line.find("gpu_mem"); it != line.end()) {
+      ASSIGN_OR_RETURN(req.gpu_mem_bytes, internal::ReadBytes(*it, "gpu_mem"));
+    }
+    if (auto it = line.find("gpu_type"); it != line.end()) {
+      ASSIGN_OR_RETURN(req.gpu_types, internal::ReadStrings(*it, "gpu_type"));
+    }
+    if (req.gpus == 0 && (req.gpu_mem_bytes != 0 || !req.gpu_types.empty())) {
+      return InvalidArgument("gpus: gpu_mem and gpu_type need gpus above 0");
+    }
+    if (Status s = req.Validate(); !s.ok()) return s;
+    task.request = requests_.Add(std::move(req));
+
+    if (auto it = line.find("priority"); it != line.end()) {
+      ASSIGN_OR_RETURN(int64_t p, internal::ReadInt(*it, "priority", INT32_MIN, INT32_MAX));
+      task.priority = static_cast<int32_t>(p);
+    }
+    std::string user = kDefaultUser;
+    if (auto it = line.find("user"); it != line.end()) {
+      ASSIGN_OR_RETURN(user, internal::ReadString(*it, "user"));
+    }
+    task.user = users_.Add(std::move(user));
+
+    task.deps_begin = static_cast<uint32_t>(trace_.deps.size());
+    if (auto it = line.find("deps"); it != line.end()) {
+      ASSIGN_OR_RETURN(std::vector<std::string> deps, internal::ReadStrings(*it, "deps"));
+      for (const std::string& dep : deps) {
+        auto found = index_.find(dep);
+        if (found == index_.end()) {
+          trace_.deps.resize(task.deps_begin);
+          return InvalidArgument("deps: no earlier task has id \"" + dep +
+                                 "\" (a dependency must be on an earlier line)");
+        }
+        trace_.deps.push_back(found->second);
+      }
+    }
+    task.deps_count = static_cast<uint32_t>(trace_.deps.size()) - task.deps_begin;
+
+    const uint32_t index = static_cast<uint32_t>(trace_.tasks.size());
+    if (!index_.emplace(id, index).second) {
+      trace_.deps.resize(task.deps_begin);
+      return InvalidArgument("id: \"" + id + "\" is used by an earlier line");
+    }
+    trace_.tasks.push_back(task);
+    trace_.ids.push_back(std::move(id));
+    return Status::Ok();
+  }
+
+ private:
+  Trace& trace_;
+  Interner<core::ResourceRequest> requests_;
+  Interner<std::string> users_;
+  std::unordered_map<std::string, uint32_t> index_;
+};
+
+bool Blank(std::string_view line) {
+  return line.find_first_not_of(" \t\r") == std::string_view::npos;
+}
+
+}  // namespace
+
+Result<Trace> ParseTrace(std::istream& in, std::string_view name) {
+  Trace trace;
+  LineReader reader(trace);
+  std::string line;
+  size_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (Blank(line)) continue;
+    const std::string where = std::string(name) + ":" + std::to_string(line_no);
+    Result<Json> json = internal::ParseJsonText(line);
+    if (!json.ok()) return json.status().WithContext(where);
+    if (Status s = reader.Read(*json, line_no); !s.ok()) return s.WithContext(where);
+  }
+  if (in.bad()) return InvalidArgument(std::string(name) + ": read error");
+  if (trace.tasks.empty()) return InvalidArgument(std::string(name) + ": the trace has no tasks");
+  return trace;
+}
+
+Result<Trace> LoadTrace(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot open trace " + path);
+  return ParseTrace(in, path);
+}
+
+}  // namespace drover::sim

@@ -1,0 +1,61 @@
+// Trace: a workload to replay, read from a JSON Lines file (docs/sim.md).
+//
+// One line per task: when it is submitted, how long it runs, what it asks
+// for, whom it belongs to and which earlier tasks it waits for:
+//
+//   {"id":"prep","submit":0,"duration":"5m","cpus":2,"mem":"4GiB"}
+//   {"id":"train","submit":0,"duration":3600,"gpus":0.5,"gpu_mem":"20GiB","deps":["prep"]}
+//
+// Lines are in submission order (submit never decreases) and dependencies
+// name tasks on earlier lines, so a trace can be read and replayed in one
+// pass. Requests and users are interned: a task is a few dozen bytes, so a
+// trace of a million tasks fits comfortably in memory.
+//
+// Thread safety: plain values; the parse functions are pure.
+#ifndef DROVER_SIM_TRACE_H_
+#define DROVER_SIM_TRACE_H_
+
+#include <cstdint>
+#include <istream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "common/time.h"
+#include "core/resources.h"
+
+namespace drover::sim {
+
+struct TraceTask {
+  Duration submit = Duration::zero();    // since the start of the trace
+  Duration duration = Duration::zero();  // how long it runs once started
+  uint32_t request = 0;                  // index into Trace::requests
+  uint32_t user = 0;                     // index into Trace::users
+  int32_t priority = 0;                  // higher runs first
+  uint32_t deps_begin = 0;               // its dependencies are
+  uint32_t deps_count = 0;               // Trace::deps[begin, begin + count)
+};
+
+struct Trace {
+  std::vector<TraceTask> tasks;                 // in file order
+  std::vector<std::string> ids;                 // per task, as written (or "line N")
+  std::vector<uint32_t> deps;                   // indices of earlier tasks
+  std::vector<core::ResourceRequest> requests;  // distinct requests
+  std::vector<std::string> users;               // distinct users
+
+  const core::ResourceRequest& RequestOf(const TraceTask& t) const { return requests[t.request]; }
+};
+
+// Reads a whole trace. `name` prefixes errors, which name the line and the
+// field: "week.jsonl:12: gpus: GPU quantity \"1.5\" ...". Errors
+// (kInvalidArgument): invalid JSON, unknown or mistyped field, bad quantity,
+// submit going backwards, duplicate id, dependency on an unknown or later
+// task, an empty trace.
+Result<Trace> ParseTrace(std::istream& in, std::string_view name);
+// Opens `path` and parses it; kNotFound when it cannot be opened.
+Result<Trace> LoadTrace(const std::string& path);
+
+}  // namespace drover::sim
+
+#endif  // DROVER_SIM_TRACE_H_
