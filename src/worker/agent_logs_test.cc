@@ -157,12 +157,16 @@ TEST_F(LogSenderTest, RateLimitSpreadsALargeLogOverTime) {
   const auto start = std::chrono::steady_clock::now();
   Request(Req(false), Target(false));
   // The first, synchronous turn may spend only the burst: 100 ms at 256 KiB/s.
-  EXPECT_LE(thread_.Call([&] { return sender_->bytes_sent(); }), 26215u);
+  // (Checked on the first frame, not on bytes_sent(): by the time a call
+  // reaches the sender's thread, later turns may have sent more.)
   std::string got;
   while (got.size() < big.size()) {
     auto [offset, bytes] = NextFrame();
     ASSERT_EQ(offset, got.size());
     ASSERT_FALSE(bytes.empty());
+    if (got.empty()) {
+      EXPECT_LE(bytes.size(), 26215u);
+    }
     got += bytes;
   }
   EXPECT_TRUE(NextChunk().eof);
