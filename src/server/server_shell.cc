@@ -99,12 +99,16 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   ASSIGN_OR_RETURN(std::string instance, net::GenerateToken());
   p->server_instance = instance.substr(0, 16);
 
-  p->env = std::make_unique<store::PosixEnv>();
-  ASSIGN_OR_RETURN(std::unique_ptr<store::MemoryStore> memory,
-                   store::MemoryStore::Open(p->clock, *p->env, dir + "/store"));
-  p->memory = memory.get();
-  p->store = std::move(memory);
   p->scheduler = std::make_unique<core::Scheduler>(cfg.scheduler);
+  if (cfg.open_store) {
+    ASSIGN_OR_RETURN(p->store, cfg.open_store(loop, *p->scheduler));
+  } else {
+    p->env = std::make_unique<store::PosixEnv>();
+    ASSIGN_OR_RETURN(std::unique_ptr<store::MemoryStore> memory,
+                     store::MemoryStore::Open(p->clock, *p->env, dir + "/store"));
+    p->memory = memory.get();
+    p->store = std::move(memory);
+  }
   p->book = std::make_unique<LeaseBook>(p->server_id);
   ASSIGN_OR_RETURN(p->registry, WorkerRegistry::Open(dir + "/workers.json"));
 

@@ -21,6 +21,7 @@
 #define DROVER_SERVER_SERVER_SHELL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,6 +29,7 @@
 #include "common/time.h"
 #include "core/scheduler.h"
 #include "net/event_loop.h"
+#include "store/store.h"
 
 namespace drover::server {
 
@@ -50,6 +52,12 @@ struct ServerConfig {
   uint64_t compact_bytes = 64ull << 20;
   // How long GET .../logs waits for the worker.
   Duration log_fetch_timeout = Seconds(30);
+  // When set, the store to run on instead of the MemoryStore in
+  // <state_dir>/store (`--redis`: the RedisStore). Called once from Start,
+  // before the loop runs; the store may read the scheduler (never change
+  // it) as long as it lives. Its error fails Start.
+  std::function<Result<std::unique_ptr<store::Store>>(net::EventLoop&, const core::Scheduler&)>
+      open_store;
 };
 
 class ServerShell {
