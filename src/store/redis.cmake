@@ -4,6 +4,7 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
 find_package(Boost 1.81 REQUIRED)
 find_package(OpenSSL REQUIRED)
+find_package(spdlog REQUIRED)
 
 drover_library(drover_redis_store
   SOURCES
@@ -12,9 +13,10 @@ drover_library(drover_redis_store
     redis_keys.cc
     redis_leases.cc
     redis_scripts.cc
+    redis_server_store.cc
     redis_store.cc
     redis_url.cc
-  DEPS drover_store drover_net Boost::headers)
+  DEPS drover_store drover_net Boost::headers spdlog::spdlog)
 target_link_libraries(drover_redis_store PRIVATE PkgConfig::HIREDIS OpenSSL::Crypto)
 
 # Starts private redis-servers (tests/redis/); set DROVER_TEST_REDIS_URL to

@@ -1,5 +1,7 @@
 #include "store/redis_journal.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <memory>
 
 namespace drover::store {
@@ -48,6 +50,8 @@ void RedisJournal::ReadPage(RedisConnection& conn, std::shared_ptr<Recovery> rec
             return fail(Internal("XRANGE: malformed stream entry"));
           }
           last_id = entry.elements[0].str;
+          // "<ms>-<seq>": the next id of ours must be above it.
+          next_seq_ = std::max<uint64_t>(next_seq_, std::strtoull(last_id.c_str(), nullptr, 10) + 1);
           const auto& fields = entry.elements[1].elements;
           bool found = false;
           for (size_t i = 0; i + 1 < fields.size(); i += 2) {
@@ -74,23 +78,46 @@ void RedisJournal::ReadPage(RedisConnection& conn, std::shared_ptr<Recovery> rec
 
 void RedisJournal::Append(std::string record, Store::DoneCallback done) {
   bytes_ += record.size();
-  queued_.emplace_back(std::move(record), std::move(done));
+  unstored_.emplace(next_seq_++, Entry{std::move(record), std::move(done)});
 }
 
 void RedisJournal::Flush(RedisConnection* conn) {
-  auto batch = std::move(queued_);
-  queued_.clear();
-  for (auto& [record, done] : batch) {
-    if (conn == nullptr) {
-      done(NotConnected());
-      continue;
-    }
-    conn->Command({"XADD", key_, "*", kField, record}, [done = std::move(done)](Result<RedisReply> r) {
-      if (!r.ok()) return done(r.status());
-      if (r->is_error()) return done(StatusFromErrorReply(*r, "XADD to the journal"));
-      done(Status::Ok());
-    });
+  if (conn == nullptr) return;
+  for (auto& [seq, entry] : unstored_) {
+    if (!entry.in_flight) Send(*conn, seq, entry);
   }
+}
+
+void RedisJournal::Send(RedisConnection& conn, uint64_t seq, Entry& entry) {
+  entry.in_flight = true;
+  // The reply may come from inside Command() (a dead connection), so the
+  // callback finds the entry by id rather than holding a reference.
+  conn.Command({"XADD", key_, Id(seq), kField, entry.record}, [this, seq](Result<RedisReply> r) {
+    auto it = unstored_.find(seq);
+    if (it == unstored_.end()) return;
+    Entry& e = it->second;
+    e.in_flight = false;
+    if (!r.ok()) {
+      // Lost with the connection: it may or may not be stored; send it
+      // again at the next Flush with a connection.
+      e.resend = true;
+      return;
+    }
+    Status result;
+    if (r->is_error()) {
+      const bool stored_before = e.resend && r->str.find("equal or smaller") != std::string::npos;
+      if (!stored_before) result = StatusFromErrorReply(*r, "XADD to the journal");
+    }
+    Store::DoneCallback done = std::move(e.done);
+    unstored_.erase(it);
+    done(std::move(result));
+  });
+}
+
+void RedisJournal::FailAll(const Status& why) {
+  auto all = std::move(unstored_);
+  unstored_.clear();
+  for (auto& [seq, entry] : all) entry.done(why);
 }
 
 void RedisJournal::Compact(RedisConnection* conn, std::vector<std::string> snapshot,
@@ -104,7 +131,11 @@ void RedisJournal::Compact(RedisConnection* conn, std::vector<std::string> snaps
   auto ignore = [](Result<RedisReply>) {};
   conn->Command({"MULTI"}, ignore);
   conn->Command({"DEL", key_}, ignore);
-  for (auto& record : snapshot) conn->Command({"XADD", key_, "*", kField, std::move(record)}, ignore);
+  // The snapshot continues the ids, so that a resend of an older record is
+  // still refused as already stored.
+  for (auto& record : snapshot) {
+    conn->Command({"XADD", key_, Id(next_seq_++), kField, std::move(record)}, ignore);
+  }
   conn->Command({"EXEC"}, [this, bytes, done = std::move(done)](Result<RedisReply> r) {
     if (!r.ok()) return done(r.status());
     if (r->is_error()) return done(StatusFromErrorReply(*r, "the journal compaction"));

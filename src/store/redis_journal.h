@@ -2,12 +2,21 @@
 // (`<prefix>journal`), one entry per record with the record as field "r".
 //
 //   TakeRecovered  XRANGE in pages of 1000 entries ("(" + last id to go on)
-//   Append         queued in memory until Flush()
+//   Append         queued in memory until Flush(), with the next entry id
 //   Flush          one XADD per record, pipelined on the connection; each
 //                  record's callback runs on its XADD's reply
 //   Compact        MULTI, DEL stream, XADD each snapshot record, EXEC: Redis
 //                  applies the transaction as a whole, so a reader (or a
 //                  restart from the AOF) sees the old log or the snapshot
+//
+// Entry ids are chosen here, not by Redis: "<n>-0" with n one past the last
+// id found at TakeRecovered and counting up. That makes a resend idempotent:
+// Redis refuses an id not above the stream's top, so a record whose XADD
+// was in flight when the connection dropped is sent again after the
+// reconnection, and Redis's "equal or smaller" refusal of a resend means it
+// had been stored. Records appended while disconnected wait (their
+// callbacks do not run) until a Flush() with a connection, so a Redis
+// restart loses no record the server appended.
 //
 // Durability is Redis's: a reply means the record is in Redis's memory and,
 // with `appendonly yes`, in its AOF, which reaches the disk within a second
@@ -20,6 +29,7 @@
 #define DROVER_STORE_REDIS_JOURNAL_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,9 +50,12 @@ class RedisJournal {
   // Queues `record` for the next Flush().
   void Append(std::string record, Store::DoneCallback done);
 
-  // Sends the queued records; with `conn` null their callbacks get
-  // kUnavailable at once.
+  // Sends the queued records, and those whose XADD was lost with a
+  // connection; with `conn` null they stay queued.
   void Flush(RedisConnection* conn);
+
+  // Completes every record not yet stored with `why` (the store is going).
+  void FailAll(const Status& why);
 
   // Flushes, then replaces the stream with `snapshot` atomically.
   void Compact(RedisConnection* conn, std::vector<std::string> snapshot, Store::DoneCallback done);
@@ -55,8 +68,18 @@ class RedisJournal {
   struct Recovery;
   void ReadPage(RedisConnection& conn, std::shared_ptr<Recovery> recovery, std::string start);
 
+  struct Entry {
+    std::string record;
+    Store::DoneCallback done;
+    bool in_flight = false;  // an XADD was sent and has not been answered
+    bool resend = false;     // an earlier XADD of it may have been stored
+  };
+  void Send(RedisConnection& conn, uint64_t seq, Entry& entry);
+  std::string Id(uint64_t seq) const { return std::to_string(seq) + "-0"; }
+
   std::string key_;
-  std::vector<std::pair<std::string, Store::DoneCallback>> queued_;
+  std::map<uint64_t, Entry> unstored_;  // by id, appended and not yet stored
+  uint64_t next_seq_ = 1;
   bool recovered_taken_ = false;
   bool recovery_running_ = false;
   uint64_t bytes_ = 0;

@@ -68,7 +68,7 @@ RedisStore::~RedisStore() {
   state_ = State::kStopped;
   timer_.Cancel();
   TearDown(Unavailable("the redis store was destroyed"));
-  journal_.Flush(nullptr);
+  journal_.FailAll(Unavailable("the redis store was destroyed"));
   if (started_) std::exchange(started_, nullptr)(Unavailable("the redis store was destroyed"));
 }
 
@@ -248,6 +248,8 @@ void RedisStore::MaybeReady(uint64_t attempt) {
   state_ = State::kReady;
   backoff_.Reset();
   for (auto& waiter : std::exchange(subscribe_waiters_, {})) waiter(Status::Ok());
+  // Records appended during an outage, or lost in flight with it.
+  journal_.Flush(cmd_.get());
   if (!started_once_) {
     started_once_ = true;
     if (started_) std::exchange(started_, nullptr)(Status::Ok());

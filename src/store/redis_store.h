@@ -33,12 +33,15 @@
 // DESIGN.md's order: subscribe, then claim, then retry on each free).
 //
 // Outages: when a connection drops, every call in flight completes with
-// kUnavailable (a claim, renew, release or append may or may not have taken
+// kUnavailable (a claim, renew or release may or may not have taken
 // effect), calls fail with kUnavailable at once while it is down, and the
 // store reconnects with exponential backoff (net::Backoff), redoing Start's
 // steps and the subscription. Free events of the outage are lost for good:
 // the callback given to SetOnReconnected runs once the store works again,
 // and the server must then reconcile (ListLeases) rather than wait for them.
+// Appends are the exception: they wait through an outage and are sent (or
+// sent again, idempotently) once reconnected, so their callbacks run only
+// when the record is stored (see redis_journal.h).
 //
 // Destruction: calls in flight complete with kUnavailable from inside the
 // destructor (their callbacks must not use the store any more). Destroy the

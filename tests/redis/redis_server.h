@@ -38,7 +38,9 @@ class TestRedisServer {
 
   // SIGKILL, then waits for the process to be gone (its sockets closed).
   void Kill();
-  // Starts it again on the same port with the same arguments (empty data).
+  // Starts it again on the same port with the same arguments and data
+  // directory: empty with the defaults, but what an AOF kept survives
+  // (Start({"--appendonly", "yes", "--appendfsync", "always"})).
   Status Restart();
 
   int port() const { return port_; }

@@ -1,0 +1,163 @@
+// RedisServerStore: the RedisStore as `drover server --redis` runs on it — a
+// Store decorator that (1) opens the RedisStore before the server's loop
+// runs, so the server's synchronous startup (subscribe, recover, list
+// leases) works unchanged; (2) keeps workers' liveness keys; and (3)
+// reconciles the leases the server holds with those in Redis, both ways
+// (DESIGN.md section 4):
+//
+//   server ─ Claim/Renew/Release ─► RedisServerStore ─► RedisStore ─► Redis
+//                                   │ held: key -> owner, ttl, last touch
+//   listener ◄─ frees (filtered) ───┤
+//                                   └ every reconcile_interval, and at once
+//                                     after a reconnection: ListLeases and
+//     lease in Redis, not held by us (or no longer)  -> Release (compare-and-delete)
+//     held by us, missing from Redis                 -> Claim again, same owner
+//     held by us, the key now someone else's         -> kill: FreeEvent{key, kExpired}
+//
+// A lease is "held" from the Claim that took it until its Release, and stays
+// so while the server keeps renewing it (touched within its TTL). A `del`
+// of a held lease that the server did not release (someone ran DEL, or a
+// reconciler elsewhere) is repaired at once by the same re-claim rather than
+// passed on; an `expired` one is passed on (the lease ran out: the task must
+// stop, DESIGN.md's timing rule). Keys other than `lease:...` (liveness, the
+// leader) are never reconciled.
+//
+// Claims wait through an outage: one made while Redis is unreachable, or
+// lost in flight with the connection, is sent (again) once reconnected —
+// a claim by the same owner is idempotent — so an outage never turns into
+// a storm of rejected claims, nor into a claim that took effect unseen.
+//
+// Liveness: every `liveness_interval`, each worker that `live_workers`
+// names gets `worker:{id}:hb` claimed or extended for `liveness_ttl`
+// (owner "server"); a worker that is gone stops being refreshed and its key
+// expires by itself.
+//
+// Thread safety: none; the loop's thread, like every Store.
+#ifndef DROVER_STORE_REDIS_SERVER_STORE_H_
+#define DROVER_STORE_REDIS_SERVER_STORE_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/time.h"
+#include "net/event_loop.h"
+#include "store/redis_store.h"
+#include "store/store.h"
+
+namespace drover::store {
+
+struct RedisServerStoreOptions {
+  RedisStoreOptions redis;
+  // How often the leases are compared with Redis; zero = never (a
+  // reconnection still triggers a pass).
+  Duration reconcile_interval = Seconds(10);
+  // Liveness keys; no keys without `live_workers`.
+  std::function<std::vector<WorkerId>()> live_workers;
+  Duration liveness_interval = Seconds(2);
+  Duration liveness_ttl = Seconds(6);
+  // How long Open waits for Redis (connect and the startup reads).
+  Duration open_timeout = Seconds(20);
+};
+
+struct ReconcileStats {
+  uint64_t passes = 0;
+  uint64_t released = 0;    // leases in Redis without a holder here
+  uint64_t reclaimed = 0;   // held here, missing from Redis, taken again
+  uint64_t conflicts = 0;   // held here, someone else's in Redis: killed
+};
+
+class RedisServerStore final : public Store {
+ public:
+  // Connects, subscribes, reads the journal and the leases, blocking the
+  // calling thread by running `loop` until done (at most open_timeout).
+  // Must be called before the loop runs (kFailedPrecondition from inside
+  // it). Errors: those of RedisStore::Start (unreachable: kUnavailable,
+  // wrong password, CONFIG refused with what to put in redis.conf), or
+  // kDeadlineExceeded.
+  static Result<std::unique_ptr<RedisServerStore>> Open(net::EventLoop& loop,
+                                                        RedisServerStoreOptions options);
+  ~RedisServerStore() override;
+
+  // Answers at once (the subscription is in place since Open); frees that
+  // came before are delivered, posted, after this call.
+  void Subscribe(FreeListener listener, DoneCallback subscribed) override;
+  void Claim(std::vector<LeaseKey> keys, Owner owner, Duration ttl,
+             Callback<ClaimOutcome> done) override;
+  void Renew(std::vector<LeaseKey> keys, Owner owner, Duration ttl,
+             Callback<RenewOutcome> done) override;
+  void Release(std::vector<LeaseKey> keys, Owner owner, Callback<ReleaseOutcome> done) override;
+  // The first call answers at once with the leases read by Open; later
+  // calls go to Redis.
+  void ListLeases(Callback<std::vector<Lease>> done) override;
+  // Answers at once with the records read by Open.
+  void TakeRecovered(Callback<Recovered> done) override;
+  void Append(std::string record, DoneCallback done) override;
+  void Flush() override;
+  void Compact(std::vector<std::string> snapshot, DoneCallback done) override;
+  uint64_t LogBytes() const override;
+
+  // Runs one reconciliation pass now; `done` (optional) once its repairs
+  // were sent.
+  void Reconcile(std::function<void()> done = nullptr);
+
+  const ReconcileStats& stats() const { return stats_; }
+  RedisStore& redis() { return *redis_; }
+
+ private:
+  struct Held {
+    Owner owner;
+    Duration ttl;
+    Time touched;        // last claim or renew sent
+    bool pending;        // the claim has not been answered
+  };
+
+  struct PendingClaim {
+    std::vector<LeaseKey> keys;
+    Owner owner;
+    Duration ttl;
+    Time sent;
+    Callback<ClaimOutcome> done;
+  };
+
+  RedisServerStore(net::EventLoop& loop, RedisServerStoreOptions options,
+                   std::unique_ptr<RedisStore> redis);
+  bool Live(const Held& held, Time now) const { return !held.pending && held.touched + held.ttl > now; }
+  void SendClaim(std::shared_ptr<PendingClaim> claim);
+  void SendDeferredClaims();
+  void OnFree(const FreeEvent& free);
+  void Deliver(const FreeEvent& free);
+  // Claims `keys` again for `owner`; on a conflict the task is told its
+  // lease is gone (kExpired).
+  void Repair(std::vector<LeaseKey> keys, Owner owner);
+  void RefreshLiveness();
+  void ArmReconcile();
+  void ArmLiveness();
+
+  net::EventLoop& loop_;
+  RedisServerStoreOptions options_;
+  std::unique_ptr<RedisStore> redis_;
+  RealClock clock_;
+  std::map<LeaseKey, Held> held_;
+  FreeListener listener_;
+  std::deque<FreeEvent> early_frees_;  // before Subscribe
+  std::vector<std::shared_ptr<PendingClaim>> deferred_claims_;  // until reconnected
+  std::optional<Recovered> recovered_;
+  std::optional<std::vector<Lease>> initial_leases_;
+  bool reconciling_ = false;
+  ReconcileStats stats_;
+  net::Timer reconcile_timer_;
+  net::Timer liveness_timer_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace drover::store
+
+#endif  // DROVER_STORE_REDIS_SERVER_STORE_H_
