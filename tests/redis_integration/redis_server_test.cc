@@ -1,0 +1,228 @@
+// `drover server --redis`: real drover processes on loopback against a
+// private redis-server — restart from the journal stream, reconciliation of
+// deleted and planted lease keys, and a Redis restart (AOF) mid-run.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "tests/integration/cluster.h"
+#include "tests/redis/redis_server.h"
+#include "tests/redis_integration/redis_client.h"
+
+namespace drover::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr milliseconds kEventWait(20000);
+
+uint64_t SubmittedJob(const RunResult& r) {
+  EXPECT_EQ(r.status, 0) << r.output;
+  std::smatch m;
+  if (!std::regex_search(r.output, m, std::regex("^([0-9]+)\\s*$"))) return 0;
+  return std::stoull(m[1]);
+}
+
+std::vector<std::string> Lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::unique_ptr<TestRedisServer> StartRedis(std::vector<std::string> args = {}) {
+  auto server = TestRedisServer::Start(std::move(args));
+  EXPECT_TRUE(server.ok()) << server.status().ToString();
+  return server.ok() ? std::move(server).value() : nullptr;
+}
+
+// Short timing: leases of 3 s, renewed every second.
+std::vector<std::string> RedisFlags(const TestRedisServer& redis, std::vector<std::string> more = {}) {
+  std::vector<std::string> flags = {"--redis", redis.url(), "--heartbeat", "200ms",
+                                    "--lease-ttl", "3s"};
+  flags.insert(flags.end(), more.begin(), more.end());
+  return flags;
+}
+
+// Tasks that record each run and then hold until `go` exists.
+std::vector<std::string> HoldingTask(const std::string& runs, const std::string& go) {
+  return {"sh", "-c",
+          "echo run >> " + runs + "$DROVER_TASK_INDEX; while [ ! -e " + go +
+              " ]; do sleep 0.05; done"};
+}
+
+std::vector<std::string> Submit(std::vector<std::string> flags, std::vector<std::string> cmd) {
+  std::vector<std::string> argv = {"submit"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), cmd.begin(), cmd.end());
+  return argv;
+}
+
+bool CountRunning(EventTap& tap, size_t n) {
+  return tap.WaitFor([n](const std::vector<cli::TaskEventView>& events) {
+    std::set<std::string> running;
+    for (const auto& e : events) {
+      if (e.to == "running") running.insert(e.task);
+    }
+    return running.size() >= n;
+  });
+}
+
+// The one lease key of `task` (lease:{worker}:slot:{task}), with prefix.
+std::string SlotKey(RedisClient& cli, const std::string& task) {
+  std::vector<std::string> keys = cli.Keys("drover:lease:*:slot:" + task);
+  EXPECT_EQ(keys.size(), 1u) << task;
+  return keys.empty() ? "" : keys.front();
+}
+
+TEST(RedisServerTest, RestartedServerRestoresEveryJobFromRedis) {
+  auto redis = StartRedis();
+  ASSERT_NE(redis, nullptr);
+  Cluster c(RedisFlags(*redis));
+  c.StartServer();
+  c.StartWorker("solo", {"--cpus", "0"});
+  const std::string go = c.dir() + "/go";
+  const std::string runs = c.dir() + "/runs.";
+  const uint64_t job =
+      SubmittedJob(c.Drover(Submit({"--name", "hold", "--array", "0-2"}, HoldingTask(runs, go))));
+  ASSERT_GT(job, 0u);
+  const uint64_t later = SubmittedJob(
+      c.Drover(Submit({"--name", "later", "--after", std::to_string(job)}, {"true"})));
+  ASSERT_GT(later, 0u);
+  {
+    EventTap tap(c.Api().options(), job);
+    ASSERT_TRUE(CountRunning(tap, 1));
+  }
+  c.KillServer(SIGKILL);
+  // Nothing was kept on disk: the journal is the Redis stream.
+  EXPECT_FALSE(std::filesystem::exists(c.dir() + "/state/store/journal"));
+  RedisClient cli(redis->port());
+  EXPECT_NE(cli.Run({"XLEN", "drover:journal"}), "0");
+
+  c.StartServer();
+  nlohmann::json jobs = c.Get("/api/v1/jobs");
+  ASSERT_EQ(jobs["jobs"].size(), 2u) << jobs.dump(2);
+  std::ofstream(go) << "go\n";
+  RunResult wait = c.Drover({"wait", std::to_string(later)});
+  EXPECT_EQ(wait.status, 0) << wait.output << "\nserver:\n" << c.server()->output();
+  nlohmann::json info = c.Get("/api/v1/jobs/" + std::to_string(job));
+  ASSERT_EQ(info["tasks"].size(), 3u) << info.dump(2);
+  for (const nlohmann::json& t : info["tasks"]) {
+    EXPECT_EQ(t["state"], "succeeded") << t.dump(2);
+    EXPECT_EQ(t["attempt"], 1) << "re-attached, not re-run: " << t.dump(2);
+    const std::string index = std::to_string(t["array_index"].get<int64_t>());
+    EXPECT_EQ(Lines(runs + index), std::vector<std::string>{"run"}) << "task " << index;
+  }
+  // Every lease was released in the end.
+  EXPECT_TRUE(cli.Keys("drover:lease:*").empty());
+}
+
+TEST(RedisServerTest, ReconciliationRepairsDeletedAndPlantedLeases) {
+  auto redis = StartRedis();
+  ASSERT_NE(redis, nullptr);
+  RedisClient cli(redis->port());
+  // Every class of event, for the watcher (the server adds what it needs).
+  ASSERT_EQ(cli.Run({"CONFIG", "SET", "notify-keyspace-events", "KEA"}), "OK");
+  Cluster c(RedisFlags(*redis, {"--reconcile-interval", "300ms"}));
+  c.StartServer();
+  c.StartWorker("duo", {"--cpus", "0-1"});
+  const std::string go = c.dir() + "/go";
+  const std::string runs = c.dir() + "/runs.";
+  const uint64_t job =
+      SubmittedJob(c.Drover(Submit({"--name", "hold", "--array", "0-1"}, HoldingTask(runs, go))));
+  ASSERT_GT(job, 0u);
+  const std::string keep = std::to_string(job) + ".0";
+  const std::string lose = std::to_string(job) + ".1";
+  EventTap tap(c.Api().options(), job);
+  ASSERT_TRUE(CountRunning(tap, 2));
+  const std::string keep_key = SlotKey(cli, keep);
+  const std::string lose_key = SlotKey(cli, lose);
+  ASSERT_FALSE(keep_key.empty());
+  ASSERT_FALSE(lose_key.empty());
+  KeyEvents events(redis->port());
+
+  // Task without lease (its `del` seen): claimed again at once, same owner.
+  const std::string owner = cli.Run({"HGET", keep_key, "owner"});
+  ASSERT_EQ(cli.Run({"DEL", keep_key}), "1");
+  ASSERT_TRUE(events.WaitFor("hset", keep_key, kEventWait)) << c.server()->output();
+  EXPECT_EQ(cli.Run({"HGET", keep_key, "owner"}), owner);
+
+  // Task without lease, the deletion unseen (notifications off): the next
+  // pass claims it again.
+  ASSERT_EQ(cli.Run({"CONFIG", "SET", "notify-keyspace-events", ""}), "OK");
+  ASSERT_EQ(cli.Run({"DEL", keep_key}), "1");
+  ASSERT_EQ(cli.Run({"CONFIG", "SET", "notify-keyspace-events", "KEA"}), "OK");
+  if (cli.Run({"EXISTS", keep_key}) == "0") {
+    ASSERT_TRUE(events.WaitFor("hset", keep_key, kEventWait)) << c.server()->output();
+  }
+  EXPECT_EQ(cli.Run({"HGET", keep_key, "owner"}), owner);
+
+  // Lease without task (as a crashed server's would be): released.
+  const std::string planted = "drover:lease:99:gpu:0";
+  ASSERT_EQ(cli.Run({"HSET", planted, "owner", "nobody", "ttl", "60000"}), "2");
+  ASSERT_EQ(cli.Run({"PEXPIRE", planted, "60000"}), "1");
+  ASSERT_TRUE(events.WaitFor("del", planted, kEventWait)) << c.server()->output();
+
+  // Task whose lease someone else holds: killed (no retries: it fails),
+  // and the intruder's lease, a lease without task, is released after.
+  ASSERT_EQ(cli.Run({"HSET", lose_key, "owner", "intruder"}), "0");
+  ASSERT_TRUE(tap.WaitForState(lose, "failed", 1)) << c.server()->output();
+  ASSERT_TRUE(events.WaitFor("del", lose_key, kEventWait)) << c.server()->output();
+
+  std::ofstream(go) << "go\n";
+  RunResult wait = c.Drover({"wait", std::to_string(job)});
+  nlohmann::json t = c.Get("/api/v1/tasks/" + keep);
+  EXPECT_EQ(t["state"], "succeeded") << t.dump(2);
+  EXPECT_EQ(t["attempt"], 1) << t.dump(2);
+  EXPECT_EQ(Lines(runs + "0"), std::vector<std::string>{"run"});
+  EXPECT_EQ(Lines(runs + "1"), std::vector<std::string>{"run"});
+  EXPECT_EQ(c.Get("/api/v1/tasks/" + lose)["state"], "failed");
+}
+
+TEST(RedisServerTest, RedisRestartedMidRunLosesNothingAndRunsNothingTwice) {
+  auto redis = StartRedis({"--appendonly", "yes", "--appendfsync", "always"});
+  ASSERT_NE(redis, nullptr);
+  Cluster c(RedisFlags(*redis));
+  c.StartServer();
+  c.StartWorker("duo", {"--cpus", "0-1"});
+  const std::string runs = c.dir() + "/runs.";
+  const int kTasks = 16;
+  const uint64_t job = SubmittedJob(c.Drover(Submit(
+      {"--name", "many", "--array", "0-" + std::to_string(kTasks - 1)},
+      {"sh", "-c", "echo run >> " + runs + "$DROVER_TASK_INDEX; sleep 0.2"})));
+  ASSERT_GT(job, 0u);
+  {
+    EventTap tap(c.Api().options(), job);
+    // Mid-run: some done, two running, the rest queued.
+    ASSERT_TRUE(tap.WaitFor([](const std::vector<cli::TaskEventView>& events) {
+      int done = 0;
+      for (const auto& e : events) done += e.to == "succeeded";
+      return done >= 3;
+    }));
+  }
+  ASSERT_TRUE(redis->Restart().ok());
+  ASSERT_TRUE(c.server()->WaitForLine("redis: reconnected", In(seconds(30))))
+      << c.server()->output();
+  RunResult wait = c.Drover({"wait", std::to_string(job)});
+  EXPECT_EQ(wait.status, 0) << wait.output << "\nserver:\n" << c.server()->output();
+  for (int i = 0; i < kTasks; ++i) {
+    EXPECT_EQ(Lines(runs + std::to_string(i)), std::vector<std::string>{"run"}) << "task " << i;
+  }
+
+  // Nothing lost from the journal either: a restarted server agrees.
+  c.KillServer(SIGKILL);
+  c.StartServer();
+  nlohmann::json info = c.Get("/api/v1/jobs/" + std::to_string(job));
+  ASSERT_EQ(info["tasks"].size(), static_cast<size_t>(kTasks)) << info.dump(2);
+  for (const nlohmann::json& t : info["tasks"]) EXPECT_EQ(t["state"], "succeeded") << t.dump(2);
+}
+
+}  // namespace
+}  // namespace drover::testing
