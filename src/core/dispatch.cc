@@ -144,6 +144,12 @@ bool Scheduler::State::ReservationAllows(uint32_t w, TaskRef r) {
   return short_after == short_now;
 }
 
+void Scheduler::State::EndReservation() {
+  if (!reservation.active) return;
+  reservation.active = false;
+  if (Schedulable(reservation.worker)) MarkWorkerDirty(reservation.worker);
+}
+
 void Scheduler::State::Reserve(TaskRef r, uint32_t hint) {
   if (!config.reservations) return;
   if (reservation.active) {
@@ -169,6 +175,7 @@ void Scheduler::State::Reserve(TaskRef r, uint32_t hint) {
     }
   }
   if (chosen == kNone) return;
+  EndReservation();
   reservation = Reservation{true, r, chosen};
 }
 
@@ -182,7 +189,7 @@ void Scheduler::State::Place(uint32_t cls, TaskRef r, uint32_t w) {
   const uint32_t a = NewActive(r, w, t.attempt);
   Active& act = actives[a];
   act.booked = worker.res->Allocate(req, policy->PreferFullGpus(), act.alloc);
-  if (reservation.active && reservation.task == r) reservation.active = false;
+  if (reservation.active && reservation.task == r) EndReservation();
   ClaimLeases& claim = std::get<ClaimLeases>(out->emplace_back(std::in_place_type<ClaimLeases>));
   claim.task = IdOf(r);
   claim.attempt = t.attempt;

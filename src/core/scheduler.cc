@@ -450,7 +450,7 @@ void Scheduler::State::Cancel(TaskRef r, const std::string& reason) {
     case TaskState::kQueued:
       // Queue entries and parked entries are dropped lazily.
       t.flags &= static_cast<uint8_t>(~(kFlagBackoff | kFlagParked));
-      if (reservation.active && reservation.task == r) reservation.active = false;
+      if (reservation.active && reservation.task == r) EndReservation();
       Transition(r, TaskState::kCanceled, reason);
       return;
     case TaskState::kAssigned:

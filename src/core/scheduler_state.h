@@ -258,6 +258,9 @@ struct Scheduler::State {
   bool CanPlace(uint32_t w, TaskRef r);
   bool ReservationAllows(uint32_t w, TaskRef r);
   void Reserve(TaskRef r, uint32_t hint_worker);
+  // Ends the reservation and offers its worker again: tasks held back there
+  // fit nowhere else, and no free on that worker may follow to retry them.
+  void EndReservation();
   void Place(uint32_t cls, TaskRef r, uint32_t w);
   void MarkClassDirty(uint32_t cls);
 };

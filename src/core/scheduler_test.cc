@@ -312,5 +312,22 @@ TEST(BackfillTest, SmallTasksStillBackfillWhatTheReservedTaskDoesNotNeed) {
   EXPECT_EQ(*c.scheduler().Explain(T(3, 0)), "held back: reservation for 2.0");
 }
 
+// Tasks held back by a reservation fit nowhere else; when the reservation
+// ends without a free on its worker (here the reserved task is canceled),
+// that worker must be offered to them again, or its GPU idles for nothing.
+TEST(BackfillTest, EndingAReservationOffersItsWorkerAgain) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(8).Gpus(2));
+  c.Submit(JobBuilder(TaskBuilder().Cpus(1).Gpus(1)));  // 1.0 takes GPU 0
+  c.Submit(JobBuilder(TaskBuilder().Cpus(1).Gpus(2)));  // 2.0 needs both
+  c.Submit(JobBuilder(TaskBuilder().Cpus(1).Gpus(1)));  // 3.0 held for 2.0
+  c.Take();
+  ASSERT_EQ(*c.scheduler().Explain(T(3, 0)), "held back: reservation for 2.0");
+  c.Handle(CancelTask{T(2, 0)});
+  EXPECT_THAT(c.Take(), ElementsAre("state 2.0 queued->canceled #0: canceled by user",
+                                    "claim 3.0#1 on w1 [lease:1:slot:3.0 lease:1:gpu:1]",
+                                    "state 3.0 queued->assigned #1"));
+}
+
 }  // namespace
 }  // namespace drover::core
