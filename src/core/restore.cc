@@ -114,6 +114,7 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
       act.granted = t.state == TaskState::kRunning;
       auto it = s.restored_allocs.find(r);
       if (it != s.restored_allocs.end()) act.alloc = it->second;
+      s.orphans[t.worker].push_back(a);
       s.PushTimer(s.now_us + (s.config.lease_ttl + s.config.expiry_grace).count(),
                   TimerKind::kLostExpiry, r, t.attempt);
     }

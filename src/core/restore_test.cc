@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "core/scheduler.h"
 #include "core/testing/test_cluster.h"
 
@@ -86,6 +88,81 @@ TEST(RestoreTest, OrphanedRunningTaskRequeuesAfterTheLeaseTtl) {
   ASSERT_TRUE(restored.Handle(c.now() + Seconds(40), Tick{}, out).ok());
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(DescribeCommand(out[0]), "state 1.0 running->queued #1: worker lost");
+}
+
+// After a restart every worker comes back at once, each with tasks still on
+// it: every restored task is re-booked on exactly its own worker's cores and
+// GPUs, whatever order the workers join in, and nothing is handed out twice.
+TEST(RestoreTest, ManyWorkersRejoiningKeepEveryRestoredTaskOnItsOwnResources) {
+  constexpr uint32_t kWorkers = 300;
+  constexpr uint32_t kCores = 8;
+  TestCluster c;
+  for (uint32_t w = 0; w < kWorkers; ++w) c.AddWorker(WorkerBuilder().Cpus(kCores).Gpus(1));
+  // Every core busy (one task per worker also holds its GPU), plus a queue.
+  const uint32_t gpu_tasks = kWorkers;
+  const uint32_t cpu_tasks = kWorkers * (kCores - 1) + 50;
+  c.Submit(JobBuilder()
+               .Add(TaskBuilder("gpu").Gpus(1).Array(0, gpu_tasks))
+               .Add(TaskBuilder("cpu").Array(0, cpu_tasks)));
+  std::map<TaskId, TaskInfo> before;
+  const uint32_t placed = kWorkers * kCores;
+  for (uint32_t i = 0; i < placed; ++i) {
+    const TaskId t = T(1, i);
+    ASSERT_EQ(c.scheduler().GetTask(t)->state, TaskState::kAssigned) << t.ToString();
+    if (i % 3 != 0) c.Grant(t);  // granted: assign sent
+    if (i % 3 == 2) c.Start(t);  // and running
+    before[t] = *c.scheduler().GetTask(t);
+  }
+  c.Take();
+
+  Scheduler restored;
+  for (const Record& r : c.journal()) ASSERT_TRUE(restored.Restore(r).ok());
+  Outbox out;
+  restored.FinishRestore(c.now(), out);
+  EXPECT_TRUE(out.empty());
+  // Join in reverse order, the last worker never comes back.
+  for (WorkerId w = kWorkers - 1; w >= 1; --w) {
+    WorkerJoined joined{w, WorkerBuilder().Cpus(kCores).Gpus(1).Build()};
+    ASSERT_TRUE(restored.Handle(c.now(), std::move(joined), out).ok());
+  }
+  // All cores are taken by restored tasks: nothing new was claimed.
+  for (const Command& cmd : out) {
+    EXPECT_FALSE(std::holds_alternative<ClaimLeases>(cmd)) << DescribeCommand(cmd);
+  }
+  out.clear();
+  for (WorkerId w = 1; w < kWorkers; ++w) {
+    WorkerInfo info = *restored.GetWorker(w);
+    EXPECT_TRUE(info.free_cores.empty()) << "worker " << w;
+    EXPECT_EQ(info.gpu_free_share, std::vector<int64_t>{0}) << "worker " << w;
+    EXPECT_EQ(info.tasks.size(), kCores) << "worker " << w;
+  }
+  for (const auto& [t, was] : before) {
+    TaskInfo now = *restored.GetTask(t);
+    EXPECT_EQ(now.worker, was.worker) << t.ToString();
+    EXPECT_EQ(now.state, was.state) << t.ToString();
+    if (*was.worker == kWorkers) continue;  // its worker is still away
+    EXPECT_EQ(now.cores, was.cores) << t.ToString();
+    EXPECT_EQ(now.gpus, was.gpus) << t.ToString();
+  }
+  // A restored task that finishes frees exactly its core for the queue's head.
+  TaskId done;  // a running cpu task on a worker that came back
+  for (const auto& [t, was] : before) {
+    if (t.index >= gpu_tasks && was.state == TaskState::kRunning && *was.worker != kWorkers) {
+      done = t;
+      break;
+    }
+  }
+  ASSERT_EQ(before[done].state, TaskState::kRunning);
+  ASSERT_TRUE(restored.Handle(c.now(), TaskFinished{done, before[done].attempt, {}}, out).ok());
+  std::vector<std::string> claims;
+  for (const Command& cmd : out) {
+    if (const auto* claim = std::get_if<ClaimLeases>(&cmd)) {
+      claims.push_back(DescribeCommand(cmd));
+      EXPECT_EQ(claim->worker, *before[done].worker);
+    }
+  }
+  EXPECT_EQ(claims.size(), 1u);
+  EXPECT_EQ(restored.GetTask(T(1, placed))->cores, before[done].cores);
 }
 
 }  // namespace

@@ -139,15 +139,20 @@ Status Scheduler::State::OnWorkerJoined(WorkerJoined& e) {
     Active& act = actives[a];
     act.booked = worker.res->AllocateExact(RequestOf(act.task), act.alloc);
   }
-  // Restored tasks that ran here come back to it the same way.
-  for (uint32_t a = 0; a < actives.size(); ++a) {
-    Active& act = actives[a];
-    if (act.worker != kNone || act.attempt == 0 || !act.lost) continue;
-    if (task(act.task).worker != e.worker) continue;
-    act.worker = w;
-    act.pos = static_cast<uint32_t>(worker.actives.size());
-    worker.actives.push_back(a);
-    act.booked = worker.res->AllocateExact(RequestOf(act.task), act.alloc);
+  // Restored tasks that ran here come back to it the same way (only this
+  // worker's: a storm of joins costs the orphans once, not once per join).
+  if (auto orphaned = orphans.find(e.worker); orphaned != orphans.end()) {
+    const std::vector<uint32_t> slots = std::move(orphaned->second);
+    orphans.erase(orphaned);
+    for (uint32_t a : slots) {
+      Active& act = actives[a];
+      if (act.worker != kNone || act.attempt == 0 || !act.lost) continue;
+      if (task(act.task).worker != e.worker || task(act.task).active != a) continue;
+      act.worker = w;
+      act.pos = static_cast<uint32_t>(worker.actives.size());
+      worker.actives.push_back(a);
+      act.booked = worker.res->AllocateExact(RequestOf(act.task), act.alloc);
+    }
   }
   policy->Add(LoadOf(w));
   worker.in_policy = true;

@@ -155,6 +155,10 @@ struct Scheduler::State {
 
   std::vector<Active> actives;
   std::vector<uint32_t> free_actives;
+  // Restored assigned/running tasks whose worker has not joined yet, by the
+  // worker they last ran on (Active slots, ascending), so a join looks only
+  // at its own. An entry may have ended since; the join checks.
+  std::unordered_map<WorkerId, std::vector<uint32_t>> orphans;
 
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers;
   uint64_t timer_seq = 0;
