@@ -8,8 +8,10 @@
 // already owns the machine. A one-line notice says so.
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
+#include <system_error>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
@@ -61,6 +63,14 @@ int RunUp(UpFlags& flags) {
   }
   const uint64_t mem_bytes = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
                              static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  // The workers' directories live under <state-dir>/work/, which a fresh
+  // state directory does not have yet (the executor makes only the last level).
+  std::error_code ec;
+  std::filesystem::create_directories(config->state_dir + "/work", ec);
+  if (ec) {
+    return ReportError(
+        Unavailable("cannot create " + config->state_dir + "/work: " + ec.message()));
+  }
   std::vector<std::unique_ptr<worker::Agent>> agents;
   for (int i = 0; i < flags.workers; ++i) {
     worker::AgentConfig a;
