@@ -521,6 +521,10 @@ void Agent::Impl::OnTaskDone(const TaskResult& result) {
   core::TaskOutcome outcome = ToOutcome(result);
   if (!fence_reason.empty()) outcome.result = fence_reason;
   RecordFinished(proto::FinishedTask{result.id, result.attempt, std::move(outcome), clock_.Now()});
+  // `finished` goes out before the log transfers' eof: the server ends a
+  // follower on eof only once it knows the attempt is over, and a posted
+  // flush would come after the eof.
+  Flush();
   logs_->TaskEnded(result.id, result.attempt);
 }
 
