@@ -112,6 +112,7 @@ struct RunResult {
   uint64_t events = 0;
   double join_s = 0;    // all workers joining an empty core
   double submit_s = 0;  // Submit, including the first wave of placements
+  double submit_cpu_s = 0;
   double run_s = 0;
   double run_cpu_s = 0;
   double baseline_s = 0;
@@ -197,13 +198,17 @@ Status MeasureQueued(uint32_t tasks, RunResult& r) {
   return Status::Ok();
 }
 
-Result<RunResult> RunOnce(uint32_t workers, uint32_t tasks) {
+// `timed_only`: skip the baseline and the memory measurement (for profiling
+// the timed part alone).
+Result<RunResult> RunOnce(uint32_t workers, uint32_t tasks, bool timed_only) {
   RunResult r;
   r.workers = workers;
   r.tasks = tasks;
-  r.baseline_s = Baseline(tasks, r.baseline_cpu_s);
-  RETURN_IF_ERROR(MeasureQueued(tasks, r));
-  malloc_trim(0);
+  if (!timed_only) {
+    r.baseline_s = Baseline(tasks, r.baseline_cpu_s);
+    RETURN_IF_ERROR(MeasureQueued(tasks, r));
+    malloc_trim(0);
+  }
 
   SimulatedClock clock;
   Scheduler scheduler;
@@ -235,6 +240,7 @@ Result<RunResult> RunOnce(uint32_t workers, uint32_t tasks) {
   ++r.events;
   Collect(out, next_queue, r.placements);
   r.submit_s = SecondsSince(t0);
+  r.submit_cpu_s = ThreadCpuSeconds() - c0;
   while (finished < tasks) {
     if (next_queue.empty()) return Internal("stalled with " + std::to_string(tasks - finished) + " tasks left");
     now_queue.swap(next_queue);
@@ -281,13 +287,13 @@ std::string Json(const RunResult& r, bool with_bench) {
       "\"heap_bytes_per_task\":%.1f,\"approx_bytes_per_task\":%.1f,\"join_s\":%.3f,\"submit_s\":%.3f,"
       "\"run_s\":%.3f,\"events\":%llu,\"baseline_s\":%.3f,\"ratio_vs_baseline\":%.2f,"
       "\"peak_rss_mib\":%.0f,\"placements_per_cpu_s\":%.0f,\"run_cpu_s\":%.3f,"
-      "\"baseline_cpu_s\":%.3f,\"cpu_ratio_vs_baseline\":%.2f",
+      "\"baseline_cpu_s\":%.3f,\"cpu_ratio_vs_baseline\":%.2f,\"submit_cpu_s\":%.3f",
       with_bench ? "\"bench\":\"B1\"," : "", r.workers, r.tasks,
       static_cast<double>(r.placements) / r.run_s, r.rss_delta / per_task,
       r.heap_delta / per_task, r.approx_bytes / per_task, r.join_s, r.submit_s, r.run_s,
-      static_cast<unsigned long long>(r.events), r.baseline_s, r.run_s / r.baseline_s,
+      static_cast<unsigned long long>(r.events), r.baseline_s, r.baseline_s > 0 ? r.run_s / r.baseline_s : 0.0,
       r.peak_rss / 1048576.0, static_cast<double>(r.placements) / r.run_cpu_s, r.run_cpu_s,
-      r.baseline_cpu_s, r.run_cpu_s / r.baseline_cpu_s);
+      r.baseline_cpu_s, r.baseline_cpu_s > 0 ? r.run_cpu_s / r.baseline_cpu_s : 0.0, r.submit_cpu_s);
   return buf;
 }
 
@@ -301,7 +307,7 @@ Result<std::string> RunInChild(uint32_t workers, uint32_t tasks) {
   if (pid < 0) return Internal("fork failed");
   if (pid == 0) {
     close(fds[0]);
-    Result<RunResult> r = RunOnce(workers, tasks);
+    Result<RunResult> r = RunOnce(workers, tasks, false);
     std::string line = r.ok() ? Json(*r, false) : "error: " + r.status().ToString();
     if (write(fds[1], line.data(), line.size()) < 0) _exit(2);
     _exit(r.ok() ? 0 : 1);
@@ -327,7 +333,22 @@ int Main(int argc, char** argv) {
   app.add_option("--workers", workers, "worker counts, one run each")->delimiter(',');
   app.add_option("--tasks", tasks, "tasks in the array job (10% of them gpus=1)")
       ->check(CLI::Range(10u, 4'000'000'000u));
+  bool timed_only = false;
+  app.add_flag("--timed-only", timed_only,
+               "run only the timed part, in this process, for a profiler (no baseline, no memory "
+               "figures)");
   CLI11_PARSE(app, argc, argv);
+  if (timed_only) {
+    for (uint32_t w : workers) {
+      Result<RunResult> r = RunOnce(w, tasks, true);
+      if (!r.ok()) {
+        std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
+        return 1;
+      }
+      std::printf("{\"bench\":\"B1\",%s}\n", Json(*r, false).c_str());
+    }
+    return 0;
+  }
 
   std::vector<std::string> runs;
   for (uint32_t w : workers) {

@@ -190,12 +190,9 @@ void Scheduler::State::Place(uint32_t cls, TaskRef r, uint32_t w) {
   Active& act = actives[a];
   act.booked = worker.res->Allocate(req, policy->PreferFullGpus(), act.alloc);
   if (reservation.active && reservation.task == r) EndReservation();
-  ClaimLeases& claim = std::get<ClaimLeases>(out->emplace_back(std::in_place_type<ClaimLeases>));
-  claim.task = IdOf(r);
-  claim.attempt = t.attempt;
-  claim.worker = worker.id;
-  claim.keys = KeysOf(act);
-  claim.ttl = config.lease_ttl;
+  // Built from its fields: emplacing with no arguments would zero it first.
+  out->emplace_back(std::in_place_type<ClaimLeases>, IdOf(r), uint32_t{t.attempt}, worker.id,
+                    KeysOf(act), config.lease_ttl);
   Transition(r, TaskState::kAssigned, "");
 }
 

@@ -86,12 +86,8 @@ LeaseKeys Scheduler::State::KeysOf(const Active& act) const {
 }
 
 void Scheduler::State::EmitRelease(const Active& act) {
-  ReleaseLeases& release =
-      std::get<ReleaseLeases>(out->emplace_back(std::in_place_type<ReleaseLeases>));
-  release.task = IdOf(act.task);
-  release.attempt = act.attempt;
-  release.worker = task(act.task).worker;
-  release.keys = KeysOf(act);
+  out->emplace_back(std::in_place_type<ReleaseLeases>, IdOf(act.task), act.attempt,
+                    task(act.task).worker, KeysOf(act));
 }
 
 void Scheduler::State::RenewAll() {

@@ -234,7 +234,10 @@ Result<uint32_t> Scheduler::State::CreateJob(JobId id, std::shared_ptr<const Job
   job.user = UserOf(spec->user);
   job.submitted = at;
   job.groups.resize(spec->groups.size());
-  job.tasks.resize(total);
+  // Each task is written once: a million-task array is 40 MB of fresh
+  // memory, and every extra pass over it showed in B1.
+  job.tasks.reserve(total);
+  const bool external = !spec->after_jobs.empty() || !spec->after_tasks.empty();
   uint32_t first = 0;
   for (size_t g = 0; g < spec->groups.size(); ++g) {
     Group& group = job.groups[g];
@@ -245,7 +248,11 @@ Result<uint32_t> Scheduler::State::CreateJob(JobId id, std::shared_ptr<const Job
     group.deps = std::move(graph.deps[g]);
     group.dependents = std::move(graph.dependents[g]);
     group.unmet = static_cast<uint32_t>(group.deps.size());
-    for (uint32_t i = 0; i < group.count; ++i) job.tasks[first + i].group = static_cast<uint16_t>(g);
+    Task proto;
+    proto.group = static_cast<uint16_t>(g);
+    // The likely first state (OnSubmit corrects it; Restore overwrites it).
+    proto.state = group.unmet == 0 && !external ? TaskState::kQueued : TaskState::kWaiting;
+    job.tasks.insert(job.tasks.end(), group.count, proto);
     first += group.count;
   }
   if (class_dirty.size() < queues.class_count()) class_dirty.resize(queues.class_count(), 0);
@@ -296,6 +303,7 @@ Result<JobId> Scheduler::State::OnSubmit(JobId id, std::shared_ptr<const JobSpec
     TaskState initial =
         group.unmet == 0 && doom.empty() ? TaskState::kQueued : TaskState::kWaiting;
     job.counts[static_cast<int>(initial)] += group.count;
+    if (group.count > 0 && job.tasks[group.first].state == initial) continue;  // set by CreateJob
     for (uint32_t i = 0; i < group.count; ++i) job.tasks[group.first + i].state = initial;
   }
   if (!doom.empty()) {
@@ -339,26 +347,22 @@ void Scheduler::State::Transition(TaskRef r, TaskState to, std::string reason) {
     if (it != extras.end()) it->second.reason.clear();
   }
   const TaskId id{job.id, r.index};
-  // Both commands are built in place: moving a Persist moves its nested
-  // Record variant, which was a large share of the cost per task.
+  // Both commands are built in place from their fields: moving a Persist
+  // moves its nested Record variant, and emplacing one with no arguments
+  // zero-fills it first (value-initialisation), which was most of this
+  // function's cost.
   {
-    TaskStateChanged& changed =
-        std::get<TaskStateChanged>(out->emplace_back(std::in_place_type<TaskStateChanged>));
-    changed.task = id;
-    changed.from = from;
-    changed.to = to;
-    changed.attempt = t.attempt;
+    TaskStateChanged& changed = std::get<TaskStateChanged>(out->emplace_back(
+        std::in_place_type<TaskStateChanged>, id, from, to, uint32_t{t.attempt}));
     if (!reason.empty()) changed.reason = reason;
   }
-  TaskRecord& rec = std::get<Persist>(out->emplace_back(std::in_place_type<Persist>))
-                        .record.emplace<TaskRecord>();
-  rec.task = id;
-  rec.state = to;
-  rec.attempt = t.attempt;
-  rec.worker = t.worker;
-  rec.at = TimeFromMicros(now_us);
-  rec.reason = std::move(reason);
-  rec.failures = t.failures;
+  TaskRecord& rec = std::get<TaskRecord>(
+      std::get<Persist>(out->emplace_back(std::in_place_type<Persist>,
+                                          Record(std::in_place_type<TaskRecord>, id, to,
+                                                 uint32_t{t.attempt}, t.worker,
+                                                 TimeFromMicros(now_us), std::move(reason),
+                                                 uint32_t{t.failures})))
+          .record);
   if (to == TaskState::kAssigned && t.active != kNone) {
     const Allocation& alloc = actives[t.active].alloc;
     rec.cores.assign(alloc.cores.begin(), alloc.cores.end());
@@ -639,17 +643,10 @@ Status Scheduler::State::OnGranted(const LeaseGranted& e) {
   act.granted = true;
   if (act.lost) return Status::Ok();  // the worker is gone; wait for expiry
   const TaskGroupSpec& spec = SpecOf(r);
-  AssignTask& assign = std::get<AssignTask>(out->emplace_back(std::in_place_type<AssignTask>));
-  assign.task = e.task;
-  assign.attempt = e.attempt;
-  assign.worker = workers[act.worker].id;
-  assign.cores = act.alloc.cores;
-  assign.cpu_quota_milli = spec.resources.cpus_milli;
-  assign.mem_limit_bytes = act.alloc.mem_bytes;
-  assign.gpus = act.alloc.gpus;
-  assign.array_index = spec.IndexAt(r.index - jobs[r.job].groups[t.group].first);
-  assign.timeout = spec.timeout;
-  assign.spec = &spec;
+  out->emplace_back(std::in_place_type<AssignTask>, e.task, e.attempt, workers[act.worker].id,
+                    act.alloc.cores, spec.resources.cpus_milli, act.alloc.mem_bytes,
+                    act.alloc.gpus, spec.IndexAt(r.index - jobs[r.job].groups[t.group].first),
+                    spec.timeout, &spec);
   return Status::Ok();
 }
 
