@@ -1,0 +1,68 @@
+"""Drover from Python: submit tasks and pipelines to a Drover cluster.
+
+Standard library only. See :mod:`drover.client` for an overview; the
+exceptions are in :mod:`drover.errors` and the typed views of the API in
+:mod:`drover.models`.
+"""
+
+from .client import Client, Job, Task, TaskGroup, progress_line
+from .errors import (
+    AccessError,
+    ApiError,
+    AuthenticationError,
+    ConnectionFailed,
+    DroverError,
+    FailedPrecondition,
+    FingerprintMismatch,
+    InvalidRequest,
+    NotFound,
+    PermissionDenied,
+    TaskCanceled,
+    TaskFailed,
+    Unavailable,
+    WaitTimeout,
+)
+from .models import (
+    TERMINAL,
+    GpuGrant,
+    JobInfo,
+    Outcome,
+    TaskEvent,
+    TaskInfo,
+    Utilization,
+    WorkerGpu,
+    WorkerInfo,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AccessError",
+    "ApiError",
+    "AuthenticationError",
+    "Client",
+    "ConnectionFailed",
+    "DroverError",
+    "FailedPrecondition",
+    "FingerprintMismatch",
+    "GpuGrant",
+    "InvalidRequest",
+    "Job",
+    "JobInfo",
+    "NotFound",
+    "Outcome",
+    "PermissionDenied",
+    "TERMINAL",
+    "Task",
+    "TaskCanceled",
+    "TaskEvent",
+    "TaskFailed",
+    "TaskGroup",
+    "TaskInfo",
+    "Unavailable",
+    "Utilization",
+    "WaitTimeout",
+    "WorkerGpu",
+    "WorkerInfo",
+    "progress_line",
+]

@@ -1,0 +1,923 @@
+"""The Drover client: submit tasks and pipelines, wait, read results and logs.
+
+    import drover
+
+    c = drover.Client()                     # finds the server like the CLI
+    t = c.submit(["python", "train.py"], gpus=1, mem="16GiB", retries=2, timeout="2h")
+    print(t.result())                       # waits; $DROVER_RESULT, or TaskFailed
+
+    with c.job("sweep") as job:             # submitted when the block ends
+        prep = job.task(["python", "prep.py"], cpus=2)
+        trains = job.array(["python", "train.py", "--seed", "{index}"], range(8),
+                           gpus=1, after=[prep])
+        job.task(["python", "report.py"], after=trains)
+    job.wait(progress=True)
+    print(job.results())
+
+Waiting follows the server's event stream (no polling). Every call raises a
+:class:`~drover.errors.DroverError` subclass on failure.
+
+Thread safety: a Client may be shared by threads (HTTP requests are
+serialized on its connection); each wait or log follow opens its own
+WebSocket.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+import time
+from typing import (
+    Any,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Set,
+    TextIO,
+    Union,
+)
+
+from ._connection import Transport, resolve_endpoint
+from ._events import EventStream
+from ._websocket import OP_BINARY, OP_TEXT, Closed, WebSocket
+from .errors import (
+    ConnectionFailed,
+    DroverError,
+    FailedPrecondition,
+    TaskCanceled,
+    TaskFailed,
+    WaitTimeout,
+    api_error_from_text,
+)
+from .models import (
+    CANCELED,
+    FAILED,
+    RUNNING,
+    STATES,
+    SUCCEEDED,
+    TERMINAL,
+    JobInfo,
+    TaskEvent,
+    TaskInfo,
+    WorkerInfo,
+)
+
+Command = Union[Sequence[str], str]
+"""argv (no shell), or a string run by ``sh -c``. ``{index}`` in it is
+replaced by the array index."""
+
+Duration = Union[str, int, float, datetime.timedelta]
+"""``"2h"``, ``"90s"``, ``"250ms"``, a number of seconds, or a timedelta."""
+
+After = Union["Task", "TaskGroup", "Job", int, str]
+"""What must succeed first: a task, a group of this job (or of another), a
+job, a job id (12) or a task id ("12.3")."""
+
+_PAGE = 1000
+
+
+def _deadline(timeout: Optional[float]) -> Optional[float]:
+    return None if timeout is None else time.monotonic() + timeout
+
+
+def _duration(value: Duration, what: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, datetime.timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise TypeError(f"{what}: expected a duration string, seconds or a timedelta, "
+                        f"got {type(value).__name__}")
+    if seconds < 0:
+        raise ValueError(f"{what}: must not be negative")
+    ms = round(seconds * 1000)
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def _array_range(indices: Union[str, range, Iterable[int]]) -> str:
+    """``range(8)`` -> ``"0-7"``; evenly spaced indices -> ``"a-b:step"``."""
+    if isinstance(indices, str):
+        return indices
+    values = sorted(set(int(i) for i in indices))
+    if not values:
+        raise ValueError("array: no indices given")
+    if len(values) == 1:
+        return str(values[0])
+    step = values[1] - values[0]
+    if any(b - a != step for a, b in zip(values, values[1:])):
+        raise ValueError(
+            "array: indices must be evenly spaced (like range(0, 100, 2)); "
+            "split uneven ones into several arrays"
+        )
+    if values[0] < 0:
+        raise ValueError("array: indices must not be negative")
+    spec = f"{values[0]}-{values[-1]}"
+    return spec if step == 1 else f"{spec}:{step}"
+
+
+def _command(command: Command) -> Union[List[str], str]:
+    if isinstance(command, str):
+        return command
+    argv = [str(a) for a in command]
+    if not argv:
+        raise ValueError("command is empty: the first element names the program")
+    return argv
+
+
+def _default_name(command: Command) -> str:
+    """"prep" for ["python", "prep.py"], "echo" for ["echo", "hi"]."""
+    if isinstance(command, str):
+        return "sh"
+    argv = list(command)
+    prog = os.path.basename(str(argv[0])) if argv else "task"
+    interpreters = ("python", "python3", "sh", "bash", "Rscript", "julia", "node", "perl")
+    if prog in interpreters and len(argv) > 1 and not str(argv[1]).startswith("-"):
+        return os.path.splitext(os.path.basename(str(argv[1])))[0] or prog
+    return prog or "task"
+
+
+def _resources(
+    cpus: Optional[Union[int, float, str]],
+    mem: Optional[Union[int, str]],
+    gpus: Optional[Union[int, float, str]],
+    gpu_mem: Optional[Union[int, str]],
+    gpu_type: Optional[Union[str, Sequence[str]]],
+    labels: Optional[Mapping[str, str]],
+    counters: Optional[Mapping[str, int]],
+) -> Dict[str, Any]:
+    r: Dict[str, Any] = {}
+    if cpus is not None:
+        r["cpus"] = cpus
+    if mem is not None:
+        r["mem"] = mem
+    if gpus is not None:
+        r["gpus"] = gpus
+    if gpu_mem is not None:
+        r["gpu_mem"] = gpu_mem
+    if gpu_type is not None:
+        r["gpu_type"] = [gpu_type] if isinstance(gpu_type, str) else list(gpu_type)
+    if labels:
+        r["labels"] = dict(labels)
+    if counters:
+        r["counters"] = dict(counters)
+    return r
+
+
+def _task_spec(
+    name: str,
+    command: Command,
+    array: Optional[str],
+    depends_on: List[str],
+    cpus: Optional[Union[int, float, str]],
+    mem: Optional[Union[int, str]],
+    gpus: Optional[Union[int, float, str]],
+    gpu_mem: Optional[Union[int, str]],
+    gpu_type: Optional[Union[str, Sequence[str]]],
+    labels: Optional[Mapping[str, str]],
+    counters: Optional[Mapping[str, int]],
+    env: Optional[Mapping[str, str]],
+    retries: Optional[int],
+    retry_backoff: Optional[Duration],
+    timeout: Optional[Duration],
+    priority: Optional[int],
+) -> Dict[str, Any]:
+    spec: Dict[str, Any] = {"id": name, "command": _command(command)}
+    if array is not None:
+        spec["array"] = array
+    res = _resources(cpus, mem, gpus, gpu_mem, gpu_type, labels, counters)
+    if res:
+        spec["resources"] = res
+    if depends_on:
+        spec["depends_on"] = depends_on
+    if env:
+        spec["env"] = {str(k): str(v) for k, v in env.items()}
+    if retries is not None:
+        spec["retries"] = retries
+    if retry_backoff is not None:
+        spec["retry_backoff"] = _duration(retry_backoff, "retry_backoff")
+    if timeout is not None:
+        spec["timeout"] = _duration(timeout, "timeout")
+    if priority is not None:
+        spec["priority"] = priority
+    return spec
+
+
+def _as_list(after: Optional[Union[After, Iterable[After]]]) -> List[After]:
+    if after is None:
+        return []
+    if isinstance(after, (Task, TaskGroup, Job, int, str)):
+        return [after]
+    return list(after)
+
+
+def _outside_ids(item: After) -> List[str]:
+    """Job-level ``after`` entries for something outside the job at hand."""
+    if isinstance(item, Task):
+        return [item.id]
+    if isinstance(item, TaskGroup):
+        return [t.id for t in item.tasks]
+    if isinstance(item, Job):
+        return [str(item.id)]
+    if isinstance(item, bool):
+        raise TypeError("after: expected a task, group, job or id, got a bool")
+    if isinstance(item, int):
+        return [str(item)]
+    if isinstance(item, str):
+        return [item]
+    raise TypeError(f"after: expected a task, group, job or id, got {type(item).__name__}")
+
+
+class Client:
+    """A connection to one Drover server.
+
+    Args:
+        address: ``"host:7210"``; without it the access file is read
+            (``access_file``, then ``$DROVER_ACCESS``, then
+            ``~/.local/state/drover/access.json``).
+        token: the cluster token (required with an address; overrides the
+            access file's).
+        fingerprint: the server certificate's SHA-256, pinned (required with
+            an address unless ``tls=False``).
+        tls: False for a server started with ``--no-tls``.
+        access_file: the access file to read.
+        timeout: seconds for each HTTP request.
+
+    Raises:
+        AccessError: the server cannot be located (no access file, ...).
+    """
+
+    def __init__(
+        self,
+        address: Optional[str] = None,
+        *,
+        token: Optional[str] = None,
+        fingerprint: Optional[str] = None,
+        tls: Optional[bool] = None,
+        access_file: Optional[str] = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self.endpoint = resolve_endpoint(address, token, fingerprint, tls, access_file)
+        self._transport = Transport(self.endpoint, timeout)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the kept-alive connection (a later call opens a new one)."""
+        self._transport.close()
+
+    def __repr__(self) -> str:
+        return f"drover.Client({self.endpoint.address!r}, tls={self.endpoint.tls})"
+
+    # ---- submitting --------------------------------------------------------
+
+    def submit(
+        self,
+        command: Command,
+        *,
+        name: Optional[str] = None,
+        after: Optional[Union[After, Iterable[After]]] = None,
+        cpus: Optional[Union[int, float, str]] = None,
+        mem: Optional[Union[int, str]] = None,
+        gpus: Optional[Union[int, float, str]] = None,
+        gpu_mem: Optional[Union[int, str]] = None,
+        gpu_type: Optional[Union[str, Sequence[str]]] = None,
+        labels: Optional[Mapping[str, str]] = None,
+        counters: Optional[Mapping[str, int]] = None,
+        env: Optional[Mapping[str, str]] = None,
+        retries: Optional[int] = None,
+        retry_backoff: Optional[Duration] = None,
+        timeout: Optional[Duration] = None,
+        priority: Optional[int] = None,
+        user: Optional[str] = None,
+    ) -> "Task":
+        """Submits one task as a job of its own and returns it at once.
+
+        ``mem``/``gpu_mem`` take ``"16GiB"`` or bytes; ``cpus``/``gpus`` take
+        numbers (0.5) or strings; ``timeout`` is per attempt; ``retries`` are
+        extra attempts after a failure; ``after`` holds tasks or jobs that
+        must succeed first.
+
+        Raises:
+            InvalidRequest: the server refused the spec; ``field`` says which
+                part (``task[0].resources.mem``).
+        """
+        job = Job(self, name or _default_name(command), after=after, user=user)
+        job.task(command, name=name, cpus=cpus, mem=mem, gpus=gpus, gpu_mem=gpu_mem,
+                 gpu_type=gpu_type, labels=labels, counters=counters, env=env, retries=retries,
+                 retry_backoff=retry_backoff, timeout=timeout, priority=priority)
+        job.submit()
+        return job.tasks[0]
+
+    def job(
+        self,
+        name: str,
+        *,
+        after: Optional[Union[After, Iterable[After]]] = None,
+        user: Optional[str] = None,
+    ) -> "Job":
+        """A pipeline to fill with task() and array(); submitted when its
+        ``with`` block ends (or by submit())."""
+        return Job(self, name, after=after, user=user)
+
+    def submit_spec(self, spec: Mapping[str, Any]) -> "Job":
+        """Submits a job given as the API's JSON structure (the job-file
+        structure: ``{"name": ..., "task": [...]}``)."""
+        job = Job(self, str(spec.get("name", "")))
+        job._submit_body(dict(spec))
+        return job
+
+    # ---- reading -----------------------------------------------------------
+
+    def task(self, task_id: str) -> "Task":
+        """A handle on an existing task (``"12.3"``); checks it exists.
+
+        Raises:
+            NotFound: no such task.
+        """
+        t = Task(self, task_id)
+        t.info()
+        return t
+
+    def get_job(self, job_id: int) -> "Job":
+        """A handle on an existing, submitted job.
+
+        Raises:
+            NotFound: no such job.
+        """
+        info = self.job_info(job_id, tasks=False)
+        job = Job(self, info.name)
+        job._id = info.id
+        job._task_count = info.task_count
+        return job
+
+    def job_info(self, job_id: int, tasks: bool = True) -> JobInfo:
+        """The job, with all its tasks when ``tasks`` (fetched in pages)."""
+        if not tasks:
+            return JobInfo.from_json(
+                self._transport.json("GET", f"/api/v1/jobs/{job_id}", query={"limit": 0})
+            )
+        offset = 0
+        pages: List[Dict[str, Any]] = []
+        while True:
+            page = self._transport.json(
+                "GET", f"/api/v1/jobs/{job_id}", query={"offset": offset, "limit": _PAGE}
+            )
+            pages.append(page)
+            offset += len(page.get("tasks", []))
+            if not page.get("tasks") or offset >= int(page.get("task_count", 0)):
+                break
+        first = dict(pages[-1])
+        first["tasks"] = [t for p in pages for t in p.get("tasks", [])]
+        return JobInfo.from_json(first)
+
+    def jobs(self, state: Optional[str] = None) -> List[JobInfo]:
+        """Jobs (without their tasks). ``state``: ``"active"``, ``"done"``,
+        or a task state (jobs that have such tasks)."""
+        data = self._transport.json("GET", "/api/v1/jobs", query={"state": state})
+        return [JobInfo.from_json(j) for j in data.get("jobs", [])]
+
+    def workers(self) -> List[WorkerInfo]:
+        """The workers: what they offer, what is free, what they run."""
+        data = self._transport.json("GET", "/api/v1/workers")
+        return [WorkerInfo.from_json(w) for w in data.get("workers", [])]
+
+    def drain(self, worker_id: int, drained: bool = True) -> None:
+        """Stops (or, with ``drained=False``, resumes) placing tasks on a
+        worker; running tasks finish."""
+        action = "drain" if drained else "undrain"
+        self._transport.json("POST", f"/api/v1/workers/{worker_id}/{action}")
+
+    def cancel(self, target: Union[int, str, "Task", "Job"]) -> None:
+        """Cancels a job (12, a Job) or a task ("12.3", a Task)."""
+        if isinstance(target, (Task, Job)):
+            target.cancel()
+        elif isinstance(target, str) and "." in target:
+            self._transport.json("POST", f"/api/v1/tasks/{target}/cancel")
+        else:
+            self._transport.json("POST", f"/api/v1/jobs/{int(target)}/cancel")
+
+    def status(self) -> Dict[str, Any]:
+        """The server's ``/api/v1/status`` numbers, as a dict."""
+        result: Dict[str, Any] = self._transport.json("GET", "/api/v1/status")
+        return result
+
+    def events(self, job: Optional[int] = None, reconnect_for: float = 60.0) -> EventStream:
+        """Task state events of one job, or of every active job: first a
+        snapshot (``from_state == to_state``), then each change."""
+        return EventStream(self._transport, job, reconnect_for)
+
+    # ---- internal ----------------------------------------------------------
+
+    def _watch(
+        self,
+        job: int,
+        tasks: Optional[Set[str]],
+        task_count: int,
+        deadline: Optional[float],
+        on_change: Optional[Any] = None,
+    ) -> Dict[str, TaskEvent]:
+        """Follows ``job``'s events until every task of ``tasks`` (every task
+        of the job when None) is terminal; returns the last event per task."""
+        latest: Dict[str, TaskEvent] = {}
+
+        def done() -> bool:
+            if tasks is not None:
+                return all(t in latest and latest[t].to_state in TERMINAL for t in tasks)
+            return len(latest) >= task_count and all(
+                e.to_state in TERMINAL for e in latest.values()
+            )
+
+        with self.events(job) as stream:
+            while not done():
+                e = stream.next(deadline)
+                if tasks is not None and e.task not in tasks:
+                    continue
+                old = latest.get(e.task)
+                if old is not None and (old.to_state, old.attempt) == (e.to_state, e.attempt):
+                    continue  # a repeated snapshot entry after a reconnect
+                latest[e.task] = e
+                if on_change is not None:
+                    on_change(latest)
+        return latest
+
+
+class Task:
+    """One task (``"12.3"``) on the server. Cheap: holds only its id."""
+
+    def __init__(self, client: Client, task_id: str) -> None:
+        job, dot, index = task_id.partition(".")
+        if not (dot and job.isdigit() and index.isdigit()):
+            raise ValueError(f'task id: expected "JOB.TASK" such as "12.3", got {task_id!r}')
+        self._client = client
+        self.id = task_id
+        self.job = int(job)
+
+    def __repr__(self) -> str:
+        return f"drover.Task({self.id!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Task) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def info(self) -> TaskInfo:
+        """Everything the server knows about the task now, with the
+        scheduler's explanation."""
+        return TaskInfo.from_json(self._client._transport.json("GET", f"/api/v1/tasks/{self.id}"))
+
+    @property
+    def state(self) -> str:
+        """The current state (asks the server): ``waiting``, ``queued``,
+        ``assigned``, ``running``, ``succeeded``, ``failed`` or ``canceled``."""
+        return self.info().state
+
+    def wait(self, timeout: Optional[float] = None) -> TaskInfo:
+        """Blocks until the task succeeded, failed or was canceled, and
+        returns its final info. Does not raise for a failed task.
+
+        Raises:
+            WaitTimeout: ``timeout`` seconds passed first.
+        """
+        self._client._watch(self.job, {self.id}, 1, _deadline(timeout))
+        return self.info()
+
+    def result(self, timeout: Optional[float] = None) -> str:
+        """Waits, then returns what the task left in ``$DROVER_RESULT``.
+
+        Raises:
+            TaskFailed: it failed (``reason``, ``exit_code``).
+            TaskCanceled: it was canceled.
+            WaitTimeout: ``timeout`` seconds passed first.
+        """
+        return _result_of(self.wait(timeout))
+
+    def cancel(self) -> None:
+        """Cancels the task (a running one is stopped)."""
+        self._client._transport.json("POST", f"/api/v1/tasks/{self.id}/cancel")
+
+    def logs(
+        self, follow: bool = False, stream: str = "stdout", timeout: Optional[float] = None
+    ) -> Iterator[str]:
+        """The task's output (``stream``: stdout or stderr), line by line,
+        without line ends.
+
+        With ``follow=False`` the log so far of its current (or last)
+        attempt. With ``follow=True`` it waits for the task to start, then
+        yields lines as the task prints them, until the attempt ends (a
+        retry's output is not followed).
+
+        Raises:
+            FailedPrecondition: (follow=False) the task has not run yet.
+            Unavailable: the worker holding the log is offline.
+            WaitTimeout: (follow=True) the attempt did not end within
+                ``timeout`` seconds of the call.
+        """
+        if stream not in ("stdout", "stderr"):
+            raise ValueError(f'stream: want "stdout" or "stderr", got {stream!r}')
+        if follow:
+            return self._follow(stream, _deadline(timeout))
+        data, _ = self._client._transport.request(
+            "GET", f"/api/v1/tasks/{self.id}/logs", query={"stream": stream}
+        )
+        return iter(data.decode("utf-8", "replace").splitlines())
+
+    def _follow(self, stream: str, deadline: Optional[float]) -> Iterator[str]:
+        target = f"/api/v1/tasks/{self.id}/logs/follow?stream={stream}"
+        transport = self._client._transport
+        while True:
+            connect_timeout = transport.timeout
+            if deadline is not None:
+                connect_timeout = max(0.001, min(connect_timeout, deadline - time.monotonic()))
+            ws = WebSocket.connect(transport, target, connect_timeout)
+            try:
+                pending = b""
+                while True:
+                    try:
+                        op, payload = ws.recv(deadline)
+                    except Closed as c:
+                        raise ConnectionFailed(
+                            f"log stream of {self.id} ended without an end-of-log mark: "
+                            f"{c.reason or c.code}"
+                        ) from None
+                    if op == OP_BINARY:
+                        pending += payload
+                        *lines, pending = pending.split(b"\n")
+                        for line in lines:
+                            yield line.decode("utf-8", "replace")
+                        continue
+                    if op != OP_TEXT:
+                        continue
+                    msg = json.loads(payload.decode("utf-8"))
+                    if msg.get("type") == "eof":
+                        if pending:
+                            yield pending.decode("utf-8", "replace")
+                        return
+                    if msg.get("type") == "error":
+                        raise api_error_from_text(str(msg.get("message", "log stream error")))
+            except FailedPrecondition:
+                # Not started yet: wait until it runs (or ends without running).
+                pass
+            finally:
+                ws.close()
+            if not self._wait_started(deadline):
+                return
+
+    def _wait_started(self, deadline: Optional[float]) -> bool:
+        """Waits until the task runs or ends; False if it ended never having
+        run (nothing to follow)."""
+        with self._client.events(self.job) as events:
+            while True:
+                e = events.next(deadline)
+                if e.task != self.id:
+                    continue
+                if e.to_state == RUNNING:
+                    return True
+                if e.to_state in TERMINAL:
+                    return e.attempt > 0
+
+
+def _result_of(info: TaskInfo) -> str:
+    if info.state == SUCCEEDED:
+        return info.result
+    o = info.outcome
+    cls = TaskCanceled if info.state == CANCELED else TaskFailed
+    raise cls(
+        info.id,
+        info.state,
+        info.reason,
+        exit_code=o.exit_code if o and o.signal == 0 and info.attempt > 0 else None,
+        signal=o.signal if o and o.signal else None,
+        oom_killed=bool(o and o.oom_killed),
+        result=o.result if o else "",
+    )
+
+
+class TaskGroup:
+    """A ``[[task]]`` entry of a job: one task, or an array of them.
+
+    Before the job is submitted it names a dependency (``after=[group]``);
+    after, ``tasks`` lists its tasks in index order.
+    """
+
+    def __init__(self, job: "Job", name: str, indices: Optional[str]) -> None:
+        self.job = job
+        self.name = name
+        self.array = indices  # "0-7", or None for a single task
+
+    def __repr__(self) -> str:
+        return f"drover.TaskGroup({self.name!r}, job={self.job.name!r})"
+
+    @property
+    def tasks(self) -> List[Task]:
+        """The group's tasks, in index order (the job must be submitted)."""
+        return self.job._tasks_by_group()[self.name]
+
+    def __iter__(self) -> Iterator[Task]:
+        return iter(self.tasks)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def wait(self, timeout: Optional[float] = None) -> List[TaskInfo]:
+        """Blocks until every task of the group ended; their final infos."""
+        ids = {t.id for t in self.tasks}
+        self.job._client._watch(self.job.id, ids, len(ids), _deadline(timeout))
+        wanted = set(ids)
+        return [t for t in self.job._client.job_info(self.job.id).tasks if t.id in wanted]
+
+    def results(self, timeout: Optional[float] = None) -> List[str]:
+        """The results in index order; TaskFailed for the first that failed."""
+        return [_result_of(i) for i in self.wait(timeout)]
+
+    def result(self, timeout: Optional[float] = None) -> str:
+        """The result of a single-task group."""
+        results = self.results(timeout)
+        if len(results) != 1:
+            raise DroverError(f"{self.name} has {len(results)} tasks; use results()")
+        return results[0]
+
+
+class Job:
+    """A job: built with task() and array(), then submitted.
+
+    Use ``with client.job("name") as job:`` to submit when the block ends
+    (nothing is sent if the block raises), or call submit().
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        name: str,
+        *,
+        after: Optional[Union[After, Iterable[After]]] = None,
+        user: Optional[str] = None,
+    ) -> None:
+        self._client = client
+        self.name = name
+        self.user = user
+        self._after: List[str] = []
+        for item in _as_list(after):
+            self._after += _outside_ids(item)
+        self._specs: List[Dict[str, Any]] = []
+        self._groups: Dict[str, TaskGroup] = {}
+        self._id: Optional[int] = None
+        self._task_count = 0
+        self._by_group: Optional[Dict[str, List[Task]]] = None
+
+    def __repr__(self) -> str:
+        state = f"id={self._id}" if self._id is not None else "not submitted"
+        return f"drover.Job({self.name!r}, {state})"
+
+    def __enter__(self) -> "Job":
+        return self
+
+    def __exit__(self, exc_type: Optional[type], *rest: object) -> None:
+        if exc_type is None and self._id is None:
+            self.submit()
+
+    @property
+    def id(self) -> int:
+        """The job id (after submission)."""
+        if self._id is None:
+            raise DroverError(f"job {self.name!r} is not submitted yet")
+        return self._id
+
+    @property
+    def submitted(self) -> bool:
+        return self._id is not None
+
+    # ---- building ----------------------------------------------------------
+
+    def task(
+        self,
+        command: Command,
+        *,
+        name: Optional[str] = None,
+        after: Optional[Union[After, Iterable[After]]] = None,
+        cpus: Optional[Union[int, float, str]] = None,
+        mem: Optional[Union[int, str]] = None,
+        gpus: Optional[Union[int, float, str]] = None,
+        gpu_mem: Optional[Union[int, str]] = None,
+        gpu_type: Optional[Union[str, Sequence[str]]] = None,
+        labels: Optional[Mapping[str, str]] = None,
+        counters: Optional[Mapping[str, int]] = None,
+        env: Optional[Mapping[str, str]] = None,
+        retries: Optional[int] = None,
+        retry_backoff: Optional[Duration] = None,
+        timeout: Optional[Duration] = None,
+        priority: Optional[int] = None,
+    ) -> TaskGroup:
+        """Adds one task; returns its group, for ``after=`` of later ones.
+
+        ``after``: groups of this job (their tasks' results reach this task
+        as files in ``$DROVER_INPUTS``); tasks or jobs outside it make the
+        whole job wait for them.
+        """
+        return self._add(command, None, name, after, _task_spec_args(locals()))
+
+    def array(
+        self,
+        command: Command,
+        indices: Union[str, range, Iterable[int]],
+        *,
+        name: Optional[str] = None,
+        after: Optional[Union[After, Iterable[After]]] = None,
+        cpus: Optional[Union[int, float, str]] = None,
+        mem: Optional[Union[int, str]] = None,
+        gpus: Optional[Union[int, float, str]] = None,
+        gpu_mem: Optional[Union[int, str]] = None,
+        gpu_type: Optional[Union[str, Sequence[str]]] = None,
+        labels: Optional[Mapping[str, str]] = None,
+        counters: Optional[Mapping[str, int]] = None,
+        env: Optional[Mapping[str, str]] = None,
+        retries: Optional[int] = None,
+        retry_backoff: Optional[Duration] = None,
+        timeout: Optional[Duration] = None,
+        priority: Optional[int] = None,
+    ) -> TaskGroup:
+        """Adds one task per index (``range(8)``, ``"0-99:2"``); each sees
+        ``$DROVER_TASK_INDEX`` and ``{index}`` in its command is replaced."""
+        return self._add(command, _array_range(indices), name, after, _task_spec_args(locals()))
+
+    def _add(
+        self,
+        command: Command,
+        array: Optional[str],
+        name: Optional[str],
+        after: Optional[Union[After, Iterable[After]]],
+        options: Dict[str, Any],
+    ) -> TaskGroup:
+        if self._id is not None:
+            raise DroverError(f"job {self.name!r} is already submitted")
+        if name is None:
+            base = _default_name(command)
+            name, n = base, 2
+            while name in self._groups:
+                name, n = f"{base}-{n}", n + 1
+        elif name in self._groups:
+            raise ValueError(f"job {self.name!r} already has a task named {name!r}")
+        depends_on: List[str] = []
+        for item in _as_list(after):
+            if isinstance(item, TaskGroup) and item.job is self:
+                depends_on.append(item.name)
+            elif isinstance(item, TaskGroup) and not item.job.submitted:
+                raise ValueError(
+                    f"after: {item!r} belongs to job {item.job.name!r}, which is not submitted"
+                )
+            else:
+                self._after += _outside_ids(item)
+        self._specs.append(_task_spec(name, command, array, depends_on, **options))
+        group = TaskGroup(self, name, array)
+        self._groups[name] = group
+        return group
+
+    def spec(self) -> Dict[str, Any]:
+        """The JSON body this job submits (the job-file structure)."""
+        body: Dict[str, Any] = {"name": self.name, "task": list(self._specs)}
+        if self.user:
+            body["user"] = self.user
+        if self._after:
+            body["after"] = list(dict.fromkeys(self._after))
+        return body
+
+    def submit(self) -> "Job":
+        """Sends the job; returns self.
+
+        Raises:
+            InvalidRequest: the spec was refused (``field`` says where).
+        """
+        if self._id is not None:
+            raise DroverError(f"job {self.name!r} is already submitted as {self._id}")
+        if not self._specs:
+            raise DroverError(f"job {self.name!r} has no tasks")
+        self._submit_body(self.spec())
+        return self
+
+    def _submit_body(self, body: Dict[str, Any]) -> None:
+        answer = self._client._transport.json("POST", "/api/v1/jobs", body)
+        self._id = int(answer["id"])
+
+    # ---- after submission --------------------------------------------------
+
+    def _tasks_by_group(self) -> Dict[str, List[Task]]:
+        if self._by_group is None:
+            info = self._client.job_info(self.id)
+            self._task_count = info.task_count
+            by_group: Dict[str, List[Task]] = {}
+            for t in sorted(info.tasks, key=lambda t: (t.group, t.array_index)):
+                by_group.setdefault(t.group, []).append(Task(self._client, t.id))
+            self._by_group = by_group
+        return self._by_group
+
+    @property
+    def tasks(self) -> List[Task]:
+        """Every task of the job, in the order of their ids."""
+        all_tasks = [t for ts in self._tasks_by_group().values() for t in ts]
+        return sorted(all_tasks, key=lambda t: int(t.id.split(".")[1]))
+
+    def group(self, name: str) -> TaskGroup:
+        """The group of this name (after submission also for jobs fetched
+        with Client.get_job)."""
+        if name not in self._groups:
+            if self._id is None or name not in self._tasks_by_group():
+                raise KeyError(f"job {self.name!r} has no task named {name!r}")
+            self._groups[name] = TaskGroup(self, name, None)
+        return self._groups[name]
+
+    def info(self) -> JobInfo:
+        """The job and all its tasks as the server knows them now."""
+        return self._client.job_info(self.id)
+
+    def cancel(self) -> None:
+        """Cancels every task of the job that has not ended."""
+        self._client._transport.json("POST", f"/api/v1/jobs/{self.id}/cancel")
+
+    def wait(
+        self, timeout: Optional[float] = None, progress: Union[bool, TextIO] = False
+    ) -> JobInfo:
+        """Blocks until every task ended; returns the job with its tasks.
+        Does not raise for failed tasks (see results()).
+
+        ``progress=True`` draws a progress bar on stderr when it is a
+        terminal; a file object gets one line per change instead (a bar
+        redrawn in place when the file is a terminal).
+
+        Raises:
+            WaitTimeout: ``timeout`` seconds passed first.
+        """
+        if not self._task_count:
+            self._task_count = self._client.job_info(self.id, tasks=False).task_count
+        out: Optional[TextIO] = None
+        if progress is True:
+            out = sys.stderr if sys.stderr.isatty() else None
+        elif progress is not False:
+            out = progress
+        tty = bool(out is not None and out.isatty())
+        total = self._task_count
+
+        def draw(latest: Dict[str, TaskEvent]) -> None:
+            assert out is not None
+            line = progress_line(latest.values(), total)
+            out.write(("\r\033[K" + line) if tty else (line + "\n"))
+            out.flush()
+
+        try:
+            self._client._watch(self.id, None, total, _deadline(timeout),
+                                 draw if out is not None else None)
+        finally:
+            if out is not None and tty:
+                out.write("\n")
+                out.flush()
+        return self.info()
+
+    def results(self, timeout: Optional[float] = None) -> Dict[str, str]:
+        """Waits, then maps each task id to its ``$DROVER_RESULT`` text.
+
+        Raises:
+            TaskFailed / TaskCanceled: for the first task (by id) that did
+                not succeed; its message counts the others.
+        """
+        info = self.wait(timeout)
+        tasks = sorted(info.tasks, key=lambda t: int(t.id.split(".")[1]))
+        bad = [t for t in tasks if t.state != SUCCEEDED]
+        if bad:
+            try:
+                _result_of(bad[0])
+            except TaskFailed as e:
+                if len(bad) > 1:
+                    e.args = (f"{e.args[0]} (and {len(bad) - 1} more did not succeed)",)
+                raise
+        return {t.id: t.result for t in tasks}
+
+
+def _task_spec_args(scope: Dict[str, Any]) -> Dict[str, Any]:
+    keys = ("cpus", "mem", "gpus", "gpu_mem", "gpu_type", "labels", "counters", "env",
+            "retries", "retry_backoff", "timeout", "priority")
+    return {k: scope[k] for k in keys}
+
+
+def progress_line(events: Iterable[TaskEvent], total: int, width: int = 24) -> str:
+    """``"[########............] 5/9 done  2 running  1 queued  1 failed"``."""
+    counts = {s: 0 for s in STATES}
+    for e in events:
+        counts[e.to_state] = counts.get(e.to_state, 0) + 1
+    finished = counts[SUCCEEDED] + counts[FAILED] + counts[CANCELED]
+    filled = finished * width // max(total, 1)
+    line = f"[{'#' * filled}{'.' * (width - filled)}] {finished}/{total} done"
+    for state in ("running", "assigned", "queued", "waiting", "failed", "canceled"):
+        if counts.get(state):
+            line += f"  {counts[state]} {state}"
+    return line

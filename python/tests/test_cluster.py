@@ -1,0 +1,339 @@
+"""The client against a real local cluster (``drover up``, two workers, TLS).
+
+Every wait is on an event: a line of the server's output, the API's event
+stream, a FIFO the task reads. Timeouts only bound a failing test.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import threading
+import unittest
+from typing import List, Optional
+
+import drover
+
+from cluster import LocalCluster
+
+WAIT = 120.0  # bounds a failing wait; a passing one returns on its event
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+_cluster: Optional[LocalCluster] = None
+
+
+def setUpModule() -> None:
+    global _cluster
+    _cluster = LocalCluster(workers=2)
+
+
+def tearDownModule() -> None:
+    if _cluster is not None:
+        _cluster.stop()
+
+
+def cluster() -> LocalCluster:
+    assert _cluster is not None
+    return _cluster
+
+
+class ClusterTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.client = drover.Client(access_file=cluster().access_file)
+        self.addCleanup(self.client.close)
+        self.tmp = os.path.join(cluster().dir, self.id().rsplit(".", 1)[-1])
+        os.makedirs(self.tmp, exist_ok=True)
+
+
+class OneTaskTest(ClusterTest):
+    def test_submit_returns_a_task_whose_result_is_its_drover_result(self) -> None:
+        t = self.client.submit(
+            ["sh", "-c", 'echo working; printf "%s" "answer $((6 * 7))" > "$DROVER_RESULT"'],
+            cpus=0.5, mem="64MiB", retries=2, timeout="2m",
+        )
+        self.assertRegex(t.id, r"^\d+\.0$")
+        self.assertEqual(t.result(timeout=WAIT), "answer 42")
+        self.assertEqual(t.state, "succeeded")
+        info = t.info()
+        self.assertIsInstance(info, drover.TaskInfo)
+        self.assertEqual(info.group, "sh")
+        self.assertIsNotNone(info.outcome)
+        assert info.outcome is not None
+        self.assertEqual(info.outcome.exit_code, 0)
+        self.assertIsNotNone(info.finished_at)
+        self.assertEqual(list(t.logs()), ["working"])
+
+    def test_failing_task_raises_task_failed_with_the_exit_code(self) -> None:
+        t = self.client.submit(["sh", "-c", "echo oops >&2; exit 3"], name="fails")
+        with self.assertRaises(drover.TaskFailed) as caught:
+            t.result(timeout=WAIT)
+        e = caught.exception
+        self.assertNotIsInstance(e, drover.TaskCanceled)
+        self.assertEqual(e.task, t.id)
+        self.assertEqual(e.state, "failed")
+        self.assertEqual(e.exit_code, 3)
+        self.assertEqual(e.reason, "exit code 3")
+        self.assertIn("exit code 3", str(e))
+        self.assertEqual(list(t.logs(stream="stderr")), ["oops"])
+        # wait() reports without raising.
+        self.assertEqual(t.wait(timeout=WAIT).state, "failed")
+
+    def test_environment_and_a_string_command(self) -> None:
+        t = self.client.submit('printf "%s" "$GREETING" > "$DROVER_RESULT"',
+                               env={"GREETING": "hi there"})
+        self.assertEqual(t.result(timeout=WAIT), "hi there")
+
+    def test_a_wait_that_runs_out_of_time_raises_wait_timeout(self) -> None:
+        fifo = os.path.join(self.tmp, "fifo")
+        os.mkfifo(fifo)
+        t = self.client.submit(["sh", "-c", f'read x < "{fifo}"'])
+        with self.assertRaises(drover.WaitTimeout):
+            t.wait(timeout=0.2)
+        with open(fifo, "w") as f:
+            f.write("go\n")
+        self.assertEqual(t.wait(timeout=WAIT).state, "succeeded")
+
+
+class PipelineTest(ClusterTest):
+    def test_array_and_fan_in_that_combines_the_results(self) -> None:
+        with self.client.job("squares") as job:
+            prep = job.task(["sh", "-c", 'printf 10 > "$DROVER_RESULT"'], name="prep", cpus=0.5)
+            squares = job.array(
+                ["sh", "-c", 'echo $(( {index} * {index} + $(cat "$DROVER_INPUTS"/*) )) '
+                             '> "$DROVER_RESULT"'],
+                range(5), after=[prep], cpus=0.5,
+            )
+            total = job.task(
+                ["sh", "-c", 'cat "$DROVER_INPUTS"/* | awk \'{ s += $1 } END { printf "%d", s }\' '
+                             '> "$DROVER_RESULT"'],
+                name="total", after=squares,
+            )
+        self.assertTrue(job.submitted)
+        self.assertEqual(len(job.tasks), 7)
+        self.assertEqual(job.spec()["task"][1]["array"], "0-4")
+        self.assertEqual(job.spec()["task"][2]["depends_on"], ["sh"])
+
+        progress = io.StringIO()
+        info = job.wait(timeout=WAIT, progress=progress)
+        self.assertTrue(info.done)
+        self.assertTrue(info.succeeded, info)
+        self.assertIn("7/7 done", progress.getvalue().splitlines()[-1])
+
+        self.assertEqual(squares.results(), [str(i * i + 10) + "\n" for i in range(5)])
+        self.assertEqual(total.result(), str(sum(i * i + 10 for i in range(5))))
+        results = job.results()
+        self.assertEqual(list(results), [t.id for t in job.tasks])
+        self.assertEqual(results[total.tasks[0].id], "80")
+
+    def test_a_failed_dependency_fails_the_fan_in_and_results_raise(self) -> None:
+        with self.client.job("broken") as job:
+            parts = job.array(["sh", "-c", "exit {index}"], range(2), name="part")
+            job.task(["true"], name="after", after=parts)
+        job.wait(timeout=WAIT)
+        with self.assertRaises(drover.TaskFailed) as caught:
+            job.results()
+        self.assertEqual(caught.exception.task, parts.tasks[1].id)
+        self.assertEqual(caught.exception.exit_code, 1)
+        self.assertIn("1 more", str(caught.exception))
+
+    def test_after_another_job(self) -> None:
+        first = self.client.submit(["sh", "-c", 'printf one > "$DROVER_RESULT"'])
+        second = self.client.submit(["sh", "-c", 'printf two > "$DROVER_RESULT"'], after=first)
+        self.assertEqual(second.result(timeout=WAIT), "two")
+        self.assertEqual(first.state, "succeeded")
+
+    def test_nothing_is_submitted_when_the_block_raises(self) -> None:
+        before = len(self.client.jobs())
+        with self.assertRaises(RuntimeError):
+            with self.client.job("never") as job:
+                job.task(["true"])
+                raise RuntimeError("changed my mind")
+        self.assertFalse(job.submitted)
+        self.assertEqual(len(self.client.jobs()), before)
+
+    def test_example_pipeline_estimates_pi(self) -> None:
+        env = dict(os.environ, DROVER_ACCESS=cluster().access_file,
+                   PYTHONPATH=os.path.join(REPO, "python"))
+        run = subprocess.run(
+            [sys.executable, os.path.join(REPO, "examples", "pipeline.py")],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300,
+        )
+        out = run.stdout.decode()
+        self.assertEqual(run.returncode, 0, out)
+        self.assertRegex(out, r"pi ~ 3\.1\d+ from 8000000 samples in 8 tasks")
+
+
+class LogsAndCancelTest(ClusterTest):
+    def test_logs_follow_while_the_task_prints(self) -> None:
+        fifo = os.path.join(self.tmp, "fifo")
+        os.mkfifo(fifo)
+        # The task prints, then blocks until the test has seen that line.
+        t = self.client.submit(
+            ["sh", "-c", f'echo first; read x < "{fifo}"; echo "second $x"; printf tail'])
+        lines = t.logs(follow=True, timeout=WAIT)
+        self.assertEqual(next(lines), "first")
+        self.assertEqual(t.state, "running")  # the line came while it ran
+        with open(fifo, "w") as f:
+            f.write("go\n")
+        self.assertEqual(list(lines), ["second go", "tail"])
+        self.assertEqual(t.wait(timeout=WAIT).state, "succeeded")
+
+    def test_logs_follow_of_a_finished_task_gives_it_all(self) -> None:
+        t = self.client.submit(["sh", "-c", "echo a; echo b"])
+        t.wait(timeout=WAIT)
+        self.assertEqual(list(t.logs(follow=True, timeout=WAIT)), ["a", "b"])
+
+    def test_cancel_a_running_task(self) -> None:
+        fifo = os.path.join(self.tmp, "fifo")
+        os.mkfifo(fifo)
+        t = self.client.submit(["sh", "-c", f'echo started; read x < "{fifo}"'])
+        lines = t.logs(follow=True, timeout=WAIT)
+        self.assertEqual(next(lines), "started")
+        t.cancel()
+        with self.assertRaises(drover.TaskCanceled) as caught:
+            t.result(timeout=WAIT)
+        self.assertEqual(caught.exception.state, "canceled")
+        self.assertEqual(t.state, "canceled")
+        self.assertEqual(list(lines), [])  # the follow ends with the attempt
+
+    def test_cancel_a_job_that_waits(self) -> None:
+        fifo = os.path.join(self.tmp, "fifo")
+        os.mkfifo(fifo)
+        blocker = self.client.submit(["sh", "-c", f'read x < "{fifo}"'])
+        with self.client.job("later", after=blocker) as job:
+            job.array(["true"], range(3))
+        self.assertEqual(job.info().counts.get("waiting"), 3)
+        job.cancel()
+        info = job.wait(timeout=WAIT)
+        self.assertEqual(info.counts.get("canceled"), 3)
+        with self.assertRaises(drover.TaskCanceled):
+            job.results()
+        self.client.cancel(blocker.id)
+        self.assertEqual(blocker.wait(timeout=WAIT).state, "canceled")
+
+
+class ClusterViewsTest(ClusterTest):
+    def test_workers_and_jobs_are_typed(self) -> None:
+        t = self.client.submit(["true"], name="probe")
+        info = t.wait(timeout=WAIT)
+        workers = self.client.workers()
+        self.assertTrue(all(isinstance(w, drover.WorkerInfo) for w in workers))
+        ran_on = [w for w in workers if w.id == info.worker]
+        self.assertEqual(len(ran_on), 1)
+        self.assertGreater(ran_on[0].mem_bytes, 0)
+        self.assertTrue(ran_on[0].cpu_cores)
+        self.assertFalse(ran_on[0].lost)
+
+        done = self.client.jobs(state="done")
+        self.assertIn(t.job, [j.id for j in done])
+        self.assertTrue(all(isinstance(j, drover.JobInfo) and j.done for j in done))
+        self.assertNotIn(t.job, [j.id for j in self.client.jobs(state="active")])
+        self.assertEqual(self.client.get_job(t.job).name, "probe")
+
+    def test_event_stream_starts_with_a_snapshot(self) -> None:
+        t = self.client.submit(["true"])
+        t.wait(timeout=WAIT)
+        with self.client.events(job=t.job) as events:
+            e = events.next()
+        self.assertEqual((e.task, e.from_state, e.to_state), (t.id, "succeeded", "succeeded"))
+
+
+class ErrorsTest(ClusterTest):
+    def test_wrong_token_raises_an_authentication_error(self) -> None:
+        ep = self.client.endpoint
+        bad = drover.Client(ep.address, token="0" * 64, fingerprint=ep.fingerprint)
+        self.addCleanup(bad.close)
+        with self.assertRaises(drover.AuthenticationError) as caught:
+            bad.jobs()
+        self.assertEqual(caught.exception.code, "unauthenticated")
+        self.assertEqual(caught.exception.http_status, 401)
+        with self.assertRaises(drover.AuthenticationError):  # the WebSocket path too
+            drover.Task(bad, "1.0").wait(timeout=WAIT)
+
+    def test_wrong_fingerprint_is_refused_before_the_token_is_sent(self) -> None:
+        ep = self.client.endpoint
+        bad = drover.Client(ep.address, token=ep.token, fingerprint="ab" * 32)
+        self.addCleanup(bad.close)
+        with self.assertRaises(drover.FingerprintMismatch) as caught:
+            bad.workers()
+        self.assertEqual(caught.exception.actual, ep.fingerprint)
+
+    def test_bad_spec_raises_invalid_request_naming_the_field(self) -> None:
+        with self.assertRaises(drover.InvalidRequest) as caught:
+            self.client.submit(["true"], mem="4G")
+        self.assertEqual(caught.exception.field, "task[0].resources.mem")
+        self.assertIn("ambiguous", caught.exception.message)
+
+        with self.assertRaises(drover.InvalidRequest) as caught:
+            with self.client.job("typo") as job:
+                job.task(["true"], name="a")
+                job.task(["true"], name="b", cpus=-1)
+        self.assertEqual(caught.exception.field, "task[1].resources.cpus")
+
+    def test_unknown_task_raises_not_found(self) -> None:
+        with self.assertRaises(drover.NotFound):
+            self.client.task("999999.0")
+
+    def test_logs_of_a_task_that_has_not_run(self) -> None:
+        fifo = os.path.join(self.tmp, "fifo")
+        os.mkfifo(fifo)
+        blocker = self.client.submit(["sh", "-c", f'read x < "{fifo}"'])
+        waiting = self.client.submit(["echo", "late"], after=blocker)
+        with self.assertRaises(drover.FailedPrecondition):
+            list(waiting.logs())
+        # A follow begun before the task runs waits for it to start.
+        followed: List[str] = []
+        follower = threading.Thread(
+            target=lambda: followed.extend(waiting.logs(follow=True, timeout=WAIT)))
+        follower.start()
+        with open(fifo, "w") as f:
+            f.write("go\n")
+        follower.join()
+        self.assertEqual(followed, ["late"])
+
+
+class AccessTest(ClusterTest):
+    def test_client_reads_drover_access_like_the_cli(self) -> None:
+        old = os.environ.get("DROVER_ACCESS")
+        os.environ["DROVER_ACCESS"] = cluster().access_file
+        try:
+            c = drover.Client()
+        finally:
+            if old is None:
+                del os.environ["DROVER_ACCESS"]
+            else:
+                os.environ["DROVER_ACCESS"] = old
+        self.addCleanup(c.close)
+        self.assertEqual(c.endpoint.port, cluster().port)
+        self.assertIsInstance(c.status()["uptime_s"], int)
+
+    def test_explicit_address_token_and_colon_fingerprint(self) -> None:
+        ep = self.client.endpoint
+        colons = ":".join(ep.fingerprint[i:i + 2] for i in range(0, 64, 2)).upper()
+        c = drover.Client(f"127.0.0.1:{cluster().port}", token=ep.token, fingerprint=colons)
+        self.addCleanup(c.close)
+        self.assertIsInstance(c.workers(), list)
+
+
+class PlainTcpTest(unittest.TestCase):
+    """A --no-tls cluster: plain HTTP and WebSocket."""
+
+    def test_submit_and_wait_without_tls(self) -> None:
+        plain = LocalCluster(workers=1, tls=False)
+        self.addCleanup(plain.stop)
+        c = drover.Client(access_file=plain.access_file)
+        self.addCleanup(c.close)
+        self.assertFalse(c.endpoint.tls)
+        t = c.submit(["sh", "-c", 'printf plain > "$DROVER_RESULT"'])
+        self.assertEqual(t.result(timeout=WAIT), "plain")
+        with self.assertRaises(drover.AccessError):
+            drover.Client(f"127.0.0.1:{plain.port}", token=c.endpoint.token)  # no fingerprint
+        c2 = drover.Client(f"127.0.0.1:{plain.port}", token=c.endpoint.token, tls=False)
+        self.addCleanup(c2.close)
+        self.assertEqual(c2.task(t.id).info().result, "plain")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,188 @@
+"""Parts of the client that need no server: lookup of the access file,
+spec building, error mapping, the progress line."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import tempfile
+import unittest
+from typing import Any, Dict
+
+import drover
+from drover import _connection, client, errors
+from drover.models import TaskEvent
+
+FP = "ab" * 32
+
+
+class AccessFileTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+        self.saved = {k: os.environ.get(k) for k in ("DROVER_ACCESS", "XDG_STATE_HOME", "HOME")}
+        self.addCleanup(self.restore)
+
+    def restore(self) -> None:
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    def write(self, name: str, data: Dict[str, Any]) -> str:
+        path = os.path.join(self.dir.name, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(data, f)
+        return path
+
+    def access(self, **over: Any) -> Dict[str, Any]:
+        data: Dict[str, Any] = {"address": "127.0.0.1:7210", "token": "t" * 64,
+                                "fingerprint": FP, "tls": True}
+        data.update(over)
+        return data
+
+    def test_lookup_order_explicit_then_env_then_xdg(self) -> None:
+        explicit = self.write("explicit.json", self.access(address="10.0.0.1:1"))
+        env = self.write("env.json", self.access(address="10.0.0.2:2"))
+        self.write("xdg/drover/access.json", self.access(address="10.0.0.3:3"))
+        os.environ["XDG_STATE_HOME"] = os.path.join(self.dir.name, "xdg")
+        os.environ["DROVER_ACCESS"] = env
+        self.assertEqual(drover.Client(access_file=explicit).endpoint.port, 1)
+        self.assertEqual(drover.Client().endpoint.port, 2)
+        del os.environ["DROVER_ACCESS"]
+        self.assertEqual(drover.Client().endpoint.port, 3)
+        del os.environ["XDG_STATE_HOME"]
+        os.environ["HOME"] = self.dir.name
+        with self.assertRaises(drover.AccessError) as caught:
+            drover.Client()
+        self.assertIn(os.path.join(self.dir.name, ".local/state/drover/access.json"),
+                      str(caught.exception))
+        self.assertIn("drover up", str(caught.exception))
+
+    def test_token_and_fingerprint_override_the_file(self) -> None:
+        path = self.write("a.json", self.access())
+        c = drover.Client(access_file=path, token="other", fingerprint="CD:" * 31 + "CD")
+        self.assertEqual(c.endpoint.token, "other")
+        self.assertEqual(c.endpoint.fingerprint, "cd" * 32)
+
+    def test_malformed_files_name_the_file_and_field(self) -> None:
+        cases = [
+            (self.access(tls="yes"), 'field "tls" must be a bool'),
+            ({"address": "x:1", "token": "t", "tls": True}, 'missing field "fingerprint"'),
+            (self.access(token=""), 'field "token" is empty'),
+            (self.access(address="nohost"), 'field "address"'),
+            (self.access(fingerprint="abc"), 'field "fingerprint"'),
+        ]
+        for data, want in cases:
+            path = self.write("bad.json", data)
+            with self.assertRaises(drover.AccessError) as caught:
+                drover.Client(access_file=path)
+            self.assertIn(path, str(caught.exception))
+            self.assertIn(want, str(caught.exception))
+
+    def test_explicit_address_needs_token_and_fingerprint(self) -> None:
+        with self.assertRaisesRegex(drover.AccessError, "needs token="):
+            drover.Client("h:1")
+        with self.assertRaisesRegex(drover.AccessError, "needs fingerprint="):
+            drover.Client("h:1", token="t")
+        self.assertFalse(drover.Client("h:1", token="t", tls=False).endpoint.tls)
+        self.assertEqual(drover.Client("[::1]:7210", token="t", fingerprint=FP).endpoint.host,
+                         "::1")
+        with self.assertRaisesRegex(drover.AccessError, "invalid port"):
+            drover.Client("h:99999", token="t", fingerprint=FP)
+
+
+class SpecTest(unittest.TestCase):
+    def test_array_ranges(self) -> None:
+        self.assertEqual(client._array_range(range(8)), "0-7")
+        self.assertEqual(client._array_range(range(0, 100, 2)), "0-98:2")
+        self.assertEqual(client._array_range([5]), "5")
+        self.assertEqual(client._array_range("0-3"), "0-3")
+        with self.assertRaisesRegex(ValueError, "evenly spaced"):
+            client._array_range([1, 2, 4])
+        with self.assertRaisesRegex(ValueError, "no indices"):
+            client._array_range(range(0))
+
+    def test_durations(self) -> None:
+        self.assertEqual(client._duration("2h", "timeout"), "2h")
+        self.assertEqual(client._duration(90, "timeout"), "90s")
+        self.assertEqual(client._duration(1.5, "timeout"), "1500ms")
+        self.assertEqual(client._duration(datetime.timedelta(minutes=2), "timeout"), "120s")
+        with self.assertRaises(ValueError):
+            client._duration(-1, "timeout")
+
+    def test_default_names(self) -> None:
+        self.assertEqual(client._default_name(["python", "train.py", "--seed", "1"]), "train")
+        self.assertEqual(client._default_name(["/usr/bin/echo", "hi"]), "echo")
+        self.assertEqual(client._default_name("echo hi"), "sh")
+
+    def test_job_spec_with_groups_and_outside_dependencies(self) -> None:
+        c = drover.Client("h:1", token="t", tls=False)
+        job = c.job("sweep", user="ana")
+        prep = job.task(["python", "prep.py"], cpus=2, mem="4GiB")
+        trains = job.array(["python", "train.py", "{index}"], range(4), gpus=0.5,
+                           gpu_type="A100", after=[prep], retries=2, timeout="2h")
+        job.task(["python", "train.py"], after=[trains, drover.Task(c, "3.1"), 2])
+        spec = job.spec()
+        self.assertEqual(spec["user"], "ana")
+        self.assertEqual(spec["after"], ["3.1", "2"])
+        names = [t["id"] for t in spec["task"]]
+        self.assertEqual(names, ["prep", "train", "train-2"])
+        self.assertEqual(spec["task"][0]["resources"], {"cpus": 2, "mem": "4GiB"})
+        self.assertEqual(spec["task"][1]["resources"], {"gpus": 0.5, "gpu_type": ["A100"]})
+        self.assertEqual(spec["task"][1]["array"], "0-3")
+        self.assertEqual(spec["task"][1]["depends_on"], ["prep"])
+        self.assertEqual(spec["task"][2]["depends_on"], ["train"])
+        with self.assertRaisesRegex(ValueError, "already has a task named"):
+            job.task(["true"], name="prep")
+        other = c.job("other")
+        stranger = other.task(["true"])
+        with self.assertRaisesRegex(ValueError, "not submitted"):
+            job.task(["true"], after=stranger)
+        with self.assertRaisesRegex(drover.DroverError, "not submitted"):
+            _ = job.id
+
+
+class ErrorMappingTest(unittest.TestCase):
+    def test_error_bodies_become_typed_exceptions(self) -> None:
+        body = b'{"error":{"code":"unauthenticated","message":"bad token"}}'
+        e = _connection.error_from_body(401, body)
+        self.assertIsInstance(e, drover.AuthenticationError)
+        self.assertEqual((e.code, e.message, e.field, e.http_status),
+                         ("unauthenticated", "bad token", None, 401))
+        e = _connection.error_from_body(
+            400, b'{"error":{"code":"invalid_argument","message":"m","field":"task[2].id"}}')
+        self.assertIsInstance(e, drover.InvalidRequest)
+        self.assertEqual(e.field, "task[2].id")
+        e = _connection.error_from_body(404, b"no json here")
+        self.assertIsInstance(e, drover.NotFound)
+        self.assertEqual(e.message, "no json here")
+
+    def test_field_from_the_message_when_the_body_has_none(self) -> None:
+        e = errors.api_error("invalid_argument", "task[1].resources.mem: too much")
+        self.assertEqual(e.field, "task[1].resources.mem")
+        self.assertIsNone(errors.api_error("invalid_argument", "no field here").field)
+        self.assertIsNone(errors.api_error("invalid_argument", "two words: no path").field)
+        self.assertIsNone(errors.api_error("not_found", "task[1]: x").field)
+
+    def test_status_text_from_the_websocket(self) -> None:
+        e = errors.api_error_from_text("failed_precondition: task 3.0 has not run yet (queued)")
+        self.assertIsInstance(e, drover.FailedPrecondition)
+        self.assertEqual(e.message, "task 3.0 has not run yet (queued)")
+
+
+class ProgressTest(unittest.TestCase):
+    def test_progress_line(self) -> None:
+        def ev(task: str, state: str) -> TaskEvent:
+            return TaskEvent(task, state, state, 1, "", None)
+
+        events = [ev("1.0", "succeeded"), ev("1.1", "running"), ev("1.2", "failed")]
+        self.assertEqual(drover.progress_line(events, 4, width=8),
+                         "[####....] 2/4 done  1 running  1 failed")
+
+
+if __name__ == "__main__":
+    unittest.main()
