@@ -16,7 +16,16 @@ from typing import Iterator, Optional
 
 from ._connection import Transport
 from ._websocket import OP_TEXT, Closed, WebSocket
-from .errors import ApiError, ConnectionFailed, DroverError, FingerprintMismatch, NotFound, Unavailable, WaitTimeout, api_error
+from .errors import (
+    ApiError,
+    ConnectionFailed,
+    DroverError,
+    FingerprintMismatch,
+    NotFound,
+    Unavailable,
+    WaitTimeout,
+    api_error,
+)
 from .models import TaskEvent
 
 

@@ -52,7 +52,6 @@ from .errors import (
     FailedPrecondition,
     TaskCanceled,
     TaskFailed,
-    WaitTimeout,
     api_error_from_text,
 )
 from .models import (

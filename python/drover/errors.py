@@ -151,7 +151,8 @@ _BY_CODE: Dict[str, Type[ApiError]] = {
 
 # The server reports a bad job spec as "task[1].resources.mem: message"
 # without a separate field; the path before the first ": " is the field.
-_FIELD_PREFIX = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?(?:\.[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?)*): ")
+_SEGMENT = r"[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?"
+_FIELD_PREFIX = re.compile(rf"^({_SEGMENT}(?:\.{_SEGMENT})*): ")
 
 _CODE_NAMES = (
     "invalid_argument",
