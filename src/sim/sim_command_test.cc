@@ -22,7 +22,7 @@ class SimCommandTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
     cluster_ = Write("cluster.json",
-                     R"({"workers":[{"name":"g","count":2,"cpus":16,"mem":"128GiB","gpus":2}]})");
+                     R"({"workers":[{"name":"g","count":2,"cpus":32,"mem":"256GiB","gpus":4}]})");
   }
   void TearDown() override {
     for (const std::string& f : files_) std::remove(f.c_str());
@@ -45,7 +45,7 @@ class SimCommandTest : public ::testing::Test {
   std::string GenerateTrace(uint64_t tasks) {
     SimCommandOptions g;
     g.generate_path = Path("trace.jsonl");
-    g.generate = GenerateOptions{5, tasks, 4, 1.3};
+    g.generate = GenerateOptions{5, tasks, 8, 1.3};
     EXPECT_EQ(Run(g), kSimExitOk) << err_.str();
     return g.generate_path;
   }
@@ -100,7 +100,8 @@ TEST_F(SimCommandTest, AllPoliciesPrintOneTable) {
 
   o.json = true;
   ASSERT_EQ(Run(o), kSimExitOk);
-  EXPECT_EQ(std::count(out_.str().begin(), out_.str().end(), '\n'), 3);
+  const std::string json = out_.str();  // one string: str() returns a copy each call
+  EXPECT_EQ(std::count(json.begin(), json.end(), '\n'), 3);
 }
 
 TEST_F(SimCommandTest, BadInputIsAUsageErrorThatSaysWhere) {

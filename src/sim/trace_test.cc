@@ -32,7 +32,7 @@ TEST(TraceTest, ReadsEveryFieldAndInternsRequestsAndUsers) {
 )");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   ASSERT_EQ(t->tasks.size(), 4u);
-  EXPECT_EQ(t->ids, (std::vector<std::string>{"prep", "train", "train2", "line 6"}));
+  EXPECT_EQ(t->ids, (std::vector<std::string>{"prep", "train", "train2", "line 5"}));
 
   const TraceTask& prep = t->tasks[0];
   EXPECT_EQ(prep.submit, Seconds(0));
