@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/stop_signals.h"
 #include "server/server_shell.h"
+#include "sim/sim_cli.h"
 
 int main(int argc, char** argv) {
   // Before any thread starts: the long-running roles take SIGINT/SIGTERM
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   drover::cli::AddStatusCommands(app, exit_code);
   drover::cli::AddLogsCommand(app, exit_code);
   drover::cli::AddControlCommands(app, exit_code);
+  drover::sim::AddSimCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
