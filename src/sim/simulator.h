@@ -4,11 +4,11 @@
 // The replay plays the shell and the workers around a core::Scheduler, with
 // no sockets, processes or sleeps. It is a discrete-event loop:
 //
-//   next instant = min(next submit, next task finish, next core tick)
+//   next instant = min(next submit, next task finish)
 //     ├─ finishes due  ─► TaskFinished (exit 0)         ─┐
 //     ├─ submits due   ─► JobSubmitted (one per burst)   ├─► core::Scheduler
-//     └─ tick due      ─► Tick (every renew_interval     ─┘        │
-//                          while tasks run)                        ▼ Outbox
+//     └─ tick due      ─► Tick (first instant at least ─┘        │
+//                          renew_interval after the last)          ▼ Outbox
 //   ClaimLeases ─► LeaseGranted at once (the store never refuses here)
 //   AssignTask  ─► TaskStarted at once, TaskFinished due at now + duration
 //
@@ -16,8 +16,8 @@
 // job (runs of identical requests become array groups); a task with
 // dependencies is a job of its own with `--after` on them. The core has no
 // public "next timer deadline" query, so the only timer the replay drives
-// is the renewal Tick; no task of a trace can fail or time out, so no retry
-// or timeout timer is ever armed.
+// is the renewal Tick, riding on instants that happen anyway; no task of a
+// trace can fail or time out, so no retry or timeout timer is ever armed.
 //
 // Measurements, over [first submit, last finish]:
 //  - queue wait of each task: from ready (submitted with its dependencies
