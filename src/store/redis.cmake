@@ -25,6 +25,7 @@ drover_test(redis_store_test
   SOURCES
     redis_leases_test.cc
     redis_lost_wakeup_test.cc
+    redis_server_store_test.cc
     redis_store_test.cc
     redis_url_test.cc
     ${PROJECT_SOURCE_DIR}/tests/redis/loop_runner.cc

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include "store/redis_scripts.h"
+
 namespace drover::store {
 namespace {
 
@@ -92,7 +94,7 @@ void RedisJournal::Send(RedisConnection& conn, uint64_t seq, Entry& entry) {
   entry.in_flight = true;
   // The reply may come from inside Command() (a dead connection), so the
   // callback finds the entry by id rather than holding a reference.
-  conn.Command({"XADD", key_, Id(seq), kField, entry.record}, [this, seq](Result<RedisReply> r) {
+  auto on_reply = [this, seq](Result<RedisReply> r) {
     auto it = unstored_.find(seq);
     if (it == unstored_.end()) return;
     Entry& e = it->second;
@@ -106,12 +108,26 @@ void RedisJournal::Send(RedisConnection& conn, uint64_t seq, Entry& entry) {
     Status result;
     if (r->is_error()) {
       const bool stored_before = e.resend && r->str.find("equal or smaller") != std::string::npos;
-      if (!stored_before) result = StatusFromErrorReply(*r, "XADD to the journal");
+      if (r->str.starts_with("NOTLEADER")) {
+        result = FailedPrecondition("not the leader: journal append refused (" + r->str + ")");
+      } else if (!stored_before) {
+        result = StatusFromErrorReply(*r, "XADD to the journal");
+        if (result.code() == StatusCode::kUnavailable) {
+          e.resend = true;  // LOADING and the like: not stored, try again
+          return;
+        }
+      }
     }
     Store::DoneCallback done = std::move(e.done);
     unstored_.erase(it);
     done(std::move(result));
-  });
+  };
+  if (fence_owner_.empty()) {
+    conn.Command({"XADD", key_, Id(seq), kField, entry.record}, std::move(on_reply));
+  } else {
+    RunScript(conn, AppendFencedScript(), {fence_key_, key_},
+              {Id(seq), kField, entry.record, fence_owner_}, std::move(on_reply));
+  }
 }
 
 void RedisJournal::FailAll(const Status& why) {

@@ -54,6 +54,14 @@ class RedisJournal {
   // connection; with `conn` null they stay queued.
   void Flush(RedisConnection* conn);
 
+  // From now on each append checks, in the same atomic step, that
+  // `leader_key` is held by `owner` (append_fenced); a refused one
+  // completes with kFailedPrecondition ("not the leader").
+  void SetFence(std::string leader_key, std::string owner) {
+    fence_key_ = std::move(leader_key);
+    fence_owner_ = std::move(owner);
+  }
+
   // Completes every record not yet stored with `why` (the store is going).
   void FailAll(const Status& why);
 
@@ -78,6 +86,8 @@ class RedisJournal {
   std::string Id(uint64_t seq) const { return std::to_string(seq) + "-0"; }
 
   std::string key_;
+  std::string fence_key_;
+  std::string fence_owner_;  // empty: plain XADD
   std::map<uint64_t, Entry> unstored_;  // by id, appended and not yet stored
   uint64_t next_seq_ = 1;
   bool recovered_taken_ = false;

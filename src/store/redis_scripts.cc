@@ -67,6 +67,36 @@ end
 return not_held
 )lua";
 
+// The claim of a leader: KEYS[1] is the leader key, which must be held by
+// ARGV[3], checked in the same atomic step as the claim itself (fencing: a
+// leader that lost its lease while paused cannot claim anything after).
+constexpr char kClaimFenced[] = R"lua(
+local leader = redis.call('HGET', KEYS[1], 'owner')
+if leader ~= ARGV[3] then
+  return redis.error_reply('NOTLEADER the leader is ' .. tostring(leader))
+end
+local owner = ARGV[1]
+for i = 2, #KEYS do
+  local holder = redis.call('HGET', KEYS[i], 'owner')
+  if holder and holder ~= owner then return {0, i - 1, holder} end
+end
+for i = 2, #KEYS do
+  redis.call('HSET', KEYS[i], 'owner', owner, 'ttl', ARGV[2])
+  redis.call('PEXPIRE', KEYS[i], ARGV[2])
+end
+return {1}
+)lua";
+
+// A journal append of a leader: KEYS = leader key, stream; ARGV = entry id,
+// field, record, leader.
+constexpr char kAppendFenced[] = R"lua(
+local leader = redis.call('HGET', KEYS[1], 'owner')
+if leader ~= ARGV[4] then
+  return redis.error_reply('NOTLEADER the leader is ' .. tostring(leader))
+end
+return redis.call('XADD', KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+)lua";
+
 // One SCAN page; only hashes with an owner and an expiry are leases.
 constexpr char kList[] = R"lua(
 local page = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])
@@ -105,8 +135,18 @@ const RedisScript& ListScript() {
   return *script;
 }
 
+const RedisScript& ClaimFencedScript() {
+  static const RedisScript* script = new RedisScript(Make("claim_fenced", kClaimFenced));
+  return *script;
+}
+const RedisScript& AppendFencedScript() {
+  static const RedisScript* script = new RedisScript(Make("append_fenced", kAppendFenced));
+  return *script;
+}
+
 std::vector<const RedisScript*> AllScripts() {
-  return {&ClaimScript(), &RenewScript(), &ReleaseScript(), &ListScript()};
+  return {&ClaimScript(),       &RenewScript(),       &ReleaseScript(),
+          &ListScript(),        &ClaimFencedScript(), &AppendFencedScript()};
 }
 
 void RunScript(RedisConnection& conn, const RedisScript& script, const std::vector<std::string>& keys,

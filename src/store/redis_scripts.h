@@ -11,6 +11,11 @@
 //   release ARGV = owner           -> {i...}: the KEYS not deleted (not held)
 //   list    ARGV = cursor, pattern, count (no KEYS) -> {next cursor,
 //           key, owner, ttl_ms, pttl_ms, key, ...}: one SCAN page of leases
+//   claim_fenced  KEYS = leader key, leases...; ARGV = owner, ttl_ms, leader
+//           -> as claim (indices count the leases only), or the error
+//              "NOTLEADER ..." when the leader key is not held by `leader`
+//   append_fenced KEYS = leader key, stream; ARGV = id, field, record,
+//           leader -> XADD's reply, or the error "NOTLEADER ..."
 //
 // Thread safety: the scripts are immutable; RunScript belongs to the
 // connection's loop thread.
@@ -34,6 +39,8 @@ const RedisScript& ClaimScript();
 const RedisScript& RenewScript();
 const RedisScript& ReleaseScript();
 const RedisScript& ListScript();
+const RedisScript& ClaimFencedScript();
+const RedisScript& AppendFencedScript();
 // All of the above, for SCRIPT LOAD at connect time (so that a NOSCRIPT
 // fallback, which reorders a call behind later ones, stays exceptional).
 std::vector<const RedisScript*> AllScripts();

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -67,6 +68,7 @@ Result<std::unique_ptr<RedisServerStore>> RedisServerStore::Open(net::EventLoop&
   });
   if (!subscribed) return TimedOut("SUBSCRIBE", url);
   RETURN_IF_ERROR(*subscribed);
+  if (!s->options_.leader_id.empty()) RETURN_IF_ERROR(s->AcquireLeadership());
 
   std::optional<Result<Recovered>> recovered = Await<Result<Recovered>>(
       loop, timeout, [&r](auto done) { r.TakeRecovered(done); });
@@ -107,14 +109,19 @@ RedisServerStore::RedisServerStore(net::EventLoop& loop, RedisServerStoreOptions
       options_(std::move(options)),
       redis_(std::move(redis)),
       reconcile_timer_(loop),
-      liveness_timer_(loop) {}
+      liveness_timer_(loop),
+      leader_timer_(loop) {}
 
 RedisServerStore::~RedisServerStore() {
   *alive_ = false;
   reconcile_timer_.Cancel();
   liveness_timer_.Cancel();
+  leader_timer_.Cancel();
   for (auto& claim : std::exchange(deferred_claims_, {})) {
     claim->done(Unavailable("the redis store was destroyed"));
+  }
+  for (auto& release : std::exchange(deferred_releases_, {})) {
+    release->done(Unavailable("the redis store was destroyed"));
   }
 }
 
@@ -145,6 +152,14 @@ void RedisServerStore::Deliver(const FreeEvent& free) {
 }
 
 void RedisServerStore::OnFree(const FreeEvent& free) {
+  if (free.key == kLeaderKey) {
+    if (leader_waiter_) std::exchange(leader_waiter_, nullptr)(true);
+    // Possibly stale (the previous leader's key, expired by our own claim's
+    // access, notified on the other connection after our claim's answer):
+    // a renewal says whether the key is still ours.
+    if (leader_) RenewLeader();
+    return;
+  }
   auto it = held_.find(free.key);
   if (it == held_.end() || !IsLeaseKey(free.key)) return Deliver(free);
   Held& held = it->second;
@@ -186,6 +201,7 @@ void RedisServerStore::SendClaim(std::shared_ptr<PendingClaim> claim) {
       deferred_claims_.push_back(claim);
       return;
     }
+    if (!r.ok()) CheckFenced(r.status());
     const bool claimed = r.ok() && r->claimed;
     for (const LeaseKey& key : claim->keys) {
       auto it = held_.find(key);
@@ -202,21 +218,32 @@ void RedisServerStore::SendClaim(std::shared_ptr<PendingClaim> claim) {
 }
 
 void RedisServerStore::SendDeferredClaims() {
+  for (auto& release : std::exchange(deferred_releases_, {})) SendRelease(std::move(release));
   for (auto& claim : std::exchange(deferred_claims_, {})) SendClaim(std::move(claim));
 }
 
 void RedisServerStore::Renew(std::vector<LeaseKey> keys, Owner owner, Duration ttl,
                              Callback<RenewOutcome> done) {
-  const Time now = clock_.Now();
-  for (const LeaseKey& key : keys) {
-    if (!IsLeaseKey(key)) continue;
-    auto [it, inserted] = held_.try_emplace(key, Held{owner, ttl, now, false});
-    if (!inserted && it->second.owner == owner && !it->second.pending) {
-      it->second.ttl = ttl;
-      it->second.touched = now;
-    }
-  }
-  redis_->Renew(std::move(keys), std::move(owner), ttl, std::move(done));
+  // A lease counts as renewed once Redis said so, not when asked: during an
+  // outage the leases age, and reconciliation must see that.
+  const Time sent = clock_.Now();
+  std::weak_ptr<bool> alive = alive_;
+  redis_->Renew(keys, owner, ttl,
+                [this, alive, keys, owner, ttl, sent, done = std::move(done)](
+                    Result<RenewOutcome> r) {
+                  if (!alive.expired() && r.ok()) {
+                    std::set<LeaseKey> lost(r->lost.begin(), r->lost.end());
+                    for (const LeaseKey& key : keys) {
+                      if (!IsLeaseKey(key) || lost.count(key)) continue;
+                      auto [it, inserted] = held_.try_emplace(key, Held{owner, ttl, sent, false});
+                      if (!inserted && it->second.owner == owner && !it->second.pending) {
+                        it->second.ttl = ttl;
+                        it->second.touched = std::max(it->second.touched, sent);
+                      }
+                    }
+                  }
+                  done(std::move(r));
+                });
 }
 
 void RedisServerStore::Release(std::vector<LeaseKey> keys, Owner owner,
@@ -225,7 +252,25 @@ void RedisServerStore::Release(std::vector<LeaseKey> keys, Owner owner,
     auto it = held_.find(key);
     if (it != held_.end() && it->second.owner == owner) held_.erase(it);
   }
-  redis_->Release(std::move(keys), std::move(owner), std::move(done));
+  SendRelease(std::make_shared<PendingRelease>(
+      PendingRelease{std::move(keys), std::move(owner), std::move(done)}));
+}
+
+void RedisServerStore::SendRelease(std::shared_ptr<PendingRelease> release) {
+  if (!redis_->connected()) {
+    deferred_releases_.push_back(std::move(release));
+    return;
+  }
+  std::weak_ptr<bool> alive = alive_;
+  redis_->Release(release->keys, release->owner, [this, alive, release](Result<ReleaseOutcome> r) {
+    if (!alive.expired() && !r.ok() && r.status().code() == StatusCode::kUnavailable) {
+      // Compare-and-delete is idempotent: sent again once Redis is back,
+      // before the claims that may wait for these keys.
+      deferred_releases_.push_back(release);
+      return;
+    }
+    release->done(std::move(r));
+  });
 }
 
 void RedisServerStore::ListLeases(Callback<std::vector<Lease>> done) {
@@ -270,7 +315,7 @@ void RedisServerStore::Repair(std::vector<LeaseKey> keys, Owner owner) {
 }
 
 void RedisServerStore::Reconcile(std::function<void()> done) {
-  if (reconciling_ || !redis_->connected()) {
+  if (reconciling_ || lost_leadership_ || !redis_->connected()) {
     if (done) done();
     return;
   }
@@ -288,6 +333,8 @@ void RedisServerStore::Reconcile(std::function<void()> done) {
     ++stats_.passes;
     const Time now = clock_.Now();
     std::set<LeaseKey> matched;
+    // Delivered at the end: the listener may claim and release (held_).
+    std::vector<FreeEvent> gone;
     for (const Lease& lease : *r) {
       if (!IsLeaseKey(lease.key)) continue;
       auto it = held_.find(lease.key);
@@ -304,7 +351,7 @@ void RedisServerStore::Reconcile(std::function<void()> done) {
                        held.owner, lease.owner);
           held_.erase(it);
           ++stats_.conflicts;
-          Deliver(FreeEvent{lease.key, FreeReason::kExpired});
+          gone.push_back(FreeEvent{lease.key, FreeReason::kExpired});
           continue;  // the other holder's lease is released by a later pass
         }
         held_.erase(it);
@@ -322,6 +369,9 @@ void RedisServerStore::Reconcile(std::function<void()> done) {
         continue;
       }
       if (!Live(held, now)) {
+        // Expired while its notification could not reach us (an outage):
+        // the task must stop, as if the event had come.
+        gone.push_back(FreeEvent{it->first, FreeReason::kExpired});
         it = held_.erase(it);
         continue;
       }
@@ -330,6 +380,7 @@ void RedisServerStore::Reconcile(std::function<void()> done) {
       ++it;
     }
     for (auto& [owner, keys] : missing) Repair(std::move(keys), owner);
+    for (const FreeEvent& free : gone) Deliver(free);
     if (done) done();
   });
 }
@@ -360,6 +411,85 @@ void RedisServerStore::ArmLiveness() {
   });
 }
 
+// ---- Leader ----
+
+Status RedisServerStore::AcquireLeadership() {
+  const std::string& me = options_.leader_id;
+  bool announced = false;
+  while (true) {
+    std::optional<Result<ClaimOutcome>> claimed =
+        Await<Result<ClaimOutcome>>(loop_, options_.open_timeout, [&](auto done) {
+          redis_->Claim({kLeaderKey}, me, options_.leader_ttl, done);
+        });
+    if (claimed && claimed->ok() && (*claimed)->claimed) break;
+    if (claimed && claimed->ok() && !announced) {
+      announced = true;
+      spdlog::info("standby: the leader is {}; waiting for its lease to end",
+                   (*claimed)->conflict_owner);
+      if (options_.on_standby) options_.on_standby((*claimed)->conflict_owner);
+    } else if (!claimed || !claimed->ok()) {
+      spdlog::warn("standby: cannot claim the leader lease: {}",
+                   claimed ? claimed->status().ToString() : "no answer");
+    }
+    // Subscribed since before the claim: a free after it is not missed. The
+    // timeout covers frees lost in a reconnection.
+    Await<bool>(loop_, options_.leader_ttl / 3,
+                [this](std::function<void(bool)> done) { leader_waiter_ = std::move(done); });
+    leader_waiter_ = nullptr;
+  }
+  leader_ = true;
+  leader_renewed_ = clock_.Now();
+  early_frees_.clear();  // of the previous leader's leases; we read state after this
+  redis_->SetFence(me);
+  spdlog::info("leader: {} holds the leader lease (ttl {} ms)", me,
+               std::chrono::duration_cast<std::chrono::milliseconds>(options_.leader_ttl).count());
+  ArmLeaderRenewal();
+  return Status::Ok();
+}
+
+void RedisServerStore::ArmLeaderRenewal() {
+  leader_timer_.ArmAfter(options_.leader_ttl / 3, [this] {
+    RenewLeader();
+    ArmLeaderRenewal();
+  });
+}
+
+void RedisServerStore::RenewLeader() {
+  if (!leader_) return;
+  const Time sent = clock_.Now();
+  std::weak_ptr<bool> alive = alive_;
+  redis_->Renew({kLeaderKey}, options_.leader_id, options_.leader_ttl,
+                [this, alive, sent](Result<RenewOutcome> r) {
+                  if (alive.expired() || !leader_) return;
+                  if (r.ok() && r->lost.empty()) {
+                    leader_renewed_ = std::max(leader_renewed_, sent);
+                  } else if (r.ok()) {
+                    LostLeadership("the leader lease is no longer ours");
+                  } else if (clock_.Now() - leader_renewed_ >= options_.leader_ttl) {
+                    LostLeadership("the leader lease could not be renewed for a TTL (" +
+                                   r.status().ToString() + ")");
+                  }
+                });
+}
+
+void RedisServerStore::CheckFenced(const Status& s) {
+  if (leader_ && s.code() == StatusCode::kFailedPrecondition &&
+      s.ToString().find("not the leader") != std::string::npos) {
+    LostLeadership(s.ToString());
+  }
+}
+
+void RedisServerStore::LostLeadership(const std::string& why) {
+  if (lost_leadership_) return;
+  lost_leadership_ = true;
+  leader_ = false;
+  leader_timer_.Cancel();
+  reconcile_timer_.Cancel();
+  liveness_timer_.Cancel();
+  spdlog::error("leader: no longer the leader ({}); stepping down", why);
+  if (options_.on_lost_leadership) options_.on_lost_leadership(why);
+}
+
 // ---- Record log ----
 
 void RedisServerStore::TakeRecovered(Callback<Recovered> done) {
@@ -370,7 +500,11 @@ void RedisServerStore::TakeRecovered(Callback<Recovered> done) {
 }
 
 void RedisServerStore::Append(std::string record, DoneCallback done) {
-  redis_->Append(std::move(record), std::move(done));
+  std::weak_ptr<bool> alive = alive_;
+  redis_->Append(std::move(record), [this, alive, done = std::move(done)](Status s) {
+    if (!alive.expired()) CheckFenced(s);
+    done(std::move(s));
+  });
 }
 
 void RedisServerStore::Flush() { redis_->Flush(); }

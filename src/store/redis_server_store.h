@@ -22,15 +22,29 @@
 // stop, DESIGN.md's timing rule). Keys other than `lease:...` (liveness, the
 // leader) are never reconciled.
 //
-// Claims wait through an outage: one made while Redis is unreachable, or
-// lost in flight with the connection, is sent (again) once reconnected —
-// a claim by the same owner is idempotent — so an outage never turns into
-// a storm of rejected claims, nor into a claim that took effect unseen.
+// Claims and releases wait through an outage: one made while Redis is
+// unreachable, or lost in flight with the connection, is sent (again) once
+// reconnected, releases first — both are idempotent — so an outage never
+// turns into a storm of rejected claims, nor into a claim that took effect
+// unseen.
 //
 // Liveness: every `liveness_interval`, each worker that `live_workers`
 // names gets `worker:{id}:hb` claimed or extended for `liveness_ttl`
 // (owner "server"); a worker that is gone stops being refreshed and its key
 // expires by itself.
+//
+// Leader (with `leader_id`): several servers may share one Redis; the one
+// holding the `leader` key (owner = its leader_id, TTL leader_ttl, renewed
+// every third of it) is the leader. Open claims it before reading anything;
+// a standby blocks in Open — subscribed first, then claiming, then waiting
+// for the key's `del`/`expired` event (or a third of the TTL) and claiming
+// again — so it takes over within the TTL plus a notification's delay of
+// the leader's death, and only then reads the journal. As leader, every
+// lease claim and journal append runs a script that checks the leader key
+// in the same atomic step (RedisStore::SetFence): a leader paused past its
+// TTL (SIGSTOP) can change nothing when it wakes; the refusal, a renewal
+// that finds the key someone else's, a free of the key, or no successful
+// renewal for a whole TTL make it call on_lost_leadership.
 //
 // Thread safety: none; the loop's thread, like every Store.
 #ifndef DROVER_STORE_REDIS_SERVER_STORE_H_
@@ -65,6 +79,16 @@ struct RedisServerStoreOptions {
   Duration liveness_ttl = Seconds(6);
   // How long Open waits for Redis (connect and the startup reads).
   Duration open_timeout = Seconds(20);
+
+  // Leader election among servers sharing this Redis and prefix; empty
+  // leader_id: none (one server). See "Leader" above.
+  std::string leader_id;
+  Duration leader_ttl = Seconds(10);
+  // Called once, on the loop, when this server finds it is no longer the
+  // leader; it must stop serving (the process steps down).
+  std::function<void(const std::string& why)> on_lost_leadership;
+  // Called once when Open finds another leader and waits as a standby.
+  std::function<void(const std::string& leader)> on_standby;
 };
 
 struct ReconcileStats {
@@ -130,7 +154,13 @@ class RedisServerStore final : public Store {
   RedisServerStore(net::EventLoop& loop, RedisServerStoreOptions options,
                    std::unique_ptr<RedisStore> redis);
   bool Live(const Held& held, Time now) const { return !held.pending && held.touched + held.ttl > now; }
+  struct PendingRelease {
+    std::vector<LeaseKey> keys;
+    Owner owner;
+    Callback<ReleaseOutcome> done;
+  };
   void SendClaim(std::shared_ptr<PendingClaim> claim);
+  void SendRelease(std::shared_ptr<PendingRelease> release);
   void SendDeferredClaims();
   void OnFree(const FreeEvent& free);
   void Deliver(const FreeEvent& free);
@@ -138,6 +168,13 @@ class RedisServerStore final : public Store {
   // lease is gone (kExpired).
   void Repair(std::vector<LeaseKey> keys, Owner owner);
   void RefreshLiveness();
+  // Blocks (running the loop) until this server holds the leader key.
+  Status AcquireLeadership();
+  void ArmLeaderRenewal();
+  void RenewLeader();
+  void LostLeadership(const std::string& why);
+  // Notes a store answer that says we are not the leader.
+  void CheckFenced(const Status& s);
   void ArmReconcile();
   void ArmLiveness();
 
@@ -149,12 +186,18 @@ class RedisServerStore final : public Store {
   FreeListener listener_;
   std::deque<FreeEvent> early_frees_;  // before Subscribe
   std::vector<std::shared_ptr<PendingClaim>> deferred_claims_;  // until reconnected
+  std::vector<std::shared_ptr<PendingRelease>> deferred_releases_;  // sent first
   std::optional<Recovered> recovered_;
   std::optional<std::vector<Lease>> initial_leases_;
   bool reconciling_ = false;
   ReconcileStats stats_;
   net::Timer reconcile_timer_;
   net::Timer liveness_timer_;
+  net::Timer leader_timer_;
+  bool leader_ = false;
+  bool lost_leadership_ = false;
+  Time leader_renewed_;
+  std::function<void(bool)> leader_waiter_;  // Open waiting for a free of `leader`
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -298,6 +298,11 @@ void RedisStore::ScheduleReconnect() {
 
 // ---- Leases ----
 
+void RedisStore::SetFence(std::string leader) {
+  journal_.SetFence(keys_.Lease(kLeaderKey), leader);
+  fence_ = std::move(leader);
+}
+
 void RedisStore::Subscribe(FreeListener listener, DoneCallback subscribed) {
   listener_ = std::move(listener);
   switch (state_) {
@@ -323,12 +328,20 @@ void RedisStore::Claim(std::vector<LeaseKey> keys, Owner owner, Duration ttl,
   RedisConnection* conn = ReadyConnection();
   if (conn == nullptr) return done(NotConnected());
   std::vector<std::string> redis_keys;
+  std::vector<std::string> args = {owner, TtlMillisArg(ttl)};
+  if (!fence_.empty()) {
+    redis_keys.push_back(keys_.Lease(kLeaderKey));
+    args.push_back(fence_);
+  }
   for (const auto& key : *normalised) redis_keys.push_back(keys_.Lease(key));
   const Time sent = clock_.Now();
-  RunScript(*conn, ClaimScript(), redis_keys, {owner, TtlMillisArg(ttl)},
+  RunScript(*conn, fence_.empty() ? ClaimScript() : ClaimFencedScript(), redis_keys, args,
             [keys = std::move(*normalised), sent, ttl, done = std::move(done)](
                 Result<RedisReply> r) {
               if (!r.ok()) return done(r.status());
+              if (r->is_error() && r->str.starts_with("NOTLEADER")) {
+                return done(FailedPrecondition("not the leader: claim refused (" + r->str + ")"));
+              }
               done(ParseClaimReply(*r, keys, sent, ttl));
             });
 }

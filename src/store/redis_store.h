@@ -98,6 +98,12 @@ class RedisStore final : public Store {
   // `fn` runs each time the store works again after a drop; see Outages.
   void SetOnReconnected(std::function<void()> fn) { on_reconnected_ = std::move(fn); }
 
+  // Fencing for a leader (redis_server_store.h): from now on every Claim and
+  // every journal append checks, in the same atomic step, that the leader
+  // key is held by `leader`; when it is not, they fail with
+  // kFailedPrecondition ("not the leader") and change nothing.
+  void SetFence(std::string leader);
+
   // True while calls reach Redis (started and not in an outage).
   bool connected() const { return state_ == State::kReady; }
 
@@ -166,6 +172,7 @@ class RedisStore final : public Store {
 
   FreeListener listener_;
   std::vector<DoneCallback> subscribe_waiters_;
+  std::string fence_;  // the leader whose lease claims need; empty: none
 };
 
 }  // namespace drover::store
