@@ -1,5 +1,7 @@
 // `drover server`: the scheduler, API and journal in one process, until
 // SIGINT or SIGTERM.
+#include <unistd.h>
+
 #include <iostream>
 #include <memory>
 
@@ -12,6 +14,7 @@
 #include "cli/stop_signals.h"
 #include "common/quantity.h"
 #include "net/event_loop.h"
+#include "net/token.h"
 #include "server/server_shell.h"
 #include "store/redis_server_store.h"
 
@@ -22,10 +25,14 @@ namespace {
 struct RedisFlags {
   std::string url;  // empty: the MemoryStore
   std::string reconcile_interval = "10s";
+  // Why this server stopped being the leader; empty while it is.
+  std::shared_ptr<std::string> stepped_down = std::make_shared<std::string>();
 };
 
 // `--redis`: the server runs on the RedisStore (store/redis_server_store.h),
-// with liveness keys for the workers the scheduler has not lost.
+// with liveness keys for the workers the scheduler has not lost, as the
+// leader among the servers sharing that Redis (a standby waits in Start
+// until it is; a leader that loses its lease stops the loop).
 Status UseRedis(const RedisFlags& redis, server::ServerConfig& config) {
   if (redis.url.empty()) return Status::Ok();
   store::RedisServerStoreOptions options;
@@ -36,9 +43,25 @@ Status UseRedis(const RedisFlags& redis, server::ServerConfig& config) {
   options.reconcile_interval = *interval;
   options.liveness_interval = config.heartbeat_interval;
   options.liveness_ttl = 3 * config.heartbeat_interval;
-  config.open_store = [options](net::EventLoop& loop, const core::Scheduler& scheduler)
+  ASSIGN_OR_RETURN(std::string nonce, net::GenerateToken());
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  options.leader_id = std::string(host) + ":" + std::to_string(::getpid()) + ":" + nonce.substr(0, 8);
+  // A third of the task lease TTL: a takeover (leader TTL + start) then
+  // ends well before workers fence their tasks (TTL - 2 heartbeats), so a
+  // leader change stops nothing (DESIGN.md section 4).
+  options.leader_ttl = config.scheduler.lease_ttl / 3;
+  options.on_standby = [](const std::string& leader) {
+    std::cout << "drover: standby; the leader is " << leader << std::endl;
+  };
+  config.open_store = [options, down = redis.stepped_down](
+                          net::EventLoop& loop, const core::Scheduler& scheduler)
       -> Result<std::unique_ptr<store::Store>> {
     store::RedisServerStoreOptions o = options;
+    o.on_lost_leadership = [&loop, down](const std::string& why) {
+      *down = why;
+      loop.Stop();
+    };
     o.live_workers = [&scheduler] {
       std::vector<WorkerId> live;
       for (WorkerId id : scheduler.Workers()) {
@@ -72,6 +95,11 @@ int RunServer(const ServerFlags& flags, const RedisFlags& redis) {
   PrintListening(**shell, *config);
   loop.Run();
   (*shell)->Stop();
+  if (!redis.stepped_down->empty()) {
+    std::cerr << "drover: no longer the leader (" << *redis.stepped_down << "); stepped down"
+              << std::endl;
+    return kExitFailure;
+  }
   std::cout << "drover: server stopped" << std::endl;
   return kExitOk;
 }
