@@ -5,6 +5,7 @@
 #include <deque>
 #include <memory>
 #include <queue>
+#include <tuple>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -329,27 +330,30 @@ void Replay::Snapshot() {
     }
   }
   if (!any_free) return;
-  // Pack the waiting GPU tasks into the free room, then give it back.
-  std::vector<std::pair<uint32_t, core::Allocation>> taken;
-  for (uint32_t cls : gpu_classes_) {
-    uint64_t left = ready_count_[cls];
-    if (left == 0) continue;
-    const core::ResourceRequest& req = trace_.requests[cls];
-    int cause = -1;  // unknown, 0 other, 1 reservation
-    for (uint32_t w = 0; w < mirror_.size() && left > 0; ++w) {
-      while (left > 0 && mirror_[w]->Fits(req, prefer_full_)) {
-        core::Allocation alloc;
-        if (!mirror_[w]->Allocate(req, prefer_full_, alloc)) break;
-        taken.emplace_back(w, std::move(alloc));
-        --left;
-        if (cause < 0) cause = HeldForReservation(cls) ? 1 : 0;
-        (cause == 1 ? idle_reserved_ : idle_other_) += req.gpus;
+  // Pack the waiting GPU tasks into the free room, then give it back. The
+  // room is shared: each free GPU counts once. Classes nothing holds back
+  // pack first, so a task the core wrongly left waiting is never hidden
+  // behind one that waits for a reservation.
+  std::vector<std::tuple<uint32_t, uint32_t, core::Allocation>> taken;  // class, worker
+  for (int pass = 0; pass < 2; ++pass) {
+    const bool reserved = pass == 1;
+    for (uint32_t cls : gpu_classes_) {
+      uint64_t left = ready_count_[cls];
+      if (left == 0 || HeldForReservation(cls) != reserved) continue;
+      const core::ResourceRequest& req = trace_.requests[cls];
+      for (uint32_t w = 0; w < mirror_.size() && left > 0; ++w) {
+        while (left > 0 && mirror_[w]->Fits(req, prefer_full_)) {
+          core::Allocation alloc;
+          if (!mirror_[w]->Allocate(req, prefer_full_, alloc)) break;
+          taken.emplace_back(cls, w, std::move(alloc));
+          --left;
+          (reserved ? idle_reserved_ : idle_other_) += req.gpus;
+        }
       }
     }
-    for (auto it = taken.rbegin(); it != taken.rend(); ++it) {
-      mirror_[it->first]->Free(req, it->second);
-    }
-    taken.clear();
+  }
+  for (auto it = taken.rbegin(); it != taken.rend(); ++it) {
+    mirror_[std::get<1>(*it)]->Free(trace_.requests[std::get<0>(*it)], std::get<2>(*it));
   }
 }
 
