@@ -40,7 +40,7 @@ Result<Cluster> ParseCluster(std::string_view text, std::string_view name);
 Result<Cluster> LoadCluster(const std::string& path);
 
 // The cluster of the standard synthetic comparison (bench/sim_bench and
-// examples/sim/cluster.json): 4 workers, each 32 cores, 256 GiB and 4 A100
+// docs/sim.md): 4 workers, each 32 cores, 256 GiB and 4 A100
 // GPUs of 80 GiB.
 Cluster StandardCluster();
 
