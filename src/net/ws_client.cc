@@ -72,6 +72,10 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
                                                                       const tcp::endpoint& ep) {
       if (ec) return self->Fail(self->NetError(ec, "cannot connect to"));
       self->remote_ = internal::EndpointText(ep);
+      // Small messages (started, finished) must not wait for an ACK (Nagle),
+      // as on the server's side of the connection.
+      error_code nodelay_ec;
+      self->Lowest().socket().set_option(tcp::no_delay(true), nodelay_ec);
       if constexpr (kTls) {
         self->TlsHandshake();
       } else {
