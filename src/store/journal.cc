@@ -78,7 +78,6 @@ Result<std::unique_ptr<Journal>> Journal::Open(Env& env, std::string path, Journ
 Journal::Journal(Env& env, std::string path, std::unique_ptr<WritableFile> file, uint64_t size)
     : env_(env), path_(std::move(path)), file_(std::move(file)), durable_bytes_(size) {}
 
-Journal::~Journal() = default;
 
 void Journal::Break(const Status& status) {
   broken_ = status.WithContext("journal " + path_ + " is broken until reopened");
@@ -98,7 +97,26 @@ void Journal::Append(std::string_view record, DoneCallback done) {
   pending_callbacks_.push_back(std::move(done));
 }
 
+Journal::~Journal() {
+  // The owner is going away: finish the write, but run no callbacks.
+  if (helper_.joinable()) helper_.join();
+}
+
+void Journal::WriteBatch(WritableFile& file, uint64_t offset, Flight& flight) {
+  flight.status = file.Append(flight.batch);
+  if (!flight.status.ok()) {
+    // Cut the partial batch so the next batch does not follow garbage
+    // (which replay would treat as the end of the journal).
+    flight.cut_status = file.Truncate(offset);
+    return;
+  }
+  flight.written = true;
+  flight.status = file.Sync();
+}
+
 Status Journal::Sync() {
+  again_ = false;  // this call writes everything buffered itself
+  if (flight_) ReapBackground();
   std::string batch = std::move(pending_);
   std::vector<DoneCallback> callbacks = std::move(pending_callbacks_);
   pending_.clear();
@@ -123,6 +141,49 @@ Status Journal::Sync() {
   }
   for (auto& done : callbacks) done(status);
   return status;
+}
+
+void Journal::SyncInBackground(std::function<void()> wake) {
+  wake_ = std::move(wake);
+  if (flight_) {
+    again_ = true;
+    return;
+  }
+  if (!broken_.ok() || pending_.empty()) {
+    (void)Sync();  // fails the callbacks at once, or has nothing to write
+    return;
+  }
+  flight_ = std::make_unique<Flight>();
+  flight_->batch = std::move(pending_);
+  flight_->callbacks = std::move(pending_callbacks_);
+  pending_.clear();
+  pending_callbacks_.clear();
+  helper_ = std::thread([file = file_.get(), offset = durable_bytes_, flight = flight_.get(),
+                         wake = wake_] {
+    WriteBatch(*file, offset, *flight);
+    wake();
+  });
+}
+
+void Journal::ReapBackground() {
+  if (!flight_) return;
+  if (helper_.joinable()) helper_.join();
+  std::unique_ptr<Flight> flight = std::move(flight_);
+  const Status& status = flight->status;
+  // As in Sync(): a failed write that was cut off leaves the journal
+  // usable; a failed cut or a failed fsync breaks it.
+  if (!flight->cut_status.ok()) {
+    Break(flight->cut_status);
+  } else if (!status.ok() && flight->written) {
+    Break(status);
+  } else if (status.ok()) {
+    durable_bytes_ += flight->batch.size();
+  }
+  for (auto& done : flight->callbacks) done(status);
+  if (again_) {
+    again_ = false;
+    SyncInBackground(wake_);
+  }
 }
 
 Status Journal::Compact(const std::vector<std::string>& snapshot) {

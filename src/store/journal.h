@@ -13,6 +13,15 @@
 // The caller (the server shell) calls Sync() once per turn of its event loop,
 // so many state changes share one fsync.
 //
+// Background sync: an fsync takes milliseconds on some disks, and the owner's
+// event loop should not stop for it. SyncInBackground() hands the batch to a
+// helper thread and returns at once; records appended meanwhile form the next
+// batch, written once this one is reaped (one batch in flight at a time, in
+// order). The helper calls `wake` when done; the owner then calls
+// ReapBackground() on its own thread, which applies the outcome and runs the
+// callbacks there. Sync(), Compact() and the destructor first wait for a
+// batch in flight (the destructor drops its callbacks).
+//
 // Recovery: Open() replays every whole record. A torn tail (a partial header,
 // a partial payload, a CRC mismatch — what a crash during an unsynced write
 // leaves) ends the replay: the file is truncated at the last good record and
@@ -33,7 +42,9 @@
 // error may or may not be replayed after a crash (an unknown outcome, like a
 // timed-out request); a record whose callback got OK always is.
 //
-// Thread safety: none; one thread (the server's event loop) owns a Journal.
+// Thread safety: one thread (the server's event loop) owns a Journal and
+// makes every call; the only other thread is the helper of a background
+// sync, which touches nothing but its batch and the file.
 #ifndef DROVER_STORE_JOURNAL_H_
 #define DROVER_STORE_JOURNAL_H_
 
@@ -42,6 +53,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "common/status.h"
@@ -85,6 +97,21 @@ class Journal {
   // when nothing is buffered (unless the journal is broken).
   Status Sync();
 
+  // Starts writing and fsyncing the buffered records on a helper thread
+  // (see the header comment) and returns. `wake` runs on that thread when
+  // the batch is done and must make the owner call ReapBackground() soon
+  // (post it to the owner's loop). With a batch already in flight, the
+  // buffered records go out right after it is reaped. A broken journal
+  // fails the buffered records at once, as Sync() does.
+  void SyncInBackground(std::function<void()> wake);
+
+  // Finishes the batch in flight, if any: applies its outcome (a failed
+  // fsync breaks the journal, as in Sync()) and runs its callbacks, then
+  // starts the next batch if SyncInBackground() was called meanwhile.
+  void ReapBackground();
+
+  bool sync_in_flight() const { return flight_ != nullptr; }
+
   // Replaces the journal's contents with `snapshot`, atomically (see the
   // header comment). Buffered records are synced into the old journal first.
   // On an error before the rename the old journal stays in use and intact;
@@ -107,6 +134,19 @@ class Journal {
   // Marks the journal broken with `status` (with context).
   void Break(const Status& status);
 
+  // A batch written by the helper thread of a background sync.
+  struct Flight {
+    std::string batch;
+    std::vector<DoneCallback> callbacks;
+    // Set by the helper.
+    Status status;      // the batch's outcome
+    bool written = false;  // the write succeeded (so a failure is the fsync's)
+    Status cut_status;  // cutting off a failed write
+  };
+  // Writes and fsyncs `batch` at `offset`; on a failed write cuts it off
+  // again. Touches only `file`, so the helper thread may run it.
+  static void WriteBatch(WritableFile& file, uint64_t offset, Flight& flight);
+
   Env& env_;
   std::string path_;
   std::unique_ptr<WritableFile> file_;
@@ -114,6 +154,11 @@ class Journal {
   std::string pending_;  // framed records not yet written
   std::vector<DoneCallback> pending_callbacks_;
   Status broken_;
+
+  std::unique_ptr<Flight> flight_;  // the batch in flight, if any
+  std::thread helper_;
+  std::function<void()> wake_;
+  bool again_ = false;  // SyncInBackground() was called during a flight
 };
 
 }  // namespace drover::store

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -445,6 +446,65 @@ TEST_F(PosixJournalTest, RealFullDiskIsAStatus) {
   EXPECT_GT(acknowledged.size(), 10u);
   journal.reset();
   EXPECT_EQ(Replayed(env_, path), acknowledged);
+}
+
+TEST(JournalTest, BackgroundSyncRunsCallbacksOnlyWhenReapedAndKeepsOrder) {
+  MemoryEnv env;
+  JournalReplay replay;
+  auto journal = MustOpen(env, &replay);
+  ASSERT_NE(journal, nullptr);
+  std::atomic<int> wakes{0};
+  auto wake = [&wakes] { ++wakes; };
+  std::vector<std::string> done;
+  journal->Append("one", [&](Status s) { done.push_back(s.ok() ? "one" : s.ToString()); });
+  journal->SyncInBackground(wake);
+  EXPECT_TRUE(journal->sync_in_flight());
+  journal->Append("two", [&](Status s) { done.push_back(s.ok() ? "two" : s.ToString()); });
+  journal->SyncInBackground(wake);  // goes out once the first batch is reaped
+  EXPECT_TRUE(done.empty()) << "callbacks run on the owner's thread, at the reap";
+  journal->ReapBackground();
+  EXPECT_EQ(done, Records({"one"}));
+  EXPECT_TRUE(journal->sync_in_flight());
+  journal->ReapBackground();
+  EXPECT_EQ(done, Records({"one", "two"}));
+  EXPECT_FALSE(journal->sync_in_flight());
+  EXPECT_EQ(wakes.load(), 2);
+  EXPECT_EQ(journal->durable_bytes(), Frame("one").size() + Frame("two").size());
+  journal.reset();
+  EXPECT_EQ(Replayed(env), Records({"one", "two"}));
+}
+
+TEST(JournalTest, BackgroundSyncFailureBreaksTheJournalAsSyncDoes) {
+  MemoryEnv env;
+  JournalReplay replay;
+  auto journal = MustOpen(env, &replay);
+  ASSERT_NE(journal, nullptr);
+  env.FailSyncs(true);
+  Status outcome = Internal("callback never ran");
+  journal->Append("lost", [&](Status s) { outcome = std::move(s); });
+  journal->SyncInBackground([] {});
+  journal->ReapBackground();
+  EXPECT_FALSE(outcome.ok());
+  EXPECT_FALSE(journal->broken().ok());
+  Status later = Internal("callback never ran");
+  journal->Append("later", [&](Status s) { later = std::move(s); });
+  EXPECT_FALSE(later.ok()) << "a broken journal refuses appends";
+}
+
+TEST(JournalTest, SyncWaitsForABatchInFlight) {
+  MemoryEnv env;
+  JournalReplay replay;
+  auto journal = MustOpen(env, &replay);
+  ASSERT_NE(journal, nullptr);
+  int callbacks = 0;
+  journal->Append("first", [&](Status s) { callbacks += s.ok(); });
+  journal->SyncInBackground([] {});
+  journal->Append("second", [&](Status s) { callbacks += s.ok(); });
+  ASSERT_TRUE(journal->Sync().ok());
+  EXPECT_EQ(callbacks, 2);
+  EXPECT_FALSE(journal->sync_in_flight());
+  journal.reset();
+  EXPECT_EQ(Replayed(env), Records({"first", "second"}));
 }
 
 }  // namespace

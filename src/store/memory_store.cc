@@ -123,7 +123,23 @@ MemoryStore::MemoryStore(Clock& clock) : MemoryStore(clock, nullptr, Recovered{}
 MemoryStore::MemoryStore(Clock& clock, std::unique_ptr<store::Journal> journal, Recovered recovered)
     : clock_(clock), journal_(std::move(journal)), recovered_(std::move(recovered)) {}
 
-MemoryStore::~MemoryStore() = default;
+MemoryStore::~MemoryStore() {
+  *alive_ = false;
+  // In background mode the last batches may still be in flight or buffered:
+  // a clean stop makes them durable.
+  if (journal_ && wake_) (void)journal_->Sync();
+}
+
+void MemoryStore::SyncInBackground(std::function<void(std::function<void()>)> post) {
+  if (!journal_) return;
+  std::weak_ptr<bool> alive = alive_;
+  wake_ = [this, alive, post = std::move(post)] {
+    // On the helper thread: only hand the reaping to the owner's thread.
+    post([this, alive] {
+      if (!alive.expired() && *alive.lock()) journal_->ReapBackground();
+    });
+  };
+}
 
 Result<std::unique_ptr<MemoryStore>> MemoryStore::Open(Clock& clock, Env& env,
                                                        const std::string& dir) {
@@ -380,6 +396,10 @@ void MemoryStore::Flush() {
     JournalLeaseChange(EncodeTable(leases_));
   }
   // Failures reach the appenders through their callbacks.
+  if (wake_) {
+    journal_->SyncInBackground(wake_);
+    return;
+  }
   (void)journal_->Sync();
 }
 

@@ -31,6 +31,7 @@
 #define DROVER_STORE_MEMORY_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -71,6 +72,14 @@ class MemoryStore final : public Store {
   void Flush() override;
   void Compact(std::vector<std::string> snapshot, DoneCallback done) override;
   uint64_t LogBytes() const override;
+
+  // From now on Flush() writes and fsyncs on a helper thread (Journal::
+  // SyncInBackground) so the owner's loop does not wait for the disk; the
+  // callbacks still run on the owner's thread, through `post`, which must be
+  // safe to call from any thread (EventLoop::Post) and must run its function
+  // on the owner's thread. The destructor then writes what is left, waiting.
+  // No effect without a journal.
+  void SyncInBackground(std::function<void(std::function<void()>)> post);
 
   // Ends every lease whose expiry is at or before `now`, delivering a
   // kExpired free event for each (after all of them are removed).
@@ -116,6 +125,9 @@ class MemoryStore final : public Store {
   std::vector<Deadline> heap_;  // min-heap on `at`
   uint64_t next_serial_ = 1;
   bool lease_journal_lost_ = false;  // a lease record failed to reach the disk
+  // Set by SyncInBackground(): wakes the owner to reap a background sync.
+  std::function<void()> wake_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace drover::store

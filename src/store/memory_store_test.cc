@@ -3,7 +3,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <optional>
+#include <vector>
 
 #include "store/memory_env.h"
 #include "store/store_conformance.h"
@@ -107,6 +112,38 @@ class MemoryStoreTest : public ::testing::Test {
   std::unique_ptr<MemoryStore> store_;
   std::vector<FreeEvent> frees_;
 };
+
+TEST_F(MemoryStoreTest, BackgroundFlushCompletesThroughPostAndSurvivesARestart) {
+  // `post` queues the reaping; the test plays the owner's loop.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::function<void()>> posted;
+  store_->SyncInBackground([&](std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(mu);
+    posted.push_back(std::move(fn));
+    cv.notify_all();
+  });
+  Claim({"gpu0"}, "a", Seconds(30));
+  std::optional<Status> result;
+  store_->Append("job", [&result](Status s) { result = s; });
+  store_->Flush();
+  EXPECT_FALSE(result.has_value()) << "completes on the owner's thread, not in Flush()";
+  std::vector<std::function<void()>> run;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return !posted.empty(); }));
+    run.swap(posted);
+  }
+  for (auto& fn : run) fn();
+  ASSERT_TRUE(result.has_value());
+  EXPECT_TRUE(result->ok()) << result->ToString();
+
+  // Appended but never flushed: a clean stop (the destructor) writes it.
+  store_->Append("last", [](Status) {});
+  Reopen();
+  EXPECT_THAT(Take().records, ElementsAre("job", "last"));
+  EXPECT_THAT(Holdings(), ElementsAre("gpu0=a"));
+}
 
 TEST_F(MemoryStoreTest, NextExpiryArmsOneTimerForTheEarliestLease) {
   const Time t0 = clock_.Now();
