@@ -284,5 +284,51 @@ TEST(RedisServerTest, StandbyTakesOverFromAKilledLeaderAndEveryTaskRunsOnce) {
   EXPECT_EQ(twice, 0) << "tasks that did not run exactly once";
 }
 
+// A leader paused past its lease (SIGSTOP) while a standby takes over:
+// woken (SIGCONT), its first renewal, claim or append is refused by the
+// leader check and it steps down — exit status 1 — instead of going on.
+TEST(RedisServerTest, PausedLeaderStepsDownWhenItWakes) {
+  auto redis = StartRedis();
+  ASSERT_NE(redis, nullptr);
+  const std::vector<std::string> flags = RedisFlags(*redis, {}, "3s");
+  Cluster c(flags);
+  Process& leader = c.StartServer();
+  c.StartWorker("solo", {"--cpus", "0"});
+  const std::string go = c.dir() + "/go";
+  const std::string runs = c.dir() + "/runs.";
+  const uint64_t job =
+      SubmittedJob(c.Drover(Submit({"--name", "hold", "--array", "0-3"}, HoldingTask(runs, go))));
+  ASSERT_GT(job, 0u);
+  {
+    EventTap tap(c.Api().options(), job);
+    ASSERT_TRUE(CountRunning(tap, 1));
+  }
+  // The standby listens elsewhere: the paused leader keeps its port.
+  std::vector<std::string> argv = {c.binary(), "server",        "--bind",
+                                   "127.0.0.1", "--port",        "0",
+                                   "--state-dir", c.dir() + "/state", "--access-file",
+                                   c.dir() + "/standby-access.json"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  Process standby(argv);
+  ASSERT_TRUE(standby.WaitForLine("drover: standby; the leader is", In(kStartTimeout)))
+      << standby.output();
+  RedisClient cli(redis->port());
+  const std::string leader_id = cli.Run({"HGET", "drover:leader", "owner"});
+
+  leader.Signal(SIGSTOP);
+  ASSERT_TRUE(standby.WaitForLine("drover: listening on 127.0.0.1:", In(seconds(30))))
+      << standby.output();
+  const std::string new_leader = cli.Run({"HGET", "drover:leader", "owner"});
+  EXPECT_NE(new_leader, leader_id);
+
+  leader.Signal(SIGCONT);
+  std::optional<int> status = leader.Wait(In(seconds(30)));
+  ASSERT_TRUE(status.has_value()) << leader.output();
+  EXPECT_EQ(*status, 1) << leader.output();
+  EXPECT_NE(leader.output().find("no longer the leader"), std::string::npos) << leader.output();
+  EXPECT_EQ(cli.Run({"HGET", "drover:leader", "owner"}), new_leader);
+  std::ofstream(go) << "go\n";
+}
+
 }  // namespace
 }  // namespace drover::testing
