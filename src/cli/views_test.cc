@@ -52,8 +52,10 @@ TEST(ViewsTest, TaskViewShowsOutcomeResultAndExplain) {
                 "peak_mem_bytes": 1048576, "result": "pi ~ 3.1416"},
     "explain": "finished"})");
   const std::string text = TaskView(task, 0);
-  EXPECT_NE(text.find("exit      code 0"), std::string::npos) << text;
-  EXPECT_NE(text.find("peak mem  1 MiB"), std::string::npos) << text;
+  // The names column is as wide as its longest name ("submitted").
+  EXPECT_NE(text.find("\nexit       code 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\npeak mem   1 MiB\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ncpu time   0.0s\n"), std::string::npos) << text;
   EXPECT_NE(text.find("result:\npi ~ 3.1416\n"), std::string::npos) << text;
   EXPECT_NE(text.find("explain:\nfinished\n"), std::string::npos) << text;
 }

@@ -65,11 +65,11 @@ Process& Cluster::StartWorker(const std::string& name, std::vector<std::string> 
 }
 
 RunResult Cluster::Drover(std::vector<std::string> args, std::chrono::seconds timeout) {
+  // Through the environment, not --access: a flag appended after `submit
+  // ... -- CMD` would become part of the command.
   std::vector<std::string> argv = {binary()};
   argv.insert(argv.end(), args.begin(), args.end());
-  argv.push_back("--access");
-  argv.push_back(access_file());
-  return RunToEnd(argv, In(timeout));
+  return RunToEnd(argv, In(timeout), {"DROVER_ACCESS=" + access_file()});
 }
 
 cli::ApiClient Cluster::Api() {

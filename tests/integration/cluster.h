@@ -51,7 +51,8 @@ class Cluster {
   // line saying it attached to the server.
   Process& StartWorker(const std::string& name, std::vector<std::string> extra = {});
 
-  // Runs a client command (`drover ARGS --access <this cluster>`).
+  // Runs a client command (`drover ARGS` with DROVER_ACCESS naming this
+  // cluster's access file).
   RunResult Drover(std::vector<std::string> args, std::chrono::seconds timeout = kJobTimeout);
 
   // REST through the CLI's client library.

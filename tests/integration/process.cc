@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 #include <gtest/gtest.h>
 
@@ -45,8 +46,16 @@ Process::Process(std::vector<std::string> argv, std::vector<std::string> env) {
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
 
+  // `env` overrides: getenv() would find an inherited entry of the same name
+  // first.
   std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view kv(*e);
+    const std::string_view name = kv.substr(0, kv.find('=') + 1);
+    bool overridden = false;
+    for (const std::string& mine : env) overridden |= mine.starts_with(name);
+    if (!overridden) env_strings.emplace_back(kv);
+  }
   for (std::string& kv : env) env_strings.push_back(std::move(kv));
   std::vector<char*> envp;
   for (std::string& s : env_strings) envp.push_back(s.data());
