@@ -15,22 +15,35 @@ export DROVER_ACCESS="$tmp/access.json"
 workers=2
 if [ "$(nproc)" -lt 2 ]; then workers=1; fi
 
-"$drover" up --workers "$workers" --port 0 --state-dir "$tmp/state" >"$tmp/up.log" 2>&1 &
+# up's output comes through a FIFO: this script reads it up to the readiness
+# line, then a background cat copies the rest to up.log until up exits.
+mkfifo "$tmp/up.pipe"
+"$drover" up --workers "$workers" --port 0 --state-dir "$tmp/state" >"$tmp/up.pipe" 2>&1 &
 up_pid=$!
+cat_pid=""
 cleanup() {
   kill -TERM "$up_pid" 2>/dev/null || true
   wait "$up_pid" 2>/dev/null || true
+  if [ -n "$cat_pid" ]; then wait "$cat_pid" 2>/dev/null || true; fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 
-# Wait for the readiness line (tail stops when `up` exits, so a failed start
-# ends the wait at once instead of after the timeout).
-if ! timeout 60 tail --pid="$up_pid" -n +1 -F "$tmp/up.log" 2>/dev/null | grep -q -m1 "drover: listening on"; then
+exec 3<"$tmp/up.pipe"
+ready=0
+# Ends at the readiness line, at EOF (up exited) or after 60 s of silence.
+while IFS= read -r -t 60 line <&3; do
+  printf '%s\n' "$line" >>"$tmp/up.log"
+  case "$line" in "drover: listening on"*) ready=1; break ;; esac
+done
+if [ "$ready" -ne 1 ]; then
   echo "demo: drover up did not start:" >&2
   cat "$tmp/up.log" >&2
   exit 1
 fi
+cat <&3 >>"$tmp/up.log" &
+cat_pid=$!
+exec 3<&-
 grep "^drover: " "$tmp/up.log" | grep -v "to add a machine" || true
 echo
 
