@@ -106,6 +106,12 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
     p->env = std::make_unique<store::PosixEnv>();
     ASSIGN_OR_RETURN(std::unique_ptr<store::MemoryStore> memory,
                      store::MemoryStore::Open(p->clock, *p->env, dir + "/store"));
+    // The journal's fsync (milliseconds on some disks) runs off the loop:
+    // the loop goes on placing and assigning while a batch becomes durable,
+    // and what waits for durability (job submission answers, result acks)
+    // still waits.
+    net::EventLoop* l = &loop;
+    memory->SyncInBackground([l](std::function<void()> fn) { l->Post(std::move(fn)); });
     p->memory = memory.get();
     p->store = std::move(memory);
   }

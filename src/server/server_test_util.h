@@ -6,9 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
+#include <typeinfo>
 #include <variant>
 
 #include "net/http_client.h"
@@ -61,6 +63,11 @@ class FakeWorker {
 
   // The next message from the server, decoded; nullopt on timeout.
   std::optional<proto::ServerMessage> Next() {
+    if (!held_.empty()) {
+      proto::ServerMessage m = std::move(held_.front());
+      held_.pop_front();
+      return m;
+    }
     std::optional<std::string> text = seen_->text.Pop();
     if (!text) return std::nullopt;
     Result<proto::ServerMessage> m = proto::DecodeServerMessage(*text);
@@ -82,6 +89,32 @@ class FakeWorker {
     }
     return std::get<T>(std::move(*m));
   }
+  // The next T, keeping the messages before it for later Next()/Expect()
+  // calls, in order. For acks: the server acks a result once it is durable
+  // (the fsync runs off the loop), so assignments the same result unlocked
+  // may come first.
+  template <class T>
+  std::optional<T> ExpectPassing() {
+    std::deque<proto::ServerMessage> passed;
+    std::optional<T> found;
+    while (!found) {
+      std::optional<std::string> text = seen_->text.Pop();
+      if (!text) {
+        ADD_FAILURE() << "no " << typeid(T).name() << " from the server";
+        break;
+      }
+      Result<proto::ServerMessage> m = proto::DecodeServerMessage(*text);
+      EXPECT_TRUE(m.ok()) << m.status().ToString() << " in " << *text;
+      if (!m.ok()) break;
+      if (std::holds_alternative<T>(*m)) {
+        found = std::get<T>(std::move(*m));
+      } else {
+        passed.push_back(std::move(*m));
+      }
+    }
+    for (auto& m : passed) held_.push_back(std::move(m));
+    return found;
+  }
   // Waits until the server closed the connection.
   std::optional<Status> WaitClosed() { return seen_->closed.Pop(); }
 
@@ -97,6 +130,7 @@ class FakeWorker {
     Inbox<Status> closed;
   };
   std::shared_ptr<Seen> seen_ = std::make_shared<Seen>();
+  std::deque<proto::ServerMessage> held_;  // passed over by ExpectPassing
 };
 
 inline proto::Hello MakeHello(const std::string& name, std::vector<uint32_t> cores = {0, 1, 2, 3}) {
