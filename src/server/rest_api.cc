@@ -194,6 +194,7 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                  const std::vector<WorkerId> workers = sched.Workers();
                  for (WorkerId w : workers) connected += channel.connected(w) ? 1 : 0;
                  const Time now = driver.Now();
+                 const HandoffSummary handoff = channel.handoffs().Summary();
                  json body{
                      {"version", status.version},
                      {"started_at", proto::FormatRfc3339(status.started_at)},
@@ -215,6 +216,11 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                      {"compactions", st.compactions},
                      {"append_errors", st.append_errors},
                      {"scheduler_bytes", sched.ApproxBytes()},
+                     {"handoff_us",
+                      {{"count", handoff.count},
+                       {"p50", handoff.p50_us},
+                       {"p99", handoff.p99_us},
+                       {"max", handoff.max_us}}},
                  };
                  done(Json(body));
                });

@@ -69,10 +69,12 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
           driver_.Handle(core::WorkerHeartbeat{worker, std::move(m.utilization)});
         } else if constexpr (std::is_same_v<T, proto::Started>) {
           for (const proto::StartedTask& t : m.tasks) {
+            handoffs_.Started(worker, t.started_at);
             Forget(worker, t.task, t.attempt);
             driver_.Handle(core::TaskStarted{t.task, t.attempt});
           }
         } else if constexpr (std::is_same_v<T, proto::Finished>) {
+          for (const proto::FinishedTask& t : m.tasks) handoffs_.Exited(worker, t.finished_at);
           OnFinished(worker, std::move(m.tasks));
         } else if constexpr (std::is_same_v<T, proto::Refused>) {
           spdlog::info("worker {} refused {}#{}: {}", worker, m.task.ToString(), m.attempt,
@@ -223,6 +225,7 @@ void WorkerChannel::OnClosed(uint64_t conn, const Status& status) {
   if (w == workers_.end() || w->second != conn) return;  // replaced already
   workers_.erase(w);
   spdlog::info("worker {} disconnected ({}): {}", worker, remote, status.ToString());
+  handoffs_.Forget(worker);
   if (log_.disconnected) log_.disconnected(worker);
   if (stopped_) return;
   auto timer = std::make_unique<net::Timer>(loop_);

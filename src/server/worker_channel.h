@@ -47,6 +47,7 @@
 #include "proto/log_frame.h"
 #include "proto/messages.h"
 #include "server/core_driver.h"
+#include "server/handoff_stats.h"
 #include "server/worker_registry.h"
 
 namespace drover::server {
@@ -88,6 +89,8 @@ class WorkerChannel {
 
   bool connected(WorkerId worker) const { return workers_.count(worker) > 0; }
   size_t connection_count() const { return conns_.size(); }
+  // Exit -> next start on each worker, from the workers' timestamps.
+  const HandoffStats& handoffs() const { return handoffs_; }
 
   // Closes every connection; no WorkerLost is sent afterwards.
   void Stop();
@@ -121,6 +124,7 @@ class WorkerChannel {
   std::map<WorkerId, std::map<TaskId, proto::Assignment>> unstarted_;
   std::map<WorkerId, std::vector<proto::Assignment>> pending_;  // this turn's batch
   bool assign_posted_ = false;
+  HandoffStats handoffs_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
