@@ -18,6 +18,7 @@
 #include <compare>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -100,8 +101,17 @@ struct ReleaseLeases {
   LeaseKeys keys;
 };
 
-// Append to the journal.
+// Append to the journal. `Persist{TaskRecord{...}}` reads as before; the
+// in-place form builds the record inside the command, which the scheduler
+// uses on its hot path (a Persist made with no arguments and filled after
+// would be zero-filled first, one made from a Record moves it).
 struct Persist {
+  Persist() {}  // user-provided, so a default Persist is not zero-filled first
+  Persist(Record r) : record(std::move(r)) {}  // NOLINT(google-explicit-constructor)
+  template <typename T, typename... Args>
+  explicit Persist(std::in_place_type_t<T> type, Args&&... args)
+      : record(type, std::forward<Args>(args)...) {}
+
   Record record;
 };
 

@@ -129,6 +129,17 @@ Status Scheduler::State::OnWorkerJoined(WorkerJoined& e) {
     }
   }
   Worker& worker = workers[w];
+  // Room for a task per core, reserved (not touched) up front: growing the
+  // Active table by doubling while a wave of placements fills a big pool
+  // copied and faulted in twice its size (B1 at 10,000 workers).
+  const size_t cores = e.resources.cpu_cores.size();
+  worker.actives.reserve(cores);
+  if (!worker.lost) {
+    pool_cores += cores;
+    if (actives.capacity() < pool_cores) {
+      actives.reserve(std::max<size_t>(pool_cores, 2 * actives.capacity()));
+    }
+  }
   worker.res = std::make_unique<WorkerState>(e.worker, std::move(e.resources));
   worker.lost = false;
   worker.drained = false;
@@ -347,27 +358,26 @@ void Scheduler::State::Transition(TaskRef r, TaskState to, std::string reason) {
     if (it != extras.end()) it->second.reason.clear();
   }
   const TaskId id{job.id, r.index};
-  // Both commands are built in place from their fields: moving a Persist
-  // moves its nested Record variant, and emplacing one with no arguments
-  // zero-fills it first (value-initialisation), which was most of this
-  // function's cost.
+  // Both commands are built in place from their fields: a command emplaced
+  // with no arguments is value-initialised, i.e. zero-filled first, and that
+  // was most of this function's cost.
   {
-    TaskStateChanged& changed = std::get<TaskStateChanged>(out->emplace_back(
-        std::in_place_type<TaskStateChanged>, id, from, to, uint32_t{t.attempt}));
+    TaskStateChanged& changed = std::get<TaskStateChanged>(
+        out->emplace_back(std::in_place_type<TaskStateChanged>, id, from, to, uint32_t{t.attempt}));
     if (!reason.empty()) changed.reason = reason;
   }
-  TaskRecord& rec = std::get<TaskRecord>(
-      std::get<Persist>(out->emplace_back(std::in_place_type<Persist>,
-                                          Record(std::in_place_type<TaskRecord>, id, to,
-                                                 uint32_t{t.attempt}, t.worker,
-                                                 TimeFromMicros(now_us), std::move(reason),
-                                                 uint32_t{t.failures})))
-          .record);
+  // Every field is given: one left out (the vectors) is value-initialised,
+  // which zero-fills the whole record first.
+  std::vector<uint32_t> cores;
+  std::vector<GpuGrant> gpus;
   if (to == TaskState::kAssigned && t.active != kNone) {
     const Allocation& alloc = actives[t.active].alloc;
-    rec.cores.assign(alloc.cores.begin(), alloc.cores.end());
-    if (!alloc.gpus.empty()) rec.gpus.assign(alloc.gpus.begin(), alloc.gpus.end());
+    cores.assign(alloc.cores.begin(), alloc.cores.end());
+    if (!alloc.gpus.empty()) gpus.assign(alloc.gpus.begin(), alloc.gpus.end());
   }
+  out->emplace_back(std::in_place_type<Persist>, std::in_place_type<TaskRecord>, id, to,
+                    uint32_t{t.attempt}, t.worker, TimeFromMicros(now_us), std::move(reason),
+                    uint32_t{t.failures}, std::move(cores), std::move(gpus));
   if (to == TaskState::kSucceeded) {
     OnSucceeded(r);
   } else if (to == TaskState::kFailed || to == TaskState::kCanceled) {

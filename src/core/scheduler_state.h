@@ -155,6 +155,7 @@ struct Scheduler::State {
 
   std::vector<Active> actives;
   std::vector<uint32_t> free_actives;
+  size_t pool_cores = 0;  // cores of every worker that ever joined (sizes `actives`)
   // Restored assigned/running tasks whose worker has not joined yet, by the
   // worker they last ran on (Active slots, ascending), so a join looks only
   // at its own. An entry may have ended since; the join checks.
