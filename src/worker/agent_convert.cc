@@ -5,6 +5,8 @@
 #include <cmath>
 #include <utility>
 
+#include "common/quantity.h"
+
 namespace drover::worker {
 
 Result<ServerAddress> ParseServerAddress(std::string_view text) {
@@ -110,7 +112,16 @@ core::TaskOutcome ToOutcome(const TaskResult& result) {
   out.usage.wall = result.wall;
   out.usage.cpu = result.cpu;
   out.usage.peak_mem_bytes = result.peak_memory;
-  out.result = result.result_text.substr(0, core::kMaxResultBytes);
+  out.result = result.result_text;
+  if (out.result.size() > core::kMaxResultBytes) {
+    // The executor reads up to its own cap and appends a note when the file
+    // was longer; cutting the text to the protocol's limit here must keep a
+    // note, or a cut result would look whole.
+    static const std::string kNote =
+        "\n[drover: result truncated at " + FormatBytes(core::kMaxResultBytes) + "]\n";
+    out.result.resize(core::kMaxResultBytes - kNote.size());
+    out.result += kNote;
+  }
   return out;
 }
 

@@ -46,7 +46,8 @@ SlotRequest ToSlotRequest(const proto::Assignment& assignment);
 TaskSpec ToTaskSpec(const proto::Assignment& assignment);
 
 // How an attempt ended, as the protocol reports it: exit code or signal,
-// OOM, usage and the $DROVER_RESULT text.
+// OOM, usage and the $DROVER_RESULT text. A text over core::kMaxResultBytes
+// is cut to that size, ending in "[drover: result truncated at 64 KiB]".
 core::TaskOutcome ToOutcome(const TaskResult& result);
 
 // An attempt that ended without running normally (the executor could not

@@ -111,7 +111,12 @@ TEST(AgentConvertTest, OutcomeOfASignalHasNoExitCode) {
   EXPECT_TRUE(out.oom_killed);
   EXPECT_EQ(out.usage.peak_mem_bytes, 99u);
   EXPECT_EQ(out.usage.wall, Seconds(3));
+  // Cut to the limit, and saying so.
   EXPECT_EQ(out.result.size(), core::kMaxResultBytes);
+  EXPECT_TRUE(out.result.ends_with("x\n[drover: result truncated at 64 KiB]\n")) << out.result;
+  // A result of exactly the limit is kept whole.
+  r.result_text = std::string(core::kMaxResultBytes, 'y');
+  EXPECT_EQ(ToOutcome(r).result, r.result_text);
 }
 
 TEST(AgentConvertTest, FenceReasonSaysHowLong) {

@@ -1,0 +1,91 @@
+// Task results ($DROVER_RESULT, up to 64 KiB) through the whole path: the
+// worker reads them, the server journals and serves them, a dependent finds
+// them under $DROVER_INPUTS. And --json on the read commands.
+#include <fstream>
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "cluster.h"
+
+namespace drover::testing {
+namespace {
+
+constexpr size_t kLimit = 64 * 1024;
+
+uint64_t JobIdFromRunOutput(const std::string& output) {
+  std::smatch m;
+  if (!std::regex_search(output, m, std::regex("job ([0-9]+) \""))) return 0;
+  return std::stoull(m[1]);
+}
+
+nlohmann::json ParseOrNull(const std::string& text) {
+  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+TEST(ResultsTest, ResultsUpTo64KiBReachTheApiAndDependentsAndLongerOnesAreCutVisibly) {
+  Cluster c;
+  c.StartServer();
+  c.StartWorker("w");
+  const std::string file = c.dir() + "/results.toml";
+  std::ofstream(file) << R"(name = "results"
+
+[[task]]
+id = "exact"
+command = "head -c 65536 /dev/zero | tr '\\0' x > \"$DROVER_RESULT\""
+
+[[task]]
+id = "over"
+command = "head -c 70000 /dev/zero | tr '\\0' y > \"$DROVER_RESULT\""
+
+[[task]]
+id = "sizes"
+depends_on = ["exact", "over"]
+command = "cd \"$DROVER_INPUTS\" && wc -c * > \"$DROVER_RESULT\""
+)";
+  RunResult run = c.Drover({"run", file});
+  ASSERT_EQ(run.status, 0) << run.output;
+  const uint64_t job = JobIdFromRunOutput(run.output);
+  ASSERT_GT(job, 0u) << run.output;
+  const std::string j = std::to_string(job);
+
+  // Exactly the limit: kept whole.
+  nlohmann::json exact = c.Get("/api/v1/tasks/" + j + ".0");
+  EXPECT_EQ(exact["outcome"]["result"], std::string(kLimit, 'x'));
+  // Over it: cut to the limit, ending in a note that says so.
+  nlohmann::json over = c.Get("/api/v1/tasks/" + j + ".1");
+  const std::string cut = over["outcome"]["result"].get<std::string>();
+  EXPECT_EQ(cut.size(), kLimit);
+  EXPECT_TRUE(cut.ends_with("y\n[drover: result truncated at 64 KiB]\n")) << cut.substr(kLimit - 80);
+  // The dependent found both, byte for byte, named by task id.
+  nlohmann::json sizes = c.Get("/api/v1/tasks/" + j + ".2");
+  const std::string listing = sizes["outcome"]["result"].get<std::string>();
+  EXPECT_TRUE(std::regex_search(listing, std::regex("\\b65536 " + j + "\\.0\\b"))) << listing;
+  EXPECT_TRUE(std::regex_search(listing, std::regex("\\b65536 " + j + "\\.1\\b"))) << listing;
+
+  // --json on the read commands prints the API's JSON.
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"status", "--json"},
+                                             {"status", j, "--json"},
+                                             {"status", j + ".2", "--json"},
+                                             {"workers", "--json"}}) {
+    RunResult r = c.Drover(args);
+    ASSERT_EQ(r.status, 0) << args[0] << " " << args[1] << "\n" << r.output;
+    nlohmann::json parsed = ParseOrNull(r.output);
+    ASSERT_FALSE(parsed.is_discarded()) << r.output;
+    if (args.size() == 2 && args[0] == "status") {
+      ASSERT_EQ(parsed["jobs"].size(), 1u) << r.output;
+      EXPECT_EQ(parsed["jobs"][0]["id"], job);
+    } else if (args[0] == "workers") {
+      ASSERT_EQ(parsed["workers"].size(), 1u) << r.output;
+      EXPECT_EQ(parsed["workers"][0]["name"], "w");
+    } else if (args[1] == j) {
+      EXPECT_EQ(parsed["tasks"].size(), 3u) << r.output;
+    } else {
+      EXPECT_EQ(parsed["outcome"]["result"], listing);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace drover::testing
