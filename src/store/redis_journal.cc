@@ -53,7 +53,8 @@ void RedisJournal::ReadPage(RedisConnection& conn, std::shared_ptr<Recovery> rec
           }
           last_id = entry.elements[0].str;
           // "<ms>-<seq>": the next id of ours must be above it.
-          next_seq_ = std::max<uint64_t>(next_seq_, std::strtoull(last_id.c_str(), nullptr, 10) + 1);
+          next_seq_ =
+              std::max<uint64_t>(next_seq_, std::strtoull(last_id.c_str(), nullptr, 10) + 1);
           const auto& fields = entry.elements[1].elements;
           bool found = false;
           for (size_t i = 0; i + 1 < fields.size(); i += 2) {
@@ -155,7 +156,8 @@ void RedisJournal::Compact(RedisConnection* conn, std::vector<std::string> snaps
   conn->Command({"EXEC"}, [this, bytes, done = std::move(done)](Result<RedisReply> r) {
     if (!r.ok()) return done(r.status());
     if (r->is_error()) return done(StatusFromErrorReply(*r, "the journal compaction"));
-    if (r->type != RedisReply::Type::kArray) return done(Internal("EXEC of the compaction: aborted"));
+    if (r->type != RedisReply::Type::kArray)
+      return done(Internal("EXEC of the compaction: aborted"));
     for (const auto& e : r->elements) {
       if (e.is_error()) return done(StatusFromErrorReply(e, "a step of the journal compaction"));
     }

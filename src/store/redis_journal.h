@@ -87,7 +87,7 @@ class RedisJournal {
 
   std::string key_;
   std::string fence_key_;
-  std::string fence_owner_;  // empty: plain XADD
+  std::string fence_owner_;             // empty: plain XADD
   std::map<uint64_t, Entry> unstored_;  // by id, appended and not yet stored
   uint64_t next_seq_ = 1;
   bool recovered_taken_ = false;

@@ -70,14 +70,14 @@ Result<std::unique_ptr<RedisServerStore>> RedisServerStore::Open(net::EventLoop&
   RETURN_IF_ERROR(*subscribed);
   if (!s->options_.leader_id.empty()) RETURN_IF_ERROR(s->AcquireLeadership());
 
-  std::optional<Result<Recovered>> recovered = Await<Result<Recovered>>(
-      loop, timeout, [&r](auto done) { r.TakeRecovered(done); });
+  std::optional<Result<Recovered>> recovered =
+      Await<Result<Recovered>>(loop, timeout, [&r](auto done) { r.TakeRecovered(done); });
   if (!recovered) return TimedOut("reading the journal", url);
   if (!recovered->ok()) return recovered->status();
   s->recovered_ = std::move(**recovered);
 
-  std::optional<Result<std::vector<Lease>>> leases = Await<Result<std::vector<Lease>>>(
-      loop, timeout, [&r](auto done) { r.ListLeases(done); });
+  std::optional<Result<std::vector<Lease>>> leases =
+      Await<Result<std::vector<Lease>>>(loop, timeout, [&r](auto done) { r.ListLeases(done); });
   if (!leases) return TimedOut("listing the leases", url);
   if (!leases->ok()) return leases->status();
   // Leases found at start count as held for one TTL: the server renews
@@ -98,8 +98,8 @@ Result<std::unique_ptr<RedisServerStore>> RedisServerStore::Open(net::EventLoop&
   });
   s->ArmReconcile();
   s->ArmLiveness();
-  spdlog::info("redis store at {} open: {} records, {} leases", url,
-               s->recovered_->records.size(), s->initial_leases_->size());
+  spdlog::info("redis store at {} open: {} records, {} leases", url, s->recovered_->records.size(),
+               s->initial_leases_->size());
   return s;
 }
 
@@ -182,8 +182,8 @@ void RedisServerStore::Claim(std::vector<LeaseKey> keys, Owner owner, Duration t
   for (const LeaseKey& key : keys) {
     if (IsLeaseKey(key)) held_[key] = Held{owner, ttl, now, true};
   }
-  SendClaim(std::make_shared<PendingClaim>(PendingClaim{std::move(keys), std::move(owner), ttl,
-                                                        now, std::move(done)}));
+  SendClaim(std::make_shared<PendingClaim>(
+      PendingClaim{std::move(keys), std::move(owner), ttl, now, std::move(done)}));
 }
 
 void RedisServerStore::SendClaim(std::shared_ptr<PendingClaim> claim) {
@@ -192,29 +192,30 @@ void RedisServerStore::SendClaim(std::shared_ptr<PendingClaim> claim) {
     return;
   }
   std::weak_ptr<bool> alive = alive_;
-  redis_->Claim(claim->keys, claim->owner, claim->ttl, [this, alive, claim](Result<ClaimOutcome> r) {
-    if (alive.expired()) return claim->done(std::move(r));
-    if (!r.ok() && r.status().code() == StatusCode::kUnavailable) {
-      // Lost with the connection, taken or not: a claim by the same owner
-      // is idempotent, so it is sent again once Redis is back (the drop
-      // comes before the reconnection that sends it).
-      deferred_claims_.push_back(claim);
-      return;
-    }
-    if (!r.ok()) CheckFenced(r.status());
-    const bool claimed = r.ok() && r->claimed;
-    for (const LeaseKey& key : claim->keys) {
-      auto it = held_.find(key);
-      if (it == held_.end() || it->second.owner != claim->owner) continue;
-      if (claimed) {
-        it->second.pending = false;
-        it->second.touched = claim->sent;
-      } else {
-        held_.erase(it);
-      }
-    }
-    claim->done(std::move(r));
-  });
+  redis_->Claim(claim->keys, claim->owner, claim->ttl,
+                [this, alive, claim](Result<ClaimOutcome> r) {
+                  if (alive.expired()) return claim->done(std::move(r));
+                  if (!r.ok() && r.status().code() == StatusCode::kUnavailable) {
+                    // Lost with the connection, taken or not: a claim by the same owner
+                    // is idempotent, so it is sent again once Redis is back (the drop
+                    // comes before the reconnection that sends it).
+                    deferred_claims_.push_back(claim);
+                    return;
+                  }
+                  if (!r.ok()) CheckFenced(r.status());
+                  const bool claimed = r.ok() && r->claimed;
+                  for (const LeaseKey& key : claim->keys) {
+                    auto it = held_.find(key);
+                    if (it == held_.end() || it->second.owner != claim->owner) continue;
+                    if (claimed) {
+                      it->second.pending = false;
+                      it->second.touched = claim->sent;
+                    } else {
+                      held_.erase(it);
+                    }
+                  }
+                  claim->done(std::move(r));
+                });
 }
 
 void RedisServerStore::SendDeferredClaims() {
@@ -228,22 +229,22 @@ void RedisServerStore::Renew(std::vector<LeaseKey> keys, Owner owner, Duration t
   // outage the leases age, and reconciliation must see that.
   const Time sent = clock_.Now();
   std::weak_ptr<bool> alive = alive_;
-  redis_->Renew(keys, owner, ttl,
-                [this, alive, keys, owner, ttl, sent, done = std::move(done)](
-                    Result<RenewOutcome> r) {
-                  if (!alive.expired() && r.ok()) {
-                    std::set<LeaseKey> lost(r->lost.begin(), r->lost.end());
-                    for (const LeaseKey& key : keys) {
-                      if (!IsLeaseKey(key) || lost.count(key)) continue;
-                      auto [it, inserted] = held_.try_emplace(key, Held{owner, ttl, sent, false});
-                      if (!inserted && it->second.owner == owner && !it->second.pending) {
-                        it->second.ttl = ttl;
-                        it->second.touched = std::max(it->second.touched, sent);
-                      }
-                    }
-                  }
-                  done(std::move(r));
-                });
+  redis_->Renew(
+      keys, owner, ttl,
+      [this, alive, keys, owner, ttl, sent, done = std::move(done)](Result<RenewOutcome> r) {
+        if (!alive.expired() && r.ok()) {
+          std::set<LeaseKey> lost(r->lost.begin(), r->lost.end());
+          for (const LeaseKey& key : keys) {
+            if (!IsLeaseKey(key) || lost.count(key)) continue;
+            auto [it, inserted] = held_.try_emplace(key, Held{owner, ttl, sent, false});
+            if (!inserted && it->second.owner == owner && !it->second.pending) {
+              it->second.ttl = ttl;
+              it->second.touched = std::max(it->second.touched, sent);
+            }
+          }
+        }
+        done(std::move(r));
+      });
 }
 
 void RedisServerStore::Release(std::vector<LeaseKey> keys, Owner owner,
@@ -417,10 +418,9 @@ Status RedisServerStore::AcquireLeadership() {
   const std::string& me = options_.leader_id;
   bool announced = false;
   while (true) {
-    std::optional<Result<ClaimOutcome>> claimed =
-        Await<Result<ClaimOutcome>>(loop_, options_.open_timeout, [&](auto done) {
-          redis_->Claim({kLeaderKey}, me, options_.leader_ttl, done);
-        });
+    std::optional<Result<ClaimOutcome>> claimed = Await<Result<ClaimOutcome>>(
+        loop_, options_.open_timeout,
+        [&](auto done) { redis_->Claim({kLeaderKey}, me, options_.leader_ttl, done); });
     if (claimed && claimed->ok() && (*claimed)->claimed) break;
     if (claimed && claimed->ok() && !announced) {
       announced = true;

@@ -93,9 +93,9 @@ struct RedisServerStoreOptions {
 
 struct ReconcileStats {
   uint64_t passes = 0;
-  uint64_t released = 0;    // leases in Redis without a holder here
-  uint64_t reclaimed = 0;   // held here, missing from Redis, taken again
-  uint64_t conflicts = 0;   // held here, someone else's in Redis: killed
+  uint64_t released = 0;   // leases in Redis without a holder here
+  uint64_t reclaimed = 0;  // held here, missing from Redis, taken again
+  uint64_t conflicts = 0;  // held here, someone else's in Redis: killed
 };
 
 class RedisServerStore final : public Store {
@@ -139,8 +139,8 @@ class RedisServerStore final : public Store {
   struct Held {
     Owner owner;
     Duration ttl;
-    Time touched;        // last claim or renew sent
-    bool pending;        // the claim has not been answered
+    Time touched;  // last claim or renew sent
+    bool pending;  // the claim has not been answered
   };
 
   struct PendingClaim {
@@ -153,7 +153,9 @@ class RedisServerStore final : public Store {
 
   RedisServerStore(net::EventLoop& loop, RedisServerStoreOptions options,
                    std::unique_ptr<RedisStore> redis);
-  bool Live(const Held& held, Time now) const { return !held.pending && held.touched + held.ttl > now; }
+  bool Live(const Held& held, Time now) const {
+    return !held.pending && held.touched + held.ttl > now;
+  }
   struct PendingRelease {
     std::vector<LeaseKey> keys;
     Owner owner;
@@ -184,8 +186,8 @@ class RedisServerStore final : public Store {
   RealClock clock_;
   std::map<LeaseKey, Held> held_;
   FreeListener listener_;
-  std::deque<FreeEvent> early_frees_;  // before Subscribe
-  std::vector<std::shared_ptr<PendingClaim>> deferred_claims_;  // until reconnected
+  std::deque<FreeEvent> early_frees_;                               // before Subscribe
+  std::vector<std::shared_ptr<PendingClaim>> deferred_claims_;      // until reconnected
   std::vector<std::shared_ptr<PendingRelease>> deferred_releases_;  // sent first
   std::optional<Recovered> recovered_;
   std::optional<std::vector<Lease>> initial_leases_;

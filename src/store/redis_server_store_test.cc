@@ -21,9 +21,9 @@ namespace {
 
 using ::drover::testing::RunLoopUntil;
 using ::drover::testing::TestRedisServer;
+using testing::AwaitOn;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
-using testing::AwaitOn;
 using testing::kWait;
 using testing::UniquePrefix;
 
@@ -52,8 +52,8 @@ class RedisServerStoreTest : public ::testing::Test {
 
   Result<RedisReply> Raw(std::vector<std::string> argv, std::string url = "") {
     auto parsed = ParseRedisUrl(url.empty() ? url_ : url);
-    auto conn = RedisConnection::Connect(loop_, parsed->host, parsed->port, [](Status) {},
-                                         [](Status) {});
+    auto conn = RedisConnection::Connect(
+        loop_, parsed->host, parsed->port, [](Status) {}, [](Status) {});
     auto r = AwaitOn<Result<RedisReply>>(loop_, [&](auto done) { conn->Command(argv, done); });
     return r ? *r : Result<RedisReply>(Status(StatusCode::kDeadlineExceeded, "no answer"));
   }
@@ -67,7 +67,8 @@ class RedisServerStoreTest : public ::testing::Test {
   void Reconcile(RedisServerStore& s) {
     bool done = false;
     s.Reconcile([&done] { done = true; });
-    ASSERT_TRUE(RunLoopUntil(loop_, [&] { return done; }, kWait));
+    ASSERT_TRUE(RunLoopUntil(
+        loop_, [&] { return done; }, kWait));
   }
 
   std::string OwnerOf(const std::string& key) {
@@ -89,7 +90,8 @@ TEST_F(RedisServerStoreTest, StartupCallsAnswerAtOnceWithWhatOpenRead) {
     std::optional<Status> appended;
     first->Append("record one", [&](Status s) { appended = s; });
     first->Flush();
-    ASSERT_TRUE(RunLoopUntil(loop_, [&] { return appended.has_value(); }, kWait));
+    ASSERT_TRUE(RunLoopUntil(
+        loop_, [&] { return appended.has_value(); }, kWait));
   }
   auto store = Open();
   ASSERT_NE(store, nullptr);
@@ -110,7 +112,8 @@ TEST_F(RedisServerStoreTest, DeletedLeaseIsClaimedAgainNotReportedFree) {
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(Claim(*store, {"lease:1:slot:1.0", "lease:1:gpu:0"}, "t#1@s"));
   ASSERT_EQ(Raw({"DEL", prefix_ + "lease:1:gpu:0"})->integer, 1);
-  ASSERT_TRUE(RunLoopUntil(loop_, [&] { return store->stats().reclaimed == 1; }, kWait));
+  ASSERT_TRUE(RunLoopUntil(
+      loop_, [&] { return store->stats().reclaimed == 1; }, kWait));
   EXPECT_EQ(OwnerOf("lease:1:gpu:0"), "t#1@s");
   EXPECT_THAT(frees_, IsEmpty());
 
@@ -119,7 +122,8 @@ TEST_F(RedisServerStoreTest, DeletedLeaseIsClaimedAgainNotReportedFree) {
   ASSERT_EQ(Raw({"DEL", prefix_ + "lease:1:gpu:0"})->integer, 1);
   ASSERT_TRUE(Raw({"CONFIG", "SET", "notify-keyspace-events", "Egx"}).ok());
   Reconcile(*store);
-  ASSERT_TRUE(RunLoopUntil(loop_, [&] { return store->stats().reclaimed == 2; }, kWait));
+  ASSERT_TRUE(RunLoopUntil(
+      loop_, [&] { return store->stats().reclaimed == 2; }, kWait));
   EXPECT_EQ(OwnerOf("lease:1:gpu:0"), "t#1@s");
   EXPECT_THAT(frees_, IsEmpty());
 }
@@ -134,12 +138,14 @@ TEST_F(RedisServerStoreTest, LeaseWithoutHolderIsReleasedAndOursAreKept) {
   ASSERT_TRUE(Raw({"HSET", prefix_ + "worker:9:hb", "owner", "server", "ttl", "60000"}).ok());
   ASSERT_TRUE(Raw({"PEXPIRE", prefix_ + "worker:9:hb", "60000"}).ok());
   Reconcile(*store);
-  ASSERT_TRUE(RunLoopUntil(loop_, [&] { return OwnerOf("lease:9:gpu:0").empty(); }, kWait));
+  ASSERT_TRUE(RunLoopUntil(
+      loop_, [&] { return OwnerOf("lease:9:gpu:0").empty(); }, kWait));
   EXPECT_EQ(store->stats().released, 1u);
   EXPECT_EQ(OwnerOf("lease:1:slot:1.0"), "t#1@s");
   EXPECT_EQ(OwnerOf("worker:9:hb"), "server");
   // Its release's `del` is passed on (nobody here held it).
-  ASSERT_TRUE(RunLoopUntil(loop_, [&] { return !frees_.empty(); }, kWait));
+  ASSERT_TRUE(RunLoopUntil(
+      loop_, [&] { return !frees_.empty(); }, kWait));
   EXPECT_THAT(frees_, ElementsAre(FreeEvent{"lease:9:gpu:0", FreeReason::kReleased}));
 }
 
@@ -153,7 +159,8 @@ TEST_F(RedisServerStoreTest, LeaseNowSomeoneElsesStopsTheTask) {
   EXPECT_EQ(store->stats().conflicts, 1u);
   // The intruder's lease now has no holder here: the next pass releases it.
   Reconcile(*store);
-  ASSERT_TRUE(RunLoopUntil(loop_, [&] { return OwnerOf("lease:1:slot:1.0").empty(); }, kWait));
+  ASSERT_TRUE(RunLoopUntil(
+      loop_, [&] { return OwnerOf("lease:1:slot:1.0").empty(); }, kWait));
 }
 
 TEST_F(RedisServerStoreTest, ReleasedLeaseIsForgotten) {
@@ -163,7 +170,8 @@ TEST_F(RedisServerStoreTest, ReleasedLeaseIsForgotten) {
   auto released = AwaitOn<Result<ReleaseOutcome>>(
       loop_, [&](auto done) { store->Release({"lease:1:slot:1.0"}, "t#1@s", done); });
   ASSERT_TRUE(released && released->ok());
-  ASSERT_TRUE(RunLoopUntil(loop_, [&] { return !frees_.empty(); }, kWait));
+  ASSERT_TRUE(RunLoopUntil(
+      loop_, [&] { return !frees_.empty(); }, kWait));
   EXPECT_THAT(frees_, ElementsAre(FreeEvent{"lease:1:slot:1.0", FreeReason::kReleased}));
   Reconcile(*store);
   EXPECT_TRUE(OwnerOf("lease:1:slot:1.0").empty());
@@ -189,10 +197,12 @@ TEST_F(RedisServerStoreTest, JournalResendAfterARedisRestartStoresEachRecordOnce
   (*redis)->Kill();
   store->Append("second", [&](Status s) { second = s; });
   store->Flush();
-  ASSERT_TRUE(RunLoopUntil(loop_, [&] { return !store->redis().connected(); }, kWait));
+  ASSERT_TRUE(RunLoopUntil(
+      loop_, [&] { return !store->redis().connected(); }, kWait));
   EXPECT_FALSE(first.has_value());
   ASSERT_TRUE((*redis)->Restart().ok());
-  ASSERT_TRUE(RunLoopUntil(loop_, [&] { return first && second; }, kWait));
+  ASSERT_TRUE(RunLoopUntil(
+      loop_, [&] { return first && second; }, kWait));
   EXPECT_TRUE(first->ok()) << first->ToString();
   EXPECT_TRUE(second->ok()) << second->ToString();
   auto range = Raw({"XRANGE", prefix_ + "journal", "-", "+"}, url);
@@ -237,7 +247,8 @@ TEST_F(RedisServerStoreTest, StandbyTakesOverAPausedLeaderWhichIsFencedWhenItWak
   auto took_over_at = took_over.get_future();
   // The leader keeps renewing while the standby starts and waits.
   ASSERT_TRUE(RunLoopUntil(
-      loop_, [&] { return standby_leader.wait_for(std::chrono::seconds(0)) == std::future_status::ready; },
+      loop_,
+      [&] { return standby_leader.wait_for(std::chrono::seconds(0)) == std::future_status::ready; },
       kWait));
   EXPECT_EQ(standby_leader.get(), "a");
   EXPECT_EQ(took_over_at.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout)
@@ -259,13 +270,15 @@ TEST_F(RedisServerStoreTest, StandbyTakesOverAPausedLeaderWhichIsFencedWhenItWak
   auto claimed = AwaitOn<Result<ClaimOutcome>>(
       loop_, [&](auto done) { (*a)->Claim({"lease:1:gpu:0"}, "t#1@a", Seconds(30), done); });
   ASSERT_TRUE(claimed.has_value());
-  EXPECT_EQ(claimed->status().code(), StatusCode::kFailedPrecondition) << claimed->status().ToString();
+  EXPECT_EQ(claimed->status().code(), StatusCode::kFailedPrecondition)
+      << claimed->status().ToString();
   EXPECT_TRUE(OwnerOf("lease:1:gpu:0").empty());
   ASSERT_FALSE(lost.empty());
   std::optional<Status> appended;
   (*a)->Append("late record", [&](Status s) { appended = s; });
   (*a)->Flush();
-  ASSERT_TRUE(RunLoopUntil(loop_, [&] { return appended.has_value(); }, kWait));
+  ASSERT_TRUE(RunLoopUntil(
+      loop_, [&] { return appended.has_value(); }, kWait));
   EXPECT_EQ(appended->code(), StatusCode::kFailedPrecondition) << appended->ToString();
   EXPECT_EQ(Raw({"XLEN", prefix_ + "journal"})->integer, 0);
   EXPECT_EQ(OwnerOf("leader"), "b");

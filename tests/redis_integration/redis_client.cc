@@ -1,11 +1,10 @@
 #include "tests/redis_integration/redis_client.h"
 
+#include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 #include <poll.h>
 
 #include <algorithm>
-
-#include <gtest/gtest.h>
 
 namespace drover::testing {
 namespace {

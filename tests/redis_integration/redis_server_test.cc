@@ -1,6 +1,9 @@
 // `drover server --redis`: real drover processes on loopback against a
 // private redis-server — restart from the journal stream, reconciliation of
 // deleted and planted lease keys, and a Redis restart (AOF) mid-run.
+#include "tests/redis/redis_server.h"
+
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <filesystem>
@@ -8,10 +11,7 @@
 #include <regex>
 #include <set>
 
-#include <gtest/gtest.h>
-
 #include "tests/integration/cluster.h"
-#include "tests/redis/redis_server.h"
 #include "tests/redis_integration/redis_client.h"
 
 namespace drover::testing {
@@ -43,19 +43,20 @@ std::unique_ptr<TestRedisServer> StartRedis(std::vector<std::string> args = {}) 
 }
 
 // Short timing: task leases of `ttl` (the leader lease a third of it).
-std::vector<std::string> RedisFlags(const TestRedisServer& redis, std::vector<std::string> more = {},
+std::vector<std::string> RedisFlags(const TestRedisServer& redis,
+                                    std::vector<std::string> more = {},
                                     const std::string& ttl = "6s") {
-  std::vector<std::string> flags = {"--redis", redis.url(), "--heartbeat", "200ms",
-                                    "--lease-ttl", ttl};
+  std::vector<std::string> flags = {"--redis", redis.url(),   "--heartbeat",
+                                    "200ms",   "--lease-ttl", ttl};
   flags.insert(flags.end(), more.begin(), more.end());
   return flags;
 }
 
 // Tasks that record each run and then hold until `go` exists.
 std::vector<std::string> HoldingTask(const std::string& runs, const std::string& go) {
-  return {"sh", "-c",
-          "echo run >> " + runs + "$DROVER_TASK_INDEX; while [ ! -e " + go +
-              " ]; do sleep 0.05; done"};
+  return {
+      "sh", "-c",
+      "echo run >> " + runs + "$DROVER_TASK_INDEX; while [ ! -e " + go + " ]; do sleep 0.05; done"};
 }
 
 std::vector<std::string> Submit(std::vector<std::string> flags, std::vector<std::string> cmd) {
@@ -94,8 +95,8 @@ TEST(RedisServerTest, RestartedServerRestoresEveryJobFromRedis) {
   const uint64_t job =
       SubmittedJob(c.Drover(Submit({"--name", "hold", "--array", "0-2"}, HoldingTask(runs, go))));
   ASSERT_GT(job, 0u);
-  const uint64_t later = SubmittedJob(
-      c.Drover(Submit({"--name", "later", "--after", std::to_string(job)}, {"true"})));
+  const uint64_t later =
+      SubmittedJob(c.Drover(Submit({"--name", "later", "--after", std::to_string(job)}, {"true"})));
   ASSERT_GT(later, 0u);
   {
     EventTap tap(c.Api().options(), job);
@@ -196,9 +197,9 @@ TEST(RedisServerTest, RedisRestartedMidRunLosesNothingAndRunsNothingTwice) {
   c.StartWorker("duo", {"--cpus", "0-1"});
   const std::string runs = c.dir() + "/runs.";
   const int kTasks = 16;
-  const uint64_t job = SubmittedJob(c.Drover(Submit(
-      {"--name", "many", "--array", "0-" + std::to_string(kTasks - 1)},
-      {"sh", "-c", "echo run >> " + runs + "$DROVER_TASK_INDEX; sleep 0.2"})));
+  const uint64_t job = SubmittedJob(
+      c.Drover(Submit({"--name", "many", "--array", "0-" + std::to_string(kTasks - 1)},
+                      {"sh", "-c", "echo run >> " + runs + "$DROVER_TASK_INDEX; sleep 0.2"})));
   ASSERT_GT(job, 0u);
   {
     EventTap tap(c.Api().options(), job);
@@ -237,9 +238,9 @@ TEST(RedisServerTest, StandbyTakesOverFromAKilledLeaderAndEveryTaskRunsOnce) {
   const std::vector<std::string> flags = RedisFlags(*redis, {}, "9s");
   Cluster c(flags);
   c.StartServer();
-  std::vector<std::string> argv = {c.binary(), "server",        "--bind",
-                                   "127.0.0.1", "--port",        std::to_string(c.port()),
-                                   "--state-dir", c.dir() + "/state", "--access-file",
+  std::vector<std::string> argv = {c.binary(),     "server",           "--bind",
+                                   "127.0.0.1",    "--port",           std::to_string(c.port()),
+                                   "--state-dir",  c.dir() + "/state", "--access-file",
                                    c.access_file()};
   argv.insert(argv.end(), flags.begin(), flags.end());
   Process standby(argv);
@@ -248,9 +249,9 @@ TEST(RedisServerTest, StandbyTakesOverFromAKilledLeaderAndEveryTaskRunsOnce) {
   c.StartWorker("duo", {"--cpus", "0-1"});
   const std::string runs = c.dir() + "/runs.";
   const int kTasks = 200;
-  const uint64_t job = SubmittedJob(c.Drover(Submit(
-      {"--name", "many", "--array", "0-" + std::to_string(kTasks - 1)},
-      {"sh", "-c", "echo run >> " + runs + "$DROVER_TASK_INDEX; sleep 0.05"})));
+  const uint64_t job = SubmittedJob(
+      c.Drover(Submit({"--name", "many", "--array", "0-" + std::to_string(kTasks - 1)},
+                      {"sh", "-c", "echo run >> " + runs + "$DROVER_TASK_INDEX; sleep 0.05"})));
   ASSERT_GT(job, 0u);
   {
     EventTap tap(c.Api().options(), job);
@@ -264,8 +265,8 @@ TEST(RedisServerTest, StandbyTakesOverFromAKilledLeaderAndEveryTaskRunsOnce) {
   c.KillServer(SIGKILL);
   ASSERT_TRUE(standby.WaitForLine("drover: listening on 127.0.0.1:", In(seconds(30))))
       << standby.output();
-  const auto takeover = std::chrono::duration_cast<milliseconds>(
-      std::chrono::steady_clock::now() - killed);
+  const auto takeover =
+      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - killed);
   std::cout << "takeover: " << takeover.count() << " ms after kill -9 (leader ttl 3000 ms)"
             << std::endl;
   EXPECT_LE(takeover, milliseconds(3000 + 1000 + 2000))  // TTL + 1 s + start under load
@@ -304,10 +305,11 @@ TEST(RedisServerTest, PausedLeaderStepsDownWhenItWakes) {
     ASSERT_TRUE(CountRunning(tap, 1));
   }
   // The standby listens elsewhere: the paused leader keeps its port.
-  std::vector<std::string> argv = {c.binary(), "server",        "--bind",
-                                   "127.0.0.1", "--port",        "0",
-                                   "--state-dir", c.dir() + "/state", "--access-file",
-                                   c.dir() + "/standby-access.json"};
+  std::vector<std::string> argv = {c.binary(),      "server",
+                                   "--bind",        "127.0.0.1",
+                                   "--port",        "0",
+                                   "--state-dir",   c.dir() + "/state",
+                                   "--access-file", c.dir() + "/standby-access.json"};
   argv.insert(argv.end(), flags.begin(), flags.end());
   Process standby(argv);
   ASSERT_TRUE(standby.WaitForLine("drover: standby; the leader is", In(kStartTimeout)))
