@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "proto/api_json.h"
 #include "proto/job_file.h"
@@ -16,10 +18,25 @@ using nlohmann::json;
 
 net::Response Json(const json& j, int status = 200) { return net::JsonResponse(j.dump(), status); }
 
-net::Response Error(const Status& s) {
+net::Response Error(const Status& s, std::string_view field = {}) {
   net::Response r = net::ErrorResponse(s);
-  r.body = proto::EncodeErrorBody(s);
+  r.body = proto::EncodeErrorBody(s, field);
   return r;
+}
+
+// The field a job-spec error names: its message starts with the field's
+// path ("task[1].resources.mem: ...") when the error is about one field.
+std::string FieldOf(const Status& s) {
+  const std::string& m = s.message();
+  const size_t colon = m.find(": ");
+  if (colon == std::string::npos || colon == 0) return "";
+  for (size_t i = 0; i < colon; ++i) {
+    const char c = m[i];
+    const bool path_char = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                           (c >= '0' && c <= '9') || c == '_' || c == '[' || c == ']' || c == '.';
+    if (!path_char) return "";
+  }
+  return m.substr(0, colon);
 }
 
 // Parses an unsigned query parameter, or `fallback` when absent.
@@ -67,7 +84,7 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
 
   server.Route("POST", "/api/v1/jobs", [&driver](const net::Request& r, net::Responder done) {
     Result<core::JobSpec> spec = proto::JobSpecFromJson(r.body);
-    if (!spec.ok()) return done(Error(spec.status()));
+    if (!spec.ok()) return done(Error(spec.status(), FieldOf(spec.status())));
     Result<JobId> id = driver.Submit(std::make_shared<const core::JobSpec>(std::move(*spec)));
     if (!id.ok()) return done(Error(id.status()));
     // Answer once the job is durable: an acknowledged job survives a crash.

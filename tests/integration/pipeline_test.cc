@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "cluster.h"
+#include "net/http_client.h"
 
 namespace drover::testing {
 namespace {
@@ -97,6 +98,18 @@ TEST(PipelineTest, MalformedJobFileExitsWithStatus2AndItsLineAndSendsNothing) {
   EXPECT_NE(run.output.find("comand"), std::string::npos) << run.output;
   nlohmann::json jobs = c.Get("/api/v1/jobs");
   EXPECT_TRUE(jobs["jobs"].empty()) << jobs.dump();
+
+  // The API refuses the same mistake with 400 and names the field.
+  net::HttpClient http(c.Api().options());
+  Result<net::Response> post =
+      http.Post("/api/v1/jobs", R"({"name":"bad","task":[{"id":"a","comand":["true"]}]})");
+  ASSERT_TRUE(post.ok()) << post.status().ToString();
+  EXPECT_EQ(post->status, 400) << post->body;
+  nlohmann::json error = nlohmann::json::parse(post->body, nullptr, false);
+  EXPECT_EQ(error["error"]["code"], "invalid_argument") << post->body;
+  EXPECT_EQ(error["error"]["field"], "task[0]") << post->body;
+  EXPECT_NE(error["error"]["message"].get<std::string>().find("comand"), std::string::npos);
+  EXPECT_TRUE(c.Get("/api/v1/jobs")["jobs"].empty());
 
   // A bad flag of submit is refused the same way.
   RunResult submit = c.Drover({"submit", "--mem", "4G", "--", "true"});
