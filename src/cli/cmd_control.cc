@@ -50,8 +50,16 @@ int RunWait(const TargetOptions& o) {
   if (!id.ok()) return ReportError(id.status(), /*usage_on_invalid=*/true);
   Result<ApiClient> api = Connect(o.client);
   if (!api.ok()) return ReportError(api.status());
-  Result<JobWatch> watch = WaitForJob(*api, *id, o.quiet ? Progress::kNone : Progress::kLines);
+  const bool quiet = o.quiet || o.client.json;
+  Result<JobWatch> watch = WaitForJob(*api, *id, quiet ? Progress::kNone : Progress::kLines);
   if (!watch.ok()) return ReportError(watch.status());
+  if (o.client.json) {
+    // The ended job as the API has it, tasks included.
+    Result<nlohmann::json> info = api->Get("/api/v1/jobs/" + std::to_string(*id));
+    if (!info.ok()) return ReportError(info.status());
+    std::cout << info->dump(2) << std::endl;
+    return watch->succeeded() ? kExitOk : kExitFailure;
+  }
   std::cout << "job " << *id << ": " << watch->count("succeeded") << " succeeded, "
             << watch->count("failed") << " failed, " << watch->count("canceled") << " canceled"
             << std::endl;
@@ -83,7 +91,7 @@ void AddControlCommands(CLI::App& root, int& exit_code) {
   auto w = std::make_shared<TargetOptions>();
   CLI::App* wait = root.add_subcommand(
       "wait", "Wait until a job ends; exit 1 if a task did not succeed");
-  AddClientFlags(*wait, w->client, /*with_json=*/false);
+  AddClientFlags(*wait, w->client, /*with_json=*/true);
   wait->add_option("job", w->target, "Job id")->required();
   wait->add_flag("-q,--quiet", w->quiet, "Only the final line");
   wait->callback([w, &exit_code] { exit_code = RunWait(*w); });

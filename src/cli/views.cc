@@ -122,8 +122,10 @@ std::string TaskTable(const json& tasks, int64_t now_ms) {
 }
 
 std::string JobView(const json& job, int64_t now_ms) {
-  std::string out = "job " + Str(job, "id") + " \"" + Str(job, "name") + "\" (" +
-                    Str(job, "user") + "), " + Str(job, "task_count") + " tasks: " +
+  const std::string user = Str(job, "user");
+  const std::string who = user.empty() || user == "-" ? "" : " (" + user + ")";
+  std::string out = "job " + Str(job, "id") + " \"" + Str(job, "name") + "\"" + who + ", " +
+                    Str(job, "task_count") + " tasks: " +
                     (Bool(job, "done") ? "done, " : "") +
                     CountsSummary(job.value("counts", json())) + "\n";
   out += "submitted " + ShortTime(job, "submitted_at") + "\n\n";

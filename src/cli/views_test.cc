@@ -36,6 +36,11 @@ TEST(ViewsTest, JobViewListsTasksWithTimesAndReasons) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("2024-05-01 12:00:00Z"), std::string::npos) << text;
+  // No user: no empty parentheses.
+  json anonymous = job;
+  anonymous["user"] = "";
+  EXPECT_NE(JobView(anonymous, 4000).find("job 7 \"pi\", 2 tasks: done"), std::string::npos)
+      << JobView(anonymous, 4000);
   EXPECT_NE(text.find("7.0   sample  0      succeeded  1        2       2.5s  -"),
             std::string::npos)
       << text;

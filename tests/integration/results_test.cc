@@ -68,7 +68,8 @@ command = "cd \"$DROVER_INPUTS\" && wc -c * > \"$DROVER_RESULT\""
        std::vector<std::vector<std::string>>{{"status", "--json"},
                                              {"status", j, "--json"},
                                              {"status", j + ".2", "--json"},
-                                             {"workers", "--json"}}) {
+                                             {"workers", "--json"},
+                                             {"wait", j, "--json"}}) {
     RunResult r = c.Drover(args);
     ASSERT_EQ(r.status, 0) << args[0] << " " << args[1] << "\n" << r.output;
     nlohmann::json parsed = ParseOrNull(r.output);
@@ -80,6 +81,7 @@ command = "cd \"$DROVER_INPUTS\" && wc -c * > \"$DROVER_RESULT\""
       ASSERT_EQ(parsed["workers"].size(), 1u) << r.output;
       EXPECT_EQ(parsed["workers"][0]["name"], "w");
     } else if (args[1] == j) {
+      EXPECT_TRUE(parsed["done"].get<bool>()) << r.output;
       EXPECT_EQ(parsed["tasks"].size(), 3u) << r.output;
     } else {
       EXPECT_EQ(parsed["outcome"]["result"], listing);
