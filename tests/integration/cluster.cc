@@ -19,6 +19,12 @@ Cluster::Cluster(std::vector<std::string> server_flags) : server_flags_(std::mov
 }
 
 Cluster::~Cluster() {
+  // SIGTERM first: a worker stops the tasks it runs, so a failed test leaves
+  // no task processes behind (SIGKILL, in ~Process, would orphan them).
+  for (auto& w : workers_) w->Signal(SIGTERM);
+  for (auto& w : workers_) {
+    if (!w->Wait(In(kStartTimeout))) ADD_FAILURE() << "a worker ignored SIGTERM:\n" << w->output();
+  }
   workers_.clear();
   server_.reset();
   std::error_code ec;
