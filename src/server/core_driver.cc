@@ -144,9 +144,9 @@ void CoreDriver::Execute(core::Command& command) {
         if constexpr (std::is_same_v<T, core::ClaimLeases>) {
           Claim(c);
         } else if constexpr (std::is_same_v<T, core::AssignTask>) {
-          sink_.Assign(c);
+          AfterRecordsDurable([this, a = c] { sink_.Assign(a); });
         } else if constexpr (std::is_same_v<T, core::KillTask>) {
-          sink_.Kill(c);
+          AfterRecordsDurable([this, k = c] { sink_.Kill(k); });
         } else if constexpr (std::is_same_v<T, core::RenewLeases>) {
           Renew(c);
         } else if constexpr (std::is_same_v<T, core::ReleaseLeases>) {
@@ -241,6 +241,25 @@ void CoreDriver::AfterDurable(std::function<void(Status)> fn) {
     return;
   }
   waiters_.push_back({appends_issued_, std::move(fn)});
+}
+
+void CoreDriver::AfterRecordsDurable(std::function<void()> send) {
+  // A worker hears of an assignment only once its record is on disk: a
+  // server that dies before then and restarts would not know the attempt,
+  // tell the worker to kill it, and run the task again. Kills wait behind
+  // the assignments so a worker never sees them out of order. With nothing
+  // pending (the common case when idle) it goes at once.
+  if (appends_done_ >= appends_issued_ && waiters_.empty()) {
+    send();
+    return;
+  }
+  waiters_.push_back({appends_issued_, [send = std::move(send)](Status s) {
+                        if (!s.ok()) {
+                          spdlog::error("sending a worker command whose record failed to persist: {}",
+                                        s.ToString());
+                        }
+                        send();
+                      }});
 }
 
 void CoreDriver::ScheduleFlush() {

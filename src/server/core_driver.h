@@ -117,6 +117,9 @@ class CoreDriver {
   void Renew(const core::RenewLeases& renew);
   void Release(const core::ReleaseLeases& release);
   void Persist(const core::Record& record);
+  // Runs `send` (a message to a worker) once every record appended so far
+  // is durable, in order with the other worker messages waiting so.
+  void AfterRecordsDurable(std::function<void()> send);
   void ScheduleFlush();
   void FlushNow();
   void MaybeCompact();
