@@ -97,7 +97,12 @@ Result<Figures> Measure(IsolationMode mode, int tasks, const std::string& workdi
 }
 
 int Main(int argc, char** argv) {
-  const int tasks = argc > 1 ? atoi(argv[1]) : 2000;
+  int tasks = 2000;
+  if (argc > 2 || (argc == 2 && (std::sscanf(argv[1], "%d", &tasks) != 1 || tasks <= 0))) {
+    std::fprintf(stderr, "usage: executor_bench [TASKS]  (TASKS: a positive count, default 2000; got '%s')\n",
+                 argc > 1 ? argv[1] : "");
+    return 2;
+  }
   char tmpl[] = "/tmp/drover-executor-bench-XXXXXX";
   const std::string root = mkdtemp(tmpl);
   std::string combined;
