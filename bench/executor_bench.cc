@@ -15,9 +15,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -103,8 +105,16 @@ int Main(int argc, char** argv) {
                  argc > 1 ? argv[1] : "");
     return 2;
   }
-  char tmpl[] = "/tmp/drover-executor-bench-XXXXXX";
-  const std::string root = mkdtemp(tmpl);
+  // Task directories go under $TMPDIR (default /tmp): directory creation is
+  // part of each task's cost, and its speed depends on the file system.
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string tmpl = std::string(tmpdir != nullptr && *tmpdir ? tmpdir : "/tmp") +
+                     "/drover-executor-bench-XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    std::fprintf(stderr, "executor_bench: cannot create %s: %s\n", tmpl.c_str(), strerror(errno));
+    return 1;
+  }
+  const std::string root = tmpl;
   std::string combined;
   for (IsolationMode mode :
        {IsolationMode::kNone, IsolationMode::kRlimit, IsolationMode::kCgroup1}) {
