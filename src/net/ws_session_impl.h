@@ -83,7 +83,7 @@ class WsSessionImpl final : public WsSession,
     asio::post(ws_.get_executor(), [self = this->shared_from_this(), r = std::move(reason)]() mutable {
       if (self->closing_ || self->closed_) return;
       self->closing_ = true;
-      self->close_reason_ = websocket::close_reason(websocket::close_code::normal, r);
+      self->close_reason_ = websocket::close_reason(websocket::close_code::normal, r.substr(0, 100));
       if (!self->writing_) self->SendClose();
     });
   }
@@ -137,7 +137,11 @@ class WsSessionImpl final : public WsSession,
     ws_.binary(queue_.front().binary);
     ws_.async_write(asio::buffer(queue_.front().data),
                     [self = this->shared_from_this()](beast::error_code ec, size_t) {
-                      if (self->closed_) return;
+                      if (self->closed_) {
+                        self->writing_ = false;
+                        self->queue_.clear();
+                        return;
+                      }
                       self->queued_bytes_ -= self->queue_.front().data.size();
                       self->queue_.pop_front();
                       if (ec) {
@@ -232,7 +236,9 @@ class WsSessionImpl final : public WsSession,
   void Finish(Status status) {
     if (closed_) return;
     closed_ = true;
-    queue_.clear();
+    // Keep the message being written: the write in flight still reads it
+    // until its completion handler runs (which then drops it).
+    while (queue_.size() > (writing_ ? 1u : 0u)) queue_.pop_back();
     queued_bytes_ = 0;
     if (status.ok()) {
       spdlog::debug("websocket {} ({}) closed", id_, remote_);

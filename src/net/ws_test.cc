@@ -135,6 +135,9 @@ TEST_P(WsTest, TokenInHeaderOrQueryElseUpgradeRefused) {
   EXPECT_EQ(seen.text.Pop().value_or("<none>"), "hello browser");
   Seen nowhere;
   EXPECT_EQ(Connect(Client(), "/nowhere", &nowhere).status().code(), StatusCode::kNotFound);
+  // `seen` must hear its close before it goes out of scope.
+  (*r)->Close("done");
+  EXPECT_TRUE(seen.closed.Pop().has_value());
 }
 
 TEST_P(WsTest, OversizedMessageClosesOnlyThatConnection) {
@@ -156,6 +159,11 @@ TEST_P(WsTest, OversizedMessageClosesOnlyThatConnection) {
   (*g)->SendText("still here");
   EXPECT_EQ(good.text.Pop().value_or("<none>"), "still here");
   (*b)->SendText("into the void");  // dropped: the session is closed
+
+  // `good` must hear its close before it goes out of scope: its callbacks
+  // run on the loop thread until then.
+  (*g)->Close("done");
+  EXPECT_TRUE(good.closed.Pop().has_value());
 }
 
 TEST_P(WsTest, ServerStopDropsClients) {
