@@ -227,7 +227,9 @@ TEST_P(ServerShellTest, BadSubmissionsAndUnknownIdsAreErrors) {
 
 TEST_P(ServerShellTest, EventStreamSendsASnapshotThenChanges) {
   Post("/api/v1/jobs", kPipeline);
-  Inbox<std::string> events;
+  // Shared with the session's callback, which may run after this test ends
+  // (the cancel of the second task comes after the one awaited).
+  auto events = std::make_shared<Inbox<std::string>>();
   Inbox<Status> opened;
   std::shared_ptr<net::WsSession> session;
   loop_.Post([&] {
@@ -235,20 +237,20 @@ TEST_P(ServerShellTest, EventStreamSendsASnapshotThenChanges) {
                           [&](Result<std::shared_ptr<net::WsSession>> s) {
                             if (s.ok()) {
                               session = *s;
-                              session->OnText([&events](std::string t) { events.Push(t); });
+                              session->OnText([events](std::string t) { events->Push(t); });
                             }
                             opened.Push(s.ok() ? Status::Ok() : s.status());
                           });
   });
   auto st = opened.Pop();
   ASSERT_TRUE(st && st->ok());
-  auto first = events.Pop();
-  auto second = events.Pop();
+  auto first = events->Pop();
+  auto second = events->Pop();
   ASSERT_TRUE(first && second);
   EXPECT_EQ(json::parse(*first)["to"], "queued");
   EXPECT_EQ(json::parse(*second)["to"], "waiting");
   Post("/api/v1/jobs/1/cancel", "");
-  auto change = events.Pop();
+  auto change = events->Pop();
   ASSERT_TRUE(change);
   EXPECT_EQ(json::parse(*change)["to"], "canceled");
   session->Close("done");
