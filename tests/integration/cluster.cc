@@ -4,6 +4,8 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
+#include <regex>
 
 #include <gtest/gtest.h>
 
@@ -136,6 +138,20 @@ bool EventTap::WaitForState(const std::string& task, const std::string& state, u
     }
     return false;
   });
+}
+
+uint64_t SubmittedJob(const RunResult& r) {
+  EXPECT_EQ(r.status, 0) << r.output;
+  std::smatch m;
+  if (!std::regex_search(r.output, m, std::regex("^([0-9]+)\\s*$"))) return 0;
+  return std::stoull(m[1]);
+}
+
+std::vector<std::string> Lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
 }
 
 }  // namespace drover::testing

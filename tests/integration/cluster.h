@@ -92,6 +92,13 @@ class EventTap {
   std::thread thread_;
 };
 
+// The job id a `drover submit` printed (its only output line), checking
+// that it exited 0; 0 when there is none.
+uint64_t SubmittedJob(const RunResult& r);
+
+// The lines of a file (a task's side file), without line ends.
+std::vector<std::string> Lines(const std::string& path);
+
 }  // namespace drover::testing
 
 #endif  // DROVER_TESTS_INTEGRATION_CLUSTER_H_

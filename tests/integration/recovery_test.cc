@@ -17,20 +17,6 @@ namespace {
 // Short timing so a lost worker is noticed within seconds.
 const std::vector<std::string> kFast = {"--heartbeat", "200ms", "--lease-ttl", "2s"};
 
-uint64_t SubmittedJob(const RunResult& r) {
-  EXPECT_EQ(r.status, 0) << r.output;
-  std::smatch m;
-  if (!std::regex_search(r.output, m, std::regex("^([0-9]+)\\s*$"))) return 0;
-  return std::stoull(m[1]);
-}
-
-std::vector<std::string> Lines(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 // Kills the pids a test's tasks recorded (orphans of a killed worker).
 void KillRecorded(const std::string& path) {
   for (const std::string& pid : Lines(path)) {

@@ -22,20 +22,6 @@ using std::chrono::seconds;
 
 constexpr milliseconds kEventWait(20000);
 
-uint64_t SubmittedJob(const RunResult& r) {
-  EXPECT_EQ(r.status, 0) << r.output;
-  std::smatch m;
-  if (!std::regex_search(r.output, m, std::regex("^([0-9]+)\\s*$"))) return 0;
-  return std::stoull(m[1]);
-}
-
-std::vector<std::string> Lines(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 std::unique_ptr<TestRedisServer> StartRedis(std::vector<std::string> args = {}) {
   auto server = TestRedisServer::Start(std::move(args));
   EXPECT_TRUE(server.ok()) << server.status().ToString();
