@@ -162,6 +162,7 @@ void CoreDriver::Execute(core::Command& command) {
 
 void CoreDriver::Claim(const core::ClaimLeases& claim) {
   const AttemptRef attempt{claim.task, claim.attempt};
+  ++stats_.lease_claims;
   std::weak_ptr<bool> alive = alive_;
   store_.Claim(LeaseBook::StoreKeys(claim.keys), book_.OwnerOf(attempt), claim.ttl,
                [this, alive, attempt](Result<store::ClaimOutcome> outcome) {
@@ -172,9 +173,11 @@ void CoreDriver::Claim(const core::ClaimLeases& claim) {
                    return;
                  }
                  if (!outcome.ok()) {
+                   ++stats_.lease_claim_errors;
                    spdlog::warn("claim for {}#{} failed: {}", attempt.task.ToString(),
                                 attempt.attempt, outcome.status().ToString());
                  } else {
+                   ++stats_.lease_rejections;
                    spdlog::info("claim for {}#{} rejected: {} held by {}",
                                 attempt.task.ToString(), attempt.attempt,
                                 outcome->conflict_key, outcome->conflict_owner);
@@ -222,6 +225,10 @@ void CoreDriver::Persist(const core::Record& record) {
     if (!s.ok()) {
       ++stats_.append_errors;
       spdlog::error("journal append failed: {}", s.ToString());
+    }
+    while (!flushes_in_flight_.empty() && flushes_in_flight_.front().target <= appends_done_) {
+      if (durable_observer_) durable_observer_(clock_.Now() - flushes_in_flight_.front().at);
+      flushes_in_flight_.pop_front();
     }
     while (!waiters_.empty() && waiters_.front().target <= appends_done_) {
       std::function<void(Status)> fn = std::move(waiters_.front().fn);
@@ -274,6 +281,10 @@ void CoreDriver::ScheduleFlush() {
 void CoreDriver::FlushNow() {
   flush_posted_ = false;
   ++stats_.flushes;
+  if (appends_issued_ > appends_done_ &&
+      (flushes_in_flight_.empty() || flushes_in_flight_.back().target < appends_issued_)) {
+    flushes_in_flight_.push_back({appends_issued_, clock_.Now()});
+  }
   store_.Flush();
   MaybeCompact();
 }

@@ -69,6 +69,9 @@ struct DriverStats {
   uint64_t compactions = 0;
   uint64_t discarded_bytes = 0;  // torn journal tail found at startup
   uint64_t restored_records = 0;
+  uint64_t lease_claims = 0;      // ClaimLeases sent to the store
+  uint64_t lease_rejections = 0;  // ... answered "held by someone else"
+  uint64_t lease_claim_errors = 0;  // ... that failed (store error)
 };
 
 class CoreDriver {
@@ -101,6 +104,11 @@ class CoreDriver {
   // Called after each batch of events is handled (the MemoryStore expiry
   // hook re-arms its timer here).
   void SetAfterTurn(std::function<void()> fn) { after_turn_ = std::move(fn); }
+
+  // Called with how long each flushed batch took to become durable: from
+  // the Flush call to the store's ack of the batch's last append (the
+  // MemoryStore's background fsync, or the Redis durability ack).
+  void SetDurableObserver(std::function<void(Duration)> fn) { durable_observer_ = std::move(fn); }
 
   // Stops ticking and flushing; later events are dropped.
   void Stop();
@@ -155,6 +163,12 @@ class CoreDriver {
   Status last_append_status_;
 
   std::function<void()> after_turn_;
+  std::function<void(Duration)> durable_observer_;
+  struct PendingFlush {
+    uint64_t target;  // appends_issued_ at the flush
+    Time at;
+  };
+  std::deque<PendingFlush> flushes_in_flight_;
   std::unique_ptr<net::Timer> tick_;
   // Guards posted callbacks against running after destruction.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -13,6 +13,7 @@
 #include "server/event_stream.h"
 #include "server/lease_book.h"
 #include "server/log_relay.h"
+#include "server/observability.h"
 #include "server/rest_api.h"
 #include "server/worker_channel.h"
 #include "server/worker_registry.h"
@@ -29,6 +30,7 @@ struct ServerShell::Parts : CommandSink {
   void Kill(const core::KillTask& k) override { channel->Kill(k); }
   void StateChanged(const core::TaskStateChanged& c, Time at) override {
     events->Publish(c, at);
+    if (observability) observability->OnStateChanged(c, at);
   }
 
   // The MemoryStore expiry hook: one timer at the earliest lease expiry.
@@ -63,6 +65,7 @@ struct ServerShell::Parts : CommandSink {
   std::unique_ptr<WorkerChannel> channel;
   std::unique_ptr<EventStream> events;
   std::unique_ptr<LogRelay> logs;
+  std::unique_ptr<Observability> observability;
   std::unique_ptr<net::Timer> expiry;
   std::unique_ptr<net::Server> server;
   uint16_t port = 0;
@@ -168,6 +171,11 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   status.journal_bytes = [parts] { return parts->store->LogBytes(); };
   status.connections = [parts] { return parts->server->connection_count(); };
   AddRestRoutes(*p->server, *p->driver, *p->channel, status);
+  ObservabilityOptions oopts;
+  oopts.started_at = p->started_at;
+  oopts.journal_bytes = status.journal_bytes;
+  p->observability = std::make_unique<Observability>(loop, *p->driver, *p->channel, oopts);
+  p->observability->AddRoutes(*p->server);
   RETURN_IF_ERROR(p->server->Start());
   p->port = p->server->port();
   p->fingerprint = p->server->fingerprint();
@@ -199,6 +207,7 @@ void ServerShell::Stop() {
   if (p.stopped) return;
   p.stopped = true;
   p.driver->Stop();
+  p.observability->Stop();
   p.expiry->Cancel();
   p.logs->Stop();
   p.events->Stop();
