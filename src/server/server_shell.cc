@@ -10,6 +10,7 @@
 #include "net/server.h"
 #include "net/token.h"
 #include "server/core_driver.h"
+#include "server/dashboard.h"
 #include "server/event_stream.h"
 #include "server/lease_book.h"
 #include "server/log_relay.h"
@@ -176,6 +177,7 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   oopts.journal_bytes = status.journal_bytes;
   p->observability = std::make_unique<Observability>(loop, *p->driver, *p->channel, oopts);
   p->observability->AddRoutes(*p->server);
+  AddDashboardRoutes(*p->server);
   RETURN_IF_ERROR(p->server->Start());
   p->port = p->server->port();
   p->fingerprint = p->server->fingerprint();

@@ -1,0 +1,80 @@
+// One job: its counts and progress, its tasks, and the timeline (Gantt)
+// with the critical path from /api/v1/jobs/{id}/report. Without a report
+// (an older server) the timeline comes from the tasks' own times.
+import { ApiError, api } from '../api.js';
+import { h, replace, seconds, stateBadge, time } from '../dom.js';
+import { gantt } from '../gantt.js';
+import { countsLine, progress } from './jobs.js';
+import { refresher } from './refresh.js';
+
+async function report(id) {
+  try {
+    return await api(`/api/v1/jobs/${id}/report`);
+  } catch (e) {
+    if (e instanceof ApiError && (e.status === 404 || e.status === 405)) return null;
+    throw e;
+  }
+}
+
+function wall(t) {
+  if (t.outcome) return seconds(t.outcome.wall_ms / 1000);
+  if (t.started_at_ms) return seconds((Date.now() - t.started_at_ms) / 1000);
+  return '–';
+}
+
+export function jobView(el, [id]) {
+  const head = h('div', { class: 'job-head' });
+  const timeline = h('div', {});
+  const body = h('tbody', { id: 'tasks' });
+  const err = h('p', { class: 'error' });
+  const cancel = h('button', { class: 'danger', onclick: async () => {
+    try {
+      await api(`/api/v1/jobs/${id}/cancel`, { method: 'POST' });
+    } catch (e) {
+      err.textContent = `Cancel: ${e.message}`;
+    }
+    r.poke();
+  } }, 'Cancel job');
+  replace(el, h('h2', {}, `Job ${id}`), head, err,
+    h('h3', {}, 'Timeline'), timeline,
+    h('h3', {}, 'Tasks'),
+    h('table', { class: 'table' },
+      h('thead', {}, h('tr', {}, ['Task', 'Group', 'State', 'Worker', 'Attempt', 'Wall', 'Reason']
+        .map((c) => h('th', {}, c)))),
+      body));
+
+  const r = refresher(async () => {
+    const [job, rep] = await Promise.all([api(`/api/v1/jobs/${id}`), report(id)]);
+    replace(head,
+      h('p', {}, h('strong', {}, job.name || '(unnamed)'), job.user ? ` by ${job.user}` : '',
+        `, submitted ${time(job.submitted_at_ms)}`, job.done ? ', done' : ''),
+      progress(job.counts, job.task_count),
+      h('p', { class: 'counts' }, countsLine(job.counts)),
+      rep && rep.makespan_s !== undefined
+        ? h('p', { class: 'muted' }, `makespan ${seconds(rep.makespan_s)}; critical path `,
+          (rep.critical_path || []).join(' → ') || '–') : null,
+      job.done ? null : cancel);
+    replace(body, job.tasks.map((t) => h('tr', { 'data-task': t.id, 'data-state': t.state },
+      h('td', {}, h('a', { href: `#/tasks/${t.id}` }, t.id)),
+      h('td', {}, t.group + (t.array_index ? `[${t.array_index}]` : '')),
+      h('td', {}, stateBadge(t.state)),
+      h('td', {}, t.worker ?? '–'),
+      h('td', {}, String(t.attempt)),
+      h('td', {}, wall(t)),
+      h('td', {}, t.reason || ''))));
+    let rows;
+    if (rep && Array.isArray(rep.tasks)) {
+      rows = rep.tasks.map((t) => ({ id: t.id, name: t.name, state: t.state,
+        start_ms: t.start_ms, end_ms: t.end_ms, critical: !!t.critical }));
+    } else {
+      rows = job.tasks.map((t) => ({ id: t.id, name: t.group, state: t.state,
+        start_ms: t.started_at_ms, end_ms: t.finished_at_ms, critical: false }));
+    }
+    replace(timeline, gantt(rows, Date.now()));
+    err.textContent = '';
+  }, { everyMs: 5000, onError: (e) => { err.textContent = `Job ${id}: ${e.message}`; } });
+  return {
+    onEvent: (ev) => { if (ev.task && ev.task.startsWith(`${id}.`)) r.poke(); },
+    dispose: () => r.dispose(),
+  };
+}

@@ -1,0 +1,74 @@
+// Workers: state, CPU / memory / per-GPU utilization bars, running tasks,
+// and a drain / undrain button.
+import { api } from '../api.js';
+import { bar, bytes, h, replace } from '../dom.js';
+import { refresher } from './refresh.js';
+
+function workerState(w) {
+  if (w.lost) return 'lost';
+  if (w.drained) return 'drained';
+  return 'online';
+}
+
+function card(w, onToggle) {
+  const cores = w.cpu_cores.length;
+  const usedCores = cores - w.free_cores.length;
+  const u = w.utilization || { cpu_percent: 0, mem_used_bytes: 0, gpus: [] };
+  const memAlloc = w.mem_bytes - w.free_mem_bytes;
+  const gpuUse = new Map((u.gpus || []).map((g) => [g.index, g]));
+  const state = workerState(w);
+  return h('section', { class: `card worker worker-${state}`, 'data-worker': w.id },
+    h('div', { class: 'card-head' },
+      h('h3', {}, w.name, h('span', { class: 'muted' }, ` #${w.id}`)),
+      h('span', { class: `pill pill-${state}`, 'data-worker-state': state }, state),
+      h('button', { class: 'drain', 'data-action': w.drained ? 'undrain' : 'drain',
+        disabled: w.lost, onclick: () => onToggle(w) }, w.drained ? 'Undrain' : 'Drain')),
+    h('div', { class: 'metric' }, h('span', { class: 'k' }, 'CPU'),
+      bar(u.cpu_percent / 100, `${u.cpu_percent}% busy`),
+      bar(cores ? usedCores / cores : 0, `${usedCores}/${cores} cores allocated`, 'alloc')),
+    h('div', { class: 'metric' }, h('span', { class: 'k' }, 'Memory'),
+      bar(w.mem_bytes ? u.mem_used_bytes / w.mem_bytes : 0,
+        `${bytes(u.mem_used_bytes)} / ${bytes(w.mem_bytes)} used`),
+      bar(w.mem_bytes ? memAlloc / w.mem_bytes : 0, `${bytes(memAlloc)} allocated`, 'alloc')),
+    w.gpus.map((g, i) => {
+      const use = gpuUse.get(g.index) || { util_percent: 0, mem_used_bytes: 0 };
+      return h('div', { class: 'metric' },
+        h('span', { class: 'k', title: g.uuid }, `GPU ${g.index}`),
+        bar(use.util_percent / 100, `${use.util_percent}% ${g.model}`),
+        bar(g.memory_bytes ? use.mem_used_bytes / g.memory_bytes : 0,
+          `${bytes(use.mem_used_bytes)} / ${bytes(g.memory_bytes)}`),
+        bar((100 - (w.gpus[i].free_share ?? 100)) / 100,
+          `${100 - (g.free_share ?? 100)}% allocated`, 'alloc'));
+    }),
+    h('div', { class: 'tasks' }, h('span', { class: 'k' }, 'Tasks'),
+      w.tasks.length === 0 ? h('span', { class: 'muted' }, 'idle')
+        : w.tasks.map((t) => h('a', { class: 'task-link', href: `#/tasks/${t}` }, t))));
+}
+
+export function workersView(el) {
+  const summary = h('p', { class: 'summary' });
+  const grid = h('div', { class: 'grid', id: 'workers' });
+  const err = h('p', { class: 'error' });
+  replace(el, h('h2', {}, 'Workers'), summary, err, grid);
+
+  const toggle = async (w) => {
+    try {
+      await api(`/api/v1/workers/${w.id}/${w.drained ? 'undrain' : 'drain'}`, { method: 'POST' });
+      err.textContent = '';
+    } catch (e) {
+      err.textContent = `${w.drained ? 'Undrain' : 'Drain'} ${w.name}: ${e.message}`;
+    }
+    r.poke();
+  };
+  const r = refresher(async () => {
+    const { workers } = await api('/api/v1/workers');
+    const counts = { online: 0, drained: 0, lost: 0 };
+    for (const w of workers) counts[workerState(w)]++;
+    summary.textContent = `${workers.length} workers: ${counts.online} online, ` +
+      `${counts.drained} drained, ${counts.lost} lost`;
+    summary.dataset.count = String(workers.length);
+    replace(grid, workers.map((w) => card(w, toggle)));
+    err.textContent = '';
+  }, { everyMs: 3000, onError: (e) => { err.textContent = `Workers: ${e.message}`; } });
+  return { onEvent: () => r.poke(), dispose: () => r.dispose() };
+}
