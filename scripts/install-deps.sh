@@ -11,7 +11,13 @@ packages=(
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   redis-server iproute2 procps util-linux python3
+  chromium
 )
+# The web dashboard is built with Node.js and npm (web/, docs/dashboard.md):
+# Debian's, unless a node and npm are already on PATH.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -85,6 +85,10 @@ void PrintListening(const server::ServerShell& shell, const server::ServerConfig
                                : config.bind_address;
   std::cout << "drover: listening on " << host << ":" << shell.port() << " ("
             << (config.tls ? "tls" : "plain tcp") << "), state in " << config.state_dir << "\n";
+  // The token rides in the fragment, which browsers never send to the
+  // server; the page keeps it in sessionStorage and drops it from the URL.
+  std::cout << "drover: dashboard at " << (config.tls ? "https" : "http") << "://" << host << ":"
+            << shell.port() << "/#token=" << shell.token() << "\n";
   if (shell.discarded_bytes() > 0) {
     std::cout << "drover: the journal had a torn tail: " << shell.discarded_bytes()
               << " bytes discarded\n";

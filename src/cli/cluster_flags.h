@@ -39,7 +39,8 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags);
 
 // Prints what `drover server` / `up` print once listening: the readiness
 // line "drover: listening on ADDR:PORT (tls|plain tcp)" (tests and scripts
-// wait for it), where the access file is, and the join command.
+// wait for it), the dashboard URL with the token in its fragment, where the
+// access file is, and the join command.
 void PrintListening(const server::ServerShell& shell, const server::ServerConfig& config);
 
 }  // namespace drover::cli

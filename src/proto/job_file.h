@@ -52,6 +52,7 @@
 #ifndef DROVER_PROTO_JOB_FILE_H_
 #define DROVER_PROTO_JOB_FILE_H_
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 
@@ -74,6 +75,10 @@ Result<core::JobSpec> JobSpecFromJson(std::string_view json_text);
 // "1.5ms"), counters in a "counters" table, `after` as strings. Parsing it
 // with JobSpecFromJson gives back an equal JobSpec.
 std::string JobSpecToJson(const core::JobSpec& spec);
+
+// One [[task]] group in the same canonical form (its "id", "command",
+// "resources", "retries", ...), for the task API to show what a task runs.
+nlohmann::json TaskGroupSpecJson(const core::TaskGroupSpec& group);
 
 }  // namespace drover::proto
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "common/quantity.h"
@@ -61,6 +62,18 @@ TEST(JobFileTest, DesignExampleParsesToTheExpectedSpec) {
 
   EXPECT_EQ(*spec, want);
   EXPECT_EQ(spec->TaskCount(), 10u);
+}
+
+TEST(JobFileTest, OneGroupAsJsonShowsWhatItRuns) {
+  Result<core::JobSpec> spec = ParseJobToml(kDesignExample, "sweep.toml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const nlohmann::json train = TaskGroupSpecJson(spec->groups[1]);
+  EXPECT_EQ(train["id"], "train");
+  EXPECT_EQ(train["command"], nlohmann::json({"python", "train.py", "--seed", "{index}"}));
+  EXPECT_EQ(train["resources"]["gpus"], 1);
+  EXPECT_EQ(train["resources"]["gpu_mem"], 16 * kGiB);
+  EXPECT_EQ(train["retries"], 2);
+  EXPECT_EQ(train["timeout"], "2h");
 }
 
 TEST(JobFileTest, EveryFieldIsRead) {

@@ -408,4 +408,8 @@ std::string JobSpecToJson(const core::JobSpec& spec) {
   return internal::Dump(internal::JobSpecJson(spec));
 }
 
+nlohmann::json TaskGroupSpecJson(const core::TaskGroupSpec& group) {
+  return internal::GroupJson(group);
+}
+
 }  // namespace drover::proto

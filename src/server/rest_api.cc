@@ -136,6 +136,11 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
     json body = proto::TaskInfoJson(*info);
     Result<std::string> explain = sched.Explain(*id);
     body["explain"] = explain.ok() ? *explain : std::string();
+    // What the task runs (its group's command, resources, retries), for the
+    // dashboard's task page.
+    if (Result<const core::TaskGroupSpec*> spec = sched.GetSpec(*id); spec.ok()) {
+      body["spec"] = proto::TaskGroupSpecJson(**spec);
+    }
     done(Json(body));
   });
 

@@ -24,11 +24,11 @@ function card(w, onToggle) {
       h('button', { class: 'drain', 'data-action': w.drained ? 'undrain' : 'drain',
         disabled: w.lost, onclick: () => onToggle(w) }, w.drained ? 'Undrain' : 'Drain')),
     h('div', { class: 'metric' }, h('span', { class: 'k' }, 'CPU'),
-      bar(u.cpu_percent / 100, `${u.cpu_percent}% busy`),
+      bar(u.cpu_percent / 100, `${u.cpu_percent}% busy (whole machine)`),
       bar(cores ? usedCores / cores : 0, `${usedCores}/${cores} cores allocated`, 'alloc')),
     h('div', { class: 'metric' }, h('span', { class: 'k' }, 'Memory'),
       bar(w.mem_bytes ? u.mem_used_bytes / w.mem_bytes : 0,
-        `${bytes(u.mem_used_bytes)} / ${bytes(w.mem_bytes)} used`),
+        `${bytes(u.mem_used_bytes)} used on the machine; ${bytes(w.mem_bytes)} offered`),
       bar(w.mem_bytes ? memAlloc / w.mem_bytes : 0, `${bytes(memAlloc)} allocated`, 'alloc')),
     w.gpus.map((g, i) => {
       const use = gpuUse.get(g.index) || { util_percent: 0, mem_used_bytes: 0 };

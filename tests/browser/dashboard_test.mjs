@@ -1,0 +1,269 @@
+// The dashboard in a real browser against a real local cluster (ctest entry
+// "browser"; docs/dashboard.md):
+//
+//   node dashboard_test.mjs --drover BUILD/drover --modules DIR/node_modules
+//                           --artifacts BUILD/tests/artifacts
+//
+// Starts `drover server` (TLS, self-signed certificate) and two `drover
+// worker` processes on 127.0.0.1, each with its own state directory, then
+// drives Debian's /usr/bin/chromium through playwright-core:
+//   - the link the server printed (token in the URL fragment) opens the
+//     dashboard, which drops the token from the address bar;
+//   - the workers page shows 2 workers; drain and undrain work from the page;
+//   - a job submitted through the HTTP API afterwards appears on the jobs
+//     page, and its tasks reach succeeded on the job page without a reload;
+//   - a task's page shows its command and its live log: a line printed before
+//     the test creates a file, and the line printed after it;
+//   - screenshots are kept in the artifacts folder (dashboard.png: the job
+//     page with its timeline).
+// Every wait is on an event (a printed line, text on the page) with a
+// generous timeout that only bounds a failure. Exit codes: 0 passed, 1
+// failed, 77 skipped (no chromium and CI is not "true").
+
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import https from 'node:https';
+import os from 'node:os';
+import path from 'node:path';
+
+const CHROMIUM = '/usr/bin/chromium';
+const SKIP = 77;
+const WAIT_MS = 60_000;
+
+function args() {
+  const out = {};
+  const argv = process.argv.slice(2);
+  for (let i = 0; i < argv.length; i += 2) {
+    if (!argv[i].startsWith('--') || argv[i + 1] === undefined) {
+      throw new Error(`usage: dashboard_test.mjs --drover PATH --modules DIR --artifacts DIR (bad argument "${argv[i]}")`);
+    }
+    out[argv[i].slice(2)] = argv[i + 1];
+  }
+  for (const k of ['drover', 'modules', 'artifacts']) {
+    if (!out[k]) throw new Error(`dashboard_test.mjs: --${k} is required`);
+  }
+  return out;
+}
+
+function log(...parts) {
+  console.log(`[browser] ${parts.join(' ')}`);
+}
+
+// A child process whose output lines can be waited for.
+class Proc {
+  constructor(name, argv) {
+    this.name = name;
+    this.output = '';
+    this.waiters = [];
+    this.child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.exited = new Promise((resolve) => this.child.on('exit', (code, sig) => resolve({ code, sig })));
+    const take = (chunk) => {
+      this.output += chunk.toString();
+      this.check();
+    };
+    this.child.stdout.on('data', take);
+    this.child.stderr.on('data', take);
+    this.child.on('exit', () => this.check(true));
+  }
+
+  check(exited = false) {
+    this.waiters = this.waiters.filter((w) => {
+      const line = this.output.split('\n').find((l) => l.includes(w.text));
+      if (line !== undefined) {
+        clearTimeout(w.timer);
+        w.resolve(line);
+        return false;
+      }
+      if (exited) {
+        clearTimeout(w.timer);
+        w.reject(new Error(`${this.name} exited before printing "${w.text}":\n${this.output}`));
+        return false;
+      }
+      return true;
+    });
+  }
+
+  waitForLine(text, ms = WAIT_MS) {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(
+        `${this.name} did not print "${text}" within ${ms} ms:\n${this.output}`)), ms);
+      this.waiters.push({ text, resolve, reject, timer });
+      this.check(this.child.exitCode !== null);
+    });
+  }
+
+  async stop() {
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), 10_000);
+    await this.exited;
+    clearTimeout(timer);
+  }
+}
+
+// The HTTP API, verifying the server's self-signed certificate against the
+// copy in its state directory (it names 127.0.0.1).
+function request(port, ca, token, method, target, body) {
+  return new Promise((resolve, reject) => {
+    const data = body === undefined ? undefined : JSON.stringify(body);
+    const req = https.request({
+      host: '127.0.0.1', port, method, path: target, ca,
+      headers: { Authorization: `Bearer ${token}`,
+        ...(data ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(data) } : {}) },
+    }, (res) => {
+      let text = '';
+      res.on('data', (c) => { text += c; });
+      res.on('end', () => {
+        if (res.statusCode !== 200) return reject(new Error(`${method} ${target}: ${res.statusCode} ${text}`));
+        resolve(JSON.parse(text));
+      });
+    });
+    req.on('error', reject);
+    if (data) req.write(data);
+    req.end();
+  });
+}
+
+async function main() {
+  const opts = args();
+  if (!fs.existsSync(CHROMIUM)) {
+    const why = `${CHROMIUM} is missing (Debian package "chromium"; scripts/install-deps.sh installs it)`;
+    if (process.env.CI === 'true') {
+      console.error(`[browser] FAILED: ${why}`);
+      return 1;
+    }
+    console.log(`[browser] SKIPPED: ${why}`);
+    return SKIP;
+  }
+  const require = createRequire(path.join(path.resolve(opts.modules), 'noop.js'));
+  const { chromium } = require('playwright-core');
+  fs.mkdirSync(opts.artifacts, { recursive: true });
+
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'drover-browser-'));
+  const procs = [];
+  let context = null;
+  let page = null;
+  try {
+    const server = new Proc('server', [opts.drover, 'server', '--bind', '127.0.0.1', '--port', '0',
+      '--state-dir', `${dir}/state`, '--access-file', `${dir}/access.json`]);
+    procs.push(server);
+    const listening = await server.waitForLine('drover: listening on 127.0.0.1:');
+    const port = Number(/127\.0\.0\.1:(\d+)/.exec(listening)[1]);
+    const dashLine = await server.waitForLine('drover: dashboard at ');
+    const url = dashLine.slice(dashLine.indexOf('https://'));
+    const token = fs.readFileSync(`${dir}/state/token`, 'utf8').trim();
+    if (url !== `https://127.0.0.1:${port}/#token=${token}`) {
+      throw new Error(`the printed dashboard link is "${url}", expected the server's address with #token=`);
+    }
+    const ca = fs.readFileSync(`${dir}/state/server.crt`);
+    log(`server on port ${port}`);
+
+    for (const [name, cpu] of [['alpha', '0'], ['beta', '1']]) {
+      const w = new Proc(`worker ${name}`, [opts.drover, 'worker', '--access', `${dir}/access.json`,
+        '--name', name, '--workdir', `${dir}/work-${name}`, '--isolation', 'none', '--run-as-root',
+        '--cpus', cpu, '--mem', '1GiB', '--gpus', 'none']);
+      procs.push(w);
+      await w.waitForLine('attached as worker');
+    }
+    log('2 workers attached');
+
+    context = await chromium.launchPersistentContext(path.join(dir, 'chromium-profile'), {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+        '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      ignoreHTTPSErrors: true,
+      viewport: { width: 1280, height: 900 },
+    });
+    page = context.pages()[0] || await context.newPage();
+    page.setDefaultTimeout(WAIT_MS);
+    const pageErrors = [];
+    page.on('pageerror', (e) => pageErrors.push(String(e)));
+    let loads = 0;
+    page.on('load', () => { loads += 1; });
+
+    await page.goto(url);
+    await page.waitForSelector('#workers [data-worker]');
+    if (page.url().includes('token=')) throw new Error(`the token stayed in the address bar: ${page.url()}`);
+    await page.waitForFunction(() => document.querySelectorAll('#workers [data-worker]').length === 2);
+    await page.getByText('2 workers: 2 online').waitFor();
+    await page.locator('#live.live').waitFor();  // the event stream is open
+    log('the page shows 2 workers');
+
+    // Drain from the page, then undrain.
+    const alpha = page.locator('#workers [data-worker]', { hasText: 'alpha' });
+    await alpha.locator('button[data-action="drain"]').click();
+    await alpha.locator('[data-worker-state="drained"]').waitFor();
+    await alpha.locator('button[data-action="undrain"]').click();
+    await alpha.locator('[data-worker-state="online"]').waitFor();
+    log('drain and undrain from the page');
+
+    // Submitted after the page is open: it must appear without a reload.
+    await page.click('a[data-nav="jobs"]');
+    await page.waitForSelector('#jobs');
+    const go = path.join(dir, 'go');
+    const spec = {
+      name: 'browser-pipeline', user: 'ana',
+      task: [
+        { id: 'prep', command: ['sh', '-c', 'echo prepared'], resources: { cpus: 0.25 } },
+        { id: 'train', command: ['sh', '-c', 'echo trained'], resources: { cpus: 0.25 }, depends_on: ['prep'] },
+        { id: 'chatty', resources: { cpus: 0.25 }, command: ['sh', '-c',
+          `echo "first line"; while [ ! -e '${go}' ]; do sleep 0.05; done; echo "second line"`] },
+      ],
+    };
+    const { id: job } = await request(port, ca, token, 'POST', '/api/v1/jobs', spec);
+    log(`submitted job ${job}`);
+    await page.locator(`#jobs tr[data-job="${job}"]`).waitFor();
+    await page.click(`#jobs tr[data-job="${job}"] a`);
+    for (const t of ['0', '1']) {
+      await page.locator(`#tasks tr[data-task="${job}.${t}"][data-state="succeeded"]`).waitFor();
+    }
+    log('prep and train reached succeeded on the job page');
+
+    // The live log: the first line while the task waits, then the second.
+    await page.click(`#tasks tr[data-task="${job}.2"] a`);
+    await page.locator('#task-state[data-state="running"]').waitFor();
+    await page.getByText('while [ ! -e').waitFor();  // its command is shown
+    await page.locator('#log', { hasText: 'first line' }).waitFor();
+    const before = await page.locator('#log').textContent();
+    if (before.includes('second line')) throw new Error('the second line came before the file existed');
+    fs.writeFileSync(go, '');
+    await page.locator('#log', { hasText: 'second line' }).waitFor();
+    await page.locator('#task-state[data-state="succeeded"]').waitFor();
+    log('the live log showed both lines as they were printed');
+
+    await page.click(`a[href="#/jobs/${job}"]`);
+    await page.locator(`#tasks tr[data-task="${job}.2"][data-state="succeeded"]`).waitFor();
+    await page.locator('#gantt [data-task]').first().waitFor();
+    await page.screenshot({ path: path.join(opts.artifacts, 'dashboard.png'), fullPage: true });
+    await page.click('a[data-nav="workers"]');
+    await page.getByText('2 workers: 2 online').waitFor();
+    await page.screenshot({ path: path.join(opts.artifacts, 'dashboard-workers.png'), fullPage: true });
+    await page.click('a[data-nav="utilization"]');
+    await page.locator('#chart-resources').waitFor();
+    await page.screenshot({ path: path.join(opts.artifacts, 'dashboard-utilization.png'), fullPage: true });
+
+    if (loads !== 1) throw new Error(`the page loaded ${loads} times; updates must not need a reload`);
+    if (pageErrors.length) throw new Error(`errors in the page: ${pageErrors.join('; ')}`);
+    log(`screenshots in ${opts.artifacts}`);
+    console.log('1 passed, 0 failed');
+    return 0;
+  } catch (e) {
+    console.error(`[browser] FAILED: ${e.stack || e}`);
+    if (page) {
+      await page.screenshot({ path: path.join(opts.artifacts, 'dashboard-failure.png'), fullPage: true })
+        .catch(() => {});
+    }
+    for (const p of procs) console.error(`--- ${p.name} output ---\n${p.output.slice(-4000)}`);
+    return 1;
+  } finally {
+    if (context) await context.close().catch(() => {});
+    for (const p of procs.reverse()) await p.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+process.exitCode = await main().catch((e) => {
+  console.error(`[browser] FAILED: ${e.stack || e}`);
+  return 1;
+});
