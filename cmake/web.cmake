@@ -32,7 +32,7 @@ if(NOT DROVER_NPM OR NOT DROVER_NODE)
   endif()
   list(JOIN missing " and " missing)
   message(FATAL_ERROR
-    "The web dashboard needs ${missing}, which was not found on PATH. "
+    "The web dashboard needs Node.js and npm; not found on PATH: ${missing}. "
     "Run scripts/install-deps.sh (it installs Debian's nodejs and npm), "
     "or configure with -DDROVER_WEB=OFF to build drover without the dashboard.")
 endif()
