@@ -14,6 +14,8 @@
 //     page, and its tasks reach succeeded on the job page without a reload;
 //   - a task's page shows its command and its live log: a line printed before
 //     the test creates a file, and the line printed after it;
+//   - the job's timeline highlights its critical path (from the report), and
+//     the utilization page charts the server's samples;
 //   - screenshots are kept in the artifacts folder (dashboard.png: the job
 //     page with its timeline).
 // Every wait is on an event (a printed line, text on the page) with a
@@ -187,7 +189,7 @@ async function main() {
     if (page.url().includes('token=')) throw new Error(`the token stayed in the address bar: ${page.url()}`);
     await page.waitForFunction(() => document.querySelectorAll('#workers [data-worker]').length === 2);
     await page.getByText('2 workers: 2 online').waitFor();
-    await page.locator('#live.live').waitFor();  // the event stream is open
+    await page.locator('#live[data-state="live"]').waitFor();  // the event stream is open
     log('the page shows 2 workers');
 
     // Drain from the page, then undrain.
@@ -234,13 +236,20 @@ async function main() {
 
     await page.click(`a[href="#/jobs/${job}"]`);
     await page.locator(`#tasks tr[data-task="${job}.2"][data-state="succeeded"]`).waitFor();
-    await page.locator('#gantt [data-task]').first().waitFor();
+    // The timeline marks the critical path from the job's report: chatty
+    // (waiting for the file) outlasts prep -> train.
+    await page.locator(`#gantt .gantt-row.critical[data-task="${job}.2"]`).waitFor();
+    if (await page.locator(`#gantt .gantt-row.critical[data-task="${job}.0"]`).count() !== 0) {
+      throw new Error('prep is marked critical, but chatty alone is the critical path');
+    }
     await page.screenshot({ path: path.join(opts.artifacts, 'dashboard.png'), fullPage: true });
     await page.click('a[data-nav="workers"]');
     await page.getByText('2 workers: 2 online').waitFor();
     await page.screenshot({ path: path.join(opts.artifacts, 'dashboard-workers.png'), fullPage: true });
     await page.click('a[data-nav="utilization"]');
     await page.locator('#chart-resources').waitFor();
+    // Samples from the server's ring buffer reach the chart.
+    await page.waitForFunction(() => Number(document.getElementById('view').dataset.samples) > 0);
     await page.screenshot({ path: path.join(opts.artifacts, 'dashboard-utilization.png'), fullPage: true });
 
     if (loads !== 1) throw new Error(`the page loaded ${loads} times; updates must not need a reload`);

@@ -5,7 +5,10 @@ export function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === undefined || v === null || v === false) continue;
-    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    if (k.startsWith('on')) {
+      el.addEventListener(k.slice(2), v);
+      el.hasHandlers = true;
+    }
     else if (k === 'style' && typeof v === 'object') Object.assign(el.style, v);
     else el.setAttribute(k, v === true ? '' : String(v));
   }
@@ -25,6 +28,42 @@ function append(el, children) {
 export function replace(el, ...children) {
   el.replaceChildren();
   append(el, children);
+}
+
+// Like replace, but keeps every existing node that already shows what the
+// new one would: a periodic refresh then leaves unchanged buttons and links
+// in place, so a click that straddles a refresh is not lost, and an open
+// control keeps its state. Elements with event handlers are kept only when
+// equal (their handlers may close over old data), else swapped whole.
+export function morph(el, ...children) {
+  const fresh = document.createElement(el.tagName);
+  append(fresh, children);
+  morphChildren(el, fresh);
+}
+
+function morphChildren(old, fresh) {
+  const olds = [...old.childNodes];
+  const news = [...fresh.childNodes];
+  news.forEach((n, i) => {
+    const o = olds[i];
+    if (!o) {
+      old.appendChild(n);
+    } else if (o.isEqualNode(n)) {
+      // keep o
+    } else if (o.nodeType === Node.TEXT_NODE && n.nodeType === Node.TEXT_NODE) {
+      o.nodeValue = n.nodeValue;
+    } else if (o.nodeType !== Node.ELEMENT_NODE || o.nodeName !== n.nodeName ||
+               o.hasHandlers || n.hasHandlers) {
+      old.replaceChild(n, o);
+    } else {
+      for (const a of [...o.attributes]) if (!n.hasAttribute(a.name)) o.removeAttribute(a.name);
+      for (const a of [...n.attributes]) {
+        if (o.getAttribute(a.name) !== a.value) o.setAttribute(a.name, a.value);
+      }
+      morphChildren(o, n);
+    }
+  });
+  for (let i = news.length; i < olds.length; i++) olds[i].remove();
 }
 
 export function bytes(n) {

@@ -37,7 +37,7 @@ function recordEvent(ev) {
 function setLive(state) {
   const el = document.getElementById('live');
   el.textContent = state;
-  el.className = `live ${state}`;
+  el.dataset.state = state;
 }
 
 function tokenForm(message) {

@@ -2,7 +2,7 @@
 // with the critical path from /api/v1/jobs/{id}/report. Without a report
 // (an older server) the timeline comes from the tasks' own times.
 import { ApiError, api } from '../api.js';
-import { h, replace, seconds, stateBadge, time } from '../dom.js';
+import { h, morph, replace, seconds, stateBadge, time } from '../dom.js';
 import { gantt } from '../gantt.js';
 import { countsLine, progress } from './jobs.js';
 import { refresher } from './refresh.js';
@@ -45,7 +45,7 @@ export function jobView(el, [id]) {
 
   const r = refresher(async () => {
     const [job, rep] = await Promise.all([api(`/api/v1/jobs/${id}`), report(id)]);
-    replace(head,
+    morph(head,
       h('p', {}, h('strong', {}, job.name || '(unnamed)'), job.user ? ` by ${job.user}` : '',
         `, submitted ${time(job.submitted_at_ms)}`, job.done ? ', done' : ''),
       progress(job.counts, job.task_count),
@@ -54,7 +54,7 @@ export function jobView(el, [id]) {
         ? h('p', { class: 'muted' }, `makespan ${seconds(rep.makespan_s)}; critical path `,
           (rep.critical_path || []).join(' → ') || '–') : null,
       job.done ? null : cancel);
-    replace(body, job.tasks.map((t) => h('tr', { 'data-task': t.id, 'data-state': t.state },
+    morph(body, job.tasks.map((t) => h('tr', { 'data-task': t.id, 'data-state': t.state },
       h('td', {}, h('a', { href: `#/tasks/${t.id}` }, t.id)),
       h('td', {}, t.group + (t.array_index ? `[${t.array_index}]` : '')),
       h('td', {}, stateBadge(t.state)),
@@ -70,7 +70,7 @@ export function jobView(el, [id]) {
       rows = job.tasks.map((t) => ({ id: t.id, name: t.group, state: t.state,
         start_ms: t.started_at_ms, end_ms: t.finished_at_ms, critical: false }));
     }
-    replace(timeline, gantt(rows, Date.now()));
+    morph(timeline, gantt(rows, Date.now()));
     err.textContent = '';
   }, { everyMs: 5000, onError: (e) => { err.textContent = `Job ${id}: ${e.message}`; } });
   return {

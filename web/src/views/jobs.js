@@ -1,7 +1,7 @@
 // Jobs: task counts by state, a progress bar per job, filters by state
 // (answered by the server, ?state=) and by user.
 import { api } from '../api.js';
-import { TASK_STATES, h, replace, stateBadge, time } from '../dom.js';
+import { TASK_STATES, h, morph, replace, stateBadge, time } from '../dom.js';
 import { refresher } from './refresh.js';
 
 export function progress(counts, total) {
@@ -43,20 +43,21 @@ export function jobsView(el) {
     const { jobs } = await api(`/api/v1/jobs${q}`);
     const users = [...new Set(jobs.map((j) => j.user || ''))].sort();
     const chosen = userSel.value;
-    replace(userSel, h('option', { value: '' }, 'any user'),
+    morph(userSel, h('option', { value: '' }, 'any user'),
       users.filter((u) => u).map((u) => h('option', { value: u, selected: u === chosen }, u)));
     const shown = jobs.filter((j) => !chosen || j.user === chosen).reverse();
     const sum = {};
     for (const j of shown) for (const s of TASK_STATES) sum[s] = (sum[s] || 0) + (j.counts[s] || 0);
-    replace(totals, h('span', { class: 'muted' }, `${shown.length} jobs; tasks: `), countsLine(sum));
-    replace(body, shown.map((j) => h('tr', { 'data-job': j.id },
-      h('td', {}, h('a', { href: `#/jobs/${j.id}` }, String(j.id))),
-      h('td', {}, h('a', { href: `#/jobs/${j.id}` }, j.name || '(unnamed)')),
-      h('td', {}, j.user || ''),
-      h('td', {}, time(j.submitted_at_ms)),
-      h('td', {}, progress(j.counts, j.task_count)),
-      h('td', {}, countsLine(j.counts)))));
-    if (shown.length === 0) replace(body, h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'no jobs')));
+    morph(totals, h('span', { class: 'muted' }, `${shown.length} jobs; tasks: `), countsLine(sum));
+    morph(body, shown.length === 0
+      ? h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'no jobs'))
+      : shown.map((j) => h('tr', { 'data-job': j.id },
+        h('td', {}, h('a', { href: `#/jobs/${j.id}` }, String(j.id))),
+        h('td', {}, h('a', { href: `#/jobs/${j.id}` }, j.name || '(unnamed)')),
+        h('td', {}, j.user || ''),
+        h('td', {}, time(j.submitted_at_ms)),
+        h('td', {}, progress(j.counts, j.task_count)),
+        h('td', {}, countsLine(j.counts)))));
     err.textContent = '';
   }, { onError: (e) => { err.textContent = `Jobs: ${e.message}`; } });
   stateSel.addEventListener('change', () => r.poke());

@@ -2,7 +2,7 @@
 // live log over /api/v1/tasks/{id}/logs/follow (opened once an attempt has
 // started; reopened when a new attempt starts).
 import { api, wsUrl } from '../api.js';
-import { bytes, h, replace, seconds, stateBadge, time } from '../dom.js';
+import { bytes, h, morph, replace, seconds, stateBadge, time } from '../dom.js';
 import { refresher } from './refresh.js';
 
 function kv(rows) {
@@ -98,7 +98,7 @@ export function taskView(el, [id], { history }) {
     const t = await api(`/api/v1/tasks/${id}`);
     const spec = t.spec || {};
     const tries = spec.retries !== undefined ? ` of ${spec.retries + 1}` : '';
-    replace(info, kv([
+    morph(info, kv([
       ['State', h('span', { id: 'task-state', 'data-state': t.state }, stateBadge(t.state))],
       ['Command', spec.command ? h('code', {}, spec.command.join(' ')) : null],
       ['Resources', resources(spec.resources)],
@@ -115,7 +115,7 @@ export function taskView(el, [id], { history }) {
       ['GPUs', t.gpus.length ? t.gpus.map((g) => `${g.index} (${g.share}%)`).join(', ') : null],
     ]), ['succeeded', 'failed', 'canceled'].includes(t.state) ? null : cancel);
     const seen = history.get(id) || [];
-    replace(attempts, seen.length === 0
+    morph(attempts, seen.length === 0
       ? h('tr', {}, h('td', { colspan: 5, class: 'muted' },
         `attempt ${t.attempt}${t.reason ? `: ${t.reason}` : ''} (changes appear here as they happen)`))
       : seen.map((e) => h('tr', {}, h('td', {}, time(e.at_ms)), h('td', {}, String(e.attempt)),

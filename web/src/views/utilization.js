@@ -31,6 +31,8 @@ export function utilizationView(el) {
   const note = h('p', { class: 'muted' });
   replace(el, h('h2', {}, 'Cluster utilization'), note, err, resBox, taskBox);
 
+  // Memory used is measured on each whole machine and can exceed what the
+  // workers offer, so the axis grows past 100 % when it does.
   const res = chart(resBox, 'Resources (% of the cluster)', [
     { label: 'CPU busy', stroke: '#2b7bd6', width: 2 },
     { label: 'CPU allocated', stroke: '#2b7bd6', dash: [6, 4] },
@@ -38,7 +40,7 @@ export function utilizationView(el) {
     { label: 'Memory allocated', stroke: '#2f9e44', dash: [6, 4] },
     { label: 'GPU busy', stroke: '#d9480f', width: 2 },
     { label: 'GPU allocated', stroke: '#d9480f', dash: [6, 4] },
-  ], '%', [0, 100]);
+  ], '%', (u, min, max) => [0, Math.max(100, Math.ceil(max / 10) * 10)]);
   const tasks = chart(taskBox, 'Tasks', [
     { label: 'running', stroke: '#7048e8', width: 2 },
     { label: 'queued', stroke: '#868e96', width: 2 },

@@ -1,7 +1,7 @@
 // Workers: state, CPU / memory / per-GPU utilization bars, running tasks,
 // and a drain / undrain button.
 import { api } from '../api.js';
-import { bar, bytes, h, replace } from '../dom.js';
+import { bar, bytes, h, morph, replace } from '../dom.js';
 import { refresher } from './refresh.js';
 
 function workerState(w) {
@@ -67,7 +67,7 @@ export function workersView(el) {
     summary.textContent = `${workers.length} workers: ${counts.online} online, ` +
       `${counts.drained} drained, ${counts.lost} lost`;
     summary.dataset.count = String(workers.length);
-    replace(grid, workers.map((w) => card(w, toggle)));
+    morph(grid, workers.map((w) => card(w, toggle)));
     err.textContent = '';
   }, { everyMs: 3000, onError: (e) => { err.textContent = `Workers: ${e.message}`; } });
   return { onEvent: () => r.poke(), dispose: () => r.dispose() };
