@@ -14,6 +14,8 @@
 //     page, and its tasks reach succeeded on the job page without a reload;
 //   - a task's page shows its command and its live log: a line printed before
 //     the test creates a file, and the line printed after it;
+//   - a tab without the token shows the token form, which refuses a wrong
+//     token and accepts the right one;
 //   - the job's timeline highlights its critical path (from the report), and
 //     the utilization page charts the server's samples;
 //   - screenshots are kept in the artifacts folder (dashboard.png: the job
@@ -233,6 +235,7 @@ async function main() {
     await page.locator('#log', { hasText: 'second line' }).waitFor();
     await page.locator('#task-state[data-state="succeeded"]').waitFor();
     log('the live log showed both lines as they were printed');
+    await page.screenshot({ path: path.join(opts.artifacts, 'dashboard-task.png'), fullPage: true });
 
     await page.click(`a[href="#/jobs/${job}"]`);
     await page.locator(`#tasks tr[data-task="${job}.2"][data-state="succeeded"]`).waitFor();
@@ -251,6 +254,21 @@ async function main() {
     // Samples from the server's ring buffer reach the chart.
     await page.waitForFunction(() => Number(document.getElementById('view').dataset.samples) > 0);
     await page.screenshot({ path: path.join(opts.artifacts, 'dashboard-utilization.png'), fullPage: true });
+
+    // A new tab has no token: the page asks for one, refuses a wrong one
+    // (the server answers 401) and opens with the right one.
+    const fresh = await context.newPage();
+    fresh.setDefaultTimeout(WAIT_MS);
+    fresh.on('pageerror', (e) => pageErrors.push(String(e)));
+    await fresh.goto(`https://127.0.0.1:${port}/`);
+    await fresh.fill('#token-input', 'not-the-token');
+    await fresh.press('#token-input', 'Enter');
+    await fresh.getByText('That token was refused by the server.').waitFor();
+    await fresh.fill('#token-input', token);
+    await fresh.press('#token-input', 'Enter');
+    await fresh.getByText('2 workers: 2 online').waitFor();
+    await fresh.close();
+    log('the token form refuses a wrong token and accepts the right one');
 
     if (loads !== 1) throw new Error(`the page loaded ${loads} times; updates must not need a reload`);
     if (pageErrors.length) throw new Error(`errors in the page: ${pageErrors.join('; ')}`);
