@@ -79,6 +79,8 @@ bool Scheduler::State::QuotaAllows(TaskRef r) const {
 
 void Scheduler::State::Park(uint32_t cls, TaskRef r) {
   queues.PopHead(cls);
+  // A parked task is no class head: it must not hold resources back.
+  if (reservation.active && reservation.task == r) EndReservation();
   task(r).flags |= kFlagParked;
   users[jobs[r.job].user].parked.push_back(r);
 }
@@ -120,6 +122,12 @@ bool Scheduler::State::CanPlace(uint32_t w, TaskRef r) {
   const ResourceRequest& req = RequestOf(r);
   if (!workers[w].res->Fits(req, policy->PreferFullGpus())) return false;
   if (reservation.active && reservation.worker == w && !(reservation.task == r)) {
+    // A task of the reserved one's own class asked here is its class head,
+    // so it is ahead of the reserved task (a higher priority arrived, or it
+    // was put back at the front): it may take what is held for that shape.
+    // Holding it back too would idle the worker until the reserved task is
+    // head again, and no free on this worker may follow to offer it then.
+    if (ClassOf(r) == ClassOf(reservation.task)) return true;
     return ReservationAllows(w, r);
   }
   return true;

@@ -210,7 +210,8 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
   });
   if (ahead > 0) return "behind " + Plural(ahead, "task", "tasks") + " of its class";
 
-  if (s.reservation.active && !(s.reservation.task == r)) {
+  if (s.reservation.active && !(s.reservation.task == r) &&
+      s.ClassOf(r) != s.ClassOf(s.reservation.task)) {
     const uint32_t w = s.reservation.worker;
     if (s.Schedulable(w) && s.workers[w].res->Fits(req, false)) {
       bool elsewhere = false;

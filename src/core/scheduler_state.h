@@ -191,6 +191,7 @@ struct Scheduler::State {
     return jobs[r.job].spec->groups[task(r).group];
   }
   const ResourceRequest& RequestOf(TaskRef r) const { return SpecOf(r).resources; }
+  uint32_t ClassOf(TaskRef r) const { return jobs[r.job].groups[task(r).group].cls; }
   Result<TaskRef> Find(TaskId id) const;
   Result<uint32_t> FindWorker(WorkerId id) const;
   uint32_t UserOf(const std::string& name);

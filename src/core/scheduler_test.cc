@@ -329,5 +329,46 @@ TEST(BackfillTest, EndingAReservationOffersItsWorkerAgain) {
                                     "state 3.0 queued->assigned #1"));
 }
 
+// Found by `drover sim` at 100,000 tasks: a higher-priority task of the
+// reserved task's own class arrived and became its class head. The
+// reservation still named the old head, so when the reserved worker freed,
+// the new head was held back for a task that was not at the head, and the
+// reserved task was never tried: nothing ran. Here that is the whole
+// cluster, stuck for good.
+TEST(BackfillTest, AHigherPriorityTaskOfTheReservedClassMayUseTheReservation) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(16).Gpus(4));
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1)));              // 1.0 takes GPU 0
+  c.Submit(JobBuilder(TaskBuilder().Gpus(4)));              // 2.0 waits for all four
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1)));              // 3.0: reservation for 2.0
+  c.Submit(JobBuilder(TaskBuilder().Gpus(4).Priority(1)));  // 4.0 ahead of 2.0
+  c.Run(T(1, 0));
+  c.Take();
+  ASSERT_EQ(*c.scheduler().Explain(T(3, 0)), "held back: reservation for 2.0");
+  ASSERT_EQ(*c.scheduler().Explain(T(2, 0)), "behind 1 task of its class");
+  c.Finish(T(1, 0));
+  EXPECT_THAT(c.Take(),
+              ElementsAre("release 1.0#1 on w1 [lease:1:slot:1.0 lease:1:gpu:0]",
+                          "state 1.0 running->succeeded #1",
+                          "claim 4.0#1 on w1 [lease:1:slot:4.0 lease:1:gpu:0 lease:1:gpu:1 "
+                          "lease:1:gpu:2 lease:1:gpu:3]",
+                          "state 4.0 queued->assigned #1"));
+  // The reservation still protects 2.0 from the small task behind it.
+  c.Run(T(4, 0));
+  c.Take();
+  c.Finish(T(4, 0));
+  std::vector<std::string> lines = c.Take();
+  ASSERT_EQ(lines.size(), 4u) << ::testing::PrintToString(lines);
+  EXPECT_EQ(lines[2],
+            "claim 2.0#1 on w1 [lease:1:slot:2.0 lease:1:gpu:0 lease:1:gpu:1 lease:1:gpu:2 "
+            "lease:1:gpu:3]");
+  c.Run(T(2, 0));
+  c.Take();
+  c.Finish(T(2, 0));
+  lines = c.Take();
+  ASSERT_EQ(lines.size(), 4u) << ::testing::PrintToString(lines);
+  EXPECT_EQ(lines[2], "claim 3.0#1 on w1 [lease:1:slot:3.0 lease:1:gpu:0]");
+}
+
 }  // namespace
 }  // namespace drover::core
