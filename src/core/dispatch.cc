@@ -133,7 +133,48 @@ bool Scheduler::State::CanPlace(uint32_t w, TaskRef r) {
   return true;
 }
 
+int64_t Scheduler::State::FitTime(uint32_t w, const ResourceRequest& req) const {
+  const Worker& worker = workers[w];
+  if (worker.res->Fits(req, policy->PreferFullGpus())) return now_us;
+  // Free the tasks with a time limit in the order their limits end, on a
+  // copy, until the request fits. A task past its limit is being killed.
+  std::vector<std::pair<int64_t, uint32_t>> ends;  // (end, active)
+  for (uint32_t a : worker.actives) {
+    const Active& act = actives[a];
+    const int64_t limit = SpecOf(act.task).timeout.count();
+    if (!act.booked || limit <= 0) continue;
+    const Task& t = task(act.task);
+    const int64_t from = t.state == TaskState::kRunning ? t.started_us : now_us;
+    ends.emplace_back(std::max(from + limit, now_us), a);
+  }
+  if (ends.empty()) return kNever;
+  std::sort(ends.begin(), ends.end());
+  WorkerState after = *worker.res;
+  for (const auto& [end, a] : ends) {
+    after.Free(RequestOf(actives[a].task), actives[a].alloc);
+    if (after.Fits(req, policy->PreferFullGpus())) return end;
+  }
+  return kNever;
+}
+
+int64_t Scheduler::State::ReservationShadow() {
+  // Also recomputed as time passes: a task past its limit ends "now".
+  if (!reservation.shadow_valid || reservation.shadow_at_us != now_us) {
+    reservation.shadow_us = FitTime(reservation.worker, RequestOf(reservation.task));
+    reservation.shadow_at_us = now_us;
+    reservation.shadow_valid = true;
+  }
+  return reservation.shadow_us;
+}
+
 bool Scheduler::State::ReservationAllows(uint32_t w, TaskRef r) {
+  // Backfill by time (EASY): a task whose time limit ends before the
+  // reserved task could start here anyway delays nothing.
+  const int64_t limit = SpecOf(r).timeout.count();
+  if (limit > 0) {
+    const int64_t shadow = ReservationShadow();
+    if (shadow != kNever && now_us + limit <= shadow) return true;
+  }
   WorkerState& res = *workers[w].res;
   const ResourceRequest& reserved = RequestOf(reservation.task);
   const ResourceRequest& req = RequestOf(r);
@@ -172,15 +213,23 @@ void Scheduler::State::Reserve(TaskRef r, uint32_t hint) {
   }
   const ResourceRequest& req = RequestOf(r);
   uint32_t chosen = kNone;
-  if (hint != kNone && Schedulable(hint) && workers[hint].res->CanEverFit(req)) {
-    chosen = hint;
-  } else {
-    for (uint32_t w = 0; w < workers.size(); ++w) {
-      if (Schedulable(w) && workers[w].res->CanEverFit(req)) {
-        chosen = w;
-        break;
-      }
+  // The worker where it can start first, by the time limits of what runs
+  // there (ties: the hint, then join order); without limits, the hint.
+  int64_t best = kNever;
+  for (uint32_t w = 0; w < workers.size(); ++w) {
+    if (!Schedulable(w) || !workers[w].res->CanEverFit(req)) continue;
+    const int64_t at = FitTime(w, req);
+    if (at < best || (at == best && at != kNever && w == hint)) {
+      best = at;
+      chosen = w;
     }
+  }
+  if (chosen == kNone && hint != kNone && Schedulable(hint) &&
+      workers[hint].res->CanEverFit(req)) {
+    chosen = hint;
+  }
+  for (uint32_t w = 0; w < workers.size() && chosen == kNone; ++w) {
+    if (Schedulable(w) && workers[w].res->CanEverFit(req)) chosen = w;
   }
   if (chosen == kNone) return;
   EndReservation();

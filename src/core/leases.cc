@@ -28,6 +28,7 @@ uint32_t Scheduler::State::NewActive(TaskRef r, uint32_t w, uint32_t attempt) {
     act.pos = static_cast<uint32_t>(workers[w].actives.size());
     workers[w].actives.push_back(a);
     MarkLoadDirty(w);
+    WorkerTasksChanged(w);
   }
   const ResourceRequest& req = RequestOf(r);
   User& user = users[jobs[r.job].user];
@@ -51,6 +52,7 @@ void Scheduler::State::EndActive(uint32_t a) {
     actives[last].pos = act.pos;
     worker.actives.pop_back();
     MarkLoadDirty(act.worker);
+    WorkerTasksChanged(act.worker);
     if (act.booked && !worker.lost) MarkWorkerDirty(act.worker);
   }
   act.booked = false;

@@ -544,6 +544,7 @@ Status Scheduler::State::OnStarted(const TaskStarted& e) {
   }
   act.granted = true;  // a restored task reporting in holds its lease
   t.started_us = now_us;
+  if (act.worker != kNone) WorkerTasksChanged(act.worker);  // its limit counts from now
   Transition(r, TaskState::kRunning, "");
   const Duration timeout = SpecOf(r).timeout;
   if (timeout > Duration::zero()) {

@@ -134,7 +134,16 @@ struct Reservation {
   bool active = false;
   TaskRef task;
   uint32_t worker = kNone;
+  // When the reserved task fits on `worker` at the latest if every task
+  // there ends by its time limit (TaskGroupSpec::timeout); kNever when that
+  // depends on a task without one. Recomputed when the worker's tasks
+  // change (shadow_valid false).
+  int64_t shadow_us = 0;
+  int64_t shadow_at_us = 0;  // now_us when computed
+  bool shadow_valid = false;
 };
+
+inline constexpr int64_t kNever = INT64_MAX;
 
 struct Scheduler::State {
   explicit State(SchedulerConfig c);
@@ -263,6 +272,16 @@ struct Scheduler::State {
   void Unpark(uint32_t user);
   bool CanPlace(uint32_t w, TaskRef r);
   bool ReservationAllows(uint32_t w, TaskRef r);
+  // The latest time the request fits on worker w if every task there ends
+  // by its time limit: now when it fits now, kNever when it needs room a
+  // task without a limit holds (see Reservation::shadow_us).
+  int64_t FitTime(uint32_t w, const ResourceRequest& req) const;
+  // The reservation's FitTime, cached.
+  int64_t ReservationShadow();
+  // The worker's tasks changed: its FitTime may have.
+  void WorkerTasksChanged(uint32_t w) {
+    if (reservation.worker == w) reservation.shadow_valid = false;
+  }
   void Reserve(TaskRef r, uint32_t hint_worker);
   // Ends the reservation and offers its worker again: tasks held back there
   // fit nowhere else, and no free on that worker may follow to retry them.

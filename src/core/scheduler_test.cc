@@ -370,5 +370,71 @@ TEST(BackfillTest, AHigherPriorityTaskOfTheReservedClassMayUseTheReservation) {
   EXPECT_EQ(lines[2], "claim 3.0#1 on w1 [lease:1:slot:3.0 lease:1:gpu:0]");
 }
 
+// Time limits (EASY backfill): on the reserved worker a task may take what
+// the reserved task waits for if its limit ends before the reserved task
+// could start there anyway (when the running tasks' limits end). Longer or
+// unlimited tasks stay held back, and the reserved task starts on time.
+// (Each small task has its own shape here: within one class the order stays
+// FIFO, so a limit helps only the class head.)
+TEST(BackfillTest, ATaskWhoseLimitEndsBeforeTheReservedTaskCouldStartBackfills) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(16).Gpus(4));
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1).Timeout(Seconds(100))));  // 1.0 ends by 100 s
+  c.Run(T(1, 0));
+  c.Submit(JobBuilder(TaskBuilder().Gpus(4)));                        // 2.0 can start at 100 s
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1).Cpus(2).Timeout(Seconds(200))));  // 3.0 would delay it
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1).Cpus(3)));  // 4.0 no limit: may never end
+  c.Take();
+  EXPECT_EQ(*c.scheduler().Explain(T(3, 0)), "held back: reservation for 2.0");
+  EXPECT_EQ(*c.scheduler().Explain(T(4, 0)), "held back: reservation for 2.0");
+  c.Advance(Seconds(40));
+  c.Take();  // renewals
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1).Timeout(Seconds(60))));   // 5.0 ends by 100 s: fits
+  EXPECT_THAT(c.Take(), ElementsAre("claim 5.0#1 on w1 [lease:1:slot:5.0 lease:1:gpu:1]",
+                                    "state 5.0 queued->assigned #1"));
+  c.Run(T(5, 0));
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1).Cpus(4).Timeout(Seconds(61))));  // 6.0: a second late
+  c.Take();
+  EXPECT_EQ(*c.scheduler().Explain(T(6, 0)), "held back: reservation for 2.0");
+  // Both end by their limits; 2.0 gets all four GPUs before anything else.
+  c.Advance(Seconds(50));
+  c.Take();
+  c.Finish(T(5, 0));
+  c.Finish(T(1, 0));
+  EXPECT_THAT(c.Take(),
+              ElementsAre("release 5.0#1 on w1 [lease:1:slot:5.0 lease:1:gpu:1]",
+                          "state 5.0 running->succeeded #1",
+                          "release 1.0#1 on w1 [lease:1:slot:1.0 lease:1:gpu:0]",
+                          "state 1.0 running->succeeded #1",
+                          "claim 2.0#1 on w1 [lease:1:slot:2.0 lease:1:gpu:0 lease:1:gpu:1 "
+                          "lease:1:gpu:2 lease:1:gpu:3]",
+                          "state 2.0 queued->assigned #1"));
+}
+
+// The reservation goes to the worker where the task can start first by the
+// limits of what runs there, not to the first worker that could hold it:
+// w1 is busy for up to 1,000 s, w2 for up to 10 s.
+TEST(BackfillTest, TheReservationGoesToTheWorkerWhoseLimitsEndFirst) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(16).Gpus(4));
+  c.AddWorker(WorkerBuilder().Cpus(16).Gpus(4));
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1).Timeout(Seconds(1000))));  // 1.0 on w1
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1).Timeout(Seconds(10))));    // 2.0 on w2
+  c.Run(T(1, 0));
+  c.Run(T(2, 0));
+  c.Submit(JobBuilder(TaskBuilder().Gpus(4)));                         // 3.0 waits
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1)));                         // 4.0 overtakes it
+  std::vector<std::string> lines = c.Take();
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines[lines.size() - 2], "claim 4.0#1 on w1 [lease:1:slot:4.0 lease:1:gpu:1]");
+  c.Advance(Seconds(10));
+  c.Finish(T(2, 0));
+  lines = c.Take();
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines[lines.size() - 2],
+            "claim 3.0#1 on w2 [lease:2:slot:3.0 lease:2:gpu:0 lease:2:gpu:1 lease:2:gpu:2 "
+            "lease:2:gpu:3]");
+}
+
 }  // namespace
 }  // namespace drover::core

@@ -72,6 +72,17 @@ void DrawCpuTask(Random& rng, Task& t) {
   t.mem_gib = kMem[rng.Below(2)];
 }
 
+// The time limit a person would declare for a task of `ms`: the next
+// round value at or above it (a limit is a promise the task ends by then).
+int64_t LimitSeconds(int64_t ms) {
+  static constexpr int64_t kLimits[] = {60,   120,  300,  600,  900,  1200, 1800,
+                                        2700, 3600, 5400, 7200, 10800, 14400};
+  for (int64_t s : kLimits) {
+    if (s * 1000 >= ms) return s;
+  }
+  return (ms + 999) / 1000;
+}
+
 // "12.345" from milliseconds.
 std::string Seconds(int64_t ms) {
   std::string frac = std::to_string(ms % 1000);
@@ -144,6 +155,7 @@ Status WriteSyntheticTrace(const GenerateOptions& options, std::ostream& out) {
     if (t.prep) prep_line = i;
     line = "{\"id\":\"t" + std::to_string(i) + "\",\"submit\":" + Seconds(burst.submit_ms) +
            ",\"duration\":" + Seconds(t.duration_ms);
+    if (options.limits) line += ",\"limit\":" + std::to_string(LimitSeconds(t.duration_ms));
     if (t.shape == kCpuShape) {
       line += ",\"cpus\":" + std::to_string(t.cpus) + ",\"mem\":\"" + std::to_string(t.mem_gib) +
               "GiB\"";

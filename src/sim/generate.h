@@ -34,6 +34,7 @@ struct GenerateOptions {
   uint64_t tasks = 2000;
   uint32_t gpus = 16;  // GPUs of the cluster the load is sized for
   double load = 1.2;   // offered GPU work / capacity over the arrival window
+  bool limits = true;  // write each task's time limit (`limit`)
 };
 
 // Writes a trace of exactly `options.tasks` lines to `out`. Errors

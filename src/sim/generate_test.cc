@@ -66,6 +66,24 @@ TEST(GenerateTest, TraceHasTheDocumentedMix) {
   EXPECT_NEAR(window, gpu_seconds / (16 * 1.2), gpu_seconds / (16 * 1.2) * 0.01);
 }
 
+TEST(GenerateTest, LimitsAreRoundValuesAtOrAboveTheDuration) {
+  const Trace t = ParseOrDie(Generate({1, 2000, 16, 1.2}));
+  std::set<int64_t> limits;
+  for (const TraceTask& task : t.tasks) {
+    EXPECT_GE(task.limit, task.duration);
+    EXPECT_LT(task.limit, task.duration * 3 + Seconds(60));
+    limits.insert(task.limit.count());
+  }
+  EXPECT_LE(limits.size(), 13u);  // 1m, 2m, 5m, ... 4h: array groups still form
+  EXPECT_TRUE(limits.count(Seconds(600).count()));
+
+  GenerateOptions none{1, 2000, 16, 1.2};
+  none.limits = false;
+  const std::string text = Generate(none);
+  EXPECT_EQ(text.find("limit"), std::string::npos);
+  for (const TraceTask& task : ParseOrDie(text).tasks) EXPECT_EQ(task.limit, Duration::zero());
+}
+
 TEST(GenerateTest, RejectsBadOptions) {
   std::ostringstream out;
   EXPECT_EQ(WriteSyntheticTrace({1, 0, 16, 1.2}, out).code(), StatusCode::kInvalidArgument);

@@ -28,6 +28,8 @@ void AddSimCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   sim->add_option("--load", opts->generate.load, "Offered GPU work / capacity of --generate")
       ->capture_default_str();
+  sim->add_flag("--no-limits{false}", opts->generate.limits,
+                "--generate writes no time limits (the scheduler then plans without them)");
   sim->callback([opts, &exit_code] { exit_code = RunSimCommand(*opts, std::cout, std::cerr); });
 }
 

@@ -264,6 +264,7 @@ Status Replay::SubmitDue() {
     for (uint32_t i = first; i < end; ++i) {
       const TraceTask& t = tasks[i];
       if (!spec->groups.empty() && spec->groups.back().priority == t.priority &&
+          spec->groups.back().timeout == t.limit &&
           spec->groups.back().resources == trace_.RequestOf(t)) {
         spec->groups.back().array->count++;
       } else if (spec->groups.size() == kMaxGroupsPerJob) {
@@ -275,6 +276,7 @@ Status Replay::SubmitDue() {
         g.command = {"sim"};
         g.resources = trace_.RequestOf(t);
         g.priority = t.priority;
+        g.timeout = t.limit;  // the core plans backfill with it
         g.array = core::ArrayRange{0, 1, 1};
       }
       ids_[i] = TaskId{job, i - first};

@@ -73,9 +73,42 @@ TEST(SimulatorTest, HandComputedTraceGivesExactMakespanWaitsAndIdle) {
 
   const MakespanBound b = ComputeBound(trace, cluster);
   EXPECT_DOUBLE_EQ(b.gpu_area_s, 22.0);  // 44 GPU-s on 2 GPUs
-  EXPECT_DOUBLE_EQ(b.cpu_area_s, 39.0 / 8);
+  // d cannot start before 10: 10 + its 4 cpu-s / 8 cores beats all 39 / 8.
+  EXPECT_DOUBLE_EQ(b.cpu_area_s, 10.5);
   EXPECT_DOUBLE_EQ(b.chain_s, 20.0);     // b alone; a then d is 14
   EXPECT_DOUBLE_EQ(b.value_s(), 22.0);
+}
+
+// The same trace with time limits equal to the durations: c can start at 20
+// at the latest (b's limit), and d, ready at 10, ends by 14, so it backfills
+// the GPU a frees instead of waiting behind c: 10-14, then c 20-25.
+TEST(SimulatorTest, WithTimeLimitsAShortTaskBackfillsBeforeTheReservation) {
+  const Trace trace = TraceFrom(R"({"id":"a","submit":0,"duration":10,"limit":10,"gpus":1}
+{"id":"b","submit":0,"duration":20,"limit":20,"gpus":1}
+{"id":"c","submit":0,"duration":5,"limit":5,"gpus":2}
+{"id":"d","submit":1,"duration":4,"limit":4,"gpus":1,"deps":["a"]}
+)");
+  const Cluster cluster =
+      ClusterFrom(R"({"workers":[{"name":"w","cpus":8,"mem":"64GiB","gpus":2}]})");
+  const SimResult r = Replay(trace, cluster);
+  EXPECT_DOUBLE_EQ(r.makespan_s, 25.0);
+  EXPECT_EQ(r.starts[IndexOf(trace, "c")], Seconds(20));
+  EXPECT_EQ(r.starts[IndexOf(trace, "d")], Seconds(10));
+  EXPECT_EQ(r.waits[IndexOf(trace, "d")], Seconds(0));
+  // From 14 to 20 one GPU is free; nothing that fits is waiting.
+  EXPECT_DOUBLE_EQ(r.idle_reservation_gpu_s, 0.0);
+  EXPECT_DOUBLE_EQ(r.idle_other_gpu_s, 0.0);
+
+  // A limit longer than c's wait (d could run until 21) holds d back again.
+  const Trace longer = TraceFrom(R"({"id":"a","submit":0,"duration":10,"limit":10,"gpus":1}
+{"id":"b","submit":0,"duration":20,"limit":20,"gpus":1}
+{"id":"c","submit":0,"duration":5,"limit":5,"gpus":2}
+{"id":"d","submit":1,"duration":4,"limit":11,"gpus":1,"deps":["a"]}
+)");
+  const SimResult held = Replay(longer, cluster);
+  EXPECT_DOUBLE_EQ(held.makespan_s, 29.0);
+  EXPECT_EQ(held.starts[IndexOf(longer, "c")], Seconds(20));
+  EXPECT_EQ(held.starts[IndexOf(longer, "d")], Seconds(25));
 }
 
 // Two half-GPU tasks share the one GPU; with 50 GiB of GPU memory each they
@@ -125,6 +158,31 @@ TEST(SimulatorTest, BigGpuTaskIsNotStarvedByAStreamOfSmallOnes) {
   const SimResult without = Replay(trace, cluster, SimOptions{core::PolicyKind::kSpread, false});
   EXPECT_GT(without.waits[big], Seconds(900));
   EXPECT_EQ(without.idle_reservation_gpu_s, 0.0);
+}
+
+// The same stream with time limits, which let small tasks backfill the
+// reserved GPUs when they end before the big task could start: with exact
+// limits none of them can (each runs 10 s, the big task can start at 12.5),
+// with generous ones (30 s) the big task's start is planned later, and still
+// none may take a GPU it waits for. Either way it starts when the two small
+// tasks running at its arrival end, as without limits.
+TEST(SimulatorTest, BigGpuTaskIsNotStarvedWhenSmallOnesHaveTimeLimits) {
+  for (const char* limit : {"10", "30"}) {
+    std::string text;
+    for (int k = 0; k < 400; ++k) {
+      const int ms = k * 2500;
+      text += "{\"id\":\"s" + std::to_string(k) + "\",\"submit\":" + std::to_string(ms / 1000) +
+              "." + std::to_string(ms % 1000) + ",\"duration\":10,\"limit\":" + limit +
+              ",\"gpus\":1}\n";
+      if (k == 1) text += "{\"id\":\"big\",\"submit\":3,\"duration\":10,\"gpus\":4}\n";
+    }
+    const Trace trace = TraceFrom(text);
+    const Cluster cluster =
+        ClusterFrom(R"({"workers":[{"cpus":16,"mem":"64GiB","gpus":4}]})");
+    const SimResult r = Replay(trace, cluster);
+    EXPECT_EQ(r.waits[IndexOf(trace, "big")], Millis(9500)) << "limit " << limit;
+    EXPECT_DOUBLE_EQ(r.idle_other_gpu_s, 0.0) << "limit " << limit;
+  }
 }
 
 TEST(SimulatorTest, SameTraceTwiceGivesIdenticalResults) {

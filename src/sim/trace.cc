@@ -41,7 +41,7 @@ class LineReader {
   Status Read(const Json& line, size_t line_no) {
     RETURN_IF_ERROR(internal::CheckKeys(line, {"id", "submit", "duration", "cpus", "mem", "gpus",
                                                "gpu_type", "gpu_mem", "deps", "priority",
-                                               "user"}));
+                                               "user", "limit"}));
     TraceTask task;
     std::string id = "line " + std::to_string(line_no);
     if (auto it = line.find("id"); it != line.end()) {
@@ -60,6 +60,15 @@ class LineReader {
     auto duration = line.find("duration");
     if (duration == line.end()) return InvalidArgument("duration: missing");
     ASSIGN_OR_RETURN(task.duration, internal::ReadSeconds(*duration, "duration"));
+    if (auto it = line.find("limit"); it != line.end()) {
+      ASSIGN_OR_RETURN(task.limit, internal::ReadSeconds(*it, "limit"));
+      if (task.limit <= Duration::zero()) return InvalidArgument("limit: must be above 0");
+      if (task.limit < task.duration) {
+        return InvalidArgument("limit: " + FormatDuration(task.limit) + " is shorter than duration " +
+                               FormatDuration(task.duration) +
+                               " (the replay does not model tasks killed at their limit)");
+      }
+    }
 
     core::ResourceRequest req;
     req.cpus_milli = kDefaultCpusMilli;

@@ -30,6 +30,7 @@ namespace drover::sim {
 struct TraceTask {
   Duration submit = Duration::zero();    // since the start of the trace
   Duration duration = Duration::zero();  // how long it runs once started
+  Duration limit = Duration::zero();     // declared time limit (>= duration); 0: none
   uint32_t request = 0;                  // index into Trace::requests
   uint32_t user = 0;                     // index into Trace::users
   int32_t priority = 0;                  // higher runs first

@@ -24,7 +24,7 @@ constexpr uint64_t kGiB = uint64_t{1} << 30;
 
 TEST(TraceTest, ReadsEveryFieldAndInternsRequestsAndUsers) {
   Result<Trace> t = Parse(
-      R"({"id":"prep","submit":0,"duration":"5m","cpus":"500m","mem":"4GiB","user":"ann"}
+      R"({"id":"prep","submit":0,"duration":"5m","limit":"10m","cpus":"500m","mem":"4GiB","user":"ann"}
 
 {"id":"train","submit":1.5,"duration":3600,"cpus":2,"gpus":0.25,"gpu_mem":"20GiB","gpu_type":["A100","H100"],"deps":["prep"],"priority":3,"user":"bob"}
 {"id":"train2","submit":"2s","duration":60.000001,"cpus":2,"gpus":"0.25","gpu_mem":"20GiB","gpu_type":["A100","H100"],"user":"ann"}
@@ -37,6 +37,7 @@ TEST(TraceTest, ReadsEveryFieldAndInternsRequestsAndUsers) {
   const TraceTask& prep = t->tasks[0];
   EXPECT_EQ(prep.submit, Seconds(0));
   EXPECT_EQ(prep.duration, Seconds(300));
+  EXPECT_EQ(prep.limit, Seconds(600));
   EXPECT_EQ(t->RequestOf(prep).cpus_milli, 500);
   EXPECT_EQ(t->RequestOf(prep).mem_bytes, 4 * kGiB);
   EXPECT_EQ(t->users[prep.user], "ann");
@@ -63,6 +64,7 @@ TEST(TraceTest, ReadsEveryFieldAndInternsRequestsAndUsers) {
   EXPECT_EQ(t->RequestOf(t->tasks[3]).cpus_milli, 1000);
   EXPECT_EQ(t->RequestOf(t->tasks[3]).gpus, 0);
   EXPECT_EQ(t->tasks[3].priority, 0);
+  EXPECT_EQ(t->tasks[3].limit, Duration::zero());  // no limit
 }
 
 TEST(TraceTest, ErrorsNameTheLineAndTheField) {
@@ -76,6 +78,11 @@ TEST(TraceTest, ErrorsNameTheLineAndTheField) {
             0u);
   EXPECT_EQ(ErrorOf("{\"submit\":0,\"duration\":-1}\n").rfind("t.jsonl:1: duration: ", 0), 0u);
   EXPECT_EQ(ErrorOf("{\"submit\":0}\n"), "t.jsonl:1: duration: missing");
+  EXPECT_EQ(ErrorOf(ok + "{\"submit\":0,\"duration\":60,\"limit\":\"30s\"}\n"),
+            "t.jsonl:2: limit: 30s is shorter than duration 1m (the replay does not model tasks "
+            "killed at their limit)");
+  EXPECT_EQ(ErrorOf("{\"submit\":0,\"duration\":0,\"limit\":0}\n"),
+            "t.jsonl:1: limit: must be above 0");
   EXPECT_EQ(ErrorOf("{\"duration\":1}\n").rfind("t.jsonl:1: submit: missing", 0), 0u);
   EXPECT_EQ(ErrorOf("{\"submit\":0,\"duration\":1,\"gpu\":1}\n")
                 .rfind("t.jsonl:1: unknown field \"gpu\"", 0),
