@@ -158,13 +158,14 @@ int64_t Scheduler::State::FitTime(uint32_t w, const ResourceRequest& req) const 
 }
 
 int64_t Scheduler::State::ReservationShadow() {
-  // Also recomputed as time passes: a task past its limit ends "now".
-  if (!reservation.shadow_valid || reservation.shadow_at_us != now_us) {
+  if (!reservation.shadow_valid) {
     reservation.shadow_us = FitTime(reservation.worker, RequestOf(reservation.task));
-    reservation.shadow_at_us = now_us;
     reservation.shadow_valid = true;
   }
-  return reservation.shadow_us;
+  // As time passes, tasks past their limit count as ending now; that keeps
+  // the order FitTime freed them in, so its answer moves to max(it, now).
+  const int64_t shadow = reservation.shadow_us;
+  return shadow == kNever ? kNever : std::max(shadow, now_us);
 }
 
 bool Scheduler::State::ReservationAllows(uint32_t w, TaskRef r) {

@@ -139,7 +139,6 @@ struct Reservation {
   // depends on a task without one. Recomputed when the worker's tasks
   // change (shadow_valid false).
   int64_t shadow_us = 0;
-  int64_t shadow_at_us = 0;  // now_us when computed
   bool shadow_valid = false;
 };
 

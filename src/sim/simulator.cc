@@ -415,7 +415,8 @@ Result<SimResult> Replay::Run() {
     RETURN_IF_ERROR(SubmitDue());
     // The renewal Tick rides on instants that happen anyway: between them
     // the core has no timer that could change a decision (no task of a
-    // trace can fail or time out, and the replay's leases never expire), so
+    // trace can fail or time out, see simulator.h, and the replay's leases
+    // never expire), so
     // a Tick of its own every 10 s of a simulated week would only cost time.
     if (t >= next_tick_us) {
       RETURN_IF_ERROR(Deliver(core::Tick{}));

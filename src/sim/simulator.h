@@ -13,11 +13,14 @@
 //   AssignTask  ─► TaskStarted at once, TaskFinished due at now + duration
 //
 // Tasks submitted at one instant by one user, without dependencies, form one
-// job (runs of identical requests become array groups); a task with
-// dependencies is a job of its own with `--after` on them. The core has no
-// public "next timer deadline" query, so the only timer the replay drives
-// is the renewal Tick, riding on instants that happen anyway; no task of a
-// trace can fail or time out, so no retry or timeout timer is ever armed.
+// job (runs of identical requests with the same limit become array groups);
+// a task with dependencies is a job of its own with `--after` on them. A
+// task's `limit` becomes its group's timeout, which the core uses to plan
+// backfill. The core has no public "next timer deadline" query, so the only
+// timer the replay drives is the renewal Tick, riding on instants that
+// happen anyway; no task of a trace can fail, and none times out: a limit is
+// never below the duration, and finishes are delivered before the Tick of
+// the same instant, so a timeout timer finds its task already ended.
 //
 // Measurements, over [first submit, last finish]:
 //  - queue wait of each task: from ready (submitted with its dependencies
