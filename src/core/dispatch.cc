@@ -235,6 +235,8 @@ void Scheduler::State::Reserve(TaskRef r, uint32_t hint) {
   if (chosen == kNone) return;
   EndReservation();
   reservation = Reservation{true, r, chosen};
+  // It fits there now (a worker that changed this instant): offer it.
+  if (best == now_us) MarkWorkerDirty(chosen);
 }
 
 void Scheduler::State::Place(uint32_t cls, TaskRef r, uint32_t w) {

@@ -2,8 +2,10 @@
 //
 // Three lower bounds on the makespan (first submit to last finish), each
 // holding for every policy, and their maximum:
-//   gpu_area  all GPU-seconds asked for / GPUs in the cluster;
-//   cpu_area  all cpu-seconds asked for / cores in the cluster;
+//   gpu_area  for every instant t: (t - first submit) + the GPU-seconds of
+//             the tasks that cannot start before t / GPUs in the cluster
+//             (at t = first submit: all GPU-seconds / GPUs);
+//   cpu_area  the same with cpu-seconds and cores;
 //   chain     the longest path through the dependencies, where a task can
 //             start no earlier than its submit time and its dependencies'
 //             earliest finish.
