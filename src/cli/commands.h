@@ -19,6 +19,7 @@ void AddSubmitCommands(CLI::App& root, int& exit_code);  // cmd_submit.cc: submi
 void AddStatusCommands(CLI::App& root, int& exit_code);  // cmd_status.cc: status, workers
 void AddLogsCommand(CLI::App& root, int& exit_code);     // cmd_logs.cc
 void AddControlCommands(CLI::App& root, int& exit_code); // cmd_control.cc: cancel, wait, drain
+void AddReportCommand(CLI::App& root, int& exit_code);   // cmd_report.cc
 
 }  // namespace drover::cli
 

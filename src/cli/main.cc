@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   drover::cli::AddStatusCommands(app, exit_code);
   drover::cli::AddLogsCommand(app, exit_code);
   drover::cli::AddControlCommands(app, exit_code);
+  drover::cli::AddReportCommand(app, exit_code);
   drover::sim::AddSimCommand(app, exit_code);
   try {
     app.parse(argc, argv);
