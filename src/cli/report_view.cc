@@ -69,6 +69,11 @@ std::string IdList(const json& report, const char* key, const char* sep) {
   return out;
 }
 
+bool Critical(const json& t) {
+  return t.is_object() && t.contains("critical") && t["critical"].is_boolean() &&
+         t["critical"].get<bool>();
+}
+
 std::string Worker(const json& t) {
   std::string name = Str(t, "worker_name");
   return name != "-" ? name : Str(t, "worker");
@@ -136,7 +141,7 @@ std::string ReportText(const json& report, int width) {
     std::optional<double> cpus = Num(req, "cpus");
     char cpus_text[32] = "-";
     if (cpus) std::snprintf(cpus_text, sizeof(cpus_text), "%g", *cpus);
-    const bool critical = t.is_object() && t.value("critical", false);
+    const bool critical = Critical(t);
     table.AddRow({Str(t, "id"), Str(t, "name"), Str(t, "state"), Worker(t),
                   Secs(Num(t, "wall_s")), Secs(Num(t, "cpu_s")), Bytes(Int(t, "peak_mem_bytes")),
                   cpus_text, Percent(Num(t, "cpu_efficiency")), Percent(Num(t, "mem_efficiency")),
@@ -161,7 +166,7 @@ std::string ReportText(const json& report, int width) {
       const int a = std::clamp(static_cast<int>((*start - span.from) * scale), 0, width - 1);
       const int b = std::clamp(static_cast<int>((EndOf(t) - span.from) * scale), a + 1, width);
       std::fill(bar.begin(), bar.begin() + a, '.');
-      const char mark = t.value("critical", false) ? '=' : '#';
+      const char mark = Critical(t) ? '=' : '#';
       std::fill(bar.begin() + a, bar.begin() + b, mark);
     }
     while (!bar.empty() && bar.back() == ' ') bar.pop_back();
@@ -210,7 +215,7 @@ std::string ReportHtml(const json& report) {
       if (std::optional<int64_t> start = Int(t, "start_ms")) {
         const double x = label_w + (*start - span.from) * scale;
         const double w = std::max(1.0, (EndOf(t) - *start) * scale);
-        const bool critical = t.value("critical", false);
+        const bool critical = Critical(t);
         h << "<rect class=\"bar" << (critical ? " critical" : "") << "\" x=\"" << x << "\" y=\""
           << y + 3 << "\" width=\"" << w << "\" height=\"" << row_h - 6 << "\"><title>"
           << HtmlEscape(Str(t, "id") + " " + Str(t, "name") + ": " + Secs(Num(t, "wall_s")))
@@ -240,7 +245,7 @@ std::string ReportHtml(const json& report) {
         deps += d.is_string() ? d.get<std::string>() : "?";
       }
     }
-    const bool critical = t.is_object() && t.value("critical", false);
+    const bool critical = Critical(t);
     h << "<tr" << (critical ? " class=\"critical\"" : "") << "><td>" << HtmlEscape(Str(t, "id"))
       << "</td><td>" << HtmlEscape(Str(t, "name")) << "</td><td class=\"state-"
       << HtmlEscape(Str(t, "state")) << "\">" << HtmlEscape(Str(t, "state")) << "</td><td>"

@@ -48,7 +48,7 @@ TEST(ReportViewTest, TextHasTableSlowestCriticalPathAndTimeline) {
   EXPECT_NE(text.find("TASK"), std::string::npos) << text;
   EXPECT_NE(text.find("CPU EFF"), std::string::npos) << text;
   EXPECT_NE(text.find("25%"), std::string::npos) << text;
-  EXPECT_NE(text.find("1.0 MiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 MiB"), std::string::npos) << text;
   EXPECT_NE(text.find("slowest: 7.2, 7.0, 7.3, 7.1"), std::string::npos) << text;
   EXPECT_NE(text.find("critical path (4.0s): 7.0 -> 7.2 -> 7.3"), std::string::npos) << text;
   // Timeline: 40 columns for 4 s; prep 0-10 critical, fast 10-15, slow
@@ -67,6 +67,9 @@ TEST(ReportViewTest, MissingFieldsPrintDashes) {
   EXPECT_EQ(text.find("timeline"), std::string::npos) << text;
   EXPECT_NO_THROW(ReportText(json("not an object")));
   EXPECT_NO_THROW(ReportHtml(json::array()));
+  const json odd{{"tasks", json::array({5, {{"id", "1.0"}, {"start_ms", "x"}, {"critical", 1}}})}};
+  EXPECT_NO_THROW(ReportText(odd));
+  EXPECT_NO_THROW(ReportHtml(odd));
 }
 
 TEST(ReportViewTest, HtmlIsSelfContainedEscapedAndMarksTheCriticalPath) {
