@@ -36,6 +36,7 @@ Observability::Observability(net::EventLoop& loop, CoreDriver& driver, WorkerCha
       ring_(std::max<size_t>(1, options_.capacity)),
       scheduling_latency_(metrics::LatencyBuckets()),
       journal_sync_(metrics::LatencyBuckets()),
+      ready_(options_.started_at),
       timer_(std::make_unique<net::Timer>(loop)) {
   driver_.SetDurableObserver([this](Duration d) { journal_sync_.Observe(Secs(d)); });
   Sample();
@@ -54,38 +55,9 @@ void Observability::Sample() {
 }
 
 void Observability::OnStateChanged(const core::TaskStateChanged& c, Time at) {
-  using core::TaskState;
-  if (c.to == TaskState::kQueued) {
-    Time ready = at;
-    // A retry is runnable once its backoff is over, not when it failed.
-    if (c.from == TaskState::kRunning || c.from == TaskState::kAssigned) {
-      Result<core::TaskInfo> t = driver_.scheduler().GetTask(c.task);
-      if (t.ok() && t->retry_at && *t->retry_at > ready) ready = *t->retry_at;
-    }
-    ready_since_[c.task] = ready;
-    return;
+  if (std::optional<Duration> wait = ready_.OnStateChanged(c, at, driver_.scheduler())) {
+    scheduling_latency_.Observe(Secs(*wait));
   }
-  if (c.to == TaskState::kAssigned) {
-    Time ready{};
-    bool known = false;
-    if (auto it = ready_since_.find(c.task); it != ready_since_.end()) {
-      ready = it->second;
-      known = true;
-      ready_since_.erase(it);
-    } else if (c.from == TaskState::kQueued && c.attempt <= 1) {
-      // Queued at submission (no state change is emitted for that): ready
-      // since the job came in, unless that was before this server started
-      // (a restored job: its wait is unknown).
-      Result<core::JobInfo> job = driver_.scheduler().GetJob(c.task.job);
-      if (job.ok() && job->submitted_at >= options_.started_at) {
-        ready = job->submitted_at;
-        known = true;
-      }
-    }
-    if (known) scheduling_latency_.Observe(Secs(std::max(Duration::zero(), at - ready)));
-    return;
-  }
-  ready_since_.erase(c.task);
 }
 
 std::string Observability::MetricsText() {

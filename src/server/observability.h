@@ -20,11 +20,11 @@
 
 #include <functional>
 #include <memory>
-#include <unordered_map>
 
 #include "common/time.h"
 #include "core/commands.h"
 #include "metrics/prom_text.h"
+#include "metrics/ready_tracker.h"
 #include "metrics/utilization.h"
 #include "net/event_loop.h"
 #include "net/server.h"
@@ -71,8 +71,7 @@ class Observability {
   metrics::UtilizationRing ring_;
   metrics::PromHistogram scheduling_latency_;
   metrics::PromHistogram journal_sync_;
-  // Tasks that became runnable (queued) and when, until they are assigned.
-  std::unordered_map<TaskId, Time> ready_since_;
+  metrics::ReadyTracker ready_;
   std::unique_ptr<net::Timer> timer_;
 };
 
