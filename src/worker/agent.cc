@@ -480,7 +480,7 @@ void Agent::Impl::OnAssignment(const proto::Assignment& a) {
     RecordFinished(proto::FinishedTask{a.task, a.attempt, FailureOutcome(why.message()),
                                        clock_.Now()});
   };
-  Result<TaskDirs> dirs = executor_->PrepareDirs(a.task, a.attempt);
+  Result<TaskDirs> dirs = executor_->PrepareDirs(a.task, a.attempt, !a.inputs.empty());
   if (!dirs.ok()) return fail(dirs.status());
   for (const auto& [from, text] : a.inputs) {
     Status written = WriteFile(dirs->inputs + "/" + from.ToString(), text);
@@ -573,6 +573,14 @@ void Agent::Impl::OnLogRequest(const proto::LogRequest& request) {
                                                            : known.dirs.stderr_path;
       auto run = running_.find(request.task);
       t.running = run != running_.end() && run->second.attempt == known.attempt;
+      if (t.running) {
+        // The executor makes output files with their first byte; a reader
+        // that follows needs the file now.
+        Status opened = executor_->OpenOutputFiles(request.task);
+        if (!opened.ok()) {
+          spdlog::warn("worker {}: {}", name_, opened.message());
+        }
+      }
       target = std::move(t);
     }
   }

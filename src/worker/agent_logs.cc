@@ -66,6 +66,12 @@ void LogSender::Request(const proto::LogRequest& request, const Result<LogTarget
   }
   auto transfer = std::make_unique<Transfer>();
   transfer->fd = ::open(target->path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (transfer->fd < 0 && errno == ENOENT && !target->running) {
+    // The executor makes an output file with its first byte: none means
+    // the task wrote nothing to this stream.
+    SendChunk(key, request.offset, 0, true, "");
+    return;
+  }
   if (transfer->fd < 0) {
     SendChunk(key, request.offset, 0, true,
               "cannot open " + target->path + ": " + std::strerror(errno));

@@ -44,7 +44,7 @@ struct LogSenderOptions {
 // Where a requested log lives, as the agent resolved it.
 struct LogTarget {
   uint32_t attempt = 0;   // the resolved attempt (the request may say 0 = latest)
-  std::string path;       // the stdout or stderr file
+  std::string path;       // the stdout or stderr file (absent: nothing written)
   bool running = false;   // false: the file is complete
 };
 

@@ -109,6 +109,22 @@ TEST_F(LogSenderTest, SendsTheFileFromTheOffsetThenEof) {
   EXPECT_EQ(thread_.Call([&] { return sender_->active(); }), 0u);
 }
 
+TEST_F(LogSenderTest, AnEndedTaskWithoutTheFileWroteNothing) {
+  // The executor makes an output file with its first byte.
+  Make({});
+  Request(Req(false), Target(false));
+  proto::LogChunk end = NextChunk();
+  EXPECT_TRUE(end.eof);
+  EXPECT_EQ(end.size, 0u);
+  EXPECT_TRUE(end.error.empty()) << end.error;
+  // A running task's file must exist (the agent makes it first): its
+  // absence is an error, not an empty log.
+  Request(Req(true), Target(true));
+  end = NextChunk();
+  EXPECT_TRUE(end.eof);
+  EXPECT_NE(end.error.find("cannot open"), std::string::npos) << end.error;
+}
+
 TEST_F(LogSenderTest, UnknownTaskIsAnsweredWithAnError) {
   Make({});
   Request(Req(true), NotFound("no such task on this worker: 3.1"));

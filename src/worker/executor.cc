@@ -125,6 +125,13 @@ Result<std::unique_ptr<Executor>> Executor::Create(ExecutorOptions options, Reac
   }
   if (options.workdir.empty()) return InvalidArgument("workdir is empty");
   RETURN_IF_ERROR(MakeDir(options.workdir));
+  // DROVER_INPUTS of every task without inputs: empty, and read-only to a
+  // task user, so that no task can leave files there for another.
+  const std::string no_inputs = options.workdir + "/.no-inputs";
+  RETURN_IF_ERROR(MakeDir(no_inputs, 0555));
+  if (chmod(no_inputs.c_str(), 0555) != 0) {
+    return Unavailable("cannot make " + no_inputs + " read-only: " + strerror(errno));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<Spawner> spawner, Spawner::Create());
   int dev_null = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (dev_null < 0) return Unavailable(std::string("cannot open /dev/null: ") + strerror(errno));
@@ -132,6 +139,7 @@ Result<std::unique_ptr<Executor>> Executor::Create(ExecutorOptions options, Reac
       new Executor(std::move(options), reactor, std::move(isolator), std::move(spawner), dev_null));
   e->user_ = std::move(user);
   e->user_home_ = std::move(home);
+  e->no_inputs_ = no_inputs;
   return e;
 }
 
@@ -192,22 +200,39 @@ Executor::~Executor() {
   close(dev_null_);
 }
 
-Result<TaskDirs> Executor::PrepareDirs(TaskId id, uint32_t attempt) {
+Status Executor::MakeTaskDir(const std::string& job, const std::string& task) {
+  // The job directory exists for every task but a job's first here: try
+  // the task directory alone, and make the job's only when it is missing.
+  if (mkdir(task.c_str(), 0755) == 0 || errno == EEXIST) return Status::Ok();
+  if (errno != ENOENT) return Unavailable("cannot create " + task + ": " + strerror(errno));
+  RETURN_IF_ERROR(MakeDir(options_.workdir));
+  RETURN_IF_ERROR(MakeDir(job));
+  return MakeDir(task);
+}
+
+Result<TaskDirs> Executor::PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs) {
   TaskDirs d;
   const std::string job = options_.workdir + "/" + std::to_string(id.job);
   const std::string index = std::to_string(id.index);
   d.task = job + "/" + index + "." + std::to_string(attempt);
-  d.inputs = d.task + "/inputs";
+  d.inputs = with_inputs ? d.task + "/inputs" : no_inputs_;
   d.output = d.task + "/output";
   d.checkpoint = job + "/" + index + ".checkpoint";
   d.result = d.task + "/result";
   d.stdout_path = d.task + "/stdout";
   d.stderr_path = d.task + "/stderr";
-  RETURN_IF_ERROR(MakeDir(job));
-  for (const std::string* dir : {&d.task, &d.inputs, &d.output, &d.checkpoint}) {
+  RETURN_IF_ERROR(MakeTaskDir(job, d.task));
+  RETURN_IF_ERROR(ChownPath(d.task, user_));
+  for (const std::string* dir : {&d.output, &d.checkpoint}) {
     RETURN_IF_ERROR(MakeDir(*dir));
     RETURN_IF_ERROR(ChownPath(*dir, user_));
   }
+  if (with_inputs) {
+    RETURN_IF_ERROR(MakeDir(d.inputs));
+    RETURN_IF_ERROR(ChownPath(d.inputs, user_));
+  }
+  if (prepared_.size() >= 1024) prepared_.erase(prepared_.begin());  // never started
+  prepared_[id] = {attempt, d};
   return d;
 }
 
@@ -258,19 +283,28 @@ Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done) {
     return AlreadyExists("task " + spec.id.ToString() + " is already running");
   }
   if (spec.argv.empty()) return InvalidArgument("task " + spec.id.ToString() + " has no command");
-  ASSIGN_OR_RETURN(TaskDirs dirs, PrepareDirs(spec.id, spec.attempt));
-  const std::string cwd = spec.working_dir.empty() ? dirs.task : spec.working_dir;
-  struct stat st;
-  if (stat(cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return NotFound("working directory missing: " + cwd);
+  TaskDirs dirs;
+  if (auto p = prepared_.find(spec.id); p != prepared_.end() && p->second.first == spec.attempt) {
+    dirs = std::move(p->second.second);
+    prepared_.erase(p);
+  } else {
+    ASSIGN_OR_RETURN(dirs, PrepareDirs(spec.id, spec.attempt));
+    prepared_.erase(spec.id);
   }
+  // A missing working directory is reported by the child's chdir
+  // ("working directory missing: /x"), as a missing command with a '/' is
+  // by its execve ("command not found: ./x"): no parent-side checks.
+  const std::string cwd = spec.working_dir.empty() ? dirs.task : spec.working_dir;
 
   std::vector<std::string> env = BuildEnvironment(spec, dirs);
-  std::string path_env = "/usr/local/bin:/usr/bin:/bin";
-  for (const std::string& kv : env) {
-    if (kv.rfind("PATH=", 0) == 0) path_env = kv.substr(5);
+  std::string exe = spec.argv[0];
+  if (exe.find('/') == std::string::npos) {
+    std::string path_env = "/usr/local/bin:/usr/bin:/bin";
+    for (const std::string& kv : env) {
+      if (kv.rfind("PATH=", 0) == 0) path_env = kv.substr(5);
+    }
+    ASSIGN_OR_RETURN(exe, ResolveCommand(spec.argv[0], path_env, cwd));
   }
-  ASSIGN_OR_RETURN(std::string exe, ResolveCommand(spec.argv[0], path_env, cwd));
 
   auto task = std::make_unique<Task>();
   task->id = spec.id;
@@ -296,12 +330,13 @@ Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done) {
   const uint64_t cap =
       spec.output_cap_bytes > 0 ? spec.output_cap_bytes : options_.output_cap_bytes;
   const std::string* paths[2] = {&dirs.stdout_path, &dirs.stderr_path};
+  std::optional<std::pair<uid_t, gid_t>> owner;
+  if (user_) owner.emplace(user_->uid, user_->gid);
   for (int i = 0; i < 2; ++i) {
-    Result<std::unique_ptr<OutputCapture>> out = OutputCapture::Create(*paths[i], cap);
+    Result<std::unique_ptr<OutputCapture>> out =
+        OutputCapture::CreateDeferred(*paths[i], cap, 0644, owner);
     if (!out.ok()) return remove_cage(out.status());
     task->out[i] = std::move(out).value();
-    Status s = ChownPath(*paths[i], user_);
-    if (!s.ok()) return remove_cage(s);
   }
 
   std::vector<char*> argv;
@@ -466,6 +501,13 @@ Status Executor::Kill(TaskId id, std::optional<Duration> grace) {
   const bool armed = current.it_value.tv_sec != 0 || current.it_value.tv_nsec != 0;
   const auto left_us = current.it_value.tv_sec * 1000000 + current.it_value.tv_nsec / 1000;
   if (!armed || left_us > g.count()) timerfd_settime(task->timer_fd, 0, &when, nullptr);
+  return Status::Ok();
+}
+
+Status Executor::OpenOutputFiles(TaskId id) {
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return NotFound("task " + id.ToString() + " is not running");
+  for (auto& out : it->second->out) RETURN_IF_ERROR(out->OpenFile());
   return Status::Ok();
 }
 

@@ -3,9 +3,15 @@
 //
 // Per task attempt it
 //   - books nothing (admission is Slots' job) and creates the task's
-//     directories under <workdir>/<job>/ (see TaskDirs);
-//   - resolves the command on PATH in the parent, so that a typo reads
-//     "command not found: trian.py";
+//     directories under <workdir>/<job>/ (see TaskDirs): only the task
+//     directory, its output/ and the index's checkpoint directory; inputs/
+//     only for a task that has inputs; stdout and stderr only with the
+//     stream's first byte. Directory creation is most of what a task costs
+//     the worker beyond the spawn itself (hundreds of µs each on some file
+//     systems), so nothing is made that the task may not need;
+//   - resolves a command without a '/' on PATH in the parent, so that a
+//     typo reads "command not found: trian.py" (a path is left to execve,
+//     whose error reads the same);
 //   - makes the task's cage (Isolator), its stdout/stderr captures, its
 //     environment (DESIGN.md section 5), and starts it with Spawner (vfork
 //     semantics, own session and process group, pinned to its cores, as the
@@ -75,15 +81,19 @@ struct TaskSpec {
   uint64_t output_cap_bytes = 0;  // 0: ExecutorOptions::output_cap_bytes
 };
 
-// The directories of one task attempt.
+// The directories of one task attempt. Every directory named here exists
+// when the task starts; the files appear when written.
 struct TaskDirs {
-  std::string task;         // <workdir>/<job>/<index>.<attempt>   (cwd)
-  std::string inputs;       // <task>/inputs    DROVER_INPUTS
+  std::string task;  // <workdir>/<job>/<index>.<attempt>   (cwd)
+  // DROVER_INPUTS: <task>/inputs for a task with inputs; otherwise
+  // <workdir>/.no-inputs, one empty directory shared by all such tasks
+  // (read-only to a task user).
+  std::string inputs;
   std::string output;       // <task>/output    DROVER_OUTPUT_DIR
   std::string checkpoint;   // <workdir>/<job>/<index>.checkpoint (kept across retries)
   std::string result;       // <task>/result    DROVER_RESULT
-  std::string stdout_path;  // <task>/stdout
-  std::string stderr_path;  // <task>/stderr
+  std::string stdout_path;  // <task>/stdout, made with the stream's first byte
+  std::string stderr_path;  // <task>/stderr, likewise; absent: the task wrote nothing
 };
 
 enum class TaskOutcome { kSucceeded, kFailed, kCanceled };
@@ -125,8 +135,10 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   // Creates the task's directories (idempotent), so the caller can put
-  // dependency results into `inputs` before Start.
-  Result<TaskDirs> PrepareDirs(TaskId id, uint32_t attempt);
+  // dependency results into `inputs` (made only `with_inputs`) before
+  // Start. Start uses the directories of the last PrepareDirs of the same
+  // task attempt, or makes them itself (without inputs/).
+  Result<TaskDirs> PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs = false);
 
   // Starts the task; `done` is called once, from the event loop, when it
   // has ended and everything it left has been killed. Returns the pid.
@@ -144,6 +156,11 @@ class Executor {
   // Kill with a shorter grace shortens it.
   Status Kill(TaskId id, std::optional<Duration> grace = std::nullopt);
 
+  // Makes a running task's stdout and stderr files exist now (they are
+  // otherwise made with the first byte), for a reader that wants to follow
+  // them. NotFound when the task is not running; else the file's error.
+  Status OpenOutputFiles(TaskId id);
+
   size_t running() const { return tasks_.size(); }
   IsolationMode isolation() const { return isolator_->mode(); }
 
@@ -158,6 +175,7 @@ class Executor {
   void OnLeftoverExit(Task* task, int pidfd);
   void Finish(Task* task);
   std::vector<std::string> BuildEnvironment(const TaskSpec& spec, const TaskDirs& dirs) const;
+  Status MakeTaskDir(const std::string& job, const std::string& task);
 
   ExecutorOptions options_;
   Reactor* reactor_;
@@ -168,6 +186,10 @@ class Executor {
   std::string user_home_;
   std::vector<std::pair<std::string, std::string>> base_env_;
   std::map<TaskId, std::unique_ptr<Task>> tasks_;
+  // Directories made by PrepareDirs and not yet used by Start (one entry
+  // per task; a later PrepareDirs replaces it).
+  std::map<TaskId, std::pair<uint32_t, TaskDirs>> prepared_;
+  std::string no_inputs_;  // <workdir>/.no-inputs
   // Cages whose removal failed (a dying process still inside); retried
   // whenever a task finishes.
   std::vector<std::unique_ptr<TaskCage>> stale_cages_;

@@ -48,8 +48,8 @@ TEST(ExecutorTest, RunsATaskWithItsEnvironmentDirectoriesAndResult) {
                 "/3.checkpoint\n"
                 "DROVER_CPUS=1\n"
                 "DROVER_INPUTS=" +
-                task +
-                "/inputs\n"
+                h.dir() +
+                "/work/.no-inputs\n"
                 "DROVER_JOB_ID=7\n"
                 "DROVER_OUTPUT_DIR=" +
                 task +
@@ -64,10 +64,11 @@ TEST(ExecutorTest, RunsATaskWithItsEnvironmentDirectoriesAndResult) {
                 "OMP_NUM_THREADS=1\n" +
                 task + "\n");
   EXPECT_EQ(ReadFile(task + "/stderr"), "oops\n");
-  for (const char* d : {"/inputs", "/output"}) {
-    EXPECT_TRUE(std::filesystem::is_directory(task + d)) << d;
-  }
+  EXPECT_TRUE(std::filesystem::is_directory(task + "/output"));
   EXPECT_TRUE(std::filesystem::is_directory(job + "/3.checkpoint"));
+  // A task without inputs gets the shared empty directory, and no inputs/.
+  EXPECT_TRUE(std::filesystem::is_directory(h.dir() + "/work/.no-inputs"));
+  EXPECT_FALSE(std::filesystem::exists(task + "/inputs"));
   EXPECT_EQ(h.executor().running(), 0u);
 }
 
@@ -247,6 +248,111 @@ TEST(ExecutorTest, DestroyingTheExecutorKillsItsTasks) {
   pollfd p{fd, POLLIN, 0};
   EXPECT_EQ(poll(&p, 1, 10000), 1) << "task survived its executor";
   close(fd);
+}
+
+}  // namespace
+}  // namespace drover::worker
+
+namespace drover::worker {
+namespace {
+
+using testing::Harness;
+using testing::ReadFile;
+using testing::Task;
+
+TEST(ExecutorDirsTest, EveryDirectoryInTheEnvironmentExistsWhenTheTaskStarts) {
+  Harness h(MakeNoIsolator());
+  // Without inputs: the shared empty inputs directory.
+  const std::string probe =
+      "for d in \"$DROVER_OUTPUT_DIR\" \"$DROVER_CHECKPOINT_DIR\" \"$DROVER_INPUTS\" \"$PWD\"; do "
+      "test -d \"$d\" && test -w \"$(dirname \"$DROVER_RESULT\")\" || { echo missing $d; exit 1; }; "
+      "done; ls -A \"$DROVER_INPUTS\" | wc -l";
+  TaskResult r = h.Run(Task(1, {"sh", "-c", probe}));
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << ReadFile(r.dirs.stdout_path);
+  EXPECT_EQ(ReadFile(r.dirs.stdout_path), "0\n");
+  EXPECT_EQ(r.dirs.inputs, h.dir() + "/work/.no-inputs");
+
+  // With inputs: its own inputs/, filled before Start.
+  Result<TaskDirs> dirs = h.executor().PrepareDirs(TaskId{7, 2}, 1, /*with_inputs=*/true);
+  ASSERT_TRUE(dirs.ok()) << dirs.status().ToString();
+  EXPECT_EQ(dirs->inputs, dirs->task + "/inputs");
+  std::ofstream(dirs->inputs + "/7.1") << "seven\n";
+  r = h.Run(Task(2, {"sh", "-c", "cat $DROVER_INPUTS/7.1"}));
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded);
+  EXPECT_EQ(r.dirs.inputs, dirs->inputs);
+  EXPECT_EQ(ReadFile(r.dirs.stdout_path), "seven\n");
+}
+
+TEST(ExecutorDirsTest, AJobDirectoryRemovedMeanwhileIsMadeAgain) {
+  Harness h(MakeNoIsolator());
+  ASSERT_EQ(h.Run(Task(1, {"true"})).outcome, TaskOutcome::kSucceeded);
+  std::filesystem::remove_all(h.dir() + "/work/7");
+  TaskResult r = h.Run(Task(2, {"sh", "-c", "echo here"}));
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason;
+  EXPECT_EQ(ReadFile(r.dirs.stdout_path), "here\n");
+}
+
+TEST(ExecutorDirsTest, OutputFilesAppearWithTheFirstByte) {
+  Harness h(MakeNoIsolator());
+  TaskResult r = h.Run(Task(1, {"true"}));
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded);
+  EXPECT_FALSE(std::filesystem::exists(r.dirs.stdout_path));
+  EXPECT_FALSE(std::filesystem::exists(r.dirs.stderr_path));
+
+  r = h.Run(Task(2, {"sh", "-c", "printf x >&2"}));
+  EXPECT_FALSE(std::filesystem::exists(r.dirs.stdout_path));
+  EXPECT_EQ(ReadFile(r.dirs.stderr_path), "x");
+
+  // A one-byte cap: the byte, then the marker for what came after it.
+  TaskSpec capped = Task(3, {"sh", "-c", "printf xy"});
+  capped.output_cap_bytes = 1;
+  r = h.Run(capped);
+  EXPECT_TRUE(r.stdout_truncated);
+  EXPECT_EQ(ReadFile(r.dirs.stdout_path), "x\n[drover: output truncated at 1 B]\n");
+}
+
+TEST(ExecutorDirsTest, OpenOutputFilesMakesARunningTasksFilesNow) {
+  Harness h(MakeNoIsolator());
+  testing::Fifo ready;
+  testing::TempDir gate;
+  const std::string go = gate.path() + "/go";
+  mkfifo(go.c_str(), 0600);
+  // The task says it runs, then waits (silent) until the test opens `go`.
+  ASSERT_TRUE(
+      h.Start(Task(1, {"sh", "-c", "echo ready > " + ready.path() + "; read x < " + go +
+                                       "; echo late"}))
+          .ok());
+  ASSERT_EQ(ready.Read(), "ready\n");
+  const std::string task = h.dir() + "/work/7/1.1";
+  EXPECT_FALSE(std::filesystem::exists(task + "/stdout"));
+  ASSERT_TRUE(h.executor().OpenOutputFiles(TaskId{7, 1}).ok());
+  EXPECT_TRUE(std::filesystem::exists(task + "/stdout"));
+  EXPECT_TRUE(std::filesystem::exists(task + "/stderr"));
+  EXPECT_EQ(ReadFile(task + "/stdout"), "");
+  int fd = open(go.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "\n", 1), 1);
+  close(fd);
+  h.WaitFor(1);
+  EXPECT_EQ(ReadFile(task + "/stdout"), "late\n");
+  EXPECT_EQ(h.executor().OpenOutputFiles(TaskId{7, 1}).code(), StatusCode::kNotFound);
+}
+
+TEST(ExecutorDirsTest, ATaskUserOwnsItsLateFilesButNotTheSharedInputs) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch users";
+  passwd* nobody = getpwnam("nobody");
+  if (nobody == nullptr) GTEST_SKIP() << "no user \"nobody\" on this machine";
+  ExecutorOptions options;
+  options.task_user = "nobody";
+  Harness h(MakeNoIsolator(), options);
+  TaskResult r = h.Run(Task(1, {"sh", "-c", "echo hi; touch $DROVER_INPUTS/x 2>/dev/null || echo no"}));
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded);
+  EXPECT_EQ(ReadFile(r.dirs.stdout_path), "hi\nno\n");
+  struct stat st;
+  ASSERT_EQ(stat(r.dirs.stdout_path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, nobody->pw_uid);
+  ASSERT_EQ(stat(r.dirs.checkpoint.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, nobody->pw_uid);
 }
 
 }  // namespace

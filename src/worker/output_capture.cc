@@ -25,10 +25,73 @@ Result<std::unique_ptr<OutputCapture>> OutputCapture::Create(const std::string& 
   return std::unique_ptr<OutputCapture>(new OutputCapture(p[0], p[1], file, cap_bytes));
 }
 
+Result<std::unique_ptr<OutputCapture>> OutputCapture::CreateDeferred(
+    const std::string& path, uint64_t cap_bytes, mode_t mode,
+    std::optional<std::pair<uid_t, gid_t>> owner) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) {
+    return Unavailable(std::string("cannot create an output pipe: ") + strerror(errno));
+  }
+  fcntl(p[0], F_SETFL, O_NONBLOCK);
+  std::unique_ptr<OutputCapture> c(new OutputCapture(p[0], p[1], -1, cap_bytes));
+  c->path_ = path;
+  c->mode_ = mode;
+  c->owner_ = owner;
+  return c;
+}
+
 OutputCapture::~OutputCapture() {
   CloseWriteEnd();
   close(read_fd_);
-  close(file_fd_);
+  if (file_fd_ >= 0) close(file_fd_);
+}
+
+Status OutputCapture::OpenFile() {
+  if (file_fd_ >= 0) return Status::Ok();
+  if (!write_error_.empty()) return Unavailable(write_error_);
+  int fd = open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_);
+  if (fd < 0) {
+    write_error_ = "cannot create " + path_ + ": " + strerror(errno);
+    return Unavailable(write_error_);
+  }
+  if (owner_ && fchown(fd, owner_->first, owner_->second) != 0) {
+    write_error_ = "cannot hand " + path_ + " to the task user: " + strerror(errno);
+    close(fd);
+    unlink(path_.c_str());
+    return Unavailable(write_error_);
+  }
+  file_fd_ = fd;
+  return Status::Ok();
+}
+
+bool OutputCapture::DrainBeforeFile() {
+  // One byte tells end of stream (0) from empty (EAGAIN) from data; a
+  // silent task costs this one read and no file.
+  char first;
+  for (;;) {
+    ssize_t n = read(read_fd_, &first, 1);
+    if (n == 0) {
+      eof_ = true;
+      return true;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;  // EAGAIN: nothing yet
+    break;
+  }
+  seen_ = 1;
+  if (!OpenFile().ok() || cap_ == 0) {
+    // No file: discard like past the cap. A cap of 0 keeps only the marker.
+    if (file_fd_ >= 0) MarkTruncated();
+    truncated_ = true;
+    return false;
+  }
+  if (write(file_fd_, &first, 1) == 1) {
+    written_ = 1;
+  } else {
+    write_error_ = strerror(errno);
+    MarkTruncated();
+  }
+  return false;
 }
 
 void OutputCapture::CloseWriteEnd() {
@@ -39,6 +102,7 @@ void OutputCapture::CloseWriteEnd() {
 void OutputCapture::MarkTruncated() {
   if (truncated_) return;
   truncated_ = true;
+  if (file_fd_ < 0) return;  // no file to mark (it could not be made)
   std::string line = "\n[drover: output truncated at " + FormatBytes(cap_) + "]\n";
   if (write(file_fd_, line.data(), line.size()) < 0 && write_error_.empty()) {
     write_error_ = strerror(errno);
@@ -46,6 +110,11 @@ void OutputCapture::MarkTruncated() {
 }
 
 bool OutputCapture::Drain() {
+  if (eof_) return true;
+  if (file_fd_ < 0 && !truncated_) {
+    if (DrainBeforeFile()) return true;
+    if (file_fd_ < 0 && !truncated_) return false;
+  }
   char discard[64 * 1024];
   for (;;) {
     if (!truncated_ && written_ < cap_) {
@@ -56,7 +125,7 @@ bool OutputCapture::Drain() {
         written_ += n;
         continue;
       }
-      if (n == 0) return true;
+      if (n == 0) return eof_ = true;
       if (errno == EINTR) continue;
       if (errno == EAGAIN) return false;
       // The file refused the bytes (disk full, quota): keep the task
@@ -72,7 +141,7 @@ bool OutputCapture::Drain() {
       seen_ += n;
       continue;
     }
-    if (n == 0) return true;
+    if (n == 0) return eof_ = true;
     if (errno == EINTR) continue;
     return false;
   }

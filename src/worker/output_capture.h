@@ -7,13 +7,19 @@
 // and discards. The task is never blocked by a full pipe for long and never
 // gets SIGPIPE: the read end stays open until the task has ended.
 //
+// A deferred capture (CreateDeferred) makes its file only with the first
+// byte, or when OpenFile is called: most tasks of a big array print
+// nothing, and creating a file costs about as much as a directory.
+//
 // Threading: owned by the executor's loop thread.
 #ifndef DROVER_WORKER_OUTPUT_CAPTURE_H_
 #define DROVER_WORKER_OUTPUT_CAPTURE_H_
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "common/status.h"
 
@@ -25,6 +31,11 @@ class OutputCapture {
   // cannot be created.
   static Result<std::unique_ptr<OutputCapture>> Create(const std::string& path, uint64_t cap_bytes,
                                                        mode_t mode = 0644);
+  // Makes only the pipe; the file (created, truncated, and handed to
+  // `owner` uid/gid when given) comes with the first byte or OpenFile.
+  static Result<std::unique_ptr<OutputCapture>> CreateDeferred(
+      const std::string& path, uint64_t cap_bytes, mode_t mode = 0644,
+      std::optional<std::pair<uid_t, gid_t>> owner = std::nullopt);
   ~OutputCapture();
   OutputCapture(const OutputCapture&) = delete;
   OutputCapture& operator=(const OutputCapture&) = delete;
@@ -35,8 +46,11 @@ class OutputCapture {
   // CloseWriteEnd() once the child has it.
   int write_fd() const { return write_fd_; }
   void CloseWriteEnd();
-  // The file, for chown by the caller.
+  // The file, for chown by the caller; -1 while a deferred file is not made.
   int file_fd() const { return file_fd_; }
+  // Makes the file now if it is not made yet. A failure is also kept in
+  // write_error() (and the stream's bytes are then discarded).
+  Status OpenFile();
 
   // Moves what is readable now into the file. Returns true at end of
   // stream (every writer closed the pipe). A failure to write the file
@@ -53,11 +67,17 @@ class OutputCapture {
   OutputCapture(int rfd, int wfd, int file, uint64_t cap)
       : read_fd_(rfd), write_fd_(wfd), file_fd_(file), cap_(cap) {}
   void MarkTruncated();
+  // Deferred file, nothing written yet: waits for the first byte.
+  bool DrainBeforeFile();
 
   int read_fd_;
   int write_fd_;
   int file_fd_;
   uint64_t cap_;
+  std::string path_;  // deferred: where the file goes
+  mode_t mode_ = 0644;
+  std::optional<std::pair<uid_t, gid_t>> owner_;
+  bool eof_ = false;
   uint64_t seen_ = 0;
   uint64_t written_ = 0;
   bool truncated_ = false;
