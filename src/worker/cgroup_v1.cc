@@ -5,8 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -35,65 +38,157 @@ struct Hierarchy {
   std::string base;  // <mount>/<current>/drover/w<pid>
 };
 
+enum Ctl { kMemory, kCpuacct, kFreezer, kCpu, kCpuset, kPids, kDevices, kCtlCount };
+
+// Memory a reused memory cgroup may still have charged from its last task
+// (page cache, kernel objects: ~170 KiB after /bin/true) before it is
+// emptied with memory.force_empty; it counts in the next task's peak.
+constexpr uint64_t kStaleChargeBytes = 1 << 20;
+// Empty cgroups kept per hierarchy for later tasks.
+constexpr size_t kMaxFree = 64;
+
+// A task cgroup in one hierarchy. Once its task has ended and left nothing
+// behind it goes back to the pool and serves a later task: making and
+// removing a memory cgroup costs far more than the few writes that reset
+// one (see Recycle).
+struct Group {
+  std::string dir;
+  int join_fd = -1;   // cgroup.procs, O_WRONLY; the child writes "0"
+  std::string limit;  // what was last written to the controller's limit file; "": nothing
+  uint64_t base = 0;  // cpuacct: usage so far; memory: oom_kill count so far
+};
+
+// The free cgroups; shared by the isolator and its cages, so that a cage
+// that outlives its isolator removes its cgroups instead.
+struct Pool {
+  std::vector<Group> free[kCtlCount];
+  uint64_t next_name = 0;
+  bool closed = false;
+};
+
+void Discard(Group& g) {
+  if (g.join_fd >= 0) close(g.join_fd);
+  g.join_fd = -1;
+}
+
 class CgroupV1Cage final : public TaskCage {
  public:
-  explicit CgroupV1Cage(std::vector<std::string> dirs, std::string memory, std::string cpuacct,
-                        std::string freezer)
-      : dirs_(std::move(dirs)),
-        memory_(std::move(memory)),
-        cpuacct_(std::move(cpuacct)),
-        freezer_(std::move(freezer)) {}
+  explicit CgroupV1Cage(std::shared_ptr<Pool> pool) : pool_(std::move(pool)) {
+    owns_join_fds_ = false;  // the groups keep them, for reuse
+  }
+  ~CgroupV1Cage() override {
+    for (auto& [ctl, g] : groups_) Discard(g);  // Remove never succeeded: leave the dirs
+  }
+
+  void Add(Ctl ctl, Group g) {
+    join_fds_.push_back(g.join_fd);
+    groups_.emplace_back(ctl, std::move(g));
+  }
+  void SetMemoryLimit(uint64_t bytes) { memory_limit_ = bytes; }
 
   bool contains_tree() const override { return true; }
 
   Result<std::vector<int>> KillAll() override {
-    const std::string procs = freezer_ + "/cgroup.procs";
+    const std::string procs = Dir(kFreezer) + "/cgroup.procs";
     ASSIGN_OR_RETURN(std::vector<pid_t> pids, ReadProcs(procs));
     if (pids.empty()) return std::vector<int>();
+    left_behind_ = true;  // not reused: its members may be dying still
     // Freeze first so that nothing forks between the listing and the kill;
     // the SIGKILLs take effect at thaw. The wait for FROZEN is bounded and
     // happens only when a task left processes behind (a kill, a daemon);
     // the v1 freezer has no event to wait on.
-    RETURN_IF_ERROR(WriteCgroupFile(freezer_ + "/freezer.state", "FROZEN"));
+    const std::string state = Dir(kFreezer) + "/freezer.state";
+    RETURN_IF_ERROR(WriteCgroupFile(state, "FROZEN"));
     for (int i = 0; i < 1000; ++i) {
-      Result<std::string> state = ReadCgroupFile(freezer_ + "/freezer.state");
-      if (!state.ok() || state->rfind("FROZEN", 0) == 0) break;
+      Result<std::string> now = ReadCgroupFile(state);
+      if (!now.ok() || now->rfind("FROZEN", 0) == 0) break;
       sched_yield();
     }
     Result<std::vector<pid_t>> frozen = ReadProcs(procs);
     std::vector<int> fds = KillPids(frozen.ok() ? *frozen : pids);
-    Status thaw = WriteCgroupFile(freezer_ + "/freezer.state", "THAWED");
+    Status thaw = WriteCgroupFile(state, "THAWED");
     (void)thaw;  // a cage that stays frozen is still removed once its members die
     return fds;
   }
 
   CageUsage Usage() override {
     CageUsage u;
-    if (auto ns = ReadNumber(cpuacct_ + "/cpuacct.usage")) u.cpu = Duration(*ns / 1000);
-    u.peak_memory = ReadNumber(memory_ + "/memory.max_usage_in_bytes");
-    auto kills = ReadKeyedValue(memory_ + "/memory.oom_control", "oom_kill");
-    u.oom_killed = kills && *kills > 0;
+    Group* acct = Find(kCpuacct);
+    Group* mem = Find(kMemory);
+    // A reused cgroup counts from where its last task left it.
+    if (auto ns = ReadNumber(acct->dir + "/cpuacct.usage")) {
+      u.cpu = Duration((*ns - std::min(*ns, acct->base)) / 1000);
+      acct->base = *ns;
+    } else {
+      reusable_ = false;
+    }
+    u.peak_memory = ReadNumber(mem->dir + "/memory.max_usage_in_bytes");
+    auto kills = ReadKeyedValue(mem->dir + "/memory.oom_control", "oom_kill");
+    u.oom_killed = kills && *kills > mem->base;
+    if (kills) {
+      mem->base = *kills;
+    } else {
+      reusable_ = false;
+    }
+    measured_ = true;
     return u;
   }
 
   Status Remove() override {
-    while (!dirs_.empty()) {
-      if (rmdir(dirs_.back().c_str()) != 0 && errno != ENOENT) {
-        return Unavailable("cannot remove " + dirs_.back() + ": " + strerror(errno));
+    if (measured_ && reusable_ && !left_behind_ && !pool_->closed && Recycle()) {
+      for (auto& [ctl, g] : groups_) {
+        if (ctl == kDevices || pool_->free[ctl].size() >= kMaxFree) {
+          rmdir(g.dir.c_str());  // empty: the task left nothing
+          Discard(g);
+        } else {
+          pool_->free[ctl].push_back(std::move(g));
+        }
       }
-      dirs_.pop_back();
+      groups_.clear();
+      return Status::Ok();
+    }
+    while (!groups_.empty()) {
+      Group& g = groups_.back().second;
+      if (rmdir(g.dir.c_str()) != 0 && errno != ENOENT) {
+        return Unavailable("cannot remove " + g.dir + ": " + strerror(errno));
+      }
+      Discard(g);
+      groups_.pop_back();
     }
     return Status::Ok();
   }
 
-  void AddJoinFd(int fd) { join_fds_.push_back(fd); }
-  void SetMemoryLimit(uint64_t bytes) { memory_limit_ = bytes; }
-
  private:
-  std::vector<std::string> dirs_;  // created, in creation order
-  std::string memory_;
-  std::string cpuacct_;
-  std::string freezer_;
+  Group* Find(Ctl ctl) {
+    for (auto& [c, g] : groups_) {
+      if (c == ctl) return &g;
+    }
+    return nullptr;
+  }
+  std::string Dir(Ctl ctl) { return Find(ctl)->dir; }
+
+  // Makes the memory cgroup fit for the next task: what the last one left
+  // charged goes (when more than kStaleChargeBytes), and the peak starts
+  // again from the current usage. Everything else reads as a difference
+  // (cpuacct, oom_kill) or is written when the next task wants another
+  // value (limits).
+  bool Recycle() {
+    const std::string& mem = Find(kMemory)->dir;
+    std::optional<uint64_t> usage = ReadNumber(mem + "/memory.usage_in_bytes");
+    if (!usage) return false;
+    if (*usage > kStaleChargeBytes) {
+      if (!WriteCgroupFile(mem + "/memory.force_empty", "0").ok()) return false;
+      usage = ReadNumber(mem + "/memory.usage_in_bytes");
+      if (!usage || *usage > kStaleChargeBytes) return false;
+    }
+    return WriteCgroupFile(mem + "/memory.max_usage_in_bytes", "0").ok();
+  }
+
+  std::shared_ptr<Pool> pool_;
+  std::vector<std::pair<Ctl, Group>> groups_;  // in creation order
+  bool measured_ = false;                      // Usage read the counters' ends
+  bool reusable_ = true;
+  bool left_behind_ = false;  // KillAll found processes
 };
 
 class CgroupV1Isolator final : public Isolator {
@@ -101,103 +196,126 @@ class CgroupV1Isolator final : public Isolator {
   CgroupV1Isolator(Hierarchy memory, Hierarchy cpu, Hierarchy cpuacct, Hierarchy cpuset,
                    Hierarchy pids, Hierarchy freezer, Hierarchy devices, std::string mems,
                    int gpu_count)
-      : memory_(std::move(memory)),
-        cpu_(std::move(cpu)),
-        cpuacct_(std::move(cpuacct)),
-        cpuset_(std::move(cpuset)),
-        pids_(std::move(pids)),
-        freezer_(std::move(freezer)),
-        devices_(std::move(devices)),
-        mems_(std::move(mems)),
-        gpu_count_(gpu_count) {}
+      : mems_(std::move(mems)), gpu_count_(gpu_count) {
+    h_[kMemory] = std::move(memory);
+    h_[kCpu] = std::move(cpu);
+    h_[kCpuacct] = std::move(cpuacct);
+    h_[kCpuset] = std::move(cpuset);
+    h_[kPids] = std::move(pids);
+    h_[kFreezer] = std::move(freezer);
+    h_[kDevices] = std::move(devices);
+  }
 
   ~CgroupV1Isolator() override {
-    for (Hierarchy* h : {&memory_, &cpu_, &cpuacct_, &cpuset_, &pids_, &freezer_, &devices_}) {
-      if (h->present) rmdir(h->base.c_str());  // fails harmlessly while a task remains
+    pool_->closed = true;
+    for (int c = 0; c < kCtlCount; ++c) {
+      for (Group& g : pool_->free[c]) {
+        rmdir(g.dir.c_str());
+        Discard(g);
+      }
+      pool_->free[c].clear();
+    }
+    for (const Hierarchy& h : h_) {
+      if (h.present) rmdir(h.base.c_str());  // fails harmlessly while a task remains
     }
   }
 
   IsolationMode mode() const override { return IsolationMode::kCgroup1; }
 
   Result<std::unique_ptr<TaskCage>> CreateCage(const CageSpec& spec) override {
-    std::vector<std::string> dirs;
-    std::vector<int> fds;
-    auto undo = [&](Status s) -> Status {
-      for (int fd : fds) close(fd);
-      for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) rmdir(it->c_str());
-      return s;
-    };
-    auto make = [&](const Hierarchy& h) -> Result<std::string> {
-      std::string dir = h.base + "/" + spec.name;
-      if (mkdir(dir.c_str(), 0755) != 0) {
-        return Unavailable("cannot create cgroup " + dir + ": " + strerror(errno));
+    auto cage = std::make_unique<CgroupV1Cage>(pool_);
+    // Takes a free cgroup of the hierarchy, or makes one, and gives it
+    // `value` in `file` (written only when it differs from what the
+    // cgroup has; `fresh_default` is what a new cgroup has there).
+    auto take = [&](Ctl ctl, const char* file, const std::string& value,
+                    const std::string& fresh_default) -> Status {
+      std::vector<Group>& free = pool_->free[ctl];
+      if (ctl != kDevices && !free.empty()) {
+        Group g = std::move(free.back());
+        free.pop_back();
+        const std::string& have = g.limit.empty() ? fresh_default : g.limit;
+        if (file == nullptr || have == value ||
+            WriteCgroupFile(g.dir + "/" + file, value).ok()) {
+          if (file != nullptr) g.limit = value;
+          cage->Add(ctl, std::move(g));
+          return Status::Ok();
+        }
+        // A limit this cgroup refuses (memory below what it holds): use a
+        // new one instead.
+        rmdir(g.dir.c_str());
+        Discard(g);
       }
-      dirs.push_back(dir);
-      return dir;
-    };
-    auto join = [&](const std::string& dir) -> Status {
-      std::string procs = dir + "/cgroup.procs";
-      int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
-      if (fd < 0) return Unavailable("cannot open " + procs + ": " + strerror(errno));
-      fds.push_back(fd);
+      Group g;
+      g.dir = h_[ctl].base + "/t" + std::to_string(pool_->next_name++);
+      if (mkdir(g.dir.c_str(), 0755) != 0) {
+        return Unavailable("cannot create cgroup " + g.dir + ": " + strerror(errno));
+      }
+      auto fail = [&](Status s) {
+        Discard(g);
+        rmdir(g.dir.c_str());
+        return s;
+      };
+      if (ctl == kCpuset) {
+        Status m = WriteCgroupFile(g.dir + "/cpuset.mems", mems_);
+        if (!m.ok()) return fail(m);
+      }
+      if (file != nullptr && value != fresh_default) {
+        Status w = WriteCgroupFile(g.dir + "/" + file, value);
+        if (!w.ok()) return fail(w);
+      }
+      if (file != nullptr) g.limit = value;
+      if (ctl == kDevices) {
+        for (int i = 0; i < gpu_count_; ++i) {
+          bool assigned = false;
+          for (int gpu : spec.gpus) assigned |= gpu == i;
+          if (assigned) continue;
+          Status w = WriteCgroupFile(g.dir + "/devices.deny", "c 195:" + std::to_string(i) + " rwm");
+          if (!w.ok()) return fail(w);
+        }
+      }
+      const std::string procs = g.dir + "/cgroup.procs";
+      g.join_fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+      if (g.join_fd < 0) return fail(Unavailable("cannot open " + procs + ": " + strerror(errno)));
+      cage->Add(ctl, std::move(g));
       return Status::Ok();
     };
     auto step = [&]() -> Status {
-      ASSIGN_OR_RETURN(std::string mem, make(memory_));
-      if (spec.memory_bytes > 0) {
-        RETURN_IF_ERROR(
-            WriteCgroupFile(mem + "/memory.limit_in_bytes", std::to_string(spec.memory_bytes)));
-      }
-      RETURN_IF_ERROR(join(mem));
-      ASSIGN_OR_RETURN(std::string acct, make(cpuacct_));
-      RETURN_IF_ERROR(join(acct));
-      ASSIGN_OR_RETURN(std::string frz, make(freezer_));
-      RETURN_IF_ERROR(join(frz));
-      if (spec.milli_cpus > 0 && cpu_.present) {
-        ASSIGN_OR_RETURN(std::string dir, make(cpu_));
+      RETURN_IF_ERROR(take(kMemory, "memory.limit_in_bytes",
+                           spec.memory_bytes > 0 ? std::to_string(spec.memory_bytes) : "-1",
+                           "-1"));
+      RETURN_IF_ERROR(take(kCpuacct, nullptr, "", ""));
+      RETURN_IF_ERROR(take(kFreezer, nullptr, "", ""));
+      if (spec.milli_cpus > 0 && h_[kCpu].present) {
         // The default period is 100 ms; quota = share of it.
         RETURN_IF_ERROR(
-            WriteCgroupFile(dir + "/cpu.cfs_quota_us", std::to_string(spec.milli_cpus * 100)));
-        RETURN_IF_ERROR(join(dir));
+            take(kCpu, "cpu.cfs_quota_us", std::to_string(spec.milli_cpus * 100), "-1"));
       }
-      if (!spec.cores.empty() && cpuset_.present) {
-        ASSIGN_OR_RETURN(std::string dir, make(cpuset_));
-        RETURN_IF_ERROR(WriteCgroupFile(dir + "/cpuset.cpus", Join(spec.cores)));
-        RETURN_IF_ERROR(WriteCgroupFile(dir + "/cpuset.mems", mems_));
-        RETURN_IF_ERROR(join(dir));
+      if (!spec.cores.empty() && h_[kCpuset].present) {
+        RETURN_IF_ERROR(take(kCpuset, "cpuset.cpus", Join(spec.cores), ""));
       }
-      if (spec.max_pids > 0 && pids_.present) {
-        ASSIGN_OR_RETURN(std::string dir, make(pids_));
-        RETURN_IF_ERROR(WriteCgroupFile(dir + "/pids.max", std::to_string(spec.max_pids)));
-        RETURN_IF_ERROR(join(dir));
+      if (spec.max_pids > 0 && h_[kPids].present) {
+        RETURN_IF_ERROR(take(kPids, "pids.max", std::to_string(spec.max_pids), "max"));
       }
-      if (gpu_count_ > 0 && devices_.present) {
-        ASSIGN_OR_RETURN(std::string dir, make(devices_));
-        for (int i = 0; i < gpu_count_; ++i) {
-          bool assigned = false;
-          for (int g : spec.gpus) assigned |= g == i;
-          if (assigned) continue;
-          RETURN_IF_ERROR(
-              WriteCgroupFile(dir + "/devices.deny", "c 195:" + std::to_string(i) + " rwm"));
-        }
-        RETURN_IF_ERROR(join(dir));
+      if (gpu_count_ > 0 && h_[kDevices].present) {
+        RETURN_IF_ERROR(take(kDevices, nullptr, "", ""));
       }
       return Status::Ok();
     };
     Status s = step();
-    if (!s.ok()) return undo(s);
-    auto cage = std::make_unique<CgroupV1Cage>(dirs, memory_.base + "/" + spec.name,
-                                               cpuacct_.base + "/" + spec.name,
-                                               freezer_.base + "/" + spec.name);
-    for (int fd : fds) cage->AddJoinFd(fd);
+    if (!s.ok()) {
+      Status r = cage->Remove();  // nothing ran in it: its cgroups are removed
+      (void)r;
+      return s;
+    }
     cage->SetMemoryLimit(spec.memory_bytes);
     return std::unique_ptr<TaskCage>(std::move(cage));
   }
 
  private:
-  Hierarchy memory_, cpu_, cpuacct_, cpuset_, pids_, freezer_, devices_;
+  Hierarchy h_[kCtlCount];
   std::string mems_;
   int gpu_count_;
+  std::shared_ptr<Pool> pool_ = std::make_shared<Pool>();
 };
 
 // Finds the controller's mount and creates <current>/drover/w<pid> in it.

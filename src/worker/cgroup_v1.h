@@ -8,7 +8,20 @@
 // tree) and freezer (kill without races) always; cpu (CFS quota from
 // milli-cpus), cpuset (the assigned cores), pids (max) and devices (deny
 // /dev/nvidiaN, major 195, for GPUs not assigned) only when the task's
-// spec needs them, so that an unlimited task costs three mkdirs.
+// spec needs them.
+//
+// Reuse: the cgroups are named t<N>, not after tasks. One whose task ended
+// without leaving a process behind goes to a pool (up to 64 per hierarchy)
+// and serves a later task: creating and removing a memory cgroup costs far
+// more than resetting one. A reused cgroup gets a limit written only when
+// the new task wants another value than it has (memory "-1", cpu quota
+// "-1", pids "max" when unlimited); CPU time and the OOM count are read as
+// differences from where the last task left them; the memory peak is reset
+// (memory.max_usage_in_bytes), after memory.force_empty when the last task
+// left more than 1 MiB charged (page cache), so a peak may include up to
+// 1 MiB of an earlier task's cache. devices cgroups are never reused. A
+// cgroup that held leftovers, or whose counters could not be read, is
+// removed. The pool is removed with the isolator.
 //
 // One such isolator per worker process: the w<pid> level is per process.
 // Threading: belongs to the executor's thread.

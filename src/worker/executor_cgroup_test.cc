@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include "common/quantity.h"
@@ -34,11 +35,26 @@ class CgroupV1Executor : public ::testing::Test {
     }
     h_ = std::make_unique<Harness>(std::move(isolator).value());
   }
-  // The task's cgroup in the memory hierarchy.
-  static std::string MemoryCgroup(const std::string& name) {
+  // The worker's directory in the memory hierarchy.
+  static std::string MemoryBase() {
     auto current = CurrentCgroup("memory");
     std::string cur = current.ok() && *current != "/" ? *current : "";
-    return "/sys/fs/cgroup/memory" + cur + "/drover/w" + std::to_string(getpid()) + "/" + name;
+    return "/sys/fs/cgroup/memory" + cur + "/drover/w" + std::to_string(getpid());
+  }
+  // The task cgroups there (kept for reuse, or still in use).
+  static std::vector<std::string> MemoryCgroups() {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(MemoryBase(), ec)) {
+      if (e.is_directory()) out.push_back(e.path().string());
+    }
+    return out;
+  }
+  // Once tasks have ended, no cgroup of this worker holds a process.
+  static void ExpectAllCgroupsEmpty() {
+    for (const std::string& dir : MemoryCgroups()) {
+      EXPECT_EQ(ReadFile(dir + "/cgroup.procs"), "") << dir;
+    }
   }
 
   std::unique_ptr<Harness> h_;
@@ -54,8 +70,7 @@ TEST_F(CgroupV1Executor, TaskBeyondItsMemoryLimitIsReportedOomKilled) {
   EXPECT_EQ(r.reason, "OOM-killed (limit 64 MiB, peak " + FormatBytes(r.peak_memory) + ")");
   EXPECT_GE(r.peak_memory, 60ull << 20);
   EXPECT_LE(r.peak_memory, 64ull << 20);
-  // The cgroups are gone once the task has ended.
-  EXPECT_FALSE(std::filesystem::exists(MemoryCgroup("7.1.1")));
+  ExpectAllCgroupsEmpty();
 }
 
 TEST_F(CgroupV1Executor, HalfACpuBurningForTwoSecondsUsesAboutOneSecond) {
@@ -157,7 +172,7 @@ TEST_F(CgroupV1Executor, KillLeavesNoProcessBehindEvenADoubleForkedOne) {
   pollfd g{gfd, POLLIN, 0};
   EXPECT_EQ(poll(&g, 1, 10000), 1) << "grandchild survived the kill";
   close(gfd);
-  EXPECT_FALSE(std::filesystem::exists(MemoryCgroup("7.1.1")));
+  ExpectAllCgroupsEmpty();
 }
 
 TEST_F(CgroupV1Executor, ProcessesLeftBehindByAFinishedTaskAreKilled) {
@@ -177,7 +192,60 @@ TEST_F(CgroupV1Executor, ProcessesLeftBehindByAFinishedTaskAreKilled) {
   pollfd g{gfd, POLLIN, 0};
   EXPECT_EQ(poll(&g, 1, 10000), 1) << "daemon survived its task";
   close(gfd);
-  EXPECT_FALSE(std::filesystem::exists(MemoryCgroup("7.1.1")));
+  ExpectAllCgroupsEmpty();
+}
+
+TEST_F(CgroupV1Executor, AReusedCgroupStartsWithoutTheLastTasksLimitsOrCounts) {
+  // The first task: a memory and a pids limit, 40 MiB touched, some CPU.
+  TaskSpec first = Task(1, {"sh", "-c",
+                            "cat /proc/self/cgroup | grep :memory: | cut -d: -f3; " +
+                                std::string(testing::Helper()) + " alloc 40 >/dev/null; "
+                                "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done"});
+  first.memory_bytes = 64ull << 20;
+  first.max_pids = 50;
+  TaskResult a = h_->Run(first);
+  ASSERT_EQ(a.outcome, TaskOutcome::kSucceeded) << a.reason << ReadFile(a.dirs.stderr_path);
+  EXPECT_GE(a.peak_memory, 40ull << 20);
+  // The second, unlimited, runs in the same (reused) memory cgroup: no
+  // limit, no process but its own, and counts of its own.
+  TaskSpec second = Task(2, {"sh", "-c",
+                             "g=$(cat /proc/self/cgroup | grep :memory: | cut -d: -f3); echo $g; "
+                             "cat /sys/fs/cgroup/memory$g/memory.limit_in_bytes; n=0; "
+                             "for p in $(cat /sys/fs/cgroup/memory$g/cgroup.procs); do "
+                             "[ -r /proc/$p/stat ] || continue; set -- $(cat /proc/$p/stat); "
+                             "[ \"$5\" = \"$$\" ] || n=$((n+1)); done; echo $n"});
+  TaskResult b = h_->Run(second);
+  ASSERT_EQ(b.outcome, TaskOutcome::kSucceeded) << b.reason << ReadFile(b.dirs.stderr_path);
+  std::istringstream out(ReadFile(b.dirs.stdout_path));
+  std::string group, limit, procs;
+  out >> group >> limit >> procs;
+  EXPECT_EQ(group, ReadFile(a.dirs.stdout_path).substr(0, group.size())) << "not reused";
+  EXPECT_EQ(limit, "9223372036854771712");  // unlimited
+  EXPECT_EQ(procs, "0");                    // members outside the task's process group
+  EXPECT_LT(b.peak_memory, 20ull << 20);
+  EXPECT_LT(b.cpu, a.cpu);
+  EXPECT_FALSE(b.oom_killed);
+  ExpectAllCgroupsEmpty();
+}
+
+TEST_F(CgroupV1Executor, ATaskAfterAnOomKilledOneIsNotReportedOomKilled) {
+  TaskSpec oom = Task(1, {testing::Helper(), "alloc", "200"});
+  oom.memory_bytes = 64ull << 20;
+  TaskResult a = h_->Run(oom);
+  ASSERT_TRUE(a.oom_killed) << a.reason;
+  // Same limit, so the same cgroup serves it unchanged; it fails on its own.
+  TaskSpec next = Task(2, {"sh", "-c", "exit 3"});
+  next.memory_bytes = 64ull << 20;
+  TaskResult b = h_->Run(next);
+  EXPECT_FALSE(b.oom_killed);
+  EXPECT_EQ(b.reason, "exit code 3");
+}
+
+TEST_F(CgroupV1Executor, TheIsolatorRemovesTheCgroupsItKept) {
+  ASSERT_EQ(h_->Run(Task(1, {"true"})).outcome, TaskOutcome::kSucceeded);
+  EXPECT_EQ(MemoryCgroups().size(), 1u);  // kept for the next task
+  h_.reset();
+  EXPECT_FALSE(std::filesystem::exists(MemoryBase()));
 }
 
 }  // namespace

@@ -12,7 +12,9 @@ namespace drover::worker {
 TaskCage::~TaskCage() { CloseJoinFds(); }
 
 void TaskCage::CloseJoinFds() {
-  for (int fd : join_fds_) close(fd);
+  if (owns_join_fds_) {
+    for (int fd : join_fds_) close(fd);
+  }
   join_fds_.clear();
 }
 

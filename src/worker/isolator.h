@@ -88,7 +88,8 @@ class TaskCage {
   // cannot read are left absent.
   virtual CageUsage Usage() = 0;
 
-  // Removes the task's cgroups. Fails (kUnavailable) while a process is
+  // Removes the task's cgroups (cgroup v1 keeps empty ones for later
+  // tasks, see cgroup_v1.h). Fails (kUnavailable) while a process is
   // still inside; the caller retries after KillAll's pidfds have fired.
   virtual Status Remove() = 0;
 
@@ -97,6 +98,9 @@ class TaskCage {
 
  protected:
   std::vector<int> join_fds_;
+  // False when the backend keeps the join fds open beyond the task (a
+  // cgroup reused by later tasks): CloseJoinFds then only forgets them.
+  bool owns_join_fds_ = true;
   std::vector<ChildRlimit> rlimits_;
   uint64_t memory_limit_ = 0;
 };
