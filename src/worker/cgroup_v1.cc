@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -62,9 +63,10 @@ struct Group {
 // that outlives its isolator removes its cgroups instead.
 struct Pool {
   std::vector<Group> free[kCtlCount];
-  uint64_t next_name = 0;
   bool closed = false;
 };
+
+std::atomic<uint64_t> next_cgroup_name{0};
 
 void Discard(Group& g) {
   if (g.join_fd >= 0) close(g.join_fd);
@@ -246,9 +248,15 @@ class CgroupV1Isolator final : public Isolator {
         Discard(g);
       }
       Group g;
-      g.dir = h_[ctl].base + "/t" + std::to_string(pool_->next_name++);
-      if (mkdir(g.dir.c_str(), 0755) != 0) {
-        return Unavailable("cannot create cgroup " + g.dir + ": " + strerror(errno));
+      // Names are unique in the process (`drover up` runs several workers,
+      // each with its isolator, under one w<pid>); one left by an earlier
+      // process with this pid is skipped.
+      for (int tries = 0;; ++tries) {
+        g.dir = h_[ctl].base + "/t" + std::to_string(next_cgroup_name.fetch_add(1));
+        if (mkdir(g.dir.c_str(), 0755) == 0) break;
+        if (errno != EEXIST || tries >= 100) {
+          return Unavailable("cannot create cgroup " + g.dir + ": " + strerror(errno));
+        }
       }
       auto fail = [&](Status s) {
         Discard(g);

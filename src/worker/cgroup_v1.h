@@ -23,7 +23,8 @@
 // cgroup that held leftovers, or whose counters could not be read, is
 // removed. The pool is removed with the isolator.
 //
-// One such isolator per worker process: the w<pid> level is per process.
+// Several isolators may share a process (`drover up` runs N workers): they
+// share its w<pid> level, and cgroup names are unique in the process.
 // Threading: belongs to the executor's thread.
 #ifndef DROVER_WORKER_CGROUP_V1_H_
 #define DROVER_WORKER_CGROUP_V1_H_

@@ -241,6 +241,20 @@ TEST_F(CgroupV1Executor, ATaskAfterAnOomKilledOneIsNotReportedOomKilled) {
   EXPECT_EQ(b.reason, "exit code 3");
 }
 
+TEST_F(CgroupV1Executor, TwoIsolatorsInOneProcessDoNotCollide) {
+  // `drover up --workers 2`: two workers, two isolators, one w<pid>.
+  auto other = MakeCgroupV1Isolator(CgroupV1Options{"/sys/fs/cgroup", 0});
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  Harness h2(std::move(other).value());
+  for (int round = 0; round < 2; ++round) {
+    TaskResult a = h_->Run(Task(1, {"true"}));
+    EXPECT_EQ(a.outcome, TaskOutcome::kSucceeded) << a.reason;
+    TaskResult b = h2.Run(Task(2, {"true"}));
+    EXPECT_EQ(b.outcome, TaskOutcome::kSucceeded) << b.reason;
+  }
+  EXPECT_EQ(MemoryCgroups().size(), 2u);  // one kept by each
+}
+
 TEST_F(CgroupV1Executor, TheIsolatorRemovesTheCgroupsItKept) {
   ASSERT_EQ(h_->Run(Task(1, {"true"})).outcome, TaskOutcome::kSucceeded);
   EXPECT_EQ(MemoryCgroups().size(), 1u);  // kept for the next task
