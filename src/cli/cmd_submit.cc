@@ -3,6 +3,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -40,13 +41,20 @@ struct SubmitOptions {
 int RunSubmit(const SubmitOptions& o) {
   Result<std::string> body = BuildSubmitBody(o.spec);
   if (!body.ok()) return ReportError(body.status(), /*usage_on_invalid=*/true);
+  // The server makes exactly the spec's tasks: knowing their number here
+  // saves --wait a request (a TLS connection) before the event stream.
+  std::optional<uint64_t> task_count;
+  if (o.wait) {
+    Result<core::JobSpec> spec = proto::JobSpecFromJson(*body);
+    if (spec.ok()) task_count = spec->TaskCount();
+  }
   Result<ApiClient> api = Connect(o.client);
   if (!api.ok()) return ReportError(api.status());
   Result<JobId> job = SendJob(*api, std::move(*body));
   if (!job.ok()) return ReportError(job.status());
   std::cout << *job << std::endl;
   if (!o.wait) return kExitOk;
-  Result<JobWatch> watch = WaitForJob(*api, *job, Progress::kNone);
+  Result<JobWatch> watch = WaitForJob(*api, *job, Progress::kNone, task_count);
   if (!watch.ok()) return ReportError(watch.status());
   if (!watch->succeeded()) {
     std::cerr << "drover: job " << *job << ": " << watch->count("failed") << " failed, "
@@ -81,7 +89,7 @@ int RunFile(const RunOptions& o) {
   std::cout << "job " << *job << " \"" << spec->name << "\": " << spec->TaskCount() << " tasks"
             << std::endl;
   const Progress progress = o.plain || !StdoutIsTty() ? Progress::kLines : Progress::kBar;
-  Result<JobWatch> watch = WaitForJob(*api, *job, progress);
+  Result<JobWatch> watch = WaitForJob(*api, *job, progress, spec->TaskCount());
   if (!watch.ok()) return ReportError(watch.status());
   Result<nlohmann::json> info = api->Get("/api/v1/jobs/" + std::to_string(*job));
   if (!info.ok()) return ReportError(info.status());

@@ -6,13 +6,18 @@
 
 namespace drover::cli {
 
-Result<JobWatch> WaitForJob(ApiClient& api, JobId job, Progress progress) {
-  ASSIGN_OR_RETURN(nlohmann::json info, api.Get("/api/v1/jobs/" + std::to_string(job) + "?limit=0"));
-  auto count = info.find("task_count");
-  if (count == info.end() || !count->is_number_unsigned()) {
-    return Internal("the server's job " + std::to_string(job) + " has no task_count");
+Result<JobWatch> WaitForJob(ApiClient& api, JobId job, Progress progress,
+                            std::optional<uint64_t> task_count) {
+  if (!task_count) {
+    ASSIGN_OR_RETURN(nlohmann::json info,
+                     api.Get("/api/v1/jobs/" + std::to_string(job) + "?limit=0"));
+    auto count = info.find("task_count");
+    if (count == info.end() || !count->is_number_unsigned()) {
+      return Internal("the server's job " + std::to_string(job) + " has no task_count");
+    }
+    task_count = count->get<uint64_t>();
   }
-  JobWatch watch(count->get<uint64_t>());
+  JobWatch watch(*task_count);
   JobChangeFn on_change = [progress](const TaskEventView& e, const JobWatch& w) {
     if (progress == Progress::kLines) {
       std::cout << e.task << " " << e.to;

@@ -5,6 +5,9 @@
 #ifndef DROVER_CLI_WAIT_JOB_H_
 #define DROVER_CLI_WAIT_JOB_H_
 
+#include <cstdint>
+#include <optional>
+
 #include "cli/api_client.h"
 #include "cli/job_watch.h"
 #include "common/ids.h"
@@ -18,10 +21,13 @@ enum class Progress {
   kBar,    // a progress bar redrawn in place (stdout is a terminal)
 };
 
-// Reads the job's task count, then follows its events until every task is
-// terminal. Errors: the job is unknown (kNotFound), the server cannot be
-// reached or stayed away for a minute.
-Result<JobWatch> WaitForJob(ApiClient& api, JobId job, Progress progress);
+// Follows the job's events until every task is terminal. `task_count` is
+// the job's number of tasks when the caller knows it (it submitted the
+// spec); otherwise it is read from the server first (one more request).
+// Errors: the job is unknown (kNotFound), the server cannot be reached or
+// stayed away for a minute.
+Result<JobWatch> WaitForJob(ApiClient& api, JobId job, Progress progress,
+                            std::optional<uint64_t> task_count = std::nullopt);
 
 }  // namespace drover::cli
 

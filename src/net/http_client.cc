@@ -4,12 +4,18 @@
 
 #include "net/http_client.h"
 
+#include <openssl/ssl.h>
+
+#include <map>
+#include <mutex>
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "net/client_tls.h"
 #include "net/tls_identity.h"
 
 namespace drover::net {
@@ -50,7 +56,9 @@ Result<Response> Exchange(asio::io_context& io, Stream& stream, const tcp::resol
   RunToCompletion(io);
   if (ec) return NetError(ec, "cannot connect to", o);
 
+  const std::string server = o.host + ":" + std::to_string(o.port) + "/" + fingerprint;
   if constexpr (kTls) {
+    OfferClientSession(stream.native_handle(), server);
     stream.async_handshake(ssl::stream_base::client, [&](error_code e) { ec = e; });
     RunToCompletion(io);
     if (ec) return NetError(ec, "TLS handshake failed with", o);
@@ -87,6 +95,12 @@ Result<Response> Exchange(asio::io_context& io, Stream& stream, const tcp::resol
   }
   if (ec) return NetError(ec, "reading the response failed from", o);
 
+  if constexpr (kTls) {
+    KeepClientSession(stream.native_handle(), server);
+    // The connection ends without a close_notify; OpenSSL would take that
+    // for a broken session and make the kept one unresumable.
+    SSL_set_shutdown(stream.native_handle(), SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+  }
   auto& res = parser.get();
   Response out;
   out.status = static_cast<int>(res.result_int());
@@ -104,6 +118,53 @@ Result<Response> Exchange(asio::io_context& io, Stream& stream, const tcp::resol
 }
 
 }  // namespace
+
+namespace {
+
+struct SessionCache {
+  std::mutex mu;
+  std::map<std::string, SSL_SESSION*> sessions;  // owned references
+};
+
+SessionCache& Sessions() {
+  static SessionCache* cache = new SessionCache();  // never destroyed: used until exit
+  return *cache;
+}
+
+}  // namespace
+
+void OfferClientSession(ssl_st* ssl, const std::string& server) {
+  SessionCache& c = Sessions();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = c.sessions.find(server);
+  if (it != c.sessions.end()) SSL_set_session(ssl, it->second);
+}
+
+void KeepClientSession(ssl_st* ssl, const std::string& server) {
+  SSL_SESSION* session = SSL_get1_session(ssl);
+  if (session == nullptr) return;
+  if (SSL_SESSION_is_resumable(session) == 0) {
+    SSL_SESSION_free(session);
+    return;
+  }
+  SessionCache& c = Sessions();
+  std::lock_guard<std::mutex> lock(c.mu);
+  SSL_SESSION*& slot = c.sessions[server];
+  if (slot != nullptr) SSL_SESSION_free(slot);
+  slot = session;
+}
+
+long ClientSessionsResumed() { return SSL_CTX_sess_hits(SharedClientTlsContext()->native_handle()); }
+
+std::shared_ptr<ssl::context> SharedClientTlsContext() {
+  static const std::shared_ptr<ssl::context> shared = [] {
+    auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
+    // Trust comes from the pinned fingerprint, checked after the handshake.
+    ctx->set_verify_mode(ssl::verify_none);
+    return ctx;
+  }();
+  return shared;
+}
 
 HttpClient::HttpClient(ClientOptions options) : options_(std::move(options)) {}
 
@@ -129,10 +190,8 @@ Result<Response> HttpClient::Send(const ClientRequest& request) {
   if (ec) return NetError(ec, "cannot resolve", options_);
 
   if (options_.tls) {
-    ssl::context ctx(ssl::context::tls_client);
-    // Trust comes from the pinned fingerprint, checked after the handshake.
-    ctx.set_verify_mode(ssl::verify_none);
-    beast::ssl_stream<beast::tcp_stream> stream(io, ctx);
+    std::shared_ptr<ssl::context> ctx = SharedClientTlsContext();
+    beast::ssl_stream<beast::tcp_stream> stream(io, *ctx);
     return Exchange(io, stream, endpoints, options_, fingerprint, request);
   }
   beast::tcp_stream stream(io);

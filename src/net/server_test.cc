@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "net/client_tls.h"
 #include "net/http_client.h"
 #include "net/net_test_util.h"
 #include "net/tls_identity.h"
@@ -247,6 +248,40 @@ TEST(ServerTlsTest, PinnedFingerprintMismatchIsRefusedNamingBoth) {
   EXPECT_EQ(ok->status, 200);
   thread.Call([&] { server.Stop(); });
   EXPECT_TRUE(handled);
+}
+
+TEST(ServerTlsTest, ALaterConnectionResumesTheSessionAndIsStillPinned) {
+  TempDir state, other;
+  Result<TlsIdentity> impostor = LoadOrCreateTlsIdentity(other.path());
+  ASSERT_TRUE(impostor.ok());
+  EventLoop loop;
+  ServerOptions o;
+  o.bind_address = "127.0.0.1";
+  o.port = 0;
+  o.cert_dir = state.path();
+  o.token = kToken;
+  Server server(loop, o);
+  server.Route("GET", "/x", [&](const Request&, Responder done) { done(JsonResponse("{}")); });
+  ASSERT_TRUE(server.Start().ok());
+  LoopThread thread(loop);
+
+  ClientOptions c;
+  c.port = server.port();
+  c.token = kToken;
+  c.fingerprint = server.fingerprint();
+  const long before = ClientSessionsResumed();
+  for (int i = 0; i < 3; ++i) {
+    Result<Response> r = HttpClient(c).Get("/x");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->status, 200);
+  }
+  // The first makes the session, the later ones resume it.
+  EXPECT_GE(ClientSessionsResumed() - before, 2);
+  // A client pinned to another certificate gets no session of this one,
+  // and is refused as before.
+  c.fingerprint = impostor->fingerprint;
+  EXPECT_EQ(HttpClient(c).Get("/x").status().code(), StatusCode::kFailedPrecondition);
+  thread.Call([&] { server.Stop(); });
 }
 
 TEST(ServerTlsTest, RestartKeepsTheFingerprint) {

@@ -8,6 +8,7 @@
 #include <boost/asio/ssl.hpp>
 #include <optional>
 
+#include "net/client_tls.h"
 #include "net/event_loop_asio.h"
 #include "net/tls_identity.h"
 #include "net/ws_session_impl.h"
@@ -37,9 +38,8 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
         done_(std::move(done)),
         resolver_(io) {
     if constexpr (kTls) {
-      tls_ = std::make_shared<ssl::context>(ssl::context::tls_client);
       // Trust comes from the pinned fingerprint, checked after the handshake.
-      tls_->set_verify_mode(ssl::verify_none);
+      tls_ = SharedClientTlsContext();
       ws_.emplace(io, *tls_);
     } else {
       ws_.emplace(io);
@@ -85,6 +85,8 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
   }
 
   void TlsHandshake() {
+    OfferClientSession(ws_->next_layer().native_handle(),
+                       options_.host + ":" + std::to_string(options_.port) + "/" + fingerprint_);
     ws_->next_layer().async_handshake(
         ssl::stream_base::client, [self = this->shared_from_this()](error_code ec) {
           if (ec) return self->Fail(self->NetError(ec, "TLS handshake failed with"));
