@@ -84,6 +84,9 @@ struct KillTask {
   uint32_t attempt = 0;
   WorkerId worker = 0;
   std::string reason;  // "timed out after 2h", "canceled by user"
+  // Stop at once (KILL), not gracefully: the attempt must not run (its lease
+  // expired, or the server does not count it as current).
+  bool hard = false;
 };
 
 // Extend the TTL of every listed key (all held leases of one worker).

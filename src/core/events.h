@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <variant>
+#include <vector>
 
 #include "common/ids.h"
 #include "common/time.h"
@@ -57,16 +58,51 @@ struct CancelJob {
 struct CancelTask {
   TaskId task;
 };
-// The worker started the process of this attempt.
+// The worker started the process of this attempt. `worker`, when not 0, is
+// the worker that reports it: a report from any other worker than the one the
+// attempt is on is stale (fencing: after a server restart two workers may run
+// attempts with the same number, and only the current one may count).
 struct TaskStarted {
   TaskId task;
   uint32_t attempt = 0;
+  WorkerId worker = 0;
 };
-// The process of this attempt ended.
+// The process of this attempt ended. `worker` as for TaskStarted.
 struct TaskFinished {
   TaskId task;
   uint32_t attempt = 0;
   TaskOutcome outcome;
+  WorkerId worker = 0;
+};
+// An attempt a worker still runs, with the resources its assignment gave it.
+struct ReportedAttempt {
+  TaskId task;
+  uint32_t attempt = 0;
+  std::vector<uint32_t> cores;
+  std::vector<GpuGrant> gpus;
+};
+// A worker connected (first time, after a loss, or again while known: a
+// dropped connection or a restarted server) with its own account of its
+// attempts: the ones it still runs and the ones that ended without the
+// server acknowledging their result. Handled as one step, before any
+// placement the join allows:
+//   1. an unknown or lost worker joins with `resources` (as WorkerJoined;
+//      a known live worker keeps its resources);
+//   2. each finished attempt is handled as TaskFinished from this worker; an
+//      attempt the journal never saw (the task is queued with a lower
+//      attempt: the server crashed before the assignment was durable) is
+//      adopted first, so its outcome counts and the task is not run again;
+//   3. each running attempt that is current on this worker is confirmed
+//      (assigned -> running; a restored or lost one is renewed again); one
+//      the journal never saw is adopted: its exact cores/GPUs are booked if
+//      free, its leases claimed, the task marked running there; every other
+//      one (unknown task, task ended or re-assigned, resources taken) gets a
+//      hard KillTask.
+struct WorkerAttached {
+  WorkerId worker = 0;
+  WorkerResources resources;
+  std::vector<ReportedAttempt> running;
+  std::vector<TaskFinished> finished;
 };
 // The store granted all keys of the task's claim.
 struct LeaseGranted {
@@ -92,7 +128,7 @@ struct Tick {};
 
 using Event = std::variant<WorkerJoined, WorkerHeartbeat, WorkerLost, WorkerDrained, JobSubmitted,
                            CancelJob, CancelTask, TaskStarted, TaskFinished, LeaseGranted,
-                           LeaseRejected, LeaseFreed, Tick>;
+                           LeaseRejected, LeaseFreed, Tick, WorkerAttached>;
 
 }  // namespace drover::core
 

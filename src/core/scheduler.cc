@@ -30,6 +30,7 @@ Status Scheduler::Handle(Time now, Event event, Outbox& out) {
       [&](auto& e) -> Status {
         using T = std::decay_t<decltype(e)>;
         if constexpr (std::is_same_v<T, WorkerJoined>) return s.OnWorkerJoined(e);
+        if constexpr (std::is_same_v<T, WorkerAttached>) return s.OnWorkerAttached(e);
         if constexpr (std::is_same_v<T, WorkerHeartbeat>) return s.OnHeartbeat(e);
         if constexpr (std::is_same_v<T, WorkerLost>) return s.OnWorkerLost(e);
         if constexpr (std::is_same_v<T, WorkerDrained>) return s.OnDrained(e);
@@ -169,6 +170,105 @@ Status Scheduler::State::OnWorkerJoined(WorkerJoined& e) {
   worker.in_policy = true;
   MarkWorkerDirty(w);
   return Status::Ok();
+}
+
+Status Scheduler::State::OnWorkerAttached(WorkerAttached& e) {
+  auto it = worker_slots.find(e.worker);
+  if (it == worker_slots.end() || workers[it->second].lost) {
+    WorkerJoined join{e.worker, std::move(e.resources)};
+    RETURN_IF_ERROR(OnWorkerJoined(join));
+  }
+  const uint32_t w = worker_slots.at(e.worker);
+  workers[w].last_heartbeat = TimeFromMicros(now_us);
+  // Results first: a dependency that finished may make a running dependent
+  // adoptable (queued) below.
+  for (TaskFinished& f : e.finished) {
+    f.worker = e.worker;
+    Result<TaskRef> r = Find(f.task);
+    if (r.ok() && Adoptable(*r, f.attempt)) Adopt(*r, w, f.attempt, nullptr);
+    (void)OnFinished(f);  // a stale one (ended or superseded) changes nothing
+  }
+  for (const ReportedAttempt& run : e.running) ReconcileRunning(w, run);
+  return Status::Ok();
+}
+
+bool Scheduler::State::Adoptable(TaskRef r, uint32_t attempt) const {
+  // Every attempt the journal saw is <= the task's attempt; a higher one was
+  // assigned by a server that crashed before its record was durable.
+  const Task& t = task(r);
+  return t.state == TaskState::kQueued && t.active == kNone && attempt > t.attempt &&
+         attempt <= UINT16_MAX;
+}
+
+void Scheduler::State::ReconcileRunning(uint32_t w, const ReportedAttempt& run) {
+  const WorkerId id = workers[w].id;
+  auto kill = [&](std::string why) {
+    out->push_back(KillTask{run.task, run.attempt, id, std::move(why), true});
+  };
+  Result<TaskRef> found = Find(run.task);
+  if (!found.ok()) return kill("unknown task");
+  const TaskRef r = *found;
+  Task& t = task(r);
+  if (t.active != kNone && actives[t.active].attempt == run.attempt && t.worker == id) {
+    Active& act = actives[t.active];
+    if (act.worker != w) return kill("not current on the server");  // not re-booked (defensive)
+    // Its worker has it: renew its leases again (a restored or lost attempt
+    // would otherwise be requeued at its lease expiry while it runs).
+    act.lost = false;
+    if (t.state == TaskState::kAssigned) (void)OnStarted(TaskStarted{run.task, run.attempt, id});
+    return;
+  }
+  if (Adoptable(r, run.attempt)) {
+    if (Adopt(r, w, run.attempt, &run)) return;
+    kill("its resources are taken on this worker");
+  } else {
+    kill("not current on the server");
+  }
+  // The killed attempt's number is used up: the task's next attempt gets a
+  // higher one, so the killed one's end (reported by this same worker) can
+  // never pass for the new attempt's.
+  if (t.active == kNone && run.attempt > t.attempt && run.attempt <= UINT16_MAX) {
+    t.attempt = static_cast<uint16_t>(run.attempt);
+  }
+}
+
+bool Scheduler::State::Adopt(TaskRef r, uint32_t w, uint32_t attempt, const ReportedAttempt* run) {
+  Task& t = task(r);
+  const ResourceRequest& req = RequestOf(r);
+  Allocation alloc;
+  if (run != nullptr) {
+    // Exactly the shape placement gives the request, and free here.
+    int64_t shares = 0;
+    for (const GpuGrant& g : run->gpus) shares += g.share;
+    const size_t want_cores = static_cast<size_t>((req.cpus_milli + 999) / 1000);
+    if (run->cores.size() != want_cores || shares != req.gpus) return false;
+    alloc.cores.assign(run->cores.begin(), run->cores.end());
+    alloc.gpus.assign(run->gpus.begin(), run->gpus.end());
+    alloc.mem_bytes = req.mem_bytes;
+    if (!workers[w].res->AllocateExact(req, alloc)) return false;
+  }
+  if (reservation.active && reservation.task == r) EndReservation();
+  t.flags = 0;  // queue, backoff and parked entries of the queued task go stale
+  t.attempt = static_cast<uint16_t>(attempt);
+  t.worker = workers[w].id;
+  const uint32_t a = NewActive(r, w, attempt);
+  Active& act = actives[a];
+  act.alloc = std::move(alloc);
+  if (run != nullptr) {
+    act.booked = true;
+    out->emplace_back(std::in_place_type<ClaimLeases>, IdOf(r), attempt, workers[w].id,
+                      KeysOf(act), config.lease_ttl);
+  } else {
+    act.lost = true;  // ended already: nothing held, nothing to release
+  }
+  Transition(r, TaskState::kAssigned, "");
+  t.started_us = now_us;
+  Transition(r, TaskState::kRunning, "");
+  const Duration timeout = SpecOf(r).timeout;
+  if (run != nullptr && timeout > Duration::zero()) {
+    PushTimer(now_us + timeout.count(), TimerKind::kTimeout, r, attempt);
+  }
+  return true;
 }
 
 Status Scheduler::State::OnHeartbeat(WorkerHeartbeat& e) {
@@ -535,7 +635,8 @@ Status Stale(const char* what, TaskId id, uint32_t attempt) {
 Status Scheduler::State::OnStarted(const TaskStarted& e) {
   ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
   Task& t = task(r);
-  if (t.state != TaskState::kAssigned || actives[t.active].attempt != e.attempt) {
+  if (t.state != TaskState::kAssigned || actives[t.active].attempt != e.attempt ||
+      (e.worker != 0 && e.worker != t.worker)) {
     return Stale("started", e.task, e.attempt);
   }
   Active& act = actives[t.active];
@@ -595,7 +696,7 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
   Task& t = task(r);
   if ((t.state != TaskState::kAssigned && t.state != TaskState::kRunning) ||
-      actives[t.active].attempt != e.attempt) {
+      actives[t.active].attempt != e.attempt || (e.worker != 0 && e.worker != t.worker)) {
     return Stale("finished", e.task, e.attempt);
   }
   TaskOutcome& o = e.outcome;
@@ -646,6 +747,11 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
 Status Scheduler::State::OnGranted(const LeaseGranted& e) {
   ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
   Task& t = task(r);
+  if (t.state == TaskState::kRunning && actives[t.active].attempt == e.attempt &&
+      !actives[t.active].granted && actives[t.active].worker != kNone) {
+    actives[t.active].granted = true;  // an adopted attempt: it runs already
+    return Status::Ok();
+  }
   if (t.state != TaskState::kAssigned || actives[t.active].attempt != e.attempt ||
       actives[t.active].granted || actives[t.active].worker == kNone) {
     return Stale("lease granted", e.task, e.attempt);
@@ -664,6 +770,16 @@ Status Scheduler::State::OnGranted(const LeaseGranted& e) {
 Status Scheduler::State::OnRejected(const LeaseRejected& e) {
   ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
   Task& t = task(r);
+  if (t.state == TaskState::kRunning && actives[t.active].attempt == e.attempt &&
+      !actives[t.active].granted && actives[t.active].worker != kNone) {
+    // An adopted attempt whose keys someone else holds: it may not run on.
+    // Its end comes back as TaskFinished and is retried as a lost lease.
+    if (!(t.flags & (kFlagCancel | kFlagLeaseLost | kFlagTimedOut))) {
+      t.flags |= kFlagLeaseLost;
+      out->push_back(KillTask{e.task, e.attempt, t.worker, "lease claim rejected", true});
+    }
+    return Status::Ok();
+  }
   if (t.state != TaskState::kAssigned || actives[t.active].attempt != e.attempt ||
       actives[t.active].granted) {
     return Stale("lease rejected", e.task, e.attempt);
@@ -707,7 +823,7 @@ Status Scheduler::State::OnFreed(const LeaseFreed& e) {
   // The lease vanished under a live task: it may no longer run safely.
   if (!(t.flags & (kFlagCancel | kFlagLeaseLost | kFlagTimedOut))) {
     t.flags |= kFlagLeaseLost;
-    out->push_back(KillTask{e.task, e.attempt, workers[act.worker].id, "lease expired"});
+    out->push_back(KillTask{e.task, e.attempt, workers[act.worker].id, "lease expired", true});
   }
   return Status::Ok();
 }

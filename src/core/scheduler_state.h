@@ -207,6 +207,17 @@ struct Scheduler::State {
 
   // --- lifecycle (scheduler.cc) ---
   Status OnWorkerJoined(WorkerJoined& e);
+  Status OnWorkerAttached(WorkerAttached& e);
+  // A running attempt reported by the worker in slot `w` (WorkerAttached).
+  void ReconcileRunning(uint32_t w, const ReportedAttempt& run);
+  // Makes attempt `attempt` of the queued task `r`, which the journal never
+  // saw, current on worker slot `w` (events.h, WorkerAttached). `run`: the
+  // attempt still runs there with these resources (booked, leases claimed);
+  // null: it already finished (nothing booked or claimed). False, and
+  // nothing changed, when `run`'s resources are not free there.
+  bool Adopt(TaskRef r, uint32_t w, uint32_t attempt, const ReportedAttempt* run);
+  // True when attempt `attempt` of `r` may be one the journal never saw.
+  bool Adoptable(TaskRef r, uint32_t attempt) const;
   Status OnHeartbeat(WorkerHeartbeat& e);
   Status OnWorkerLost(const WorkerLost& e);
   Status OnDrained(const WorkerDrained& e);

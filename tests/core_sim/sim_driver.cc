@@ -29,6 +29,7 @@ std::string Describe(const core::Event& event) {
       [](const auto& e) -> std::string {
         using T = std::decay_t<decltype(e)>;
         if constexpr (std::is_same_v<T, core::WorkerJoined>) return "join w" + std::to_string(e.worker);
+        if constexpr (std::is_same_v<T, core::WorkerAttached>) return "attach w" + std::to_string(e.worker);
         if constexpr (std::is_same_v<T, core::WorkerHeartbeat>) return "heartbeat w" + std::to_string(e.worker);
         if constexpr (std::is_same_v<T, core::WorkerLost>) return "lost w" + std::to_string(e.worker);
         if constexpr (std::is_same_v<T, core::WorkerDrained>) {
