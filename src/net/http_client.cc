@@ -55,6 +55,10 @@ Result<Response> Exchange(asio::io_context& io, Stream& stream, const tcp::resol
   lowest.async_connect(endpoints, [&](error_code e, const tcp::endpoint&) { ec = e; });
   RunToCompletion(io);
   if (ec) return NetError(ec, "cannot connect to", o);
+  // A request is written in pieces (TLS records, header then body): without
+  // this, Nagle holds a piece back for the peer's delayed ACK (~40 ms).
+  error_code nodelay_ec;
+  lowest.socket().set_option(tcp::no_delay(true), nodelay_ec);
 
   const std::string server = o.host + ":" + std::to_string(o.port) + "/" + fingerprint;
   if constexpr (kTls) {

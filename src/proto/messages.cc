@@ -48,6 +48,19 @@ Json AttemptListJson(const std::vector<TaskAttempt>& list) {
   return out;
 }
 
+Json RunningListJson(const std::vector<RunningTask>& list) {
+  Json out = Json::array();
+  for (const RunningTask& a : list) {
+    Json j = AttemptJson(a.task, a.attempt);
+    j["cores"] = a.cores;
+    Json gpus = Json::array();
+    for (const core::GpuGrant& g : a.gpus) gpus.push_back(internal::GpuGrantJson(g));
+    j["gpus"] = std::move(gpus);
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
 Json FinishedTaskJson(const FinishedTask& f) {
   Json j = AttemptJson(f.task, f.attempt);
   j["outcome"] = internal::OutcomeJson(f.outcome);
@@ -93,6 +106,14 @@ bool ReadStream(ObjectReader& r, LogStream* out, DecodeContext& ctx) {
   return true;
 }
 
+bool ReadRunningTask(const Json& j, const std::string& path, RunningTask* out,
+                     DecodeContext& ctx) {
+  ObjectReader r(j, path, ctx);
+  return r.Task("task", &out->task) && r.Integer("attempt", &out->attempt) &&
+         ReadList(r, "cores", &out->cores, ctx, internal::ReadInteger<uint32_t>, Need::kOptional) &&
+         ReadList(r, "gpus", &out->gpus, ctx, internal::ReadGpuGrant, Need::kOptional);
+}
+
 // ---- worker -> server ------------------------------------------------------
 
 Json Body(const Hello& m) {
@@ -101,7 +122,7 @@ Json Body(const Hello& m) {
               {"previous_id", m.previous_id},
               {"agent_version", m.agent_version},
               {"resources", internal::WorkerResourcesJson(m.resources)},
-              {"running", AttemptListJson(m.running)},
+              {"running", RunningListJson(m.running)},
               {"finished", FinishedListJson(m.finished)}};
 }
 bool Read(ObjectReader& r, Hello* m, DecodeContext& ctx) {
@@ -116,7 +137,7 @@ bool Read(ObjectReader& r, Hello* m, DecodeContext& ctx) {
     return false;
   }
   m->resources.name = m->worker_name;
-  return ReadList(r, "running", &m->running, ctx, ReadTaskAttempt, Need::kOptional) &&
+  return ReadList(r, "running", &m->running, ctx, ReadRunningTask, Need::kOptional) &&
          ReadList(r, "finished", &m->finished, ctx, ReadFinishedTask, Need::kOptional);
 }
 

@@ -76,6 +76,17 @@ struct TaskAttempt {
   friend auto operator<=>(const TaskAttempt&, const TaskAttempt&) = default;
 };
 
+// An attempt a worker still runs, with the resources its assignment gave it
+// (sent in Hello, so a restarted server can adopt an attempt its journal
+// never saw; "cores" and "gpus" are optional on the wire).
+struct RunningTask {
+  TaskId task;
+  uint32_t attempt = 0;
+  std::vector<uint32_t> cores;
+  std::vector<core::GpuGrant> gpus;
+  friend bool operator==(const RunningTask&, const RunningTask&) = default;
+};
+
 // A finished attempt and how it ended.
 struct FinishedTask {
   TaskId task;
@@ -96,7 +107,7 @@ struct Hello {
   std::string agent_version;                     // drover build, for people ("0.1.0")
   core::WorkerResources resources;               // resources.name is not sent: the
                                                  // decoder sets it to worker_name
-  std::vector<TaskAttempt> running;              // attempts still running here
+  std::vector<RunningTask> running;              // attempts still running here
   std::vector<FinishedTask> finished;            // results not yet acknowledged
   friend bool operator==(const Hello&, const Hello&) = default;
 };

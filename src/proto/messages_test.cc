@@ -31,7 +31,7 @@ Hello SampleHello() {
                       {1, "GPU-def", "NVIDIA A100-SXM4-80GB", 80ULL << 30}};
   h.resources.counters = {{"licenses", 4}};
   h.resources.labels = {{"os", "linux"}};
-  h.running = {{{12, 3}, 1}, {{12, 4}, 2}};
+  h.running = {{{12, 3}, 1, {0, 1}, {{1, 100, 80ULL << 30}}}, {{12, 4}, 2, {}, {}}};
   h.finished = {{{11, 0}, 1, SampleOutcome(), TimeFromMicros(1'700'000'000'123'456)}};
   return h;
 }

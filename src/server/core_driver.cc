@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <type_traits>
 
@@ -144,9 +146,13 @@ void CoreDriver::Execute(core::Command& command) {
         if constexpr (std::is_same_v<T, core::ClaimLeases>) {
           Claim(c);
         } else if constexpr (std::is_same_v<T, core::AssignTask>) {
-          AfterRecordsDurable([this, a = c] { sink_.Assign(a); });
+          // At once, before its record is durable: a restarted server adopts
+          // an attempt its journal never saw from the worker's report
+          // (core/events.h, WorkerAttached), so the handoff does not wait
+          // for an fsync.
+          sink_.Assign(c);
         } else if constexpr (std::is_same_v<T, core::KillTask>) {
-          AfterRecordsDurable([this, k = c] { sink_.Kill(k); });
+          sink_.Kill(c);
         } else if constexpr (std::is_same_v<T, core::RenewLeases>) {
           Renew(c);
         } else if constexpr (std::is_same_v<T, core::ReleaseLeases>) {
@@ -227,8 +233,18 @@ void CoreDriver::Persist(const core::Record& record) {
       spdlog::error("journal append failed: {}", s.ToString());
     }
     while (!flushes_in_flight_.empty() && flushes_in_flight_.front().target <= appends_done_) {
-      if (durable_observer_) durable_observer_(clock_.Now() - flushes_in_flight_.front().at);
+      const Duration took = clock_.Now() - flushes_in_flight_.front().at;
       flushes_in_flight_.pop_front();
+      if (durable_observer_) durable_observer_(took);
+      constexpr size_t kWindow = 4096;  // for sync_summary()
+      const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(took).count();
+      if (sync_samples_.size() < kWindow) {
+        sync_samples_.push_back(us);
+      } else {
+        sync_samples_[sync_next_] = us;
+        sync_next_ = (sync_next_ + 1) % kWindow;
+      }
+      ++sync_count_;
     }
     while (!waiters_.empty() && waiters_.front().target <= appends_done_) {
       std::function<void(Status)> fn = std::move(waiters_.front().fn);
@@ -250,25 +266,6 @@ void CoreDriver::AfterDurable(std::function<void(Status)> fn) {
   waiters_.push_back({appends_issued_, std::move(fn)});
 }
 
-void CoreDriver::AfterRecordsDurable(std::function<void()> send) {
-  // A worker hears of an assignment only once its record is on disk: a
-  // server that dies before then and restarts would not know the attempt,
-  // tell the worker to kill it, and run the task again. Kills wait behind
-  // the assignments so a worker never sees them out of order. With nothing
-  // pending (the common case when idle) it goes at once.
-  if (appends_done_ >= appends_issued_ && waiters_.empty()) {
-    send();
-    return;
-  }
-  waiters_.push_back({appends_issued_, [send = std::move(send)](Status s) {
-                        if (!s.ok()) {
-                          spdlog::error("sending a worker command whose record failed to persist: {}",
-                                        s.ToString());
-                        }
-                        send();
-                      }});
-}
-
 void CoreDriver::ScheduleFlush() {
   if (flush_posted_) return;
   flush_posted_ = true;
@@ -280,6 +277,7 @@ void CoreDriver::ScheduleFlush() {
 
 void CoreDriver::FlushNow() {
   flush_posted_ = false;
+  if (Frozen()) return;
   ++stats_.flushes;
   if (appends_issued_ > appends_done_ &&
       (flushes_in_flight_.empty() || flushes_in_flight_.back().target < appends_issued_)) {
@@ -287,6 +285,18 @@ void CoreDriver::FlushNow() {
   }
   store_.Flush();
   MaybeCompact();
+}
+
+bool CoreDriver::Frozen() {
+  if (frozen_ || options_.test_freeze_file.empty()) return frozen_;
+  struct stat st;
+  if (::stat(options_.test_freeze_file.c_str(), &st) == 0) {
+    frozen_ = true;
+    spdlog::warn("test hook: {} exists; the journal is frozen (nothing appended from now on "
+                 "becomes durable)",
+                 options_.test_freeze_file);
+  }
+  return frozen_;
 }
 
 void CoreDriver::MaybeCompact() {
@@ -323,7 +333,8 @@ void CoreDriver::ArmTick() {
 
 void CoreDriver::Stop() {
   if (stopped_) return;
-  // Make what was appended durable before going.
+  // Make what was appended durable before going (unless frozen by the test
+  // hook: that stands for a crash).
   if (flush_posted_) FlushNow();
   stopped_ = true;
   queue_.clear();

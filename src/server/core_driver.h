@@ -15,7 +15,10 @@
 // re-entrantly. Appends are made durable by ONE Store::Flush per loop turn
 // (posted once per batch: group fsync). AfterDurable() runs a callback once
 // everything appended so far is durable (the worker channel acks finished
-// results with it).
+// results with it). Assignments and kills go to the sink at once, before
+// their records are durable: after a crash the workers' reports let the
+// restarted core adopt what its journal never saw (core/events.h,
+// WorkerAttached).
 //
 // Time: a Tick goes to the core every `tick_interval` (the core's renew
 // interval capped at 1 s). It drives renewals, retry backoffs, timeouts and
@@ -40,6 +43,7 @@
 #include "common/time.h"
 #include "core/scheduler.h"
 #include "net/event_loop.h"
+#include "server/handoff_stats.h"
 #include "server/lease_book.h"
 #include "server/record_fold.h"
 #include "store/store.h"
@@ -58,6 +62,12 @@ class CommandSink {
 struct DriverOptions {
   Duration tick_interval = Seconds(1);
   uint64_t compact_bytes = 64ull << 20;  // compact once the log is larger
+  // Test hook (the server reads it from DROVER_TEST_FREEZE_JOURNAL; empty:
+  // off). Once this file exists (checked at each flush), the driver stops
+  // flushing: everything appended from then on stays in memory, so a kill -9
+  // loses it as a crash before the fsync would. Only the crash-recovery
+  // integration test sets it.
+  std::string test_freeze_file;
 };
 
 struct DriverStats {
@@ -116,6 +126,9 @@ class CoreDriver {
   const core::Scheduler& scheduler() const { return scheduler_; }
   const RecordFold& fold() const { return fold_; }
   const DriverStats& stats() const { return stats_; }
+  // Flush -> durable latency of the journal batches (the last 4096), on the
+  // server's clock: what a submission answer or a result ack waits for.
+  HandoffSummary sync_summary() const { return Summarize(sync_samples_, sync_count_); }
   Time Now();
 
  private:
@@ -125,11 +138,9 @@ class CoreDriver {
   void Renew(const core::RenewLeases& renew);
   void Release(const core::ReleaseLeases& release);
   void Persist(const core::Record& record);
-  // Runs `send` (a message to a worker) once every record appended so far
-  // is durable, in order with the other worker messages waiting so.
-  void AfterRecordsDurable(std::function<void()> send);
   void ScheduleFlush();
   void FlushNow();
+  bool Frozen();  // the test hook (DriverOptions::test_freeze_file)
   void MaybeCompact();
   void ArmTick();
 
@@ -147,6 +158,7 @@ class CoreDriver {
   bool stopped_ = false;
   bool flush_posted_ = false;
   bool compacting_ = false;
+  bool frozen_ = false;
   Time last_now_;
   RecordFold fold_;
   DriverStats stats_;
@@ -160,6 +172,9 @@ class CoreDriver {
     std::function<void(Status)> fn;
   };
   std::deque<Waiter> waiters_;
+  std::vector<int64_t> sync_samples_;  // ring, microseconds (sync_summary)
+  size_t sync_next_ = 0;
+  uint64_t sync_count_ = 0;
   Status last_append_status_;
 
   std::function<void()> after_turn_;

@@ -26,11 +26,10 @@ void HandoffStats::Started(WorkerId worker, Time at) {
   }
 }
 
-HandoffSummary HandoffStats::Summary() const {
+HandoffSummary Summarize(std::vector<int64_t> sorted, uint64_t count) {
   HandoffSummary s;
-  s.count = count_;
-  if (samples_.empty()) return s;
-  std::vector<int64_t> sorted = samples_;
+  s.count = count;
+  if (sorted.empty()) return s;
   std::sort(sorted.begin(), sorted.end());
   // Nearest rank: the smallest sample with at least p% of them at or below.
   auto rank = [&](double p) {
@@ -42,5 +41,7 @@ HandoffSummary HandoffStats::Summary() const {
   s.max_us = sorted.back();
   return s;
 }
+
+HandoffSummary HandoffStats::Summary() const { return Summarize(samples_, count_); }
 
 }  // namespace drover::server

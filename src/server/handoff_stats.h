@@ -37,6 +37,9 @@ struct HandoffSummary {
   int64_t max_us = 0;
 };
 
+// p50/p99/max (nearest rank) of `samples`, with `count` samples ever taken.
+HandoffSummary Summarize(std::vector<int64_t> samples, uint64_t count);
+
 class HandoffStats {
  public:
   explicit HandoffStats(size_t window = 4096, size_t max_waiting = 64)

@@ -59,8 +59,9 @@ Result<LogRelay::Key> LogRelay::Resolve(const net::Request& request) {
   }
   ASSIGN_OR_RETURN(core::TaskInfo info, scheduler_.GetTask(task));
   // An assigned attempt has not started yet: its worker may not have the
-  // assignment (it goes out once its record is durable), so it would not
-  // know the log. A follower waits for the start as for a queued task.
+  // assignment yet (it goes out once the lease claim is granted), so it
+  // would not know the log. A follower waits for the start as for a queued
+  // task.
   if (!info.worker || info.attempt == 0 || info.state == core::TaskState::kAssigned) {
     return FailedPrecondition("task " + task.ToString() + " has not run yet (" +
                               std::string(core::TaskStateName(info.state)) + ")");

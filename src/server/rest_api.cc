@@ -217,6 +217,7 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                  for (WorkerId w : workers) connected += channel.connected(w) ? 1 : 0;
                  const Time now = driver.Now();
                  const HandoffSummary handoff = channel.handoffs().Summary();
+                 const HandoffSummary sync = driver.sync_summary();
                  json body{
                      {"version", status.version},
                      {"started_at", proto::FormatRfc3339(status.started_at)},
@@ -243,6 +244,11 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                        {"p50", handoff.p50_us},
                        {"p99", handoff.p99_us},
                        {"max", handoff.max_us}}},
+                     {"journal_sync_us",
+                      {{"count", sync.count},
+                       {"p50", sync.p50_us},
+                       {"p99", sync.p99_us},
+                       {"max", sync.max_us}}},
                  };
                  done(Json(body));
                });

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include "net/access_file.h"
@@ -125,6 +126,12 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   DriverOptions dopts;
   dopts.tick_interval = std::min<Duration>(cfg.scheduler.renew_interval, Seconds(1));
   dopts.compact_bytes = cfg.compact_bytes;
+  if (const char* freeze = std::getenv("DROVER_TEST_FREEZE_JOURNAL")) {
+    dopts.test_freeze_file = freeze;  // test hook: core_driver.h
+    spdlog::warn("DROVER_TEST_FREEZE_JOURNAL is set (a test hook): the journal stops once {} "
+                 "exists",
+                 dopts.test_freeze_file);
+  }
   p->driver = std::make_unique<CoreDriver>(loop, p->clock, *p->scheduler, *p->store, *p->book,
                                            *p, dopts);
   WorkerChannelOptions wopts;

@@ -82,7 +82,7 @@ class ServerShellTest : public ::testing::TestWithParam<bool> {
   }
 
   std::unique_ptr<FakeWorker> Worker(const std::string& name,
-                                     std::vector<proto::TaskAttempt> running = {}) {
+                                     std::vector<proto::RunningTask> running = {}) {
     auto w = std::make_unique<FakeWorker>(loop_, Client());
     EXPECT_TRUE(w->status().ok()) << w->status().ToString();
     proto::Hello hello = MakeHello(name);
@@ -339,6 +339,27 @@ TEST_P(ServerShellTest, WorkerReattachingAfterRestartKeepsItsRunningTask) {
   ASSERT_TRUE(ack.has_value());
   EXPECT_EQ(Get("/api/v1/tasks/1.0")["state"], "succeeded");
   EXPECT_EQ(Get("/api/v1/tasks/1.0")["attempt"], 1);
+}
+
+// The previous server sent 1.0#1 and died before its record was durable:
+// the journal has the task queued, the worker reports it running on core 2.
+TEST_P(ServerShellTest, AnAttemptTheJournalNeverSawIsAdoptedFromTheWorkersReport) {
+  Post("/api/v1/jobs", R"({"name": "long", "task": [{"id": "a", "command": ["sleep"]}]})");
+  StopShell();  // no worker was connected: 1.0 is queued in the journal
+  StartShell();
+  auto w = Worker("w1", {{TaskId{1, 0}, 1, {2}, {}}});
+  json task = Get("/api/v1/tasks/1.0");
+  EXPECT_EQ(task["state"], "running") << task.dump(2);
+  EXPECT_EQ(task["attempt"], 1);
+  EXPECT_EQ(task["cores"], json::array({2})) << task.dump(2);
+  proto::FinishedTask f{TaskId{1, 0}, 1, {}, TimeFromMicros(2)};
+  w->Send(proto::Finished{{f}});
+  // No Assign before the Ack: the adopted attempt was not sent again.
+  auto ack = w->Expect<proto::Ack>();
+  ASSERT_TRUE(ack.has_value());
+  task = Get("/api/v1/tasks/1.0");
+  EXPECT_EQ(task["state"], "succeeded");
+  EXPECT_EQ(task["attempt"], 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(PlainAndTls, ServerShellTest, ::testing::Values(false, true),

@@ -71,7 +71,7 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
           for (const proto::StartedTask& t : m.tasks) {
             handoffs_.Started(worker, t.started_at);
             Forget(worker, t.task, t.attempt);
-            driver_.Handle(core::TaskStarted{t.task, t.attempt});
+            driver_.Handle(core::TaskStarted{t.task, t.attempt, worker});
           }
         } else if constexpr (std::is_same_v<T, proto::Finished>) {
           for (const proto::FinishedTask& t : m.tasks) handoffs_.Exited(worker, t.finished_at);
@@ -83,7 +83,7 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
           core::TaskOutcome outcome;
           outcome.exit_code = -1;
           outcome.result = "refused by worker: " + m.reason;
-          driver_.Handle(core::TaskFinished{m.task, m.attempt, std::move(outcome)});
+          driver_.Handle(core::TaskFinished{m.task, m.attempt, std::move(outcome), worker});
         } else if constexpr (std::is_same_v<T, proto::LogChunk>) {
           if (log_.chunk) log_.chunk(worker, m);
         } else if constexpr (std::is_same_v<T, proto::Drain>) {
@@ -139,7 +139,6 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
     spdlog::info("worker {} ({}) joined from {}: {} cores, {} GPUs", worker, hello.worker_name,
                  conns_.at(conn).session->remote(), hello.resources.cpu_cores.size(),
                  hello.resources.gpus.size());
-    driver_.Handle(core::WorkerJoined{worker, hello.resources});
   }
   proto::HelloAck ack;
   ack.worker = worker;
@@ -148,24 +147,50 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
   ack.lease_ttl = options_.lease_ttl;
   conns_.at(conn).session->SendText(proto::Encode(proto::ServerMessage{ack}));
 
-  // Match what it runs against what the core believes.
+  // The worker's account of its attempts goes to the core as one event
+  // (core/events.h, WorkerAttached): it joins, its results count, and what it
+  // runs is confirmed, adopted (an assignment the journal never saw: the
+  // previous server died before it was durable) or killed, all before any
+  // placement the join allows.
   std::set<TaskId> reported;
-  for (const proto::TaskAttempt& run : hello.running) {
+  core::WorkerAttached attached;
+  attached.worker = worker;
+  attached.resources = hello.resources;
+  for (proto::RunningTask& run : hello.running) {
     reported.insert(run.task);
     Forget(worker, run.task, run.attempt);
-    Result<core::TaskInfo> info = driver_.scheduler().GetTask(run.task);
-    const bool current = info.ok() && info->attempt == run.attempt && info->worker &&
-                         *info->worker == worker;
-    if (current && info->state == core::TaskState::kAssigned) {
-      driver_.Handle(core::TaskStarted{run.task, run.attempt});
-    } else if (!(current && info->state == core::TaskState::kRunning)) {
-      spdlog::warn("worker {} runs {}#{}, which is not current here; killing it", worker,
-                   run.task.ToString(), run.attempt);
-      (void)Send(worker, proto::Kill{run.task, run.attempt, "not current on the server"});
+    attached.running.push_back(
+        core::ReportedAttempt{run.task, run.attempt, std::move(run.cores), std::move(run.gpus)});
+  }
+  proto::Ack results;
+  for (proto::FinishedTask& f : hello.finished) {
+    reported.insert(f.task);
+    Forget(worker, f.task, f.attempt);
+    results.tasks.push_back({f.task, f.attempt});
+    attached.finished.push_back(core::TaskFinished{f.task, f.attempt, std::move(f.outcome), worker});
+  }
+  // What the core knew before, to log what it adopted (rare: only after a
+  // crash that lost assignments).
+  std::map<TaskId, uint32_t> before;
+  for (const core::ReportedAttempt& run : attached.running) {
+    if (Result<core::TaskInfo> info = driver_.scheduler().GetTask(run.task); info.ok()) {
+      before[run.task] = info->attempt;
     }
   }
-  for (const proto::FinishedTask& f : hello.finished) reported.insert(f.task);
-  OnFinished(worker, std::move(hello.finished));
+  for (const core::TaskFinished& f : attached.finished) {
+    if (Result<core::TaskInfo> info = driver_.scheduler().GetTask(f.task); info.ok()) {
+      before[f.task] = info->attempt;
+    }
+  }
+  driver_.Handle(std::move(attached));
+  for (const auto& [task, attempt] : before) {
+    Result<core::TaskInfo> info = driver_.scheduler().GetTask(task);
+    if (info.ok() && info->attempt > attempt && info->worker == worker) {
+      spdlog::warn("worker {}: adopted {}#{} ({}): its assignment never reached the journal",
+                   worker, task.ToString(), info->attempt, core::TaskStateName(info->state));
+    }
+  }
+  AckWhenDurable(worker, std::move(results));
 
   // Assignments lost in transit go out again.
   auto cached = unstarted_.find(worker);
@@ -191,8 +216,13 @@ void WorkerChannel::OnFinished(WorkerId worker, std::vector<proto::FinishedTask>
   for (proto::FinishedTask& t : tasks) {
     Forget(worker, t.task, t.attempt);
     ack.tasks.push_back({t.task, t.attempt});
-    driver_.Handle(core::TaskFinished{t.task, t.attempt, std::move(t.outcome)});
+    driver_.Handle(core::TaskFinished{t.task, t.attempt, std::move(t.outcome), worker});
   }
+  AckWhenDurable(worker, std::move(ack));
+}
+
+void WorkerChannel::AckWhenDurable(WorkerId worker, proto::Ack ack) {
+  if (ack.tasks.empty()) return;
   // Acknowledge once the outcome is durable; on an error the worker keeps the
   // results and sends them again with its next Hello.
   std::weak_ptr<bool> alive = alive_;
@@ -267,7 +297,9 @@ void WorkerChannel::Kill(const core::KillTask& kill) {
   FlushAssigns();  // an Assign of this turn must reach the worker first
   Forget(kill.worker, kill.task, kill.attempt);
   proto::ServerMessage message;
-  if (kill.reason == "lease expired") {
+  if (kill.hard) {
+    spdlog::warn("killing {}#{} on worker {}: {}", kill.task.ToString(), kill.attempt,
+                 kill.worker, kill.reason);
     message = proto::Kill{kill.task, kill.attempt, kill.reason};
   } else {
     message = proto::Cancel{kill.task, kill.attempt, kill.reason};

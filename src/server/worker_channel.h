@@ -1,13 +1,16 @@
 // WorkerChannel: the server side of the worker WebSocket (/api/v1/worker).
 //
 // Per connection: the first message must be Hello. The worker gets its
-// stable id by name (WorkerRegistry), the core learns it (WorkerJoined, or
-// nothing when it re-attaches before it was declared lost), and the channel
-// answers HelloAck. Then:
-//   Hello.running     -> TaskStarted for attempts the core has as assigned;
-//                        Kill for attempts the core no longer runs there
-//   Hello.finished,
-//   Finished          -> TaskFinished each; Ack once the records are durable
+// stable id by name (WorkerRegistry) and the channel answers HelloAck. Then:
+//   Hello             -> one core::WorkerAttached with Hello.running (with
+//                        their resources) and Hello.finished: the core joins
+//                        the worker (unless it is known and not lost), counts
+//                        the results, and confirms, adopts or kills each
+//                        running attempt (core/events.h); Ack for the results
+//                        once their records are durable
+//   Finished          -> TaskFinished each, from this worker (a report for an
+//                        attempt on another worker is stale); Ack once the
+//                        records are durable
 //   Started           -> TaskStarted
 //   Refused           -> TaskFinished with exit code -1 and the reason as its
 //                        result (the core has no "refused" event: the attempt
@@ -22,8 +25,8 @@
 // Outgoing: AssignTask commands are batched into one Assign per worker per
 // loop turn. An assignment stays cached until the worker reports it started
 // or finished, and is re-sent when the worker re-attaches without it (it was
-// lost in transit). KillTask becomes Kill when the lease expired and Cancel
-// (graceful) otherwise.
+// lost in transit). KillTask becomes Kill when it is hard (lease expired,
+// attempt not current) and Cancel (graceful) otherwise.
 //
 // A closed connection becomes WorkerLost after `lost_grace` unless the same
 // worker attaches again first. A second connection for a connected worker
@@ -107,6 +110,8 @@ class WorkerChannel {
   void Reject(uint64_t conn, const Status& why);
   void OnHello(uint64_t conn, proto::Hello& hello);
   void OnFinished(WorkerId worker, std::vector<proto::FinishedTask> tasks);
+  // Sends `ack` to the worker once every record appended so far is durable.
+  void AckWhenDurable(WorkerId worker, proto::Ack ack);
   void Forget(WorkerId worker, const TaskId& task, uint32_t attempt);
   void FlushAssigns();
 

@@ -84,6 +84,8 @@ class Agent::Impl {
   struct Running {
     uint32_t attempt = 0;
     std::string fence_reason;  // set when the agent fenced the attempt
+    std::vector<uint32_t> cores;         // as assigned: a restarted server
+    std::vector<core::GpuGrant> gpus;    // may adopt the attempt with them
   };
   struct KnownLog {
     uint32_t attempt = 0;
@@ -116,6 +118,7 @@ class Agent::Impl {
   void OnFenceTimer();
 
   std::vector<proto::TaskAttempt> RunningAttempts() const;
+  std::vector<proto::RunningTask> RunningTasks() const;  // with resources, for Hello
 
   net::EventLoop& loop_;
   AgentConfig config_;
@@ -325,7 +328,7 @@ void Agent::Impl::SendHello() {
   hello.previous_id = worker_id_.load();
   hello.agent_version = kAgentVersion;
   hello.resources = offered_;
-  hello.running = RunningAttempts();
+  hello.running = RunningTasks();
   sent_this_session_.clear();
   for (const auto& [attempt, finished] : unacked_) {
     hello.finished.push_back(finished);
@@ -448,6 +451,14 @@ std::vector<proto::TaskAttempt> Agent::Impl::RunningAttempts() const {
   return out;
 }
 
+std::vector<proto::RunningTask> Agent::Impl::RunningTasks() const {
+  std::vector<proto::RunningTask> out;
+  for (const auto& [task, run] : running_) {
+    if (run.fence_reason.empty()) out.push_back(proto::RunningTask{task, run.attempt, run.cores, run.gpus});
+  }
+  return out;
+}
+
 // ---- tasks ---------------------------------------------------------------
 
 void Agent::Impl::OnAssignment(const proto::Assignment& a) {
@@ -491,7 +502,7 @@ void Agent::Impl::OnAssignment(const proto::Assignment& a) {
   Result<pid_t> pid =
       executor_->Start(spec, [this](const TaskResult& result) { OnTaskDone(result); });
   if (!pid.ok()) return fail(pid.status());
-  running_[a.task] = Running{a.attempt, ""};
+  running_[a.task] = Running{a.attempt, "", a.cores, a.gpus};
   if (known_logs_.size() >= kMaxKnownLogs && known_logs_.count(a.task) == 0) {
     known_logs_.erase(known_logs_.begin());  // the oldest job's first task
   }

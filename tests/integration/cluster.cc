@@ -35,13 +35,13 @@ Cluster::~Cluster() {
 
 std::string Cluster::binary() const { return DROVER_BINARY; }
 
-Process& Cluster::StartServer() {
+Process& Cluster::StartServer(std::vector<std::string> env) {
   std::vector<std::string> argv = {binary(),      "server",        "--bind",
                                    "127.0.0.1",   "--port",        std::to_string(port_),
                                    "--state-dir", dir_ + "/state", "--access-file",
                                    access_file()};
   argv.insert(argv.end(), server_flags_.begin(), server_flags_.end());
-  server_ = std::make_unique<Process>(argv);
+  server_ = std::make_unique<Process>(argv, std::move(env));
   std::optional<std::string> line =
       server_->WaitForLine("drover: listening on 127.0.0.1:", In(kStartTimeout));
   if (!line) {

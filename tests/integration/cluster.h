@@ -43,7 +43,8 @@ class Cluster {
   // Starts the server (again, on the same state dir and, after the first
   // time, the same port) and waits for its readiness line. Returns that
   // process; its output holds what it printed at start.
-  Process& StartServer();
+  // `env` ("K=V") is added to the server's environment.
+  Process& StartServer(std::vector<std::string> env = {});
   Process* server() { return server_.get(); }
   void KillServer(int signo);  // and reap it
 

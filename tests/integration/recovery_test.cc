@@ -105,6 +105,63 @@ TEST(RecoveryTest, ServerKilledMidRunRestoresJobsAndReattachesRunningTasks) {
   }
 }
 
+// Assignments go to workers before their records are durable. The test hook
+// DROVER_TEST_FREEZE_JOURNAL stops the journal once its file exists, so
+// every assignment and result after that is lost with the server's kill -9:
+// the restarted server must adopt what the worker reports (results of
+// attempts it never saw assigned, attempts still running on their own
+// cores) and run nothing twice.
+TEST(RecoveryTest, AssignmentsTheJournalNeverSawAreAdoptedAfterAServerCrash) {
+  Cluster c({"--heartbeat", "500ms", "--lease-ttl", "20s"});
+  const std::string freeze = c.dir() + "/freeze";
+  Process& first = c.StartServer({"DROVER_TEST_FREEZE_JOURNAL=" + freeze});
+  c.StartWorker("duo", {"--cpus", "0,1"});
+  const std::string go1 = c.dir() + "/go1";
+  const std::string go2 = c.dir() + "/go2";
+  const std::string runs = c.dir() + "/runs.";
+  // Two at a time: 0 and 1 wait for go1, 2 and 3 end at once, 4 and 5 wait
+  // for go2.
+  const uint64_t job = SubmittedJob(c.Drover(
+      {"submit", "--name", "frozen", "--array", "0-5", "--", "sh", "-c",
+       "echo run >> " + runs + "$DROVER_TASK_INDEX; i=$DROVER_TASK_INDEX; "
+       "if [ $i -lt 2 ]; then g=" + go1 + "; elif [ $i -ge 4 ]; then g=" + go2 +
+           "; else exit 0; fi; while [ ! -e $g ]; do sleep 0.05; done"}));
+  ASSERT_GT(job, 0u);
+  const std::string prefix = std::to_string(job) + ".";
+  {
+    EventTap tap(c.Api().options(), job);
+    ASSERT_TRUE(tap.WaitForState(prefix + "0", "running", 1));
+    ASSERT_TRUE(tap.WaitForState(prefix + "1", "running", 1));
+    // From here on nothing reaches the disk: the ends of 0-3 and the
+    // assignments of 2-5 are known only to the worker when the server dies.
+    std::ofstream(freeze) << "freeze\n";
+    std::ofstream(go1) << "go\n";
+    ASSERT_TRUE(tap.WaitForState(prefix + "4", "running", 1));
+    ASSERT_TRUE(tap.WaitForState(prefix + "5", "running", 1));
+  }
+  EXPECT_TRUE(first.WaitForLine("the journal is frozen", In(kStartTimeout))) << first.output();
+  c.KillServer(SIGKILL);
+  std::filesystem::remove(freeze);
+
+  Process& second = c.StartServer();
+  for (int i = 2; i < 6; ++i) {
+    EXPECT_TRUE(second.WaitForLine("adopted " + prefix + std::to_string(i) + "#1",
+                                   In(kStartTimeout)))
+        << "task " << i << " not adopted:\n" << second.output();
+  }
+  std::ofstream(go2) << "go\n";
+  RunResult wait = c.Drover({"wait", std::to_string(job)});
+  EXPECT_EQ(wait.status, 0) << wait.output << "\nserver:\n" << second.output();
+  nlohmann::json info = c.Get("/api/v1/jobs/" + std::to_string(job));
+  ASSERT_EQ(info["tasks"].size(), 6u) << info.dump(2);
+  for (const nlohmann::json& t : info["tasks"]) {
+    EXPECT_EQ(t["state"], "succeeded") << t.dump(2);
+    EXPECT_EQ(t["attempt"], 1) << "adopted, not re-run: " << t.dump(2);
+    const std::string index = std::to_string(t["array_index"].get<int64_t>());
+    EXPECT_EQ(Lines(runs + index), std::vector<std::string>{"run"}) << "task " << index;
+  }
+}
+
 // The journal file(s) under the state dir, largest first.
 std::string JournalFile(const std::string& state) {
   std::string best;
