@@ -289,7 +289,9 @@ TEST_F(AgentTest, KeepsRunningAcrossReconnectsAndResendsTheResultUntilAcked) {
   server.Drop();
   proto::Hello second = server.ExpectHello();
   EXPECT_EQ(second.previous_id, kWorkerId);
-  EXPECT_EQ(second.running, (std::vector<proto::TaskAttempt>{{TaskId{1, 0}, 1}}));
+  // With the resources it was given, so a restarted server can adopt it.
+  EXPECT_EQ(second.running, (std::vector<proto::RunningTask>{
+                                {TaskId{1, 0}, 1, {static_cast<uint32_t>(core_)}, {}}}));
   EXPECT_TRUE(second.finished.empty());
   server.Send(proto::HelloAck{kWorkerId, "test-server-2", Millis(100), Seconds(30)});
 
