@@ -263,6 +263,7 @@ bool Scheduler::State::Adopt(TaskRef r, uint32_t w, uint32_t attempt, const Repo
   }
   Transition(r, TaskState::kAssigned, "");
   t.started_us = now_us;
+  WorkerTasksChanged(w);  // its time limit counts from now
   Transition(r, TaskState::kRunning, "");
   const Duration timeout = SpecOf(r).timeout;
   if (run != nullptr && timeout > Duration::zero()) {
