@@ -3,6 +3,16 @@
 // come back as parsed JSON so the commands can print tables or pass the
 // JSON through (--json).
 //
+// Several servers (options.alternates: a leader and its standbys): a call
+// goes to the server that answered last, then to the others in order. A
+// standby's 307 is followed to the leader it names (up to 3 hops, method
+// and body kept). A server that cannot be reached, or a standby that knows
+// no leader now (503), sends the call to the next; when every one failed,
+// the round is repeated with backoff (100 ms doubling to 2 s) until
+// options.timeout. A GET fails over on any kUnavailable; a write only when
+// it never reached a server (connect or TLS handshake failed), so that a
+// write is never sent twice. With one server nothing is retried.
+//
 // Thread safety: one thread at a time per instance; never on an EventLoop
 // thread (HttpClient blocks).
 #ifndef DROVER_CLI_API_CLIENT_H_
@@ -33,14 +43,21 @@ class ApiClient {
   // GET returning the body as bytes (logs). Errors as Get.
   Result<std::string> GetText(const std::string& target);
 
+  // host:port is the server that answered last.
   const net::ClientOptions& options() const { return options_; }
+
+  // Where to open a WebSocket stream (events, log follow): the leader a
+  // standby named in its last answer, else the server that answered last.
+  net::ClientOptions StreamOptions() const;
 
  private:
   Result<std::string> Send(const std::string& method, const std::string& target,
                            std::string body);
+  // One server, following redirects; on success it becomes the current one.
+  Result<net::Response> SendTo(const net::HostPort& server, const net::ClientRequest& request);
 
   net::ClientOptions options_;
-  net::HttpClient http_;
+  std::string leader_;  // "host:port" a standby named; empty otherwise
 };
 
 // "HOST:PORT" of `options`, for messages.

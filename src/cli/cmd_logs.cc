@@ -28,7 +28,7 @@ int RunLogs(const LogsOptions& o) {
   if (!api.ok()) return ReportError(api.status());
   const std::string stream = o.stderr_stream ? "stderr" : "stdout";
   if (o.follow) {
-    Status s = FollowLog(api->options(), id->ToString(), stream, [](std::string_view bytes) {
+    Status s = FollowLog(api->StreamOptions(), id->ToString(), stream, [](std::string_view bytes) {
       std::cout.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
       std::cout.flush();
     });

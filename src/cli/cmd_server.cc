@@ -15,7 +15,10 @@
 #include "common/quantity.h"
 #include "net/event_loop.h"
 #include "net/token.h"
+#include "net/access_file.h"
+#include "proto/api_json.h"
 #include "server/server_shell.h"
+#include "server/standby_server.h"
 #include "store/redis_server_store.h"
 
 namespace drover::cli {
@@ -25,6 +28,7 @@ namespace {
 struct RedisFlags {
   std::string url;  // empty: the MemoryStore
   std::string reconcile_interval = "10s";
+  std::string advertise;  // HOST:PORT; empty: from --bind (or the host name) and --port
   // Why this server stopped being the leader; empty while it is.
   std::shared_ptr<std::string> stepped_down = std::make_shared<std::string>();
 };
@@ -32,7 +36,8 @@ struct RedisFlags {
 // `--redis`: the server runs on the RedisStore (store/redis_server_store.h),
 // with liveness keys for the workers the scheduler has not lost, as the
 // leader among the servers sharing that Redis (a standby waits in Start
-// until it is; a leader that loses its lease stops the loop).
+// until it is, serving reads meanwhile: server/standby_server.h; a leader
+// that loses its lease stops the loop).
 Status UseRedis(const RedisFlags& redis, server::ServerConfig& config) {
   if (redis.url.empty()) return Status::Ok();
   store::RedisServerStoreOptions options;
@@ -46,18 +51,66 @@ Status UseRedis(const RedisFlags& redis, server::ServerConfig& config) {
   ASSIGN_OR_RETURN(std::string nonce, net::GenerateToken());
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
-  options.leader_id = std::string(host) + ":" + std::to_string(::getpid()) + ":" + nonce.substr(0, 8);
+  // The leader lease's owner carries the address writers and workers are
+  // sent to ("HOST:PORT/host:pid:nonce"; StandbyServer::LeaderAddress).
+  std::string advertise = redis.advertise;
+  if (!advertise.empty()) {
+    RETURN_IF_ERROR(net::SplitHostPort(advertise).status().WithContext("--advertise"));
+  } else if (config.port != 0) {
+    const bool any = config.bind_address == "0.0.0.0" || config.bind_address == "::";
+    advertise = (any ? std::string(host) : config.bind_address) + ":" + std::to_string(config.port);
+  }
+  if (advertise.find('/') != std::string::npos) {
+    return InvalidArgument("--advertise: \"" + advertise + "\" is not HOST:PORT");
+  }
+  options.leader_id = (advertise.empty() ? "" : advertise + "/") + std::string(host) + ":" +
+                      std::to_string(::getpid()) + ":" + nonce.substr(0, 8);
   // A third of the task lease TTL: a takeover (leader TTL + start) then
   // ends well before workers fence their tasks (TTL - 2 heartbeats), so a
   // leader change stops nothing (DESIGN.md section 4).
   options.leader_ttl = config.scheduler.lease_ttl / 3;
-  options.on_standby = [](const std::string& leader) {
-    std::cout << "drover: standby; the leader is " << leader << std::endl;
-  };
-  config.open_store = [options, down = redis.stepped_down](
+  server::StandbyOptions standby;
+  standby.bind_address = config.bind_address;
+  standby.port = config.port;
+  standby.tls = config.tls;
+  standby.cert_dir = config.state_dir;
+  standby.scheduler = config.scheduler;
+  standby.version = server::kServerVersion;
+  config.open_store = [options, standby, down = redis.stepped_down](
                           net::EventLoop& loop, const core::Scheduler& scheduler)
       -> Result<std::unique_ptr<store::Store>> {
     store::RedisServerStoreOptions o = options;
+    // While Open waits for the leader lease, the standby serves reads on
+    // the server's own address; it closes before the leader binds it.
+    auto reads = std::make_shared<std::unique_ptr<server::StandbyServer>>();
+    o.on_standby = [&loop, standby, reads](const std::string& leader) {
+      std::cout << "drover: standby; the leader is " << leader << std::endl;
+      server::StandbyOptions so = standby;
+      Result<std::string> token = net::LoadOrCreateToken(so.cert_dir + "/token");
+      if (token.ok()) so.token = *token;
+      Result<std::unique_ptr<server::StandbyServer>> started =
+          token.ok() ? server::StandbyServer::Start(loop, so)
+                     : Result<std::unique_ptr<server::StandbyServer>>(token.status());
+      if (!started.ok()) {
+        spdlog::error("standby: not serving reads: {}", started.status().ToString());
+        return;
+      }
+      *reads = std::move(started).value();
+      std::cout << "drover: standby serving reads on port " << (*reads)->port() << std::endl;
+    };
+    o.on_standby_update = [reads](Result<store::StandbyUpdate> update) {
+      if (*reads == nullptr) return;
+      if (!update.ok()) return (*reads)->ReadFailed(update.status());
+      (*reads)->Apply(update->reset, update->records, update->leader, std::move(update->workers));
+    };
+    o.worker_view = [&scheduler] {
+      std::vector<core::WorkerInfo> workers;
+      for (WorkerId id : scheduler.Workers()) {
+        Result<core::WorkerInfo> info = scheduler.GetWorker(id);
+        if (info.ok()) workers.push_back(std::move(*info));
+      }
+      return proto::EncodeWorkerList(workers);
+    };
     o.on_lost_leadership = [&loop, down](const std::string& why) {
       *down = why;
       loop.Stop();
@@ -70,9 +123,11 @@ Status UseRedis(const RedisFlags& redis, server::ServerConfig& config) {
       }
       return live;
     };
-    ASSIGN_OR_RETURN(std::unique_ptr<store::RedisServerStore> s,
-                     store::RedisServerStore::Open(loop, std::move(o)));
-    return std::unique_ptr<store::Store>(std::move(s));
+    Result<std::unique_ptr<store::RedisServerStore>> s =
+        store::RedisServerStore::Open(loop, std::move(o));
+    reads->reset();  // the leader (or nobody, on error) takes the port now
+    if (!s.ok()) return s.status();
+    return std::unique_ptr<store::Store>(std::move(s).value());
   };
   return Status::Ok();
 }
@@ -118,6 +173,9 @@ void AddServerCommand(CLI::App& root, int& exit_code) {
                   "With --redis: how often leases are compared with Redis (0s = only after "
                   "a reconnection)")
       ->capture_default_str();
+  cmd->add_option("--advertise", redis->advertise,
+                  "With --redis: the HOST:PORT standbys send writers and workers to while this "
+                  "server leads (default: --bind, or this host's name, and --port)");
   cmd->callback([flags, redis, &exit_code] { exit_code = RunServer(*flags, *redis); });
 }
 

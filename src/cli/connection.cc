@@ -11,7 +11,9 @@ void AddConnectionFlags(CLI::App& app, ConnectionFlags& flags) {
   app.add_option("--access", flags.access,
                  "Access file to read (default: $DROVER_ACCESS, then "
                  "~/.local/state/drover/access.json)");
-  app.add_option("--server", flags.server, "Server address HOST:PORT (instead of an access file)");
+  app.add_option("--server", flags.server,
+                 "Server address HOST:PORT, or several as A:PORT,B:PORT (a leader and its "
+                 "standbys, tried in order), instead of an access file");
   app.add_option("--token", flags.token, "Cluster token");
   app.add_option("--token-file", flags.token_file, "File holding the cluster token");
   app.add_option("--fingerprint", flags.fingerprint, "Pinned SHA-256 of the server certificate");
@@ -34,14 +36,15 @@ Result<net::ClientOptions> ResolveConnection(const ConnectionFlags& flags) {
   ASSIGN_OR_RETURN(std::string token, TokenFromFlags(flags.token, flags.token_file));
   net::ClientOptions options;
   if (!flags.server.empty()) {
-    Result<net::HostPort> hp = net::SplitHostPort(flags.server);
-    if (!hp.ok()) return hp.status().WithContext("--server");
+    Result<std::vector<net::HostPort>> servers = net::SplitServerList(flags.server);
+    if (!servers.ok()) return servers.status().WithContext("--server");
     if (token.empty()) return InvalidArgument("--server needs --token or --token-file");
     if (!flags.no_tls && flags.fingerprint.empty()) {
       return InvalidArgument("--server needs --fingerprint (or --no-tls for a plain-TCP server)");
     }
-    options.host = hp->host;
-    options.port = hp->port;
+    options.host = servers->front().host;
+    options.port = servers->front().port;
+    options.alternates.assign(servers->begin() + 1, servers->end());
     options.tls = !flags.no_tls;
     options.fingerprint = flags.fingerprint;
     options.token = token;

@@ -1,7 +1,8 @@
 // How a client command finds and authenticates to a server.
 //
 // Lookup order (first hit wins):
-//   --server HOST:PORT with --token/--token-file and --fingerprint (or
+//   --server HOST:PORT (or a comma-separated list: the first is tried
+//   first, the others are ClientOptions::alternates) with --token/--token-file and --fingerprint (or
 //   --no-tls); otherwise the access file: --access FILE, then
 //   $DROVER_ACCESS, then the default path (net/access_file.h). --token and
 //   --fingerprint given with an access file override its values.

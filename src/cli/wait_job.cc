@@ -28,7 +28,7 @@ Result<JobWatch> WaitForJob(ApiClient& api, JobId job, Progress progress,
       std::cout << "\r\033[K" << w.ProgressLine() << std::flush;
     }
   };
-  Status s = FollowJob(api.options(), job, watch, on_change);
+  Status s = FollowJob(api.StreamOptions(), job, watch, on_change);
   if (progress == Progress::kBar) std::cout << std::endl;
   RETURN_IF_ERROR(s);
   return watch;

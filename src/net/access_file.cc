@@ -38,7 +38,7 @@ Result<AccessInfo> ReadAccessFile(const std::string& path) {
   if (!tls->is_boolean()) return InvalidArgument(path + ": field \"tls\" must be true or false");
   info.tls = tls->get<bool>();
   if (info.token.empty()) return InvalidArgument(path + ": field \"token\" is empty");
-  if (Result<HostPort> hp = SplitHostPort(info.address); !hp.ok()) {
+  if (Result<std::vector<HostPort>> hp = SplitServerList(info.address); !hp.ok()) {
     return hp.status().WithContext(path + ": field \"address\"");
   }
   if (info.tls) {
@@ -92,6 +92,26 @@ Result<HostPort> SplitHostPort(const std::string& address) {
   }
   hp.port = static_cast<uint16_t>(value);
   return hp;
+}
+
+Result<std::vector<HostPort>> SplitServerList(const std::string& list) {
+  std::vector<HostPort> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    std::string entry = list.substr(start, comma - start);
+    const size_t first = entry.find_first_not_of(' ');
+    const size_t last = entry.find_last_not_of(' ');
+    entry = first == std::string::npos ? "" : entry.substr(first, last - first + 1);
+    if (entry.empty()) {
+      return InvalidArgument("server list \"" + list + "\" has an empty entry");
+    }
+    ASSIGN_OR_RETURN(HostPort hp, SplitHostPort(entry));
+    out.push_back(std::move(hp));
+    start = comma + 1;
+  }
+  return out;
 }
 
 }  // namespace drover::net

@@ -3,6 +3,8 @@
 // the same machine read it.
 //
 //   {"address": "127.0.0.1:7210", "token": "<64 hex>",
+//    (or "address": "10.0.0.5:7210,10.0.0.6:7210": several servers of one
+//    cluster, a leader and its standbys, tried in order — docs/redis.md)
 //    "fingerprint": "<64 hex, empty when tls is false>", "tls": true}
 //
 // Where a client looks (first hit wins): an explicit path (--access), then
@@ -16,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -54,6 +57,10 @@ struct HostPort {
   uint16_t port = 0;
 };
 Result<HostPort> SplitHostPort(const std::string& address);
+
+// Splits a comma-separated list of "host:port" (one at least; spaces around
+// entries ignored). Fails with kInvalidArgument naming the bad entry.
+Result<std::vector<HostPort>> SplitServerList(const std::string& list);
 
 }  // namespace drover::net
 

@@ -3,10 +3,11 @@
 namespace drover::net {
 
 Result<ClientOptions> ClientOptionsFromAccess(const AccessInfo& access) {
-  ASSIGN_OR_RETURN(HostPort hp, SplitHostPort(access.address));
+  ASSIGN_OR_RETURN(std::vector<HostPort> servers, SplitServerList(access.address));
   ClientOptions o;
-  o.host = hp.host;
-  o.port = hp.port;
+  o.host = servers.front().host;
+  o.port = servers.front().port;
+  o.alternates.assign(servers.begin() + 1, servers.end());
   o.tls = access.tls;
   o.fingerprint = access.fingerprint;
   o.token = access.token;

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "common/time.h"
@@ -19,6 +20,11 @@ namespace drover::net {
 struct ClientOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 7210;
+  // The cluster's other servers (standbys, or the leader when host:port is
+  // a standby), tried in order after host:port by clients that fail over
+  // (cli::ApiClient, the worker). HttpClient and ConnectWebSocket use
+  // host:port only.
+  std::vector<HostPort> alternates;
   bool tls = true;
   std::string fingerprint;  // required with tls; any form NormalizeFingerprint takes
   std::string token;
@@ -33,8 +39,8 @@ struct ClientOptions {
   Duration ws_idle_timeout = Seconds(30);
 };
 
-// Options from an access file. Fails with kInvalidArgument for a bad
-// address.
+// Options from an access file: its first address, the others as
+// alternates. Fails with kInvalidArgument for a bad address.
 Result<ClientOptions> ClientOptionsFromAccess(const AccessInfo& access);
 
 }  // namespace drover::net

@@ -324,9 +324,14 @@ bool Read(ObjectReader& r, LogRequest* m, DecodeContext& ctx) {
          r.Bool("stop", &m->stop, Need::kOptional) && r.Integer("offset", &m->offset);
 }
 
-Json Body(const Error& m) { return Json{{"code", m.code}, {"message", m.message}}; }
+Json Body(const Error& m) {
+  Json j{{"code", m.code}, {"message", m.message}};
+  if (!m.leader.empty()) j["leader"] = m.leader;
+  return j;
+}
 bool Read(ObjectReader& r, Error* m, DecodeContext&) {
-  return r.String("code", &m->code) && r.String("message", &m->message);
+  return r.String("code", &m->code) && r.String("message", &m->message) &&
+         r.String("leader", &m->leader, Need::kOptional);
 }
 
 // ---- generic encode / decode ----------------------------------------------

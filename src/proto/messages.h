@@ -244,6 +244,9 @@ struct LogRequest {
 struct Error {
   std::string code;  // StatusCodeName of the cause, e.g. "failed_precondition"
   std::string message;
+  // From a standby server: the leader's "host:port" to connect to instead
+  // (empty when not known); optional on the wire.
+  std::string leader;
   friend bool operator==(const Error&, const Error&) = default;
 };
 

@@ -78,23 +78,12 @@ Result<std::function<bool(const core::JobInfo&)>> JobFilter(const net::Request& 
 
 }  // namespace
 
-void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& channel,
-                   StatusSource status) {
-  const core::Scheduler& sched = driver.scheduler();
-
-  server.Route("POST", "/api/v1/jobs", [&driver](const net::Request& r, net::Responder done) {
-    Result<core::JobSpec> spec = proto::JobSpecFromJson(r.body);
-    if (!spec.ok()) return done(Error(spec.status(), FieldOf(spec.status())));
-    Result<JobId> id = driver.Submit(std::make_shared<const core::JobSpec>(std::move(*spec)));
-    if (!id.ok()) return done(Error(id.status()));
-    // Answer once the job is durable: an acknowledged job survives a crash.
-    driver.AfterDurable([done, job = *id](Status s) {
-      if (!s.ok()) return done(Error(s.WithContext("job " + std::to_string(job))));
-      done(Json({{"id", job}}));
-    });
-  });
-
-  server.Route("GET", "/api/v1/jobs", [&sched](const net::Request& r, net::Responder done) {
+void AddStateReadRoutes(net::Server& server,
+                        std::function<const core::Scheduler&()> view,
+                        std::function<net::Handler(net::Handler)> wrap, bool explain) {
+  if (!wrap) wrap = [](net::Handler h) { return h; };
+  server.Route("GET", "/api/v1/jobs", wrap([view](const net::Request& r, net::Responder done) {
+    const core::Scheduler& sched = view();
     auto filter = JobFilter(r);
     if (!filter.ok()) return done(Error(filter.status()));
     std::vector<core::JobInfo> jobs;
@@ -103,9 +92,10 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
       if (info.ok() && (*filter)(*info)) jobs.push_back(std::move(*info));
     }
     done(net::JsonResponse(proto::EncodeJobList(jobs)));
-  });
+  }));
 
-  server.Route("GET", "/api/v1/jobs/{id}", [&sched](const net::Request& r, net::Responder done) {
+  server.Route("GET", "/api/v1/jobs/{id}", wrap([view](const net::Request& r, net::Responder done) {
+    const core::Scheduler& sched = view();
     Result<JobId> id = ParseJobId(r.path_params.at("id"));
     if (!id.ok()) return done(Error(id.status()));
     Result<core::JobInfo> job = sched.GetJob(*id);
@@ -126,23 +116,44 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
     body["offset"] = *offset;
     body["limit"] = *limit;
     done(Json(body));
-  });
+  }));
 
-  server.Route("GET", "/api/v1/tasks/{id}", [&sched](const net::Request& r, net::Responder done) {
+  server.Route("GET", "/api/v1/tasks/{id}", wrap([view, explain](const net::Request& r,
+                                                                 net::Responder done) {
+    const core::Scheduler& sched = view();
     Result<TaskId> id = ParseTaskId(r.path_params.at("id"));
     if (!id.ok()) return done(Error(id.status()));
     Result<core::TaskInfo> info = sched.GetTask(*id);
     if (!info.ok()) return done(Error(info.status()));
     json body = proto::TaskInfoJson(*info);
-    Result<std::string> explain = sched.Explain(*id);
-    body["explain"] = explain.ok() ? *explain : std::string();
+    Result<std::string> why = explain ? sched.Explain(*id) : Result<std::string>(std::string());
+    body["explain"] = why.ok() ? *why : std::string();
     // What the task runs (its group's command, resources, retries), for the
     // dashboard's task page.
     if (Result<const core::TaskGroupSpec*> spec = sched.GetSpec(*id); spec.ok()) {
       body["spec"] = proto::TaskGroupSpecJson(**spec);
     }
     done(Json(body));
+  }));
+}
+
+void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& channel,
+                   StatusSource status) {
+  const core::Scheduler& sched = driver.scheduler();
+
+  server.Route("POST", "/api/v1/jobs", [&driver](const net::Request& r, net::Responder done) {
+    Result<core::JobSpec> spec = proto::JobSpecFromJson(r.body);
+    if (!spec.ok()) return done(Error(spec.status(), FieldOf(spec.status())));
+    Result<JobId> id = driver.Submit(std::make_shared<const core::JobSpec>(std::move(*spec)));
+    if (!id.ok()) return done(Error(id.status()));
+    // Answer once the job is durable: an acknowledged job survives a crash.
+    driver.AfterDurable([done, job = *id](Status s) {
+      if (!s.ok()) return done(Error(s.WithContext("job " + std::to_string(job))));
+      done(Json({{"id", job}}));
+    });
   });
+
+  AddStateReadRoutes(server, [&sched]() -> const core::Scheduler& { return sched; });
 
   server.Route("POST", "/api/v1/jobs/{id}/cancel",
                [&driver, &sched](const net::Request& r, net::Responder done) {

@@ -24,7 +24,17 @@ struct StatusSource {
   std::function<size_t()> connections;
 };
 
-// Registers every REST route on `server`.
+// Registers the routes that only read the jobs and tasks of `view()`:
+// GET /api/v1/jobs, /api/v1/jobs/{id} and /api/v1/tasks/{id} (the leader's
+// scheduler, or a standby's copy rebuilt from the journal). `wrap`, when
+// set, wraps each handler (a standby adds its staleness check). Without
+// `explain`, a task's "explain" is empty (a standby's copy knows no
+// workers, so it cannot say why a task waits).
+void AddStateReadRoutes(net::Server& server, std::function<const core::Scheduler&()> view,
+                        std::function<net::Handler(net::Handler)> wrap = nullptr,
+                        bool explain = true);
+
+// Registers every REST route on `server` (AddStateReadRoutes among them).
 void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& channel,
                    StatusSource status);
 

@@ -143,6 +143,29 @@ void RedisJournal::Compact(RedisConnection* conn, std::vector<std::string> snaps
   if (conn == nullptr) return done(NotConnected());
   uint64_t bytes = 0;
   for (const auto& record : snapshot) bytes += record.size();
+  if (!fence_owner_.empty()) {
+    // A leader's compaction checks leadership in the same atomic step, as
+    // its appends do: a leader paused past its lease cannot wipe the stream
+    // its successor appends to.
+    std::vector<std::string> args = {fence_owner_, kField};
+    args.reserve(2 + 2 * snapshot.size());
+    for (auto& record : snapshot) {
+      args.push_back(Id(next_seq_++));
+      args.push_back(std::move(record));
+    }
+    RunScript(*conn, CompactFencedScript(), {fence_key_, key_}, args,
+              [this, bytes, done = std::move(done)](Result<RedisReply> r) {
+                if (!r.ok()) return done(r.status());
+                if (r->is_error() && r->str.starts_with("NOTLEADER")) {
+                  return done(
+                      FailedPrecondition("not the leader: journal compaction refused (" + r->str + ")"));
+                }
+                if (r->is_error()) return done(StatusFromErrorReply(*r, "the journal compaction"));
+                bytes_ = bytes;
+                done(Status::Ok());
+              });
+    return;
+  }
   // MULTI's and the queued commands' replies only matter through EXEC's: a
   // command refused while queueing makes EXEC fail with EXECABORT.
   auto ignore = [](Result<RedisReply>) {};

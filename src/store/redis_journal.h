@@ -7,7 +7,10 @@
 //                  record's callback runs on its XADD's reply
 //   Compact        MULTI, DEL stream, XADD each snapshot record, EXEC: Redis
 //                  applies the transaction as a whole, so a reader (or a
-//                  restart from the AOF) sees the old log or the snapshot
+//                  restart from the AOF) sees the old log or the snapshot;
+//                  with a fence (SetFence), one compact_fenced script that
+//                  first checks the leader key, so a deposed leader's
+//                  compaction changes nothing (kFailedPrecondition)
 //
 // Entry ids are chosen here, not by Redis: "<n>-0" with n one past the last
 // id found at TakeRecovered and counting up. That makes a resend idempotent:
@@ -65,7 +68,9 @@ class RedisJournal {
   // Completes every record not yet stored with `why` (the store is going).
   void FailAll(const Status& why);
 
-  // Flushes, then replaces the stream with `snapshot` atomically.
+  // Flushes, then replaces the stream with `snapshot` atomically. With a
+  // fence, refused with kFailedPrecondition ("not the leader") when the
+  // leader key is someone else's; the stream is then unchanged.
   void Compact(RedisConnection* conn, std::vector<std::string> snapshot, Store::DoneCallback done);
 
   // Bytes of records recovered, appended and compacted into the stream

@@ -97,6 +97,21 @@ end
 return redis.call('XADD', KEYS[2], ARGV[1], ARGV[2], ARGV[3])
 )lua";
 
+// Compaction, fenced: the stream is replaced by the snapshot only while the
+// leader key is `leader` — a deposed leader's late compaction changes
+// nothing. ARGV = leader, field, id1, record1, id2, record2, ...
+constexpr char kCompactFenced[] = R"lua(
+local leader = redis.call('HGET', KEYS[1], 'owner')
+if leader ~= ARGV[1] then
+  return redis.error_reply('NOTLEADER the leader is ' .. tostring(leader))
+end
+redis.call('DEL', KEYS[2])
+for i = 3, #ARGV, 2 do
+  redis.call('XADD', KEYS[2], ARGV[i], ARGV[2], ARGV[i + 1])
+end
+return (#ARGV - 2) / 2
+)lua";
+
 // One SCAN page; only hashes with an owner and an expiry are leases.
 constexpr char kList[] = R"lua(
 local page = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])
@@ -144,9 +159,14 @@ const RedisScript& AppendFencedScript() {
   return *script;
 }
 
+const RedisScript& CompactFencedScript() {
+  static const RedisScript* script = new RedisScript(Make("compact_fenced", kCompactFenced));
+  return *script;
+}
+
 std::vector<const RedisScript*> AllScripts() {
-  return {&ClaimScript(),       &RenewScript(),       &ReleaseScript(),
-          &ListScript(),        &ClaimFencedScript(), &AppendFencedScript()};
+  return {&ClaimScript(),       &RenewScript(),        &ReleaseScript(),      &ListScript(),
+          &ClaimFencedScript(), &AppendFencedScript(), &CompactFencedScript()};
 }
 
 void RunScript(RedisConnection& conn, const RedisScript& script, const std::vector<std::string>& keys,

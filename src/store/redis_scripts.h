@@ -16,6 +16,9 @@
 //              "NOTLEADER ..." when the leader key is not held by `leader`
 //   append_fenced KEYS = leader key, stream; ARGV = id, field, record,
 //           leader -> XADD's reply, or the error "NOTLEADER ..."
+//   compact_fenced KEYS = leader key, stream; ARGV = leader, field, id1,
+//           record1, id2, record2, ... -> DEL stream and XADD each (the
+//           count), or the error "NOTLEADER ..." and nothing changed
 //
 // Thread safety: the scripts are immutable; RunScript belongs to the
 // connection's loop thread.
@@ -41,6 +44,7 @@ const RedisScript& ReleaseScript();
 const RedisScript& ListScript();
 const RedisScript& ClaimFencedScript();
 const RedisScript& AppendFencedScript();
+const RedisScript& CompactFencedScript();
 // All of the above, for SCRIPT LOAD at connect time (so that a NOSCRIPT
 // fallback, which reorders a call behind later ones, stays exceptional).
 std::vector<const RedisScript*> AllScripts();

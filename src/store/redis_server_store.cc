@@ -110,13 +110,15 @@ RedisServerStore::RedisServerStore(net::EventLoop& loop, RedisServerStoreOptions
       redis_(std::move(redis)),
       reconcile_timer_(loop),
       liveness_timer_(loop),
-      leader_timer_(loop) {}
+      leader_timer_(loop),
+      standby_timer_(loop) {}
 
 RedisServerStore::~RedisServerStore() {
   *alive_ = false;
   reconcile_timer_.Cancel();
   liveness_timer_.Cancel();
   leader_timer_.Cancel();
+  standby_timer_.Cancel();
   for (auto& claim : std::exchange(deferred_claims_, {})) {
     claim->done(Unavailable("the redis store was destroyed"));
   }
@@ -397,6 +399,13 @@ void RedisServerStore::ArmReconcile() {
 }
 
 void RedisServerStore::RefreshLiveness() {
+  if (options_.worker_view && redis_->connected() && !lost_leadership_) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        3 * std::max<Duration>(options_.liveness_interval, Millis(1)));
+    redis_->Command({"SET", redis_->keys().prefix() + kWorkerViewKey, options_.worker_view(), "PX",
+                     std::to_string(ms.count())},
+                    [](Result<RedisReply>) {});
+  }
   if (!options_.live_workers || !redis_->connected()) return;
   for (WorkerId worker : options_.live_workers()) {
     redis_->Claim({HeartbeatKey(worker)}, kLivenessOwner, options_.liveness_ttl,
@@ -405,7 +414,7 @@ void RedisServerStore::RefreshLiveness() {
 }
 
 void RedisServerStore::ArmLiveness() {
-  if (!options_.live_workers || options_.liveness_interval <= Duration::zero()) return;
+  if ((!options_.live_workers && !options_.worker_view) || options_.liveness_interval <= Duration::zero()) return;
   liveness_timer_.ArmAfter(options_.liveness_interval, [this] {
     RefreshLiveness();
     ArmLiveness();
@@ -427,6 +436,7 @@ Status RedisServerStore::AcquireLeadership() {
       spdlog::info("standby: the leader is {}; waiting for its lease to end",
                    (*claimed)->conflict_owner);
       if (options_.on_standby) options_.on_standby((*claimed)->conflict_owner);
+      if (options_.on_standby_update) ArmStandbyPoll(Duration::zero());
     } else if (!claimed || !claimed->ok()) {
       spdlog::warn("standby: cannot claim the leader lease: {}",
                    claimed ? claimed->status().ToString() : "no answer");
@@ -437,6 +447,7 @@ Status RedisServerStore::AcquireLeadership() {
                 [this](std::function<void(bool)> done) { leader_waiter_ = std::move(done); });
     leader_waiter_ = nullptr;
   }
+  standby_timer_.Cancel();
   leader_ = true;
   leader_renewed_ = clock_.Now();
   early_frees_.clear();  // of the previous leader's leases; we read state after this
@@ -490,6 +501,80 @@ void RedisServerStore::LostLeadership(const std::string& why) {
   if (options_.on_lost_leadership) options_.on_lost_leadership(why);
 }
 
+// ---- Standby reads ----
+
+void RedisServerStore::ArmStandbyPoll(Duration after) {
+  std::weak_ptr<bool> alive = alive_;
+  standby_timer_.ArmAfter(after, [this, alive] {
+    if (!alive.expired() && !leader_) PollAsStandby();
+  });
+}
+
+void RedisServerStore::PollAsStandby() {
+  constexpr int kPage = 5000;
+  const std::string& prefix = redis_->keys().prefix();
+  const std::string& journal = redis_->keys().journal();
+  const bool reset = follow_last_id_.empty();
+  struct Poll {
+    std::optional<Result<RedisReply>> tail, first, leader, workers;
+  };
+  auto poll = std::make_shared<Poll>();
+  std::weak_ptr<bool> alive = alive_;
+  auto fail = [this](const Status& s) {
+    options_.on_standby_update(s);
+    ArmStandbyPoll(options_.standby_poll);
+  };
+  // Pipelined on one connection, so Redis runs them in this order: the
+  // first-entry check after the tail read sees any compaction that the
+  // tail read may have straddled.
+  auto finish = [this, alive, poll, reset, fail] {
+    if (alive.expired() || leader_) return;
+    if (!poll->tail || !poll->first || !poll->leader || !poll->workers) return;
+    for (const auto* r : {&*poll->tail, &*poll->first, &*poll->leader, &*poll->workers}) {
+      if (!r->ok()) return fail(r->status());
+      if ((*r)->is_error()) return fail(StatusFromErrorReply(**r, "a standby read"));
+    }
+    const RedisReply& first = **poll->first;
+    const std::string first_id =
+        first.elements.empty() || first.elements[0].elements.empty() ? ""
+                                                                     : first.elements[0].elements[0].str;
+    if (!reset && first_id != follow_first_id_) {
+      // Compacted since the last read: read the whole stream again.
+      follow_last_id_.clear();
+      follow_first_id_.clear();
+      return ArmStandbyPoll(Duration::zero());
+    }
+    StandbyUpdate update;
+    update.reset = reset;
+    for (const RedisReply& entry : (*poll->tail)->elements) {
+      if (entry.elements.size() != 2) return fail(Internal("a standby read: malformed stream entry"));
+      const auto& fields = entry.elements[1].elements;
+      for (size_t i = 0; i + 1 < fields.size(); i += 2) {
+        if (fields[i].str == "r") update.records.push_back(fields[i + 1].str);
+      }
+      follow_last_id_ = entry.elements[0].str;
+    }
+    if (reset) follow_first_id_ = first_id;
+    update.leader = (*poll->leader)->str;
+    update.workers = (*poll->workers)->str;
+    const bool more = (*poll->tail)->elements.size() == static_cast<size_t>(kPage);
+    options_.on_standby_update(std::move(update));
+    ArmStandbyPoll(more ? Duration::zero() : options_.standby_poll);
+  };
+  auto into = [finish](std::optional<Result<RedisReply>>& slot) {
+    return [&slot, finish](Result<RedisReply> r) {
+      slot = std::move(r);
+      finish();
+    };
+  };
+  redis_->Command({"XRANGE", journal, reset ? "-" : "(" + follow_last_id_, "+", "COUNT",
+                   std::to_string(kPage)},
+                  into(poll->tail));
+  redis_->Command({"XRANGE", journal, "-", "+", "COUNT", "1"}, into(poll->first));
+  redis_->Command({"HGET", prefix + kLeaderKey, "owner"}, into(poll->leader));
+  redis_->Command({"GET", prefix + kWorkerViewKey}, into(poll->workers));
+}
+
 // ---- Record log ----
 
 void RedisServerStore::TakeRecovered(Callback<Recovered> done) {
@@ -510,7 +595,11 @@ void RedisServerStore::Append(std::string record, DoneCallback done) {
 void RedisServerStore::Flush() { redis_->Flush(); }
 
 void RedisServerStore::Compact(std::vector<std::string> snapshot, DoneCallback done) {
-  redis_->Compact(std::move(snapshot), std::move(done));
+  std::weak_ptr<bool> alive = alive_;
+  redis_->Compact(std::move(snapshot), [this, alive, done = std::move(done)](Status s) {
+    if (!alive.expired()) CheckFenced(s);
+    done(std::move(s));
+  });
 }
 
 uint64_t RedisServerStore::LogBytes() const { return redis_->LogBytes(); }

@@ -40,11 +40,21 @@
 // for the key's `del`/`expired` event (or a third of the TTL) and claiming
 // again — so it takes over within the TTL plus a notification's delay of
 // the leader's death, and only then reads the journal. As leader, every
-// lease claim and journal append runs a script that checks the leader key
-// in the same atomic step (RedisStore::SetFence): a leader paused past its
+// lease claim, journal append and compaction runs a script that checks the
+// leader key in the same atomic step (RedisStore::SetFence): a leader paused past its
 // TTL (SIGSTOP) can change nothing when it wakes; the refusal, a renewal
 // that finds the key someone else's, a free of the key, or no successful
 // renewal for a whole TTL make it call on_lost_leadership.
+//
+// Standby reads: while it waits, a standby with `on_standby_update` reads,
+// every `standby_poll`, what the leader wrote — the journal entries after
+// the last one it read (the whole stream at first, and again after a
+// compaction, seen as a change of the stream's first entry), the leader
+// key's owner, and the worker list the leader publishes (`worker_view`,
+// key `view:workers`, refreshed with the liveness keys and living 3 of
+// their intervals) — and hands them to on_standby_update, so the standby
+// can answer reads (server/standby_server.h). A failed read is handed on
+// as the error; the standby decides how stale it may serve.
 //
 // Thread safety: none; the loop's thread, like every Store.
 #ifndef DROVER_STORE_REDIS_SERVER_STORE_H_
@@ -68,6 +78,19 @@
 
 namespace drover::store {
 
+// One standby read (see "Standby reads").
+struct StandbyUpdate {
+  // The records are the whole journal (the first read, or a compaction
+  // replaced the stream): forget what came before.
+  bool reset = false;
+  std::vector<std::string> records;  // journal records after the last read, in order
+  std::string leader;                // the leader key's owner; empty: none now
+  std::string workers;               // the leader's worker_view; empty: none
+};
+
+// The Redis key (under the prefix) of the leader's published worker list.
+inline constexpr char kWorkerViewKey[] = "view:workers";
+
 struct RedisServerStoreOptions {
   RedisStoreOptions redis;
   // How often the leases are compared with Redis; zero = never (a
@@ -89,6 +112,11 @@ struct RedisServerStoreOptions {
   std::function<void(const std::string& why)> on_lost_leadership;
   // Called once when Open finds another leader and waits as a standby.
   std::function<void(const std::string& leader)> on_standby;
+  // See "Standby reads"; null: the standby reads nothing.
+  std::function<void(Result<StandbyUpdate>)> on_standby_update;
+  Duration standby_poll = Millis(250);
+  // The leader's worker list (JSON) to publish for standbys; null: none.
+  std::function<std::string()> worker_view;
 };
 
 struct ReconcileStats {
@@ -179,6 +207,9 @@ class RedisServerStore final : public Store {
   void CheckFenced(const Status& s);
   void ArmReconcile();
   void ArmLiveness();
+  // Standby reads: one poll, and the timer that repeats it.
+  void PollAsStandby();
+  void ArmStandbyPoll(Duration after);
 
   net::EventLoop& loop_;
   RedisServerStoreOptions options_;
@@ -200,6 +231,9 @@ class RedisServerStore final : public Store {
   bool lost_leadership_ = false;
   Time leader_renewed_;
   std::function<void(bool)> leader_waiter_;  // Open waiting for a free of `leader`
+  net::Timer standby_timer_;
+  std::string follow_last_id_;   // the last journal entry read; empty: none yet
+  std::string follow_first_id_;  // the stream's first entry when it was read
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

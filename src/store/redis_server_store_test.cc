@@ -286,5 +286,55 @@ TEST_F(RedisServerStoreTest, StandbyTakesOverAPausedLeaderWhichIsFencedWhenItWak
   b_thread.join();
 }
 
+// Compaction is fenced like claims and appends: a leader whose lease is now
+// someone else's (as after a pause past its TTL) cannot replace the journal
+// stream its successor appends to, and learns that it was deposed.
+TEST_F(RedisServerStoreTest, DeposedLeaderCannotCompactTheJournal) {
+  RedisServerStoreOptions o;
+  o.redis.url = url_;
+  o.redis.prefix = prefix_;
+  o.reconcile_interval = Duration::zero();
+  o.leader_ttl = Seconds(30);
+  o.leader_id = "a";
+  std::vector<std::string> lost;
+  o.on_lost_leadership = [&lost](const std::string& why) { lost.push_back(why); };
+  auto a = RedisServerStore::Open(loop_, o);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  (*a)->Subscribe([](const FreeEvent&) {}, [](Status) {});
+  auto append = [&](std::string record) {
+    std::optional<Status> done;
+    (*a)->Append(std::move(record), [&](Status s) { done = s; });
+    (*a)->Flush();
+    EXPECT_TRUE(RunLoopUntil(loop_, [&] { return done.has_value(); }, kWait));
+    return done.value_or(Status(StatusCode::kDeadlineExceeded, "no answer"));
+  };
+  auto compact = [&](std::vector<std::string> snapshot) {
+    auto done =
+        AwaitOn<Status>(loop_, [&](auto cb) { (*a)->Compact(std::move(snapshot), cb); });
+    return done.value_or(Status(StatusCode::kDeadlineExceeded, "no answer"));
+  };
+  for (const char* r : {"r1", "r2", "r3"}) ASSERT_TRUE(append(r).ok());
+
+  // As leader: the stream becomes the snapshot.
+  Status s = compact({"snap1", "snap2"});
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(Raw({"XLEN", prefix_ + "journal"})->integer, 2);
+  ASSERT_TRUE(append("r4").ok());
+  EXPECT_EQ(Raw({"XLEN", prefix_ + "journal"})->integer, 3);
+
+  // Deposed: another server holds the leader key now.
+  ASSERT_EQ(Raw({"HSET", prefix_ + "leader", "owner", "b"})->integer, 0);
+  s = compact({"stale"});
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find("not the leader"), std::string::npos) << s.ToString();
+  EXPECT_EQ(Raw({"XLEN", prefix_ + "journal"})->integer, 3) << "the stream was replaced";
+  auto first = Raw({"XRANGE", prefix_ + "journal", "-", "+", "COUNT", "1"});
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->elements.size(), 1u);
+  EXPECT_EQ(first->elements[0].elements[1].elements[1].str, "snap1");
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_NE(lost[0].find("not the leader"), std::string::npos) << lost[0];
+}
+
 }  // namespace
 }  // namespace drover::store

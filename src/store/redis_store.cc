@@ -291,6 +291,13 @@ void RedisStore::TearDown(const Status& why) {
   sub.reset();
 }
 
+void RedisStore::Command(const std::vector<std::string>& argv,
+                         std::function<void(Result<RedisReply>)> done) {
+  RedisConnection* conn = ReadyConnection();
+  if (conn == nullptr) return done(NotConnected());
+  conn->Command(argv, std::move(done));
+}
+
 void RedisStore::ScheduleReconnect() {
   state_ = State::kBackoff;
   timer_.ArmAfter(backoff_.Next(), [this] { Connect(); });

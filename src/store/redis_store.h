@@ -109,6 +109,12 @@ class RedisStore final : public Store {
 
   const RedisKeys& keys() const { return keys_; }
 
+  // Sends one plain command (full key names: keys().prefix() + ...) on the
+  // command connection; kUnavailable at once while not connected. For
+  // reads beside the Store interface (a standby following the journal).
+  void Command(const std::vector<std::string>& argv,
+               std::function<void(Result<RedisReply>)> done);
+
   void Subscribe(FreeListener listener, DoneCallback subscribed) override;
   void Claim(std::vector<LeaseKey> keys, Owner owner, Duration ttl,
              Callback<ClaimOutcome> done) override;

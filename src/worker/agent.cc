@@ -144,6 +144,10 @@ class Agent::Impl {
   net::Timer reconnect_timer_;
   net::Timer heartbeat_timer_;
   size_t next_server_ = 0;
+  // The leader a standby named (proto::Error::leader): the next attempt
+  // goes there, once; then the list goes on.
+  std::optional<ServerAddress> redirect_;
+  ServerAddress current_;  // the address of the attempt in progress
   uint64_t gen_ = 0;  // bumps with each connection attempt; stale callbacks check it
   std::shared_ptr<net::WsSession> session_;
   bool established_ = false;  // HelloAck received on session_
@@ -166,9 +170,17 @@ class Agent::Impl {
 
 Status Agent::Impl::Init() {
   if (config_.servers.empty()) return InvalidArgument("no server given (--server host:port)");
-  for (const std::string& text : config_.servers) {
-    ASSIGN_OR_RETURN(ServerAddress address, ParseServerAddress(text));
-    servers_.push_back(std::move(address));
+  for (const std::string& list : config_.servers) {
+    // "a:7210,b:7210" (one flag, or an access file's address) counts as
+    // several servers.
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t comma = list.find(',', start);
+      if (comma == std::string::npos) comma = list.size();
+      ASSIGN_OR_RETURN(ServerAddress address, ParseServerAddress(list.substr(start, comma - start)));
+      servers_.push_back(std::move(address));
+      start = comma + 1;
+    }
   }
   if (config_.tls && config_.fingerprint.empty()) {
     return FailedPrecondition(
@@ -273,14 +285,21 @@ void Agent::Impl::Stop() {
 
 void Agent::Impl::Connect() {
   if (stopped_) return;
-  const ServerAddress& address = servers_[next_server_ % servers_.size()];
+  current_ = redirect_ ? *redirect_ : servers_[next_server_ % servers_.size()];
+  redirect_.reset();
+  const ServerAddress& address = current_;
   net::ClientOptions options;
   options.host = address.host;
   options.port = address.port;
   options.tls = config_.tls;
   options.fingerprint = config_.fingerprint;
   options.token = config_.token;
-  options.timeout = config_.connect_timeout;
+  // A server that accepts the connection but never finishes the handshake
+  // (paused: SIGSTOP, a stalled host) must not hold the worker past its
+  // fencing deadline while another server could take it: an attempt gets
+  // 4 heartbeats (at least 1 s, at most connect_timeout).
+  options.timeout =
+      std::min<Duration>(config_.connect_timeout, std::max<Duration>(Seconds(1), 4 * heartbeat_));
   options.max_ws_message_bytes = proto::kMaxMessageBytes;
   // Pings every heartbeat interval; a server silent for two intervals is
   // gone (see the fencing note in agent.h).
@@ -302,7 +321,7 @@ void Agent::Impl::OnConnected(uint64_t gen, Result<std::shared_ptr<net::WsSessio
     if (session.ok()) (*session)->Close("superseded");
     return;
   }
-  const ServerAddress& address = servers_[next_server_ % servers_.size()];
+  const ServerAddress& address = current_;
   if (!session.ok()) {
     spdlog::warn("worker {}: cannot reach server {}:{}: {}", name_, address.host, address.port,
                  session.status().ToString());
@@ -372,6 +391,11 @@ void Agent::Impl::OnText(uint64_t gen, const std::string& text) {
         } else if constexpr (std::is_same_v<T, proto::Error>) {
           spdlog::error("worker {}: the server refused the session: {}: {}", name_, m.code,
                         m.message);
+          if (!m.leader.empty() && !established_) {
+            // A standby: its close follows; connect to the leader it named.
+            Result<ServerAddress> leader = ParseServerAddress(m.leader);
+            if (leader.ok()) redirect_ = *leader;
+          }
         }
       },
       *decoded);
@@ -425,6 +449,9 @@ void Agent::Impl::OnClosed(uint64_t gen, const Status& why) {
   }
   spdlog::warn("worker {}: connection to the server lost ({}); {} tasks keep running", name_,
                why.ToString(), running_.size());
+  // Refused before the HelloAck (a standby, or a server that turned this
+  // worker away): go on to the leader it named, or to the next server.
+  if (!established_ && !redirect_) ++next_server_;
   session_.reset();
   established_ = false;
   sent_this_session_.clear();

@@ -27,7 +27,10 @@
 //   log_request  LogSender (agent_logs.h): file bytes as binary frames,
 //                followed with inotify, under a rate limit.
 //   lost link    tasks keep running; reconnect with exponential backoff and
-//                jitter (net/backoff.h), trying the servers in turn.
+//                jitter (net/backoff.h), trying the servers in turn (an
+//                entry "a:7210,b:7210" counts as two). A standby refuses
+//                the session with an Error naming the leader, which is
+//                tried next (docs/redis.md).
 //   fencing      with no server contact for lease_ttl - 2 * heartbeat
 //                (FencingPolicy), every running task is killed, since its
 //                leases may soon be someone else's, and reported finished
@@ -92,6 +95,9 @@ struct AgentConfig {
   uint64_t log_cap_bytes = 64ull << 20;             // per task stream
   uint64_t log_rate_bytes_per_sec = 8ull << 20;     // all log transfers together
   Duration kill_grace = Seconds(10);                // Cancel: TERM -> KILL
+  // At most this long per connection attempt; in fact 4 heartbeats (at
+  // least 1 s) when that is shorter, so a paused server that accepts but
+  // never answers does not hold the worker past its fencing deadline.
   Duration connect_timeout = Seconds(10);
   net::BackoffOptions reconnect;                    // delays between attempts
   // Detection hooks (tests point them at nothing): where nvidia-smi is ("":

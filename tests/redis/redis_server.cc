@@ -35,6 +35,8 @@ std::string FindRedisServer() {
   return "";
 }
 
+}  // namespace
+
 // A port nobody listens on right now (the kernel's pick for port 0).
 Result<int> FreePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -51,8 +53,6 @@ Result<int> FreePort() {
   ::close(fd);
   return static_cast<int>(ntohs(addr.sin_port));
 }
-
-}  // namespace
 
 Result<std::unique_ptr<TestRedisServer>> TestRedisServer::Start(
     std::vector<std::string> extra_args) {

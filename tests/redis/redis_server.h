@@ -62,6 +62,10 @@ class TestRedisServer {
 
 Result<std::string> SharedTestRedisUrl();
 
+// A loopback port nobody listens on right now (the kernel's pick for port
+// 0; another process may take it before the caller binds it).
+Result<int> FreePort();
+
 }  // namespace drover::testing
 
 #endif  // DROVER_TESTS_REDIS_REDIS_SERVER_H_

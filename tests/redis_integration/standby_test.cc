@@ -1,0 +1,266 @@
+// Several `drover server --redis` with real processes: a standby serves
+// reads from the journal it follows, sends writers (307) and workers (a
+// refusal naming the leader) to the leader; workers and clients given
+// several addresses ride out a kill -9 of the leader; a leader paused past
+// its lease (SIGSTOP) with tasks queued is replaced and, continued, assigns
+// nothing: every task runs once.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "net/http_client.h"
+#include "tests/integration/cluster.h"
+#include "tests/redis_integration/redis_cluster.h"
+
+namespace drover::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// A second server on `port`, on the cluster's state directory (token,
+// certificate and server-id shared, as copied to a standby host).
+std::vector<std::string> SecondServer(const Cluster& c, uint16_t port,
+                                      const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {c.binary(),     "server",
+                                   "--bind",       "127.0.0.1",
+                                   "--port",       std::to_string(port),
+                                   "--state-dir",  c.dir() + "/state",
+                                   "--access-file", c.dir() + "/second-access.json"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  return argv;
+}
+
+std::string Address(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+}
+
+// An access file naming `addresses` ("a:1,b:2"), with the cluster's token
+// and fingerprint; returns its path.
+std::string WriteAccess(const Cluster& c, const std::string& name, const std::string& addresses) {
+  nlohmann::json access = ReadJson(c.access_file());
+  access["address"] = addresses;
+  const std::string path = c.dir() + "/" + name;
+  std::ofstream(path) << access.dump();
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read |
+                                         std::filesystem::perms::owner_write);
+  return path;
+}
+
+// Options for one server only (no alternates): what it answers itself.
+net::ClientOptions Only(const Cluster& c, uint16_t port) {
+  const nlohmann::json access = ReadJson(c.access_file());
+  net::ClientOptions o;
+  o.host = "127.0.0.1";
+  o.port = port;
+  o.token = access["token"];
+  o.fingerprint = access["fingerprint"];
+  o.timeout = seconds(10);
+  return o;
+}
+
+// The standby's copy catches up by itself (it reads Redis every 250 ms):
+// checks `pred` until it holds or `timeout` passed. Polling is what a
+// client of a standby does; the bound checked is the standby's promise.
+bool Eventually(const std::function<bool()>& pred, milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  return true;
+}
+
+RunResult DroverWith(const Cluster& c, const std::string& access, std::vector<std::string> args) {
+  std::vector<std::string> argv = {c.binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunToEnd(argv, In(kJobTimeout), {"DROVER_ACCESS=" + access});
+}
+
+int RunsIn(const std::string& path) { return static_cast<int>(Lines(path).size()); }
+
+TEST(RedisStandbyTest, StandbyServesReadsSendsWritersAndWorkersToTheLeaderAndTakesOver) {
+  auto redis = StartRedis();
+  ASSERT_NE(redis, nullptr);
+  const std::vector<std::string> flags = RedisFlags(*redis, {}, "9s");
+  Cluster c(flags);
+  c.StartServer();
+  const uint16_t a = c.port();
+  Result<int> free_port = FreePort();
+  ASSERT_TRUE(free_port.ok()) << free_port.status().ToString();
+  const uint16_t b = static_cast<uint16_t>(*free_port);
+  Process standby(SecondServer(c, b, flags));
+  ASSERT_TRUE(standby.WaitForLine("drover: standby serving reads on port " + std::to_string(b),
+                                  In(kStartTimeout)))
+      << standby.output();
+  const nlohmann::json access = ReadJson(c.access_file());
+  const std::string b_first = WriteAccess(c, "b-first.json", Address(b) + "," + Address(a));
+
+  // A worker given both addresses, the standby first: refused there with
+  // the leader's address, it attaches to the leader.
+  Process& worker = c.StartWorker(
+      "duo", {"--server", Address(b) + "," + Address(a), "--token", access["token"],
+              "--fingerprint", access["fingerprint"], "--cpus", "0-1"});
+  EXPECT_NE(worker.output().find("this server is a standby; the leader is at " + Address(a)),
+            std::string::npos)
+      << worker.output();
+
+  // A write to the standby: 307 to the leader, with the leader in the body.
+  {
+    Result<net::Response> r = net::HttpClient(Only(c, b)).Post("/api/v1/jobs", "{}");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->status, 307) << r->body;
+    EXPECT_EQ(r->headers["location"], "https://" + Address(a) + "/api/v1/jobs");
+    nlohmann::json body = nlohmann::json::parse(r->body, nullptr, false);
+    EXPECT_EQ(body["error"]["leader"], Address(a)) << r->body;
+    EXPECT_EQ(body["error"]["code"], "unavailable") << r->body;
+  }
+  // The CLI, standby first, follows the redirect.
+  const std::string go = c.dir() + "/go";
+  const std::string runs = c.dir() + "/runs.";
+  const uint64_t job = SubmittedJob(
+      DroverWith(c, b_first, Submit({"--name", "hold", "--array", "0-3"}, HoldingTask(runs, go))));
+  ASSERT_GT(job, 0u);
+  {
+    EventTap tap(c.Api().options(), job);
+    ASSERT_TRUE(CountRunning(tap, 2));
+  }
+
+  // Reads from the standby: its copy of the job, within its staleness bound
+  // (2 s) of the leader's events.
+  cli::ApiClient on_b(Only(c, b));
+  const std::string job_path = "/api/v1/jobs/" + std::to_string(job);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        Result<nlohmann::json> j = on_b.Get(job_path);
+        if (!j.ok() || (*j)["tasks"].size() != 4) return false;
+        int running = 0;
+        for (const auto& t : (*j)["tasks"]) running += t["state"] == "running";
+        return running == 2;
+      },
+      milliseconds(2500)))
+      << on_b.Get(job_path).status().ToString() << "\n" << standby.output();
+  Result<nlohmann::json> status = on_b.Get("/api/v1/status");
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  EXPECT_EQ((*status)["role"], "standby") << status->dump(2);
+  EXPECT_EQ((*status)["leader"], Address(a)) << status->dump(2);
+  EXPECT_EQ((*status)["tasks"]["running"], 2) << status->dump(2);
+  Result<nlohmann::json> task = on_b.Get("/api/v1/tasks/" + std::to_string(job) + ".0");
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  EXPECT_EQ((*task)["state"], "running") << task->dump(2);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        Result<nlohmann::json> w = on_b.Get("/api/v1/workers");
+        return w.ok() && w->dump().find("\"duo\"") != std::string::npos;
+      },
+      milliseconds(2500)))
+      << on_b.Get("/api/v1/workers").status().ToString();
+  {
+    Result<net::Response> r = net::HttpClient(Only(c, b)).Get("/api/v1/jobs");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->headers["x-drover-role"], "standby");
+    EXPECT_EQ(r->headers["x-drover-leader"], Address(a));
+    EXPECT_LE(std::stoi(r->headers["x-drover-lag-ms"]), 2000);
+  }
+  // The CLI reads through the standby too.
+  RunResult listed = DroverWith(c, b_first, {"status", std::to_string(job)});
+  EXPECT_EQ(listed.status, 0) << listed.output;
+
+  // kill -9 of the leader: the standby takes over on its own address, the
+  // worker re-attaches through its list, and a client whose first address
+  // is the dead leader goes on through the second.
+  c.KillServer(SIGKILL);
+  ASSERT_TRUE(standby.WaitForLine("drover: listening on " + Address(b), In(seconds(30))))
+      << standby.output();
+  ASSERT_TRUE(worker.WaitForLine("attached as worker", In(seconds(30)))) << worker.output();
+  const std::string a_first = WriteAccess(c, "a-first.json", Address(a) + "," + Address(b));
+  const uint64_t after = SubmittedJob(DroverWith(
+      c, a_first,
+      Submit({"--name", "after"}, {"sh", "-c", "echo run >> " + c.dir() + "/after.runs"})));
+  ASSERT_GT(after, 0u);
+  std::ofstream(go) << "go\n";
+  for (uint64_t j : {job, after}) {
+    RunResult wait = DroverWith(c, a_first, {"wait", std::to_string(j)});
+    EXPECT_EQ(wait.status, 0) << wait.output << "\nstandby:\n" << standby.output();
+  }
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(RunsIn(runs + std::to_string(i)), 1) << "task " << i;
+  }
+  EXPECT_EQ(RunsIn(c.dir() + "/after.runs"), 1);
+  RunResult done = DroverWith(c, a_first, {"status", std::to_string(job), "--json"});
+  ASSERT_EQ(done.status, 0) << done.output;
+  EXPECT_EQ(done.output.find("\"failed\""), std::string::npos) << done.output;
+}
+
+// SIGSTOP of the leader with tasks queued on a one-core worker: the
+// standby takes over and assigns the queued tasks; the old leader,
+// continued, steps down without assigning anything: each task ran once.
+TEST(RedisStandbyTest, PausedLeaderIsReplacedAndNoTaskRunsTwice) {
+  auto redis = StartRedis();
+  ASSERT_NE(redis, nullptr);
+  // Leader lease 5 s; workers fence after 14.6 s without contact, well
+  // after the takeover.
+  const std::vector<std::string> flags = RedisFlags(*redis, {}, "15s");
+  Cluster c(flags);
+  Process& leader = c.StartServer();
+  const uint16_t a = c.port();
+  Result<int> free_port = FreePort();
+  ASSERT_TRUE(free_port.ok()) << free_port.status().ToString();
+  const uint16_t b = static_cast<uint16_t>(*free_port);
+  Process standby(SecondServer(c, b, flags));
+  ASSERT_TRUE(standby.WaitForLine("drover: standby; the leader is", In(kStartTimeout)))
+      << standby.output();
+  const nlohmann::json access = ReadJson(c.access_file());
+  Process& worker = c.StartWorker(
+      "solo", {"--server", Address(a) + "," + Address(b), "--token", access["token"],
+               "--fingerprint", access["fingerprint"], "--cpus", "0"});
+
+  const std::string runs = c.dir() + "/runs.";
+  const int kTasks = 6;
+  const uint64_t job = SubmittedJob(c.Drover(
+      Submit({"--name", "queued", "--array", "0-" + std::to_string(kTasks - 1)},
+             {"sh", "-c", "echo run >> " + runs + "$DROVER_TASK_INDEX; sleep 0.3"})));
+  ASSERT_GT(job, 0u);
+  {
+    EventTap tap(c.Api().options(), job);
+    ASSERT_TRUE(CountRunning(tap, 1));
+  }
+  leader.Signal(SIGSTOP);
+  ASSERT_TRUE(standby.WaitForLine("drover: listening on " + Address(b), In(seconds(30))))
+      << standby.output();
+  ASSERT_TRUE(worker.WaitForLine("attached as worker", In(seconds(30)))) << worker.output();
+
+  const std::string b_first = WriteAccess(c, "b-first.json", Address(b) + "," + Address(a));
+  RunResult wait = DroverWith(c, b_first, {"wait", std::to_string(job)});
+  EXPECT_EQ(wait.status, 0) << wait.output << "\nstandby:\n" << standby.output();
+
+  leader.Signal(SIGCONT);
+  std::optional<int> status = leader.Wait(In(seconds(30)));
+  ASSERT_TRUE(status.has_value()) << leader.output();
+  EXPECT_EQ(*status, 1) << leader.output();
+  EXPECT_NE(leader.output().find("no longer the leader"), std::string::npos) << leader.output();
+
+  RunResult final_state = DroverWith(c, b_first, {"status", std::to_string(job), "--json"});
+  ASSERT_EQ(final_state.status, 0) << final_state.output;
+  nlohmann::json info = nlohmann::json::parse(final_state.output, nullptr, false);
+  ASSERT_EQ(info["tasks"].size(), static_cast<size_t>(kTasks)) << final_state.output;
+  for (const nlohmann::json& t : info["tasks"]) {
+    EXPECT_EQ(t["state"], "succeeded") << t.dump(2);
+    EXPECT_EQ(t["attempt"], 1) << "assigned once: " << t.dump(2);
+  }
+  for (int i = 0; i < kTasks; ++i) {
+    EXPECT_EQ(RunsIn(runs + std::to_string(i)), 1) << "task " << i;
+  }
+}
+
+}  // namespace
+}  // namespace drover::testing
