@@ -514,7 +514,7 @@ void RedisServerStore::PollAsStandby() {
   constexpr int kPage = 5000;
   const std::string& prefix = redis_->keys().prefix();
   const std::string& journal = redis_->keys().journal();
-  const bool reset = follow_last_id_.empty();
+  const bool reset = follow_reset_;
   struct Poll {
     std::optional<Result<RedisReply>> tail, first, leader, workers;
   };
@@ -542,6 +542,7 @@ void RedisServerStore::PollAsStandby() {
       // Compacted since the last read: read the whole stream again.
       follow_last_id_.clear();
       follow_first_id_.clear();
+      follow_reset_ = true;
       return ArmStandbyPoll(Duration::zero());
     }
     StandbyUpdate update;
@@ -555,6 +556,7 @@ void RedisServerStore::PollAsStandby() {
       follow_last_id_ = entry.elements[0].str;
     }
     if (reset) follow_first_id_ = first_id;
+    follow_reset_ = false;
     update.leader = (*poll->leader)->str;
     update.workers = (*poll->workers)->str;
     const bool more = (*poll->tail)->elements.size() == static_cast<size_t>(kPage);
@@ -567,7 +569,7 @@ void RedisServerStore::PollAsStandby() {
       finish();
     };
   };
-  redis_->Command({"XRANGE", journal, reset ? "-" : "(" + follow_last_id_, "+", "COUNT",
+  redis_->Command({"XRANGE", journal, follow_last_id_.empty() ? "-" : "(" + follow_last_id_, "+", "COUNT",
                    std::to_string(kPage)},
                   into(poll->tail));
   redis_->Command({"XRANGE", journal, "-", "+", "COUNT", "1"}, into(poll->first));

@@ -234,6 +234,7 @@ class RedisServerStore final : public Store {
   net::Timer standby_timer_;
   std::string follow_last_id_;   // the last journal entry read; empty: none yet
   std::string follow_first_id_;  // the stream's first entry when it was read
+  bool follow_reset_ = true;     // the next update starts from scratch
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

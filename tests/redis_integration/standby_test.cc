@@ -24,15 +24,17 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// A second server on `port`, on the cluster's state directory (token,
-// certificate and server-id shared, as copied to a standby host).
-std::vector<std::string> SecondServer(const Cluster& c, uint16_t port,
-                                      const std::vector<std::string>& flags) {
+// A server on `port` (so that it advertises 127.0.0.1:port), on the
+// cluster's state directory (token, certificate and server-id shared, as
+// copied to a standby host), writing its access file to `access`.
+std::vector<std::string> ServerOn(const Cluster& c, uint16_t port,
+                                  const std::vector<std::string>& flags,
+                                  const std::string& access) {
   std::vector<std::string> argv = {c.binary(),     "server",
                                    "--bind",       "127.0.0.1",
                                    "--port",       std::to_string(port),
                                    "--state-dir",  c.dir() + "/state",
-                                   "--access-file", c.dir() + "/second-access.json"};
+                                   "--access-file", access};
   argv.insert(argv.end(), flags.begin(), flags.end());
   return argv;
 }
@@ -93,12 +95,17 @@ TEST(RedisStandbyTest, StandbyServesReadsSendsWritersAndWorkersToTheLeaderAndTak
   ASSERT_NE(redis, nullptr);
   const std::vector<std::string> flags = RedisFlags(*redis, {}, "9s");
   Cluster c(flags);
-  c.StartServer();
-  const uint16_t a = c.port();
-  Result<int> free_port = FreePort();
-  ASSERT_TRUE(free_port.ok()) << free_port.status().ToString();
-  const uint16_t b = static_cast<uint16_t>(*free_port);
-  Process standby(SecondServer(c, b, flags));
+  // Both on ports known before they start: the leader advertises its own.
+  Result<int> port_a = FreePort();
+  Result<int> port_b = FreePort();
+  ASSERT_TRUE(port_a.ok() && port_b.ok());
+  ASSERT_NE(*port_a, *port_b);
+  const uint16_t a = static_cast<uint16_t>(*port_a);
+  const uint16_t b = static_cast<uint16_t>(*port_b);
+  Process leader(ServerOn(c, a, flags, c.access_file()));
+  ASSERT_TRUE(leader.WaitForLine("drover: listening on " + Address(a), In(kStartTimeout)))
+      << leader.output();
+  Process standby(ServerOn(c, b, flags, c.dir() + "/standby-access.json"));
   ASSERT_TRUE(standby.WaitForLine("drover: standby serving reads on port " + std::to_string(b),
                                   In(kStartTimeout)))
       << standby.output();
@@ -135,8 +142,9 @@ TEST(RedisStandbyTest, StandbyServesReadsSendsWritersAndWorkersToTheLeaderAndTak
     ASSERT_TRUE(CountRunning(tap, 2));
   }
 
-  // Reads from the standby: its copy of the job, within its staleness bound
-  // (2 s) of the leader's events.
+  // Reads from the standby: its copy of the job catches up (every 250 ms;
+  // 10 s only bounds a loaded machine), and each answer states its age,
+  // within the 2 s bound.
   cli::ApiClient on_b(Only(c, b));
   const std::string job_path = "/api/v1/jobs/" + std::to_string(job);
   ASSERT_TRUE(Eventually(
@@ -147,7 +155,7 @@ TEST(RedisStandbyTest, StandbyServesReadsSendsWritersAndWorkersToTheLeaderAndTak
         for (const auto& t : (*j)["tasks"]) running += t["state"] == "running";
         return running == 2;
       },
-      milliseconds(2500)))
+      milliseconds(10000)))
       << on_b.Get(job_path).status().ToString() << "\n" << standby.output();
   Result<nlohmann::json> status = on_b.Get("/api/v1/status");
   ASSERT_TRUE(status.ok()) << status.status().ToString();
@@ -162,7 +170,7 @@ TEST(RedisStandbyTest, StandbyServesReadsSendsWritersAndWorkersToTheLeaderAndTak
         Result<nlohmann::json> w = on_b.Get("/api/v1/workers");
         return w.ok() && w->dump().find("\"duo\"") != std::string::npos;
       },
-      milliseconds(2500)))
+      milliseconds(10000)))
       << on_b.Get("/api/v1/workers").status().ToString();
   {
     Result<net::Response> r = net::HttpClient(Only(c, b)).Get("/api/v1/jobs");
@@ -178,7 +186,8 @@ TEST(RedisStandbyTest, StandbyServesReadsSendsWritersAndWorkersToTheLeaderAndTak
   // kill -9 of the leader: the standby takes over on its own address, the
   // worker re-attaches through its list, and a client whose first address
   // is the dead leader goes on through the second.
-  c.KillServer(SIGKILL);
+  leader.Signal(SIGKILL);
+  ASSERT_TRUE(leader.Wait(In(kStartTimeout)).has_value());
   ASSERT_TRUE(standby.WaitForLine("drover: listening on " + Address(b), In(seconds(30))))
       << standby.output();
   ASSERT_TRUE(worker.WaitForLine("attached as worker", In(seconds(30)))) << worker.output();
@@ -198,7 +207,12 @@ TEST(RedisStandbyTest, StandbyServesReadsSendsWritersAndWorkersToTheLeaderAndTak
   EXPECT_EQ(RunsIn(c.dir() + "/after.runs"), 1);
   RunResult done = DroverWith(c, a_first, {"status", std::to_string(job), "--json"});
   ASSERT_EQ(done.status, 0) << done.output;
-  EXPECT_EQ(done.output.find("\"failed\""), std::string::npos) << done.output;
+  nlohmann::json info = nlohmann::json::parse(done.output, nullptr, false);
+  ASSERT_EQ(info["tasks"].size(), 4u) << done.output;
+  for (const nlohmann::json& t : info["tasks"]) {
+    EXPECT_EQ(t["state"], "succeeded") << t.dump(2);
+    EXPECT_EQ(t["attempt"], 1) << "re-attached, not re-run: " << t.dump(2);
+  }
 }
 
 // SIGSTOP of the leader with tasks queued on a one-core worker: the
@@ -216,7 +230,7 @@ TEST(RedisStandbyTest, PausedLeaderIsReplacedAndNoTaskRunsTwice) {
   Result<int> free_port = FreePort();
   ASSERT_TRUE(free_port.ok()) << free_port.status().ToString();
   const uint16_t b = static_cast<uint16_t>(*free_port);
-  Process standby(SecondServer(c, b, flags));
+  Process standby(ServerOn(c, b, flags, c.dir() + "/standby-access.json"));
   ASSERT_TRUE(standby.WaitForLine("drover: standby; the leader is", In(kStartTimeout)))
       << standby.output();
   const nlohmann::json access = ReadJson(c.access_file());
