@@ -462,7 +462,12 @@ void Agent::Impl::OnClosed(uint64_t gen, const Status& why) {
 
 void Agent::Impl::ScheduleReconnect() {
   if (stopped_) return;
-  reconnect_timer_.ArmAfter(backoff_.Next(), [this] { Connect(); });
+  // A leader a standby named, or the next server of the list, is tried at
+  // once; the backoff grows only when a whole round of the list failed, so
+  // that cycling through a dead leader and a standby during a takeover does
+  // not push the next attempt past the new leader's start.
+  const bool mid_round = redirect_.has_value() || next_server_ % servers_.size() != 0;
+  reconnect_timer_.ArmAfter(mid_round ? Millis(50) : backoff_.Next(), [this] { Connect(); });
 }
 
 void Agent::Impl::Send(const proto::WorkerMessage& message) {
