@@ -28,10 +28,13 @@ using testing::WorkerBuilder;
 // A scheduler restored from the first `durable` records of `c`'s journal.
 class Restarted {
  public:
-  Restarted(const TestCluster& c, size_t durable) : now_(c.now()) {
+  Restarted(const TestCluster& c, size_t durable, std::vector<WorkerId> expected = {},
+            SchedulerConfig config = {})
+      : sched_(std::move(config)), now_(c.now()) {
     for (size_t i = 0; i < durable && i < c.journal().size(); ++i) {
       EXPECT_TRUE(sched_.Restore(c.journal()[i]).ok());
     }
+    sched_.ExpectWorkers(expected);
     sched_.FinishRestore(now_, out_);
   }
   Scheduler& sched() { return sched_; }
@@ -273,6 +276,77 @@ TEST(AdoptTest, AnAdoptedAttemptWhoseClaimIsRejectedIsKilledAtOnce) {
   ASSERT_TRUE(r.Handle(LeaseRejected{T(1, 0), 1}).ok());
   EXPECT_THAT(r.Take(), ElementsAre("kill 1.0#1 on w1: lease claim rejected"));
   EXPECT_TRUE(std::get<KillTask>(r.last_raw()[0]).hard);
+}
+
+// The settle window (SchedulerConfig::restore_settle). Worker 1 runs 1.0,
+// worker 2 joins later; the server dies before 1.0's assignment is durable.
+TestCluster& GapCluster(TestCluster& c) {
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder()));
+  c.Run(T(1, 0));
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  return c;
+}
+
+TEST(SettleTest, WithoutAHoldTheTaskIsPlacedOnTheFirstWorkerBack) {
+  // The gap the hold closes: worker 2 attaches first and gets 1.0, which
+  // still runs on worker 1; it would run twice.
+  TestCluster c;
+  SchedulerConfig no_hold;
+  no_hold.restore_settle = Duration::zero();
+  Restarted r(GapCluster(c), 1, {1, 2}, no_hold);
+  r.Take();
+  ASSERT_TRUE(r.Handle(Attach(2, WorkerBuilder().Cpus(1), {})).ok());
+  EXPECT_THAT(r.Take(), ElementsAre("claim 1.0#1 on w2 [lease:2:slot:1.0]",
+                                    "state 1.0 queued->assigned #1"));
+}
+
+TEST(SettleTest, AfterARestartNothingIsPlacedUntilEveryKnownWorkerIsBack) {
+  TestCluster c;
+  Restarted r(GapCluster(c), 1, {1, 2});
+  EXPECT_THAT(r.Take(), IsEmpty());
+  EXPECT_EQ(r.sched().Explain(T(1, 0)).value(),
+            "held: server restarted, waiting for workers to re-attach (0 of 2)");
+  ASSERT_TRUE(r.Handle(Attach(2, WorkerBuilder().Cpus(1), {})).ok());
+  EXPECT_THAT(r.Take(), IsEmpty());
+  EXPECT_EQ(r.sched().Explain(T(1, 0)).value(),
+            "held: server restarted, waiting for workers to re-attach (1 of 2)");
+  r.Advance(Seconds(5));
+  EXPECT_THAT(r.Take(), IsEmpty());
+  // Worker 1 reports the attempt the journal never saw: adopted there, and
+  // worker 2 never gets it.
+  ASSERT_TRUE(r.Handle(Attach(1, WorkerBuilder().Cpus(1), {Running(T(1, 0), 1, {0})})).ok());
+  EXPECT_THAT(r.Take(), ElementsAre("claim 1.0#1 on w1 [lease:1:slot:1.0]",
+                                    "state 1.0 queued->assigned #1",
+                                    "state 1.0 assigned->running #1"));
+  EXPECT_EQ(r.Task(T(1, 0)).worker, 1u);
+  EXPECT_EQ(r.Task(T(1, 0)).attempt, 1u);
+
+  // The hold is over: a new task is placed at once, on the free worker.
+  ASSERT_TRUE(r.Handle(JobSubmitted{0, JobBuilder(TaskBuilder()).Build()}).ok());
+  EXPECT_THAT(r.Take(), ElementsAre("persist job 2", "claim 2.0#1 on w2 [lease:2:slot:2.0]",
+                                    "state 2.0 queued->assigned #1"));
+}
+
+TEST(SettleTest, TheHoldEndsByTimerWhenAKnownWorkerNeverReturns) {
+  TestCluster c;
+  Restarted r(GapCluster(c), 1, {1, 2});
+  ASSERT_TRUE(r.Handle(Attach(2, WorkerBuilder().Cpus(1), {})).ok());
+  r.Advance(Seconds(10) - Micros(1));
+  EXPECT_THAT(r.Take(), IsEmpty());
+  EXPECT_EQ(r.Task(T(1, 0)).state, TaskState::kQueued);
+  r.Advance(Micros(1));
+  EXPECT_THAT(r.Take(), ElementsAre("claim 1.0#1 on w2 [lease:2:slot:1.0]",
+                                    "state 1.0 queued->assigned #1"));
+}
+
+TEST(SettleTest, NoHoldWhenTheRestoredStateKnowsNoWorker) {
+  TestCluster c;
+  c.Submit(JobBuilder(TaskBuilder()));
+  Restarted r(c, 1);
+  ASSERT_TRUE(r.Handle(Attach(1, WorkerBuilder().Cpus(1), {})).ok());
+  EXPECT_THAT(r.Take(), ElementsAre("claim 1.0#1 on w1 [lease:1:slot:1.0]",
+                                    "state 1.0 queued->assigned #1"));
 }
 
 }  // namespace

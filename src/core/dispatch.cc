@@ -28,6 +28,10 @@ void Scheduler::State::MarkClassDirty(uint32_t cls) {
 }
 
 void Scheduler::State::Dispatch() {
+  if (settling) {  // after a restore: dirty classes/workers wait for EndSettle
+    FlushLoads();
+    return;
+  }
   while (!dirty_classes.empty() || !dirty_workers.empty()) {
     if (!dirty_classes.empty()) {
       // Class order, not arrival order, so the result does not depend on

@@ -161,6 +161,11 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
       break;
   }
 
+  if (s.settling) {
+    const size_t attached = s.settle_expected - s.settle_waiting.size();
+    return "held: server restarted, waiting for workers to re-attach (" +
+           std::to_string(attached) + " of " + std::to_string(s.settle_expected) + ")";
+  }
   const TaskGroupSpec& spec = s.SpecOf(r);
   if (t.flags & kFlagBackoff) {
     const int64_t at = t.finished_us + s.BackoffFor(r).count();

@@ -45,6 +45,10 @@ Status Scheduler::Restore(const Record& record) {
       record);
 }
 
+void Scheduler::ExpectWorkers(std::span<const WorkerId> workers) {
+  state_->expected_workers.insert(state_->expected_workers.end(), workers.begin(), workers.end());
+}
+
 void Scheduler::FinishRestore(Time now, Outbox& out) {
   State& s = *state_;
   s.restoring = false;
@@ -120,6 +124,14 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
     }
   }
   s.restored_allocs.clear();
+  if (s.config.restore_settle > Duration::zero()) {
+    s.settle_waiting.insert(s.expected_workers.begin(), s.expected_workers.end());
+    for (const auto& [worker, slots] : s.orphans) s.settle_waiting.insert(worker);
+    s.settle_expected = static_cast<uint32_t>(s.settle_waiting.size());
+    s.settling = !s.settle_waiting.empty();
+    s.settle_until_us = s.now_us + s.config.restore_settle.count();
+  }
+  s.expected_workers.clear();
   s.Dispatch();
   s.out = nullptr;
 }

@@ -169,7 +169,22 @@ Status Scheduler::State::OnWorkerJoined(WorkerJoined& e) {
   policy->Add(LoadOf(w));
   worker.in_policy = true;
   MarkWorkerDirty(w);
+  if (settling) SettleAttached(e.worker);
   return Status::Ok();
+}
+
+void Scheduler::State::SettleAttached(WorkerId worker) {
+  settle_waiting.erase(worker);
+  if (settle_waiting.empty()) EndSettle();
+}
+
+void Scheduler::State::EndSettle() {
+  settling = false;
+  settle_waiting.clear();
+  for (uint32_t cls = 0; cls < queues.class_count(); ++cls) MarkClassDirty(cls);
+  for (uint32_t w = 0; w < workers.size(); ++w) {
+    if (Schedulable(w)) MarkWorkerDirty(w);
+  }
 }
 
 Status Scheduler::State::OnWorkerAttached(WorkerAttached& e) {
@@ -189,6 +204,8 @@ Status Scheduler::State::OnWorkerAttached(WorkerAttached& e) {
     (void)OnFinished(f);  // a stale one (ended or superseded) changes nothing
   }
   for (const ReportedAttempt& run : e.running) ReconcileRunning(w, run);
+  // Only now (its attempts adopted) may the hold end; Handle dispatches after.
+  if (settling) SettleAttached(e.worker);
   return Status::Ok();
 }
 
@@ -862,6 +879,7 @@ void Scheduler::State::OnTick() {
         break;
     }
   }
+  if (settling && now_us >= settle_until_us) EndSettle();
   if (now_us >= next_renew_us) {
     RenewAll();
     next_renew_us = now_us + config.renew_interval.count();

@@ -68,6 +68,11 @@ struct SchedulerConfig {
   bool reservations = true;
   std::map<std::string, UserQuota> quotas;  // per user
   UserQuota default_quota;                   // everyone else
+  // After a restore, placement is held this long (or until every expected
+  // worker has attached, whichever is first): a worker may still run an
+  // attempt the journal never saw, and placing that task elsewhere before
+  // the worker reports it would run it twice. 0: no hold.
+  Duration restore_settle = Seconds(10);
 };
 
 class Scheduler {
@@ -102,7 +107,16 @@ class Scheduler {
   // (attempt + 1) when LeaseFreed arrives for them, or after
   // lease_ttl + expiry_grace from `now`, unless the worker reports
   // TaskStarted/TaskFinished for that attempt first.
+  //
+  // When the restored state knows any worker (ExpectWorkers, or the worker
+  // of a restored assigned/running task) and config.restore_settle > 0, no
+  // task is placed until every such worker has attached (WorkerAttached or
+  // WorkerJoined) or restore_settle has passed (checked on Tick); placement
+  // then resumes at once. Explain names the hold.
   void FinishRestore(Time now, Outbox& out);
+  // Workers that may hold assignments the journal never saw (e.g. every
+  // worker the server ever registered). Call before FinishRestore.
+  void ExpectWorkers(std::span<const WorkerId> workers);
 
   // --- queries ----------------------------------------------------------------
   std::vector<JobId> Jobs() const;  // ascending

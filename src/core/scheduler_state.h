@@ -23,6 +23,7 @@
 #include <queue>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/placement.h"
@@ -180,6 +181,13 @@ struct Scheduler::State {
   int64_t now_us = 0;
   int64_t next_renew_us = 0;
   bool restoring = true;  // until the first event or FinishRestore
+  // Placement hold after a restore (SchedulerConfig::restore_settle):
+  // Dispatch places nothing while set.
+  bool settling = false;
+  int64_t settle_until_us = 0;
+  std::vector<WorkerId> expected_workers;       // ExpectWorkers, until FinishRestore
+  std::unordered_set<WorkerId> settle_waiting;  // expected, not attached yet
+  uint32_t settle_expected = 0;
 
   std::vector<uint32_t> dirty_workers;
   std::vector<uint32_t> dirty_classes;
@@ -208,6 +216,10 @@ struct Scheduler::State {
   // --- lifecycle (scheduler.cc) ---
   Status OnWorkerJoined(WorkerJoined& e);
   Status OnWorkerAttached(WorkerAttached& e);
+  // While settling: `worker` attached; ends the hold when it was the last.
+  void SettleAttached(WorkerId worker);
+  // Ends the placement hold and offers every class and worker again.
+  void EndSettle();
   // A running attempt reported by the worker in slot `w` (WorkerAttached).
   void ReconcileRunning(uint32_t w, const ReportedAttempt& run);
   // Makes attempt `attempt` of the queued task `r`, which the journal never
