@@ -148,6 +148,9 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   Parts* parts = p.get();
   p->driver->SetAfterTurn([parts] { parts->RearmExpiry(); });
 
+  // Any registered worker may run an assignment the journal never saw: the
+  // restored core holds placement until they are back (restore_settle).
+  p->scheduler->ExpectWorkers(p->registry->Ids());
   RETURN_IF_ERROR(p->driver->Recover());
 
   net::ServerOptions sopts;

@@ -49,6 +49,13 @@ std::optional<WorkerId> WorkerRegistry::Find(const std::string& name) const {
   return it->second;
 }
 
+std::vector<WorkerId> WorkerRegistry::Ids() const {
+  std::vector<WorkerId> ids;
+  ids.reserve(ids_.size());
+  for (const auto& [name, id] : ids_) ids.push_back(id);
+  return ids;
+}
+
 std::string WorkerRegistry::NameOf(WorkerId id) const {
   for (const auto& [name, known] : ids_) {
     if (known == id) return name;

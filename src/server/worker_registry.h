@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/ids.h"
 #include "common/status.h"
@@ -36,6 +37,9 @@ class WorkerRegistry {
   std::optional<WorkerId> Find(const std::string& name) const;
   // The name of a known id; empty when unknown.
   std::string NameOf(WorkerId id) const;
+
+  // Every registered id (in name order).
+  std::vector<WorkerId> Ids() const;
 
   size_t size() const { return ids_.size(); }
 

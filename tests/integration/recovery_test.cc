@@ -162,6 +162,58 @@ TEST(RecoveryTest, AssignmentsTheJournalNeverSawAreAdoptedAfterAServerCrash) {
   }
 }
 
+// The gap a restart's placement hold closes: another worker is back first
+// (here the only worker that ran anything is stopped with SIGSTOP while the
+// server restarts), and the task whose assignment the journal never saw must
+// not be placed there: it still runs on the stopped worker, which adopts it
+// once it is back.
+TEST(RecoveryTest, ATaskTheJournalLostIsNotPlacedOnAnotherWorkerBackFirst) {
+  Cluster c({"--heartbeat", "500ms", "--lease-ttl", "20s"});
+  const std::string freeze = c.dir() + "/freeze";
+  Process& first = c.StartServer({"DROVER_TEST_FREEZE_JOURNAL=" + freeze});
+  Process& uno = c.StartWorker("uno", {"--cpus", "0"});
+  const std::string go1 = c.dir() + "/go1";
+  const std::string go2 = c.dir() + "/go2";
+  const std::string runs = c.dir() + "/runs.";
+  // One at a time: 0 waits for go1, 1 for go2.
+  const uint64_t job = SubmittedJob(c.Drover(
+      {"submit", "--name", "lost", "--array", "0-1", "--", "sh", "-c",
+       "echo run >> " + runs + "$DROVER_TASK_INDEX; if [ $DROVER_TASK_INDEX = 0 ]; then g=" +
+           go1 + "; else g=" + go2 + "; fi; while [ ! -e $g ]; do sleep 0.05; done"}));
+  ASSERT_GT(job, 0u);
+  const std::string prefix = std::to_string(job) + ".";
+  {
+    EventTap tap(c.Api().options(), job);
+    ASSERT_TRUE(tap.WaitForState(prefix + "0", "running", 1));
+    std::ofstream(freeze) << "freeze\n";
+    std::ofstream(go1) << "go\n";
+    ASSERT_TRUE(tap.WaitForState(prefix + "1", "running", 1));
+  }
+  EXPECT_TRUE(first.WaitForLine("the journal is frozen", In(kStartTimeout))) << first.output();
+  uno.Signal(SIGSTOP);
+  c.KillServer(SIGKILL);
+  std::filesystem::remove(freeze);
+
+  Process& second = c.StartServer();
+  c.StartWorker("other", {"--cpus", "1"});
+  ASSERT_TRUE(second.WaitForLine("(other) joined", In(kStartTimeout))) << second.output();
+  nlohmann::json held = c.Get("/api/v1/tasks/" + prefix + "1");
+  EXPECT_EQ(held["state"], "queued") << held.dump(2);
+  EXPECT_EQ(held["explain"], "held: server restarted, waiting for workers to re-attach (0 of 1)")
+      << held.dump(2);
+
+  uno.Signal(SIGCONT);
+  EXPECT_TRUE(second.WaitForLine("adopted " + prefix + "1#1", In(kStartTimeout)))
+      << second.output();
+  std::ofstream(go2) << "go\n";
+  RunResult wait = c.Drover({"wait", std::to_string(job)});
+  EXPECT_EQ(wait.status, 0) << wait.output << "\nserver:\n" << second.output();
+  nlohmann::json t = c.Get("/api/v1/tasks/" + prefix + "1");
+  EXPECT_EQ(t["state"], "succeeded") << t.dump(2);
+  EXPECT_EQ(t["attempt"], 1) << "adopted, not re-run: " << t.dump(2);
+  EXPECT_EQ(Lines(runs + "1"), std::vector<std::string>{"run"}) << "ran twice";
+}
+
 // The journal file(s) under the state dir, largest first.
 std::string JournalFile(const std::string& state) {
   std::string best;
