@@ -16,6 +16,15 @@ namespace drover::server {
 
 using nlohmann::json;
 
+namespace {
+// A read-only copy places nothing and sees no worker attach: no restart
+// placement hold (its Explain would name one that never ends).
+core::SchedulerConfig ViewConfig(core::SchedulerConfig config) {
+  config.restore_settle = Duration::zero();
+  return config;
+}
+}  // namespace
+
 struct StandbyServer::State {
   State(net::EventLoop& l, StandbyOptions o) : loop(l), options(std::move(o)) {}
 
@@ -87,7 +96,7 @@ struct StandbyServer::State {
   }
 
   bool Rebuild() {
-    auto copy = std::make_unique<core::Scheduler>(options.scheduler);
+    auto copy = std::make_unique<core::Scheduler>(ViewConfig(options.scheduler));
     for (const core::Record& record : fold.Snapshot()) {
       if (Status s = copy->Restore(record); !s.ok()) {
         spdlog::error("standby: cannot rebuild the state from the journal: {}", s.ToString());
@@ -135,7 +144,7 @@ Result<std::unique_ptr<StandbyServer>> StandbyServer::Start(net::EventLoop& loop
                                                             StandbyOptions options) {
   auto st = std::make_unique<State>(loop, std::move(options));
   State* s = st.get();
-  s->view = std::make_unique<core::Scheduler>(s->options.scheduler);
+  s->view = std::make_unique<core::Scheduler>(ViewConfig(s->options.scheduler));
   {
     core::Outbox ignored;
     s->view->FinishRestore(s->Now(), ignored);
