@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <set>
+#include <vector>
 #include <type_traits>
 
 #include "server/assignment.h"
@@ -11,7 +13,15 @@ namespace drover::server {
 
 WorkerChannel::WorkerChannel(net::EventLoop& loop, CoreDriver& driver, WorkerRegistry& registry,
                              WorkerChannelOptions options)
-    : loop_(loop), driver_(driver), registry_(registry), options_(std::move(options)) {}
+    : loop_(loop),
+      driver_(driver),
+      registry_(registry),
+      options_(std::move(options)),
+      silence_timer_(loop) {
+  if (options_.silence_limit <= Duration::zero()) {
+    options_.silence_limit = std::max<Duration>(3 * options_.heartbeat_interval, Seconds(5));
+  }
+}
 
 WorkerChannel::~WorkerChannel() {
   *alive_ = false;
@@ -34,7 +44,31 @@ void WorkerChannel::Attach(std::shared_ptr<net::WsSession> session) {
   session->OnClose([this, alive, id](const Status& s) {
     if (!alive.expired()) OnClosed(id, s);
   });
-  conns_[id] = Conn{std::move(session), 0};
+  conns_[id] = Conn{std::move(session), 0, std::chrono::steady_clock::now()};
+  if (!silence_timer_.armed()) ArmSilenceCheck();
+}
+
+void WorkerChannel::ArmSilenceCheck() {
+  silence_timer_.ArmAfter(options_.heartbeat_interval, [this] { CheckSilence(); });
+}
+
+void WorkerChannel::CheckSilence() {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<uint64_t> silent;
+  for (const auto& [id, conn] : conns_) {
+    if (conn.worker != 0 && now - conn.last_heard > options_.silence_limit) silent.push_back(id);
+  }
+  for (uint64_t id : silent) {
+    std::shared_ptr<net::WsSession> session = conns_.at(id).session;
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - conns_.at(id).last_heard);
+    spdlog::warn("worker {} ({}) silent for {} ms; dropping its connection",
+                 conns_.at(id).worker, session->remote(), ms.count());
+    // Forgotten first, so the session's own close callback finds nothing.
+    OnClosed(id, Unavailable("no message for " + std::to_string(ms.count()) + " ms"));
+    session->Close("no heartbeat");
+  }
+  if (!conns_.empty() && !stopped_) ArmSilenceCheck();
 }
 
 void WorkerChannel::Reject(uint64_t conn, const Status& why) {
@@ -51,6 +85,7 @@ void WorkerChannel::Reject(uint64_t conn, const Status& why) {
 void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
   auto it = conns_.find(conn);
   if (it == conns_.end()) return;
+  it->second.last_heard = std::chrono::steady_clock::now();
   Result<proto::WorkerMessage> decoded = proto::DecodeWorkerMessage(text);
   if (!decoded.ok()) return Reject(conn, decoded.status());
   proto::WorkerMessage& message = *decoded;
@@ -96,6 +131,7 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
 void WorkerChannel::OnBinary(uint64_t conn, const std::string& data) {
   auto it = conns_.find(conn);
   if (it == conns_.end()) return;
+  it->second.last_heard = std::chrono::steady_clock::now();
   if (it->second.worker == 0) return Reject(conn, FailedPrecondition("log frame before hello"));
   Result<proto::LogFrame> frame = proto::DecodeLogFrame(data);
   if (!frame.ok()) return Reject(conn, frame.status());
@@ -321,6 +357,7 @@ Status WorkerChannel::Send(WorkerId worker, const proto::ServerMessage& message)
 void WorkerChannel::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  silence_timer_.Cancel();
   lost_timers_.clear();
   std::unordered_map<uint64_t, Conn> conns;
   conns.swap(conns_);

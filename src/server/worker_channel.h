@@ -29,13 +29,16 @@
 // attempt not current) and Cancel (graceful) otherwise.
 //
 // A closed connection becomes WorkerLost after `lost_grace` unless the same
-// worker attaches again first. A second connection for a connected worker
+// worker attaches again first. A connection that carries nothing from its
+// worker for `silence_limit` (heartbeats stopped: a pulled cable, a frozen
+// host; TCP itself would notice only after minutes) counts as closed. A second connection for a connected worker
 // name replaces the first (the old one is closed).
 //
 // Thread safety: none; everything runs on the server's event loop.
 #ifndef DROVER_SERVER_WORKER_CHANNEL_H_
 #define DROVER_SERVER_WORKER_CHANNEL_H_
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -60,6 +63,9 @@ struct WorkerChannelOptions {
   Duration heartbeat_interval = Seconds(2);
   Duration lease_ttl = Seconds(30);
   Duration lost_grace = Seconds(6);  // disconnected this long -> WorkerLost
+  // Zero: the larger of three heartbeat intervals and 5 s (a loaded worker
+  // may miss a beat or two without being dropped).
+  Duration silence_limit = Duration::zero();
 };
 
 // Where log traffic from workers goes (log_relay.h).
@@ -102,6 +108,7 @@ class WorkerChannel {
   struct Conn {
     std::shared_ptr<net::WsSession> session;
     WorkerId worker = 0;  // 0 until Hello
+    std::chrono::steady_clock::time_point last_heard;
   };
 
   void OnText(uint64_t conn, const std::string& text);
@@ -114,6 +121,8 @@ class WorkerChannel {
   void AckWhenDurable(WorkerId worker, proto::Ack ack);
   void Forget(WorkerId worker, const TaskId& task, uint32_t attempt);
   void FlushAssigns();
+  void ArmSilenceCheck();
+  void CheckSilence();
 
   net::EventLoop& loop_;
   CoreDriver& driver_;
@@ -125,6 +134,7 @@ class WorkerChannel {
   std::unordered_map<uint64_t, Conn> conns_;     // by session id
   std::unordered_map<WorkerId, uint64_t> workers_;  // connected worker -> session id
   std::map<WorkerId, std::unique_ptr<net::Timer>> lost_timers_;
+  net::Timer silence_timer_;
   // Sent (or to be sent) and not yet started/finished, per worker.
   std::map<WorkerId, std::map<TaskId, proto::Assignment>> unstarted_;
   std::map<WorkerId, std::vector<proto::Assignment>> pending_;  // this turn's batch
