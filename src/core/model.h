@@ -101,6 +101,10 @@ struct TaskOutcome {
   bool oom_killed = false;
   TaskUsage usage;
   std::string result;        // <= kMaxResultBytes
+  // The worker's own reason the attempt failed, whatever the exit code
+  // ("stdout not saved: no space left on device (...)"); empty: the exit
+  // code, signal and OOM flag decide.
+  std::string reason;
   friend bool operator==(const TaskOutcome&, const TaskOutcome&) = default;
 };
 

@@ -705,7 +705,7 @@ namespace {
 // result. Such an outcome is neither journaled nor kept.
 bool IsPlainSuccess(const TaskOutcome& o) {
   return o.exit_code == 0 && o.signal == 0 && !o.oom_killed && o.usage == TaskUsage{} &&
-         o.result.empty();
+         o.result.empty() && o.reason.empty();
 }
 
 }  // namespace
@@ -753,6 +753,9 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
     reason = "killed by signal " + std::to_string(got.signal);
   } else if (got.exit_code != 0) {
     reason = "exit code " + std::to_string(got.exit_code);
+  }
+  if (!got.reason.empty() && !(flags & (kFlagTimedOut | kFlagLeaseLost))) {
+    reason = reason.empty() ? got.reason : reason + "; " + got.reason;
   }
   if (reason.empty()) {
     Transition(r, TaskState::kSucceeded, "");

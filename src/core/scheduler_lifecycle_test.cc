@@ -196,6 +196,30 @@ TEST(DependencyTest, DependentsWaitAndAreCanceledWhenADependencyFails) {
   EXPECT_THAT(c.Take(), ElementsAre("state 2.0 waiting->canceled #0: dependency 1.1 failed"));
 }
 
+// The worker's own reason (output it could not save on a full disk) fails
+// the attempt even after exit 0, and is what the task says.
+TEST(LifecycleTest, WorkerReasonFailsAnAttemptThatExitedZero) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder()));
+  c.Run(T(1, 0));
+  c.Take();
+  TaskOutcome o;
+  o.reason = "stdout not saved: no space left on device (/w/1/0.1/stdout)";
+  c.FinishWith(T(1, 0), o);
+  EXPECT_EQ(c.scheduler().GetTask(T(1, 0))->state, TaskState::kFailed);
+  EXPECT_EQ(c.scheduler().GetTask(T(1, 0))->reason,
+            "stdout not saved: no space left on device (/w/1/0.1/stdout)");
+  // With an exit code too, both are told.
+  c.Submit(JobBuilder(TaskBuilder()));
+  c.Run(T(2, 0));
+  c.Take();
+  o.exit_code = 1;
+  c.FinishWith(T(2, 0), o);
+  EXPECT_EQ(c.scheduler().GetTask(T(2, 0))->reason,
+            "exit code 1; stdout not saved: no space left on device (/w/1/0.1/stdout)");
+}
+
 TEST(DependencyTest, AfterJobWaitsForTheWholeJob) {
   TestCluster c;
   c.AddWorker(WorkerBuilder().Cpus(4));

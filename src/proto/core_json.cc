@@ -19,13 +19,15 @@ bool ReadGpuGrant(const Json& j, const std::string& path, core::GpuGrant* out, D
 }
 
 Json OutcomeJson(const core::TaskOutcome& outcome) {
-  return Json{{"exit_code", outcome.exit_code},
-              {"signal", outcome.signal},
-              {"oom_killed", outcome.oom_killed},
-              {"wall_us", outcome.usage.wall.count()},
-              {"cpu_us", outcome.usage.cpu.count()},
-              {"peak_mem_bytes", outcome.usage.peak_mem_bytes},
-              {"result", outcome.result}};
+  Json j{{"exit_code", outcome.exit_code},
+         {"signal", outcome.signal},
+         {"oom_killed", outcome.oom_killed},
+         {"wall_us", outcome.usage.wall.count()},
+         {"cpu_us", outcome.usage.cpu.count()},
+         {"peak_mem_bytes", outcome.usage.peak_mem_bytes},
+         {"result", outcome.result}};
+  if (!outcome.reason.empty()) j["reason"] = outcome.reason;  // absent in older records
+  return j;
 }
 
 bool ReadOutcome(const Json& j, const std::string& path, core::TaskOutcome* out,
@@ -35,7 +37,8 @@ bool ReadOutcome(const Json& j, const std::string& path, core::TaskOutcome* out,
       !r.Bool("oom_killed", &out->oom_killed) || !r.Micros("wall_us", &out->usage.wall) ||
       !r.Micros("cpu_us", &out->usage.cpu) ||
       !r.Integer("peak_mem_bytes", &out->usage.peak_mem_bytes) ||
-      !r.String("result", &out->result, Need::kOptional)) {
+      !r.String("result", &out->result, Need::kOptional) ||
+      !r.String("reason", &out->reason, Need::kOptional)) {
     return false;
   }
   if (out->result.size() > core::kMaxResultBytes) {

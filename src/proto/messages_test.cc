@@ -16,6 +16,7 @@ core::TaskOutcome SampleOutcome() {
   o.oom_killed = true;
   o.usage = core::TaskUsage{Micros(1'234'567), Micros(987'654), 4ULL << 30};
   o.result = "{\"loss\": 0.25}\nline two \xc3\xa9";
+  o.reason = "stdout not saved: no space left on device (/w/1/0.1/stdout)";
   return o;
 }
 

@@ -113,6 +113,7 @@ core::TaskOutcome ToOutcome(const TaskResult& result) {
   out.usage.cpu = result.cpu;
   out.usage.peak_mem_bytes = result.peak_memory;
   out.result = result.result_text;
+  out.reason = result.disk_error;
   if (out.result.size() > core::kMaxResultBytes) {
     // The executor reads up to its own cap and appends a note when the file
     // was longer; cutting the text to the protocol's limit here must keep a

@@ -6,11 +6,13 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -87,6 +89,24 @@ std::string ReadResult(const std::string& path, uint64_t cap) {
   }
   close(fd);
   return text;
+}
+
+// "stdout not saved: no space left on device (PATH)" when the capture
+// could not write its file; empty otherwise.
+std::string OutputLossNote(const OutputCapture& out, const std::string& path) {
+  if (out.write_error().empty()) return "";
+  std::string error = out.write_error();
+  std::transform(error.begin(), error.end(), error.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string stream = path.ends_with("stderr") ? "stderr" : "stdout";
+  return stream + " not saved: " + error + " (" + path + ")";
+}
+
+// A note when the file system holding `dir` has no block left for the task.
+std::string FullDiskNote(const std::string& dir) {
+  struct statvfs fs {};
+  if (statvfs(dir.c_str(), &fs) != 0 || fs.f_bavail > 0) return "";
+  return "the task directory's file system is full (no space left on device)";
 }
 
 }  // namespace
@@ -541,6 +561,19 @@ void Executor::Finish(Task* task) {
     r.reason = r.signal != 0 ? "killed by signal " + std::to_string(r.signal)
                              : "exit code " + std::to_string(r.exit_code);
     if (task->canceled) r.reason = "canceled (" + r.reason + ")";
+  }
+  // Output the worker could not save (its file system is full) makes the
+  // attempt incomplete, so it does not count as a success; a task that
+  // failed on a full disk by itself gets told why.
+  std::string disk_note = OutputLossNote(*task->out[0], task->dirs.stdout_path);
+  if (disk_note.empty()) disk_note = OutputLossNote(*task->out[1], task->dirs.stderr_path);
+  if (disk_note.empty() && r.outcome == TaskOutcome::kFailed && !r.oom_killed) {
+    disk_note = FullDiskNote(task->dirs.task);
+  }
+  if (!disk_note.empty()) {
+    r.disk_error = disk_note;
+    if (r.outcome == TaskOutcome::kSucceeded) r.outcome = TaskOutcome::kFailed;
+    r.reason = r.reason.empty() ? disk_note : r.reason + "; " + disk_note;
   }
 
   std::unique_ptr<TaskCage> cage = std::move(task->cage);

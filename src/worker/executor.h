@@ -105,6 +105,11 @@ struct TaskResult {
   // Empty on success; else "exit code 3", "killed by signal 9",
   // "OOM-killed (limit 64 MiB, peak 64 MiB)", "canceled (killed by signal 15)".
   std::string reason;
+  // The part of `reason` that the exit code does not tell, for the server:
+  // output the worker could not save, or a full task file system ("stdout
+  // not saved: no space left on device (PATH)"). Such an attempt failed
+  // even when the task exited 0.
+  std::string disk_error;
   int exit_code = -1;  // when the task exited
   int signal = 0;      // when a signal ended it
   bool oom_killed = false;
