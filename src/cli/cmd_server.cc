@@ -11,6 +11,7 @@
 #include "cli/cli_common.h"
 #include "cli/cluster_flags.h"
 #include "cli/commands.h"
+#include "cli/discovery.h"
 #include "cli/stop_signals.h"
 #include "common/quantity.h"
 #include "net/event_loop.h"
@@ -132,7 +133,7 @@ Status UseRedis(const RedisFlags& redis, server::ServerConfig& config) {
   return Status::Ok();
 }
 
-int RunServer(const ServerFlags& flags, const RedisFlags& redis) {
+int RunServer(const ServerFlags& flags, const RedisFlags& redis, const BeaconFlags& beacon) {
   Result<server::ServerConfig> config = MakeServerConfig(flags);
   if (!config.ok()) return ReportError(config.status(), /*usage_on_invalid=*/true);
   if (Status s = UseRedis(redis, *config); !s.ok()) {
@@ -148,7 +149,12 @@ int RunServer(const ServerFlags& flags, const RedisFlags& redis) {
   });
   if (!signals.ok()) return ReportError(signals.status());
   PrintListening(**shell, *config);
+  RealClock clock;
+  Result<std::unique_ptr<net::BeaconSender>> beacon_sender =
+      StartBeacon(loop, beacon, **shell, *config, clock);
+  if (!beacon_sender.ok()) return ReportError(beacon_sender.status(), /*usage_on_invalid=*/true);
   loop.Run();
+  beacon_sender->reset();
   (*shell)->Stop();
   if (!redis.stepped_down->empty()) {
     std::cerr << "drover: no longer the leader (" << *redis.stepped_down << "); stepped down"
@@ -176,7 +182,10 @@ void AddServerCommand(CLI::App& root, int& exit_code) {
   cmd->add_option("--advertise", redis->advertise,
                   "With --redis: the HOST:PORT standbys send writers and workers to while this "
                   "server leads (default: --bind, or this host's name, and --port)");
-  cmd->callback([flags, redis, &exit_code] { exit_code = RunServer(*flags, *redis); });
+  auto beacon = std::make_shared<BeaconFlags>();
+  AddBeaconFlags(*cmd, *beacon);
+  cmd->callback(
+      [flags, redis, beacon, &exit_code] { exit_code = RunServer(*flags, *redis, *beacon); });
 }
 
 }  // namespace drover::cli

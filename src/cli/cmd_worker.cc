@@ -2,6 +2,7 @@
 // or SIGTERM (which kill the tasks it runs; the server reschedules them).
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -11,7 +12,9 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/connection.h"
+#include "cli/discovery.h"
 #include "cli/stop_signals.h"
+#include "common/quantity.h"
 #include "net/access_file.h"
 #include "net/event_loop.h"
 #include "worker/agent.h"
@@ -28,6 +31,10 @@ struct WorkerFlags {
   std::string fingerprint;
   bool no_tls = false;
   std::string workdir;
+  bool discover = false;  // --discover: the server comes from a beacon
+  uint16_t beacon_port = net::kDefaultBeaconPort;
+  std::string discover_timeout = "0s";
+  std::string reconnect_max = "30s";  // longest wait between reconnection attempts
   worker::AgentConfig agent;  // the overrides are parsed straight into it
 };
 
@@ -42,6 +49,12 @@ std::string DefaultWorkdir() {
 // access file when no --server is given (a worker on the server's machine).
 Status ResolveServers(const WorkerFlags& flags, worker::AgentConfig& config) {
   ASSIGN_OR_RETURN(std::string token, TokenFromFlags(flags.token, flags.token_file));
+  if (flags.discover) {
+    if (!flags.servers.empty()) return InvalidArgument("give --server or --discover, not both");
+    config.token = token;
+    ASSIGN_OR_RETURN(Duration timeout, ParseDuration(flags.discover_timeout));
+    return DiscoverServer(flags.beacon_port, timeout, config);
+  }
   if (!flags.servers.empty()) {
     config.servers = flags.servers;
     config.tls = !flags.no_tls;
@@ -75,6 +88,14 @@ int RunWorker(WorkerFlags& flags) {
     return ReportError(s, /*usage_on_invalid=*/true);
   }
   config.workdir = flags.workdir.empty() ? DefaultWorkdir() : flags.workdir;
+  Result<Duration> reconnect_max = ParseDuration(flags.reconnect_max);
+  if (!reconnect_max.ok() || *reconnect_max <= Duration::zero()) {
+    return ReportError(InvalidArgument("--reconnect-max: not a positive duration: " +
+                                       flags.reconnect_max),
+                       /*usage_on_invalid=*/true);
+  }
+  config.reconnect.max = *reconnect_max;
+  config.reconnect.initial = std::min(config.reconnect.initial, *reconnect_max);
   net::EventLoop loop;
   Result<std::unique_ptr<worker::Agent>> agent = worker::Agent::Start(loop, config);
   if (!agent.ok()) return ReportError(agent.status().WithContext("worker did not start"));
@@ -105,6 +126,16 @@ void AddWorkerCommand(CLI::App& root, int& exit_code) {
   cmd->add_option("--token-file", flags->token_file, "File holding the cluster token");
   cmd->add_option("--fingerprint", flags->fingerprint, "Pinned SHA-256 of the server certificate");
   cmd->add_flag("--no-tls", flags->no_tls, "Plain TCP (the server runs with --no-tls)");
+  cmd->add_flag("--discover", flags->discover,
+                "Join the first server whose LAN beacon verifies with the token (docs/lan.md)");
+  cmd->add_option("--beacon-port", flags->beacon_port, "With --discover: UDP port to listen on")
+      ->capture_default_str();
+  cmd->add_option("--discover-timeout", flags->discover_timeout,
+                  "With --discover: give up after this long (0s: wait forever)")
+      ->capture_default_str();
+  cmd->add_option("--reconnect-max", flags->reconnect_max,
+                  "Longest wait between attempts to reach a lost server")
+      ->capture_default_str();
   cmd->add_option("--name", a.name, "Worker name (default: host name); keeps its id across restarts");
   cmd->add_option("--workdir", flags->workdir, "Task directories (default ~/.local/state/drover/work)");
   cmd->add_option("--isolation", a.isolation, "auto, cgroup2, cgroup1, rlimit or none")

@@ -230,6 +230,7 @@ void ServerShell::Stop() {
 uint16_t ServerShell::port() const { return parts_->port; }
 const std::string& ServerShell::token() const { return parts_->token; }
 const std::string& ServerShell::fingerprint() const { return parts_->fingerprint; }
+const std::string& ServerShell::server_id() const { return parts_->server_id; }
 uint64_t ServerShell::discarded_bytes() const { return parts_->driver->stats().discarded_bytes; }
 
 std::string ServerShell::JoinCommand() const {

@@ -77,6 +77,8 @@ class ServerShell {
   const std::string& token() const;
   // SHA-256 of the certificate; empty without TLS.
   const std::string& fingerprint() const;
+  // Stable id of this server (kept in the state dir as server-id).
+  const std::string& server_id() const;
   // "drover worker --server HOST:PORT --token T --fingerprint F" (or
   // "--no-tls" instead of the fingerprint), HOST being this machine's name
   // when bound to all addresses.
