@@ -411,6 +411,9 @@ void Agent::Impl::OnHelloAck(const proto::HelloAck& ack) {
     heartbeat_ = ack.heartbeat_interval;
     lease_ttl_ = ack.lease_ttl;
     fence_.emplace(*fence);
+    // The timer may still be set for the start-up timing's later deadline
+    // (a 30 s lease): a link lost now must fence by the server's TTL.
+    ArmFence();
   } else {
     spdlog::warn("worker {}: ignoring the server's timing ({}); keeping heartbeat {} ms, lease "
                  "{} ms",
