@@ -95,9 +95,9 @@ std::string ReadResult(const std::string& path, uint64_t cap) {
 // could not write its file; empty otherwise.
 std::string OutputLossNote(const OutputCapture& out, const std::string& path) {
   if (out.write_error().empty()) return "";
+  // strerror's "No space left on device", in the lower case of a reason.
   std::string error = out.write_error();
-  std::transform(error.begin(), error.end(), error.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (const size_t at = error.find("No space"); at != std::string::npos) error[at] = 'n';
   const std::string stream = path.ends_with("stderr") ? "stderr" : "stdout";
   return stream + " not saved: " + error + " (" + path + ")";
 }
