@@ -1,6 +1,7 @@
 #include "worker/spawn.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -55,6 +56,45 @@ TEST(SpawnerTest, StartsInItsOwnSessionWithStdoutRedirected) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
   std::string pid = std::to_string(p->pid);
   EXPECT_EQ(testing::ReadFile(out), pid + " " + pid + " " + dir.path() + " bar\n");
+}
+
+void IgnoreSignal(int) {}
+
+// The child resets only the signals the parent catches or ignores (read
+// from /proc/self/status): the task must start with every disposition at
+// its default, as from a shell, whatever the worker installed.
+TEST(SpawnerTest, TaskStartsWithDefaultSignalDispositions) {
+  TempDir dir;
+  auto spawner = Spawner::Create();
+  ASSERT_TRUE(spawner.ok());
+  struct sigaction ignore {}, catcher {}, old_pipe {}, old_usr1 {}, old_hup {};
+  ignore.sa_handler = SIG_IGN;
+  catcher.sa_handler = IgnoreSignal;
+  ASSERT_EQ(sigaction(SIGPIPE, &ignore, &old_pipe), 0);
+  ASSERT_EQ(sigaction(SIGUSR1, &catcher, &old_usr1), 0);
+  ASSERT_EQ(sigaction(SIGHUP, &ignore, &old_hup), 0);
+  std::string out = dir.path() + "/status";
+  int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  Argv argv({"cat", "/proc/self/status"});
+  char* envp[] = {nullptr};
+  SpawnPlan plan;
+  plan.path = "/bin/cat";
+  plan.argv = argv.ptrs.data();
+  plan.envp = envp;
+  plan.stdout_fd = fd;
+  plan.display_name = "cat";
+  auto p = (*spawner)->Spawn(plan);
+  sigaction(SIGPIPE, &old_pipe, nullptr);
+  sigaction(SIGUSR1, &old_usr1, nullptr);
+  sigaction(SIGHUP, &old_hup, nullptr);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  close(fd);
+  int status = Reap(*p);
+  ASSERT_TRUE(WIFEXITED(status));
+  const std::string text = testing::ReadFile(out);
+  EXPECT_NE(text.find("\nSigIgn:\t0000000000000000\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nSigCgt:\t0000000000000000\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nSigBlk:\t0000000000000000\n"), std::string::npos) << text;
 }
 
 TEST(SpawnerTest, ChildSideFailuresComeBackThroughTheErrorPipe) {
