@@ -99,7 +99,36 @@ void Journal::Append(std::string_view record, DoneCallback done) {
 
 Journal::~Journal() {
   // The owner is going away: finish the write, but run no callbacks.
-  if (helper_.joinable()) helper_.join();
+  if (helper_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    helper_.join();
+  }
+}
+
+void Journal::HelperLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || (job_flight_ != nullptr && !job_done_); });
+    // A batch handed over is written even when stopping (the destructor
+    // finishes the write in flight).
+    if (job_flight_ == nullptr || job_done_) return;
+    Flight* flight = job_flight_;
+    WritableFile* file = job_file_;
+    const uint64_t offset = job_offset_;
+    std::function<void()> wake = job_wake_;
+    lock.unlock();
+    WriteBatch(*file, offset, *flight);
+    // Done only once `wake` has run, so a reap never leaves a wake-up of
+    // this batch behind to meet the next one.
+    wake();
+    lock.lock();
+    job_done_ = true;
+    cv_.notify_all();
+  }
 }
 
 void Journal::WriteBatch(WritableFile& file, uint64_t offset, Flight& flight) {
@@ -158,16 +187,29 @@ void Journal::SyncInBackground(std::function<void()> wake) {
   flight_->callbacks = std::move(pending_callbacks_);
   pending_.clear();
   pending_callbacks_.clear();
-  helper_ = std::thread([file = file_.get(), offset = durable_bytes_, flight = flight_.get(),
-                         wake = wake_] {
-    WriteBatch(*file, offset, *flight);
-    wake();
-  });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_flight_ = flight_.get();
+    job_file_ = file_.get();
+    job_offset_ = durable_bytes_;
+    job_wake_ = wake_;
+    job_done_ = false;
+  }
+  if (!helper_.joinable()) {
+    helper_ = std::thread([this] { HelperLoop(); });
+  } else {
+    cv_.notify_all();
+  }
 }
 
 void Journal::ReapBackground() {
   if (!flight_) return;
-  if (helper_.joinable()) helper_.join();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return job_done_; });
+    job_flight_ = nullptr;
+    job_file_ = nullptr;
+  }
   std::unique_ptr<Flight> flight = std::move(flight_);
   const Status& status = flight->status;
   // As in Sync(): a failed write that was cut off leaves the journal
