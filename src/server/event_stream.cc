@@ -54,11 +54,27 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
 
 void EventStream::Publish(const core::TaskStateChanged& change, Time at) {
   if (subs_.empty()) return;
-  std::string text;
+  std::shared_ptr<const std::string> text;
   for (auto& [id, sub] : subs_) {
     if (sub.job && *sub.job != change.task.job) continue;
-    if (text.empty()) text = proto::EncodeTaskEvent(change, at);
-    sub.session->SendText(text);
+    if (!text) text = std::make_shared<const std::string>(proto::EncodeTaskEvent(change, at));
+    pending_.push_back(Pending{id, text});
+  }
+  if (pending_.empty() || flush_posted_) return;
+  flush_posted_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  loop_.Post([this, alive] {
+    if (!alive.expired()) Flush();
+  });
+}
+
+void EventStream::Flush() {
+  flush_posted_ = false;
+  std::vector<Pending> pending;
+  pending.swap(pending_);
+  for (const Pending& p : pending) {
+    auto it = subs_.find(p.sub);
+    if (it != subs_.end()) it->second.session->SendText(*p.text);
   }
 }
 

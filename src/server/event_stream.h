@@ -8,6 +8,14 @@
 // events are produced on the same loop thread, so a client waiting for a
 // job's end cannot miss it between the two.
 //
+// Live events of one turn of the loop are sent together at its end
+// (Flush, which the shell calls after the core's turn, once the turn's
+// assignments went to the workers; a posted flush covers any other
+// caller): a worker waiting for its next task does not wait for the
+// encryption and sends of the event stream. Each event goes to the
+// subscribers that matched when it was published, so a client attaching
+// in between gets it in its snapshot, not twice.
+//
 // Subscribers only read; any text they send is ignored. A subscriber that
 // does not read fast enough is closed by the session's queue limit.
 //
@@ -17,12 +25,15 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "common/ids.h"
 #include "common/time.h"
 #include "core/commands.h"
 #include "core/scheduler.h"
+#include "net/event_loop.h"
 #include "net/http_types.h"
 #include "net/ws_session.h"
 
@@ -30,7 +41,8 @@ namespace drover::server {
 
 class EventStream {
  public:
-  explicit EventStream(const core::Scheduler& scheduler) : scheduler_(scheduler) {}
+  EventStream(const core::Scheduler& scheduler, net::EventLoop& loop)
+      : scheduler_(scheduler), loop_(loop) {}
   ~EventStream();
 
   // The route's open handler. A bad ?job= closes the session with the
@@ -38,6 +50,8 @@ class EventStream {
   void Attach(std::shared_ptr<net::WsSession> session, const net::Request& request, Time now);
 
   void Publish(const core::TaskStateChanged& change, Time at);
+  // Sends what Publish buffered.
+  void Flush();
 
   void Stop();
   size_t subscriber_count() const { return subs_.size(); }
@@ -47,8 +61,15 @@ class EventStream {
     std::shared_ptr<net::WsSession> session;
     std::optional<JobId> job;
   };
+  struct Pending {
+    uint64_t sub = 0;
+    std::shared_ptr<const std::string> text;
+  };
   const core::Scheduler& scheduler_;
+  net::EventLoop& loop_;
   std::unordered_map<uint64_t, Sub> subs_;
+  std::vector<Pending> pending_;
+  bool flush_posted_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -141,12 +141,18 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   wopts.lost_grace =
       cfg.lost_grace > Duration::zero() ? cfg.lost_grace : 3 * cfg.heartbeat_interval;
   p->channel = std::make_unique<WorkerChannel>(loop, *p->driver, *p->registry, wopts);
-  p->events = std::make_unique<EventStream>(*p->scheduler);
+  p->events = std::make_unique<EventStream>(*p->scheduler, loop);
   p->logs = std::make_unique<LogRelay>(loop, *p->scheduler, *p->channel, cfg.log_fetch_timeout);
   p->logs->Install();
   p->expiry = std::make_unique<net::Timer>(loop);
   Parts* parts = p.get();
-  p->driver->SetAfterTurn([parts] { parts->RearmExpiry(); });
+  // At the end of each core turn: the turn's assignments first (a worker
+  // waits for them), then the event stream, then the expiry timer.
+  p->driver->SetAfterTurn([parts] {
+    parts->channel->FlushAssigns();
+    parts->events->Flush();
+    parts->RearmExpiry();
+  });
 
   // Any registered worker may run an assignment the journal never saw: the
   // restored core holds placement until they are back (restore_settle).

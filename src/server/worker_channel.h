@@ -101,6 +101,11 @@ class WorkerChannel {
   // Exit -> next start on each worker, from the workers' timestamps.
   const HandoffStats& handoffs() const { return handoffs_; }
 
+  // Sends the assignments made so far in this turn (one Assign per worker).
+  // Called by the shell at the end of each core turn; otherwise a posted
+  // flush sends them.
+  void FlushAssigns();
+
   // Closes every connection; no WorkerLost is sent afterwards.
   void Stop();
 
@@ -120,7 +125,6 @@ class WorkerChannel {
   // Sends `ack` to the worker once every record appended so far is durable.
   void AckWhenDurable(WorkerId worker, proto::Ack ack);
   void Forget(WorkerId worker, const TaskId& task, uint32_t attempt);
-  void FlushAssigns();
   void ArmSilenceCheck();
   void CheckSilence();
 

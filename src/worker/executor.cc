@@ -576,17 +576,20 @@ void Executor::Finish(Task* task) {
     r.reason = r.reason.empty() ? disk_note : r.reason + "; " + disk_note;
   }
 
+  // Erase before the callback so that it may start the next attempt. The
+  // cage is recycled after it: the result reaches the server first (the
+  // recycling reads and resets counters, a few system calls), and the next
+  // task's cage can only be asked for once the server has heard.
   std::unique_ptr<TaskCage> cage = std::move(task->cage);
-  if (!cage->Remove().ok()) stale_cages_.push_back(std::move(cage));
-  for (auto it = stale_cages_.begin(); it != stale_cages_.end();) {
-    it = (*it)->Remove().ok() ? stale_cages_.erase(it) : it + 1;
-  }
-
-  // Erase before the callback so that it may start the next attempt.
   DoneCallback done = std::move(task->done);
   TaskResult result = std::move(r);
   tasks_.erase(task->id);
   if (done) done(result);
+
+  if (!cage->Remove().ok()) stale_cages_.push_back(std::move(cage));
+  for (auto it = stale_cages_.begin(); it != stale_cages_.end();) {
+    it = (*it)->Remove().ok() ? stale_cages_.erase(it) : it + 1;
+  }
 }
 
 }  // namespace drover::worker
