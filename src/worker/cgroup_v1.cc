@@ -293,7 +293,13 @@ class CgroupV1Isolator final : public Isolator {
                            "-1"));
       RETURN_IF_ERROR(take(kCpuacct, nullptr, "", ""));
       RETURN_IF_ERROR(take(kFreezer, nullptr, "", ""));
-      if (spec.milli_cpus > 0 && h_[kCpu].present) {
+      // Pinned to exactly as many cores as it asked CPUs, the task is
+      // capped by its cpuset already: a quota of the same size would only
+      // add a cgroup to join (~60 us of every start on a VM).
+      const bool capped_by_cpuset =
+          h_[kCpuset].present && !spec.cores.empty() &&
+          spec.milli_cpus == static_cast<int64_t>(spec.cores.size()) * 1000;
+      if (spec.milli_cpus > 0 && h_[kCpu].present && !capped_by_cpuset) {
         // The default period is 100 ms; quota = share of it.
         RETURN_IF_ERROR(
             take(kCpu, "cpu.cfs_quota_us", std::to_string(spec.milli_cpus * 100), "-1"));

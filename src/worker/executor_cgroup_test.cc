@@ -105,6 +105,39 @@ TEST_F(CgroupV1Executor, HalfACpuBurningForTwoSecondsUsesAboutOneSecond) {
   EXPECT_LE(r.cpu, Millis(1250)) << r.cpu.count() << " us";
 }
 
+// A task pinned to as many cores as it asked CPUs needs no CPU quota (the
+// cpuset caps it) and joins no cpu cgroup; a fractional request does.
+TEST_F(CgroupV1Executor, QuotaCgroupOnlyWhenTheCpusetDoesNotCapTheTask) {
+  auto cpu_line = [](const std::string& text) {
+    for (size_t at = 0; at < text.size();) {
+      size_t end = text.find('\n', at);
+      if (end == std::string::npos) end = text.size();
+      std::string line = text.substr(at, end - at);
+      // "4:cpu:/path" (the cpu controller alone; "cpuacct", "cpuset" differ)
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos && line.compare(colon, 5, ":cpu:") == 0) return line;
+      at = end + 1;
+    }
+    return std::string();
+  };
+  TaskSpec whole = Task(1, {"cat", "/proc/self/cgroup"});
+  whole.cores = {0};
+  whole.milli_cpus = 1000;
+  TaskResult r = h_->Run(whole);
+  ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason;
+  std::string line = cpu_line(ReadFile(r.dirs.stdout_path));
+  ASSERT_FALSE(line.empty()) << ReadFile(r.dirs.stdout_path);
+  EXPECT_EQ(line.find("/drover/w"), std::string::npos) << line;
+
+  TaskSpec part = Task(2, {"cat", "/proc/self/cgroup"});
+  part.cores = {0};
+  part.milli_cpus = 500;
+  r = h_->Run(part);
+  ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason;
+  line = cpu_line(ReadFile(r.dirs.stdout_path));
+  EXPECT_NE(line.find("/drover/w"), std::string::npos) << line;
+}
+
 TEST_F(CgroupV1Executor, ConcurrentTasksSeeOnlyTheirOwnCore) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs two cores";
   for (uint32_t core : {0u, 1u}) {
