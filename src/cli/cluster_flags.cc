@@ -45,6 +45,10 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
   app.add_option("--lease-ttl", flags.lease_ttl,
                  "Lease time-to-live: how long a silent worker's tasks stay its own")
       ->capture_default_str();
+  app.add_option("--restore-settle", flags.restore_settle,
+                 "After a restart, hold placement this long (0 for not at all) or until every "
+                 "worker that was attached before has re-attached")
+      ->capture_default_str();
   app.add_option("--policy", flags.policy, "Placement policy: spread, pack or round-robin")
       ->capture_default_str();
   app.add_option("--access-file", flags.access_file,
@@ -65,6 +69,10 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
                            ") must be longer than two heartbeats (--heartbeat " +
                            FormatDuration(config.heartbeat_interval) + ")");
   }
+  Result<Duration> settle = ParseDuration(flags.restore_settle);
+  if (!settle.ok()) return settle.status().WithContext("--restore-settle");
+  if (*settle < Duration::zero()) return InvalidArgument("--restore-settle: must not be negative");
+  config.scheduler.restore_settle = *settle;
   Result<core::PolicyKind> policy = core::ParsePolicy(flags.policy);
   if (!policy.ok()) return policy.status().WithContext("--policy");
   config.scheduler.policy = *policy;

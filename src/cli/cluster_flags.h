@@ -24,6 +24,7 @@ struct ServerFlags {
   bool no_tls = false;
   std::string heartbeat = "2s";
   std::string lease_ttl = "30s";
+  std::string restore_settle = "10s";
   std::string policy = "spread";
   std::string access_file;  // default: $DROVER_ACCESS, then net's default path
 };

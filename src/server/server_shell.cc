@@ -154,9 +154,10 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
     parts->RearmExpiry();
   });
 
-  // Any registered worker may run an assignment the journal never saw: the
-  // restored core holds placement until they are back (restore_settle).
-  p->scheduler->ExpectWorkers(p->registry->Ids());
+  // An active worker (attached and not declared lost since) may run an
+  // assignment the journal never saw: the restored core holds placement
+  // until they are back (restore_settle, --restore-settle).
+  p->scheduler->ExpectWorkers(p->registry->Active());
   RETURN_IF_ERROR(p->driver->Recover());
 
   net::ServerOptions sopts;

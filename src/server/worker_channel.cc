@@ -152,6 +152,10 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
   Result<WorkerId> id = registry_.IdFor(hello.worker_name);
   if (!id.ok()) return Reject(conn, id.status());
   const WorkerId worker = *id;
+  // Durably active before the core hears of it, so before any assignment:
+  // a restarted server then waits for this worker (registry header).
+  Status active = registry_.MarkActive(worker);
+  if (!active.ok()) return Reject(conn, active.WithContext("recording the worker"));
 
   // A second connection for the same worker replaces the first.
   if (auto old = workers_.find(worker); old != workers_.end() && old->second != conn) {
@@ -301,6 +305,10 @@ void WorkerChannel::OnClosed(uint64_t conn, const Status& status) {
     if (info.ok() && !info->lost) {
       spdlog::warn("worker {} did not come back; declaring it lost", worker);
       driver_.Handle(core::WorkerLost{worker});
+      // Its tasks go elsewhere once their leases are gone, and it fences
+      // them itself; a restart need not wait for it.
+      Status inactive = registry_.MarkInactive(worker);
+      if (!inactive.ok()) spdlog::warn("worker registry: {}", inactive.ToString());
     }
   });
   lost_timers_[worker] = std::move(timer);

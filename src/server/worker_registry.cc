@@ -26,6 +26,18 @@ Result<std::unique_ptr<WorkerRegistry>> WorkerRegistry::Open(std::string path) {
     }
     reg->ids_[name] = id.get<WorkerId>();
   }
+  if (!j.contains("active")) {
+    for (const auto& [name, id] : reg->ids_) reg->active_.insert(id);
+    return reg;
+  }
+  if (!j["active"].is_array()) return InvalidArgument(path + ": \"active\" is not a list of ids");
+  for (const auto& id : j["active"]) {
+    if (!id.is_number_unsigned() || id.get<WorkerId>() == 0 ||
+        id.get<WorkerId>() >= reg->next_id_) {
+      return InvalidArgument(path + ": bad id " + id.dump() + " in \"active\"");
+    }
+    reg->active_.insert(id.get<WorkerId>());
+  }
   return reg;
 }
 
@@ -56,6 +68,24 @@ std::vector<WorkerId> WorkerRegistry::Ids() const {
   return ids;
 }
 
+std::vector<WorkerId> WorkerRegistry::Active() const {
+  return std::vector<WorkerId>(active_.begin(), active_.end());
+}
+
+Status WorkerRegistry::MarkActive(WorkerId id) {
+  if (!active_.insert(id).second) return Status::Ok();
+  Status saved = Save();
+  if (!saved.ok()) active_.erase(id);
+  return saved;
+}
+
+Status WorkerRegistry::MarkInactive(WorkerId id) {
+  if (active_.erase(id) == 0) return Status::Ok();
+  Status saved = Save();
+  if (!saved.ok()) active_.insert(id);
+  return saved;
+}
+
 std::string WorkerRegistry::NameOf(WorkerId id) const {
   for (const auto& [name, known] : ids_) {
     if (known == id) return name;
@@ -66,7 +96,9 @@ std::string WorkerRegistry::NameOf(WorkerId id) const {
 Status WorkerRegistry::Save() const {
   nlohmann::json workers = nlohmann::json::object();
   for (const auto& [name, id] : ids_) workers[name] = id;
-  nlohmann::json j{{"next_id", next_id_}, {"workers", workers}};
+  nlohmann::json active = nlohmann::json::array();
+  for (WorkerId id : active_) active.push_back(id);
+  nlohmann::json j{{"next_id", next_id_}, {"workers", workers}, {"active", active}};
   return net::WritePrivateFile(path_, j.dump(1) + "\n");
 }
 

@@ -3,9 +3,18 @@
 // the same worker (its running tasks are matched, not re-run).
 //
 // The map lives in "<state_dir>/workers.json" as
-//   {"next_id": 4, "workers": {"gpu-box": 1, "lab-pc-2": 2, "lab-pc-3": 3}}
-// and is rewritten atomically (temporary file + rename) whenever a new name
-// is seen. Ids start at 1 and are never reused.
+//   {"next_id": 4, "workers": {"gpu-box": 1, "lab-pc-2": 2, "lab-pc-3": 3},
+//    "active": [1, 3]}
+// and is rewritten atomically (temporary file + rename, fsynced) whenever a
+// new name is seen or the active set changes. Ids start at 1 and are never
+// reused.
+//
+// "active" are the workers that attached and were not declared lost since:
+// only they may hold an assignment the journal never saw, so after a crash
+// the restored core waits for them (restore_settle), not for every machine
+// that ever joined. A worker is marked active, durably, before the core
+// hears of it and so before any assignment can go to it. A file without
+// "active" (older versions) counts every worker as active.
 //
 // Thread safety: none; the server's event loop owns it.
 #ifndef DROVER_SERVER_WORKER_REGISTRY_H_
@@ -14,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,6 +50,12 @@ class WorkerRegistry {
 
   // Every registered id (in name order).
   std::vector<WorkerId> Ids() const;
+  // The active ids (ascending), as loaded and as marked since.
+  std::vector<WorkerId> Active() const;
+  // Marks `id` active / inactive and persists the change (a no-op when it
+  // is so already). Errors: the file cannot be written (nothing changes).
+  Status MarkActive(WorkerId id);
+  Status MarkInactive(WorkerId id);
 
   size_t size() const { return ids_.size(); }
 
@@ -49,6 +65,7 @@ class WorkerRegistry {
 
   std::string path_;
   std::map<std::string, WorkerId> ids_;
+  std::set<WorkerId> active_;
   WorkerId next_id_ = 1;
 };
 

@@ -53,5 +53,38 @@ TEST_F(WorkerRegistryTest, AnUnwritableFileGivesNoId) {
   EXPECT_EQ((*reg)->Find("a"), std::nullopt);
 }
 
+TEST_F(WorkerRegistryTest, TheActiveSetSurvivesReopenAndOldFilesCountEveryone) {
+  {
+    auto reg = WorkerRegistry::Open(path_);
+    ASSERT_TRUE(reg.ok());
+    const WorkerId a = (*reg)->IdFor("a").value();
+    const WorkerId b = (*reg)->IdFor("b").value();
+    (void)(*reg)->IdFor("retired").value();
+    EXPECT_TRUE((*reg)->Active().empty());  // known, never attached since
+    ASSERT_TRUE((*reg)->MarkActive(b).ok());
+    ASSERT_TRUE((*reg)->MarkActive(a).ok());
+    ASSERT_TRUE((*reg)->MarkActive(a).ok());
+    ASSERT_TRUE((*reg)->MarkInactive(b).ok());
+  }
+  auto reg = WorkerRegistry::Open(path_);
+  ASSERT_TRUE(reg.ok());
+  EXPECT_EQ((*reg)->Active(), std::vector<WorkerId>{1});
+
+  // A file written before "active" existed: every worker may hold work.
+  ASSERT_TRUE(
+      net::WritePrivateFile(path_, R"({"next_id": 3, "workers": {"a": 1, "b": 2}})").ok());
+  reg = WorkerRegistry::Open(path_);
+  ASSERT_TRUE(reg.ok());
+  EXPECT_EQ((*reg)->Active(), (std::vector<WorkerId>{1, 2}));
+
+  ASSERT_TRUE(net::WritePrivateFile(
+                  path_, R"({"next_id": 3, "workers": {"a": 1}, "active": [1, 7]})")
+                  .ok());
+  reg = WorkerRegistry::Open(path_);
+  ASSERT_FALSE(reg.ok());
+  EXPECT_NE(reg.status().message().find("bad id 7 in \"active\""), std::string::npos)
+      << reg.status().message();
+}
+
 }  // namespace
 }  // namespace drover::server

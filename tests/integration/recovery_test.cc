@@ -214,6 +214,27 @@ TEST(RecoveryTest, ATaskTheJournalLostIsNotPlacedOnAnotherWorkerBackFirst) {
   EXPECT_EQ(Lines(runs + "1"), std::vector<std::string>{"run"}) << "ran twice";
 }
 
+// Only workers that were attached (and not declared lost) when the server
+// died can hold an assignment its journal never saw; a restart waits for
+// those, not for every machine that ever joined. With a settle far longer
+// than the job's timeout, a wait for a retired worker would fail this test.
+TEST(RecoveryTest, ARestartDoesNotWaitForAWorkerDeclaredLostBefore) {
+  Cluster c({"--heartbeat", "200ms", "--lease-ttl", "2s", "--restore-settle", "30m"});
+  Process& first = c.StartServer();
+  Process& retired = c.StartWorker("retired", {"--cpus", "1"});
+  retired.Signal(SIGKILL);
+  ASSERT_TRUE(first.WaitForLine("declaring it lost", In(kStartTimeout))) << first.output();
+  c.StartWorker("current", {"--cpus", "1"});
+  c.KillServer(SIGKILL);
+
+  Process& second = c.StartServer();
+  ASSERT_TRUE(second.WaitForLine("(current)", In(kStartTimeout))) << second.output();
+  const uint64_t job = SubmittedJob(c.Drover({"submit", "--name", "after", "--", "true"}));
+  ASSERT_GT(job, 0u);
+  RunResult wait = c.Drover({"wait", std::to_string(job)});
+  EXPECT_EQ(wait.status, 0) << wait.output << "\nserver:\n" << second.output();
+}
+
 // The journal file(s) under the state dir, largest first.
 std::string JournalFile(const std::string& state) {
   std::string best;
