@@ -164,6 +164,15 @@ Result<std::unique_ptr<StandbyServer>> StandbyServer::Start(net::EventLoop& loop
       s->RefuseSession(session);
     });
   }
+  // The dashboard lives on the leader (it needs the event stream and
+  // writes): a browser pointed at a standby is sent there, the token in the
+  // URL's fragment going along (browsers keep it across a redirect).
+  for (const char* path : {"/", "/index.html", "/assets/*"}) {
+    server.Route("GET", path, [s](const net::Request& request, net::Responder done) {
+      done(s->Redirect(request));
+    });
+    server.AllowPublic(path);
+  }
   AddStateReadRoutes(
       server, [s]() -> const core::Scheduler& { return *s->view; },
       [s](net::Handler h) { return s->Checked(std::move(h)); }, /*explain=*/false);

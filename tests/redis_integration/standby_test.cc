@@ -131,6 +131,16 @@ TEST(RedisStandbyTest, StandbyServesReadsSendsWritersAndWorkersToTheLeaderAndTak
     EXPECT_EQ(body["error"]["leader"], Address(a)) << r->body;
     EXPECT_EQ(body["error"]["code"], "unavailable") << r->body;
   }
+  // A browser at the standby's address (no token: the dashboard's page is
+  // public) is sent to the leader's dashboard.
+  {
+    net::ClientOptions anonymous = Only(c, b);
+    anonymous.token.clear();
+    Result<net::Response> r = net::HttpClient(anonymous).Get("/");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->status, 307) << r->body;
+    EXPECT_EQ(r->headers["location"], "https://" + Address(a) + "/");
+  }
   // The CLI, standby first, follows the redirect.
   const std::string go = c.dir() + "/go";
   const std::string runs = c.dir() + "/runs.";
