@@ -26,7 +26,25 @@ Status Scheduler::Restore(const Record& record) {
           t.worker = r.worker;
           if (r.state == TaskState::kRunning) t.started_us = ToMicros(r.at);
           if (r.state == TaskState::kQueued || IsTerminal(r.state)) t.finished_us = ToMicros(r.at);
-          if (!r.reason.empty()) s.extras[State::ExtraKey(ref)].reason = r.reason;
+          if (!r.reason.empty()) {
+            s.extras[State::ExtraKey(ref)].reason = r.reason;
+          } else if (r.state == TaskState::kSucceeded) {
+            // As Transition does live: a success clears a retry's reason.
+            if (auto e = s.extras.find(State::ExtraKey(ref)); e != s.extras.end()) {
+              e->second.reason.clear();
+            }
+          }
+          if (r.state == TaskState::kSucceeded) {
+            // A plain success (exit 0, nothing measured) is not journaled
+            // and clears the outcome live: an earlier attempt's outcome must
+            // not come back with this one's success.
+            auto seen = s.restored_outcome_attempts.find(ref);
+            if (seen == s.restored_outcome_attempts.end() || seen->second != r.attempt) {
+              if (auto e = s.extras.find(State::ExtraKey(ref)); e != s.extras.end()) {
+                e->second.outcome.reset();
+              }
+            }
+          }
           if (r.state == TaskState::kAssigned) {
             Allocation& alloc = s.restored_allocs[ref];
             alloc.cores = r.cores;
@@ -39,6 +57,7 @@ Status Scheduler::Restore(const Record& record) {
         } else {
           ASSIGN_OR_RETURN(TaskRef ref, s.Find(r.task));
           s.extras[State::ExtraKey(ref)].outcome = r.outcome;
+          s.restored_outcome_attempts[ref] = r.attempt;
           return Status::Ok();
         }
       },
@@ -124,6 +143,7 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
     }
   }
   s.restored_allocs.clear();
+  s.restored_outcome_attempts.clear();
   if (s.config.restore_settle > Duration::zero()) {
     s.settle_waiting.insert(s.expected_workers.begin(), s.expected_workers.end());
     for (const auto& [worker, slots] : s.orphans) s.settle_waiting.insert(worker);

@@ -34,6 +34,29 @@ void ExpectSameTasks(Scheduler& a, Scheduler& b) {
   }
 }
 
+// A retried task that then succeeds has no reason live (success clears the
+// retry's reason); a replay of its records must not bring the old one back.
+TEST(RestoreTest, ASuccessAfterARetryKeepsNoStaleReason) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder().Retries(1)));
+  c.Run(T(1, 0));
+  c.Finish(T(1, 0), 3);  // attempt 1 fails; a retry is due after its backoff
+  ASSERT_FALSE(c.scheduler().GetTask(T(1, 0))->reason.empty());
+  c.Advance(Seconds(3600));
+  c.Run(T(1, 0));
+  c.Finish(T(1, 0));
+  ASSERT_EQ(c.scheduler().GetTask(T(1, 0))->state, TaskState::kSucceeded);
+  c.Take();
+
+  Scheduler restored;
+  for (const Record& r : c.journal()) ASSERT_TRUE(restored.Restore(r).ok());
+  Outbox out;
+  restored.FinishRestore(c.now(), out);
+  ExpectSameTasks(c.scheduler(), restored);
+  EXPECT_EQ(restored.GetTask(T(1, 0))->reason, "");
+}
+
 TEST(RestoreTest, ReplayedRecordsRebuildJobAndTaskStates) {
   TestCluster c;
   c.AddWorker(WorkerBuilder().Cpus(2));

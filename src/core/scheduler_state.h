@@ -197,6 +197,8 @@ struct Scheduler::State {
   Outbox* out = nullptr;  // set during Handle
   // While restoring: the resources of tasks last recorded assigned.
   std::map<TaskRef, Allocation> restored_allocs;
+  // During restore: the attempt of each task's latest OutcomeRecord.
+  std::map<TaskRef, uint32_t> restored_outcome_attempts;
 
   // --- lookups (scheduler.cc) ---
   static uint64_t ExtraKey(TaskRef r) { return (uint64_t{r.job} << 32) | r.index; }
