@@ -6,7 +6,10 @@
 // a third of its instructions there. Every HTTPS request and WebSocket a
 // client makes shares this one. Trust comes from the pinned certificate
 // fingerprint, checked after each handshake (tls_identity.h), so the
-// context itself verifies nothing.
+// context itself verifies nothing. It offers TLS 1.3 only, with X25519 and
+// TLS_AES_128_GCM_SHA256 (Drover's servers speak TLS 1.3), and is made
+// without reading openssl.cnf or registering OpenSSL's exit-time cleanup
+// when it is the first use of OpenSSL in the process (a CLI command).
 //
 // Thread safety: created once, thread-safely; OpenSSL allows any thread to
 // make connections from a shared context.

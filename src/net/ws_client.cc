@@ -6,10 +6,13 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/beast/http.hpp>
 #include <optional>
 
 #include "net/client_tls.h"
 #include "net/event_loop_asio.h"
+#include "net/http_client_beast.h"
+#include "net/literal_endpoint.h"
 #include "net/tls_identity.h"
 #include "net/ws_session_impl.h"
 
@@ -31,11 +34,14 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
   using Ws = websocket::stream<NextLayer>;
 
   ConnectOp(asio::io_context& io, ClientOptions options, std::string target, std::string fingerprint,
-            WsConnectCallback done)
+            WsConnectCallback done, std::optional<ClientRequest> first = std::nullopt,
+            WsTargetFn then = nullptr)
       : options_(std::move(options)),
         target_(std::move(target)),
         fingerprint_(std::move(fingerprint)),
         done_(std::move(done)),
+        first_(std::move(first)),
+        then_(std::move(then)),
         resolver_(io) {
     if constexpr (kTls) {
       // Trust comes from the pinned fingerprint, checked after the handshake.
@@ -47,6 +53,14 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
   }
 
   void Begin() {
+    if (auto literal = internal::LiteralEndpoint(options_.host, options_.port)) {
+      // Still from the loop, like every other outcome.
+      asio::post(resolver_.get_executor(),
+                 [self = this->shared_from_this(), endpoints = std::move(*literal)] {
+                   self->Connect(endpoints);
+                 });
+      return;
+    }
     resolver_.async_resolve(options_.host, std::to_string(options_.port),
                             [self = this->shared_from_this()](error_code ec,
                                                               tcp::resolver::results_type results) {
@@ -79,7 +93,7 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
       if constexpr (kTls) {
         self->TlsHandshake();
       } else {
-        self->Upgrade();
+        self->Proceed();
       }
     });
   }
@@ -93,8 +107,53 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
           Status pinned =
               CheckPeerFingerprint(self->ws_->next_layer().native_handle(), self->fingerprint_);
           if (!pinned.ok()) return self->Fail(pinned);
-          self->Upgrade();
+          self->Proceed();
         });
+  }
+
+  // After the connection is made (and pinned): the request first, if any.
+  void Proceed() {
+    if (first_) return SendFirst();
+    Upgrade();
+  }
+
+  void SendFirst() {
+    request_.emplace(internal::MakeBeastRequest(*first_, options_, /*keep_alive=*/true));
+    Lowest().expires_after(options_.timeout);
+    http::async_write(ws_->next_layer(), *request_,
+                      [self = this->shared_from_this()](error_code ec, size_t) {
+                        if (ec) return self->Fail(self->NetError(ec, "sending the request failed to"));
+                        self->ReadFirst();
+                      });
+  }
+
+  void ReadFirst() {
+    parser_.emplace();
+    parser_->body_limit(options_.max_response_bytes);
+    http::async_read(ws_->next_layer(), buffer_, *parser_,
+                     [self = this->shared_from_this()](error_code ec, size_t) {
+                       self->OnFirstResponse(ec);
+                     });
+  }
+
+  void OnFirstResponse(error_code ec) {
+    if (ec == http::error::body_limit) {
+      return Fail(ResourceExhausted("response from " + options_.host + " larger than " +
+                                    std::to_string(options_.max_response_bytes) + " bytes"));
+    }
+    if (ec) return Fail(NetError(ec, "reading the response failed from"));
+    const bool keep_alive = parser_->get().keep_alive();
+    Response response = internal::FromBeastResponse(parser_->release());
+    Result<std::string> target = then_(response);
+    if (!target.ok()) return Fail(target.status());
+    if (!keep_alive || buffer_.size() != 0) {
+      // The server ends the connection after its answer (or sent more than
+      // it was asked): the stream needs a connection of its own.
+      return Fail(Unavailable("server " + options_.host + ":" + std::to_string(options_.port) +
+                              " closed the connection after its answer"));
+    }
+    target_ = std::move(*target);
+    Upgrade();
   }
 
   void Upgrade() {
@@ -149,6 +208,11 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
   std::string target_;
   std::string fingerprint_;
   WsConnectCallback done_;
+  std::optional<ClientRequest> first_;  // sent before the upgrade, if any
+  WsTargetFn then_;
+  std::optional<internal::BeastRequest> request_;
+  std::optional<http::response_parser<http::string_body>> parser_;
+  beast::flat_buffer buffer_;
   tcp::resolver resolver_;
   std::shared_ptr<ssl::context> tls_;
   std::optional<Ws> ws_;
@@ -158,12 +222,14 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
 
 }  // namespace
 
-void ConnectWebSocket(EventLoop& loop, const ClientOptions& options, std::string target,
-                      WsConnectCallback done) {
+namespace {
+
+void StartConnect(EventLoop& loop, const ClientOptions& options, std::string target,
+                  WsConnectCallback done, std::optional<ClientRequest> first, WsTargetFn then) {
   asio::io_context& io = IoContextOf(loop);
   if (!options.tls) {
-    auto op = std::make_shared<ConnectOp<beast::tcp_stream>>(io, options, std::move(target), "",
-                                                             std::move(done));
+    auto op = std::make_shared<ConnectOp<beast::tcp_stream>>(
+        io, options, std::move(target), "", std::move(done), std::move(first), std::move(then));
     op->Begin();
     return;
   }
@@ -179,8 +245,21 @@ void ConnectWebSocket(EventLoop& loop, const ClientOptions& options, std::string
     return;
   }
   auto op = std::make_shared<ConnectOp<internal::TlsStream>>(io, options, std::move(target),
-                                                             *fingerprint, std::move(done));
+                                                             *fingerprint, std::move(done),
+                                                             std::move(first), std::move(then));
   op->Begin();
+}
+
+}  // namespace
+
+void ConnectWebSocket(EventLoop& loop, const ClientOptions& options, std::string target,
+                      WsConnectCallback done) {
+  StartConnect(loop, options, std::move(target), std::move(done), std::nullopt, nullptr);
+}
+
+void RequestThenWebSocket(EventLoop& loop, const ClientOptions& options, ClientRequest request,
+                          WsTargetFn then, WsConnectCallback done) {
+  StartConnect(loop, options, "", std::move(done), std::move(request), std::move(then));
 }
 
 }  // namespace drover::net
