@@ -10,6 +10,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/streams.h"
 #include "cli/submit_spec.h"
 #include "cli/views.h"
 #include "cli/wait_job.h"
@@ -32,6 +33,17 @@ Result<JobId> SendJob(ApiClient& api, std::string body) {
 // Exit status for a finished job: 0 when every task succeeded.
 int ExitFor(const JobWatch& watch) { return watch.succeeded() ? kExitOk : kExitFailure; }
 
+// The end of `submit --wait`: a line on stderr when a task did not
+// succeed, and the exit status.
+int Finished(JobId job, const JobWatch& watch) {
+  if (!watch.succeeded()) {
+    std::cerr << "drover: job " << job << ": " << watch.count("failed") << " failed, "
+              << watch.count("canceled") << " canceled (drover status " << job << ")"
+              << std::endl;
+  }
+  return ExitFor(watch);
+}
+
 struct SubmitOptions {
   ClientFlags client;
   SubmitFlags spec;
@@ -50,18 +62,24 @@ int RunSubmit(const SubmitOptions& o) {
   }
   Result<ApiClient> api = Connect(o.client);
   if (!api.ok()) return ReportError(api.status());
+  if (o.wait && task_count && api->options().alternates.empty()) {
+    // One server: the job and its events share one connection (one TLS
+    // handshake). With standbys to fail over to, ApiClient's path below.
+    JobWatch watch(*task_count);
+    SubmitFollowResult r = SubmitAndFollowJob(
+        api->options(), *body, watch, [](JobId job) { std::cout << job << std::endl; }, nullptr);
+    if (!r.redirected) {
+      if (!r.status.ok()) return ReportError(r.status);
+      return Finished(*r.job, watch);
+    }
+  }
   Result<JobId> job = SendJob(*api, std::move(*body));
   if (!job.ok()) return ReportError(job.status());
   std::cout << *job << std::endl;
   if (!o.wait) return kExitOk;
   Result<JobWatch> watch = WaitForJob(*api, *job, Progress::kNone, task_count);
   if (!watch.ok()) return ReportError(watch.status());
-  if (!watch->succeeded()) {
-    std::cerr << "drover: job " << *job << ": " << watch->count("failed") << " failed, "
-              << watch->count("canceled") << " canceled (drover status " << *job << ")"
-              << std::endl;
-  }
-  return ExitFor(*watch);
+  return Finished(*job, *watch);
 }
 
 struct RunOptions {

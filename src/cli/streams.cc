@@ -7,7 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/api_client.h"
 #include "net/backoff.h"
+#include "net/http_types.h"
 #include "net/event_loop.h"
 #include "net/ws_client.h"
 
@@ -31,11 +33,10 @@ Time SteadyNow() {
 // time. Everything runs on the loop thread.
 class JobFollower {
  public:
-  JobFollower(net::EventLoop& loop, const net::ClientOptions& options, JobId job, JobWatch& watch,
+  JobFollower(net::EventLoop& loop, const net::ClientOptions& options, JobWatch& watch,
               const JobChangeFn& on_change, Duration reconnect_for)
       : loop_(loop),
         options_(options),
-        target_("/api/v1/events?job=" + std::to_string(job)),
         watch_(watch),
         on_change_(on_change),
         reconnect_for_(reconnect_for),
@@ -44,6 +45,49 @@ class JobFollower {
                  [rng = std::make_shared<std::mt19937>(std::random_device{}())] {
                    return std::uniform_real_distribution<double>(0.0, 1.0)(*rng);
                  }) {}
+
+  // Follows `job`, connecting now.
+  void Follow(JobId job) {
+    target_ = EventsTarget(job);
+    Connect();
+  }
+
+  // Posts the job, then follows it on the same connection. Until the
+  // server has answered, a failure ends it all: the job may exist, and a
+  // write is never sent twice.
+  void SubmitThenFollow(std::string spec_json, std::function<void(JobId)> on_submitted) {
+    net::ClientRequest post;
+    post.method = "POST";
+    post.target = "/api/v1/jobs";
+    post.body = std::move(spec_json);
+    net::RequestThenWebSocket(
+        loop_, options_, std::move(post),
+        [this, on_submitted = std::move(on_submitted)](
+            const net::Response& answer) -> Result<std::string> {
+          auto role = answer.headers.find("x-drover-role");
+          if (answer.status == 307 && role != answer.headers.end() && role->second == "standby") {
+            redirected_ = true;
+            return Unavailable("server " + AddressOf(options_) + " is a standby");
+          }
+          RETURN_IF_ERROR(net::StatusFromResponse(answer));
+          nlohmann::json reply = nlohmann::json::parse(answer.body, nullptr, false);
+          auto id = reply.is_object() ? reply.find("id") : reply.end();
+          if (!reply.is_object() || id == reply.end() || !id->is_number_unsigned()) {
+            return Internal("the server's answer has no job id: " + answer.body);
+          }
+          job_ = id->get<JobId>();
+          target_ = EventsTarget(*job_);
+          on_submitted(*job_);
+          return target_;
+        },
+        [this](Result<std::shared_ptr<net::WsSession>> session) {
+          if (!session.ok()) {
+            if (!job_) return Finish(session.status());
+            return Lost(session.status());
+          }
+          OnOpen(std::move(*session));
+        });
+  }
 
   void Connect() {
     net::ConnectWebSocket(loop_, options_, target_,
@@ -54,8 +98,14 @@ class JobFollower {
   }
 
   const Status& result() const { return result_; }
+  std::optional<JobId> job() const { return job_; }
+  bool redirected() const { return redirected_; }
 
  private:
+  static std::string EventsTarget(JobId job) {
+    return "/api/v1/events?job=" + std::to_string(job);
+  }
+
   void OnOpen(std::shared_ptr<net::WsSession> session) {
     session_ = session;
     offline_since_.reset();
@@ -109,6 +159,8 @@ class JobFollower {
   std::shared_ptr<net::WsSession> session_;
   bool finished_ = false;
   Status result_;
+  std::optional<JobId> job_;  // once submitted (SubmitThenFollow)
+  bool redirected_ = false;
 };
 
 }  // namespace
@@ -116,11 +168,24 @@ class JobFollower {
 Status FollowJob(const net::ClientOptions& options, JobId job, JobWatch& watch,
                  const JobChangeFn& on_change, Duration reconnect_for) {
   net::EventLoop loop;
-  auto follower =
-      std::make_unique<JobFollower>(loop, options, job, watch, on_change, reconnect_for);
-  follower->Connect();
+  auto follower = std::make_unique<JobFollower>(loop, options, watch, on_change, reconnect_for);
+  follower->Follow(job);
   loop.Run();
   Status result = follower->result();
+  follower.reset();
+  loop.Poll();  // let the closing session finish its callbacks
+  return result;
+}
+
+SubmitFollowResult SubmitAndFollowJob(const net::ClientOptions& options, std::string spec_json,
+                                      JobWatch& watch,
+                                      const std::function<void(JobId)>& on_submitted,
+                                      const JobChangeFn& on_change, Duration reconnect_for) {
+  net::EventLoop loop;
+  auto follower = std::make_unique<JobFollower>(loop, options, watch, on_change, reconnect_for);
+  follower->SubmitThenFollow(std::move(spec_json), on_submitted);
+  loop.Run();
+  SubmitFollowResult result{follower->result(), follower->job(), follower->redirected()};
   follower.reset();
   loop.Poll();  // let the closing session finish its callbacks
   return result;

@@ -14,6 +14,7 @@
 #define DROVER_CLI_STREAMS_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -34,6 +35,30 @@ using JobChangeFn = std::function<void(const TaskEventView&, const JobWatch&)>;
 // `reconnect_for`.
 Status FollowJob(const net::ClientOptions& options, JobId job, JobWatch& watch,
                  const JobChangeFn& on_change, Duration reconnect_for = Seconds(60));
+
+// What SubmitAndFollowJob did.
+struct SubmitFollowResult {
+  // OK once the watch is done; otherwise the submission's error (as
+  // ApiClient::Post: the server's error, kUnavailable, ...) or, once the job
+  // exists, FollowJob's.
+  Status status;
+  std::optional<JobId> job;  // set as soon as the server accepted the job
+  // The server is a standby and named its leader (HTTP 307): nothing was
+  // submitted; send the job through ApiClient, which follows the redirect.
+  bool redirected = false;
+};
+
+// `submit --wait` on one connection: POSTs `spec_json` to /api/v1/jobs and
+// upgrades the same connection (keep-alive) to the job's event stream,
+// which then goes on as FollowJob (reconnects included). `on_submitted`
+// gets the job's id when the server answers. A submission that fails is
+// never sent again (the job may exist), and only `options`' own server is
+// tried: callers with standbys to fail over to use ApiClient.
+SubmitFollowResult SubmitAndFollowJob(const net::ClientOptions& options, std::string spec_json,
+                                      JobWatch& watch,
+                                      const std::function<void(JobId)>& on_submitted,
+                                      const JobChangeFn& on_change,
+                                      Duration reconnect_for = Seconds(60));
 
 // Calls `on_bytes` with the log's bytes as they come. OK at the end of the
 // log; the server's error message otherwise (kNotFound for an unknown task).

@@ -16,6 +16,8 @@
 #include "common/status.h"
 #include "net/client_options.h"
 #include "net/event_loop.h"
+#include "net/http_client.h"
+#include "net/http_types.h"
 #include "net/ws_session.h"
 
 namespace drover::net {
@@ -30,6 +32,21 @@ using WsConnectCallback = std::function<void(Result<std::shared_ptr<WsSession>>)
 
 void ConnectWebSocket(EventLoop& loop, const ClientOptions& options, std::string target,
                       WsConnectCallback done);
+
+// One connection for a request and then a stream (`drover submit --wait`:
+// POST the job, then follow its events): sends `request` (keep-alive),
+// hands the response, whatever its HTTP status, to `then`, and upgrades the
+// same connection to the WebSocket at the target `then` returns. That saves
+// a second TCP connect and TLS handshake. When `then` returns an error,
+// `done` gets that error and the connection is closed.
+// Failures before the response as HttpClient::Send (kUnavailable,
+// kDeadlineExceeded, kFailedPrecondition for the pin, kResourceExhausted
+// for a response over options.max_response_bytes); after it as
+// ConnectWebSocket, and kUnavailable when the server closed the connection
+// after its answer. `then` runs on the loop thread before `done`.
+using WsTargetFn = std::function<Result<std::string>(const Response&)>;
+void RequestThenWebSocket(EventLoop& loop, const ClientOptions& options, ClientRequest request,
+                          WsTargetFn then, WsConnectCallback done);
 
 }  // namespace drover::net
 

@@ -54,7 +54,17 @@ class WsTest : public ::testing::TestWithParam<bool> {
         if (auto s = weak.lock()) s->SendBinary(std::move(m));
       });
       s->OnClose([this, s](const Status& st) { server_closed_.Push(st); });
+      ws_remotes_.Push(r.remote);
       s->SendText("hello " + r.path_params.at("name"));
+    });
+    // A job submission's stand-in for RequestThenWebSocket: names the
+    // stream to follow.
+    server_->Route("POST", "/jobs", [this](const Request& r, Responder done) {
+      http_remotes_.Push(r.remote);
+      Response res;
+      res.status = 201;
+      res.body = R"({"name":")" + r.body + R"("})";
+      done(std::move(res));
     });
     ASSERT_TRUE(server_->Start().ok());
     loop_thread_ = std::make_unique<LoopThread>(loop_);
@@ -96,6 +106,8 @@ class WsTest : public ::testing::TestWithParam<bool> {
   std::unique_ptr<Server> server_;
   std::unique_ptr<LoopThread> loop_thread_;
   Inbox<Status> server_closed_;
+  Inbox<std::string> ws_remotes_;    // the peer of each WebSocket opened
+  Inbox<std::string> http_remotes_;  // the peer of each POST /jobs
 };
 
 TEST_P(WsTest, EchoTextAndBinaryBothWays) {
@@ -177,6 +189,87 @@ TEST_P(WsTest, ServerStopDropsClients) {
   EXPECT_FALSE(end->ok());
   Seen again;
   EXPECT_EQ(Connect(Client(), "/ws/w", &again).status().code(), StatusCode::kUnavailable);
+}
+
+TEST_P(WsTest, RequestThenWebSocketUsesOneConnection) {
+  Seen seen;
+  Inbox<Response> answers;
+  Inbox<Result<std::shared_ptr<WsSession>>> opened;
+  ClientRequest post;
+  post.method = "POST";
+  post.target = "/jobs";
+  post.body = "beta";
+  loop_.Post([&, o = Client()] {
+    RequestThenWebSocket(
+        loop_, o, post,
+        [&](const Response& r) -> Result<std::string> {
+          answers.Push(r);
+          return std::string("/ws/from-") + (r.body.find("beta") != std::string::npos ? "beta" : "?");
+        },
+        [&](Result<std::shared_ptr<WsSession>> r) {
+          if (r.ok()) seen.Attach(**r);
+          opened.Push(std::move(r));
+        });
+  });
+  std::optional<Response> answer = answers.Pop();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->status, 201);
+  EXPECT_EQ(answer->body, R"({"name":"beta"})");
+  auto session = opened.Pop();
+  ASSERT_TRUE(session.has_value());
+  ASSERT_TRUE(session->ok()) << session->status().ToString();
+  EXPECT_EQ(seen.text.Pop().value_or("<none>"), "hello from-beta");
+  // The same client address and port on both sides: one connection (and,
+  // with TLS, one handshake) carried the request and the stream.
+  std::optional<std::string> http_peer = http_remotes_.Pop();
+  std::optional<std::string> ws_peer = ws_remotes_.Pop();
+  ASSERT_TRUE(http_peer.has_value() && ws_peer.has_value());
+  EXPECT_EQ(*http_peer, *ws_peer);
+  std::shared_ptr<WsSession> open = **session;
+  open->SendText("still open");
+  EXPECT_EQ(seen.text.Pop().value_or("<none>"), "still open");
+  open->Close("done");
+  EXPECT_TRUE(seen.closed.Pop().has_value());
+}
+
+TEST_P(WsTest, RequestThenWebSocketEndsWhereThenFails) {
+  Inbox<Status> result;
+  ClientRequest post;
+  post.method = "POST";
+  post.target = "/jobs";
+  post.body = "gamma";
+  loop_.Post([&, o = Client()] {
+    RequestThenWebSocket(
+        loop_, o, post, [](const Response&) -> Result<std::string> { return NotFound("no such job"); },
+        [&](Result<std::shared_ptr<WsSession>> r) { result.Push(r.ok() ? Status::Ok() : r.status()); });
+  });
+  std::optional<Status> status = result.Pop();
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(status->code(), StatusCode::kNotFound);
+  EXPECT_EQ(status->message(), "no such job");
+  EXPECT_TRUE(http_remotes_.Pop().has_value());  // the request did reach the server
+}
+
+TEST_P(WsTest, RequestThenWebSocketRefusedTokenIsReported) {
+  Inbox<Status> result;
+  bool then_ran = false;
+  ClientRequest post;
+  post.method = "POST";
+  post.target = "/jobs";
+  loop_.Post([&, o = Client(std::string(64, 'f'))] {
+    RequestThenWebSocket(
+        loop_, o, post,
+        [&](const Response& r) -> Result<std::string> {
+          then_ran = true;
+          RETURN_IF_ERROR(StatusFromResponse(r));
+          return std::string("/ws/x");
+        },
+        [&](Result<std::shared_ptr<WsSession>> r) { result.Push(r.ok() ? Status::Ok() : r.status()); });
+  });
+  std::optional<Status> status = result.Pop();
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(status->code(), StatusCode::kUnauthenticated) << status->ToString();
+  EXPECT_TRUE(then_ran);
 }
 
 INSTANTIATE_TEST_SUITE_P(TlsAndPlain, WsTest, ::testing::Bool(),

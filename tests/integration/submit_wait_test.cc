@@ -1,0 +1,73 @@
+// `drover submit --wait` with real processes over TLS: the job and its end
+// travel on one connection (cli/streams.h SubmitAndFollowJob), and the
+// exit status is the job's outcome.
+#include <signal.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "cluster.h"
+
+namespace drover::testing {
+namespace {
+
+// The job id `submit --wait` printed on its first line; 0 when none.
+uint64_t FirstLineJob(const RunResult& r) {
+  const std::string first = r.output.substr(0, r.output.find('\n'));
+  if (first.empty() || first.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return std::stoull(first);
+}
+
+TEST(SubmitWaitTest, ReturnsOnlyOnceEveryTaskEndedWithTheJobsOutcome) {
+  Cluster c;
+  c.StartServer();
+  c.StartWorker("w1");
+
+  // Each of the three tasks leaves a file as its last act: when --wait
+  // returns, all three must be there and the server must agree.
+  const std::string marks = c.dir() + "/mark.";
+  RunResult ok = c.Drover({"submit", "--wait", "--array", "0-2", "--", "sh", "-c",
+                           "echo done > " + marks + "{index}"});
+  ASSERT_EQ(ok.status, 0) << ok.output;
+  const uint64_t job = FirstLineJob(ok);
+  ASSERT_GT(job, 0u) << ok.output;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Lines(marks + std::to_string(i)), std::vector<std::string>{"done"}) << i;
+  }
+  nlohmann::json info = c.Get("/api/v1/jobs/" + std::to_string(job));
+  ASSERT_EQ(info["tasks"].size(), 3u) << info.dump(2);
+  for (const nlohmann::json& t : info["tasks"]) EXPECT_EQ(t["state"], "succeeded") << t.dump();
+
+  // A failing task: exit status 1 and a line saying what failed.
+  RunResult failed = c.Drover({"submit", "--wait", "--", "false"});
+  EXPECT_EQ(failed.status, 1) << failed.output;
+  const uint64_t failed_job = FirstLineJob(failed);
+  ASSERT_GT(failed_job, job) << failed.output;
+  EXPECT_NE(failed.output.find("job " + std::to_string(failed_job) + ": 1 failed"),
+            std::string::npos)
+      << failed.output;
+}
+
+TEST(SubmitWaitTest, RefusedSubmissionIsReportedAndSubmitsNothing) {
+  Cluster c;
+  c.StartServer();
+  // The server refuses the token on the request itself: one line, exit 1,
+  // and no job.
+  RunResult refused = c.Drover({"submit", "--wait", "--token", std::string(64, '0'), "--", "true"});
+  EXPECT_EQ(refused.status, 1) << refused.output;
+  EXPECT_NE(refused.output.find("drover: "), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("token"), std::string::npos) << refused.output;
+  EXPECT_EQ(FirstLineJob(refused), 0u) << refused.output;
+  EXPECT_TRUE(c.Get("/api/v1/jobs")["jobs"].empty());
+
+  // A server that cannot be reached: the same, naming the address.
+  const std::string address = "127.0.0.1:" + std::to_string(c.port());
+  c.KillServer(SIGKILL);
+  RunResult unreachable = c.Drover({"submit", "--wait", "--", "true"});
+  EXPECT_EQ(unreachable.status, 1) << unreachable.output;
+  EXPECT_NE(unreachable.output.find(address), std::string::npos) << unreachable.output;
+}
+
+}  // namespace
+}  // namespace drover::testing
