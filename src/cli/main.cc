@@ -1,6 +1,9 @@
 // drover: the server, the worker agent and the client in one binary
 // (DESIGN.md). See docs/guide.md for usage.
+#include <algorithm>
 #include <iostream>
+#include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -20,15 +23,44 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough(false);
   int exit_code = drover::cli::kExitOk;
-  drover::cli::AddServerCommand(app, exit_code);
-  drover::cli::AddWorkerCommand(app, exit_code);
-  drover::cli::AddUpCommand(app, exit_code);
-  drover::cli::AddSubmitCommands(app, exit_code);
-  drover::cli::AddStatusCommands(app, exit_code);
-  drover::cli::AddLogsCommand(app, exit_code);
-  drover::cli::AddControlCommands(app, exit_code);
-  drover::cli::AddReportCommand(app, exit_code);
-  drover::sim::AddSimCommand(app, exit_code);
+  // Every command is a fresh process, and each group's options cost ~0.3
+  // million instructions to build: build the group that the first argument
+  // names, and every group (in this order) when it names none of them or
+  // when the group turns out not to have it, so help and errors read the
+  // same.
+  using AddFn = void (*)(CLI::App&, int&);
+  struct Group {
+    std::vector<std::string_view> names;
+    AddFn add;
+  };
+  const Group groups[] = {
+      {{"server"}, drover::cli::AddServerCommand},
+      {{"worker"}, drover::cli::AddWorkerCommand},
+      {{"up"}, drover::cli::AddUpCommand},
+      {{"submit", "run"}, drover::cli::AddSubmitCommands},
+      {{"status", "workers"}, drover::cli::AddStatusCommands},
+      {{"logs"}, drover::cli::AddLogsCommand},
+      {{"cancel", "wait", "drain"}, drover::cli::AddControlCommands},
+      {{"report"}, drover::cli::AddReportCommand},
+      {{"sim"}, drover::sim::AddSimCommand},
+  };
+  const std::string_view first = argc > 1 ? argv[1] : "";
+  const Group* chosen = nullptr;
+  for (const Group& g : groups) {
+    if (std::find(g.names.begin(), g.names.end(), first) != g.names.end()) chosen = &g;
+  }
+  if (chosen != nullptr) chosen->add(app, exit_code);
+  const auto has_first = [&] {
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      if (sub->get_name() == first) return true;
+    }
+    return false;
+  };
+  if (chosen == nullptr || !has_first()) {
+    for (const Group& g : groups) {
+      if (&g != chosen) g.add(app, exit_code);
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
