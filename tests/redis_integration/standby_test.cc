@@ -286,5 +286,44 @@ TEST(RedisStandbyTest, PausedLeaderIsReplacedAndNoTaskRunsTwice) {
   }
 }
 
+// `submit --wait` naming one server takes its one-connection path (post,
+// then follow on the same connection). Given only a standby, the 307 ends
+// that path with nothing submitted, and the command goes the usual way,
+// which follows the redirect: one job, on the leader, waited for.
+TEST(RedisStandbyTest, SubmitWaitGivenOnlyTheStandbyIsSentToTheLeaderOnce) {
+  auto redis = StartRedis();
+  ASSERT_NE(redis, nullptr);
+  const std::vector<std::string> flags = RedisFlags(*redis, {}, "9s");
+  Cluster c(flags);
+  Result<int> port_a = FreePort();
+  Result<int> port_b = FreePort();
+  ASSERT_TRUE(port_a.ok() && port_b.ok());
+  ASSERT_NE(*port_a, *port_b);
+  const uint16_t a = static_cast<uint16_t>(*port_a);
+  const uint16_t b = static_cast<uint16_t>(*port_b);
+  Process leader(ServerOn(c, a, flags, c.access_file()));
+  ASSERT_TRUE(leader.WaitForLine("drover: listening on " + Address(a), In(kStartTimeout)))
+      << leader.output();
+  Process standby(ServerOn(c, b, flags, c.dir() + "/standby-access.json"));
+  ASSERT_TRUE(standby.WaitForLine("drover: standby serving reads on port " + std::to_string(b),
+                                  In(kStartTimeout)))
+      << standby.output();
+  c.StartWorker("solo");
+
+  const std::string b_only = WriteAccess(c, "b-only.json", Address(b));
+  RunResult waited = DroverWith(c, b_only, {"submit", "--wait", "--", "true"});
+  ASSERT_EQ(waited.status, 0) << waited.output;
+  Result<nlohmann::json> jobs = cli::ApiClient(Only(c, a)).Get("/api/v1/jobs");
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  ASSERT_EQ((*jobs)["jobs"].size(), 1u) << jobs->dump(2);
+  const nlohmann::json& job = (*jobs)["jobs"][0];
+  EXPECT_EQ(waited.output.substr(0, waited.output.find('\n')), job["id"].dump()) << waited.output;
+  Result<nlohmann::json> info =
+      cli::ApiClient(Only(c, a)).Get("/api/v1/jobs/" + job["id"].dump());
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  ASSERT_EQ((*info)["tasks"].size(), 1u) << info->dump(2);
+  EXPECT_EQ((*info)["tasks"][0]["state"], "succeeded") << info->dump(2);
+}
+
 }  // namespace
 }  // namespace drover::testing
