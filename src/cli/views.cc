@@ -183,6 +183,24 @@ std::string TaskView(const json& task, int64_t now_ms) {
       out += "\nresult:\n" + result;
     }
   }
+  // Every attempt, when there was more than one (the one attempt is above).
+  const json& attempts = Array(task, "attempts");
+  if (attempts.size() > 1) {
+    Table history({"ATTEMPT", "WORKER", "STARTED", "FINISHED", "ENDED AS", "EXIT", "REASON"});
+    for (const json& a : attempts) {
+      const json o = a.value("outcome", json());
+      std::string exit = "-";
+      if (o.is_object()) {
+        const int64_t signal = Int(o, "signal", 0);
+        exit = signal != 0 ? "signal " + std::to_string(signal) : Str(o, "exit_code");
+      }
+      std::string reason = Str(a, "reason");
+      if (reason.empty()) reason = "-";
+      history.AddRow({Str(a, "attempt"), Str(a, "worker"), ShortTime(a, "started_at"),
+                      ShortTime(a, "finished_at"), Str(a, "state"), exit, reason});
+    }
+    out += "\nattempts:\n" + history.Render();
+  }
   std::string explain = Str(task, "explain");
   if (explain != "-" && !explain.empty()) {
     if (explain.back() != '\n') explain += '\n';

@@ -65,6 +65,30 @@ TEST(ViewsTest, TaskViewShowsOutcomeResultAndExplain) {
   EXPECT_NE(text.find("explain:\nfinished\n"), std::string::npos) << text;
 }
 
+TEST(ViewsTest, TaskViewListsEveryAttemptWhenThereWereSeveral) {
+  json task = json::parse(R"({
+    "id": "7.8", "group": "g", "array_index": 0, "state": "succeeded", "attempt": 2,
+    "attempts": [
+      {"attempt": 1, "worker": 3, "state": "retried", "reason": "worker lost",
+       "started_at": "2026-11-30T10:00:00.000Z", "finished_at": "2026-11-30T10:00:05.000Z",
+       "outcome": null},
+      {"attempt": 2, "worker": 4, "state": "succeeded", "reason": "",
+       "started_at": "2026-11-30T10:00:06.000Z", "finished_at": "2026-11-30T10:00:07.000Z",
+       "outcome": {"exit_code": 0, "signal": 0}}]})");
+  const std::string text = TaskView(task, 0);
+  EXPECT_NE(text.find("attempts:\nATTEMPT  WORKER  STARTED"), std::string::npos) << text;
+  EXPECT_NE(text.find("1        3       2026-11-30 10:00:00Z  2026-11-30 10:00:05Z  retried    "
+                      "-     worker lost"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("2        4       2026-11-30 10:00:06Z  2026-11-30 10:00:07Z  succeeded  0"),
+            std::string::npos)
+      << text;
+  // One attempt: nothing more than the fields above.
+  task["attempts"].erase(0);
+  EXPECT_EQ(TaskView(task, 0).find("attempts:"), std::string::npos);
+}
+
 TEST(ViewsTest, WorkersAndEmptyListsAndOddShapes) {
   json workers = json::parse(R"({"workers":[{"id":1,"name":"a","cpu_cores":[0,1],
     "free_cores":[1],"mem_bytes":2147483648,"free_mem_bytes":1073741824,"gpus":[],

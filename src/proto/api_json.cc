@@ -20,6 +20,19 @@ int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0
 
 int64_t UnixMillis(Time t) { return FloorDiv(ToMicros(t), 1000); }
 
+// A finished attempt's outcome; null when there is none.
+Json OutcomeJson(const std::optional<core::TaskOutcome>& outcome) {
+  if (!outcome) return nullptr;
+  const core::TaskOutcome& o = *outcome;
+  return Json{{"exit_code", o.exit_code},
+              {"signal", o.signal},
+              {"oom_killed", o.oom_killed},
+              {"wall_ms", FloorDiv(o.usage.wall.count(), 1000)},
+              {"cpu_ms", FloorDiv(o.usage.cpu.count(), 1000)},
+              {"peak_mem_bytes", o.usage.peak_mem_bytes},
+              {"result", o.result}};
+}
+
 // Sets "<key>" (RFC 3339) and "<key>_ms".
 void PutTime(Json& j, const std::string& key, std::optional<Time> t) {
   if (!t) {
@@ -278,18 +291,18 @@ nlohmann::json TaskInfoJson(const core::TaskInfo& task) {
   PutTime(j, "started_at", task.started_at);
   PutTime(j, "finished_at", task.finished_at);
   PutTime(j, "retry_at", task.retry_at);
-  if (task.outcome) {
-    const core::TaskOutcome& o = *task.outcome;
-    j["outcome"] = Json{{"exit_code", o.exit_code},
-                        {"signal", o.signal},
-                        {"oom_killed", o.oom_killed},
-                        {"wall_ms", FloorDiv(o.usage.wall.count(), 1000)},
-                        {"cpu_ms", FloorDiv(o.usage.cpu.count(), 1000)},
-                        {"peak_mem_bytes", o.usage.peak_mem_bytes},
-                        {"result", o.result}};
-  } else {
-    j["outcome"] = nullptr;
-  }
+  j["outcome"] = OutcomeJson(task.outcome);
+  return j;
+}
+
+nlohmann::json AttemptJson(const AttemptView& a) {
+  Json j{{"attempt", a.attempt},
+         {"worker", a.worker ? Json(*a.worker) : Json()},
+         {"state", a.state},
+         {"reason", a.reason}};
+  PutTime(j, "started_at", a.started_at);
+  PutTime(j, "finished_at", a.finished_at);
+  j["outcome"] = OutcomeJson(a.outcome);
   return j;
 }
 

@@ -38,6 +38,7 @@
 #define DROVER_PROTO_API_JSON_H_
 
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,19 @@ std::string FormatRfc3339(Time t);
 nlohmann::json JobInfoJson(const core::JobInfo& job);
 nlohmann::json TaskInfoJson(const core::TaskInfo& task);
 nlohmann::json WorkerInfoJson(const core::WorkerInfo& worker);
+// One attempt of a task, for GET /api/v1/tasks/{id}'s "attempts": `state` is
+// what the attempt ended as ("retried" for one that sent its task back to
+// the queue) or, for the latest attempt, the task's state.
+struct AttemptView {
+  uint32_t attempt = 0;
+  std::optional<WorkerId> worker;
+  std::optional<Time> started_at;
+  std::optional<Time> finished_at;
+  std::string state;
+  std::string reason;
+  std::optional<core::TaskOutcome> outcome;
+};
+nlohmann::json AttemptJson(const AttemptView& attempt);
 
 // As compact JSON text.
 std::string EncodeJobInfo(const core::JobInfo& job);

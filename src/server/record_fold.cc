@@ -15,6 +15,20 @@ void RecordFold::Add(const core::Record& record) {
           if (job == jobs_.end()) return;  // Restore would reject it too
           TaskRecords& t = job->second.tasks[r.task.index];
           if constexpr (std::is_same_v<T, core::TaskRecord>) {
+            const bool active = t.latest && (t.latest->state == core::TaskState::kAssigned ||
+                                              t.latest->state == core::TaskState::kRunning);
+            if (r.state == core::TaskState::kQueued && r.attempt > 0 && active &&
+                t.latest->attempt == r.attempt) {
+              PastAttempt p;
+              p.attempt = r.attempt;
+              p.worker = t.latest->worker;
+              if (t.latest->state == core::TaskState::kRunning) p.started_at = t.latest->at;
+              p.ended_at = r.at;
+              p.reason = r.reason;
+              if (t.outcome && t.outcome->attempt == r.attempt) p.outcome = t.outcome->outcome;
+              if (t.past.size() >= kMaxPastAttempts) t.past.erase(t.past.begin());
+              t.past.push_back(std::move(p));
+            }
             if (r.state == core::TaskState::kAssigned) {
               t.assigned = r;
             } else if (r.state != core::TaskState::kRunning) {
@@ -34,11 +48,36 @@ std::shared_ptr<const core::JobSpec> RecordFold::Spec(JobId job) const {
   return it == jobs_.end() ? nullptr : it->second.job.spec;
 }
 
+std::vector<RecordFold::PastAttempt> RecordFold::PastAttempts(TaskId task) const {
+  auto job = jobs_.find(task.job);
+  if (job == jobs_.end()) return {};
+  auto t = job->second.tasks.find(task.index);
+  if (t == job->second.tasks.end()) return {};
+  return t->second.past;
+}
+
 std::vector<core::Record> RecordFold::Snapshot() const {
   std::vector<core::Record> out;
   for (const auto& [id, job] : jobs_) {
     out.push_back(job.job);
     for (const auto& [index, t] : job.tasks) {
+      const TaskId task{id, index};
+      for (const PastAttempt& p : t.past) {
+        // The records this attempt was folded from, in their order.
+        // (Built in place from every field: a copied or value-initialised
+        // record trips GCC's maybe-uninitialized inside the variant.)
+        if (p.outcome) {
+          out.emplace_back(std::in_place_type<core::OutcomeRecord>, task, p.attempt, *p.outcome,
+                           p.ended_at);
+        }
+        out.emplace_back(std::in_place_type<core::TaskRecord>, task,
+                         p.started_at ? core::TaskState::kRunning : core::TaskState::kAssigned,
+                         p.attempt, p.worker, p.started_at.value_or(p.ended_at), std::string(),
+                         0u, std::vector<uint32_t>(), std::vector<core::GpuGrant>());
+        out.emplace_back(std::in_place_type<core::TaskRecord>, task, core::TaskState::kQueued,
+                         p.attempt, p.worker, p.ended_at, p.reason, 0u, std::vector<uint32_t>(),
+                         std::vector<core::GpuGrant>());
+      }
       if (t.outcome) out.push_back(*t.outcome);
       if (t.assigned && t.latest && t.latest->state == core::TaskState::kRunning) {
         out.push_back(*t.assigned);

@@ -8,6 +8,15 @@
 // booked only from an assigned record). Snapshot() lists them in an order
 // Restore accepts: jobs by id, each job's tasks by index.
 //
+// Attempt history: an attempt that ended and sent its task back to the
+// queue (a retry, a lost worker, a refused assignment) is kept as a
+// PastAttempt (the last kMaxPastAttempts of a task), for the API's
+// "attempts". The snapshot keeps them as the records they came from
+// (running or assigned, its outcome, the queued record that ended it),
+// before the task's latest records: replaying them is replaying the
+// journal they were folded from, and folding them again gives them back.
+// Tasks that ran once cost nothing extra.
+//
 // Thread safety: none; the server's event loop owns it.
 #ifndef DROVER_SERVER_RECORD_FOLD_H_
 #define DROVER_SERVER_RECORD_FOLD_H_
@@ -15,9 +24,11 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/ids.h"
+#include "common/time.h"
 #include "core/records.h"
 
 namespace drover::server {
@@ -32,6 +43,19 @@ class RecordFold {
   // The spec of a job seen in a JobRecord; null when unknown.
   std::shared_ptr<const core::JobSpec> Spec(JobId job) const;
 
+  // An attempt that ended with its task queued again.
+  struct PastAttempt {
+    uint32_t attempt = 0;
+    WorkerId worker = 0;
+    std::optional<Time> started_at;  // unset: it never started
+    Time ended_at;
+    std::string reason;
+    std::optional<core::TaskOutcome> outcome;  // when the worker reported one
+  };
+  static constexpr size_t kMaxPastAttempts = 16;
+  // The task's past attempts, oldest first (empty for an unknown task).
+  std::vector<PastAttempt> PastAttempts(TaskId task) const;
+
   size_t job_count() const { return jobs_.size(); }
 
  private:
@@ -39,6 +63,7 @@ class RecordFold {
     std::optional<core::OutcomeRecord> outcome;
     std::optional<core::TaskRecord> assigned;  // while the latest is running
     std::optional<core::TaskRecord> latest;
+    std::vector<PastAttempt> past;
   };
   struct JobRecords {
     core::JobRecord job;

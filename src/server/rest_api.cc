@@ -80,6 +80,7 @@ Result<std::function<bool(const core::JobInfo&)>> JobFilter(const net::Request& 
 
 void AddStateReadRoutes(net::Server& server,
                         std::function<const core::Scheduler&()> view,
+                        std::function<const RecordFold&()> fold,
                         std::function<net::Handler(net::Handler)> wrap, bool explain) {
   if (!wrap) wrap = [](net::Handler h) { return h; };
   server.Route("GET", "/api/v1/jobs", wrap([view](const net::Request& r, net::Responder done) {
@@ -118,8 +119,8 @@ void AddStateReadRoutes(net::Server& server,
     done(Json(body));
   }));
 
-  server.Route("GET", "/api/v1/tasks/{id}", wrap([view, explain](const net::Request& r,
-                                                                 net::Responder done) {
+  server.Route("GET", "/api/v1/tasks/{id}", wrap([view, fold, explain](const net::Request& r,
+                                                                       net::Responder done) {
     const core::Scheduler& sched = view();
     Result<TaskId> id = ParseTaskId(r.path_params.at("id"));
     if (!id.ok()) return done(Error(id.status()));
@@ -128,6 +129,36 @@ void AddStateReadRoutes(net::Server& server,
     json body = proto::TaskInfoJson(*info);
     Result<std::string> why = explain ? sched.Explain(*id) : Result<std::string>(std::string());
     body["explain"] = why.ok() ? *why : std::string();
+    // Past attempts from the fold; the latest from the scheduler, unless
+    // the task is queued again after it (then the fold has it whole).
+    const bool requeued = info->state == core::TaskState::kQueued && info->attempt > 0;
+    json attempts = json::array();
+    for (const RecordFold::PastAttempt& p : fold().PastAttempts(*id)) {
+      if (p.attempt > info->attempt || (p.attempt == info->attempt && !requeued)) continue;
+      proto::AttemptView a;
+      a.attempt = p.attempt;
+      if (p.worker != 0) a.worker = p.worker;
+      a.started_at = p.started_at;
+      a.finished_at = p.ended_at;
+      a.state = "retried";
+      a.reason = p.reason;
+      a.outcome = p.outcome;
+      attempts.push_back(proto::AttemptJson(a));
+    }
+    if (info->attempt > 0 && !requeued) {
+      proto::AttemptView a;
+      a.attempt = info->attempt;
+      a.worker = info->worker;
+      a.started_at = info->started_at;
+      a.state = core::TaskStateName(info->state);
+      a.reason = info->reason;
+      if (info->state != core::TaskState::kAssigned && info->state != core::TaskState::kRunning) {
+        a.finished_at = info->finished_at;
+        a.outcome = info->outcome;
+      }
+      attempts.push_back(proto::AttemptJson(a));
+    }
+    body["attempts"] = std::move(attempts);
     // What the task runs (its group's command, resources, retries), for the
     // dashboard's task page.
     if (Result<const core::TaskGroupSpec*> spec = sched.GetSpec(*id); spec.ok()) {
@@ -153,7 +184,9 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
     });
   });
 
-  AddStateReadRoutes(server, [&sched]() -> const core::Scheduler& { return sched; });
+  AddStateReadRoutes(
+      server, [&sched]() -> const core::Scheduler& { return sched; },
+      [&driver]() -> const RecordFold& { return driver.fold(); });
 
   server.Route("POST", "/api/v1/jobs/{id}/cancel",
                [&driver, &sched](const net::Request& r, net::Responder done) {

@@ -29,8 +29,10 @@ struct StatusSource {
 // scheduler, or a standby's copy rebuilt from the journal). `wrap`, when
 // set, wraps each handler (a standby adds its staleness check). Without
 // `explain`, a task's "explain" is empty (a standby's copy knows no
-// workers, so it cannot say why a task waits).
+// workers, so it cannot say why a task waits). A task's "attempts" list
+// the past attempts `fold()` kept, then the latest from the scheduler.
 void AddStateReadRoutes(net::Server& server, std::function<const core::Scheduler&()> view,
+                        std::function<const RecordFold&()> fold,
                         std::function<net::Handler(net::Handler)> wrap = nullptr,
                         bool explain = true);
 

@@ -175,6 +175,7 @@ Result<std::unique_ptr<StandbyServer>> StandbyServer::Start(net::EventLoop& loop
   }
   AddStateReadRoutes(
       server, [s]() -> const core::Scheduler& { return *s->view; },
+      [s]() -> const RecordFold& { return s->fold; },
       [s](net::Handler h) { return s->Checked(std::move(h)); }, /*explain=*/false);
   server.Route("GET", "/api/v1/workers",
                s->Checked([s](const net::Request& request, net::Responder done) {

@@ -235,6 +235,51 @@ TEST(RecoveryTest, ARestartDoesNotWaitForAWorkerDeclaredLostBefore) {
   EXPECT_EQ(wait.status, 0) << wait.output << "\nserver:\n" << second.output();
 }
 
+// A task that failed once and then succeeded lists both attempts, with
+// each one's worker, times, exit and reason, in the API and in `drover
+// status TASK`; the list comes back from the journal after a restart.
+TEST(RecoveryTest, EveryAttemptOfARetriedTaskIsListedAndSurvivesARestart) {
+  Cluster c;
+  c.StartServer();
+  c.StartWorker("w");
+  const nlohmann::json spec = {
+      {"name", "flaky"},
+      {"task",
+       {{{"id", "flaky"},
+         {"command", {"sh", "-c", "exit $(( DROVER_ATTEMPT == 1 ? 3 : 0 ))"}},
+         {"retries", 1},
+         {"retry_backoff", "100ms"}}}}};
+  Result<nlohmann::json> posted = c.Api().Post("/api/v1/jobs", spec.dump());
+  ASSERT_TRUE(posted.ok()) << posted.status().ToString();
+  const std::string job = std::to_string((*posted)["id"].get<uint64_t>());
+  RunResult wait = c.Drover({"wait", job});
+  ASSERT_EQ(wait.status, 0) << wait.output;
+
+  auto check = [&](const nlohmann::json& task) {
+    const nlohmann::json& attempts = task["attempts"];
+    ASSERT_EQ(attempts.size(), 2u) << task.dump(2);
+    EXPECT_EQ(attempts[0]["attempt"], 1);
+    EXPECT_EQ(attempts[0]["state"], "retried");
+    EXPECT_EQ(attempts[0]["outcome"]["exit_code"], 3) << task.dump(2);
+    EXPECT_NE(attempts[0]["reason"].get<std::string>().find("exit code 3"), std::string::npos)
+        << task.dump(2);
+    EXPECT_FALSE(attempts[0]["started_at"].is_null()) << task.dump(2);
+    EXPECT_EQ(attempts[1]["attempt"], 2);
+    EXPECT_EQ(attempts[1]["state"], "succeeded");
+    EXPECT_EQ(attempts[1]["reason"], "") << task.dump(2);
+    EXPECT_EQ(attempts[1]["worker"], attempts[0]["worker"]);
+  };
+  check(c.Get("/api/v1/tasks/" + job + ".0"));
+  RunResult status = c.Drover({"status", job + ".0"});
+  EXPECT_EQ(status.status, 0) << status.output;
+  EXPECT_NE(status.output.find("attempts:"), std::string::npos) << status.output;
+  EXPECT_NE(status.output.find("retried"), std::string::npos) << status.output;
+
+  c.KillServer(SIGKILL);
+  c.StartServer();
+  check(c.Get("/api/v1/tasks/" + job + ".0"));
+}
+
 // The journal file(s) under the state dir, largest first.
 std::string JournalFile(const std::string& state) {
   std::string best;
