@@ -235,6 +235,11 @@ async function main() {
     await page.locator('#log', { hasText: 'second line' }).waitFor();
     await page.locator('#task-state[data-state="succeeded"]').waitFor();
     log('the live log showed both lines as they were printed');
+    // The attempts table comes from the server: one attempt, succeeded.
+    await page.locator('#attempts tr td span[data-state="succeeded"]').waitFor();
+    if (await page.locator('#attempts tr').count() !== 1) {
+      throw new Error('the attempts table should list exactly the one attempt');
+    }
     await page.screenshot({ path: path.join(opts.artifacts, 'dashboard-task.png'), fullPage: true });
 
     await page.click(`a[href="#/jobs/${job}"]`);

@@ -1,4 +1,5 @@
-// One task: command, resources, state, attempts with their reasons, and its
+// One task: command, resources, state, every attempt (from the server) and
+// the state changes seen while the page is open, and its
 // live log over /api/v1/tasks/{id}/logs/follow (opened once an attempt has
 // started; reopened when a new attempt starts).
 import { api, wsUrl } from '../api.js';
@@ -62,6 +63,7 @@ class LogFollow {
 export function taskView(el, [id], { history }) {
   const info = h('div', {});
   const attempts = h('tbody', { id: 'attempts' });
+  const changes = h('tbody', { id: 'changes' });
   const err = h('p', { class: 'error' });
   const pre = h('pre', { class: 'log', id: 'log' });
   const logStatus = h('span', { class: 'muted', id: 'log-status' }, 'waiting for the task to start');
@@ -77,7 +79,11 @@ export function taskView(el, [id], { history }) {
     h('h2', {}, `Task ${id}`), err, info,
     h('h3', {}, 'Attempts'),
     h('table', { class: 'table' }, h('thead', {}, h('tr', {},
-      ['Time', 'Attempt', 'From', 'To', 'Reason'].map((c) => h('th', {}, c)))), attempts),
+      ['Attempt', 'Worker', 'Started', 'Finished', 'Ended as', 'Outcome', 'Reason']
+        .map((c) => h('th', {}, c)))), attempts),
+    h('h3', {}, 'Changes seen on this page'),
+    h('table', { class: 'table' }, h('thead', {}, h('tr', {},
+      ['Time', 'Attempt', 'From', 'To', 'Reason'].map((c) => h('th', {}, c)))), changes),
     h('h3', {}, 'Log ', streamSel, ' ', logStatus), pre);
 
   let follow = null;
@@ -114,8 +120,17 @@ export function taskView(el, [id], { history }) {
       ['Cores', t.cores.length ? t.cores.join(',') : null],
       ['GPUs', t.gpus.length ? t.gpus.map((g) => `${g.index} (${g.share}%)`).join(', ') : null],
     ]), ['succeeded', 'failed', 'canceled'].includes(t.state) ? null : cancel);
+    // Every attempt, from the server (it keeps them across restarts).
+    const all = t.attempts || [];
+    morph(attempts, all.length === 0
+      ? h('tr', {}, h('td', { colspan: 7, class: 'muted' }, 'no attempt yet'))
+      : all.map((a) => h('tr', {}, h('td', {}, String(a.attempt)), h('td', {}, String(a.worker ?? '')),
+        h('td', {}, a.started_at_ms ? time(a.started_at_ms) : ''),
+        h('td', {}, a.finished_at_ms ? time(a.finished_at_ms) : ''),
+        h('td', {}, stateBadge(a.state)), h('td', {}, outcome(a.outcome) || ''),
+        h('td', {}, a.reason || ''))));
     const seen = history.get(id) || [];
-    morph(attempts, seen.length === 0
+    morph(changes, seen.length === 0
       ? h('tr', {}, h('td', { colspan: 5, class: 'muted' },
         `attempt ${t.attempt}${t.reason ? `: ${t.reason}` : ''} (changes appear here as they happen)`))
       : seen.map((e) => h('tr', {}, h('td', {}, time(e.at_ms)), h('td', {}, String(e.attempt)),
