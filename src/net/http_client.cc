@@ -182,10 +182,16 @@ std::shared_ptr<ssl::context> SharedClientTlsContext() {
     // system's openssl.cnf (CA paths, policies): reading and parsing it was
     // ~0.8 million instructions of every CLI command. Nor for OpenSSL's
     // exit handler, which frees every table OpenSSL built (~1.4 million
-    // instructions) just before the process ends anyway. This must come
-    // before OpenSSL initializes itself; in a process that has already
+    // instructions) just before the process ends anyway. Nor for the
+    // legacy tables of every cipher and digest by name, which OpenSSL 3
+    // builds and then copies into its name map (~3 million instructions):
+    // TLS fetches its algorithms from the provider under the provider's own
+    // names, and EVP_sha256() and the like work without them. This must
+    // come before OpenSSL initializes itself; in a process that has already
     // (the server of `drover up`) it changes nothing.
-    OPENSSL_init_ssl(OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_ATEXIT, nullptr);
+    OPENSSL_init_ssl(OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_ATEXIT |
+                         OPENSSL_INIT_NO_ADD_ALL_CIPHERS | OPENSSL_INIT_NO_ADD_ALL_DIGESTS,
+                     nullptr);
     auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
     // Trust comes from the pinned fingerprint, checked after the handshake.
     ctx->set_verify_mode(ssl::verify_none);
