@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <utility>
 
 namespace drover::worker {
 
@@ -60,7 +61,13 @@ std::optional<uint64_t> ParseU64(std::string_view s) {
 std::optional<uint64_t> ReadKeyedValue(const std::string& path, std::string_view key) {
   Result<std::string> text = ReadCgroupFile(path);
   if (!text.ok()) return std::nullopt;
-  std::string_view rest = *text;
+  return ParseKeyedValue(*text, key);
+}
+
+std::optional<uint64_t> ParseNumber(std::string_view text) { return ParseU64(text); }
+
+std::optional<uint64_t> ParseKeyedValue(std::string_view text, std::string_view key) {
+  std::string_view rest = text;
   while (!rest.empty()) {
     size_t nl = rest.find('\n');
     std::string_view line = rest.substr(0, nl);
@@ -76,6 +83,40 @@ std::optional<uint64_t> ReadNumber(const std::string& path) {
   Result<std::string> text = ReadCgroupFile(path);
   if (!text.ok()) return std::nullopt;
   return ParseU64(*text);
+}
+
+KeptFile::KeptFile(KeptFile&& other) noexcept
+    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)) {}
+
+KeptFile& KeptFile::operator=(KeptFile&& other) noexcept {
+  if (this != &other) {
+    Close();
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+void KeptFile::Close() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+std::optional<std::string> KeptFile::Read() {
+  if (fd_ < 0) {
+    fd_ = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) return std::nullopt;
+  }
+  char buf[4096];
+  ssize_t n;
+  do {
+    n = pread(fd_, buf, sizeof buf, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    Close();  // opened again next time
+    return std::nullopt;
+  }
+  return std::string(buf, static_cast<size_t>(n));
 }
 
 Result<std::vector<pid_t>> ReadProcs(const std::string& path) {

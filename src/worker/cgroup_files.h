@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -32,6 +33,32 @@ std::optional<uint64_t> ReadKeyedValue(const std::string& path, std::string_view
 // A file holding one number (memory.peak, cpuacct.usage); nullopt when
 // absent or not a number.
 std::optional<uint64_t> ReadNumber(const std::string& path);
+// The same two over text already read.
+std::optional<uint64_t> ParseKeyedValue(std::string_view text, std::string_view key);
+std::optional<uint64_t> ParseNumber(std::string_view text);
+
+// A cgroup file read again and again (a counter after every task): opened
+// on the first Read and kept open; each Read is one pread at offset 0 (a
+// cgroupfs file starts over there) instead of open, read, read, close.
+// Close() before removing the cgroup. Move-only.
+class KeptFile {
+ public:
+  KeptFile() = default;
+  explicit KeptFile(std::string path) : path_(std::move(path)) {}
+  ~KeptFile() { Close(); }
+  KeptFile(KeptFile&& other) noexcept;
+  KeptFile& operator=(KeptFile&& other) noexcept;
+  KeptFile(const KeptFile&) = delete;
+  KeptFile& operator=(const KeptFile&) = delete;
+
+  // The contents (its first 4 KiB); nullopt when it cannot be read.
+  std::optional<std::string> Read();
+  void Close();
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
 
 // The pids listed in a cgroup.procs file.
 Result<std::vector<pid_t>> ReadProcs(const std::string& path);

@@ -57,7 +57,22 @@ struct Group {
   int join_fd = -1;   // cgroup.procs, O_WRONLY; the child writes "0"
   std::string limit;  // what was last written to the controller's limit file; "": nothing
   uint64_t base = 0;  // cpuacct: usage so far; memory: oom_kill count so far
+  // Read after every task (kept open while pooled): cpuacct.usage,
+  // memory.max_usage_in_bytes, freezer cgroup.procs; memory.oom_control;
+  // memory.usage_in_bytes.
+  KeptFile counter, oom, usage;
 };
+
+// Opens `g`'s kept files lazily, named for its controller.
+void Keep(Ctl ctl, Group& g) {
+  if (ctl == kCpuacct) g.counter = KeptFile(g.dir + "/cpuacct.usage");
+  if (ctl == kFreezer) g.counter = KeptFile(g.dir + "/cgroup.procs");
+  if (ctl == kMemory) {
+    g.counter = KeptFile(g.dir + "/memory.max_usage_in_bytes");
+    g.oom = KeptFile(g.dir + "/memory.oom_control");
+    g.usage = KeptFile(g.dir + "/memory.usage_in_bytes");
+  }
+}
 
 // The free cgroups; shared by the isolator and its cages, so that a cage
 // that outlives its isolator removes its cgroups instead.
@@ -71,6 +86,9 @@ std::atomic<uint64_t> next_cgroup_name{0};
 void Discard(Group& g) {
   if (g.join_fd >= 0) close(g.join_fd);
   g.join_fd = -1;
+  g.counter.Close();
+  g.oom.Close();
+  g.usage.Close();
 }
 
 class CgroupV1Cage final : public TaskCage {
@@ -91,6 +109,9 @@ class CgroupV1Cage final : public TaskCage {
   bool contains_tree() const override { return true; }
 
   Result<std::vector<int>> KillAll() override {
+    // Empty, as after nearly every task: one read of the kept file says so.
+    std::optional<std::string> listed = Find(kFreezer)->counter.Read();
+    if (listed && listed->empty()) return std::vector<int>();
     const std::string procs = Dir(kFreezer) + "/cgroup.procs";
     ASSIGN_OR_RETURN(std::vector<pid_t> pids, ReadProcs(procs));
     if (pids.empty()) return std::vector<int>();
@@ -118,14 +139,17 @@ class CgroupV1Cage final : public TaskCage {
     Group* acct = Find(kCpuacct);
     Group* mem = Find(kMemory);
     // A reused cgroup counts from where its last task left it.
-    if (auto ns = ReadNumber(acct->dir + "/cpuacct.usage")) {
+    std::optional<std::string> acct_text = acct->counter.Read();
+    if (auto ns = acct_text ? ParseNumber(*acct_text) : std::nullopt) {
       u.cpu = Duration((*ns - std::min(*ns, acct->base)) / 1000);
       acct->base = *ns;
     } else {
       reusable_ = false;
     }
-    u.peak_memory = ReadNumber(mem->dir + "/memory.max_usage_in_bytes");
-    auto kills = ReadKeyedValue(mem->dir + "/memory.oom_control", "oom_kill");
+    std::optional<std::string> peak = mem->counter.Read();
+    u.peak_memory = peak ? ParseNumber(*peak) : std::nullopt;
+    std::optional<std::string> oom = mem->oom.Read();
+    auto kills = oom ? ParseKeyedValue(*oom, "oom_kill") : std::nullopt;
     u.oom_killed = kills && *kills > mem->base;
     if (kills) {
       mem->base = *kills;
@@ -140,8 +164,8 @@ class CgroupV1Cage final : public TaskCage {
     if (measured_ && reusable_ && !left_behind_ && !pool_->closed && Recycle()) {
       for (auto& [ctl, g] : groups_) {
         if (ctl == kDevices || pool_->free[ctl].size() >= kMaxFree) {
-          rmdir(g.dir.c_str());  // empty: the task left nothing
           Discard(g);
+          rmdir(g.dir.c_str());  // empty: the task left nothing
         } else {
           pool_->free[ctl].push_back(std::move(g));
         }
@@ -151,6 +175,9 @@ class CgroupV1Cage final : public TaskCage {
     }
     while (!groups_.empty()) {
       Group& g = groups_.back().second;
+      g.counter.Close();  // reopened if the removal fails and the cage is kept
+      g.oom.Close();
+      g.usage.Close();
       if (rmdir(g.dir.c_str()) != 0 && errno != ENOENT) {
         return Unavailable("cannot remove " + g.dir + ": " + strerror(errno));
       }
@@ -175,8 +202,10 @@ class CgroupV1Cage final : public TaskCage {
   // (cpuacct, oom_kill) or is written when the next task wants another
   // value (limits).
   bool Recycle() {
-    const std::string& mem = Find(kMemory)->dir;
-    std::optional<uint64_t> usage = ReadNumber(mem + "/memory.usage_in_bytes");
+    Group& group = *Find(kMemory);
+    const std::string& mem = group.dir;
+    std::optional<std::string> now = group.usage.Read();
+    std::optional<uint64_t> usage = now ? ParseNumber(*now) : std::nullopt;
     if (!usage) return false;
     if (*usage > kStaleChargeBytes) {
       if (!WriteCgroupFile(mem + "/memory.force_empty", "0").ok()) return false;
@@ -212,8 +241,8 @@ class CgroupV1Isolator final : public Isolator {
     pool_->closed = true;
     for (int c = 0; c < kCtlCount; ++c) {
       for (Group& g : pool_->free[c]) {
-        rmdir(g.dir.c_str());
         Discard(g);
+        rmdir(g.dir.c_str());
       }
       pool_->free[c].clear();
     }
@@ -244,8 +273,8 @@ class CgroupV1Isolator final : public Isolator {
         }
         // A limit this cgroup refuses (memory below what it holds): use a
         // new one instead.
-        rmdir(g.dir.c_str());
         Discard(g);
+        rmdir(g.dir.c_str());
       }
       Group g;
       // Names are unique in the process (`drover up` runs several workers,
@@ -284,6 +313,7 @@ class CgroupV1Isolator final : public Isolator {
       const std::string procs = g.dir + "/cgroup.procs";
       g.join_fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
       if (g.join_fd < 0) return fail(Unavailable("cannot open " + procs + ": " + strerror(errno)));
+      Keep(ctl, g);
       cage->Add(ctl, std::move(g));
       return Status::Ok();
     };

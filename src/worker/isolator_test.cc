@@ -5,10 +5,39 @@
 #include <filesystem>
 #include <fstream>
 
+#include "worker/cgroup_files.h"
 #include "worker/exec_test_util.h"
 
 namespace drover::worker {
 namespace {
+
+// A kept counter file is re-read from its start each time, follows a
+// rewrite, and opens again after Close (as after a cage's removal).
+TEST(KeptFileTest, RereadsFromTheStartAndReopensAfterClose) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/memory.oom_control";
+  KeptFile missing(dir.path() + "/absent");
+  EXPECT_EQ(missing.Read(), std::nullopt);
+  std::ofstream(path) << "oom_kill_disable 0\noom_kill 1\n";
+  KeptFile kept(path);
+  std::optional<std::string> text = kept.Read();
+  ASSERT_TRUE(text.has_value());
+  EXPECT_EQ(ParseKeyedValue(*text, "oom_kill"), 1u);
+  std::ofstream(path) << "oom_kill_disable 0\noom_kill 23\n";
+  text = kept.Read();
+  ASSERT_TRUE(text.has_value());
+  EXPECT_EQ(ParseKeyedValue(*text, "oom_kill"), 23u);
+  EXPECT_EQ(ParseKeyedValue(*text, "oom"), std::nullopt);
+  kept.Close();
+  std::filesystem::remove(path);
+  EXPECT_EQ(kept.Read(), std::nullopt);
+  std::ofstream(path) << "4096\n";
+  text = kept.Read();
+  ASSERT_TRUE(text.has_value());
+  EXPECT_EQ(ParseNumber(*text), 4096u);
+  KeptFile moved(std::move(kept));
+  EXPECT_EQ(moved.Read(), "4096\n");
+}
 
 TEST(IsolationModeTest, ParsesTheFiveWords) {
   for (auto mode : {IsolationMode::kAuto, IsolationMode::kCgroup2, IsolationMode::kCgroup1,
