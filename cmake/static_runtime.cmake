@@ -14,12 +14,13 @@
 #    Debian does ship (cmake/static_runtime/*.cc), with the same compile
 #    definitions as Debian's targets, under the same target names
 #    (spdlog::spdlog, fmt::fmt), so no module's CMakeLists changes.
-# The drover binary adds -static-libstdc++ -static-libgcc -no-pie
+# The drover binary adds -static-libstdc++ -static-libgcc
 # (src/cli/CMakeLists.txt): with spdlog and fmt static no shared library
-# it loads needs libstdc++.so. Without PIE the binary's own image loads at
-# a fixed address (its libraries, stack and heap are still randomized); it
-# saved ~135 page faults of every start, the relocations of the OpenSSL
-# code linked into it.
+# it loads needs libstdc++.so. It stays a PIE (see there for why).
+#
+# The price of a static OpenSSL: a security update of Debian's libssl3
+# reaches drover only when it is rebuilt (`make build`); docs/guide.md says
+# so.
 
 # OpenSSL: FindOpenSSL looks for the .a files; a build directory configured
 # before this file existed has the .so paths cached, so drop those once.
