@@ -99,6 +99,8 @@ int Run(const Args& args) {
   out["makespan_s"] = standard["makespan_s"];
   out["lower_bound_s"] = standard["lower_bound_s"];
   out["makespan_ratio_to_bound"] = standard["makespan_ratio_to_bound"];
+  out["plain_bound_s"] = standard["plain_bound_s"];
+  out["makespan_ratio_to_plain_bound"] = standard["makespan_ratio_to_plain_bound"];
   out["idle_while_waiting_gpu_s"] = standard["idle_while_waiting_gpu_s"];
   out["reservation_idle_gpu_s"] = standard["reservation_idle_gpu_s"];
   out["wait_mean_s"] = standard["wait_mean_s"];

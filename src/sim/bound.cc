@@ -47,6 +47,7 @@ MakespanBound ComputeBound(const Trace& trace, const Cluster& cluster) {
     if (gpus > 0) b.gpu_area_s = std::max(b.gpu_area_s, from + gpu_work / gpus);
     if (cores > 0) b.cpu_area_s = std::max(b.cpu_area_s, from + cpu_work / cores);
   }
+  if (gpus > 0) b.plain_gpu_area_s = gpu_work / gpus;
   return b;
 }
 

@@ -62,6 +62,27 @@ std::string FormatText(const SimResult& r, const MakespanBound& b, const Cluster
   return s;
 }
 
+std::string FormatIdleProfile(const SimResult& r, const Cluster& cluster) {
+  const IdleProfile& p = r.idle;
+  const double gpus = static_cast<double>(cluster.TotalGpus());
+  const double total = p.total_gpu_s();
+  auto row = [&](const char* what, double gpu_s) {
+    return "  " + Pad(what, 36) + PadLeft(Fixed(gpu_s), 11) + " GPU-s  " +
+           PadLeft(Percent(total > 0 ? gpu_s / total : 0), 6) + "  " +
+           PadLeft(Fixed(gpus > 0 ? gpu_s / gpus : 0), 9) + " s of makespan\n";
+  };
+  std::string s = "GPU idle by cause (" + Fixed(total) + " GPU-s = " +
+                  Fixed(gpus > 0 ? total / gpus : 0) +
+                  " s of makespan above total GPU work / GPUs):\n";
+  s += row("held for a reservation", p.reservation_gpu_s);
+  s += row("fitting task waited, nothing held it", p.other_gpu_s);
+  s += row("fragmentation (waiting fit no gap)", p.fragmentation_gpu_s);
+  s += row("GPU tasks wait for dependencies", p.dependency_gpu_s);
+  s += row("no GPU task waiting", p.queue_empty_gpu_s);
+  s += row("of all these, after the last submit", p.after_last_submit_gpu_s);
+  return s;
+}
+
 std::string FormatJson(const SimResult& r, const MakespanBound& b) {
   nlohmann::ordered_json j;
   j["policy"] = std::string(core::PolicyName(r.policy));
@@ -75,6 +96,8 @@ std::string FormatJson(const SimResult& r, const MakespanBound& b) {
   j["cpu_area_bound_s"] = b.cpu_area_s;
   j["chain_bound_s"] = b.chain_s;
   j["makespan_ratio_to_bound"] = Ratio(r, b);
+  j["plain_bound_s"] = b.plain_s();
+  j["makespan_ratio_to_plain_bound"] = b.plain_s() > 0 ? r.makespan_s / b.plain_s() : 0;
   j["wait_mean_s"] = r.wait.mean_s;
   j["wait_p50_s"] = r.wait.p50_s;
   j["wait_p95_s"] = r.wait.p95_s;
@@ -84,6 +107,10 @@ std::string FormatJson(const SimResult& r, const MakespanBound& b) {
   j["gpu_utilization"] = r.gpu_utilization;
   j["idle_while_waiting_gpu_s"] = r.idle_other_gpu_s;
   j["reservation_idle_gpu_s"] = r.idle_reservation_gpu_s;
+  j["idle_fragmentation_gpu_s"] = r.idle.fragmentation_gpu_s;
+  j["idle_dependency_gpu_s"] = r.idle.dependency_gpu_s;
+  j["idle_queue_empty_gpu_s"] = r.idle.queue_empty_gpu_s;
+  j["idle_after_last_submit_gpu_s"] = r.idle.after_last_submit_gpu_s;
   return j.dump();
 }
 

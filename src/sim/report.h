@@ -28,12 +28,22 @@ namespace drover::sim {
 std::string FormatText(const SimResult& result, const MakespanBound& bound,
                        const Cluster& cluster);
 
+// Where the free GPU time went (SimResult::idle), one line per cause with
+// its GPU-seconds, its share and the makespan it stands for:
+//   GPU idle by cause (128928.0 GPU-s = 8058.0 s of makespan above ...):
+//     held for a reservation                 20320.4 GPU-s   15.8%   1270.0 s of makespan
+//     ...
+std::string FormatIdleProfile(const SimResult& result, const Cluster& cluster);
+
 // One JSON object (no newline) with every figure: policy, reservations,
 // tasks, jobs, events, makespan_s, lower_bound_s, gpu_area_bound_s,
-// cpu_area_bound_s, chain_bound_s, makespan_ratio_to_bound, wait_mean_s,
+// cpu_area_bound_s, chain_bound_s, makespan_ratio_to_bound, plain_bound_s
+// (max of all GPU-seconds / GPUs and the chain), makespan_ratio_to_plain_bound,
+// wait_mean_s,
 // wait_p50_s, wait_p95_s, wait_max_s, cpu_utilization, mem_utilization,
 // gpu_utilization, idle_while_waiting_gpu_s (outside reservations),
-// reservation_idle_gpu_s.
+// reservation_idle_gpu_s, idle_fragmentation_gpu_s, idle_dependency_gpu_s,
+// idle_queue_empty_gpu_s, idle_after_last_submit_gpu_s (SimResult::idle).
 std::string FormatJson(const SimResult& result, const MakespanBound& bound);
 
 // One row per result, under a header line, with the bound written above:

@@ -20,6 +20,8 @@ void AddSimCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   sim->add_flag("--no-reservations", opts->no_reservations, "Replay without backfill reservations");
   sim->add_flag("--json", opts->json, "One JSON object per policy");
+  sim->add_flag("--idle-profile", opts->idle_profile,
+                "Also print where the free GPU time went (reservation, fragmentation, ...)");
   sim->add_option("--generate", opts->generate_path,
                   "Write a synthetic trace to FILE (- for stdout) instead of replaying");
   sim->add_option("--seed", opts->generate.seed, "Seed of --generate")->capture_default_str();

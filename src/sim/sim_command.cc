@@ -65,8 +65,15 @@ int RunSimCommand(const SimCommandOptions& options, std::ostream& out, std::ostr
     for (const SimResult& r : results) out << FormatJson(r, bound) << "\n";
   } else if (results.size() == 1) {
     out << FormatText(results.front(), bound, *cluster);
+    if (options.idle_profile) out << FormatIdleProfile(results.front(), *cluster);
   } else {
     out << FormatTable(results, bound);
+    if (options.idle_profile) {
+      for (const SimResult& r : results) {
+        out << "policy " << core::PolicyName(r.policy) << ": "
+            << FormatIdleProfile(r, *cluster);
+      }
+    }
   }
   out.flush();
   return out ? kSimExitOk : kSimExitFailure;

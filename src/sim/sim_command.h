@@ -4,7 +4,7 @@
 // from tests and benchmarks.
 //
 //   drover sim TRACE --cluster CLUSTER [--policy spread|pack|round-robin|all]
-//              [--no-reservations] [--json]
+//              [--no-reservations] [--json] [--idle-profile]
 //   drover sim --generate FILE [--seed N] [--tasks N] [--gpus N] [--load X]
 //
 // Thread safety: RunSimCommand is a pure function of its options and the
@@ -32,6 +32,7 @@ struct SimCommandOptions {
   std::string policy = "spread";   // spread | pack | round-robin | all (one table)
   bool no_reservations = false;    // replay without backfill reservations
   bool json = false;               // one JSON object per policy, one per line
+  bool idle_profile = false;       // text: add where the free GPU time went
   std::string generate_path;       // non-empty: write a synthetic trace there
                                    // ("-" = `out`) instead of replaying
   GenerateOptions generate;

@@ -105,6 +105,8 @@ class Replay {
   std::vector<uint32_t> gpu_classes_;
   uint64_t ready_seq_ = 0;
   uint64_t gpu_ready_ = 0;
+  uint64_t gpu_waiting_ = 0;  // GPU tasks submitted, waiting for dependencies
+  int64_t last_submit_us_ = 0;
 
   // The workers as the core booked them.
   std::vector<std::unique_ptr<core::WorkerState>> mirror_;
@@ -120,11 +122,16 @@ class Replay {
   int64_t busy_gpus_ = 0;
   int64_t idle_reserved_ = 0;  // hundredths, this interval
   int64_t idle_other_ = 0;
+  int64_t total_gpus_ = 0;     // hundredths
   double cpu_area_ = 0;  // milli-cpu seconds
   double mem_area_ = 0;  // byte seconds
   double gpu_area_ = 0;  // hundredth seconds
   double idle_reserved_area_ = 0;
   double idle_other_area_ = 0;
+  double idle_fragmentation_area_ = 0;
+  double idle_dependency_area_ = 0;
+  double idle_empty_area_ = 0;
+  double idle_tail_area_ = 0;
 
   uint64_t events_ = 0;
 };
@@ -177,6 +184,7 @@ Status Replay::Execute(const core::Command& command) {
 
 void Replay::MakeReady(uint32_t i) {
   const TraceTask& t = trace_.tasks[i];
+  if (phase_[i] == Phase::kWaiting && trace_.RequestOf(t).gpus > 0) --gpu_waiting_;
   phase_[i] = Phase::kReady;
   ready_us_[i] = now_us_;
   ready_[t.request].push(Ready{t.priority, ready_seq_++, i});
@@ -295,6 +303,7 @@ Status Replay::SubmitDue() {
         MakeReady(i);
       } else {
         phase_[i] = Phase::kWaiting;
+        if (trace_.RequestOf(t).gpus > 0) ++gpu_waiting_;
       }
     }
     next_submit_ = end;
@@ -310,6 +319,17 @@ void Replay::Account(int64_t until_us) {
   gpu_area_ += static_cast<double>(busy_gpus_) * dt;
   idle_reserved_area_ += static_cast<double>(idle_reserved_) * dt;
   idle_other_area_ += static_cast<double>(idle_other_) * dt;
+  // The rest of the free GPUs: why nothing took them.
+  const int64_t free = total_gpus_ - busy_gpus_;
+  const double rest = static_cast<double>(free - idle_reserved_ - idle_other_) * dt;
+  if (gpu_ready_ > 0) {
+    idle_fragmentation_area_ += rest;
+  } else if (gpu_waiting_ > 0) {
+    idle_dependency_area_ += rest;
+  } else {
+    idle_empty_area_ += rest;
+  }
+  if (last_us_ >= last_submit_us_) idle_tail_area_ += static_cast<double>(free) * dt;
   last_us_ = until_us;
 }
 
@@ -393,6 +413,8 @@ Result<SimResult> Replay::Run() {
     if (trace_.requests[c].gpus > 0) gpu_classes_.push_back(c);
   }
   prefer_full_ = core::MakePolicy(options_.policy)->PreferFullGpus();
+  total_gpus_ = static_cast<int64_t>(cluster_.TotalGpus()) * core::kWholeGpu;
+  last_submit_us_ = trace_.tasks.back().submit.count();
 
   const int64_t first_us = trace_.tasks.front().submit.count();
   base_ = clock_.Now();
@@ -452,6 +474,12 @@ Result<SimResult> Replay::Run() {
                                          core::kWholeGpu * span);
   r.idle_reservation_gpu_s = idle_reserved_area_ / core::kWholeGpu;
   r.idle_other_gpu_s = idle_other_area_ / core::kWholeGpu;
+  r.idle.reservation_gpu_s = r.idle_reservation_gpu_s;
+  r.idle.other_gpu_s = r.idle_other_gpu_s;
+  r.idle.fragmentation_gpu_s = idle_fragmentation_area_ / core::kWholeGpu;
+  r.idle.dependency_gpu_s = idle_dependency_area_ / core::kWholeGpu;
+  r.idle.queue_empty_gpu_s = idle_empty_area_ / core::kWholeGpu;
+  r.idle.after_last_submit_gpu_s = idle_tail_area_ / core::kWholeGpu;
   r.waits.resize(n);
   r.starts.resize(n);
   for (size_t i = 0; i < n; ++i) {

@@ -34,6 +34,9 @@
 //    a reservation" when the core's Explain says the class head is held back
 //    by the backfill reservation, and as "other" otherwise; "other" above
 //    zero means the core left a fitting task waiting for no reason.
+//  - the idle profile: every free GPU-second, each in one category (see
+//    IdleProfile), so the gap between the makespan and the plain area bound
+//    (idle GPU-seconds / GPUs) can be attributed.
 //
 // Thread safety: Simulate is a pure function of its arguments.
 #ifndef DROVER_SIM_SIMULATOR_H_
@@ -62,6 +65,25 @@ struct WaitStats {
   double max_s = 0;
 };
 
+// Where free GPU time went, in GPU-seconds over [first submit, last finish].
+// Each free GPU-second counts in exactly one of the first five, so their sum
+// is GPUs x makespan minus the GPU work: the makespan's distance from the
+// plain area bound (total GPU-seconds / GPUs), times the GPUs.
+struct IdleProfile {
+  double reservation_gpu_s = 0;    // a waiting task fits, held for a reservation
+  double other_gpu_s = 0;          // a waiting task fits, nothing holds it back
+  double fragmentation_gpu_s = 0;  // GPU tasks wait, none fits the free GPUs
+                                   // (a 4-GPU task and 3 GPUs free on each worker)
+  double dependency_gpu_s = 0;     // no GPU task ready, some wait for dependencies
+  double queue_empty_gpu_s = 0;    // no GPU task submitted and unfinished waits
+  // The part of the total above that lies after the last submit (the tail).
+  double after_last_submit_gpu_s = 0;
+  double total_gpu_s() const {
+    return reservation_gpu_s + other_gpu_s + fragmentation_gpu_s + dependency_gpu_s +
+           queue_empty_gpu_s;
+  }
+};
+
 struct SimResult {
   core::PolicyKind policy = core::PolicyKind::kSpread;
   bool reservations = true;
@@ -77,6 +99,7 @@ struct SimResult {
   // GPU-seconds idle while a waiting task would have fitted them.
   double idle_reservation_gpu_s = 0;
   double idle_other_gpu_s = 0;
+  IdleProfile idle;  // idle.reservation/other_gpu_s equal the two above
   // Per task, in trace order: queue wait, and start since the trace start.
   std::vector<Duration> waits;
   std::vector<Duration> starts;
