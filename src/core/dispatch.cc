@@ -65,7 +65,10 @@ bool Scheduler::State::LiveHead(uint32_t cls, TaskRef& out_ref) {
       out_ref = r;
       return true;
     }
-    queues.PopHead(cls);  // canceled or moved on since it was queued
+    // Canceled or moved on since it was queued; a task placed past the heads
+    // (BackfillBehindHeads) has no other entry left.
+    if (t.flags & kFlagStaleEntry) task(r).flags &= static_cast<uint8_t>(~kFlagStaleEntry);
+    queues.PopHead(cls);
   }
   return false;
 }
@@ -239,15 +242,17 @@ void Scheduler::State::Reserve(TaskRef r, uint32_t hint) {
   if (chosen == kNone) return;
   EndReservation();
   reservation = Reservation{true, r, chosen};
-  // It fits there now (a worker that changed this instant): offer it.
-  if (best == now_us) MarkWorkerDirty(chosen);
+  // Offer the worker again: the reserved task fits there now (a worker that
+  // changed this instant), or tasks behind their class heads may backfill
+  // what it waits for (BackfillBehindHeads).
+  MarkWorkerDirty(chosen);
 }
 
-void Scheduler::State::Place(uint32_t cls, TaskRef r, uint32_t w) {
+void Scheduler::State::Place(uint32_t cls, TaskRef r, uint32_t w, bool head) {
   const ResourceRequest& req = queues.request(cls);
   Worker& worker = workers[w];
   Task& t = task(r);
-  queues.PopHead(cls);
+  if (head) queues.PopHead(cls);
   ++t.attempt;
   t.worker = worker.id;
   const uint32_t a = NewActive(r, w, t.attempt);
@@ -313,6 +318,43 @@ restart:
       blocked = r;
       have_blocked = true;
     }
+  }
+  if (reservation.active && reservation.worker == w) BackfillBehindHeads(w);
+}
+
+void Scheduler::State::BackfillBehindHeads(uint32_t w) {
+  // EASY backfill reaches past the class heads here: the heads were just
+  // offered this worker and those held back cannot use its free room without
+  // delaying the reserved task. A queued task further back whose time limit
+  // ends by the reservation's planned start can: it delays the reserved task
+  // not at all, and the tasks ahead of it in its class not either (they
+  // could not have used this room before the planned start, and after it the
+  // reserved task takes it).
+  const int64_t shadow = ReservationShadow();
+  if (shadow == kNever || shadow <= now_us) return;
+  const WorkerState& res = *workers[w].res;
+  const uint32_t reserved_cls = ClassOf(reservation.task);
+  std::vector<std::pair<uint32_t, TaskRef>> picks;  // (class, task), in walk order
+  for (const auto& key : queues.heads()) {
+    const uint32_t cls = std::get<2>(key);
+    if (cls == reserved_cls || !res.Fits(queues.request(cls), policy->PreferFullGpus())) continue;
+    uint32_t seen = 0;
+    queues.ForEach(cls, [&](const QueueEntry& e) {
+      if (++seen > kBackfillScan) return false;
+      const Task& t = task(e.task);
+      if (t.state != TaskState::kQueued || (t.flags & (kFlagBackoff | kFlagParked))) return true;
+      const int64_t limit = SpecOf(e.task).timeout.count();
+      if (limit > 0 && now_us + limit <= shadow) picks.emplace_back(cls, e.task);
+      return true;
+    });
+  }
+  for (const auto& [cls, r] : picks) {
+    const Task& t = task(r);
+    if (t.state != TaskState::kQueued || !QuotaAllows(r) || !CanPlace(w, r)) continue;
+    TaskRef head;
+    const bool is_head = LiveHead(cls, head) && head == r;
+    if (!is_head) task(r).flags |= kFlagStaleEntry;  // its entry stays queued
+    Place(cls, r, w, is_head);
   }
 }
 

@@ -76,7 +76,9 @@ class OrderedPolicy : public PlacementPolicy {
 class SpreadPolicy final : public OrderedPolicy {
  public:
   PolicyKind kind() const override { return PolicyKind::kSpread; }
-  bool PreferFullGpus() const override { return false; }
+  // Shares pack onto used GPUs, as with pack: spreading them leaves half-used
+  // GPUs that no whole-GPU task fits (docs/sim.md, the idle profile).
+  bool PreferFullGpus() const override { return true; }
 
  protected:
   Key MakeKey(const WorkerLoad& l) const override {

@@ -7,7 +7,8 @@
 // set, leaves it, or its load changes.
 //
 //   spread       least loaded first: fewest running tasks, then lowest CPU
-//                utilisation, then worker slot (the default).
+//                utilisation, then worker slot (the default); GPU shares go
+//                to the most-used GPU that fits, so whole GPUs stay free.
 //   pack         fullest first: fewest free cores, then fewest free whole
 //                GPUs, then slot; shares go to the most-used GPU that fits,
 //                keeping whole machines and whole GPUs free.

@@ -454,7 +454,11 @@ void Scheduler::State::Enqueue(TaskRef r, bool front) {
   const Job& job = jobs[r.job];
   const Group& g = job.groups[task(r).group];
   int32_t priority = job.spec->groups[task(r).group].priority;
-  if (front) {
+  if (task(r).flags & kFlagStaleEntry) {
+    // Placed by backfill from behind its class head, and its entry there is
+    // still queued: it goes back to that place instead of a second entry.
+    task(r).flags &= static_cast<uint8_t>(~kFlagStaleEntry);
+  } else if (front) {
     queues.PushFront(g.cls, priority, r);
   } else {
     queues.PushBack(g.cls, priority, r);
@@ -736,7 +740,7 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   }
   const TaskOutcome& got = plain ? kEmpty : *extras[ExtraKey(r)].outcome;
   const uint8_t flags = t.flags;
-  t.flags = 0;
+  t.flags &= kFlagStaleEntry;  // an entry left in its queue is still there
   if (flags & kFlagCancel) {
     Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
     return Status::Ok();
@@ -815,11 +819,11 @@ void Scheduler::State::LostAttemptEnded(TaskRef r) {
   Task& t = task(r);
   EndActive(t.active);
   if (t.flags & kFlagCancel) {
-    t.flags = 0;
+    t.flags &= kFlagStaleEntry;
     Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
     return;
   }
-  t.flags = 0;
+  t.flags &= kFlagStaleEntry;  // an entry left in its queue is still there
   ++t.lost;
   if (t.lost >= config.max_lost_attempts) {
     Transition(r, TaskState::kFailed, "worker lost (" + std::to_string(t.lost) + " attempts)");

@@ -42,7 +42,14 @@ enum TaskFlag : uint8_t {
   kFlagCancel = 4,      // kill sent because of a cancel
   kFlagTimedOut = 8,    // kill sent because of the timeout
   kFlagLeaseLost = 16,  // kill sent because its lease vanished
+  // Placed from behind its class head (backfill): its queue entry is still
+  // queued, dead, until it reaches the head. Queued again before that, the
+  // task takes that entry back instead of a second one.
+  kFlagStaleEntry = 32,
 };
+
+// How far past a class head BackfillBehindHeads looks, per class.
+inline constexpr uint32_t kBackfillScan = 256;
 
 struct Task {
   int64_t started_us = 0;   // latest attempt
@@ -310,7 +317,12 @@ struct Scheduler::State {
   // Ends the reservation and offers its worker again: tasks held back there
   // fit nowhere else, and no free on that worker may follow to retry them.
   void EndReservation();
-  void Place(uint32_t cls, TaskRef r, uint32_t w);
+  // Places `r` of class `cls` on `w`; `head`: r is the class head (popped),
+  // else its entry stays in the queue (kFlagStaleEntry).
+  void Place(uint32_t cls, TaskRef r, uint32_t w, bool head = true);
+  // On the reserved worker `w`: places queued tasks behind their class
+  // heads whose time limit ends by the reservation's planned start.
+  void BackfillBehindHeads(uint32_t w);
   void MarkClassDirty(uint32_t cls);
 };
 

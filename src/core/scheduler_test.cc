@@ -2,6 +2,8 @@
 // quotas, drain, priorities, resource classes and backfill reservations.
 #include "core/scheduler.h"
 
+#include <algorithm>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -117,8 +119,26 @@ TEST(PolicyTest, PackKeepsWholeGpusFreeBySharingTheUsedOne) {
                                     "state 2.0 queued->assigned #1"));
 }
 
-TEST(PolicyTest, SpreadPutsSharesOnTheLeastUsedGpu) {
+// Spread keeps whole GPUs free for whole-GPU tasks, as pack does: a second
+// share goes to the GPU the first one uses (two 0.5-GPU tasks on two GPUs
+// would leave a 1-GPU task waiting beside two half-free GPUs).
+TEST(PolicyTest, SpreadPacksSharesOntoTheUsedGpu) {
   TestCluster c(WithPolicy(PolicyKind::kSpread));
+  c.AddWorker(WorkerBuilder().Cpus(8).Gpus(2));
+  c.Submit(JobBuilder(TaskBuilder().Cpus(1).Gpus(0.25).Array(0, 2)));
+  c.Grant(T(1, 0));
+  c.Grant(T(1, 1));
+  EXPECT_THAT(c.Take(), ElementsAre("claim 1.0#1 on w1 [lease:1:slot:1.0 lease:1:gpu:0:share:1.0]",
+                                    "state 1.0 queued->assigned #1",
+                                    "claim 1.1#1 on w1 [lease:1:slot:1.1 lease:1:gpu:0:share:1.1]",
+                                    "state 1.1 queued->assigned #1",
+                                    "assign 1.0#1 on w1 cores=[0] gpus=[0:25]",
+                                    "assign 1.1#1 on w1 cores=[1] gpus=[0:25]"));
+}
+
+// Round-robin still spreads shares over the GPUs (the comparison policy).
+TEST(PolicyTest, RoundRobinPutsSharesOnTheLeastUsedGpu) {
+  TestCluster c(WithPolicy(PolicyKind::kRoundRobin));
   c.AddWorker(WorkerBuilder().Cpus(8).Gpus(2));
   c.Submit(JobBuilder(TaskBuilder().Cpus(1).Gpus(0.25).Array(0, 2)));
   c.Grant(T(1, 0));
@@ -434,6 +454,85 @@ TEST(BackfillTest, TheReservationGoesToTheWorkerWhoseLimitsEndFirst) {
   EXPECT_EQ(lines[lines.size() - 2],
             "claim 3.0#1 on w2 [lease:2:slot:3.0 lease:2:gpu:0 lease:2:gpu:1 lease:2:gpu:2 "
             "lease:2:gpu:3]");
+}
+
+
+// EASY backfill past the class head: 3.0 (limit 200 s) heads its class and
+// would delay the reserved 2.0, which can start at 100 s. 3.1 of the same
+// shape (limit 50 s) is behind it, but it ends before 2.0 could start, so it
+// takes a GPU on the reserved worker at once; 3.0, which could not have used
+// that GPU before 2.0 anyway, keeps its place, and 2.0 starts on time.
+TEST(BackfillTest, AShortTaskBehindItsClassHeadBackfillsTheReservedWorker) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(16).Gpus(4));
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1).Timeout(Seconds(100))));  // 1.0 ends by 100 s
+  c.Run(T(1, 0));
+  c.Submit(JobBuilder(TaskBuilder().Gpus(4)));                        // 2.0 can start at 100 s
+  c.Take();
+  c.Submit(JobBuilder(TaskBuilder("long").Gpus(1).Timeout(Seconds(200)))
+               .Add(TaskBuilder("short").Gpus(1).Timeout(Seconds(50))));  // 3.0, 3.1
+  EXPECT_THAT(c.Take(), ElementsAre("claim 3.1#1 on w1 [lease:1:slot:3.1 lease:1:gpu:1]",
+                                    "state 3.1 queued->assigned #1"));
+  EXPECT_EQ(*c.scheduler().Explain(T(3, 0)), "held back: reservation for 2.0");
+  c.Run(T(3, 1));
+  c.Take();
+  c.Advance(Seconds(50));
+  c.Take();  // renewals
+  c.Finish(T(3, 1));
+  c.Take();
+  c.Advance(Seconds(10));
+  c.Take();
+  c.Finish(T(1, 0));
+  EXPECT_THAT(c.Take(),
+              ElementsAre("release 1.0#1 on w1 [lease:1:slot:1.0 lease:1:gpu:0]",
+                          "state 1.0 running->succeeded #1",
+                          "claim 2.0#1 on w1 [lease:1:slot:2.0 lease:1:gpu:0 lease:1:gpu:1 "
+                          "lease:1:gpu:2 lease:1:gpu:3]",
+                          "state 2.0 queued->assigned #1"));
+  c.Run(T(2, 0));
+  c.Finish(T(2, 0));
+  std::vector<std::string> lines = c.Take();
+  ASSERT_EQ(lines.size(), 6u) << ::testing::PrintToString(lines);
+  EXPECT_EQ(lines[4], "claim 3.0#1 on w1 [lease:1:slot:3.0 lease:1:gpu:0]");
+}
+
+// A task placed from behind its class head leaves its queue entry behind.
+// If it comes back (its lease is refused), it takes that place again, behind
+// the head it was behind (not the front, where a refused head goes), as one
+// entry, and runs once.
+TEST(BackfillTest, ABackfilledTaskThatComesBackTakesItsOldPlaceInTheQueue) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(16).Gpus(4));
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1).Timeout(Seconds(100))));  // 1.0
+  c.Run(T(1, 0));
+  c.Submit(JobBuilder(TaskBuilder().Gpus(4)));                        // 2.0 reserved
+  c.Take();
+  c.Submit(JobBuilder(TaskBuilder("long").Gpus(1).Timeout(Seconds(200)))
+               .Add(TaskBuilder("short").Gpus(1).Timeout(Seconds(50))));
+  EXPECT_THAT(c.Take(), ElementsAre("claim 3.1#1 on w1 [lease:1:slot:3.1 lease:1:gpu:1]",
+                                    "state 3.1 queued->assigned #1"));
+  // Refused at 60 s: 50 s more would end after 2.0's planned start.
+  c.Advance(Seconds(60));
+  c.Take();
+  c.Reject(T(3, 1));
+  EXPECT_THAT(c.Take(), ElementsAre("state 3.1 assigned->queued #1: lease claim rejected"));
+  EXPECT_EQ(*c.scheduler().Explain(T(3, 1)), "behind 1 task of its class");
+  c.Finish(T(1, 0));
+  c.Take();
+  c.Run(T(2, 0));
+  c.Finish(T(2, 0));
+  std::vector<std::string> lines = c.Take();
+  EXPECT_EQ(std::count(lines.begin(), lines.end(),
+                       "claim 3.0#1 on w1 [lease:1:slot:3.0 lease:1:gpu:0]"), 1)
+      << ::testing::PrintToString(lines);
+  EXPECT_EQ(std::count(lines.begin(), lines.end(),
+                       "claim 3.1#2 on w1 [lease:1:slot:3.1 lease:1:gpu:1]"), 1)
+      << ::testing::PrintToString(lines);
+  c.Run(T(3, 1));
+  c.Finish(T(3, 1));
+  lines = c.Take();
+  for (const std::string& l : lines) EXPECT_EQ(l.find("claim"), std::string::npos) << l;
+  EXPECT_EQ(c.scheduler().GetTask(T(3, 1))->state, TaskState::kSucceeded);
 }
 
 }  // namespace
