@@ -70,6 +70,14 @@ TEST(SimulatorTest, HandComputedTraceGivesExactMakespanWaitsAndIdle) {
   // From 10 to 20 one GPU is free and d fits it, held for c's reservation.
   EXPECT_NEAR(r.idle_reservation_gpu_s, 10.0, 1e-9);
   EXPECT_DOUBLE_EQ(r.idle_other_gpu_s, 0.0);
+  // The idle profile: 2 x 29 - 44 = 14 free GPU-s, 10 of them held for c,
+  // 4 (25-29, d alone) with no GPU task waiting; all after the last submit.
+  EXPECT_NEAR(r.idle.reservation_gpu_s, 10.0, 1e-9);
+  EXPECT_NEAR(r.idle.queue_empty_gpu_s, 4.0, 1e-9);
+  EXPECT_DOUBLE_EQ(r.idle.fragmentation_gpu_s, 0.0);
+  EXPECT_DOUBLE_EQ(r.idle.dependency_gpu_s, 0.0);
+  EXPECT_NEAR(r.idle.total_gpu_s(), 14.0, 1e-9);
+  EXPECT_NEAR(r.idle.after_last_submit_gpu_s, 14.0, 1e-9);
 
   const MakespanBound b = ComputeBound(trace, cluster);
   EXPECT_DOUBLE_EQ(b.gpu_area_s, 22.0);  // 44 GPU-s on 2 GPUs
@@ -77,6 +85,7 @@ TEST(SimulatorTest, HandComputedTraceGivesExactMakespanWaitsAndIdle) {
   EXPECT_DOUBLE_EQ(b.cpu_area_s, 10.5);
   EXPECT_DOUBLE_EQ(b.chain_s, 20.0);     // b alone; a then d is 14
   EXPECT_DOUBLE_EQ(b.value_s(), 22.0);
+  EXPECT_DOUBLE_EQ(b.plain_s(), 22.0);
 }
 
 // The same trace with time limits equal to the durations: c can start at 20
@@ -95,9 +104,12 @@ TEST(SimulatorTest, WithTimeLimitsAShortTaskBackfillsBeforeTheReservation) {
   EXPECT_EQ(r.starts[IndexOf(trace, "c")], Seconds(20));
   EXPECT_EQ(r.starts[IndexOf(trace, "d")], Seconds(10));
   EXPECT_EQ(r.waits[IndexOf(trace, "d")], Seconds(0));
-  // From 14 to 20 one GPU is free; nothing that fits is waiting.
+  // From 14 to 20 one GPU is free; nothing that fits is waiting: c (2 GPUs)
+  // waits for b's, which is fragmentation in the idle profile.
   EXPECT_DOUBLE_EQ(r.idle_reservation_gpu_s, 0.0);
   EXPECT_DOUBLE_EQ(r.idle_other_gpu_s, 0.0);
+  EXPECT_NEAR(r.idle.fragmentation_gpu_s, 6.0, 1e-9);
+  EXPECT_NEAR(r.idle.total_gpu_s(), 2 * 25 - 44, 1e-9);
 
   // A limit longer than c's wait (d could run until 21) holds d back again.
   const Trace longer = TraceFrom(R"({"id":"a","submit":0,"duration":10,"limit":10,"gpus":1}
@@ -231,7 +243,32 @@ TEST(SimulatorTest, GeneratedTraceRespectsSubmitTimesDependenciesAndBound) {
     EXPECT_GE(r.makespan_s, bound.value_s() - 1e-6);
     EXPECT_LE(r.gpu_utilization, 1.0 + 1e-9);
     EXPECT_DOUBLE_EQ(r.idle_other_gpu_s, 0.0) << core::PolicyName(policy);
+    // The idle profile accounts for every free GPU-second exactly once.
+    double gpu_work = 0;
+    for (const TraceTask& t : trace.tasks) {
+      gpu_work += static_cast<double>(trace.RequestOf(t).gpus) / core::kWholeGpu *
+                  static_cast<double>(t.duration.count()) / 1e6;
+    }
+    EXPECT_NEAR(r.idle.total_gpu_s(), 8 * r.makespan_s - gpu_work, 1e-6 * gpu_work)
+        << core::PolicyName(policy);
+    EXPECT_NEAR(8 * bound.plain_gpu_area_s, gpu_work, 1e-6 * gpu_work);
   }
+}
+
+// A GPU task waiting for a CPU task it depends on idles the GPU for a
+// dependency; once the last task ends nothing is left to wait.
+TEST(SimulatorTest, IdleProfileCountsAGpuTaskWaitingForItsDependency) {
+  const Trace trace = TraceFrom(R"({"id":"prep","submit":0,"duration":5,"cpus":1}
+{"id":"train","submit":0,"duration":10,"gpus":1,"deps":["prep"]}
+)");
+  const Cluster cluster =
+      ClusterFrom(R"({"workers":[{"name":"w","cpus":4,"mem":"16GiB","gpus":1}]})");
+  const SimResult r = Replay(trace, cluster);
+  EXPECT_DOUBLE_EQ(r.makespan_s, 15.0);
+  EXPECT_NEAR(r.idle.dependency_gpu_s, 5.0, 1e-9);
+  EXPECT_DOUBLE_EQ(r.idle.fragmentation_gpu_s, 0.0);
+  EXPECT_DOUBLE_EQ(r.idle.queue_empty_gpu_s, 0.0);
+  EXPECT_NEAR(r.idle.total_gpu_s(), 5.0, 1e-9);
 }
 
 TEST(SimulatorTest, TaskThatFitsNoWorkerIsAnErrorNamingIt) {
