@@ -98,28 +98,6 @@ std::string IndexPath(std::string_view path, size_t index) {
   return std::string(path) + "[" + std::to_string(index) + "]";
 }
 
-const char* JsonTypeName(const Json& value) {
-  switch (value.type()) {
-    case Json::value_t::string:
-      return "string";
-    case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned:
-      return "integer";
-    case Json::value_t::number_float:
-      return "number";
-    case Json::value_t::boolean:
-      return "boolean";
-    case Json::value_t::array:
-      return "array";
-    case Json::value_t::object:
-      return "object";
-    case Json::value_t::null:
-      return "null";
-    default:
-      return "binary";
-  }
-}
-
 namespace {
 
 size_t EditDistance(std::string_view a, std::string_view b) {

@@ -23,6 +23,7 @@
 #include "common/ids.h"
 #include "common/status.h"
 #include "common/time.h"
+#include "proto/json_type_name.h"
 
 namespace drover::proto::internal {
 
@@ -54,9 +55,6 @@ std::string Dump(const Json& value);
 // "path.key" or "key" when path is empty; "path[i]".
 std::string JoinPath(std::string_view path, std::string_view key);
 std::string IndexPath(std::string_view path, size_t index);
-
-// "string", "integer", "number", "boolean", "array", "object", "null".
-const char* JsonTypeName(const Json& value);
 
 // The closest of `known` to `key` when it is close enough to be a likely
 // typo, else empty.

@@ -4,8 +4,11 @@
 #include <cmath>
 
 #include "common/quantity.h"
+#include "proto/json_type_name.h"
 
 namespace drover::sim::internal {
+
+using proto::JsonTypeName;
 
 namespace {
 
@@ -34,7 +37,8 @@ Result<T> ReadQuantity(const Json& value, std::string_view field, Parse parse) {
   } else if (value.is_number()) {
     text = NumberText(value);
   } else {
-    return FieldError(field, std::string("expected a string or a number, got ") + TypeName(value));
+    return FieldError(field,
+                      std::string("expected a string or a number, got ") + JsonTypeName(value));
   }
   Result<T> parsed = parse(text);
   if (!parsed.ok()) return FieldError(field, parsed.status().message());
@@ -53,29 +57,9 @@ Result<Json> ParseJsonText(std::string_view text) {
   }
 }
 
-const char* TypeName(const Json& value) {
-  switch (value.type()) {
-    case Json::value_t::string:
-      return "string";
-    case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned:
-      return "integer";
-    case Json::value_t::number_float:
-      return "number";
-    case Json::value_t::boolean:
-      return "boolean";
-    case Json::value_t::array:
-      return "array";
-    case Json::value_t::object:
-      return "object";
-    default:
-      return "null";
-  }
-}
-
 Status CheckKeys(const Json& object, std::initializer_list<std::string_view> known) {
   if (!object.is_object()) {
-    return InvalidArgument(std::string("expected an object, got ") + TypeName(object));
+    return InvalidArgument(std::string("expected an object, got ") + JsonTypeName(object));
   }
   for (const auto& item : object.items()) {
     bool ok = false;
@@ -91,7 +75,7 @@ Status CheckKeys(const Json& object, std::initializer_list<std::string_view> kno
 
 Result<std::string> ReadString(const Json& value, std::string_view field) {
   if (!value.is_string()) {
-    return FieldError(field, std::string("expected a string, got ") + TypeName(value));
+    return FieldError(field, std::string("expected a string, got ") + JsonTypeName(value));
   }
   return value.get<std::string>();
 }
@@ -103,12 +87,12 @@ Result<std::vector<std::string>> ReadStrings(const Json& value, std::string_view
     return out;
   }
   if (!value.is_array()) {
-    return FieldError(field, std::string("expected a list of strings, got ") + TypeName(value));
+    return FieldError(field, std::string("expected a list of strings, got ") + JsonTypeName(value));
   }
   for (size_t i = 0; i < value.size(); ++i) {
     if (!value[i].is_string()) {
       return FieldError(std::string(field) + "[" + std::to_string(i) + "]",
-                        std::string("expected a string, got ") + TypeName(value[i]));
+                        std::string("expected a string, got ") + JsonTypeName(value[i]));
     }
     out.push_back(value[i].get<std::string>());
   }
@@ -117,7 +101,7 @@ Result<std::vector<std::string>> ReadStrings(const Json& value, std::string_view
 
 Result<int64_t> ReadInt(const Json& value, std::string_view field, int64_t min, int64_t max) {
   if (!value.is_number_integer()) {
-    return FieldError(field, std::string("expected an integer, got ") + TypeName(value));
+    return FieldError(field, std::string("expected an integer, got ") + JsonTypeName(value));
   }
   if (value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
     return FieldError(field, "out of range");
@@ -155,7 +139,7 @@ Result<Duration> ReadSeconds(const Json& value, std::string_view field) {
   if (!value.is_number()) {
     return FieldError(field, std::string("expected seconds (a number) or a duration such as "
                                          "\"90s\", got ") +
-                                 TypeName(value));
+                                 JsonTypeName(value));
   }
   const double seconds = value.get<double>();
   // About 290,000 years fit in int64 microseconds; refuse anything near that.

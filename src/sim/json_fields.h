@@ -32,9 +32,6 @@ Result<Json> ParseJsonText(std::string_view text);
 // Errors: "expected an object, got array", "unknown field \"gpu\"".
 Status CheckKeys(const Json& object, std::initializer_list<std::string_view> known);
 
-// "string", "integer", "number", "boolean", "array", "object", "null".
-const char* TypeName(const Json& value);
-
 Result<std::string> ReadString(const Json& value, std::string_view field);
 // A list of strings, or one string standing for a list of one.
 Result<std::vector<std::string>> ReadStrings(const Json& value, std::string_view field);
