@@ -1,6 +1,7 @@
 // Helpers for net_test: a temporary directory, an EventLoop running on its
-// own thread, and a queue to wait on values produced by loop callbacks.
-// Waiting is always on an event with a generous timeout, never a sleep.
+// own thread, a queue to wait on values produced by loop callbacks, and the
+// options of a loopback server and of a client pinned to it. Waiting is
+// always on an event with a generous timeout, never a sleep.
 #ifndef DROVER_NET_NET_TEST_UTIL_H_
 #define DROVER_NET_NET_TEST_UTIL_H_
 
@@ -21,7 +22,9 @@
 #include <string>
 #include <thread>
 
+#include "net/client_options.h"
 #include "net/event_loop.h"
+#include "net/server.h"
 
 namespace drover::net::testing {
 
@@ -129,6 +132,32 @@ inline std::optional<std::string> ReadUntilClosed(int fd, std::chrono::milliseco
     if (n <= 0) return out;  // EOF or reset: closed
     out.append(buf, static_cast<size_t>(n));
   }
+}
+
+// A server on 127.0.0.1 and a free port, its TLS identity in `cert_dir`,
+// accepting `token`.
+inline ServerOptions LoopbackServerOptions(const std::string& cert_dir, const std::string& token,
+                                           bool tls = true) {
+  ServerOptions o;
+  o.bind_address = "127.0.0.1";
+  o.port = 0;
+  o.tls = tls;
+  o.cert_dir = cert_dir;
+  o.token = token;
+  return o;
+}
+
+// A client of `server` (started) sending `token`, pinned to the server's
+// fingerprint when `tls`.
+inline ClientOptions ClientOf(const Server& server, const std::string& token, bool tls = true) {
+  ClientOptions o;
+  o.host = "127.0.0.1";
+  o.port = server.port();
+  o.tls = tls;
+  o.fingerprint = server.fingerprint();
+  o.token = token;
+  o.timeout = Seconds(20);
+  return o;
 }
 
 }  // namespace drover::net::testing

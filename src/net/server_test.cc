@@ -17,7 +17,9 @@
 namespace drover::net {
 namespace {
 
+using testing::ClientOf;
 using testing::ConnectRaw;
+using testing::LoopbackServerOptions;
 using testing::LoopThread;
 using testing::ReadUntilClosed;
 using testing::TempDir;
@@ -29,12 +31,7 @@ class ServerTest : public ::testing::TestWithParam<bool> {
   bool tls() const { return GetParam(); }
 
   ServerOptions Options() {
-    ServerOptions o;
-    o.bind_address = "127.0.0.1";
-    o.port = 0;
-    o.tls = tls();
-    o.cert_dir = state_.path();
-    o.token = kToken;
+    ServerOptions o = LoopbackServerOptions(state_.path(), kToken, tls());
     o.limits.max_body_bytes = 4096;
     o.limits.handshake_timeout = Millis(300);
     return o;
@@ -78,15 +75,8 @@ class ServerTest : public ::testing::TestWithParam<bool> {
     server_.reset();
   }
 
-  ClientOptions Client(std::string token = kToken) {
-    ClientOptions o;
-    o.host = "127.0.0.1";
-    o.port = server_->port();
-    o.tls = tls();
-    o.fingerprint = server_->fingerprint();
-    o.token = std::move(token);
-    o.timeout = Seconds(20);
-    return o;
+  ClientOptions Client(const std::string& token = kToken) {
+    return ClientOf(*server_, token, tls());
   }
 
   TempDir state_;
@@ -208,12 +198,7 @@ TEST(ServerTlsTest, PinnedFingerprintMismatchIsRefusedNamingBoth) {
   Result<TlsIdentity> impostor = LoadOrCreateTlsIdentity(other.path());
   ASSERT_TRUE(impostor.ok());
   EventLoop loop;
-  ServerOptions o;
-  o.bind_address = "127.0.0.1";
-  o.port = 0;
-  o.cert_dir = state.path();
-  o.token = kToken;
-  Server server(loop, o);
+  Server server(loop, LoopbackServerOptions(state.path(), kToken));
   bool handled = false;
   server.Route("GET", "/x", [&](const Request&, Responder done) {
     handled = true;
@@ -222,9 +207,7 @@ TEST(ServerTlsTest, PinnedFingerprintMismatchIsRefusedNamingBoth) {
   ASSERT_TRUE(server.Start().ok());
   LoopThread thread(loop);
 
-  ClientOptions c;
-  c.port = server.port();
-  c.token = kToken;
+  ClientOptions c = ClientOf(server, kToken);
   c.fingerprint = impostor->fingerprint;
   Result<Response> r = HttpClient(c).Get("/x");
   ASSERT_FALSE(r.ok());
@@ -255,20 +238,12 @@ TEST(ServerTlsTest, ALaterConnectionResumesTheSessionAndIsStillPinned) {
   Result<TlsIdentity> impostor = LoadOrCreateTlsIdentity(other.path());
   ASSERT_TRUE(impostor.ok());
   EventLoop loop;
-  ServerOptions o;
-  o.bind_address = "127.0.0.1";
-  o.port = 0;
-  o.cert_dir = state.path();
-  o.token = kToken;
-  Server server(loop, o);
+  Server server(loop, LoopbackServerOptions(state.path(), kToken));
   server.Route("GET", "/x", [&](const Request&, Responder done) { done(JsonResponse("{}")); });
   ASSERT_TRUE(server.Start().ok());
   LoopThread thread(loop);
 
-  ClientOptions c;
-  c.port = server.port();
-  c.token = kToken;
-  c.fingerprint = server.fingerprint();
+  ClientOptions c = ClientOf(server, kToken);
   const long before = ClientSessionsResumed();
   for (int i = 0; i < 3; ++i) {
     Result<Response> r = HttpClient(c).Get("/x");
@@ -287,11 +262,7 @@ TEST(ServerTlsTest, ALaterConnectionResumesTheSessionAndIsStillPinned) {
 TEST(ServerTlsTest, RestartKeepsTheFingerprint) {
   TempDir state;
   EventLoop loop;
-  ServerOptions o;
-  o.bind_address = "127.0.0.1";
-  o.port = 0;
-  o.cert_dir = state.path();
-  o.token = kToken;
+  const ServerOptions o = LoopbackServerOptions(state.path(), kToken);
   std::string first;
   {
     Server server(loop, o);

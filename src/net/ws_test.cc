@@ -11,7 +11,9 @@
 namespace drover::net {
 namespace {
 
+using testing::ClientOf;
 using testing::Inbox;
+using testing::LoopbackServerOptions;
 using testing::LoopThread;
 using testing::TempDir;
 
@@ -35,12 +37,7 @@ class WsTest : public ::testing::TestWithParam<bool> {
   bool tls() const { return GetParam(); }
 
   void SetUp() override {
-    ServerOptions o;
-    o.bind_address = "127.0.0.1";
-    o.port = 0;
-    o.tls = tls();
-    o.cert_dir = state_.path();
-    o.token = kToken;
+    ServerOptions o = LoopbackServerOptions(state_.path(), kToken, tls());
     o.limits.max_ws_message_bytes = 1024;
     server_ = std::make_unique<Server>(loop_, o);
     // Echo: text back as text, binary back as binary; greets on open.
@@ -76,14 +73,8 @@ class WsTest : public ::testing::TestWithParam<bool> {
     server_.reset();
   }
 
-  ClientOptions Client(std::string token = kToken) {
-    ClientOptions o;
-    o.port = server_->port();
-    o.tls = tls();
-    o.fingerprint = server_->fingerprint();
-    o.token = std::move(token);
-    o.timeout = Seconds(20);
-    return o;
+  ClientOptions Client(const std::string& token = kToken) {
+    return ClientOf(*server_, token, tls());
   }
 
   // Connects and attaches `seen`; returns the session or the failure.
@@ -280,20 +271,12 @@ TEST(WsTlsTest, PinnedFingerprintMismatchIsRefused) {
   Result<TlsIdentity> impostor = LoadOrCreateTlsIdentity(other.path());
   ASSERT_TRUE(impostor.ok());
   EventLoop loop;
-  ServerOptions o;
-  o.bind_address = "127.0.0.1";
-  o.port = 0;
-  o.cert_dir = state.path();
-  o.token = kToken;
-  Server server(loop, o);
+  Server server(loop, LoopbackServerOptions(state.path(), kToken));
   bool opened = false;
   server.WebSocketRoute("/ws", [&](std::shared_ptr<WsSession>, const Request&) { opened = true; });
   ASSERT_TRUE(server.Start().ok());
 
-  ClientOptions c;
-  c.port = server.port();
-  c.token = kToken;
-  c.fingerprint = impostor->fingerprint;
+  ClientOptions c = ClientOf(server, kToken);
   Inbox<Status> result;
   for (const std::string& fp : {impostor->fingerprint, std::string()}) {
     c.fingerprint = fp;

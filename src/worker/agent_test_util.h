@@ -42,13 +42,8 @@ class FakeServer {
   };
 
   explicit FakeServer(bool tls) : tls_(tls) {
-    net::ServerOptions options;
-    options.bind_address = "127.0.0.1";
-    options.port = 0;
-    options.tls = tls;
-    options.cert_dir = dir_.path();
-    options.token = kToken;
-    server_ = std::make_unique<net::Server>(loop_, options);
+    server_ = std::make_unique<net::Server>(
+        loop_, net::testing::LoopbackServerOptions(dir_.path(), kToken, tls));
     server_->WebSocketRoute("/api/v1/worker",
                             [this](std::shared_ptr<net::WsSession> s, const net::Request&) {
                               OnOpen(std::move(s));
