@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -95,6 +96,14 @@ nlohmann::json Cluster::Get(const std::string& target) {
   return j.ok() ? *j : nlohmann::json();
 }
 
+std::string Cluster::WriteFile(const std::string& name, const std::string& text) const {
+  const std::string path = dir_ + "/" + name;
+  std::ofstream out(path);
+  out << text;
+  if (!out.flush()) ADD_FAILURE() << "cannot write " << path;
+  return path;
+}
+
 EventTap::EventTap(const net::ClientOptions& options, uint64_t job) {
   net::ConnectWebSocket(
       loop_, options, "/api/v1/events?job=" + std::to_string(job),
@@ -140,11 +149,55 @@ bool EventTap::WaitForState(const std::string& task, const std::string& state, u
   });
 }
 
+bool EventTap::WaitForTasksIn(const std::string& state, size_t n) {
+  return WaitFor([&](const std::vector<cli::TaskEventView>& events) {
+    std::set<std::string> tasks;
+    for (const auto& e : events) {
+      if (e.to == state) tasks.insert(e.task);
+    }
+    return tasks.size() >= n;
+  });
+}
+
 uint64_t SubmittedJob(const RunResult& r) {
   EXPECT_EQ(r.status, 0) << r.output;
   std::smatch m;
   if (!std::regex_search(r.output, m, std::regex("^([0-9]+)\\s*$"))) return 0;
   return std::stoull(m[1]);
+}
+
+uint64_t RunJobId(const std::string& output) {
+  std::smatch m;
+  if (!std::regex_search(output, m, std::regex("job ([0-9]+) \""))) return 0;
+  return std::stoull(m[1]);
+}
+
+std::vector<std::string> Submit(std::vector<std::string> flags, std::vector<std::string> cmd) {
+  std::vector<std::string> argv = {"submit"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), cmd.begin(), cmd.end());
+  return argv;
+}
+
+std::vector<std::string> RecordingTask(const std::string& runs, const std::string& then) {
+  return {"sh", "-c", "echo run >> " + runs + "$DROVER_TASK_INDEX; " + then};
+}
+
+std::vector<std::string> HoldingTask(const std::string& runs, const std::string& go) {
+  return RecordingTask(runs, "while [ ! -e " + go + " ]; do sleep 0.05; done");
+}
+
+void ExpectEachTaskRanOnceInAttempt1(Cluster& c, uint64_t job, const std::string& runs,
+                                     size_t tasks) {
+  nlohmann::json info = c.Get("/api/v1/jobs/" + std::to_string(job));
+  ASSERT_EQ(info["tasks"].size(), tasks) << info.dump(2);
+  for (const nlohmann::json& t : info["tasks"]) {
+    EXPECT_EQ(t["state"], "succeeded") << t.dump(2);
+    EXPECT_EQ(t["attempt"], 1) << "re-attached or adopted, not re-run: " << t.dump(2);
+    const std::string index = std::to_string(t["array_index"].get<int64_t>());
+    EXPECT_EQ(Lines(runs + index), std::vector<std::string>{"run"}) << "task " << index;
+  }
 }
 
 std::vector<std::string> Lines(const std::string& path) {

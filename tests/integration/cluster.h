@@ -60,6 +60,10 @@ class Cluster {
   cli::ApiClient Api();
   nlohmann::json Get(const std::string& target);
 
+  // Writes `text` to the file `name` in dir() (a job file, say); returns its
+  // path.
+  std::string WriteFile(const std::string& name, const std::string& text) const;
+
   std::string binary() const;
 
  private:
@@ -83,6 +87,8 @@ class EventTap {
 
   // Convenience: a task reached `state` (with this attempt, when non-zero).
   bool WaitForState(const std::string& task, const std::string& state, uint32_t attempt = 0);
+  // Convenience: `n` different tasks reached `state`.
+  bool WaitForTasksIn(const std::string& state, size_t n);
 
  private:
   net::EventLoop loop_;
@@ -96,6 +102,25 @@ class EventTap {
 // The job id a `drover submit` printed (its only output line), checking
 // that it exited 0; 0 when there is none.
 uint64_t SubmittedJob(const RunResult& r);
+
+// The job id in what `drover run` printed ("job 12 \"name\" ..."); 0 when
+// there is none.
+uint64_t RunJobId(const std::string& output);
+
+// The argument list of `drover submit FLAGS -- CMD`.
+std::vector<std::string> Submit(std::vector<std::string> flags, std::vector<std::string> cmd);
+
+// A task command that records each run (a line "run" appended to the file
+// `runs` followed by its array index) and then runs the shell text `then`.
+std::vector<std::string> RecordingTask(const std::string& runs, const std::string& then);
+// A RecordingTask that then holds until the file `go` exists.
+std::vector<std::string> HoldingTask(const std::string& runs, const std::string& go);
+
+// Checks that job `job` has `tasks` tasks and that each succeeded in its
+// first attempt and ran exactly once, as HoldingTask(runs, ...) recorded:
+// what a server restart must give (re-attached or adopted, not re-run).
+void ExpectEachTaskRanOnceInAttempt1(Cluster& c, uint64_t job, const std::string& runs,
+                                     size_t tasks);
 
 // The lines of a file (a task's side file), without line ends.
 std::vector<std::string> Lines(const std::string& path);

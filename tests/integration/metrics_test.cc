@@ -286,9 +286,8 @@ TEST(MetricsTest, ReportNamesTheCriticalPathOfADiamond) {
   Cluster c;
   c.StartServer();
   c.StartWorker("w1");
-  const std::string file = c.dir() + "/diamond.toml";
   // slow sleeps 0.5 s, fast does nothing: prep -> slow -> join is critical.
-  std::ofstream(file) << R"(name = "diamond"
+  const std::string file = c.WriteFile("diamond.toml", R"(name = "diamond"
 
 [[task]]
 id = "prep"
@@ -308,12 +307,12 @@ command = "sleep 0.5"
 id = "join"
 depends_on = ["fast", "slow"]
 command = "sleep 0.1"
-)";
+)");
   RunResult run = c.Drover({"run", "--plain", file});
   ASSERT_EQ(run.status, 0) << run.output;
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(run.output, m, std::regex("job ([0-9]+) \""))) << run.output;
-  const std::string j = m[1];
+  const uint64_t job = RunJobId(run.output);
+  ASSERT_GT(job, 0u) << run.output;
+  const std::string j = std::to_string(job);
 
   const json expected_path = json::array({j + ".0", j + ".2", j + ".3"});
   RunResult cli = c.Drover({"report", j, "--json"});

@@ -1,7 +1,6 @@
 // The example pipeline on `drover up`, and what a malformed job file does.
 #include <signal.h>
 
-#include <fstream>
 #include <regex>
 
 #include <gtest/gtest.h>
@@ -36,18 +35,12 @@ class UpCluster {
   std::unique_ptr<Process> up_;
 };
 
-uint64_t JobIdFromRunOutput(const std::string& output) {
-  std::smatch m;
-  if (!std::regex_search(output, m, std::regex("job ([0-9]+) \""))) return 0;
-  return std::stoull(m[1]);
-}
-
 TEST(PipelineTest, ExamplePipelineCompletesWithDependenciesRespectedAndInputsAggregated) {
   UpCluster up;
   Cluster& c = up.cluster();
   RunResult run = c.Drover({"run", std::string(EXAMPLES_DIR) + "/pipeline.toml"});
   ASSERT_EQ(run.status, 0) << run.output;
-  const uint64_t job = JobIdFromRunOutput(run.output);
+  const uint64_t job = RunJobId(run.output);
   ASSERT_GT(job, 0u) << run.output;
 
   nlohmann::json info = c.Get("/api/v1/jobs/" + std::to_string(job));
@@ -86,12 +79,12 @@ TEST(PipelineTest, ExamplePipelineCompletesWithDependenciesRespectedAndInputsAgg
 TEST(PipelineTest, MalformedJobFileExitsWithStatus2AndItsLineAndSendsNothing) {
   Cluster c;
   c.StartServer();
-  const std::string file = c.dir() + "/bad.toml";
-  std::ofstream(file) << "name = \"bad\"\n"
-                         "\n"
-                         "[[task]]\n"
-                         "id = \"a\"\n"
-                         "comand = [\"true\"]\n";
+  const std::string file = c.WriteFile("bad.toml",
+                                       "name = \"bad\"\n"
+                                       "\n"
+                                       "[[task]]\n"
+                                       "id = \"a\"\n"
+                                       "comand = [\"true\"]\n");
   RunResult run = c.Drover({"run", file});
   EXPECT_EQ(run.status, 2) << run.output;
   EXPECT_NE(run.output.find("bad.toml:5"), std::string::npos) << run.output;

@@ -70,22 +70,15 @@ TEST(RecoveryTest, ServerKilledMidRunRestoresJobsAndReattachesRunningTasks) {
   c.StartWorker("solo", {"--cpus", "0"});
   const std::string go = c.dir() + "/go";
   const std::string runs = c.dir() + "/runs.";
-  const uint64_t job = SubmittedJob(c.Drover(
-      {"submit", "--name", "hold", "--array", "0-2", "--", "sh", "-c",
-       "echo run >> " + runs + "$DROVER_TASK_INDEX; while [ ! -e " + go +
-           " ]; do sleep 0.05; done"}));
+  const uint64_t job =
+      SubmittedJob(c.Drover(Submit({"--name", "hold", "--array", "0-2"}, HoldingTask(runs, go))));
   ASSERT_GT(job, 0u);
-  const uint64_t later = SubmittedJob(
-      c.Drover({"submit", "--name", "later", "--after", std::to_string(job), "--", "true"}));
+  const uint64_t later =
+      SubmittedJob(c.Drover(Submit({"--name", "later", "--after", std::to_string(job)}, {"true"})));
   ASSERT_GT(later, 0u);
   {
     EventTap tap(c.Api().options(), job);
-    ASSERT_TRUE(tap.WaitFor([](const std::vector<cli::TaskEventView>& events) {
-      for (const auto& e : events) {
-        if (e.to == "running") return true;
-      }
-      return false;
-    }));
+    ASSERT_TRUE(tap.WaitForTasksIn("running", 1));
   }
   c.KillServer(SIGKILL);
   c.StartServer();
@@ -96,13 +89,7 @@ TEST(RecoveryTest, ServerKilledMidRunRestoresJobsAndReattachesRunningTasks) {
   std::ofstream(go) << "go\n";
   RunResult wait = c.Drover({"wait", std::to_string(later)});
   EXPECT_EQ(wait.status, 0) << wait.output << "\nserver:\n" << c.server()->output();
-  nlohmann::json info = c.Get("/api/v1/jobs/" + std::to_string(job));
-  for (const nlohmann::json& t : info["tasks"]) {
-    EXPECT_EQ(t["state"], "succeeded") << t.dump(2);
-    EXPECT_EQ(t["attempt"], 1) << "re-attached, not re-run: " << t.dump(2);
-    const std::string index = std::to_string(t["array_index"].get<int64_t>());
-    EXPECT_EQ(Lines(runs + index), std::vector<std::string>{"run"}) << "task " << index;
-  }
+  ExpectEachTaskRanOnceInAttempt1(c, job, runs, 3);
 }
 
 // Assignments go to workers before their records are durable. The test hook
@@ -152,14 +139,7 @@ TEST(RecoveryTest, AssignmentsTheJournalNeverSawAreAdoptedAfterAServerCrash) {
   std::ofstream(go2) << "go\n";
   RunResult wait = c.Drover({"wait", std::to_string(job)});
   EXPECT_EQ(wait.status, 0) << wait.output << "\nserver:\n" << second.output();
-  nlohmann::json info = c.Get("/api/v1/jobs/" + std::to_string(job));
-  ASSERT_EQ(info["tasks"].size(), 6u) << info.dump(2);
-  for (const nlohmann::json& t : info["tasks"]) {
-    EXPECT_EQ(t["state"], "succeeded") << t.dump(2);
-    EXPECT_EQ(t["attempt"], 1) << "adopted, not re-run: " << t.dump(2);
-    const std::string index = std::to_string(t["array_index"].get<int64_t>());
-    EXPECT_EQ(Lines(runs + index), std::vector<std::string>{"run"}) << "task " << index;
-  }
+  ExpectEachTaskRanOnceInAttempt1(c, job, runs, 6);
 }
 
 // The gap a restart's placement hold closes: another worker is back first

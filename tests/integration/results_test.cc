@@ -1,7 +1,6 @@
 // Task results ($DROVER_RESULT, up to 64 KiB) through the whole path: the
 // worker reads them, the server journals and serves them, a dependent finds
 // them under $DROVER_INPUTS. And --json on the read commands.
-#include <fstream>
 #include <regex>
 
 #include <gtest/gtest.h>
@@ -13,12 +12,6 @@ namespace {
 
 constexpr size_t kLimit = 64 * 1024;
 
-uint64_t JobIdFromRunOutput(const std::string& output) {
-  std::smatch m;
-  if (!std::regex_search(output, m, std::regex("job ([0-9]+) \""))) return 0;
-  return std::stoull(m[1]);
-}
-
 nlohmann::json ParseOrNull(const std::string& text) {
   return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
@@ -27,8 +20,7 @@ TEST(ResultsTest, ResultsUpTo64KiBReachTheApiAndDependentsAndLongerOnesAreCutVis
   Cluster c;
   c.StartServer();
   c.StartWorker("w");
-  const std::string file = c.dir() + "/results.toml";
-  std::ofstream(file) << R"(name = "results"
+  const std::string file = c.WriteFile("results.toml", R"(name = "results"
 
 [[task]]
 id = "exact"
@@ -42,10 +34,10 @@ command = "head -c 70000 /dev/zero | tr '\\0' y > \"$DROVER_RESULT\""
 id = "sizes"
 depends_on = ["exact", "over"]
 command = "cd \"$DROVER_INPUTS\" && wc -c * > \"$DROVER_RESULT\""
-)";
+)");
   RunResult run = c.Drover({"run", file});
   ASSERT_EQ(run.status, 0) << run.output;
-  const uint64_t job = JobIdFromRunOutput(run.output);
+  const uint64_t job = RunJobId(run.output);
   ASSERT_GT(job, 0u) << run.output;
   const std::string j = std::to_string(job);
 

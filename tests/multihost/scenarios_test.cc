@@ -111,14 +111,6 @@ void ExpectEachTaskRanOnce(LanCluster& c, uint64_t job, const std::string& runs,
   }
 }
 
-bool AllRunning(const std::vector<cli::TaskEventView>& events, size_t n) {
-  std::set<std::string> running;
-  for (const auto& e : events) {
-    if (e.to == "running") running.insert(e.task);
-  }
-  return running.size() >= n;
-}
-
 class MultiHost : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -163,7 +155,7 @@ TEST_F(MultiHost, WorkerLinkDownTasksFencedRescheduledElsewhereAndWorkerRejoins)
       {"submit", "--name", "spread", "--array", "0-2", "--", "sh", "-c", Blocker(runs, go)}));
   ASSERT_GT(job, 0u);
   EventTap tap(c.options(), job);
-  ASSERT_TRUE(tap.WaitFor([](const auto& events) { return AllRunning(events, 3); }));
+  ASSERT_TRUE(tap.WaitForTasksIn("running", 3));
   std::string victim;  // the task on w1
   int64_t victim_index = -1;
   for (int i = 0; i < 3; ++i) {
@@ -224,7 +216,7 @@ TEST_F(MultiHost, WorkerLinkDownTasksFencedRescheduledElsewhereAndWorkerRejoins)
   ASSERT_GT(job2, 0u);
   {
     EventTap tap2(c.options(), job2);
-    ASSERT_TRUE(tap2.WaitFor([](const auto& events) { return AllRunning(events, 3); }));
+    ASSERT_TRUE(tap2.WaitForTasksIn("running", 3));
   }
   std::set<std::string> hosts;
   for (int i = 0; i < 3; ++i) {
@@ -262,7 +254,7 @@ TEST_F(MultiHost, ServerKilledAndRestartedWithRedisEveryTaskRunsOnce) {
   ASSERT_GT(job, 0u);
   {
     EventTap tap(rc.options(), job);
-    ASSERT_TRUE(tap.WaitFor([](const auto& events) { return AllRunning(events, 3); }));
+    ASSERT_TRUE(tap.WaitForTasksIn("running", 3));
   }
   const int64_t killed = NowMillis();
   rc.KillServer(SIGKILL);

@@ -1,6 +1,7 @@
-// Helpers shared by the Redis integration tests: a private redis-server, the
-// short-timing server flags, tasks that record each run in a side file,
-// `drover submit` argument lists, and waits on the event stream.
+// Helpers shared by the Redis integration tests: a private redis-server and
+// the short-timing server flags. Tasks that record each run, `drover submit`
+// argument lists and waits on the event stream are in
+// tests/integration/cluster.h, shared with the embedded-store tests.
 //
 // Thread safety: the test's thread.
 #ifndef DROVER_TESTS_REDIS_INTEGRATION_REDIS_CLUSTER_H_
@@ -9,7 +10,6 @@
 #include <gtest/gtest.h>
 
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -32,32 +32,6 @@ inline std::vector<std::string> RedisFlags(const TestRedisServer& redis,
                                     "200ms",   "--lease-ttl", ttl};
   flags.insert(flags.end(), more.begin(), more.end());
   return flags;
-}
-
-// Tasks that record each run and then hold until `go` exists.
-inline std::vector<std::string> HoldingTask(const std::string& runs, const std::string& go) {
-  return {
-      "sh", "-c",
-      "echo run >> " + runs + "$DROVER_TASK_INDEX; while [ ! -e " + go + " ]; do sleep 0.05; done"};
-}
-
-inline std::vector<std::string> Submit(std::vector<std::string> flags,
-                                       std::vector<std::string> cmd) {
-  std::vector<std::string> argv = {"submit"};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.push_back("--");
-  argv.insert(argv.end(), cmd.begin(), cmd.end());
-  return argv;
-}
-
-inline bool CountRunning(EventTap& tap, size_t n) {
-  return tap.WaitFor([n](const std::vector<cli::TaskEventView>& events) {
-    std::set<std::string> running;
-    for (const auto& e : events) {
-      if (e.to == "running") running.insert(e.task);
-    }
-    return running.size() >= n;
-  });
 }
 
 }  // namespace drover::testing

@@ -46,7 +46,7 @@ TEST(RedisServerTest, RestartedServerRestoresEveryJobFromRedis) {
   ASSERT_GT(later, 0u);
   {
     EventTap tap(c.Api().options(), job);
-    ASSERT_TRUE(CountRunning(tap, 1));
+    ASSERT_TRUE(tap.WaitForTasksIn("running", 1));
   }
   c.KillServer(SIGKILL);
   // Nothing was kept on disk: the journal is the Redis stream.
@@ -60,14 +60,7 @@ TEST(RedisServerTest, RestartedServerRestoresEveryJobFromRedis) {
   std::ofstream(go) << "go\n";
   RunResult wait = c.Drover({"wait", std::to_string(later)});
   EXPECT_EQ(wait.status, 0) << wait.output << "\nserver:\n" << c.server()->output();
-  nlohmann::json info = c.Get("/api/v1/jobs/" + std::to_string(job));
-  ASSERT_EQ(info["tasks"].size(), 3u) << info.dump(2);
-  for (const nlohmann::json& t : info["tasks"]) {
-    EXPECT_EQ(t["state"], "succeeded") << t.dump(2);
-    EXPECT_EQ(t["attempt"], 1) << "re-attached, not re-run: " << t.dump(2);
-    const std::string index = std::to_string(t["array_index"].get<int64_t>());
-    EXPECT_EQ(Lines(runs + index), std::vector<std::string>{"run"}) << "task " << index;
-  }
+  ExpectEachTaskRanOnceInAttempt1(c, job, runs, 3);
   // Every lease was released in the end.
   EXPECT_TRUE(cli.Keys("drover:lease:*").empty());
 }
@@ -89,7 +82,7 @@ TEST(RedisServerTest, ReconciliationRepairsDeletedAndPlantedLeases) {
   const std::string keep = std::to_string(job) + ".0";
   const std::string lose = std::to_string(job) + ".1";
   EventTap tap(c.Api().options(), job);
-  ASSERT_TRUE(CountRunning(tap, 2));
+  ASSERT_TRUE(tap.WaitForTasksIn("running", 2));
   const std::string keep_key = SlotKey(cli, keep);
   const std::string lose_key = SlotKey(cli, lose);
   ASSERT_FALSE(keep_key.empty());
@@ -143,18 +136,14 @@ TEST(RedisServerTest, RedisRestartedMidRunLosesNothingAndRunsNothingTwice) {
   c.StartWorker("duo", {"--cpus", "0-1"});
   const std::string runs = c.dir() + "/runs.";
   const int kTasks = 16;
-  const uint64_t job = SubmittedJob(
-      c.Drover(Submit({"--name", "many", "--array", "0-" + std::to_string(kTasks - 1)},
-                      {"sh", "-c", "echo run >> " + runs + "$DROVER_TASK_INDEX; sleep 0.2"})));
+  const uint64_t job =
+      SubmittedJob(c.Drover(Submit({"--name", "many", "--array", "0-" + std::to_string(kTasks - 1)},
+                                   RecordingTask(runs, "sleep 0.2"))));
   ASSERT_GT(job, 0u);
   {
     EventTap tap(c.Api().options(), job);
     // Mid-run: some done, two running, the rest queued.
-    ASSERT_TRUE(tap.WaitFor([](const std::vector<cli::TaskEventView>& events) {
-      int done = 0;
-      for (const auto& e : events) done += e.to == "succeeded";
-      return done >= 3;
-    }));
+    ASSERT_TRUE(tap.WaitForTasksIn("succeeded", 3));
   }
   ASSERT_TRUE(redis->Restart().ok());
   ASSERT_TRUE(c.server()->WaitForLine("redis: reconnected", In(seconds(30))))
@@ -195,17 +184,13 @@ TEST(RedisServerTest, StandbyTakesOverFromAKilledLeaderAndEveryTaskRunsOnce) {
   c.StartWorker("duo", {"--cpus", "0-1"});
   const std::string runs = c.dir() + "/runs.";
   const int kTasks = 200;
-  const uint64_t job = SubmittedJob(
-      c.Drover(Submit({"--name", "many", "--array", "0-" + std::to_string(kTasks - 1)},
-                      {"sh", "-c", "echo run >> " + runs + "$DROVER_TASK_INDEX; sleep 0.05"})));
+  const uint64_t job =
+      SubmittedJob(c.Drover(Submit({"--name", "many", "--array", "0-" + std::to_string(kTasks - 1)},
+                                   RecordingTask(runs, "sleep 0.05"))));
   ASSERT_GT(job, 0u);
   {
     EventTap tap(c.Api().options(), job);
-    ASSERT_TRUE(tap.WaitFor([](const std::vector<cli::TaskEventView>& events) {
-      int done = 0;
-      for (const auto& e : events) done += e.to == "succeeded";
-      return done >= 30;
-    }));
+    ASSERT_TRUE(tap.WaitForTasksIn("succeeded", 30));
   }
   const auto killed = std::chrono::steady_clock::now();
   c.KillServer(SIGKILL);
@@ -248,7 +233,7 @@ TEST(RedisServerTest, PausedLeaderStepsDownWhenItWakes) {
   ASSERT_GT(job, 0u);
   {
     EventTap tap(c.Api().options(), job);
-    ASSERT_TRUE(CountRunning(tap, 1));
+    ASSERT_TRUE(tap.WaitForTasksIn("running", 1));
   }
   // The standby listens elsewhere: the paused leader keeps its port.
   std::vector<std::string> argv = {c.binary(),      "server",

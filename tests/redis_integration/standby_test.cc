@@ -149,7 +149,7 @@ TEST(RedisStandbyTest, StandbyServesReadsSendsWritersAndWorkersToTheLeaderAndTak
   ASSERT_GT(job, 0u);
   {
     EventTap tap(c.Api().options(), job);
-    ASSERT_TRUE(CountRunning(tap, 2));
+    ASSERT_TRUE(tap.WaitForTasksIn("running", 2));
   }
 
   // Reads from the standby: its copy of the job catches up (every 250 ms;
@@ -250,13 +250,13 @@ TEST(RedisStandbyTest, PausedLeaderIsReplacedAndNoTaskRunsTwice) {
 
   const std::string runs = c.dir() + "/runs.";
   const int kTasks = 6;
-  const uint64_t job = SubmittedJob(c.Drover(
-      Submit({"--name", "queued", "--array", "0-" + std::to_string(kTasks - 1)},
-             {"sh", "-c", "echo run >> " + runs + "$DROVER_TASK_INDEX; sleep 0.3"})));
+  const uint64_t job = SubmittedJob(
+      c.Drover(Submit({"--name", "queued", "--array", "0-" + std::to_string(kTasks - 1)},
+                      RecordingTask(runs, "sleep 0.3"))));
   ASSERT_GT(job, 0u);
   {
     EventTap tap(c.Api().options(), job);
-    ASSERT_TRUE(CountRunning(tap, 1));
+    ASSERT_TRUE(tap.WaitForTasksIn("running", 1));
   }
   leader.Signal(SIGSTOP);
   ASSERT_TRUE(standby.WaitForLine("drover: listening on " + Address(b), In(seconds(30))))
