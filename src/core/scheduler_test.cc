@@ -59,21 +59,6 @@ TEST(PlacementTest, NeverGivesACoreOrWholeGpuTwice) {
   EXPECT_THAT(c.Take(), ElementsAre("assign 1.1#1 on w1 cores=[0,1] gpus=[0:100/80 GiB]"));
 }
 
-}  // namespace
-}  // namespace drover::core
-
-namespace drover::core {
-namespace {
-
-using ::testing::ElementsAre;
-using ::testing::IsEmpty;
-using testing::JobBuilder;
-using testing::kGiB;
-using testing::T;
-using testing::TaskBuilder;
-using testing::TestCluster;
-using testing::WorkerBuilder;
-
 SchedulerConfig WithPolicy(PolicyKind kind) {
   SchedulerConfig config;
   config.policy = kind;
