@@ -200,6 +200,31 @@ void ExpectEachTaskRanOnceInAttempt1(Cluster& c, uint64_t job, const std::string
   }
 }
 
+void StartHeldJobs(Cluster& c, HeldJobs* jobs) {
+  // One core: the three tasks run one after another, so when the server
+  // dies one runs and two are queued.
+  c.StartWorker("solo", {"--cpus", "0"});
+  jobs->go = c.dir() + "/go";
+  jobs->runs = c.dir() + "/runs.";
+  jobs->hold = SubmittedJob(
+      c.Drover(Submit({"--name", "hold", "--array", "0-2"}, HoldingTask(jobs->runs, jobs->go))));
+  ASSERT_GT(jobs->hold, 0u);
+  jobs->later = SubmittedJob(
+      c.Drover(Submit({"--name", "later", "--after", std::to_string(jobs->hold)}, {"true"})));
+  ASSERT_GT(jobs->later, 0u);
+  EventTap tap(c.Api().options(), jobs->hold);
+  ASSERT_TRUE(tap.WaitForTasksIn("running", 1));
+}
+
+void FinishHeldJobs(Cluster& c, const HeldJobs& jobs) {
+  nlohmann::json listed = c.Get("/api/v1/jobs");
+  ASSERT_EQ(listed["jobs"].size(), 2u) << listed.dump(2);
+  std::ofstream(jobs.go) << "go\n";
+  RunResult wait = c.Drover({"wait", std::to_string(jobs.later)});
+  EXPECT_EQ(wait.status, 0) << wait.output << "\nserver:\n" << c.server()->output();
+  ExpectEachTaskRanOnceInAttempt1(c, jobs.hold, jobs.runs, 3);
+}
+
 std::vector<std::string> Lines(const std::string& path) {
   std::ifstream in(path);
   std::vector<std::string> lines;

@@ -122,6 +122,21 @@ std::vector<std::string> HoldingTask(const std::string& runs, const std::string&
 void ExpectEachTaskRanOnceInAttempt1(Cluster& c, uint64_t job, const std::string& runs,
                                      size_t tasks);
 
+// The jobs of a server-restart scenario, on a worker "solo" with one core:
+// "hold", three HoldingTasks (one runs, two queue), and "later", after it.
+struct HeldJobs {
+  uint64_t hold = 0;
+  uint64_t later = 0;
+  std::string go;    // the file that lets hold's tasks end
+  std::string runs;  // HoldingTask's record of runs
+};
+// Starts the worker, submits both jobs and waits until one of hold's tasks
+// runs. Use as ASSERT_NO_FATAL_FAILURE(StartHeldJobs(c, &jobs)).
+void StartHeldJobs(Cluster& c, HeldJobs* jobs);
+// After the restart: checks that both jobs came back, lets hold's tasks
+// end, waits for later and checks that each task ran once, in attempt 1.
+void FinishHeldJobs(Cluster& c, const HeldJobs& jobs);
+
 // The lines of a file (a task's side file), without line ends.
 std::vector<std::string> Lines(const std::string& path);
 

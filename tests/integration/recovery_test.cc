@@ -65,31 +65,12 @@ TEST(RecoveryTest, ServerKilledMidRunRestoresJobsAndReattachesRunningTasks) {
   // keeps this test about that case, not about fencing.
   Cluster c({"--heartbeat", "500ms", "--lease-ttl", "20s"});
   c.StartServer();
-  // One core: the job's three tasks run one after another, so when the
-  // server dies one runs and two are queued.
-  c.StartWorker("solo", {"--cpus", "0"});
-  const std::string go = c.dir() + "/go";
-  const std::string runs = c.dir() + "/runs.";
-  const uint64_t job =
-      SubmittedJob(c.Drover(Submit({"--name", "hold", "--array", "0-2"}, HoldingTask(runs, go))));
-  ASSERT_GT(job, 0u);
-  const uint64_t later =
-      SubmittedJob(c.Drover(Submit({"--name", "later", "--after", std::to_string(job)}, {"true"})));
-  ASSERT_GT(later, 0u);
-  {
-    EventTap tap(c.Api().options(), job);
-    ASSERT_TRUE(tap.WaitForTasksIn("running", 1));
-  }
+  HeldJobs jobs;
+  ASSERT_NO_FATAL_FAILURE(StartHeldJobs(c, &jobs));
   c.KillServer(SIGKILL);
   c.StartServer();
-  // Both jobs came back from the journal.
-  nlohmann::json jobs = c.Get("/api/v1/jobs");
-  ASSERT_EQ(jobs["jobs"].size(), 2u) << jobs.dump(2);
-
-  std::ofstream(go) << "go\n";
-  RunResult wait = c.Drover({"wait", std::to_string(later)});
-  EXPECT_EQ(wait.status, 0) << wait.output << "\nserver:\n" << c.server()->output();
-  ExpectEachTaskRanOnceInAttempt1(c, job, runs, 3);
+  // Both jobs come back from the journal; the running task is re-attached.
+  FinishHeldJobs(c, jobs);
 }
 
 // Assignments go to workers before their records are durable. The test hook

@@ -35,19 +35,8 @@ TEST(RedisServerTest, RestartedServerRestoresEveryJobFromRedis) {
   ASSERT_NE(redis, nullptr);
   Cluster c(RedisFlags(*redis));
   c.StartServer();
-  c.StartWorker("solo", {"--cpus", "0"});
-  const std::string go = c.dir() + "/go";
-  const std::string runs = c.dir() + "/runs.";
-  const uint64_t job =
-      SubmittedJob(c.Drover(Submit({"--name", "hold", "--array", "0-2"}, HoldingTask(runs, go))));
-  ASSERT_GT(job, 0u);
-  const uint64_t later =
-      SubmittedJob(c.Drover(Submit({"--name", "later", "--after", std::to_string(job)}, {"true"})));
-  ASSERT_GT(later, 0u);
-  {
-    EventTap tap(c.Api().options(), job);
-    ASSERT_TRUE(tap.WaitForTasksIn("running", 1));
-  }
+  HeldJobs jobs;
+  ASSERT_NO_FATAL_FAILURE(StartHeldJobs(c, &jobs));
   c.KillServer(SIGKILL);
   // Nothing was kept on disk: the journal is the Redis stream.
   EXPECT_FALSE(std::filesystem::exists(c.dir() + "/state/store/journal"));
@@ -55,12 +44,7 @@ TEST(RedisServerTest, RestartedServerRestoresEveryJobFromRedis) {
   EXPECT_NE(cli.Run({"XLEN", "drover:journal"}), "0");
 
   c.StartServer();
-  nlohmann::json jobs = c.Get("/api/v1/jobs");
-  ASSERT_EQ(jobs["jobs"].size(), 2u) << jobs.dump(2);
-  std::ofstream(go) << "go\n";
-  RunResult wait = c.Drover({"wait", std::to_string(later)});
-  EXPECT_EQ(wait.status, 0) << wait.output << "\nserver:\n" << c.server()->output();
-  ExpectEachTaskRanOnceInAttempt1(c, job, runs, 3);
+  FinishHeldJobs(c, jobs);
   // Every lease was released in the end.
   EXPECT_TRUE(cli.Keys("drover:lease:*").empty());
 }

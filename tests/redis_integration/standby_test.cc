@@ -70,6 +70,35 @@ net::ClientOptions Only(const Cluster& c, uint16_t port) {
   return o;
 }
 
+// A leader on port `a` and a standby on port `b` of the cluster's state
+// directory, both on ports known before they start (the leader advertises
+// its own), started and ready.
+struct LeaderAndStandby {
+  uint16_t a = 0;
+  uint16_t b = 0;
+  std::unique_ptr<Process> leader;
+  std::unique_ptr<Process> standby;
+};
+
+void StartLeaderAndStandby(const Cluster& c, const std::vector<std::string>& flags,
+                           LeaderAndStandby* servers) {
+  Result<int> port_a = FreePort();
+  Result<int> port_b = FreePort();
+  ASSERT_TRUE(port_a.ok() && port_b.ok());
+  ASSERT_NE(*port_a, *port_b);
+  servers->a = static_cast<uint16_t>(*port_a);
+  servers->b = static_cast<uint16_t>(*port_b);
+  servers->leader = std::make_unique<Process>(ServerOn(c, servers->a, flags, c.access_file()));
+  ASSERT_TRUE(servers->leader->WaitForLine("drover: listening on " + Address(servers->a),
+                                           In(kStartTimeout)))
+      << servers->leader->output();
+  servers->standby =
+      std::make_unique<Process>(ServerOn(c, servers->b, flags, c.dir() + "/standby-access.json"));
+  ASSERT_TRUE(servers->standby->WaitForLine(
+      "drover: standby serving reads on port " + std::to_string(servers->b), In(kStartTimeout)))
+      << servers->standby->output();
+}
+
 // The standby's copy catches up by itself (it reads Redis every 250 ms):
 // checks `pred` until it holds or `timeout` passed. Polling is what a
 // client of a standby does; the bound checked is the standby's promise.
@@ -95,20 +124,12 @@ TEST(RedisStandbyTest, StandbyServesReadsSendsWritersAndWorkersToTheLeaderAndTak
   ASSERT_NE(redis, nullptr);
   const std::vector<std::string> flags = RedisFlags(*redis, {}, "9s");
   Cluster c(flags);
-  // Both on ports known before they start: the leader advertises its own.
-  Result<int> port_a = FreePort();
-  Result<int> port_b = FreePort();
-  ASSERT_TRUE(port_a.ok() && port_b.ok());
-  ASSERT_NE(*port_a, *port_b);
-  const uint16_t a = static_cast<uint16_t>(*port_a);
-  const uint16_t b = static_cast<uint16_t>(*port_b);
-  Process leader(ServerOn(c, a, flags, c.access_file()));
-  ASSERT_TRUE(leader.WaitForLine("drover: listening on " + Address(a), In(kStartTimeout)))
-      << leader.output();
-  Process standby(ServerOn(c, b, flags, c.dir() + "/standby-access.json"));
-  ASSERT_TRUE(standby.WaitForLine("drover: standby serving reads on port " + std::to_string(b),
-                                  In(kStartTimeout)))
-      << standby.output();
+  LeaderAndStandby servers;
+  ASSERT_NO_FATAL_FAILURE(StartLeaderAndStandby(c, flags, &servers));
+  const uint16_t a = servers.a;
+  const uint16_t b = servers.b;
+  Process& leader = *servers.leader;
+  Process& standby = *servers.standby;
   const nlohmann::json access = ReadJson(c.access_file());
   const std::string b_first = WriteAccess(c, "b-first.json", Address(b) + "," + Address(a));
 
@@ -295,19 +316,10 @@ TEST(RedisStandbyTest, SubmitWaitGivenOnlyTheStandbyIsSentToTheLeaderOnce) {
   ASSERT_NE(redis, nullptr);
   const std::vector<std::string> flags = RedisFlags(*redis, {}, "9s");
   Cluster c(flags);
-  Result<int> port_a = FreePort();
-  Result<int> port_b = FreePort();
-  ASSERT_TRUE(port_a.ok() && port_b.ok());
-  ASSERT_NE(*port_a, *port_b);
-  const uint16_t a = static_cast<uint16_t>(*port_a);
-  const uint16_t b = static_cast<uint16_t>(*port_b);
-  Process leader(ServerOn(c, a, flags, c.access_file()));
-  ASSERT_TRUE(leader.WaitForLine("drover: listening on " + Address(a), In(kStartTimeout)))
-      << leader.output();
-  Process standby(ServerOn(c, b, flags, c.dir() + "/standby-access.json"));
-  ASSERT_TRUE(standby.WaitForLine("drover: standby serving reads on port " + std::to_string(b),
-                                  In(kStartTimeout)))
-      << standby.output();
+  LeaderAndStandby servers;
+  ASSERT_NO_FATAL_FAILURE(StartLeaderAndStandby(c, flags, &servers));
+  const uint16_t a = servers.a;
+  const uint16_t b = servers.b;
   c.StartWorker("solo");
 
   const std::string b_only = WriteAccess(c, "b-only.json", Address(b));
