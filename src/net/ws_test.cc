@@ -77,6 +77,15 @@ class WsTest : public ::testing::TestWithParam<bool> {
     return ClientOf(*server_, token, tls());
   }
 
+  // POST /jobs with `body`, for RequestThenWebSocket.
+  static ClientRequest PostJobs(std::string body) {
+    ClientRequest post;
+    post.method = "POST";
+    post.target = "/jobs";
+    post.body = std::move(body);
+    return post;
+  }
+
   // Connects and attaches `seen`; returns the session or the failure.
   Result<std::shared_ptr<WsSession>> Connect(const ClientOptions& o, const std::string& target,
                                              Seen* seen) {
@@ -186,10 +195,7 @@ TEST_P(WsTest, RequestThenWebSocketUsesOneConnection) {
   Seen seen;
   Inbox<Response> answers;
   Inbox<Result<std::shared_ptr<WsSession>>> opened;
-  ClientRequest post;
-  post.method = "POST";
-  post.target = "/jobs";
-  post.body = "beta";
+  const ClientRequest post = PostJobs("beta");
   loop_.Post([&, o = Client()] {
     RequestThenWebSocket(
         loop_, o, post,
@@ -225,10 +231,7 @@ TEST_P(WsTest, RequestThenWebSocketUsesOneConnection) {
 
 TEST_P(WsTest, RequestThenWebSocketEndsWhereThenFails) {
   Inbox<Status> result;
-  ClientRequest post;
-  post.method = "POST";
-  post.target = "/jobs";
-  post.body = "gamma";
+  const ClientRequest post = PostJobs("gamma");
   loop_.Post([&, o = Client()] {
     RequestThenWebSocket(
         loop_, o, post, [](const Response&) -> Result<std::string> { return NotFound("no such job"); },
@@ -244,9 +247,7 @@ TEST_P(WsTest, RequestThenWebSocketEndsWhereThenFails) {
 TEST_P(WsTest, RequestThenWebSocketRefusedTokenIsReported) {
   Inbox<Status> result;
   bool then_ran = false;
-  ClientRequest post;
-  post.method = "POST";
-  post.target = "/jobs";
+  const ClientRequest post = PostJobs("");
   loop_.Post([&, o = Client(std::string(64, 'f'))] {
     RequestThenWebSocket(
         loop_, o, post,
