@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -35,6 +36,14 @@ enum class Step : int {
 struct ChildError {
   int step;
   int err;
+};
+
+// The kernel's struct sigaction for rt_sigaction(2) on x86-64 and arm64.
+struct KernelSigaction {
+  void (*handler)(int);
+  unsigned long flags;
+  void (*restorer)();
+  uint64_t mask;
 };
 
 struct ChildArgs {
@@ -114,11 +123,14 @@ int ChildMain(void* arg) {
   // run on the parent's memory once signals are unblocked before execve);
   // ignored signals are reset too, so a task starts with the dispositions a
   // shell would give it. The parent listed the signals that need it.
-  struct sigaction dfl;
-  memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
+  // The raw system call: glibc's sigaction refuses its reserved signals (32
+  // and 33), which an ancestor may have left ignored; the child has its own
+  // dispositions (no CLONE_SIGHAND), so resetting them touches nothing of
+  // the worker's.
+  KernelSigaction dfl{};
+  dfl.handler = SIG_DFL;
   for (int i = 0; i < args->reset_count; ++i) {
-    sigaction(args->reset[i], &dfl, nullptr);  // fails harmlessly for glibc-reserved ones
+    syscall(SYS_rt_sigaction, args->reset[i], &dfl, nullptr, sizeof(uint64_t));
   }
 
   if (setsid() < 0) Fail(efd, Step::kSession);
