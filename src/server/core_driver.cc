@@ -266,17 +266,10 @@ void CoreDriver::AfterDurable(std::function<void(Status)> fn) {
   waiters_.push_back({appends_issued_, std::move(fn)});
 }
 
-void CoreDriver::ScheduleFlush() {
-  if (flush_posted_) return;
-  flush_posted_ = true;
-  std::weak_ptr<bool> alive = alive_;
-  loop_.Post([this, alive] {
-    if (!alive.expired()) FlushNow();
-  });
-}
+void CoreDriver::ScheduleFlush() { flush_.Request(); }
 
 void CoreDriver::FlushNow() {
-  flush_posted_ = false;
+  flush_.Clear();
   if (Frozen()) return;
   ++stats_.flushes;
   if (appends_issued_ > appends_done_ &&
@@ -335,7 +328,7 @@ void CoreDriver::Stop() {
   if (stopped_) return;
   // Make what was appended durable before going (unless frozen by the test
   // hook: that stands for a crash).
-  if (flush_posted_) FlushNow();
+  if (flush_.pending()) FlushNow();
   stopped_ = true;
   queue_.clear();
   tick_.reset();

@@ -45,6 +45,7 @@
 #include "net/event_loop.h"
 #include "server/handoff_stats.h"
 #include "server/lease_book.h"
+#include "server/once_per_turn.h"
 #include "server/record_fold.h"
 #include "store/store.h"
 
@@ -156,7 +157,7 @@ class CoreDriver {
   std::deque<core::Event> queue_;
   bool draining_ = false;
   bool stopped_ = false;
-  bool flush_posted_ = false;
+  OncePerTurn flush_{loop_, [this] { FlushNow(); }};
   bool compacting_ = false;
   bool frozen_ = false;
   Time last_now_;

@@ -60,16 +60,11 @@ void EventStream::Publish(const core::TaskStateChanged& change, Time at) {
     if (!text) text = std::make_shared<const std::string>(proto::EncodeTaskEvent(change, at));
     pending_.push_back(Pending{id, text});
   }
-  if (pending_.empty() || flush_posted_) return;
-  flush_posted_ = true;
-  std::weak_ptr<bool> alive = alive_;
-  loop_.Post([this, alive] {
-    if (!alive.expired()) Flush();
-  });
+  if (!pending_.empty()) flush_.Request();
 }
 
 void EventStream::Flush() {
-  flush_posted_ = false;
+  flush_.Clear();
   std::vector<Pending> pending;
   pending.swap(pending_);
   for (const Pending& p : pending) {

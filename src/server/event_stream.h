@@ -36,6 +36,7 @@
 #include "net/event_loop.h"
 #include "net/http_types.h"
 #include "net/ws_session.h"
+#include "server/once_per_turn.h"
 
 namespace drover::server {
 
@@ -69,7 +70,7 @@ class EventStream {
   net::EventLoop& loop_;
   std::unordered_map<uint64_t, Sub> subs_;
   std::vector<Pending> pending_;
-  bool flush_posted_ = false;
+  OncePerTurn flush_{loop_, [this] { Flush(); }};
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -318,16 +318,11 @@ void WorkerChannel::Assign(const core::AssignTask& assign) {
   proto::Assignment a = BuildAssignment(driver_.scheduler(), driver_.fold(), assign);
   unstarted_[assign.worker][assign.task] = a;
   pending_[assign.worker].push_back(std::move(a));
-  if (assign_posted_) return;
-  assign_posted_ = true;
-  std::weak_ptr<bool> alive = alive_;
-  loop_.Post([this, alive] {
-    if (!alive.expired()) FlushAssigns();
-  });
+  assign_flush_.Request();
 }
 
 void WorkerChannel::FlushAssigns() {
-  assign_posted_ = false;
+  assign_flush_.Clear();
   std::map<WorkerId, std::vector<proto::Assignment>> batches;
   batches.swap(pending_);
   for (auto& [worker, tasks] : batches) {

@@ -54,6 +54,7 @@
 #include "proto/messages.h"
 #include "server/core_driver.h"
 #include "server/handoff_stats.h"
+#include "server/once_per_turn.h"
 #include "server/worker_registry.h"
 
 namespace drover::server {
@@ -142,7 +143,7 @@ class WorkerChannel {
   // Sent (or to be sent) and not yet started/finished, per worker.
   std::map<WorkerId, std::map<TaskId, proto::Assignment>> unstarted_;
   std::map<WorkerId, std::vector<proto::Assignment>> pending_;  // this turn's batch
-  bool assign_posted_ = false;
+  OncePerTurn assign_flush_{loop_, [this] { FlushAssigns(); }};
   HandoffStats handoffs_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
