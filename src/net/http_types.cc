@@ -77,6 +77,14 @@ Response JsonResponse(std::string json_body, int http_status) {
   return r;
 }
 
+Response TextResponse(std::string body, int http_status) {
+  Response r;
+  r.status = http_status;
+  r.content_type = "text/plain; charset=utf-8";
+  r.body = std::move(body);
+  return r;
+}
+
 Status StatusFromResponse(const Response& response) {
   if (response.status >= 200 && response.status < 300) return Status::Ok();
   nlohmann::json j = nlohmann::json::parse(response.body, nullptr, /*allow_exceptions=*/false);

@@ -48,6 +48,8 @@ Response ErrorResponse(int http_status, StatusCode code, std::string message);
 
 // A 200 response with a JSON body already serialised by the caller.
 Response JsonResponse(std::string json_body, int http_status = 200);
+// A 200 response with a plain-text body ("text/plain; charset=utf-8").
+Response TextResponse(std::string body, int http_status = 200);
 
 // invalid_argument 400, unauthenticated 401, permission_denied 403,
 // not_found 404, already_exists / aborted 409, failed_precondition 412,

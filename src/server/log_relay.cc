@@ -142,10 +142,7 @@ void LogRelay::OnChunk(WorkerId worker, const proto::LogChunk& chunk) {
       EndFetch(key, id, net::ErrorResponse(404, StatusCode::kNotFound, chunk.error));
       continue;
     }
-    net::Response r;
-    r.content_type = "text/plain; charset=utf-8";
-    r.body = std::move(transfers_[key].fetches[id]->bytes);
-    EndFetch(key, id, std::move(r));
+    EndFetch(key, id, net::TextResponse(std::move(transfers_[key].fetches[id]->bytes)));
   }
   // A follow ends with an error, or with eof once the attempt stopped
   // running (an eof while it runs answers a concurrent fetch).

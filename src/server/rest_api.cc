@@ -76,6 +76,40 @@ Result<std::function<bool(const core::JobInfo&)>> JobFilter(const net::Request& 
   return InvalidArgument("state: want active, done or a task state, got \"" + want + "\"");
 }
 
+// Every attempt of a task: the past ones the fold kept, then the latest from
+// the scheduler, unless the task is queued again after it (then the fold
+// has it whole).
+json AttemptsJson(const std::vector<RecordFold::PastAttempt>& past, const core::TaskInfo& info) {
+  const bool requeued = info.state == core::TaskState::kQueued && info.attempt > 0;
+  json attempts = json::array();
+  for (const RecordFold::PastAttempt& p : past) {
+    if (p.attempt > info.attempt || (p.attempt == info.attempt && !requeued)) continue;
+    proto::AttemptView a;
+    a.attempt = p.attempt;
+    if (p.worker != 0) a.worker = p.worker;
+    a.started_at = p.started_at;
+    a.finished_at = p.ended_at;
+    a.state = "retried";
+    a.reason = p.reason;
+    a.outcome = p.outcome;
+    attempts.push_back(proto::AttemptJson(a));
+  }
+  if (info.attempt > 0 && !requeued) {
+    proto::AttemptView a;
+    a.attempt = info.attempt;
+    a.worker = info.worker;
+    a.started_at = info.started_at;
+    a.state = core::TaskStateName(info.state);
+    a.reason = info.reason;
+    if (info.state != core::TaskState::kAssigned && info.state != core::TaskState::kRunning) {
+      a.finished_at = info.finished_at;
+      a.outcome = info.outcome;
+    }
+    attempts.push_back(proto::AttemptJson(a));
+  }
+  return attempts;
+}
+
 }  // namespace
 
 void AddStateReadRoutes(net::Server& server,
@@ -129,36 +163,7 @@ void AddStateReadRoutes(net::Server& server,
     json body = proto::TaskInfoJson(*info);
     Result<std::string> why = explain ? sched.Explain(*id) : Result<std::string>(std::string());
     body["explain"] = why.ok() ? *why : std::string();
-    // Past attempts from the fold; the latest from the scheduler, unless
-    // the task is queued again after it (then the fold has it whole).
-    const bool requeued = info->state == core::TaskState::kQueued && info->attempt > 0;
-    json attempts = json::array();
-    for (const RecordFold::PastAttempt& p : fold().PastAttempts(*id)) {
-      if (p.attempt > info->attempt || (p.attempt == info->attempt && !requeued)) continue;
-      proto::AttemptView a;
-      a.attempt = p.attempt;
-      if (p.worker != 0) a.worker = p.worker;
-      a.started_at = p.started_at;
-      a.finished_at = p.ended_at;
-      a.state = "retried";
-      a.reason = p.reason;
-      a.outcome = p.outcome;
-      attempts.push_back(proto::AttemptJson(a));
-    }
-    if (info->attempt > 0 && !requeued) {
-      proto::AttemptView a;
-      a.attempt = info->attempt;
-      a.worker = info->worker;
-      a.started_at = info->started_at;
-      a.state = core::TaskStateName(info->state);
-      a.reason = info->reason;
-      if (info->state != core::TaskState::kAssigned && info->state != core::TaskState::kRunning) {
-        a.finished_at = info->finished_at;
-        a.outcome = info->outcome;
-      }
-      attempts.push_back(proto::AttemptJson(a));
-    }
-    body["attempts"] = std::move(attempts);
+    body["attempts"] = AttemptsJson(fold().PastAttempts(*id), *info);
     // What the task runs (its group's command, resources, retries), for the
     // dashboard's task page.
     if (Result<const core::TaskGroupSpec*> spec = sched.GetSpec(*id); spec.ok()) {
@@ -298,10 +303,7 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                });
 
   server.Route("GET", "/healthz", [](const net::Request&, net::Responder done) {
-    net::Response r;
-    r.content_type = "text/plain";
-    r.body = "ok\n";
-    done(std::move(r));
+    done(net::TextResponse("ok\n"));
   });
   server.AllowPublic("/healthz");
 }

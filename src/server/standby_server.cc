@@ -209,10 +209,7 @@ Result<std::unique_ptr<StandbyServer>> StandbyServer::Start(net::EventLoop& loop
     done(std::move(r));
   });
   server.Route("GET", "/healthz", [](const net::Request&, net::Responder done) {
-    net::Response r;
-    r.content_type = "text/plain";
-    r.body = "standby\n";
-    done(std::move(r));
+    done(net::TextResponse("standby\n"));
   });
   server.AllowPublic("/healthz");
   for (const char* method : {"GET", "POST", "PUT", "PATCH", "DELETE"}) {

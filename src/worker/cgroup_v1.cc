@@ -83,12 +83,18 @@ struct Pool {
 
 std::atomic<uint64_t> next_cgroup_name{0};
 
-void Discard(Group& g) {
-  if (g.join_fd >= 0) close(g.join_fd);
-  g.join_fd = -1;
+// Closes the kept counter files (before the group's directory goes; they
+// open again when read).
+void CloseKept(Group& g) {
   g.counter.Close();
   g.oom.Close();
   g.usage.Close();
+}
+
+void Discard(Group& g) {
+  if (g.join_fd >= 0) close(g.join_fd);
+  g.join_fd = -1;
+  CloseKept(g);
 }
 
 class CgroupV1Cage final : public TaskCage {
@@ -175,9 +181,7 @@ class CgroupV1Cage final : public TaskCage {
     }
     while (!groups_.empty()) {
       Group& g = groups_.back().second;
-      g.counter.Close();  // reopened if the removal fails and the cage is kept
-      g.oom.Close();
-      g.usage.Close();
+      CloseKept(g);  // reopened if the removal fails and the cage is kept
       if (rmdir(g.dir.c_str()) != 0 && errno != ENOENT) {
         return Unavailable("cannot remove " + g.dir + ": " + strerror(errno));
       }
