@@ -56,6 +56,7 @@ Json RunningListJson(const std::vector<RunningTask>& list) {
     Json gpus = Json::array();
     for (const core::GpuGrant& g : a.gpus) gpus.push_back(internal::GpuGrantJson(g));
     j["gpus"] = std::move(gpus);
+    if (a.queued) j["queued"] = true;
     out.push_back(std::move(j));
   }
   return out;
@@ -111,7 +112,8 @@ bool ReadRunningTask(const Json& j, const std::string& path, RunningTask* out,
   ObjectReader r(j, path, ctx);
   return r.Task("task", &out->task) && r.Integer("attempt", &out->attempt) &&
          ReadList(r, "cores", &out->cores, ctx, internal::ReadInteger<uint32_t>, Need::kOptional) &&
-         ReadList(r, "gpus", &out->gpus, ctx, internal::ReadGpuGrant, Need::kOptional);
+         ReadList(r, "gpus", &out->gpus, ctx, internal::ReadGpuGrant, Need::kOptional) &&
+         r.Bool("queued", &out->queued, Need::kOptional);
 }
 
 // ---- worker -> server ------------------------------------------------------
@@ -245,6 +247,7 @@ Json AssignmentJson(const Assignment& a) {
   j["job_name"] = a.job_name;
   j["group_name"] = a.group_name;
   j["inputs"] = std::move(inputs);
+  if (a.after) j["after"] = AttemptJson(a.after->task, a.after->attempt);
   return j;
 }
 bool ReadAssignment(const Json& j, const std::string& path, Assignment* a, DecodeContext& ctx) {
@@ -267,6 +270,9 @@ bool ReadAssignment(const Json& j, const std::string& path, Assignment* a, Decod
     return ctx.Fail(r.PathOf("timeout_us"), "must not be negative");
   if (const Json* env = r.Get("env", Need::kOptional)) {
     if (!internal::ReadStringMap(*env, r.PathOf("env"), &a->env, ctx)) return false;
+  }
+  if (const Json* after = r.Get("after", Need::kOptional)) {
+    if (!ReadTaskAttempt(*after, r.PathOf("after"), &a->after.emplace(), ctx)) return false;
   }
   if (const Json* inputs = r.Get("inputs", Need::kOptional)) {
     return internal::ForEachMember(

@@ -42,6 +42,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -84,6 +85,9 @@ struct RunningTask {
   uint32_t attempt = 0;
   std::vector<uint32_t> cores;
   std::vector<core::GpuGrant> gpus;
+  // Not started yet: queued behind the attempt it was assigned `after`
+  // (Assignment::after); optional on the wire, false when absent.
+  bool queued = false;
   friend bool operator==(const RunningTask&, const RunningTask&) = default;
 };
 
@@ -197,6 +201,11 @@ struct Assignment {
   std::string group_name;
   // Result strings of the tasks this one depends on, for $DROVER_INPUTS.
   std::map<TaskId, std::string> inputs;
+  // Queue-ahead: run this attempt on the resources of `after`, an attempt
+  // running on this worker, the moment that one exits (no server round
+  // trip); when `after` does not run here, start at once. Optional on the
+  // wire ("after": {"task", "attempt"}).
+  std::optional<TaskAttempt> after;
   friend bool operator==(const Assignment&, const Assignment&) = default;
 };
 struct Assign {

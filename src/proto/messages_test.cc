@@ -32,7 +32,8 @@ Hello SampleHello() {
                       {1, "GPU-def", "NVIDIA A100-SXM4-80GB", 80ULL << 30}};
   h.resources.counters = {{"licenses", 4}};
   h.resources.labels = {{"os", "linux"}};
-  h.running = {{{12, 3}, 1, {0, 1}, {{1, 100, 80ULL << 30}}}, {{12, 4}, 2, {}, {}}};
+  h.running = {{{12, 3}, 1, {0, 1}, {{1, 100, 80ULL << 30}}}, {{12, 4}, 2, {}, {}},
+               {{12, 5}, 1, {0}, {}, true}};
   h.finished = {{{11, 0}, 1, SampleOutcome(), TimeFromMicros(1'700'000'000'123'456)}};
   return h;
 }
@@ -52,6 +53,7 @@ Assignment SampleAssignment() {
   a.job_name = "sweep";
   a.group_name = "train";
   a.inputs = {{{12, 0}, "prep result"}};
+  a.after = TaskAttempt{{12, 2}, 1};
   return a;
 }
 
@@ -94,6 +96,24 @@ TEST(MessagesTest, EveryServerMessageRoundTrips) {
     ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << text;
     EXPECT_EQ(*back, m) << text;
   }
+}
+
+TEST(MessagesTest, QueueAheadFieldsAreOptionalAndChecked) {
+  Assignment plain = SampleAssignment();
+  plain.after.reset();
+  const std::string text = Encode(ServerMessage(Assign{{plain}}));
+  EXPECT_EQ(text.find("\"after\""), std::string::npos) << text;
+  Hello hello = SampleHello();
+  hello.running.pop_back();
+  const std::string hello_text = Encode(WorkerMessage(hello));
+  EXPECT_EQ(hello_text.find("\"queued\""), std::string::npos) << hello_text;
+
+  Result<ServerMessage> bad = DecodeServerMessage(
+      R"({"type":"assign","v":1,"tasks":[{"task":"1.0","attempt":1,"cores":[0],)"
+      R"("cpu_quota_milli":0,"mem_limit_bytes":0,"argv":["true"],"after":{"task":5}}]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tasks[0].after.task"), std::string::npos)
+      << bad.status().message();
 }
 
 TEST(MessagesTest, DirectionIsChecked) {
