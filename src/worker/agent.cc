@@ -86,6 +86,13 @@ class Agent::Impl {
     std::string fence_reason;  // set when the agent fenced the attempt
     std::vector<uint32_t> cores;         // as assigned: a restarted server
     std::vector<core::GpuGrant> gpus;    // may adopt the attempt with them
+    Time started_at;                     // as reported in Started (agent.h)
+  };
+  // An attempt assigned `after` one running here (queue-ahead): not
+  // started, its directories and inputs made, waiting for that exit.
+  struct Queued {
+    proto::Assignment assignment;  // `after` names the predecessor
+    TaskDirs dirs;
   };
   struct KnownLog {
     uint32_t attempt = 0;
@@ -105,6 +112,11 @@ class Agent::Impl {
 
   // Tasks.
   void OnAssignment(const proto::Assignment& assignment);
+  void Enqueue(const proto::Assignment& assignment);
+  void StartNow(const proto::Assignment& assignment, std::optional<TaskDirs> prepared);
+  Result<TaskDirs> PrepareInputs(const proto::Assignment& assignment);
+  std::map<TaskId, Queued>::iterator FindQueued(TaskId successor);
+  void DropQueued(const Queued& queued, std::string reason);
   void OnStopRequest(TaskId task, uint32_t attempt, Duration grace, const std::string& reason);
   void OnTaskDone(const TaskResult& result);
   void RecordFinished(proto::FinishedTask finished);
@@ -160,6 +172,9 @@ class Agent::Impl {
 
   // Tasks and their results.
   std::map<TaskId, Running> running_;
+  // Queue-ahead successors by their predecessor's task (at most one each;
+  // the predecessor's attempt is the one in running_).
+  std::map<TaskId, Queued> queued_;
   std::map<TaskId, KnownLog> known_logs_;
   std::map<proto::TaskAttempt, proto::FinishedTask> unacked_;
   std::set<proto::TaskAttempt> sent_this_session_;
@@ -275,6 +290,8 @@ void Agent::Impl::Stop() {
   }
   established_ = false;
   logs_.reset();
+  // Queued successors never start; nothing is left to report them to.
+  queued_.clear();
   // Kills every task at once; their callbacks are not called.
   executor_.reset();
   reactor_.reset();
@@ -421,8 +438,9 @@ void Agent::Impl::OnHelloAck(const proto::HelloAck& ack) {
                  lease_ttl_.count() / 1000);
   }
   Contact(now);
-  spdlog::info("worker {}: attached as worker {} (server {}), {} running, {} results to report",
-               name_, ack.worker, ack.server_instance, running_.size(), unacked_.size());
+  spdlog::info(
+      "worker {}: attached as worker {} (server {}), {} running, {} queued, {} results to report",
+      name_, ack.worker, ack.server_instance, running_.size(), queued_.size(), unacked_.size());
   // Results that ended between the Hello and now were not in it.
   for (const auto& [attempt, finished] : unacked_) {
     if (sent_this_session_.insert(attempt).second) finished_out_.push_back(finished);
@@ -491,6 +509,11 @@ std::vector<proto::RunningTask> Agent::Impl::RunningTasks() const {
   for (const auto& [task, run] : running_) {
     if (run.fence_reason.empty()) out.push_back(proto::RunningTask{task, run.attempt, run.cores, run.gpus});
   }
+  // Queued successors too, so the server can confirm (or kill) each one.
+  for (const auto& [predecessor, queued] : queued_) {
+    const proto::Assignment& a = queued.assignment;
+    out.push_back(proto::RunningTask{a.task, a.attempt, a.cores, a.gpus, /*queued=*/true});
+  }
   return out;
 }
 
@@ -501,7 +524,7 @@ void Agent::Impl::OnAssignment(const proto::Assignment& a) {
   if (auto it = running_.find(a.task); it != running_.end()) {
     if (it->second.attempt == a.attempt) {
       // Sent again after a re-attach: it runs; say so again.
-      started_out_.push_back(proto::StartedTask{a.task, a.attempt, clock_.Now()});
+      started_out_.push_back(proto::StartedTask{a.task, a.attempt, it->second.started_at});
       PostFlush();
     } else {
       Send(proto::Refused{a.task, a.attempt,
@@ -510,12 +533,68 @@ void Agent::Impl::OnAssignment(const proto::Assignment& a) {
     }
     return;
   }
+  if (auto q = FindQueued(a.task); q != queued_.end()) {
+    // The same attempt sent again after a re-attach stays queued as it is.
+    if (q->second.assignment.attempt != a.attempt) {
+      Send(proto::Refused{a.task, a.attempt,
+                          "attempt " + std::to_string(q->second.assignment.attempt) +
+                              " of this task is queued here"});
+    }
+    return;
+  }
   if (unacked_.count(key) > 0) return;  // ended already; its Finished is on the way
+  if (a.after) {
+    auto predecessor = running_.find(a.after->task);
+    if (predecessor != running_.end() && predecessor->second.attempt == a.after->attempt &&
+        predecessor->second.fence_reason.empty()) {
+      return Enqueue(a);
+    }
+    // The predecessor already ended here (or never ran here): the room it
+    // held is free, or Slots refuses below.
+  }
+  StartNow(a, std::nullopt);
+}
 
+void Agent::Impl::Enqueue(const proto::Assignment& a) {
+  const proto::TaskAttempt& predecessor = *a.after;
+  if (auto q = queued_.find(predecessor.task); q != queued_.end()) {
+    const std::string reason = "a task is already queued behind " +
+                               predecessor.task.ToString() + "#" +
+                               std::to_string(predecessor.attempt) + " (" +
+                               q->second.assignment.task.ToString() + ")";
+    spdlog::warn("worker {}: refused {}#{}: {}", name_, a.task.ToString(), a.attempt, reason);
+    Send(proto::Refused{a.task, a.attempt, reason});
+    return;
+  }
+  // Everything but the spawn is done now, so that nothing but the spawn
+  // stands between the predecessor's exit and this start.
+  Result<TaskDirs> dirs = PrepareInputs(a);
+  if (!dirs.ok()) {
+    spdlog::warn("worker {}: {}#{} could not be prepared: {}", name_, a.task.ToString(),
+                 a.attempt, dirs.status().message());
+    RecordFinished(proto::FinishedTask{a.task, a.attempt,
+                                       FailureOutcome(dirs.status().message()), clock_.Now()});
+    return;
+  }
+  spdlog::debug("worker {}: {}#{} queued behind {}#{}", name_, a.task.ToString(), a.attempt,
+                predecessor.task.ToString(), predecessor.attempt);
+  queued_[predecessor.task] = Queued{a, std::move(dirs).value()};
+}
+
+Result<TaskDirs> Agent::Impl::PrepareInputs(const proto::Assignment& a) {
+  ASSIGN_OR_RETURN(TaskDirs dirs, executor_->PrepareDirs(a.task, a.attempt, !a.inputs.empty()));
+  for (const auto& [from, text] : a.inputs) {
+    RETURN_IF_ERROR(WriteFile(dirs.inputs + "/" + from.ToString(), text));
+  }
+  return dirs;
+}
+
+void Agent::Impl::StartNow(const proto::Assignment& a, std::optional<TaskDirs> prepared) {
   Status admitted = slots_->Admit(a.task, ToSlotRequest(a));
   if (!admitted.ok()) {
     spdlog::warn("worker {}: refused {}#{}: {}", name_, a.task.ToString(), a.attempt,
                  admitted.message());
+    if (prepared) executor_->DiscardPrepared(a.task, a.attempt);
     Send(proto::Refused{a.task, a.attempt, admitted.message()});
     return;
   }
@@ -526,28 +605,52 @@ void Agent::Impl::OnAssignment(const proto::Assignment& a) {
     RecordFinished(proto::FinishedTask{a.task, a.attempt, FailureOutcome(why.message()),
                                        clock_.Now()});
   };
-  Result<TaskDirs> dirs = executor_->PrepareDirs(a.task, a.attempt, !a.inputs.empty());
-  if (!dirs.ok()) return fail(dirs.status());
-  for (const auto& [from, text] : a.inputs) {
-    Status written = WriteFile(dirs->inputs + "/" + from.ToString(), text);
-    if (!written.ok()) return fail(written);
+  if (!prepared) {
+    Result<TaskDirs> dirs = PrepareInputs(a);
+    if (!dirs.ok()) return fail(dirs.status());
+    prepared = std::move(dirs).value();
   }
   TaskSpec spec = ToTaskSpec(a);
   spec.output_cap_bytes = config_.log_cap_bytes;
-  Result<pid_t> pid =
-      executor_->Start(spec, [this](const TaskResult& result) { OnTaskDone(result); });
+  StartTimes times;
+  Result<pid_t> pid = executor_->Start(
+      spec, [this](const TaskResult& result) { OnTaskDone(result); }, &times);
   if (!pid.ok()) return fail(pid.status());
-  running_[a.task] = Running{a.attempt, "", a.cores, a.gpus};
+  running_[a.task] = Running{a.attempt, "", a.cores, a.gpus, times.spawned};
   if (known_logs_.size() >= kMaxKnownLogs && known_logs_.count(a.task) == 0) {
     known_logs_.erase(known_logs_.begin());  // the oldest job's first task
   }
-  known_logs_[a.task] = KnownLog{a.attempt, *dirs};
-  started_out_.push_back(proto::StartedTask{a.task, a.attempt, clock_.Now()});
+  known_logs_[a.task] = KnownLog{a.attempt, *prepared};
+  spdlog::debug("worker {}: started {}#{} (pid {}): process made at {} us, exec done {} us later",
+                name_, a.task.ToString(), a.attempt, *pid, ToMicros(times.spawned),
+                (times.exec_done - times.spawned).count());
+  started_out_.push_back(proto::StartedTask{a.task, a.attempt, times.spawned});
   PostFlush();
+}
+
+std::map<TaskId, Agent::Impl::Queued>::iterator Agent::Impl::FindQueued(TaskId successor) {
+  // At most one successor per running task: a short scan.
+  return std::find_if(queued_.begin(), queued_.end(), [&](const auto& entry) {
+    return entry.second.assignment.task == successor;
+  });
+}
+
+void Agent::Impl::DropQueued(const Queued& queued, std::string reason) {
+  const proto::Assignment& a = queued.assignment;
+  executor_->DiscardPrepared(a.task, a.attempt);
+  RecordFinished(
+      proto::FinishedTask{a.task, a.attempt, FailureOutcome(std::move(reason)), clock_.Now()});
 }
 
 void Agent::Impl::OnStopRequest(TaskId task, uint32_t attempt, Duration grace,
                                 const std::string& reason) {
+  if (auto q = FindQueued(task); q != queued_.end() && q->second.assignment.attempt == attempt) {
+    spdlog::info("worker {}: dropping queued {}#{}: {}", name_, task.ToString(), attempt, reason);
+    const Queued dropped = std::move(q->second);
+    queued_.erase(q);
+    DropQueued(dropped, "canceled before it started: " + reason);
+    return;
+  }
   auto it = running_.find(task);
   if (it == running_.end() || it->second.attempt != attempt) return;  // ended or never ran here
   spdlog::info("worker {}: stopping {}#{}: {}", name_, task.ToString(), attempt, reason);
@@ -558,15 +661,34 @@ void Agent::Impl::OnStopRequest(TaskId task, uint32_t attempt, Duration grace,
 }
 
 void Agent::Impl::OnTaskDone(const TaskResult& result) {
+  // The exit as this worker saw it, read before anything else: the handoff
+  // (BENCH.md B3) runs from here to the successor's spawn.
+  const Time exited_at = clock_.Now();
   std::string fence_reason;
   if (auto it = running_.find(result.id); it != running_.end()) {
     fence_reason = std::move(it->second.fence_reason);
     running_.erase(it);
   }
   (void)slots_->Release(result.id);
+  // Queue-ahead: the successor starts on the room just freed, before
+  // anything slow (the report, log transfers) happens.
+  if (auto q = queued_.find(result.id); q != queued_.end()) {
+    Queued next = std::move(q->second);
+    queued_.erase(q);
+    if (fence_reason.empty() && next.assignment.after->attempt == result.attempt) {
+      StartNow(next.assignment, std::move(next.dirs));
+    } else {
+      // Fencing drops the queue before it kills (OnFenceTimer); this is
+      // only a guard.
+      DropQueued(next, fence_reason.empty() ? "canceled before it started: attempt " +
+                                                  std::to_string(result.attempt) + " of " +
+                                                  result.id.ToString() + " ended instead"
+                                            : fence_reason);
+    }
+  }
   core::TaskOutcome outcome = ToOutcome(result);
   if (!fence_reason.empty()) outcome.result = fence_reason;
-  RecordFinished(proto::FinishedTask{result.id, result.attempt, std::move(outcome), clock_.Now()});
+  RecordFinished(proto::FinishedTask{result.id, result.attempt, std::move(outcome), exited_at});
   // `finished` goes out before the log transfers' eof: the server ends a
   // follower on eof only once it knows the attempt is over, and a posted
   // flush would come after the eof.
@@ -595,14 +717,28 @@ void Agent::Impl::PostFlush() {
 
 void Agent::Impl::Flush() {
   flush_posted_ = false;
-  if (!started_out_.empty()) {
-    Send(proto::Started{std::exchange(started_out_, {})});
-  }
-  if (!finished_out_.empty()) {
-    // If the connection dropped meanwhile these stay in unacked_ and go out
-    // in the next Hello.
-    Send(proto::Finished{std::exchange(finished_out_, {})});
-  }
+  std::vector<proto::StartedTask> started = std::exchange(started_out_, {});
+  std::vector<proto::FinishedTask> finished = std::exchange(finished_out_, {});
+  // Finished before Started: the server books a queue-ahead successor on
+  // its predecessor's freed room only once it knows that one ended, and
+  // HandoffStats pairs each start with an exit that arrived before it. An
+  // attempt that started and ended within this batch is still reported
+  // started first: its Finished goes last.
+  auto started_here = [&](const proto::FinishedTask& f) {
+    return std::any_of(started.begin(), started.end(), [&](const proto::StartedTask& s) {
+      return s.task == f.task && s.attempt == f.attempt;
+    });
+  };
+  auto later = std::stable_partition(finished.begin(), finished.end(),
+                                     [&](const proto::FinishedTask& f) { return !started_here(f); });
+  std::vector<proto::FinishedTask> after_start(std::make_move_iterator(later),
+                                               std::make_move_iterator(finished.end()));
+  finished.erase(later, finished.end());
+  // If the connection dropped meanwhile, finished ones stay in unacked_ and
+  // go out in the next Hello.
+  if (!finished.empty()) Send(proto::Finished{std::move(finished)});
+  if (!started.empty()) Send(proto::Started{std::move(started)});
+  if (!after_start.empty()) Send(proto::Finished{std::move(after_start)});
 }
 
 void Agent::Impl::OnLogRequest(const proto::LogRequest& request) {
@@ -653,12 +789,19 @@ void Agent::Impl::OnFenceTimer() {
     return ArmFence();
   }
   if (!fence_->ShouldFence(now)) return ArmFence();
+  const std::string reason = FenceReason(now - last_contact_);
+  // Queued successors first, so that no fenced predecessor's exit can
+  // start one: they never run, and are reported finished with the reason.
+  if (!queued_.empty()) {
+    spdlog::error("worker {}: {}; dropping {} queued tasks", name_, reason, queued_.size());
+    std::map<TaskId, Queued> dropped = std::exchange(queued_, {});
+    for (const auto& [predecessor, queued] : dropped) DropQueued(queued, reason);
+  }
   std::vector<TaskId> victims;
   for (auto& [task, run] : running_) {
     if (run.fence_reason.empty()) victims.push_back(task);
   }
   if (victims.empty()) return;  // re-armed by the next contact
-  const std::string reason = FenceReason(now - last_contact_);
   spdlog::error("worker {}: {}; killing {} running tasks (their leases are about to expire)",
                 name_, reason, victims.size());
   for (const TaskId& task : victims) {

@@ -5,9 +5,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -104,6 +106,14 @@ class AgentTest : public ::testing::Test {
     a.group_name = "g";
     return a;
   }
+
+  // `a`, queued behind attempt `attempt` of `predecessor` (queue-ahead).
+  static proto::Assignment After(proto::Assignment a, TaskId predecessor, uint32_t attempt = 1) {
+    a.after = proto::TaskAttempt{predecessor, attempt};
+    return a;
+  }
+
+  bool Exists(const std::string& path) const { return ::access(path.c_str(), F_OK) == 0; }
 
   TempDir dir_;
   int core_ = FirstAllowedCore();
@@ -356,6 +366,222 @@ TEST_F(AgentTest, FencesItsTasksWhenTheServerStopsAnswering) {
         << hello.finished[0].outcome.result;
     break;
   }
+}
+
+// ---- queue-ahead ------------------------------------------------------------
+
+TEST_F(AgentTest, AQueuedTaskStartsWhenItsPredecessorExitsWithoutTheServer) {
+  FakeServer server(/*tls=*/false);
+  Attach(server, Config(server));
+  Fifo gate(dir_ / "gate");
+  const std::string marker = dir_ / "b-ran";
+  server.Send(proto::Assign{{Task(0, "read x < " + gate.path())}});
+  ASSERT_EQ(server.Expect<proto::Started>().tasks.size(), 1u);
+
+  // B takes A's core, after A; its input is written now, it does not run.
+  proto::Assignment b = After(
+      Task(1, "touch " + marker + "; cat \"$DROVER_INPUTS/1.0\" > \"$DROVER_RESULT\""),
+      TaskId{1, 0});
+  b.inputs = {{TaskId{1, 0}, "from A\n"}};
+  server.Send(proto::Assign{{b}});
+  server.Sync();
+  EXPECT_EQ(server.Pending<proto::Started>(), 0u);
+  EXPECT_EQ(server.Pending<proto::Refused>(), 0u);
+  EXPECT_EQ(server.Pending<proto::Finished>(), 0u);
+  EXPECT_TRUE(Exists(dir_ / "work/1/1.1/inputs/1.0"));
+  EXPECT_FALSE(Exists(marker));
+  EXPECT_EQ(server.Expect<proto::Heartbeat>().running,
+            (std::vector<proto::TaskAttempt>{{TaskId{1, 0}, 1}}));
+
+  // A ends; nothing more comes from the server. Finished(A), then Started(B).
+  gate.Release();
+  std::optional<proto::WorkerMessage> first = server.Next();
+  ASSERT_TRUE(first && std::holds_alternative<proto::Finished>(*first));
+  const proto::Finished& a_done = std::get<proto::Finished>(*first);
+  ASSERT_EQ(a_done.tasks.size(), 1u);
+  EXPECT_EQ(a_done.tasks[0].task, (TaskId{1, 0}));
+  EXPECT_EQ(a_done.tasks[0].outcome.exit_code, 0);
+  std::optional<proto::WorkerMessage> second = server.Next();
+  ASSERT_TRUE(second && std::holds_alternative<proto::Started>(*second));
+  const proto::Started& b_started = std::get<proto::Started>(*second);
+  ASSERT_EQ(b_started.tasks.size(), 1u);
+  EXPECT_EQ(b_started.tasks[0].task, (TaskId{1, 1}));
+  EXPECT_EQ(b_started.tasks[0].attempt, 1u);
+  // Both on the worker's clock: A's exit as seen, then B's process made.
+  EXPECT_LE(a_done.tasks[0].finished_at, b_started.tasks[0].started_at);
+
+  proto::Finished b_done = server.Expect<proto::Finished>();
+  ASSERT_EQ(b_done.tasks.size(), 1u);
+  EXPECT_EQ(b_done.tasks[0].task, (TaskId{1, 1}));
+  EXPECT_EQ(b_done.tasks[0].outcome.exit_code, 0);
+  EXPECT_EQ(b_done.tasks[0].outcome.result, "from A\n");
+  EXPECT_TRUE(Exists(marker));
+}
+
+TEST_F(AgentTest, AfterAnAttemptThatDoesNotRunHereStartsAtOnce) {
+  FakeServer server(/*tls=*/false);
+  Attach(server, Config(server));
+  Fifo gate(dir_ / "gate");
+  server.Send(proto::Assign{{Task(0, "read x < " + gate.path())}});
+  ASSERT_EQ(server.Expect<proto::Started>().tasks.size(), 1u);
+
+  // Neither pins a core, so both fit beside A.
+  auto unpinned = [this](uint32_t index) {
+    proto::Assignment a = Task(index, "exit 0");
+    a.cores.clear();
+    a.cpu_quota_milli = 0;
+    return a;
+  };
+  // Another attempt of the running task, and a task unknown here.
+  server.Send(proto::Assign{{After(unpinned(1), TaskId{1, 0}, /*attempt=*/2)}});
+  server.Send(proto::Assign{{After(unpinned(2), TaskId{1, 9})}});
+  std::set<TaskId> started;
+  std::set<TaskId> finished;
+  while (started.size() < 2 || finished.size() < 2) {
+    std::optional<proto::WorkerMessage> m = server.Next();
+    ASSERT_TRUE(m.has_value());
+    if (const auto* s = std::get_if<proto::Started>(&*m)) {
+      for (const proto::StartedTask& t : s->tasks) started.insert(t.task);
+    } else if (const auto* f = std::get_if<proto::Finished>(&*m)) {
+      for (const proto::FinishedTask& t : f->tasks) {
+        EXPECT_EQ(started.count(t.task), 1u) << "finished before it was reported started";
+        EXPECT_EQ(t.outcome.exit_code, 0) << t.outcome.result;
+        finished.insert(t.task);
+      }
+    } else {
+      ADD_FAILURE() << "unexpected message " << m->index();
+    }
+  }
+  EXPECT_EQ(started, (std::set<TaskId>{{1, 1}, {1, 2}}));
+  gate.Release();
+  EXPECT_EQ(server.Expect<proto::Finished>().tasks[0].task, (TaskId{1, 0}));
+}
+
+TEST_F(AgentTest, ACanceledQueuedTaskNeverStarts) {
+  FakeServer server(/*tls=*/false);
+  Attach(server, Config(server));
+  Fifo gate(dir_ / "gate");
+  const std::string marker = dir_ / "b-ran";
+  server.Send(proto::Assign{{Task(0, "read x < " + gate.path())}});
+  ASSERT_EQ(server.Expect<proto::Started>().tasks.size(), 1u);
+  server.Send(proto::Assign{{After(Task(1, "touch " + marker), TaskId{1, 0})}});
+  server.Sync();
+  ASSERT_TRUE(Exists(dir_ / "work/1/1.1"));
+
+  server.Send(proto::Cancel{TaskId{1, 1}, 1, "canceled by user"});
+  proto::Finished canceled = server.Expect<proto::Finished>();
+  ASSERT_EQ(canceled.tasks.size(), 1u);
+  EXPECT_EQ(canceled.tasks[0].task, (TaskId{1, 1}));
+  EXPECT_EQ(canceled.tasks[0].outcome.exit_code, -1);
+  EXPECT_EQ(canceled.tasks[0].outcome.signal, 0);
+  EXPECT_EQ(canceled.tasks[0].outcome.result, "canceled before it started: canceled by user");
+  EXPECT_FALSE(Exists(dir_ / "work/1/1.1")) << "its prepared directory stayed";
+
+  // A's exit starts nothing.
+  gate.Release();
+  proto::Finished a_done = server.Expect<proto::Finished>();
+  ASSERT_EQ(a_done.tasks.size(), 1u);
+  EXPECT_EQ(a_done.tasks[0].task, (TaskId{1, 0}));
+  server.Sync();
+  EXPECT_EQ(server.Pending<proto::Started>(), 0u);
+  EXPECT_EQ(server.Pending<proto::Finished>(), 0u);
+  EXPECT_TRUE(server.Expect<proto::Heartbeat>().running.empty());
+  EXPECT_FALSE(Exists(marker));
+}
+
+TEST_F(AgentTest, FencingDropsAQueuedTaskBeforeItsPredecessorCanStartIt) {
+  FakeServer server(/*tls=*/false);
+  AgentConfig config = Config(server);
+  config.heartbeat_interval = Millis(250);
+  config.lease_ttl = Millis(1500);
+  Attach(server, config, Millis(250), Millis(1500));
+  Fifo pid_out(dir_ / "pid");
+  const std::string marker = dir_ / "b-ran";
+  server.Send(proto::Assign{{Task(0, "echo $$ > " + pid_out.path() + "; exec sleep 60")}});
+  ASSERT_EQ(server.Expect<proto::Started>().tasks.size(), 1u);
+  std::optional<std::string> pid_text = pid_out.ReadLine();
+  ASSERT_TRUE(pid_text.has_value());
+  const pid_t pid = std::stoi(*pid_text);
+  server.Send(proto::Assign{{After(Task(1, "touch " + marker), TaskId{1, 0})}});
+  server.Sync();
+  ASSERT_EQ(server.Pending<proto::Started>(), 0u);
+
+  server.Block();
+  ASSERT_TRUE(WaitForExit(pid, std::chrono::seconds(20)));
+  server.Unblock();
+
+  // Once A's end is known too, a Hello reports both: A killed, B dropped.
+  while (true) {
+    proto::Hello hello = server.ExpectHello();
+    if (::testing::Test::HasFailure()) return;
+    const bool has_a = std::any_of(hello.finished.begin(), hello.finished.end(),
+                                   [](const auto& f) { return f.task == TaskId{1, 0}; });
+    if (!has_a) {
+      server.Drop();  // from before A's end was recorded; make it try again
+      continue;
+    }
+    EXPECT_TRUE(hello.running.empty());
+    ASSERT_EQ(hello.finished.size(), 2u);
+    EXPECT_EQ(hello.finished[0].task, (TaskId{1, 0}));
+    EXPECT_EQ(hello.finished[0].outcome.signal, SIGKILL);
+    const proto::FinishedTask& b = hello.finished[1];
+    EXPECT_EQ(b.task, (TaskId{1, 1}));
+    EXPECT_EQ(b.outcome.exit_code, -1);
+    EXPECT_EQ(b.outcome.signal, 0);
+    EXPECT_EQ(b.outcome.result.rfind("fenced: no contact with the server for ", 0), 0u)
+        << b.outcome.result;
+    break;
+  }
+  server.Send(proto::HelloAck{kWorkerId, "test-server-2", Millis(250), Millis(1500)});
+  server.Sync();
+  EXPECT_EQ(server.Pending<proto::Started>(), 0u);
+  EXPECT_FALSE(Exists(marker));
+}
+
+TEST_F(AgentTest, AQueuedTaskIsInTheHelloAndStartsOnceWhenAssignedAgain) {
+  FakeServer server(/*tls=*/false);
+  Attach(server, Config(server));
+  Fifo gate(dir_ / "gate");
+  const uint32_t core = static_cast<uint32_t>(core_);
+  server.Send(proto::Assign{{Task(0, "read x < " + gate.path())}});
+  ASSERT_EQ(server.Expect<proto::Started>().tasks.size(), 1u);
+  const proto::Assignment b = After(Task(1, "exit 0"), TaskId{1, 0});
+  server.Send(proto::Assign{{b}});
+  // A second, different task behind A: refused.
+  server.Send(proto::Assign{{After(Task(2, "exit 0"), TaskId{1, 0})}});
+  proto::Refused second = server.Expect<proto::Refused>();
+  EXPECT_EQ(second.task, (TaskId{1, 2}));
+  EXPECT_NE(second.reason.find("a task is already queued behind 1.0"), std::string::npos)
+      << second.reason;
+  // Another attempt of the queued task: refused too.
+  server.Send(proto::Assign{{After(Task(1, "exit 0", /*attempt=*/2), TaskId{1, 0})}});
+  proto::Refused other_attempt = server.Expect<proto::Refused>();
+  EXPECT_EQ(other_attempt.task, (TaskId{1, 1}));
+  EXPECT_EQ(other_attempt.attempt, 2u);
+
+  server.Drop();
+  proto::Hello hello = server.ExpectHello();
+  EXPECT_EQ(hello.running, (std::vector<proto::RunningTask>{
+                               {TaskId{1, 0}, 1, {core}, {}},
+                               {TaskId{1, 1}, 1, {core}, {}, /*queued=*/true}}));
+  server.Send(proto::HelloAck{kWorkerId, "test-server-2", Millis(100), Seconds(30)});
+  // Sent again, as a server that re-sends its assignments would.
+  server.Send(proto::Assign{{b}});
+  server.Sync();
+  EXPECT_EQ(server.Pending<proto::Started>(), 0u);
+  EXPECT_EQ(server.Pending<proto::Refused>(), 0u);
+
+  gate.Release();
+  proto::Finished a_done = server.Expect<proto::Finished>();
+  EXPECT_EQ(a_done.tasks[0].task, (TaskId{1, 0}));
+  proto::Started b_started = server.Expect<proto::Started>();
+  ASSERT_EQ(b_started.tasks.size(), 1u);
+  EXPECT_EQ(b_started.tasks[0].task, (TaskId{1, 1}));
+  proto::Finished b_done = server.Expect<proto::Finished>();
+  EXPECT_EQ(b_done.tasks[0].task, (TaskId{1, 1}));
+  server.Sync();
+  EXPECT_EQ(server.Pending<proto::Started>(), 0u);
+  EXPECT_EQ(server.Pending<proto::Finished>(), 0u);
 }
 
 TEST_F(AgentTest, ConfigurationErrorsAreClear) {

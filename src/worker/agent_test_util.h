@@ -28,6 +28,8 @@
 namespace drover::worker::testing {
 
 inline constexpr char kToken[] = "agent-test-token";
+// The job of the task FakeServer::Sync asks about; no test uses it.
+inline constexpr uint64_t kProbeJob = 999999;
 
 // A net::Server on 127.0.0.1 (port 0) with the worker route, on its own
 // loop thread. What workers send is decoded there and queued for the test;
@@ -125,6 +127,69 @@ class FakeServer {
       if (!r->message) return r->binary;
       if (!std::holds_alternative<proto::Heartbeat>(*r->message)) backlog_.push_back(std::move(*r));
     }
+  }
+
+  // The next message other than a heartbeat on the current connection, in
+  // the order the agent sent it (kept ones first); nullopt on timeout.
+  std::optional<proto::WorkerMessage> Next() {
+    for (auto it = backlog_.begin(); it != backlog_.end(); ++it) {
+      if (it->message) {
+        proto::WorkerMessage m = std::move(*it->message);
+        backlog_.erase(it);
+        return m;
+      }
+    }
+    while (true) {
+      std::optional<Received> r = inbox_.Pop();
+      if (!r) {
+        ADD_FAILURE() << "timed out waiting for a message";
+        return std::nullopt;
+      }
+      if (r->conn != current() || r->closed) continue;
+      if (!r->message) {
+        backlog_.push_back(std::move(*r));  // a log frame
+        continue;
+      }
+      if (std::holds_alternative<proto::Heartbeat>(*r->message)) continue;
+      return std::move(*r->message);
+    }
+  }
+
+  // A round trip through the agent: asks for the log of a task it does not
+  // know and waits for the refusal. The agent handles messages in order,
+  // so everything sent before has been handled by then, and what that
+  // produced (heartbeats aside) is kept for Expect and Pending.
+  void Sync() {
+    const TaskId probe{kProbeJob, 0};
+    proto::LogRequest request;
+    request.task = probe;
+    Send(request);
+    while (true) {
+      std::optional<Received> r = inbox_.Pop();
+      if (!r) {
+        ADD_FAILURE() << "no answer to the sync probe";
+        return;
+      }
+      if (r->conn != current() || r->closed) continue;
+      if (r->message) {
+        if (const auto* chunk = std::get_if<proto::LogChunk>(&*r->message);
+            chunk != nullptr && chunk->task == probe) {
+          return;
+        }
+        if (std::holds_alternative<proto::Heartbeat>(*r->message)) continue;
+      }
+      backlog_.push_back(std::move(*r));
+    }
+  }
+
+  // How many messages of type T were received and not yet taken.
+  template <class T>
+  size_t Pending() const {
+    size_t n = 0;
+    for (const Received& r : backlog_) {
+      if (r.message && std::holds_alternative<T>(*r.message)) ++n;
+    }
+    return n;
   }
 
   void Send(const proto::ServerMessage& message) {

@@ -1,5 +1,6 @@
 #include "worker/executor.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
@@ -256,6 +257,25 @@ Result<TaskDirs> Executor::PrepareDirs(TaskId id, uint32_t attempt, bool with_in
   return d;
 }
 
+void Executor::DiscardPrepared(TaskId id, uint32_t attempt) {
+  auto p = prepared_.find(id);
+  if (p == prepared_.end() || p->second.first != attempt) return;
+  const TaskDirs dirs = std::move(p->second.second);
+  prepared_.erase(p);
+  if (dirs.inputs != no_inputs_) {
+    if (DIR* d = opendir(dirs.inputs.c_str())) {
+      while (dirent* e = readdir(d)) {
+        const std::string name = e->d_name;
+        if (name != "." && name != "..") unlink((dirs.inputs + "/" + name).c_str());
+      }
+      closedir(d);
+    }
+    rmdir(dirs.inputs.c_str());
+  }
+  rmdir(dirs.output.c_str());
+  rmdir(dirs.task.c_str());
+}
+
 std::vector<std::string> Executor::BuildEnvironment(const TaskSpec& spec,
                                                     const TaskDirs& dirs) const {
   std::vector<std::pair<std::string, std::string>> vars = base_env_;
@@ -298,7 +318,7 @@ std::vector<std::string> Executor::BuildEnvironment(const TaskSpec& spec,
   return out;
 }
 
-Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done) {
+Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done, StartTimes* times) {
   if (tasks_.count(spec.id) != 0) {
     return AlreadyExists("task " + spec.id.ToString() + " is already running");
   }
@@ -392,6 +412,10 @@ Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done) {
   task->started = std::chrono::steady_clock::now();
   Result<SpawnedProcess> proc = spawner_->Spawn(plan);
   if (!proc.ok()) return remove_cage(proc.status());
+  if (times != nullptr) {
+    times->spawned = proc->spawned_at;
+    times->exec_done = std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
+  }
   task->pid = proc->pid;
   task->pidfd = proc->pidfd;
   task->cage->CloseJoinFds();

@@ -96,6 +96,17 @@ struct TaskDirs {
   std::string stderr_path;  // <task>/stderr, likewise; absent: the task wrote nothing
 };
 
+// When Start made a task's process, on the wall clock (microseconds).
+struct StartTimes {
+  // The child process existed: its first step after clone reads
+  // CLOCK_REALTIME (SpawnedProcess::spawned_at), before its setup and the
+  // execve. This is what the worker reports as `started_at`.
+  Time spawned;
+  // Spawn returned in the parent: the child's setup (session, cgroup,
+  // rlimits, affinity, stdio, user, chdir) was done and execve succeeded.
+  Time exec_done;
+};
+
 enum class TaskOutcome { kSucceeded, kFailed, kCanceled };
 
 struct TaskResult {
@@ -146,14 +157,23 @@ class Executor {
   Result<TaskDirs> PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs = false);
 
   // Starts the task; `done` is called once, from the event loop, when it
-  // has ended and everything it left has been killed. Returns the pid.
+  // has ended and everything it left has been killed. Returns the pid, and
+  // when `times` is given, when the process was made (StartTimes).
   // Fails (and `done` is never called) with:
   //   AlreadyExists      the task is already running here;
   //   NotFound           "command not found: X", "working directory missing: /x";
   //   PermissionDenied   "permission denied: ./run.sh";
   //   other codes        cage, directory or pipe failures, named.
   // The caller reports the message as the task's failure reason.
-  Result<pid_t> Start(const TaskSpec& spec, DoneCallback done);
+  Result<pid_t> Start(const TaskSpec& spec, DoneCallback done, StartTimes* times = nullptr);
+
+  // Forgets the directories PrepareDirs made for an attempt that will not
+  // start (canceled while queued) and removes what it made there: the
+  // inputs (files and directory), output/ and the task directory, each
+  // only when nothing else is in it. The checkpoint directory is kept (it
+  // belongs to every attempt). Best effort: a directory that cannot be
+  // removed stays, and nothing is reported.
+  void DiscardPrepared(TaskId id, uint32_t attempt);
 
   // Cancels a running task: SIGTERM to its process group now, and after
   // `grace` (nullopt: the default) SIGKILL to the group and the cage. The

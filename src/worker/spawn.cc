@@ -7,9 +7,11 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -54,6 +56,8 @@ struct ChildArgs {
   // system calls (each costs microseconds on a VM, all before the exec).
   int reset[NSIG];
   int reset_count;
+  // Written by the child (it shares this memory) as its first step.
+  timespec spawned_at;
 };
 
 // Reads the caught and ignored signal sets from /proc/self/status (one
@@ -115,7 +119,10 @@ void ResetAllSignals(ChildArgs& args) {
 // set*id system calls (glibc's wrappers would try to broadcast the change
 // to the parent's threads).
 int ChildMain(void* arg) {
-  const auto* args = static_cast<const ChildArgs*>(arg);
+  auto* args = static_cast<ChildArgs*>(arg);
+  // First of all: the moment the process exists (one vDSO call, async-
+  // signal-safe), for the handoff figure (SpawnedProcess::spawned_at).
+  clock_gettime(CLOCK_REALTIME, &args->spawned_at);
   const SpawnPlan& p = *args->plan;
   const int efd = args->error_fd;
 
@@ -236,6 +243,7 @@ Result<SpawnedProcess> Spawner::Spawn(const SpawnPlan& plan) {
   ChildArgs args;
   args.plan = &plan;
   args.error_fd = error_pipe[1];
+  args.spawned_at = timespec{0, 0};
 
   sigset_t all, old;
   sigfillset(&all);
@@ -272,7 +280,13 @@ Result<SpawnedProcess> Spawner::Spawn(const SpawnPlan& plan) {
     close(pidfd);
     return DescribeFailure(plan, e);
   }
-  return SpawnedProcess{pid, pidfd};
+  // The child wrote spawned_at before the parent resumed (CLONE_VFORK).
+  Time spawned_at = TimeFromMicros(static_cast<int64_t>(args.spawned_at.tv_sec) * 1000000 +
+                                   args.spawned_at.tv_nsec / 1000);
+  if (args.spawned_at.tv_sec == 0) {
+    spawned_at = std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
+  }
+  return SpawnedProcess{pid, pidfd, spawned_at};
 }
 
 Result<std::string> ResolveCommand(const std::string& command, const std::string& path_env,

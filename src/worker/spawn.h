@@ -7,7 +7,9 @@
 // fds, rlimits, the CPU set, user ids) is prepared by the caller in a
 // SpawnPlan; between clone and execve the child makes only async-signal-safe
 // system calls, in this order:
-//   reset every signal disposition to default, setsid, join cgroups (write
+//   read CLOCK_REALTIME into the parent's memory (SpawnedProcess::
+//   spawned_at: the moment the process exists), reset every signal
+//   disposition to default, setsid, join cgroups (write
 //   "0" to each join fd), set rlimits, set CPU affinity, set up stdin/
 //   stdout/stderr, setgroups/setgid/setuid, chdir, unblock signals, execve.
 // A step that fails sends (step, errno) back through an O_CLOEXEC error
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/time.h"
 
 namespace drover::worker {
 
@@ -66,6 +69,10 @@ struct SpawnPlan {
 struct SpawnedProcess {
   pid_t pid = -1;
   int pidfd = -1;  // O_CLOEXEC pidfd owned by the caller
+  // Wall clock (CLOCK_REALTIME) read by the child as its very first step
+  // after clone, before any of its setup and the execve: when the task's
+  // process came into being.
+  Time spawned_at;
 };
 
 class Spawner {

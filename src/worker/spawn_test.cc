@@ -8,6 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <string>
+
 #include "worker/exec_test_util.h"
 
 namespace drover::worker {
@@ -29,6 +32,38 @@ int Reap(const SpawnedProcess& p) {
   EXPECT_EQ(waitpid(p.pid, &status, 0), p.pid);
   close(p.pidfd);
   return status;
+}
+
+// The child reads the wall clock as its first step: after the parent
+// called Spawn, before Spawn returned, and before the new program ran.
+TEST(SpawnerTest, ReportsWhenTheChildProcessCameToBe) {
+  TempDir dir;
+  auto spawner = Spawner::Create();
+  ASSERT_TRUE(spawner.ok());
+  std::string out = dir.path() + "/out";
+  int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  // The program prints its own wall clock in microseconds.
+  Argv argv({"sh", "-c", "date +%s%6N"});
+  char* envp[] = {nullptr};
+  SpawnPlan plan;
+  plan.path = "/bin/sh";
+  plan.argv = argv.ptrs.data();
+  plan.envp = envp;
+  plan.stdout_fd = fd;
+  plan.display_name = "sh";
+  const auto now = [] {
+    return std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
+  };
+  const Time before = now();
+  auto p = (*spawner)->Spawn(plan);
+  const Time after = now();
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  close(fd);
+  ASSERT_EQ(Reap(*p), 0);
+  EXPECT_LE(before, p->spawned_at);
+  EXPECT_LE(p->spawned_at, after);
+  const int64_t program_us = std::stoll(testing::ReadFile(out));
+  EXPECT_LE(ToMicros(p->spawned_at), program_us);
 }
 
 TEST(SpawnerTest, StartsInItsOwnSessionWithStdoutRedirected) {
