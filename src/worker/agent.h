@@ -18,11 +18,36 @@
 //                Executor::Start; Started is batched per loop turn. A start
 //                failure ("command not found: x") is reported as Finished
 //                with exit code -1 and the reason as the result.
+//                started_at is the moment the task's process existed: the
+//                spawned child reads CLOCK_REALTIME as its first step, before
+//                its setup and execve (StartTimes::spawned in executor.h;
+//                the later "exec done" time is logged at debug level).
+//   queue-ahead  an assignment with `after` naming an attempt running here
+//                (and not fenced) is not started: its directories and
+//                inputs are made, and it waits behind that attempt, at most
+//                one per attempt (a second different one, or another
+//                attempt of a queued task, is Refused). When the predecessor
+//                exits, the agent reads the exit time, frees its slot and
+//                starts the successor (admission, Executor::Start) before
+//                it reports anything. With `after` naming an attempt not
+//                running here, the task starts at once. A re-sent queued
+//                assignment is ignored. Cancel/Kill of a queued attempt
+//                removes it and reports it Finished (exit code -1, result
+//                "canceled before it started: <reason>"); it never starts.
+//                Hello lists queued attempts with `queued` = true (the server
+//                confirms or kills them); heartbeats list only started ones.
+//                The queue survives reconnects; Stop drops it.
 //   finished     Finished (batched per loop turn) with exit code or signal,
-//                OOM, usage and the $DROVER_RESULT text. Each result stays
+//                OOM, usage and the $DROVER_RESULT text; finished_at is when
+//                the agent saw the exit. Each result stays
 //                buffered until the server's Ack and goes out again in every
 //                Hello until then, so a lost connection or a server restart
-//                loses nothing.
+//                loses nothing. In a batch Finished goes before Started (the
+//                server books a successor on its predecessor's room only once
+//                it knows that one ended, and pairs each start with an
+//                earlier exit for the handoff figure), except that an
+//                attempt started and ended in the same batch is reported
+//                started first.
 //   cancel/kill  Executor::Kill with the configured grace / at once.
 //   log_request  LogSender (agent_logs.h): file bytes as binary frames,
 //                followed with inotify, under a rate limit.
@@ -32,7 +57,10 @@
 //                the session with an Error naming the leader, which is
 //                tried next (docs/redis.md).
 //   fencing      with no server contact for lease_ttl - 2 * heartbeat
-//                (FencingPolicy), every running task is killed, since its
+//                (FencingPolicy), every queued successor is dropped first
+//                (reported finished, exit code -1, the fence reason as the
+//                result), so no fenced exit starts one; then every running
+//                task is killed, since its
 //                leases may soon be someone else's, and reported finished
 //                (signal 9, result "fenced: no contact with the server for
 //                N s") once a server is reachable again. An open connection
@@ -121,8 +149,9 @@ class Agent {
   //   detection errors    from DetectResources.
   static Result<std::unique_ptr<Agent>> Start(net::EventLoop& loop, AgentConfig config);
 
-  // Closes the connection (pending results stay unacknowledged) and kills
-  // every running task at once. Idempotent; the destructor calls it.
+  // Closes the connection (pending results stay unacknowledged), drops the
+  // queued successors (none starts) and kills every running task at once.
+  // Idempotent; the destructor calls it.
   void Stop();
   ~Agent();
   Agent(const Agent&) = delete;
