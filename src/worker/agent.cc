@@ -114,7 +114,10 @@ class Agent::Impl {
   void OnAssignment(const proto::Assignment& assignment);
   void Enqueue(const proto::Assignment& assignment);
   void StartNow(const proto::Assignment& assignment, std::optional<TaskDirs> prepared);
-  Result<TaskDirs> PrepareInputs(const proto::Assignment& assignment);
+  // The task's directories and $DROVER_INPUTS files; `queued`: also its
+  // environment and program (Executor::PrepareStart), for a start later.
+  Result<TaskDirs> Prepare(const proto::Assignment& assignment, bool queued);
+  TaskSpec SpecOf(const proto::Assignment& assignment) const;
   std::map<TaskId, Queued>::iterator FindQueued(TaskId successor);
   void DropQueued(const Queued& queued, std::string reason);
   void OnStopRequest(TaskId task, uint32_t attempt, Duration grace, const std::string& reason);
@@ -568,7 +571,7 @@ void Agent::Impl::Enqueue(const proto::Assignment& a) {
   }
   // Everything but the spawn is done now, so that nothing but the spawn
   // stands between the predecessor's exit and this start.
-  Result<TaskDirs> dirs = PrepareInputs(a);
+  Result<TaskDirs> dirs = Prepare(a, /*queued=*/true);
   if (!dirs.ok()) {
     spdlog::warn("worker {}: {}#{} could not be prepared: {}", name_, a.task.ToString(),
                  a.attempt, dirs.status().message());
@@ -581,8 +584,16 @@ void Agent::Impl::Enqueue(const proto::Assignment& a) {
   queued_[predecessor.task] = Queued{a, std::move(dirs).value()};
 }
 
-Result<TaskDirs> Agent::Impl::PrepareInputs(const proto::Assignment& a) {
-  ASSIGN_OR_RETURN(TaskDirs dirs, executor_->PrepareDirs(a.task, a.attempt, !a.inputs.empty()));
+TaskSpec Agent::Impl::SpecOf(const proto::Assignment& a) const {
+  TaskSpec spec = ToTaskSpec(a);
+  spec.output_cap_bytes = config_.log_cap_bytes;
+  return spec;
+}
+
+Result<TaskDirs> Agent::Impl::Prepare(const proto::Assignment& a, bool queued) {
+  const bool with_inputs = !a.inputs.empty();
+  ASSIGN_OR_RETURN(TaskDirs dirs, queued ? executor_->PrepareStart(SpecOf(a), with_inputs)
+                                         : executor_->PrepareDirs(a.task, a.attempt, with_inputs));
   for (const auto& [from, text] : a.inputs) {
     RETURN_IF_ERROR(WriteFile(dirs.inputs + "/" + from.ToString(), text));
   }
@@ -606,12 +617,11 @@ void Agent::Impl::StartNow(const proto::Assignment& a, std::optional<TaskDirs> p
                                        clock_.Now()});
   };
   if (!prepared) {
-    Result<TaskDirs> dirs = PrepareInputs(a);
+    Result<TaskDirs> dirs = Prepare(a, /*queued=*/false);
     if (!dirs.ok()) return fail(dirs.status());
     prepared = std::move(dirs).value();
   }
-  TaskSpec spec = ToTaskSpec(a);
-  spec.output_cap_bytes = config_.log_cap_bytes;
+  const TaskSpec spec = SpecOf(a);
   StartTimes times;
   Result<pid_t> pid = executor_->Start(
       spec, [this](const TaskResult& result) { OnTaskDone(result); }, &times);

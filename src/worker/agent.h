@@ -23,8 +23,10 @@
 //                its setup and execve (StartTimes::spawned in executor.h;
 //                the later "exec done" time is logged at debug level).
 //   queue-ahead  an assignment with `after` naming an attempt running here
-//                (and not fenced) is not started: its directories and
-//                inputs are made, and it waits behind that attempt, at most
+//                (and not fenced) is not started: its directories, inputs,
+//                environment and program path are made (Executor::
+//                PrepareStart; a failure there is reported Finished at
+//                once), and it waits behind that attempt, at most
 //                one per attempt (a second different one, or another
 //                attempt of a queued task, is Refused). When the predecessor
 //                exits, the agent reads the exit time, frees its slot and

@@ -489,6 +489,28 @@ TEST_F(AgentTest, ACanceledQueuedTaskNeverStarts) {
   EXPECT_FALSE(Exists(marker));
 }
 
+// A queued task is prepared at once, so a command that does not exist
+// fails then, while its predecessor still runs.
+TEST_F(AgentTest, AQueuedTaskThatCannotStartFailsWhenAssigned) {
+  FakeServer server(/*tls=*/false);
+  Attach(server, Config(server));
+  Fifo gate(dir_ / "gate");
+  server.Send(proto::Assign{{Task(0, "read x < " + gate.path())}});
+  ASSERT_EQ(server.Expect<proto::Started>().tasks.size(), 1u);
+  proto::Assignment b = After(Task(1, ""), TaskId{1, 0});
+  b.argv = {"no-such-command-drover-test"};
+  server.Send(proto::Assign{{b}});
+  proto::Finished failed = server.Expect<proto::Finished>();
+  ASSERT_EQ(failed.tasks.size(), 1u);
+  EXPECT_EQ(failed.tasks[0].task, (TaskId{1, 1}));
+  EXPECT_EQ(failed.tasks[0].outcome.exit_code, -1);
+  EXPECT_EQ(failed.tasks[0].outcome.result, "command not found: no-such-command-drover-test");
+  gate.Release();
+  EXPECT_EQ(server.Expect<proto::Finished>().tasks[0].task, (TaskId{1, 0}));
+  server.Sync();
+  EXPECT_EQ(server.Pending<proto::Started>(), 0u);
+}
+
 TEST_F(AgentTest, FencingDropsAQueuedTaskBeforeItsPredecessorCanStartIt) {
   FakeServer server(/*tls=*/false);
   AgentConfig config = Config(server);

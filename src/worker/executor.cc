@@ -253,14 +253,44 @@ Result<TaskDirs> Executor::PrepareDirs(TaskId id, uint32_t attempt, bool with_in
     RETURN_IF_ERROR(ChownPath(d.inputs, user_));
   }
   if (prepared_.size() >= 1024) prepared_.erase(prepared_.begin());  // never started
-  prepared_[id] = {attempt, d};
+  prepared_[id] = Prepared{attempt, d, std::nullopt};
   return d;
+}
+
+Result<TaskDirs> Executor::PrepareStart(const TaskSpec& spec, bool with_inputs) {
+  ASSIGN_OR_RETURN(TaskDirs dirs, PrepareDirs(spec.id, spec.attempt, with_inputs));
+  ASSIGN_OR_RETURN(Command command, MakeCommand(spec, dirs));
+  prepared_[spec.id].command = std::move(command);
+  return dirs;
+}
+
+Result<Executor::Command> Executor::MakeCommand(const TaskSpec& spec,
+                                                const TaskDirs& dirs) const {
+  if (spec.argv.empty()) return InvalidArgument("task " + spec.id.ToString() + " has no command");
+  Command c;
+  c.argv = spec.argv;
+  c.env = spec.env;
+  c.working_dir = spec.working_dir;
+  // A missing working directory is reported by the child's chdir
+  // ("working directory missing: /x"), as a missing command with a '/' is
+  // by its execve ("command not found: ./x"): no parent-side checks.
+  const std::string& cwd = spec.working_dir.empty() ? dirs.task : spec.working_dir;
+  c.environment = BuildEnvironment(spec, dirs);
+  c.exe = spec.argv[0];
+  if (c.exe.find('/') == std::string::npos) {
+    std::string path_env = "/usr/local/bin:/usr/bin:/bin";
+    for (const std::string& kv : c.environment) {
+      if (kv.rfind("PATH=", 0) == 0) path_env = kv.substr(5);
+    }
+    ASSIGN_OR_RETURN(c.exe, ResolveCommand(spec.argv[0], path_env, cwd));
+  }
+  return c;
 }
 
 void Executor::DiscardPrepared(TaskId id, uint32_t attempt) {
   auto p = prepared_.find(id);
-  if (p == prepared_.end() || p->second.first != attempt) return;
-  const TaskDirs dirs = std::move(p->second.second);
+  if (p == prepared_.end() || p->second.attempt != attempt) return;
+  const TaskDirs dirs = std::move(p->second.dirs);
   prepared_.erase(p);
   if (dirs.inputs != no_inputs_) {
     if (DIR* d = opendir(dirs.inputs.c_str())) {
@@ -324,27 +354,26 @@ Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done, StartTime
   }
   if (spec.argv.empty()) return InvalidArgument("task " + spec.id.ToString() + " has no command");
   TaskDirs dirs;
-  if (auto p = prepared_.find(spec.id); p != prepared_.end() && p->second.first == spec.attempt) {
-    dirs = std::move(p->second.second);
+  std::optional<Command> command;
+  if (auto p = prepared_.find(spec.id); p != prepared_.end() && p->second.attempt == spec.attempt) {
+    dirs = std::move(p->second.dirs);
+    // Made by PrepareStart for this very command: no PATH walk now.
+    if (p->second.command && p->second.command->argv == spec.argv &&
+        p->second.command->env == spec.env && p->second.command->working_dir == spec.working_dir) {
+      command = std::move(p->second.command);
+    }
     prepared_.erase(p);
   } else {
     ASSIGN_OR_RETURN(dirs, PrepareDirs(spec.id, spec.attempt));
     prepared_.erase(spec.id);
   }
-  // A missing working directory is reported by the child's chdir
-  // ("working directory missing: /x"), as a missing command with a '/' is
-  // by its execve ("command not found: ./x"): no parent-side checks.
-  const std::string cwd = spec.working_dir.empty() ? dirs.task : spec.working_dir;
-
-  std::vector<std::string> env = BuildEnvironment(spec, dirs);
-  std::string exe = spec.argv[0];
-  if (exe.find('/') == std::string::npos) {
-    std::string path_env = "/usr/local/bin:/usr/bin:/bin";
-    for (const std::string& kv : env) {
-      if (kv.rfind("PATH=", 0) == 0) path_env = kv.substr(5);
-    }
-    ASSIGN_OR_RETURN(exe, ResolveCommand(spec.argv[0], path_env, cwd));
+  if (!command) {
+    ASSIGN_OR_RETURN(Command made, MakeCommand(spec, dirs));
+    command = std::move(made);
   }
+  const std::string cwd = spec.working_dir.empty() ? dirs.task : spec.working_dir;
+  const std::vector<std::string>& env = command->environment;
+  const std::string& exe = command->exe;
 
   auto task = std::make_unique<Task>();
   task->id = spec.id;

@@ -156,6 +156,16 @@ class Executor {
   // task attempt, or makes them itself (without inputs/).
   Result<TaskDirs> PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs = false);
 
+  // PrepareDirs, and also what Start would work out before the spawn: the
+  // task's environment and its program found on PATH. A later Start of the
+  // same attempt with the same argv, env and working_dir uses them, so
+  // that it is left with the cage, the output pipes and the spawn (queue-
+  // ahead: the start that follows a predecessor's exit). Fails as
+  // PrepareDirs does, or as Start would for the command ("command not
+  // found: X", "permission denied: X"); then the directories stay
+  // prepared, the command does not.
+  Result<TaskDirs> PrepareStart(const TaskSpec& spec, bool with_inputs = false);
+
   // Starts the task; `done` is called once, from the event loop, when it
   // has ended and everything it left has been killed. Returns the pid, and
   // when `times` is given, when the process was made (StartTimes).
@@ -200,6 +210,15 @@ class Executor {
   void OnLeftoverExit(Task* task, int pidfd);
   void Finish(Task* task);
   std::vector<std::string> BuildEnvironment(const TaskSpec& spec, const TaskDirs& dirs) const;
+  // The environment and the path to execve for `spec` (Start's rules).
+  struct Command {
+    std::vector<std::string> argv;  // what it was made for
+    std::vector<std::pair<std::string, std::string>> env;
+    std::string working_dir;
+    std::vector<std::string> environment;  // "K=V", what the task gets
+    std::string exe;
+  };
+  Result<Command> MakeCommand(const TaskSpec& spec, const TaskDirs& dirs) const;
   Status MakeTaskDir(const std::string& job, const std::string& task);
 
   ExecutorOptions options_;
@@ -211,9 +230,14 @@ class Executor {
   std::string user_home_;
   std::vector<std::pair<std::string, std::string>> base_env_;
   std::map<TaskId, std::unique_ptr<Task>> tasks_;
-  // Directories made by PrepareDirs and not yet used by Start (one entry
-  // per task; a later PrepareDirs replaces it).
-  std::map<TaskId, std::pair<uint32_t, TaskDirs>> prepared_;
+  // Directories made by PrepareDirs (and the command by PrepareStart) not
+  // yet used by Start (one entry per task; a later PrepareDirs replaces it).
+  struct Prepared {
+    uint32_t attempt = 0;
+    TaskDirs dirs;
+    std::optional<Command> command;
+  };
+  std::map<TaskId, Prepared> prepared_;
   std::string no_inputs_;  // <workdir>/.no-inputs
   // Cages whose removal failed (a dying process still inside); retried
   // whenever a task finishes.

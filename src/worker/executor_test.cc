@@ -81,6 +81,60 @@ TEST(ExecutorTest, CheckpointDirIsKeptAcrossAttempts) {
   EXPECT_EQ(h.Run(second).result_text, "saved\n");
 }
 
+// PrepareStart finds the program on PATH ahead of the start, and a Start
+// of the same command uses that; another command is looked up afresh.
+TEST(ExecutorTest, PrepareStartResolvesTheCommandAheadOfTheStart) {
+  Harness h(MakeNoIsolator());
+  const std::string first = h.dir() + "/first";
+  const std::string second = h.dir() + "/second";
+  ASSERT_TRUE(std::filesystem::create_directory(first));
+  ASSERT_TRUE(std::filesystem::create_directory(second));
+  auto write_script = [](const std::string& path, const std::string& text) {
+    std::ofstream(path) << "#!/bin/sh\necho " << text << " > \"$DROVER_RESULT\"\n";
+    ASSERT_EQ(::chmod(path.c_str(), 0755), 0);
+  };
+  write_script(second + "/drover-prep-test", "second");
+  TaskSpec spec = Task(1, {"drover-prep-test"});
+  spec.env = {{"PATH", first + ":" + second}};
+
+  Result<TaskDirs> dirs = h.executor().PrepareStart(spec);
+  ASSERT_TRUE(dirs.ok()) << dirs.status().ToString();
+  EXPECT_TRUE(std::filesystem::is_directory(dirs->output));
+  // Earlier on PATH now, but the start uses what was found before.
+  write_script(first + "/drover-prep-test", "first");
+  EXPECT_EQ(h.Run(spec).result_text, "second\n");
+
+  // The next attempt is not prepared: looked up at its start.
+  spec.attempt = 2;
+  EXPECT_EQ(h.Run(spec).result_text, "first\n");
+  // Prepared, but started with another command: looked up afresh.
+  spec.attempt = 3;
+  ASSERT_TRUE(h.executor().PrepareStart(spec).ok());
+  spec.argv.push_back("an-argument");
+  std::filesystem::remove(first + "/drover-prep-test");
+  EXPECT_EQ(h.Run(spec).result_text, "second\n");
+
+  TaskSpec missing = Task(2, {"drover-no-such-command"});
+  Result<TaskDirs> failed = h.executor().PrepareStart(missing);
+  EXPECT_EQ(failed.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(failed.status().message(), "command not found: drover-no-such-command");
+}
+
+// An attempt prepared and then dropped leaves no task directory behind;
+// the checkpoint directory, shared by the attempts, stays.
+TEST(ExecutorTest, DiscardPreparedRemovesWhatPrepareMade) {
+  Harness h(MakeNoIsolator());
+  TaskSpec spec = Task(4, {"true"});
+  Result<TaskDirs> dirs = h.executor().PrepareStart(spec, /*with_inputs=*/true);
+  ASSERT_TRUE(dirs.ok()) << dirs.status().ToString();
+  std::ofstream(dirs->inputs + "/7.1") << "input\n";
+  h.executor().DiscardPrepared(spec.id, /*attempt=*/2);  // another attempt: kept
+  EXPECT_TRUE(std::filesystem::exists(dirs->inputs + "/7.1"));
+  h.executor().DiscardPrepared(spec.id, spec.attempt);
+  EXPECT_FALSE(std::filesystem::exists(dirs->task));
+  EXPECT_TRUE(std::filesystem::is_directory(dirs->checkpoint));
+}
+
 TEST(ExecutorTest, ReportsExitCodesAndSignals) {
   Harness h(MakeNoIsolator());
   TaskResult r = h.Run(Task(1, {"sh", "-c", "exit 3"}));
