@@ -53,6 +53,7 @@ net::ClientOptions ApiClient::StreamOptions() const {
     if (Result<net::HostPort> hp = net::SplitHostPort(leader_); hp.ok()) {
       o.host = hp->host;
       o.port = hp->port;
+      o.local_socket.clear();  // another server: over the network
     }
   }
   return o;
@@ -65,6 +66,9 @@ Result<net::Response> ApiClient::SendTo(const net::HostPort& server,
     net::ClientOptions o = options_;
     o.host = at.host;
     o.port = at.port;
+    // The local socket is the first server's; a redirect or another server
+    // is reached over the network.
+    if (hop > 0 || at.host != options_.host || at.port != options_.port) o.local_socket.clear();
     Result<net::Response> r = net::HttpClient(o).Send(request);
     if (!r.ok()) return r;
     const bool standby = Header(*r, "x-drover-role") == "standby";

@@ -54,6 +54,8 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
   app.add_option("--access-file", flags.access_file,
                  "Where to write the access file for local clients (default $DROVER_ACCESS, "
                  "then ~/.local/state/drover/access.json; \"-\" for none)");
+  app.add_flag("--no-local-socket", flags.no_local_socket,
+               "Do not serve local clients on <state dir>/api.sock (they use TCP then)");
 }
 
 Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
@@ -62,6 +64,7 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
   config.bind_address = flags.bind;
   config.port = flags.port;
   config.tls = !flags.no_tls;
+  config.local_socket = !flags.no_local_socket;
   ASSIGN_OR_RETURN(config.heartbeat_interval, FlagDuration("--heartbeat", flags.heartbeat));
   ASSIGN_OR_RETURN(Duration ttl, FlagDuration("--lease-ttl", flags.lease_ttl));
   if (ttl <= 2 * config.heartbeat_interval) {
@@ -103,6 +106,9 @@ void PrintListening(const server::ServerShell& shell, const server::ServerConfig
   }
   if (config.access_file != "-") {
     std::cout << "drover: local clients read " << config.access_file << "\n";
+  }
+  if (!shell.local_socket().empty()) {
+    std::cout << "drover: local socket " << shell.local_socket() << " (the token is still needed)\n";
   }
   std::cout << "drover: to add a machine, run there:\n  " << shell.JoinCommand() << std::endl;
 }

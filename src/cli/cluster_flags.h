@@ -27,10 +27,11 @@ struct ServerFlags {
   std::string restore_settle = "10s";
   std::string policy = "spread";
   std::string access_file;  // default: $DROVER_ACCESS, then net's default path
+  bool no_local_socket = false;  // no <state dir>/api.sock
 };
 
 // Adds --state-dir --port --no-tls --heartbeat --lease-ttl --policy
-// --access-file, and --bind when `with_bind`.
+// --access-file --no-local-socket, and --bind when `with_bind`.
 void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind);
 
 // Parses the durations and the policy; derives the scheduler's renew

@@ -3,9 +3,18 @@
 #include <CLI/CLI.hpp>
 
 #include "net/access_file.h"
+#include "net/local_socket.h"
 #include "net/token.h"
 
 namespace drover::cli {
+
+namespace {
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
+}  // namespace
 
 void AddConnectionFlags(CLI::App& app, ConnectionFlags& flags) {
   app.add_option("--access", flags.access,
@@ -63,6 +72,15 @@ Result<net::ClientOptions> ResolveConnection(const ConnectionFlags& flags) {
   ASSIGN_OR_RETURN(options, net::ClientOptionsFromAccess(*access));
   if (!token.empty()) options.token = token;
   if (!flags.fingerprint.empty()) options.fingerprint = flags.fingerprint;
+  // The server's local socket skips TCP and the TLS handshake (most of a
+  // short command's time); the token is sent as always. Only for a file
+  // naming one server on this machine (a copied file of another machine's
+  // server may name a path that exists here too), without a --fingerprint
+  // to pin (that asks for TLS), and only when the socket accepts now.
+  if (!access->socket.empty() && flags.fingerprint.empty() && options.alternates.empty() &&
+      IsLoopback(options.host) && net::LocalSocketAccepts(access->socket)) {
+    options.local_socket = access->socket;
+  }
   return options;
 }
 

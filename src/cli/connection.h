@@ -7,6 +7,12 @@
 //   $DROVER_ACCESS, then the default path (net/access_file.h). --token and
 //   --fingerprint given with an access file override its values.
 //
+// The local socket: when the access file names one (the server's
+// <state dir>/api.sock), its address is a loopback one, it names a single
+// server, no --fingerprint was given, and the socket accepts a connection
+// now, the options get local_socket and the client talks plain HTTP there
+// (with the token). Otherwise, and always with --server, TCP (+ TLS).
+//
 // Thread safety: plain functions and values.
 #ifndef DROVER_CLI_CONNECTION_H_
 #define DROVER_CLI_CONNECTION_H_

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "net/access_file.h"
+#include "net/local_socket.h"
 
 namespace drover::cli {
 namespace {
@@ -75,6 +76,57 @@ TEST_F(ConnectionTest, ExplicitServerNeedsTokenAndFingerprint) {
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->host, "10.0.0.5");
   EXPECT_FALSE(o->tls);
+}
+
+// The access file's local socket is used only for a loopback server that
+// answers on it, and never when the user asked for TLS with --fingerprint
+// or named the server with --server.
+TEST_F(ConnectionTest, LocalSocketWhenTheFileNamesOneThatAnswers) {
+  const std::string socket = dir_ + "/api.sock";
+  const std::string path = dir_ + "/access.json";
+  ASSERT_TRUE(
+      net::WriteAccessFile(path, {"127.0.0.1:7302", kToken, kPrint, true, socket}).ok());
+  ConnectionFlags flags;
+  flags.access = path;
+  {
+    Result<net::LocalSocketListener> listener = net::LocalSocketListener::Claim(socket);
+    ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+    Result<net::ClientOptions> o = ResolveConnection(flags);
+    ASSERT_TRUE(o.ok()) << o.status().ToString();
+    EXPECT_EQ(o->local_socket, socket);
+    EXPECT_EQ(o->token, kToken);
+
+    ConnectionFlags pinned = flags;
+    pinned.fingerprint = kPrint;
+    o = ResolveConnection(pinned);
+    ASSERT_TRUE(o.ok());
+    EXPECT_TRUE(o->local_socket.empty());
+
+    ConnectionFlags server;
+    server.server = "127.0.0.1:7302";
+    server.token = kToken;
+    server.no_tls = true;
+    o = ResolveConnection(server);
+    ASSERT_TRUE(o.ok());
+    EXPECT_TRUE(o->local_socket.empty());
+
+    // Another machine's file (its address is not loopback) with a socket
+    // path that happens to answer here.
+    const std::string remote = dir_ + "/remote.json";
+    ASSERT_TRUE(
+        net::WriteAccessFile(remote, {"10.0.0.5:7302", kToken, kPrint, true, socket}).ok());
+    ConnectionFlags remote_flags;
+    remote_flags.access = remote;
+    o = ResolveConnection(remote_flags);
+    ASSERT_TRUE(o.ok());
+    EXPECT_TRUE(o->local_socket.empty());
+  }
+  // The server is gone: TCP, as the file says.
+  Result<net::ClientOptions> o = ResolveConnection(flags);
+  ASSERT_TRUE(o.ok());
+  EXPECT_TRUE(o->local_socket.empty());
+  EXPECT_EQ(o->port, 7302);
+  EXPECT_TRUE(o->tls);
 }
 
 TEST_F(ConnectionTest, TokenFileIsRead) {

@@ -14,6 +14,7 @@ Status WriteAccessFile(const std::string& path, const AccessInfo& info) {
                       {"token", info.token},
                       {"fingerprint", info.fingerprint},
                       {"tls", info.tls}};
+  if (!info.socket.empty()) j["socket"] = info.socket;
   return WritePrivateFile(path, j.dump(2) + "\n");
 }
 
@@ -37,6 +38,13 @@ Result<AccessInfo> ReadAccessFile(const std::string& path) {
   if (tls == j.end()) return InvalidArgument(path + ": missing field \"tls\"");
   if (!tls->is_boolean()) return InvalidArgument(path + ": field \"tls\" must be true or false");
   info.tls = tls->get<bool>();
+  if (j.contains("socket")) {
+    RETURN_IF_ERROR(get_string("socket", &info.socket));
+    if (!info.socket.starts_with('/')) {
+      return InvalidArgument(path + ": field \"socket\" must be an absolute path, not \"" +
+                             info.socket + "\"");
+    }
+  }
   if (info.token.empty()) return InvalidArgument(path + ": field \"token\" is empty");
   if (Result<std::vector<HostPort>> hp = SplitServerList(info.address); !hp.ok()) {
     return hp.status().WithContext(path + ": field \"address\"");

@@ -5,7 +5,13 @@
 //   {"address": "127.0.0.1:7210", "token": "<64 hex>",
 //    (or "address": "10.0.0.5:7210,10.0.0.6:7210": several servers of one
 //    cluster, a leader and its standbys, tried in order — docs/redis.md)
-//    "fingerprint": "<64 hex, empty when tls is false>", "tls": true}
+//    "fingerprint": "<64 hex, empty when tls is false>", "tls": true,
+//    "socket": "/home/me/.local/state/drover/server/api.sock"}
+//
+// "socket" (optional; files written before it existed lack it) is the
+// server's local Unix-domain socket (local_socket.h), which a client on the
+// same machine may use instead of TCP + TLS (cli::ResolveConnection says
+// when).
 //
 // Where a client looks (first hit wins): an explicit path (--access), then
 // $DROVER_ACCESS, then the default path: $XDG_STATE_HOME/drover/access.json,
@@ -29,6 +35,7 @@ struct AccessInfo {
   std::string token;        // cluster token
   std::string fingerprint;  // server certificate SHA-256, lower-case hex
   bool tls = true;
+  std::string socket;  // the server's local socket; empty when none
 
   friend bool operator==(const AccessInfo&, const AccessInfo&) = default;
 };
@@ -39,7 +46,8 @@ Status WriteAccessFile(const std::string& path, const AccessInfo& info);
 
 // Reads and validates an access file. Fails with kNotFound if it is missing,
 // kInvalidArgument if it is not JSON, lacks a field, has a field of the
-// wrong type, or has tls=true without a valid fingerprint. Every message
+// wrong type, or has tls=true without a valid fingerprint. A missing
+// "socket" is an empty one; a present one must be an absolute path. Every message
 // starts with the file's path.
 Result<AccessInfo> ReadAccessFile(const std::string& path);
 

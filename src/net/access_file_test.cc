@@ -51,6 +51,38 @@ TEST(AccessFileTest, PlainAccessNeedsNoFingerprint) {
   EXPECT_FALSE(back->tls);
 }
 
+TEST(AccessFileTest, RoundTripWithLocalSocket) {
+  TempDir dir;
+  AccessInfo info = Sample();
+  info.address = "127.0.0.1:7210";
+  info.socket = dir / "state/api.sock";
+  ASSERT_TRUE(WriteAccessFile(dir / "a.json", info).ok());
+  Result<AccessInfo> back = ReadAccessFile(dir / "a.json");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, info);
+  EXPECT_EQ(back->socket, dir / "state/api.sock");
+}
+
+// A file written before the socket field existed still loads, with no
+// socket; a file without a socket is written without the field.
+TEST(AccessFileTest, FileWithoutSocketLoadsWithNone) {
+  TempDir dir;
+  const std::string path = dir / "old.json";
+  ASSERT_TRUE(WritePrivateFile(path, R"({"address": "127.0.0.1:7210", "token": ")" +
+                                         std::string(64, '7') +
+                                         R"(", "fingerprint": "", "tls": false})")
+                  .ok());
+  Result<AccessInfo> back = ReadAccessFile(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->address, "127.0.0.1:7210");
+  EXPECT_TRUE(back->socket.empty());
+
+  ASSERT_TRUE(WriteAccessFile(dir / "new.json", Sample()).ok());
+  Result<std::string> text = ReadWholeFile(dir / "new.json");
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->find("socket"), std::string::npos) << *text;
+}
+
 // Each broken file is refused with a message naming the file and the fault.
 TEST(AccessFileTest, ErrorsNameFileAndProblem) {
   TempDir dir;
@@ -67,6 +99,9 @@ TEST(AccessFileTest, ErrorsNameFileAndProblem) {
       {R"({"address":"nohost","token":"ab","fingerprint":"","tls":false})", "\"address\""},
       {R"({"address":"h:99999","token":"ab","fingerprint":"","tls":false})", "port"},
       {R"({"address":"h:1","token":"ab","fingerprint":"xyz","tls":true})", "\"fingerprint\""},
+      {R"({"address":"h:1","token":"ab","fingerprint":"","tls":false,"socket":5})", "\"socket\""},
+      {R"({"address":"h:1","token":"ab","fingerprint":"","tls":false,"socket":"api.sock"})",
+       "absolute path"},
   };
   for (const Case& c : cases) {
     ASSERT_TRUE(WritePrivateFile(path, c.text).ok());

@@ -27,6 +27,12 @@ struct ClientOptions {
   std::vector<HostPort> alternates;
   bool tls = true;
   std::string fingerprint;  // required with tls; any form NormalizeFingerprint takes
+  // The server's local socket (local_socket.h) on this machine: when set,
+  // HttpClient and the WebSocket clients connect there, in plain HTTP,
+  // instead of to host:port (tls and fingerprint then do not apply; the
+  // token is sent as always). Whoever sets it has checked it is the same
+  // server's (cli::ResolveConnection).
+  std::string local_socket;
   std::string token;
   // Connect + TLS + WebSocket handshake, and for HttpClient each request.
   Duration timeout = Seconds(30);

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -28,7 +29,9 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
+using local = asio::local::stream_protocol;
 using beast::error_code;
+using LocalStream = beast::basic_stream<local>;
 
 // Runs the io_context until the operation just started has completed.
 void RunToCompletion(asio::io_context& io) {
@@ -37,7 +40,8 @@ void RunToCompletion(asio::io_context& io) {
 }
 
 Status NetError(error_code ec, const std::string& what, const ClientOptions& o) {
-  const std::string where = o.host + ":" + std::to_string(o.port);
+  const std::string where =
+      o.local_socket.empty() ? o.host + ":" + std::to_string(o.port) : o.local_socket;
   if (ec == beast::error::timeout) {
     return Status(StatusCode::kDeadlineExceeded,
                   what + " " + where + ": no answer within " +
@@ -46,21 +50,39 @@ Status NetError(error_code ec, const std::string& what, const ClientOptions& o) 
   return Unavailable(what + " " + where + ": " + ec.message());
 }
 
+// Connects the stream's lowest layer: to the local socket for a LocalStream,
+// else to `endpoints`.
+template <class Stream>
+Status Connect(asio::io_context& io, Stream& stream, const tcp::resolver::results_type& endpoints,
+               const ClientOptions& o) {
+  auto& lowest = beast::get_lowest_layer(stream);
+  lowest.expires_after(o.timeout);
+  error_code ec;
+  if constexpr (std::is_same_v<Stream, LocalStream>) {
+    lowest.async_connect(local::endpoint(o.local_socket), [&](error_code e) { ec = e; });
+    RunToCompletion(io);
+    if (ec) return NetError(ec, "cannot connect to", o);
+  } else {
+    lowest.async_connect(endpoints, [&](error_code e, const tcp::endpoint&) { ec = e; });
+    RunToCompletion(io);
+    if (ec) return NetError(ec, "cannot connect to", o);
+    // A request is written in pieces (TLS records, header then body): without
+    // this, Nagle holds a piece back for the peer's delayed ACK (~40 ms).
+    error_code nodelay_ec;
+    lowest.socket().set_option(tcp::no_delay(true), nodelay_ec);
+  }
+  return Status::Ok();
+}
+
 template <class Stream>
 Result<Response> Exchange(asio::io_context& io, Stream& stream, const tcp::resolver::results_type& endpoints,
                           const ClientOptions& o, const std::string& fingerprint,
                           const ClientRequest& request) {
-  constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
-  beast::tcp_stream& lowest = beast::get_lowest_layer(stream);
-  lowest.expires_after(o.timeout);
+  constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream> &&
+                        !std::is_same_v<Stream, LocalStream>;
+  auto& lowest = beast::get_lowest_layer(stream);
+  RETURN_IF_ERROR(Connect(io, stream, endpoints, o));
   error_code ec;
-  lowest.async_connect(endpoints, [&](error_code e, const tcp::endpoint&) { ec = e; });
-  RunToCompletion(io);
-  if (ec) return NetError(ec, "cannot connect to", o);
-  // A request is written in pieces (TLS records, header then body): without
-  // this, Nagle holds a piece back for the peer's delayed ACK (~40 ms).
-  error_code nodelay_ec;
-  lowest.socket().set_option(tcp::no_delay(true), nodelay_ec);
 
   const std::string server = o.host + ":" + std::to_string(o.port) + "/" + fingerprint;
   if constexpr (kTls) {
@@ -96,7 +118,7 @@ Result<Response> Exchange(asio::io_context& io, Stream& stream, const tcp::resol
   }
   Response out = internal::FromBeastResponse(parser.release());
   error_code ignored;
-  lowest.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  lowest.socket().shutdown(asio::socket_base::shutdown_both, ignored);
   lowest.socket().close(ignored);
   return out;
 }
@@ -210,6 +232,11 @@ std::shared_ptr<ssl::context> SharedClientTlsContext() {
 HttpClient::HttpClient(ClientOptions options) : options_(std::move(options)) {}
 
 Result<Response> HttpClient::Send(const ClientRequest& request) {
+  if (!options_.local_socket.empty()) {
+    asio::io_context io(1);
+    LocalStream stream(io);
+    return Exchange(io, stream, {}, options_, "", request);
+  }
   std::string fingerprint;
   if (options_.tls) {
     if (options_.fingerprint.empty()) {

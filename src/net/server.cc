@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -18,6 +19,7 @@
 #include <type_traits>
 
 #include "net/event_loop_asio.h"
+#include "net/local_socket.h"
 #include "net/router.h"
 #include "net/tls_identity.h"
 #include "net/token.h"
@@ -30,6 +32,7 @@ namespace ssl = boost::asio::ssl;
 using internal::asio::ip::tcp;
 using internal::beast::error_code;
 using internal::Connection;
+using internal::LocalStream;
 using internal::TlsStream;
 using internal::WsSessionImpl;
 namespace asio = internal::asio;
@@ -48,6 +51,10 @@ struct Server::State {
   std::optional<ssl::context> tls;
   std::string fingerprint;
   std::optional<tcp::acceptor> acceptor;
+  // The local socket (ServeLocalSocket): the claim (path, lock) and the
+  // acceptor that owns its descriptor once Start() ran.
+  std::optional<LocalSocketListener> local_listener;
+  std::optional<asio::local::stream_protocol::acceptor> local_acceptor;
   uint16_t port = 0;
   bool stopped = false;
   std::map<uint64_t, std::weak_ptr<Connection>> connections;
@@ -129,7 +136,7 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
   }
 
  private:
-  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+  auto& Lowest() { return beast::get_lowest_layer(stream_); }
 
   void ReadHeader() {
     const ServerLimits& limits = state_->options.limits;
@@ -295,7 +302,7 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
       });
     } else {
       error_code ignored;
-      Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+      Lowest().socket().shutdown(asio::socket_base::shutdown_send, ignored);
       Lowest().socket().close(ignored);
     }
   }
@@ -368,6 +375,23 @@ void Accept(const std::shared_ptr<ServerState>& state) {
   });
 }
 
+// The local socket: plain HTTP (no TLS), the same sessions and routes, the
+// token checked as on the TCP port.
+void AcceptLocal(const std::shared_ptr<ServerState>& state) {
+  state->local_acceptor->async_accept(
+      [state](error_code ec, asio::local::stream_protocol::socket socket) {
+        if (state->stopped || ec == asio::error::operation_aborted) return;
+        if (ec) {
+          spdlog::warn("accept on {} failed: {}", state->local_listener->path(), ec.message());
+        } else {
+          auto s = std::make_shared<HttpSession<LocalStream>>(state, LocalStream(std::move(socket)),
+                                                              "local");
+          s->Start();
+        }
+        AcceptLocal(state);
+      });
+}
+
 }  // namespace
 
 Server::Server(EventLoop& loop, ServerOptions options)
@@ -381,6 +405,15 @@ void Server::Route(std::string method, std::string pattern, Handler handler) {
 
 void Server::WebSocketRoute(std::string pattern, WsOpenHandler on_open) {
   state_->ws_routes.Add("GET", std::move(pattern), std::move(on_open));
+}
+
+void Server::ServeLocalSocket(LocalSocketListener listener) {
+  state_->local_listener.emplace(std::move(listener));
+}
+
+const std::string& Server::local_socket() const {
+  static const std::string kNone;
+  return state_->local_listener ? state_->local_listener->path() : kNone;
 }
 
 void Server::AllowPublic(std::string path_or_prefix) {
@@ -419,9 +452,23 @@ Status Server::Start() {
     return Unavailable("cannot listen on " + where + ": " + ec.message());
   }
   st.port = st.acceptor->local_endpoint().port();
+  if (st.local_listener && st.local_listener->fd() >= 0) {
+    st.local_acceptor.emplace(st.io);
+    st.local_acceptor->assign(asio::local::stream_protocol(), st.local_listener->fd(), ec);
+    if (ec) {
+      st.local_acceptor.reset();
+      st.acceptor.reset();
+      return Unavailable("cannot accept on " + st.local_listener->path() + ": " + ec.message());
+    }
+    st.local_listener->ReleaseFd();  // the acceptor closes it now
+  }
   st.stopped = false;
   spdlog::info("listening on {}:{} ({})", o.bind_address, st.port, o.tls ? "TLS" : "plain TCP");
   Accept(state_);
+  if (st.local_acceptor) {
+    spdlog::info("listening on {} (plain HTTP, token required)", st.local_listener->path());
+    AcceptLocal(state_);
+  }
   return Status::Ok();
 }
 
@@ -433,6 +480,13 @@ void Server::Stop() {
     error_code ignored;
     st.acceptor->close(ignored);
   }
+  if (st.local_acceptor) {
+    error_code ignored;
+    st.local_acceptor->close(ignored);
+  }
+  // Removes the socket file and drops the claim: a clean stop leaves no
+  // socket behind.
+  st.local_listener.reset();
   // Copy first: aborting may erase entries.
   auto connections = st.connections;
   for (auto& [id, weak] : connections) {

@@ -39,6 +39,7 @@
 #include "common/time.h"
 #include "net/event_loop.h"
 #include "net/http_types.h"
+#include "net/local_socket.h"
 #include "net/ws_session.h"
 
 namespace drover::net {
@@ -81,6 +82,14 @@ class Server {
 
   // Exact paths, or prefixes written "/assets/*", served without a token.
   void AllowPublic(std::string path_or_prefix);
+
+  // Also serves the same routes, as plain HTTP with the same token check, on
+  // the claimed local socket (local_socket.h). Call before Start(), which
+  // starts accepting on it; Stop() closes it and removes its file.
+  void ServeLocalSocket(LocalSocketListener listener);
+
+  // The local socket's path; empty when there is none.
+  const std::string& local_socket() const;
 
   // Loads or makes the TLS identity (tls only), binds and listens. Fails with
   // kInvalidArgument for an empty token or a bad bind address, kUnavailable

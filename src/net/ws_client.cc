@@ -31,6 +31,7 @@ template <class NextLayer>
 class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
  public:
   static constexpr bool kTls = std::is_same_v<NextLayer, internal::TlsStream>;
+  static constexpr bool kLocal = std::is_same_v<NextLayer, internal::LocalStream>;
   using Ws = websocket::stream<NextLayer>;
 
   ConnectOp(asio::io_context& io, ClientOptions options, std::string target, std::string fingerprint,
@@ -53,6 +54,16 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
   }
 
   void Begin() {
+    if constexpr (kLocal) {
+      asio::post(resolver_.get_executor(), [self = this->shared_from_this()] { self->ConnectLocal(); });
+      return;
+    } else {
+      BeginTcp();
+    }
+  }
+
+ private:
+  void BeginTcp() {
     if (auto literal = internal::LiteralEndpoint(options_.host, options_.port)) {
       // Still from the loop, like every other outcome.
       asio::post(resolver_.get_executor(),
@@ -69,11 +80,15 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
                             });
   }
 
- private:
-  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(*ws_); }
+  auto& Lowest() { return beast::get_lowest_layer(*ws_); }
+
+  // The server's address in messages: host:port, or the local socket's path.
+  std::string Where() const {
+    return kLocal ? options_.local_socket : options_.host + ":" + std::to_string(options_.port);
+  }
 
   Status NetError(error_code ec, const std::string& what) const {
-    const std::string where = options_.host + ":" + std::to_string(options_.port);
+    const std::string where = Where();
     if (ec == beast::error::timeout) {
       return Status(StatusCode::kDeadlineExceeded, what + " " + where + ": timed out");
     }
@@ -96,6 +111,16 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
         self->Proceed();
       }
     });
+  }
+
+  void ConnectLocal() {
+    Lowest().expires_after(options_.timeout);
+    Lowest().async_connect(asio::local::stream_protocol::endpoint(options_.local_socket),
+                           [self = this->shared_from_this()](error_code ec) {
+                             if (ec) return self->Fail(self->NetError(ec, "cannot connect to"));
+                             self->remote_ = self->options_.local_socket;
+                             self->Proceed();
+                           });
   }
 
   void TlsHandshake() {
@@ -149,8 +174,7 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
     if (!keep_alive || buffer_.size() != 0) {
       // The server ends the connection after its answer (or sent more than
       // it was asked): the stream needs a connection of its own.
-      return Fail(Unavailable("server " + options_.host + ":" + std::to_string(options_.port) +
-                              " closed the connection after its answer"));
+      return Fail(Unavailable("server " + Where() + " closed the connection after its answer"));
     }
     target_ = std::move(*target);
     Upgrade();
@@ -171,7 +195,8 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
           req.set(http::field::user_agent, "drover");
           if (!token.empty()) req.set(http::field::authorization, "Bearer " + token);
         }));
-    const std::string host = options_.host + ":" + std::to_string(options_.port);
+    const std::string host =
+        kLocal ? std::string("localhost") : options_.host + ":" + std::to_string(options_.port);
     ws_->async_handshake(response_, host, target_, [self = this->shared_from_this()](error_code ec) {
       if (ec == websocket::error::upgrade_declined) return self->Fail(self->Declined());
       if (ec) return self->Fail(self->NetError(ec, "WebSocket handshake failed with"));
@@ -181,7 +206,7 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
 
   Status Declined() const {
     const int code = static_cast<int>(response_.result_int());
-    const std::string where = options_.host + ":" + std::to_string(options_.port);
+    const std::string where = Where();
     if (code == 401) return Unauthenticated("server " + where + " refused the cluster token");
     if (code == 404) return NotFound("server " + where + " has no WebSocket endpoint at " + target_);
     return Unavailable("server " + where + " declined the WebSocket upgrade with HTTP " +
@@ -227,6 +252,12 @@ namespace {
 void StartConnect(EventLoop& loop, const ClientOptions& options, std::string target,
                   WsConnectCallback done, std::optional<ClientRequest> first, WsTargetFn then) {
   asio::io_context& io = IoContextOf(loop);
+  if (!options.local_socket.empty()) {
+    auto op = std::make_shared<ConnectOp<internal::LocalStream>>(
+        io, options, std::move(target), "", std::move(done), std::move(first), std::move(then));
+    op->Begin();
+    return;
+  }
   if (!options.tls) {
     auto op = std::make_shared<ConnectOp<beast::tcp_stream>>(
         io, options, std::move(target), "", std::move(done), std::move(first), std::move(then));

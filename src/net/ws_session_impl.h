@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/ssl.hpp>
@@ -25,6 +26,8 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+// Plain HTTP over the server's local Unix-domain socket (local_socket.h).
+using LocalStream = beast::basic_stream<asio::local::stream_protocol>;
 
 inline uint64_t NextConnectionId() {
   static std::atomic<uint64_t> next{1};
@@ -246,7 +249,7 @@ class WsSessionImpl final : public WsSession,
       spdlog::warn("websocket {} ({}) closed: {}", id_, remote_, status.ToString());
     }
     beast::error_code ignored;
-    beast::get_lowest_layer(ws_).socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    beast::get_lowest_layer(ws_).socket().shutdown(asio::socket_base::shutdown_both, ignored);
     beast::get_lowest_layer(ws_).socket().close(ignored);
     if (finish_hook_) std::exchange(finish_hook_, nullptr)();
     // Dropping the callbacks breaks cycles through captured shared_ptrs.

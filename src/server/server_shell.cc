@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "net/access_file.h"
+#include "net/local_socket.h"
 #include "net/server.h"
 #include "net/token.h"
 #include "server/core_driver.h"
@@ -70,6 +71,9 @@ struct ServerShell::Parts : CommandSink {
   std::unique_ptr<Observability> observability;
   std::unique_ptr<net::Timer> expiry;
   std::unique_ptr<net::Server> server;
+  // Claimed first thing, handed to `server` once it exists.
+  std::optional<net::LocalSocketListener> local_socket;
+  std::string local_socket_path;
   uint16_t port = 0;
   std::string fingerprint;
   bool stopped = false;
@@ -97,6 +101,20 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   auto p = std::make_unique<Parts>(loop, std::move(config));
   const ServerConfig& cfg = p->config;
   const std::string& dir = cfg.state_dir;
+  // Before anything in the state directory is read or written: a second
+  // server on the same directory stops here, naming the socket.
+  if (cfg.local_socket) {
+    Result<net::LocalSocketListener> local =
+        net::LocalSocketListener::Claim(dir + "/" + net::kLocalSocketName);
+    if (local.ok()) {
+      p->local_socket_path = local->path();
+      p->local_socket.emplace(std::move(*local));
+    } else if (local.status().code() == StatusCode::kInvalidArgument) {
+      spdlog::warn("no local socket: {}; local clients use TCP", local.status().message());
+    } else {
+      return local.status();
+    }
+  }
   p->started_at = p->clock.Now();
   ASSIGN_OR_RETURN(p->token, net::LoadOrCreateToken(dir + "/token"));
   ASSIGN_OR_RETURN(std::string id, net::LoadOrCreateToken(dir + "/server-id"));
@@ -167,6 +185,10 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   sopts.cert_dir = dir;
   sopts.token = p->token;
   p->server = std::make_unique<net::Server>(loop, sopts);
+  if (p->local_socket) {
+    p->server->ServeLocalSocket(std::move(*p->local_socket));
+    p->local_socket.reset();
+  }
   p->server->WebSocketRoute("/api/v1/worker",
                             [parts](std::shared_ptr<net::WsSession> s, const net::Request&) {
                               parts->channel->Attach(std::move(s));
@@ -207,7 +229,8 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
                                  : cfg.bind_address;
     Status written =
         path.ok() ? net::WriteAccessFile(*path, net::AccessInfo{host + ":" + std::to_string(p->port),
-                                                                p->token, p->fingerprint, cfg.tls})
+                                                                p->token, p->fingerprint, cfg.tls,
+                                                                p->local_socket_path})
                   : path.status();
     if (!written.ok()) spdlog::warn("access file not written: {}", written.ToString());
   }
@@ -235,6 +258,7 @@ void ServerShell::Stop() {
 }
 
 uint16_t ServerShell::port() const { return parts_->port; }
+const std::string& ServerShell::local_socket() const { return parts_->local_socket_path; }
 const std::string& ServerShell::token() const { return parts_->token; }
 const std::string& ServerShell::fingerprint() const { return parts_->fingerprint; }
 const std::string& ServerShell::server_id() const { return parts_->server_id; }

@@ -11,7 +11,8 @@
 //
 // State directory: token (0600, made on first start), server.crt/server.key
 // (TLS identity), server-id (owner of our leases, stable across restarts),
-// workers.json (worker name -> id), store/journal. The access file goes to
+// workers.json (worker name -> id), store/journal, api.sock (the local
+// socket, while running) and api.sock.lock. The access file goes to
 // `access_file` (or net's default path).
 //
 // Thread safety: Start, Stop and the destructor belong to the loop thread
@@ -42,6 +43,10 @@ struct ServerConfig {
   bool tls = true;
   core::SchedulerConfig scheduler;
   Duration heartbeat_interval = Seconds(2);
+  // Also serve the API on <state_dir>/api.sock (net/local_socket.h), named
+  // in the access file. A path too long for a socket only logs a warning;
+  // a live server on the same socket fails Start.
+  bool local_socket = true;
   // Where to write the access file; empty = net's default path
   // ($XDG_STATE_HOME/drover/access.json). "-" = do not write one.
   std::string access_file;
@@ -65,7 +70,9 @@ class ServerShell {
   // Opens the state directory, restores the journal, binds and listens.
   // Errors: no state_dir; the token, TLS identity, worker map or journal
   // cannot be read or made; a journal record cannot be restored
-  // (kDataLoss); the port cannot be bound (kUnavailable). A failure to write
+  // (kDataLoss); the port cannot be bound (kUnavailable); another server
+  // answers on the state directory's local socket, or is starting there
+  // (kFailedPrecondition, naming the path). A failure to write
   // the access file is only logged.
   static Result<std::unique_ptr<ServerShell>> Start(net::EventLoop& loop, ServerConfig config);
 
@@ -74,6 +81,8 @@ class ServerShell {
   ServerShell& operator=(const ServerShell&) = delete;
 
   uint16_t port() const;
+  // The local socket's path; empty when there is none.
+  const std::string& local_socket() const;
   const std::string& token() const;
   // SHA-256 of the certificate; empty without TLS.
   const std::string& fingerprint() const;
