@@ -17,7 +17,17 @@ drover_library(drover_redis_store
     redis_store.cc
     redis_url.cc
   DEPS drover_store drover_net Boost::headers spdlog::spdlog)
-target_link_libraries(drover_redis_store PRIVATE PkgConfig::HIREDIS OpenSSL::Crypto)
+# hiredis from its static library when Debian's libhiredis-dev has it (it
+# does): every CLI command then loads one shared library fewer
+# (cmake/static_runtime.cmake). Only this library links hiredis this way;
+# a test that calls hiredis itself links the shared one and not this.
+find_library(DROVER_HIREDIS_STATIC libhiredis.a)
+if(DROVER_HIREDIS_STATIC)
+  target_include_directories(drover_redis_store SYSTEM PRIVATE ${HIREDIS_INCLUDE_DIRS})
+  target_link_libraries(drover_redis_store PRIVATE ${DROVER_HIREDIS_STATIC} OpenSSL::Crypto)
+else()
+  target_link_libraries(drover_redis_store PRIVATE PkgConfig::HIREDIS OpenSSL::Crypto)
+endif()
 
 # Starts private redis-servers (tests/redis/); set DROVER_TEST_REDIS_URL to
 # run the shared tests against an existing server instead.
