@@ -102,14 +102,18 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   const ServerConfig& cfg = p->config;
   const std::string& dir = cfg.state_dir;
   // Before anything in the state directory is read or written: a second
-  // server on the same directory stops here, naming the socket.
+  // server on the same directory stops here, naming the socket. With
+  // another store (Redis) the directory holds no state of its own and is
+  // shared by design (a standby taking over from a leader that is paused,
+  // not dead, on the same directory): there a claim that fails only costs
+  // the socket, never the start.
   if (cfg.local_socket) {
     Result<net::LocalSocketListener> local =
         net::LocalSocketListener::Claim(dir + "/" + net::kLocalSocketName);
     if (local.ok()) {
       p->local_socket_path = local->path();
       p->local_socket.emplace(std::move(*local));
-    } else if (local.status().code() == StatusCode::kInvalidArgument) {
+    } else if (local.status().code() == StatusCode::kInvalidArgument || cfg.open_store) {
       spdlog::warn("no local socket: {}; local clients use TCP", local.status().message());
     } else {
       return local.status();

@@ -45,7 +45,8 @@ struct ServerConfig {
   Duration heartbeat_interval = Seconds(2);
   // Also serve the API on <state_dir>/api.sock (net/local_socket.h), named
   // in the access file. A path too long for a socket only logs a warning;
-  // a live server on the same socket fails Start.
+  // a live server on the same socket fails Start (with open_store set, the
+  // directory may be shared: it only logs a warning and serves no socket).
   bool local_socket = true;
   // Where to write the access file; empty = net's default path
   // ($XDG_STATE_HOME/drover/access.json). "-" = do not write one.
