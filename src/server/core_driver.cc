@@ -281,13 +281,18 @@ void CoreDriver::FlushNow() {
 }
 
 bool CoreDriver::Frozen() {
-  if (frozen_ || options_.test_freeze_file.empty()) return frozen_;
+  if (options_.test_freeze_file.empty()) return false;
   struct stat st;
-  if (::stat(options_.test_freeze_file.c_str(), &st) == 0) {
-    frozen_ = true;
-    spdlog::warn("test hook: {} exists; the journal is frozen (nothing appended from now on "
-                 "becomes durable)",
-                 options_.test_freeze_file);
+  const bool exists = ::stat(options_.test_freeze_file.c_str(), &st) == 0;
+  if (exists != frozen_) {
+    frozen_ = exists;
+    if (frozen_) {
+      spdlog::warn("test hook: {} exists; the journal is frozen (nothing appended from now on "
+                   "becomes durable)",
+                   options_.test_freeze_file);
+    } else {
+      spdlog::warn("test hook: {} is gone; the journal flushes again", options_.test_freeze_file);
+    }
   }
   return frozen_;
 }

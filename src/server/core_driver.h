@@ -64,10 +64,12 @@ struct DriverOptions {
   Duration tick_interval = Seconds(1);
   uint64_t compact_bytes = 64ull << 20;  // compact once the log is larger
   // Test hook (the server reads it from DROVER_TEST_FREEZE_JOURNAL; empty:
-  // off). Once this file exists (checked at each flush), the driver stops
-  // flushing: everything appended from then on stays in memory, so a kill -9
-  // loses it as a crash before the fsync would. Only the crash-recovery
-  // integration test sets it.
+  // off). While this file exists (checked at each flush), the driver does
+  // not flush: everything appended meanwhile stays in memory, so a kill -9
+  // loses it as a crash before the fsync would, and every answer that waits
+  // for durability (a job's POST, a result's ack) waits. Once the file is
+  // gone, the next flush makes all of it durable. Only integration tests
+  // set it (crash recovery, `submit --wait` against a slow journal).
   std::string test_freeze_file;
 };
 
