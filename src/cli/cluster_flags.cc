@@ -51,6 +51,9 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
       ->capture_default_str();
   app.add_option("--policy", flags.policy, "Placement policy: spread, pack or round-robin")
       ->capture_default_str();
+  app.add_flag("--queue-ahead,!--no-queue-ahead", flags.queue_ahead,
+               "Assign a waiting CPU task to a worker behind a running one whose cores it fits, "
+               "so the worker starts it the moment that one exits (default on)");
   app.add_option("--access-file", flags.access_file,
                  "Where to write the access file for local clients (default $DROVER_ACCESS, "
                  "then ~/.local/state/drover/access.json; \"-\" for none)");
@@ -79,6 +82,7 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
   Result<core::PolicyKind> policy = core::ParsePolicy(flags.policy);
   if (!policy.ok()) return policy.status().WithContext("--policy");
   config.scheduler.policy = *policy;
+  config.scheduler.queue_ahead = flags.queue_ahead;
   config.scheduler.lease_ttl = ttl;
   config.scheduler.renew_interval = std::min<Duration>(Seconds(10), ttl / 3);
   config.scheduler.expiry_grace = std::min<Duration>(Seconds(10), ttl / 3);

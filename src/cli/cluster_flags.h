@@ -26,6 +26,7 @@ struct ServerFlags {
   std::string lease_ttl = "30s";
   std::string restore_settle = "10s";
   std::string policy = "spread";
+  bool queue_ahead = true;  // SchedulerConfig::queue_ahead
   std::string access_file;  // default: $DROVER_ACCESS, then net's default path
   bool no_local_socket = false;  // no <state dir>/api.sock
 };

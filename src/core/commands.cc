@@ -50,6 +50,7 @@ std::string Describe(const AssignTask& a) {
     s += "]";
   }
   if (a.mem_limit_bytes != 0) s += " mem=" + FormatBytes(a.mem_limit_bytes);
+  if (a.after_attempt != 0) s += " after " + Attempt(a.after, a.after_attempt);
   return s;
 }
 

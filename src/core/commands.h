@@ -76,6 +76,11 @@ struct AssignTask {
   // The group's spec (argv, env, name). Valid as long as the scheduler lives:
   // jobs are never dropped from it in this version.
   const TaskGroupSpec* spec = nullptr;
+  // Queue-ahead (SchedulerConfig::queue_ahead): start when attempt
+  // `after_attempt` of `after` exits on this worker; its resources include
+  // these. after_attempt 0: start now.
+  TaskId after;
+  uint32_t after_attempt = 0;
 };
 
 // Stop the attempt; the worker answers with TaskFinished as usual.

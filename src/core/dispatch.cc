@@ -14,6 +14,12 @@
 // gets a reservation on a worker that can hold it; on that worker no other
 // task may take anything the reserved one is short of, or make it short of
 // something more, so a stream of small tasks cannot starve a large one.
+//
+// Queue-ahead (SchedulerConfig::queue_ahead): a head that fits no free room
+// may be assigned behind a running task whose cores and memory cover it; the
+// worker starts it when that one exits. Only the first head that could ever
+// run on a worker may queue there, so nothing is overtaken, and never on the
+// reserved worker, so a reservation's room drains.
 #include <algorithm>
 
 #include "core/scheduler_state.h"
@@ -152,7 +158,14 @@ int64_t Scheduler::State::FitTime(uint32_t w, const ResourceRequest& req) const 
     if (!act.booked || limit <= 0) continue;
     const Task& t = task(act.task);
     const int64_t from = t.state == TaskState::kRunning ? t.started_us : now_us;
-    ends.emplace_back(std::max(from + limit, now_us), a);
+    int64_t end = std::max(from + limit, now_us);
+    if (act.next != kNone) {
+      // The task queued behind it holds the room on until its own limit.
+      const int64_t then = SpecOf(actives[act.next].task).timeout.count();
+      if (then <= 0) continue;
+      end += then;
+    }
+    ends.emplace_back(end, a);
   }
   if (ends.empty()) return kNever;
   std::sort(ends.begin(), ends.end());
@@ -274,7 +287,10 @@ void Scheduler::State::PlaceClass(uint32_t cls) {
     }
     FlushLoads();
     const uint32_t w = policy->Choose([&](uint32_t slot) { return CanPlace(slot, r); });
-    if (w == kNoWorker) return;
+    if (w == kNoWorker) {
+      if (config.queue_ahead) QueueAheadAnywhere();
+      return;
+    }
     // Overtaking an earlier blocked head of another class is a backfill.
     if (!queues.heads().empty()) {
       const uint32_t top = std::get<2>(*queues.heads().begin());
@@ -320,6 +336,7 @@ restart:
     }
   }
   if (reservation.active && reservation.worker == w) BackfillBehindHeads(w);
+  if (config.queue_ahead) QueueAhead(w);
 }
 
 void Scheduler::State::BackfillBehindHeads(uint32_t w) {
@@ -356,6 +373,105 @@ void Scheduler::State::BackfillBehindHeads(uint32_t w) {
     if (!is_head) task(r).flags |= kFlagStaleEntry;  // its entry stays queued
     Place(cls, r, w, is_head);
   }
+}
+
+// --- queue-ahead ---------------------------------------------------------------
+
+void Scheduler::State::NoteTail(uint32_t w) {
+  if (!config.queue_ahead || workers[w].in_tails) return;
+  workers[w].in_tails = true;
+  tail_workers.push_back(w);
+}
+
+uint32_t Scheduler::State::FindTail(uint32_t w, const ResourceRequest& req) const {
+  // GPUs and counters are leased per unit: passing them on would need the
+  // lease keys handed over too. CPU-only requests queue; the rest wait.
+  if (req.gpus != 0 || !req.counters.empty()) return kNone;
+  const uint32_t cores = req.CoreCount();
+  uint32_t best = kNone;
+  for (uint32_t a : workers[w].actives) {
+    const Active& act = actives[a];
+    if (act.prev != kNone || act.next != kNone || act.lost || !act.booked) continue;
+    if (act.alloc.cores.size() < cores || act.alloc.mem_bytes < req.mem_bytes) continue;
+    // The one running longest first: the likeliest to end first.
+    const Task& t = task(act.task);
+    if (best == kNone) {
+      best = a;
+      continue;
+    }
+    const Task& b = task(actives[best].task);
+    const bool running = t.state == TaskState::kRunning;
+    const bool best_running = b.state == TaskState::kRunning;
+    if (running != best_running ? running : (running && t.started_us < b.started_us)) best = a;
+  }
+  return best;
+}
+
+bool Scheduler::State::HasTail(uint32_t w) const {
+  for (uint32_t a : workers[w].actives) {
+    const Active& act = actives[a];
+    if (act.prev == kNone && act.next == kNone && !act.lost && act.booked) return true;
+  }
+  return false;
+}
+
+bool Scheduler::State::QueueAhead(uint32_t w) {
+  if (!Schedulable(w)) return false;
+  // The reserved worker drains for its task; it is offered again (and looked
+  // at here) when the reservation ends.
+  if (reservation.active && reservation.worker == w) return HasTail(w);
+restart:
+  for (const auto& key : queues.heads()) {
+    const uint32_t cls = std::get<2>(key);
+    TaskRef r;
+    const TaskRef head = queues.Head(cls).task;
+    if (!LiveHead(cls, r) || !(r == head)) goto restart;  // popped dead entries
+    if (!QuotaAllows(r)) {
+      Park(cls, r);
+      goto restart;
+    }
+    const ResourceRequest& req = RequestOf(r);
+    if (!workers[w].res->CanEverFit(req)) continue;  // not for this worker
+    if (CanPlace(w, r)) {  // room freed meanwhile: r is the first head for it
+      Place(cls, r, w);
+      goto restart;
+    }
+    const uint32_t prev = FindTail(w, req);
+    if (prev == kNone) return HasTail(w);  // r goes first here: nothing overtakes it
+    PlaceBehind(cls, r, prev);
+    goto restart;
+  }
+  return HasTail(w);
+}
+
+void Scheduler::State::QueueAheadAnywhere() {
+  if (settling) return;
+  std::vector<uint32_t> ws;
+  ws.swap(tail_workers);
+  for (uint32_t w : ws) workers[w].in_tails = false;
+  for (uint32_t w : ws) {
+    if (QueueAhead(w)) NoteTail(w);
+  }
+}
+
+void Scheduler::State::PlaceBehind(uint32_t cls, TaskRef r, uint32_t p) {
+  const ResourceRequest& req = queues.request(cls);
+  const uint32_t w = actives[p].worker;
+  Task& t = task(r);
+  queues.PopHead(cls);
+  ++t.attempt;
+  t.worker = workers[w].id;
+  const uint32_t a = NewActive(r, w, t.attempt);  // may move `actives`
+  Active& act = actives[a];
+  Active& prev = actives[p];
+  act.alloc.cores.assign(prev.alloc.cores.begin(), prev.alloc.cores.begin() + req.CoreCount());
+  act.alloc.mem_bytes = req.mem_bytes;
+  act.prev = p;
+  prev.next = a;
+  if (reservation.active && reservation.task == r) EndReservation();
+  out->emplace_back(std::in_place_type<ClaimLeases>, IdOf(r), uint32_t{t.attempt}, workers[w].id,
+                    KeysOf(act), config.lease_ttl);
+  Transition(r, TaskState::kAssigned, "");
 }
 
 }  // namespace drover::core

@@ -80,6 +80,9 @@ struct ReportedAttempt {
   uint32_t attempt = 0;
   std::vector<uint32_t> cores;
   std::vector<GpuGrant> gpus;
+  // Not started: it waits on the worker behind another attempt
+  // (AssignTask::after).
+  bool queued = false;
 };
 // A worker connected (first time, after a loss, or again while known: a
 // dropped connection or a restarted server) with its own account of its

@@ -24,11 +24,14 @@ uint32_t Scheduler::State::NewActive(TaskRef r, uint32_t w, uint32_t attempt) {
   act.lost = false;
   act.booked = false;
   act.lease_from_us = now_us;
+  act.prev = kNone;
+  act.next = kNone;
   if (w != kNone) {
     act.pos = static_cast<uint32_t>(workers[w].actives.size());
     workers[w].actives.push_back(a);
     MarkLoadDirty(w);
     WorkerTasksChanged(w);
+    NoteTail(w);
   }
   const ResourceRequest& req = RequestOf(r);
   User& user = users[jobs[r.job].user];
@@ -55,6 +58,28 @@ void Scheduler::State::EndActive(uint32_t a) {
     WorkerTasksChanged(act.worker);
     if (act.booked && !worker.lost) MarkWorkerDirty(act.worker);
   }
+  // Queue-ahead: the attempt waiting behind this one takes over its part of
+  // the resources just freed (the worker starts it as this one exits).
+  if (act.next != kNone) {
+    Active& next = actives[act.next];
+    next.prev = kNone;
+    if (next.worker != kNone && next.worker == act.worker) {
+      next.booked = workers[next.worker].res->AllocateExact(RequestOf(next.task), next.alloc);
+      NoteTail(next.worker);
+    }
+  }
+  if (act.prev != kNone) {
+    // It ended while waiting (canceled, refused): its predecessor may take
+    // another one.
+    actives[act.prev].next = kNone;
+    const uint32_t w = actives[act.prev].worker;
+    if (w != kNone) {
+      NoteTail(w);
+      if (Schedulable(w)) MarkWorkerDirty(w);
+    }
+  }
+  act.prev = kNone;
+  act.next = kNone;
   act.booked = false;
   act.alloc.cores.clear();
   act.alloc.gpus.clear();

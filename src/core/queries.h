@@ -46,6 +46,9 @@ struct TaskInfo {
   std::optional<TaskOutcome> outcome;  // of the latest finished attempt
   std::vector<uint32_t> cores;      // while assigned or running
   std::vector<GpuGrant> gpus;       // while assigned or running
+  // Assigned and waiting on its worker behind this task (queue-ahead):
+  // it starts there when that one ends.
+  std::optional<TaskId> after;
 };
 
 struct WorkerInfo {

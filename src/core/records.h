@@ -44,6 +44,10 @@ struct TaskRecord {
   // them booked when the worker comes back. Empty otherwise.
   std::vector<uint32_t> cores;
   std::vector<GpuGrant> gpus;
+  // For assigned with queue-ahead: the attempt whose resources it takes
+  // over when that one ends (AssignTask::after); after_attempt 0: none.
+  TaskId after;
+  uint32_t after_attempt = 0;
   friend bool operator==(const TaskRecord&, const TaskRecord&) = default;
 };
 

@@ -50,8 +50,14 @@ Status Scheduler::Restore(const Record& record) {
             alloc.cores = r.cores;
             alloc.gpus = r.gpus;
             alloc.mem_bytes = s.RequestOf(ref).mem_bytes;
+            if (r.after_attempt != 0) {
+              s.restored_after[ref] = {r.after, r.after_attempt};
+            } else {
+              s.restored_after.erase(ref);
+            }
           } else if (r.state != TaskState::kRunning) {
             s.restored_allocs.erase(ref);
+            s.restored_after.erase(ref);
           }
           return Status::Ok();
         } else {
@@ -142,6 +148,21 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
                   TimerKind::kLostExpiry, r, t.attempt);
     }
   }
+  // Queue-ahead links whose predecessor is still assigned or running there:
+  // the one behind books nothing of its own until that one ends.
+  for (const auto& [r, link] : s.restored_after) {
+    const Task& t = s.task(r);
+    Result<TaskRef> prev = s.Find(link.first);
+    if (t.active == kNone || !prev.ok()) continue;
+    const Task& p = s.task(*prev);
+    if (p.active == kNone || s.actives[p.active].attempt != link.second || p.worker != t.worker ||
+        s.actives[p.active].next != kNone) {
+      continue;
+    }
+    s.actives[t.active].prev = p.active;
+    s.actives[p.active].next = t.active;
+  }
+  s.restored_after.clear();
   s.restored_allocs.clear();
   s.restored_outcome_attempts.clear();
   if (s.config.restore_settle > Duration::zero()) {

@@ -149,7 +149,8 @@ Status Scheduler::State::OnWorkerJoined(WorkerJoined& e) {
   // resources booked on the new incarnation, so nothing is handed out twice.
   for (uint32_t a : worker.actives) {
     Active& act = actives[a];
-    act.booked = worker.res->AllocateExact(RequestOf(act.task), act.alloc);
+    // One queued behind another holds nothing of its own until that ends.
+    act.booked = act.prev == kNone && worker.res->AllocateExact(RequestOf(act.task), act.alloc);
   }
   // Restored tasks that ran here come back to it the same way (only this
   // worker's: a storm of joins costs the orphans once, not once per join).
@@ -163,9 +164,10 @@ Status Scheduler::State::OnWorkerJoined(WorkerJoined& e) {
       act.worker = w;
       act.pos = static_cast<uint32_t>(worker.actives.size());
       worker.actives.push_back(a);
-      act.booked = worker.res->AllocateExact(RequestOf(act.task), act.alloc);
+      act.booked = act.prev == kNone && worker.res->AllocateExact(RequestOf(act.task), act.alloc);
     }
   }
+  NoteTail(w);
   policy->Add(LoadOf(w));
   worker.in_policy = true;
   MarkWorkerDirty(w);
@@ -203,7 +205,14 @@ Status Scheduler::State::OnWorkerAttached(WorkerAttached& e) {
     if (r.ok() && Adoptable(*r, f.attempt)) Adopt(*r, w, f.attempt, nullptr);
     (void)OnFinished(f);  // a stale one (ended or superseded) changes nothing
   }
-  for (const ReportedAttempt& run : e.running) ReconcileRunning(w, run);
+  // Started ones first: an attempt queued behind one the journal never saw
+  // goes behind it once that one is adopted.
+  for (const ReportedAttempt& run : e.running) {
+    if (!run.queued) ReconcileRunning(w, run);
+  }
+  for (const ReportedAttempt& run : e.running) {
+    if (run.queued) ReconcileRunning(w, run);
+  }
   // Only now (its attempts adopted) may the hold end; Handle dispatches after.
   if (settling) SettleAttached(e.worker);
   return Status::Ok();
@@ -232,10 +241,18 @@ void Scheduler::State::ReconcileRunning(uint32_t w, const ReportedAttempt& run) 
     // Its worker has it: renew its leases again (a restored or lost attempt
     // would otherwise be requeued at its lease expiry while it runs).
     act.lost = false;
-    if (t.state == TaskState::kAssigned) (void)OnStarted(TaskStarted{run.task, run.attempt, id});
+    if (t.state == TaskState::kAssigned && !run.queued) {
+      (void)OnStarted(TaskStarted{run.task, run.attempt, id});
+    }
     return;
   }
-  if (Adoptable(r, run.attempt)) {
+  if (run.queued) {
+    // Waiting behind another attempt, and the journal never saw it: it goes
+    // back behind that one, or (no such place) it is dropped, which costs
+    // nothing since it never started.
+    if (Adoptable(r, run.attempt) && AdoptQueued(r, w, run)) return;
+    kill("queued, not current on the server");
+  } else if (Adoptable(r, run.attempt)) {
     if (Adopt(r, w, run.attempt, &run)) return;
     kill("its resources are taken on this worker");
   } else {
@@ -286,6 +303,46 @@ bool Scheduler::State::Adopt(TaskRef r, uint32_t w, uint32_t attempt, const Repo
   if (run != nullptr && timeout > Duration::zero()) {
     PushTimer(now_us + timeout.count(), TimerKind::kTimeout, r, attempt);
   }
+  return true;
+}
+
+bool Scheduler::State::AdoptQueued(TaskRef r, uint32_t w, const ReportedAttempt& run) {
+  const ResourceRequest& req = RequestOf(r);
+  if (!config.queue_ahead || run.cores.size() != req.CoreCount() || !run.gpus.empty()) {
+    return false;
+  }
+  // The attempt it waits behind holds its cores and nothing waits there yet.
+  uint32_t prev = kNone;
+  for (uint32_t a : workers[w].actives) {
+    const Active& act = actives[a];
+    if (act.prev != kNone || act.next != kNone || act.lost || !act.booked ||
+        act.alloc.mem_bytes < req.mem_bytes) {
+      continue;
+    }
+    const bool covers = std::all_of(run.cores.begin(), run.cores.end(), [&](uint32_t core) {
+      return std::find(act.alloc.cores.begin(), act.alloc.cores.end(), core) !=
+             act.alloc.cores.end();
+    });
+    if (covers) {
+      prev = a;
+      break;
+    }
+  }
+  if (prev == kNone || FindTail(w, req) == kNone) return false;  // FindTail: the shape may queue
+  if (reservation.active && reservation.task == r) EndReservation();
+  Task& t = task(r);
+  t.flags = 0;  // queue, backoff and parked entries of the queued task go stale
+  t.attempt = static_cast<uint16_t>(run.attempt);
+  t.worker = workers[w].id;
+  const uint32_t a = NewActive(r, w, run.attempt);
+  Active& act = actives[a];
+  act.alloc.cores.assign(run.cores.begin(), run.cores.end());
+  act.alloc.mem_bytes = req.mem_bytes;
+  act.prev = prev;
+  actives[prev].next = a;
+  out->emplace_back(std::in_place_type<ClaimLeases>, IdOf(r), run.attempt, workers[w].id,
+                    KeysOf(act), config.lease_ttl);
+  Transition(r, TaskState::kAssigned, "");
   return true;
 }
 
@@ -492,14 +549,21 @@ void Scheduler::State::Transition(TaskRef r, TaskState to, std::string reason) {
   // which zero-fills the whole record first.
   std::vector<uint32_t> cores;
   std::vector<GpuGrant> gpus;
+  TaskId after;
+  uint32_t after_attempt = 0;
   if (to == TaskState::kAssigned && t.active != kNone) {
-    const Allocation& alloc = actives[t.active].alloc;
-    cores.assign(alloc.cores.begin(), alloc.cores.end());
-    if (!alloc.gpus.empty()) gpus.assign(alloc.gpus.begin(), alloc.gpus.end());
+    const Active& act = actives[t.active];
+    cores.assign(act.alloc.cores.begin(), act.alloc.cores.end());
+    if (!act.alloc.gpus.empty()) gpus.assign(act.alloc.gpus.begin(), act.alloc.gpus.end());
+    if (act.prev != kNone) {
+      after = IdOf(actives[act.prev].task);
+      after_attempt = actives[act.prev].attempt;
+    }
   }
   out->emplace_back(std::in_place_type<Persist>, std::in_place_type<TaskRecord>, id, to,
                     uint32_t{t.attempt}, t.worker, TimeFromMicros(now_us), std::move(reason),
-                    uint32_t{t.failures}, std::move(cores), std::move(gpus));
+                    uint32_t{t.failures}, std::move(cores), std::move(gpus), after,
+                    after_attempt);
   if (to == TaskState::kSucceeded) {
     OnSucceeded(r);
   } else if (to == TaskState::kFailed || to == TaskState::kCanceled) {
@@ -785,10 +849,16 @@ Status Scheduler::State::OnGranted(const LeaseGranted& e) {
   act.granted = true;
   if (act.lost) return Status::Ok();  // the worker is gone; wait for expiry
   const TaskGroupSpec& spec = SpecOf(r);
+  TaskId after;
+  uint32_t after_attempt = 0;
+  if (act.prev != kNone) {  // still waiting behind it: the worker starts it as that one exits
+    after = IdOf(actives[act.prev].task);
+    after_attempt = actives[act.prev].attempt;
+  }
   out->emplace_back(std::in_place_type<AssignTask>, e.task, e.attempt, workers[act.worker].id,
                     act.alloc.cores, spec.resources.cpus_milli, act.alloc.mem_bytes,
                     act.alloc.gpus, spec.IndexAt(r.index - jobs[r.job].groups[t.group].first),
-                    spec.timeout, &spec);
+                    spec.timeout, &spec, after, after_attempt);
   return Status::Ok();
 }
 

@@ -73,6 +73,14 @@ struct SchedulerConfig {
   // attempt the journal never saw, and placing that task elsewhere before
   // the worker reports it would run it twice. 0: no hold.
   Duration restore_settle = Seconds(10);
+  // Queue-ahead: when a ready task fits no free resources, it may be
+  // assigned to a worker behind a task running there whose cores and memory
+  // cover it (CPU-only requests), and the worker starts it the moment that
+  // one exits, without a round trip to the server (AssignTask::after). The
+  // resources pass from the one to the other in the core's accounting, so
+  // nothing is booked twice. At most one task waits behind each, and none
+  // overtakes a task ahead of it that could run on that worker.
+  bool queue_ahead = false;
 };
 
 class Scheduler {

@@ -96,6 +96,12 @@ struct Active {
   bool lost = false;        // worker lost (or unknown after restore): awaiting expiry
   bool booked = false;      // resources are counted in the worker's WorkerState
   int64_t lease_from_us = 0;  // last claim or renewal sent
+  // Queue-ahead links (SchedulerConfig::queue_ahead), Active slots or kNone.
+  // `prev`: this attempt waits on its worker behind that one and takes over
+  // part of its resources when it ends; until then it is not booked (its
+  // alloc is a subset of prev's). `next`: the one waiting behind this.
+  uint32_t prev = kNone;
+  uint32_t next = kNone;
   Allocation alloc;
 };
 
@@ -107,6 +113,7 @@ struct Worker {
   bool dirty = false;       // queued in State::dirty_workers
   bool load_dirty = false;  // policy key needs an update
   bool in_policy = false;
+  bool in_tails = false;    // listed in State::tail_workers
   WorkerUtilization util;
   Time last_heartbeat;
   std::vector<uint32_t> actives;  // Active slots on this worker
@@ -197,6 +204,9 @@ struct Scheduler::State {
   uint32_t settle_expected = 0;
 
   std::vector<uint32_t> dirty_workers;
+  // Workers that may hold an attempt nothing waits behind yet (queue-ahead);
+  // a superset, cleaned as QueueAhead looks at them.
+  std::vector<uint32_t> tail_workers;
   std::vector<uint32_t> dirty_classes;
   std::vector<uint8_t> class_dirty;
   std::vector<uint32_t> load_dirty;
@@ -204,6 +214,9 @@ struct Scheduler::State {
   Outbox* out = nullptr;  // set during Handle
   // While restoring: the resources of tasks last recorded assigned.
   std::map<TaskRef, Allocation> restored_allocs;
+  // While restoring: the queue-ahead predecessor of tasks last recorded
+  // assigned (or running since) behind one.
+  std::map<TaskRef, std::pair<TaskId, uint32_t>> restored_after;
   // During restore: the attempt of each task's latest OutcomeRecord.
   std::map<TaskRef, uint32_t> restored_outcome_attempts;
 
@@ -237,6 +250,10 @@ struct Scheduler::State {
   // null: it already finished (nothing booked or claimed). False, and
   // nothing changed, when `run`'s resources are not free there.
   bool Adopt(TaskRef r, uint32_t w, uint32_t attempt, const ReportedAttempt* run);
+  // Queue-ahead: makes the queued attempt `run` of `r`, which the journal
+  // never saw, wait again behind the attempt on worker slot `w` that holds
+  // its cores. False, and nothing changed, when there is no such attempt.
+  bool AdoptQueued(TaskRef r, uint32_t w, const ReportedAttempt& run);
   // True when attempt `attempt` of `r` may be one the journal never saw.
   bool Adoptable(TaskRef r, uint32_t attempt) const;
   Status OnHeartbeat(WorkerHeartbeat& e);
@@ -324,6 +341,20 @@ struct Scheduler::State {
   // heads whose time limit ends by the reservation's planned start.
   void BackfillBehindHeads(uint32_t w);
   void MarkClassDirty(uint32_t cls);
+  // --- queue-ahead (dispatch.cc) ---
+  void NoteTail(uint32_t w);
+  // Books the first class head that could ever run on `w` behind a task
+  // there whose resources cover it, as long as there are such tasks; the
+  // head that cannot go behind one stops it (nothing overtakes it on w).
+  // False when `w` has no task left that something could wait behind.
+  bool QueueAhead(uint32_t w);
+  // QueueAhead on the listed workers, until a pass books nothing.
+  void QueueAheadAnywhere();
+  // The Active on `w` that `req` may wait behind (kNone: none).
+  uint32_t FindTail(uint32_t w, const ResourceRequest& req) const;
+  bool HasTail(uint32_t w) const;
+  // Assigns class head `r` behind Active `prev` (popped from its class).
+  void PlaceBehind(uint32_t cls, TaskRef r, uint32_t prev);
 };
 
 }  // namespace drover::core

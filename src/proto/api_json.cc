@@ -162,6 +162,11 @@ bool ReadTask(const Json& j, const std::string& path, core::TaskInfo* out, Decod
     if (!ReadOutcomeApi(*outcome, r.PathOf("outcome"), &o, ctx)) return false;
     out->outcome = std::move(o);
   }
+  if (r.Get("after", Need::kOptional) != nullptr) {
+    TaskId after;
+    if (!r.Task("after", &after)) return false;
+    out->after = after;
+  }
   return r.ok() && ReadList(r, "cores", &out->cores, ctx, internal::ReadInteger<uint32_t>) &&
          ReadList(r, "gpus", &out->gpus, ctx, ReadGrant);
 }
@@ -292,6 +297,7 @@ nlohmann::json TaskInfoJson(const core::TaskInfo& task) {
   PutTime(j, "finished_at", task.finished_at);
   PutTime(j, "retry_at", task.retry_at);
   j["outcome"] = OutcomeJson(task.outcome);
+  if (task.after) j["after"] = task.after->ToString();
   return j;
 }
 

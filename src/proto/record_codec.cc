@@ -29,16 +29,21 @@ Json RecordJson(const core::JobRecord& r) {
 Json RecordJson(const core::TaskRecord& r) {
   Json gpus = Json::array();
   for (const core::GpuGrant& g : r.gpus) gpus.push_back(internal::GpuGrantJson(g));
-  return Json{{"type", "task"},
-              {"task", r.task.ToString()},
-              {"state", core::TaskStateName(r.state)},
-              {"attempt", r.attempt},
-              {"worker", r.worker},
-              {"at_us", ToMicros(r.at)},
-              {"reason", r.reason},
-              {"failures", r.failures},
-              {"cores", r.cores},
-              {"gpus", std::move(gpus)}};
+  Json j{{"type", "task"},
+         {"task", r.task.ToString()},
+         {"state", core::TaskStateName(r.state)},
+         {"attempt", r.attempt},
+         {"worker", r.worker},
+         {"at_us", ToMicros(r.at)},
+         {"reason", r.reason},
+         {"failures", r.failures},
+         {"cores", r.cores},
+         {"gpus", std::move(gpus)}};
+  if (r.after_attempt != 0) {
+    j["after"] = r.after.ToString();
+    j["after_attempt"] = r.after_attempt;
+  }
+  return j;
 }
 
 Json RecordJson(const core::OutcomeRecord& r) {
@@ -91,6 +96,12 @@ bool Read(ObjectReader& r, core::TaskRecord* out, DecodeContext& ctx) {
                                               internal::ReadGpuGrant)) {
       return false;
     }
+  }
+  if (r.Get("after", Need::kOptional) != nullptr) {
+    if (!r.Task("after", &out->after) || !r.Integer("after_attempt", &out->after_attempt)) {
+      return false;
+    }
+    if (out->after_attempt == 0) return ctx.Fail("after_attempt", "must be at least 1");
   }
   return r.ok();
 }

@@ -70,10 +70,23 @@ TEST(RecordCodecTest, TaskRecordsOfEveryStateRoundTrip) {
     task.failures = 1;
     task.cores = {0, 7};
     task.gpus = {{1, 100, 0}, {2, 25, 1ULL << 30}};
+    if (s == 2) {  // queued on the worker behind 12.3#1 (queue-ahead)
+      task.after = {12, 3};
+      task.after_attempt = 1;
+    }
     Result<core::Record> back = DecodeRecord(EncodeRecord(task));
     ASSERT_TRUE(back.ok()) << back.status().ToString();
     EXPECT_EQ(std::get<core::TaskRecord>(*back), task);
   }
+}
+
+TEST(RecordCodecTest, AnAfterLinkNeedsItsAttempt) {
+  Result<core::Record> r = DecodeRecord(
+      R"({"v":1,"type":"task","task":"1.2","state":"assigned","attempt":1,"worker":1,)"
+      R"("at_us":0,"after":"1.1","after_attempt":0})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("after_attempt: must be at least 1"), std::string::npos)
+      << r.status().message();
 }
 
 TEST(RecordCodecTest, OutcomeRecordRoundTrips) {

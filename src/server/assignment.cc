@@ -13,6 +13,7 @@ proto::Assignment BuildAssignment(const core::Scheduler& scheduler, const Record
   a.gpus = assign.gpus;
   a.timeout = assign.timeout;
   a.array_index = assign.array_index;
+  if (assign.after_attempt != 0) a.after = proto::TaskAttempt{assign.after, assign.after_attempt};
   if (assign.spec != nullptr) {
     a.argv = core::ExpandCommand(assign.spec->command, assign.array_index);
     a.env = assign.spec->env;

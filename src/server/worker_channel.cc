@@ -199,8 +199,8 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
   for (proto::RunningTask& run : hello.running) {
     reported.insert(run.task);
     Forget(worker, run.task, run.attempt);
-    attached.running.push_back(
-        core::ReportedAttempt{run.task, run.attempt, std::move(run.cores), std::move(run.gpus)});
+    attached.running.push_back(core::ReportedAttempt{run.task, run.attempt, std::move(run.cores),
+                                                     std::move(run.gpus), run.queued});
   }
   proto::Ack results;
   for (proto::FinishedTask& f : hello.finished) {

@@ -1,0 +1,336 @@
+// Queue-ahead (SchedulerConfig::queue_ahead): a ready task that fits no free
+// room is assigned behind a running task whose resources cover it, the
+// resources pass from one to the other exactly once, nothing is overtaken,
+// and the link survives a restart.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/scheduler.h"
+#include "core/testing/test_cluster.h"
+
+namespace drover::core {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using testing::JobBuilder;
+using testing::T;
+using testing::TaskBuilder;
+using testing::TestCluster;
+using testing::WorkerBuilder;
+
+SchedulerConfig QueueAhead() {
+  SchedulerConfig config;
+  config.queue_ahead = true;
+  return config;
+}
+
+std::vector<uint32_t> FreeCores(TestCluster& c, WorkerId w = 1) {
+  return c.scheduler().GetWorker(w)->free_cores;
+}
+
+TEST(QueueAheadTest, TheNextTaskWaitsOnTheWorkerBehindTheRunningOne) {
+  TestCluster c(QueueAhead());
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 3)));
+  EXPECT_THAT(c.Take(), ElementsAre("claim 1.0#1 on w1 [lease:1:slot:1.0]",
+                                    "state 1.0 queued->assigned #1",
+                                    "claim 1.1#1 on w1 [lease:1:slot:1.1]",
+                                    "state 1.1 queued->assigned #1"));
+  c.Grant(T(1, 0));
+  c.Grant(T(1, 1));
+  EXPECT_THAT(c.Take(), ElementsAre("assign 1.0#1 on w1 cores=[0]",
+                                    "assign 1.1#1 on w1 cores=[0] after 1.0#1"));
+  EXPECT_THAT(FreeCores(c), IsEmpty());
+  EXPECT_EQ(c.scheduler().GetTask(T(1, 1))->after, T(1, 0));
+  EXPECT_EQ(c.scheduler().GetTask(T(1, 0))->after, std::nullopt);
+  c.Start(T(1, 0));
+  c.Take();
+
+  // 1.0 ends: 1.1 holds core 0 now (the worker started it already), and 1.2
+  // goes behind 1.1 at once.
+  c.Finish(T(1, 0));
+  EXPECT_THAT(c.Take(), ElementsAre("release 1.0#1 on w1 [lease:1:slot:1.0]",
+                                    "state 1.0 running->succeeded #1",
+                                    "claim 1.2#1 on w1 [lease:1:slot:1.2]",
+                                    "state 1.2 queued->assigned #1"));
+  EXPECT_THAT(FreeCores(c), IsEmpty());
+  c.Start(T(1, 1));
+  c.Grant(T(1, 2));
+  EXPECT_THAT(c.Take(), ElementsAre("state 1.1 assigned->running #1",
+                                    "assign 1.2#1 on w1 cores=[0] after 1.1#1"));
+  c.Finish(T(1, 1));
+  c.Start(T(1, 2));
+  c.Finish(T(1, 2));
+  c.Take();
+  EXPECT_EQ(FreeCores(c), std::vector<uint32_t>{0});
+}
+
+TEST(QueueAheadTest, AStartReportedBeforeThePredecessorsEndBooksNothingTwice) {
+  // The worker sends the next one's start right after the exit it saw; the
+  // server may read them in either order.
+  TestCluster c(QueueAhead());
+  c.AddWorker(WorkerBuilder().Cpus(2));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 3)));
+  for (uint32_t i = 0; i < 3; ++i) c.Grant(T(1, i));
+  c.Start(T(1, 0));
+  c.Start(T(1, 1));
+  c.Take();
+  const std::vector<uint32_t> behind = c.scheduler().GetTask(T(1, 2))->cores;
+  ASSERT_EQ(behind.size(), 1u);
+  c.Start(T(1, 2));  // before the predecessor's end
+  EXPECT_THAT(FreeCores(c), IsEmpty());
+  const uint32_t other = behind[0] == 0 ? 1 : 0;
+  // The predecessor is the task on the same core.
+  const TaskId prev = c.scheduler().GetTask(T(1, 0))->cores[0] == behind[0] ? T(1, 0) : T(1, 1);
+  const TaskId rest = prev == T(1, 0) ? T(1, 1) : T(1, 0);
+  c.Finish(prev);
+  EXPECT_THAT(FreeCores(c), IsEmpty());  // the core passed to the one behind
+  c.Finish(rest);
+  EXPECT_EQ(FreeCores(c), std::vector<uint32_t>{other});
+  c.Finish(T(1, 2));
+  EXPECT_EQ(FreeCores(c), (std::vector<uint32_t>{0, 1}));
+}
+
+TEST(QueueAheadTest, NothingOvertakesAHeadThatCannotQueue) {
+  // Worker 2 runs two 1-core tasks; a 2-core task first in line can queue
+  // behind neither, so a 1-core task behind it may not queue there and
+  // start before it. It may queue on worker 1, where the big one never fits.
+  TestCluster c(QueueAhead());
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder()));  // job 1 on worker 1
+  c.Run(T(1, 0));
+  c.AddWorker(WorkerBuilder().Cpus(2));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 2)));  // job 2: both cores of worker 2
+  c.Run(T(2, 0));
+  c.Run(T(2, 1));
+  c.Take();
+  c.Submit(JobBuilder(TaskBuilder().Cpus(2)));  // job 3: first in line
+  EXPECT_THAT(c.Take(), IsEmpty());
+  c.Submit(JobBuilder(TaskBuilder()));  // job 4: 1 core
+  EXPECT_THAT(c.Take(), ElementsAre("claim 4.0#1 on w1 [lease:1:slot:4.0]",
+                                    "state 4.0 queued->assigned #1"));
+  c.Grant(T(4, 0));
+  EXPECT_THAT(c.Take(), ElementsAre("assign 4.0#1 on w1 cores=[0] after 1.0#1"));
+  c.Submit(JobBuilder(TaskBuilder()));  // job 5: nowhere to queue, no overtaking
+  EXPECT_THAT(c.Take(), IsEmpty());
+  // One core of worker 2 frees: held for the 2-core task, nothing queues.
+  c.Finish(T(2, 0));
+  EXPECT_THAT(c.Take(), ElementsAre("release 2.0#1 on w2 [lease:2:slot:2.0]",
+                                    "state 2.0 running->succeeded #1"));
+  c.Finish(T(2, 1));
+  EXPECT_THAT(c.Take(), ElementsAre("release 2.1#1 on w2 [lease:2:slot:2.1]",
+                                    "state 2.1 running->succeeded #1",
+                                    "claim 3.0#1 on w2 [lease:2:slot:3.0]",
+                                    "state 3.0 queued->assigned #1",
+                                    // Job 5 now queues behind job 3.
+                                    "claim 5.0#1 on w2 [lease:2:slot:5.0]",
+                                    "state 5.0 queued->assigned #1"));
+  c.Grant(T(3, 0));
+  c.Grant(T(5, 0));
+  EXPECT_THAT(c.Take(), ElementsAre("assign 3.0#1 on w2 cores=[0,1]",
+                                    "assign 5.0#1 on w2 cores=[0] after 3.0#1"));
+}
+
+TEST(QueueAheadTest, GpuTasksAndBiggerTasksDoNotQueue) {
+  TestCluster c(QueueAhead());
+  c.AddWorker(WorkerBuilder().Cpus(3).Gpus(1));
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1)));
+  c.Run(T(1, 0));
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1)));  // a GPU: leased per GPU, waits
+  c.Submit(JobBuilder(TaskBuilder()));          // fits the free core
+  std::vector<std::string> lines = c.Take();
+  EXPECT_THAT(lines, ::testing::Not(::testing::Contains("claim 2.0#1 on w1 [lease:1:slot:2.0 "
+                                                        "lease:1:gpu:0]")));
+  EXPECT_EQ(c.scheduler().GetTask(T(2, 0))->state, TaskState::kQueued);
+  EXPECT_EQ(c.scheduler().GetTask(T(3, 0))->state, TaskState::kAssigned);
+}
+
+TEST(QueueAheadTest, ACanceledWaiterFreesItsPlaceForTheNext) {
+  TestCluster c(QueueAhead());
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 3)));
+  c.Run(T(1, 0));
+  c.Grant(T(1, 1));
+  c.Take();
+  ASSERT_TRUE(c.TryHandle(CancelTask{T(1, 1)}).ok());
+  EXPECT_THAT(c.Take(), ElementsAre("kill 1.1#1 on w1: canceled by user"));
+  // The worker drops it and reports it ended; 1.2 takes its place.
+  c.Finish(T(1, 1), -1);
+  EXPECT_THAT(c.Take(), ElementsAre("release 1.1#1 on w1 [lease:1:slot:1.1]",
+                                    "persist outcome 1.1#1",
+                                    "state 1.1 assigned->canceled #1: canceled by user",
+                                    "claim 1.2#1 on w1 [lease:1:slot:1.2]",
+                                    "state 1.2 queued->assigned #1"));
+  c.Grant(T(1, 2));
+  EXPECT_THAT(c.Take(), ElementsAre("assign 1.2#1 on w1 cores=[0] after 1.0#1"));
+  EXPECT_THAT(FreeCores(c), IsEmpty());
+}
+
+TEST(QueueAheadTest, ALostWorkerRequeuesBothAndBooksNothingTwiceWhenItReturns) {
+  TestCluster c(QueueAhead());
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 2)));
+  c.Run(T(1, 0));
+  c.Grant(T(1, 1));
+  c.Handle(WorkerLost{1});
+  c.Take();
+  // Back before the leases expired: both keep their places, one core booked.
+  c.Handle(WorkerJoined{1, WorkerBuilder().Cpus(1).Build()});
+  EXPECT_THAT(FreeCores(c), IsEmpty());
+  c.Advance(Seconds(60));  // nothing renewed them: both expire
+  EXPECT_EQ(c.scheduler().GetTask(T(1, 0))->state, TaskState::kAssigned);
+  EXPECT_EQ(c.scheduler().GetTask(T(1, 0))->attempt, 2u);
+  EXPECT_EQ(c.scheduler().GetTask(T(1, 1))->attempt, 2u);
+  EXPECT_THAT(FreeCores(c), IsEmpty());
+}
+
+// A scheduler restored from `c`'s whole journal, with the same config.
+struct Restored {
+  explicit Restored(const TestCluster& c) : sched(QueueAhead()), now(c.now()) {
+    for (const Record& r : c.journal()) EXPECT_TRUE(sched.Restore(r).ok());
+    sched.FinishRestore(now, out);
+    out.clear();
+  }
+  Status Handle(Event e) { return sched.Handle(now, std::move(e), out); }
+  std::vector<std::string> Take() {
+    std::vector<std::string> lines;
+    for (const Command& cmd : out) {
+      const auto* p = std::get_if<Persist>(&cmd);
+      if (p && std::holds_alternative<TaskRecord>(p->record)) continue;
+      lines.push_back(DescribeCommand(cmd));
+    }
+    out.clear();
+    return lines;
+  }
+  Scheduler sched;
+  Time now;
+  Outbox out;
+};
+
+TEST(QueueAheadTest, TheLinkIsJournaledAndARestartKeepsItsWaiterWaiting) {
+  TestCluster c(QueueAhead());
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 3)));
+  c.Run(T(1, 0));
+  c.Grant(T(1, 1));
+  bool linked = false;
+  for (const Record& r : c.journal()) {
+    const auto* rec = std::get_if<TaskRecord>(&r);
+    if (rec && rec->task == T(1, 1) && rec->state == TaskState::kAssigned) {
+      linked = rec->after == T(1, 0) && rec->after_attempt == 1;
+    }
+  }
+  EXPECT_TRUE(linked);
+
+  Restored r(c);
+  // The worker still runs 1.0 and has 1.1 waiting behind it.
+  ReportedAttempt queued{T(1, 1), 1, {0}, {}, true};
+  ASSERT_TRUE(r.Handle(WorkerAttached{1, WorkerBuilder().Cpus(1).Build(),
+                                      {ReportedAttempt{T(1, 0), 1, {0}, {}}, queued}, {}})
+                  .ok());
+  EXPECT_THAT(r.Take(), IsEmpty());  // confirmed: no kill, no start, nothing placed
+  EXPECT_EQ(r.sched.GetTask(T(1, 1))->state, TaskState::kAssigned);
+  EXPECT_THAT(r.sched.GetWorker(1)->free_cores, IsEmpty());
+  // 1.0 ends: 1.1 takes the core; 1.2 goes behind it.
+  TaskOutcome ok;
+  ASSERT_TRUE(r.Handle(TaskFinished{T(1, 0), 1, ok, 1}).ok());
+  EXPECT_THAT(r.Take(), ElementsAre("release 1.0#1 on w1 [lease:1:slot:1.0]",
+                                    "state 1.0 running->succeeded #1",
+                                    "claim 1.2#1 on w1 [lease:1:slot:1.2]",
+                                    "state 1.2 queued->assigned #1"));
+  EXPECT_THAT(r.sched.GetWorker(1)->free_cores, IsEmpty());
+}
+
+TEST(QueueAheadTest, ARestoredWaiterThatStartedBeforeItsPredecessorEndedBooksOnce) {
+  TestCluster c(QueueAhead());
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 2)));
+  c.Run(T(1, 0));
+  c.Grant(T(1, 1));
+  c.Start(T(1, 1));  // journaled running; 1.0's end was not durable yet
+
+  Restored r(c);
+  TaskOutcome ok;
+  ASSERT_TRUE(r.Handle(WorkerAttached{1, WorkerBuilder().Cpus(1).Build(),
+                                      {ReportedAttempt{T(1, 1), 1, {0}, {}}},
+                                      {TaskFinished{T(1, 0), 1, ok, 1}}})
+                  .ok());
+  EXPECT_EQ(r.sched.GetTask(T(1, 0))->state, TaskState::kSucceeded);
+  EXPECT_EQ(r.sched.GetTask(T(1, 1))->state, TaskState::kRunning);
+  EXPECT_THAT(r.sched.GetWorker(1)->free_cores, IsEmpty());
+  ASSERT_TRUE(r.Handle(TaskFinished{T(1, 1), 1, ok, 1}).ok());
+  EXPECT_EQ(r.sched.GetWorker(1)->free_cores, std::vector<uint32_t>{0});
+}
+
+// A scheduler restored from `c`'s journal without 1.1's records (its
+// assignment was not durable when the server died), then attached by a
+// worker reporting `running`.
+std::vector<std::string> RestartWithout11(const TestCluster& c, uint32_t cpus,
+                                          std::vector<ReportedAttempt> running,
+                                          Scheduler& fresh) {
+  Outbox out;
+  for (const Record& rec : c.journal()) {
+    const auto* t = std::get_if<TaskRecord>(&rec);
+    if (t && t->task == T(1, 1)) continue;
+    EXPECT_TRUE(fresh.Restore(rec).ok());
+  }
+  fresh.FinishRestore(c.now(), out);
+  out.clear();
+  EXPECT_TRUE(fresh.Handle(c.now(),
+                           WorkerAttached{1, WorkerBuilder().Cpus(cpus).Build(), std::move(running),
+                                          {}},
+                           out)
+                  .ok());
+  std::vector<std::string> lines;
+  for (const Command& cmd : out) lines.push_back(DescribeCommand(cmd));
+  return lines;
+}
+
+TEST(QueueAheadTest, AQueuedAttemptTheJournalNeverSawGoesBackBehindItsPredecessor) {
+  TestCluster c(QueueAhead());
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 2)));  // 1.1 behind 1.0
+  c.Run(T(1, 0));
+  c.Grant(T(1, 1));
+  Scheduler fresh(QueueAhead());
+  // The worker reports the queued one first: it is handled after the others.
+  std::vector<std::string> lines = RestartWithout11(
+      c, 1, {ReportedAttempt{T(1, 1), 1, {0}, {}, true}, ReportedAttempt{T(1, 0), 1, {0}, {}}},
+      fresh);
+  EXPECT_THAT(lines, ::testing::Contains("claim 1.1#1 on w1 [lease:1:slot:1.1]"));
+  EXPECT_THAT(lines, ::testing::Not(::testing::Contains(::testing::HasSubstr("kill"))));
+  EXPECT_EQ(fresh.GetTask(T(1, 1))->state, TaskState::kAssigned);
+  EXPECT_EQ(fresh.GetTask(T(1, 1))->after, T(1, 0));
+}
+
+TEST(QueueAheadTest, AQueuedAttemptTheJournalNeverSawWithNothingToWaitBehindIsDropped) {
+  TestCluster c(QueueAhead());
+  c.AddWorker(WorkerBuilder().Cpus(2));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 2)));
+  c.Run(T(1, 0));
+  c.Run(T(1, 1));  // on core 1, not behind anything
+  Scheduler fresh(QueueAhead());
+  // Reported queued on core 1, which no attempt the server knows holds: no
+  // place to wait in (a model of a report that does not fit the journal).
+  std::vector<std::string> lines = RestartWithout11(
+      c, 2, {ReportedAttempt{T(1, 0), 1, {0}, {}}, ReportedAttempt{T(1, 1), 1, {1}, {}, true}},
+      fresh);
+  EXPECT_THAT(lines, ::testing::Contains("kill 1.1#1 on w1: queued, not current on the server"));
+  // Its number is used up: placed again, it is attempt 2.
+  EXPECT_THAT(lines, ::testing::Contains("claim 1.1#2 on w1 [lease:1:slot:1.1]"));
+}
+
+TEST(QueueAheadTest, OffByDefault) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 2)));
+  EXPECT_THAT(c.Take(), ElementsAre("claim 1.0#1 on w1 [lease:1:slot:1.0]",
+                                    "state 1.0 queued->assigned #1"));
+}
+
+}  // namespace
+}  // namespace drover::core

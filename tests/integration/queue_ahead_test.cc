@@ -1,0 +1,105 @@
+// Queue-ahead with real processes: on a one-core worker the next task is
+// assigned behind the running one and started by the worker the moment that
+// one exits; the two never overlap, a canceled waiter never runs, and a
+// server restart keeps the waiter in its place.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "cluster.h"
+
+namespace drover::testing {
+namespace {
+
+// A task that fails the "overlap" check if another task of the test holds
+// the lock directory (mkdir is atomic), records its run like HoldingTask and
+// holds until `go` exists.
+std::vector<std::string> ExclusiveHoldingTask(const std::string& dir) {
+  return {"sh", "-c",
+          "mkdir " + dir + "/lock 2>/dev/null || echo $DROVER_TASK_ID >> " + dir +
+              "/overlaps; echo run >> " + dir + "/runs.$DROVER_TASK_INDEX; while [ ! -e " +
+              dir + "/go ]; do sleep 0.02; done; rmdir " + dir + "/lock"};
+}
+
+nlohmann::json Task(Cluster& c, uint64_t job, int index) {
+  return c.Get("/api/v1/tasks/" + std::to_string(job) + "." + std::to_string(index));
+}
+
+TEST(QueueAheadTest, TheNextTaskWaitsOnTheWorkerAndACanceledOneNeverRuns) {
+  Cluster c;
+  c.StartServer();
+  c.StartWorker("solo", {"--cpus", "0"});
+  const uint64_t job =
+      SubmittedJob(c.Drover(Submit({"--array", "0-3"}, ExclusiveHoldingTask(c.dir()))));
+  ASSERT_GT(job, 0u);
+  const std::string prefix = std::to_string(job) + ".";
+  EventTap tap(c.Api().options(), job);
+  ASSERT_TRUE(tap.WaitForState(prefix + "0", "running", 1));
+  ASSERT_TRUE(tap.WaitForState(prefix + "1", "assigned", 1));
+  nlohmann::json waiting = Task(c, job, 1);
+  EXPECT_EQ(waiting["state"], "assigned") << waiting.dump(2);
+  EXPECT_EQ(waiting["after"], prefix + "0") << waiting.dump(2);
+  EXPECT_EQ(Task(c, job, 2)["state"], "queued");
+
+  // Canceled while it waits on the worker: it never starts, and the next
+  // task takes its place.
+  RunResult cancel = c.Drover({"cancel", prefix + "1"});
+  ASSERT_EQ(cancel.status, 0) << cancel.output;
+  ASSERT_TRUE(tap.WaitForState(prefix + "1", "canceled", 1));
+  ASSERT_TRUE(tap.WaitForState(prefix + "2", "assigned", 1));
+  EXPECT_EQ(Task(c, job, 2)["after"], prefix + "0");
+
+  std::ofstream(c.dir() + "/go") << "go\n";
+  ASSERT_TRUE(tap.WaitForState(prefix + "3", "succeeded", 1));
+  for (int i : {0, 2, 3}) {
+    nlohmann::json t = Task(c, job, i);
+    EXPECT_EQ(t["state"], "succeeded") << t.dump(2);
+    EXPECT_EQ(t["attempt"], 1) << t.dump(2);
+    EXPECT_EQ(Lines(c.dir() + "/runs." + std::to_string(i)).size(), 1u) << i;
+  }
+  EXPECT_FALSE(std::filesystem::exists(c.dir() + "/runs.1"));
+  EXPECT_FALSE(std::filesystem::exists(c.dir() + "/overlaps"))
+      << "tasks overlapped on one core: " << ::testing::PrintToString(Lines(c.dir() + "/overlaps"));
+}
+
+TEST(QueueAheadTest, AServerRestartKeepsTheWaiterInItsPlace) {
+  // A lease far above a restart, so this is about the restart, not fencing.
+  Cluster c({"--heartbeat", "500ms", "--lease-ttl", "20s"});
+  c.StartServer();
+  Process& solo = c.StartWorker("solo", {"--cpus", "0"});
+  const uint64_t job =
+      SubmittedJob(c.Drover(Submit({"--array", "0-2"}, ExclusiveHoldingTask(c.dir()))));
+  ASSERT_GT(job, 0u);
+  const std::string prefix = std::to_string(job) + ".";
+  {
+    EventTap tap(c.Api().options(), job);
+    ASSERT_TRUE(tap.WaitForState(prefix + "0", "running", 1));
+    ASSERT_TRUE(tap.WaitForState(prefix + "1", "assigned", 1));
+  }
+  c.KillServer(SIGKILL);
+  c.StartServer();
+  // The worker logs its attachment after the server handled its report.
+  ASSERT_TRUE(solo.WaitForLine("attached as worker", In(kStartTimeout))) << solo.output();
+  // Whether or not its record was durable, the waiter is back behind 0.0
+  // (restored, or reported by the worker and put back), not re-run.
+  EventTap tap(c.Api().options(), job);
+  nlohmann::json waiting = Task(c, job, 1);
+  EXPECT_EQ(waiting["state"], "assigned") << waiting.dump(2);
+  EXPECT_EQ(waiting["after"], prefix + "0") << waiting.dump(2);
+  std::ofstream(c.dir() + "/go") << "go\n";
+  ASSERT_TRUE(tap.WaitForState(prefix + "2", "succeeded"));
+  for (int i = 0; i < 3; ++i) {
+    nlohmann::json t = Task(c, job, i);
+    EXPECT_EQ(t["state"], "succeeded") << t.dump(2);
+    EXPECT_EQ(t["attempt"], 1) << t.dump(2);
+    EXPECT_EQ(Lines(c.dir() + "/runs." + std::to_string(i)).size(), 1u) << i;
+  }
+  EXPECT_FALSE(std::filesystem::exists(c.dir() + "/overlaps"))
+      << "tasks overlapped on one core: " << ::testing::PrintToString(Lines(c.dir() + "/overlaps"));
+}
+
+}  // namespace
+}  // namespace drover::testing
