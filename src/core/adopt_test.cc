@@ -142,11 +142,15 @@ TEST(AdoptTest, FinishedAttemptsTheJournalNeverSawCountAndAreNotRunAgain) {
   ASSERT_TRUE(r.Handle(Attach(1, WorkerBuilder().Cpus(2), {},
                               {Finished(T(1, 0), 1), Finished(T(1, 1), 1, 3)}))
                   .ok());
+  // The releases clean up what the previous server may have claimed (a
+  // compare-and-delete by owner: a no-op where it claimed nothing).
   EXPECT_THAT(r.Take(), ElementsAre("state 1.0 queued->assigned #1",
                                     "state 1.0 assigned->running #1",
+                                    "release 1.0#1 on w1 [lease:1:slot:1.0]",
                                     "state 1.0 running->succeeded #1",
                                     "state 1.1 queued->assigned #1",
                                     "state 1.1 assigned->running #1",
+                                    "release 1.1#1 on w1 [lease:1:slot:1.1]",
                                     "persist outcome 1.1#1",
                                     "state 1.1 running->failed #1: exit code 3",
                                     "state 1.2 waiting->canceled #0: dependency 1.1 failed"));

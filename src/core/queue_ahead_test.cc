@@ -243,6 +243,10 @@ TEST(QueueAheadTest, TheLinkIsJournaledAndARestartKeepsItsWaiterWaiting) {
                                     "claim 1.2#1 on w1 [lease:1:slot:1.2]",
                                     "state 1.2 queued->assigned #1"));
   EXPECT_THAT(r.sched.GetWorker(1)->free_cores, IsEmpty());
+  // It runs and ends: its lease (claimed before the restart) is released.
+  ASSERT_TRUE(r.Handle(TaskStarted{T(1, 1), 1, 1}).ok());
+  ASSERT_TRUE(r.Handle(TaskFinished{T(1, 1), 1, ok, 1}).ok());
+  EXPECT_THAT(r.Take(), ::testing::Contains("release 1.1#1 on w1 [lease:1:slot:1.1]"));
 }
 
 TEST(QueueAheadTest, ARestoredWaiterThatStartedBeforeItsPredecessorEndedBooksOnce) {

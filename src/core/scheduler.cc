@@ -244,6 +244,8 @@ void Scheduler::State::ReconcileRunning(uint32_t w, const ReportedAttempt& run) 
     if (t.state == TaskState::kAssigned && !run.queued) {
       (void)OnStarted(TaskStarted{run.task, run.attempt, id});
     }
+    // A queued one was sent, so its claim was granted: renew it from now on.
+    if (run.queued) act.granted = true;
     return;
   }
   if (run.queued) {
@@ -788,7 +790,10 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   TaskOutcome& o = e.outcome;
   if (o.result.size() > kMaxResultBytes) o.result.resize(kMaxResultBytes);
   const uint32_t a = t.active;
-  if (!actives[a].lost || actives[a].granted) EmitRelease(actives[a]);
+  // Released even when restored assigned (granted unknown): a worker that
+  // reports the end had the assignment, so the claim was granted, and a
+  // release is compare-and-delete by owner, harmless where nothing is held.
+  EmitRelease(actives[a]);
   const uint64_t limit = actives[a].alloc.mem_bytes;
   EndActive(a);
   t.finished_us = now_us;

@@ -230,14 +230,21 @@ void RedisServerStore::Renew(std::vector<LeaseKey> keys, Owner owner, Duration t
   // A lease counts as renewed once Redis said so, not when asked: during an
   // outage the leases age, and reconciliation must see that.
   const Time sent = clock_.Now();
+  const uint64_t seq = release_seq_;
+  ++renews_in_flight_;
   std::weak_ptr<bool> alive = alive_;
   redis_->Renew(
       keys, owner, ttl,
-      [this, alive, keys, owner, ttl, sent, done = std::move(done)](Result<RenewOutcome> r) {
-        if (!alive.expired() && r.ok()) {
+      [this, alive, keys, owner, ttl, sent, seq, done = std::move(done)](Result<RenewOutcome> r) {
+        if (alive.expired()) return done(std::move(r));
+        --renews_in_flight_;
+        if (r.ok()) {
           std::set<LeaseKey> lost(r->lost.begin(), r->lost.end());
           for (const LeaseKey& key : keys) {
             if (!IsLeaseKey(key) || lost.count(key)) continue;
+            if (auto rel = released_.find(key); rel != released_.end() && rel->second > seq) {
+              continue;  // released after this renewal was sent
+            }
             auto [it, inserted] = held_.try_emplace(key, Held{owner, ttl, sent, false});
             if (!inserted && it->second.owner == owner && !it->second.pending) {
               it->second.ttl = ttl;
@@ -245,15 +252,18 @@ void RedisServerStore::Renew(std::vector<LeaseKey> keys, Owner owner, Duration t
             }
           }
         }
+        if (renews_in_flight_ == 0) released_.clear();
         done(std::move(r));
       });
 }
 
 void RedisServerStore::Release(std::vector<LeaseKey> keys, Owner owner,
                                Callback<ReleaseOutcome> done) {
+  ++release_seq_;
   for (const LeaseKey& key : keys) {
     auto it = held_.find(key);
     if (it != held_.end() && it->second.owner == owner) held_.erase(it);
+    if (renews_in_flight_ > 0) released_[key] = release_seq_;
   }
   SendRelease(std::make_shared<PendingRelease>(
       PendingRelease{std::move(keys), std::move(owner), std::move(done)}));

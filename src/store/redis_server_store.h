@@ -216,6 +216,13 @@ class RedisServerStore final : public Store {
   std::unique_ptr<RedisStore> redis_;
   RealClock clock_;
   std::map<LeaseKey, Held> held_;
+  // Keys released while renewals were in flight, with release_seq_ at their
+  // release: a renewal sent before a release must not put the key back in
+  // held_ when its answer comes after (the key's "del" event would then look
+  // like someone else's delete and be repaired, re-creating the lease).
+  uint64_t release_seq_ = 0;
+  uint32_t renews_in_flight_ = 0;
+  std::map<LeaseKey, uint64_t> released_;
   FreeListener listener_;
   std::deque<FreeEvent> early_frees_;                               // before Subscribe
   std::vector<std::shared_ptr<PendingClaim>> deferred_claims_;      // until reconnected

@@ -80,7 +80,9 @@ TEST(RecoveryTest, ServerKilledMidRunRestoresJobsAndReattachesRunningTasks) {
 // attempts it never saw assigned, attempts still running on their own
 // cores) and run nothing twice.
 TEST(RecoveryTest, AssignmentsTheJournalNeverSawAreAdoptedAfterAServerCrash) {
-  Cluster c({"--heartbeat", "500ms", "--lease-ttl", "20s"});
+  // Without queue-ahead, so that the assignments of 2-5 are made after the
+  // freeze (queue_ahead_test.cc covers a restart with tasks queued ahead).
+  Cluster c({"--heartbeat", "500ms", "--lease-ttl", "20s", "--no-queue-ahead"});
   const std::string freeze = c.dir() + "/freeze";
   Process& first = c.StartServer({"DROVER_TEST_FREEZE_JOURNAL=" + freeze});
   c.StartWorker("duo", {"--cpus", "0,1"});
@@ -129,7 +131,8 @@ TEST(RecoveryTest, AssignmentsTheJournalNeverSawAreAdoptedAfterAServerCrash) {
 // not be placed there: it still runs on the stopped worker, which adopts it
 // once it is back.
 TEST(RecoveryTest, ATaskTheJournalLostIsNotPlacedOnAnotherWorkerBackFirst) {
-  Cluster c({"--heartbeat", "500ms", "--lease-ttl", "20s"});
+  // Without queue-ahead, so that 1's assignment is made after the freeze.
+  Cluster c({"--heartbeat", "500ms", "--lease-ttl", "20s", "--no-queue-ahead"});
   const std::string freeze = c.dir() + "/freeze";
   Process& first = c.StartServer({"DROVER_TEST_FREEZE_JOURNAL=" + freeze});
   Process& uno = c.StartWorker("uno", {"--cpus", "0"});

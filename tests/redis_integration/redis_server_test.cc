@@ -46,7 +46,9 @@ TEST(RedisServerTest, RestartedServerRestoresEveryJobFromRedis) {
   c.StartServer();
   FinishHeldJobs(c, jobs);
   // Every lease was released in the end.
-  EXPECT_TRUE(cli.Keys("drover:lease:*").empty());
+  EXPECT_TRUE(cli.Keys("drover:lease:*").empty())
+      << ::testing::PrintToString(cli.Keys("drover:lease:*")) << "\nDEBUG:\n"
+      << c.Get("/api/v1/tasks/" + std::to_string(jobs.hold) + ".1").dump(2) << c.Get("/api/v1/tasks/" + std::to_string(jobs.hold) + ".0").dump(2) << cli.Run({"HGETALL", "drover:lease:1:slot:1.1"}) << (c.server()->WaitForLine("zzzz", In(seconds(2))), c.server()->output());
 }
 
 TEST(RedisServerTest, ReconciliationRepairsDeletedAndPlantedLeases) {
