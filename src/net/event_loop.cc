@@ -1,5 +1,9 @@
 #include "net/event_loop.h"
 
+#include <poll.h>
+
+#include <cerrno>
+
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -90,6 +94,19 @@ void Timer::Cancel() {
 
 bool Timer::armed() const { return state_->armed; }
 
+namespace {
+
+bool ReadableNow(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  int n;
+  do {
+    n = ::poll(&p, 1, 0);
+  } while (n < 0 && errno == EINTR);
+  return n != 0;  // an error counts: the callback finds out
+}
+
+}  // namespace
+
 struct FdWatch::State {
   State(asio::io_context& io, int fd) : desc(io) {
     boost::system::error_code ec;
@@ -124,6 +141,13 @@ void FdWatch::Arm(const std::shared_ptr<State>& state) {
                          [weak](const boost::system::error_code& ec) {
                            auto s = weak.lock();
                            if (!s || s->stopped || ec) return;
+                           // asio gives the state of an fd unwatched while a
+                           // batch of events is handled to the next fd
+                           // watched, and a later event of that batch for the
+                           // old fd then lands here: only real readiness
+                           // counts (a pidfd taken for an exited child would
+                           // get the task killed).
+                           if (!ReadableNow(s->desc.native_handle())) return Arm(s);
                            s->on_readable();
                            if (!s->stopped) Arm(s);
                          });

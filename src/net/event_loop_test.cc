@@ -91,6 +91,48 @@ TEST(EventLoopTest, FdWatchReportsEachReadinessAndEof) {
   ::close(fds[0]);
 }
 
+TEST(EventLoopTest, AWatchMadeWhileABatchIsHandledGetsNoStaleEventOfAnUnwatchedFd) {
+  // Two pipes readable at once, so both events come in one batch. The first
+  // callback unwatches and closes the other pipe and watches a new, empty
+  // one (as a worker starting the next task from a task's exit does): the
+  // other pipe's event, still queued, must not reach the new watch.
+  int a[2], b[2], c[2];
+  ASSERT_EQ(::pipe(a), 0);
+  ASSERT_EQ(::pipe(b), 0);
+  ASSERT_EQ(::write(a[1], "x", 1), 1);
+  ASSERT_EQ(::write(b[1], "x", 1), 1);
+  EventLoop loop;
+  std::unique_ptr<FdWatch> wa, wb, wc;
+  bool swapped = false;
+  int spurious = 0;
+  int closed = -1;
+  auto first = [&](int (&mine)[2], std::unique_ptr<FdWatch>& other, int (&theirs)[2]) {
+    char buf[4];
+    EXPECT_EQ(::read(mine[0], buf, sizeof(buf)), 1);
+    if (swapped) return;
+    swapped = true;
+    other.reset();
+    ::close(theirs[0]);
+    closed = theirs[0];
+    ASSERT_EQ(::pipe(c), 0);
+    wc = std::make_unique<FdWatch>(loop, c[0], [&] { ++spurious; });
+    loop.Post([&] { loop.Stop(); });  // after the rest of the batch
+  };
+  wa = std::make_unique<FdWatch>(loop, a[0], [&] { first(a, wb, b); });
+  wb = std::make_unique<FdWatch>(loop, b[0], [&] { first(b, wa, a); });
+  loop.Run();
+  EXPECT_TRUE(swapped);
+  EXPECT_EQ(spurious, 0) << "an empty pipe was reported readable";
+  wa.reset();
+  wb.reset();
+  wc.reset();
+  for (int fd : {a[0], a[1], b[0], b[1]}) {
+    if (fd != closed) ::close(fd);
+  }
+  ::close(c[0]);
+  ::close(c[1]);
+}
+
 TEST(EventLoopTest, StopBeforeRunReturnsAndLoopIsReusable) {
   EventLoop loop;
   loop.Stop();
