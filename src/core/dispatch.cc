@@ -312,29 +312,21 @@ void Scheduler::State::PlaceOnWorker(uint32_t w) {
   if (!Schedulable(w)) return;
   TaskRef blocked;
   bool have_blocked = false;
-restart:
-  for (const auto& key : queues.heads()) {
-    const uint32_t cls = std::get<2>(key);
-    TaskRef r;
-    const TaskRef head = queues.Head(cls).task;
-    if (!LiveHead(cls, r) || !(r == head)) goto restart;  // popped dead entries
-    if (!QuotaAllows(r)) {
-      Park(cls, r);
-      goto restart;
-    }
+  WalkHeads([&](uint32_t cls, TaskRef r) {
     if (CanPlace(w, r)) {
       if (have_blocked && !(blocked == r)) {
         Reserve(blocked, w);
-        if (!CanPlace(w, r)) continue;
+        if (!CanPlace(w, r)) return Walk::kNext;
       }
       Place(cls, r, w);
-      goto restart;
+      return Walk::kRestart;
     }
     if (!have_blocked && workers[w].res->CanEverFit(RequestOf(r))) {
       blocked = r;
       have_blocked = true;
     }
-  }
+    return Walk::kNext;
+  });
   if (reservation.active && reservation.worker == w) BackfillBehindHeads(w);
   if (config.queue_ahead) QueueAhead(w);
 }
@@ -420,27 +412,18 @@ bool Scheduler::State::QueueAhead(uint32_t w) {
   // The reserved worker drains for its task; it is offered again (and looked
   // at here) when the reservation ends.
   if (reservation.active && reservation.worker == w) return HasTail(w);
-restart:
-  for (const auto& key : queues.heads()) {
-    const uint32_t cls = std::get<2>(key);
-    TaskRef r;
-    const TaskRef head = queues.Head(cls).task;
-    if (!LiveHead(cls, r) || !(r == head)) goto restart;  // popped dead entries
-    if (!QuotaAllows(r)) {
-      Park(cls, r);
-      goto restart;
-    }
+  WalkHeads([&](uint32_t cls, TaskRef r) {
     const ResourceRequest& req = RequestOf(r);
-    if (!workers[w].res->CanEverFit(req)) continue;  // not for this worker
+    if (!workers[w].res->CanEverFit(req)) return Walk::kNext;  // not for this worker
     if (CanPlace(w, r)) {  // room freed meanwhile: r is the first head for it
       Place(cls, r, w);
-      goto restart;
+      return Walk::kRestart;
     }
     const uint32_t prev = FindTail(w, req);
-    if (prev == kNone) return HasTail(w);  // r goes first here: nothing overtakes it
+    if (prev == kNone) return Walk::kStop;  // r goes first here: nothing overtakes it
     PlaceBehind(cls, r, prev);
-    goto restart;
-  }
+    return Walk::kRestart;
+  });
   return HasTail(w);
 }
 

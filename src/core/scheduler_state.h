@@ -310,6 +310,32 @@ struct Scheduler::State {
   }
 
   // --- placement (dispatch.cc) ---
+  // Walks the live class heads in priority-then-FIFO order, parking those
+  // over their user's quota. `visit(cls, r)` answers kNext, kRestart (it
+  // changed the queues: walk again from the top) or kStop.
+  enum class Walk { kNext, kRestart, kStop };
+  template <typename Visit>
+  void WalkHeads(Visit visit) {
+  restart:
+    for (const auto& key : queues.heads()) {
+      const uint32_t cls = std::get<2>(key);
+      TaskRef r;
+      const TaskRef head = queues.Head(cls).task;
+      if (!LiveHead(cls, r) || !(r == head)) goto restart;  // popped dead entries
+      if (!QuotaAllows(r)) {
+        Park(cls, r);
+        goto restart;
+      }
+      switch (visit(cls, r)) {
+        case Walk::kNext:
+          continue;
+        case Walk::kRestart:
+          goto restart;
+        case Walk::kStop:
+          return;
+      }
+    }
+  }
   void Dispatch();
   void PlaceClass(uint32_t cls);
   void PlaceOnWorker(uint32_t w);
