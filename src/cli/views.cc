@@ -72,6 +72,13 @@ std::string CoreList(const json& cores) {
   return out;
 }
 
+// "waits on its worker behind 7.0" for a task assigned behind another
+// (queue-ahead, the API's "after"); empty otherwise.
+std::string QueuedBehind(const json& task) {
+  const std::string after = Str(task, "after");
+  return after.empty() || after == "-" ? "" : "waits on its worker behind " + after;
+}
+
 }  // namespace
 
 std::string FormatSpan(int64_t ms) {
@@ -114,6 +121,7 @@ std::string TaskTable(const json& tasks, int64_t now_ms) {
   Table table({"TASK", "GROUP", "INDEX", "STATE", "ATTEMPT", "WORKER", "TIME", "REASON"});
   for (const json& t : tasks.is_array() ? tasks : json::array()) {
     std::string reason = Str(t, "reason");
+    if (reason.empty()) reason = QueuedBehind(t);
     if (reason.empty()) reason = "-";
     table.AddRow({Str(t, "id"), Str(t, "group"), Str(t, "array_index"), Str(t, "state"),
                   Str(t, "attempt"), Str(t, "worker"), TaskTime(t, now_ms), reason});
@@ -150,7 +158,7 @@ std::string TaskView(const json& task, int64_t now_ms) {
   row("task", Str(task, "id"));
   row("group", Str(task, "group") + " (index " + Str(task, "array_index") + ")");
   row("state", Str(task, "state"));
-  row("reason", Str(task, "reason"));
+  row("reason", Str(task, "reason").empty() ? QueuedBehind(task) : Str(task, "reason"));
   row("attempt", Str(task, "attempt"));
   row("worker", Str(task, "worker"));
   row("submitted", ShortTime(task, "submitted_at"));

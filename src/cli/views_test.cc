@@ -47,6 +47,16 @@ TEST(ViewsTest, JobViewListsTasksWithTimesAndReasons) {
   EXPECT_NE(text.find("7.1   sample  1      failed     2        -       3.0s  exit code 3"),
             std::string::npos)
       << text;
+  // A task assigned behind another on its worker (queue-ahead) says so.
+  json waiting = job;
+  waiting["tasks"][1] = json::parse(R"({"id": "7.1", "group": "sample", "array_index": 1,
+      "state": "assigned", "attempt": 1, "worker": 2, "reason": "", "after": "7.0"})");
+  const std::string shown = JobView(waiting, 4000);
+  EXPECT_NE(shown.find("assigned   1        2       -     waits on its worker behind 7.0"),
+            std::string::npos)
+      << shown;
+  EXPECT_NE(TaskView(waiting["tasks"][1], 4000).find("waits on its worker behind 7.0"),
+            std::string::npos);
 }
 
 TEST(ViewsTest, TaskViewShowsOutcomeResultAndExplain) {
