@@ -178,6 +178,27 @@ TEST_F(RedisServerStoreTest, ReleasedLeaseIsForgotten) {
   EXPECT_EQ(store->stats().reclaimed, 0u);
 }
 
+// A renewal sent before a release and answered after it (they are
+// pipelined on one connection) must not make the released key look held:
+// the release's `del` would then pass for someone else's delete and the
+// key be claimed again, a lease without a task until its TTL.
+TEST_F(RedisServerStoreTest, ARenewalAnsweredAfterAReleaseDoesNotBringTheLeaseBack) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(Claim(*store, {"lease:1:slot:1.0"}, "t#1@s"));
+  bool renewed = false;
+  bool released = false;
+  store->Renew({"lease:1:slot:1.0"}, "t#1@s", Seconds(30),
+               [&](Result<RenewOutcome>) { renewed = true; });
+  store->Release({"lease:1:slot:1.0"}, "t#1@s", [&](Result<ReleaseOutcome>) { released = true; });
+  ASSERT_TRUE(RunLoopUntil(
+      loop_, [&] { return renewed && released && !frees_.empty(); }, kWait));
+  EXPECT_THAT(frees_, ElementsAre(FreeEvent{"lease:1:slot:1.0", FreeReason::kReleased}));
+  Reconcile(*store);  // the pass also answers after anything the del caused
+  EXPECT_TRUE(OwnerOf("lease:1:slot:1.0").empty());
+  EXPECT_EQ(store->stats().reclaimed, 0u);
+}
+
 // A record whose XADD was cut off with the connection is sent again after
 // the restart; when Redis had stored it, the resend is refused as a
 // duplicate and counts as stored: the stream holds it once.
