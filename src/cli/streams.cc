@@ -1,7 +1,6 @@
 #include "cli/streams.h"
 
 #include <chrono>
-#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -57,38 +56,6 @@ class JobFollower {
   // server has answered, a failure ends it all: the job may exist, and a
   // write is never sent twice.
   void SubmitThenFollow(std::string spec_json, std::function<void(JobId)> on_submitted) {
-    if (!FitsInHeader(spec_json)) return PostThenFollow(std::move(spec_json), std::move(on_submitted));
-    // One request: the upgrade carries the job and is answered once the job
-    // is durable (server/submit_follow.h). An older server has no such
-    // endpoint (404, nothing submitted): then POST.
-    std::map<std::string, std::string> headers{{"X-Drover-Job", spec_json}};
-    net::ConnectWebSocketWithHeaders(
-        loop_, options_, kSubmitAndFollowTarget, std::move(headers),
-        [this, spec_json = std::move(spec_json),
-         on_submitted = std::move(on_submitted)](Result<net::WsOpened> opened) mutable {
-          if (!opened.ok()) {
-            if (opened.status().code() == StatusCode::kNotFound) {
-              return PostThenFollow(std::move(spec_json), std::move(on_submitted));
-            }
-            // The job may exist (the answer was lost): never sent twice.
-            return Finish(opened.status());
-          }
-          auto id = opened->headers.find("x-drover-job-id");
-          uint64_t job = 0;
-          if (id == opened->headers.end() || !ParseId(id->second, &job)) {
-            opened->session->Close("no job id");
-            return Finish(Internal("the server's answer names no job (X-Drover-Job-Id)"));
-          }
-          job_ = job;
-          target_ = EventsTarget(*job_);
-          on_submitted(*job_);
-          OnOpen(std::move(opened->session));
-        });
-  }
-
-  // POST /api/v1/jobs, then the upgrade to the job's events on the same
-  // connection (a second request).
-  void PostThenFollow(std::string spec_json, std::function<void(JobId)> on_submitted) {
     net::ClientRequest post;
     post.method = "POST";
     post.target = "/api/v1/jobs";
@@ -135,27 +102,6 @@ class JobFollower {
   bool redirected() const { return redirected_; }
 
  private:
-  static constexpr char kSubmitAndFollowTarget[] = "/api/v1/jobs/submit-and-follow";
-
-  // A header value: printable ASCII (nlohmann's dump escapes control
-  // characters; other text goes by POST), well under the server's 16 KiB
-  // for all headers.
-  static bool FitsInHeader(const std::string& spec_json) {
-    if (spec_json.size() > 8 * 1024) return false;
-    for (char c : spec_json) {
-      if (c < 0x20 || c > 0x7e) return false;
-    }
-    return true;
-  }
-
-  static bool ParseId(const std::string& text, uint64_t* out) {
-    if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos) {
-      return false;
-    }
-    *out = std::stoull(text);
-    return true;
-  }
-
   static std::string EventsTarget(JobId job) {
     return "/api/v1/events?job=" + std::to_string(job);
   }

@@ -48,12 +48,9 @@ struct SubmitFollowResult {
   bool redirected = false;
 };
 
-// `submit --wait` on one connection, in one request: the upgrade to
-// /api/v1/jobs/submit-and-follow carries `spec_json` and is answered once
-// the job is durable, and the stream then goes on as FollowJob
-// (reconnects included). A spec too large or not ASCII for a header, or a
-// server without that route (404), takes two requests: a POST to
-// /api/v1/jobs, then the upgrade on the same connection (keep-alive). `on_submitted`
+// `submit --wait` on one connection: POSTs `spec_json` to /api/v1/jobs and
+// upgrades the same connection (keep-alive) to the job's event stream,
+// which then goes on as FollowJob (reconnects included). `on_submitted`
 // gets the job's id when the server answers. A submission that fails is
 // never sent again (the job may exist), and only `options`' own server is
 // tried: callers with standbys to fail over to use ApiClient.

@@ -46,7 +46,7 @@ struct Server::State {
   asio::io_context& io;
   ServerOptions options;
   Router<Handler> http_routes;
-  Router<WsAdmitHandler> ws_routes;
+  Router<WsOpenHandler> ws_routes;
   std::vector<std::string> public_paths;
   std::optional<ssl::context> tls;
   std::string fingerprint;
@@ -194,9 +194,7 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
         return Reject(Unauthorized(), "WebSocket upgrade without a valid token");
       }
       request_.path_params = std::move(match->params);
-      Lowest().expires_never();  // the admission may take its time
-      (*match->target)(request_, MakeAdmit());
-      return;
+      return Upgrade(*match->target);
     }
     if (!state_->IsPublic(request_.path) && !state_->Authorized(header, request_.query, false)) {
       return Reject(Unauthorized(), "request without a valid token");
@@ -264,33 +262,6 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
     };
   }
 
-  // As MakeResponder, for a WebSocket route's admission step.
-  WsAdmit MakeAdmit() {
-    struct Pending {
-      std::shared_ptr<HttpSession> session;
-      bool done = false;
-      ~Pending() {
-        if (done) return;
-        asio::post(session->state_->io, [s = session] {
-          s->Reject(ErrorResponse(500, StatusCode::kInternal, "the handler gave no answer"),
-                    "WebSocket admission gave no answer");
-        });
-      }
-    };
-    auto pending = std::make_shared<Pending>();
-    pending->session = this->shared_from_this();
-    // Called on the loop thread (at once for plain routes: no extra hop).
-    return [pending](WsAdmission admission) {
-      if (std::exchange(pending->done, true)) return;
-      if (!admission.status.ok()) {
-        return pending->session->Reject(ErrorResponse(admission.status),
-                                        "WebSocket upgrade refused: " +
-                                            admission.status.ToString());
-      }
-      pending->session->Upgrade(std::move(admission));
-    };
-  }
-
   void WriteResponse(Response r, bool keep_alive) {
     auto res = std::make_shared<http::response<http::string_body>>();
     res->result(static_cast<unsigned>(r.status));
@@ -336,8 +307,7 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
     }
   }
 
-  void Upgrade(WsAdmission admission) {
-    WsOpenHandler on_open = std::move(admission.on_open);
+  void Upgrade(WsOpenHandler on_open) {
     const ServerLimits& limits = state_->options.limits;
     Lowest().expires_never();
     upgraded_ = true;
@@ -351,10 +321,7 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
     timeouts.keep_alive_pings = true;
     ws.set_option(timeouts);
     ws.set_option(websocket::stream_base::decorator(
-        [headers = std::move(admission.headers)](websocket::response_type& res) {
-          res.set(http::field::server, "drover");
-          for (const auto& [name, value] : headers) res.set(name, value);
-        }));
+        [](websocket::response_type& res) { res.set(http::field::server, "drover"); }));
     std::weak_ptr<ServerState> weak_state = state_;
     uint64_t id = session->id();
     state_->connections[id] = session;
@@ -437,14 +404,7 @@ void Server::Route(std::string method, std::string pattern, Handler handler) {
 }
 
 void Server::WebSocketRoute(std::string pattern, WsOpenHandler on_open) {
-  WebSocketRouteWithAdmission(std::move(pattern),
-                              [on_open = std::move(on_open)](const Request&, WsAdmit admit) {
-                                admit(WsAdmission{Status::Ok(), {}, on_open});
-                              });
-}
-
-void Server::WebSocketRouteWithAdmission(std::string pattern, WsAdmitHandler admit) {
-  state_->ws_routes.Add("GET", std::move(pattern), std::move(admit));
+  state_->ws_routes.Add("GET", std::move(pattern), std::move(on_open));
 }
 
 void Server::ServeLocalSocket(LocalSocketListener listener) {

@@ -32,7 +32,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 
@@ -69,20 +68,6 @@ struct ServerOptions {
 // Keep the shared_ptr to send later; the session stays alive while open.
 using WsOpenHandler = std::function<void(std::shared_ptr<WsSession>, const Request&)>;
 
-// What a WebSocket route's admission step decides (WebSocketRouteWithAdmission).
-struct WsAdmission {
-  // Not OK: the upgrade is refused with this error (HttpStatusFor and the
-  // error body, as a REST error), and the connection is closed.
-  Status status;
-  // OK: extra headers for the 101 answer, and the handler of the session.
-  std::map<std::string, std::string> headers;
-  WsOpenHandler on_open;
-};
-// Answers the upgrade; call at most once, on the loop thread. Dropped
-// unanswered, the upgrade is refused with 500.
-using WsAdmit = std::function<void(WsAdmission)>;
-using WsAdmitHandler = std::function<void(const Request&, WsAdmit)>;
-
 class Server {
  public:
   Server(EventLoop& loop, ServerOptions options);
@@ -94,10 +79,6 @@ class Server {
   // loop thread.
   void Route(std::string method, std::string pattern, Handler handler);
   void WebSocketRoute(std::string pattern, WsOpenHandler on_open);
-  // A WebSocket route whose upgrade is answered only once `admit` decided
-  // (it may take its time: `drover submit --wait` has its job made durable
-  // before the 101, so the 101 acknowledges the job like a POST's answer).
-  void WebSocketRouteWithAdmission(std::string pattern, WsAdmitHandler admit);
 
   // Exact paths, or prefixes written "/assets/*", served without a token.
   void AllowPublic(std::string path_or_prefix);

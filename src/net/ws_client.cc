@@ -36,16 +36,13 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
 
   ConnectOp(asio::io_context& io, ClientOptions options, std::string target, std::string fingerprint,
             WsConnectCallback done, std::optional<ClientRequest> first = std::nullopt,
-            WsTargetFn then = nullptr, std::map<std::string, std::string> request_headers = {},
-            std::shared_ptr<std::map<std::string, std::string>> response_headers = nullptr)
+            WsTargetFn then = nullptr)
       : options_(std::move(options)),
         target_(std::move(target)),
         fingerprint_(std::move(fingerprint)),
         done_(std::move(done)),
         first_(std::move(first)),
         then_(std::move(then)),
-        request_headers_(std::move(request_headers)),
-        response_headers_(std::move(response_headers)),
         resolver_(io) {
     if constexpr (kTls) {
       // Trust comes from the pinned fingerprint, checked after the handshake.
@@ -194,10 +191,9 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
     timeouts.keep_alive_pings = options_.ws_idle_timeout > Duration::zero();
     ws_->set_option(timeouts);
     ws_->set_option(websocket::stream_base::decorator(
-        [token = options_.token, extra = request_headers_](websocket::request_type& req) {
+        [token = options_.token](websocket::request_type& req) {
           req.set(http::field::user_agent, "drover");
           if (!token.empty()) req.set(http::field::authorization, "Bearer " + token);
-          for (const auto& [name, value] : extra) req.set(name, value);
         }));
     const std::string host =
         kLocal ? std::string("localhost") : options_.host + ":" + std::to_string(options_.port);
@@ -213,13 +209,6 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
     const std::string where = Where();
     if (code == 401) return Unauthenticated("server " + where + " refused the cluster token");
     if (code == 404) return NotFound("server " + where + " has no WebSocket endpoint at " + target_);
-    if (response_headers_ && code >= 400 && code < 500) {
-      // A route that acts on the upgrade refused it: its error body says why.
-      Response answer;
-      answer.status = code;
-      answer.body = response_.body();
-      return StatusFromResponse(answer);
-    }
     return Unavailable("server " + where + " declined the WebSocket upgrade with HTTP " +
                        std::to_string(code));
   }
@@ -229,13 +218,6 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
         std::move(*ws_), remote_, options_.max_ws_message_bytes, options_.max_ws_queue_bytes);
     ws_.reset();
     session->Hold(tls_);
-    if (response_headers_) {
-      for (const auto& field : response_) {
-        std::string name(field.name_string());
-        for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        (*response_headers_)[name] = std::string(field.value());
-      }
-    }
     auto done = std::exchange(done_, nullptr);
     done(std::shared_ptr<WsSession>(session));
     session->Start();
@@ -253,9 +235,6 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
   WsConnectCallback done_;
   std::optional<ClientRequest> first_;  // sent before the upgrade, if any
   WsTargetFn then_;
-  std::map<std::string, std::string> request_headers_;  // added to the upgrade request
-  // Set: filled with the 101's headers before `done_` runs.
-  std::shared_ptr<std::map<std::string, std::string>> response_headers_;
   std::optional<internal::BeastRequest> request_;
   std::optional<http::response_parser<http::string_body>> parser_;
   beast::flat_buffer buffer_;
@@ -271,21 +250,17 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
 namespace {
 
 void StartConnect(EventLoop& loop, const ClientOptions& options, std::string target,
-                  WsConnectCallback done, std::optional<ClientRequest> first, WsTargetFn then,
-                  std::map<std::string, std::string> request_headers = {},
-                  std::shared_ptr<std::map<std::string, std::string>> response_headers = nullptr) {
+                  WsConnectCallback done, std::optional<ClientRequest> first, WsTargetFn then) {
   asio::io_context& io = IoContextOf(loop);
   if (!options.local_socket.empty()) {
     auto op = std::make_shared<ConnectOp<internal::LocalStream>>(
-        io, options, std::move(target), "", std::move(done), std::move(first), std::move(then),
-        std::move(request_headers), std::move(response_headers));
+        io, options, std::move(target), "", std::move(done), std::move(first), std::move(then));
     op->Begin();
     return;
   }
   if (!options.tls) {
     auto op = std::make_shared<ConnectOp<beast::tcp_stream>>(
-        io, options, std::move(target), "", std::move(done), std::move(first), std::move(then),
-        std::move(request_headers), std::move(response_headers));
+        io, options, std::move(target), "", std::move(done), std::move(first), std::move(then));
     op->Begin();
     return;
   }
@@ -300,9 +275,9 @@ void StartConnect(EventLoop& loop, const ClientOptions& options, std::string tar
     asio::post(io, [done = std::move(done), status = fingerprint.status()] { done(status); });
     return;
   }
-  auto op = std::make_shared<ConnectOp<internal::TlsStream>>(
-      io, options, std::move(target), *fingerprint, std::move(done), std::move(first),
-      std::move(then), std::move(request_headers), std::move(response_headers));
+  auto op = std::make_shared<ConnectOp<internal::TlsStream>>(io, options, std::move(target),
+                                                             *fingerprint, std::move(done),
+                                                             std::move(first), std::move(then));
   op->Begin();
 }
 
@@ -316,19 +291,6 @@ void ConnectWebSocket(EventLoop& loop, const ClientOptions& options, std::string
 void RequestThenWebSocket(EventLoop& loop, const ClientOptions& options, ClientRequest request,
                           WsTargetFn then, WsConnectCallback done) {
   StartConnect(loop, options, "", std::move(done), std::move(request), std::move(then));
-}
-
-void ConnectWebSocketWithHeaders(EventLoop& loop, const ClientOptions& options, std::string target,
-                                 std::map<std::string, std::string> request_headers,
-                                 std::function<void(Result<WsOpened>)> done) {
-  auto headers = std::make_shared<std::map<std::string, std::string>>();
-  StartConnect(
-      loop, options, std::move(target),
-      [headers, done = std::move(done)](Result<std::shared_ptr<WsSession>> session) {
-        if (!session.ok()) return done(session.status());
-        done(WsOpened{std::move(*session), std::move(*headers)});
-      },
-      std::nullopt, nullptr, std::move(request_headers), headers);
 }
 
 }  // namespace drover::net

@@ -10,7 +10,6 @@
 #define DROVER_NET_WS_CLIENT_H_
 
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 
@@ -48,20 +47,6 @@ void ConnectWebSocket(EventLoop& loop, const ClientOptions& options, std::string
 using WsTargetFn = std::function<Result<std::string>(const Response&)>;
 void RequestThenWebSocket(EventLoop& loop, const ClientOptions& options, ClientRequest request,
                           WsTargetFn then, WsConnectCallback done);
-
-// ConnectWebSocket for a route that acts on the upgrade itself (the
-// server's WebSocketRouteWithAdmission): `request_headers` go with the
-// upgrade request, and `done` gets the session with the 101's headers
-// (names in lower case). A refused upgrade comes back as the server's error
-// (StatusFromResponse of its answer); kNotFound when the server has no
-// WebSocket endpoint at `target` (an older server).
-struct WsOpened {
-  std::shared_ptr<WsSession> session;
-  std::map<std::string, std::string> headers;
-};
-void ConnectWebSocketWithHeaders(EventLoop& loop, const ClientOptions& options, std::string target,
-                                 std::map<std::string, std::string> request_headers,
-                                 std::function<void(Result<WsOpened>)> done);
 
 }  // namespace drover::net
 

@@ -20,11 +20,6 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
     }
     job = *parsed;
   }
-  Subscribe(std::move(session), job, now);
-}
-
-void EventStream::Subscribe(std::shared_ptr<net::WsSession> session, std::optional<JobId> job,
-                            Time now) {
   std::vector<JobId> jobs;
   if (job) {
     if (!scheduler_.GetJob(*job).ok()) {

@@ -49,9 +49,6 @@ class EventStream {
   // The route's open handler. A bad ?job= closes the session with the
   // reason (after the upgrade, since the WebSocket route has no error path).
   void Attach(std::shared_ptr<net::WsSession> session, const net::Request& request, Time now);
-  // The same for a session already open on `job` (nullopt: every job not
-  // done): the snapshot, then the live events. An unknown job closes it.
-  void Subscribe(std::shared_ptr<net::WsSession> session, std::optional<JobId> job, Time now);
 
   void Publish(const core::TaskStateChanged& change, Time at);
   // Sends what Publish buffered.

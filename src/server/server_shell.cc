@@ -18,7 +18,6 @@
 #include "server/log_relay.h"
 #include "server/observability.h"
 #include "server/rest_api.h"
-#include "server/submit_follow.h"
 #include "server/worker_channel.h"
 #include "server/worker_registry.h"
 #include "store/memory_store.h"
@@ -202,7 +201,6 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
                             [parts](std::shared_ptr<net::WsSession> s, const net::Request& r) {
                               parts->events->Attach(std::move(s), r, parts->driver->Now());
                             });
-  AddSubmitAndFollowRoute(*p->server, *p->driver, *p->events);
   p->server->WebSocketRoute("/api/v1/tasks/{id}/logs/follow",
                             [parts](std::shared_ptr<net::WsSession> s, const net::Request& r) {
                               parts->logs->Follow(std::move(s), r);

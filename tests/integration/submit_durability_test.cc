@@ -5,9 +5,6 @@
 // must never report anything for a job whose POST answer never came (a job
 // that was not durable may be gone after a crash).
 //
-// `submit --wait` sends the job with the upgrade of its event stream
-// (server/submit_follow.h), answered once the job is durable.
-//
 // A slow journal is made with the test hook DROVER_TEST_FREEZE_JOURNAL
 // (server/core_driver.h): while its file exists nothing becomes durable, so
 // every POST waits; removing it lets the next flush make everything durable.
@@ -181,19 +178,6 @@ TEST(SubmitDurabilityTest, AJobWhosePostWasNeverAnsweredIsNotReported) {
   std::filesystem::remove(freeze);
   c.StartServer();
   EXPECT_TRUE(c.Get("/api/v1/jobs")["jobs"].empty()) << c.Get("/api/v1/jobs").dump();
-}
-
-// The job goes with the event stream's upgrade (server/submit_follow.h): a
-// job the server refuses is reported with the server's reason, and nothing
-// is submitted.
-TEST(SubmitDurabilityTest, ARefusedJobIsReportedWithTheServersReason) {
-  Cluster c;
-  c.StartServer();
-  RunResult refused = c.Drover({"submit", "--wait", "--after", "999", "--", "true"});
-  EXPECT_EQ(refused.status, 1) << refused.output;
-  EXPECT_EQ(FirstLineJob(refused.output), 0u) << refused.output;
-  EXPECT_NE(refused.output.find("no job 999"), std::string::npos) << refused.output;
-  EXPECT_TRUE(c.Get("/api/v1/jobs")["jobs"].empty());
 }
 
 }  // namespace
