@@ -376,14 +376,12 @@ void Scheduler::State::NoteTail(uint32_t w) {
 }
 
 uint32_t Scheduler::State::FindTail(uint32_t w, const ResourceRequest& req) const {
-  // GPUs and counters are leased per unit: passing them on would need the
-  // lease keys handed over too. CPU-only requests queue; the rest wait.
-  if (req.gpus != 0 || !req.counters.empty()) return kNone;
+  if (!Queueable(req)) return kNone;
   const uint32_t cores = req.CoreCount();
   uint32_t best = kNone;
   for (uint32_t a : workers[w].actives) {
     const Active& act = actives[a];
-    if (act.prev != kNone || act.next != kNone || act.lost || !act.booked) continue;
+    if (!IsTail(act)) continue;
     if (act.alloc.cores.size() < cores || act.alloc.mem_bytes < req.mem_bytes) continue;
     // The one running longest first: the likeliest to end first.
     const Task& t = task(act.task);
@@ -401,8 +399,7 @@ uint32_t Scheduler::State::FindTail(uint32_t w, const ResourceRequest& req) cons
 
 bool Scheduler::State::HasTail(uint32_t w) const {
   for (uint32_t a : workers[w].actives) {
-    const Active& act = actives[a];
-    if (act.prev == kNone && act.next == kNone && !act.lost && act.booked) return true;
+    if (IsTail(actives[a])) return true;
   }
   return false;
 }

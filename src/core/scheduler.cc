@@ -310,15 +310,15 @@ bool Scheduler::State::Adopt(TaskRef r, uint32_t w, uint32_t attempt, const Repo
 
 bool Scheduler::State::AdoptQueued(TaskRef r, uint32_t w, const ReportedAttempt& run) {
   const ResourceRequest& req = RequestOf(r);
-  if (!config.queue_ahead || run.cores.size() != req.CoreCount() || !run.gpus.empty()) {
+  if (!config.queue_ahead || !Queueable(req) || run.cores.size() != req.CoreCount() ||
+      !run.gpus.empty()) {
     return false;
   }
   // The attempt it waits behind holds its cores and nothing waits there yet.
   uint32_t prev = kNone;
   for (uint32_t a : workers[w].actives) {
     const Active& act = actives[a];
-    if (act.prev != kNone || act.next != kNone || act.lost || !act.booked ||
-        act.alloc.mem_bytes < req.mem_bytes) {
+    if (!IsTail(act) || act.alloc.mem_bytes < req.mem_bytes) {
       continue;
     }
     const bool covers = std::all_of(run.cores.begin(), run.cores.end(), [&](uint32_t core) {
@@ -330,7 +330,7 @@ bool Scheduler::State::AdoptQueued(TaskRef r, uint32_t w, const ReportedAttempt&
       break;
     }
   }
-  if (prev == kNone || FindTail(w, req) == kNone) return false;  // FindTail: the shape may queue
+  if (prev == kNone) return false;
   if (reservation.active && reservation.task == r) EndReservation();
   Task& t = task(r);
   t.flags = 0;  // queue, backoff and parked entries of the queued task go stale
@@ -551,21 +551,17 @@ void Scheduler::State::Transition(TaskRef r, TaskState to, std::string reason) {
   // which zero-fills the whole record first.
   std::vector<uint32_t> cores;
   std::vector<GpuGrant> gpus;
-  TaskId after;
-  uint32_t after_attempt = 0;
+  std::pair<TaskId, uint32_t> after;  // queue-ahead: the attempt it waits behind
   if (to == TaskState::kAssigned && t.active != kNone) {
     const Active& act = actives[t.active];
     cores.assign(act.alloc.cores.begin(), act.alloc.cores.end());
     if (!act.alloc.gpus.empty()) gpus.assign(act.alloc.gpus.begin(), act.alloc.gpus.end());
-    if (act.prev != kNone) {
-      after = IdOf(actives[act.prev].task);
-      after_attempt = actives[act.prev].attempt;
-    }
+    after = WaitsBehind(act);
   }
   out->emplace_back(std::in_place_type<Persist>, std::in_place_type<TaskRecord>, id, to,
                     uint32_t{t.attempt}, t.worker, TimeFromMicros(now_us), std::move(reason),
-                    uint32_t{t.failures}, std::move(cores), std::move(gpus), after,
-                    after_attempt);
+                    uint32_t{t.failures}, std::move(cores), std::move(gpus), after.first,
+                    after.second);
   if (to == TaskState::kSucceeded) {
     OnSucceeded(r);
   } else if (to == TaskState::kFailed || to == TaskState::kCanceled) {
@@ -854,12 +850,8 @@ Status Scheduler::State::OnGranted(const LeaseGranted& e) {
   act.granted = true;
   if (act.lost) return Status::Ok();  // the worker is gone; wait for expiry
   const TaskGroupSpec& spec = SpecOf(r);
-  TaskId after;
-  uint32_t after_attempt = 0;
-  if (act.prev != kNone) {  // still waiting behind it: the worker starts it as that one exits
-    after = IdOf(actives[act.prev].task);
-    after_attempt = actives[act.prev].attempt;
-  }
+  // Still waiting behind another: the worker starts it as that one exits.
+  const auto [after, after_attempt] = WaitsBehind(act);
   out->emplace_back(std::in_place_type<AssignTask>, e.task, e.attempt, workers[act.worker].id,
                     act.alloc.cores, spec.resources.cpus_milli, act.alloc.mem_bytes,
                     act.alloc.gpus, spec.IndexAt(r.index - jobs[r.job].groups[t.group].first),

@@ -61,8 +61,8 @@ Result<TaskInfo> Scheduler::GetTask(TaskId id) const {
   if (t.active != kNone) {
     info.cores = s.actives[t.active].alloc.cores;
     info.gpus = s.actives[t.active].alloc.gpus;
-    const uint32_t prev = s.actives[t.active].prev;
-    if (prev != kNone) info.after = s.IdOf(s.actives[prev].task);
+    const auto [after, attempt] = s.WaitsBehind(s.actives[t.active]);
+    if (attempt != 0) info.after = after;
   }
   return info;
 }

@@ -376,6 +376,23 @@ struct Scheduler::State {
   bool QueueAhead(uint32_t w);
   // QueueAhead on the listed workers, until a pass books nothing.
   void QueueAheadAnywhere();
+  // A request that may wait behind another task: GPUs and counters are
+  // leased per unit, and passing them on would need the lease keys handed
+  // over too, so only CPU and memory requests queue.
+  static bool Queueable(const ResourceRequest& req) {
+    return req.gpus == 0 && req.counters.empty();
+  }
+  // An attempt something may wait behind: live, holding its resources, and
+  // neither waiting itself nor waited for.
+  static bool IsTail(const Active& act) {
+    return act.prev == kNone && act.next == kNone && !act.lost && act.booked;
+  }
+  // The attempt `act` waits behind: its task and attempt number; attempt 0
+  // when it waits behind none.
+  std::pair<TaskId, uint32_t> WaitsBehind(const Active& act) const {
+    if (act.prev == kNone) return {TaskId{}, 0};
+    return {IdOf(actives[act.prev].task), actives[act.prev].attempt};
+  }
   // The Active on `w` that `req` may wait behind (kNone: none).
   uint32_t FindTail(uint32_t w, const ResourceRequest& req) const;
   bool HasTail(uint32_t w) const;

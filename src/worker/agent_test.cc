@@ -108,6 +108,12 @@ class AgentTest : public ::testing::Test {
   }
 
   // `a`, queued behind attempt `attempt` of `predecessor` (queue-ahead).
+  // Task 1.0 started and held until a line is written to `gate`: the
+  // predecessor of the queue-ahead tests.
+  void StartHeldTask(FakeServer& server, const Fifo& gate) {
+    server.Send(proto::Assign{{Task(0, "read x < " + gate.path())}});
+    ASSERT_EQ(server.Expect<proto::Started>().tasks.size(), 1u);
+  }
   static proto::Assignment After(proto::Assignment a, TaskId predecessor, uint32_t attempt = 1) {
     a.after = proto::TaskAttempt{predecessor, attempt};
     return a;
@@ -375,8 +381,7 @@ TEST_F(AgentTest, AQueuedTaskStartsWhenItsPredecessorExitsWithoutTheServer) {
   Attach(server, Config(server));
   Fifo gate(dir_ / "gate");
   const std::string marker = dir_ / "b-ran";
-  server.Send(proto::Assign{{Task(0, "read x < " + gate.path())}});
-  ASSERT_EQ(server.Expect<proto::Started>().tasks.size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(StartHeldTask(server, gate));
 
   // B takes A's core, after A; its input is written now, it does not run.
   proto::Assignment b = After(
@@ -422,8 +427,7 @@ TEST_F(AgentTest, AfterAnAttemptThatDoesNotRunHereStartsAtOnce) {
   FakeServer server(/*tls=*/false);
   Attach(server, Config(server));
   Fifo gate(dir_ / "gate");
-  server.Send(proto::Assign{{Task(0, "read x < " + gate.path())}});
-  ASSERT_EQ(server.Expect<proto::Started>().tasks.size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(StartHeldTask(server, gate));
 
   // Neither pins a core, so both fit beside A.
   auto unpinned = [this](uint32_t index) {
@@ -462,8 +466,7 @@ TEST_F(AgentTest, ACanceledQueuedTaskNeverStarts) {
   Attach(server, Config(server));
   Fifo gate(dir_ / "gate");
   const std::string marker = dir_ / "b-ran";
-  server.Send(proto::Assign{{Task(0, "read x < " + gate.path())}});
-  ASSERT_EQ(server.Expect<proto::Started>().tasks.size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(StartHeldTask(server, gate));
   server.Send(proto::Assign{{After(Task(1, "touch " + marker), TaskId{1, 0})}});
   server.Sync();
   ASSERT_TRUE(Exists(dir_ / "work/1/1.1"));
@@ -495,8 +498,7 @@ TEST_F(AgentTest, AQueuedTaskThatCannotStartFailsWhenAssigned) {
   FakeServer server(/*tls=*/false);
   Attach(server, Config(server));
   Fifo gate(dir_ / "gate");
-  server.Send(proto::Assign{{Task(0, "read x < " + gate.path())}});
-  ASSERT_EQ(server.Expect<proto::Started>().tasks.size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(StartHeldTask(server, gate));
   proto::Assignment b = After(Task(1, ""), TaskId{1, 0});
   b.argv = {"no-such-command-drover-test"};
   server.Send(proto::Assign{{b}});
@@ -565,8 +567,7 @@ TEST_F(AgentTest, AQueuedTaskIsInTheHelloAndStartsOnceWhenAssignedAgain) {
   Attach(server, Config(server));
   Fifo gate(dir_ / "gate");
   const uint32_t core = static_cast<uint32_t>(core_);
-  server.Send(proto::Assign{{Task(0, "read x < " + gate.path())}});
-  ASSERT_EQ(server.Expect<proto::Started>().tasks.size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(StartHeldTask(server, gate));
   const proto::Assignment b = After(Task(1, "exit 0"), TaskId{1, 0});
   server.Send(proto::Assign{{b}});
   // A second, different task behind A: refused.

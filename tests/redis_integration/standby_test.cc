@@ -70,18 +70,26 @@ net::ClientOptions Only(const Cluster& c, uint16_t port) {
   return o;
 }
 
-// A leader on port `a` and a standby on port `b` of the cluster's state
-// directory, both on ports known before they start (the leader advertises
-// its own), started and ready.
+// A Redis, a cluster on it, and a leader on port `a` and a standby on port
+// `b` of the cluster's state directory, both on ports known before they
+// start (the leader advertises its own), started and ready.
 struct LeaderAndStandby {
+  std::unique_ptr<TestRedisServer> redis;
+  std::vector<std::string> flags;  // of both servers
+  std::unique_ptr<Cluster> cluster;
   uint16_t a = 0;
   uint16_t b = 0;
   std::unique_ptr<Process> leader;
   std::unique_ptr<Process> standby;
 };
 
-void StartLeaderAndStandby(const Cluster& c, const std::vector<std::string>& flags,
-                           LeaderAndStandby* servers) {
+void StartLeaderAndStandby(LeaderAndStandby* servers) {
+  servers->redis = StartRedis();
+  ASSERT_NE(servers->redis, nullptr);
+  servers->flags = RedisFlags(*servers->redis, {}, "9s");
+  servers->cluster = std::make_unique<Cluster>(servers->flags);
+  const Cluster& c = *servers->cluster;
+  const std::vector<std::string>& flags = servers->flags;
   Result<int> port_a = FreePort();
   Result<int> port_b = FreePort();
   ASSERT_TRUE(port_a.ok() && port_b.ok());
@@ -120,12 +128,9 @@ RunResult DroverWith(const Cluster& c, const std::string& access, std::vector<st
 int RunsIn(const std::string& path) { return static_cast<int>(Lines(path).size()); }
 
 TEST(RedisStandbyTest, StandbyServesReadsSendsWritersAndWorkersToTheLeaderAndTakesOver) {
-  auto redis = StartRedis();
-  ASSERT_NE(redis, nullptr);
-  const std::vector<std::string> flags = RedisFlags(*redis, {}, "9s");
-  Cluster c(flags);
   LeaderAndStandby servers;
-  ASSERT_NO_FATAL_FAILURE(StartLeaderAndStandby(c, flags, &servers));
+  ASSERT_NO_FATAL_FAILURE(StartLeaderAndStandby(&servers));
+  Cluster& c = *servers.cluster;
   const uint16_t a = servers.a;
   const uint16_t b = servers.b;
   Process& leader = *servers.leader;
@@ -312,12 +317,9 @@ TEST(RedisStandbyTest, PausedLeaderIsReplacedAndNoTaskRunsTwice) {
 // that path with nothing submitted, and the command goes the usual way,
 // which follows the redirect: one job, on the leader, waited for.
 TEST(RedisStandbyTest, SubmitWaitGivenOnlyTheStandbyIsSentToTheLeaderOnce) {
-  auto redis = StartRedis();
-  ASSERT_NE(redis, nullptr);
-  const std::vector<std::string> flags = RedisFlags(*redis, {}, "9s");
-  Cluster c(flags);
   LeaderAndStandby servers;
-  ASSERT_NO_FATAL_FAILURE(StartLeaderAndStandby(c, flags, &servers));
+  ASSERT_NO_FATAL_FAILURE(StartLeaderAndStandby(&servers));
+  Cluster& c = *servers.cluster;
   const uint16_t a = servers.a;
   const uint16_t b = servers.b;
   c.StartWorker("solo");
