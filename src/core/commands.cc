@@ -55,7 +55,7 @@ std::string Describe(const AssignTask& a) {
 }
 
 std::string Describe(const KillTask& k) {
-  return "kill " + Attempt(k.task, k.attempt) + " on w" + std::to_string(k.worker) + ": " +
+  return (k.only_queued ? "withdraw " : "kill ") + Attempt(k.task, k.attempt) + " on w" + std::to_string(k.worker) + ": " +
          k.reason;
 }
 

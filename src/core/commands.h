@@ -92,6 +92,11 @@ struct KillTask {
   // Stop at once (KILL), not gracefully: the attempt must not run (its lease
   // expired, or the server does not count it as current).
   bool hard = false;
+  // Queue-ahead take-back: drop the attempt only if it still waits on the
+  // worker behind another; if it has started, let it run (the worker
+  // reports it started as usual). A dropped one ends as TaskFinished with
+  // never_started.
+  bool only_queued = false;
 };
 
 // Extend the TTL of every listed key (all held leases of one worker).

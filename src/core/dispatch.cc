@@ -19,7 +19,9 @@
 // may be assigned behind a running task whose cores and memory cover it; the
 // worker starts it when that one exits. Only the first head that could ever
 // run on a worker may queue there, so nothing is overtaken, and never on the
-// reserved worker, so a reservation's room drains.
+// reserved worker, so a reservation's room drains. A waiter is taken back
+// when another worker frees room for it first (TakeBack): it does not wait
+// for a long predecessor while the cluster has room.
 #include <algorithm>
 
 #include "core/scheduler_state.h"
@@ -140,10 +142,10 @@ bool Scheduler::State::CanPlace(uint32_t w, TaskRef r) {
     // was put back at the front): it may take what is held for that shape.
     // Holding it back too would idle the worker until the reserved task is
     // head again, and no free on this worker may follow to offer it then.
-    if (ClassOf(r) == ClassOf(reservation.task)) return true;
-    return ReservationAllows(w, r);
+    if (ClassOf(r) == ClassOf(reservation.task)) return HoldAllows(w, r);
+    if (!ReservationAllows(w, r)) return false;
   }
-  return true;
+  return HoldAllows(w, r);
 }
 
 int64_t Scheduler::State::FitTime(uint32_t w, const ResourceRequest& req) const {
@@ -310,6 +312,7 @@ void Scheduler::State::PlaceClass(uint32_t cls) {
 
 void Scheduler::State::PlaceOnWorker(uint32_t w) {
   if (!Schedulable(w)) return;
+  if (config.queue_ahead) TakeBack(w);
   TaskRef blocked;
   bool have_blocked = false;
   WalkHeads([&](uint32_t cls, TaskRef r) {
@@ -329,6 +332,105 @@ void Scheduler::State::PlaceOnWorker(uint32_t w) {
   });
   if (reservation.active && reservation.worker == w) BackfillBehindHeads(w);
   if (config.queue_ahead) QueueAhead(w);
+}
+
+// --- queue-ahead take-back ------------------------------------------------------
+
+void Scheduler::State::LinkBehind(uint32_t a, uint32_t prev, uint64_t seq) {
+  Active& act = actives[a];
+  act.prev = prev;
+  act.wait_seq = seq;
+  actives[prev].next = a;
+  waiters.emplace(-int64_t{SpecOf(act.task).priority}, seq, act.task, act.attempt);
+}
+
+const TaskRef* Scheduler::State::HeldFor(uint32_t w) {
+  auto it = holds.find(w);
+  if (it == holds.end()) return nullptr;
+  const Task& t = task(it->second);
+  if (t.state == TaskState::kAssigned && (t.flags & kFlagWithdraw)) return &it->second;
+  holds.erase(it);  // ended otherwise (lost, canceled): nothing to wait for
+  return nullptr;
+}
+
+bool Scheduler::State::HoldAllows(uint32_t w, TaskRef r) {
+  const TaskRef* held = holds.empty() ? nullptr : HeldFor(w);
+  if (held == nullptr || *held == r) return true;
+  WorkerState& res = *workers[w].res;
+  Allocation trial;
+  if (!res.Allocate(RequestOf(r), policy->PreferFullGpus(), trial)) return false;
+  const bool fits = res.Fits(RequestOf(*held), policy->PreferFullGpus());
+  res.Free(RequestOf(r), trial);
+  return fits;
+}
+
+void Scheduler::State::DropHold(TaskRef r) {
+  for (auto it = holds.begin(); it != holds.end(); ++it) {
+    if (it->second == r) {
+      const uint32_t w = it->first;
+      holds.erase(it);
+      if (Schedulable(w)) MarkWorkerDirty(w);
+      return;
+    }
+  }
+}
+
+void Scheduler::State::TakeBack(uint32_t w) {
+  if (waiters.empty() || !Schedulable(w) || HeldFor(w) != nullptr) return;
+  const WorkerState& res = *workers[w].res;
+  uint32_t looked = 0;
+  for (auto it = waiters.begin(); it != waiters.end() && looked < kTakeBackScan;) {
+    const auto [key, seq, r, attempt] = *it;
+    const Task& t = task(r);
+    if (t.state != TaskState::kAssigned || t.active == kNone ||
+        actives[t.active].attempt != attempt || actives[t.active].prev == kNone) {
+      it = waiters.erase(it);  // defensive: EndActive unlists them
+      continue;
+    }
+    ++looked;
+    if (actives[t.active].lost || (t.flags & (kFlagWithdraw | kFlagCancel)) || !CanPlace(w, r)) {
+      ++it;
+      continue;
+    }
+    // A class head ahead of it in line that could ever run here goes first
+    // (PlaceOnWorker places it, or holds the room for it): nothing is
+    // overtaken. Heads behind it wait.
+    bool head_first = false;
+    WalkHeads([&](uint32_t cls, TaskRef head) {
+      if (std::make_pair(-int64_t{SpecOf(head).priority}, queues.Head(cls).seq) >
+          std::make_pair(key, seq)) {
+        return Walk::kStop;
+      }
+      if (!res.CanEverFit(RequestOf(head))) return Walk::kNext;
+      head_first = true;
+      return Walk::kStop;
+    });
+    if (head_first) return;  // and so for every later waiter
+    waiters.erase(it);
+    const uint32_t a = t.active;
+    Active& act = actives[a];
+    if (!act.granted) {
+      // Not sent to its worker yet: give the claim back and place it now.
+      EmitRelease(act);
+      EndActive(a);
+      NeverStarted(r, "");
+      return;
+    }
+    task(r).flags |= kFlagWithdraw;
+    holds[w] = r;
+    out->push_back(KillTask{IdOf(r), attempt, workers[act.worker].id,
+                            "room freed first on worker " + std::to_string(workers[w].id),
+                            /*hard=*/false, /*only_queued=*/true});
+    return;
+  }
+}
+
+void Scheduler::State::NeverStarted(TaskRef r, std::string reason) {
+  Task& t = task(r);
+  t.flags &= kFlagStaleEntry;  // an entry left in its queue is still there
+  DropHold(r);
+  Transition(r, TaskState::kQueued, std::move(reason));
+  Enqueue(r, true);
 }
 
 void Scheduler::State::BackfillBehindHeads(uint32_t w) {
@@ -438,6 +540,7 @@ void Scheduler::State::PlaceBehind(uint32_t cls, TaskRef r, uint32_t p) {
   const ResourceRequest& req = queues.request(cls);
   const uint32_t w = actives[p].worker;
   Task& t = task(r);
+  const uint64_t seq = queues.Head(cls).seq;
   queues.PopHead(cls);
   ++t.attempt;
   t.worker = workers[w].id;
@@ -446,8 +549,7 @@ void Scheduler::State::PlaceBehind(uint32_t cls, TaskRef r, uint32_t p) {
   Active& prev = actives[p];
   act.alloc.cores.assign(prev.alloc.cores.begin(), prev.alloc.cores.begin() + req.CoreCount());
   act.alloc.mem_bytes = req.mem_bytes;
-  act.prev = p;
-  prev.next = a;
+  LinkBehind(a, p, seq);
   if (reservation.active && reservation.task == r) EndReservation();
   out->emplace_back(std::in_place_type<ClaimLeases>, IdOf(r), uint32_t{t.attempt}, workers[w].id,
                     KeysOf(act), config.lease_ttl);

@@ -73,6 +73,10 @@ struct TaskFinished {
   uint32_t attempt = 0;
   TaskOutcome outcome;
   WorkerId worker = 0;
+  // It never started: the worker dropped it while it waited behind another
+  // (withdrawn, canceled, fenced). Unless canceled, it goes back to its
+  // queue without counting as a failure.
+  bool never_started = false;
 };
 // An attempt a worker still runs, with the resources its assignment gave it.
 struct ReportedAttempt {

@@ -62,6 +62,7 @@ void Scheduler::State::EndActive(uint32_t a) {
   // the resources just freed (the worker starts it as this one exits).
   if (act.next != kNone) {
     Active& next = actives[act.next];
+    UnlistWaiter(next);
     next.prev = kNone;
     if (next.worker != kNone && next.worker == act.worker) {
       next.booked = workers[next.worker].res->AllocateExact(RequestOf(next.task), next.alloc);
@@ -69,8 +70,9 @@ void Scheduler::State::EndActive(uint32_t a) {
     }
   }
   if (act.prev != kNone) {
-    // It ended while waiting (canceled, refused): its predecessor may take
-    // another one.
+    // It ended while waiting (canceled, refused, withdrawn): its predecessor
+    // may take another one.
+    UnlistWaiter(act);
     actives[act.prev].next = kNone;
     const uint32_t w = actives[act.prev].worker;
     if (w != kNone) {

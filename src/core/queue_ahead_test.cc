@@ -328,6 +328,153 @@ TEST(QueueAheadTest, AQueuedAttemptTheJournalNeverSawWithNothingToWaitBehindIsDr
   EXPECT_THAT(lines, ::testing::Contains("claim 1.1#2 on w1 [lease:1:slot:1.1]"));
 }
 
+// --- take-back: a waiter does not wait for a long predecessor while another
+// worker frees first ---------------------------------------------------------
+
+// Worker 1 runs 1.0, worker 2 runs 2.0 (both one core); 3.0 then waits
+// behind 1.0, the one running longest.
+void WaiterBehindTheOlderOfTwo(TestCluster& c) {
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder()));
+  c.Run(T(1, 0));
+  c.Submit(JobBuilder(TaskBuilder()));
+  c.Run(T(2, 0));
+  c.Advance(std::chrono::seconds(1));
+  c.Submit(JobBuilder(TaskBuilder()));
+  c.Grant(T(3, 0));
+  c.Take();
+  ASSERT_EQ(c.scheduler().GetTask(T(3, 0))->after, T(1, 0));
+}
+
+TaskFinished NeverStartedReport(TaskId t, uint32_t attempt, std::string why) {
+  TaskOutcome o;
+  o.exit_code = -1;
+  o.result = std::move(why);
+  TaskFinished f{t, attempt, std::move(o)};
+  f.never_started = true;
+  return f;
+}
+
+TEST(QueueAheadTest, AWaiterMovesToAWorkerThatFreesFirst) {
+  TestCluster c(QueueAhead());
+  WaiterBehindTheOlderOfTwo(c);
+  c.Finish(T(2, 0));
+  EXPECT_THAT(c.Take(), ElementsAre("release 2.0#1 on w2 [lease:2:slot:2.0]",
+                                    "state 2.0 running->succeeded #1",
+                                    "withdraw 3.0#1 on w1: room freed first on worker 2"));
+  // Worker 2's core is held for it: a later task neither takes it nor
+  // queues there.
+  c.Submit(JobBuilder(TaskBuilder()));
+  EXPECT_THAT(c.Take(), IsEmpty());
+  EXPECT_EQ(FreeCores(c, 2), std::vector<uint32_t>{0});
+  // Worker 1 dropped it: it goes to worker 2 as attempt 2, no failure.
+  c.Handle(NeverStartedReport(T(3, 0), 1, "withdrawn before it started: room freed first"));
+  EXPECT_THAT(c.Take(),
+              ElementsAre("release 3.0#1 on w1 [lease:1:slot:3.0]",
+                          "state 3.0 assigned->queued #1: withdrawn before it started: room "
+                          "freed first",
+                          "claim 3.0#2 on w2 [lease:2:slot:3.0]", "state 3.0 queued->assigned #2",
+                          // 4.0 now waits behind 1.0, where 3.0 waited.
+                          "claim 4.0#1 on w1 [lease:1:slot:4.0]", "state 4.0 queued->assigned #1"));
+  c.Grant(T(3, 0));
+  EXPECT_THAT(c.Take(), ElementsAre("assign 3.0#2 on w2 cores=[0]"));
+  EXPECT_THAT(FreeCores(c, 1), IsEmpty());
+  EXPECT_THAT(FreeCores(c, 2), IsEmpty());
+}
+
+TEST(QueueAheadTest, AWithdrawalThatCrossesTheStartLeavesTheWaiterWhereItRuns) {
+  TestCluster c(QueueAhead());
+  WaiterBehindTheOlderOfTwo(c);
+  c.Finish(T(2, 0));
+  c.Take();
+  // 1.0 exits and worker 1 starts 3.0 before the withdrawal reaches it; it
+  // ignores the withdrawal. The hold on worker 2 ends, and the next task
+  // gets worker 2.
+  c.Finish(T(1, 0));
+  c.Start(T(3, 0));
+  c.Take();
+  EXPECT_THAT(FreeCores(c, 1), IsEmpty());
+  EXPECT_EQ(FreeCores(c, 2), std::vector<uint32_t>{0});
+  c.Submit(JobBuilder(TaskBuilder()));
+  EXPECT_THAT(c.Take(), ElementsAre("claim 4.0#1 on w2 [lease:2:slot:4.0]",
+                                    "state 4.0 queued->assigned #1"));
+  c.Finish(T(3, 0));
+  EXPECT_THAT(c.Take(), ElementsAre("release 3.0#1 on w1 [lease:1:slot:3.0]",
+                                    "state 3.0 running->succeeded #1"));
+}
+
+TEST(QueueAheadTest, AWaiterNotSentToItsWorkerYetMovesAtOnce) {
+  TestCluster c(QueueAhead());
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder()));
+  c.Run(T(1, 0));
+  c.Submit(JobBuilder(TaskBuilder()));
+  c.Run(T(2, 0));
+  c.Advance(std::chrono::seconds(1));
+  c.Submit(JobBuilder(TaskBuilder()));  // claimed behind 1.0, not granted yet
+  c.Take();
+  c.Finish(T(2, 0));
+  EXPECT_THAT(c.Take(), ElementsAre("release 2.0#1 on w2 [lease:2:slot:2.0]",
+                                    "state 2.0 running->succeeded #1",
+                                    "release 3.0#1 on w1 [lease:1:slot:3.0]",
+                                    "state 3.0 assigned->queued #1",
+                                    "claim 3.0#2 on w2 [lease:2:slot:3.0]",
+                                    "state 3.0 queued->assigned #2"));
+  // The late grant of attempt 1 is stale.
+  EXPECT_FALSE(c.TryHandle(LeaseGranted{T(3, 0), 1}).ok());
+}
+
+TEST(QueueAheadTest, AHigherPriorityTaskGetsTheFreedRoomInsteadOfTheWaiter) {
+  TestCluster c(QueueAhead());
+  WaiterBehindTheOlderOfTwo(c);
+  // It needs memory, which neither running task holds: it cannot queue.
+  c.Submit(JobBuilder(TaskBuilder().Priority(5).Mem(1 << 20)));
+  EXPECT_THAT(c.Take(), IsEmpty());
+  c.Finish(T(2, 0));
+  EXPECT_THAT(c.Take(), ElementsAre("release 2.0#1 on w2 [lease:2:slot:2.0]",
+                                    "state 2.0 running->succeeded #1",
+                                    "claim 4.0#1 on w2 [lease:2:slot:4.0]",
+                                    "state 4.0 queued->assigned #1"));
+  EXPECT_EQ(c.scheduler().GetTask(T(3, 0))->after, T(1, 0));
+}
+
+TEST(QueueAheadTest, ACanceledWithdrawnWaiterEndsCanceled) {
+  TestCluster c(QueueAhead());
+  WaiterBehindTheOlderOfTwo(c);
+  c.Finish(T(2, 0));
+  c.Take();
+  ASSERT_TRUE(c.TryHandle(CancelTask{T(3, 0)}).ok());
+  EXPECT_THAT(c.Take(), ElementsAre("kill 3.0#1 on w1: canceled by user"));
+  c.Handle(NeverStartedReport(T(3, 0), 1, "withdrawn before it started"));
+  EXPECT_THAT(c.Take(), ElementsAre("release 3.0#1 on w1 [lease:1:slot:3.0]",
+                                    "persist outcome 3.0#1",
+                                    "state 3.0 assigned->canceled #1: canceled by user"));
+  // The hold ended with it: worker 2 takes the next task.
+  c.Submit(JobBuilder(TaskBuilder()));
+  EXPECT_THAT(c.Take(), ElementsAre("claim 4.0#1 on w2 [lease:2:slot:4.0]",
+                                    "state 4.0 queued->assigned #1"));
+}
+
+TEST(QueueAheadTest, AnAttemptDroppedBeforeItStartedIsNoFailure) {
+  // A worker that loses the server drops what waits in its queue (fencing);
+  // those attempts never ran, so they go back to the front of their queue
+  // even without retries.
+  TestCluster c(QueueAhead());
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 2)));
+  c.Run(T(1, 0));
+  c.Grant(T(1, 1));
+  c.Take();
+  c.Handle(NeverStartedReport(T(1, 1), 1, "no contact with the server for 30.0s"));
+  EXPECT_THAT(c.Take(), ElementsAre("release 1.1#1 on w1 [lease:1:slot:1.1]",
+                                    "state 1.1 assigned->queued #1: no contact with the server "
+                                    "for 30.0s",
+                                    "claim 1.1#2 on w1 [lease:1:slot:1.1]",
+                                    "state 1.1 queued->assigned #2"));
+}
+
 TEST(QueueAheadTest, OffByDefault) {
   TestCluster c;
   c.AddWorker(WorkerBuilder().Cpus(1));

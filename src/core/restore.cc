@@ -159,8 +159,7 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
         s.actives[p.active].next != kNone) {
       continue;
     }
-    s.actives[t.active].prev = p.active;
-    s.actives[p.active].next = t.active;
+    s.LinkBehind(t.active, p.active, UINT64_MAX);
   }
   s.restored_after.clear();
   s.restored_allocs.clear();

@@ -246,6 +246,11 @@ void Scheduler::State::ReconcileRunning(uint32_t w, const ReportedAttempt& run) 
     }
     // A queued one was sent, so its claim was granted: renew it from now on.
     if (run.queued) act.granted = true;
+    if (run.queued && (t.flags & kFlagWithdraw)) {
+      // The withdrawal may have been lost with the connection: again.
+      out->push_back(KillTask{run.task, run.attempt, id, "room freed first on another worker",
+                              /*hard=*/false, /*only_queued=*/true});
+    }
     return;
   }
   if (run.queued) {
@@ -340,8 +345,7 @@ bool Scheduler::State::AdoptQueued(TaskRef r, uint32_t w, const ReportedAttempt&
   Active& act = actives[a];
   act.alloc.cores.assign(run.cores.begin(), run.cores.end());
   act.alloc.mem_bytes = req.mem_bytes;
-  act.prev = prev;
-  actives[prev].next = a;
+  LinkBehind(a, prev, UINT64_MAX);
   out->emplace_back(std::in_place_type<ClaimLeases>, IdOf(r), run.attempt, workers[w].id,
                     KeysOf(act), config.lease_ttl);
   Transition(r, TaskState::kAssigned, "");
@@ -728,6 +732,11 @@ Status Scheduler::State::OnStarted(const TaskStarted& e) {
     return Stale("started from a lost worker", e.task, e.attempt);
   }
   act.granted = true;  // a restored task reporting in holds its lease
+  if (t.flags & kFlagWithdraw) {
+    // Its predecessor ended before the withdrawal arrived: it runs here.
+    t.flags &= static_cast<uint8_t>(~kFlagWithdraw);
+    DropHold(r);
+  }
   t.started_us = now_us;
   if (act.worker != kNone) WorkerTasksChanged(act.worker);  // its limit counts from now
   Transition(r, TaskState::kRunning, "");
@@ -792,6 +801,11 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   EmitRelease(actives[a]);
   const uint64_t limit = actives[a].alloc.mem_bytes;
   EndActive(a);
+  if (e.never_started && !(t.flags & kFlagCancel)) {
+    // Dropped from its worker's queue before it started: it never ran.
+    NeverStarted(r, o.result.empty() ? std::string("dropped before it started") : o.result);
+    return Status::Ok();
+  }
   t.finished_us = now_us;
   t.lost = 0;
   static const TaskOutcome kEmpty;
@@ -806,6 +820,7 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   const TaskOutcome& got = plain ? kEmpty : *extras[ExtraKey(r)].outcome;
   const uint8_t flags = t.flags;
   t.flags &= kFlagStaleEntry;  // an entry left in its queue is still there
+  if (flags & kFlagWithdraw) DropHold(r);
   if (flags & kFlagCancel) {
     Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
     return Status::Ok();
@@ -885,6 +900,7 @@ Status Scheduler::State::OnRejected(const LeaseRejected& e) {
 void Scheduler::State::LostAttemptEnded(TaskRef r) {
   Task& t = task(r);
   EndActive(t.active);
+  if (t.flags & kFlagWithdraw) DropHold(r);
   if (t.flags & kFlagCancel) {
     t.flags &= kFlagStaleEntry;
     Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));

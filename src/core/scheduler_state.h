@@ -21,7 +21,9 @@
 #include <memory>
 #include <optional>
 #include <queue>
+#include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -46,7 +48,15 @@ enum TaskFlag : uint8_t {
   // queued, dead, until it reaches the head. Queued again before that, the
   // task takes that entry back instead of a second one.
   kFlagStaleEntry = 32,
+  // Queue-ahead take-back: its worker was asked to drop the attempt, which
+  // waits there behind another, because room for it freed elsewhere first
+  // (State::holds keeps that room). Cleared when the attempt starts anyway
+  // or its end comes back.
+  kFlagWithdraw = 64,
 };
+
+// How many waiting queue-ahead attempts TakeBack looks at per freed worker.
+inline constexpr uint32_t kTakeBackScan = 8;
 
 // How far past a class head BackfillBehindHeads looks, per class.
 inline constexpr uint32_t kBackfillScan = 256;
@@ -102,6 +112,9 @@ struct Active {
   // alloc is a subset of prev's). `next`: the one waiting behind this.
   uint32_t prev = kNone;
   uint32_t next = kNone;
+  // While it waits: its place in line when it left its queue (the queue
+  // entry's seq; UINT64_MAX when restored or adopted: after every head).
+  uint64_t wait_seq = 0;
   Allocation alloc;
 };
 
@@ -207,6 +220,12 @@ struct Scheduler::State {
   // Workers that may hold an attempt nothing waits behind yet (queue-ahead);
   // a superset, cleaned as QueueAhead looks at them.
   std::vector<uint32_t> tail_workers;
+  // Queue-ahead attempts waiting behind another (Active::prev set), in the
+  // order they left their queues: (-priority, seq, task, attempt).
+  std::set<std::tuple<int64_t, uint64_t, TaskRef, uint32_t>> waiters;
+  // Worker slot -> the withdrawn waiter (kFlagWithdraw) its free room is
+  // held for until the withdrawal's answer comes back. At most one per worker.
+  std::map<uint32_t, TaskRef> holds;
   std::vector<uint32_t> dirty_classes;
   std::vector<uint8_t> class_dirty;
   std::vector<uint32_t> load_dirty;
@@ -398,6 +417,29 @@ struct Scheduler::State {
   bool HasTail(uint32_t w) const;
   // Assigns class head `r` behind Active `prev` (popped from its class).
   void PlaceBehind(uint32_t cls, TaskRef r, uint32_t prev);
+  // Links Active `a` behind Active `prev` on their worker and lists it
+  // among the waiters; `seq`: its queue entry's (Active::wait_seq).
+  void LinkBehind(uint32_t a, uint32_t prev, uint64_t seq);
+  void UnlistWaiter(const Active& act) {
+    waiters.erase({-int64_t{SpecOf(act.task).priority}, act.wait_seq, act.task, act.attempt});
+  }
+  // Queue-ahead take-back, on a worker `w` whose room just freed: the first
+  // waiter (behind a task on any worker) that fits here and goes before
+  // every class head that does is withdrawn from where it waits, and this
+  // room is held for it until its worker answers. Without that, a task
+  // queued behind a long one would wait for it while other workers free.
+  void TakeBack(uint32_t w);
+  // The task the room of `w` is held for, if the hold is still current.
+  const TaskRef* HeldFor(uint32_t w);
+  // Ends the hold for `r` (its withdrawal was answered) and offers the
+  // worker again.
+  void DropHold(TaskRef r);
+  // Placing `r` on `w` leaves room for the task `w` is held for.
+  bool HoldAllows(uint32_t w, TaskRef r);
+  // The current attempt of `r` ended before it started (dropped from its
+  // worker's queue: withdrawn, or fenced): back to the front of its class,
+  // no failure counted.
+  void NeverStarted(TaskRef r, std::string reason);
 };
 
 }  // namespace drover::core

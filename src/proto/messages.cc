@@ -28,6 +28,7 @@ constexpr std::string_view Name(const Assign&) { return "assign"; }
 constexpr std::string_view Name(const Ack&) { return "ack"; }
 constexpr std::string_view Name(const Cancel&) { return "cancel"; }
 constexpr std::string_view Name(const Kill&) { return "kill"; }
+constexpr std::string_view Name(const Withdraw&) { return "withdraw"; }
 constexpr std::string_view Name(const LogRequest&) { return "log_request"; }
 constexpr std::string_view Name(const Error&) { return "error"; }
 
@@ -66,6 +67,7 @@ Json FinishedTaskJson(const FinishedTask& f) {
   Json j = AttemptJson(f.task, f.attempt);
   j["outcome"] = internal::OutcomeJson(f.outcome);
   j["finished_at_us"] = ToMicros(f.finished_at);
+  if (f.never_started) j["never_started"] = true;
   return j;
 }
 
@@ -77,7 +79,8 @@ bool ReadFinishedTask(const Json& j, const std::string& path, FinishedTask* out,
   if (!r.ok() || !internal::ReadOutcome(*outcome, r.PathOf("outcome"), &out->outcome, ctx)) {
     return false;
   }
-  return r.TimeMicros("finished_at_us", &out->finished_at);
+  return r.TimeMicros("finished_at_us", &out->finished_at) &&
+         r.Bool("never_started", &out->never_started, Need::kOptional);
 }
 
 Json FinishedListJson(const std::vector<FinishedTask>& list) {
@@ -315,6 +318,8 @@ Json Body(const Cancel& m) { return StopBody(m); }
 bool Read(ObjectReader& r, Cancel* m, DecodeContext&) { return ReadStop(r, m); }
 Json Body(const Kill& m) { return StopBody(m); }
 bool Read(ObjectReader& r, Kill* m, DecodeContext&) { return ReadStop(r, m); }
+Json Body(const Withdraw& m) { return StopBody(m); }
+bool Read(ObjectReader& r, Withdraw* m, DecodeContext&) { return ReadStop(r, m); }
 
 Json Body(const LogRequest& m) {
   Json j = AttemptJson(m.task, m.attempt);

@@ -6,8 +6,8 @@
 //
 //   worker -> server: hello, heartbeat, started, finished, refused,
 //                     log_chunk, drain
-//   server -> worker: hello_ack, assign, ack, cancel, kill, log_request,
-//                     drain, error
+//   server -> worker: hello_ack, assign, ack, cancel, kill, withdraw,
+//                     log_request, drain, error
 //
 // A session: the worker sends Hello (what it offers, what it still runs,
 // which results it buffered while disconnected); the server answers HelloAck
@@ -17,7 +17,10 @@
 // Finished with Ack once the outcome is durable; until then the worker keeps
 // the result and resends it in its next Hello. Cancel stops an attempt
 // gracefully (TERM, grace period, KILL), Kill stops it at once (lease lost,
-// reconciliation); both are answered by Finished as usual.
+// reconciliation); both are answered by Finished as usual. Withdraw takes
+// back an attempt that waits on the worker behind another (queue-ahead)
+// because room for it freed elsewhere first: the worker drops it and answers
+// Finished with never_started, or ignores it when the attempt has started.
 //
 // Encoding never fails. Strings are written as UTF-8; bytes that are not
 // valid UTF-8 (in a task's result, say) are replaced by U+FFFD, so such
@@ -97,6 +100,9 @@ struct FinishedTask {
   uint32_t attempt = 0;
   core::TaskOutcome outcome;
   Time finished_at;
+  // Dropped while it waited behind another: it never ran ("never_started",
+  // written only when true).
+  bool never_started = false;
   friend bool operator==(const FinishedTask&, const FinishedTask&) = default;
 };
 
@@ -233,6 +239,13 @@ struct Kill {
   std::string reason;  // "lease lost"
   friend bool operator==(const Kill&, const Kill&) = default;
 };
+// Drop the attempt if it still waits behind another; else nothing.
+struct Withdraw {
+  TaskId task;
+  uint32_t attempt = 0;
+  std::string reason;  // "room freed first on worker 2"
+  friend bool operator==(const Withdraw&, const Withdraw&) = default;
+};
 
 // Asks the worker to send a task's log from `offset`. follow = false sends
 // what exists, then a LogChunk with eof = true; follow = true keeps sending
@@ -260,7 +273,8 @@ struct Error {
 };
 
 using WorkerMessage = std::variant<Hello, Heartbeat, Started, Finished, Refused, LogChunk, Drain>;
-using ServerMessage = std::variant<HelloAck, Assign, Ack, Cancel, Kill, LogRequest, Drain, Error>;
+using ServerMessage =
+    std::variant<HelloAck, Assign, Ack, Cancel, Kill, Withdraw, LogRequest, Drain, Error>;
 
 // The "type" string of a message: "hello", "hello_ack", "log_request", ...
 std::string_view MessageTypeName(const WorkerMessage& message);

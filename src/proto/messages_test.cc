@@ -61,7 +61,8 @@ std::vector<WorkerMessage> AllWorkerMessages() {
   return {SampleHello(),
           Heartbeat{{37, 1ULL << 30, {{0, 90, 1ULL << 30}}}, {{{12, 3}, 1}}},
           Started{{{{12, 3}, 1, TimeFromMicros(1'700'000'000'000'001)}, {{12, 4}, 1, {}}}},
-          Finished{{{{12, 3}, 1, SampleOutcome(), TimeFromMicros(5)}}},
+          Finished{{{{12, 3}, 1, SampleOutcome(), TimeFromMicros(5)},
+                    {{12, 4}, 2, SampleOutcome(), TimeFromMicros(6), /*never_started=*/true}}},
           Refused{{12, 3}, 1, "needs 4 GiB, 1.5 GiB free"},
           LogChunk{{12, 3}, 1, LogStream::kStderr, 100, 200, true, "gone"},
           Drain{true, "SIGTERM"}};
@@ -73,6 +74,7 @@ std::vector<ServerMessage> AllServerMessages() {
           Ack{{{{12, 3}, 1}}},
           Cancel{{12, 3}, 1, "canceled by user"},
           Kill{{12, 3}, 1, "lease lost"},
+          Withdraw{{12, 3}, 1, "room freed first on worker 2"},
           LogRequest{{12, 3}, 0, LogStream::kStdout, true, false, 4096},
           Drain{false, ""},
           Error{"failed_precondition", "protocol version 2 is not supported"}};
@@ -96,6 +98,20 @@ TEST(MessagesTest, EveryServerMessageRoundTrips) {
     ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << text;
     EXPECT_EQ(*back, m) << text;
   }
+}
+
+TEST(MessagesTest, NeverStartedIsWrittenOnlyWhenTrueAndChecked) {
+  const std::string ran =
+      Encode(WorkerMessage(Finished{{{{12, 3}, 1, SampleOutcome(), TimeFromMicros(5)}}}));
+  EXPECT_EQ(ran.find("never_started"), std::string::npos) << ran;
+  Result<WorkerMessage> bad = DecodeWorkerMessage(
+      R"({"v":1,"type":"finished","tasks":[{"task":"1.0","attempt":1,"outcome":)"
+      R"({"exit_code":0,"signal":0,"oom_killed":false,"wall_us":0,"cpu_us":0,)"
+      R"("peak_mem_bytes":0},)"
+      R"("finished_at_us":5,"never_started":"yes"}]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tasks[0].never_started"), std::string::npos)
+      << bad.status().ToString();
 }
 
 TEST(MessagesTest, QueueAheadFieldsAreOptionalAndChecked) {

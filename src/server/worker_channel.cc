@@ -207,7 +207,8 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
     reported.insert(f.task);
     Forget(worker, f.task, f.attempt);
     results.tasks.push_back({f.task, f.attempt});
-    attached.finished.push_back(core::TaskFinished{f.task, f.attempt, std::move(f.outcome), worker});
+    attached.finished.push_back(
+        core::TaskFinished{f.task, f.attempt, std::move(f.outcome), worker, f.never_started});
   }
   // What the core knew before, to log what it adopted (rare: only after a
   // crash that lost assignments).
@@ -256,7 +257,8 @@ void WorkerChannel::OnFinished(WorkerId worker, std::vector<proto::FinishedTask>
   for (proto::FinishedTask& t : tasks) {
     Forget(worker, t.task, t.attempt);
     ack.tasks.push_back({t.task, t.attempt});
-    driver_.Handle(core::TaskFinished{t.task, t.attempt, std::move(t.outcome), worker});
+    driver_.Handle(
+        core::TaskFinished{t.task, t.attempt, std::move(t.outcome), worker, t.never_started});
   }
   AckWhenDurable(worker, std::move(ack));
 }
@@ -336,7 +338,11 @@ void WorkerChannel::Kill(const core::KillTask& kill) {
   FlushAssigns();  // an Assign of this turn must reach the worker first
   Forget(kill.worker, kill.task, kill.attempt);
   proto::ServerMessage message;
-  if (kill.hard) {
+  if (kill.only_queued) {
+    spdlog::info("withdrawing {}#{} from worker {}: {}", kill.task.ToString(), kill.attempt,
+                 kill.worker, kill.reason);
+    message = proto::Withdraw{kill.task, kill.attempt, kill.reason};
+  } else if (kill.hard) {
     spdlog::warn("killing {}#{} on worker {}: {}", kill.task.ToString(), kill.attempt,
                  kill.worker, kill.reason);
     message = proto::Kill{kill.task, kill.attempt, kill.reason};

@@ -120,6 +120,8 @@ class Agent::Impl {
   TaskSpec SpecOf(const proto::Assignment& assignment) const;
   std::map<TaskId, Queued>::iterator FindQueued(TaskId successor);
   void DropQueued(const Queued& queued, std::string reason);
+  // Server's Withdraw: drops the attempt if it is still queued here.
+  void OnWithdraw(TaskId task, uint32_t attempt, const std::string& reason);
   void OnStopRequest(TaskId task, uint32_t attempt, Duration grace, const std::string& reason);
   void OnTaskDone(const TaskResult& result);
   void RecordFinished(proto::FinishedTask finished);
@@ -402,6 +404,8 @@ void Agent::Impl::OnText(uint64_t gen, const std::string& text) {
           OnStopRequest(m.task, m.attempt, config_.kill_grace, m.reason);
         } else if constexpr (std::is_same_v<T, proto::Kill>) {
           OnStopRequest(m.task, m.attempt, Duration::zero(), m.reason);
+        } else if constexpr (std::is_same_v<T, proto::Withdraw>) {
+          OnWithdraw(m.task, m.attempt, m.reason);
         } else if constexpr (std::is_same_v<T, proto::LogRequest>) {
           OnLogRequest(m);
         } else if constexpr (std::is_same_v<T, proto::Drain>) {
@@ -648,8 +652,22 @@ std::map<TaskId, Agent::Impl::Queued>::iterator Agent::Impl::FindQueued(TaskId s
 void Agent::Impl::DropQueued(const Queued& queued, std::string reason) {
   const proto::Assignment& a = queued.assignment;
   executor_->DiscardPrepared(a.task, a.attempt);
-  RecordFinished(
-      proto::FinishedTask{a.task, a.attempt, FailureOutcome(std::move(reason)), clock_.Now()});
+  RecordFinished(proto::FinishedTask{a.task, a.attempt, FailureOutcome(std::move(reason)),
+                                     clock_.Now(), /*never_started=*/true});
+}
+
+void Agent::Impl::OnWithdraw(TaskId task, uint32_t attempt, const std::string& reason) {
+  auto q = FindQueued(task);
+  if (q == queued_.end() || q->second.assignment.attempt != attempt) {
+    // Started already (its Started report says so), or ended: it stays.
+    spdlog::debug("worker {}: {}#{} not queued here; withdrawal ignored", name_, task.ToString(),
+                  attempt);
+    return;
+  }
+  spdlog::info("worker {}: withdrawing queued {}#{}: {}", name_, task.ToString(), attempt, reason);
+  const Queued dropped = std::move(q->second);
+  queued_.erase(q);
+  DropQueued(dropped, "withdrawn before it started: " + reason);
 }
 
 void Agent::Impl::OnStopRequest(TaskId task, uint32_t attempt, Duration grace,

@@ -478,6 +478,7 @@ TEST_F(AgentTest, ACanceledQueuedTaskNeverStarts) {
   EXPECT_EQ(canceled.tasks[0].outcome.exit_code, -1);
   EXPECT_EQ(canceled.tasks[0].outcome.signal, 0);
   EXPECT_EQ(canceled.tasks[0].outcome.result, "canceled before it started: canceled by user");
+  EXPECT_TRUE(canceled.tasks[0].never_started);
   EXPECT_FALSE(Exists(dir_ / "work/1/1.1")) << "its prepared directory stayed";
 
   // A's exit starts nothing.
@@ -489,6 +490,36 @@ TEST_F(AgentTest, ACanceledQueuedTaskNeverStarts) {
   EXPECT_EQ(server.Pending<proto::Started>(), 0u);
   EXPECT_EQ(server.Pending<proto::Finished>(), 0u);
   EXPECT_TRUE(server.Expect<proto::Heartbeat>().running.empty());
+  EXPECT_FALSE(Exists(marker));
+}
+
+TEST_F(AgentTest, AWithdrawnQueuedTaskNeverStartsAndAStartedOneIgnoresIt) {
+  FakeServer server(/*tls=*/false);
+  Attach(server, Config(server));
+  Fifo gate(dir_ / "gate");
+  const std::string marker = dir_ / "b-ran";
+  ASSERT_NO_FATAL_FAILURE(StartHeldTask(server, gate));
+  server.Send(proto::Assign{{After(Task(1, "touch " + marker), TaskId{1, 0})}});
+  server.Sync();
+
+  // The running one is not queued: a withdrawal leaves it alone.
+  server.Send(proto::Withdraw{TaskId{1, 0}, 1, "room freed first on worker 2"});
+  server.Send(proto::Withdraw{TaskId{1, 1}, 1, "room freed first on worker 2"});
+  proto::Finished dropped = server.Expect<proto::Finished>();
+  ASSERT_EQ(dropped.tasks.size(), 1u);
+  EXPECT_EQ(dropped.tasks[0].task, (TaskId{1, 1}));
+  EXPECT_TRUE(dropped.tasks[0].never_started);
+  EXPECT_EQ(dropped.tasks[0].outcome.result,
+            "withdrawn before it started: room freed first on worker 2");
+
+  gate.Release();
+  proto::Finished a_done = server.Expect<proto::Finished>();
+  ASSERT_EQ(a_done.tasks.size(), 1u);
+  EXPECT_EQ(a_done.tasks[0].task, (TaskId{1, 0}));
+  EXPECT_EQ(a_done.tasks[0].outcome.exit_code, 0);
+  EXPECT_FALSE(a_done.tasks[0].never_started);
+  server.Sync();
+  EXPECT_EQ(server.Pending<proto::Started>(), 0u);
   EXPECT_FALSE(Exists(marker));
 }
 

@@ -1,7 +1,8 @@
 // Queue-ahead with real processes: on a one-core worker the next task is
 // assigned behind the running one and started by the worker the moment that
 // one exits; the two never overlap, a canceled waiter never runs, and a
-// server restart keeps the waiter in its place.
+// server restart keeps the waiter in its place; a waiter moves to a worker
+// that frees before its predecessor ends.
 #include <signal.h>
 
 #include <filesystem>
@@ -99,6 +100,56 @@ TEST(QueueAheadTest, AServerRestartKeepsTheWaiterInItsPlace) {
   }
   EXPECT_FALSE(std::filesystem::exists(c.dir() + "/overlaps"))
       << "tasks overlapped on one core: " << ::testing::PrintToString(Lines(c.dir() + "/overlaps"));
+}
+
+// Holds until `dir/name` exists.
+std::vector<std::string> HoldUntil(const std::string& dir, const std::string& name) {
+  return {"sh", "-c", "while [ ! -e " + dir + "/" + name + " ]; do sleep 0.02; done"};
+}
+
+TEST(QueueAheadTest, AWaiterMovesToTheWorkerThatFreesFirst) {
+  Cluster c;
+  c.StartServer();
+  c.StartWorker("a", {"--cpus", "0"});
+  c.StartWorker("b", {"--cpus", "1"});
+  const uint64_t long_job = SubmittedJob(c.Drover(Submit({}, HoldUntil(c.dir(), "go-long"))));
+  ASSERT_GT(long_job, 0u);
+  const std::string long_task = std::to_string(long_job) + ".0";
+  {
+    EventTap tap(c.Api().options(), long_job);
+    ASSERT_TRUE(tap.WaitForState(long_task, "running", 1));
+  }
+  const uint64_t short_job = SubmittedJob(c.Drover(Submit({}, HoldUntil(c.dir(), "go-short"))));
+  ASSERT_GT(short_job, 0u);
+  {
+    EventTap tap(c.Api().options(), short_job);
+    ASSERT_TRUE(tap.WaitForState(std::to_string(short_job) + ".0", "running", 1));
+  }
+  // Both cores busy: the next task waits behind the one running longest.
+  const uint64_t job = SubmittedJob(
+      c.Drover(Submit({}, {"sh", "-c", "echo $DROVER_ATTEMPT >> " + c.dir() + "/runs"})));
+  ASSERT_GT(job, 0u);
+  const std::string waiter = std::to_string(job) + ".0";
+  EventTap tap(c.Api().options(), job);
+  ASSERT_TRUE(tap.WaitForState(waiter, "assigned", 1));
+  nlohmann::json t = Task(c, job, 0);
+  ASSERT_EQ(t["after"], long_task) << t.dump(2);
+
+  // The short task ends first: the waiter moves there and runs while the
+  // long one still holds its worker.
+  std::ofstream(c.dir() + "/go-short") << "go\n";
+  ASSERT_TRUE(tap.WaitForState(waiter, "succeeded", 2));
+  t = Task(c, job, 0);
+  EXPECT_EQ(t["attempt"], 2) << t.dump(2);
+  ASSERT_EQ(t["attempts"].size(), 2u) << t.dump(2);
+  EXPECT_NE(t["attempts"][0]["reason"].get<std::string>().find("withdrawn before it started"),
+            std::string::npos)
+      << t.dump(2);
+  EXPECT_EQ(Task(c, long_job, 0)["state"], "running");
+  EXPECT_EQ(Lines(c.dir() + "/runs"), std::vector<std::string>{"2"});
+  std::ofstream(c.dir() + "/go-long") << "go\n";
+  EventTap long_tap(c.Api().options(), long_job);
+  ASSERT_TRUE(long_tap.WaitForState(long_task, "succeeded"));
 }
 
 }  // namespace
