@@ -388,7 +388,10 @@ void Scheduler::State::TakeBack(uint32_t w) {
       continue;
     }
     ++looked;
-    if (actives[t.active].lost || (t.flags & (kFlagWithdraw | kFlagCancel)) || !CanPlace(w, r)) {
+    // Restored or adopted waiters stay: whether their assignment reached
+    // the worker is not known here (granted says nothing for them).
+    if (actives[t.active].lost || actives[t.active].wait_seq == UINT64_MAX ||
+        (t.flags & (kFlagWithdraw | kFlagCancel)) || !CanPlace(w, r)) {
       ++it;
       continue;
     }

@@ -247,7 +247,8 @@ TEST(RedisStandbyTest, StandbyServesReadsSendsWritersAndWorkersToTheLeaderAndTak
   ASSERT_EQ(info["tasks"].size(), 4u) << done.output;
   for (const nlohmann::json& t : info["tasks"]) {
     EXPECT_EQ(t["state"], "succeeded") << t.dump(2);
-    EXPECT_EQ(t["attempt"], 1) << "re-attached, not re-run: " << t.dump(2);
+    EXPECT_EQ(t["attempt"], 1) << "re-attached, not re-run: " << t.dump(2) << "\nstandby:\n"
+                               << standby.output() << "\nworker:\n" << worker.output();
   }
 }
 
