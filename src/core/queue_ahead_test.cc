@@ -270,6 +270,33 @@ TEST(QueueAheadTest, ARestoredWaiterThatStartedBeforeItsPredecessorEndedBooksOnc
   EXPECT_EQ(r.sched.GetWorker(1)->free_cores, std::vector<uint32_t>{0});
 }
 
+TEST(QueueAheadTest, RestoredWaitersStayBehindTheirPredecessors) {
+  // Two cores, two running, two waiting; a new leader restores them and the
+  // worker reports all four. Whether a restored waiter's assignment reached
+  // the worker is not known from the journal, so none is moved or re-sent.
+  TestCluster c(QueueAhead());
+  c.AddWorker(WorkerBuilder().Cpus(2));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 4)));
+  for (uint32_t i = 0; i < 4; ++i) c.Grant(T(1, i));
+  c.Start(T(1, 0));
+  c.Start(T(1, 1));
+  c.Take();
+  std::vector<ReportedAttempt> running;
+  for (uint32_t i = 0; i < 4; ++i) {
+    running.push_back(ReportedAttempt{T(1, i), 1, c.scheduler().GetTask(T(1, i))->cores, {}, i >= 2});
+  }
+  Restored r(c);
+  ASSERT_TRUE(r.Handle(WorkerAttached{1, WorkerBuilder().Cpus(2).Build(), running, {}}).ok());
+  EXPECT_THAT(r.Take(), IsEmpty());
+  EXPECT_THAT(r.sched.GetWorker(1)->free_cores, IsEmpty());
+  // One of the running ones ends: its waiter takes its core, nothing moves.
+  TaskOutcome ok;
+  ASSERT_TRUE(r.Handle(TaskFinished{T(1, 0), 1, ok, 1}).ok());
+  EXPECT_THAT(r.Take(), ElementsAre("release 1.0#1 on w1 [lease:1:slot:1.0]",
+                                    "state 1.0 running->succeeded #1"));
+  for (uint32_t i = 1; i < 4; ++i) EXPECT_EQ(r.sched.GetTask(T(1, i))->attempt, 1u) << i;
+}
+
 // A scheduler restored from `c`'s journal without 1.1's records (its
 // assignment was not durable when the server died), then attached by a
 // worker reporting `running`.
