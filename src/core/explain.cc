@@ -134,6 +134,19 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
       if (t.state == TaskState::kRunning) {
         return "running on " + where + " (attempt " + std::to_string(t.attempt) + ")";
       }
+      if (act.prev != kNone) {
+        const std::string behind =
+            s.IdOf(s.actives[act.prev].task).ToString() + " on " + where;
+        if (t.flags & kFlagWithdraw) {
+          for (const auto& [w, held] : s.holds) {
+            if (held == r) {
+              return "moving to worker " + std::to_string(s.workers[w].id) +
+                     ", where room freed first (waited behind " + behind + ")";
+            }
+          }
+        }
+        return "waits behind " + behind + (act.granted ? "" : " (lease claim pending)");
+      }
       return "assigned to " + where + (act.granted ? "" : " (lease claim pending)");
     }
     case TaskState::kWaiting: {

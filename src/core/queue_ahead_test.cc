@@ -372,6 +372,7 @@ void WaiterBehindTheOlderOfTwo(TestCluster& c) {
   c.Grant(T(3, 0));
   c.Take();
   ASSERT_EQ(c.scheduler().GetTask(T(3, 0))->after, T(1, 0));
+  ASSERT_EQ(*c.scheduler().Explain(T(3, 0)), "waits behind 1.0 on worker 1");
 }
 
 TaskFinished NeverStartedReport(TaskId t, uint32_t attempt, std::string why) {
@@ -390,6 +391,8 @@ TEST(QueueAheadTest, AWaiterMovesToAWorkerThatFreesFirst) {
   EXPECT_THAT(c.Take(), ElementsAre("release 2.0#1 on w2 [lease:2:slot:2.0]",
                                     "state 2.0 running->succeeded #1",
                                     "withdraw 3.0#1 on w1: room freed first on worker 2"));
+  EXPECT_EQ(*c.scheduler().Explain(T(3, 0)),
+            "moving to worker 2, where room freed first (waited behind 1.0 on worker 1)");
   // Worker 2's core is held for it: a later task neither takes it nor
   // queues there.
   c.Submit(JobBuilder(TaskBuilder()));
