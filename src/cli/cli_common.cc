@@ -5,7 +5,7 @@
 #include <chrono>
 #include <iostream>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.h"
 
 namespace drover::cli {
 

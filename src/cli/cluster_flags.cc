@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.h"
 
 #include "common/quantity.h"
 #include "core/placement.h"

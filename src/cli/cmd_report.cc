@@ -4,7 +4,7 @@
 #include <iostream>
 #include <memory>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.h"
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"

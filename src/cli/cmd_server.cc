@@ -5,7 +5,7 @@
 #include <iostream>
 #include <memory>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.h"
 #include <spdlog/spdlog.h>
 
 #include "cli/cli_common.h"

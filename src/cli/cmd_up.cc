@@ -13,7 +13,7 @@
 #include <memory>
 #include <system_error>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.h"
 #include <spdlog/spdlog.h>
 
 #include "cli/cli_common.h"

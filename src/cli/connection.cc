@@ -1,6 +1,6 @@
 #include "cli/connection.h"
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.h"
 
 #include "net/access_file.h"
 #include "net/local_socket.h"

@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.h"
 #include <iostream>
 
 #include "common/quantity.h"

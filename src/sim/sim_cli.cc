@@ -3,7 +3,7 @@
 #include <iostream>
 #include <memory>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.h"
 
 #include "sim/sim_command.h"
 
