@@ -3,7 +3,7 @@
 #include <iostream>
 #include <memory>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.h"
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
@@ -81,13 +81,15 @@ int RunDrain(const TargetOptions& o) {
 
 }  // namespace
 
-void AddControlCommands(CLI::App& root, int& exit_code) {
+void AddCancelCommand(CLI::App& root, int& exit_code) {
   auto c = std::make_shared<TargetOptions>();
   CLI::App* cancel = root.add_subcommand("cancel", "Cancel a job (12) or one task (12.3)");
   AddClientFlags(*cancel, c->client, /*with_json=*/true);
   cancel->add_option("target", c->target, "Job or task id")->required();
   cancel->callback([c, &exit_code] { exit_code = RunCancel(*c); });
+}
 
+void AddWaitCommand(CLI::App& root, int& exit_code) {
   auto w = std::make_shared<TargetOptions>();
   CLI::App* wait = root.add_subcommand(
       "wait", "Wait until a job ends; exit 1 if a task did not succeed");
@@ -95,7 +97,9 @@ void AddControlCommands(CLI::App& root, int& exit_code) {
   wait->add_option("job", w->target, "Job id")->required();
   wait->add_flag("-q,--quiet", w->quiet, "Only the final line");
   wait->callback([w, &exit_code] { exit_code = RunWait(*w); });
+}
 
+void AddDrainCommand(CLI::App& root, int& exit_code) {
   auto d = std::make_shared<TargetOptions>();
   CLI::App* drain = root.add_subcommand(
       "drain", "Stop placing tasks on a worker (running ones finish); --undo to resume");

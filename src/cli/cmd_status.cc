@@ -3,7 +3,7 @@
 #include <iostream>
 #include <memory>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.h"
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
@@ -74,7 +74,7 @@ int RunWorkers(const WorkersOptions& o) {
 
 }  // namespace
 
-void AddStatusCommands(CLI::App& root, int& exit_code) {
+void AddStatusCommand(CLI::App& root, int& exit_code) {
   auto s = std::make_shared<StatusOptions>();
   CLI::App* status = root.add_subcommand("status", "Jobs; one job and its tasks; or one task");
   AddClientFlags(*status, s->client, /*with_json=*/true);
@@ -83,7 +83,9 @@ void AddStatusCommands(CLI::App& root, int& exit_code) {
   status->add_option("--offset", s->offset, "One job: first task to show");
   status->add_option("--limit", s->limit, "One job: how many tasks to show")->capture_default_str();
   status->callback([s, &exit_code] { exit_code = RunStatus(*s); });
+}
 
+void AddWorkersCommand(CLI::App& root, int& exit_code) {
   auto w = std::make_shared<WorkersOptions>();
   CLI::App* workers = root.add_subcommand("workers", "The workers and what they hold");
   AddClientFlags(*workers, w->client, /*with_json=*/true);

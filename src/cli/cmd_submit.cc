@@ -6,7 +6,7 @@
 #include <optional>
 #include <sstream>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.h"
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
@@ -117,7 +117,7 @@ int RunFile(const RunOptions& o) {
 
 }  // namespace
 
-void AddSubmitCommands(CLI::App& root, int& exit_code) {
+void AddSubmitCommand(CLI::App& root, int& exit_code) {
   auto s = std::make_shared<SubmitOptions>();
   CLI::App* submit = root.add_subcommand("submit", "Submit one command (or an array of it)");
   AddClientFlags(*submit, s->client, /*with_json=*/false);
@@ -136,7 +136,9 @@ void AddSubmitCommands(CLI::App& root, int& exit_code) {
   submit->add_flag("--wait", s->wait, "Wait for the end; exit 1 if a task did not succeed");
   submit->add_option("command", s->spec.command, "The command, after --")->required();
   submit->callback([s, &exit_code] { exit_code = RunSubmit(*s); });
+}
 
+void AddRunCommand(CLI::App& root, int& exit_code) {
   auto r = std::make_shared<RunOptions>();
   CLI::App* run = root.add_subcommand("run", "Submit a job file and follow it to the end");
   AddClientFlags(*run, r->client, /*with_json=*/false);

@@ -1,6 +1,7 @@
-// The `drover` subcommands. Each Add*Command registers one or more
-// subcommands on the root app; their callbacks store the process exit
-// status in `exit_code` (see cli_common.h for the values).
+// The `drover` subcommands. Each Add*Command registers one subcommand on
+// the root app (main.cc builds only the one that argv names); its callback
+// stores the process exit status in `exit_code` (see cli_common.h for the
+// values).
 //
 // Thread safety: main thread only.
 #ifndef DROVER_CLI_COMMANDS_H_
@@ -15,10 +16,14 @@ namespace drover::cli {
 void AddServerCommand(CLI::App& root, int& exit_code);   // cmd_server.cc
 void AddWorkerCommand(CLI::App& root, int& exit_code);   // cmd_worker.cc
 void AddUpCommand(CLI::App& root, int& exit_code);       // cmd_up.cc
-void AddSubmitCommands(CLI::App& root, int& exit_code);  // cmd_submit.cc: submit, run
-void AddStatusCommands(CLI::App& root, int& exit_code);  // cmd_status.cc: status, workers
+void AddSubmitCommand(CLI::App& root, int& exit_code);   // cmd_submit.cc
+void AddRunCommand(CLI::App& root, int& exit_code);      // cmd_submit.cc
+void AddStatusCommand(CLI::App& root, int& exit_code);   // cmd_status.cc
+void AddWorkersCommand(CLI::App& root, int& exit_code);  // cmd_status.cc
 void AddLogsCommand(CLI::App& root, int& exit_code);     // cmd_logs.cc
-void AddControlCommands(CLI::App& root, int& exit_code); // cmd_control.cc: cancel, wait, drain
+void AddCancelCommand(CLI::App& root, int& exit_code);   // cmd_control.cc
+void AddWaitCommand(CLI::App& root, int& exit_code);     // cmd_control.cc
+void AddDrainCommand(CLI::App& root, int& exit_code);    // cmd_control.cc
 void AddReportCommand(CLI::App& root, int& exit_code);   // cmd_report.cc
 
 }  // namespace drover::cli

@@ -2,10 +2,10 @@
 // (DESIGN.md). See docs/guide.md for usage.
 #include <algorithm>
 #include <iostream>
+#include <iterator>
 #include <string_view>
-#include <vector>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.h"
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
@@ -23,43 +23,38 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough(false);
   int exit_code = drover::cli::kExitOk;
-  // Every command is a fresh process, and each group's options cost ~0.3
-  // million instructions to build: build the group that the first argument
-  // names, and every group (in this order) when it names none of them or
-  // when the group turns out not to have it, so help and errors read the
-  // same.
+  // Every command is a fresh process, and each command's options cost
+  // ~0.1-0.3 million instructions and heap pages to build: build the
+  // command that the first argument names, and every command (in this
+  // order) when it names none of them, so help and errors read the same.
+  // A lone --version needs none (its flag is the root's).
   using AddFn = void (*)(CLI::App&, int&);
-  struct Group {
-    std::vector<std::string_view> names;
+  struct Command {
+    std::string_view name;
     AddFn add;
   };
-  const Group groups[] = {
-      {{"server"}, drover::cli::AddServerCommand},
-      {{"worker"}, drover::cli::AddWorkerCommand},
-      {{"up"}, drover::cli::AddUpCommand},
-      {{"submit", "run"}, drover::cli::AddSubmitCommands},
-      {{"status", "workers"}, drover::cli::AddStatusCommands},
-      {{"logs"}, drover::cli::AddLogsCommand},
-      {{"cancel", "wait", "drain"}, drover::cli::AddControlCommands},
-      {{"report"}, drover::cli::AddReportCommand},
-      {{"sim"}, drover::sim::AddSimCommand},
+  const Command commands[] = {
+      {"server", drover::cli::AddServerCommand},
+      {"worker", drover::cli::AddWorkerCommand},
+      {"up", drover::cli::AddUpCommand},
+      {"submit", drover::cli::AddSubmitCommand},
+      {"run", drover::cli::AddRunCommand},
+      {"status", drover::cli::AddStatusCommand},
+      {"workers", drover::cli::AddWorkersCommand},
+      {"logs", drover::cli::AddLogsCommand},
+      {"cancel", drover::cli::AddCancelCommand},
+      {"wait", drover::cli::AddWaitCommand},
+      {"drain", drover::cli::AddDrainCommand},
+      {"report", drover::cli::AddReportCommand},
+      {"sim", drover::sim::AddSimCommand},
   };
   const std::string_view first = argc > 1 ? argv[1] : "";
-  const Group* chosen = nullptr;
-  for (const Group& g : groups) {
-    if (std::find(g.names.begin(), g.names.end(), first) != g.names.end()) chosen = &g;
-  }
-  if (chosen != nullptr) chosen->add(app, exit_code);
-  const auto has_first = [&] {
-    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
-      if (sub->get_name() == first) return true;
-    }
-    return false;
-  };
-  if (chosen == nullptr || !has_first()) {
-    for (const Group& g : groups) {
-      if (&g != chosen) g.add(app, exit_code);
-    }
+  const auto chosen = std::find_if(std::begin(commands), std::end(commands),
+                                   [&](const Command& c) { return c.name == first; });
+  if (chosen != std::end(commands)) {
+    chosen->add(app, exit_code);
+  } else if (!(argc == 2 && first == "--version")) {
+    for (const Command& c : commands) c.add(app, exit_code);
   }
   try {
     app.parse(argc, argv);
