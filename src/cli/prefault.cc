@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 
@@ -16,7 +17,8 @@ namespace drover::cli {
 
 namespace {
 
-// Populates [begin, end) widened to whole pages; false when madvise fails.
+// Populates [begin, end) widened to whole pages; false (errno set) when
+// madvise fails.
 bool PopulateWrite(std::uintptr_t begin, std::uintptr_t end, std::size_t& bytes) {
   const std::uintptr_t page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
   begin &= ~(page - 1);
@@ -35,6 +37,7 @@ PrefaultReport PrefaultStartPages() {
   if (!PopulateWrite(reinterpret_cast<std::uintptr_t>(__data_start),
                      reinterpret_cast<std::uintptr_t>(_end), report.data_bytes)) {
     ++report.failures;
+    report.error = errno;
   }
   // The first malloc makes the main arena's heap: the request plus
   // M_TOP_PAD (128 KiB), which a command then writes page by page. The
@@ -46,16 +49,9 @@ PrefaultReport PrefaultStartPages() {
   if (heap_size > 0 && heap_size <= heap_end &&
       !PopulateWrite(heap_end - heap_size, heap_end, report.heap_bytes)) {
     ++report.failures;
+    report.error = errno;
   }
   return report;
 }
-
-namespace {
-
-// Priority 101, the first one a program may use: before the C++ static
-// initialisers (priority 65535), which are among the writers.
-[[gnu::constructor(101)]] void PrefaultAtStart() { PrefaultStartPages(); }
-
-}  // namespace
 
 }  // namespace drover::cli

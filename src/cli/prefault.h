@@ -6,8 +6,9 @@
 // MADV_POPULATE_WRITE costs ~1 us (bench/README.md, "B4 through the CLI").
 // A command writes to nearly every page of the binary's own .data and
 // .bss (static initialisers, the locale, OpenSSL's capability words,
-// CLI11) and to the first pages of the heap, one fault each. prefault.cc
-// fills both regions at once, before the C++ static initialisers run (an
+// CLI11) and to the first pages of the heap, one fault each.
+// PrefaultStartPages fills those regions at once; the binary calls it
+// before the C++ static initialisers run (prefault_at_start.cc, an
 // init_array entry of priority 101), so those faults do not happen.
 //
 // It changes no data: the pages are populated as if written, and .data's
@@ -15,7 +16,8 @@
 // When the kernel lacks MADV_POPULATE_WRITE (before Linux 5.14) or a range
 // cannot be populated, the pages are simply faulted in later as before.
 //
-// Thread safety: runs once, before main, while the process has one thread.
+// Thread safety: call while the process has one thread (the binary does,
+// before main): it reads the heap's bounds with sbrk and mallinfo2.
 #ifndef DROVER_CLI_PREFAULT_H_
 #define DROVER_CLI_PREFAULT_H_
 
@@ -29,11 +31,12 @@ struct PrefaultReport {
   std::size_t data_bytes = 0;  // .data and .bss
   std::size_t heap_bytes = 0;  // the heap the first malloc made
   int failures = 0;
+  int error = 0;  // errno of the last failed madvise (EINVAL: no such advice)
 };
 
-// Populates .data, .bss and the current heap for writing. Called by the
-// init_array entry in prefault.cc; calling it again is harmless (populated
-// pages are skipped).
+// Populates the calling binary's .data and .bss and the main arena's heap
+// for writing (the heap is made first if no malloc has run yet). Calling it
+// again is harmless: populated pages are skipped.
 PrefaultReport PrefaultStartPages();
 
 }  // namespace drover::cli

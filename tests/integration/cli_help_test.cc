@@ -1,6 +1,8 @@
-// main.cc builds only the command group its first argument names: every
-// command must still be found, with its own help, and `drover --help`
-// must still list them all.
+// main.cc builds only the command its first argument names (none for a
+// lone --version): every command must still be found, with its own help
+// and its own options, and `drover --help` must still list them all.
+#include <regex>
+
 #include <gtest/gtest.h>
 
 #include "cluster.h"
@@ -28,6 +30,61 @@ TEST(CliHelpTest, EveryCommandHasItsHelpAndTheRootListsThemAll) {
   RunResult unknown = c.Drover({"sbumit"});
   EXPECT_EQ(unknown.status, 2) << unknown.output;
   EXPECT_NE(unknown.output.find("see drover --help"), std::string::npos) << unknown.output;
+}
+
+// With no server (and so no access file), a command whose flags parse
+// fails at run time (1) on the access file; one given another command's
+// flag is a usage error (2), as when every command was built.
+TEST(CliHelpTest, EachCommandParsesItsOwnFlagsAndNoOtherCommandsFlags) {
+  Cluster c;
+  const std::vector<std::vector<std::string>> parse = {
+      {"submit", "--cpus", "2", "--env", "A=1", "--wait", "--", "/bin/true"},
+      {"status", "--json", "--state", "active", "--limit", "5"},
+      {"workers", "--json"},
+      {"logs", "--stderr", "-f", "12.3"},
+      {"cancel", "--json", "12"},
+      {"wait", "-q", "12"},
+      {"drain", "--undo", "3"},
+      {"report", "--html", c.dir() + "/report.html", "12"},
+  };
+  for (const std::vector<std::string>& args : parse) {
+    RunResult r = c.Drover(args);
+    EXPECT_EQ(r.status, 1) << args[0] << "\n" << r.output;
+    EXPECT_NE(r.output.find("no access file"), std::string::npos) << args[0] << "\n" << r.output;
+  }
+  RunResult run = c.Drover({"run", "--plain", c.dir() + "/missing.toml"});
+  EXPECT_EQ(run.status, 2) << run.output;
+  EXPECT_NE(run.output.find("cannot open the job file"), std::string::npos) << run.output;
+
+  const std::vector<std::vector<std::string>> refuse = {
+      {"submit", "--plain", "--", "/bin/true"},  // run's
+      {"workers", "--state", "active"},          // status's
+      {"cancel", "-q", "12"},                    // wait's
+      {"wait", "--undo", "12"},                  // drain's
+      {"status", "--follow"},                    // logs'
+  };
+  for (const std::vector<std::string>& args : refuse) {
+    RunResult r = c.Drover(args);
+    EXPECT_EQ(r.status, 2) << args[0] << "\n" << r.output;
+    EXPECT_NE(r.output.find("not expected"), std::string::npos) << args[0] << "\n" << r.output;
+    EXPECT_NE(r.output.find("see drover --help"), std::string::npos) << args[0] << "\n"
+                                                                     << r.output;
+  }
+}
+
+TEST(CliHelpTest, VersionAloneAndAfterACommand) {
+  Cluster c;
+  RunResult version = c.Drover({"--version"});
+  EXPECT_EQ(version.status, 0) << version.output;
+  EXPECT_TRUE(std::regex_match(version.output, std::regex("[0-9]+\\.[0-9]+\\.[0-9]+\n")))
+      << version.output;
+  // After a command it is that command's unknown flag, before one the
+  // root's, as when every command was built.
+  RunResult after = c.Drover({"status", "--version"});
+  EXPECT_EQ(after.status, 2) << after.output;
+  RunResult before = c.Drover({"--version", "status"});
+  EXPECT_EQ(before.status, 0) << before.output;
+  EXPECT_EQ(before.output, version.output);
 }
 
 }  // namespace
