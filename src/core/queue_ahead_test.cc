@@ -359,8 +359,9 @@ TEST(QueueAheadTest, AQueuedAttemptTheJournalNeverSawWithNothingToWaitBehindIsDr
 // worker frees first ---------------------------------------------------------
 
 // Worker 1 runs 1.0, worker 2 runs 2.0 (both one core); 3.0 then waits
-// behind 1.0, the one running longest.
-void WaiterBehindTheOlderOfTwo(TestCluster& c) {
+// behind 1.0, the one running longest (`granted`: its claim granted, so its
+// assignment went out).
+void WaiterBehindTheOlderOfTwo(TestCluster& c, bool granted = true) {
   c.AddWorker(WorkerBuilder().Cpus(1));
   c.AddWorker(WorkerBuilder().Cpus(1));
   c.Submit(JobBuilder(TaskBuilder()));
@@ -369,10 +370,11 @@ void WaiterBehindTheOlderOfTwo(TestCluster& c) {
   c.Run(T(2, 0));
   c.Advance(std::chrono::seconds(1));
   c.Submit(JobBuilder(TaskBuilder()));
-  c.Grant(T(3, 0));
+  if (granted) c.Grant(T(3, 0));
   c.Take();
   ASSERT_EQ(c.scheduler().GetTask(T(3, 0))->after, T(1, 0));
-  ASSERT_EQ(*c.scheduler().Explain(T(3, 0)), "waits behind 1.0 on worker 1");
+  ASSERT_EQ(*c.scheduler().Explain(T(3, 0)),
+            std::string("waits behind 1.0 on worker 1") + (granted ? "" : " (lease claim pending)"));
 }
 
 TaskFinished NeverStartedReport(TaskId t, uint32_t attempt, std::string why) {
@@ -436,15 +438,7 @@ TEST(QueueAheadTest, AWithdrawalThatCrossesTheStartLeavesTheWaiterWhereItRuns) {
 
 TEST(QueueAheadTest, AWaiterNotSentToItsWorkerYetMovesAtOnce) {
   TestCluster c(QueueAhead());
-  c.AddWorker(WorkerBuilder().Cpus(1));
-  c.AddWorker(WorkerBuilder().Cpus(1));
-  c.Submit(JobBuilder(TaskBuilder()));
-  c.Run(T(1, 0));
-  c.Submit(JobBuilder(TaskBuilder()));
-  c.Run(T(2, 0));
-  c.Advance(std::chrono::seconds(1));
-  c.Submit(JobBuilder(TaskBuilder()));  // claimed behind 1.0, not granted yet
-  c.Take();
+  WaiterBehindTheOlderOfTwo(c, /*granted=*/false);
   c.Finish(T(2, 0));
   EXPECT_THAT(c.Take(), ElementsAre("release 2.0#1 on w2 [lease:2:slot:2.0]",
                                     "state 2.0 running->succeeded #1",

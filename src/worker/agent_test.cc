@@ -114,6 +114,12 @@ class AgentTest : public ::testing::Test {
     server.Send(proto::Assign{{Task(0, "read x < " + gate.path())}});
     ASSERT_EQ(server.Expect<proto::Started>().tasks.size(), 1u);
   }
+  // StartHeldTask, then task 1.1 (which touches `marker`) queued behind it.
+  void QueueBehindHeldTask(FakeServer& server, const Fifo& gate, const std::string& marker) {
+    ASSERT_NO_FATAL_FAILURE(StartHeldTask(server, gate));
+    server.Send(proto::Assign{{After(Task(1, "touch " + marker), TaskId{1, 0})}});
+    server.Sync();
+  }
   static proto::Assignment After(proto::Assignment a, TaskId predecessor, uint32_t attempt = 1) {
     a.after = proto::TaskAttempt{predecessor, attempt};
     return a;
@@ -466,9 +472,7 @@ TEST_F(AgentTest, ACanceledQueuedTaskNeverStarts) {
   Attach(server, Config(server));
   Fifo gate(dir_ / "gate");
   const std::string marker = dir_ / "b-ran";
-  ASSERT_NO_FATAL_FAILURE(StartHeldTask(server, gate));
-  server.Send(proto::Assign{{After(Task(1, "touch " + marker), TaskId{1, 0})}});
-  server.Sync();
+  ASSERT_NO_FATAL_FAILURE(QueueBehindHeldTask(server, gate, marker));
   ASSERT_TRUE(Exists(dir_ / "work/1/1.1"));
 
   server.Send(proto::Cancel{TaskId{1, 1}, 1, "canceled by user"});
@@ -498,9 +502,7 @@ TEST_F(AgentTest, AWithdrawnQueuedTaskNeverStartsAndAStartedOneIgnoresIt) {
   Attach(server, Config(server));
   Fifo gate(dir_ / "gate");
   const std::string marker = dir_ / "b-ran";
-  ASSERT_NO_FATAL_FAILURE(StartHeldTask(server, gate));
-  server.Send(proto::Assign{{After(Task(1, "touch " + marker), TaskId{1, 0})}});
-  server.Sync();
+  ASSERT_NO_FATAL_FAILURE(QueueBehindHeldTask(server, gate, marker));
 
   // The running one is not queued: a withdrawal leaves it alone.
   server.Send(proto::Withdraw{TaskId{1, 0}, 1, "room freed first on worker 2"});
