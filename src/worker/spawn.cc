@@ -54,16 +54,17 @@ struct ChildArgs {
   // Signals whose disposition is not the default in the parent (caught or
   // ignored); only these are reset in the child, a handful instead of 64
   // system calls (each costs microseconds on a VM, all before the exec).
-  int reset[NSIG];
+  const int* reset;
   int reset_count;
   // Written by the child (it shares this memory) as its first step.
   timespec spawned_at;
 };
 
 // Reads the caught and ignored signal sets from /proc/self/status (one
-// small read instead of 64 sigaction queries). Returns false if that file
-// cannot be read or parsed; the caller then resets every signal.
-bool ReadNonDefaultSignals(ChildArgs& args) {
+// small read instead of 64 sigaction queries) into reset[]/reset_count.
+// Returns false if that file cannot be read or parsed; the caller then
+// resets every signal.
+bool ReadNonDefaultSignals(int* reset, int& reset_count) {
   int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   char buf[4096];
@@ -89,19 +90,19 @@ bool ReadNonDefaultSignals(ChildArgs& args) {
     if (end == at + strlen(names[i])) return false;
   }
   const unsigned long long non_default = masks[0] | masks[1];
-  args.reset_count = 0;
+  reset_count = 0;
   for (int sig = 1; sig < NSIG && sig <= 64; ++sig) {
     if (sig == SIGKILL || sig == SIGSTOP) continue;
-    if (non_default & (1ULL << (sig - 1))) args.reset[args.reset_count++] = sig;
+    if (non_default & (1ULL << (sig - 1))) reset[reset_count++] = sig;
   }
   return true;
 }
 
-void ResetAllSignals(ChildArgs& args) {
-  args.reset_count = 0;
+void ResetAllSignals(int* reset, int& reset_count) {
+  reset_count = 0;
   for (int sig = 1; sig < NSIG; ++sig) {
     if (sig == SIGKILL || sig == SIGSTOP) continue;
-    args.reset[args.reset_count++] = sig;
+    reset[reset_count++] = sig;
   }
 }
 
@@ -240,20 +241,23 @@ Result<SpawnedProcess> Spawner::Spawn(const SpawnPlan& plan) {
   if (pipe2(error_pipe, O_CLOEXEC) != 0) {
     return Unavailable("cannot create the error pipe: " + Errno(errno));
   }
+  // The worker's dispositions are read once (header: they are set at start
+  // and not changed after): the read cost an open, a read and a close of
+  // /proc/self/status, ~25 us on a VM, before every task.
+  if (!signals_read_) {
+    if (!ReadNonDefaultSignals(reset_, reset_count_)) ResetAllSignals(reset_, reset_count_);
+    signals_read_ = true;
+  }
   ChildArgs args;
   args.plan = &plan;
   args.error_fd = error_pipe[1];
+  args.reset = reset_;
+  args.reset_count = reset_count_;
   args.spawned_at = timespec{0, 0};
 
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  // A handler another thread installs after this read stays set in the
-  // child until execve resets it; it could run there only for a signal sent
-  // to the new process in the instant between unblocking and execve, before
-  // anyone but this thread knows its pid (the child is alone in a new
-  // session).
-  if (!ReadNonDefaultSignals(args)) ResetAllSignals(args);
   int pidfd = -1;
   char* top = static_cast<char*>(stack_) + stack_size_;
   pid_t pid = clone(ChildMain, top, CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &args, &pidfd);
@@ -289,15 +293,17 @@ Result<SpawnedProcess> Spawner::Spawn(const SpawnPlan& plan) {
   return SpawnedProcess{pid, pidfd, spawned_at};
 }
 
+int CheckExecutable(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return ENOENT;
+  if (!S_ISREG(st.st_mode)) return EACCES;
+  return access(path.c_str(), X_OK) == 0 ? 0 : EACCES;
+}
+
 Result<std::string> ResolveCommand(const std::string& command, const std::string& path_env,
                                    const std::string& cwd) {
   if (command.empty()) return InvalidArgument("empty command");
-  auto check = [](const std::string& path) -> int {
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) return ENOENT;
-    if (!S_ISREG(st.st_mode)) return EACCES;
-    return access(path.c_str(), X_OK) == 0 ? 0 : EACCES;
-  };
+  const auto check = CheckExecutable;
   if (command.find('/') != std::string::npos) {
     std::string path = command[0] == '/' || cwd.empty() ? command : cwd + "/" + command;
     int err = check(path);

@@ -17,12 +17,25 @@
 // whose message a person can act on ("command not found: trian.py",
 // "permission denied: ./run.sh", "working directory missing: /x").
 //
+// Signal dispositions: the child resets to the default every signal the
+// worker catches or ignores (an ignored one would survive the execve). The
+// Spawner learns which those are from /proc/self/status at its first Spawn
+// and keeps the list, so a process that uses a Spawner must set its
+// dispositions before that and not change them later (Drover's processes
+// install no handlers: their stop signals go through a signalfd). A
+// disposition changed later is not reset in the child: an ignored signal
+// would stay ignored in the task; a handler would stay installed until the
+// execve resets it, where it could run only for a signal sent to the new
+// process between the child's unblocking and its execve, before anyone but
+// the suspended parent knows its pid (it is alone in a new session).
+//
 // Threading: one Spawner per thread (it owns the child's stack). Spawn blocks
 // all signals in the calling thread for the few microseconds of the clone.
 #ifndef DROVER_WORKER_SPAWN_H_
 #define DROVER_WORKER_SPAWN_H_
 
 #include <sched.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 
@@ -94,7 +107,16 @@ class Spawner {
   Spawner(void* stack, size_t size) : stack_(stack), stack_size_(size) {}
   void* stack_;
   size_t stack_size_;
+  // The signals the child resets (see the header comment), read at the
+  // first Spawn.
+  bool signals_read_ = false;
+  int reset_[NSIG] = {};
+  int reset_count_ = 0;
 };
+
+// 0 if `path` is a regular file this process may execute; ENOENT if it
+// cannot be found (or stat fails), EACCES otherwise.
+int CheckExecutable(const std::string& path);
 
 // Finds `command` the way execvp would: a name with a '/' is taken as is
 // (relative to `cwd` when not absolute), otherwise each directory of
