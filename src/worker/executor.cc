@@ -282,7 +282,7 @@ Result<Executor::Command> Executor::MakeCommand(const TaskSpec& spec,
     for (const std::string& kv : c.environment) {
       if (kv.rfind("PATH=", 0) == 0) path_env = kv.substr(5);
     }
-    ASSIGN_OR_RETURN(c.exe, ResolveCommand(spec.argv[0], path_env, cwd));
+    ASSIGN_OR_RETURN(c.exe, commands_.Resolve(spec.argv[0], path_env, cwd));
   }
   return c;
 }

@@ -4,6 +4,7 @@ drover_library(drover_worker_exec
   SOURCES
     event_loop.cc
     spawn.cc
+    command_cache.cc
     output_capture.cc
     cgroup_files.cc
     isolator.cc
@@ -24,6 +25,7 @@ drover_test(worker_exec_test
   SOURCES
     event_loop_test.cc
     spawn_test.cc
+    command_cache_test.cc
     output_capture_test.cc
     isolator_test.cc
     cgroup_v2_test.cc

@@ -50,6 +50,7 @@
 #include "common/ids.h"
 #include "common/status.h"
 #include "common/time.h"
+#include "worker/command_cache.h"
 #include "worker/event_loop.h"
 #include "worker/isolator.h"
 #include "worker/spawn.h"
@@ -238,6 +239,9 @@ class Executor {
     std::optional<Command> command;
   };
   std::map<TaskId, Prepared> prepared_;
+  // Programs found on PATH, for the tasks that follow (an array's tasks
+  // search once).
+  mutable CommandCache commands_;
   std::string no_inputs_;  // <workdir>/.no-inputs
   // Cages whose removal failed (a dying process still inside); retried
   // whenever a task finishes.

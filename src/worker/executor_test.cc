@@ -104,10 +104,14 @@ TEST(ExecutorTest, PrepareStartResolvesTheCommandAheadOfTheStart) {
   write_script(first + "/drover-prep-test", "first");
   EXPECT_EQ(h.Run(spec).result_text, "second\n");
 
-  // The next attempt is not prepared: looked up at its start.
+  // The next attempt is not prepared: looked up at its start. (A program
+  // found before is remembered while it is still there, CommandCache: the
+  // one found first goes, so that the lookup must find the other.)
   spec.attempt = 2;
+  std::filesystem::remove(second + "/drover-prep-test");
   EXPECT_EQ(h.Run(spec).result_text, "first\n");
   // Prepared, but started with another command: looked up afresh.
+  write_script(second + "/drover-prep-test", "second");
   spec.attempt = 3;
   ASSERT_TRUE(h.executor().PrepareStart(spec).ok());
   spec.argv.push_back("an-argument");
