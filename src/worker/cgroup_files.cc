@@ -86,15 +86,38 @@ std::optional<uint64_t> ReadNumber(const std::string& path) {
 }
 
 KeptFile::KeptFile(KeptFile&& other) noexcept
-    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)) {}
+    : path_(std::move(other.path_)),
+      writable_(other.writable_),
+      fd_(std::exchange(other.fd_, -1)) {}
 
 KeptFile& KeptFile::operator=(KeptFile&& other) noexcept {
   if (this != &other) {
     Close();
     path_ = std::move(other.path_);
+    writable_ = other.writable_;
     fd_ = std::exchange(other.fd_, -1);
   }
   return *this;
+}
+
+bool KeptFile::Open() {
+  if (fd_ < 0) fd_ = open(path_.c_str(), (writable_ ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+  return fd_ >= 0;
+}
+
+Status KeptFile::Write(std::string_view value) {
+  if (!writable_) return FailedPrecondition(path_ + " was not kept for writing");
+  if (!Open()) return Unavailable("cannot open " + path_ + ": " + strerror(errno));
+  ssize_t n;
+  do {
+    n = pwrite(fd_, value.data(), value.size(), 0);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(value.size())) {
+    const int err = n < 0 ? errno : EIO;
+    Close();  // opened again next time
+    return Unavailable("cannot write " + path_ + ": " + strerror(err));
+  }
+  return Status::Ok();
 }
 
 void KeptFile::Close() {
@@ -103,10 +126,7 @@ void KeptFile::Close() {
 }
 
 std::optional<std::string> KeptFile::Read() {
-  if (fd_ < 0) {
-    fd_ = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) return std::nullopt;
-  }
+  if (!Open()) return std::nullopt;
   char buf[4096];
   ssize_t n;
   do {

@@ -40,11 +40,14 @@ std::optional<uint64_t> ParseNumber(std::string_view text);
 // A cgroup file read again and again (a counter after every task): opened
 // on the first Read and kept open; each Read is one pread at offset 0 (a
 // cgroupfs file starts over there) instead of open, read, read, close.
-// Close() before removing the cgroup. Move-only.
+// One made `writable` is opened for reading and writing, and Write is one
+// pwrite (a counter reset between tasks). Close() before removing the
+// cgroup. Move-only.
 class KeptFile {
  public:
   KeptFile() = default;
-  explicit KeptFile(std::string path) : path_(std::move(path)) {}
+  explicit KeptFile(std::string path, bool writable = false)
+      : path_(std::move(path)), writable_(writable) {}
   ~KeptFile() { Close(); }
   KeptFile(KeptFile&& other) noexcept;
   KeptFile& operator=(KeptFile&& other) noexcept;
@@ -53,10 +56,14 @@ class KeptFile {
 
   // The contents (its first 4 KiB); nullopt when it cannot be read.
   std::optional<std::string> Read();
+  // Writes `value` (writable files only); an error names the file.
+  Status Write(std::string_view value);
   void Close();
 
  private:
+  bool Open();
   std::string path_;
+  bool writable_ = false;
   int fd_ = -1;
 };
 

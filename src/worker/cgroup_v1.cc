@@ -68,7 +68,7 @@ void Keep(Ctl ctl, Group& g) {
   if (ctl == kCpuacct) g.counter = KeptFile(g.dir + "/cpuacct.usage");
   if (ctl == kFreezer) g.counter = KeptFile(g.dir + "/cgroup.procs");
   if (ctl == kMemory) {
-    g.counter = KeptFile(g.dir + "/memory.max_usage_in_bytes");
+    g.counter = KeptFile(g.dir + "/memory.max_usage_in_bytes", /*writable=*/true);
     g.oom = KeptFile(g.dir + "/memory.oom_control");
     g.usage = KeptFile(g.dir + "/memory.usage_in_bytes");
   }
@@ -216,7 +216,7 @@ class CgroupV1Cage final : public TaskCage {
       usage = ReadNumber(mem + "/memory.usage_in_bytes");
       if (!usage || *usage > kStaleChargeBytes) return false;
     }
-    return WriteCgroupFile(mem + "/memory.max_usage_in_bytes", "0").ok();
+    return group.counter.Write("0").ok();  // one pwrite on the kept file
   }
 
   std::shared_ptr<Pool> pool_;
