@@ -10,8 +10,10 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <optional>
+#include <vector>
 
 #include "net/event_loop_asio.h"
+#include "net/idle.h"
 
 namespace drover::net {
 
@@ -20,6 +22,7 @@ namespace asio = boost::asio;
 struct EventLoop::Impl {
   asio::io_context io{1};
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::vector<std::function<void()>> idle;  // PostWhenIdle, in order
 };
 
 asio::io_context& IoContextOf(EventLoop& loop) { return loop.impl().io; }
@@ -28,6 +31,28 @@ EventLoop::EventLoop() : impl_(std::make_unique<Impl>()) {}
 
 EventLoop::~EventLoop() = default;
 
+namespace {
+
+// Runs what PostWhenIdle queued; returns how many ran.
+size_t RunIdle(EventLoop::Impl& impl) {
+  std::vector<std::function<void()>> idle = std::move(impl.idle);
+  impl.idle.clear();
+  for (auto& fn : idle) fn();
+  return idle.size();
+}
+
+// Runs what is ready (at most kMaxBeforeIdle callbacks; poll_one also asks
+// epoll, without waiting, for fds that became ready), then the idle
+// callbacks, unless the loop was stopped meanwhile.
+void RunReadyThenIdle(EventLoop::Impl& impl) {
+  asio::io_context& io = impl.io;
+  for (int i = 0; i < kMaxBeforeIdle && !io.stopped() && io.poll_one() > 0; ++i) {
+  }
+  if (!io.stopped()) RunIdle(impl);
+}
+
+}  // namespace
+
 void EventLoop::Run() {
   if (impl_->io.stopped()) {
     // A Stop() before Run() wins once, then the loop becomes usable again.
@@ -35,14 +60,44 @@ void EventLoop::Run() {
     return;
   }
   impl_->work.emplace(asio::make_work_guard(impl_->io));
-  impl_->io.run();
+  // One callback at a time (run_one blocks for it), so that idle callbacks
+  // get their turn once nothing else is ready.
+  while (impl_->io.run_one() > 0) {
+    if (!impl_->idle.empty()) RunReadyThenIdle(*impl_);
+  }
   impl_->work.reset();
   impl_->io.restart();
 }
 
 size_t EventLoop::Poll() {
   size_t n = impl_->io.poll();
+  while (!impl_->idle.empty()) {
+    // poll() stops the io_context when it runs out of work.
+    if (impl_->io.stopped()) impl_->io.restart();
+    n += RunIdle(*impl_);
+    n += impl_->io.poll();
+  }
   if (impl_->io.stopped()) impl_->io.restart();
+  return n;
+}
+
+void PostWhenIdle(EventLoop& loop, std::function<void()> fn) {
+  EventLoop::Impl& impl = loop.impl();
+  // Queued idle work counts as work: the loop must not block or stop
+  // before it ran.
+  if (impl.idle.empty()) asio::post(impl.io, [] {});
+  impl.idle.push_back(std::move(fn));
+}
+
+size_t RunOneFor(EventLoop& loop, Duration timeout) {
+  EventLoop::Impl& impl = loop.impl();
+  asio::io_context& io = impl.io;
+  if (io.stopped()) io.restart();
+  // Keeps run_one_for waiting when no operation is pending.
+  auto guard = asio::make_work_guard(io);
+  size_t n = io.run_one_for(timeout);
+  if (!impl.idle.empty()) RunReadyThenIdle(impl);
+  if (io.stopped()) io.restart();
   return n;
 }
 

@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "net/idle.h"
 #include "net/net_test_util.h"
 
 namespace drover::net {
@@ -144,6 +147,78 @@ TEST(EventLoopTest, StopBeforeRunReturnsAndLoopIsReusable) {
   });
   loop.Run();
   EXPECT_EQ(ran, 1);
+}
+
+// PostWhenIdle waits for everything ready: callbacks queued before it, the
+// ones they queue, and an fd that became readable meanwhile (what a second
+// message already in a socket looks like).
+TEST(EventLoopTest, IdleCallbacksRunOnceNothingElseIsReady) {
+  EventLoop loop;
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  std::vector<std::string> order;
+  FdWatch watch(loop, fds[0], [&] {
+    char c;
+    ASSERT_EQ(read(fds[0], &c, 1), 1);
+    order.push_back("readable");
+  });
+  loop.Post([&] {
+    order.push_back("first");
+    PostWhenIdle(loop, [&] {
+      order.push_back("idle");
+      PostWhenIdle(loop, [&] {
+        order.push_back("idle again");
+        loop.Stop();
+      });
+      loop.Post([&] { order.push_back("posted by idle"); });
+    });
+    loop.Post([&] {
+      order.push_back("second");
+      loop.Post([&] {
+        order.push_back("third");
+        ASSERT_EQ(write(fds[1], "x", 1), 1);
+      });
+    });
+  });
+  loop.Run();
+  EXPECT_EQ(order, (std::vector<std::string>{"first", "second", "third", "readable", "idle",
+                                             "posted by idle", "idle again"}));
+  close(fds[0]);
+  close(fds[1]);
+}
+
+// A loop that never runs dry still reaches its idle callbacks, after at
+// most kMaxBeforeIdle other callbacks.
+TEST(EventLoopTest, IdleCallbacksAreNotStarvedByABusyLoop) {
+  EventLoop loop;
+  int ran = 0;
+  int ran_at_idle = -1;
+  bool stop = false;
+  std::function<void()> busy = [&] {
+    ++ran;
+    if (!stop) loop.Post(busy);
+  };
+  loop.Post([&] {
+    loop.Post(busy);
+    PostWhenIdle(loop, [&] {
+      ran_at_idle = ran;
+      stop = true;
+      loop.Post([&] { loop.Stop(); });
+    });
+  });
+  loop.Run();
+  EXPECT_GE(ran_at_idle, 1);
+  EXPECT_LE(ran_at_idle, kMaxBeforeIdle + 1);
+}
+
+// Poll() runs the idle callbacks too, so a test that polls sees them.
+TEST(EventLoopTest, PollRunsIdleCallbacks) {
+  EventLoop loop;
+  std::vector<std::string> order;
+  PostWhenIdle(loop, [&] { order.push_back("idle"); });
+  loop.Post([&] { order.push_back("posted"); });
+  loop.Poll();
+  EXPECT_EQ(order, (std::vector<std::string>{"posted", "idle"}));
 }
 
 }  // namespace

@@ -159,7 +159,10 @@ class CoreDriver {
   std::deque<core::Event> queue_;
   bool draining_ = false;
   bool stopped_ = false;
-  OncePerTurn flush_{loop_, [this] { FlushNow(); }};
+  // The journal flush waits for the loop to be idle: the records of
+  // messages that arrived together (a worker's Finished and its next
+  // Started) go out in one batch, one fsync.
+  OncePerTurn flush_{loop_, [this] { FlushNow(); }, OncePerTurn::kWhenIdle};
   bool compacting_ = false;
   bool frozen_ = false;
   Time last_now_;
