@@ -21,7 +21,7 @@ namespace {
 
 constexpr size_t kStackSize = 256 * 1024;
 
-// Where the child failed; sent back with errno through the error pipe.
+// Where the child failed; left with errno in ChildArgs::error.
 enum class Step : int {
   kSession = 1,
   kCgroup,
@@ -50,7 +50,11 @@ struct KernelSigaction {
 
 struct ChildArgs {
   const SpawnPlan* plan;
-  int error_fd;
+  // Where a failing child leaves (step, errno) before it exits: the parent
+  // shares this memory and resumes only once the child has exec'd or
+  // exited (CLONE_VM | CLONE_VFORK), so no pipe is needed (posix_spawn
+  // does the same). Stays {0, 0} when execve succeeds.
+  ChildError error;
   // Signals whose disposition is not the default in the parent (caught or
   // ignored); only these are reset in the child, a handful instead of 64
   // system calls (each costs microseconds on a VM, all before the exec).
@@ -106,12 +110,8 @@ void ResetAllSignals(int* reset, int& reset_count) {
   }
 }
 
-[[noreturn]] void Fail(int error_fd, Step step) {
-  ChildError e{static_cast<int>(step), errno};
-  // Nothing to do if this write fails: the parent then sees a clean EOF
-  // followed by exit code 127.
-  ssize_t n = write(error_fd, &e, sizeof e);
-  (void)n;
+[[noreturn]] void Fail(ChildArgs* args, Step step) {
+  args->error = ChildError{static_cast<int>(step), errno};
   _exit(127);
 }
 
@@ -125,7 +125,6 @@ int ChildMain(void* arg) {
   // signal-safe), for the handoff figure (SpawnedProcess::spawned_at).
   clock_gettime(CLOCK_REALTIME, &args->spawned_at);
   const SpawnPlan& p = *args->plan;
-  const int efd = args->error_fd;
 
   // Handlers installed by the worker must not run in the child (they would
   // run on the parent's memory once signals are unblocked before execve);
@@ -141,41 +140,41 @@ int ChildMain(void* arg) {
     syscall(SYS_rt_sigaction, args->reset[i], &dfl, nullptr, sizeof(uint64_t));
   }
 
-  if (setsid() < 0) Fail(efd, Step::kSession);
+  if (setsid() < 0) Fail(args, Step::kSession);
   for (int fd : p.join_fds) {
-    if (write(fd, "0", 1) != 1) Fail(efd, Step::kCgroup);
+    if (write(fd, "0", 1) != 1) Fail(args, Step::kCgroup);
   }
   for (const ChildRlimit& r : p.rlimits) {
     struct rlimit lim {
       r.soft, r.hard
     };
-    if (setrlimit(r.resource, &lim) != 0) Fail(efd, Step::kRlimit);
+    if (setrlimit(r.resource, &lim) != 0) Fail(args, Step::kRlimit);
   }
   if (p.cpus && sched_setaffinity(0, sizeof(cpu_set_t), &*p.cpus) != 0) {
-    Fail(efd, Step::kAffinity);
+    Fail(args, Step::kAffinity);
   }
   const int targets[3] = {p.stdin_fd, p.stdout_fd, p.stderr_fd};
   for (int i = 0; i < 3; ++i) {
     if (targets[i] < 0) continue;
     if (targets[i] == i) {
       // dup2 onto itself would keep O_CLOEXEC; clear it instead.
-      if (fcntl(i, F_SETFD, 0) != 0) Fail(efd, Step::kStdio);
+      if (fcntl(i, F_SETFD, 0) != 0) Fail(args, Step::kStdio);
     } else if (dup2(targets[i], i) < 0) {
-      Fail(efd, Step::kStdio);
+      Fail(args, Step::kStdio);
     }
   }
   if (p.user) {
     if (syscall(SYS_setgroups, p.user->groups.size(), p.user->groups.data()) != 0) {
-      Fail(efd, Step::kGroups);
+      Fail(args, Step::kGroups);
     }
     if (syscall(SYS_setresgid, p.user->gid, p.user->gid, p.user->gid) != 0) {
-      Fail(efd, Step::kGid);
+      Fail(args, Step::kGid);
     }
     if (syscall(SYS_setresuid, p.user->uid, p.user->uid, p.user->uid) != 0) {
-      Fail(efd, Step::kUid);
+      Fail(args, Step::kUid);
     }
   }
-  if (p.cwd != nullptr && chdir(p.cwd) != 0) Fail(efd, Step::kChdir);
+  if (p.cwd != nullptr && chdir(p.cwd) != 0) Fail(args, Step::kChdir);
   // Nothing of the worker's (sockets, epoll, other tasks' pipes) may leak
   // into the task, even an fd someone opened without O_CLOEXEC.
   syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
@@ -183,7 +182,7 @@ int ChildMain(void* arg) {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   execve(p.path, p.argv, p.envp);
-  Fail(efd, Step::kExec);
+  Fail(args, Step::kExec);
 }
 
 std::string Errno(int err) { return strerror(err); }
@@ -237,10 +236,6 @@ Result<std::unique_ptr<Spawner>> Spawner::Create() {
 Spawner::~Spawner() { munmap(stack_, stack_size_); }
 
 Result<SpawnedProcess> Spawner::Spawn(const SpawnPlan& plan) {
-  int error_pipe[2];
-  if (pipe2(error_pipe, O_CLOEXEC) != 0) {
-    return Unavailable("cannot create the error pipe: " + Errno(errno));
-  }
   // The worker's dispositions are read once (header: they are set at start
   // and not changed after): the read cost an open, a read and a close of
   // /proc/self/status, ~25 us on a VM, before every task.
@@ -250,7 +245,7 @@ Result<SpawnedProcess> Spawner::Spawn(const SpawnPlan& plan) {
   }
   ChildArgs args;
   args.plan = &plan;
-  args.error_fd = error_pipe[1];
+  args.error = ChildError{0, 0};
   args.reset = reset_;
   args.reset_count = reset_count_;
   args.spawned_at = timespec{0, 0};
@@ -263,26 +258,17 @@ Result<SpawnedProcess> Spawner::Spawn(const SpawnPlan& plan) {
   pid_t pid = clone(ChildMain, top, CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &args, &pidfd);
   const int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  close(error_pipe[1]);
 
-  if (pid < 0) {
-    close(error_pipe[0]);
-    return Unavailable("cannot start a process: " + Errno(clone_errno));
-  }
-  // CLONE_VFORK: the child has exec'd or exited by now, so this read does
-  // not block; EOF means execve succeeded.
-  ChildError e{};
-  ssize_t n;
-  do {
-    n = read(error_pipe[0], &e, sizeof e);
-  } while (n < 0 && errno == EINTR);
-  close(error_pipe[0]);
-  if (n == static_cast<ssize_t>(sizeof e)) {
+  if (pid < 0) return Unavailable("cannot start a process: " + Errno(clone_errno));
+  // CLONE_VFORK: the child has exec'd or exited by now; a failed step left
+  // its error in args (a child killed before its execve reads as started,
+  // and its pidfd then reports the signal).
+  if (args.error.step != 0) {
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     close(pidfd);
-    return DescribeFailure(plan, e);
+    return DescribeFailure(plan, args.error);
   }
   // The child wrote spawned_at before the parent resumed (CLONE_VFORK).
   Time spawned_at = TimeFromMicros(static_cast<int64_t>(args.spawned_at.tv_sec) * 1000000 +

@@ -151,7 +151,7 @@ TEST(SpawnerTest, TaskStartsWithDefaultSignalDispositions) {
   }
 }
 
-TEST(SpawnerTest, ChildSideFailuresComeBackThroughTheErrorPipe) {
+TEST(SpawnerTest, ChildSideFailuresComeBackToTheParent) {
   TempDir dir;
   auto spawner = Spawner::Create();
   ASSERT_TRUE(spawner.ok());
