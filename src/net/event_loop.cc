@@ -60,6 +60,8 @@ void EventLoop::Run() {
     return;
   }
   impl_->work.emplace(asio::make_work_guard(impl_->io));
+  // Idle callbacks left by a Stop() run soon after a new Run() starts.
+  if (!impl_->idle.empty()) asio::post(impl_->io, [] {});
   // One callback at a time (run_one blocks for it), so that idle callbacks
   // get their turn once nothing else is ready.
   while (impl_->io.run_one() > 0) {
@@ -95,6 +97,8 @@ size_t RunOneFor(EventLoop& loop, Duration timeout) {
   if (io.stopped()) io.restart();
   // Keeps run_one_for waiting when no operation is pending.
   auto guard = asio::make_work_guard(io);
+  // Idle callbacks already waiting do not wait for the timeout.
+  if (!impl.idle.empty()) asio::post(io, [] {});
   size_t n = io.run_one_for(timeout);
   if (!impl.idle.empty()) RunReadyThenIdle(impl);
   if (io.stopped()) io.restart();

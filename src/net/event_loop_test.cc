@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <thread>
@@ -219,6 +220,42 @@ TEST(EventLoopTest, PollRunsIdleCallbacks) {
   loop.Post([&] { order.push_back("posted"); });
   loop.Poll();
   EXPECT_EQ(order, (std::vector<std::string>{"posted", "idle"}));
+}
+
+// Idle callbacks left waiting by a Stop() run once the loop runs again,
+// without waiting for other work.
+TEST(EventLoopTest, IdleCallbacksLeftByAStopRunInTheNextRun) {
+  EventLoop loop;
+  int idle_ran = 0;
+  // The Stop() comes from a callback that runs after the idle callback was
+  // queued, on the way to the idle point.
+  loop.Post([&] {
+    PostWhenIdle(loop, [&] {
+      ++idle_ran;
+      loop.Stop();
+    });
+    loop.Post([&] { loop.Stop(); });
+  });
+  loop.Run();
+  EXPECT_EQ(idle_ran, 0);
+  // Nothing else to run: only the idle callback can stop this Run (the
+  // timer is the failure bound).
+  Timer bound(loop);
+  bound.ArmAfter(Seconds(30), [&] { loop.Stop(); });
+  loop.Run();
+  EXPECT_EQ(idle_ran, 1);
+  EXPECT_TRUE(bound.armed());
+  bound.Cancel();
+  // Through RunOneFor too, which must not sit out its timeout first.
+  loop.Post([&] {
+    PostWhenIdle(loop, [&] { ++idle_ran; });
+    loop.Post([&] { loop.Stop(); });
+  });
+  loop.Run();
+  const auto start = std::chrono::steady_clock::now();
+  RunOneFor(loop, Seconds(30));
+  EXPECT_EQ(idle_ran, 2);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
 }  // namespace
