@@ -205,7 +205,7 @@ TEST(RecoveryTest, ARestartDoesNotWaitForAWorkerDeclaredLostBefore) {
 TEST(RecoveryTest, EveryAttemptOfARetriedTaskIsListedAndSurvivesARestart) {
   Cluster c;
   c.StartServer();
-  c.StartWorker("w");
+  Process& w = c.StartWorker("w");
   const nlohmann::json spec = {
       {"name", "flaky"},
       {"task",
@@ -241,6 +241,8 @@ TEST(RecoveryTest, EveryAttemptOfARetriedTaskIsListedAndSurvivesARestart) {
 
   c.KillServer(SIGKILL);
   c.StartServer();
+  // An end not yet durable at the kill comes back with the worker's report.
+  ASSERT_TRUE(w.WaitForLine("attached as worker", In(kStartTimeout))) << w.output();
   check(c.Get("/api/v1/tasks/" + job + ".0"));
 }
 

@@ -119,7 +119,7 @@ TEST(RedisServerTest, RedisRestartedMidRunLosesNothingAndRunsNothingTwice) {
   // The outage must stay shorter than the leader lease (5 s).
   Cluster c(RedisFlags(*redis, {}, "15s"));
   c.StartServer();
-  c.StartWorker("duo", {"--cpus", "0-1"});
+  Process& duo = c.StartWorker("duo", {"--cpus", "0-1"});
   const std::string runs = c.dir() + "/runs.";
   const int kTasks = 16;
   const uint64_t job =
@@ -140,9 +140,15 @@ TEST(RedisServerTest, RedisRestartedMidRunLosesNothingAndRunsNothingTwice) {
     EXPECT_EQ(Lines(runs + std::to_string(i)), std::vector<std::string>{"run"}) << "task " << i;
   }
 
-  // Nothing lost from the journal either: a restarted server agrees.
+  // Nothing lost from the journal either: a restarted server agrees once
+  // the worker is back. (The last end may not be durable yet when `wait`
+  // returns: events go out before their records are, and the worker keeps
+  // each result until the server acknowledges it as durable, so it reports
+  // it again on re-attaching; it logs the attachment after the server
+  // handled that report.)
   c.KillServer(SIGKILL);
   c.StartServer();
+  ASSERT_TRUE(duo.WaitForLine("attached as worker", In(kStartTimeout))) << duo.output();
   nlohmann::json info = c.Get("/api/v1/jobs/" + std::to_string(job));
   ASSERT_EQ(info["tasks"].size(), static_cast<size_t>(kTasks)) << info.dump(2);
   for (const nlohmann::json& t : info["tasks"]) EXPECT_EQ(t["state"], "succeeded") << t.dump(2);
