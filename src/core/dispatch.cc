@@ -412,18 +412,18 @@ void Scheduler::State::TakeBack(uint32_t w) {
     waiters.erase(it);
     const uint32_t a = t.active;
     Active& act = actives[a];
+    const std::string why = "room freed first on worker " + std::to_string(workers[w].id);
     if (!act.granted) {
       // Not sent to its worker yet: give the claim back and place it now.
       EmitRelease(act);
       EndActive(a);
-      NeverStarted(r, "");
+      NeverStarted(r, "moved before it was sent: " + why);
       return;
     }
     task(r).flags |= kFlagWithdraw;
     holds[w] = r;
-    out->push_back(KillTask{IdOf(r), attempt, workers[act.worker].id,
-                            "room freed first on worker " + std::to_string(workers[w].id),
-                            /*hard=*/false, /*only_queued=*/true});
+    out->push_back(KillTask{IdOf(r), attempt, workers[act.worker].id, why, /*hard=*/false,
+                            /*only_queued=*/true});
     return;
   }
 }

@@ -443,7 +443,8 @@ TEST(QueueAheadTest, AWaiterNotSentToItsWorkerYetMovesAtOnce) {
   EXPECT_THAT(c.Take(), ElementsAre("release 2.0#1 on w2 [lease:2:slot:2.0]",
                                     "state 2.0 running->succeeded #1",
                                     "release 3.0#1 on w1 [lease:1:slot:3.0]",
-                                    "state 3.0 assigned->queued #1",
+                                    "state 3.0 assigned->queued #1: moved before it was sent: "
+                                    "room freed first on worker 2",
                                     "claim 3.0#2 on w2 [lease:2:slot:3.0]",
                                     "state 3.0 queued->assigned #2"));
   // The late grant of attempt 1 is stale.
