@@ -243,8 +243,12 @@ class WsSessionImpl final : public WsSession,
     // until its completion handler runs (which then drops it).
     while (queue_.size() > (writing_ ? 1u : 0u)) queue_.pop_back();
     queued_bytes_ = 0;
-    if (status.ok()) {
-      spdlog::debug("websocket {} ({}) closed", id_, remote_);
+    if (status.ok() || status.code() == StatusCode::kUnavailable) {
+      // A peer that went away (a CLI done following events, a worker
+      // restarting) is ordinary here; the session's owner says what it
+      // means (the worker channel logs a worker's disconnection, a client
+      // its own lost connection). Protocol errors and size limits warn.
+      spdlog::debug("websocket {} ({}) closed: {}", id_, remote_, status.ToString());
     } else {
       spdlog::warn("websocket {} ({}) closed: {}", id_, remote_, status.ToString());
     }
