@@ -209,11 +209,7 @@ bool Scheduler::State::ReservationAllows(uint32_t w, TaskRef r) {
   if (!req.counters.empty()) uses |= kDimCounters;
   if (uses & short_now) return false;
   // Try it: placing r must not make the reserved task short of anything new.
-  Allocation trial;
-  if (!res.Allocate(req, policy->PreferFullGpus(), trial)) return false;
-  const uint32_t short_after = res.Shortfall(reserved);
-  res.Free(req, trial);
-  return short_after == short_now;
+  return AfterPlacing(w, r, [&] { return res.Shortfall(reserved) == short_now; });
 }
 
 void Scheduler::State::EndReservation() {
@@ -356,12 +352,8 @@ const TaskRef* Scheduler::State::HeldFor(uint32_t w) {
 bool Scheduler::State::HoldAllows(uint32_t w, TaskRef r) {
   const TaskRef* held = holds.empty() ? nullptr : HeldFor(w);
   if (held == nullptr || *held == r) return true;
-  WorkerState& res = *workers[w].res;
-  Allocation trial;
-  if (!res.Allocate(RequestOf(r), policy->PreferFullGpus(), trial)) return false;
-  const bool fits = res.Fits(RequestOf(*held), policy->PreferFullGpus());
-  res.Free(RequestOf(r), trial);
-  return fits;
+  return AfterPlacing(
+      w, r, [&] { return workers[w].res->Fits(RequestOf(*held), policy->PreferFullGpus()); });
 }
 
 void Scheduler::State::DropHold(TaskRef r) {

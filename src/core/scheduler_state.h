@@ -365,6 +365,17 @@ struct Scheduler::State {
   void Unpark(uint32_t user);
   bool CanPlace(uint32_t w, TaskRef r);
   bool ReservationAllows(uint32_t w, TaskRef r);
+  // Books `r` on worker `w` for a moment and answers `check()` then (false
+  // when it does not fit); nothing stays booked.
+  template <typename Check>
+  bool AfterPlacing(uint32_t w, TaskRef r, Check check) {
+    WorkerState& res = *workers[w].res;
+    Allocation trial;
+    if (!res.Allocate(RequestOf(r), policy->PreferFullGpus(), trial)) return false;
+    const bool ok = check();
+    res.Free(RequestOf(r), trial);
+    return ok;
+  }
   // The latest time the request fits on worker w if every task there ends
   // by its time limit: now when it fits now, kNever when it needs room a
   // task without a limit holds (see Reservation::shadow_us).

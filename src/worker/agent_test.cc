@@ -120,6 +120,18 @@ class AgentTest : public ::testing::Test {
     server.Send(proto::Assign{{After(Task(1, "touch " + marker), TaskId{1, 0})}});
     server.Sync();
   }
+  // Lets 1.0 (StartHeldTask) end: its Finished comes alone, nothing starts
+  // after it, and the task queued behind it never ran (no `marker`).
+  void EndHeldTaskAlone(FakeServer& server, Fifo& gate, const std::string& marker,
+                        proto::Finished* done) {
+    gate.Release();
+    *done = server.Expect<proto::Finished>();
+    ASSERT_EQ(done->tasks.size(), 1u);
+    EXPECT_EQ(done->tasks[0].task, (TaskId{1, 0}));
+    server.Sync();
+    EXPECT_EQ(server.Pending<proto::Started>(), 0u);
+    EXPECT_FALSE(Exists(marker));
+  }
   static proto::Assignment After(proto::Assignment a, TaskId predecessor, uint32_t attempt = 1) {
     a.after = proto::TaskAttempt{predecessor, attempt};
     return a;
@@ -486,15 +498,10 @@ TEST_F(AgentTest, ACanceledQueuedTaskNeverStarts) {
   EXPECT_FALSE(Exists(dir_ / "work/1/1.1")) << "its prepared directory stayed";
 
   // A's exit starts nothing.
-  gate.Release();
-  proto::Finished a_done = server.Expect<proto::Finished>();
-  ASSERT_EQ(a_done.tasks.size(), 1u);
-  EXPECT_EQ(a_done.tasks[0].task, (TaskId{1, 0}));
-  server.Sync();
-  EXPECT_EQ(server.Pending<proto::Started>(), 0u);
+  proto::Finished a_done;
+  ASSERT_NO_FATAL_FAILURE(EndHeldTaskAlone(server, gate, marker, &a_done));
   EXPECT_EQ(server.Pending<proto::Finished>(), 0u);
   EXPECT_TRUE(server.Expect<proto::Heartbeat>().running.empty());
-  EXPECT_FALSE(Exists(marker));
 }
 
 TEST_F(AgentTest, AWithdrawnQueuedTaskNeverStartsAndAStartedOneIgnoresIt) {
@@ -514,15 +521,10 @@ TEST_F(AgentTest, AWithdrawnQueuedTaskNeverStartsAndAStartedOneIgnoresIt) {
   EXPECT_EQ(dropped.tasks[0].outcome.result,
             "withdrawn before it started: room freed first on worker 2");
 
-  gate.Release();
-  proto::Finished a_done = server.Expect<proto::Finished>();
-  ASSERT_EQ(a_done.tasks.size(), 1u);
-  EXPECT_EQ(a_done.tasks[0].task, (TaskId{1, 0}));
+  proto::Finished a_done;
+  ASSERT_NO_FATAL_FAILURE(EndHeldTaskAlone(server, gate, marker, &a_done));
   EXPECT_EQ(a_done.tasks[0].outcome.exit_code, 0);
   EXPECT_FALSE(a_done.tasks[0].never_started);
-  server.Sync();
-  EXPECT_EQ(server.Pending<proto::Started>(), 0u);
-  EXPECT_FALSE(Exists(marker));
 }
 
 // A queued task is prepared at once, so a command that does not exist
