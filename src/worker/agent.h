@@ -21,11 +21,14 @@
 //                started_at is the moment the task's process existed: the
 //                spawned child reads CLOCK_REALTIME as its first step, before
 //                its setup and execve (StartTimes::spawned in executor.h;
-//                the later "exec done" time is logged at debug level).
+//                the later "exec done" time is logged at debug level); for
+//                a queued task whose process was made ahead, the moment it
+//                was released.
 //   queue-ahead  an assignment with `after` naming an attempt running here
 //                (and not fenced) is not started: its directories, inputs,
 //                environment and program path are made (Executor::
-//                PrepareStart; a failure there is reported Finished at
+//                PrepareStart, which also makes its process, waiting before
+//                its execve; a failure there is reported Finished at
 //                once), and it waits behind that attempt, at most
 //                one per attempt (a second different one, or another
 //                attempt of a queued task, is Refused). When the predecessor

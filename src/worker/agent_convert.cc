@@ -105,6 +105,9 @@ TaskSpec ToTaskSpec(const proto::Assignment& assignment) {
 }
 
 core::TaskOutcome ToOutcome(const TaskResult& result) {
+  // A process made ahead whose execve failed: reported as a start that
+  // failed ("command not found: x"), as when Start itself fails.
+  if (!result.start_error.empty()) return FailureOutcome(result.start_error);
   core::TaskOutcome out;
   out.exit_code = result.signal != 0 ? -1 : result.exit_code;
   out.signal = result.signal;

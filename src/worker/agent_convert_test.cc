@@ -119,6 +119,19 @@ TEST(AgentConvertTest, OutcomeOfASignalHasNoExitCode) {
   EXPECT_EQ(ToOutcome(r).result, r.result_text);
 }
 
+// A process made ahead whose execve failed is reported as a failed start,
+// as when the worker could not make the process at all.
+TEST(AgentConvertTest, AStartErrorIsReportedAsAFailedStart) {
+  TaskResult r;
+  r.exit_code = 127;
+  r.start_error = "command not found: trian.py";
+  core::TaskOutcome out = ToOutcome(r);
+  core::TaskOutcome start = FailureOutcome("command not found: trian.py");
+  EXPECT_EQ(out.exit_code, start.exit_code);
+  EXPECT_EQ(out.exit_code, -1);
+  EXPECT_EQ(out.result, "command not found: trian.py");
+}
+
 TEST(AgentConvertTest, FenceReasonSaysHowLong) {
   EXPECT_EQ(FenceReason(Seconds(26)), "fenced: no contact with the server for 26 s");
   EXPECT_EQ(FenceReason(Millis(1250)), "fenced: no contact with the server for 1.2 s");

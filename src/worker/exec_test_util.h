@@ -6,9 +6,11 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -82,6 +84,19 @@ inline TaskSpec Task(uint32_t index, std::vector<std::string> argv) {
   spec.id = TaskId{7, index};
   spec.argv = std::move(argv);
   return spec;
+}
+
+// Waits (30 s at most) until the process PrepareStart made for `id` has
+// done its setup; false if there is none.
+inline bool WaitParked(Executor& e, TaskId id) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    std::optional<Executor::ParkedInfo> p = e.ParkedProcessOf(id);
+    if (!p) return false;
+    if (p->waiting) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    sched_yield();
+  }
 }
 
 // An executor on its own loop; Run() starts a task and waits for its end.

@@ -41,6 +41,36 @@ struct Executor::Task {
   bool exited = false;
   std::vector<int> leftovers;  // pidfds of processes killed after exit
   TaskResult result;
+  // Made ahead by PrepareStart: kept until the process is reaped (it owns
+  // the memory the child used before its execve).
+  std::unique_ptr<ParkedProcess> parked;
+};
+
+// The cage, output captures and spawn plan of one start; the plan points
+// into the spec, the command and this.
+struct Executor::Launch {
+  std::unique_ptr<TaskCage> cage;
+  std::unique_ptr<OutputCapture> out[2];
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  std::string cwd;
+  SpawnPlan plan;
+};
+
+// A process made ahead of its start (PrepareStart), with its cage and
+// output pipes, and the limits it was made with.
+struct Executor::Parked {
+  std::unique_ptr<ParkedProcess> process;
+  std::unique_ptr<TaskCage> cage;
+  std::unique_ptr<OutputCapture> out[2];
+  TaskSpec spec;
+  ~Parked() {
+    process.reset();  // not released: killed and reaped
+    if (cage) {
+      Status s = cage->Remove();
+      (void)s;  // nothing ran in it
+    }
+  }
 };
 
 namespace {
@@ -260,8 +290,35 @@ Result<TaskDirs> Executor::PrepareDirs(TaskId id, uint32_t attempt, bool with_in
 Result<TaskDirs> Executor::PrepareStart(const TaskSpec& spec, bool with_inputs) {
   ASSIGN_OR_RETURN(TaskDirs dirs, PrepareDirs(spec.id, spec.attempt, with_inputs));
   ASSIGN_OR_RETURN(Command command, MakeCommand(spec, dirs));
-  prepared_[spec.id].command = std::move(command);
+  Prepared& prepared = prepared_[spec.id];
+  if (options_.park_prepared) prepared.parked = Park(spec, dirs, command);
+  prepared.command = std::move(command);
   return dirs;
+}
+
+std::optional<Executor::ParkedInfo> Executor::ParkedProcessOf(TaskId id) const {
+  auto p = prepared_.find(id);
+  if (p == prepared_.end() || !p->second.parked) return std::nullopt;
+  const ParkedProcess& process = *p->second.parked->process;
+  return ParkedInfo{process.pid(), process.parked()};
+}
+
+std::unique_ptr<Executor::Parked> Executor::Park(const TaskSpec& spec, const TaskDirs& dirs,
+                                                 const Command& command) {
+  if (!ParkSupported()) return nullptr;
+  Launch launch;
+  if (!MakeLaunch(spec, dirs, command, launch).ok()) return nullptr;  // Start reports it
+  Result<std::unique_ptr<ParkedProcess>> process = spawner_->Park(launch.plan);
+  // The child has its own copies (no CLONE_FILES).
+  launch.cage->CloseJoinFds();
+  for (auto& out : launch.out) out->CloseWriteEnd();
+  auto parked = std::make_unique<Parked>();
+  parked->cage = std::move(launch.cage);
+  if (!process.ok()) return nullptr;  // the cage goes with `parked`
+  parked->process = std::move(process).value();
+  for (int i = 0; i < 2; ++i) parked->out[i] = std::move(launch.out[i]);
+  parked->spec = spec;
+  return parked;
 }
 
 Result<Executor::Command> Executor::MakeCommand(const TaskSpec& spec,
@@ -348,6 +405,18 @@ std::vector<std::string> Executor::BuildEnvironment(const TaskSpec& spec,
   return out;
 }
 
+namespace {
+
+// Whether a process parked for `made` may serve a start of `spec` (the
+// command is compared separately).
+bool SameLimits(const TaskSpec& made, const TaskSpec& spec) {
+  return made.milli_cpus == spec.milli_cpus && made.memory_bytes == spec.memory_bytes &&
+         made.max_pids == spec.max_pids && made.cores == spec.cores && made.gpus == spec.gpus &&
+         made.output_cap_bytes == spec.output_cap_bytes && made.task_index == spec.task_index;
+}
+
+}  // namespace
+
 Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done, StartTimes* times) {
   if (tasks_.count(spec.id) != 0) {
     return AlreadyExists("task " + spec.id.ToString() + " is already running");
@@ -355,25 +424,22 @@ Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done, StartTime
   if (spec.argv.empty()) return InvalidArgument("task " + spec.id.ToString() + " has no command");
   TaskDirs dirs;
   std::optional<Command> command;
+  std::shared_ptr<Parked> parked;
   if (auto p = prepared_.find(spec.id); p != prepared_.end() && p->second.attempt == spec.attempt) {
     dirs = std::move(p->second.dirs);
     // Made by PrepareStart for this very command: no PATH walk now.
     if (p->second.command && p->second.command->argv == spec.argv &&
         p->second.command->env == spec.env && p->second.command->working_dir == spec.working_dir) {
       command = std::move(p->second.command);
+      if (p->second.parked && SameLimits(p->second.parked->spec, spec)) {
+        parked = std::move(p->second.parked);
+      }
     }
     prepared_.erase(p);
   } else {
     ASSIGN_OR_RETURN(dirs, PrepareDirs(spec.id, spec.attempt));
     prepared_.erase(spec.id);
   }
-  if (!command) {
-    ASSIGN_OR_RETURN(Command made, MakeCommand(spec, dirs));
-    command = std::move(made);
-  }
-  const std::string cwd = spec.working_dir.empty() ? dirs.task : spec.working_dir;
-  const std::vector<std::string>& env = command->environment;
-  const std::string& exe = command->exe;
 
   auto task = std::make_unique<Task>();
   task->id = spec.id;
@@ -381,6 +447,54 @@ Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done, StartTime
   task->done = std::move(done);
   task->dirs = dirs;
 
+  // Made ahead and still waiting: the start is one write to its gate. One
+  // that died (a setup step failed, or it was killed) is dropped, and the
+  // task starts as any other, which reports what fails.
+  if (parked && !parked->process->Dead()) {
+    task->started = std::chrono::steady_clock::now();
+    Result<Time> released = parked->process->Release();
+    if (released.ok()) {
+      if (times != nullptr) times->spawned = times->exec_done = *released;
+      task->pid = parked->process->pid();
+      task->pidfd = parked->process->TakePidfd();
+      task->parked = std::move(parked->process);
+      task->cage = std::move(parked->cage);
+      for (int i = 0; i < 2; ++i) task->out[i] = std::move(parked->out[i]);
+      return Register(std::move(task));
+    }
+  }
+  parked.reset();
+
+  if (!command) {
+    ASSIGN_OR_RETURN(Command made, MakeCommand(spec, dirs));
+    command = std::move(made);
+  }
+  Launch launch;
+  RETURN_IF_ERROR(MakeLaunch(spec, dirs, *command, launch));
+  task->cage = std::move(launch.cage);
+  for (int i = 0; i < 2; ++i) task->out[i] = std::move(launch.out[i]);
+
+  task->started = std::chrono::steady_clock::now();
+  Result<SpawnedProcess> proc = spawner_->Spawn(launch.plan);
+  if (!proc.ok()) {
+    task->cage->CloseJoinFds();
+    Status r = task->cage->Remove();
+    (void)r;  // nothing ran in it
+    return proc.status();
+  }
+  if (times != nullptr) {
+    times->spawned = proc->spawned_at;
+    times->exec_done = std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
+  }
+  task->pid = proc->pid;
+  task->pidfd = proc->pidfd;
+  task->cage->CloseJoinFds();
+  for (auto& out : task->out) out->CloseWriteEnd();
+  return Register(std::move(task));
+}
+
+Status Executor::MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Command& command,
+                            Launch& launch) {
   CageSpec cage_spec;
   cage_spec.name = spec.id.ToString() + "." + std::to_string(spec.attempt);
   cage_spec.milli_cpus = spec.milli_cpus;
@@ -388,13 +502,7 @@ Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done, StartTime
   cage_spec.max_pids = spec.max_pids;
   cage_spec.cores = spec.cores;
   cage_spec.gpus = spec.gpus;
-  ASSIGN_OR_RETURN(task->cage, isolator_->CreateCage(cage_spec));
-  auto remove_cage = [&task](Status s) -> Status {
-    task->cage->CloseJoinFds();
-    Status r = task->cage->Remove();
-    (void)r;  // nothing ran in it
-    return s;
-  };
+  ASSIGN_OR_RETURN(launch.cage, isolator_->CreateCage(cage_spec));
 
   const uint64_t cap =
       spec.output_cap_bytes > 0 ? spec.output_cap_bytes : options_.output_cap_bytes;
@@ -404,29 +512,35 @@ Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done, StartTime
   for (int i = 0; i < 2; ++i) {
     Result<std::unique_ptr<OutputCapture>> out =
         OutputCapture::CreateDeferred(*paths[i], cap, 0644, owner);
-    if (!out.ok()) return remove_cage(out.status());
-    task->out[i] = std::move(out).value();
+    if (!out.ok()) {
+      launch.cage->CloseJoinFds();
+      Status r = launch.cage->Remove();
+      (void)r;  // nothing ran in it
+      return out.status();
+    }
+    launch.out[i] = std::move(out).value();
   }
 
-  std::vector<char*> argv;
-  argv.reserve(spec.argv.size() + 1);
-  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  envp.reserve(env.size() + 1);
-  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+  launch.argv.reserve(spec.argv.size() + 1);
+  for (const std::string& a : spec.argv) launch.argv.push_back(const_cast<char*>(a.c_str()));
+  launch.argv.push_back(nullptr);
+  launch.envp.reserve(command.environment.size() + 1);
+  for (const std::string& e : command.environment) {
+    launch.envp.push_back(const_cast<char*>(e.c_str()));
+  }
+  launch.envp.push_back(nullptr);
+  launch.cwd = spec.working_dir.empty() ? dirs.task : spec.working_dir;
 
-  SpawnPlan plan;
-  plan.path = exe.c_str();
-  plan.argv = argv.data();
-  plan.envp = envp.data();
-  plan.cwd = cwd.c_str();
+  SpawnPlan& plan = launch.plan;
+  plan.path = command.exe.c_str();
+  plan.argv = launch.argv.data();
+  plan.envp = launch.envp.data();
+  plan.cwd = launch.cwd.c_str();
   plan.stdin_fd = dev_null_;
-  plan.stdout_fd = task->out[0]->write_fd();
-  plan.stderr_fd = task->out[1]->write_fd();
-  plan.join_fds = task->cage->join_fds();
-  plan.rlimits = task->cage->rlimits();
+  plan.stdout_fd = launch.out[0]->write_fd();
+  plan.stderr_fd = launch.out[1]->write_fd();
+  plan.join_fds = launch.cage->join_fds();
+  plan.rlimits = launch.cage->rlimits();
   if (!spec.cores.empty()) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -437,21 +551,13 @@ Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done, StartTime
   }
   plan.user = user_;
   plan.display_name = spec.argv[0];
+  return Status::Ok();
+}
 
-  task->started = std::chrono::steady_clock::now();
-  Result<SpawnedProcess> proc = spawner_->Spawn(plan);
-  if (!proc.ok()) return remove_cage(proc.status());
-  if (times != nullptr) {
-    times->spawned = proc->spawned_at;
-    times->exec_done = std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
-  }
-  task->pid = proc->pid;
-  task->pidfd = proc->pidfd;
-  task->cage->CloseJoinFds();
-  for (auto& out : task->out) out->CloseWriteEnd();
-
+Result<pid_t> Executor::Register(std::unique_ptr<Task> task) {
   Task* t = task.get();
-  tasks_[spec.id] = std::move(task);
+  const TaskId id = t->id;
+  tasks_[id] = std::move(task);
   // Registration can fail only on fd exhaustion in epoll; then the task is
   // killed at once and reported through `done` like any other ending.
   Status watched = reactor_->Watch(t->pidfd, [this, t] { OnExit(t); });
@@ -473,7 +579,7 @@ Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done, StartTime
     close(t->pidfd);
     Status r = t->cage->Remove();
     (void)r;
-    tasks_.erase(spec.id);
+    tasks_.erase(id);
     return watched;
   }
   return t->pid;
@@ -501,6 +607,11 @@ void Executor::OnExit(Task* task) {
   }
 
   TaskResult& r = task->result;
+  if (task->parked) {
+    // Made ahead and released: did it reach its execve?
+    Status failed = task->parked->Failure();
+    if (!failed.ok()) r.start_error = failed.message();
+  }
   CageUsage usage = task->cage->Usage();
   r.cpu = usage.cpu.value_or(FromTimeval(ru.ru_utime) + FromTimeval(ru.ru_stime));
   r.peak_memory = usage.peak_memory.value_or(static_cast<uint64_t>(ru.ru_maxrss) * 1024);
@@ -603,7 +714,11 @@ void Executor::Finish(Task* task) {
   r.stderr_truncated = task->out[1]->truncated();
   r.result_text = ReadResult(task->dirs.result, options_.result_cap_bytes);
 
-  if (r.oom_killed) {
+  if (!r.start_error.empty()) {
+    r.outcome = task->canceled ? TaskOutcome::kCanceled : TaskOutcome::kFailed;
+    r.exit_code = -1;
+    r.reason = r.start_error;
+  } else if (r.oom_killed) {
     r.outcome = TaskOutcome::kFailed;
     r.reason = "OOM-killed (limit " + FormatBytes(task->cage->memory_limit()) + ", peak " +
                FormatBytes(r.peak_memory) + ")";

@@ -16,6 +16,9 @@
 //     environment (DESIGN.md section 5), and starts it with Spawner (vfork
 //     semantics, own session and process group, pinned to its cores, as the
 //     configured user);
+//   - for a queued task (PrepareStart), makes all of that ahead, the
+//     process included (Spawner::Park: it waits before its execve), so
+//     that the start after its predecessor's exit is one write;
 //   - watches the task's pidfd and output pipes on the Reactor: no SIGCHLD,
 //     no sleeping, no polling;
 //   - on exit: kills whatever the task left behind (the process group, and
@@ -65,6 +68,9 @@ struct ExecutorOptions {
   uint64_t result_cap_bytes = 64 << 10;     // DROVER_RESULT read-back cap
   Duration default_grace = Seconds(10);     // TERM -> KILL
   bool inherit_environment = true;          // start from the worker's env
+  // PrepareStart also makes the task's process, waiting before its execve
+  // (Spawner::Park), so that Start is one write to a pipe.
+  bool park_prepared = true;
 };
 
 struct TaskSpec {
@@ -101,10 +107,12 @@ struct TaskDirs {
 struct StartTimes {
   // The child process existed: its first step after clone reads
   // CLOCK_REALTIME (SpawnedProcess::spawned_at), before its setup and the
-  // execve. This is what the worker reports as `started_at`.
+  // execve. This is what the worker reports as `started_at`. For a process
+  // made ahead (PrepareStart), the moment Start released it.
   Time spawned;
   // Spawn returned in the parent: the child's setup (session, cgroup,
   // rlimits, affinity, stdio, user, chdir) was done and execve succeeded.
+  // For a process made ahead, the release too (its execve follows).
   Time exec_done;
 };
 
@@ -129,6 +137,10 @@ struct TaskResult {
   Duration cpu{0};           // user + system of the task's tree
   uint64_t peak_memory = 0;  // bytes
   std::string result_text;   // DROVER_RESULT contents, capped
+  // The program never ran: the execve of the process made ahead
+  // (PrepareStart) failed after Start, "command not found: X" as Start
+  // reports it for a process it makes itself; exit_code is -1.
+  std::string start_error;
   bool stdout_truncated = false;
   bool stderr_truncated = false;
   size_t leftovers_killed = 0;  // processes killed after the task exited
@@ -157,15 +169,26 @@ class Executor {
   // task attempt, or makes them itself (without inputs/).
   Result<TaskDirs> PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs = false);
 
-  // PrepareDirs, and also what Start would work out before the spawn: the
-  // task's environment and its program found on PATH. A later Start of the
-  // same attempt with the same argv, env and working_dir uses them, so
-  // that it is left with the cage, the output pipes and the spawn (queue-
-  // ahead: the start that follows a predecessor's exit). Fails as
+  // PrepareDirs, and also what Start would do before the task's program
+  // runs: its environment, its program found on PATH, and (park_prepared)
+  // its cage, output pipes and process, which does all its setup and
+  // waits before its execve (Spawner::Park). A later Start of the same
+  // attempt with the same spec only lets that process go on (queue-ahead:
+  // the start that follows a predecessor's exit); with a different spec,
+  // or when the process died meanwhile, Start makes one as usual. Fails as
   // PrepareDirs does, or as Start would for the command ("command not
   // found: X", "permission denied: X"); then the directories stay
-  // prepared, the command does not.
+  // prepared, the command does not. A process that cannot be made is no
+  // error here: Start makes it, and reports what fails.
   Result<TaskDirs> PrepareStart(const TaskSpec& spec, bool with_inputs = false);
+
+  // The process PrepareStart made for the task's next start: its pid, and
+  // whether it has done its setup and waits (for tests and diagnostics).
+  struct ParkedInfo {
+    pid_t pid = -1;
+    bool waiting = false;
+  };
+  std::optional<ParkedInfo> ParkedProcessOf(TaskId id) const;
 
   // Starts the task; `done` is called once, from the event loop, when it
   // has ended and everything it left has been killed. Returns the pid, and
@@ -179,7 +202,8 @@ class Executor {
   Result<pid_t> Start(const TaskSpec& spec, DoneCallback done, StartTimes* times = nullptr);
 
   // Forgets the directories PrepareDirs made for an attempt that will not
-  // start (canceled while queued) and removes what it made there: the
+  // start (canceled while queued), ends the process PrepareStart made for
+  // it (it never ran the program), and removes what it made there: the
   // inputs (files and directory), output/ and the task directory, each
   // only when nothing else is in it. The checkpoint directory is kept (it
   // belongs to every attempt). Best effort: a directory that cannot be
@@ -202,6 +226,8 @@ class Executor {
 
  private:
   struct Task;
+  struct Launch;
+  struct Parked;
   Executor(ExecutorOptions options, Reactor* reactor, std::unique_ptr<Isolator> isolator,
            std::unique_ptr<Spawner> spawner, int dev_null);
 
@@ -220,6 +246,13 @@ class Executor {
     std::string exe;
   };
   Result<Command> MakeCommand(const TaskSpec& spec, const TaskDirs& dirs) const;
+  // The cage, output captures and spawn plan of a start of `spec`.
+  Status MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Command& command,
+                    Launch& launch);
+  // PrepareStart's process; nullptr if it cannot be made.
+  std::unique_ptr<Parked> Park(const TaskSpec& spec, const TaskDirs& dirs, const Command& command);
+  // Watches a started task; on failure undoes its start.
+  Result<pid_t> Register(std::unique_ptr<Task> task);
   Status MakeTaskDir(const std::string& job, const std::string& task);
 
   ExecutorOptions options_;
@@ -237,6 +270,7 @@ class Executor {
     uint32_t attempt = 0;
     TaskDirs dirs;
     std::optional<Command> command;
+    std::shared_ptr<Parked> parked;  // PrepareStart's process
   };
   std::map<TaskId, Prepared> prepared_;
   // Programs found on PATH, for the tasks that follow (an array's tasks

@@ -73,6 +73,25 @@ TEST_F(CgroupV1Executor, TaskBeyondItsMemoryLimitIsReportedOomKilled) {
   ExpectAllCgroupsEmpty();
 }
 
+// The process made ahead of a prepared start is in the task's cgroup
+// before its start, so the limits hold from its program's first step.
+TEST_F(CgroupV1Executor, AProcessMadeAheadIsInItsCageBeforeItsStart) {
+  if (!ParkSupported()) GTEST_SKIP() << "no parked starts on this architecture";
+  TaskSpec spec = Task(9, {testing::Helper(), "alloc", "200"});
+  spec.memory_bytes = 64ull << 20;
+  ASSERT_TRUE(h_->executor().PrepareStart(spec).ok());
+  ASSERT_TRUE(testing::WaitParked(h_->executor(), spec.id));
+  const pid_t pid = h_->executor().ParkedProcessOf(spec.id)->pid;
+  const std::string cgroups = ReadFile("/proc/" + std::to_string(pid) + "/cgroup");
+  EXPECT_NE(cgroups.find(":memory:"), std::string::npos) << cgroups;
+  EXPECT_NE(cgroups.find("/drover/w" + std::to_string(getpid()) + "/"), std::string::npos)
+      << cgroups;
+  TaskResult r = h_->Run(spec);
+  EXPECT_EQ(r.outcome, TaskOutcome::kFailed);
+  EXPECT_TRUE(r.oom_killed) << r.reason;
+  ExpectAllCgroupsEmpty();
+}
+
 TEST_F(CgroupV1Executor, HalfACpuBurningForTwoSecondsUsesAboutOneSecond) {
   // On a shared 2-core machine a dozen compilers can starve the task below
   // its quota: Drover's cpu cgroup competes with each of them as one nice-0

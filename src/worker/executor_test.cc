@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -20,6 +23,7 @@ namespace {
 using testing::Harness;
 using testing::ReadFile;
 using testing::Task;
+using testing::WaitParked;
 
 TEST(ExecutorTest, RunsATaskWithItsEnvironmentDirectoriesAndResult) {
   Harness h(MakeNoIsolator());
@@ -131,11 +135,17 @@ TEST(ExecutorTest, DiscardPreparedRemovesWhatPrepareMade) {
   TaskSpec spec = Task(4, {"true"});
   Result<TaskDirs> dirs = h.executor().PrepareStart(spec, /*with_inputs=*/true);
   ASSERT_TRUE(dirs.ok()) << dirs.status().ToString();
+  std::optional<Executor::ParkedInfo> parked = h.executor().ParkedProcessOf(spec.id);
+  EXPECT_EQ(parked.has_value(), ParkSupported());
   std::ofstream(dirs->inputs + "/7.1") << "input\n";
   h.executor().DiscardPrepared(spec.id, /*attempt=*/2);  // another attempt: kept
   EXPECT_TRUE(std::filesystem::exists(dirs->inputs + "/7.1"));
   h.executor().DiscardPrepared(spec.id, spec.attempt);
   EXPECT_FALSE(std::filesystem::exists(dirs->task));
+  // The process made ahead is ended and reaped.
+  if (parked) {
+    EXPECT_EQ(kill(parked->pid, 0), -1);
+  }
   EXPECT_TRUE(std::filesystem::is_directory(dirs->checkpoint));
 }
 
@@ -178,6 +188,68 @@ TEST(ExecutorTest, CapsOutputAndTheTaskStillSucceeds) {
   EXPECT_EQ(out.size(), (1u << 20) + marker.size());
   EXPECT_EQ(out.substr(out.size() - marker.size()), marker);
   EXPECT_EQ(out.find_first_not_of('x'), 1u << 20);
+}
+
+// A prepared start runs the process PrepareStart made: Start only lets it
+// go on, and the task runs, reports and is captured as any other.
+TEST(ExecutorTest, APreparedStartRunsTheProcessMadeAhead) {
+  if (!ParkSupported()) GTEST_SKIP() << "no parked starts on this architecture";
+  Harness h(MakeNoIsolator());
+  TaskSpec spec = Task(5, {"sh", "-c", "echo out; echo $DROVER_TASK_ID > \"$DROVER_RESULT\""});
+  ASSERT_TRUE(h.executor().PrepareStart(spec).ok());
+  std::optional<Executor::ParkedInfo> parked = h.executor().ParkedProcessOf(spec.id);
+  ASSERT_TRUE(parked.has_value());
+  ASSERT_TRUE(WaitParked(h.executor(), spec.id));
+  Result<pid_t> pid = h.Start(spec);
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  EXPECT_EQ(*pid, parked->pid);
+  EXPECT_FALSE(h.executor().ParkedProcessOf(spec.id).has_value());
+  h.WaitFor(1);
+  const TaskResult& r = h.results()[5];
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason;
+  EXPECT_EQ(ReadFile(r.dirs.stdout_path), "out\n");
+  EXPECT_EQ(r.result_text, "7.5\n");
+}
+
+// A start with other limits than the prepared one gets a process of its
+// own; the one made ahead is ended without running.
+TEST(ExecutorTest, AStartWithOtherLimitsDoesNotUseTheProcessMadeAhead) {
+  if (!ParkSupported()) GTEST_SKIP() << "no parked starts on this architecture";
+  Harness h(MakeNoIsolator());
+  TaskSpec spec = Task(6, {"true"});
+  ASSERT_TRUE(h.executor().PrepareStart(spec).ok());
+  ASSERT_TRUE(WaitParked(h.executor(), spec.id));
+  const pid_t made_ahead = h.executor().ParkedProcessOf(spec.id)->pid;
+  spec.max_pids = 64;
+  Result<pid_t> pid = h.Start(spec);
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  EXPECT_NE(*pid, made_ahead);
+  EXPECT_EQ(kill(made_ahead, 0), -1);  // ended and reaped
+  h.WaitFor(1);
+  EXPECT_EQ(h.results()[6].outcome, TaskOutcome::kSucceeded) << h.results()[6].reason;
+}
+
+// The program made ready ahead went away before the start: the task fails
+// with the reason a start names, not an exit code of the worker's.
+TEST(ExecutorTest, AProgramGoneBeforeAPreparedStartFailsWithTheReason) {
+  if (!ParkSupported()) GTEST_SKIP() << "no parked starts on this architecture";
+  Harness h(MakeNoIsolator());
+  testing::TempDir scripts;
+  const std::string script = scripts.path() + "/run.sh";
+  std::ofstream(script) << "#!/bin/sh\necho hi\n";
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  TaskSpec spec = Task(7, {"./run.sh"});
+  spec.working_dir = scripts.path();
+  ASSERT_TRUE(h.executor().PrepareStart(spec).ok());
+  ASSERT_TRUE(WaitParked(h.executor(), spec.id));
+  ASSERT_EQ(chmod(script.c_str(), 0644), 0);
+  ASSERT_TRUE(h.Start(spec).ok());
+  h.WaitFor(1);
+  const TaskResult& r = h.results()[7];
+  EXPECT_EQ(r.outcome, TaskOutcome::kFailed);
+  EXPECT_EQ(r.reason, "permission denied: ./run.sh");
+  EXPECT_EQ(r.start_error, "permission denied: ./run.sh");
+  EXPECT_EQ(r.exit_code, -1);
 }
 
 TEST(ExecutorTest, ExecFailuresHaveClearMessages) {

@@ -1,8 +1,10 @@
 #include "worker/spawn.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -10,16 +12,56 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace drover::worker {
 namespace {
 
 constexpr size_t kStackSize = 256 * 1024;
+// A parked child's own stack: its code makes system calls and little else.
+constexpr size_t kParkedStackSize = 64 * 1024;
+
+// System calls that touch nothing but registers: no errno (it lives in the
+// calling thread's TLS, which a parked child shares with a running parent
+// thread). They return -errno on failure.
+#if defined(__x86_64__)
+constexpr bool kRawSyscalls = true;
+long Sys(long n, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0) {
+  long ret;
+  register long r10 asm("r10") = a4;
+  asm volatile("syscall"
+               : "=a"(ret)
+               : "a"(n), "D"(a1), "S"(a2), "d"(a3), "r"(r10)
+               : "rcx", "r11", "memory");
+  return ret;
+}
+#elif defined(__aarch64__)
+constexpr bool kRawSyscalls = true;
+long Sys(long n, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0) {
+  register long x8 asm("x8") = n;
+  register long x0 asm("x0") = a1;
+  register long x1 asm("x1") = a2;
+  register long x2 asm("x2") = a3;
+  register long x3 asm("x3") = a4;
+  asm volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory", "cc");
+  return x0;
+}
+#else
+// Elsewhere only Spawn's vfork children use these (the parent is suspended,
+// so errno may be written); Park is refused.
+constexpr bool kRawSyscalls = false;
+long Sys(long n, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0) {
+  long r = syscall(n, a1, a2, a3, a4);
+  return r < 0 ? -errno : r;
+}
+#endif
 
 // Where the child failed; left with errno in ChildArgs::error.
 enum class Step : int {
@@ -62,6 +104,13 @@ struct ChildArgs {
   int reset_count;
   // Written by the child (it shares this memory) as its first step.
   timespec spawned_at;
+  // Parked children only: the gate, an eventfd the parent writes to
+  // release the child (-1: exec at once); the lifeline, the read end of a
+  // pipe whose write end only the parent holds (its end of file: the
+  // worker is gone); and `parked`, set once the child waits.
+  int gate_fd = -1;
+  int lifeline_fd = -1;
+  std::atomic<int> parked{0};
 };
 
 // Reads the caught and ignored signal sets from /proc/self/status (one
@@ -110,20 +159,34 @@ void ResetAllSignals(int* reset, int& reset_count) {
   }
 }
 
-[[noreturn]] void Fail(ChildArgs* args, Step step) {
-  args->error = ChildError{static_cast<int>(step), errno};
-  _exit(127);
+[[noreturn]] void Exit(int code) {
+  for (;;) Sys(SYS_exit_group, code);
 }
 
-// Runs in the child, on the Spawner's stack, sharing the parent's memory:
-// only async-signal-safe calls, no allocation, no locks, and the raw
-// set*id system calls (glibc's wrappers would try to broadcast the change
-// to the parent's threads).
+// `result` is a raw system call's return value (-errno).
+[[noreturn]] void Fail(ChildArgs* args, Step step, long result) {
+  args->error = ChildError{static_cast<int>(step), static_cast<int>(-result)};
+  Exit(127);
+}
+
+// Runs `call` until it is not interrupted; fails the child at `step` if it
+// returns an error.
+#define DROVER_CHILD_STEP(args, step, call) \
+  do {                                      \
+    long r_;                                \
+    do {                                    \
+      r_ = (call);                          \
+    } while (r_ == -EINTR);                 \
+    if (r_ < 0) Fail(args, step, r_);       \
+  } while (0)
+
+// Runs in the child, on a stack of its own, sharing the parent's memory:
+// raw system calls only (Sys: no errno, no TLS), no allocation, no locks.
 int ChildMain(void* arg) {
   auto* args = static_cast<ChildArgs*>(arg);
   // First of all: the moment the process exists (one vDSO call, async-
   // signal-safe), for the handoff figure (SpawnedProcess::spawned_at).
-  clock_gettime(CLOCK_REALTIME, &args->spawned_at);
+  if (args->gate_fd < 0) clock_gettime(CLOCK_REALTIME, &args->spawned_at);
   const SpawnPlan& p = *args->plan;
 
   // Handlers installed by the worker must not run in the child (they would
@@ -137,52 +200,83 @@ int ChildMain(void* arg) {
   KernelSigaction dfl{};
   dfl.handler = SIG_DFL;
   for (int i = 0; i < args->reset_count; ++i) {
-    syscall(SYS_rt_sigaction, args->reset[i], &dfl, nullptr, sizeof(uint64_t));
+    Sys(SYS_rt_sigaction, args->reset[i], reinterpret_cast<long>(&dfl), 0, sizeof(uint64_t));
   }
 
-  if (setsid() < 0) Fail(args, Step::kSession);
+  DROVER_CHILD_STEP(args, Step::kSession, Sys(SYS_setsid));
   for (int fd : p.join_fds) {
-    if (write(fd, "0", 1) != 1) Fail(args, Step::kCgroup);
+    long n = Sys(SYS_write, fd, reinterpret_cast<long>("0"), 1);
+    if (n != 1) Fail(args, Step::kCgroup, n < 0 ? n : -EIO);
   }
   for (const ChildRlimit& r : p.rlimits) {
     struct rlimit lim {
       r.soft, r.hard
     };
-    if (setrlimit(r.resource, &lim) != 0) Fail(args, Step::kRlimit);
+    DROVER_CHILD_STEP(args, Step::kRlimit,
+                      Sys(SYS_prlimit64, 0, r.resource, reinterpret_cast<long>(&lim), 0));
   }
-  if (p.cpus && sched_setaffinity(0, sizeof(cpu_set_t), &*p.cpus) != 0) {
-    Fail(args, Step::kAffinity);
+  if (p.cpus) {
+    DROVER_CHILD_STEP(args, Step::kAffinity,
+                      Sys(SYS_sched_setaffinity, 0, sizeof(cpu_set_t),
+                          reinterpret_cast<long>(&*p.cpus)));
   }
   const int targets[3] = {p.stdin_fd, p.stdout_fd, p.stderr_fd};
   for (int i = 0; i < 3; ++i) {
     if (targets[i] < 0) continue;
     if (targets[i] == i) {
-      // dup2 onto itself would keep O_CLOEXEC; clear it instead.
-      if (fcntl(i, F_SETFD, 0) != 0) Fail(args, Step::kStdio);
-    } else if (dup2(targets[i], i) < 0) {
-      Fail(args, Step::kStdio);
+      // dup3 onto itself is an error; clear O_CLOEXEC instead.
+      DROVER_CHILD_STEP(args, Step::kStdio, Sys(SYS_fcntl, i, F_SETFD, 0));
+    } else {
+      DROVER_CHILD_STEP(args, Step::kStdio, Sys(SYS_dup3, targets[i], i, 0));
     }
   }
   if (p.user) {
-    if (syscall(SYS_setgroups, p.user->groups.size(), p.user->groups.data()) != 0) {
-      Fail(args, Step::kGroups);
-    }
-    if (syscall(SYS_setresgid, p.user->gid, p.user->gid, p.user->gid) != 0) {
-      Fail(args, Step::kGid);
-    }
-    if (syscall(SYS_setresuid, p.user->uid, p.user->uid, p.user->uid) != 0) {
-      Fail(args, Step::kUid);
-    }
+    DROVER_CHILD_STEP(args, Step::kGroups,
+                      Sys(SYS_setgroups, static_cast<long>(p.user->groups.size()),
+                          reinterpret_cast<long>(p.user->groups.data())));
+    DROVER_CHILD_STEP(args, Step::kGid,
+                      Sys(SYS_setresgid, p.user->gid, p.user->gid, p.user->gid));
+    DROVER_CHILD_STEP(args, Step::kUid,
+                      Sys(SYS_setresuid, p.user->uid, p.user->uid, p.user->uid));
   }
-  if (p.cwd != nullptr && chdir(p.cwd) != 0) Fail(args, Step::kChdir);
-  // Nothing of the worker's (sockets, epoll, other tasks' pipes) may leak
-  // into the task, even an fd someone opened without O_CLOEXEC.
-  syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  execve(p.path, p.argv, p.envp);
-  Fail(args, Step::kExec);
+  if (p.cwd != nullptr) {
+    DROVER_CHILD_STEP(args, Step::kChdir, Sys(SYS_chdir, reinterpret_cast<long>(p.cwd)));
+  }
+  if (args->gate_fd >= 0) {
+    // Parked: hold nothing of the worker's while waiting (its sockets would
+    // not close, other tasks' pipes would not end), only 0-2, the gate and
+    // the lifeline (the parent keeps both above 2).
+    const int low = args->gate_fd < args->lifeline_fd ? args->gate_fd : args->lifeline_fd;
+    const int high = args->gate_fd < args->lifeline_fd ? args->lifeline_fd : args->gate_fd;
+    if (low > 3) Sys(SYS_close_range, 3, low - 1, 0);
+    if (high > low + 1) Sys(SYS_close_range, low + 1, high - 1, 0);
+    Sys(SYS_close_range, high + 1, ~0U, 0);
+    args->parked.store(1, std::memory_order_release);
+    // An eventfd, not a pipe: a pipe's write wakes its reader on the
+    // writer's CPU (a "sync" wakeup, for a writer about to sleep), where it
+    // waits for the worker's own work after the release; an eventfd's
+    // wakeup may take an idle CPU.
+    pollfd waits[2] = {{args->gate_fd, POLLIN, 0}, {args->lifeline_fd, POLLIN, 0}};
+    for (;;) {
+      long n = Sys(SYS_ppoll, reinterpret_cast<long>(waits), 2, 0, 0);
+      if (n == -EINTR) continue;
+      if (n < 0) Exit(127);
+      if (waits[0].revents & POLLIN) break;
+      // The lifeline ended: the worker is gone without releasing this task.
+      if (waits[1].revents != 0) Exit(127);
+    }
+    Sys(SYS_close, args->gate_fd);
+    Sys(SYS_close, args->lifeline_fd);
+  } else {
+    // Nothing of the worker's (sockets, epoll, other tasks' pipes) may leak
+    // into the task, even an fd someone opened without O_CLOEXEC.
+    Sys(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+  }
+  uint64_t none = 0;
+  Sys(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&none), 0, sizeof none);
+  Fail(args, Step::kExec,
+       Sys(SYS_execve, reinterpret_cast<long>(p.path), reinterpret_cast<long>(p.argv),
+           reinterpret_cast<long>(p.envp)));
 }
 
 std::string Errno(int err) { return strerror(err); }
@@ -235,7 +329,7 @@ Result<std::unique_ptr<Spawner>> Spawner::Create() {
 
 Spawner::~Spawner() { munmap(stack_, stack_size_); }
 
-Result<SpawnedProcess> Spawner::Spawn(const SpawnPlan& plan) {
+void Spawner::ReadSignals() {
   // The worker's dispositions are read once (header: they are set at start
   // and not changed after): the read cost an open, a read and a close of
   // /proc/self/status, ~25 us on a VM, before every task.
@@ -243,12 +337,18 @@ Result<SpawnedProcess> Spawner::Spawn(const SpawnPlan& plan) {
     if (!ReadNonDefaultSignals(reset_, reset_count_)) ResetAllSignals(reset_, reset_count_);
     signals_read_ = true;
   }
+}
+
+Result<SpawnedProcess> Spawner::Spawn(const SpawnPlan& plan) {
+  ReadSignals();
   ChildArgs args;
   args.plan = &plan;
   args.error = ChildError{0, 0};
   args.reset = reset_;
   args.reset_count = reset_count_;
   args.spawned_at = timespec{0, 0};
+  args.gate_fd = -1;
+  args.lifeline_fd = -1;
 
   sigset_t all, old;
   sigfillset(&all);
@@ -277,6 +377,158 @@ Result<SpawnedProcess> Spawner::Spawn(const SpawnPlan& plan) {
     spawned_at = std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
   }
   return SpawnedProcess{pid, pidfd, spawned_at};
+}
+
+bool ParkSupported() { return kRawSyscalls; }
+
+namespace {
+
+// `fd` itself if it is above 2, else a copy above 2 (closing `fd`); -1 if
+// `fd` is -1 or cannot be copied (errno says why).
+int AboveStdio(int fd) {
+  if (fd < 0 || fd > 2) return fd;
+  const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  const int err = errno;
+  close(fd);
+  errno = err;
+  return moved;
+}
+
+}  // namespace
+
+// Everything a parked child reads or writes, owned by its ParkedProcess.
+struct ParkedProcess::Storage {
+  std::string path;
+  std::vector<std::string> argv_text, envp_text;
+  std::vector<char*> argv, envp;
+  std::string cwd;
+  SpawnPlan plan;
+  int reset[NSIG] = {};
+  ChildArgs args;
+};
+
+ParkedProcess::ParkedProcess() : storage_(std::make_unique<Storage>()) {}
+
+ParkedProcess::~ParkedProcess() {
+  if (pid_ > 0 && !released_) {
+    // Not started: nothing of the task's ran; end the child and reap it
+    // before its stack goes.
+    if (pidfd_ >= 0) {
+      syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0);
+    } else {
+      kill(pid_, SIGKILL);
+    }
+    int status;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (pidfd_ >= 0) close(pidfd_);
+  if (gate_ >= 0) close(gate_);
+  if (lifeline_ >= 0) close(lifeline_);
+  if (stack_ != nullptr) munmap(stack_, stack_size_);
+}
+
+int ParkedProcess::TakePidfd() { return std::exchange(pidfd_, -1); }
+
+bool ParkedProcess::parked() const {
+  return storage_->args.parked.load(std::memory_order_acquire) != 0;
+}
+
+bool ParkedProcess::Dead() const {
+  pollfd p{pidfd_, POLLIN, 0};
+  return poll(&p, 1, 0) != 0;  // readable, or an error: not to be released
+}
+
+Result<Time> ParkedProcess::Release() {
+  if (released_) return FailedPrecondition("released twice");
+  const Time at = std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
+  const uint64_t one = 1;
+  ssize_t n;
+  do {
+    n = write(gate_, &one, sizeof one);
+  } while (n < 0 && errno == EINTR);
+  if (n != sizeof one) return Internal("cannot release the prepared process: " + Errno(errno));
+  released_ = true;
+  close(gate_);
+  close(lifeline_);
+  gate_ = lifeline_ = -1;
+  return at;
+}
+
+Status ParkedProcess::Failure() const {
+  const ChildError& e = storage_->args.error;
+  if (e.step == 0) return Status::Ok();
+  return DescribeFailure(storage_->plan, e);
+}
+
+Result<std::unique_ptr<ParkedProcess>> Spawner::Park(const SpawnPlan& plan) {
+  if (!kRawSyscalls) return FailedPrecondition("parked starts are not supported on this architecture");
+  ReadSignals();
+  std::unique_ptr<ParkedProcess> parked(new ParkedProcess());
+  ParkedProcess::Storage& st = *parked->storage_;
+  st.path = plan.path;
+  for (char* const* a = plan.argv; *a != nullptr; ++a) st.argv_text.emplace_back(*a);
+  for (char* const* e = plan.envp; *e != nullptr; ++e) st.envp_text.emplace_back(*e);
+  for (std::string& a : st.argv_text) st.argv.push_back(a.data());
+  st.argv.push_back(nullptr);
+  for (std::string& e : st.envp_text) st.envp.push_back(e.data());
+  st.envp.push_back(nullptr);
+  st.plan = plan;
+  st.plan.path = st.path.c_str();
+  st.plan.argv = st.argv.data();
+  st.plan.envp = st.envp.data();
+  if (plan.cwd != nullptr) {
+    st.cwd = plan.cwd;
+    st.plan.cwd = st.cwd.c_str();
+  }
+  std::copy(reset_, reset_ + reset_count_, st.reset);
+  ChildArgs& args = st.args;
+  args.plan = &st.plan;
+  args.error = ChildError{0, 0};
+  args.reset = st.reset;
+  args.reset_count = reset_count_;
+  args.spawned_at = timespec{0, 0};
+
+  // The gate and the lifeline, above 2 (the child's stdio lands on 0-2).
+  const int gate = AboveStdio(eventfd(0, EFD_CLOEXEC));
+  if (gate < 0) return Unavailable("cannot make an eventfd: " + Errno(errno));
+  parked->gate_ = gate;
+  int life[2];
+  if (pipe2(life, O_CLOEXEC) != 0) return Unavailable("cannot make a pipe: " + Errno(errno));
+  parked->lifeline_ = life[1];
+  const int lifeline = AboveStdio(life[0]);
+  if (lifeline < 0) return Unavailable("cannot make a pipe: " + Errno(errno));
+  args.gate_fd = gate;
+  args.lifeline_fd = lifeline;
+  // The parent's copy of the lifeline's read end goes once the child has
+  // its own (the parent never reads it).
+  struct CloseAfter {
+    int fd;
+    ~CloseAfter() { close(fd); }
+  } lifeline_read{lifeline};
+
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* mem = mmap(nullptr, kParkedStackSize + page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (mem == MAP_FAILED) return Internal("cannot map a stack: " + Errno(errno));
+  mprotect(mem, page, PROT_NONE);
+  parked->stack_ = mem;
+  parked->stack_size_ = kParkedStackSize + page;
+
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int pidfd = -1;
+  char* top = static_cast<char*>(mem) + parked->stack_size_;
+  // No CLONE_VFORK: the parent goes on while the child sets itself up and
+  // waits at the gate.
+  pid_t pid = clone(ChildMain, top, CLONE_VM | CLONE_PIDFD | SIGCHLD, &args, &pidfd);
+  const int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) return Unavailable("cannot start a process: " + Errno(clone_errno));
+  parked->pid_ = pid;
+  parked->pidfd_ = pidfd;
+  return parked;
 }
 
 int CheckExecutable(const std::string& path) {

@@ -30,8 +30,27 @@
 // process between the child's unblocking and its execve, before anyone but
 // the suspended parent knows its pid (it is alone in a new session).
 //
-// Threading: one Spawner per thread (it owns the child's stack). Spawn blocks
-// all signals in the calling thread for the few microseconds of the clone.
+// Parked children (Park): a queued task's process is made ahead of its
+// start, while its predecessor still runs, so that the start itself is one
+// write to an eventfd. The child is cloned with CLONE_VM but without
+// CLONE_VFORK: the parent goes on while the child does the same setup as
+// above, then closes every fd but 0-2, its gate and its lifeline, and
+// blocks on its gate, an eventfd. ParkedProcess::Release writes to it:
+// the child unblocks signals and calls execve. (An eventfd rather than a
+// pipe: a pipe's writer wakes its reader as a "sync" wakeup, on the
+// writer's CPU, where it would wait for the worker's own work.) When the lifeline (a pipe whose only
+// write end the worker holds) ends first, the worker is gone: the child
+// exits 127 without running anything.
+// Since such a child runs alongside the parent's threads in the same
+// memory, it makes raw system calls only (no errno, nothing in the
+// thread's TLS), on a stack of its own, and writes nothing of the parent's
+// but its own ChildArgs; the ParkedProcess owns copies of everything the
+// child reads and lives until the child has been reaped. Park is available
+// on x86-64 and arm64 (ParkSupported()).
+//
+// Threading: one Spawner per thread (it owns the child's stack). Spawn and
+// Park block all signals in the calling thread for the few microseconds of
+// the clone.
 #ifndef DROVER_WORKER_SPAWN_H_
 #define DROVER_WORKER_SPAWN_H_
 
@@ -89,6 +108,49 @@ struct SpawnedProcess {
   Time spawned_at;
 };
 
+// A child made by Spawner::Park, waiting before its execve.
+class ParkedProcess {
+ public:
+  // Not released: kills the child and reaps it. Released: the caller reaps
+  // it (pid()) before destroying this, which frees the child's stack.
+  ~ParkedProcess();
+  ParkedProcess(const ParkedProcess&) = delete;
+  ParkedProcess& operator=(const ParkedProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // O_CLOEXEC pidfd; closed by the destructor unless taken.
+  int pidfd() const { return pidfd_; }
+  int TakePidfd();
+  // The child has done its setup and waits at its gate.
+  bool parked() const;
+  // The child is gone (it failed a setup step, or was killed) before its
+  // release: do not Release it; destroy it and start the task anew.
+  bool Dead() const;
+  // Lets the child go on to its execve. Returns the wall-clock time of the
+  // release: the task's start.
+  Result<Time> Release();
+  // Once the child has ended (its pidfd is readable): why it never ran the
+  // program (a failed execve, or a setup step that failed after an early
+  // release), as Spawn reports it; OK if it ran.
+  Status Failure() const;
+
+ private:
+  friend class Spawner;
+  ParkedProcess();
+  struct Storage;
+  std::unique_ptr<Storage> storage_;  // what the child reads and writes
+  void* stack_ = nullptr;
+  size_t stack_size_ = 0;
+  pid_t pid_ = -1;
+  int pidfd_ = -1;
+  int gate_ = -1;      // eventfd: written to release the child
+  int lifeline_ = -1;  // the pipe's only write end: closing it ends an unreleased child
+  bool released_ = false;
+};
+
+// Whether Spawner::Park works on this architecture.
+bool ParkSupported();
+
 class Spawner {
  public:
   // Fails if the child stack cannot be mapped.
@@ -104,7 +166,14 @@ class Spawner {
   // for EACCES/EPERM, kFailedPrecondition or kInternal otherwise.
   Result<SpawnedProcess> Spawn(const SpawnPlan& plan);
 
+  // Makes the child of `plan` (copied: the plan's memory may go once this
+  // returns) and leaves it waiting before its execve (see the header
+  // comment). Fails if the child cannot be made; a setup step that fails
+  // shows as the child's early death (ParkedProcess::Dead).
+  Result<std::unique_ptr<ParkedProcess>> Park(const SpawnPlan& plan);
+
  private:
+  void ReadSignals();
   Spawner(void* stack, size_t size) : stack_(stack), stack_size_(size) {}
   void* stack_;
   size_t stack_size_;

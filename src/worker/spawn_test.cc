@@ -1,7 +1,10 @@
 #include "worker/spawn.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -9,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 
 #include "worker/exec_test_util.h"
@@ -186,6 +190,162 @@ TEST(SpawnerTest, ChildSideFailuresComeBackToTheParent) {
   // No child was left behind: all were reaped by Spawn.
   EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);
   EXPECT_EQ(errno, ECHILD);
+}
+
+// A parked child: `sh -c 'echo ran > MARK'` run from `dir`.
+struct ParkedShell {
+  explicit ParkedShell(const std::string& dir)
+      : mark(dir + "/mark"), argv({"sh", "-c", "echo ran > " + mark}), cwd(dir) {
+    plan.path = "/bin/sh";
+    plan.argv = argv.ptrs.data();
+    plan.envp = envp;
+    plan.cwd = cwd.c_str();
+    plan.display_name = "sh";
+  }
+  std::string mark;
+  Argv argv;
+  std::string cwd;
+  char* envp[1] = {nullptr};
+  SpawnPlan plan;
+};
+
+// Waits (30 s at most) until the parked child has done its setup.
+bool WaitParked(const ParkedProcess& p) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!p.parked() && !p.Dead()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    sched_yield();
+  }
+  return p.parked();
+}
+
+// Waits (30 s at most) for a process's end through its pidfd.
+bool WaitEnded(int pidfd) {
+  pollfd p{pidfd, POLLIN, 0};
+  return poll(&p, 1, 30000) == 1;
+}
+
+// Made ahead, the child has done its setup but runs nothing until its
+// release; then it runs the program, and the plan's memory was not needed
+// after Park.
+TEST(ParkedProcessTest, RunsTheProgramOnlyOnceReleased) {
+  if (!ParkSupported()) GTEST_SKIP() << "no parked starts on this architecture";
+  TempDir dir;
+  auto spawner = Spawner::Create();
+  ASSERT_TRUE(spawner.ok());
+  auto shell = std::make_unique<ParkedShell>(dir.path());
+  const std::string mark = shell->mark;
+  auto parked = (*spawner)->Park(shell->plan);
+  ASSERT_TRUE(parked.ok()) << parked.status().ToString();
+  shell.reset();
+  ParkedProcess& p = **parked;
+  ASSERT_TRUE(WaitParked(p));
+  // Its setup is done (it is in its working directory), its program not run.
+  EXPECT_EQ(std::filesystem::read_symlink("/proc/" + std::to_string(p.pid()) + "/cwd"),
+            dir.path());
+  EXPECT_FALSE(std::filesystem::exists(mark));
+  EXPECT_FALSE(p.Dead());
+
+  ASSERT_TRUE(p.Release().ok());
+  ASSERT_TRUE(WaitEnded(p.pidfd()));
+  int status = -1;
+  ASSERT_EQ(waitpid(p.pid(), &status, 0), p.pid());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(p.Failure().ok()) << p.Failure().ToString();
+  EXPECT_EQ(testing::ReadFile(mark), "ran\n");
+}
+
+// Destroyed unreleased (the task was canceled while queued): the child is
+// killed and reaped, and its program never ran.
+TEST(ParkedProcessTest, DestroyedUnreleasedItIsEndedWithoutRunning) {
+  if (!ParkSupported()) GTEST_SKIP() << "no parked starts on this architecture";
+  TempDir dir;
+  auto spawner = Spawner::Create();
+  ASSERT_TRUE(spawner.ok());
+  ParkedShell shell(dir.path());
+  auto parked = (*spawner)->Park(shell.plan);
+  ASSERT_TRUE(parked.ok()) << parked.status().ToString();
+  const pid_t pid = (*parked)->pid();
+  ASSERT_TRUE(WaitParked(**parked));
+  parked->reset();
+  EXPECT_EQ(kill(pid, 0), -1);  // reaped: no such process
+  EXPECT_EQ(errno, ESRCH);
+  EXPECT_FALSE(std::filesystem::exists(shell.mark));
+}
+
+// The worker dies with the child parked: its lifeline ends, and it exits
+// 127 without running the program (no orphan waits forever).
+TEST(ParkedProcessTest, ExitsWithoutRunningWhenItsWorkerIsGone) {
+  if (!ParkSupported()) GTEST_SKIP() << "no parked starts on this architecture";
+  TempDir dir;
+  ParkedShell shell(dir.path());
+  // The orphan comes to this process, which can then wait for it.
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  const pid_t worker = fork();
+  ASSERT_GE(worker, 0);
+  if (worker == 0) {
+    // The "worker": parks the child, says its pid once it waits, and dies
+    // without destroying anything.
+    auto spawner = Spawner::Create();
+    if (!spawner.ok()) _exit(2);
+    auto parked = (*spawner)->Park(shell.plan);
+    if (!parked.ok() || !WaitParked(**parked)) _exit(3);
+    const pid_t pid = (*parked)->pid();
+    if (write(report[1], &pid, sizeof pid) != sizeof pid) _exit(4);
+    _exit(0);
+  }
+  close(report[1]);
+  pid_t child = -1;
+  ASSERT_EQ(read(report[0], &child, sizeof child), static_cast<ssize_t>(sizeof child));
+  close(report[0]);
+  int status = -1;
+  ASSERT_EQ(waitpid(worker, &status, 0), worker);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
+  ASSERT_GE(pidfd, 0);
+  const bool ended = WaitEnded(pidfd);
+  EXPECT_TRUE(ended) << "the parked child outlived its worker";
+  if (!ended) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+  close(pidfd);
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 127) << status;
+  EXPECT_FALSE(std::filesystem::exists(shell.mark));
+  prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+// A setup step that fails shows as the child's death before any release;
+// an execve that fails after it is named as Spawn names it.
+TEST(ParkedProcessTest, FailuresAreNamedAsSpawnNamesThem) {
+  if (!ParkSupported()) GTEST_SKIP() << "no parked starts on this architecture";
+  TempDir dir;
+  auto spawner = Spawner::Create();
+  ASSERT_TRUE(spawner.ok());
+  ParkedShell shell(dir.path());
+  shell.plan.cwd = "/nonexistent-drover-dir";
+  auto parked = (*spawner)->Park(shell.plan);
+  ASSERT_TRUE(parked.ok()) << parked.status().ToString();
+  ASSERT_TRUE(WaitEnded((*parked)->pidfd()));
+  EXPECT_TRUE((*parked)->Dead());
+  EXPECT_EQ((*parked)->Failure().message(), "working directory missing: /nonexistent-drover-dir");
+  parked->reset();  // reaps it
+
+  std::string script = dir.path() + "/run.sh";
+  close(open(script.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  shell.plan.cwd = dir.path().c_str();
+  shell.plan.path = script.c_str();
+  shell.plan.display_name = "./run.sh";
+  parked = (*spawner)->Park(shell.plan);
+  ASSERT_TRUE(parked.ok()) << parked.status().ToString();
+  ASSERT_TRUE(WaitParked(**parked));
+  ASSERT_TRUE((*parked)->Release().ok());
+  ASSERT_TRUE(WaitEnded((*parked)->pidfd()));
+  int status = -1;
+  ASSERT_EQ(waitpid((*parked)->pid(), &status, 0), (*parked)->pid());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 127) << status;
+  EXPECT_EQ((*parked)->Failure().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ((*parked)->Failure().message(), "permission denied: ./run.sh");
 }
 
 TEST(ResolveCommandTest, SearchesPathAndNamesTheProblem) {
