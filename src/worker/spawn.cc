@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -27,6 +28,8 @@ namespace {
 constexpr size_t kStackSize = 256 * 1024;
 // A parked child's own stack: its code makes system calls and little else.
 constexpr size_t kParkedStackSize = 64 * 1024;
+// What ps and top show for a parked child (at most 15 characters).
+constexpr char kParkedName[] = "drover:queued";
 
 // System calls that touch nothing but registers: no errno (it lives in the
 // calling thread's TLS, which a parked child shares with a running parent
@@ -243,6 +246,9 @@ int ChildMain(void* arg) {
     DROVER_CHILD_STEP(args, Step::kChdir, Sys(SYS_chdir, reinterpret_cast<long>(p.cwd)));
   }
   if (args->gate_fd >= 0) {
+    // Named for ps and top while it waits (its command line is still the
+    // worker's: it shares the worker's memory until its execve).
+    Sys(SYS_prctl, PR_SET_NAME, reinterpret_cast<long>(kParkedName));
     // Parked: hold nothing of the worker's while waiting (its sockets would
     // not close, other tasks' pipes would not end), only 0-2, the gate and
     // the lifeline (the parent keeps both above 2).

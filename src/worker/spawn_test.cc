@@ -245,6 +245,7 @@ TEST(ParkedProcessTest, RunsTheProgramOnlyOnceReleased) {
             dir.path());
   EXPECT_FALSE(std::filesystem::exists(mark));
   EXPECT_FALSE(p.Dead());
+  EXPECT_EQ(testing::ReadFile("/proc/" + std::to_string(p.pid()) + "/comm"), "drover:queued\n");
 
   ASSERT_TRUE(p.Release().ok());
   ASSERT_TRUE(WaitEnded(p.pidfd()));
