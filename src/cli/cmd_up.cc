@@ -1,7 +1,8 @@
 // `drover up`: a server and N local workers in one process on one event
-// loop, for single-machine use. The workers reach the server over loopback
-// like any other worker; the machine's cores and memory are split between
-// them (core_split.h).
+// loop, for single-machine use. The workers reach the server like any other
+// worker, over its local socket (api.sock: no TCP, no TLS; the token as
+// always) or, with --no-local-socket, over loopback TCP; the machine's
+// cores and memory are split between them (core_split.h).
 //
 // Running as root without --user, the local workers run tasks as root:
 // `up` is an explicit single-machine mode where the person starting it
@@ -78,6 +79,9 @@ int RunUp(UpFlags& flags) {
     a.token = (*shell)->token();
     a.fingerprint = (*shell)->fingerprint();
     a.tls = config->tls;
+    // In this process: over the local socket when there is one, without
+    // TCP and TLS on every message.
+    a.local_socket = (*shell)->local_socket();
     a.name = HostName() + "-" + std::to_string(i + 1);
     a.workdir = config->state_dir + "/work/" + a.name;
     a.isolation = flags.isolation;

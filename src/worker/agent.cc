@@ -315,6 +315,7 @@ void Agent::Impl::Connect() {
   options.port = address.port;
   options.tls = config_.tls;
   options.fingerprint = config_.fingerprint;
+  options.local_socket = config_.local_socket;
   options.token = config_.token;
   // A server that accepts the connection but never finishes the handshake
   // (paused: SIGSTOP, a stalled host) must not hold the worker past its

@@ -101,6 +101,10 @@ struct AgentConfig {
   std::string token;        // the cluster token
   std::string fingerprint;  // the server certificate's SHA-256 (required with tls)
   bool tls = true;
+  // The server's local socket (net/local_socket.h), for a worker in the
+  // server's own process (`drover up`): connect there, in plain HTTP (no
+  // TCP, no TLS; the token is sent as always). Empty: `servers`.
+  std::string local_socket;
   std::string name;         // the worker's name; empty: the host name
   std::string workdir;      // task directories go under here; required
 

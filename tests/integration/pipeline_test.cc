@@ -29,6 +29,11 @@ class UpCluster {
     EXPECT_EQ(up_->Wait(In(kStartTimeout)), 0) << up_->output();
   }
   Cluster& cluster() { return cluster_; }
+  // The next line of its output with `needle` (the server logs after its
+  // readiness line), or nullopt.
+  std::optional<std::string> NextLine(const std::string& needle) {
+    return up_->WaitForLine(needle, In(kStartTimeout));
+  }
 
  private:
   Cluster cluster_;
@@ -74,6 +79,12 @@ TEST(PipelineTest, ExamplePipelineCompletesWithDependenciesRespectedAndInputsAgg
   EXPECT_EQ(workers.status, 0) << workers.output;
   EXPECT_NE(workers.output.find("-2 "), std::string::npos) << "two local workers\n"
                                                           << workers.output;
+  // They reached the server over its local socket, not TCP and TLS.
+  for (int i = 0; i < 2; ++i) {
+    std::optional<std::string> joined = up.NextLine(") joined from ");
+    ASSERT_TRUE(joined.has_value());
+    EXPECT_NE(joined->find(" joined from local:"), std::string::npos) << *joined;
+  }
 }
 
 TEST(PipelineTest, MalformedJobFileExitsWithStatus2AndItsLineAndSendsNothing) {
