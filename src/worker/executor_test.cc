@@ -316,6 +316,20 @@ TEST(ExecutorTest, RunsTasksAsTheConfiguredUser) {
   EXPECT_EQ(st.st_uid, uid);
   ASSERT_EQ(stat((r.dirs.output + "/made").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, uid);
+
+  // A process made ahead switches user before it waits, and still starts
+  // (its gate and lifeline were open before the switch).
+  TaskSpec queued = Task(2, {"sh", "-c", "id -u"});
+  ASSERT_TRUE(h.executor().PrepareStart(queued).ok());
+  if (ParkSupported()) {
+    ASSERT_TRUE(testing::WaitParked(h.executor(), queued.id));
+    const pid_t pid = h.executor().ParkedProcessOf(queued.id)->pid;
+    ASSERT_EQ(stat(("/proc/" + std::to_string(pid)).c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, uid);
+  }
+  r = h.Run(queued);
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason << ReadFile(r.dirs.stderr_path);
+  EXPECT_EQ(ReadFile(r.dirs.stdout_path), std::to_string(uid) + "\n");
 }
 
 TEST(ExecutorTest, KillSendsTermToTheGroupAndEndsAsCanceled) {
