@@ -94,19 +94,19 @@ struct KernelSigaction {
 };
 
 struct ChildArgs {
-  const SpawnPlan* plan;
+  const SpawnPlan* plan = nullptr;
   // Where a failing child leaves (step, errno) before it exits: the parent
   // shares this memory and resumes only once the child has exec'd or
   // exited (CLONE_VM | CLONE_VFORK), so no pipe is needed (posix_spawn
   // does the same). Stays {0, 0} when execve succeeds.
-  ChildError error;
+  ChildError error{0, 0};
   // Signals whose disposition is not the default in the parent (caught or
   // ignored); only these are reset in the child, a handful instead of 64
   // system calls (each costs microseconds on a VM, all before the exec).
-  const int* reset;
-  int reset_count;
+  const int* reset = nullptr;
+  int reset_count = 0;
   // Written by the child (it shares this memory) as its first step.
-  timespec spawned_at;
+  timespec spawned_at{0, 0};
   // Parked children only: the gate, an eventfd the parent writes to
   // release the child (-1: exec at once); the lifeline, the read end of a
   // pipe whose write end only the parent holds (its end of file: the
@@ -287,6 +287,32 @@ int ChildMain(void* arg) {
 
 std::string Errno(int err) { return strerror(err); }
 
+// An anonymous stack of `size` bytes with one guard page below it (an
+// overflow faults instead of silently corrupting the parent's memory).
+// Returns the mapping's start and whole length.
+Result<std::pair<void*, size_t>> MapStack(size_t size) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* mem = mmap(nullptr, size + page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (mem == MAP_FAILED) return Internal("cannot map a child's stack: " + Errno(errno));
+  mprotect(mem, page, PROT_NONE);
+  return std::make_pair(mem, size + page);
+}
+
+// clone(ChildMain) on the stack [stack, stack + length) with every signal
+// blocked in the calling thread for its duration (the child inherits that
+// mask and unblocks only before its execve). Returns the pid, or -errno.
+pid_t CloneChild(void* stack, size_t length, int flags, ChildArgs* args, int* pidfd) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  char* top = static_cast<char*>(stack) + length;
+  pid_t pid = clone(ChildMain, top, flags | CLONE_VM | CLONE_PIDFD | SIGCHLD, args, pidfd);
+  const int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return pid < 0 ? -clone_errno : pid;
+}
+
 Status DescribeFailure(const SpawnPlan& plan, const ChildError& e) {
   const std::string& name = plan.display_name;
   const int err = e.err;
@@ -323,14 +349,8 @@ Status DescribeFailure(const SpawnPlan& plan, const ChildError& e) {
 }  // namespace
 
 Result<std::unique_ptr<Spawner>> Spawner::Create() {
-  // One guard page below the stack turns an overflow into a fault instead of
-  // silent corruption of the parent's memory.
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  void* mem = mmap(nullptr, kStackSize + page, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (mem == MAP_FAILED) return Internal("cannot map the spawn stack: " + Errno(errno));
-  mprotect(mem, page, PROT_NONE);
-  return std::unique_ptr<Spawner>(new Spawner(mem, kStackSize + page));
+  ASSIGN_OR_RETURN(auto stack, MapStack(kStackSize));
+  return std::unique_ptr<Spawner>(new Spawner(stack.first, stack.second));
 }
 
 Spawner::~Spawner() { munmap(stack_, stack_size_); }
@@ -349,23 +369,12 @@ Result<SpawnedProcess> Spawner::Spawn(const SpawnPlan& plan) {
   ReadSignals();
   ChildArgs args;
   args.plan = &plan;
-  args.error = ChildError{0, 0};
   args.reset = reset_;
   args.reset_count = reset_count_;
-  args.spawned_at = timespec{0, 0};
-  args.gate_fd = -1;
-  args.lifeline_fd = -1;
 
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
   int pidfd = -1;
-  char* top = static_cast<char*>(stack_) + stack_size_;
-  pid_t pid = clone(ChildMain, top, CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &args, &pidfd);
-  const int clone_errno = errno;
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-
-  if (pid < 0) return Unavailable("cannot start a process: " + Errno(clone_errno));
+  const pid_t pid = CloneChild(stack_, stack_size_, CLONE_VFORK, &args, &pidfd);
+  if (pid < 0) return Unavailable("cannot start a process: " + Errno(-pid));
   // CLONE_VFORK: the child has exec'd or exited by now; a failed step left
   // its error in args (a child killed before its execve reads as started,
   // and its pidfd then reports the signal).
@@ -490,10 +499,8 @@ Result<std::unique_ptr<ParkedProcess>> Spawner::Park(const SpawnPlan& plan) {
   std::copy(reset_, reset_ + reset_count_, st.reset);
   ChildArgs& args = st.args;
   args.plan = &st.plan;
-  args.error = ChildError{0, 0};
   args.reset = st.reset;
   args.reset_count = reset_count_;
-  args.spawned_at = timespec{0, 0};
 
   // The gate and the lifeline, above 2 (the child's stdio lands on 0-2).
   const int gate = AboveStdio(eventfd(0, EFD_CLOEXEC));
@@ -513,25 +520,14 @@ Result<std::unique_ptr<ParkedProcess>> Spawner::Park(const SpawnPlan& plan) {
     ~CloseAfter() { close(fd); }
   } lifeline_read{lifeline};
 
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  void* mem = mmap(nullptr, kParkedStackSize + page, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (mem == MAP_FAILED) return Internal("cannot map a stack: " + Errno(errno));
-  mprotect(mem, page, PROT_NONE);
-  parked->stack_ = mem;
-  parked->stack_size_ = kParkedStackSize + page;
-
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
+  ASSIGN_OR_RETURN(auto stack, MapStack(kParkedStackSize));
+  parked->stack_ = stack.first;
+  parked->stack_size_ = stack.second;
   int pidfd = -1;
-  char* top = static_cast<char*>(mem) + parked->stack_size_;
   // No CLONE_VFORK: the parent goes on while the child sets itself up and
   // waits at the gate.
-  pid_t pid = clone(ChildMain, top, CLONE_VM | CLONE_PIDFD | SIGCHLD, &args, &pidfd);
-  const int clone_errno = errno;
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (pid < 0) return Unavailable("cannot start a process: " + Errno(clone_errno));
+  const pid_t pid = CloneChild(stack.first, stack.second, 0, &args, &pidfd);
+  if (pid < 0) return Unavailable("cannot start a process: " + Errno(-pid));
   parked->pid_ = pid;
   parked->pidfd_ = pidfd;
   return parked;
