@@ -255,7 +255,7 @@ void CoreDriver::Persist(const core::Record& record) {
   ScheduleFlush();
 }
 
-void CoreDriver::AfterDurable(std::function<void(Status)> fn) {
+void CoreDriver::AfterDurable(std::function<void(Status)> fn, Flush when) {
   if (appends_done_ >= appends_issued_) {
     std::weak_ptr<bool> alive = alive_;
     loop_.Post([alive, fn = std::move(fn)] {
@@ -264,6 +264,9 @@ void CoreDriver::AfterDurable(std::function<void(Status)> fn) {
     return;
   }
   waiters_.push_back({appends_issued_, std::move(fn)});
+  // Group commit still: with a batch in flight, this one starts when it
+  // is durable (Journal::SyncInBackground).
+  if (when == Flush::kSoon && !stopped_) FlushNow();
 }
 
 void CoreDriver::ScheduleFlush() { flush_.Request(); }

@@ -111,8 +111,12 @@ class CoreDriver {
   Result<JobId> Submit(std::shared_ptr<const core::JobSpec> spec);
 
   // Runs `fn` once every record appended so far is durable, with the
-  // status of that batch (an error: the outcome is unknown).
-  void AfterDurable(std::function<void(Status)> fn);
+  // status of that batch (an error: the outcome is unknown). kSoon starts
+  // the flush at once (someone waits for the answer: a job submission)
+  // instead of at the loop's idle point, where it would also wait for what
+  // the rest of the turn set off (in `drover up`, the task's own start).
+  enum class Flush { kAtIdle, kSoon };
+  void AfterDurable(std::function<void(Status)> fn, Flush when = Flush::kAtIdle);
 
   // Called after each batch of events is handled (the MemoryStore expiry
   // hook re-arms its timer here).

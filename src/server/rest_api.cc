@@ -183,10 +183,12 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
     Result<JobId> id = driver.Submit(std::make_shared<const core::JobSpec>(std::move(*spec)));
     if (!id.ok()) return done(Error(id.status()));
     // Answer once the job is durable: an acknowledged job survives a crash.
-    driver.AfterDurable([done, job = *id](Status s) {
-      if (!s.ok()) return done(Error(s.WithContext("job " + std::to_string(job))));
-      done(Json({{"id", job}}));
-    });
+    driver.AfterDurable(
+        [done, job = *id](Status s) {
+          if (!s.ok()) return done(Error(s.WithContext("job " + std::to_string(job))));
+          done(Json({{"id", job}}));
+        },
+        CoreDriver::Flush::kSoon);
   });
 
   AddStateReadRoutes(

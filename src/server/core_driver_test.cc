@@ -1,0 +1,101 @@
+#include "server/core_driver.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/event_loop.h"
+#include "net/idle.h"
+#include "proto/job_file.h"
+#include "store/memory_env.h"
+#include "store/memory_store.h"
+
+namespace drover::server {
+namespace {
+
+class NullSink final : public CommandSink {
+ public:
+  void Assign(const core::AssignTask&) override {}
+  void Kill(const core::KillTask&) override {}
+  void StateChanged(const core::TaskStateChanged&, Time) override {}
+};
+
+// A driver over a MemoryStore whose journal syncs inside Flush (no
+// background thread): a callback waiting for durability runs as soon as
+// the driver flushes, so the test sees exactly when it does.
+class CoreDriverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = store::MemoryStore::Open(clock_, env_, "/state/store");
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+    driver_ = std::make_unique<CoreDriver>(loop_, clock_, scheduler_, *store_, book_, sink_,
+                                           DriverOptions{});
+    ASSERT_TRUE(driver_->Recover().ok());
+  }
+
+  JobId Submit() {
+    Result<core::JobSpec> spec =
+        proto::JobSpecFromJson(R"({"name": "j", "task": [{"id": "t", "command": ["true"]}]})");
+    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+    Result<JobId> id = driver_->Submit(std::make_shared<const core::JobSpec>(std::move(*spec)));
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    return id.ok() ? *id : JobId{};
+  }
+
+  net::EventLoop loop_;
+  RealClock clock_;
+  store::MemoryEnv env_;
+  core::Scheduler scheduler_;
+  LeaseBook book_{"test-server"};
+  NullSink sink_;
+  std::unique_ptr<store::MemoryStore> store_;
+  std::unique_ptr<CoreDriver> driver_;
+};
+
+// A job submission's answer waits for durability; its flush starts at once
+// instead of at the loop's idle point, after whatever else is ready (in
+// `drover up`, the local worker starting the task).
+TEST_F(CoreDriverTest, ASubmissionsAnswerFlushesAtOnce) {
+  Submit();
+  std::vector<std::string> order;
+  driver_->AfterDurable([&](Status s) { order.push_back("durable " + s.ToString()); },
+                        CoreDriver::Flush::kSoon);
+  order.push_back("returned");
+  ASSERT_EQ(order, (std::vector<std::string>{"durable ok", "returned"}));
+  EXPECT_EQ(driver_->stats().flushes, 1u);
+}
+
+// Other waiters (a worker's result ack) leave the flush at the idle point,
+// where a burst of records shares one batch.
+TEST_F(CoreDriverTest, OtherWaitersFlushAtTheIdlePoint) {
+  Submit();
+  std::vector<std::string> order;
+  driver_->AfterDurable([&](Status s) { order.push_back("durable " + s.ToString()); });
+  order.push_back("returned");
+  loop_.Post([&] { order.push_back("ready work"); });
+  net::PostWhenIdle(loop_, [&] { loop_.Post([&] { loop_.Stop(); }); });
+  loop_.Run();
+  ASSERT_EQ(order, (std::vector<std::string>{"returned", "ready work", "durable ok"}));
+  EXPECT_EQ(driver_->stats().flushes, 1u);
+}
+
+// Nothing left to make durable: the answer comes on the next turn, with no
+// flush.
+TEST_F(CoreDriverTest, NothingPendingAnswersWithoutAFlush) {
+  Submit();
+  driver_->AfterDurable([](Status) {}, CoreDriver::Flush::kSoon);
+  const uint64_t flushes = driver_->stats().flushes;
+  bool answered = false;
+  driver_->AfterDurable([&](Status s) { answered = s.ok(); }, CoreDriver::Flush::kSoon);
+  EXPECT_FALSE(answered);
+  loop_.Post([&] { loop_.Stop(); });
+  loop_.Run();
+  EXPECT_TRUE(answered);
+  EXPECT_EQ(driver_->stats().flushes, flushes);
+}
+
+}  // namespace
+}  // namespace drover::server
