@@ -9,6 +9,7 @@
 // already owns the machine. A one-line notice says so.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -73,8 +74,19 @@ int RunUp(UpFlags& flags) {
         Unavailable("cannot create " + config->state_dir + "/work: " + ec.message()));
   }
   std::vector<std::unique_ptr<worker::Agent>> agents;
+  // "listening on" means ready: printed once every local worker is in, so a
+  // script that waits for it and submits is not told "no workers are
+  // connected" (the submission's warning).
+  std::vector<bool> attached(static_cast<size_t>(std::max(flags.workers, 0)), false);
+  size_t attached_count = 0;
+  auto announce = [&] { PrintListening(**shell, *config); };
   for (int i = 0; i < flags.workers; ++i) {
     worker::AgentConfig a;
+    a.on_attached = [&, i] {
+      if (attached[static_cast<size_t>(i)]) return;  // a re-attach
+      attached[static_cast<size_t>(i)] = true;
+      if (++attached_count == attached.size()) announce();
+    };
     a.servers = {"127.0.0.1:" + std::to_string((*shell)->port())};
     a.token = (*shell)->token();
     a.fingerprint = (*shell)->fingerprint();
@@ -106,7 +118,7 @@ int RunUp(UpFlags& flags) {
     loop.Stop();
   });
   if (!signals.ok()) return ReportError(signals.status());
-  PrintListening(**shell, *config);
+  if (attached.empty()) announce();
   loop.Run();
   for (auto& agent : agents) agent->Stop();
   (*shell)->Stop();

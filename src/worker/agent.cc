@@ -455,6 +455,7 @@ void Agent::Impl::OnHelloAck(const proto::HelloAck& ack) {
   }
   PostFlush();
   heartbeat_timer_.ArmAfter(heartbeat_, [this] { SendHeartbeat(); });
+  if (config_.on_attached) config_.on_attached();
 }
 
 void Agent::Impl::SendHeartbeat() {

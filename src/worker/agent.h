@@ -83,6 +83,7 @@
 #define DROVER_WORKER_AGENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -141,6 +142,9 @@ struct AgentConfig {
   // skip it) and which NVML library to try.
   std::string nvidia_smi = "nvidia-smi";
   std::string nvml_library = "libnvidia-ml.so.1";
+  // Called on the loop each time the server attaches this worker (`drover
+  // up` announces itself once its local workers are in).
+  std::function<void()> on_attached;
 };
 
 class Agent {
