@@ -29,6 +29,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from typing import (
     Any,
     Dict,
@@ -49,6 +50,7 @@ from ._websocket import OP_BINARY, OP_TEXT, Closed, WebSocket
 from .errors import (
     ConnectionFailed,
     DroverError,
+    DroverWarning,
     FailedPrecondition,
     TaskCanceled,
     TaskFailed,
@@ -675,6 +677,10 @@ class Job:
         self._id: Optional[int] = None
         self._task_count = 0
         self._by_group: Optional[Dict[str, List[Task]]] = None
+        #: What no attached worker could run, from the server's answer (the
+        #: job is queued all the same); each is also issued as a
+        #: ``DroverWarning``.
+        self.warnings: List[str] = []
 
     def __repr__(self) -> str:
         state = f"id={self._id}" if self._id is not None else "not submitted"
@@ -808,6 +814,10 @@ class Job:
     def _submit_body(self, body: Dict[str, Any]) -> None:
         answer = self._client._transport.json("POST", "/api/v1/jobs", body)
         self._id = int(answer["id"])
+        self.warnings = [str(w) for w in answer.get("warnings", [])]
+        for w in self.warnings:
+            warnings.warn(f"job {self._id}: {w} (queued until a worker that can run it joins)",
+                          DroverWarning, stacklevel=3)
 
     # ---- after submission --------------------------------------------------
 

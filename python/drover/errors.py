@@ -140,6 +140,11 @@ class WaitTimeout(DroverError, TimeoutError):
     """A wait for a task or job ran out of time; the work goes on."""
 
 
+class DroverWarning(UserWarning):
+    """Issued (``warnings.warn``) for a submitted job that no attached worker
+    could run: it stays queued until a worker that can run it joins."""
+
+
 _BY_CODE: Dict[str, Type[ApiError]] = {
     "invalid_argument": InvalidRequest,
     "not_found": NotFound,

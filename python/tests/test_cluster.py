@@ -214,6 +214,16 @@ class LogsAndCancelTest(ClusterTest):
         self.assertEqual(blocker.wait(timeout=WAIT).state, "canceled")
 
 
+class UnrunnableTest(ClusterTest):
+    def test_a_job_no_worker_could_run_is_queued_with_a_warning(self) -> None:
+        with self.assertWarns(drover.DroverWarning) as caught:
+            t = self.client.submit(["true"], name="huge", cpus=100000)
+        self.assertIn("no worker is large enough for cpus=100000", str(caught.warning))
+        self.assertEqual(t.state, "queued")
+        self.client.cancel(t.id)
+        self.assertEqual(t.wait(timeout=WAIT).state, "canceled")
+
+
 class ClusterViewsTest(ClusterTest):
     def test_workers_and_jobs_are_typed(self) -> None:
         t = self.client.submit(["true"], name="probe")

@@ -17,6 +17,16 @@ int ReportError(const Status& status, bool usage_on_invalid) {
   return kExitFailure;
 }
 
+void PrintSubmitWarnings(JobId job, const nlohmann::json& answer) {
+  auto warnings = answer.find("warnings");
+  if (warnings == answer.end() || !warnings->is_array()) return;
+  for (const nlohmann::json& w : *warnings) {
+    if (!w.is_string()) continue;
+    std::cerr << "drover: warning: job " << job << ": " << w.get<std::string>()
+              << " (queued until a worker that can run it joins)" << std::endl;
+  }
+}
+
 void AddClientFlags(CLI::App& app, ClientFlags& flags, bool with_json) {
   AddConnectionFlags(app, flags.connection);
   if (with_json) app.add_flag("--json", flags.json, "Print the API's JSON instead of a table");

@@ -8,8 +8,11 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/api_client.h"
 #include "cli/connection.h"
+#include "common/ids.h"
 #include "common/status.h"
 
 namespace CLI {
@@ -38,6 +41,10 @@ void AddClientFlags(CLI::App& app, ClientFlags& flags, bool with_json);
 
 // Resolves the connection and makes a client. Errors as ResolveConnection.
 Result<ApiClient> Connect(const ClientFlags& flags);
+
+// Prints the "warnings" of a job submission's answer (what no attached
+// worker could run) on stderr, one "drover: warning: job N: ..." line each.
+void PrintSubmitWarnings(JobId job, const nlohmann::json& answer);
 
 // The wall clock in Unix milliseconds.
 int64_t NowMs();

@@ -27,6 +27,7 @@ Result<JobId> SendJob(ApiClient& api, std::string body) {
   if (id == answer.end() || !id->is_number_unsigned()) {
     return Internal("the server's answer has no job id: " + answer.dump());
   }
+  PrintSubmitWarnings(id->get<JobId>(), answer);
   return id->get<JobId>();
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/api_client.h"
+#include "cli/cli_common.h"
 #include "net/backoff.h"
 #include "net/http_types.h"
 #include "net/event_loop.h"
@@ -78,6 +79,7 @@ class JobFollower {
           job_ = id->get<JobId>();
           target_ = EventsTarget(*job_);
           on_submitted(*job_);
+          PrintSubmitWarnings(*job_, reply);
           return target_;
         },
         [this](Result<std::shared_ptr<net::WsSession>> session) {

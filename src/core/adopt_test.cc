@@ -311,6 +311,8 @@ TEST(SettleTest, AfterARestartNothingIsPlacedUntilEveryKnownWorkerIsBack) {
   EXPECT_THAT(r.Take(), IsEmpty());
   EXPECT_EQ(r.sched().Explain(T(1, 0)).value(),
             "held: server restarted, waiting for workers to re-attach (0 of 2)");
+  // A submitter is not told "no workers are connected" meanwhile.
+  EXPECT_THAT(r.sched().Unrunnable(1).value(), IsEmpty());
   ASSERT_TRUE(r.Handle(Attach(2, WorkerBuilder().Cpus(1), {})).ok());
   EXPECT_THAT(r.Take(), IsEmpty());
   EXPECT_EQ(r.sched().Explain(T(1, 0)).value(),

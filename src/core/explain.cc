@@ -244,4 +244,32 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
   return Shortest(fit, req);
 }
 
+Result<std::vector<std::string>> Scheduler::Unrunnable(JobId id) const {
+  const State& s = *state_;
+  auto slot = s.job_slots.find(id);
+  if (slot == s.job_slots.end()) return NotFound("no job " + std::to_string(id));
+  // After a restart the workers are still coming back: none is missing yet.
+  if (s.settling) return std::vector<std::string>{};
+  std::vector<const WorkerState*> live;
+  bool any_drained = false;
+  for (const Worker& worker : s.workers) {
+    if (worker.lost) continue;
+    if (worker.drained) {
+      any_drained = true;
+      continue;
+    }
+    live.push_back(worker.res.get());
+  }
+  if (live.empty()) {
+    return std::vector<std::string>{any_drained ? "all workers are drained"
+                                                : "no workers are connected"};
+  }
+  std::vector<std::string> out;
+  for (const TaskGroupSpec& group : s.jobs[slot->second].spec->groups) {
+    std::string never = NeverFits(live, group.resources);
+    if (!never.empty()) out.push_back("task group " + group.name + ": " + never);
+  }
+  return out;
+}
+
 }  // namespace drover::core

@@ -36,5 +36,23 @@ TEST(ExplainTest, SaysWhatIsMissing) {
   EXPECT_EQ(*c.scheduler().Explain(T(5, 1)), "canceled: canceled by user");
 }
 
+TEST(ExplainTest, UnrunnableNamesTheGroupsNoWorkerCouldRun) {
+  TestCluster c;
+  EXPECT_FALSE(c.scheduler().Unrunnable(9).ok());
+  c.Submit(JobBuilder(TaskBuilder()));
+  EXPECT_EQ(*c.scheduler().Unrunnable(1), std::vector<std::string>{"no workers are connected"});
+  c.AddWorker(WorkerBuilder().Cpus(4).Mem(32 * kGiB).Gpus(1, "NVIDIA A100", 40 * kGiB));
+  EXPECT_EQ(*c.scheduler().Unrunnable(1), std::vector<std::string>{});
+  // A group that fits only when the worker is free is not unrunnable.
+  c.Submit(JobBuilder(TaskBuilder("ok").Cpus(4))
+               .Add(TaskBuilder("big").Gpus(2))
+               .Add(TaskBuilder("h100").Gpus(1).GpuType("H100")));
+  EXPECT_EQ(*c.scheduler().Unrunnable(2),
+            (std::vector<std::string>{"task group big: no worker is large enough for cpus=1 gpus=2",
+                                      "task group h100: no worker offers gpu_type H100"}));
+  c.Handle(WorkerDrained{1, true});
+  EXPECT_EQ(*c.scheduler().Unrunnable(1), std::vector<std::string>{"all workers are drained"});
+}
+
 }  // namespace
 }  // namespace drover::core

@@ -147,6 +147,15 @@ class Scheduler {
   // otherwise. Errors: unknown task.
   Result<std::string> Explain(TaskId task) const;
 
+  // What no worker attached now could ever run, for the job's submitter:
+  // one line per task group whose request no live worker offers (e.g.
+  // "task group train: no worker offers gpu_type A100"), or a single "no
+  // workers are connected" / "all workers are drained". Its tasks still
+  // queue (a worker that fits may join). Empty when every group fits some
+  // worker, and while the server settles after a restart (its workers are
+  // still re-attaching). Errors: unknown job.
+  Result<std::vector<std::string>> Unrunnable(JobId job) const;
+
   // Approximate heap bytes held by jobs, tasks, queues and workers.
   size_t ApproxBytes() const;
 

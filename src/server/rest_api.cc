@@ -182,11 +182,18 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
     if (!spec.ok()) return done(Error(spec.status(), FieldOf(spec.status())));
     Result<JobId> id = driver.Submit(std::make_shared<const core::JobSpec>(std::move(*spec)));
     if (!id.ok()) return done(Error(id.status()));
+    // What no attached worker could run: said in the answer, and queued
+    // all the same (a worker that fits may join).
+    Result<std::vector<std::string>> unrunnable = driver.scheduler().Unrunnable(*id);
+    std::vector<std::string> warnings =
+        unrunnable.ok() ? std::move(*unrunnable) : std::vector<std::string>{};
     // Answer once the job is durable: an acknowledged job survives a crash.
     driver.AfterDurable(
-        [done, job = *id](Status s) {
+        [done, job = *id, warnings = std::move(warnings)](Status s) {
           if (!s.ok()) return done(Error(s.WithContext("job " + std::to_string(job))));
-          done(Json({{"id", job}}));
+          nlohmann::json answer = {{"id", job}};
+          if (!warnings.empty()) answer["warnings"] = warnings;
+          done(Json(answer));
         },
         CoreDriver::Flush::kSoon);
   });

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -161,9 +162,14 @@ bool EventTap::WaitForTasksIn(const std::string& state, size_t n) {
 
 uint64_t SubmittedJob(const RunResult& r) {
   EXPECT_EQ(r.status, 0) << r.output;
-  std::smatch m;
-  if (!std::regex_search(r.output, m, std::regex("^([0-9]+)\\s*$"))) return 0;
-  return std::stoull(m[1]);
+  // The id is stdout's one line; stderr (merged) may add warnings.
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line.find_first_not_of("0123456789") == std::string::npos) {
+      return std::stoull(line);
+    }
+  }
+  return 0;
 }
 
 uint64_t RunJobId(const std::string& output) {

@@ -99,7 +99,7 @@ class EventTap {
   std::thread thread_;
 };
 
-// The job id a `drover submit` printed (its only output line), checking
+// The job id a `drover submit` printed (its only stdout line), checking
 // that it exited 0; 0 when there is none.
 uint64_t SubmittedJob(const RunResult& r);
 

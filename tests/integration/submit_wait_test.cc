@@ -69,5 +69,31 @@ TEST(SubmitWaitTest, RefusedSubmissionIsReportedAndSubmitsNothing) {
   EXPECT_NE(unreachable.output.find(address), std::string::npos) << unreachable.output;
 }
 
+// A job no attached worker could run is still queued (a worker that fits
+// may join), and the submitter is told why at once.
+TEST(SubmitWaitTest, ASubmissionNoWorkerCouldRunIsQueuedWithAWarning) {
+  Cluster c;
+  c.StartServer();
+  RunResult alone = c.Drover({"submit", "--", "true"});
+  ASSERT_EQ(alone.status, 0) << alone.output;
+  EXPECT_NE(alone.output.find("drover: warning: job 1: no workers are connected"),
+            std::string::npos)
+      << alone.output;
+
+  c.StartWorker("w1");
+  RunResult huge = c.Drover({"submit", "--cpus", "100000", "--", "true"});
+  ASSERT_EQ(huge.status, 0) << huge.output;
+  EXPECT_NE(huge.output.find("drover: warning: job 2: task group true: no worker is large "
+                             "enough for cpus=100000"),
+            std::string::npos)
+      << huge.output;
+  EXPECT_EQ(c.Get("/api/v1/jobs/2")["tasks"][0]["state"], "queued");
+
+  // What some worker can run gets no warning.
+  RunResult fits = c.Drover({"submit", "--wait", "--", "true"});
+  ASSERT_EQ(fits.status, 0) << fits.output;
+  EXPECT_EQ(fits.output.find("warning"), std::string::npos) << fits.output;
+}
+
 }  // namespace
 }  // namespace drover::testing
