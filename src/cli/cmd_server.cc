@@ -134,6 +134,7 @@ Status UseRedis(const RedisFlags& redis, server::ServerConfig& config) {
 }
 
 int RunServer(const ServerFlags& flags, const RedisFlags& redis, const BeaconFlags& beacon) {
+  BlockStopSignals();  // first: before any thread starts (stop_signals.h)
   Result<server::ServerConfig> config = MakeServerConfig(flags);
   if (!config.ok()) return ReportError(config.status(), /*usage_on_invalid=*/true);
   if (Status s = UseRedis(redis, *config); !s.ok()) {

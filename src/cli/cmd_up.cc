@@ -45,6 +45,7 @@ std::string HostName() {
 }
 
 int RunUp(UpFlags& flags) {
+  BlockStopSignals();  // first: before any thread starts (stop_signals.h)
   flags.server.bind = "127.0.0.1";  // local workers and clients only
   Result<server::ServerConfig> config = MakeServerConfig(flags.server);
   if (!config.ok()) return ReportError(config.status(), /*usage_on_invalid=*/true);

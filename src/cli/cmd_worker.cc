@@ -83,6 +83,7 @@ Status ResolveServers(const WorkerFlags& flags, worker::AgentConfig& config) {
 }
 
 int RunWorker(WorkerFlags& flags) {
+  BlockStopSignals();  // first: before any thread starts (stop_signals.h)
   worker::AgentConfig config = flags.agent;
   if (Status s = ResolveServers(flags, config); !s.ok()) {
     return ReportError(s, /*usage_on_invalid=*/true);

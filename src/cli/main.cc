@@ -9,15 +9,10 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
-#include "cli/stop_signals.h"
 #include "server/server_shell.h"
 #include "sim/sim_cli.h"
 
 int main(int argc, char** argv) {
-  // Before any thread starts: the long-running roles take SIGINT/SIGTERM
-  // through a signalfd on their event loop.
-  drover::cli::BlockStopSignals();
-
   CLI::App app("drover: run command-line tasks and pipelines on the machines you have", "drover");
   app.set_version_flag("--version", std::string(drover::server::kServerVersion));
   app.require_subcommand(1);

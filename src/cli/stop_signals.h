@@ -2,8 +2,10 @@
 // `drover server`, `worker` and `up` stop cleanly on the loop thread: the
 // journal is flushed and connections closed before exit.
 //
-// Usage: BlockStopSignals() first thing in main (before any thread starts,
-// so no thread takes them asynchronously), then a StopSignals on the loop.
+// Usage: BlockStopSignals() first thing in the role's command (before any
+// thread starts, so no thread takes them asynchronously), then a StopSignals
+// on the loop. Client commands (submit --wait, wait, logs -f) leave the
+// signals alone: Ctrl-C ends them at once, and the job goes on.
 //
 // Thread safety: BlockStopSignals from main before threads; StopSignals
 // belongs to its loop's thread.

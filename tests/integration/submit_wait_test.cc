@@ -95,5 +95,25 @@ TEST(SubmitWaitTest, ASubmissionNoWorkerCouldRunIsQueuedWithAWarning) {
   EXPECT_EQ(fits.output.find("warning"), std::string::npos) << fits.output;
 }
 
+// Ctrl-C (or a TERM from a script) ends a waiting client at once; the job
+// goes on without it.
+TEST(SubmitWaitTest, AnInterruptEndsTheWaitAndLeavesTheJob) {
+  Cluster c;
+  c.StartServer();
+  c.StartWorker("w1");
+  int job = 0;
+  for (int signo : {SIGINT, SIGTERM}) {
+    ++job;
+    Process wait({c.binary(), "submit", "--wait", "--cpus", "100000", "--", "true"},
+                 {"DROVER_ACCESS=" + c.access_file()});
+    // Its warning comes once the job is in, as it starts following it.
+    ASSERT_TRUE(wait.WaitForLine("drover: warning: job " + std::to_string(job), In(kStartTimeout)))
+        << wait.output();
+    wait.Signal(signo);
+    EXPECT_EQ(wait.Wait(In(kStartTimeout)), 128 + signo) << wait.output();
+    EXPECT_EQ(c.Get("/api/v1/jobs/" + std::to_string(job))["tasks"][0]["state"], "queued");
+  }
+}
+
 }  // namespace
 }  // namespace drover::testing
