@@ -149,6 +149,12 @@ int64_t LogSender::Allowance(Time now) const {
                               static_cast<double>(options_.rate_bytes_per_sec) / 1e6);
 }
 
+uint64_t LogSender::BurstBytes() const {
+  if (options_.rate_bytes_per_sec == 0) return UINT64_MAX;
+  return static_cast<uint64_t>(static_cast<double>(options_.burst.count()) *
+                               static_cast<double>(options_.rate_bytes_per_sec) / 1e6);
+}
+
 void LogSender::Pump() {
   if (pumping_) return;  // a sink call re-entered; the running pump continues
   pumping_ = true;
@@ -165,7 +171,13 @@ void LogSender::Pump() {
       if (transfer->offset >= size) continue;
       const Time now = clock_.Now();
       const int64_t allowed = Allowance(now);
-      if (allowed <= 0) {
+      // Less than a worthwhile frame (the rest of the file, 64 KiB, or the
+      // whole burst when that is smaller) waits for the budget to grow: the
+      // clock moves on while this loop runs, and frames of the few bytes
+      // each moment earns would keep it from ever returning.
+      const int64_t worthwhile = static_cast<int64_t>(
+          std::min<uint64_t>({size - transfer->offset, kMinWakeBytes, BurstBytes()}));
+      if (allowed < std::max<int64_t>(worthwhile, 1)) {
         throttled = true;
         pending = size - transfer->offset;
         break;
@@ -207,7 +219,7 @@ void LogSender::Pump() {
   }
   for (const Key& key : done) Remove(key);
   if (throttled && !budget_timer_.armed()) {
-    const uint64_t need = std::min<uint64_t>(pending, kMinWakeBytes);
+    const uint64_t need = std::min<uint64_t>({pending, kMinWakeBytes, BurstBytes()});
     const Duration wait(static_cast<int64_t>(static_cast<double>(need) * 1e6 /
                                              static_cast<double>(options_.rate_bytes_per_sec)));
     budget_timer_.ArmAfter(std::max(wait, Millis(1)), [this] { Pump(); });

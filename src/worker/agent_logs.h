@@ -86,6 +86,7 @@ class LogSender {
   void SendChunk(const Key& key, uint64_t offset, uint64_t size, bool eof, std::string error);
   void OnInotify();
   int64_t Allowance(Time now) const;
+  uint64_t BurstBytes() const;  // what the full burst allows (max: no limit)
 
   net::EventLoop& loop_;
   const Clock& clock_;

@@ -26,10 +26,10 @@ struct Sent {
 
 class LogSenderTest : public ::testing::Test {
  protected:
-  void Make(LogSenderOptions options) {
+  void Make(LogSenderOptions options, const Clock* clock = nullptr) {
     thread_.Call([&] {
       sender_ = std::make_unique<LogSender>(
-          loop_, clock_, options,
+          loop_, clock != nullptr ? *clock : clock_, options,
           LogSender::Sink{[this](std::string t) { sent_.Push(Sent{false, std::move(t)}); },
                           [this](std::string b) { sent_.Push(Sent{true, std::move(b)}); }});
     });
@@ -193,6 +193,44 @@ TEST_F(LogSenderTest, RateLimitSpreadsALargeLogOverTime) {
   // and this one (steady) being read at different moments on a loaded
   // machine, where 0.35 s was once undercut.
   EXPECT_GE(seconds, 0.3);
+  EXPECT_EQ(got, big);
+}
+
+// The real clock, plus 1 ms more each time it is read: a sender's loop on
+// a slow machine, where time passes between its own steps.
+class TickingClock final : public Clock {
+ public:
+  Time Now() const override { return real_.Now() + Millis(++reads_); }
+
+ private:
+  RealClock real_;
+  mutable int64_t reads_ = 0;
+};
+
+// Time passes while the sender works. Once the burst is spent it must wait
+// for a worthwhile frame (64 KiB here) rather than send the few bytes each
+// moment earns: that loop never returned to the event loop, and sent a
+// 64 MiB log as millions of tiny frames until the connection's queue limit
+// closed it.
+TEST_F(LogSenderTest, AThrottledTransferWaitsForWholeFramesInsteadOfSpinning) {
+  TickingClock ticking;
+  LogSenderOptions options;
+  options.rate_bytes_per_sec = 1 << 20;
+  options.burst = Millis(100);
+  Make(options, &ticking);
+  const std::string big(512 * 1024, 'y');
+  Append(big);
+  Request(Req(false), Target(false));
+  std::string got;
+  while (got.size() < big.size()) {
+    auto [offset, bytes] = NextFrame();
+    ASSERT_EQ(offset, got.size());
+    if (got.size() + bytes.size() < big.size()) {
+      ASSERT_GE(bytes.size(), 64u * 1024) << "a tiny frame at offset " << offset;
+    }
+    got += bytes;
+  }
+  EXPECT_TRUE(NextChunk().eof);
   EXPECT_EQ(got, big);
 }
 
