@@ -380,7 +380,7 @@ void WaiterBehindTheOlderOfTwo(TestCluster& c, bool granted = true) {
 TaskFinished NeverStartedReport(TaskId t, uint32_t attempt, std::string why) {
   TaskOutcome o;
   o.exit_code = -1;
-  o.result = std::move(why);
+  o.reason = std::move(why);
   TaskFinished f{t, attempt, std::move(o)};
   f.never_started = true;
   return f;

@@ -803,7 +803,9 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   EndActive(a);
   if (e.never_started && !(t.flags & kFlagCancel)) {
     // Dropped from its worker's queue before it started: it never ran.
-    NeverStarted(r, o.result.empty() ? std::string("dropped before it started") : o.result);
+    // The worker's reason (a worker before 2026-12 sent it as the result).
+    const std::string& why = !o.reason.empty() ? o.reason : o.result;
+    NeverStarted(r, why.empty() ? std::string("dropped before it started") : why);
     return Status::Ok();
   }
   t.finished_us = now_us;
@@ -835,6 +837,9 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
              ", peak " + FormatBytes(got.usage.peak_mem_bytes) + ")";
   } else if (got.signal != 0) {
     reason = "killed by signal " + std::to_string(got.signal);
+  } else if (got.exit_code == -1 && !got.reason.empty()) {
+    // No exit status (no process can exit with -1): the attempt did not run
+    // normally, and the worker's reason below says why.
   } else if (got.exit_code != 0) {
     reason = "exit code " + std::to_string(got.exit_code);
   }

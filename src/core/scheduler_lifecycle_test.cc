@@ -220,6 +220,29 @@ TEST(LifecycleTest, WorkerReasonFailsAnAttemptThatExitedZero) {
             "exit code 1; stdout not saved: no space left on device (/w/1/0.1/stdout)");
 }
 
+// Exit code -1 is no exit status (an attempt that did not run normally: its
+// command was not found, the worker fenced it): the worker's reason alone.
+TEST(LifecycleTest, AnAttemptWithoutAnExitStatusSaysOnlyTheWorkersReason) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder()));
+  c.Run(T(1, 0));
+  c.Take();
+  TaskOutcome o;
+  o.exit_code = -1;
+  o.reason = "command not found: trian.py";
+  c.FinishWith(T(1, 0), o);
+  EXPECT_EQ(c.scheduler().GetTask(T(1, 0))->state, TaskState::kFailed);
+  EXPECT_EQ(c.scheduler().GetTask(T(1, 0))->reason, "command not found: trian.py");
+  // Without a reason, -1 is still told as it is.
+  c.Submit(JobBuilder(TaskBuilder()));
+  c.Run(T(2, 0));
+  c.Take();
+  o.reason.clear();
+  c.FinishWith(T(2, 0), o);
+  EXPECT_EQ(c.scheduler().GetTask(T(2, 0))->reason, "exit code -1");
+}
+
 TEST(DependencyTest, AfterJobWaitsForTheWholeJob) {
   TestCluster c;
   c.AddWorker(WorkerBuilder().Cpus(4));

@@ -265,7 +265,8 @@ TEST_P(ServerShellTest, RefusedAssignmentFailsTheAttempt) {
   Barrier(*w);
   json task = Get("/api/v1/tasks/1.0");
   EXPECT_EQ(task["state"], "failed");
-  EXPECT_EQ(task["outcome"]["result"], "refused by worker: no room");
+  EXPECT_EQ(task["reason"], "refused by worker: no room");
+  EXPECT_EQ(task["outcome"]["result"], "");
 }
 
 TEST_P(ServerShellTest, RestartRestoresJobs) {

@@ -117,7 +117,7 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
           Forget(worker, m.task, m.attempt);
           core::TaskOutcome outcome;
           outcome.exit_code = -1;
-          outcome.result = "refused by worker: " + m.reason;
+          outcome.reason = "refused by worker: " + m.reason;
           driver_.Handle(core::TaskFinished{m.task, m.attempt, std::move(outcome), worker});
         } else if constexpr (std::is_same_v<T, proto::LogChunk>) {
           if (log_.chunk) log_.chunk(worker, m);

@@ -717,7 +717,7 @@ void Agent::Impl::OnTaskDone(const TaskResult& result) {
     }
   }
   core::TaskOutcome outcome = ToOutcome(result);
-  if (!fence_reason.empty()) outcome.result = fence_reason;
+  if (!fence_reason.empty()) outcome.reason = fence_reason;
   RecordFinished(proto::FinishedTask{result.id, result.attempt, std::move(outcome), exited_at});
   // `finished` goes out before the log transfers' eof: the server ends a
   // follower on eof only once it knows the attempt is over, and a posted

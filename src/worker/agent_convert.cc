@@ -133,8 +133,8 @@ core::TaskOutcome FailureOutcome(std::string reason, int exit_code, int signal) 
   core::TaskOutcome out;
   out.exit_code = exit_code;
   out.signal = signal;
-  out.result = std::move(reason);
-  if (out.result.size() > core::kMaxResultBytes) out.result.resize(core::kMaxResultBytes);
+  out.reason = std::move(reason);
+  if (out.reason.size() > core::kMaxResultBytes) out.reason.resize(core::kMaxResultBytes);
   return out;
 }
 

@@ -51,9 +51,9 @@ TaskSpec ToTaskSpec(const proto::Assignment& assignment);
 core::TaskOutcome ToOutcome(const TaskResult& result);
 
 // An attempt that ended without running normally (the executor could not
-// start it, or the worker fenced it): exit code -1 unless given, and the
-// reason in `result`, which is where the server shows a worker's reason
-// (core::TaskOutcome has no reason field).
+// start it, or the worker fenced it): exit code -1 (no exit status) unless
+// given, and the worker's reason in `reason`, which the server shows as the
+// attempt's reason ("command not found: trian.py").
 core::TaskOutcome FailureOutcome(std::string reason, int exit_code = -1, int signal = 0);
 
 // "fenced: no contact with the server for 12 s".

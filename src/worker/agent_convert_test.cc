@@ -129,7 +129,8 @@ TEST(AgentConvertTest, AStartErrorIsReportedAsAFailedStart) {
   core::TaskOutcome start = FailureOutcome("command not found: trian.py");
   EXPECT_EQ(out.exit_code, start.exit_code);
   EXPECT_EQ(out.exit_code, -1);
-  EXPECT_EQ(out.result, "command not found: trian.py");
+  EXPECT_EQ(out.reason, "command not found: trian.py");
+  EXPECT_EQ(out.result, "");
 }
 
 TEST(AgentConvertTest, FenceReasonSaysHowLong) {
@@ -137,7 +138,8 @@ TEST(AgentConvertTest, FenceReasonSaysHowLong) {
   EXPECT_EQ(FenceReason(Millis(1250)), "fenced: no contact with the server for 1.2 s");
   core::TaskOutcome out = FailureOutcome("command not found: trian.py");
   EXPECT_EQ(out.exit_code, -1);
-  EXPECT_EQ(out.result, "command not found: trian.py");
+  EXPECT_EQ(out.reason, "command not found: trian.py");
+  EXPECT_EQ(out.result, "");
 }
 
 }  // namespace

@@ -272,8 +272,8 @@ TEST_F(AgentTest, AStartFailureIsReportedAsFinishedWithTheReason) {
   proto::Finished finished = server.Expect<proto::Finished>();
   ASSERT_EQ(finished.tasks.size(), 1u);
   EXPECT_EQ(finished.tasks[0].outcome.exit_code, -1);
-  EXPECT_NE(finished.tasks[0].outcome.result.find("command not found"), std::string::npos)
-      << finished.tasks[0].outcome.result;
+  EXPECT_NE(finished.tasks[0].outcome.reason.find("command not found"), std::string::npos)
+      << finished.tasks[0].outcome.reason;
   // Its core was given back: the next task starts.
   server.Send(proto::Assign{{Task(1, "exit 3")}});
   proto::Finished next = server.Expect<proto::Finished>();
@@ -385,9 +385,9 @@ TEST_F(AgentTest, FencesItsTasksWhenTheServerStopsAnswering) {
     ASSERT_EQ(hello.finished.size(), 1u);
     EXPECT_EQ(hello.finished[0].task, (TaskId{1, 0}));
     EXPECT_EQ(hello.finished[0].outcome.signal, SIGKILL);
-    EXPECT_EQ(hello.finished[0].outcome.result.rfind("fenced: no contact with the server for ", 0),
+    EXPECT_EQ(hello.finished[0].outcome.reason.rfind("fenced: no contact with the server for ", 0),
               0u)
-        << hello.finished[0].outcome.result;
+        << hello.finished[0].outcome.reason;
     break;
   }
 }
@@ -493,7 +493,7 @@ TEST_F(AgentTest, ACanceledQueuedTaskNeverStarts) {
   EXPECT_EQ(canceled.tasks[0].task, (TaskId{1, 1}));
   EXPECT_EQ(canceled.tasks[0].outcome.exit_code, -1);
   EXPECT_EQ(canceled.tasks[0].outcome.signal, 0);
-  EXPECT_EQ(canceled.tasks[0].outcome.result, "canceled before it started: canceled by user");
+  EXPECT_EQ(canceled.tasks[0].outcome.reason, "canceled before it started: canceled by user");
   EXPECT_TRUE(canceled.tasks[0].never_started);
   EXPECT_FALSE(Exists(dir_ / "work/1/1.1")) << "its prepared directory stayed";
 
@@ -518,7 +518,7 @@ TEST_F(AgentTest, AWithdrawnQueuedTaskNeverStartsAndAStartedOneIgnoresIt) {
   ASSERT_EQ(dropped.tasks.size(), 1u);
   EXPECT_EQ(dropped.tasks[0].task, (TaskId{1, 1}));
   EXPECT_TRUE(dropped.tasks[0].never_started);
-  EXPECT_EQ(dropped.tasks[0].outcome.result,
+  EXPECT_EQ(dropped.tasks[0].outcome.reason,
             "withdrawn before it started: room freed first on worker 2");
 
   proto::Finished a_done;
@@ -541,7 +541,7 @@ TEST_F(AgentTest, AQueuedTaskThatCannotStartFailsWhenAssigned) {
   ASSERT_EQ(failed.tasks.size(), 1u);
   EXPECT_EQ(failed.tasks[0].task, (TaskId{1, 1}));
   EXPECT_EQ(failed.tasks[0].outcome.exit_code, -1);
-  EXPECT_EQ(failed.tasks[0].outcome.result, "command not found: no-such-command-drover-test");
+  EXPECT_EQ(failed.tasks[0].outcome.reason, "command not found: no-such-command-drover-test");
   gate.Release();
   EXPECT_EQ(server.Expect<proto::Finished>().tasks[0].task, (TaskId{1, 0}));
   server.Sync();
@@ -587,7 +587,7 @@ TEST_F(AgentTest, FencingDropsAQueuedTaskBeforeItsPredecessorCanStartIt) {
     EXPECT_EQ(b.task, (TaskId{1, 1}));
     EXPECT_EQ(b.outcome.exit_code, -1);
     EXPECT_EQ(b.outcome.signal, 0);
-    EXPECT_EQ(b.outcome.result.rfind("fenced: no contact with the server for ", 0), 0u)
+    EXPECT_EQ(b.outcome.reason.rfind("fenced: no contact with the server for ", 0), 0u)
         << b.outcome.result;
     break;
   }

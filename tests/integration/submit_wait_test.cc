@@ -47,6 +47,15 @@ TEST(SubmitWaitTest, ReturnsOnlyOnceEveryTaskEndedWithTheJobsOutcome) {
   EXPECT_NE(failed.output.find("job " + std::to_string(failed_job) + ": 1 failed"),
             std::string::npos)
       << failed.output;
+
+  // A command that does not exist: the task says so, not "exit code -1".
+  RunResult missing = c.Drover({"submit", "--wait", "--", "no-such-command-drover-test"});
+  EXPECT_EQ(missing.status, 1) << missing.output;
+  const uint64_t missing_job = FirstLineJob(missing);
+  ASSERT_GT(missing_job, failed_job) << missing.output;
+  nlohmann::json task = c.Get("/api/v1/tasks/" + std::to_string(missing_job) + ".0");
+  EXPECT_EQ(task["reason"], "command not found: no-such-command-drover-test") << task.dump(2);
+  EXPECT_EQ(task["outcome"]["result"], "") << task.dump(2);
 }
 
 TEST(SubmitWaitTest, RefusedSubmissionIsReportedAndSubmitsNothing) {
