@@ -7,7 +7,7 @@
 // on the loop. Client commands (submit --wait, wait, logs -f) leave the
 // signals alone: Ctrl-C ends them at once, and the job goes on.
 //
-// Thread safety: BlockStopSignals from main before threads; StopSignals
+// Thread safety: BlockStopSignals from the role's command before threads; StopSignals
 // belongs to its loop's thread.
 #ifndef DROVER_CLI_STOP_SIGNALS_H_
 #define DROVER_CLI_STOP_SIGNALS_H_

@@ -12,6 +12,22 @@ std::string Plural(uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
+// The workers placement may use (neither lost nor drained); `any_drained`
+// says whether a drained one was left out.
+std::vector<const WorkerState*> LiveWorkers(const std::vector<Worker>& workers, bool& any_drained) {
+  std::vector<const WorkerState*> live;
+  any_drained = false;
+  for (const Worker& worker : workers) {
+    if (worker.lost) continue;
+    if (worker.drained) {
+      any_drained = true;
+      continue;
+    }
+    live.push_back(worker.res.get());
+  }
+  return live;
+}
+
 // Why no live worker could ever run the request, or "" if some could.
 std::string NeverFits(const std::vector<const WorkerState*>& live, const ResourceRequest& req) {
   if (live.empty()) return "no workers are connected";
@@ -201,18 +217,11 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
            std::to_string(u.quota.max_tasks) + " tasks";
   }
 
-  std::vector<const WorkerState*> live;
-  std::vector<const WorkerState*> fit;
   bool any_drained = false;
-  for (uint32_t w = 0; w < s.workers.size(); ++w) {
-    const Worker& worker = s.workers[w];
-    if (worker.lost) continue;
-    if (worker.drained) {
-      any_drained = true;
-      continue;
-    }
-    live.push_back(worker.res.get());
-    if (worker.res->CanEverFit(req)) fit.push_back(worker.res.get());
+  const std::vector<const WorkerState*> live = LiveWorkers(s.workers, any_drained);
+  std::vector<const WorkerState*> fit;
+  for (const WorkerState* w : live) {
+    if (w->CanEverFit(req)) fit.push_back(w);
   }
   if (live.empty() && any_drained) return std::string("all workers are drained");
   std::string never = NeverFits(live, req);
@@ -250,16 +259,8 @@ Result<std::vector<std::string>> Scheduler::Unrunnable(JobId id) const {
   if (slot == s.job_slots.end()) return NotFound("no job " + std::to_string(id));
   // After a restart the workers are still coming back: none is missing yet.
   if (s.settling) return std::vector<std::string>{};
-  std::vector<const WorkerState*> live;
   bool any_drained = false;
-  for (const Worker& worker : s.workers) {
-    if (worker.lost) continue;
-    if (worker.drained) {
-      any_drained = true;
-      continue;
-    }
-    live.push_back(worker.res.get());
-  }
+  const std::vector<const WorkerState*> live = LiveWorkers(s.workers, any_drained);
   if (live.empty()) {
     return std::vector<std::string>{any_drained ? "all workers are drained"
                                                 : "no workers are connected"};
