@@ -34,9 +34,10 @@ Result<JobId> SendJob(ApiClient& api, std::string body) {
 // Exit status for a finished job: 0 when every task succeeded.
 int ExitFor(const JobWatch& watch) { return watch.succeeded() ? kExitOk : kExitFailure; }
 
-// The end of `submit --wait`: a line on stderr when a task did not
-// succeed, and the exit status.
+// The end of `submit --wait`: how it ended on stdout (after the job id), a
+// line on stderr when a task did not succeed, and the exit status.
 int Finished(JobId job, const JobWatch& watch) {
+  std::cout << watch.EndLine() << std::endl;
   if (!watch.succeeded()) {
     std::cerr << "drover: job " << job << ": " << watch.count("failed") << " failed, "
               << watch.count("canceled") << " canceled (drover status " << job << ")"
@@ -134,6 +135,11 @@ void AddSubmitCommand(CLI::App& root, int& exit_code) {
   submit->add_option("--priority", s->spec.priority, "Higher runs first");
   submit->add_option("--after", s->spec.after, "Start after job ID or task ID.N succeeded");
   submit->add_option("--env", s->spec.env, "Environment KEY=VALUE (repeatable)");
+  submit->add_option("--label", s->spec.labels,
+                     "Run only on workers with this label KEY=VALUE (repeatable)");
+  submit->add_option("--counter", s->spec.counters,
+                     "Custom counter per task NAME=COUNT, e.g. licenses=2 (repeatable)");
+  submit->add_option("--user", s->spec.user, "The job's user (as `user` in a job file)");
   submit->add_flag("--wait", s->wait, "Wait for the end; exit 1 if a task did not succeed");
   submit->add_option("command", s->spec.command, "The command, after --")->required();
   submit->callback([s, &exit_code] { exit_code = RunSubmit(*s); });

@@ -34,11 +34,28 @@ Result<TaskEventView> DecodeTaskEventView(std::string_view text) {
 }
 
 bool JobWatch::Apply(const TaskEventView& event) {
-  auto [it, added] = tasks_.try_emplace(event.task, Known{event.to, event.attempt});
+  auto [it, added] = tasks_.try_emplace(event.task, Known{event.to, event.attempt, event.reason});
   if (added) return true;
   if (it->second.state == event.to && it->second.attempt == event.attempt) return false;
-  it->second = Known{event.to, event.attempt};
+  it->second = Known{event.to, event.attempt, event.reason};
   return true;
+}
+
+std::string JobWatch::EndLine() const {
+  if (task_count_ == 1 && tasks_.size() == 1) {
+    const auto& [id, known] = *tasks_.begin();
+    std::string line = "task " + id + " " + known.state;
+    if (known.attempt > 1) line += " (attempt " + std::to_string(known.attempt) + ")";
+    if (!known.reason.empty() && known.state != "succeeded") line += ": " + known.reason;
+    return line;
+  }
+  std::string line;
+  for (const char* state : {"succeeded", "failed", "canceled"}) {
+    const uint64_t n = count(state);
+    if (n == 0) continue;
+    line += (line.empty() ? "" : ", ") + std::to_string(n) + " " + state;
+  }
+  return line.empty() ? "no tasks" : line;
 }
 
 bool JobWatch::done() const {

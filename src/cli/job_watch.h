@@ -54,6 +54,11 @@ class JobWatch {
   // Done and every task succeeded.
   bool succeeded() const { return done() && count("succeeded") == task_count_; }
 
+  // How the job ended, for a person: one task "task 12.0 failed (attempt
+  // 2): exit code 3" (reason when not succeeded, attempt past the first);
+  // several "7 succeeded, 1 failed" (states with no task left out).
+  std::string EndLine() const;
+
   // "[########............] 5/9 done  2 running  1 queued  1 failed",
   // `width` characters of bar.
   std::string ProgressLine(int width = 24) const;
@@ -62,6 +67,7 @@ class JobWatch {
   struct Known {
     std::string state;
     uint32_t attempt = 0;
+    std::string reason;
   };
   uint64_t task_count_;
   std::map<std::string, Known> tasks_;

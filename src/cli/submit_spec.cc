@@ -16,10 +16,26 @@ std::string FlagMessage(std::string message) {
       std::string rest = message.substr(prefix.size());
       if (rest.rfind("gpu_type", 0) == 0) return "--gpu-type" + rest.substr(8);
       if (rest.rfind("gpu_mem", 0) == 0) return "--gpu-mem" + rest.substr(7);
+      if (rest.rfind("labels", 0) == 0) return "--label" + rest.substr(6);
+      if (rest.rfind("counters", 0) == 0) return "--counter" + rest.substr(8);
       return "--" + rest;
     }
   }
   return message;
+}
+
+// "KEY=VALUE" items of a repeatable flag into a JSON object; `flag` names
+// the flag in the error.
+Result<nlohmann::json> KeyValues(const std::vector<std::string>& items, const std::string& flag) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const std::string& kv : items) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return InvalidArgument(flag + ": expected KEY=VALUE, got \"" + kv + "\"");
+    }
+    out[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return out;
 }
 
 std::string BaseName(const std::string& path) {
@@ -50,6 +66,28 @@ Result<std::string> BuildSubmitBody(const SubmitFlags& flags) {
     }
     resources["gpu_type"] = types;
   }
+  if (!flags.labels.empty()) {
+    ASSIGN_OR_RETURN(resources["labels"], KeyValues(flags.labels, "--label"));
+  }
+  if (!flags.counters.empty()) {
+    ASSIGN_OR_RETURN(nlohmann::json counters, KeyValues(flags.counters, "--counter"));
+    for (auto& [key, value] : counters.items()) {
+      const std::string text = value.get<std::string>();
+      size_t used = 0;
+      long long n = -1;
+      try {
+        n = std::stoll(text, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != text.size() || text.empty() || n < 0) {
+        return InvalidArgument("--counter: " + key + "=" + text +
+                               ": the count must be a whole number, 0 or more");
+      }
+      value = n;
+    }
+    resources["counters"] = counters;
+  }
   if (!resources.empty()) task["resources"] = resources;
   if (!flags.array.empty()) task["array"] = flags.array;
   if (!flags.timeout.empty()) task["timeout"] = flags.timeout;
@@ -57,17 +95,10 @@ Result<std::string> BuildSubmitBody(const SubmitFlags& flags) {
   if (flags.retries != 0) task["retries"] = flags.retries;
   if (flags.priority != 0) task["priority"] = flags.priority;
   if (!flags.env.empty()) {
-    json env = json::object();
-    for (const std::string& kv : flags.env) {
-      const size_t eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        return InvalidArgument("--env: expected KEY=VALUE, got \"" + kv + "\"");
-      }
-      env[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
-    task["env"] = env;
+    ASSIGN_OR_RETURN(task["env"], KeyValues(flags.env, "--env"));
   }
   json job = {{"name", name}, {"task", json::array({task})}};
+  if (!flags.user.empty()) job["user"] = flags.user;
   if (!flags.after.empty()) job["after"] = flags.after;
 
   Result<core::JobSpec> spec = proto::JobSpecFromJson(job.dump());

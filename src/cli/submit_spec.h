@@ -27,6 +27,9 @@ struct SubmitFlags {
   int priority = 0;
   std::vector<std::string> after;  // "12", "12.3"
   std::vector<std::string> env;    // "KEY=VALUE"
+  std::vector<std::string> labels;    // "os=linux": only workers with this label
+  std::vector<std::string> counters;  // "licenses=2": custom counters per task
+  std::string user;                   // the job's user (job files' `user`)
   std::vector<std::string> command;
 };
 
