@@ -42,7 +42,26 @@ int RunCancel(const TargetOptions& o) {
   }
   Result<ApiClient> api = Connect(o.client);
   if (!api.ok()) return ReportError(api.status());
-  return PrintAnswer(o.client, api->Post(path), "canceled " + o.target);
+  Result<nlohmann::json> answer = api->Post(path);
+  if (!answer.ok() || o.client.json) return PrintAnswer(o.client, answer, "");
+  // Canceling what has already ended is not an error (what the caller wants,
+  // nothing running, holds), but it is not a cancellation either: say how it
+  // ended. Exit 0 either way (docs/guide.md).
+  if (answer->value("ended", false)) {
+    std::string how;
+    if (auto state = answer->find("state"); state != answer->end() && state->is_string()) {
+      how = state->get<std::string>();
+    } else if (auto counts = answer->find("counts"); counts != answer->end()) {
+      for (auto& [state, n] : counts->items()) {
+        how += (how.empty() ? "" : ", ") + n.dump() + " " + state;
+      }
+    }
+    std::cout << (o.target.find('.') != std::string::npos ? "task " : "job ") << o.target
+              << " had already ended (" << how << "): nothing canceled" << std::endl;
+    return kExitOk;
+  }
+  std::cout << "canceled " << o.target << std::endl;
+  return kExitOk;
 }
 
 int RunWait(const TargetOptions& o) {

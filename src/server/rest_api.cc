@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/quantity.h"
 #include "proto/api_json.h"
 #include "proto/job_file.h"
 
@@ -206,8 +207,17 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                [&driver, &sched](const net::Request& r, net::Responder done) {
                  Result<JobId> id = ParseJobId(r.path_params.at("id"));
                  if (!id.ok()) return done(Error(id.status()));
-                 if (Result<core::JobInfo> j = sched.GetJob(*id); !j.ok()) {
-                   return done(Error(j.status()));
+                 Result<core::JobInfo> j = sched.GetJob(*id);
+                 if (!j.ok()) return done(Error(j.status()));
+                 if (j->done) {
+                   // Nothing left to cancel: say so, with how it ended.
+                   json counts = json::object();
+                   for (int s = 0; s < core::kTaskStateCount; ++s) {
+                     const uint64_t n = j->counts[static_cast<size_t>(s)];
+                     if (n != 0) counts[std::string(core::TaskStateName(core::TaskState(s)))] = n;
+                   }
+                   return done(Json({{"id", *id}, {"canceled", false}, {"ended", true},
+                                     {"counts", counts}}));
                  }
                  driver.Handle(core::CancelJob{*id});
                  done(Json({{"id", *id}, {"canceled", true}}));
@@ -217,8 +227,11 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                [&driver, &sched](const net::Request& r, net::Responder done) {
                  Result<TaskId> id = ParseTaskId(r.path_params.at("id"));
                  if (!id.ok()) return done(Error(id.status()));
-                 if (Result<core::TaskInfo> t = sched.GetTask(*id); !t.ok()) {
-                   return done(Error(t.status()));
+                 Result<core::TaskInfo> t = sched.GetTask(*id);
+                 if (!t.ok()) return done(Error(t.status()));
+                 if (core::IsTerminal(t->state)) {
+                   return done(Json({{"id", id->ToString()}, {"canceled", false}, {"ended", true},
+                                     {"state", std::string(core::TaskStateName(t->state))}}));
                  }
                  driver.Handle(core::CancelTask{*id});
                  done(Json({{"id", id->ToString()}, {"canceled", true}}));
@@ -308,6 +321,19 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                        {"p99", sync.p99_us},
                        {"max", sync.max_us}}},
                  };
+                 // Per-user limits (--quota), in the job file's units.
+                 auto quota_json = [](const core::UserQuota& q) {
+                   json j = json::object();
+                   if (q.max_cpus_milli != 0) j["cpus"] = FormatCpus(q.max_cpus_milli);
+                   if (q.max_gpus != 0) j["gpus"] = FormatGpus(q.max_gpus);
+                   if (q.max_tasks != 0) j["tasks"] = q.max_tasks;
+                   return j;
+                 };
+                 json quotas = json::object();
+                 for (const auto& [user, q] : sched.config().quotas) quotas[user] = quota_json(q);
+                 const json everyone = quota_json(sched.config().default_quota);
+                 if (!everyone.empty()) quotas["*"] = everyone;
+                 body["quotas"] = quotas;
                  done(Json(body));
                });
 
