@@ -6,6 +6,8 @@
 
 #include "cli/cli11.h"
 
+#include "cli/quota_flags.h"
+
 #include "common/quantity.h"
 #include "core/placement.h"
 #include "net/access_file.h"
@@ -59,6 +61,9 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
                  "then ~/.local/state/drover/access.json; \"-\" for none)");
   app.add_flag("--no-local-socket", flags.no_local_socket,
                "Do not serve local clients on <state dir>/api.sock (they use TCP then)");
+  app.add_option("--quota", flags.quotas,
+                 "Most one user may run at once, USER:cpus=N,gpus=N,tasks=N (any of them); "
+                 "USER * for everyone without a line of their own (repeatable)");
 }
 
 Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
@@ -83,6 +88,9 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
   if (!policy.ok()) return policy.status().WithContext("--policy");
   config.scheduler.policy = *policy;
   config.scheduler.queue_ahead = flags.queue_ahead;
+  ASSIGN_OR_RETURN(Quotas quotas, ParseQuotas(flags.quotas));
+  config.scheduler.quotas = std::move(quotas.per_user);
+  config.scheduler.default_quota = quotas.everyone;
   config.scheduler.lease_ttl = ttl;
   config.scheduler.renew_interval = std::min<Duration>(Seconds(10), ttl / 3);
   config.scheduler.expiry_grace = std::min<Duration>(Seconds(10), ttl / 3);
@@ -113,6 +121,13 @@ void PrintListening(const server::ServerShell& shell, const server::ServerConfig
   }
   if (!shell.local_socket().empty()) {
     std::cout << "drover: local socket " << shell.local_socket() << " (the token is still needed)\n";
+  }
+  const std::string& bind = config.bind_address;
+  if (bind.rfind("127.", 0) == 0 || bind == "::1" || bind == "localhost") {
+    // A join line naming a loopback address works on no other machine.
+    std::cout << "drover: no other machine can join: the server listens on " << bind
+              << " only (--bind 0.0.0.0 to let them)" << std::endl;
+    return;
   }
   std::cout << "drover: to add a machine, run there:\n  " << shell.JoinCommand() << std::endl;
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "server/server_shell.h"
@@ -29,6 +30,7 @@ struct ServerFlags {
   bool queue_ahead = true;  // SchedulerConfig::queue_ahead
   std::string access_file;  // default: $DROVER_ACCESS, then net's default path
   bool no_local_socket = false;  // no <state dir>/api.sock
+  std::vector<std::string> quotas;  // --quota USER:cpus=N,gpus=N,tasks=N (quota_flags.h)
 };
 
 // Adds --state-dir --port --no-tls --heartbeat --lease-ttl --policy
