@@ -2,7 +2,9 @@
 // loop, for single-machine use. The workers reach the server like any other
 // worker, over its local socket (api.sock: no TCP, no TLS; the token as
 // always) or, with --no-local-socket, over loopback TCP; the machine's
-// cores and memory are split between them (core_split.h).
+// cores, memory and GPUs are split between them (core_split.h; GPUs in
+// contiguous shares, the first workers one longer, so with fewer GPUs than
+// workers the last workers offer none).
 //
 // Running as root without --user, the local workers run tasks as root:
 // `up` is an explicit single-machine mode where the person starting it
@@ -44,9 +46,15 @@ std::string HostName() {
   return name;
 }
 
+// Where this process reaches its own server over TCP (--no-local-socket).
+std::string LocalAddress(const std::string& bind) {
+  if (bind == "0.0.0.0") return "127.0.0.1";
+  if (bind == "::") return "::1";
+  return bind;
+}
+
 int RunUp(UpFlags& flags) {
   BlockStopSignals();  // first: before any thread starts (stop_signals.h)
-  flags.server.bind = "127.0.0.1";  // local workers and clients only
   Result<server::ServerConfig> config = MakeServerConfig(flags.server);
   if (!config.ok()) return ReportError(config.status(), /*usage_on_invalid=*/true);
   Result<std::vector<int>> cores = AvailableCores();
@@ -88,7 +96,7 @@ int RunUp(UpFlags& flags) {
       attached[static_cast<size_t>(i)] = true;
       if (++attached_count == attached.size()) announce();
     };
-    a.servers = {"127.0.0.1:" + std::to_string((*shell)->port())};
+    a.servers = {LocalAddress(config->bind_address) + ":" + std::to_string((*shell)->port())};
     a.token = (*shell)->token();
     a.fingerprint = (*shell)->fingerprint();
     a.tls = config->tls;
@@ -100,6 +108,10 @@ int RunUp(UpFlags& flags) {
     a.isolation = flags.isolation;
     a.cpus = (*split)[static_cast<size_t>(i)];
     a.mem = std::to_string(mem_bytes / static_cast<uint64_t>(flags.workers));
+    // Each local worker offers its own share of the GPUs, as of the cores:
+    // two workers offering one GPU would each place a task on it.
+    a.gpu_part = i;
+    a.gpu_parts = flags.workers;
     a.task_user = flags.user;
     a.run_as_root = root && flags.user.empty();
     a.heartbeat_interval = config->heartbeat_interval;
@@ -132,7 +144,10 @@ int RunUp(UpFlags& flags) {
 void AddUpCommand(CLI::App& root, int& exit_code) {
   auto flags = std::make_shared<UpFlags>();
   CLI::App* cmd = root.add_subcommand("up", "Run a server and local workers in one process");
-  AddServerFlags(*cmd, flags->server, /*with_bind=*/false);
+  // Local only by default: `up` is one machine's cluster. --bind 0.0.0.0
+  // lets other machines join it too (the join line says how).
+  flags->server.bind = "127.0.0.1";
+  AddServerFlags(*cmd, flags->server, /*with_bind=*/true);
   cmd->add_option("--workers", flags->workers, "Local workers (the cores are split between them)")
       ->capture_default_str();
   cmd->add_option("--isolation", flags->isolation, "auto, cgroup2, cgroup1, rlimit or none")

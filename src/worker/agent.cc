@@ -26,6 +26,7 @@
 #include "worker/asio_reactor.h"
 #include "worker/executor.h"
 #include "worker/fencing.h"
+#include "worker/gpu_lock.h"
 #include "worker/isolator.h"
 #include "worker/resources.h"
 #include "worker/slots.h"
@@ -149,6 +150,7 @@ class Agent::Impl {
   std::string name_;
   std::string summary_;
   std::unique_ptr<UtilizationSampler> sampler_;
+  GpuLocks gpu_locks_;  // held for the agent's life
   std::optional<Slots> slots_;
   std::unique_ptr<AsioReactor> reactor_;
   std::unique_ptr<Executor> executor_;
@@ -227,11 +229,24 @@ Status Agent::Impl::Init() {
   detect.labels = config_.labels;
   detect.counters = config_.counters;
   detect.gpus = config_.gpus;
+  detect.gpu_part = config_.gpu_part;
+  detect.gpu_parts = config_.gpu_parts;
   detect.gpu_type = config_.gpu_type;
   detect.gpu_mem = config_.gpu_mem;
   detect.nvml_library = config_.nvml_library;
   detect.nvidia_smi = config_.nvidia_smi;
   ASSIGN_OR_RETURN(WorkerResources resources, DetectResources(detect, &sampler_));
+  {
+    // One worker per GPU on this machine (gpu_lock.h).
+    std::vector<GpuInfo> kept;
+    std::vector<std::string> refused;
+    ASSIGN_OR_RETURN(gpu_locks_, GpuLocks::Acquire(config_.gpu_lock_dir.empty()
+                                                       ? GpuLocks::DefaultDir()
+                                                       : config_.gpu_lock_dir,
+                                                   resources.gpus, &kept, &refused));
+    for (const std::string& line : refused) spdlog::warn("worker: {}", line);
+    resources.gpus = std::move(kept);
+  }
   if (!config_.mem.empty()) {
     Result<uint64_t> mem = ParseBytes(config_.mem);
     if (!mem.ok()) return mem.status().WithContext("--mem");

@@ -116,6 +116,11 @@ struct AgentConfig {
   std::string cpus;                 // core list "0-7"; empty: affinity mask
   std::string mem;                  // memory offered to tasks, e.g. "16GiB"
   std::string gpus;                 // "0,1", "0-3" or "none"; empty: detect
+  int gpu_part = 0;                 // with detection: this share of the GPUs
+  int gpu_parts = 1;                // (DetectOptions::gpu_part)
+  // Where this machine's workers lock the GPUs they offer (gpu_lock.h);
+  // empty: GpuLocks::DefaultDir().
+  std::string gpu_lock_dir;
   std::string gpu_type;
   std::string gpu_mem;
   std::vector<std::string> labels;    // key=value

@@ -78,6 +78,19 @@ Result<WorkerResources> DetectResources(const DetectOptions& options,
     gpu_options.nvidia_smi_timeout = options.nvidia_smi_timeout;
     ASSIGN_OR_RETURN(GpuDetection found, DetectGpus(gpu_options));
     r.gpus = std::move(found.gpus);
+    if (options.gpu_parts < 1 || options.gpu_part < 0 || options.gpu_part >= options.gpu_parts) {
+      return InvalidArgument("GPU share " + std::to_string(options.gpu_part) + " of " +
+                             std::to_string(options.gpu_parts) + " does not exist");
+    }
+    if (options.gpu_parts > 1) {
+      const size_t n = r.gpus.size(), parts = static_cast<size_t>(options.gpu_parts);
+      const size_t part = static_cast<size_t>(options.gpu_part);
+      const size_t base = n / parts, extra = n % parts;
+      const size_t begin = part * base + std::min(part, extra);
+      const size_t end = begin + base + (part < extra ? 1 : 0);
+      r.gpus = std::vector<GpuInfo>(r.gpus.begin() + static_cast<std::ptrdiff_t>(begin),
+                                    r.gpus.begin() + static_cast<std::ptrdiff_t>(end));
+    }
     r.gpu_source = found.source;
     r.notes.insert(r.notes.end(), found.notes.begin(), found.notes.end());
     gpu_sampler = std::move(found.sampler);

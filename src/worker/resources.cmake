@@ -10,6 +10,7 @@ drover_library(drover_worker_resources
     ${CMAKE_CURRENT_LIST_DIR}/resources_usage.cc
     ${CMAKE_CURRENT_LIST_DIR}/gpu.cc
     ${CMAKE_CURRENT_LIST_DIR}/gpu_detect.cc
+    ${CMAKE_CURRENT_LIST_DIR}/gpu_lock.cc
     ${CMAKE_CURRENT_LIST_DIR}/nvml.cc
     ${CMAKE_CURRENT_LIST_DIR}/nvidia_smi.cc
   DEPS drover_common ${CMAKE_DL_LIBS})
@@ -36,6 +37,7 @@ drover_test(worker_resources_test
     ${CMAKE_CURRENT_LIST_DIR}/resources_labels_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/resources_usage_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/gpu_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/gpu_lock_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/nvml_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/nvidia_smi_test.cc
   DEPS drover_worker_resources)

@@ -69,6 +69,12 @@ struct DetectOptions {
   std::string gpus;
   std::string gpu_type;
   std::string gpu_mem;
+  // With detection: keep only part `gpu_part` of `gpu_parts` contiguous
+  // shares of the detected GPUs (the first parts one GPU longer when they
+  // do not divide evenly; a part may be empty). `drover up` gives each
+  // local worker its own share so no GPU is offered twice.
+  int gpu_part = 0;
+  int gpu_parts = 1;
   // Where to look for NVML and nvidia-smi ("" skips nvidia-smi).
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string nvidia_smi = "nvidia-smi";

@@ -75,6 +75,35 @@ class DetectResourcesTest : public ::testing::Test {
   std::vector<int> affinity_;
 };
 
+// drover up's local workers: each keeps its own contiguous share of the
+// detected GPUs, and together they offer each GPU exactly once.
+TEST_F(DetectResourcesTest, GpuPartsShareTheDetectedGpusWithoutOverlap) {
+  testing::ScopedEnv devices("FAKE_NVML_DEVICES", "5");
+  std::vector<int> seen;
+  std::vector<size_t> sizes;
+  options_.gpu_parts = 3;
+  for (int part = 0; part < 3; ++part) {
+    options_.gpu_part = part;
+    Result<WorkerResources> r = DetectResources(options_);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    sizes.push_back(r->gpus.size());
+    for (const GpuInfo& gpu : r->gpus) seen.push_back(gpu.index);
+  }
+  EXPECT_EQ(sizes, (std::vector<size_t>{2, 2, 1}));
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 3, 4}));
+
+  // More parts than GPUs: the last parts offer none.
+  testing::ScopedEnv one("FAKE_NVML_DEVICES", "1");
+  options_.gpu_parts = 2;
+  options_.gpu_part = 1;
+  Result<WorkerResources> r = DetectResources(options_);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->gpus.empty());
+
+  options_.gpu_part = 2;
+  EXPECT_EQ(DetectResources(options_).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(DetectResourcesTest, EverythingFromTheFakeTree) {
   testing::ScopedEnv devices("FAKE_NVML_DEVICES", "4");
   options_.labels = {"zone=lab2"};
