@@ -62,6 +62,39 @@ TEST(SubmitSpecTest, ErrorsNameTheFlag) {
   EXPECT_FALSE(BuildSubmitBody(f).ok());
 }
 
+TEST(SubmitSpecTest, LabelsCountersAndUser) {
+  SubmitFlags f;
+  f.command = {"true"};
+  f.labels = {"os=linux", "zone=b"};
+  f.counters = {"licenses=2"};
+  f.user = "ana";
+  Result<std::string> body = BuildSubmitBody(f);
+  ASSERT_TRUE(body.ok()) << body.status().ToString();
+  Result<core::JobSpec> spec = proto::JobSpecFromJson(*body);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->user, "ana");
+  const core::TaskGroupSpec& g = spec->groups[0];
+  EXPECT_EQ(g.resources.labels.at("os"), "linux");
+  EXPECT_EQ(g.resources.labels.at("zone"), "b");
+  EXPECT_EQ(g.resources.counters.at("licenses"), 2);
+}
+
+TEST(SubmitSpecTest, LabelAndCounterErrorsNameTheFlag) {
+  SubmitFlags f;
+  f.command = {"true"};
+  f.labels = {"os"};
+  Result<std::string> body = BuildSubmitBody(f);
+  ASSERT_FALSE(body.ok());
+  EXPECT_EQ(body.status().message().rfind("--label", 0), 0u) << body.status().message();
+  f.labels.clear();
+  for (const char* bad : {"licenses=two", "licenses=-1", "licenses="}) {
+    f.counters = {bad};
+    body = BuildSubmitBody(f);
+    ASSERT_FALSE(body.ok()) << bad;
+    EXPECT_EQ(body.status().message().rfind("--counter", 0), 0u) << body.status().message();
+  }
+}
+
 TEST(SubmitSpecTest, NeedsACommand) {
   EXPECT_EQ(BuildSubmitBody(SubmitFlags{}).status().code(), StatusCode::kInvalidArgument);
 }
