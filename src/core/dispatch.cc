@@ -21,7 +21,9 @@
 // run on a worker may queue there, so nothing is overtaken, and never on the
 // reserved worker, so a reservation's room drains. A waiter is taken back
 // when another worker frees room for it first (TakeBack): it does not wait
-// for a long predecessor while the cluster has room.
+// for a long predecessor while the cluster has room; and when a head of
+// higher priority could take its place (Displace): queue-ahead never lets a
+// lower priority start first.
 #include <algorithm>
 
 #include "core/scheduler_state.h"
@@ -286,7 +288,11 @@ void Scheduler::State::PlaceClass(uint32_t cls) {
     FlushLoads();
     const uint32_t w = policy->Choose([&](uint32_t slot) { return CanPlace(slot, r); });
     if (w == kNoWorker) {
-      if (config.queue_ahead) QueueAheadAnywhere();
+      if (config.queue_ahead) {
+        QueueAheadAnywhere();
+        TaskRef still;
+        if (LiveHead(cls, still) && still == r) Displace(r);
+      }
       return;
     }
     // Overtaking an earlier blocked head of another class is a backfill.
@@ -402,20 +408,67 @@ void Scheduler::State::TakeBack(uint32_t w) {
     });
     if (head_first) return;  // and so for every later waiter
     waiters.erase(it);
-    const uint32_t a = t.active;
-    Active& act = actives[a];
-    const std::string why = "room freed first on worker " + std::to_string(workers[w].id);
-    if (!act.granted) {
-      // Not sent to its worker yet: give the claim back and place it now.
-      EmitRelease(act);
-      EndActive(a);
-      NeverStarted(r, "moved before it was sent: " + why);
-      return;
+    Withdraw(r, "room freed first on worker " + std::to_string(workers[w].id), w);
+    return;
+  }
+}
+
+void Scheduler::State::Withdraw(TaskRef r, const std::string& why, uint32_t hold) {
+  Task& t = task(r);
+  const uint32_t a = t.active;
+  Active& act = actives[a];
+  if (!act.granted) {
+    // Not sent to its worker yet: give the claim back and place it now.
+    EmitRelease(act);
+    EndActive(a);
+    NeverStarted(r, "moved before it was sent: " + why);
+    return;
+  }
+  t.flags |= kFlagWithdraw;
+  if (hold != kNone) holds[hold] = r;
+  out->push_back(KillTask{IdOf(r), act.attempt, workers[act.worker].id, why, /*hard=*/false,
+                          /*only_queued=*/true});
+}
+
+void Scheduler::State::Displace(TaskRef r) {
+  const ResourceRequest& req = RequestOf(r);
+  if (waiters.empty() || !Queueable(req)) return;
+  const int64_t key = -int64_t{SpecOf(r).priority};
+  if (std::get<0>(*waiters.rbegin()) <= key) return;  // none of lower priority
+  for (auto it = displaced.begin(); it != displaced.end();) {
+    const Task& t = task(it->first);
+    if (t.state != TaskState::kAssigned || !(t.flags & kFlagWithdraw)) {
+      it = displaced.erase(it);
+      continue;
     }
-    task(r).flags |= kFlagWithdraw;
-    holds[w] = r;
-    out->push_back(KillTask{IdOf(r), attempt, workers[act.worker].id, why, /*hard=*/false,
-                            /*only_queued=*/true});
+    if (it->second == r) return;  // one is already making way for r
+    ++it;
+  }
+  uint32_t looked = 0;
+  for (auto it = waiters.rbegin(); it != waiters.rend() && looked < kTakeBackScan; ++it) {
+    const auto [wkey, seq, waiter, attempt] = *it;
+    if (wkey <= key) return;  // from here on, none of lower priority
+    ++looked;
+    const Task& t = task(waiter);
+    if (t.state != TaskState::kAssigned || t.active == kNone) continue;
+    const Active& act = actives[t.active];
+    // Restored or adopted waiters stay, as in TakeBack.
+    if (act.attempt != attempt || act.prev == kNone || act.lost || act.wait_seq == UINT64_MAX ||
+        (t.flags & (kFlagWithdraw | kFlagCancel))) {
+      continue;
+    }
+    const Active& prev = actives[act.prev];
+    if (RequestOf(prev.task).IsCoreShare()) continue;
+    const uint32_t w = prev.worker;
+    if (w == kNone || !Schedulable(w) || (reservation.active && reservation.worker == w)) continue;
+    if (prev.alloc.cores.size() < req.CoreCount() || prev.alloc.mem_bytes < req.mem_bytes ||
+        !workers[w].res->CanEverFit(req)) {
+      continue;
+    }
+    Withdraw(waiter, "task " + IdOf(r).ToString() + " of higher priority (" +
+                         std::to_string(SpecOf(r).priority) + ") takes its place",
+             kNone);
+    if (task(waiter).flags & kFlagWithdraw) displaced[waiter] = r;
     return;
   }
 }
@@ -478,7 +531,7 @@ uint32_t Scheduler::State::FindTail(uint32_t w, const ResourceRequest& req) cons
   uint32_t best = kNone;
   for (uint32_t a : workers[w].actives) {
     const Active& act = actives[a];
-    if (!IsTail(act)) continue;
+    if (!IsTail(act) || RequestOf(act.task).IsCoreShare()) continue;  // a shared core
     if (act.alloc.cores.size() < cores || act.alloc.mem_bytes < req.mem_bytes) continue;
     // The one running longest first: the likeliest to end first.
     const Task& t = task(act.task);
@@ -514,7 +567,10 @@ bool Scheduler::State::QueueAhead(uint32_t w) {
       return Walk::kRestart;
     }
     const uint32_t prev = FindTail(w, req);
-    if (prev == kNone) return Walk::kStop;  // r goes first here: nothing overtakes it
+    if (prev == kNone) {
+      Displace(r);
+      return Walk::kStop;  // r goes first here: nothing overtakes it
+    }
     PlaceBehind(cls, r, prev);
     return Walk::kRestart;
   });

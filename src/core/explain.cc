@@ -160,6 +160,10 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
                      ", where room freed first (waited behind " + behind + ")";
             }
           }
+          if (auto d = s.displaced.find(r); d != s.displaced.end()) {
+            return "making way for " + s.IdOf(d->second).ToString() +
+                   " of higher priority (waited behind " + behind + ")";
+          }
         }
         return "waits behind " + behind + (act.granted ? "" : " (lease claim pending)");
       }

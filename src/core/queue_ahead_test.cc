@@ -465,6 +465,58 @@ TEST(QueueAheadTest, AHigherPriorityTaskGetsTheFreedRoomInsteadOfTheWaiter) {
   EXPECT_EQ(c.scheduler().GetTask(T(3, 0))->after, T(1, 0));
 }
 
+// Queue-ahead never overtakes priority (issue 19): a head of higher
+// priority that cannot queue anywhere takes the place of a lower waiter,
+// which is withdrawn and goes back to its queue without a failure.
+TEST(QueueAheadTest, AHigherPriorityHeadTakesTheLowerWaitersPlace) {
+  TestCluster c(QueueAhead());
+  WaiterBehindTheOlderOfTwo(c);
+  c.Submit(JobBuilder(TaskBuilder()));  // 4.0 waits behind 2.0
+  c.Grant(T(4, 0));
+  c.Take();
+  ASSERT_EQ(c.scheduler().GetTask(T(4, 0))->after, T(2, 0));
+  // 5.0 fits no free room and no free place in a queue: the last low
+  // waiter makes way for it.
+  c.Submit(JobBuilder(TaskBuilder().Priority(10)));
+  EXPECT_THAT(c.Take(), ElementsAre("withdraw 4.0#1 on w2: task 5.0 of higher priority (10) takes "
+                                    "its place"));
+  EXPECT_EQ(*c.scheduler().Explain(T(4, 0)),
+            "making way for 5.0 of higher priority (waited behind 2.0 on worker 2)");
+  // Another task of that priority waits behind 5.0 in its queue: nothing
+  // more is withdrawn while 5.0 is owed a place.
+  c.Submit(JobBuilder(TaskBuilder().Priority(10)));
+  EXPECT_THAT(c.Take(), IsEmpty());
+  // Once 5.0 has its place, 6.0 is the head and takes the next one.
+  c.Handle(NeverStartedReport(T(4, 0), 1, "withdrawn before it started"));
+  EXPECT_THAT(c.Take(),
+              ElementsAre("release 4.0#1 on w2 [lease:2:slot:4.0]",
+                          "state 4.0 assigned->queued #1: withdrawn before it started",
+                          "claim 5.0#1 on w2 [lease:2:slot:5.0]", "state 5.0 queued->assigned #1",
+                          "withdraw 3.0#1 on w1: task 6.0 of higher priority (10) takes its "
+                          "place"));
+  EXPECT_EQ(c.scheduler().GetTask(T(5, 0))->after, T(2, 0));
+  EXPECT_EQ(c.scheduler().GetTask(T(4, 0))->state, TaskState::kQueued);
+  EXPECT_EQ(c.scheduler().GetTask(T(4, 0))->attempt, 1u);
+  // 1.0 ends before the withdrawal of 3.0 reaches worker 1: 3.0 had the
+  // room first and runs there.
+  c.Finish(T(1, 0));
+  c.Start(T(3, 0));
+  c.Take();
+  EXPECT_EQ(c.scheduler().GetTask(T(3, 0))->state, TaskState::kRunning);
+}
+
+// Equal priority: first come, first served, nothing is withdrawn.
+TEST(QueueAheadTest, AnEqualPriorityHeadWaitsItsTurn) {
+  TestCluster c(QueueAhead());
+  WaiterBehindTheOlderOfTwo(c);
+  c.Submit(JobBuilder(TaskBuilder()));  // 4.0 waits behind 2.0
+  c.Take();
+  c.Submit(JobBuilder(TaskBuilder()));
+  EXPECT_THAT(c.Take(), IsEmpty());
+  EXPECT_EQ(c.scheduler().GetTask(T(3, 0))->after, T(1, 0));
+  EXPECT_EQ(c.scheduler().GetTask(T(4, 0))->after, T(2, 0));
+}
+
 TEST(QueueAheadTest, ACanceledWithdrawnWaiterEndsCanceled) {
   TestCluster c(QueueAhead());
   WaiterBehindTheOlderOfTwo(c);

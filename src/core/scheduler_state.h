@@ -226,6 +226,10 @@ struct Scheduler::State {
   // Worker slot -> the withdrawn waiter (kFlagWithdraw) its free room is
   // held for until the withdrawal's answer comes back. At most one per worker.
   std::map<uint32_t, TaskRef> holds;
+  // Waiter withdrawn by Displace -> the head it makes way for: a head has
+  // at most one such withdrawal outstanding. Entries whose waiter is no
+  // longer being withdrawn are dropped as Displace looks.
+  std::map<TaskRef, TaskRef> displaced;
   std::vector<uint32_t> dirty_classes;
   std::vector<uint8_t> class_dirty;
   std::vector<uint32_t> load_dirty;
@@ -409,8 +413,10 @@ struct Scheduler::State {
   // A request that may wait behind another task: GPUs and counters are
   // leased per unit, and passing them on would need the lease keys handed
   // over too, so only CPU and memory requests queue.
+  // Shares of a core do not queue: they share a core instead, and what one
+  // would inherit from its predecessor is not a core of its own.
   static bool Queueable(const ResourceRequest& req) {
-    return req.gpus == 0 && req.counters.empty();
+    return req.gpus == 0 && req.counters.empty() && !req.IsCoreShare();
   }
   // An attempt something may wait behind: live, holding its resources, and
   // neither waiting itself nor waited for.
@@ -440,6 +446,19 @@ struct Scheduler::State {
   // room is held for it until its worker answers. Without that, a task
   // queued behind a long one would wait for it while other workers free.
   void TakeBack(uint32_t w);
+  // Queue-ahead never overtakes priority: a head `r` that fits no free
+  // room and finds no free place in any worker's queue takes the place of a
+  // waiter of lower priority (the lowest first, among the last
+  // kTakeBackScan waiters) whose predecessor's cores and memory would cover
+  // it. That waiter is withdrawn; once its worker answers, its predecessor
+  // is a tail again and QueueAhead, walking heads in priority order, puts
+  // `r` there. A waiter whose predecessor ends before the withdrawal
+  // arrives still starts (it had the room first).
+  void Displace(TaskRef r);
+  // Takes waiter `r` back from its worker: at once when its assignment was
+  // not sent yet (back to its queue), else by a withdrawal (kFlagWithdraw),
+  // holding the room of `hold` (kNone: none) for it until the answer.
+  void Withdraw(TaskRef r, const std::string& why, uint32_t hold);
   // The task the room of `w` is held for, if the hold is still current.
   const TaskRef* HeldFor(uint32_t w);
   // Ends the hold for `r` (its withdrawal was answered) and offers the

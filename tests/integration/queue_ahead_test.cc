@@ -152,5 +152,43 @@ TEST(QueueAheadTest, AWaiterMovesToTheWorkerThatFreesFirst) {
   ASSERT_TRUE(long_tap.WaitForState(long_task, "succeeded"));
 }
 
+// "Higher runs first" holds with queue-ahead on (issue 19): the low task
+// waiting behind the running one makes way for a later task of higher
+// priority, which then starts first.
+TEST(QueueAheadTest, AHigherPriorityTaskStartsBeforeALowerOneQueuedAhead) {
+  Cluster c;
+  c.StartServer();
+  c.StartWorker("solo", {"--cpus", "0"});
+  const std::string order = c.dir() + "/order";
+  const std::vector<std::string> task = {
+      "sh", "-c",
+      "echo $DROVER_TASK_ID >> " + order + "; while [ ! -e " + c.dir() +
+          "/go ]; do sleep 0.02; done"};
+  const uint64_t low = SubmittedJob(c.Drover(Submit({"--array", "0-1"}, task)));
+  ASSERT_GT(low, 0u);
+  const std::string l = std::to_string(low) + ".";
+  EventTap low_tap(c.Api().options(), low);
+  ASSERT_TRUE(low_tap.WaitForState(l + "0", "running", 1));
+  ASSERT_TRUE(low_tap.WaitForState(l + "1", "assigned", 1));
+
+  const uint64_t high = SubmittedJob(c.Drover(Submit({"--priority", "10"}, task)));
+  ASSERT_GT(high, 0u);
+  const std::string h = std::to_string(high) + ".0";
+  EventTap high_tap(c.Api().options(), high);
+  // The low waiter goes back to the queue; the high one takes its place.
+  ASSERT_TRUE(low_tap.WaitForState(l + "1", "queued"));
+  ASSERT_TRUE(high_tap.WaitForState(h, "assigned", 1));
+  EXPECT_EQ(c.Get("/api/v1/tasks/" + h)["after"], l + "0");
+
+  std::ofstream(c.dir() + "/go") << "go\n";
+  ASSERT_TRUE(low_tap.WaitForState(l + "1", "succeeded"));
+  EXPECT_EQ(Lines(order), (std::vector<std::string>{l + "0", h, l + "1"}));
+  nlohmann::json moved = Task(c, low, 1);
+  EXPECT_EQ(moved["attempts"].size(), 2u) << moved.dump(2);
+  EXPECT_NE(moved["attempts"][0]["reason"].get<std::string>().find("withdrawn before it started"),
+            std::string::npos)
+      << moved.dump(2);
+}
+
 }  // namespace
 }  // namespace drover::testing
