@@ -51,6 +51,9 @@ struct ResourceRequest {
     return gpus == 0 ? 0 : (gpus < kWholeGpu ? 1 : static_cast<uint32_t>(gpus / kWholeGpu));
   }
   bool IsGpuShare() const { return gpus > 0 && gpus < kWholeGpu; }
+  // Below one CPU: a share of one core, which other shares may use too (the
+  // CPU quota enforces each share).
+  bool IsCoreShare() const { return cpus_milli > 0 && cpus_milli < 1000; }
 
   // Checks the numbers are in range (no negatives, whole GPUs above one,
   // counters positive). Errors say which field is wrong.

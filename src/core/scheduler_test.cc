@@ -171,6 +171,25 @@ TEST(GpuShareTest, SharesNeverExceedOneGpuNorItsMemory) {
   EXPECT_EQ(w->gpu_free_mem_bytes[0], 8 * kGiB);
 }
 
+// Four 0.25-CPU tasks on a one-core worker run at once, on that core.
+TEST(CoreShareTest, QuarterCpuTasksShareOneCore) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder().Cpus(0.25).Array(0, 4)));
+  std::vector<std::string> lines = c.Take();
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                          [](const std::string& l) { return l.rfind("claim", 0) == 0; }),
+            4)
+      << ::testing::PrintToString(lines);
+  for (uint32_t i = 0; i < 4; ++i) c.Grant(T(1, i));
+  EXPECT_THAT(c.Take(), ElementsAre("assign 1.0#1 on w1 cores=[0]", "assign 1.1#1 on w1 cores=[0]",
+                                    "assign 1.2#1 on w1 cores=[0]", "assign 1.3#1 on w1 cores=[0]"));
+  EXPECT_EQ(c.scheduler().GetTask(T(1, 4))->state, TaskState::kQueued);
+  c.Start(T(1, 0));
+  c.Finish(T(1, 0));
+  EXPECT_THAT(c.Take(), ::testing::Contains("claim 1.4#1 on w1 [lease:1:slot:1.4]"));
+}
+
 TEST(GpuShareTest, SharesFillAGpuUpToExactlyOne) {
   TestCluster c;
   c.AddWorker(WorkerBuilder().Cpus(8).Gpus(1));

@@ -73,9 +73,26 @@ uint32_t WorkerState::MatchingFreeWholeGpus(const ResourceRequest& r) const {
   return n;
 }
 
+int64_t WorkerState::PickShareCore(const ResourceRequest& r) const {
+  int64_t best = -1;
+  int64_t best_used = -1;
+  for (const auto& [core, used] : shared_cores_) {
+    if (used + r.cpus_milli <= 1000 && used > best_used) {
+      best = core;
+      best_used = used;
+    }
+  }
+  return best;
+}
+
+bool WorkerState::CoresFit(const ResourceRequest& r) const {
+  if (r.IsCoreShare()) return !free_cores_.empty() || PickShareCore(r) >= 0;
+  return free_cores_.size() >= r.CoreCount();
+}
+
 uint32_t WorkerState::Shortfall(const ResourceRequest& r) const {
   uint32_t dims = 0;
-  if (free_cores_.size() < r.CoreCount()) dims |= kDimCores;
+  if (!CoresFit(r)) dims |= kDimCores;
   if (free_mem_ < r.mem_bytes) dims |= kDimMem;
   if (r.gpus > 0) {
     bool gpus_ok = r.IsGpuShare() ? PickShareGpu(r, false) >= 0
@@ -88,7 +105,7 @@ uint32_t WorkerState::Shortfall(const ResourceRequest& r) const {
 
 bool WorkerState::Fits(const ResourceRequest& r, bool prefer_full_gpus) const {
   (void)prefer_full_gpus;  // which GPU, not whether one fits
-  if (free_cores_.size() < r.CoreCount() || free_mem_ < r.mem_bytes) return false;
+  if (!CoresFit(r) || free_mem_ < r.mem_bytes) return false;
   if (!r.labels.empty() && !LabelsMatch(r)) return false;
   if (r.gpus > 0) {
     if (r.IsGpuShare()) {
@@ -104,11 +121,21 @@ bool WorkerState::Allocate(const ResourceRequest& r, bool prefer_full_gpus, Allo
   if (!Fits(r, prefer_full_gpus)) return false;
   out.cores.clear();
   out.gpus.clear();
-  const uint32_t ncores = r.CoreCount();
-  out.cores.reserve(ncores);
-  for (uint32_t i = 0; i < ncores; ++i) {
-    out.cores.push_back(free_cores_.back());
-    free_cores_.pop_back();
+  if (r.IsCoreShare()) {
+    int64_t core = PickShareCore(r);
+    if (core < 0) {
+      core = free_cores_.back();
+      free_cores_.pop_back();
+    }
+    shared_cores_[static_cast<uint32_t>(core)] += r.cpus_milli;
+    out.cores.push_back(static_cast<uint32_t>(core));
+  } else {
+    const uint32_t ncores = r.CoreCount();
+    out.cores.reserve(ncores);
+    for (uint32_t i = 0; i < ncores; ++i) {
+      out.cores.push_back(free_cores_.back());
+      free_cores_.pop_back();
+    }
   }
   free_mem_ -= r.mem_bytes;
   out.mem_bytes = r.mem_bytes;
@@ -137,7 +164,12 @@ bool WorkerState::Allocate(const ResourceRequest& r, bool prefer_full_gpus, Allo
 }
 
 bool WorkerState::AllocateExact(const ResourceRequest& r, const Allocation& a) {
+  const bool share = r.IsCoreShare() && a.cores.size() == 1;
   for (uint32_t core : a.cores) {
+    if (share) {
+      auto it = shared_cores_.find(core);
+      if (it != shared_cores_.end() && it->second + r.cpus_milli <= 1000) continue;
+    }
     if (std::find(free_cores_.begin(), free_cores_.end(), core) == free_cores_.end()) return false;
   }
   if (free_mem_ < a.mem_bytes || !CountersFit(r)) return false;
@@ -152,6 +184,11 @@ bool WorkerState::AllocateExact(const ResourceRequest& r, const Allocation& a) {
     }
   }
   for (uint32_t core : a.cores) {
+    if (share) {
+      auto [it, added] = shared_cores_.try_emplace(core, 0);
+      it->second += r.cpus_milli;
+      if (!added) continue;
+    }
     free_cores_.erase(std::find(free_cores_.begin(), free_cores_.end(), core));
   }
   free_mem_ -= a.mem_bytes;
@@ -171,6 +208,14 @@ bool WorkerState::AllocateExact(const ResourceRequest& r, const Allocation& a) {
 
 void WorkerState::Free(const ResourceRequest& r, const Allocation& a) {
   for (uint32_t core : a.cores) {
+    if (r.IsCoreShare()) {
+      auto it = shared_cores_.find(core);
+      if (it != shared_cores_.end()) {
+        it->second -= r.cpus_milli;
+        if (it->second > 0) continue;  // other shares still use it
+        shared_cores_.erase(it);
+      }
+    }
     free_cores_.insert(
         std::upper_bound(free_cores_.begin(), free_cores_.end(), core, std::greater<>()), core);
   }

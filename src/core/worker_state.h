@@ -2,7 +2,10 @@
 //
 // Tracks which core ids are free, how much memory, each GPU's used share and
 // used GPU memory, and the custom counters. Allocate hands out concrete ids:
-// ceil(cpus) distinct cores (lowest ids first), whole GPUs only when nobody
+// ceil(cpus) distinct cores (lowest ids first) held whole, or for a request
+// below one CPU a share of one core (a core already shared, the fullest that
+// has room, else a free one), with the shares on one core never above one
+// CPU; whole GPUs only when nobody
 // uses them, shares only on GPUs not held whole, with the shares on one GPU
 // never above 1.0 and the GPU memory reserved on it never above its memory.
 // Free gives exactly those ids back. No id is ever handed out twice.
@@ -86,10 +89,15 @@ class WorkerState {
   // Index of the GPU a share goes to, or -1.
   int PickShareGpu(const ResourceRequest& request, bool prefer_full) const;
   bool CountersFit(const ResourceRequest& request) const;
+  bool CoresFit(const ResourceRequest& request) const;
+  // The shared core a core share goes to (the fullest with room), or -1.
+  int64_t PickShareCore(const ResourceRequest& request) const;
 
   WorkerId id_;
   WorkerResources resources_;
   std::vector<uint32_t> free_cores_;  // descending, so back() is the lowest id
+  // Cores given out in shares (not in free_cores_) -> milli-cpus used.
+  std::map<uint32_t, int64_t> shared_cores_;
   uint64_t free_mem_ = 0;
   std::vector<Gpu> gpus_;
   uint32_t free_whole_gpus_ = 0;

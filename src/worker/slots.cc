@@ -24,7 +24,7 @@ int64_t Slots::gpu_free(int index) const {
 
 bool Slots::core_free(int core) const {
   return std::count(capacity_.cores.begin(), capacity_.cores.end(), core) > 0 &&
-         core_owner_.count(core) == 0;
+         core_used_.count(core) == 0;
 }
 
 Status Slots::Admit(TaskId task, const SlotRequest& request) {
@@ -32,6 +32,9 @@ Status Slots::Admit(TaskId task, const SlotRequest& request) {
     return AlreadyExists("task " + task.ToString() + " is already admitted");
   }
   std::set<int> seen_cores;
+  const bool share = request.cores.size() == 1 && request.milli_cpus > 0 &&
+                     request.milli_cpus < 1000;
+  const int64_t per_core = share ? request.milli_cpus : 1000;
   for (int core : request.cores) {
     if (std::count(capacity_.cores.begin(), capacity_.cores.end(), core) == 0) {
       return InvalidArgument("core " + std::to_string(core) + " does not exist on this worker");
@@ -39,9 +42,10 @@ Status Slots::Admit(TaskId task, const SlotRequest& request) {
     if (!seen_cores.insert(core).second) {
       return InvalidArgument("core " + std::to_string(core) + " is named twice");
     }
-    if (auto it = core_owner_.find(core); it != core_owner_.end()) {
-      return ResourceExhausted("core " + std::to_string(core) + " is in use by task " +
-                               it->second.ToString());
+    if (auto it = core_used_.find(core); it != core_used_.end() && it->second + per_core > 1000) {
+      return ResourceExhausted(
+          "core " + std::to_string(core) + " is in use by task " + core_owner_[core].ToString() +
+          (it->second < 1000 ? " and others (" + FormatCpus(it->second) + " of it booked)" : ""));
     }
   }
   std::set<int> seen_gpus;
@@ -71,7 +75,10 @@ Status Slots::Admit(TaskId task, const SlotRequest& request) {
     return ResourceExhausted("not enough memory: " + FormatBytes(free_memory()) +
                              " free, the task asks " + FormatBytes(request.memory_bytes));
   }
-  for (int core : request.cores) core_owner_[core] = task;
+  for (int core : request.cores) {
+    core_owner_[core] = task;
+    core_used_[core] += per_core;
+  }
   for (const GpuShare& g : request.gpus) gpu_used_[g.index] += g.hundredths;
   used_milli_ += request.milli_cpus;
   used_memory_ += request.memory_bytes;
@@ -83,7 +90,16 @@ Status Slots::Release(TaskId task) {
   auto it = bookings_.find(task);
   if (it == bookings_.end()) return NotFound("task " + task.ToString() + " holds no slot");
   const SlotRequest& r = it->second;
-  for (int core : r.cores) core_owner_.erase(core);
+  const bool share = r.cores.size() == 1 && r.milli_cpus > 0 && r.milli_cpus < 1000;
+  for (int core : r.cores) {
+    auto used = core_used_.find(core);
+    if (used == core_used_.end()) continue;
+    used->second -= share ? r.milli_cpus : 1000;
+    if (used->second <= 0) {
+      core_used_.erase(used);
+      core_owner_.erase(core);
+    }
+  }
   for (const GpuShare& g : r.gpus) gpu_used_[g.index] -= g.hundredths;
   used_milli_ -= r.milli_cpus;
   used_memory_ -= r.memory_bytes;

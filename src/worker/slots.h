@@ -33,7 +33,10 @@ struct GpuShare {
 
 struct SlotRequest {
   int64_t milli_cpus = 0;  // counted against cores.size() * 1000
-  std::vector<int> cores;  // pinned cores, held exclusively
+  // Pinned cores, held exclusively; below one CPU (milli_cpus < 1000, one
+  // core) a share of that core, which other shares may hold too up to one
+  // CPU in all.
+  std::vector<int> cores;
   uint64_t memory_bytes = 0;
   std::vector<GpuShare> gpus;
 };
@@ -57,12 +60,14 @@ class Slots {
   uint64_t free_memory() const;
   // Hundredths of GPU `index` not booked; 0 for an unknown index.
   int64_t gpu_free(int index) const;
+  // No task holds any of the core (whole or a share).
   bool core_free(int core) const;
   size_t admitted() const { return bookings_.size(); }
 
  private:
   SlotCapacity capacity_;
-  std::map<int, TaskId> core_owner_;
+  std::map<int, TaskId> core_owner_;  // the last task booked on each core
+  std::map<int, int64_t> core_used_;  // milli-cpus booked on each core (1000: whole)
   std::map<int, int64_t> gpu_used_;
   int64_t used_milli_ = 0;
   uint64_t used_memory_ = 0;
