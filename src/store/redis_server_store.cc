@@ -163,8 +163,25 @@ void RedisServerStore::OnFree(const FreeEvent& free) {
     return;
   }
   auto it = held_.find(free.key);
-  if (it == held_.end() || !IsLeaseKey(free.key)) return Deliver(free);
+  if (it == held_.end() || !IsLeaseKey(free.key)) {
+    if (free.reason == FreeReason::kReleased) {
+      if (auto own = own_releases_.find(free.key);
+          own != own_releases_.end() && --own->second.unseen == 0) {
+        own_releases_.erase(own);
+      }
+    }
+    return Deliver(free);
+  }
   Held& held = it->second;
+  if (free.reason == FreeReason::kReleased) {
+    auto own = own_releases_.find(free.key);
+    if (own != own_releases_.end() && own->second.last <= held.claimed) {
+      // The `del` of our own release of the previous holder, notified after
+      // the next holder's claim: nothing happened to the lease held now.
+      if (--own->second.unseen == 0) own_releases_.erase(own);
+      return;
+    }
+  }
   if (free.reason == FreeReason::kReleased && !held.pending && Live(held, clock_.Now())) {
     // Deleted under a live task, and not by us (our releases forget the key
     // first): take it back.
@@ -182,7 +199,7 @@ void RedisServerStore::Claim(std::vector<LeaseKey> keys, Owner owner, Duration t
                              Callback<ClaimOutcome> done) {
   const Time now = clock_.Now();
   for (const LeaseKey& key : keys) {
-    if (IsLeaseKey(key)) held_[key] = Held{owner, ttl, now, true};
+    if (IsLeaseKey(key)) held_[key] = Held{owner, ttl, now, true, now};
   }
   SendClaim(std::make_shared<PendingClaim>(
       PendingClaim{std::move(keys), std::move(owner), ttl, now, std::move(done)}));
@@ -260,9 +277,15 @@ void RedisServerStore::Renew(std::vector<LeaseKey> keys, Owner owner, Duration t
 void RedisServerStore::Release(std::vector<LeaseKey> keys, Owner owner,
                                Callback<ReleaseOutcome> done) {
   ++release_seq_;
+  const Time now = clock_.Now();
   for (const LeaseKey& key : keys) {
     auto it = held_.find(key);
     if (it != held_.end() && it->second.owner == owner) held_.erase(it);
+    if (IsLeaseKey(key)) {
+      OwnRelease& own = own_releases_[key];
+      own.last = now;
+      ++own.unseen;
+    }
     if (renews_in_flight_ > 0) released_[key] = release_seq_;
   }
   SendRelease(std::make_shared<PendingRelease>(
@@ -334,6 +357,11 @@ void RedisServerStore::Reconcile(std::function<void()> done) {
   }
   reconciling_ = true;
   const Time sent = clock_.Now();
+  // A release whose `del` never came (the key had expired first) is no
+  // longer worth remembering: its event would have come within moments.
+  constexpr Duration kOwnReleaseMemory = Seconds(60);
+  std::erase_if(own_releases_,
+                [&](const auto& entry) { return sent - entry.second.last > kOwnReleaseMemory; });
   std::weak_ptr<bool> alive = alive_;
   redis_->ListLeases([this, alive, sent, done = std::move(done)](Result<std::vector<Lease>> r) {
     if (alive.expired()) return;

@@ -169,6 +169,7 @@ class RedisServerStore final : public Store {
     Duration ttl;
     Time touched;  // last claim or renew sent
     bool pending;  // the claim has not been answered
+    Time claimed;  // when the claim that took it was sent
   };
 
   struct PendingClaim {
@@ -223,6 +224,15 @@ class RedisServerStore final : public Store {
   uint64_t release_seq_ = 0;
   uint32_t renews_in_flight_ = 0;
   std::map<LeaseKey, uint64_t> released_;
+  // When this server last released each key: the `del` event of that
+  // release can come after a new claim of the same key (a GPU handed from
+  // one task to the next), and must not pass for someone else's delete.
+  // Entries older than kOwnReleaseMemory are dropped by Reconcile.
+  struct OwnRelease {
+    Time last;          // the latest release sent
+    uint32_t unseen;    // releases whose `del` has not come yet
+  };
+  std::map<LeaseKey, OwnRelease> own_releases_;
   FreeListener listener_;
   std::deque<FreeEvent> early_frees_;                               // before Subscribe
   std::vector<std::shared_ptr<PendingClaim>> deferred_claims_;      // until reconnected
