@@ -398,6 +398,10 @@ std::vector<std::string> Executor::BuildEnvironment(const TaskSpec& spec,
   // A task without GPUs must not see any: an empty CUDA_VISIBLE_DEVICES
   // hides them from CUDA, "void" from the NVIDIA container runtime.
   set("CUDA_VISIBLE_DEVICES", JoinInts(spec.gpus));
+  // The indices are NVML's, which count GPUs in PCI bus order; CUDA counts
+  // fastest first unless told otherwise, so on a machine with two models
+  // index 0 could be another GPU than the one assigned (gpu.h).
+  set("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
   set("NVIDIA_VISIBLE_DEVICES", spec.gpus.empty() ? "void" : JoinInts(spec.gpus));
   std::vector<std::string> out;
   out.reserve(vars.size());

@@ -29,13 +29,14 @@ TEST(ExecutorTest, RunsATaskWithItsEnvironmentDirectoriesAndResult) {
   Harness h(MakeNoIsolator());
   TaskSpec spec =
       Task(3, {"sh", "-c",
-               "env | grep -E '^(DROVER_|OMP_NUM|CUDA_VISIBLE|NVIDIA_VISIBLE|EXTRA=)' | sort; pwd; "
+               "env | grep -E '^(DROVER_|OMP_NUM|CUDA_|NVIDIA_VISIBLE|EXTRA=)' | sort; pwd; "
                "echo oops >&2; echo 42 > $DROVER_RESULT"});
   spec.attempt = 2;
   spec.task_index = 11;
   spec.cores = {1};
   spec.gpus = {0, 1};
-  spec.env = {{"EXTRA", "yes"}};
+  // A task may not reorder its GPUs: the indices are in PCI bus order.
+  spec.env = {{"EXTRA", "yes"}, {"CUDA_DEVICE_ORDER", "FASTEST_FIRST"}};
   TaskResult r = h.Run(spec);
   EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded);
   EXPECT_EQ(r.reason, "");
@@ -45,6 +46,7 @@ TEST(ExecutorTest, RunsATaskWithItsEnvironmentDirectoriesAndResult) {
   const std::string task = job + "/3.2";
   EXPECT_EQ(r.dirs.task, task);
   EXPECT_EQ(ReadFile(task + "/stdout"),
+            "CUDA_DEVICE_ORDER=PCI_BUS_ID\n"
             "CUDA_VISIBLE_DEVICES=0,1\n"
             "DROVER_ATTEMPT=2\n"
             "DROVER_CHECKPOINT_DIR=" +

@@ -4,8 +4,8 @@
 // GpuInfo is the static description offered to the scheduler at hello time;
 // GpuSample is the live part sent with each heartbeat. Indices are NVML's
 // (PCI bus order, as nvidia-smi prints them). CUDA numbers devices fastest
-// first unless CUDA_DEVICE_ORDER=PCI_BUS_ID, so whoever sets
-// CUDA_VISIBLE_DEVICES should use the UUID or set that variable.
+// first unless CUDA_DEVICE_ORDER=PCI_BUS_ID, so the executor sets that
+// variable beside CUDA_VISIBLE_DEVICES for every task.
 //
 // Thread safety: GpuInfo/GpuSample are plain values. A GpuSource is used by
 // one thread at a time.
