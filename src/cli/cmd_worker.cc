@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <tuple>
 
 #include "cli/cli11.h"
 #include <spdlog/spdlog.h>
@@ -35,6 +36,8 @@ struct WorkerFlags {
   uint16_t beacon_port = net::kDefaultBeaconPort;
   std::string discover_timeout = "0s";
   std::string reconnect_max = "30s";  // longest wait between reconnection attempts
+  std::string log_cap = "64MiB";      // per task stream
+  std::string log_rate = "8MiB";      // per second, all log transfers together
   worker::AgentConfig agent;  // the overrides are parsed straight into it
 };
 
@@ -96,6 +99,18 @@ int RunWorker(WorkerFlags& flags) {
                        /*usage_on_invalid=*/true);
   }
   config.reconnect.max = *reconnect_max;
+  for (auto [flag, text, out] : {std::tuple{"--log-cap", &flags.log_cap, &config.log_cap_bytes},
+                                 std::tuple{"--log-rate", &flags.log_rate,
+                                            &config.log_rate_bytes_per_sec}}) {
+    Result<uint64_t> bytes = ParseBytes(*text);
+    if (!bytes.ok() || *bytes == 0) {
+      return ReportError(
+          InvalidArgument(std::string(flag) + ": " +
+                          (bytes.ok() ? "must be above zero" : bytes.status().message())),
+          /*usage_on_invalid=*/true);
+    }
+    *out = *bytes;
+  }
   config.reconnect.initial = std::min(config.reconnect.initial, *reconnect_max);
   net::EventLoop loop;
   Result<std::unique_ptr<worker::Agent>> agent = worker::Agent::Start(loop, config);
@@ -149,6 +164,12 @@ void AddWorkerCommand(CLI::App& root, int& exit_code) {
   cmd->add_option("--label", a.labels, "Label key=value (repeatable)");
   cmd->add_option("--counter", a.counters, "Custom counter name=count (repeatable)");
   cmd->add_option("--user", a.task_user, "Run tasks as this user (needed when running as root)");
+  cmd->add_option("--log-cap", flags->log_cap,
+                  "Most bytes kept of each task's stdout and of its stderr")
+      ->capture_default_str();
+  cmd->add_option("--log-rate", flags->log_rate,
+                  "Bytes per second for all log transfers to the server together")
+      ->capture_default_str();
   cmd->add_flag("--run-as-root", a.run_as_root, "Allow tasks to run as root");
   cmd->callback([flags, &exit_code] { exit_code = RunWorker(*flags); });
 }

@@ -3,7 +3,8 @@
 //
 // The task writes into a pipe; the worker moves the bytes into the file
 // (splice, no copy through user space) until the cap, then writes one
-// marker line "[drover: output truncated at 1 MiB]" and from there on reads
+// marker line "[drover: output truncated at 64 MiB]" (the cap: the worker's
+// --log-cap, 64 MiB by default) and from there on reads
 // and discards. The task is never blocked by a full pipe for long and never
 // gets SIGPIPE: the read end stays open until the task has ended.
 //

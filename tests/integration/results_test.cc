@@ -81,5 +81,22 @@ command = "cd \"$DROVER_INPUTS\" && wc -c * > \"$DROVER_RESULT\""
   }
 }
 
+// The worker's --log-cap: a task's output is kept up to it, then a marker
+// line says where it was cut; a malformed value is refused by name.
+TEST(ResultsTest, WorkerLogCapCutsOutputAtTheGivenSize) {
+  Cluster c;
+  c.StartServer();
+  RunResult bad = c.Drover({"worker", "--name", "w", "--log-cap", "4K"});
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--log-cap"), std::string::npos) << bad.output;
+  c.StartWorker("w", {"--log-cap", "1KiB"});
+  RunResult run = c.Drover({"submit", "--wait", "--", "sh", "-c", "head -c 5000 /dev/zero | tr '\\0' z"});
+  ASSERT_EQ(run.status, 0) << run.output;
+  const std::string job = run.output.substr(0, run.output.find('\n'));
+  RunResult logs = c.Drover({"logs", job + ".0"});
+  ASSERT_EQ(logs.status, 0) << logs.output;
+  EXPECT_EQ(logs.output, std::string(1024, 'z') + "\n[drover: output truncated at 1 KiB]\n");
+}
+
 }  // namespace
 }  // namespace drover::testing
