@@ -3,7 +3,10 @@
 The lookup follows the CLI (src/cli/connection.h):
 
 1. an explicit address (``Client("host:7210", token=..., fingerprint=...)``,
-   or ``tls=False`` for a ``--no-tls`` server);
+   or ``Client("host", 7210, ...)``, or ``tls=False`` for a ``--no-tls``
+   server); without ``token=`` the access file (below) supplies the token
+   and fingerprint when it names the same server (``localhost`` and
+   ``127.0.0.1`` are one);
 2. otherwise the access file: the ``access_file`` argument, then
    ``$DROVER_ACCESS``, then ``$XDG_STATE_HOME/drover/access.json``, then
    ``~/.local/state/drover/access.json``. A token or fingerprint given with
@@ -160,6 +163,19 @@ def read_access_file(path: str) -> Endpoint:
     return Endpoint(host, port, token, fingerprint if tls else "", tls)
 
 
+_LOOPBACK = {"localhost", "127.0.0.1", "::1", "ip6-localhost"}
+
+
+def same_server(host_a: str, port_a: int, host_b: str, port_b: int) -> bool:
+    """Whether two addresses name one server: the same port, and the same
+    host or two loopback names (``localhost`` and ``127.0.0.1``)."""
+    if port_a != port_b:
+        return False
+    a, b = host_a.lower(), host_b.lower()
+    return a == b or (a in _LOOPBACK and b in _LOOPBACK) or (
+        a.startswith("127.") and b in _LOOPBACK) or (b.startswith("127.") and a in _LOOPBACK)
+
+
 def resolve_endpoint(
     address: Optional[str],
     token: Optional[str],
@@ -173,11 +189,31 @@ def resolve_endpoint(
         AccessError: what is missing or malformed, and where.
     """
     if address:
-        if access_file:
-            raise AccessError("give an address or access_file=, not both")
         host, port = split_host_port(address)
         if not token:
-            raise AccessError(f"{address}: an explicit address needs token=")
+            # The access file of the server named here, when it names the
+            # same server, has the token (and the fingerprint).
+            try:
+                ep = read_access_file(resolve_access_path(access_file))
+            except AccessError as e:
+                raise AccessError(
+                    f"{address}: an explicit address needs token= (no access file for it: {e})"
+                ) from None
+            if not same_server(ep.host, ep.port, host, port):
+                raise AccessError(
+                    f"{address}: an explicit address needs token= (the access file is for "
+                    f"{ep.address})"
+                )
+            if fingerprint:
+                ep = dataclasses.replace(ep, fingerprint=normalize_fingerprint(fingerprint))
+            if tls is not None and tls != ep.tls:
+                raise AccessError(
+                    f"tls={tls} contradicts the access file, which says {ep.address} uses "
+                    f"{'TLS' if ep.tls else 'plain TCP'}"
+                )
+            return ep
+        if access_file:
+            raise AccessError("give an address or access_file=, not both")
         use_tls = True if tls is None else tls
         if use_tls and not fingerprint:
             raise AccessError(

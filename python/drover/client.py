@@ -258,6 +258,7 @@ class Client:
     def __init__(
         self,
         address: Optional[str] = None,
+        port: Optional[int] = None,
         *,
         token: Optional[str] = None,
         fingerprint: Optional[str] = None,
@@ -265,6 +266,12 @@ class Client:
         access_file: Optional[str] = None,
         timeout: float = 30.0,
     ) -> None:
+        if port is not None:
+            if not address:
+                raise TypeError("Client(host, port): a port needs a host")
+            if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+                raise TypeError(f"Client(host, port): port must be 1 to 65535, got {port!r}")
+            address = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
         self.endpoint = resolve_endpoint(address, token, fingerprint, tls, access_file)
         self._transport = Transport(self.endpoint, timeout)
 

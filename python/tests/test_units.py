@@ -95,6 +95,24 @@ class AccessFileTest(unittest.TestCase):
             drover.Client("h:99999", token="t", fingerprint=FP)
 
 
+    def test_host_and_port_take_the_token_from_the_access_file_of_that_server(self) -> None:
+        path = self.write("a.json", self.access())
+        os.environ["DROVER_ACCESS"] = path
+        c = drover.Client("localhost", 7210)
+        self.assertEqual((c.endpoint.host, c.endpoint.port), ("127.0.0.1", 7210))
+        self.assertEqual(c.endpoint.token, "t" * 64)
+        self.assertEqual(c.endpoint.fingerprint, FP.replace(":", "").lower())
+        self.assertEqual(drover.Client("localhost:7210").endpoint.token, "t" * 64)
+        # Another server: the file's token is not sent there.
+        with self.assertRaisesRegex(drover.AccessError, "needs token=.*127.0.0.1:7210"):
+            drover.Client("localhost", 7311)
+        with self.assertRaisesRegex(drover.AccessError, "needs token="):
+            drover.Client("other-host", 7210)
+        self.assertEqual(drover.Client("h", 1, token="t", tls=False).endpoint.address, "h:1")
+        with self.assertRaisesRegex(TypeError, "port must be"):
+            drover.Client("h", 0, token="t", tls=False)
+
+
 class SpecTest(unittest.TestCase):
     def test_array_ranges(self) -> None:
         self.assertEqual(client._array_range(range(8)), "0-7")
