@@ -61,12 +61,13 @@ void Cluster::KillServer(int signo) {
   EXPECT_TRUE(server_->Wait(In(kStartTimeout)).has_value()) << server_->output();
 }
 
-Process& Cluster::StartWorker(const std::string& name, std::vector<std::string> extra) {
+Process& Cluster::StartWorker(const std::string& name, std::vector<std::string> extra,
+                              std::vector<std::string> env) {
   std::vector<std::string> argv = {binary(),      "worker", "--access",    access_file(),
                                    "--name",      name,     "--workdir",   dir_ + "/work-" + name,
                                    "--isolation", "none",   "--run-as-root"};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  workers_.push_back(std::make_unique<Process>(argv));
+  workers_.push_back(std::make_unique<Process>(argv, std::move(env)));
   Process& w = *workers_.back();
   if (!w.WaitForLine("attached as worker", In(kStartTimeout))) {
     ADD_FAILURE() << "worker " << name << " did not attach:\n" << w.output();

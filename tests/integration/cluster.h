@@ -48,9 +48,11 @@ class Cluster {
   Process* server() { return server_.get(); }
   void KillServer(int signo);  // and reap it
 
-  // Starts `drover worker --name NAME` with `extra` flags and waits for the
-  // line saying it attached to the server.
-  Process& StartWorker(const std::string& name, std::vector<std::string> extra = {});
+  // Starts `drover worker --name NAME` with `extra` flags (and `env`,
+  // "K=V", added to its environment) and waits for the line saying it
+  // attached to the server.
+  Process& StartWorker(const std::string& name, std::vector<std::string> extra = {},
+                       std::vector<std::string> env = {});
 
   // Runs a client command (`drover ARGS` with DROVER_ACCESS naming this
   // cluster's access file).
