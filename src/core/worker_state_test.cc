@@ -28,6 +28,39 @@ TEST(WorkerStateTest, HandsOutDistinctCoresAndTakesExactlyThoseBack) {
   EXPECT_EQ(c.cores, (std::vector<uint32_t>{0, 3}));
 }
 
+// Below one CPU, requests share a core (issue 19): the fullest shared core
+// with room first, up to one CPU on a core; a whole-core request never gets
+// a shared core, and a core comes back whole when its last share ends.
+TEST(WorkerStateTest, CoreSharesFillOneCoreBeforeTakingAnother) {
+  WorkerState w(1, WorkerBuilder().Cpus(2).Build());
+  ResourceRequest quarter = TaskBuilder().Cpus(0.25).Build().resources;
+  ResourceRequest half = TaskBuilder().Cpus(0.5).Build().resources;
+  ResourceRequest one = TaskBuilder().Cpus(1).Build().resources;
+  Allocation a[5];
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(w.Allocate(quarter, false, a[i])) << i;
+    EXPECT_EQ(a[i].cores, std::vector<uint32_t>{0}) << i;
+  }
+  EXPECT_EQ(w.free_cores(), std::vector<uint32_t>{1});
+  ASSERT_TRUE(w.Allocate(half, false, a[4]));
+  EXPECT_EQ(a[4].cores, std::vector<uint32_t>{1});
+  Allocation whole;
+  EXPECT_FALSE(w.Fits(one, false));
+  EXPECT_EQ(w.Shortfall(one), uint32_t{kDimCores});
+  EXPECT_TRUE(w.Fits(half, false));  // core 1 has half a CPU left
+  w.Free(half, a[4]);
+  EXPECT_EQ(w.free_cores(), std::vector<uint32_t>{1});
+  ASSERT_TRUE(w.Allocate(one, false, whole));
+  EXPECT_EQ(whole.cores, std::vector<uint32_t>{1});
+  for (int i = 0; i < 3; ++i) w.Free(quarter, a[i]);
+  EXPECT_TRUE(w.free_cores().empty());  // a quarter still uses core 0
+  EXPECT_FALSE(w.AllocateExact(one, Allocation{{0}, {}, 0}));
+  EXPECT_TRUE(w.AllocateExact(half, Allocation{{0}, {}, 0}));  // a restored share
+  w.Free(half, Allocation{{0}, {}, 0});
+  w.Free(quarter, a[3]);
+  EXPECT_EQ(w.free_cores(), std::vector<uint32_t>{0});
+}
+
 TEST(WorkerStateTest, WholeGpusOnlyOnUnsharedGpusAndSharesKeepMemoryInBounds) {
   WorkerState w(1, WorkerBuilder().Cpus(8).Gpus(2, "A100", 40 * kGiB).Build());
   ResourceRequest share = TaskBuilder().Cpus(0).Gpus(0.5).GpuMem(30 * kGiB).Build().resources;
