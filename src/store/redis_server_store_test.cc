@@ -178,6 +178,36 @@ TEST_F(RedisServerStoreTest, ReleasedLeaseIsForgotten) {
   EXPECT_EQ(store->stats().reclaimed, 0u);
 }
 
+// A GPU handed from one task to the next: release, then claim of the same
+// key by the next task. The release's `del` event, notified after the new
+// claim's answer, is not someone else's delete: no second claim, no repair,
+// and the key stays the new holder's.
+TEST_F(RedisServerStoreTest, HandoffOfAKeyClaimsItOnce) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  for (int task = 1; task <= 5; ++task) {
+    const Owner prev = "t#" + std::to_string(task) + "@s";
+    const Owner next = "t#" + std::to_string(task + 1) + "@s";
+    if (task == 1) ASSERT_TRUE(Claim(*store, {"lease:1:gpu:0"}, prev));
+    store->Release({"lease:1:gpu:0"}, prev, [](Result<ReleaseOutcome>) {});
+    ASSERT_TRUE(Claim(*store, {"lease:1:gpu:0"}, next));
+  }
+  // Frees arrive in order on one subscription: once a later delete of
+  // another key is seen, every handoff's `del` has been handled.
+  ASSERT_TRUE(Raw({"HSET", prefix_ + "lease:9:slot:9.0", "owner", "x"}).ok());
+  ASSERT_EQ(Raw({"DEL", prefix_ + "lease:9:slot:9.0"})->integer, 1);
+  ASSERT_TRUE(RunLoopUntil(
+      loop_, [&] { return !frees_.empty(); }, kWait));
+  EXPECT_THAT(frees_, ElementsAre(FreeEvent{"lease:9:slot:9.0", FreeReason::kReleased}));
+  EXPECT_EQ(store->stats().reclaimed, 0u);
+  EXPECT_EQ(OwnerOf("lease:1:gpu:0"), "t#6@s");
+  // A real delete afterwards is still repaired.
+  ASSERT_EQ(Raw({"DEL", prefix_ + "lease:1:gpu:0"})->integer, 1);
+  ASSERT_TRUE(RunLoopUntil(
+      loop_, [&] { return store->stats().reclaimed == 1; }, kWait));
+  EXPECT_EQ(OwnerOf("lease:1:gpu:0"), "t#6@s");
+}
+
 // A renewal sent before a release and answered after it (they are
 // pipelined on one connection) must not make the released key look held:
 // the release's `del` would then pass for someone else's delete and the
