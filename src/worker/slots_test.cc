@@ -35,6 +35,26 @@ TEST(SlotsTest, RefusesACoreInUseWithTheHolderNamed) {
   EXPECT_EQ(slots.free_milli_cpus(), 3000);  // the refusal booked nothing
 }
 
+// Below one CPU, tasks share a core up to one CPU in all (issue 19: four
+// 0.25-CPU tasks on a one-core worker run at once).
+TEST(SlotsTest, CoreSharesFitUpToOneCpu) {
+  Slots slots(SlotCapacity{{0}, 0, {}});
+  for (uint32_t i = 0; i < 4; ++i) {
+    ASSERT_TRUE(slots.Admit({1, i}, {250, {0}, 0, {}}).ok()) << i;
+  }
+  EXPECT_FALSE(slots.core_free(0));
+  Status s = slots.Admit({1, 4}, {250, {0}, 0, {}});
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(), "core 0 is in use by task 1.3 and others (1 of it booked)");
+  // A whole-core task waits for every share to end.
+  ASSERT_TRUE(slots.Release({1, 0}).ok());
+  EXPECT_EQ(slots.Admit({2, 0}, {1000, {0}, 0, {}}).code(), StatusCode::kResourceExhausted);
+  for (uint32_t i = 1; i < 4; ++i) ASSERT_TRUE(slots.Release({1, i}).ok());
+  EXPECT_TRUE(slots.core_free(0));
+  ASSERT_TRUE(slots.Admit({2, 0}, {1000, {0}, 0, {}}).ok());
+  EXPECT_EQ(slots.Admit({2, 1}, {250, {0}, 0, {}}).code(), StatusCode::kResourceExhausted);
+}
+
 TEST(SlotsTest, RefusesAWholeGpuInUseButSharesFit) {
   Slots slots = FourCoresTwoGpus();
   ASSERT_TRUE(slots.Admit({1, 0}, {0, {}, 0, {{1, 50}}}).ok());
