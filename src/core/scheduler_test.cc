@@ -175,7 +175,7 @@ TEST(GpuShareTest, SharesNeverExceedOneGpuNorItsMemory) {
 TEST(CoreShareTest, QuarterCpuTasksShareOneCore) {
   TestCluster c;
   c.AddWorker(WorkerBuilder().Cpus(1));
-  c.Submit(JobBuilder(TaskBuilder().Cpus(0.25).Array(0, 4)));
+  c.Submit(JobBuilder(TaskBuilder().Cpus(0.25).Array(0, 5)));
   std::vector<std::string> lines = c.Take();
   EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
                           [](const std::string& l) { return l.rfind("claim", 0) == 0; }),
