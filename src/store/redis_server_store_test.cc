@@ -188,7 +188,9 @@ TEST_F(RedisServerStoreTest, HandoffOfAKeyClaimsItOnce) {
   for (int task = 1; task <= 5; ++task) {
     const Owner prev = "t#" + std::to_string(task) + "@s";
     const Owner next = "t#" + std::to_string(task + 1) + "@s";
-    if (task == 1) ASSERT_TRUE(Claim(*store, {"lease:1:gpu:0"}, prev));
+    if (task == 1) {
+      ASSERT_TRUE(Claim(*store, {"lease:1:gpu:0"}, prev));
+    }
     store->Release({"lease:1:gpu:0"}, prev, [](Result<ReleaseOutcome>) {});
     ASSERT_TRUE(Claim(*store, {"lease:1:gpu:0"}, next));
   }
