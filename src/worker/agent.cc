@@ -1,6 +1,7 @@
 #include "worker/agent.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +29,8 @@
 #include "worker/fencing.h"
 #include "worker/gpu_lock.h"
 #include "worker/isolator.h"
+#include "worker/life_record.h"
+#include "worker/reaper.h"
 #include "worker/resources.h"
 #include "worker/slots.h"
 
@@ -57,6 +60,38 @@ Status WriteFile(const std::string& path, const std::string& text) {
   ::close(fd);
   return Status::Ok();
 }
+
+// How long a new life waits for the previous life's reaper to let go of
+// the work directory's lock, and for the leftovers it kills to die.
+constexpr Duration kLockWait = Seconds(5);
+constexpr Duration kLeftoverWait = Seconds(10);
+
+// Tells the reaper and the life record of each task's process group, for
+// isolation without cgroups (with cgroups, the trees are the record).
+class TaskGuard final : public ProcessWatch {
+ public:
+  TaskGuard(LifeRecord& record, Reaper& reaper, std::string worker)
+      : record_(record), reaper_(reaper), worker_(std::move(worker)) {}
+  void Started(pid_t pid, const std::string& name) override {
+    Note(record_.TaskStarted(pid, name));
+    Note(reaper_.Watch(pid));
+  }
+  void Ended(pid_t pid) override {
+    Note(reaper_.Forget(pid));
+    Note(record_.TaskEnded(pid));
+  }
+
+ private:
+  void Note(const Status& s) {
+    if (s.ok() || warned_) return;
+    warned_ = true;
+    spdlog::error("worker {}: {}; tasks may outlive this worker if it dies", worker_, s.ToString());
+  }
+  LifeRecord& record_;
+  Reaper& reaper_;
+  std::string worker_;
+  bool warned_ = false;
+};
 
 }  // namespace
 
@@ -153,6 +188,11 @@ class Agent::Impl {
   GpuLocks gpu_locks_;  // held for the agent's life
   std::optional<Slots> slots_;
   std::unique_ptr<AsioReactor> reactor_;
+  // What outlives this life if it dies (life_record.h, reaper.h); the
+  // executor tells them of each task (declared first: they outlive it).
+  std::unique_ptr<LifeRecord> life_;
+  std::unique_ptr<Reaper> reaper_;
+  std::unique_ptr<TaskGuard> guard_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<LogSender> logs_;
 
@@ -263,10 +303,34 @@ Status Agent::Impl::Init() {
   for (const GpuInfo& gpu : resources.gpus) capacity.gpus.push_back(gpu.index);
   slots_.emplace(std::move(capacity));
 
+  // Before any work: end what a previous life of this worker left running
+  // (its work directory holds the record), then fork the reaper that ends
+  // this life's tasks should it die (DESIGN.md section 4, the timing rule).
+  if (::mkdir(config_.workdir.c_str(), 0711) != 0 && errno != EEXIST) {
+    return Unavailable("cannot create " + config_.workdir + ": " + std::strerror(errno));
+  }
+  ASSIGN_OR_RETURN(life_, LifeRecord::Open(config_.workdir + "/.worker", kLockWait));
+  ASSIGN_OR_RETURN(LeftoverReport left, life_->EndPreviousLife(kLeftoverWait));
+  if (left.processes_killed > 0) {
+    std::string tasks;
+    for (const std::string& t : left.tasks) tasks += (tasks.empty() ? "" : ", ") + t;
+    spdlog::warn(
+        "worker {}: killed {} process(es) its previous life left running ({}); their attempts "
+        "are lost and not reported as running",
+        name_, left.processes_killed, tasks);
+  }
+  for (const std::string& note : left.notes) spdlog::warn("worker {}: {}", name_, note);
+
   IsolatorOptions isolator_options;
   isolator_options.mode = mode;
   isolator_options.gpu_count = static_cast<int>(resources.gpus.size());
   ASSIGN_OR_RETURN(std::unique_ptr<Isolator> isolator, MakeIsolator(isolator_options));
+  const std::vector<std::string> roots = isolator->cgroup_roots();
+  RETURN_IF_ERROR(life_->RecordCgroupRoots(roots));
+  // One tree suffices for the reaper: cgroup v1 lists the same processes
+  // in each hierarchy, and the first (freezer) can be frozen.
+  ASSIGN_OR_RETURN(reaper_, Reaper::Start(roots.empty() ? roots : std::vector<std::string>{roots[0]},
+                                          life_->lock_fd()));
 
   ExecutorOptions options;
   options.workdir = config_.workdir;
@@ -274,6 +338,10 @@ Status Agent::Impl::Init() {
   options.run_as_root = config_.run_as_root;
   options.output_cap_bytes = config_.log_cap_bytes;
   options.default_grace = config_.kill_grace;
+  if (roots.empty()) {
+    guard_ = std::make_unique<TaskGuard>(*life_, *reaper_, name_);
+    options.watch = guard_.get();
+  }
   reactor_ = std::make_unique<AsioReactor>(loop_);
   ASSIGN_OR_RETURN(executor_, Executor::Create(options, reactor_.get(), std::move(isolator)));
 
@@ -312,8 +380,12 @@ void Agent::Impl::Stop() {
   logs_.reset();
   // Queued successors never start; nothing is left to report them to.
   queued_.clear();
-  // Kills every task at once; their callbacks are not called.
+  // Kills every task at once; their callbacks are not called. Then the
+  // reaper leaves without killing, and the work directory is free.
   executor_.reset();
+  guard_.reset();
+  reaper_.reset();
+  life_.reset();
   reactor_.reset();
   running_.clear();
 }

@@ -8,12 +8,15 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
 #include <gtest/gtest.h>
 
 #include "worker/agent_test_util.h"
+#include "worker/life_record.h"
+#include "worker/process_tree_test_util.h"
 
 namespace drover::worker {
 namespace {
@@ -640,6 +643,35 @@ TEST_F(AgentTest, AQueuedTaskIsInTheHelloAndStartsOnceWhenAssignedAgain) {
   server.Sync();
   EXPECT_EQ(server.Pending<proto::Started>(), 0u);
   EXPECT_EQ(server.Pending<proto::Finished>(), 0u);
+}
+
+// A worker's next life ends what its previous life left running before it
+// says hello (issue 18), and records each task it runs for its own next
+// life (isolation none: the tasks log of life_record.h).
+TEST_F(AgentTest, ARestartEndsWhatThePreviousLifeLeftBeforeItsHello) {
+  const std::string state = dir_ / "work/.worker";
+  std::filesystem::create_directories(state);
+  testing::TaskGroup left = testing::StartTaskGroup();
+  ASSERT_GT(left.member, 0);
+  std::optional<ProcStat> st = ReadProcStat(left.leader);
+  ASSERT_TRUE(st.has_value());
+  std::ofstream(state + "/tasks") << "+ " << left.leader << " " << st->start_ticks << " 1.9.1\n";
+
+  FakeServer server(/*tls=*/false);
+  proto::Hello hello = Attach(server, Config(server));
+  EXPECT_TRUE(testing::EndsWithin(left.leader, std::chrono::milliseconds(0)));
+  EXPECT_TRUE(testing::EndsWithin(left.member, std::chrono::seconds(10)));
+  EXPECT_TRUE(hello.running.empty());
+  testing::KillAndReap(left.leader);
+
+  server.Send(proto::Assign{{Task(0, "exec sleep 1000")}});
+  proto::Started started = server.Expect<proto::Started>();
+  ASSERT_EQ(started.tasks.size(), 1u);
+  std::ifstream log(state + "/tasks");
+  std::string op, pid, start, name;
+  log >> op >> pid >> start >> name;
+  EXPECT_EQ(op, "+");
+  EXPECT_EQ(name, "1.0.1");
 }
 
 TEST_F(AgentTest, ConfigurationErrorsAreClear) {

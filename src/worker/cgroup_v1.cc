@@ -256,6 +256,13 @@ class CgroupV1Isolator final : public Isolator {
   }
 
   IsolationMode mode() const override { return IsolationMode::kCgroup1; }
+  std::vector<std::string> cgroup_roots() const override {
+    std::vector<std::string> roots = {h_[kFreezer].base};
+    for (int c = 0; c < kCtlCount; ++c) {
+      if (c != kFreezer && h_[c].present) roots.push_back(h_[c].base);
+    }
+    return roots;
+  }
 
   Result<std::unique_ptr<TaskCage>> CreateCage(const CageSpec& spec) override {
     auto cage = std::make_unique<CgroupV1Cage>(pool_);

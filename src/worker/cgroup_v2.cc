@@ -74,6 +74,7 @@ class CgroupV2Isolator final : public Isolator {
   ~CgroupV2Isolator() override { rmdir(base_.c_str()); }
 
   IsolationMode mode() const override { return IsolationMode::kCgroup2; }
+  std::vector<std::string> cgroup_roots() const override { return {base_}; }
 
   Result<std::unique_ptr<TaskCage>> CreateCage(const CageSpec& spec) override {
     std::string dir = base_ + "/" + spec.name;

@@ -42,6 +42,8 @@ TEST_F(FakeCgroupV2, WritesLimitsAndEnablesControllers) {
   auto isolator = MakeCgroupV2Isolator(root_);
   ASSERT_TRUE(isolator.ok()) << isolator.status().ToString();
   EXPECT_EQ((*isolator)->mode(), IsolationMode::kCgroup2);
+  // The tree a reaper or the next life kills: the worker's own level.
+  EXPECT_EQ((*isolator)->cgroup_roots(), std::vector<std::string>{base()});
   EXPECT_EQ(ReadFile(root_ + "/cgroup.subtree_control"), "+memory +cpu +pids +cpuset");
   EXPECT_EQ(ReadFile(base() + "/cgroup.subtree_control"), "+memory +cpu +pids +cpuset");
 

@@ -75,6 +75,11 @@ struct Executor::Parked {
 
 namespace {
 
+// "12.3.1": the task and its attempt, naming its cage and its record.
+std::string CageName(const TaskSpec& spec) {
+  return spec.id.ToString() + "." + std::to_string(spec.attempt);
+}
+
 std::string JoinInts(const std::vector<int>& v) {
   std::string s;
   for (int x : v) {
@@ -83,6 +88,13 @@ std::string JoinInts(const std::vector<int>& v) {
   }
   return s;
 }
+
+// Task data is the task user's alone: its directories 0700 and its output
+// files 0600, owned by that user when tasks run as one. The work directory
+// and the job directories above them are 0711: passable, not listable.
+constexpr mode_t kPrivateDir = 0700;
+constexpr mode_t kPrivateFile = 0600;
+constexpr mode_t kPassDir = 0711;
 
 Duration FromTimeval(const timeval& tv) {
   return Duration(static_cast<int64_t>(tv.tv_sec) * 1000000 + tv.tv_usec);
@@ -175,7 +187,7 @@ Result<std::unique_ptr<Executor>> Executor::Create(ExecutorOptions options, Reac
         "them as root explicitly (run_as_root)");
   }
   if (options.workdir.empty()) return InvalidArgument("workdir is empty");
-  RETURN_IF_ERROR(MakeDir(options.workdir));
+  RETURN_IF_ERROR(MakeDir(options.workdir, kPassDir));
   // DROVER_INPUTS of every task without inputs: empty, and read-only to a
   // task user, so that no task can leave files there for another.
   const std::string no_inputs = options.workdir + "/.no-inputs";
@@ -221,6 +233,7 @@ Executor::~Executor() {
           for (int fd : *fds) close(fd);
         }
       }
+      if (options_.watch != nullptr) options_.watch->Ended(task->pid);
       int status;
       while (waitpid(task->pid, &status, 0) < 0 && errno == EINTR) {
       }
@@ -254,11 +267,11 @@ Executor::~Executor() {
 Status Executor::MakeTaskDir(const std::string& job, const std::string& task) {
   // The job directory exists for every task but a job's first here: try
   // the task directory alone, and make the job's only when it is missing.
-  if (mkdir(task.c_str(), 0755) == 0 || errno == EEXIST) return Status::Ok();
+  if (mkdir(task.c_str(), kPrivateDir) == 0 || errno == EEXIST) return Status::Ok();
   if (errno != ENOENT) return Unavailable("cannot create " + task + ": " + strerror(errno));
-  RETURN_IF_ERROR(MakeDir(options_.workdir));
-  RETURN_IF_ERROR(MakeDir(job));
-  return MakeDir(task);
+  RETURN_IF_ERROR(MakeDir(options_.workdir, kPassDir));
+  RETURN_IF_ERROR(MakeDir(job, kPassDir));
+  return MakeDir(task, kPrivateDir);
 }
 
 Result<TaskDirs> Executor::PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs) {
@@ -275,11 +288,11 @@ Result<TaskDirs> Executor::PrepareDirs(TaskId id, uint32_t attempt, bool with_in
   RETURN_IF_ERROR(MakeTaskDir(job, d.task));
   RETURN_IF_ERROR(ChownPath(d.task, user_));
   for (const std::string* dir : {&d.output, &d.checkpoint}) {
-    RETURN_IF_ERROR(MakeDir(*dir));
+    RETURN_IF_ERROR(MakeDir(*dir, kPrivateDir));
     RETURN_IF_ERROR(ChownPath(*dir, user_));
   }
   if (with_inputs) {
-    RETURN_IF_ERROR(MakeDir(d.inputs));
+    RETURN_IF_ERROR(MakeDir(d.inputs, kPrivateDir));
     RETURN_IF_ERROR(ChownPath(d.inputs, user_));
   }
   if (prepared_.size() >= 1024) prepared_.erase(prepared_.begin());  // never started
@@ -456,7 +469,11 @@ Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done, StartTime
   // task starts as any other, which reports what fails.
   if (parked && !parked->process->Dead()) {
     task->started = std::chrono::steady_clock::now();
+    // Told before the release: from then on the program may run.
+    const pid_t pid = parked->process->pid();
+    if (options_.watch != nullptr) options_.watch->Started(pid, CageName(spec));
     Result<Time> released = parked->process->Release();
+    if (!released.ok() && options_.watch != nullptr) options_.watch->Ended(pid);
     if (released.ok()) {
       if (times != nullptr) times->spawned = times->exec_done = *released;
       task->pid = parked->process->pid();
@@ -492,6 +509,7 @@ Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done, StartTime
   }
   task->pid = proc->pid;
   task->pidfd = proc->pidfd;
+  if (options_.watch != nullptr) options_.watch->Started(task->pid, CageName(spec));
   task->cage->CloseJoinFds();
   for (auto& out : task->out) out->CloseWriteEnd();
   return Register(std::move(task));
@@ -500,7 +518,7 @@ Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done, StartTime
 Status Executor::MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Command& command,
                             Launch& launch) {
   CageSpec cage_spec;
-  cage_spec.name = spec.id.ToString() + "." + std::to_string(spec.attempt);
+  cage_spec.name = CageName(spec);
   cage_spec.milli_cpus = spec.milli_cpus;
   cage_spec.memory_bytes = spec.memory_bytes;
   cage_spec.max_pids = spec.max_pids;
@@ -515,7 +533,7 @@ Status Executor::MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Co
   if (user_) owner.emplace(user_->uid, user_->gid);
   for (int i = 0; i < 2; ++i) {
     Result<std::unique_ptr<OutputCapture>> out =
-        OutputCapture::CreateDeferred(*paths[i], cap, 0644, owner);
+        OutputCapture::CreateDeferred(*paths[i], cap, kPrivateFile, owner);
     if (!out.ok()) {
       launch.cage->CloseJoinFds();
       Status r = launch.cage->Remove();
@@ -577,6 +595,7 @@ Result<pid_t> Executor::Register(std::unique_ptr<Task> task) {
     if (fds.ok()) {
       for (int fd : *fds) close(fd);
     }
+    if (options_.watch != nullptr) options_.watch->Ended(t->pid);
     int status;
     while (waitpid(t->pid, &status, 0) < 0 && errno == EINTR) {
     }
@@ -602,6 +621,7 @@ void Executor::OnExit(Task* task) {
   // While the leader is an unreaped zombie its pid cannot be reused, so this
   // reaches exactly the task's own group: background jobs it left running.
   killpg(task->pid, SIGKILL);
+  if (options_.watch != nullptr) options_.watch->Ended(task->pid);
   int status = 0;
   struct rusage ru {};
   while (wait4(task->pid, &status, 0, &ru) < 0 && errno == EINTR) {

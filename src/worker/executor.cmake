@@ -12,6 +12,8 @@ drover_library(drover_worker_exec
     cgroup_v2.cc
     rlimit.cc
     executor.cc
+    reaper.cc
+    life_record.cc
     slots.cc
     fencing.cc
   DEPS drover_common)
@@ -31,6 +33,8 @@ drover_test(worker_exec_test
     cgroup_v2_test.cc
     executor_test.cc
     executor_cgroup_test.cc
+    reaper_test.cc
+    life_record_test.cc
     slots_test.cc
     fencing_test.cc
   DEPS drover_worker_exec)

@@ -60,6 +60,21 @@
 
 namespace drover::worker {
 
+// Told of each task's process group, so that something outside the worker
+// can end it should the worker die (reaper.h) or its next life find it
+// (life_record.h). Called on the executor's thread; must not call back
+// into the executor.
+class ProcessWatch {
+ public:
+  virtual ~ProcessWatch() = default;
+  // The task `name` ("12.3.1") runs in the process group led by `pid`: the
+  // process exists (made by Spawn, or made ahead and about to be released).
+  virtual void Started(pid_t pid, const std::string& name) = 0;
+  // The group has been sent SIGKILL and its leader is about to be reaped
+  // (until then its number cannot be given to another group).
+  virtual void Ended(pid_t pid) = 0;
+};
+
 struct ExecutorOptions {
   std::string workdir;                      // task directories go under here
   std::string task_user;                    // unix user tasks run as when the worker is root
@@ -71,6 +86,8 @@ struct ExecutorOptions {
   // PrepareStart also makes the task's process, waiting before its execve
   // (Spawner::Park), so that Start is one write to a pipe.
   bool park_prepared = true;
+  // Not owned; must outlive the executor. Null: nobody is told.
+  ProcessWatch* watch = nullptr;
 };
 
 struct TaskSpec {

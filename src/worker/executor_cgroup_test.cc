@@ -8,6 +8,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 #include <thread>
@@ -90,6 +91,18 @@ TEST_F(CgroupV1Executor, AProcessMadeAheadIsInItsCageBeforeItsStart) {
   EXPECT_EQ(r.outcome, TaskOutcome::kFailed);
   EXPECT_TRUE(r.oom_killed) << r.reason;
   ExpectAllCgroupsEmpty();
+}
+
+// The trees a reaper or the worker's next life kills (reaper.h,
+// life_record.h): the freezer's first, since it is the one to freeze.
+TEST_F(CgroupV1Executor, ItsRootsListTheFreezerFirstAndTheOtherHierarchies) {
+  auto isolator = MakeCgroupV1Isolator(CgroupV1Options{"/sys/fs/cgroup", 0});
+  ASSERT_TRUE(isolator.ok()) << isolator.status().ToString();
+  const std::vector<std::string> roots = (*isolator)->cgroup_roots();
+  ASSERT_GE(roots.size(), 3u);
+  EXPECT_EQ(roots[0].rfind("/sys/fs/cgroup/freezer", 0), 0u) << roots[0];
+  EXPECT_TRUE(roots[0].ends_with("/drover/w" + std::to_string(getpid()))) << roots[0];
+  EXPECT_NE(std::find(roots.begin(), roots.end(), MemoryBase()), roots.end());
 }
 
 TEST_F(CgroupV1Executor, HalfACpuBurningForTwoSecondsUsesAboutOneSecond) {

@@ -501,5 +501,48 @@ TEST(ExecutorDirsTest, ATaskUserOwnsItsLateFilesButNotTheSharedInputs) {
   EXPECT_EQ(st.st_uid, nobody->pw_uid);
 }
 
+// Task data is its user's alone (issue 18): nobody else may list or read a
+// task's directories, output or results.
+TEST(ExecutorDirsTest, TaskDataIsReadableByTheTasksUserOnly) {
+  Harness h(MakeNoIsolator());
+  TaskSpec spec = Task(1, {"sh", "-c", "echo out; echo err >&2; echo 1 > $DROVER_RESULT"});
+  TaskResult r = h.Run(spec);
+  ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason;
+  auto mode = [](const std::string& path) {
+    struct stat st {};
+    EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+    return st.st_mode & 07777;
+  };
+  EXPECT_EQ(mode(r.dirs.task), 0700u);
+  EXPECT_EQ(mode(r.dirs.output), 0700u);
+  EXPECT_EQ(mode(r.dirs.checkpoint), 0700u);
+  EXPECT_EQ(mode(r.dirs.stdout_path), 0600u);
+  EXPECT_EQ(mode(r.dirs.stderr_path), 0600u);
+  // Above them: passable, not listable.
+  EXPECT_EQ(mode(h.dir() + "/work/7"), 0711u);
+  EXPECT_EQ(mode(h.dir() + "/work"), 0711u);
+  Result<TaskDirs> with_inputs = h.executor().PrepareDirs(TaskId{7, 2}, 1, /*with_inputs=*/true);
+  ASSERT_TRUE(with_inputs.ok()) << with_inputs.status().ToString();
+  EXPECT_EQ(mode(with_inputs->inputs), 0700u);
+}
+
+TEST(ExecutorDirsTest, ATaskUsersDataIsItsOwnAndNoOneElsesToRead) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch users";
+  passwd* nobody = getpwnam("nobody");
+  if (nobody == nullptr) GTEST_SKIP() << "no user \"nobody\" on this machine";
+  ExecutorOptions options;
+  options.task_user = "nobody";
+  Harness h(MakeNoIsolator(), options);
+  TaskResult r = h.Run(Task(1, {"sh", "-c", "echo hi; echo 1 > $DROVER_RESULT"}));
+  ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason;
+  for (const std::string& path : {r.dirs.task, r.dirs.output, r.dirs.checkpoint,
+                                  r.dirs.stdout_path}) {
+    struct stat st {};
+    ASSERT_EQ(stat(path.c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_uid, nobody->pw_uid) << path;
+    EXPECT_EQ(st.st_mode & 077, 0u) << path << " is open to others";
+  }
+}
+
 }  // namespace
 }  // namespace drover::worker

@@ -113,6 +113,12 @@ class Isolator {
   virtual ~Isolator() = default;
 
   virtual IsolationMode mode() const = 0;
+  // The directories under which every cgroup of this isolator's cages
+  // lies, one per hierarchy, the one to freeze and kill through first
+  // (cgroup v1's freezer); empty without cgroups. The reaper and the next
+  // life of the worker kill what is in these trees (reaper.h,
+  // life_record.h).
+  virtual std::vector<std::string> cgroup_roots() const { return {}; }
   // Creates the cage for one task. Fails with a message naming the file or
   // limit that could not be set; nothing is left behind on failure.
   virtual Result<std::unique_ptr<TaskCage>> CreateCage(const CageSpec& spec) = 0;
