@@ -80,6 +80,8 @@ After = Union["Task", "TaskGroup", "Job", int, str]
 """What must succeed first: a task, a group of this job (or of another), a
 job, a job id (12) or a task id ("12.3")."""
 
+# Tasks per GET of a job: the server's cap (src/server/paging.h); a job's
+# tasks come in pages of this many.
 _PAGE = 1000
 
 

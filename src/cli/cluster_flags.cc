@@ -51,6 +51,10 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
                  "After a restart, hold placement this long (0 for not at all) or until every "
                  "worker that was attached before has re-attached")
       ->capture_default_str();
+  app.add_option("--keep-finished", flags.keep_finished,
+                 "Forget a finished job this long after its last change (0 keeps every job "
+                 "forever); a forgotten job's id then answers 404 \"expired\"")
+      ->capture_default_str();
   app.add_option("--policy", flags.policy, "Placement policy: spread, pack or round-robin")
       ->capture_default_str();
   app.add_flag("--queue-ahead,!--no-queue-ahead", flags.queue_ahead,
@@ -84,6 +88,11 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
   if (!settle.ok()) return settle.status().WithContext("--restore-settle");
   if (*settle < Duration::zero()) return InvalidArgument("--restore-settle: must not be negative");
   config.scheduler.restore_settle = *settle;
+  if (flags.keep_finished == "0") {
+    config.keep_finished = Duration::zero();
+  } else {
+    ASSIGN_OR_RETURN(config.keep_finished, FlagDuration("--keep-finished", flags.keep_finished));
+  }
   Result<core::PolicyKind> policy = core::ParsePolicy(flags.policy);
   if (!policy.ok()) return policy.status().WithContext("--policy");
   config.scheduler.policy = *policy;

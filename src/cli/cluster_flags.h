@@ -26,6 +26,7 @@ struct ServerFlags {
   std::string heartbeat = "2s";
   std::string lease_ttl = "30s";
   std::string restore_settle = "10s";
+  std::string keep_finished = "7d";  // ServerConfig::keep_finished; "0": forever
   std::string policy = "spread";
   bool queue_ahead = true;  // SchedulerConfig::queue_ahead
   std::string access_file;  // default: $DROVER_ACCESS, then net's default path
@@ -34,7 +35,8 @@ struct ServerFlags {
 };
 
 // Adds --state-dir --port --no-tls --heartbeat --lease-ttl --policy
-// --access-file --no-local-socket, and --bind when `with_bind`.
+// --keep-finished --access-file --no-local-socket, and --bind when
+// `with_bind`.
 void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind);
 
 // Parses the durations and the policy; derives the scheduler's renew

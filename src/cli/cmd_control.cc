@@ -73,8 +73,8 @@ int RunWait(const TargetOptions& o) {
   Result<JobWatch> watch = WaitForJob(*api, *id, quiet ? Progress::kNone : Progress::kLines);
   if (!watch.ok()) return ReportError(watch.status());
   if (o.client.json) {
-    // The ended job as the API has it, tasks included.
-    Result<nlohmann::json> info = api->Get("/api/v1/jobs/" + std::to_string(*id));
+    // The ended job as the API has it, every task included.
+    Result<nlohmann::json> info = GetJobWithAllTasks(*api, *id);
     if (!info.ok()) return ReportError(info.status());
     std::cout << info->dump(2) << std::endl;
     return watch->succeeded() ? kExitOk : kExitFailure;

@@ -34,4 +34,25 @@ Result<JobWatch> WaitForJob(ApiClient& api, JobId job, Progress progress,
   return watch;
 }
 
+Result<nlohmann::json> GetJobWithAllTasks(ApiClient& api, JobId job, uint32_t page) {
+  const std::string base = "/api/v1/jobs/" + std::to_string(job);
+  ASSIGN_OR_RETURN(nlohmann::json all, api.Get(base + "?offset=0&limit=" + std::to_string(page)));
+  if (!all.contains("tasks") || !all["tasks"].is_array()) {
+    return Internal("the server's job " + std::to_string(job) + " has no task list");
+  }
+  nlohmann::json next = all.value("next_offset", nlohmann::json());
+  while (next.is_number_unsigned()) {
+    ASSIGN_OR_RETURN(nlohmann::json more,
+                     api.Get(base + "?offset=" + std::to_string(next.get<uint64_t>()) +
+                             "&limit=" + std::to_string(page)));
+    if (!more.contains("tasks") || !more["tasks"].is_array() || more["tasks"].empty()) break;
+    for (nlohmann::json& t : more["tasks"]) all["tasks"].push_back(std::move(t));
+    next = more.value("next_offset", nlohmann::json());
+  }
+  // One page holding everything.
+  all["limit"] = all["tasks"].size();
+  all["next_offset"] = nullptr;
+  return all;
+}
+
 }  // namespace drover::cli

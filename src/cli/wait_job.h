@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/api_client.h"
 #include "cli/job_watch.h"
 #include "common/ids.h"
@@ -28,6 +30,12 @@ enum class Progress {
 // stayed away for a minute.
 Result<JobWatch> WaitForJob(ApiClient& api, JobId job, Progress progress,
                             std::optional<uint64_t> task_count = std::nullopt);
+
+// The job as GET /api/v1/jobs/{id} has it, with every task: the server
+// sends a page of tasks at a time (next_offset), so this asks for pages of
+// `page` tasks until the last. Errors: those of the requests, or an answer
+// without "tasks".
+Result<nlohmann::json> GetJobWithAllTasks(ApiClient& api, JobId job, uint32_t page = 1000);
 
 }  // namespace drover::cli
 

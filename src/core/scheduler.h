@@ -159,6 +159,18 @@ class Scheduler {
   // Approximate heap bytes held by jobs, tasks, queues and workers.
   size_t ApproxBytes() const;
 
+  // --- retention (forget.cc) ------------------------------------------------
+  // Forgets a done job (the server's --keep-finished): GetJob, GetTask and
+  // JobTasks answer kNotFound for it and Jobs() no longer lists it; its
+  // reasons and outcomes are dropped. Emits nothing (the caller journals
+  // the removal). The job's slot keeps its task array (40 bytes a task:
+  // queue entries and timers may still name them); a restart without its
+  // records frees that. The caller must not forget a job another job still
+  // names in --after: a restore of that job would not find it.
+  // Errors: kNotFound for an unknown job, kFailedPrecondition while a task
+  // is not terminal.
+  Status ForgetJob(JobId job);
+
   const SchedulerConfig& config() const;
 
  private:

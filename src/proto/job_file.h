@@ -64,6 +64,13 @@ namespace drover::proto {
 // The largest job file or submit body accepted.
 inline constexpr size_t kMaxJobSpecBytes = 16 * 1024 * 1024;
 
+// The most tasks one job may have (all its groups and arrays together). A
+// task costs the server ~56 bytes queued and ~1 KB once it has run (its
+// records in the journal fold, its outcome; bench/README.md "loop stall"),
+// so a million-task job that ran is about a gigabyte held; more is refused
+// ("task: the job has N tasks, more than the limit of 1000000").
+inline constexpr uint64_t kMaxJobTasks = 1'000'000;
+
 // Parses a TOML job file; `file_name` only labels error messages.
 Result<core::JobSpec> ParseJobToml(std::string_view text, std::string_view file_name);
 

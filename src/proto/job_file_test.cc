@@ -280,6 +280,23 @@ TEST(JobFileTest, JsonRoundTripsTheDesignExampleAndOddValues) {
   EXPECT_EQ(*back, *spec) << json;
 }
 
+TEST(JobFileTest, AJobOverTheTaskLimitIsRefusedNamingTheLimit) {
+  const std::string over = std::to_string(kMaxJobTasks);  // 0..limit: one too many
+  Result<core::JobSpec> spec = JobSpecFromJson(
+      R"({"name":"j","task":[{"id":"a","command":["x"],"array":"0-)" + over + R"("}]})");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message(), "task: the job has " + std::to_string(kMaxJobTasks + 1) +
+                                         " tasks, more than the limit of 1000000");
+  // Two groups together count too; exactly the limit is fine.
+  const std::string half = std::to_string(kMaxJobTasks / 2 - 1);
+  spec = JobSpecFromJson(R"({"name":"j","task":[{"id":"a","command":["x"],"array":"0-)" + half +
+                         R"("},{"id":"b","command":["y"],"array":"0-)" + half + R"("}]})");
+  EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+  spec = JobSpecFromJson(R"({"name":"j","task":[{"id":"a","command":["x"],"array":"0-)" + half +
+                         R"("},{"id":"b","command":["y"],"array":"0-)" + over + R"("}]})");
+  EXPECT_FALSE(spec.ok());
+}
+
 TEST(JobFileTest, OversizedInputIsRejectedFirst) {
   std::string huge(kMaxJobSpecBytes + 1, ' ');
   EXPECT_FALSE(ParseJobToml(huge, "big.toml").ok());

@@ -14,7 +14,6 @@ namespace drover::proto::internal {
 namespace {
 
 constexpr uint32_t kMaxRetries = 1000;
-constexpr uint64_t kMaxJobTasks = 100'000'000;
 
 const std::vector<std::string_view> kJobKeys = {"name", "user", "after", "task"};
 const std::vector<std::string_view> kTaskKeys = {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <set>
 #include <type_traits>
 
 #include "proto/record_codec.h"
@@ -27,6 +28,8 @@ CoreDriver::CoreDriver(net::EventLoop& loop, Clock& clock, core::Scheduler& sche
 CoreDriver::~CoreDriver() {
   *alive_ = false;
   tick_.reset();
+  // Its post, if any, finds the driver gone.
+  if (compact_thread_.joinable()) compact_thread_.join();
 }
 
 Time CoreDriver::Now() {
@@ -64,16 +67,25 @@ Status CoreDriver::Recover() {
                  stats_.discarded_bytes);
   }
   const std::vector<std::string>& records = (*recovered)->records;
+  std::vector<core::Record> decoded;
+  decoded.reserve(records.size());
   for (size_t i = 0; i < records.size(); ++i) {
     Result<core::Record> record = proto::DecodeRecord(records[i]);
     if (!record.ok()) {
       return record.status().WithContext("journal record " + std::to_string(i));
     }
-    Status restored = scheduler_.Restore(*record);
+    decoded.push_back(std::move(*record));
+  }
+  // Jobs retention forgot (a tombstone follows their records) are not
+  // restored at all: FinishRestore must never meet half of one.
+  const std::set<JobId> forgotten = RecordFold::ForgottenIn(decoded);
+  for (size_t i = 0; i < decoded.size(); ++i) {
+    fold_.Add(decoded[i]);
+    if (forgotten.count(RecordFold::JobOf(decoded[i]))) continue;
+    Status restored = scheduler_.Restore(decoded[i]);
     if (!restored.ok()) {
       return DataLoss("journal record " + std::to_string(i) + ": " + restored.ToString());
     }
-    fold_.Add(*record);
   }
   stats_.restored_records = records.size();
 
@@ -108,7 +120,11 @@ Result<JobId> CoreDriver::Submit(std::shared_ptr<const core::JobSpec> spec) {
   if (stopped_) return Unavailable("server is stopping");
   // Submit is never called from inside a drain (REST handlers run from the
   // loop, not from store callbacks), so the outbox is free.
-  Result<JobId> id = scheduler_.Submit(Now(), std::move(spec), outbox_);
+  // When the highest job id ever used was forgotten (retention), the
+  // scheduler does not know it: name the next id, so none is given twice.
+  const JobId highest = fold_.highest_job();
+  const JobId next = highest != 0 && !scheduler_.GetJob(highest).ok() ? highest + 1 : 0;
+  Result<JobId> id = scheduler_.Submit(Now(), std::move(spec), outbox_, next);
   ++stats_.events;
   draining_ = true;
   for (core::Command& c : outbox_) Execute(c);
@@ -225,7 +241,9 @@ void CoreDriver::Persist(const core::Record& record) {
   ++stats_.records;
   ++appends_issued_;
   std::weak_ptr<bool> alive = alive_;
-  store_.Append(proto::EncodeRecord(record), [this, alive](Status s) {
+  std::string encoded = proto::EncodeRecord(record);
+  if (encoding_snapshot_) appended_while_encoding_.push_back(encoded);
+  store_.Append(std::move(encoded), [this, alive](Status s) {
     if (alive.expired()) return;
     ++appends_done_;
     if (!s.ok()) {
@@ -253,6 +271,18 @@ void CoreDriver::Persist(const core::Record& record) {
     }
   });
   ScheduleFlush();
+}
+
+Status CoreDriver::ForgetJob(JobId job) {
+  if (stopped_) return Unavailable("server is stopping");
+  RETURN_IF_ERROR(scheduler_.ForgetJob(job));
+  // Built in place (a copied record trips GCC's maybe-uninitialized).
+  Persist(core::Record(std::in_place_type<core::JobRecord>, job, nullptr, Now()));
+  return Status::Ok();
+}
+
+bool CoreDriver::Expired(JobId job) const {
+  return job != 0 && job <= fold_.highest_job() && !scheduler_.GetJob(job).ok();
 }
 
 void CoreDriver::AfterDurable(std::function<void(Status)> fn, Flush when) {
@@ -302,13 +332,36 @@ bool CoreDriver::Frozen() {
 
 void CoreDriver::MaybeCompact() {
   if (compacting_ || stopped_ || store_.LogBytes() < next_compact_bytes_) return;
-  std::vector<std::string> snapshot;
-  uint64_t bytes = 0;
-  for (const core::Record& r : fold_.Snapshot()) {
-    snapshot.push_back(proto::EncodeRecord(r));
-    bytes += snapshot.back().size();
-  }
   compacting_ = true;
+  encoding_snapshot_ = true;
+  appended_while_encoding_.clear();
+  // The snapshot's records are taken here; encoding them (seconds for a
+  // million tasks) runs on a helper thread so the loop goes on. What is
+  // appended meanwhile follows the snapshot in the new log.
+  auto records = std::make_shared<std::vector<core::Record>>(fold_.Snapshot());
+  if (compact_thread_.joinable()) compact_thread_.join();  // the last one, long done
+  std::weak_ptr<bool> alive = alive_;
+  net::EventLoop* loop = &loop_;
+  compact_thread_ = std::thread([this, loop, alive, records] {
+    auto encoded = std::make_shared<std::vector<std::string>>();
+    encoded->reserve(records->size());
+    for (const core::Record& r : *records) encoded->push_back(proto::EncodeRecord(r));
+    loop->Post([this, alive, encoded] {
+      if (!alive.expired()) FinishCompact(std::move(*encoded));
+    });
+  });
+}
+
+void CoreDriver::FinishCompact(std::vector<std::string> snapshot) {
+  encoding_snapshot_ = false;
+  if (stopped_) return;
+  uint64_t bytes = 0;
+  for (const std::string& r : snapshot) bytes += r.size();
+  for (std::string& r : appended_while_encoding_) {
+    bytes += r.size();
+    snapshot.push_back(std::move(r));
+  }
+  appended_while_encoding_.clear();
   next_compact_bytes_ = std::max(options_.compact_bytes, 2 * bytes);
   std::weak_ptr<bool> alive = alive_;
   const size_t count = snapshot.size();

@@ -26,7 +26,12 @@
 // event-driven in the core and never waits for a tick.
 //
 // Compaction: when the log grows past `compact_bytes` (and past twice the
-// last snapshot), the current state (RecordFold) replaces the log.
+// last snapshot), the current state (RecordFold) replaces the log. The
+// snapshot's records are taken on the loop and encoded on a helper thread
+// (the only one the driver starts; joined by the destructor): a million
+// records take seconds to encode, which held the loop ~14 s after a
+// million-task job was canceled. Records appended meanwhile follow the
+// snapshot in the new log.
 //
 // Thread safety: none; everything runs on the server's event loop.
 #ifndef DROVER_SERVER_CORE_DRIVER_H_
@@ -37,6 +42,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/status.h"
@@ -110,6 +116,13 @@ class CoreDriver {
   // Submits a job (validation errors come back; nothing changes then).
   Result<JobId> Submit(std::shared_ptr<const core::JobSpec> spec);
 
+  // Forgets a done job (retention): the scheduler drops it and a tombstone
+  // record (RecordFold) is journaled, so a restart does not bring it back
+  // and compaction leaves it out. Errors: those of Scheduler::ForgetJob.
+  Status ForgetJob(JobId job);
+  // True for a job id that was used and whose job was forgotten.
+  bool Expired(JobId job) const;
+
   // Runs `fn` once every record appended so far is durable, with the
   // status of that batch (an error: the outcome is unknown). kSoon starts
   // the flush at once (someone waits for the answer: a job submission)
@@ -131,6 +144,10 @@ class CoreDriver {
   void Stop();
 
   const core::Scheduler& scheduler() const { return scheduler_; }
+  net::EventLoop& loop() { return loop_; }
+  // Expires when the driver is destroyed: work posted to later loop turns
+  // (RunSliced) holds it to know whether the driver is still there.
+  std::weak_ptr<bool> alive() const { return alive_; }
   const RecordFold& fold() const { return fold_; }
   const DriverStats& stats() const { return stats_; }
   // Flush -> durable latency of the journal batches (the last 4096), on the
@@ -149,6 +166,7 @@ class CoreDriver {
   void FlushNow();
   bool Frozen();  // the test hook (DriverOptions::test_freeze_file)
   void MaybeCompact();
+  void FinishCompact(std::vector<std::string> snapshot);
   void ArmTick();
 
   net::EventLoop& loop_;
@@ -168,6 +186,11 @@ class CoreDriver {
   // Started) go out in one batch, one fsync.
   OncePerTurn flush_{loop_, [this] { FlushNow(); }, OncePerTurn::kWhenIdle};
   bool compacting_ = false;
+  // Compaction encodes its snapshot on this thread (MaybeCompact); while it
+  // does, every appended record is also kept here, to follow the snapshot.
+  std::thread compact_thread_;
+  bool encoding_snapshot_ = false;
+  std::vector<std::string> appended_while_encoding_;
   bool frozen_ = false;
   Time last_now_;
   RecordFold fold_;

@@ -1,6 +1,7 @@
 #include "server/event_stream.h"
 
 #include "proto/api_json.h"
+#include "server/sliced.h"
 
 namespace drover::server {
 
@@ -20,27 +21,25 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
     }
     job = *parsed;
   }
-  std::vector<JobId> jobs;
+  bool snapshot = true;
+  if (auto it = request.query.find("snapshot"); it != request.query.end()) {
+    if (it->second != "true" && it->second != "false") {
+      session->Close("bad snapshot: want true or false, got \"" + it->second + "\"");
+      return;
+    }
+    snapshot = it->second == "true";
+  }
+  auto snap = std::make_shared<Snapshot>();
   if (job) {
     if (!scheduler_.GetJob(*job).ok()) {
       session->Close("job " + std::to_string(*job) + " not found");
       return;
     }
-    jobs.push_back(*job);
-  } else {
+    snap->jobs.push_back(*job);
+  } else if (snapshot) {
     for (JobId j : scheduler_.Jobs()) {
       Result<core::JobInfo> info = scheduler_.GetJob(j);
-      if (info.ok() && !info->done) jobs.push_back(j);
-    }
-  }
-  for (JobId j : jobs) {
-    Result<std::vector<TaskId>> tasks = scheduler_.JobTasks(j);
-    if (!tasks.ok()) continue;
-    for (const TaskId& t : *tasks) {
-      Result<core::TaskInfo> info = scheduler_.GetTask(t);
-      if (!info.ok()) continue;
-      core::TaskStateChanged snap{t, info->state, info->state, info->attempt, info->reason};
-      session->SendText(proto::EncodeTaskEvent(snap, now));
+      if (info.ok() && !info->done) snap->jobs.push_back(j);
     }
   }
   const uint64_t id = session->id();
@@ -49,7 +48,36 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
   session->OnClose([this, alive, id](const Status&) {
     if (!alive.expired()) subs_.erase(id);
   });
-  subs_[id] = Sub{std::move(session), job};
+  // Live events flow from now on; the snapshot follows a slice per loop
+  // turn. A task that changes before its slice is reached gets its live
+  // event first and then a snapshot entry with the state it has by then.
+  subs_[id] = Sub{session, job};
+  if (!snapshot) return;
+  snap->session = std::move(session);
+  snap->id = id;
+  snap->now = now;
+  RunSliced(loop_, alive_, [this, snap] { return SendSnapshotSlice(*snap); });
+}
+
+bool EventStream::SendSnapshotSlice(Snapshot& snap) {
+  SliceBudget budget;
+  while (snap.job < snap.jobs.size()) {
+    if (!subs_.count(snap.id)) return true;  // closed meanwhile
+    Result<core::JobInfo> info = scheduler_.GetJob(snap.jobs[snap.job]);
+    const uint64_t count = info.ok() ? info->task_count : 0;
+    while (snap.task < count) {
+      const TaskId t{snap.jobs[snap.job], static_cast<uint32_t>(snap.task++)};
+      Result<core::TaskInfo> task = scheduler_.GetTask(t);
+      if (task.ok()) {
+        core::TaskStateChanged entry{t, task->state, task->state, task->attempt, task->reason};
+        snap.session->SendText(proto::EncodeTaskEvent(entry, snap.now));
+      }
+      if (budget.Spent()) return false;
+    }
+    ++snap.job;
+    snap.task = 0;
+  }
+  return true;
 }
 
 void EventStream::Publish(const core::TaskStateChanged& change, Time at) {

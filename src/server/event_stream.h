@@ -2,11 +2,19 @@
 //
 // Each subscriber gets, on connect, a snapshot: one task_state event per
 // task (from = to = its current state) of the job named by ?job=N, or of
-// every job that is not done yet when there is no filter. Then every
+// every job that is not done yet when there is no filter (none with
+// ?snapshot=false: the dashboard only wants to hear of changes). Then every
 // TaskStateChanged the core emits for a matching task, as
 // proto::EncodeTaskEvent JSON text messages. The snapshot and the live
 // events are produced on the same loop thread, so a client waiting for a
 // job's end cannot miss it between the two.
+//
+// A snapshot of a million tasks is sent a slice per loop turn (RunSliced,
+// a few milliseconds each), so it does not hold the loop, and the session's send
+// queue drains between slices. Live events for the subscriber start at
+// once: a task that changes before the snapshot reaches it is sent its live
+// event(s) and later a snapshot entry with the state it then has, so the
+// last word on each task is still its current state.
 //
 // Live events of one turn of the loop are sent together at its end
 // (Flush, which the shell calls after the core's turn, once the turn's
@@ -62,6 +70,19 @@ class EventStream {
     std::shared_ptr<net::WsSession> session;
     std::optional<JobId> job;
   };
+  // A snapshot being sent, a slice per loop turn (sliced.h).
+  struct Snapshot {
+    std::vector<JobId> jobs;
+    size_t job = 0;     // index into jobs
+    uint64_t task = 0;  // next task index in jobs[job]
+    std::shared_ptr<net::WsSession> session;
+    uint64_t id = 0;
+    Time now;
+  };
+  // Sends the next slice; true when the snapshot is complete (or its
+  // subscriber is gone).
+  bool SendSnapshotSlice(Snapshot& snap);
+
   struct Pending {
     uint64_t sub = 0;
     std::shared_ptr<const std::string> text;

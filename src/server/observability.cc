@@ -2,12 +2,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <string>
 
 #include "metrics/job_report.h"
 #include "proto/api_json.h"
+#include "server/paging.h"
+#include "server/rest_api.h"
+#include "server/sliced.h"
 
 namespace drover::server {
 
@@ -18,6 +22,9 @@ using metrics::MetricType;
 using metrics::PromWriter;
 
 double Secs(Duration d) { return static_cast<double>(d.count()) / 1e6; }
+
+// Tasks a report looks at between two looks at the slice's clock.
+constexpr uint64_t kReportStep = 16;
 
 net::Response Error(const Status& s) {
   net::Response r = net::ErrorResponse(s);
@@ -74,7 +81,22 @@ std::string Observability::MetricsText() {
     if (!job.ok()) continue;
     (job->done ? jobs_done : jobs_active) += 1;
     for (int s = 0; s < core::kTaskStateCount; ++s) tasks[s] += job->counts[s];
-    if (job->counts[static_cast<int>(core::TaskState::kQueued)] == 0) continue;
+    const uint64_t queued = job->counts[static_cast<int>(core::TaskState::kQueued)];
+    if (queued == 0) continue;
+    // A job whose groups all ask for GPUs, or none does (the usual case),
+    // counts without looking at its tasks: a scrape must not walk a
+    // million-task job. Only a mixed job is counted task by task.
+    if (std::shared_ptr<const core::JobSpec> spec = driver_.fold().Spec(id); spec) {
+      const auto gpu = [](const core::TaskGroupSpec& g) { return g.resources.gpus > 0; };
+      if (std::all_of(spec->groups.begin(), spec->groups.end(), gpu)) {
+        queue["gpu"] += queued;
+        continue;
+      }
+      if (std::none_of(spec->groups.begin(), spec->groups.end(), gpu)) {
+        queue["cpu"] += queued;
+        continue;
+      }
+    }
     Result<std::vector<TaskId>> ids = sched.JobTasks(id);
     if (!ids.ok()) continue;
     for (const TaskId& t : *ids) {
@@ -255,11 +277,30 @@ void Observability::AddRoutes(net::Server& server) {
                [this](const net::Request& r, net::Responder done) {
                  Result<JobId> id = ParseJobId(r.path_params.at("id"));
                  if (!id.ok()) return done(Error(id.status()));
-                 Result<nlohmann::json> report =
-                     metrics::BuildJobReport(driver_.scheduler(), *id, driver_.Now());
-                 if (!report.ok()) return done(Error(report.status()));
-                 done(net::JsonResponse(
-                     report->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+                 Result<Page> page = ParsePage(r);
+                 if (!page.ok()) return done(Error(page.status()));
+                 Result<metrics::JobReportScan> started =
+                     metrics::JobReportScan::Start(driver_.scheduler(), *id, driver_.Now());
+                 if (!started.ok()) {
+                   return done(JobNotFound(started.status(), *id, driver_.fold()));
+                 }
+                 auto scan = std::make_shared<metrics::JobReportScan>(std::move(*started));
+                 RunSliced(loop_, alive_, [this, scan, page = *page, done] {
+                   const core::Scheduler& sched = driver_.scheduler();
+                   for (SliceBudget budget; !scan->Step(sched, kReportStep);) {
+                     if (budget.Spent()) return false;
+                   }
+                   Result<nlohmann::json> report =
+                       scan->Finish(sched, metrics::ReportPage{page.offset, page.limit});
+                   if (!report.ok()) {
+                     done(Error(report.status()));
+                     return true;
+                   }
+                   PutPage(*report, page, scan->task_count());
+                   done(net::JsonResponse(
+                       report->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+                   return true;
+                 });
                });
 }
 

@@ -3,7 +3,8 @@
 //
 //   GET /metrics                    Prometheus text format 0.0.4
 //   GET /api/v1/utilization?since_ms=N   the utilization ring (metrics/utilization.h)
-//   GET /api/v1/jobs/{id}/report    a job's report (metrics/job_report.h)
+//   GET /api/v1/jobs/{id}/report    a job's report (metrics/job_report.h),
+//                                   one page of task rows (server/paging.h)
 //
 // All three need the cluster token like every other route (a Prometheus
 // scrape config sets `authorization: {credentials_file: ...}`).
@@ -73,6 +74,8 @@ class Observability {
   metrics::PromHistogram journal_sync_;
   metrics::ReadyTracker ready_;
   std::unique_ptr<net::Timer> timer_;
+  // Expires with this object: a report built over several loop turns stops.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace drover::server

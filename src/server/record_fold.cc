@@ -1,5 +1,6 @@
 #include "server/record_fold.h"
 
+#include <algorithm>
 #include <type_traits>
 
 namespace drover::server {
@@ -9,10 +10,19 @@ void RecordFold::Add(const core::Record& record) {
       [&](const auto& r) {
         using T = std::decay_t<decltype(r)>;
         if constexpr (std::is_same_v<T, core::JobRecord>) {
-          jobs_[r.job].job = r;
+          if (r.job > highest_job_) highest_job_ = r.job;
+          if (!r.spec) {  // a tombstone: the job was forgotten
+            jobs_.erase(r.job);
+            if (r.job == highest_job_) highest_forgotten_at_ = r.at;
+            return;
+          }
+          JobRecords& job = jobs_[r.job];
+          job.job = r;
+          job.last_change = std::max(job.last_change, r.at);
         } else {
           auto job = jobs_.find(r.task.job);
           if (job == jobs_.end()) return;  // Restore would reject it too
+          job->second.last_change = std::max(job->second.last_change, r.at);
           TaskRecords& t = job->second.tasks[r.task.index];
           if constexpr (std::is_same_v<T, core::TaskRecord>) {
             const bool active = t.latest && (t.latest->state == core::TaskState::kAssigned ||
@@ -56,8 +66,43 @@ std::vector<RecordFold::PastAttempt> RecordFold::PastAttempts(TaskId task) const
   return t->second.past;
 }
 
+std::optional<Time> RecordFold::LastChange(JobId job) const {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return std::nullopt;
+  return it->second.last_change;
+}
+
+bool RecordFold::IsTombstone(const core::Record& record) {
+  const auto* job = std::get_if<core::JobRecord>(&record);
+  return job != nullptr && !job->spec;
+}
+
+JobId RecordFold::JobOf(const core::Record& record) {
+  return std::visit(
+      [](const auto& r) -> JobId {
+        if constexpr (std::is_same_v<std::decay_t<decltype(r)>, core::JobRecord>) {
+          return r.job;
+        } else {
+          return r.task.job;
+        }
+      },
+      record);
+}
+
+std::set<JobId> RecordFold::ForgottenIn(const std::vector<core::Record>& records) {
+  std::set<JobId> out;
+  for (const core::Record& r : records) {
+    if (IsTombstone(r)) out.insert(JobOf(r));
+  }
+  return out;
+}
+
 std::vector<core::Record> RecordFold::Snapshot() const {
   std::vector<core::Record> out;
+  if (highest_job_ != 0 && !jobs_.count(highest_job_)) {
+    out.emplace_back(std::in_place_type<core::JobRecord>, highest_job_, nullptr,
+                     highest_forgotten_at_);
+  }
   for (const auto& [id, job] : jobs_) {
     out.push_back(job.job);
     for (const auto& [index, t] : job.tasks) {

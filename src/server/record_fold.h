@@ -17,6 +17,15 @@
 // journal they were folded from, and folding them again gives them back.
 // Tasks that ran once cost nothing extra.
 //
+// Retention: a JobRecord without a spec is a tombstone, written when a
+// finished job is forgotten (Retention, --keep-finished). Folding one drops
+// everything kept for that job; the snapshot then has none of its records,
+// only, when the highest job id ever used was forgotten, one tombstone for
+// that id, so a restarted server neither gives that id again nor takes an
+// expired job for one that never was (highest_job()). Restoring skips
+// tombstones (IsTombstone) and every record of a job a later tombstone
+// names (ForgottenIn).
+//
 // Thread safety: none; the server's event loop owns it.
 #ifndef DROVER_SERVER_RECORD_FOLD_H_
 #define DROVER_SERVER_RECORD_FOLD_H_
@@ -24,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,6 +68,19 @@ class RecordFold {
 
   size_t job_count() const { return jobs_.size(); }
 
+  // The highest job id any JobRecord (or tombstone) named; 0 before any.
+  JobId highest_job() const { return highest_job_; }
+  // When the job last changed (its latest record); nullopt for a job the
+  // fold does not hold.
+  std::optional<Time> LastChange(JobId job) const;
+
+  // A JobRecord without a spec: a forgotten job.
+  static bool IsTombstone(const core::Record& record);
+  // The jobs the tombstones among `records` name.
+  static std::set<JobId> ForgottenIn(const std::vector<core::Record>& records);
+  // The job a record belongs to.
+  static JobId JobOf(const core::Record& record);
+
  private:
   struct TaskRecords {
     std::optional<core::OutcomeRecord> outcome;
@@ -68,8 +91,11 @@ class RecordFold {
   struct JobRecords {
     core::JobRecord job;
     std::map<uint32_t, TaskRecords> tasks;
+    Time last_change;
   };
   std::map<JobId, JobRecords> jobs_;
+  JobId highest_job_ = 0;
+  Time highest_forgotten_at_;  // the tombstone of highest_job_, when forgotten
 };
 
 }  // namespace drover::server

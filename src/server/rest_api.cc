@@ -10,6 +10,8 @@
 #include "common/quantity.h"
 #include "proto/api_json.h"
 #include "proto/job_file.h"
+#include "server/paging.h"
+#include "server/sliced.h"
 
 namespace drover::server {
 
@@ -25,6 +27,27 @@ net::Response Error(const Status& s, std::string_view field = {}) {
   return r;
 }
 
+}  // namespace
+
+net::Response JobNotFound(const Status& s, JobId job, const RecordFold& fold) {
+  if (s.code() != StatusCode::kNotFound || job == 0 || job > fold.highest_job()) return Error(s);
+  net::Response r = net::ErrorResponse(s);
+  r.body = nlohmann::json{{"error",
+                           {{"code", "not_found"},
+                            {"expired", true},
+                            {"message", ExpiredMessage(job)}}}}
+               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return r;
+}
+
+std::string ExpiredMessage(JobId job) {
+  return "job " + std::to_string(job) +
+         " expired: it finished longer ago than the server keeps finished jobs "
+         "(drover server --keep-finished) and was forgotten";
+}
+
+namespace {
+
 // The field a job-spec error names: its message starts with the field's
 // path ("task[1].resources.mem: ...") when the error is about one field.
 std::string FieldOf(const Status& s) {
@@ -38,20 +61,6 @@ std::string FieldOf(const Status& s) {
     if (!path_char) return "";
   }
   return m.substr(0, colon);
-}
-
-// Parses an unsigned query parameter, or `fallback` when absent.
-Result<uint32_t> QueryU32(const net::Request& r, const std::string& name, uint32_t fallback) {
-  auto it = r.query.find(name);
-  if (it == r.query.end()) return fallback;
-  try {
-    size_t used = 0;
-    unsigned long v = std::stoul(it->second, &used);
-    if (used != it->second.size() || v > UINT32_MAX) throw std::out_of_range(name);
-    return static_cast<uint32_t>(v);
-  } catch (const std::exception&) {
-    return InvalidArgument(name + ": expected an unsigned integer, got \"" + it->second + "\"");
-  }
 }
 
 // ?state= for job lists: "active" (not done), "done", or a task state name
@@ -111,6 +120,43 @@ json AttemptsJson(const std::vector<RecordFold::PastAttempt>& past, const core::
   return attempts;
 }
 
+// Cancels a job a slice of tasks per loop turn (sliced.h), then the job
+// itself (CancelJob: its groups are doomed, and whatever was placed
+// meanwhile is killed). One CancelJob of a 100,000-task job held the loop
+// ~1.2 s: each task's cancel is a journal record and an event. `answer`
+// runs once: with 0 when the first slice canceled everything (any job of a
+// few thousand tasks), else with how many tasks were still to look at after
+// it: a million-task job takes longer than a client waits for an answer.
+void CancelJobSliced(CoreDriver& driver, const core::JobInfo& job,
+                     std::function<void(uint64_t)> answer) {
+  struct Run {
+    JobId job;
+    uint64_t count;
+    uint64_t next = 0;
+    bool answered = false;
+  };
+  auto run = std::make_shared<Run>(Run{job.id, job.task_count});
+  RunSliced(driver.loop(), driver.alive(), [&driver, run, answer = std::move(answer)] {
+    const core::Scheduler& sched = driver.scheduler();
+    bool more = false;
+    if (sched.GetJob(run->job).ok()) {  // else gone meanwhile (retention)
+      SliceBudget budget;
+      while (run->next < run->count && !more) {
+        const TaskId t{run->job, static_cast<uint32_t>(run->next++)};
+        Result<core::TaskInfo> info = sched.GetTask(t);
+        if (info.ok() && !core::IsTerminal(info->state)) driver.Handle(core::CancelTask{t});
+        more = budget.Spent() && run->next < run->count;
+      }
+      if (!more) driver.Handle(core::CancelJob{run->job});
+    }
+    if (!run->answered) {
+      run->answered = true;
+      answer(more ? run->count - run->next : 0);
+    }
+    return !more;
+  });
+}
+
 }  // namespace
 
 void AddStateReadRoutes(net::Server& server,
@@ -130,17 +176,16 @@ void AddStateReadRoutes(net::Server& server,
     done(net::JsonResponse(proto::EncodeJobList(jobs)));
   }));
 
-  server.Route("GET", "/api/v1/jobs/{id}", wrap([view](const net::Request& r, net::Responder done) {
+  server.Route("GET", "/api/v1/jobs/{id}", wrap([view, fold](const net::Request& r,
+                                                            net::Responder done) {
     const core::Scheduler& sched = view();
     Result<JobId> id = ParseJobId(r.path_params.at("id"));
     if (!id.ok()) return done(Error(id.status()));
     Result<core::JobInfo> job = sched.GetJob(*id);
-    if (!job.ok()) return done(Error(job.status()));
-    Result<uint32_t> offset = QueryU32(r, "offset", 0);
-    Result<uint32_t> limit = QueryU32(r, "limit", 1000);
-    if (!offset.ok()) return done(Error(offset.status()));
-    if (!limit.ok()) return done(Error(limit.status()));
-    Result<std::vector<TaskId>> ids = sched.JobTasks(*id, *offset, *limit);
+    if (!job.ok()) return done(JobNotFound(job.status(), *id, fold()));
+    Result<Page> page = ParsePage(r);
+    if (!page.ok()) return done(Error(page.status()));
+    Result<std::vector<TaskId>> ids = sched.JobTasks(*id, page->offset, page->limit);
     if (!ids.ok()) return done(Error(ids.status()));
     json body = proto::JobInfoJson(*job);
     json tasks = json::array();
@@ -149,8 +194,7 @@ void AddStateReadRoutes(net::Server& server,
       if (info.ok()) tasks.push_back(proto::TaskInfoJson(*info));
     }
     body["tasks"] = std::move(tasks);
-    body["offset"] = *offset;
-    body["limit"] = *limit;
+    PutPage(body, *page, job->task_count);
     done(Json(body));
   }));
 
@@ -160,7 +204,7 @@ void AddStateReadRoutes(net::Server& server,
     Result<TaskId> id = ParseTaskId(r.path_params.at("id"));
     if (!id.ok()) return done(Error(id.status()));
     Result<core::TaskInfo> info = sched.GetTask(*id);
-    if (!info.ok()) return done(Error(info.status()));
+    if (!info.ok()) return done(JobNotFound(info.status(), id->job, fold()));
     json body = proto::TaskInfoJson(*info);
     Result<std::string> why = explain ? sched.Explain(*id) : Result<std::string>(std::string());
     body["explain"] = why.ok() ? *why : std::string();
@@ -208,7 +252,7 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                  Result<JobId> id = ParseJobId(r.path_params.at("id"));
                  if (!id.ok()) return done(Error(id.status()));
                  Result<core::JobInfo> j = sched.GetJob(*id);
-                 if (!j.ok()) return done(Error(j.status()));
+                 if (!j.ok()) return done(JobNotFound(j.status(), *id, driver.fold()));
                  if (j->done) {
                    // Nothing left to cancel: say so, with how it ended.
                    json counts = json::object();
@@ -219,8 +263,11 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                    return done(Json({{"id", *id}, {"canceled", false}, {"ended", true},
                                      {"counts", counts}}));
                  }
-                 driver.Handle(core::CancelJob{*id});
-                 done(Json({{"id", *id}, {"canceled", true}}));
+                 CancelJobSliced(driver, *j, [done, job = *id](uint64_t remaining) {
+                   json answer = {{"id", job}, {"canceled", true}};
+                   if (remaining > 0) answer["remaining"] = remaining;
+                   done(Json(answer));
+                 });
                });
 
   server.Route("POST", "/api/v1/tasks/{id}/cancel",
@@ -228,7 +275,7 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                  Result<TaskId> id = ParseTaskId(r.path_params.at("id"));
                  if (!id.ok()) return done(Error(id.status()));
                  Result<core::TaskInfo> t = sched.GetTask(*id);
-                 if (!t.ok()) return done(Error(t.status()));
+                 if (!t.ok()) return done(JobNotFound(t.status(), id->job, driver.fold()));
                  if (core::IsTerminal(t->state)) {
                    return done(Json({{"id", id->ToString()}, {"canceled", false}, {"ended", true},
                                      {"state", std::string(core::TaskStateName(t->state))}}));
@@ -310,6 +357,9 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                      {"compactions", st.compactions},
                      {"append_errors", st.append_errors},
                      {"scheduler_bytes", sched.ApproxBytes()},
+                     {"keep_finished_s", std::chrono::duration_cast<std::chrono::seconds>(
+                                             status.keep_finished)
+                                             .count()},
                      {"handoff_us",
                       {{"count", handoff.count},
                        {"p50", handoff.p50_us},

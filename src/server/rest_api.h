@@ -19,6 +19,7 @@ namespace drover::server {
 // What GET /api/v1/status reports beyond the scheduler's own numbers.
 struct StatusSource {
   std::string version;
+  Duration keep_finished = Duration::zero();  // --keep-finished, for status
   Time started_at;
   std::function<uint64_t()> journal_bytes;
   std::function<size_t()> connections;
@@ -35,6 +36,13 @@ void AddStateReadRoutes(net::Server& server, std::function<const core::Scheduler
                         std::function<const RecordFold&()> fold,
                         std::function<net::Handler(net::Handler)> wrap = nullptr,
                         bool explain = true);
+
+// The answer for a job (or a task of a job) that `s` (kNotFound) says is
+// not there: a 404 as Error gives, unless the id was used and its job was
+// forgotten by retention (retention.h): then the message says it expired
+// and the error object has "expired": true.
+net::Response JobNotFound(const Status& s, JobId job, const RecordFold& fold);
+std::string ExpiredMessage(JobId job);
 
 // Registers every REST route on `server` (AddStateReadRoutes among them).
 void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& channel,

@@ -18,6 +18,7 @@
 #include "server/log_relay.h"
 #include "server/observability.h"
 #include "server/rest_api.h"
+#include "server/retention.h"
 #include "server/worker_channel.h"
 #include "server/worker_registry.h"
 #include "store/memory_store.h"
@@ -51,6 +52,15 @@ struct ServerShell::Parts : CommandSink {
     });
   }
 
+  // Forgets the finished jobs that are due, then again after the
+  // retention interval (at once, from a post, while more are due).
+  void PruneFinished() {
+    if (stopped) return;
+    const Retention::Pass pass = retention->Prune(clock.Now());
+    retention_timer->ArmAfter(pass.more ? Duration::zero() : retention->interval(),
+                              [this] { PruneFinished(); });
+  }
+
   net::EventLoop& loop;
   ServerConfig config;
   RealClock clock;
@@ -70,6 +80,8 @@ struct ServerShell::Parts : CommandSink {
   std::unique_ptr<LogRelay> logs;
   std::unique_ptr<Observability> observability;
   std::unique_ptr<net::Timer> expiry;
+  std::unique_ptr<Retention> retention;
+  std::unique_ptr<net::Timer> retention_timer;
   std::unique_ptr<net::Server> server;
   // Claimed first thing, handed to `server` once it exists.
   std::optional<net::LocalSocketListener> local_socket;
@@ -214,6 +226,7 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   status.started_at = p->started_at;
   status.journal_bytes = [parts] { return parts->store->LogBytes(); };
   status.connections = [parts] { return parts->server->connection_count(); };
+  status.keep_finished = cfg.keep_finished;
   AddRestRoutes(*p->server, *p->driver, *p->channel, status);
   ObservabilityOptions oopts;
   oopts.started_at = p->started_at;
@@ -223,6 +236,9 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   AddDashboardRoutes(*p->server);
   RETURN_IF_ERROR(p->server->Start());
   p->port = p->server->port();
+  p->retention = std::make_unique<Retention>(*p->driver, cfg.keep_finished);
+  p->retention_timer = std::make_unique<net::Timer>(loop);
+  if (cfg.keep_finished > Duration::zero()) p->PruneFinished();
   p->fingerprint = p->server->fingerprint();
 
   if (cfg.access_file != "-") {
@@ -255,6 +271,7 @@ void ServerShell::Stop() {
   p.driver->Stop();
   p.observability->Stop();
   p.expiry->Cancel();
+  p.retention_timer->Cancel();
   p.logs->Stop();
   p.events->Stop();
   p.channel->Stop();

@@ -56,6 +56,9 @@ struct ServerConfig {
   Duration lost_grace = Duration::zero();
   // Compact the journal once it is larger than this.
   uint64_t compact_bytes = 64ull << 20;
+  // Finished jobs are forgotten this long after their last change
+  // (Retention, retention.h); zero keeps them forever.
+  Duration keep_finished = Seconds(7 * 24 * 3600);
   // How long GET .../logs waits for the worker.
   Duration log_fetch_timeout = Seconds(30);
   // When set, the store to run on instead of the MemoryStore in

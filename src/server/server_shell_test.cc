@@ -8,7 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <set>
+#include <thread>
+
 #include <nlohmann/json.hpp>
 
 #include "server/server_test_util.h"
@@ -42,6 +46,7 @@ class ServerShellTest : public ::testing::TestWithParam<bool> {
     cfg.port = 0;
     cfg.tls = GetParam();
     cfg.access_file = dir_ / "access.json";
+    cfg.keep_finished = keep_finished_;
     auto shell = loop_thread_->Call([&] { return ServerShell::Start(loop_, cfg); });
     ASSERT_TRUE(shell.ok()) << shell.status().ToString();
     shell_ = std::move(*shell);
@@ -121,6 +126,7 @@ class ServerShellTest : public ::testing::TestWithParam<bool> {
   std::unique_ptr<LoopThread> loop_thread_;
   std::unique_ptr<ServerShell> shell_;
   WorkerId worker_id_ = 0;
+  Duration keep_finished_ = Seconds(7 * 24 * 3600);
 };
 
 TEST_P(ServerShellTest, PipelineRunsOnAWorkerAndPassesResultsToDependents) {
@@ -254,6 +260,178 @@ TEST_P(ServerShellTest, EventStreamSendsASnapshotThenChanges) {
   ASSERT_TRUE(change);
   EXPECT_EQ(json::parse(*change)["to"], "canceled");
   session->Close("done");
+}
+
+// An array job bigger than a slice of a read or a cancel (~4 ms a loop
+// turn: a few thousand tasks).
+constexpr int kBigJob = 25000;
+const std::string kBigSpec = R"({"name": "big", "task": [{"id": "t", "command": ["true"],
+  "array": "0-)" + std::to_string(kBigJob - 1) + R"("}]})";
+
+TEST_P(ServerShellTest, AJobsTasksComeInBoundedPages) {
+  ASSERT_EQ(Post("/api/v1/jobs", kBigSpec)["id"], 1);
+  json page = Get("/api/v1/jobs/1");  // the default page
+  EXPECT_EQ(page["task_count"], kBigJob);
+  EXPECT_EQ(page["tasks"].size(), 1000u);
+  EXPECT_EQ(page["offset"], 0);
+  EXPECT_EQ(page["next_offset"], 1000);
+  page = Get("/api/v1/jobs/1?offset=24500&limit=1000");  // the last, short page
+  ASSERT_EQ(page["tasks"].size(), 500u);
+  EXPECT_EQ(page["tasks"][0]["id"], "1.24500");
+  EXPECT_EQ(page["tasks"][499]["id"], "1.24999");
+  EXPECT_TRUE(page["next_offset"].is_null());
+  page = Get("/api/v1/jobs/1?offset=24000&limit=1000");  // ends exactly at the end
+  EXPECT_EQ(page["tasks"].size(), 1000u);
+  EXPECT_TRUE(page["next_offset"].is_null());
+  page = Get("/api/v1/jobs/1?offset=25000");  // past the end: empty
+  EXPECT_TRUE(page["tasks"].empty());
+  EXPECT_EQ(page["task_count"], kBigJob);
+  page = Get("/api/v1/jobs/1?limit=0");  // the job's counts only
+  EXPECT_TRUE(page["tasks"].empty());
+  EXPECT_EQ(page["counts"]["queued"], kBigJob);
+
+  json err = Get("/api/v1/jobs/1?limit=1001", 400);
+  EXPECT_EQ(err["error"]["message"], "limit: at most 1000 tasks per page, got 1001");
+  err = Get("/api/v1/jobs/1?offset=-5", 400);
+  EXPECT_EQ(err["error"]["message"], "offset: expected an unsigned integer, got \"-5\"");
+  err = Get("/api/v1/jobs/1?ofset=5", 400);
+  EXPECT_EQ(err["error"]["message"], "unknown query parameter \"ofset\" (known: offset, limit)");
+  err = Get("/api/v1/jobs/1/report?limit=2000", 400);
+  EXPECT_EQ(err["error"]["message"], "limit: at most 1000 tasks per page, got 2000");
+  err = Get("/api/v1/jobs/1/report?since=1", 400);
+  EXPECT_EQ(err["error"]["code"], "invalid_argument");
+}
+
+TEST_P(ServerShellTest, AReportCoversTheWholeJobWithOnePageOfRows) {
+  ASSERT_EQ(Post("/api/v1/jobs", kBigSpec)["id"], 1);
+  json report = Get("/api/v1/jobs/1/report?offset=24990&limit=100");
+  EXPECT_EQ(report["task_count"], kBigJob);
+  EXPECT_EQ(report["state"], "pending");
+  ASSERT_EQ(report["tasks"].size(), 10u);
+  EXPECT_EQ(report["tasks"][0]["id"], "1.24990");
+  EXPECT_EQ(report["offset"], 24990);
+  EXPECT_TRUE(report["next_offset"].is_null());
+  report = Get("/api/v1/jobs/1/report");
+  EXPECT_EQ(report["tasks"].size(), 1000u);
+  EXPECT_EQ(report["next_offset"], 1000);
+}
+
+// The answer comes after the first slice, naming what is left; the rest is
+// canceled over the next loop turns.
+TEST_P(ServerShellTest, CancelOfABigJobIsAnsweredAtOnceAndFinishesInSlices) {
+  ASSERT_EQ(Post("/api/v1/jobs", kBigSpec)["id"], 1);
+  json answer = Post("/api/v1/jobs/1/cancel", "");
+  EXPECT_EQ(answer["canceled"], true);
+  if (answer.contains("remaining")) {
+    EXPECT_GT(answer["remaining"].get<int>(), 0);
+    EXPECT_LT(answer["remaining"].get<int>(), kBigJob);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  json job;
+  while (std::chrono::steady_clock::now() < deadline) {  // polling a condition
+    job = Get("/api/v1/jobs/1?limit=0");
+    if (job["done"] == true) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(job["counts"]["canceled"], kBigJob);
+  EXPECT_EQ(job["done"], true);
+}
+
+TEST_P(ServerShellTest, TheEventSnapshotOfABigJobArrivesWhole) {
+  ASSERT_EQ(Post("/api/v1/jobs", kBigSpec)["id"], 1);
+  auto events = std::make_shared<Inbox<std::string>>();
+  Inbox<Status> opened;
+  std::shared_ptr<net::WsSession> session;
+  loop_.Post([&] {
+    net::ConnectWebSocket(loop_, Client(), "/api/v1/events?job=1",
+                          [&](Result<std::shared_ptr<net::WsSession>> s) {
+                            if (s.ok()) {
+                              session = *s;
+                              session->OnText([events](std::string t) { events->Push(t); });
+                            }
+                            opened.Push(s.ok() ? Status::Ok() : s.status());
+                          });
+  });
+  auto st = opened.Pop();
+  ASSERT_TRUE(st && st->ok());
+  std::set<std::string> seen;
+  for (int i = 0; i < kBigJob; ++i) {
+    auto e = events->Pop();
+    ASSERT_TRUE(e) << "after " << i << " events";
+    seen.insert(json::parse(*e)["task"].get<std::string>());
+  }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kBigJob));
+  loop_.Post([session] { session->Close("done"); });
+}
+
+TEST_P(ServerShellTest, WithoutASnapshotOnlyChangesArrive) {
+  ASSERT_EQ(Post("/api/v1/jobs", kPipeline)["id"], 1);
+  auto events = std::make_shared<Inbox<std::string>>();
+  Inbox<Status> opened;
+  std::shared_ptr<net::WsSession> session;
+  loop_.Post([&] {
+    net::ConnectWebSocket(loop_, Client(), "/api/v1/events?snapshot=false",
+                          [&](Result<std::shared_ptr<net::WsSession>> s) {
+                            if (s.ok()) {
+                              session = *s;
+                              session->OnText([events](std::string t) { events->Push(t); });
+                            }
+                            opened.Push(s.ok() ? Status::Ok() : s.status());
+                          });
+  });
+  auto st = opened.Pop();
+  ASSERT_TRUE(st && st->ok());
+  Post("/api/v1/jobs/1/cancel", "");
+  auto first = events->Pop();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(json::parse(*first)["from"], "queued");  // no snapshot entry before it
+  EXPECT_EQ(json::parse(*first)["to"], "canceled");
+  loop_.Post([session] { session->Close("done"); });
+}
+
+TEST_P(ServerShellTest, AJobOverTheTaskLimitIsRefusedNamingTheLimit) {
+  json err = Post("/api/v1/jobs",
+                  R"({"name": "huge", "task": [{"id": "t", "command": ["true"],
+                      "array": "0-1000000"}]})",
+                  400);
+  EXPECT_EQ(err["error"]["message"],
+            "task: the job has 1000001 tasks, more than the limit of 1000000");
+  EXPECT_EQ(err["error"]["field"], "task");
+}
+
+// Retention with a keep of one second: the finished job is forgotten by
+// the server's own timer, and its id then answers 404 "expired", also after
+// a restart; the job that is not finished stays.
+TEST_P(ServerShellTest, AForgottenJobAnswersExpired) {
+  StopShell();
+  keep_finished_ = Seconds(1);
+  StartShell();
+  ASSERT_EQ(Post("/api/v1/jobs", kPipeline)["id"], 1);
+  ASSERT_EQ(Post("/api/v1/jobs", kPipeline)["id"], 2);
+  Post("/api/v1/jobs/1/cancel", "");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  json err;
+  while (std::chrono::steady_clock::now() < deadline) {
+    net::HttpClient http(Client());
+    Result<net::Response> r = http.Get("/api/v1/jobs/1");
+    ASSERT_TRUE(r.ok());
+    if (r->status == 404) {
+      err = json::parse(r->body);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling a condition
+  }
+  ASSERT_TRUE(err.is_object()) << "job 1 was not forgotten within 20 s";
+  EXPECT_EQ(err["error"]["expired"], true);
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("job 1 expired"), std::string::npos);
+  EXPECT_EQ(Get("/api/v1/tasks/1.0", 404)["error"]["expired"], true);
+  EXPECT_FALSE(Get("/api/v1/jobs/9", 404)["error"].contains("expired"));
+  Get("/api/v1/jobs/2");
+  StopShell();
+  StartShell();
+  EXPECT_EQ(Get("/api/v1/jobs/1", 404)["error"]["expired"], true);
+  Get("/api/v1/jobs/2");
+  EXPECT_EQ(Post("/api/v1/jobs", kPipeline)["id"], 3);
 }
 
 TEST_P(ServerShellTest, RefusedAssignmentFailsTheAttempt) {

@@ -98,6 +98,7 @@ struct StandbyServer::State {
   bool Rebuild() {
     auto copy = std::make_unique<core::Scheduler>(ViewConfig(options.scheduler));
     for (const core::Record& record : fold.Snapshot()) {
+      if (RecordFold::IsTombstone(record)) continue;  // a forgotten job (retention)
       if (Status s = copy->Restore(record); !s.ok()) {
         spdlog::error("standby: cannot rebuild the state from the journal: {}", s.ToString());
         return false;

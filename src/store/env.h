@@ -59,6 +59,10 @@ class Env {
   // Reads the whole file. kNotFound if it does not exist.
   virtual Result<std::string> ReadFile(const std::string& path) = 0;
 
+  // Files an Env opens for writing are the owner's only (0600 on disk; an
+  // existing file is narrowed): the journal and its snapshots hold jobs'
+  // environment variables.
+
   // Opens `path` for appending at its end, creating it empty if missing.
   // A newly created name is durable only after SyncDir().
   virtual Result<std::unique_ptr<WritableFile>> OpenAppendable(const std::string& path) = 0;

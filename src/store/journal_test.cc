@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -421,6 +422,27 @@ TEST_F(PosixJournalTest, RoundTripTornTailAndCompaction) {
   }
   EXPECT_FALSE(std::filesystem::exists(path + ".compact"));
   EXPECT_EQ(Replayed(env_, path), (Records{"snapshot", "four"}));
+}
+
+// The journal holds jobs' environment variables: the journal and the
+// snapshot that replaces it are 0600, and a journal an older version left
+// 0644 is narrowed when it is opened.
+TEST_F(PosixJournalTest, JournalAndSnapshotAreOwnerOnly) {
+  const std::string path = dir_ + "/journal";
+  auto mode = [&] { return std::filesystem::status(path).permissions(); };
+  using std::filesystem::perms;
+  {
+    JournalReplay replay;
+    auto journal = MustOpen(env_, &replay, path);
+    ExpectAllOk(AppendAll(*journal, {"env FOO=secret"}));
+    EXPECT_EQ(mode(), perms::owner_read | perms::owner_write);
+    ASSERT_TRUE(journal->Compact({"snapshot"}).ok());
+    EXPECT_EQ(mode(), perms::owner_read | perms::owner_write);
+  }
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  JournalReplay replay;
+  auto journal = MustOpen(env_, &replay, path);
+  EXPECT_EQ(mode(), perms::owner_read | perms::owner_write);
 }
 
 TEST_F(PosixJournalTest, RealFullDiskIsAStatus) {

@@ -62,13 +62,20 @@ class PosixWritableFile final : public WritableFile {
 };
 
 Result<std::unique_ptr<WritableFile>> OpenWith(const std::string& path, int flags) {
-  int fd = ::open(path.c_str(), flags | O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  // The journal holds jobs' environment variables: owner only (0600), and
+  // a file an older version made 0644 is narrowed when it is opened again.
+  int fd = ::open(path.c_str(), flags | O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return ErrnoStatus("open", path, errno);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
     return ErrnoStatus("stat", path, err);
+  }
+  if ((st.st_mode & 077) != 0 && ::fchmod(fd, st.st_mode & 0700) != 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoStatus("chmod", path, err);
   }
   return std::unique_ptr<WritableFile>(
       std::make_unique<PosixWritableFile>(path, fd, static_cast<uint64_t>(st.st_size)));

@@ -70,7 +70,9 @@ export class EventFeed {
 
   open() {
     if (this.closed) return;
-    const ws = new WebSocket(wsUrl('/api/v1/events'));
+    // No snapshot: the views load what they show and only need to hear of
+    // changes (a snapshot of a million-task job is a million messages).
+    const ws = new WebSocket(wsUrl('/api/v1/events', { snapshot: 'false' }));
     this.ws = ws;
     ws.onopen = () => {
       this.delay = 500;

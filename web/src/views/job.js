@@ -1,15 +1,19 @@
 // One job: its counts and progress, its tasks, and the timeline (Gantt)
 // with the critical path from /api/v1/jobs/{id}/report. Without a report
 // (an older server) the timeline comes from the tasks' own times.
+// The server pages a job's tasks (src/server/paging.h): the table and the
+// timeline show one page of PAGE tasks, with links to the others.
 import { ApiError, api } from '../api.js';
 import { h, morph, replace, seconds, stateBadge, time } from '../dom.js';
 import { gantt } from '../gantt.js';
 import { countsLine, progress } from './jobs.js';
 import { refresher } from './refresh.js';
 
-async function report(id) {
+const PAGE = 500;
+
+async function report(id, offset) {
   try {
-    return await api(`/api/v1/jobs/${id}/report`);
+    return await api(`/api/v1/jobs/${id}/report?offset=${offset}&limit=${PAGE}`);
   } catch (e) {
     if (e instanceof ApiError && (e.status === 404 || e.status === 405)) return null;
     throw e;
@@ -26,6 +30,13 @@ export function jobView(el, [id]) {
   const head = h('div', { class: 'job-head' });
   const timeline = h('div', {});
   const body = h('tbody', { id: 'tasks' });
+  const pager = h('p', { class: 'muted' });
+  let offset = 0;
+  const turn = (to) => h('a', { href: '#', onclick: (e) => {
+    e.preventDefault();
+    offset = to;
+    r.poke();
+  } }, to > offset ? 'next' : 'previous');
   const err = h('p', { class: 'error' });
   const cancel = h('button', { class: 'danger', onclick: async () => {
     try {
@@ -37,14 +48,21 @@ export function jobView(el, [id]) {
   } }, 'Cancel job');
   replace(el, h('h2', {}, `Job ${id}`), head, err,
     h('h3', {}, 'Timeline'), timeline,
-    h('h3', {}, 'Tasks'),
+    h('h3', {}, 'Tasks'), pager,
     h('table', { class: 'table' },
       h('thead', {}, h('tr', {}, ['Task', 'Group', 'State', 'Worker', 'Attempt', 'Wall', 'Reason']
         .map((c) => h('th', {}, c)))),
       body));
 
   const r = refresher(async () => {
-    const [job, rep] = await Promise.all([api(`/api/v1/jobs/${id}`), report(id)]);
+    const [job, rep] = await Promise.all([
+      api(`/api/v1/jobs/${id}?offset=${offset}&limit=${PAGE}`), report(id, offset)]);
+    const shown = job.tasks.length;
+    morph(pager, job.task_count > shown || offset > 0
+      ? [`tasks ${offset + 1}–${offset + shown} of ${job.task_count} `,
+        offset > 0 ? turn(Math.max(0, offset - PAGE)) : null, ' ',
+        job.next_offset != null ? turn(job.next_offset) : null]
+      : []);
     morph(head,
       h('p', {}, h('strong', {}, job.name || '(unnamed)'), job.user ? ` by ${job.user}` : '',
         `, submitted ${time(job.submitted_at_ms)}`, job.done ? ', done' : ''),

@@ -1,0 +1,34 @@
+// Scheduler::ForgetJob: retention of finished jobs (scheduler.h).
+#include "core/scheduler_state.h"
+
+namespace drover::core {
+
+Status Scheduler::ForgetJob(JobId id) {
+  State& s = *state_;
+  auto it = s.job_slots.find(id);
+  if (it == s.job_slots.end()) return NotFound("no job " + std::to_string(id));
+  const uint32_t slot = it->second;
+  const Job& job = s.jobs[slot];
+  uint64_t terminal = 0;
+  for (TaskState st : {TaskState::kSucceeded, TaskState::kFailed, TaskState::kCanceled}) {
+    terminal += job.counts[static_cast<int>(st)];
+  }
+  if (terminal != job.tasks.size()) {
+    return FailedPrecondition("job " + std::to_string(id) + " is not done");
+  }
+  const uint32_t count = static_cast<uint32_t>(job.tasks.size());
+  if (s.extras.size() < count) {
+    for (auto e = s.extras.begin(); e != s.extras.end();) {
+      e = (e->first >> 32) == slot ? s.extras.erase(e) : std::next(e);
+    }
+  } else {
+    for (uint32_t i = 0; i < count; ++i) s.extras.erase(State::ExtraKey(TaskRef{slot, i}));
+  }
+  s.job_watchers.erase(id);
+  s.task_watchers.erase(s.task_watchers.lower_bound(TaskId{id, 0}),
+                        s.task_watchers.lower_bound(TaskId{id + 1, 0}));
+  s.job_slots.erase(it);
+  return Status::Ok();
+}
+
+}  // namespace drover::core
