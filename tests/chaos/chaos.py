@@ -71,8 +71,12 @@ class Schedule:
 
     def __init__(self, seed: int, a: argparse.Namespace) -> None:
         rng = random.Random(seed)
-        self.durations = [round(rng.uniform(a.min_duration, a.max_duration), 2)
-                          for _ in range(a.tasks)]
+        # A few long tasks: their copies orphaned by a worker kill still run
+        # when the task is placed again (issue 18 item 3).
+        self.durations = [
+            round(rng.uniform(a.long_min, a.long_max) if rng.random() < a.long_fraction
+                  else rng.uniform(a.min_duration, a.max_duration), 2)
+            for _ in range(a.tasks)]
         # Batch 0 goes in before the first fault; the others during them.
         cuts = sorted(rng.sample(range(1, a.tasks), a.batches - 1)) if a.batches > 1 else []
         bounds = [0] + cuts + [a.tasks]
@@ -89,9 +93,12 @@ class Schedule:
             down = (rng.uniform(a.lease_ttl * 0.6, a.lease_ttl * 1.5) if rng.random() < 0.25
                     else rng.uniform(0.05, 2.0))
             self.kills.append((rng.uniform(0.5, a.window), "worker", down, rng.random()))
+        # Server kills in the first 60% of the window, so worker kills also
+        # come after the last one (a server restart re-places what a worker
+        # restart left behind, and would hide it).
         for _ in range(a.server_kills):
-            self.kills.append((rng.uniform(1.0, a.window), "server", rng.uniform(0.1, 2.0),
-                               rng.random()))
+            self.kills.append((rng.uniform(1.0, a.window * 0.6), "server",
+                               rng.uniform(0.1, 2.0), rng.random()))
         self.kills.sort()
 
 
@@ -347,6 +354,7 @@ class Run:
             "false_successes": verdict.false_successes,
             "orphans_alive_at_end": verdict.orphans_alive_at_end,
             "orphan_completions": verdict.orphan_completions,
+            "orphan_reruns": verdict.orphan_reruns,
             "copies": verdict.copies,
             "recovery_s": None if recovery == float("inf") else round(recovery, 1),
             "faults_s": round(faults_end - wall, 1),
@@ -420,6 +428,8 @@ class Run:
                 f"--tasks {a.tasks} --batches {a.batches} --worker-kills {a.worker_kills} "
                 f"--server-kills {a.server_kills} --window {a.window:g} "
                 f"--min-duration {a.min_duration:g} --max-duration {a.max_duration:g} "
+                f"--long-fraction {a.long_fraction:g} --long-min {a.long_min:g} "
+                f"--long-max {a.long_max:g} --retries {a.retries} "
                 f"--lease-ttl {a.lease_ttl:g} --heartbeat {a.heartbeat_s} "
                 f"--restore-settle {a.restore_settle} --isolation {a.isolation} --keep always")
 
@@ -439,6 +449,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--retries", type=int, default=5)
     p.add_argument("--min-duration", type=float, default=0.2, help="seconds")
     p.add_argument("--max-duration", type=float, default=1.5, help="seconds")
+    p.add_argument("--long-fraction", type=float, default=0.05,
+                   help="share of tasks that run --long-min..--long-max seconds instead")
+    p.add_argument("--long-min", type=float, default=3.0)
+    p.add_argument("--long-max", type=float, default=6.0)
     p.add_argument("--worker-kills", type=int, default=6)
     p.add_argument("--server-kills", type=int, default=1)
     p.add_argument("--window", type=float, default=20.0,
@@ -449,7 +463,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--isolation", default="none", help="the workers' --isolation")
     p.add_argument("--stall", type=float, default=0.0,
                    help="seconds without any task changing state after which the tasks not yet "
-                        "terminal count as stuck (default: lease TTL + 40)")
+                        "terminal count as stuck (default: lease TTL + 25)")
     p.add_argument("--deadline", type=float, default=600.0,
                    help="most seconds to wait for all tasks after the faults")
     p.add_argument("--redis-server", default=shutil.which("redis-server") or "")
@@ -459,7 +473,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--log-lines", type=int, default=12, help="log lines shown per faulty task")
     a = p.parse_args(argv)
     if a.stall <= 0:
-        a.stall = a.lease_ttl + 40
+        a.stall = a.lease_ttl + 25
     if a.tasks < a.batches or a.batches < 1:
         p.error("--tasks must be at least --batches (>= 1)")
     return a

@@ -315,6 +315,7 @@ class Verdict:
     overlaps: int = 0
     orphans_alive_at_end: int = 0
     orphan_completions: int = 0  # copies that ran to their end after their worker was killed
+    orphan_reruns: int = 0  # tasks with such a copy and another copy that ran to its end
     copies: int = 0
     problems: List[Problem] = dataclasses.field(default_factory=list)
 
@@ -375,10 +376,11 @@ def analyze(
         # may run again if its worker was killed after it started and before
         # the next copy started.
         counted: List[Copy] = []
+        orphaned = 0
         for i, c in enumerate(runs):
             killed = incarnation_kill(faults, c.worker, c.start_ns)
             if c.end_ns is not None and killed is not None and c.start_ns <= killed <= c.end_ns:
-                v.orphan_completions += 1
+                orphaned += 1
             if c.end_ns is None:
                 continue
             # (Only a copy with a later one can have been re-run for that.)
@@ -386,6 +388,9 @@ def analyze(
                     and c.start_ns <= killed <= runs[i + 1].start_ns):
                 continue
             counted.append(c)
+        v.orphan_completions += orphaned
+        if orphaned and len(completed) >= 2:
+            v.orphan_reruns += 1
         if len(counted) >= 2:
             kinds.append("duplicate")
             notes.append(

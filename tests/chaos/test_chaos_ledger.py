@@ -75,7 +75,7 @@ class VerdictTest(unittest.TestCase):
         v = analyze(["t0"], {"t0": runs}, done(attempt=2), faults)
         self.assertEqual(v.overlaps, 1)
         self.assertEqual(v.duplicates, 0)
-        self.assertEqual(v.orphan_completions, 1)
+        self.assertEqual((v.orphan_completions, v.orphan_reruns), (1, 1))
 
     def test_a_copy_killed_before_the_next_started_does_not_overlap(self) -> None:
         runs = [copy("t0", 1, "w0", 1, death=2.0), copy("t0", 2, "w1", 2.5, 3)]
