@@ -30,6 +30,7 @@ could not run (a process did not start), 77 redis-server is missing (for
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import heapq
 import json
 import os
@@ -332,6 +333,10 @@ class Run:
             explain = {}
             verdict = analyze([self.key(i) for i in range(a.tasks)], monitor.ledger.copies,
                               view, self.faults)
+            # What the verdict read, beside the ledger, to judge it again.
+            with open(os.path.join(self.dir, "verdict_input.json"), "w") as f:
+                json.dump({"faults": [dataclasses.asdict(x) for x in self.faults],
+                           "api": {k: dataclasses.asdict(t) for k, t in view.items()}}, f)
             for p in verdict.problems[: a.report_limit]:
                 t = view.get(p.key)
                 if t is not None and t.state not in TERMINAL:

@@ -24,8 +24,8 @@ forbids (issue 18, "Tests to add"):
 - false success: a task the server calls succeeded with no copy that ran to
   its end;
 - duplicate: two copies ran to their end, and the earlier one's outcome
-  could not have been lost to a worker kill (its worker was not killed
-  between the copy's start and the next copy's start);
+  could not have been lost to a worker kill (the start of the worker that
+  ran it was not killed before the next copy's start);
 - overlap: two copies of one task ran at the same time (a copy without an
   end line runs until its process was seen gone, or to the end of the test
   when it still runs then).
@@ -373,19 +373,20 @@ def analyze(
 
         # A completed copy's outcome may be lost to its worker's death: the
         # worker held it in memory until the server acknowledged it. So it
-        # may run again if its worker was killed after it started and before
-        # the next copy started.
+        # may run again if the start of the worker that ran it was killed
+        # before the next copy started. (That start is the one alive at the
+        # copy's start line; the kill may even come before that line, when
+        # the worker spawned the task just before it was killed.)
         counted: List[Copy] = []
         orphaned = 0
         for i, c in enumerate(runs):
             killed = incarnation_kill(faults, c.worker, c.start_ns)
-            if c.end_ns is not None and killed is not None and c.start_ns <= killed <= c.end_ns:
+            if c.end_ns is not None and killed is not None and killed <= c.end_ns:
                 orphaned += 1
             if c.end_ns is None:
                 continue
             # (Only a copy with a later one can have been re-run for that.)
-            if (i + 1 < len(runs) and killed is not None
-                    and c.start_ns <= killed <= runs[i + 1].start_ns):
+            if i + 1 < len(runs) and killed is not None and killed <= runs[i + 1].start_ns:
                 continue
             counted.append(c)
         v.orphan_completions += orphaned

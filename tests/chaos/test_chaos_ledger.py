@@ -61,6 +61,15 @@ class VerdictTest(unittest.TestCase):
         v = analyze(["t0"], {"t0": runs}, done(attempt=2), faults)
         self.assertTrue(v.ok, v)
 
+    def test_a_run_spawned_just_before_its_worker_was_killed_is_excused(self) -> None:
+        # The shell wrote its start line 13 ms after the kill: the worker
+        # had spawned it just before (seed 11, memory, 300 tasks).
+        runs = [copy("t0", 1, "w0", 9.786, 10.749), copy("t0", 2, "w0", 30.2, 31.1)]
+        faults = [worker_start(9.571), worker_kill(9.773), worker_start(10.147, n=2)]
+        v = analyze(["t0"], {"t0": runs}, done(attempt=2), faults)
+        self.assertTrue(v.ok, v)
+        self.assertEqual(v.orphan_completions, 1)
+
     def test_a_kill_of_a_later_start_of_the_worker_excuses_nothing(self) -> None:
         runs = [copy("t0", 1, "w0", 1, 2), copy("t0", 2, "w0", 5, 6)]
         faults = [worker_start(0), worker_kill(0.5), worker_start(0.8, n=2),
