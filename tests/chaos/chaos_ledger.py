@@ -1,0 +1,428 @@
+"""The chaos test's record of task runs, kept outside Drover, and its verdict.
+
+Each task runs ``sh -c SCRIPT`` (task_command) that appends two lines to one
+ledger file, each a single small ``write`` with O_APPEND (atomic):
+
+    start KEY ATTEMPT PID NS PWD     when the task's shell begins
+    end KEY ATTEMPT PID NS           after its sleep, just before it exits 0
+
+NS is ``date +%s%N`` (CLOCK_REALTIME, the clock the test stamps its faults
+with); PID is the shell's; PWD is the task directory, which names the worker
+(``<workdir>/<job>/<index>.<attempt>``). One such start is a *copy* of the
+task.
+
+LedgerMonitor follows the file while the test runs and holds a pidfd per
+copy that has started and not ended, so a copy killed without its end line
+(by its worker, by fencing, or never, as an orphan) gets the moment its
+process was seen gone. analyze() is pure: it takes the copies, the fault
+events and the server's final view of each task, and counts what the issue
+forbids (issue 18, "Tests to add"):
+
+- stuck: a task not terminal when the wait after the faults ended;
+- lost: a task that did not succeed (failed, canceled, or unknown to the
+  server);
+- false success: a task the server calls succeeded with no copy that ran to
+  its end;
+- duplicate: two copies ran to their end, and the earlier one's outcome
+  could not have been lost to a worker kill (the start of the worker that
+  ran it was not killed before the next copy's start);
+- overlap: two copies of one task ran at the same time (a copy without an
+  end line runs until its process was seen gone, or to the end of the test
+  when it still runs then).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import select
+import shlex
+import signal
+import threading
+import time
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+INF = float("inf")
+
+
+def task_command(ledger: str, key: str, seconds: float) -> List[str]:
+    """The argv of a task that records its run in ``ledger`` and sleeps."""
+    path = shlex.quote(ledger)
+    script = (
+        f'printf "start {key} %s %s %s %s\\n" "$DROVER_ATTEMPT" $$ "$(date +%s%N)" "$PWD"'
+        f" >> {path}; sleep {seconds:.2f}; "
+        f'printf "end {key} %s %s %s\\n" "$DROVER_ATTEMPT" $$ "$(date +%s%N)" >> {path}'
+    )
+    return ["sh", "-c", script]
+
+
+@dataclasses.dataclass
+class Copy:
+    """One run of a task's command: from its start line to its end line, or
+    to the moment its process was seen gone (``death_ns``), or still running
+    when the test ended (``alive_at_end``)."""
+
+    key: str
+    attempt: int
+    pid: int
+    start_ns: int
+    workdir: str  # the task directory ($PWD)
+    worker: str = ""  # the worker's name, from workdir
+    end_ns: Optional[int] = None
+    death_ns: Optional[int] = None
+    alive_at_end: bool = False
+    lines: List[str] = dataclasses.field(default_factory=list)
+
+    def stop_ns(self) -> float:
+        """When this copy stopped running (INF while it still runs)."""
+        if self.end_ns is not None:
+            return self.end_ns
+        if self.death_ns is not None:
+            return self.death_ns
+        return INF
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    """Something that happened to a process: ``kind`` is ``kill``, ``start``
+    or ``crash`` (it exited without being killed); ``role`` is ``worker`` or ``server``; ``incarnation`` counts
+    the starts of that process (1 = the first)."""
+
+    t_ns: int
+    kind: str
+    role: str
+    name: str
+    incarnation: int
+    pid: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ApiTask:
+    """The server's final view of one task."""
+
+    id: str
+    state: str
+    attempt: int
+    worker: Optional[int]
+    reason: str
+
+
+TERMINAL = ("succeeded", "failed", "canceled")
+
+
+def worker_of(workdir: str, workdirs: Dict[str, str]) -> str:
+    """The worker whose work directory holds the task directory ``workdir``."""
+    for name, root in workdirs.items():
+        if workdir.startswith(root.rstrip("/") + "/"):
+            return name
+    return "?"
+
+
+def parse_line(line: str) -> Optional[Tuple[str, str, int, int, int, str]]:
+    """(kind, key, attempt, pid, ns, pwd) of a ledger line; None if torn."""
+    parts = line.split(" ", 5)
+    try:
+        if parts[0] == "start" and len(parts) == 6:
+            return "start", parts[1], int(parts[2]), int(parts[3]), int(parts[4]), parts[5]
+        if parts[0] == "end" and len(parts) == 5:
+            return "end", parts[1], int(parts[2]), int(parts[3]), int(parts[4]), ""
+    except ValueError:
+        return None
+    return None
+
+
+class Ledger:
+    """Copies by task key, built from ledger lines in file order."""
+
+    def __init__(self, workdirs: Dict[str, str]) -> None:
+        self.workdirs = workdirs
+        self.copies: Dict[str, List[Copy]] = {}
+        self.bad_lines: List[str] = []
+
+    def add(self, line: str) -> Optional[Copy]:
+        """Adds one line; returns the copy a start line made."""
+        parsed = parse_line(line)
+        if parsed is None:
+            self.bad_lines.append(line)
+            return None
+        kind, key, attempt, pid, ns, pwd = parsed
+        if kind == "start":
+            c = Copy(key, attempt, pid, ns, pwd, worker_of(pwd, self.workdirs), lines=[line])
+            self.copies.setdefault(key, []).append(c)
+            return c
+        for c in reversed(self.copies.get(key, [])):
+            if c.pid == pid and c.attempt == attempt and c.end_ns is None:
+                c.end_ns = ns
+                c.lines.append(line)
+                return None
+        self.bad_lines.append(line + "   <- an end with no start")
+        return None
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def _pgrp(pid: int) -> int:
+    """The process group of ``pid`` (0 if unknown)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(b")") + 2 :].split()[2])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] in (b"Z", b"X")
+    except (OSError, ValueError):
+        return True
+
+
+class LedgerMonitor(threading.Thread):
+    """Follows the ledger file and watches each running copy's process.
+
+    One thread: it waits on the open copies' pidfds for at most ``tick``
+    seconds, then reads what was appended to the ledger, then marks the
+    copies whose process ended without an end line (the end line is written
+    before the exit, so reading first never takes a normal end for a death).
+    A death is stamped when seen: at most a tick late.
+    """
+
+    def __init__(self, path: str, workdirs: Dict[str, str], tick: float = 0.02) -> None:
+        super().__init__(name="ledger-monitor", daemon=True)
+        self.path = path
+        self.ledger = Ledger(workdirs)
+        self.tick = tick
+        self.lock = threading.Lock()
+        self._stop_event = threading.Event()
+        self._offset = 0
+        self._partial = b""
+        self._poller = select.poll()
+        self._open: Dict[int, Copy] = {}  # pidfd -> copy
+        self.error: Optional[BaseException] = None
+        open(path, "ab").close()
+
+    def run(self) -> None:
+        try:
+            while not self._stop_event.is_set():
+                ready = self._poller.poll(self.tick * 1000)
+                self._read()
+                now = time.time_ns()
+                for fd, _ in ready:
+                    self._close(fd, now)
+            self._read()
+        except BaseException as e:  # reported by finish()
+            self.error = e
+
+    def _close(self, fd: int, now: int) -> None:
+        copy = self._open.pop(fd, None)
+        if copy is None:
+            return
+        self._poller.unregister(fd)
+        os.close(fd)
+        with self.lock:
+            if copy.end_ns is None:
+                copy.death_ns = now
+
+    def _read(self) -> None:
+        with open(self.path, "rb") as f:
+            f.seek(self._offset)
+            data = f.read()
+        if not data:
+            return
+        self._offset += len(data)
+        data = self._partial + data
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        started: List[Copy] = []
+        with self.lock:
+            for raw in lines:
+                c = self.ledger.add(raw.decode("utf-8", "replace"))
+                if c is not None:
+                    started.append(c)
+        now = time.time_ns()
+        for c in started:
+            if c.end_ns is not None:
+                continue
+            try:
+                fd = os.pidfd_open(c.pid)
+            except OSError:
+                fd = -1
+            # The pid may already belong to another process: the copy is
+            # ours only if its command line names the copy's task.
+            if fd >= 0 and f" {c.key} ".encode() in _cmdline(c.pid) and not _is_zombie(c.pid):
+                self._open[fd] = c
+                self._poller.register(fd, select.POLLIN)
+                continue
+            if fd >= 0:
+                os.close(fd)
+            with self.lock:
+                if c.end_ns is None:
+                    c.death_ns = now
+
+    def finish(self) -> None:
+        """Stops following; copies still running are marked alive_at_end and
+        then killed (through their pidfd, so never another process)."""
+        self._stop_event.set()
+        self.join()
+        if self.error is not None:
+            raise RuntimeError(f"ledger monitor failed: {self.error!r}") from self.error
+        # Its stop_ns() stays INF: it ran to the end of the test.
+        for fd, copy in list(self._open.items()):
+            with self.lock:
+                if copy.end_ns is None:
+                    copy.alive_at_end = True
+            # The task's shell leads its process group (the worker starts
+            # each task in a session of its own): the group goes, its sleep
+            # included. A group id stays taken while any member lives, so
+            # killpg cannot reach another process group.
+            try:
+                if _pgrp(copy.pid) == copy.pid:
+                    os.killpg(copy.pid, signal.SIGKILL)
+                else:
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+            except OSError:
+                pass
+            self._poller.unregister(fd)
+            os.close(fd)
+        self._open.clear()
+
+
+# ---- the verdict -------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Problem:
+    key: str
+    kinds: List[str]
+    notes: List[str]
+
+
+@dataclasses.dataclass
+class Verdict:
+    stuck: int = 0
+    lost: int = 0
+    false_successes: int = 0
+    duplicates: int = 0
+    overlaps: int = 0
+    orphans_alive_at_end: int = 0
+    orphan_completions: int = 0  # copies that ran to their end after their worker was killed
+    orphan_reruns: int = 0  # tasks with such a copy and another copy that ran to its end
+    copies: int = 0
+    problems: List[Problem] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.stuck or self.lost or self.false_successes or self.duplicates
+                    or self.overlaps or self.orphans_alive_at_end)
+
+
+def incarnation_kill(faults: Sequence[Fault], worker: str, at_ns: int) -> Optional[int]:
+    """When the incarnation of ``worker`` alive at ``at_ns`` was killed by
+    the test (None if it was not, or no incarnation was alive)."""
+    current = None
+    for f in faults:
+        if f.role != "worker" or f.name != worker:
+            continue
+        if f.kind == "start" and f.t_ns <= at_ns:
+            current = f.incarnation
+    if current is None:
+        return None
+    for f in faults:
+        if (f.role == "worker" and f.name == worker and f.kind in ("kill", "crash")
+                and f.incarnation == current):
+            return f.t_ns
+    return None
+
+
+def analyze(
+    keys: Iterable[str],
+    copies: Dict[str, List[Copy]],
+    api: Dict[str, ApiTask],
+    faults: Sequence[Fault],
+) -> Verdict:
+    """The verdict over every task ``keys`` names (see the module comment)."""
+    v = Verdict()
+    for key in keys:
+        runs = sorted(copies.get(key, []), key=lambda c: c.start_ns)
+        v.copies += len(runs)
+        kinds: List[str] = []
+        notes: List[str] = []
+        t = api.get(key)
+        if t is None:
+            kinds.append("lost")
+            notes.append("the server does not know this task")
+        elif t.state not in TERMINAL:
+            kinds.append("stuck")
+            notes.append(f"still {t.state} (attempt {t.attempt}, worker {t.worker})")
+        elif t.state != "succeeded":
+            kinds.append("lost")
+            notes.append(f"ended {t.state} (attempt {t.attempt}): {t.reason}")
+        completed = [c for c in runs if c.end_ns is not None]
+        if t is not None and t.state == "succeeded" and not completed:
+            kinds.append("false_success")
+            notes.append("succeeded, yet no copy of it ran to its end")
+
+        # A completed copy's outcome may be lost to its worker's death: the
+        # worker held it in memory until the server acknowledged it. So it
+        # may run again if the start of the worker that ran it was killed
+        # before the next copy started. (That start is the one alive at the
+        # copy's start line; the kill may even come before that line, when
+        # the worker spawned the task just before it was killed.)
+        counted: List[Copy] = []
+        orphaned = 0
+        for i, c in enumerate(runs):
+            killed = incarnation_kill(faults, c.worker, c.start_ns)
+            if c.end_ns is not None and killed is not None and killed <= c.end_ns:
+                orphaned += 1
+            if c.end_ns is None:
+                continue
+            # (Only a copy with a later one can have been re-run for that.)
+            if i + 1 < len(runs) and killed is not None and killed <= runs[i + 1].start_ns:
+                continue
+            counted.append(c)
+        v.orphan_completions += orphaned
+        if orphaned and len(completed) >= 2:
+            v.orphan_reruns += 1
+        if len(counted) >= 2:
+            kinds.append("duplicate")
+            notes.append(
+                f"{len(counted)} copies ran to their end with no worker kill to lose the "
+                f"earlier outcome: attempts {[c.attempt for c in counted]}"
+            )
+
+        for i, a in enumerate(runs):
+            for b in runs[i + 1 :]:
+                if b.start_ns < a.stop_ns():
+                    end = "still running at the end" if a.stop_ns() == INF else (
+                        f"{(a.stop_ns() - b.start_ns) / 1e6:.0f} ms")
+                    kinds.append("overlap")
+                    notes.append(
+                        f"attempt {a.attempt} (pid {a.pid} on {a.worker}) was still running when "
+                        f"attempt {b.attempt} (pid {b.pid} on {b.worker}) started: {end}"
+                    )
+        alive = [c for c in runs if c.alive_at_end]
+        if alive:
+            kinds.append("orphan_alive")
+            notes.append(
+                "still running when the test ended: "
+                + ", ".join(f"attempt {c.attempt} pid {c.pid} on {c.worker}" for c in alive)
+            )
+
+        v.stuck += "stuck" in kinds
+        v.lost += "lost" in kinds
+        v.false_successes += "false_success" in kinds
+        v.duplicates += "duplicate" in kinds
+        v.overlaps += "overlap" in kinds
+        v.orphans_alive_at_end += "orphan_alive" in kinds
+        if kinds:
+            v.problems.append(Problem(key, sorted(set(kinds)), notes))
+    return v

@@ -1,0 +1,196 @@
+"""The chaos test's own checks (chaos_ledger.py), without Drover: the verdict
+on made-up ledgers, and the monitor on real task commands run by sh."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+from typing import Callable, Dict, List
+
+from chaos_ledger import (ApiTask, Copy, Fault, Ledger, LedgerMonitor, analyze, task_command,
+                          worker_of)
+
+S = 1_000_000_000  # ns per second
+
+
+def copy(key: str, attempt: int, worker: str, start: float, end: float = None,
+         death: float = None, alive: bool = False, pid: int = 100) -> Copy:
+    c = Copy(key, attempt, pid + attempt, int(start * S), f"/w/{worker}/1/0.{attempt}", worker)
+    c.end_ns = None if end is None else int(end * S)
+    c.death_ns = None if death is None else int(death * S)
+    c.alive_at_end = alive
+    return c
+
+
+def done(key: str = "t0", state: str = "succeeded", attempt: int = 1) -> Dict[str, ApiTask]:
+    return {key: ApiTask("1.0", state, attempt, 1, "")}
+
+
+def worker_start(t: float, name: str = "w0", n: int = 1) -> Fault:
+    return Fault(int(t * S), "start", "worker", name, n, 10 + n)
+
+
+def worker_kill(t: float, name: str = "w0", n: int = 1) -> Fault:
+    return Fault(int(t * S), "kill", "worker", name, n, 10 + n)
+
+
+class VerdictTest(unittest.TestCase):
+    def test_one_clean_run_passes(self) -> None:
+        v = analyze(["t0"], {"t0": [copy("t0", 1, "w0", 1, 2)]}, done(), [worker_start(0)])
+        self.assertTrue(v.ok, v)
+        self.assertEqual(v.copies, 1)
+
+    def test_two_complete_runs_without_a_kill_are_a_duplicate(self) -> None:
+        runs = [copy("t0", 1, "w0", 1, 2), copy("t0", 2, "w1", 5, 6)]
+        v = analyze(["t0"], {"t0": runs}, done(attempt=2),
+                    [worker_start(0), worker_start(0, "w1")])
+        self.assertEqual(v.duplicates, 1)
+        self.assertFalse(v.ok)
+        self.assertIn("duplicate", v.problems[0].kinds)
+
+    def test_a_worker_killed_while_holding_the_run_excuses_the_rerun(self) -> None:
+        # Killed after the first copy ended, before the second started: its
+        # outcome may not have reached the server.
+        runs = [copy("t0", 1, "w0", 1, 2), copy("t0", 2, "w1", 5, 6)]
+        faults = [worker_start(0), worker_start(0, "w1"), worker_kill(2.5), worker_start(3, n=2)]
+        v = analyze(["t0"], {"t0": runs}, done(attempt=2), faults)
+        self.assertTrue(v.ok, v)
+
+    def test_a_run_spawned_just_before_its_worker_was_killed_is_excused(self) -> None:
+        # The shell wrote its start line 13 ms after the kill: the worker
+        # had spawned it just before (seed 11, memory, 300 tasks).
+        runs = [copy("t0", 1, "w0", 9.786, 10.749), copy("t0", 2, "w0", 30.2, 31.1)]
+        faults = [worker_start(9.571), worker_kill(9.773), worker_start(10.147, n=2)]
+        v = analyze(["t0"], {"t0": runs}, done(attempt=2), faults)
+        self.assertTrue(v.ok, v)
+        self.assertEqual(v.orphan_completions, 1)
+
+    def test_a_kill_of_a_later_start_of_the_worker_excuses_nothing(self) -> None:
+        runs = [copy("t0", 1, "w0", 1, 2), copy("t0", 2, "w0", 5, 6)]
+        faults = [worker_start(0), worker_kill(0.5), worker_start(0.8, n=2),
+                  worker_kill(7, n=2)]
+        v = analyze(["t0"], {"t0": runs}, done(attempt=2), faults)
+        self.assertEqual(v.duplicates, 1)
+
+    def test_an_orphan_that_ends_after_the_retry_started_is_an_overlap(self) -> None:
+        # Issue 18 item 3: the killed worker's copy runs on while the retry runs.
+        runs = [copy("t0", 1, "w0", 1, 3), copy("t0", 2, "w1", 2, 4)]
+        faults = [worker_start(0), worker_start(0, "w1"), worker_kill(1.5)]
+        v = analyze(["t0"], {"t0": runs}, done(attempt=2), faults)
+        self.assertEqual(v.overlaps, 1)
+        self.assertEqual(v.duplicates, 0)
+        self.assertEqual((v.orphan_completions, v.orphan_reruns), (1, 1))
+
+    def test_a_copy_killed_before_the_next_started_does_not_overlap(self) -> None:
+        runs = [copy("t0", 1, "w0", 1, death=2.0), copy("t0", 2, "w1", 2.5, 3)]
+        v = analyze(["t0"], {"t0": runs}, done(attempt=2), [worker_start(0)])
+        self.assertTrue(v.ok, v)
+
+    def test_a_copy_still_running_at_the_end_overlaps_every_later_copy(self) -> None:
+        runs = [copy("t0", 1, "w0", 1, alive=True), copy("t0", 2, "w1", 20, 21)]
+        v = analyze(["t0"], {"t0": runs}, done(attempt=2), [worker_start(0)])
+        self.assertEqual(v.overlaps, 1)
+        self.assertEqual(v.orphans_alive_at_end, 1)
+
+    def test_not_terminal_is_stuck_and_failed_is_lost(self) -> None:
+        v = analyze(["t0", "t1", "t2"], {"t0": [copy("t0", 1, "w0", 1)]},
+                    {"t0": ApiTask("1.0", "running", 1, 2, ""),
+                     "t1": ApiTask("1.1", "failed", 6, 2, "exit code 1")}, [])
+        self.assertEqual((v.stuck, v.lost), (1, 2))  # t2 is unknown to the server
+
+    def test_success_without_a_complete_run_is_false(self) -> None:
+        v = analyze(["t0"], {"t0": [copy("t0", 1, "w0", 1, death=2)]}, done(), [])
+        self.assertEqual(v.false_successes, 1)
+
+
+class LedgerTest(unittest.TestCase):
+    def test_lines_pair_by_pid_and_attempt(self) -> None:
+        led = Ledger({"w0": "/d/work-w0", "w1": "/d/work-w1"})
+        led.add("start t3 1 50 1000 /d/work-w1/4/3.1")
+        led.add("start t3 2 60 2000 /d/work-w0/4/3.2")
+        led.add("end t3 1 50 3000")
+        led.add("end t3 2")  # torn
+        (a, b) = led.copies["t3"]
+        self.assertEqual((a.worker, a.end_ns), ("w1", 3000))
+        self.assertEqual((b.worker, b.end_ns), ("w0", None))
+        self.assertEqual(led.bad_lines, ["end t3 2"])
+
+    def test_worker_of_needs_the_whole_directory_name(self) -> None:
+        dirs = {"w1": "/d/work-w1", "w10": "/d/work-w10"}
+        self.assertEqual(worker_of("/d/work-w10/1/0.1", dirs), "w10")
+
+
+class MonitorTest(unittest.TestCase):
+    """Real task commands under sh (what the workers run)."""
+
+    def setUp(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="chaos_ledger_test_")
+        self.ledger = os.path.join(self.dir, "ledger")
+        self.taskdir = os.path.join(self.dir, "work-w0", "1", "0.1")
+        os.makedirs(self.taskdir)
+        self.monitor = LedgerMonitor(self.ledger, {"w0": os.path.join(self.dir, "work-w0")},
+                                     tick=0.01)
+        self.monitor.start()
+        self.procs: List[subprocess.Popen] = []
+
+    def tearDown(self) -> None:
+        if self.monitor.is_alive():
+            self.monitor.finish()
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # its sleep too
+            except ProcessLookupError:
+                pass
+            p.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def run_task(self, key: str, seconds: float) -> subprocess.Popen:
+        env = dict(os.environ, DROVER_ATTEMPT="1")
+        p = subprocess.Popen(task_command(self.ledger, key, seconds),
+                             cwd=self.taskdir, env=env,
+                             start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    def until(self, what: str, pred: Callable[[], bool], timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.monitor.lock:
+                if pred():
+                    return
+            time.sleep(0.01)
+        self.fail(f"not within {timeout} s: {what}")
+
+    def copies(self, key: str) -> List[Copy]:
+        return self.monitor.ledger.copies.get(key, [])
+
+    def test_end_death_and_still_running(self) -> None:
+        ends = self.run_task("t0", 0.1)
+        killed = self.run_task("t1", 30)
+        orphan = self.run_task("t2", 30)
+        self.until("t0 ends", lambda: bool(self.copies("t0")) and
+                   self.copies("t0")[0].end_ns is not None)
+        ends.wait()
+        self.until("t1 and t2 start", lambda: bool(self.copies("t1")) and bool(self.copies("t2")))
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait()
+        self.until("t1 seen gone", lambda: self.copies("t1")[0].death_ns is not None)
+        self.monitor.finish()
+        self.assertEqual(orphan.wait(timeout=10), -signal.SIGKILL)  # finish() killed it
+        (t0,), (t1,), (t2,) = self.copies("t0"), self.copies("t1"), self.copies("t2")
+        self.assertEqual((t0.worker, t0.attempt, t0.pid), ("w0", 1, ends.pid))
+        self.assertIsNone(t0.death_ns)
+        self.assertIsNone(t1.end_ns)
+        self.assertGreater(t1.death_ns, t1.start_ns)
+        self.assertTrue(t2.alive_at_end)
+        self.assertFalse(t1.alive_at_end)
+        self.assertEqual(self.monitor.ledger.bad_lines, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
