@@ -130,6 +130,19 @@ TEST(ReattachTest, AWaiterAndItsPredecessorBothUnreportedGoBackInLine) {
   EXPECT_EQ(c.scheduler().GetWorker(1)->free_cores, std::vector<uint32_t>{});
 }
 
+TEST(ReattachTest, ACancelLostWithTheOldConnectionIsSentAgain) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder()));
+  c.Run(T(1, 0));
+  c.Take();
+  c.Handle(CancelTask{T(1, 0)});
+  EXPECT_THAT(c.Take(), ElementsAre("kill 1.0#1 on w1: canceled by user"));
+  // The cancel went out on a connection that broke; the worker still runs it.
+  c.Handle(Attach(1, WorkerBuilder().Cpus(1), {Running(T(1, 0), 1, {0})}));
+  EXPECT_THAT(c.Take(), ElementsAre("kill 1.0#1 on w1: canceled by user"));
+}
+
 TEST(ReattachTest, ALostWorkerThatComesBackWithNothingDoesNotWaitForItsLeases) {
   TestCluster c;
   c.AddWorker(WorkerBuilder().Cpus(1));

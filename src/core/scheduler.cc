@@ -213,6 +213,25 @@ Status Scheduler::State::OnWorkerAttached(WorkerAttached& e) {
   // First what it does not hold goes: its resources are free for what it
   // reports below (adopted attempts need exactly theirs).
   TakeBackUnreported(w, e);
+  // A stop sent before (cancel, timeout, lost lease) may have been lost with
+  // the old connection: what it still runs of those is stopped again.
+  for (const ReportedAttempt& run : e.running) {
+    Result<TaskRef> r = Find(run.task);
+    if (!r.ok()) continue;
+    const Task& t = task(*r);
+    if (t.active == kNone || actives[t.active].attempt != run.attempt || t.worker != e.worker) {
+      continue;
+    }
+    if (t.flags & (kFlagLeaseLost | kFlagResized)) {
+      out->push_back(KillTask{run.task, run.attempt, e.worker, "stopped before it re-attached",
+                              /*hard=*/true});
+    } else if (t.flags & (kFlagCancel | kFlagTimedOut)) {
+      out->push_back(KillTask{run.task, run.attempt, e.worker,
+                              (t.flags & kFlagCancel)
+                                  ? ReasonOf(*r)
+                                  : "timed out after " + FormatDuration(SpecOf(*r).timeout)});
+    }
+  }
   if (!joins && new_offer) {
     Reoffer(w, std::move(e.resources));
   } else if (joins && new_offer) {
