@@ -72,11 +72,11 @@ TEST(ReattachTest, AnAssignmentLostWithTheOldConnectionIsPlacedAgain) {
   c.Grant(T(1, 0));  // the assignment went out on the old connection
   c.Take();
   c.Handle(Attach(1, WorkerBuilder().Cpus(1)));
-  EXPECT_THAT(c.Take(), ElementsAre("release 1.0#1 on w1 [lease:1:slot:1.0]",
-                                    "state 1.0 assigned->queued #1: worker 1 re-attached without "
-                                    "it (the assignment did not reach it)",
-                                    "claim 1.0#2 on w1 [lease:1:slot:1.0]",
-                                    "state 1.0 queued->assigned #2"));
+  EXPECT_THAT(c.Take(),
+              ElementsAre("release 1.0#1 on w1 [lease:1:slot:1.0]",
+                          "state 1.0 assigned->queued #1: worker 1 re-attached without "
+                          "it (the assignment did not reach it)",
+                          "claim 1.0#2 on w1 [lease:1:slot:1.0]", "state 1.0 queued->assigned #2"));
   // The new attempt goes out on the new connection; the old one's late
   // start (it cannot come, but if it did) does not count.
   c.Grant(T(1, 0));
@@ -118,15 +118,14 @@ TEST(ReattachTest, AWaiterAndItsPredecessorBothUnreportedGoBackInLine) {
   c.Grant(T(1, 1));  // sent, waiting behind 1.0
   c.Take();
   c.Handle(Attach(1, WorkerBuilder().Cpus(1)));
-  EXPECT_THAT(c.Take(), ElementsAre("release 1.1#1 on w1 [lease:1:slot:1.1]",
-                                    "state 1.1 assigned->queued #1: worker 1 re-attached without "
-                                    "it (the assignment did not reach it)",
-                                    "release 1.0#1 on w1 [lease:1:slot:1.0]",
-                                    "state 1.0 running->queued #1: worker 1 re-attached without it",
-                                    "claim 1.0#2 on w1 [lease:1:slot:1.0]",
-                                    "state 1.0 queued->assigned #2",
-                                    "claim 1.1#2 on w1 [lease:1:slot:1.1]",
-                                    "state 1.1 queued->assigned #2"));
+  EXPECT_THAT(c.Take(),
+              ElementsAre("release 1.1#1 on w1 [lease:1:slot:1.1]",
+                          "state 1.1 assigned->queued #1: worker 1 re-attached without "
+                          "it (the assignment did not reach it)",
+                          "release 1.0#1 on w1 [lease:1:slot:1.0]",
+                          "state 1.0 running->queued #1: worker 1 re-attached without it",
+                          "claim 1.0#2 on w1 [lease:1:slot:1.0]", "state 1.0 queued->assigned #2",
+                          "claim 1.1#2 on w1 [lease:1:slot:1.1]", "state 1.1 queued->assigned #2"));
   EXPECT_EQ(c.scheduler().GetWorker(1)->free_cores, std::vector<uint32_t>{});
 }
 
@@ -185,7 +184,8 @@ TEST(ReattachTest, ASmallerOfferStopsWhatNoLongerFitsWithoutCountingAFailure) {
   c.Run(T(1, 1));
   c.Take();
   // Restarted with --cpus 0 while both still run (reported with their cores).
-  c.Handle(Attach(1, WorkerBuilder().Cpus(1), {Running(T(1, 0), 1, {0}), Running(T(1, 1), 1, {1})}));
+  c.Handle(
+      Attach(1, WorkerBuilder().Cpus(1), {Running(T(1, 0), 1, {0}), Running(T(1, 1), 1, {1})}));
   EXPECT_THAT(c.Take(),
               ElementsAre("kill 1.1#1 on w1: worker 1 no longer offers its cores, memory or GPUs"));
   WorkerInfo info = c.scheduler().GetWorker(1).value();
@@ -195,10 +195,10 @@ TEST(ReattachTest, ASmallerOfferStopsWhatNoLongerFitsWithoutCountingAFailure) {
   TaskOutcome killed;
   killed.signal = 9;
   c.FinishWith(T(1, 1), killed);
-  EXPECT_THAT(c.Take(), ElementsAre("release 1.1#1 on w1 [lease:1:slot:1.1]",
-                                    "persist outcome 1.1#1",
-                                    "state 1.1 running->queued #1: stopped: worker 1 no longer "
-                                    "offers its cores, memory or GPUs"));
+  EXPECT_THAT(c.Take(),
+              ElementsAre("release 1.1#1 on w1 [lease:1:slot:1.1]", "persist outcome 1.1#1",
+                          "state 1.1 running->queued #1: stopped: worker 1 no longer "
+                          "offers its cores, memory or GPUs"));
   EXPECT_FALSE(c.scheduler().GetTask(T(1, 1))->retry_at.has_value());  // no retry used
   // It grows back to four cores: the queued task takes a new one at once.
   c.Handle(Attach(1, WorkerBuilder().Cpus(4), {Running(T(1, 0), 1, {0})}));
@@ -290,23 +290,20 @@ TEST(ReattachTest, AttemptsTheJournalNeverSawAreAdoptedOnlyFromAnExpectedWorkers
   Outbox out;
   restored.FinishRestore(c.now(), out);
   // A process that is not worker 1 claims attempt 7 of 1.0, finished.
-  ASSERT_TRUE(restored
-                  .Handle(c.now(), Attach(9, WorkerBuilder().Cpus(1), {}, {Finished(T(1, 0), 7)}),
-                          out)
-                  .ok());
+  ASSERT_TRUE(
+      restored.Handle(c.now(), Attach(9, WorkerBuilder().Cpus(1), {}, {Finished(T(1, 0), 7)}), out)
+          .ok());
   EXPECT_EQ(restored.GetTask(T(1, 0))->state, TaskState::kQueued);
   // Worker 1's first attach adopts its own unjournaled result...
-  ASSERT_TRUE(restored
-                  .Handle(c.now(), Attach(1, WorkerBuilder().Cpus(1), {}, {Finished(T(1, 1), 1)}),
-                          out)
-                  .ok());
+  ASSERT_TRUE(
+      restored.Handle(c.now(), Attach(1, WorkerBuilder().Cpus(1), {}, {Finished(T(1, 1), 1)}), out)
+          .ok());
   EXPECT_EQ(restored.GetTask(T(1, 1))->state, TaskState::kSucceeded);
   // ... but a later attach of the same worker cannot: this server has
   // heard all it holds already.
-  ASSERT_TRUE(restored
-                  .Handle(c.now(), Attach(1, WorkerBuilder().Cpus(1), {}, {Finished(T(1, 2), 5)}),
-                          out)
-                  .ok());
+  ASSERT_TRUE(
+      restored.Handle(c.now(), Attach(1, WorkerBuilder().Cpus(1), {}, {Finished(T(1, 2), 5)}), out)
+          .ok());
   EXPECT_NE(restored.GetTask(T(1, 2))->state, TaskState::kSucceeded);
   EXPECT_NE(restored.GetTask(T(1, 2))->attempt, 5u);
 }

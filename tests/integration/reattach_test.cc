@@ -2,6 +2,7 @@
 // worker killed and started again under its name, and `drover up`
 // restarted, get their lost tasks back at once, not at lease expiry; and
 // what a process with only the cluster token may claim in its hello (18.6).
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
@@ -10,8 +11,6 @@
 #include <iostream>
 #include <mutex>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "cluster.h"
 #include "net/event_loop.h"
@@ -50,7 +49,8 @@ TEST(ReattachTest, AWorkerKilledAndStartedAgainUnderItsNameGetsItsTaskBackAtOnce
   c.StartServer();
   Process& first = c.StartWorker("w1", {"--cpus", "0"});
   const std::string pids = c.dir() + "/pids";
-  const uint64_t job = SubmittedJob(c.Drover(Submit({"--name", "victim"}, FirstAttemptHolds(pids))));
+  const uint64_t job =
+      SubmittedJob(c.Drover(Submit({"--name", "victim"}, FirstAttemptHolds(pids))));
   ASSERT_GT(job, 0u);
   const std::string task = std::to_string(job) + ".0";
   EventTap tap(c.Api().options(), job);
@@ -72,7 +72,8 @@ TEST(ReattachTest, AWorkerKilledAndStartedAgainUnderItsNameGetsItsTaskBackAtOnce
   KillRecorded(pids);
   ASSERT_TRUE(done) << "still not done " << kWellUnderTheTtl.count()
                     << " s after the re-attach: " << c.Get("/api/v1/tasks/" + task).dump(2)
-                    << "\nserver:\n" << c.server()->output();
+                    << "\nserver:\n"
+                    << c.server()->output();
   std::cout << "re-attach -> succeeded (attempt 2): " << took << " s\n";
   nlohmann::json t = c.Get("/api/v1/tasks/" + task);
   EXPECT_EQ(t["attempt"], 2) << t.dump(2);
@@ -82,9 +83,12 @@ TEST(ReattachTest, AWorkerKilledAndStartedAgainUnderItsNameGetsItsTaskBackAtOnce
 TEST(ReattachTest, DroverUpRestartedRunsItsLostTasksAtOnce) {
   Cluster c;
   const std::string state = c.dir() + "/state";
-  const std::vector<std::string> argv = {c.binary(), "up",         "--workers", "2",
-                                         "--port",   "0",          "--state-dir", state,
-                                         "--access-file", c.access_file(), "--isolation", "none"};
+  const std::vector<std::string> argv = {c.binary(),      "up",
+                                         "--workers",     "2",
+                                         "--port",        "0",
+                                         "--state-dir",   state,
+                                         "--access-file", c.access_file(),
+                                         "--isolation",   "none"};
   const std::string pids = c.dir() + "/pids";
   uint64_t job = 0;
   {
@@ -161,15 +165,14 @@ std::string AnswerTo(const net::ClientOptions& options, const std::string& hello
     if (answer.empty()) answer = std::move(text);
     cv.notify_all();
   };
-  net::ConnectWebSocket(loop, options, "/api/v1/worker",
-                        [&](Result<std::shared_ptr<net::WsSession>> s) {
-                          if (!s.ok()) return answered("connect failed: " + s.status().ToString());
-                          session = *s;
-                          session->OnText([&](std::string text) { answered(std::move(text)); });
-                          session->OnClose(
-                              [&](const Status& why) { answered("closed: " + why.ToString()); });
-                          session->SendText(hello);
-                        });
+  net::ConnectWebSocket(
+      loop, options, "/api/v1/worker", [&](Result<std::shared_ptr<net::WsSession>> s) {
+        if (!s.ok()) return answered("connect failed: " + s.status().ToString());
+        session = *s;
+        session->OnText([&](std::string text) { answered(std::move(text)); });
+        session->OnClose([&](const Status& why) { answered("closed: " + why.ToString()); });
+        session->SendText(hello);
+      });
   std::thread thread([&] { loop.Run(); });
   {
     std::unique_lock<std::mutex> lock(mu);
@@ -195,15 +198,17 @@ proto::Hello MakeHello(const std::string& name, const std::string& key) {
   return hello;
 }
 
-std::string Encoded(const proto::Hello& hello) { return proto::Encode(proto::WorkerMessage{hello}); }
+std::string Encoded(const proto::Hello& hello) {
+  return proto::Encode(proto::WorkerMessage{hello});
+}
 
 TEST(ReattachTest, AHelloWithTheTokenCannotTakeANameForgeResultsOrClaimAbsurdResources) {
   Cluster c;
   c.StartServer();
   c.StartWorker("real", {"--cpus", "0"});
   // A queued task no worker here can run (four cores).
-  const uint64_t job = SubmittedJob(c.Drover({"submit", "--name", "target", "--cpus", "4", "--",
-                                              "true"}));
+  const uint64_t job =
+      SubmittedJob(c.Drover({"submit", "--name", "target", "--cpus", "4", "--", "true"}));
   ASSERT_GT(job, 0u);
   const std::string task = std::to_string(job) + ".0";
   const net::ClientOptions options = c.Api().options();
@@ -221,7 +226,8 @@ TEST(ReattachTest, AHelloWithTheTokenCannotTakeANameForgeResultsOrClaimAbsurdRes
   // 2. Absurd resources: a thousand GPUs, a million cores.
   proto::Hello big = MakeHello("big", key);
   for (uint32_t i = 0; i < 1000; ++i) {
-    big.resources.gpus.push_back(core::GpuDevice{i, "GPU-" + std::to_string(i), "A100", 80ull << 30});
+    big.resources.gpus.push_back(
+        core::GpuDevice{i, "GPU-" + std::to_string(i), "A100", 80ull << 30});
   }
   answer = AnswerTo(options, Encoded(big));
   EXPECT_NE(answer.find("1000 GPUs; at most 64"), std::string::npos) << answer;
