@@ -1,6 +1,9 @@
 // `drover server`: the scheduler, API and journal in one process, until
 // SIGINT or SIGTERM.
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <iostream>
 #include <memory>
@@ -64,8 +67,25 @@ Status UseRedis(const RedisFlags& redis, server::ServerConfig& config) {
   if (advertise.find('/') != std::string::npos) {
     return InvalidArgument("--advertise: \"" + advertise + "\" is not HOST:PORT");
   }
-  options.leader_id = (advertise.empty() ? "" : advertise + "/") + std::string(host) + ":" +
-                      std::to_string(::getpid()) + ":" + nonce.substr(0, 8);
+  const std::string self = (advertise.empty() ? "" : advertise + "/") + std::string(host) + ":";
+  options.leader_id = self + std::to_string(::getpid()) + ":" + nonce.substr(0, 8);
+  // A leader lease held by this address on this host under a process id
+  // that no longer exists is this server's previous run (a crash or kill
+  // -9): take it back at once rather than wait out its TTL as a standby
+  // (issue 18.7). A live process there (a standby or leader sharing the
+  // address) is never taken from.
+  options.previous_self = [self](const std::string& owner) {
+    if (!owner.starts_with(self)) return false;
+    const std::string rest = owner.substr(self.size());
+    const size_t colon = rest.find(':');
+    if (colon == 0 || colon == std::string::npos || colon > 9) return false;
+    pid_t pid = 0;
+    for (size_t i = 0; i < colon; ++i) {
+      if (rest[i] < '0' || rest[i] > '9') return false;
+      pid = pid * 10 + (rest[i] - '0');
+    }
+    return pid > 0 && pid != ::getpid() && ::kill(pid, 0) == -1 && errno == ESRCH;
+  };
   // A third of the task lease TTL: a takeover (leader TTL + start) then
   // ends well before workers fence their tasks (TTL - 2 heartbeats), so a
   // leader change stops nothing (DESIGN.md section 4).

@@ -220,7 +220,15 @@ std::string TaskView(const json& task, int64_t now_ms) {
 std::string WorkersView(const json& list) {
   Table table({"ID", "NAME", "STATE", "CORES", "MEM", "GPUS", "TASKS", "CPU%"});
   for (const json& w : Array(list, "workers")) {
-    std::string state = Bool(w, "lost") ? "lost" : Bool(w, "drained") ? "drained" : "ready";
+    std::string state = Bool(w, "lost")       ? "lost"
+                        : Bool(w, "drained")  ? "drained"
+                        : Bool(w, "refusing") ? "refusing"
+                                              : "ready";
+    // A worker that came back with another offer than before is flagged:
+    // its size changed under running work (or someone claims its name).
+    if (Int(w, "offer_changes") > 0) {
+      state += " (offer changed " + ShortTime(w, "offer_changed_at") + ")";
+    }
     const json& cores = Array(w, "cpu_cores");
     const json& free_cores = Array(w, "free_cores");
     const int64_t mem = Int(w, "mem_bytes");

@@ -91,7 +91,7 @@ TEST(AdoptTest, RunningAttemptsTheJournalNeverSawAreAdoptedOnTheirOwnCores) {
   ASSERT_EQ(c.scheduler().GetTask(T(1, 1))->cores, std::vector<uint32_t>{1});
 
   // Only the job record was durable when the server died.
-  Restarted r(c, 1);
+  Restarted r(c, 1, {1});  // worker 1 was active
   EXPECT_EQ(r.Task(T(1, 0)).state, TaskState::kQueued);
   EXPECT_EQ(r.Task(T(1, 0)).attempt, 0u);
   ASSERT_TRUE(r.Handle(Attach(1, WorkerBuilder().Cpus(3),
@@ -138,7 +138,7 @@ TEST(AdoptTest, FinishedAttemptsTheJournalNeverSawCountAndAreNotRunAgain) {
   c.Run(T(1, 1));
   c.Finish(T(1, 0));
   c.Finish(T(1, 1), 3);  // failed, no retries: b is canceled
-  Restarted r(c, 1);
+  Restarted r(c, 1, {1});  // worker 1 was active
   ASSERT_TRUE(r.Handle(Attach(1, WorkerBuilder().Cpus(2), {},
                               {Finished(T(1, 0), 1), Finished(T(1, 1), 1, 3)}))
                   .ok());
@@ -164,7 +164,7 @@ TEST(AdoptTest, AFinishedDependencyLetsItsRunningDependentBeAdopted) {
   c.Run(T(1, 0));
   c.Finish(T(1, 0));
   c.Run(T(1, 1));
-  Restarted r(c, 1);
+  Restarted r(c, 1, {1});  // worker 1 was active
   ASSERT_EQ(r.Task(T(1, 1)).state, TaskState::kWaiting);
   ASSERT_TRUE(
       r.Handle(Attach(1, WorkerBuilder().Cpus(1), {Running(T(1, 1), 1, {0})}, {Finished(T(1, 0), 1)}))
@@ -178,7 +178,7 @@ TEST(AdoptTest, AnAttemptWhoseResourcesAreTakenIsKilledAndTheTaskRunsOnce) {
   TestCluster c;
   c.AddWorker(WorkerBuilder().Cpus(2));
   c.Submit(JobBuilder(TaskBuilder().Array(0, 2)));
-  Restarted r(c, 1);
+  Restarted r(c, 1, {1});  // worker 1 was active
   // A report that claims a core twice: the second cannot be booked.
   ASSERT_TRUE(r.Handle(Attach(1, WorkerBuilder().Cpus(2),
                               {Running(T(1, 0), 1, {0}), Running(T(1, 1), 1, {0})}))
@@ -204,7 +204,9 @@ TEST(AdoptTest, ReportsFromAnotherWorkerThanTheCurrentOneNeverCount) {
   c.AddWorker(WorkerBuilder().Cpus(1));
   c.Submit(JobBuilder(TaskBuilder()));
   c.Run(T(1, 0));
-  Restarted r(c, 1);
+  SchedulerConfig no_hold;
+  no_hold.restore_settle = Duration::zero();
+  Restarted r(c, 1, {1}, no_hold);
   // Worker 2 attaches first and gets the task, with the same attempt number
   // as worker 1's attempt the journal never saw.
   ASSERT_TRUE(r.Handle(Attach(2, WorkerBuilder().Cpus(1), {})).ok());
@@ -255,16 +257,23 @@ TEST(AdoptTest, ARestoredAttemptItsWorkerConfirmsIsRenewedAndNotRequeuedAtExpiry
   EXPECT_EQ(r.Task(T(1, 0)).state, TaskState::kSucceeded);
 }
 
-TEST(AdoptTest, AnAssignedAttemptReportedRunningStartsAndAJournaledOneIsNotAdoptedTwice) {
+TEST(AdoptTest, AnAssignedAttemptReportedRunningStartsAndAnUnreportedOneIsTakenBack) {
   TestCluster c;
   c.AddWorker(WorkerBuilder().Cpus(2));
   c.Submit(JobBuilder(TaskBuilder().Array(0, 2)));
   c.Grant(T(1, 0));
   Restarted r(c, c.journal().size());  // both assigned #1, durable
   ASSERT_TRUE(r.Handle(Attach(1, WorkerBuilder().Cpus(2), {Running(T(1, 0), 1, {0})})).ok());
-  EXPECT_THAT(r.Take(), ElementsAre("state 1.0 assigned->running #1"));
-  EXPECT_EQ(r.Task(T(1, 1)).state, TaskState::kAssigned);  // lost in transit: resent by the shell
-  // A second attach of the same (live) worker changes nothing.
+  // 1.1 never reached the worker (or its claim was still pending when the
+  // server died): it goes back at once and is placed again as #2.
+  EXPECT_THAT(r.Take(),
+              ElementsAre("release 1.1#1 on w1 [lease:1:slot:1.1]",
+                          "state 1.1 assigned->queued #1: worker 1 re-attached without it (the "
+                          "assignment did not reach it)",
+                          "state 1.0 assigned->running #1", "claim 1.1#2 on w1 [lease:1:slot:1.1]",
+                          "state 1.1 queued->assigned #2"));
+  // A second attach of the same (live) worker changes nothing: 1.1#2's
+  // claim is pending, so it was never sent.
   ASSERT_TRUE(r.Handle(Attach(1, WorkerBuilder().Cpus(2), {Running(T(1, 0), 1, {0})})).ok());
   EXPECT_THAT(r.Take(), IsEmpty());
 }
@@ -274,7 +283,7 @@ TEST(AdoptTest, AnAdoptedAttemptWhoseClaimIsRejectedIsKilledAtOnce) {
   c.AddWorker(WorkerBuilder().Cpus(1));
   c.Submit(JobBuilder(TaskBuilder()));
   c.Run(T(1, 0));
-  Restarted r(c, 1);
+  Restarted r(c, 1, {1});  // worker 1 was active
   ASSERT_TRUE(r.Handle(Attach(1, WorkerBuilder().Cpus(1), {Running(T(1, 0), 1, {0})})).ok());
   r.Take();
   ASSERT_TRUE(r.Handle(LeaseRejected{T(1, 0), 1}).ok());

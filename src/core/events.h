@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -78,6 +79,18 @@ struct TaskFinished {
   // queue without counting as a failure.
   bool never_started = false;
 };
+// The worker's own admission check refused the attempt (no room there by
+// its books, which disagree with the core's): nothing ran. The attempt ends
+// without counting as a failure, the task goes back to the front of its
+// class, and the worker takes nothing new until its next heartbeat, so the
+// task is placed on another worker when one has room. `worker` as for
+// TaskStarted.
+struct TaskRefused {
+  TaskId task;
+  uint32_t attempt = 0;
+  WorkerId worker = 0;
+  std::string reason;  // the worker's, e.g. "core 3 is taken"
+};
 // An attempt a worker still runs, with the resources its assignment gave it.
 struct ReportedAttempt {
   TaskId task;
@@ -89,22 +102,39 @@ struct ReportedAttempt {
   bool queued = false;
 };
 // A worker connected (first time, after a loss, or again while known: a
-// dropped connection or a restarted server) with its own account of its
-// attempts: the ones it still runs and the ones that ended without the
-// server acknowledging their result. Handled as one step, before any
-// placement the join allows:
-//   1. an unknown or lost worker joins with `resources` (as WorkerJoined;
-//      a known live worker keeps its resources);
-//   2. each finished attempt is handled as TaskFinished from this worker; an
+// dropped connection, a restarted worker or a restarted server) with its
+// own account of its attempts: the ones it still runs and the ones that
+// ended without the server acknowledging their result. That account is the
+// truth about the worker. Handled as one step, before any placement the
+// join allows:
+//   1. an unknown or lost worker joins with `resources` (as WorkerJoined);
+//   2. every attempt the core has on this worker that the account lists
+//      neither as running nor as finished is not there (the worker
+//      restarted, or the assignment was lost with the old connection: the
+//      worker reads nothing from a connection once it opened a new one), so
+//      it is taken back at once: its leases released, the task requeued (a
+//      started one as a lost attempt, an unstarted one without counting
+//      anything). Only attempts whose claim is still pending stay: their
+//      assignment goes out on the new connection when granted;
+//   3. a known live worker that offers other `resources` than before takes
+//      the new offer; attempts that no longer fit get a hard KillTask and
+//      are requeued, without counting a failure, when their end comes back;
+//   4. each finished attempt is handled as TaskFinished from this worker; an
 //      attempt the journal never saw (the task is queued with a lower
 //      attempt: the server crashed before the assignment was durable) is
 //      adopted first, so its outcome counts and the task is not run again;
-//   3. each running attempt that is current on this worker is confirmed
+//   5. each running attempt that is current on this worker is confirmed
 //      (assigned -> running; a restored or lost one is renewed again); one
 //      the journal never saw is adopted: its exact cores/GPUs are booked if
 //      free, its leases claimed, the task marked running there; every other
 //      one (unknown task, task ended or re-assigned, resources taken) gets a
 //      hard KillTask.
+// Adoption (4, 5) is only for a worker's first attach after a restore, and
+// only for workers the restore expected (Scheduler::ExpectWorkers, or the
+// worker of a restored attempt): nobody else can hold an attempt the
+// journal never saw. The attempt must also suit the worker (labels, GPU
+// type, counters: WorkerState::CanEverFit). Anything else a worker claims
+// is killed, never counted.
 struct WorkerAttached {
   WorkerId worker = 0;
   WorkerResources resources;
@@ -135,7 +165,7 @@ struct Tick {};
 
 using Event = std::variant<WorkerJoined, WorkerHeartbeat, WorkerLost, WorkerDrained, JobSubmitted,
                            CancelJob, CancelTask, TaskStarted, TaskFinished, LeaseGranted,
-                           LeaseRejected, LeaseFreed, Tick, WorkerAttached>;
+                           LeaseRejected, LeaseFreed, Tick, WorkerAttached, TaskRefused>;
 
 }  // namespace drover::core
 

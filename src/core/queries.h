@@ -65,6 +65,12 @@ struct WorkerInfo {
   std::vector<TaskId> tasks;        // assigned or running here, by task id
   WorkerUtilization utilization;
   Time last_heartbeat;
+  // It refused an assignment; takes nothing new until its next heartbeat.
+  bool refusing = false;
+  // Times it re-attached offering other resources than before, and when it
+  // last did (0 / epoch: never).
+  uint32_t offer_changes = 0;
+  Time offer_changed_at;
 };
 
 }  // namespace drover::core

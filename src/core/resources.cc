@@ -41,16 +41,46 @@ std::string ResourceRequest::ToString() const {
 }
 
 Status WorkerResources::Validate() const {
+  if (cpu_cores.size() > kMaxWorkerCores) {
+    return InvalidArgument("worker offers " + std::to_string(cpu_cores.size()) +
+                           " cores; at most " + std::to_string(kMaxWorkerCores) +
+                           " are accepted");
+  }
   std::set<uint32_t> cores(cpu_cores.begin(), cpu_cores.end());
   if (cores.size() != cpu_cores.size()) return InvalidArgument("worker reports a core id twice");
+  if (!cores.empty() && *cores.rbegin() >= kMaxWorkerCoreId) {
+    return InvalidArgument("worker reports core id " + std::to_string(*cores.rbegin()) +
+                           "; ids must be below " + std::to_string(kMaxWorkerCoreId));
+  }
+  if (mem_bytes > kMaxWorkerMemBytes) {
+    return InvalidArgument("worker offers " + FormatBytes(mem_bytes) + " of memory; at most " +
+                           FormatBytes(kMaxWorkerMemBytes) + " is accepted");
+  }
+  if (gpus.size() > kMaxWorkerGpus) {
+    return InvalidArgument("worker offers " + std::to_string(gpus.size()) + " GPUs; at most " +
+                           std::to_string(kMaxWorkerGpus) + " are accepted");
+  }
   std::set<uint32_t> gpu_indices;
   for (const GpuDevice& gpu : gpus) {
     if (!gpu_indices.insert(gpu.index).second) {
       return InvalidArgument("worker reports GPU index " + std::to_string(gpu.index) + " twice");
     }
+    if (gpu.index >= kMaxWorkerGpuIndex) {
+      return InvalidArgument("worker reports GPU index " + std::to_string(gpu.index) +
+                             "; indices must be below " + std::to_string(kMaxWorkerGpuIndex));
+    }
+    if (gpu.memory_bytes > kMaxGpuMemBytes) {
+      return InvalidArgument("worker reports GPU " + std::to_string(gpu.index) + " with " +
+                             FormatBytes(gpu.memory_bytes) + "; at most " +
+                             FormatBytes(kMaxGpuMemBytes) + " per GPU is accepted");
+    }
   }
   for (const auto& [name, amount] : counters) {
     if (amount < 0) return InvalidArgument("worker counter \"" + name + "\" is negative");
+    if (amount > kMaxWorkerCounter) {
+      return InvalidArgument("worker counter \"" + name + "\" is " + std::to_string(amount) +
+                             "; at most " + std::to_string(kMaxWorkerCounter) + " is accepted");
+    }
   }
   return Status::Ok();
 }

@@ -14,6 +14,7 @@
 #define DROVER_CORE_RESOURCES_H_
 
 #include <compare>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -72,6 +73,17 @@ struct GpuDevice {
   friend bool operator==(const GpuDevice&, const GpuDevice&) = default;
 };
 
+// Sanity bounds on what one worker may offer (WorkerResources::Validate).
+// Well above today's largest machines (a few hundred threads, 8-16 GPUs,
+// some TiB of memory), far below what a forged offer would claim.
+inline constexpr size_t kMaxWorkerCores = 4096;
+inline constexpr uint32_t kMaxWorkerCoreId = 65536;
+inline constexpr uint64_t kMaxWorkerMemBytes = 64ull << 40;  // 64 TiB
+inline constexpr size_t kMaxWorkerGpus = 64;
+inline constexpr uint32_t kMaxWorkerGpuIndex = 1024;
+inline constexpr uint64_t kMaxGpuMemBytes = 1ull << 40;  // 1 TiB per GPU
+inline constexpr int64_t kMaxWorkerCounter = 1'000'000'000;
+
 struct WorkerResources {
   std::string name;                    // host name, for people
   std::vector<uint32_t> cpu_cores;     // concrete core ids, distinct
@@ -82,7 +94,12 @@ struct WorkerResources {
 
   friend bool operator==(const WorkerResources&, const WorkerResources&) = default;
 
-  // Rejects duplicate core ids or GPU indices, negative counters.
+  // Rejects duplicate core ids or GPU indices, negative counters, and
+  // offers no machine has (a worker's claims are checked, not trusted):
+  // above kMaxWorkerCores cores or a core id from kMaxWorkerCoreId, above
+  // kMaxWorkerMemBytes of memory, above kMaxWorkerGpus GPUs, a GPU index
+  // from kMaxWorkerGpuIndex or above kMaxGpuMemBytes, a counter above
+  // kMaxWorkerCounter. The message names the value and the bound.
   Status Validate() const;
 };
 

@@ -164,9 +164,10 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
   s.restored_after.clear();
   s.restored_allocs.clear();
   s.restored_outcome_attempts.clear();
+  s.may_adopt_from.insert(s.expected_workers.begin(), s.expected_workers.end());
+  for (const auto& [worker, slots] : s.orphans) s.may_adopt_from.insert(worker);
   if (s.config.restore_settle > Duration::zero()) {
-    s.settle_waiting.insert(s.expected_workers.begin(), s.expected_workers.end());
-    for (const auto& [worker, slots] : s.orphans) s.settle_waiting.insert(worker);
+    s.settle_waiting = s.may_adopt_from;
     s.settle_expected = static_cast<uint32_t>(s.settle_waiting.size());
     s.settling = !s.settle_waiting.empty();
     s.settle_until_us = s.now_us + s.config.restore_settle.count();

@@ -42,6 +42,7 @@ Status Scheduler::Handle(Time now, Event event, Outbox& out) {
         if constexpr (std::is_same_v<T, CancelTask>) return s.OnCancelTask(e.task);
         if constexpr (std::is_same_v<T, TaskStarted>) return s.OnStarted(e);
         if constexpr (std::is_same_v<T, TaskFinished>) return s.OnFinished(e);
+        if constexpr (std::is_same_v<T, TaskRefused>) return s.OnRefused(e);
         if constexpr (std::is_same_v<T, LeaseGranted>) return s.OnGranted(e);
         if constexpr (std::is_same_v<T, LeaseRejected>) return s.OnRejected(e);
         if constexpr (std::is_same_v<T, LeaseFreed>) return s.OnFreed(e);
@@ -144,6 +145,7 @@ Status Scheduler::State::OnWorkerJoined(WorkerJoined& e) {
   worker.res = std::make_unique<WorkerState>(e.worker, std::move(e.resources));
   worker.lost = false;
   worker.drained = false;
+  worker.refusing = false;
   worker.last_heartbeat = TimeFromMicros(now_us);
   // Tasks still on it from before (lost, leases not yet expired) keep their
   // resources booked on the new incarnation, so nothing is handed out twice.
@@ -190,13 +192,59 @@ void Scheduler::State::EndSettle() {
 }
 
 Status Scheduler::State::OnWorkerAttached(WorkerAttached& e) {
+  RETURN_IF_ERROR(e.resources.Validate());
   auto it = worker_slots.find(e.worker);
-  if (it == worker_slots.end() || workers[it->second].lost) {
-    WorkerJoined join{e.worker, std::move(e.resources)};
-    RETURN_IF_ERROR(OnWorkerJoined(join));
+  const bool joins = it == worker_slots.end() || workers[it->second].lost;
+  const bool known = it != worker_slots.end() && workers[it->second].res != nullptr;
+  const bool new_offer = known && !(workers[it->second].res->resources() == e.resources);
+  // Only a worker the restore expected, on its first attach since, can hold
+  // an attempt the journal never saw (events.h).
+  adopting = may_adopt_from.erase(e.worker) > 0;
+  if (joins) {
+    WorkerJoined join{e.worker, e.resources};
+    Status joined = OnWorkerJoined(join);
+    if (!joined.ok()) {
+      adopting = false;
+      return joined;
+    }
   }
   const uint32_t w = worker_slots.at(e.worker);
   workers[w].last_heartbeat = TimeFromMicros(now_us);
+  // First what it does not hold goes: its resources are free for what it
+  // reports below (adopted attempts need exactly theirs).
+  TakeBackUnreported(w, e);
+  // A stop sent before (cancel, timeout, lost lease) may have been lost with
+  // the old connection: what it still runs of those is stopped again.
+  for (const ReportedAttempt& run : e.running) {
+    Result<TaskRef> r = Find(run.task);
+    if (!r.ok()) continue;
+    const Task& t = task(*r);
+    if (t.active == kNone || actives[t.active].attempt != run.attempt || t.worker != e.worker) {
+      continue;
+    }
+    if (t.flags & (kFlagLeaseLost | kFlagResized)) {
+      out->push_back(KillTask{run.task, run.attempt, e.worker, "stopped before it re-attached",
+                              /*hard=*/true});
+    } else if (t.flags & (kFlagCancel | kFlagTimedOut)) {
+      out->push_back(KillTask{run.task, run.attempt, e.worker,
+                              (t.flags & kFlagCancel)
+                                  ? ReasonOf(*r)
+                                  : "timed out after " + FormatDuration(SpecOf(*r).timeout)});
+    }
+  }
+  if (!joins && new_offer) {
+    Reoffer(w, std::move(e.resources));
+  } else if (joins && new_offer) {
+    // Re-joined after a loss with another offer (OnWorkerJoined booked what
+    // still fits on it).
+    ++workers[w].offer_changes;
+    workers[w].offer_changed_at = TimeFromMicros(now_us);
+    StopUnfitting(w);
+  }
+  if (workers[w].refusing) {
+    workers[w].refusing = false;  // its account is fresh: offer it work again
+    SyncPolicy(w);
+  }
   // Results first: a dependency that finished may make a running dependent
   // adoptable (queued) below.
   for (TaskFinished& f : e.finished) {
@@ -213,16 +261,125 @@ Status Scheduler::State::OnWorkerAttached(WorkerAttached& e) {
   for (const ReportedAttempt& run : e.running) {
     if (run.queued) ReconcileRunning(w, run);
   }
+  adopting = false;
   // Only now (its attempts adopted) may the hold end; Handle dispatches after.
   if (settling) SettleAttached(e.worker);
   return Status::Ok();
 }
 
+void Scheduler::State::TakeBackUnreported(uint32_t w, const WorkerAttached& e) {
+  std::set<std::pair<TaskId, uint32_t>> held;
+  for (const ReportedAttempt& run : e.running) held.emplace(run.task, run.attempt);
+  for (const TaskFinished& f : e.finished) held.emplace(f.task, f.attempt);
+  std::vector<uint32_t> gone;
+  for (uint32_t a : workers[w].actives) {
+    const Active& act = actives[a];
+    // A claim still pending was never sent: its grant sends it on the new
+    // connection. A lost (or restored) attempt's claim was made before.
+    if (!act.granted && !act.lost) continue;
+    if (!held.count({IdOf(act.task), act.attempt})) gone.push_back(a);
+  }
+  // Waiters before the attempts they wait behind: ending a predecessor
+  // first would hand its resources to a waiter that is gone too.
+  std::stable_partition(gone.begin(), gone.end(),
+                        [&](uint32_t a) { return actives[a].prev != kNone; });
+  const std::string who = "worker " + std::to_string(workers[w].id);
+  for (uint32_t a : gone) {
+    const TaskRef r = actives[a].task;
+    Task& t = task(r);
+    if (t.active != a) continue;
+    const bool started = t.state == TaskState::kRunning;
+    EmitRelease(actives[a]);
+    if (started) {
+      LostAttemptEnded(r, who + " re-attached without it");
+      continue;
+    }
+    EndActive(a);
+    if (t.flags & kFlagCancel) {
+      t.flags &= kFlagStaleEntry;
+      DropHold(r);
+      Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
+      continue;
+    }
+    NeverStarted(r, who + " re-attached without it (the assignment did not reach it)");
+  }
+}
+
+void Scheduler::State::Reoffer(uint32_t w, WorkerResources resources) {
+  Worker& worker = workers[w];
+  for (uint32_t a : worker.actives) {
+    Active& act = actives[a];
+    if (act.booked) worker.res->Free(RequestOf(act.task), act.alloc);
+    act.booked = false;
+  }
+  const size_t old_cores = worker.res->resources().cpu_cores.size();
+  if (resources.cpu_cores.size() > old_cores) {
+    pool_cores += resources.cpu_cores.size() - old_cores;
+    if (actives.capacity() < pool_cores) actives.reserve(pool_cores);
+  }
+  worker.res = std::make_unique<WorkerState>(worker.id, std::move(resources));
+  ++worker.offer_changes;
+  worker.offer_changed_at = TimeFromMicros(now_us);
+  StopUnfitting(w);
+  NoteTail(w);
+  WorkerTasksChanged(w);
+  MarkLoadDirty(w);
+  if (worker.in_policy) {
+    policy->Remove(w);  // its load key changes with its size
+    worker.in_policy = false;
+  }
+  SyncPolicy(w);
+  if (Schedulable(w)) MarkWorkerDirty(w);
+}
+
+void Scheduler::State::StopUnfitting(uint32_t w) {
+  Worker& worker = workers[w];
+  const std::vector<uint32_t> on_worker = worker.actives;
+  for (uint32_t a : on_worker) {
+    Active& act = actives[a];
+    // One waiting behind another books nothing until its predecessor ends.
+    if (act.prev != kNone || act.booked) continue;
+    act.booked = worker.res->AllocateExact(RequestOf(act.task), act.alloc);
+    if (act.booked) continue;
+    const TaskRef r = act.task;
+    Task& t = task(r);
+    if (t.active != a) continue;
+    const std::string why = "worker " + std::to_string(worker.id) +
+                            " no longer offers its cores, memory or GPUs";
+    if (!act.granted && !act.lost) {
+      // Never sent: give the claim back and place it again.
+      EmitRelease(act);
+      EndActive(a);
+      NeverStarted(r, why);
+      continue;
+    }
+    if (!(t.flags & (kFlagCancel | kFlagLeaseLost | kFlagTimedOut | kFlagResized))) {
+      t.flags |= kFlagResized;
+      out->push_back(KillTask{IdOf(r), act.attempt, worker.id, why, /*hard=*/true});
+    }
+  }
+}
+
+void Scheduler::State::SyncPolicy(uint32_t w) {
+  Worker& worker = workers[w];
+  const bool want = Schedulable(w);
+  if (want == worker.in_policy) return;
+  if (want) {
+    policy->Add(LoadOf(w));
+    MarkWorkerDirty(w);
+  } else {
+    policy->Remove(w);
+    if (reservation.active && reservation.worker == w) reservation.active = false;
+  }
+  worker.in_policy = want;
+}
+
 bool Scheduler::State::Adoptable(TaskRef r, uint32_t attempt) const {
   // Every attempt the journal saw is <= the task's attempt; a higher one was
-  // assigned by a server that crashed before its record was durable.
+  // assigned by a server that crashed before its record was durable, and
+  // only to a worker that was active then, reporting on its first attach.
   const Task& t = task(r);
-  return t.state == TaskState::kQueued && t.active == kNone && attempt > t.attempt &&
+  return adopting && t.state == TaskState::kQueued && t.active == kNone && attempt > t.attempt &&
          attempt <= UINT16_MAX;
 }
 
@@ -259,7 +416,7 @@ void Scheduler::State::ReconcileRunning(uint32_t w, const ReportedAttempt& run) 
     // nothing since it never started.
     if (Adoptable(r, run.attempt) && AdoptQueued(r, w, run)) return;
     kill("queued, not current on the server");
-  } else if (Adoptable(r, run.attempt)) {
+  } else if (Adoptable(r, run.attempt) && workers[w].res->CanEverFit(RequestOf(r))) {
     if (Adopt(r, w, run.attempt, &run)) return;
     kill("its resources are taken on this worker");
   } else {
@@ -276,6 +433,8 @@ void Scheduler::State::ReconcileRunning(uint32_t w, const ReportedAttempt& run) 
 bool Scheduler::State::Adopt(TaskRef r, uint32_t w, uint32_t attempt, const ReportedAttempt* run) {
   Task& t = task(r);
   const ResourceRequest& req = RequestOf(r);
+  // A task this worker could never run was never given to it.
+  if (!workers[w].res->CanEverFit(req)) return false;
   Allocation alloc;
   if (run != nullptr) {
     // Exactly the shape placement gives the request, and free here.
@@ -316,7 +475,7 @@ bool Scheduler::State::Adopt(TaskRef r, uint32_t w, uint32_t attempt, const Repo
 bool Scheduler::State::AdoptQueued(TaskRef r, uint32_t w, const ReportedAttempt& run) {
   const ResourceRequest& req = RequestOf(r);
   if (!config.queue_ahead || !Queueable(req) || run.cores.size() != req.CoreCount() ||
-      !run.gpus.empty()) {
+      !run.gpus.empty() || !workers[w].res->CanEverFit(req)) {
     return false;
   }
   // The attempt it waits behind holds its cores and nothing waits there yet.
@@ -358,6 +517,10 @@ Status Scheduler::State::OnHeartbeat(WorkerHeartbeat& e) {
   workers[w].util = std::move(e.utilization);
   workers[w].last_heartbeat = TimeFromMicros(now_us);
   MarkLoadDirty(w);
+  if (workers[w].refusing) {
+    workers[w].refusing = false;  // it has caught up (or refuses again)
+    SyncPolicy(w);
+  }
   return Status::Ok();
 }
 
@@ -385,15 +548,7 @@ Status Scheduler::State::OnDrained(const WorkerDrained& e) {
   Worker& worker = workers[w];
   worker.drained = e.drained;
   if (worker.lost) return Status::Ok();
-  if (e.drained) {
-    if (worker.in_policy) policy->Remove(w);
-    worker.in_policy = false;
-    if (reservation.active && reservation.worker == w) reservation.active = false;
-  } else if (!worker.in_policy) {
-    policy->Add(LoadOf(w));
-    worker.in_policy = true;
-    MarkWorkerDirty(w);
-  }
+  SyncPolicy(w);
   return Status::Ok();
 }
 
@@ -827,6 +982,14 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
     Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
     return Status::Ok();
   }
+  if (flags & kFlagResized) {
+    // Stopped because its worker's new offer lacks its resources: not the
+    // task's failure.
+    AttemptFailed(r, "stopped: worker " + std::to_string(e.worker ? e.worker : t.worker) +
+                         " no longer offers its cores, memory or GPUs",
+                  false);
+    return Status::Ok();
+  }
   std::string reason;
   if (flags & kFlagTimedOut) {
     reason = "timed out after " + FormatDuration(SpecOf(r).timeout);
@@ -854,6 +1017,32 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   return Status::Ok();
 }
 
+Status Scheduler::State::OnRefused(const TaskRefused& e) {
+  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
+  Task& t = task(r);
+  if (t.state != TaskState::kAssigned || actives[t.active].attempt != e.attempt ||
+      (e.worker != 0 && e.worker != t.worker)) {
+    return Stale("refused", e.task, e.attempt);
+  }
+  const uint32_t w = actives[t.active].worker;
+  EmitRelease(actives[t.active]);
+  EndActive(t.active);
+  if (w != kNone && !workers[w].lost) HoldRefusing(w);
+  if (t.flags & kFlagCancel) {
+    t.flags &= kFlagStaleEntry;
+    DropHold(r);
+    Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
+    return Status::Ok();
+  }
+  NeverStarted(r, "refused by worker " + std::to_string(t.worker) + ": " + e.reason);
+  return Status::Ok();
+}
+
+void Scheduler::State::HoldRefusing(uint32_t w) {
+  workers[w].refusing = true;
+  SyncPolicy(w);
+}
+
 Status Scheduler::State::OnGranted(const LeaseGranted& e) {
   ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
   Task& t = task(r);
@@ -876,6 +1065,9 @@ Status Scheduler::State::OnGranted(const LeaseGranted& e) {
                     act.alloc.cores, spec.resources.cpus_milli, act.alloc.mem_bytes,
                     act.alloc.gpus, spec.IndexAt(r.index - jobs[r.job].groups[t.group].first),
                     spec.timeout, &spec, after, after_attempt);
+  if (config.start_timeout > Duration::zero()) {
+    PushTimer(now_us + config.start_timeout.count(), TimerKind::kStartDeadline, r, e.attempt);
+  }
   return Status::Ok();
 }
 
@@ -902,7 +1094,7 @@ Status Scheduler::State::OnRejected(const LeaseRejected& e) {
   return Status::Ok();
 }
 
-void Scheduler::State::LostAttemptEnded(TaskRef r) {
+void Scheduler::State::LostAttemptEnded(TaskRef r, std::string reason) {
   Task& t = task(r);
   EndActive(t.active);
   if (t.flags & kFlagWithdraw) DropHold(r);
@@ -917,7 +1109,7 @@ void Scheduler::State::LostAttemptEnded(TaskRef r) {
     Transition(r, TaskState::kFailed, "worker lost (" + std::to_string(t.lost) + " attempts)");
     return;
   }
-  AttemptFailed(r, "worker lost", false);
+  AttemptFailed(r, std::move(reason), false);
 }
 
 Status Scheduler::State::OnFreed(const LeaseFreed& e) {
@@ -966,6 +1158,33 @@ void Scheduler::State::OnTick() {
                                   "timed out after " + FormatDuration(SpecOf(r).timeout)});
         }
         break;
+      case TimerKind::kStartDeadline: {
+        if (t.state != TaskState::kAssigned || actives[t.active].attempt != timer.attempt) break;
+        Active& act = actives[t.active];
+        if (act.lost || act.worker == kNone) break;  // a lost worker's attempts wait for expiry
+        if (act.prev != kNone || (t.flags & kFlagWithdraw)) {
+          // Waiting behind another on its worker, or being withdrawn: that
+          // is not a failure to start; look again one bound later.
+          PushTimer(now_us + config.start_timeout.count(), TimerKind::kStartDeadline, r,
+                    timer.attempt);
+          break;
+        }
+        const std::string why = "worker " + std::to_string(workers[act.worker].id) +
+                                " did not start it within " +
+                                FormatDuration(config.start_timeout);
+        out->push_back(KillTask{IdOf(r), timer.attempt, workers[act.worker].id, why, true});
+        const uint32_t w = act.worker;
+        EmitRelease(act);
+        EndActive(t.active);
+        HoldRefusing(w);  // so the task goes elsewhere if it can
+        if (t.flags & kFlagCancel) {
+          t.flags &= kFlagStaleEntry;
+          Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
+        } else {
+          NeverStarted(r, why + "; taken back");
+        }
+        break;
+      }
       case TimerKind::kLostExpiry:
         if ((t.state == TaskState::kAssigned || t.state == TaskState::kRunning) &&
             actives[t.active].attempt == timer.attempt && actives[t.active].lost) {

@@ -81,6 +81,13 @@ struct SchedulerConfig {
   // nothing is booked twice. At most one task waits behind each, and none
   // overtakes a task ahead of it that could run on that worker.
   bool queue_ahead = false;
+  // An attempt sent to a worker that has not reported it started this long
+  // after the assignment went out (or after it stopped waiting behind
+  // another, queue-ahead) is taken back: a hard KillTask to that worker,
+  // its leases released, the task requeued without counting a failure. A
+  // worker that heartbeats but never starts what it is given would
+  // otherwise hold tasks forever. 0: never.
+  Duration start_timeout = Seconds(30);
 };
 
 class Scheduler {

@@ -107,6 +107,9 @@ Result<WorkerInfo> Scheduler::GetWorker(WorkerId id) const {
   std::sort(info.tasks.begin(), info.tasks.end());
   info.utilization = worker.util;
   info.last_heartbeat = worker.last_heartbeat;
+  info.refusing = worker.refusing;
+  info.offer_changes = worker.offer_changes;
+  info.offer_changed_at = worker.offer_changed_at;
   return info;
 }
 

@@ -53,6 +53,10 @@ enum TaskFlag : uint8_t {
   // (State::holds keeps that room). Cleared when the attempt starts anyway
   // or its end comes back.
   kFlagWithdraw = 64,
+  // Hard kill sent because its worker re-attached with an offer that no
+  // longer holds the attempt's cores, memory or GPUs: its end requeues it
+  // without counting a failure (the worker changed, not the task).
+  kFlagResized = 128,
 };
 
 // How many waiting queue-ahead attempts TakeBack looks at per freed worker.
@@ -123,6 +127,12 @@ struct Worker {
   WorkerId id = 0;
   bool drained = false;
   bool lost = false;
+  // It refused an assignment (its own admission check disagreed with the
+  // core's books): nothing new goes to it until its next heartbeat or
+  // attach, so a refused task is placed elsewhere rather than bounced back.
+  bool refusing = false;
+  uint32_t offer_changes = 0;  // re-attached with a different offer
+  Time offer_changed_at;
   bool dirty = false;       // queued in State::dirty_workers
   bool load_dirty = false;  // policy key needs an update
   bool in_policy = false;
@@ -146,7 +156,9 @@ struct Extra {
   std::optional<TaskOutcome> outcome;
 };
 
-enum class TimerKind : uint8_t { kRetry, kTimeout, kLostExpiry };
+// kStartDeadline: an assigned attempt its worker has not reported started
+// (SchedulerConfig::start_timeout).
+enum class TimerKind : uint8_t { kRetry, kTimeout, kLostExpiry, kStartDeadline };
 struct Timer {
   int64_t at_us = 0;
   uint64_t seq = 0;
@@ -213,6 +225,12 @@ struct Scheduler::State {
   bool settling = false;
   int64_t settle_until_us = 0;
   std::vector<WorkerId> expected_workers;       // ExpectWorkers, until FinishRestore
+  // Workers that may report attempts the journal never saw: those expected
+  // at FinishRestore (active when the previous server stopped, or holding a
+  // restored attempt), until their first attach. Nobody else may have been
+  // given an unjournaled attempt, so nobody else's report is adopted.
+  std::unordered_set<WorkerId> may_adopt_from;
+  bool adopting = false;  // during the attach of a worker in may_adopt_from
   std::unordered_set<WorkerId> settle_waiting;  // expected, not attached yet
   uint32_t settle_expected = 0;
 
@@ -261,6 +279,22 @@ struct Scheduler::State {
   // --- lifecycle (scheduler.cc) ---
   Status OnWorkerJoined(WorkerJoined& e);
   Status OnWorkerAttached(WorkerAttached& e);
+  // A re-attach's report is the truth about its worker: every attempt the
+  // core has on worker slot `w` that `e` lists neither as running nor as
+  // finished is not there. One never sent (claim pending) is left to its
+  // grant; any other goes back to its queue at once, its leases released:
+  // as a lost attempt when it had started, else as never started.
+  void TakeBackUnreported(uint32_t w, const WorkerAttached& e);
+  // The live worker in slot `w` re-attached offering `resources` instead of
+  // what it offered: its books start again from the new offer. Attempts on
+  // it that no longer fit are stopped at once (KillTask hard) and their end
+  // requeues them without counting a failure (kFlagResized).
+  void Reoffer(uint32_t w, WorkerResources resources);
+  // Books every attempt on `w` that is not booked yet (and waits behind
+  // none); one that does not fit there is stopped as Reoffer says.
+  void StopUnfitting(uint32_t w);
+  // Adds `w` to / removes it from the placement policy to match Schedulable.
+  void SyncPolicy(uint32_t w);
   // While settling: `worker` attached; ends the hold when it was the last.
   void SettleAttached(WorkerId worker);
   // Ends the placement hold and offers every class and worker again.
@@ -287,6 +321,7 @@ struct Scheduler::State {
   Status OnCancelTask(TaskId task);
   Status OnStarted(const TaskStarted& e);
   Status OnFinished(TaskFinished& e);
+  Status OnRefused(const TaskRefused& e);
   Status OnGranted(const LeaseGranted& e);
   Status OnRejected(const LeaseRejected& e);
   Status OnFreed(const LeaseFreed& e);
@@ -313,7 +348,11 @@ struct Scheduler::State {
   void PushTimer(int64_t at_us, TimerKind kind, TaskRef r, uint32_t attempt);
   // An attempt failed (outcome or loss); retries or fails the task.
   void AttemptFailed(TaskRef r, std::string reason, bool counts_as_failure);
-  void LostAttemptEnded(TaskRef r);
+  // The lost (or unreported) attempt of `r` is gone: requeued as a lost
+  // attempt with `reason`, failed after max_lost_attempts, or canceled.
+  void LostAttemptEnded(TaskRef r, std::string reason = "worker lost");
+  // Worker slot `w` takes nothing new until its next heartbeat or attach.
+  void HoldRefusing(uint32_t w);
   Duration BackoffFor(TaskRef r) const;
 
   // --- leases and resources (leases.cc) ---
@@ -329,7 +368,7 @@ struct Scheduler::State {
   WorkerLoad LoadOf(uint32_t w) const;
   void FlushLoads();
   bool Schedulable(uint32_t w) const {
-    return !workers[w].lost && !workers[w].drained;
+    return !workers[w].lost && !workers[w].drained && !workers[w].refusing;
   }
 
   // --- placement (dispatch.cc) ---

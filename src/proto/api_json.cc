@@ -204,7 +204,9 @@ bool ReadWorker(const Json& j, const std::string& path, core::WorkerInfo* out, D
       !ReadList(r, "free_cores", &out->free_cores, ctx, internal::ReadInteger<uint32_t>) ||
       !r.Integer("free_mem_bytes", &out->free_mem_bytes) ||
       !ReadList(r, "tasks", &out->tasks, ctx, internal::ReadTaskId) ||
-      !ReadRequiredTime(r, "last_heartbeat", &out->last_heartbeat)) {
+      !ReadRequiredTime(r, "last_heartbeat", &out->last_heartbeat) ||
+      !r.Bool("refusing", &out->refusing, Need::kOptional) ||
+      !r.Integer("offer_changes", &out->offer_changes, Need::kOptional)) {
     return false;
   }
   const Json* gpus = r.Get("gpus", Need::kRequired);
@@ -351,6 +353,9 @@ nlohmann::json WorkerInfoJson(const core::WorkerInfo& worker) {
                               {"mem_used_bytes", worker.utilization.mem_used_bytes},
                               {"gpus", std::move(gpu_use)}}}};
   PutTime(j, "last_heartbeat", worker.last_heartbeat);
+  j["refusing"] = worker.refusing;
+  j["offer_changes"] = worker.offer_changes;
+  if (worker.offer_changes > 0) PutTime(j, "offer_changed_at", worker.offer_changed_at);
   return j;
 }
 

@@ -23,7 +23,11 @@
 //            "free_cores":[..], "free_mem_bytes":.., "free_counters":{},
 //            "tasks":["12.3"], "utilization":{"cpu_percent":..,
 //            "mem_used_bytes":.., "gpus":[{"index","util_percent",
-//            "mem_used_bytes"}]}, "last_heartbeat"/"_ms"}
+//            "mem_used_bytes"}]}, "last_heartbeat"/"_ms",
+//            "refusing":false (refused an assignment, takes nothing new
+//            until its next heartbeat), "offer_changes":0 (times it
+//            re-attached offering other resources), "offer_changed_at"/"_ms"
+//            (the last such time; only when offer_changes > 0)}
 //   lists:  {"jobs":[...]}, {"tasks":[...]}, {"workers":[...]}
 //   event:  {"type":"task_state", "task":"12.3", "from":"queued",
 //            "to":"assigned", "attempt":1, "reason":"", "at"/"at_ms"}

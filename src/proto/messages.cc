@@ -126,6 +126,7 @@ Json Body(const Hello& m) {
               {"name", m.worker_name},
               {"previous_id", m.previous_id},
               {"agent_version", m.agent_version},
+              {"key", m.key},
               {"resources", internal::WorkerResourcesJson(m.resources)},
               {"running", RunningListJson(m.running)},
               {"finished", FinishedListJson(m.finished)}};
@@ -133,7 +134,8 @@ Json Body(const Hello& m) {
 bool Read(ObjectReader& r, Hello* m, DecodeContext& ctx) {
   if (!r.Integer("v", &m->protocol_version) || !r.String("name", &m->worker_name) ||
       !r.Integer("previous_id", &m->previous_id, Need::kOptional) ||
-      !r.String("agent_version", &m->agent_version, Need::kOptional)) {
+      !r.String("agent_version", &m->agent_version, Need::kOptional) ||
+      !r.String("key", &m->key, Need::kOptional)) {
     return false;
   }
   if (m->worker_name.empty()) return ctx.Fail("name", "must not be empty");

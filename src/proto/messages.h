@@ -115,6 +115,11 @@ struct Hello {
   std::string worker_name;                       // also the name in `resources` (sent once)
   WorkerId previous_id = 0;                      // the id a previous HelloAck gave it, 0 = none
   std::string agent_version;                     // drover build, for people ("0.1.0")
+  // The worker's identity: a random secret it keeps in its work directory
+  // (worker/identity.h). A name belongs to the first key the server saw
+  // for it; a hello with another key for that name is refused. Optional on
+  // the wire (a server refuses a hello without one).
+  std::string key;
   core::WorkerResources resources;               // resources.name is not sent: the
                                                  // decoder sets it to worker_name
   std::vector<RunningTask> running;              // attempts still running here

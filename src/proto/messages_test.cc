@@ -25,6 +25,7 @@ Hello SampleHello() {
   h.worker_name = "gpu1";
   h.previous_id = 7;
   h.agent_version = "0.1.0";
+  h.key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
   h.resources.name = "gpu1";
   h.resources.cpu_cores = {0, 1, 2, 3};
   h.resources.mem_bytes = 64ULL << 30;

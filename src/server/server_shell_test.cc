@@ -434,7 +434,7 @@ TEST_P(ServerShellTest, AForgottenJobAnswersExpired) {
   EXPECT_EQ(Post("/api/v1/jobs", kPipeline)["id"], 3);
 }
 
-TEST_P(ServerShellTest, RefusedAssignmentFailsTheAttempt) {
+TEST_P(ServerShellTest, ARefusedAssignmentIsPlacedAgainWithoutUsingARetry) {
   auto w = Worker("w1");
   Post("/api/v1/jobs", R"({"name": "r", "task": [{"id": "a", "command": ["x"]}]})");
   auto assign = w->Expect<proto::Assign>();
@@ -442,9 +442,91 @@ TEST_P(ServerShellTest, RefusedAssignmentFailsTheAttempt) {
   w->Send(proto::Refused{TaskId{1, 0}, 1, "no room"});
   Barrier(*w);
   json task = Get("/api/v1/tasks/1.0");
-  EXPECT_EQ(task["state"], "failed");
-  EXPECT_EQ(task["reason"], "refused by worker: no room");
-  EXPECT_EQ(task["outcome"]["result"], "");
+  EXPECT_EQ(task["state"], "queued");  // not failed: a refusal is no failure
+  EXPECT_EQ(task["reason"], "refused by worker 1: no room");
+  EXPECT_EQ(Get("/api/v1/workers")["workers"][0]["refusing"], true);
+  // The only worker takes it again once its heartbeat says it caught up.
+  w->Send(proto::Heartbeat{});
+  auto again = w->ExpectPassing<proto::Assign>();
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->tasks.at(0).task, (TaskId{1, 0}));
+  EXPECT_EQ(again->tasks.at(0).attempt, 2u);
+}
+
+TEST_P(ServerShellTest, AWorkerRestartedUnderItsNameGetsItsLostTaskAgainAtOnce) {
+  auto w = Worker("w1");
+  Post("/api/v1/jobs", R"({"name": "long", "task": [{"id": "a", "command": ["sleep"]}]})");
+  ASSERT_TRUE(w->Expect<proto::Assign>().has_value());
+  w->Send(proto::Started{{{TaskId{1, 0}, 1, TimeFromMicros(1)}}});
+  Barrier(*w);
+  // kill -9 and start again: a new connection that holds nothing.
+  auto again = Worker("w1");
+  auto assign = again->ExpectPassing<proto::Assign>();
+  ASSERT_TRUE(assign.has_value());
+  EXPECT_EQ(assign->tasks.at(0).task, (TaskId{1, 0}));
+  EXPECT_EQ(assign->tasks.at(0).attempt, 2u);
+  json task = Get("/api/v1/tasks/1.0");
+  EXPECT_EQ(task["state"], "assigned");
+  EXPECT_EQ(task["attempt"], 2);
+}
+
+TEST_P(ServerShellTest, ANameBelongsToTheKeyThatFirstUsedItAcrossRestarts) {
+  auto w = Worker("w1");
+  auto intruder = std::make_unique<FakeWorker>(loop_, Client());
+  ASSERT_TRUE(intruder->status().ok());
+  proto::Hello hello = MakeHello("w1");
+  hello.key = std::string(64, 'f');
+  intruder->Send(hello);
+  auto error = intruder->Expect<proto::Error>();
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->code, "permission_denied");
+  EXPECT_NE(error->message.find("worker name \"w1\" belongs to another worker"),
+            std::string::npos)
+      << error->message;
+  ASSERT_TRUE(intruder->WaitClosed().has_value());
+  Barrier(*w);  // the real w1 keeps its connection
+  w.reset();
+  StopShell();
+  StartShell();
+  auto later = std::make_unique<FakeWorker>(loop_, Client());
+  later->Send(hello);
+  error = later->Expect<proto::Error>();
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->code, "permission_denied");
+  // A hello without a key is refused too.
+  auto keyless = std::make_unique<FakeWorker>(loop_, Client());
+  proto::Hello bare = MakeHello("w9");
+  bare.key.clear();
+  keyless->Send(bare);
+  error = keyless->Expect<proto::Error>();
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->code, "invalid_argument");
+  // The owner is welcome back.
+  auto owner = Worker("w1");
+  EXPECT_EQ(worker_id_, 1u);
+}
+
+TEST_P(ServerShellTest, AbsurdOffersAreRefused) {
+  auto gpus = std::make_unique<FakeWorker>(loop_, Client());
+  proto::Hello hello = MakeHello("big");
+  for (uint32_t i = 0; i < 1000; ++i) {
+    hello.resources.gpus.push_back(
+        core::GpuDevice{i, "GPU-" + std::to_string(i), "A100", 80ull << 30});
+  }
+  gpus->Send(hello);
+  auto error = gpus->Expect<proto::Error>();
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->code, "invalid_argument");
+  EXPECT_NE(error->message.find("1000 GPUs; at most 64"), std::string::npos) << error->message;
+  auto cores = std::make_unique<FakeWorker>(loop_, Client());
+  hello = MakeHello("big2", {});
+  for (uint32_t i = 0; i < 1'000'000; ++i) hello.resources.cpu_cores.push_back(i);
+  cores->Send(hello);
+  error = cores->Expect<proto::Error>();
+  ASSERT_TRUE(error.has_value());
+  EXPECT_NE(error->message.find("1000000 cores; at most 4096"), std::string::npos)
+      << error->message;
+  EXPECT_EQ(Get("/api/v1/workers")["workers"].size(), 0u);
 }
 
 TEST_P(ServerShellTest, RestartRestoresJobs) {
@@ -520,11 +602,19 @@ TEST_P(ServerShellTest, WorkerReattachingAfterRestartKeepsItsRunningTask) {
   EXPECT_EQ(Get("/api/v1/tasks/1.0")["attempt"], 1);
 }
 
-// The previous server sent 1.0#1 and died before its record was durable:
-// the journal has the task queued, the worker reports it running on core 2.
+// The previous server sent 1.0#1 to w1 and died before its record was
+// durable: the journal has the task queued, the worker reports it running
+// on core 2. (w1 was drained, so the journal saw no assignment at all.)
 TEST_P(ServerShellTest, AnAttemptTheJournalNeverSawIsAdoptedFromTheWorkersReport) {
-  Post("/api/v1/jobs", R"({"name": "long", "task": [{"id": "a", "command": ["sleep"]}]})");
-  StopShell();  // no worker was connected: 1.0 is queued in the journal
+  {
+    auto w = Worker("w1");
+    w->Send(proto::Drain{true, "test"});
+    Barrier(*w);
+    Post("/api/v1/jobs", R"({"name": "long", "task": [{"id": "a", "command": ["sleep"]}]})");
+    ASSERT_EQ(Get("/api/v1/tasks/1.0")["state"], "queued");
+    StopShell();
+    ASSERT_TRUE(w->WaitClosed().has_value());
+  }
   StartShell();
   auto w = Worker("w1", {{TaskId{1, 0}, 1, {2}, {}}});
   json task = Get("/api/v1/tasks/1.0");
@@ -539,6 +629,33 @@ TEST_P(ServerShellTest, AnAttemptTheJournalNeverSawIsAdoptedFromTheWorkersReport
   task = Get("/api/v1/tasks/1.0");
   EXPECT_EQ(task["state"], "succeeded");
   EXPECT_EQ(task["attempt"], 1);
+}
+
+// Issue 18.6: a process with the token but no history claims attempt 7 of a
+// queued task and reports it finished. Nothing of it counts.
+TEST_P(ServerShellTest, AWorkerCannotReportAnAttemptItWasNeverGiven) {
+  Post("/api/v1/jobs",
+       R"({"name": "l", "task": [{"id": "a", "command": ["x"],
+           "resources": {"labels": {"os": "plan9"}}}]})");
+  StopShell();
+  StartShell();  // a restart: the only time unjournaled attempts are adopted
+  auto w = std::make_unique<FakeWorker>(loop_, Client());
+  proto::Hello hello = MakeHello("forger");
+  proto::FinishedTask forged{TaskId{1, 0}, 7, {}, TimeFromMicros(2)};
+  hello.finished = {forged};
+  hello.running = {{TaskId{1, 0}, 8, {0}, {}}};
+  w->Send(hello);
+  ASSERT_TRUE(w->Expect<proto::HelloAck>().has_value());
+  auto kill = w->ExpectPassing<proto::Kill>();
+  ASSERT_TRUE(kill.has_value());
+  EXPECT_EQ(kill->attempt, 8u);
+  // The forged result is acknowledged (so a worker forgets it) and ignored.
+  auto ack = w->ExpectPassing<proto::Ack>();
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->tasks, (std::vector<proto::TaskAttempt>{{TaskId{1, 0}, 7}}));
+  json task = Get("/api/v1/tasks/1.0");
+  EXPECT_EQ(task["state"], "queued") << task.dump(2);
+  EXPECT_EQ(task["attempt"], 8);  // the killed attempt's number is used up
 }
 
 INSTANTIATE_TEST_SUITE_P(PlainAndTls, ServerShellTest, ::testing::Values(false, true),

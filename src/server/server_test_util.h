@@ -137,6 +137,7 @@ inline proto::Hello MakeHello(const std::string& name, std::vector<uint32_t> cor
   proto::Hello h;
   h.worker_name = name;
   h.agent_version = "test";
+  h.key = "test-key-of-worker-" + name + "-0123456789abcdef";  // one identity per name
   h.resources.name = name;
   h.resources.cpu_cores = std::move(cores);
   h.resources.mem_bytes = 8ull << 30;

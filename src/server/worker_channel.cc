@@ -7,6 +7,7 @@
 #include <vector>
 #include <type_traits>
 
+#include "common/quantity.h"
 #include "server/assignment.h"
 
 namespace drover::server {
@@ -105,7 +106,6 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
         } else if constexpr (std::is_same_v<T, proto::Started>) {
           for (const proto::StartedTask& t : m.tasks) {
             handoffs_.Started(worker, t.started_at);
-            Forget(worker, t.task, t.attempt);
             driver_.Handle(core::TaskStarted{t.task, t.attempt, worker});
           }
         } else if constexpr (std::is_same_v<T, proto::Finished>) {
@@ -114,11 +114,7 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
         } else if constexpr (std::is_same_v<T, proto::Refused>) {
           spdlog::info("worker {} refused {}#{}: {}", worker, m.task.ToString(), m.attempt,
                        m.reason);
-          Forget(worker, m.task, m.attempt);
-          core::TaskOutcome outcome;
-          outcome.exit_code = -1;
-          outcome.reason = "refused by worker: " + m.reason;
-          driver_.Handle(core::TaskFinished{m.task, m.attempt, std::move(outcome), worker});
+          driver_.Handle(core::TaskRefused{m.task, m.attempt, worker, std::move(m.reason)});
         } else if constexpr (std::is_same_v<T, proto::LogChunk>) {
           if (log_.chunk) log_.chunk(worker, m);
         } else if constexpr (std::is_same_v<T, proto::Drain>) {
@@ -149,6 +145,11 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
   hello.resources.name = hello.worker_name;
   Status valid = hello.resources.Validate();
   if (!valid.ok()) return Reject(conn, valid.WithContext("hello: resources"));
+  // The name is this worker's only if its key is the one recorded for it
+  // (worker_registry.h): nobody else can take over its connection, its
+  // tasks or its results.
+  Status identity = registry_.CheckIdentity(hello.worker_name, hello.key);
+  if (!identity.ok()) return Reject(conn, identity.WithContext("hello"));
   Result<WorkerId> id = registry_.IdFor(hello.worker_name);
   if (!id.ok()) return Reject(conn, id.status());
   const WorkerId worker = *id;
@@ -157,7 +158,13 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
   Status active = registry_.MarkActive(worker);
   if (!active.ok()) return Reject(conn, active.WithContext("recording the worker"));
 
-  // A second connection for the same worker replaces the first.
+  // Assignments of this turn go out on the connection they were made for
+  // (or nowhere, if it is gone): whatever the worker does not report below
+  // is taken back by the core, and must not reach it on the new one.
+  FlushAssigns();
+  // A second connection for the same worker replaces the first. The worker
+  // reads nothing more from the old one (it opened this one), so what was
+  // sent there and is not in this hello never arrives.
   if (auto old = workers_.find(worker); old != workers_.end() && old->second != conn) {
     auto old_conn = conns_.find(old->second);
     workers_.erase(old);
@@ -174,11 +181,20 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
 
   Result<core::WorkerInfo> known = driver_.scheduler().GetWorker(worker);
   if (known.ok() && !known->lost) {
-    spdlog::info("worker {} ({}) re-attached", worker, hello.worker_name);
+    spdlog::info("worker {} ({}) re-attached: {} running, {} results", worker, hello.worker_name,
+                 hello.running.size(), hello.finished.size());
   } else {
     spdlog::info("worker {} ({}) joined from {}: {} cores, {} GPUs", worker, hello.worker_name,
                  conns_.at(conn).session->remote(), hello.resources.cpu_cores.size(),
                  hello.resources.gpus.size());
+  }
+  if (known.ok() && !(known->resources == hello.resources)) {
+    spdlog::warn("worker {} ({}) offers other resources than before: {} cores, {}, {} GPUs "
+                 "(was {} cores, {}, {} GPUs)",
+                 worker, hello.worker_name, hello.resources.cpu_cores.size(),
+                 FormatBytes(hello.resources.mem_bytes), hello.resources.gpus.size(),
+                 known->resources.cpu_cores.size(), FormatBytes(known->resources.mem_bytes),
+                 known->resources.gpus.size());
   }
   proto::HelloAck ack;
   ack.worker = worker;
@@ -188,24 +204,19 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
   conns_.at(conn).session->SendText(proto::Encode(proto::ServerMessage{ack}));
 
   // The worker's account of its attempts goes to the core as one event
-  // (core/events.h, WorkerAttached): it joins, its results count, and what it
+  // (core/events.h, WorkerAttached): it joins, its results count, what it
   // runs is confirmed, adopted (an assignment the journal never saw: the
-  // previous server died before it was durable) or killed, all before any
-  // placement the join allows.
-  std::set<TaskId> reported;
+  // previous server died before it was durable) or killed, and what it
+  // does not hold is taken back, all before any placement the join allows.
   core::WorkerAttached attached;
   attached.worker = worker;
   attached.resources = hello.resources;
   for (proto::RunningTask& run : hello.running) {
-    reported.insert(run.task);
-    Forget(worker, run.task, run.attempt);
     attached.running.push_back(core::ReportedAttempt{run.task, run.attempt, std::move(run.cores),
                                                      std::move(run.gpus), run.queued});
   }
   proto::Ack results;
   for (proto::FinishedTask& f : hello.finished) {
-    reported.insert(f.task);
-    Forget(worker, f.task, f.attempt);
     results.tasks.push_back({f.task, f.attempt});
     attached.finished.push_back(
         core::TaskFinished{f.task, f.attempt, std::move(f.outcome), worker, f.never_started});
@@ -232,30 +243,12 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
     }
   }
   AckWhenDurable(worker, std::move(results));
-
-  // Assignments lost in transit go out again.
-  auto cached = unstarted_.find(worker);
-  if (cached == unstarted_.end()) return;
-  proto::Assign resend;
-  for (auto it = cached->second.begin(); it != cached->second.end();) {
-    Result<core::TaskInfo> info = driver_.scheduler().GetTask(it->first);
-    const bool still = info.ok() && info->state == core::TaskState::kAssigned &&
-                       info->attempt == it->second.attempt && info->worker == worker;
-    if (!still) {
-      it = cached->second.erase(it);
-      continue;
-    }
-    if (!reported.count(it->first)) resend.tasks.push_back(it->second);
-    ++it;
-  }
-  if (!resend.tasks.empty()) (void)Send(worker, resend);
 }
 
 void WorkerChannel::OnFinished(WorkerId worker, std::vector<proto::FinishedTask> tasks) {
   if (tasks.empty()) return;
   proto::Ack ack;
   for (proto::FinishedTask& t : tasks) {
-    Forget(worker, t.task, t.attempt);
     ack.tasks.push_back({t.task, t.attempt});
     driver_.Handle(
         core::TaskFinished{t.task, t.attempt, std::move(t.outcome), worker, t.never_started});
@@ -276,14 +269,6 @@ void WorkerChannel::AckWhenDurable(WorkerId worker, proto::Ack ack) {
     }
     (void)Send(worker, ack);
   });
-}
-
-void WorkerChannel::Forget(WorkerId worker, const TaskId& task, uint32_t attempt) {
-  auto it = unstarted_.find(worker);
-  if (it == unstarted_.end()) return;
-  auto a = it->second.find(task);
-  if (a != it->second.end() && a->second.attempt == attempt) it->second.erase(a);
-  if (it->second.empty()) unstarted_.erase(it);
 }
 
 void WorkerChannel::OnClosed(uint64_t conn, const Status& status) {
@@ -317,9 +302,8 @@ void WorkerChannel::OnClosed(uint64_t conn, const Status& status) {
 }
 
 void WorkerChannel::Assign(const core::AssignTask& assign) {
-  proto::Assignment a = BuildAssignment(driver_.scheduler(), driver_.fold(), assign);
-  unstarted_[assign.worker][assign.task] = a;
-  pending_[assign.worker].push_back(std::move(a));
+  pending_[assign.worker].push_back(
+      BuildAssignment(driver_.scheduler(), driver_.fold(), assign));
   assign_flush_.Request();
 }
 
@@ -328,15 +312,14 @@ void WorkerChannel::FlushAssigns() {
   std::map<WorkerId, std::vector<proto::Assignment>> batches;
   batches.swap(pending_);
   for (auto& [worker, tasks] : batches) {
-    // Not connected: the assignment stays cached and is re-sent when the
-    // worker attaches again (or dropped when the core gives up on it).
+    // Not connected: dropped. The worker's next hello will not list it, and
+    // the core takes it back then (or when the worker is declared lost).
     (void)Send(worker, proto::Assign{std::move(tasks)});
   }
 }
 
 void WorkerChannel::Kill(const core::KillTask& kill) {
   FlushAssigns();  // an Assign of this turn must reach the worker first
-  Forget(kill.worker, kill.task, kill.attempt);
   proto::ServerMessage message;
   if (kill.only_queued) {
     spdlog::info("withdrawing {}#{} from worker {}: {}", kill.task.ToString(), kill.attempt,

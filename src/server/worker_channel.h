@@ -12,21 +12,29 @@
 //                        attempt on another worker is stale); Ack once the
 //                        records are durable
 //   Started           -> TaskStarted
-//   Refused           -> TaskFinished with exit code -1 and the reason as its
-//                        result (the core has no "refused" event: the attempt
-//                        counts as a failed attempt and is retried if the task
-//                        has retries left)
+//   Refused           -> TaskRefused: the attempt ends without counting as a
+//                        failure and the task goes elsewhere (the refusing
+//                        worker takes nothing new until its next heartbeat)
 //   Heartbeat         -> WorkerHeartbeat
 //   Drain             -> WorkerDrained
 //   LogChunk, binary  -> the log handlers (log_relay.h)
 // A malformed message (or a message before Hello) gets an Error message and
 // closes that connection only, with a logged reason.
 //
+// Hello is checked first: the protocol version, the offer's sanity
+// (core::WorkerResources::Validate: no million cores or thousand GPUs), and
+// the worker's identity: its key must be the one the registry holds for its
+// name (WorkerRegistry::CheckIdentity), so no other process can take over
+// a name, its connection, its tasks or its results.
+//
 // Outgoing: AssignTask commands are batched into one Assign per worker per
-// loop turn. An assignment stays cached until the worker reports it started
-// or finished, and is re-sent when the worker re-attaches without it (it was
-// lost in transit). KillTask becomes Kill when it is hard (lease expired,
-// attempt not current) and Cancel (graceful) otherwise.
+// loop turn, sent on the connection the worker has then. An assignment lost
+// with a connection is not re-sent: the worker's next hello does not list
+// it, and the core takes it back and places the task again (a new attempt,
+// so a copy can never arrive late). A hello first flushes the assignments
+// of the current turn to the old connection, so none made before the hello
+// goes out on the new one. KillTask becomes Kill when it is hard (lease
+// expired, attempt not current) and Cancel (graceful) otherwise.
 //
 // A closed connection becomes WorkerLost after `lost_grace` unless the same
 // worker attaches again first. A connection that carries nothing from its
@@ -125,7 +133,6 @@ class WorkerChannel {
   void OnFinished(WorkerId worker, std::vector<proto::FinishedTask> tasks);
   // Sends `ack` to the worker once every record appended so far is durable.
   void AckWhenDurable(WorkerId worker, proto::Ack ack);
-  void Forget(WorkerId worker, const TaskId& task, uint32_t attempt);
   void ArmSilenceCheck();
   void CheckSilence();
 
@@ -140,8 +147,6 @@ class WorkerChannel {
   std::unordered_map<WorkerId, uint64_t> workers_;  // connected worker -> session id
   std::map<WorkerId, std::unique_ptr<net::Timer>> lost_timers_;
   net::Timer silence_timer_;
-  // Sent (or to be sent) and not yet started/finished, per worker.
-  std::map<WorkerId, std::map<TaskId, proto::Assignment>> unstarted_;
   std::map<WorkerId, std::vector<proto::Assignment>> pending_;  // this turn's batch
   OncePerTurn assign_flush_{loop_, [this] { FlushAssigns(); }};
   HandoffStats handoffs_;

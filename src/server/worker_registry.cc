@@ -1,10 +1,31 @@
 #include "server/worker_registry.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
 #include <nlohmann/json.hpp>
 
 #include "net/private_file.h"
 
 namespace drover::server {
+
+namespace {
+
+std::string Sha256Hex(const std::string& data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
+  static const char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * len);
+  for (unsigned int i = 0; i < len; ++i) {
+    hex.push_back(kHex[md[i] >> 4]);
+    hex.push_back(kHex[md[i] & 15]);
+  }
+  return hex;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<WorkerRegistry>> WorkerRegistry::Open(std::string path) {
   std::unique_ptr<WorkerRegistry> reg(new WorkerRegistry(path));
@@ -25,6 +46,15 @@ Result<std::unique_ptr<WorkerRegistry>> WorkerRegistry::Open(std::string path) {
       return InvalidArgument(path + ": bad id for worker \"" + name + "\"");
     }
     reg->ids_[name] = id.get<WorkerId>();
+  }
+  if (j.contains("keys")) {
+    if (!j["keys"].is_object()) return InvalidArgument(path + ": \"keys\" is not an object");
+    for (const auto& [name, hash] : j["keys"].items()) {
+      if (!hash.is_string() || hash.get<std::string>().size() != 64) {
+        return InvalidArgument(path + ": bad key hash for worker \"" + name + "\"");
+      }
+      reg->keys_[name] = hash.get<std::string>();
+    }
   }
   if (!j.contains("active")) {
     for (const auto& [name, id] : reg->ids_) reg->active_.insert(id);
@@ -53,6 +83,28 @@ Result<WorkerId> WorkerRegistry::IdFor(const std::string& name) {
     return saved;
   }
   return id;
+}
+
+Status WorkerRegistry::CheckIdentity(const std::string& name, const std::string& key) {
+  if (key.size() < 32 || key.size() > 256) {
+    return InvalidArgument("worker key of " + std::to_string(key.size()) +
+                           " characters; want 32 to 256 (a worker older than this server sends "
+                           "none: upgrade it)");
+  }
+  const std::string hash = Sha256Hex(key);
+  auto it = keys_.find(name);
+  if (it != keys_.end()) {
+    if (CRYPTO_memcmp(it->second.data(), hash.data(), hash.size()) == 0) return Status::Ok();
+    return PermissionDenied(
+        "worker name \"" + name + "\" belongs to another worker (its key differs from the one "
+        "this server recorded for that name). Start this worker under another --name; or, if it "
+        "is the same machine and it lost its worker.key, stop the server and remove \"" + name +
+        "\" from \"keys\" in " + path_);
+  }
+  keys_[name] = hash;
+  Status saved = Save();
+  if (!saved.ok()) keys_.erase(name);
+  return saved;
 }
 
 std::optional<WorkerId> WorkerRegistry::Find(const std::string& name) const {
@@ -98,7 +150,10 @@ Status WorkerRegistry::Save() const {
   for (const auto& [name, id] : ids_) workers[name] = id;
   nlohmann::json active = nlohmann::json::array();
   for (WorkerId id : active_) active.push_back(id);
-  nlohmann::json j{{"next_id", next_id_}, {"workers", workers}, {"active", active}};
+  nlohmann::json keys = nlohmann::json::object();
+  for (const auto& [name, hash] : keys_) keys[name] = hash;
+  nlohmann::json j{
+      {"next_id", next_id_}, {"workers", workers}, {"active", active}, {"keys", keys}};
   return net::WritePrivateFile(path_, j.dump(1) + "\n");
 }
 

@@ -2,9 +2,9 @@
 // restarts so that a worker re-attaching after a restart is recognised as
 // the same worker (its running tasks are matched, not re-run).
 //
-// The map lives in "<state_dir>/workers.json" as
+// The map lives in "<state_dir>/workers.json" (mode 0600) as
 //   {"next_id": 4, "workers": {"gpu-box": 1, "lab-pc-2": 2, "lab-pc-3": 3},
-//    "active": [1, 3]}
+//    "active": [1, 3], "keys": {"gpu-box": "<sha-256 hex>", ...}}
 // and is rewritten atomically (temporary file + rename, fsynced) whenever a
 // new name is seen or the active set changes. Ids start at 1 and are never
 // reused.
@@ -15,6 +15,15 @@
 // that ever joined. A worker is marked active, durably, before the core
 // hears of it and so before any assignment can go to it. A file without
 // "active" (older versions) counts every worker as active.
+//
+// "keys": a name belongs to one worker identity. Each worker keeps a random
+// key in its work directory (worker/identity.h) and sends it in its hello;
+// the first key seen for a name is recorded (as its SHA-256 only, so the
+// file does not hold what a worker would need to pass as that one), and a
+// hello for that name with any other key is refused. A name registered by
+// an older version (no key yet) is claimed by the first key that comes.
+// To give a name to a new machine (its key lost), stop the server and
+// remove the name's entry under "keys".
 //
 // Thread safety: none; the server's event loop owns it.
 #ifndef DROVER_SERVER_WORKER_REGISTRY_H_
@@ -43,6 +52,14 @@ class WorkerRegistry {
   // Errors: the file cannot be written (the name then gets no id).
   Result<WorkerId> IdFor(const std::string& name);
 
+  // Checks that `key` is the identity of `name`: OK when it matches the
+  // recorded one, or when the name has none yet (then `key` becomes it,
+  // persisted before this returns). Errors: kPermissionDenied when the
+  // name belongs to another key (the message says how to resolve it);
+  // kInvalidArgument for a key shorter than 32 or longer than 256
+  // characters; a write error (nothing recorded).
+  Status CheckIdentity(const std::string& name, const std::string& key);
+
   // The id of a known name, without assigning.
   std::optional<WorkerId> Find(const std::string& name) const;
   // The name of a known id; empty when unknown.
@@ -66,6 +83,7 @@ class WorkerRegistry {
   std::string path_;
   std::map<std::string, WorkerId> ids_;
   std::set<WorkerId> active_;
+  std::map<std::string, std::string> keys_;  // name -> SHA-256 hex of its key
   WorkerId next_id_ = 1;
 };
 

@@ -86,5 +86,29 @@ TEST_F(WorkerRegistryTest, TheActiveSetSurvivesReopenAndOldFilesCountEveryone) {
       << reg.status().message();
 }
 
+TEST_F(WorkerRegistryTest, ANameBelongsToTheFirstKeyAndOnlyItsHashIsStored) {
+  const std::string key(64, 'a');
+  {
+    auto reg = WorkerRegistry::Open(path_);
+    ASSERT_TRUE(reg.ok());
+    EXPECT_TRUE((*reg)->CheckIdentity("a", key).ok());
+    EXPECT_TRUE((*reg)->CheckIdentity("a", key).ok());
+    Status other = (*reg)->CheckIdentity("a", std::string(64, 'b'));
+    EXPECT_EQ(other.code(), StatusCode::kPermissionDenied);
+    EXPECT_NE(other.message().find("worker name \"a\" belongs to another worker"),
+              std::string::npos);
+    EXPECT_EQ((*reg)->CheckIdentity("b", "short").code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ((*reg)->CheckIdentity("b", "").code(), StatusCode::kInvalidArgument);
+  }
+  Result<std::string> text = net::ReadWholeFile(path_);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->find(key), std::string::npos) << "the key itself must not be stored";
+  auto reg = WorkerRegistry::Open(path_);
+  ASSERT_TRUE(reg.ok());
+  EXPECT_TRUE((*reg)->CheckIdentity("a", key).ok());
+  EXPECT_EQ((*reg)->CheckIdentity("a", std::string(64, 'c')).code(),
+            StatusCode::kPermissionDenied);
+}
+
 }  // namespace
 }  // namespace drover::server

@@ -54,6 +54,15 @@ end
 return lost
 )lua";
 
+// Compare-and-set of one key's owner: ARGV[1] (the old owner) hands the key
+// to ARGV[2] for ARGV[3] ms. 1 when it did, 0 when ARGV[1] does not hold it.
+constexpr char kTakeOver[] = R"lua(
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'ttl', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+)lua";
+
 // Compare-and-delete: only the owner's keys go (each DEL publishes "del").
 constexpr char kRelease[] = R"lua(
 local not_held = {}
@@ -150,6 +159,11 @@ const RedisScript& ListScript() {
   return *script;
 }
 
+const RedisScript& TakeOverScript() {
+  static const RedisScript* script = new RedisScript(Make("take_over", kTakeOver));
+  return *script;
+}
+
 const RedisScript& ClaimFencedScript() {
   static const RedisScript* script = new RedisScript(Make("claim_fenced", kClaimFenced));
   return *script;
@@ -166,7 +180,8 @@ const RedisScript& CompactFencedScript() {
 
 std::vector<const RedisScript*> AllScripts() {
   return {&ClaimScript(),       &RenewScript(),        &ReleaseScript(),      &ListScript(),
-          &ClaimFencedScript(), &AppendFencedScript(), &CompactFencedScript()};
+          &ClaimFencedScript(), &AppendFencedScript(), &CompactFencedScript(),
+          &TakeOverScript()};
 }
 
 void RunScript(RedisConnection& conn, const RedisScript& script, const std::vector<std::string>& keys,

@@ -43,6 +43,7 @@ const RedisScript& RenewScript();
 const RedisScript& ReleaseScript();
 const RedisScript& ListScript();
 const RedisScript& ClaimFencedScript();
+const RedisScript& TakeOverScript();
 const RedisScript& AppendFencedScript();
 const RedisScript& CompactFencedScript();
 // All of the above, for SCRIPT LOAD at connect time (so that a NOSCRIPT

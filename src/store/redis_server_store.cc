@@ -469,6 +469,23 @@ Status RedisServerStore::AcquireLeadership() {
         loop_, options_.open_timeout,
         [&](auto done) { redis_->Claim({kLeaderKey}, me, options_.leader_ttl, done); });
     if (claimed && claimed->ok() && (*claimed)->claimed) break;
+    if (claimed && claimed->ok() && options_.previous_self &&
+        options_.previous_self((*claimed)->conflict_owner)) {
+      // Our own previous run, gone: nobody renews that lease, and waiting
+      // for it to expire would only hold every task of the pool (18.7).
+      const std::string old_owner = (*claimed)->conflict_owner;
+      std::optional<Result<bool>> taken = Await<Result<bool>>(
+          loop_, options_.open_timeout, [&](auto done) {
+            redis_->TakeOver(kLeaderKey, old_owner, me, options_.leader_ttl, done);
+          });
+      if (taken && taken->ok() && **taken) {
+        spdlog::info("leader: took the leader lease back from {} (this server's previous run, "
+                     "no longer running)",
+                     old_owner);
+        break;
+      }
+      if (taken && taken->ok()) continue;  // it changed hands meanwhile: claim again
+    }
     if (claimed && claimed->ok() && !announced) {
       announced = true;
       spdlog::info("standby: the leader is {}; waiting for its lease to end",

@@ -110,6 +110,11 @@ struct RedisServerStoreOptions {
   // Called once, on the loop, when this server finds it is no longer the
   // leader; it must stop serving (the process steps down).
   std::function<void(const std::string& why)> on_lost_leadership;
+  // True when `owner` (the leader key's holder) is this server's own
+  // previous run, known to be gone (same address and host, a process that
+  // no longer exists: cmd_server.cc). Open then takes the lease over at
+  // once instead of waiting a leader TTL for it to expire. Null: never.
+  std::function<bool(const std::string& owner)> previous_self;
   // Called once when Open finds another leader and waits as a standby.
   std::function<void(const std::string& leader)> on_standby;
   // See "Standby reads"; null: the standby reads nothing.

@@ -265,6 +265,44 @@ TEST_F(RedisServerStoreTest, JournalResendAfterARedisRestartStoresEachRecordOnce
   EXPECT_EQ(range->elements[1].elements[1].elements[1].str, "second");
 }
 
+// Issue 18.7: a leader restarted after a crash finds the leader lease still
+// held by its previous run. That one is gone (previous_self says so), so the
+// new run takes the lease over at once instead of waiting out its TTL; an
+// owner previous_self does not recognise is waited for as before.
+TEST_F(RedisServerStoreTest, ARestartedLeaderTakesItsOwnPreviousLeaseAtOnce) {
+  // The previous run's lease, with a minute left.
+  ASSERT_TRUE(Raw({"HSET", prefix_ + "leader", "owner", "10.0.0.1:7210/box:111:dead", "ttl",
+                   "60000"})
+                  .ok());
+  ASSERT_TRUE(Raw({"PEXPIRE", prefix_ + "leader", "60000"}).ok());
+  RedisServerStoreOptions o;
+  o.redis.url = url_;
+  o.redis.prefix = prefix_;
+  o.reconcile_interval = Duration::zero();
+  o.leader_ttl = Seconds(20);
+  o.open_timeout = Seconds(5);
+  o.leader_id = "10.0.0.1:7210/box:222:live";
+  std::vector<std::string> asked;
+  o.previous_self = [&asked](const std::string& owner) {
+    asked.push_back(owner);
+    return owner == "10.0.0.1:7210/box:111:dead";
+  };
+  bool standby = false;
+  o.on_standby = [&standby](const std::string&) { standby = true; };
+  const auto start = std::chrono::steady_clock::now();
+  auto store = RedisServerStore::Open(loop_, o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_FALSE(standby) << "it waited as a standby for its own lease";
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_EQ(asked, std::vector<std::string>{"10.0.0.1:7210/box:111:dead"});
+  EXPECT_EQ(OwnerOf("leader"), "10.0.0.1:7210/box:222:live");
+  auto ttl = Raw({"PTTL", prefix_ + "leader"});
+  ASSERT_TRUE(ttl.ok());
+  EXPECT_GT(ttl->integer, 10000);  // its own TTL now (20 s), renewed by it
+  EXPECT_LE(ttl->integer, 20000);
+}
+
 // Two servers on one Redis: exactly one leader; the standby waits in Open
 // and takes over within the TTL (plus a notification's delay) once the
 // leader stops renewing — here "paused", as under SIGSTOP — and the paused

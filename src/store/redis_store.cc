@@ -353,6 +353,18 @@ void RedisStore::Claim(std::vector<LeaseKey> keys, Owner owner, Duration ttl,
             });
 }
 
+void RedisStore::TakeOver(const LeaseKey& key, Owner from, Owner to, Duration ttl,
+                          Callback<bool> done) {
+  RedisConnection* conn = ReadyConnection();
+  if (conn == nullptr) return done(NotConnected());
+  RunScript(*conn, TakeOverScript(), {keys_.Lease(key)}, {from, to, TtlMillisArg(ttl)},
+            [done = std::move(done)](Result<RedisReply> r) {
+              if (!r.ok()) return done(r.status());
+              if (r->is_error()) return done(Internal("take_over: " + r->str));
+              done(r->integer == 1);
+            });
+}
+
 void RedisStore::Renew(std::vector<LeaseKey> keys, Owner owner, Duration ttl,
                        Callback<RenewOutcome> done) {
   auto normalised = NormaliseLeaseRequest(std::move(keys), owner, ttl);

@@ -104,6 +104,12 @@ class RedisStore final : public Store {
   // kFailedPrecondition ("not the leader") and change nothing.
   void SetFence(std::string leader);
 
+  // Hands lease `key` from owner `from` to owner `to` for `ttl`, in one
+  // atomic step (the leader key of a server's own previous run:
+  // redis_server_store.h). true: done; false: `from` does not hold it (nothing
+  // changed). kUnavailable while not connected.
+  void TakeOver(const LeaseKey& key, Owner from, Owner to, Duration ttl, Callback<bool> done);
+
   // True while calls reach Redis (started and not in an outage).
   bool connected() const { return state_ == State::kReady; }
 

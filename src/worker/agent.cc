@@ -19,6 +19,7 @@
 
 #include "common/quantity.h"
 #include "net/client_options.h"
+#include "net/token.h"
 #include "net/ws_client.h"
 #include "net/ws_session.h"
 #include "proto/messages.h"
@@ -183,6 +184,7 @@ class Agent::Impl {
   std::vector<ServerAddress> servers_;
   core::WorkerResources offered_;
   std::string name_;
+  std::string key_;  // this worker's identity (AgentConfig::key_file), sent in Hello
   std::string summary_;
   std::unique_ptr<UtilizationSampler> sampler_;
   GpuLocks gpu_locks_;  // held for the agent's life
@@ -344,6 +346,12 @@ Status Agent::Impl::Init() {
   }
   reactor_ = std::make_unique<AsioReactor>(loop_);
   ASSIGN_OR_RETURN(executor_, Executor::Create(options, reactor_.get(), std::move(isolator)));
+  // The identity the server binds this worker's name to (made on first start).
+  const std::string key_file =
+      config_.key_file.empty() ? config_.workdir + "/worker.key" : config_.key_file;
+  Result<std::string> key = net::LoadOrCreateToken(key_file);
+  if (!key.ok()) return key.status().WithContext("worker identity key " + key_file);
+  key_ = std::move(key).value();
 
   LogSenderOptions log_options;
   log_options.rate_bytes_per_sec = config_.log_rate_bytes_per_sec;
@@ -456,6 +464,7 @@ void Agent::Impl::SendHello() {
   hello.worker_name = name_;
   hello.previous_id = worker_id_.load();
   hello.agent_version = kAgentVersion;
+  hello.key = key_;
   hello.resources = offered_;
   hello.running = RunningTasks();
   sent_this_session_.clear();

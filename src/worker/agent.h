@@ -7,8 +7,9 @@
 //                connect to the first reachable server of `servers`.
 //   connect      WebSocket /api/v1/worker, TLS with the pinned fingerprint
 //                (or plain TCP), the cluster token; then Hello with the
-//                resources, the attempts still running here and every
-//                finished result not yet acknowledged. HelloAck gives the
+//                worker's identity key (key_file), the resources, the
+//                attempts still running here and every finished result not
+//                yet acknowledged. HelloAck gives the
 //                worker id, the heartbeat interval and the lease TTL.
 //   heartbeat    every interval: utilization (UtilizationSampler) and the
 //                attempts running.
@@ -108,6 +109,10 @@ struct AgentConfig {
   std::string local_socket;
   std::string name;         // the worker's name; empty: the host name
   std::string workdir;      // task directories go under here; required
+  // This worker's identity: a random key made on first start (mode 0600)
+  // and sent in every hello; the server binds the worker's name to it and
+  // refuses the name to any other key. Empty: "<workdir>/worker.key".
+  std::string key_file;
 
   // "auto", "cgroup2", "cgroup1", "rlimit" or "none" (isolator.h).
   std::string isolation = "auto";

@@ -59,6 +59,9 @@ std::string Describe(const core::Event& event) {
                  std::to_string(e.attempt);
         }
         if constexpr (std::is_same_v<T, core::Tick>) return "tick";
+        if constexpr (std::is_same_v<T, core::TaskRefused>) {
+          return "refused " + e.task.ToString() + "#" + std::to_string(e.attempt);
+        }
       },
       event);
 }
