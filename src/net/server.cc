@@ -90,6 +90,102 @@ struct Server::State {
     }
     return false;
   }
+
+  // What to do with a request once its header is read: refuse it, upgrade
+  // it to a WebSocket, or read its body and Dispatch it. Shared by the
+  // connections and AnswerInMemory, so both decide alike.
+  struct HeadDecision {
+    enum class Kind { kReject, kUpgrade, kRead };
+    Kind kind = Kind::kRead;
+    Response response;                       // kReject
+    std::string why;                         // kReject: for the log
+    const WsOpenHandler* on_open = nullptr;  // kUpgrade
+  };
+
+  // Fills `request` from `header` (decoding path and query) and decides.
+  HeadDecision Decide(const http::request_header<>& header, const std::string& remote,
+                      Request& request) const {
+    request = Request();
+    request.method = std::string(header.method_string());
+    request.target = std::string(header.target());
+    std::string_view target = header.target();
+    size_t q = target.find('?');
+    request.path = PercentDecode(target.substr(0, q), false);
+    if (q != std::string_view::npos) request.query = ParseQuery(target.substr(q + 1));
+    for (const auto& field : header) {
+      std::string name(field.name_string());
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      request.headers[name] = std::string(field.value());
+    }
+    request.remote = remote;
+
+    HeadDecision d;
+    if (websocket::is_upgrade(header)) {
+      auto match = ws_routes.Find("GET", request.path);
+      if (!match.ok()) {
+        d.kind = HeadDecision::Kind::kReject;
+        d.response = ErrorResponse(404, StatusCode::kNotFound, "no WebSocket endpoint at " + request.path);
+        d.why = "WebSocket upgrade to unknown path " + request.path;
+        return d;
+      }
+      if (!Authorized(header, request.query, true)) {
+        d.kind = HeadDecision::Kind::kReject;
+        d.response = Unauthorized();
+        d.why = "WebSocket upgrade without a valid token";
+        return d;
+      }
+      request.path_params = std::move(match->params);
+      d.kind = HeadDecision::Kind::kUpgrade;
+      d.on_open = match->target;
+      return d;
+    }
+    if (!IsPublic(request.path) && !Authorized(header, request.query, false)) {
+      d.kind = HeadDecision::Kind::kReject;
+      d.response = Unauthorized();
+      d.why = "request without a valid token";
+    }
+    return d;
+  }
+
+  // Routes a complete request to its handler, or answers 404 / 405.
+  void Dispatch(Request& request, Responder done) const {
+    auto match = http_routes.Find(request.method, request.path);
+    if (!match.ok()) {
+      int code = match.status().code() == StatusCode::kNotFound ? 404 : 405;
+      return done(ErrorResponse(code, match.status().code(), match.status().message()));
+    }
+    request.path_params = std::move(match->params);
+    (*match->target)(request, std::move(done));
+  }
+
+  static Response Unauthorized() {
+    return ErrorResponse(401, StatusCode::kUnauthenticated,
+                         "missing or wrong cluster token (send Authorization: Bearer <token>)");
+  }
+
+  // The answer to a failed read of a request, and why (for the log); nullopt
+  // when the connection is just dropped (the peer went away or timed out).
+  std::optional<std::pair<Response, std::string>> AnswerReadError(error_code ec) const {
+    if (ec == http::error::header_limit) {
+      return std::pair(ErrorResponse(431, StatusCode::kResourceExhausted,
+                                     "request header larger than " +
+                                         std::to_string(options.limits.max_header_bytes) + " bytes"),
+                       std::string("header too large"));
+    }
+    if (ec == http::error::body_limit) {
+      return std::pair(ErrorResponse(413, StatusCode::kResourceExhausted,
+                                     "request body larger than " +
+                                         std::to_string(options.limits.max_body_bytes) + " bytes"),
+                       std::string("body too large"));
+    }
+    if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
+        ec != http::error::end_of_stream && ec != http::error::partial_message &&
+        ec != http::error::need_more) {
+      return std::pair(ErrorResponse(400, StatusCode::kInvalidArgument, "malformed HTTP request"),
+                       "malformed request: " + ec.message());
+    }
+    return std::nullopt;
+  }
 };
 
 namespace {
@@ -153,52 +249,13 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
 
   void OnHeader(error_code ec) {
     if (ec == http::error::end_of_stream) return Shutdown();
-    if (ec == http::error::header_limit) {
-      return Reject(ErrorResponse(431, StatusCode::kResourceExhausted,
-                                  "request header larger than " +
-                                      std::to_string(state_->options.limits.max_header_bytes) +
-                                      " bytes"),
-                    "header too large");
-    }
-    if (ec == http::error::body_limit) return RejectBodyTooLarge();  // from Content-Length
     if (ec == beast::error::timeout) return Drop("timed out waiting for a request");
-    if (ec.category() == http::make_error_code(http::error::bad_target).category()) {
-      return Reject(ErrorResponse(400, StatusCode::kInvalidArgument, "malformed HTTP request"),
-                    "malformed request: " + ec.message());
-    }
-    if (ec) return Drop("read failed: " + ec.message());
+    if (ec) return OnReadError(ec);
 
-    const auto& header = parser_->get();
-    request_ = Request();
-    request_.method = std::string(header.method_string());
-    request_.target = std::string(header.target());
-    std::string_view target = header.target();
-    size_t q = target.find('?');
-    request_.path = PercentDecode(target.substr(0, q), false);
-    if (q != std::string_view::npos) request_.query = ParseQuery(target.substr(q + 1));
-    for (const auto& field : header) {
-      std::string name(field.name_string());
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      request_.headers[name] = std::string(field.value());
-    }
-    request_.remote = remote_;
-
-    const bool upgrade = websocket::is_upgrade(header);
-    if (upgrade) {
-      auto match = state_->ws_routes.Find("GET", request_.path);
-      if (!match.ok()) {
-        return Reject(ErrorResponse(404, StatusCode::kNotFound, "no WebSocket endpoint at " + request_.path),
-                      "WebSocket upgrade to unknown path " + request_.path);
-      }
-      if (!state_->Authorized(header, request_.query, true)) {
-        return Reject(Unauthorized(), "WebSocket upgrade without a valid token");
-      }
-      request_.path_params = std::move(match->params);
-      return Upgrade(*match->target);
-    }
-    if (!state_->IsPublic(request_.path) && !state_->Authorized(header, request_.query, false)) {
-      return Reject(Unauthorized(), "request without a valid token");
-    }
+    using Kind = ServerState::HeadDecision::Kind;
+    ServerState::HeadDecision d = state_->Decide(parser_->get(), remote_, request_);
+    if (d.kind == Kind::kReject) return Reject(std::move(d.response), d.why);
+    if (d.kind == Kind::kUpgrade) return Upgrade(*d.on_open);
     if (parser_->is_done()) return Dispatch();
     Lowest().expires_after(state_->options.limits.idle_timeout);
     http::async_read(stream_, buffer_, *parser_, [self = this->shared_from_this()](error_code ec, size_t) {
@@ -207,36 +264,25 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
   }
 
   void OnBody(error_code ec) {
-    if (ec == http::error::body_limit) return RejectBodyTooLarge();
     if (ec == beast::error::timeout) return Drop("timed out reading the request body");
-    if (ec) return Drop("reading the body failed: " + ec.message());
+    if (ec) return OnReadError(ec);
     request_.body = std::move(parser_->get().body());
     Dispatch();
   }
 
-  void RejectBodyTooLarge() {
-    Reject(ErrorResponse(413, StatusCode::kResourceExhausted,
-                         "request body larger than " +
-                             std::to_string(state_->options.limits.max_body_bytes) + " bytes"),
-           "body too large");
-  }
-
-  static Response Unauthorized() {
-    return ErrorResponse(401, StatusCode::kUnauthenticated,
-                         "missing or wrong cluster token (send Authorization: Bearer <token>)");
+  // A request that cannot be read is answered (413, 431, 400) when the
+  // peer can still hear it, and the connection closed.
+  void OnReadError(error_code ec) {
+    if (auto answer = state_->AnswerReadError(ec)) {
+      return Reject(std::move(answer->first), answer->second);
+    }
+    Drop("read failed: " + ec.message());
   }
 
   void Dispatch() {
     const bool keep_alive = parser_->get().keep_alive();
-    auto match = state_->http_routes.Find(request_.method, request_.path);
-    if (!match.ok()) {
-      int code = match.status().code() == StatusCode::kNotFound ? 404 : 405;
-      return WriteResponse(ErrorResponse(code, match.status().code(), match.status().message()),
-                           keep_alive);
-    }
-    request_.path_params = std::move(match->params);
     Lowest().expires_never();  // the handler may take its time
-    (*match->target)(request_, MakeResponder(keep_alive));
+    state_->Dispatch(request_, MakeResponder(keep_alive));
   }
 
   // The responder answers 500 if every copy is dropped unanswered, so a
@@ -492,6 +538,50 @@ void Server::Stop() {
   for (auto& [id, weak] : connections) {
     if (auto c = weak.lock()) c->Abort();
   }
+}
+
+void Server::AnswerInMemory(std::string_view raw, std::function<void(std::optional<Response>)> done) {
+  const State& st = *state_;
+  http::request_parser<http::string_body> parser;
+  parser.header_limit(static_cast<uint32_t>(st.options.limits.max_header_bytes));
+  parser.body_limit(st.options.limits.max_body_bytes);
+  parser.eager(false);
+  error_code ec;
+  // Feeds `raw` to the parser until `enough` holds or it fails. Once the
+  // bytes are used up the parser hears end of stream, as from a peer that
+  // closed.
+  auto feed = [&](auto enough) {
+    while (!enough()) {
+      size_t used = raw.empty() ? 0 : parser.put(asio::buffer(raw.data(), raw.size()), ec);
+      raw.remove_prefix(used);
+      if (ec == http::error::need_more) ec = {};
+      if (ec) return;
+      if (used == 0) {
+        parser.put_eof(ec);
+        if (!ec && !enough()) ec = http::error::partial_message;
+        return;
+      }
+    }
+  };
+  auto answer_error = [&] {
+    auto answer = st.AnswerReadError(ec);
+    done(answer ? std::optional<Response>(std::move(answer->first)) : std::nullopt);
+  };
+  feed([&] { return parser.is_header_done(); });
+  if (ec) return answer_error();
+  Request request;
+  State::HeadDecision d = st.Decide(parser.get(), "memory", request);
+  if (d.kind == State::HeadDecision::Kind::kReject) return done(std::move(d.response));
+  if (d.kind == State::HeadDecision::Kind::kUpgrade) {
+    Response switching;
+    switching.status = 101;
+    return done(std::move(switching));
+  }
+  parser.eager(true);
+  feed([&] { return parser.is_done(); });
+  if (ec) return answer_error();
+  request.body = std::move(parser.get().body());
+  st.Dispatch(request, [done](Response r) { done(std::move(r)); });
 }
 
 uint16_t Server::port() const { return state_->port; }

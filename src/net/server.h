@@ -32,8 +32,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "common/time.h"
@@ -99,6 +102,15 @@ class Server {
 
   // Closes the listener and drops every open connection. Idempotent.
   void Stop();
+
+  // Answers one request held whole in `raw` (the bytes a client would send)
+  // as a connection would: the same parser and limits, token check, routing
+  // and handler, without sockets or the event loop (the fuzz target
+  // fuzz/http_fuzz.cc uses it). `done` gets the answer, status 101 for an
+  // accepted WebSocket upgrade (not performed), or nullopt where the server
+  // would drop the connection without one (an incomplete request). Handlers
+  // answer through `done` as they do on a connection, possibly later.
+  void AnswerInMemory(std::string_view raw, std::function<void(std::optional<Response>)> done);
 
   // The bound port (after Start(); useful with port 0).
   uint16_t port() const;
