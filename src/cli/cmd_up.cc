@@ -24,6 +24,7 @@
 #include "cli/core_split.h"
 #include "cli/stop_signals.h"
 #include "net/event_loop.h"
+#include "net/fd_limit.h"
 #include "server/server_shell.h"
 #include "worker/agent.h"
 
@@ -46,6 +47,11 @@ std::string HostName() {
 
 int RunUp(UpFlags& flags) {
   BlockStopSignals();  // first: before any thread starts (stop_signals.h)
+  // Many connections, tasks and log files: the soft limit on open files
+  // (often 1,024) goes up to the hard one (fd_limit.h).
+  if (Result<uint64_t> files = net::RaiseOpenFileLimit(); !files.ok()) {
+    spdlog::warn("{}", files.status().message());
+  }
   flags.server.bind = "127.0.0.1";  // local workers and clients only
   Result<server::ServerConfig> config = MakeServerConfig(flags.server);
   if (!config.ok()) return ReportError(config.status(), /*usage_on_invalid=*/true);
