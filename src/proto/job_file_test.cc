@@ -262,7 +262,7 @@ TEST(JobFileTest, JsonBodyHasTheSameRulesWithPathsInsteadOfPositions) {
 TEST(JobFileTest, NulInWhatReachesExecIsRefusedNamingTheField) {
   const std::string why = ": the program would see only the part before it";
   EXPECT_EQ(TomlError("name = \"j\"\n[[task]]\nid = \"a\"\ncommand = [\"echo\", \"a\\u0000b\"]\n"),
-            "sweep.toml:4:19: task[0].command[1]: NUL byte (\\u0000) at offset 1 of a command "
+            "sweep.toml:4:20: task[0].command[1]: NUL byte (\\u0000) at offset 1 of a command "
             "argument" + why);
   EXPECT_EQ(TomlError("name = \"j\"\n[[task]]\nid = \"a\"\ncommand = \"echo a\\u0000b\"\n"),
             "sweep.toml:4:11: task[0].command: NUL byte (\\u0000) at offset 6 of the command" + why);
