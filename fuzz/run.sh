@@ -30,7 +30,8 @@ proto_sources="
 net_sources="
   src/proto/api_json.cc
   src/net/server.cc src/net/http_types.cc src/net/event_loop.cc src/net/tls_identity.cc
-  src/net/token.cc src/net/local_socket.cc src/net/private_file.cc"
+  src/net/token.cc src/net/local_socket.cc src/net/private_file.cc src/net/json_text.cc
+  src/net/accept_pause.cc src/net/fd_limit.cc"
 # True when `obj` is missing or older than a file it was made from (as
 # listed in its dependency file).
 stale() {
@@ -67,5 +68,6 @@ for target in $targets; do
   mkdir -p "$out/corpus/$target"
   cp -n "$root/fuzz/corpus/$target/"* "$out/corpus/$target/" 2>/dev/null || true
   (cd "$out" && "./${target}_fuzz" -max_total_time="$seconds" -max_len=65536 \
+      -error_exitcode=1 -timeout_exitcode=1 \
       -print_final_stats=1 "$out/corpus/$target")
 done

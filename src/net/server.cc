@@ -705,6 +705,12 @@ void Server::AnswerInMemory(std::string_view raw, std::function<void(std::option
       if (ec == http::error::need_more) ec = {};
       if (ec) return;
       if (used == 0) {
+        // The peer closed: before any byte that is a plain end of stream
+        // (and Beast's put_eof requires some).
+        if (!parser.got_some()) {
+          ec = http::error::end_of_stream;
+          return;
+        }
         parser.put_eof(ec);
         if (!ec && !enough()) ec = http::error::partial_message;
         return;
