@@ -1,33 +1,73 @@
 #!/bin/sh
 # Builds the libFuzzer targets with clang++ (ASan + UBSan) and runs each for a
-# bounded time. Usage: fuzz/run.sh [seconds per target, default 20]
-# Needs the Debian package `clang` (clang 14 ships libFuzzer). Artifacts
-# (crashing inputs) land in build-fuzz/; the corpora grow in build-fuzz/corpus/.
+# bounded time. Usage: fuzz/run.sh [seconds per target, default 20] [target...]
+# Targets: messages, job_toml, http (default: all). Needs the Debian packages
+# `clang` and `libclang-rt-14-dev` (libFuzzer; scripts/install-deps.sh) and
+# the libraries the server links (Boost, OpenSSL, spdlog, fmt). Artifacts
+# (crashing inputs) land in build-fuzz/; the corpora grow in
+# build-fuzz/corpus/. Exits non-zero when a target finds a crash.
 set -eu
 seconds=${1:-20}
+[ $# -gt 0 ] && shift
+targets=${*:-messages job_toml http}
 root=$(cd "$(dirname "$0")/.." && pwd)
-out="$root/build-fuzz"
+out=${FUZZ_OUT:-$root/build-fuzz}
 mkdir -p "$out"
 cxx=${CXX_FUZZ:-clang++}
-flags="-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$root/src"
-lib_sources="
+# The spdlog and fmt of Debian, as shared libraries (the CMake build links
+# its own static copies).
+defines="-DSPDLOG_COMPILED_LIB -DSPDLOG_FMT_EXTERNAL -DFMT_SHARED -DSPDLOG_SHARED_LIB"
+# FUZZ_SANITIZE="" and FUZZ_OPT=-O0 make a much quicker build (libFuzzer
+# alone still catches crashes and aborts, not memory errors).
+sanitize=${FUZZ_SANITIZE-address,undefined}
+flags="-std=c++20 ${FUZZ_OPT:--O1} -g -fsanitize=fuzzer${sanitize:+,$sanitize} $defines -I$root/src"
+case $sanitize in *undefined*) flags="$flags -fno-sanitize-recover=undefined" ;; esac
+proto_sources="
   src/common/status.cc src/common/ids.cc src/common/quantity.cc src/common/time.cc
   src/core/model.cc src/core/resources.cc src/core/dag.cc
-  src/proto/json_util.cc src/proto/core_json.cc src/proto/job_spec_json.cc
-  src/proto/job_toml.cc src/proto/messages.cc"
-objs=""
-for src in $lib_sources; do
-  obj="$out/$(echo "$src" | tr / _).o"
-  if [ ! -f "$obj" ] || [ "$root/$src" -nt "$obj" ]; then
-    $cxx $flags -fsanitize=fuzzer-no-link -c "$root/$src" -o "$obj"
+  src/proto/json_util.cc src/proto/json_type_name.cc src/proto/core_json.cc
+  src/proto/job_spec_json.cc src/proto/job_toml.cc src/proto/messages.cc src/proto/log_frame.cc"
+net_sources="
+  src/proto/api_json.cc
+  src/net/server.cc src/net/http_types.cc src/net/event_loop.cc src/net/tls_identity.cc
+  src/net/token.cc src/net/local_socket.cc src/net/private_file.cc src/net/json_text.cc
+  src/net/accept_pause.cc src/net/fd_limit.cc"
+# True when `obj` is missing or older than a file it was made from (as
+# listed in its dependency file).
+stale() {
+  [ -f "$1" ] && [ -f "$1.d" ] || return 0
+  for dep in $(sed -e 's/^[^:]*://' -e 's/\\$//' "$1.d"); do
+    [ "$dep" -nt "$1" ] && return 0
+  done
+  return 1
+}
+objects() {
+  objs=""
+  for src in "$@"; do
+    obj="$out/$(echo "$src" | tr / _).o"
+    if stale "$obj"; then
+      # shellcheck disable=SC2086
+      $cxx $flags -fsanitize=fuzzer-no-link -MMD -MF "$obj.d" -c "$root/$src" -o "$obj"
+    fi
+    objs="$objs $obj"
+  done
+  echo "$objs"
+}
+# shellcheck disable=SC2086
+proto_objs=$(objects $proto_sources)
+for target in $targets; do
+  libs=""
+  objs=$proto_objs
+  if [ "$target" = http ]; then
+    # shellcheck disable=SC2086
+    objs="$objs $(objects $net_sources)"
+    libs="-lspdlog -lfmt -lssl -lcrypto -lpthread"
   fi
-  objs="$objs $obj"
-done
-for target in messages job_toml; do
   # shellcheck disable=SC2086
-  $cxx $flags "$root/fuzz/${target}_fuzz.cc" $objs -o "$out/${target}_fuzz"
+  $cxx $flags "$root/fuzz/${target}_fuzz.cc" $objs $libs -o "$out/${target}_fuzz"
   mkdir -p "$out/corpus/$target"
   cp -n "$root/fuzz/corpus/$target/"* "$out/corpus/$target/" 2>/dev/null || true
   (cd "$out" && "./${target}_fuzz" -max_total_time="$seconds" -max_len=65536 \
-      "$out/corpus/$target")
+      -error_exitcode=1 -timeout_exitcode=1 \
+      -print_final_stats=1 "$out/corpus/$target")
 done

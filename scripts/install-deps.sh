@@ -12,6 +12,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   redis-server iproute2 procps util-linux python3
   chromium
+  # fuzz/run.sh (the `fuzz` test): clang 14 and its libFuzzer runtime,
+  # which the clang package only recommends.
+  clang libclang-rt-14-dev
 )
 # The web dashboard is built with Node.js and npm (web/, docs/dashboard.md):
 # Debian's, unless a node and npm are already on PATH.

@@ -18,6 +18,7 @@
 #include "cli/stop_signals.h"
 #include "common/quantity.h"
 #include "net/event_loop.h"
+#include "net/fd_limit.h"
 #include "net/token.h"
 #include "net/access_file.h"
 #include "proto/api_json.h"
@@ -155,6 +156,11 @@ Status UseRedis(const RedisFlags& redis, server::ServerConfig& config) {
 
 int RunServer(const ServerFlags& flags, const RedisFlags& redis, const BeaconFlags& beacon) {
   BlockStopSignals();  // first: before any thread starts (stop_signals.h)
+  // Many connections, tasks and log files: the soft limit on open files
+  // (often 1,024) goes up to the hard one (fd_limit.h).
+  if (Result<uint64_t> files = net::RaiseOpenFileLimit(); !files.ok()) {
+    spdlog::warn("{}", files.status().message());
+  }
   Result<server::ServerConfig> config = MakeServerConfig(flags);
   if (!config.ok()) return ReportError(config.status(), /*usage_on_invalid=*/true);
   if (Status s = UseRedis(redis, *config); !s.ok()) {

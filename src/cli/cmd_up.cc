@@ -26,6 +26,7 @@
 #include "cli/core_split.h"
 #include "cli/stop_signals.h"
 #include "net/event_loop.h"
+#include "net/fd_limit.h"
 #include "server/server_shell.h"
 #include "worker/agent.h"
 
@@ -55,6 +56,11 @@ std::string LocalAddress(const std::string& bind) {
 
 int RunUp(UpFlags& flags) {
   BlockStopSignals();  // first: before any thread starts (stop_signals.h)
+  // Many connections, tasks and log files: the soft limit on open files
+  // (often 1,024) goes up to the hard one (fd_limit.h).
+  if (Result<uint64_t> files = net::RaiseOpenFileLimit(); !files.ok()) {
+    spdlog::warn("{}", files.status().message());
+  }
   Result<server::ServerConfig> config = MakeServerConfig(flags.server);
   if (!config.ok()) return ReportError(config.status(), /*usage_on_invalid=*/true);
   Result<std::vector<int>> cores = AvailableCores();

@@ -18,6 +18,7 @@
 #include "common/quantity.h"
 #include "net/access_file.h"
 #include "net/event_loop.h"
+#include "net/fd_limit.h"
 #include "worker/agent.h"
 
 namespace drover::cli {
@@ -87,6 +88,11 @@ Status ResolveServers(const WorkerFlags& flags, worker::AgentConfig& config) {
 
 int RunWorker(WorkerFlags& flags) {
   BlockStopSignals();  // first: before any thread starts (stop_signals.h)
+  // Many connections, tasks and log files: the soft limit on open files
+  // (often 1,024) goes up to the hard one (fd_limit.h).
+  if (Result<uint64_t> files = net::RaiseOpenFileLimit(); !files.ok()) {
+    spdlog::warn("{}", files.status().message());
+  }
   worker::AgentConfig config = flags.agent;
   if (Status s = ResolveServers(flags, config); !s.ok()) {
     return ReportError(s, /*usage_on_invalid=*/true);

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "net/json_text.h"
+
 namespace drover::net {
 namespace {
 
@@ -37,7 +39,75 @@ int HexValue(char c) {
   return -1;
 }
 
+// The length of the valid UTF-8 sequence at the start of `text` (1 to 4),
+// or 0 when it does not start with one (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF).
+size_t Utf8SequenceLength(std::string_view text) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(0);
+  if (lead < 0x80) return 1;
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    n = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    n = 3;
+    if (lead == 0xE0) lo = 0xA0;
+    if (lead == 0xED) hi = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    n = 4;
+    if (lead == 0xF0) lo = 0x90;
+    if (lead == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (text.size() < n || byte(1) < lo || byte(1) > hi) return 0;
+  for (size_t i = 2; i < n; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
+  }
+  return n;
+}
+
+bool IsControl(unsigned char c) { return c < 0x20 || c == 0x7F; }
+
 }  // namespace
+
+std::string Printable(std::string_view bytes, size_t max_bytes) {
+  const bool cut = bytes.size() > max_bytes;
+  if (cut) bytes = bytes.substr(0, max_bytes);
+  std::string out;
+  out.reserve(bytes.size());
+  static constexpr char kHex[] = "0123456789abcdef";
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const unsigned char c = static_cast<unsigned char>(bytes[i]);
+    const size_t n = Utf8SequenceLength(bytes.substr(i));
+    if (n == 0 || (n == 1 && IsControl(c))) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xF];
+      ++i;
+    } else if (c == '\\') {
+      out += "\\\\";
+      ++i;
+    } else {
+      out.append(bytes.substr(i, n));
+      i += n;
+    }
+  }
+  if (cut) out += "...";
+  return out;
+}
+
+bool IsCleanText(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t n = Utf8SequenceLength(text.substr(i));
+    if (n == 0 || (n == 1 && IsControl(static_cast<unsigned char>(text[i])))) return false;
+    i += n;
+  }
+  return true;
+}
 
 int HttpStatusFor(StatusCode code) {
   switch (code) {
@@ -62,7 +132,7 @@ Response ErrorResponse(int http_status, StatusCode code, std::string message) {
   nlohmann::json j = {{"error", {{"code", StatusCodeName(code)}, {"message", std::move(message)}}}};
   Response r;
   r.status = http_status;
-  r.body = j.dump();
+  r.body = JsonText(j);
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -59,6 +60,16 @@ int HttpStatusFor(StatusCode code);
 // For clients: OK for a 2xx response; otherwise the Status carried in an
 // error body, or one made from the HTTP status when the body is not ours.
 Status StatusFromResponse(const Response& response);
+
+// `bytes` made safe to show in a log line or in an error message: printable
+// ASCII and valid UTF-8 stay as they are; control characters, DEL and bytes
+// that are not UTF-8 become "\xNN", a backslash "\\". At most `max_bytes`
+// of the input are shown, then "...". For anything a peer sent.
+std::string Printable(std::string_view bytes, size_t max_bytes = 200);
+
+// True when `text` is valid UTF-8 without control characters (below 0x20,
+// and DEL): what a decoded path or query parameter may hold.
+bool IsCleanText(std::string_view text);
 
 // Percent-decoding ("%20" and '+' in queries) and query splitting.
 std::string PercentDecode(std::string_view text, bool plus_is_space);

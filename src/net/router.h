@@ -4,7 +4,8 @@
 //
 //   "/api/v1/jobs/{id}/cancel"   "/assets/*"
 //
-// The first registered route that matches wins.
+// The first registered route that matches wins. Error messages show the
+// path through Printable: it is what a peer sent.
 //
 // Thread safety: not synchronised. Add routes before the server starts, then
 // only Match (from the event-loop thread).
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "net/http_types.h"
 
 namespace drover::net {
 
@@ -44,8 +46,10 @@ class Router {
       m.target = &route.target;
       return m;
     }
-    if (path_matched) return FailedPrecondition("method " + method + " not allowed on " + path);
-    return NotFound("no route for " + path);
+    if (path_matched) {
+      return FailedPrecondition("method " + Printable(method) + " not allowed on " + Printable(path));
+    }
+    return NotFound("no route for " + Printable(path));
   }
 
   bool empty() const { return routes_.empty(); }

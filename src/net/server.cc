@@ -14,11 +14,17 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
+#include <algorithm>
+#include <array>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <map>
 #include <optional>
 #include <type_traits>
 
+#include "net/accept_pause.h"
 #include "net/event_loop_asio.h"
+#include "net/fd_limit.h"
 #include "net/local_socket.h"
 #include "net/router.h"
 #include "net/tls_identity.h"
@@ -39,14 +45,37 @@ namespace asio = internal::asio;
 namespace beast = internal::beast;
 namespace websocket = internal::websocket;
 
+static Time WallNow() { return std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now()); }
+
+struct WsRoute {
+  WsOpenHandler on_open;
+  WsToken token;
+};
+
 struct Server::State {
   State(EventLoop& l, ServerOptions o) : loop(l), io(IoContextOf(l)), options(std::move(o)) {}
+
+  // The TCP port and the local socket, each with its own accept pause and
+  // its own set of connections that have not sent the token yet.
+  static constexpr size_t kTcp = 0;
+  static constexpr size_t kLocal = 1;
+  struct Listener {
+    const char* name;
+    AcceptPause pause;
+    std::optional<asio::steady_timer> retry;
+    // Oldest first: connection ids only grow.
+    std::map<uint64_t, std::weak_ptr<Connection>> unauthenticated;
+  };
 
   EventLoop& loop;
   asio::io_context& io;
   ServerOptions options;
   Router<Handler> http_routes;
-  Router<WsOpenHandler> ws_routes;
+  Router<WsRoute> ws_routes;
+  std::array<Listener, 2> listeners{Listener{"the TCP port"}, Listener{"the local socket"}};
+  size_t max_unauthenticated = 16;
+  LogLimiter peer_log;  // lines about connections without the token
+  LogLimiter push_log;  // lines about connections pushed out
   std::vector<std::string> public_paths;
   std::optional<ssl::context> tls;
   std::string fingerprint;
@@ -70,10 +99,9 @@ struct Server::State {
     return false;
   }
 
-  // Bearer header, or ?token= on WebSocket upgrades (browsers cannot set
-  // headers there).
+  // Bearer header, or ?token= where `query_token` (browser WebSockets).
   bool Authorized(const http::request_header<>& header, const std::map<std::string, std::string>& query,
-                  bool websocket_upgrade) const {
+                  bool query_token) const {
     auto auth = header[http::field::authorization];
     std::string_view value(auth.data(), auth.size());
     constexpr std::string_view kBearer = "bearer ";
@@ -84,11 +112,178 @@ struct Server::State {
       }
       if (prefix_ok && TokenEquals(value.substr(kBearer.size()), options.token)) return true;
     }
-    if (websocket_upgrade) {
+    if (query_token) {
       auto it = query.find("token");
       if (it != query.end() && TokenEquals(it->second, options.token)) return true;
     }
     return false;
+  }
+
+  // What to do with a request once its header is read: refuse it, upgrade
+  // it to a WebSocket, or read its body and Dispatch it. Shared by the
+  // connections and AnswerInMemory, so both decide alike.
+  struct HeadDecision {
+    enum class Kind { kReject, kUpgrade, kRead };
+    Kind kind = Kind::kRead;
+    Response response;                       // kReject
+    std::string why;                         // kReject: for the log
+    const WsOpenHandler* on_open = nullptr;  // kUpgrade
+    bool authenticated = false;              // the request carried the token
+  };
+
+  // Fills `request` from `header` (decoding path and query) and decides.
+  HeadDecision Decide(const http::request_header<>& header, const std::string& remote,
+                      Request& request) const {
+    request = Request();
+    request.method = std::string(header.method_string());
+    request.target = std::string(header.target());
+    std::string_view target = header.target();
+    size_t q = target.find('?');
+    request.path = PercentDecode(target.substr(0, q), false);
+    if (q != std::string_view::npos) request.query = ParseQuery(target.substr(q + 1));
+    for (const auto& field : header) {
+      std::string name(field.name_string());
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      request.headers[name] = std::string(field.value());
+    }
+    request.remote = remote;
+
+    HeadDecision d;
+    auto reject = [&](Response response, std::string why) {
+      d.kind = HeadDecision::Kind::kReject;
+      d.response = std::move(response);
+      d.why = std::move(why);
+      return d;
+    };
+    // The query is left out of messages and logs: it may hold a token.
+    if (std::string bad = UncleanPart(request); !bad.empty()) {
+      const std::string what = bad + " of a request to " + Printable(request.path) +
+                               " is not UTF-8 text or holds control characters";
+      return reject(ErrorResponse(400, StatusCode::kInvalidArgument, what), what);
+    }
+    if (websocket::is_upgrade(header)) {
+      auto match = ws_routes.Find("GET", request.path);
+      if (!match.ok()) {
+        return reject(ErrorResponse(404, StatusCode::kNotFound,
+                                    "no WebSocket endpoint at " + Printable(request.path)),
+                      "WebSocket upgrade to unknown path " + Printable(request.path));
+      }
+      const bool query_token = match->target->token == WsToken::kHeaderOrQuery;
+      if (!query_token && request.query.count("token") > 0) {
+        return reject(ErrorResponse(401, StatusCode::kUnauthenticated,
+                                    "?token= is refused on " + Printable(request.path) +
+                                        ": send the token in the Authorization: Bearer header "
+                                        "(tokens in URLs end up in logs)"),
+                      "WebSocket upgrade to " + Printable(request.path) + " with ?token=");
+      }
+      d.authenticated = Authorized(header, request.query, query_token);
+      if (!d.authenticated) return reject(Unauthorized(), "WebSocket upgrade without a valid token");
+      request.path_params = std::move(match->params);
+      d.kind = HeadDecision::Kind::kUpgrade;
+      d.on_open = &match->target->on_open;
+      return d;
+    }
+    d.authenticated = Authorized(header, request.query, false);
+    if (!d.authenticated && !IsPublic(request.path)) {
+      return reject(Unauthorized(), "request without a valid token");
+    }
+    return d;
+  }
+
+  // "the path" or "query parameter \"x\"" when that part of the decoded
+  // request is not clean text (IsCleanText); empty when all are.
+  static std::string UncleanPart(const Request& request) {
+    if (!IsCleanText(request.path)) return "the path";
+    for (const auto& [key, value] : request.query) {
+      if (!IsCleanText(key)) return "a query parameter's name";
+      if (!IsCleanText(value)) return "query parameter \"" + key + "\"";
+    }
+    return "";
+  }
+
+  // A line about a peer: as it is for one that sent the token, at most one
+  // per 10 s (with a count) for connections without it, which anyone who
+  // can reach the port can open by the thousand.
+  void LogPeer(bool authenticated, spdlog::level::level_enum level, const std::string& line) {
+    if (authenticated) return spdlog::log(level, "{}", line);
+    const uint64_t n = peer_log.Allow(WallNow());
+    if (n == 0) return;
+    if (n == 1) return spdlog::log(level, "{}", line);
+    spdlog::log(level, "{} (and {} more lines about connections without the token held back in the last 10 s)",
+                line, n - 1);
+  }
+
+  // Closes the oldest connection without the token, of listener `first` or
+  // else of the other one. False when there is none.
+  bool PushOutOldest(size_t first) {
+    for (size_t i : {first, 1 - first}) {
+      auto& waiting = listeners[i].unauthenticated;
+      while (!waiting.empty()) {
+        std::shared_ptr<Connection> c = waiting.begin()->second.lock();
+        waiting.erase(waiting.begin());
+        if (c) {
+          c->Abort();
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  // Counts a new connection on `listener` as one without the token, pushing
+  // out the oldest such one at the cap.
+  void Admit(size_t listener, uint64_t id, std::weak_ptr<Connection> c) {
+    auto& waiting = listeners[listener].unauthenticated;
+    uint64_t pushed = 0;
+    while (waiting.size() >= max_unauthenticated && PushOutOldest(listener)) ++pushed;
+    if (pushed > 0) {
+      if (const uint64_t n = push_log.Allow(WallNow()); n > 0) {
+        spdlog::warn("{} connections without the token on {} (the most kept): closed the oldest "
+                     "({} such closings since the last line)",
+                     max_unauthenticated, listeners[listener].name, n);
+      }
+    }
+    waiting[id] = std::move(c);
+  }
+
+  // Routes a complete request to its handler, or answers 404 / 405.
+  void Dispatch(Request& request, Responder done) const {
+    auto match = http_routes.Find(request.method, request.path);
+    if (!match.ok()) {
+      int code = match.status().code() == StatusCode::kNotFound ? 404 : 405;
+      return done(ErrorResponse(code, match.status().code(), match.status().message()));
+    }
+    request.path_params = std::move(match->params);
+    (*match->target)(request, std::move(done));
+  }
+
+  static Response Unauthorized() {
+    return ErrorResponse(401, StatusCode::kUnauthenticated,
+                         "missing or wrong cluster token (send Authorization: Bearer <token>)");
+  }
+
+  // The answer to a failed read of a request, and why (for the log); nullopt
+  // when the connection is just dropped (the peer went away or timed out).
+  std::optional<std::pair<Response, std::string>> AnswerReadError(error_code ec) const {
+    if (ec == http::error::header_limit) {
+      return std::pair(ErrorResponse(431, StatusCode::kResourceExhausted,
+                                     "request header larger than " +
+                                         std::to_string(options.limits.max_header_bytes) + " bytes"),
+                       std::string("header too large"));
+    }
+    if (ec == http::error::body_limit) {
+      return std::pair(ErrorResponse(413, StatusCode::kResourceExhausted,
+                                     "request body larger than " +
+                                         std::to_string(options.limits.max_body_bytes) + " bytes"),
+                       std::string("body too large"));
+    }
+    if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
+        ec != http::error::end_of_stream && ec != http::error::partial_message &&
+        ec != http::error::need_more) {
+      return std::pair(ErrorResponse(400, StatusCode::kInvalidArgument, "malformed HTTP request"),
+                       "malformed request: " + ec.message());
+    }
+    return std::nullopt;
   }
 };
 
@@ -101,13 +296,17 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
  public:
   static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
 
-  HttpSession(std::shared_ptr<ServerState> state, Stream stream, std::string remote)
-      : state_(std::move(state)), stream_(std::move(stream)), remote_(std::move(remote)) {}
+  HttpSession(std::shared_ptr<ServerState> state, size_t listener, Stream stream, std::string remote)
+      : state_(std::move(state)), listener_(listener), stream_(std::move(stream)), remote_(std::move(remote)) {}
 
-  ~HttpSession() override { state_->connections.erase(id_); }
+  ~HttpSession() override {
+    state_->connections.erase(id_);
+    state_->listeners[listener_].unauthenticated.erase(id_);
+  }
 
   void Start() {
     state_->connections[id_] = this->weak_from_this();
+    state_->Admit(listener_, id_, this->weak_from_this());
     if constexpr (kTls) {
       Lowest().expires_after(state_->options.limits.handshake_timeout);
       stream_.async_handshake(ssl::stream_base::server, [self = this->shared_from_this()](error_code ec) {
@@ -138,13 +337,19 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
  private:
   auto& Lowest() { return beast::get_lowest_layer(stream_); }
 
+  // A connection that has not sent the token gets the handshake timeout
+  // for each step, so it cannot hold a descriptor for long.
+  Duration Timeout() const {
+    const ServerLimits& limits = state_->options.limits;
+    return authenticated_ ? limits.idle_timeout : limits.handshake_timeout;
+  }
+
   void ReadHeader() {
     const ServerLimits& limits = state_->options.limits;
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(limits.max_header_bytes));
     parser_->body_limit(limits.max_body_bytes);
-    Lowest().expires_after(first_request_ ? limits.handshake_timeout : limits.idle_timeout);
-    first_request_ = false;
+    Lowest().expires_after(Timeout());
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = this->shared_from_this()](error_code ec, size_t) {
                               self->OnHeader(ec);
@@ -153,90 +358,44 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
 
   void OnHeader(error_code ec) {
     if (ec == http::error::end_of_stream) return Shutdown();
-    if (ec == http::error::header_limit) {
-      return Reject(ErrorResponse(431, StatusCode::kResourceExhausted,
-                                  "request header larger than " +
-                                      std::to_string(state_->options.limits.max_header_bytes) +
-                                      " bytes"),
-                    "header too large");
-    }
-    if (ec == http::error::body_limit) return RejectBodyTooLarge();  // from Content-Length
     if (ec == beast::error::timeout) return Drop("timed out waiting for a request");
-    if (ec.category() == http::make_error_code(http::error::bad_target).category()) {
-      return Reject(ErrorResponse(400, StatusCode::kInvalidArgument, "malformed HTTP request"),
-                    "malformed request: " + ec.message());
-    }
-    if (ec) return Drop("read failed: " + ec.message());
+    if (ec) return OnReadError(ec);
 
-    const auto& header = parser_->get();
-    request_ = Request();
-    request_.method = std::string(header.method_string());
-    request_.target = std::string(header.target());
-    std::string_view target = header.target();
-    size_t q = target.find('?');
-    request_.path = PercentDecode(target.substr(0, q), false);
-    if (q != std::string_view::npos) request_.query = ParseQuery(target.substr(q + 1));
-    for (const auto& field : header) {
-      std::string name(field.name_string());
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      request_.headers[name] = std::string(field.value());
+    using Kind = ServerState::HeadDecision::Kind;
+    ServerState::HeadDecision d = state_->Decide(parser_->get(), remote_, request_);
+    if (d.authenticated && !authenticated_) {
+      authenticated_ = true;
+      state_->listeners[listener_].unauthenticated.erase(id_);
     }
-    request_.remote = remote_;
-
-    const bool upgrade = websocket::is_upgrade(header);
-    if (upgrade) {
-      auto match = state_->ws_routes.Find("GET", request_.path);
-      if (!match.ok()) {
-        return Reject(ErrorResponse(404, StatusCode::kNotFound, "no WebSocket endpoint at " + request_.path),
-                      "WebSocket upgrade to unknown path " + request_.path);
-      }
-      if (!state_->Authorized(header, request_.query, true)) {
-        return Reject(Unauthorized(), "WebSocket upgrade without a valid token");
-      }
-      request_.path_params = std::move(match->params);
-      return Upgrade(*match->target);
-    }
-    if (!state_->IsPublic(request_.path) && !state_->Authorized(header, request_.query, false)) {
-      return Reject(Unauthorized(), "request without a valid token");
-    }
+    if (d.kind == Kind::kReject) return Reject(std::move(d.response), d.why);
+    if (d.kind == Kind::kUpgrade) return Upgrade(*d.on_open);
     if (parser_->is_done()) return Dispatch();
-    Lowest().expires_after(state_->options.limits.idle_timeout);
+    Lowest().expires_after(Timeout());
     http::async_read(stream_, buffer_, *parser_, [self = this->shared_from_this()](error_code ec, size_t) {
       self->OnBody(ec);
     });
   }
 
   void OnBody(error_code ec) {
-    if (ec == http::error::body_limit) return RejectBodyTooLarge();
     if (ec == beast::error::timeout) return Drop("timed out reading the request body");
-    if (ec) return Drop("reading the body failed: " + ec.message());
+    if (ec) return OnReadError(ec);
     request_.body = std::move(parser_->get().body());
     Dispatch();
   }
 
-  void RejectBodyTooLarge() {
-    Reject(ErrorResponse(413, StatusCode::kResourceExhausted,
-                         "request body larger than " +
-                             std::to_string(state_->options.limits.max_body_bytes) + " bytes"),
-           "body too large");
-  }
-
-  static Response Unauthorized() {
-    return ErrorResponse(401, StatusCode::kUnauthenticated,
-                         "missing or wrong cluster token (send Authorization: Bearer <token>)");
+  // A request that cannot be read is answered (413, 431, 400) when the
+  // peer can still hear it, and the connection closed.
+  void OnReadError(error_code ec) {
+    if (auto answer = state_->AnswerReadError(ec)) {
+      return Reject(std::move(answer->first), answer->second);
+    }
+    Drop("read failed: " + ec.message());
   }
 
   void Dispatch() {
     const bool keep_alive = parser_->get().keep_alive();
-    auto match = state_->http_routes.Find(request_.method, request_.path);
-    if (!match.ok()) {
-      int code = match.status().code() == StatusCode::kNotFound ? 404 : 405;
-      return WriteResponse(ErrorResponse(code, match.status().code(), match.status().message()),
-                           keep_alive);
-    }
-    request_.path_params = std::move(match->params);
     Lowest().expires_never();  // the handler may take its time
-    (*match->target)(request_, MakeResponder(keep_alive));
+    state_->Dispatch(request_, MakeResponder(keep_alive));
   }
 
   // The responder answers 500 if every copy is dropped unanswered, so a
@@ -272,7 +431,7 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
     res->keep_alive(keep_alive);
     res->body() = std::move(r.body);
     res->prepare_payload();
-    Lowest().expires_after(state_->options.limits.idle_timeout);
+    Lowest().expires_after(Timeout());
     http::async_write(stream_, *res, [self = this->shared_from_this(), res](error_code ec, size_t) {
       if (ec) return self->Drop("write failed: " + ec.message());
       if (!res->keep_alive()) return self->Shutdown();
@@ -283,12 +442,14 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
   // Answers with an error, then closes the connection: after a bad or
   // unauthenticated request the rest of the stream cannot be trusted.
   void Reject(Response r, const std::string& why) {
-    spdlog::warn("http {}: {}; closing the connection", remote_, why);
+    state_->LogPeer(authenticated_, spdlog::level::warn,
+                    "http " + remote_ + ": " + why + "; closing the connection");
     WriteResponse(std::move(r), /*keep_alive=*/false);
   }
 
   void Drop(const std::string& why) {
-    spdlog::info("http {}: {}; connection dropped", remote_, why);
+    state_->LogPeer(authenticated_, spdlog::level::info,
+                    "http " + remote_ + ": " + why + "; connection dropped");
     error_code ignored;
     Lowest().socket().close(ignored);
   }
@@ -342,34 +503,62 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
   }
 
   std::shared_ptr<ServerState> state_;
+  size_t listener_;  // ServerState::kTcp or kLocal
   Stream stream_;
   std::string remote_;
   uint64_t id_ = internal::NextConnectionId();
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   Request request_;
-  bool first_request_ = true;
+  bool authenticated_ = false;  // a request on it carried the token
   bool upgraded_ = false;
 };
+
+// After a failed accept on `listener`: out of descriptors or memory, the
+// oldest connection without the token is closed to make room and accepting
+// resumes after a pause (AcceptPause) instead of at once, which spun; other
+// failures concern one connection and accepting goes on. Either way at most
+// one log line per 10 s.
+void AfterAcceptError(const std::shared_ptr<ServerState>& state, size_t listener, error_code ec,
+                      void (*again)(const std::shared_ptr<ServerState>&)) {
+  ServerState::Listener& l = state->listeners[listener];
+  const int error = ec.category() == boost::system::system_category() ? ec.value() : 0;
+  const AcceptPause::Step step = l.pause.OnFailure(error, WallNow());
+  const bool made_room = AcceptPause::OutOfResources(error) && state->PushOutOldest(listener);
+  if (step.log) {
+    std::string then;
+    if (step.pause > Duration(0)) {
+      then = "; accepting again in " + std::to_string(step.pause.count() / 1000) + " ms";
+      if (made_room) then += ", closed the oldest connection without the token to make room";
+    }
+    spdlog::warn("accept on {} failed: {} ({} failures since the last such line){}", l.name,
+                 ec.message(), step.failures, then);
+  }
+  if (step.pause == Duration(0)) return again(state);
+  l.retry.emplace(state->io);
+  l.retry->expires_after(std::chrono::microseconds(step.pause.count()));
+  l.retry->async_wait([state, again](error_code timer_ec) {
+    if (timer_ec || state->stopped) return;
+    again(state);
+  });
+}
 
 void Accept(const std::shared_ptr<ServerState>& state) {
   state->acceptor->async_accept([state](error_code ec, tcp::socket socket) {
     if (state->stopped || ec == asio::error::operation_aborted) return;
-    if (ec) {
-      spdlog::warn("accept failed: {}", ec.message());
+    if (ec) return AfterAcceptError(state, ServerState::kTcp, ec, &Accept);
+    state->listeners[ServerState::kTcp].pause.OnSuccess();
+    error_code ep_ec;
+    std::string remote = internal::EndpointText(socket.remote_endpoint(ep_ec));
+    socket.set_option(tcp::no_delay(true), ep_ec);
+    if (state->tls) {
+      auto s = std::make_shared<HttpSession<TlsStream>>(
+          state, ServerState::kTcp, TlsStream(beast::tcp_stream(std::move(socket)), *state->tls), remote);
+      s->Start();
     } else {
-      error_code ep_ec;
-      std::string remote = internal::EndpointText(socket.remote_endpoint(ep_ec));
-      socket.set_option(tcp::no_delay(true), ep_ec);
-      if (state->tls) {
-        auto s = std::make_shared<HttpSession<TlsStream>>(
-            state, TlsStream(beast::tcp_stream(std::move(socket)), *state->tls), remote);
-        s->Start();
-      } else {
-        auto s = std::make_shared<HttpSession<beast::tcp_stream>>(
-            state, beast::tcp_stream(std::move(socket)), remote);
-        s->Start();
-      }
+      auto s = std::make_shared<HttpSession<beast::tcp_stream>>(
+          state, ServerState::kTcp, beast::tcp_stream(std::move(socket)), remote);
+      s->Start();
     }
     Accept(state);
   });
@@ -381,13 +570,11 @@ void AcceptLocal(const std::shared_ptr<ServerState>& state) {
   state->local_acceptor->async_accept(
       [state](error_code ec, asio::local::stream_protocol::socket socket) {
         if (state->stopped || ec == asio::error::operation_aborted) return;
-        if (ec) {
-          spdlog::warn("accept on {} failed: {}", state->local_listener->path(), ec.message());
-        } else {
-          auto s = std::make_shared<HttpSession<LocalStream>>(state, LocalStream(std::move(socket)),
-                                                              "local");
-          s->Start();
-        }
+        if (ec) return AfterAcceptError(state, ServerState::kLocal, ec, &AcceptLocal);
+        state->listeners[ServerState::kLocal].pause.OnSuccess();
+        auto s = std::make_shared<HttpSession<LocalStream>>(state, ServerState::kLocal,
+                                                            LocalStream(std::move(socket)), "local");
+        s->Start();
         AcceptLocal(state);
       });
 }
@@ -403,8 +590,8 @@ void Server::Route(std::string method, std::string pattern, Handler handler) {
   state_->http_routes.Add(std::move(method), std::move(pattern), std::move(handler));
 }
 
-void Server::WebSocketRoute(std::string pattern, WsOpenHandler on_open) {
-  state_->ws_routes.Add("GET", std::move(pattern), std::move(on_open));
+void Server::WebSocketRoute(std::string pattern, WsOpenHandler on_open, WsToken token) {
+  state_->ws_routes.Add("GET", std::move(pattern), WsRoute{std::move(on_open), token});
 }
 
 void Server::ServeLocalSocket(LocalSocketListener listener) {
@@ -462,6 +649,10 @@ Status Server::Start() {
     }
     st.local_listener->ReleaseFd();  // the acceptor closes it now
   }
+  const uint64_t limit = OpenFileLimit();
+  st.max_unauthenticated = o.limits.max_unauthenticated_connections > 0
+                               ? o.limits.max_unauthenticated_connections
+                               : static_cast<size_t>(std::clamp<uint64_t>(limit / 4, 16, 1024));
   st.stopped = false;
   spdlog::info("listening on {}:{} ({})", o.bind_address, st.port, o.tls ? "TLS" : "plain TCP");
   Accept(state_);
@@ -484,6 +675,9 @@ void Server::Stop() {
     error_code ignored;
     st.local_acceptor->close(ignored);
   }
+  for (State::Listener& l : st.listeners) {
+    if (l.retry) l.retry->cancel();
+  }
   // Removes the socket file and drops the claim: a clean stop leaves no
   // socket behind.
   st.local_listener.reset();
@@ -492,6 +686,56 @@ void Server::Stop() {
   for (auto& [id, weak] : connections) {
     if (auto c = weak.lock()) c->Abort();
   }
+}
+
+void Server::AnswerInMemory(std::string_view raw, std::function<void(std::optional<Response>)> done) {
+  const State& st = *state_;
+  http::request_parser<http::string_body> parser;
+  parser.header_limit(static_cast<uint32_t>(st.options.limits.max_header_bytes));
+  parser.body_limit(st.options.limits.max_body_bytes);
+  parser.eager(false);
+  error_code ec;
+  // Feeds `raw` to the parser until `enough` holds or it fails. Once the
+  // bytes are used up the parser hears end of stream, as from a peer that
+  // closed.
+  auto feed = [&](auto enough) {
+    while (!enough()) {
+      size_t used = raw.empty() ? 0 : parser.put(asio::buffer(raw.data(), raw.size()), ec);
+      raw.remove_prefix(used);
+      if (ec == http::error::need_more) ec = {};
+      if (ec) return;
+      if (used == 0) {
+        // The peer closed: before any byte that is a plain end of stream
+        // (and Beast's put_eof requires some).
+        if (!parser.got_some()) {
+          ec = http::error::end_of_stream;
+          return;
+        }
+        parser.put_eof(ec);
+        if (!ec && !enough()) ec = http::error::partial_message;
+        return;
+      }
+    }
+  };
+  auto answer_error = [&] {
+    auto answer = st.AnswerReadError(ec);
+    done(answer ? std::optional<Response>(std::move(answer->first)) : std::nullopt);
+  };
+  feed([&] { return parser.is_header_done(); });
+  if (ec) return answer_error();
+  Request request;
+  State::HeadDecision d = st.Decide(parser.get(), "memory", request);
+  if (d.kind == State::HeadDecision::Kind::kReject) return done(std::move(d.response));
+  if (d.kind == State::HeadDecision::Kind::kUpgrade) {
+    Response switching;
+    switching.status = 101;
+    return done(std::move(switching));
+  }
+  parser.eager(true);
+  feed([&] { return parser.is_done(); });
+  if (ec) return answer_error();
+  request.body = std::move(parser.get().body());
+  st.Dispatch(request, [done](Response r) { done(std::move(r)); });
 }
 
 uint16_t Server::port() const { return state_->port; }

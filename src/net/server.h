@@ -12,17 +12,36 @@
 //   RETURN_IF_ERROR(server.Start());
 //
 // Authentication: every request needs `Authorization: Bearer <token>`,
-// except paths passed to AllowPublic. WebSocket upgrade requests may carry
-// the token as a `?token=` query parameter instead, because browsers cannot
-// set headers on a WebSocket. A missing or wrong token gets 401 with
-// {"error":{"code":"unauthenticated","message":...}} (WebSocket upgrades are
-// refused the same way).
+// except paths passed to AllowPublic. WebSocket routes registered with
+// WsToken::kHeaderOrQuery also take the token as a `?token=` query
+// parameter, because browsers cannot set headers on a WebSocket; the others
+// refuse a `?token=` (URLs end up in logs). A missing or wrong token gets
+// 401 with {"error":{"code":"unauthenticated","message":...}} (WebSocket
+// upgrades are refused the same way).
 //
-// Limits: header and body sizes (413 and the connection closed), WebSocket
-// message size (that connection closed with code 1009), a handshake timeout
-// (TLS handshake plus the first request's headers) and an idle timeout, so
-// half-open connections are dropped. A malformed request or message closes
-// only its own connection, with a logged reason (spdlog).
+// Request bytes: a decoded path or query parameter that is not UTF-8 text
+// or holds control characters (including NUL) is refused with 400 before
+// routing, so handlers only see text. Error messages and log lines show
+// what a peer sent through Printable (http_types.h); JSON bodies are made
+// with JsonText (json_text.h), which never throws.
+//
+// Limits: header and body sizes (431 / 413 and the connection closed), a
+// malformed request (400), WebSocket message size (that connection closed
+// with code 1009; a frame that declares more is refused at its header), a
+// handshake timeout and an idle timeout, so half-open connections are
+// dropped. A malformed request or message closes only its own connection,
+// with a logged reason (spdlog).
+//
+// Connections without the token: until a connection has sent a request (or
+// an upgrade) with the token, it is held to the handshake timeout for each
+// request, and at most `max_unauthenticated_connections` of them are kept
+// per listener (the TCP port, the local socket): a new one pushes out the
+// oldest. When accept fails for want of file descriptors (EMFILE, ENFILE)
+// or memory, the oldest connection without the token is closed to make
+// room and accepting pauses (10 ms, doubling to 1 s, see accept_pause.h)
+// instead of spinning. So idle connections from the network cannot lock out
+// workers, clients with the token, or the local socket. Log lines about
+// peers without the token are limited to one per 10 s (with a count).
 //
 // Thread safety: construct, add routes and Start() before the loop runs or on
 // the loop thread; handlers run on the loop thread. Stop() and the destructor
@@ -32,8 +51,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "common/time.h"
@@ -50,8 +72,19 @@ struct ServerLimits {
   size_t max_ws_message_bytes = 16 * 1024 * 1024;
   // Unsent bytes a WebSocket may queue before it is closed as too slow.
   size_t max_ws_queue_bytes = 64 * 1024 * 1024;
-  Duration handshake_timeout = Seconds(10);
+  // For the TLS handshake and each request of a connection that has not
+  // yet sent the token.
+  Duration handshake_timeout = Seconds(5);
   Duration idle_timeout = Seconds(60);
+  // Connections without the token kept per listener; 0 picks a quarter of
+  // the open-file limit at Start() (at least 16, at most 1,024).
+  size_t max_unauthenticated_connections = 0;
+};
+
+// Where a WebSocket route takes the cluster token from.
+enum class WsToken {
+  kHeader,         // Authorization: Bearer only (programs: the worker channel)
+  kHeaderOrQuery,  // also ?token= (browsers cannot set WebSocket headers)
 };
 
 struct ServerOptions {
@@ -78,7 +111,8 @@ class Server {
   // `pattern` as in router.h. Registering after Start() is allowed on the
   // loop thread.
   void Route(std::string method, std::string pattern, Handler handler);
-  void WebSocketRoute(std::string pattern, WsOpenHandler on_open);
+  void WebSocketRoute(std::string pattern, WsOpenHandler on_open,
+                      WsToken token = WsToken::kHeader);
 
   // Exact paths, or prefixes written "/assets/*", served without a token.
   void AllowPublic(std::string path_or_prefix);
@@ -99,6 +133,15 @@ class Server {
 
   // Closes the listener and drops every open connection. Idempotent.
   void Stop();
+
+  // Answers one request held whole in `raw` (the bytes a client would send)
+  // as a connection would: the same parser and limits, token check, routing
+  // and handler, without sockets or the event loop (the fuzz target
+  // fuzz/http_fuzz.cc uses it). `done` gets the answer, status 101 for an
+  // accepted WebSocket upgrade (not performed), or nullopt where the server
+  // would drop the connection without one (an incomplete request). Handlers
+  // answer through `done` as they do on a connection, possibly later.
+  void AnswerInMemory(std::string_view raw, std::function<void(std::optional<Response>)> done);
 
   // The bound port (after Start(); useful with port 0).
   uint16_t port() const;

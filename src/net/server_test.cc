@@ -4,6 +4,7 @@
 #include "net/server.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -57,6 +58,10 @@ class ServerTest : public ::testing::TestWithParam<bool> {
       timer->ArmAfter(Millis(5), [timer, done] { done(JsonResponse(R"({"late":true})")); });
     });
     server_->Route("GET", "/api/v1/forgetful", [](const Request&, Responder) {});
+    // Echoes the body in an error message, as handlers that name bad input do.
+    server_->Route("POST", "/api/v1/complain", [](const Request& r, Responder done) {
+      done(ErrorResponse(400, StatusCode::kInvalidArgument, "bad input: " + r.body));
+    });
     server_->Route("GET", "/index.html", [](const Request&, Responder done) {
       Response res;
       res.content_type = "text/html";
@@ -180,6 +185,53 @@ TEST_P(ServerTest, GarbageAndHalfOpenConnectionsDoNotDisturbGoodClients) {
   EXPECT_EQ(client.Get("/api/v1/echo/6")->status, 200);
 }
 
+// Issue 18: "GET /assets/%FF" with no token aborted the server (nlohmann
+// type_error.316 serialising the 404 message that named the path).
+TEST_P(ServerTest, BytesThatAreNotTextGet400AndValidJson) {
+  StartServer();
+  HttpClient client(Client());
+  HttpClient anonymous(Client(""));
+  for (const std::string& target :
+       {std::string("/index.html/%FF"), std::string("/%FF"), std::string("/api/v1/echo/%FF"),
+        std::string("/api/v1/echo/1?q=%FF"), std::string("/api/v1/echo/1?%C0%AF=1"),
+        std::string("/api/v1/echo/%00"), std::string("/api/v1/echo/a%0Ab")}) {
+    for (HttpClient* c : {&client, &anonymous}) {
+      Result<Response> r = c->Get(target);
+      ASSERT_TRUE(r.ok()) << target << ": " << r.status().ToString();
+      EXPECT_EQ(r->status, 400) << target << ": " << r->body;
+      auto j = nlohmann::json::parse(r->body, nullptr, false);
+      ASSERT_FALSE(j.is_discarded()) << r->body;
+      EXPECT_EQ(j["error"]["code"], "invalid_argument");
+    }
+  }
+  // A handler's error message that echoes a body with 0xFF: valid JSON.
+  Result<Response> complaint = client.Post("/api/v1/complain", "\xff\xfe");
+  ASSERT_TRUE(complaint.ok()) << complaint.status().ToString();
+  EXPECT_EQ(complaint->status, 400);
+  EXPECT_EQ(StatusFromResponse(*complaint).message(), "bad input: \xef\xbf\xbd\xef\xbf\xbd");
+  // Text that is UTF-8 passes.
+  Result<Response> ok = client.Get("/api/v1/echo/caf%C3%A9");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(nlohmann::json::parse(ok->body)["id"], "caf\xc3\xa9");
+}
+
+TEST_P(ServerTest, MalformedChunkedBodyIsAnswered400) {
+  if (tls()) GTEST_SKIP() << "the raw request is written over plain TCP";
+  StartServer();
+  int fd = ConnectRaw(server_->port());
+  ASSERT_GE(fd, 0);
+  const std::string request = "POST /api/v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                              kToken +
+                              "\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n";
+  ASSERT_EQ(::write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  std::optional<std::string> reply = ReadUntilClosed(fd);
+  ::close(fd);
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->rfind("HTTP/1.1 400", 0), 0u) << *reply;
+  EXPECT_NE(reply->find("malformed HTTP request"), std::string::npos) << *reply;
+}
+
 TEST_P(ServerTest, ClosedPortIsUnavailable) {
   StartServer();
   ClientOptions o = Client();
@@ -273,6 +325,83 @@ TEST(ServerTlsTest, RestartKeepsTheFingerprint) {
   ASSERT_TRUE(again.Start().ok());
   EXPECT_EQ(again.fingerprint(), first);
   EXPECT_EQ(first.size(), 64u);
+}
+
+// Idle connections without the token are capped per listener; at the cap
+// the oldest is closed, so the newest (a worker, a client) gets in.
+TEST(ServerLimitsTest, ConnectionsWithoutTheTokenAreCappedOldestOut) {
+  TempDir state;
+  EventLoop loop;
+  ServerOptions o = LoopbackServerOptions(state.path(), kToken, /*tls=*/false);
+  o.limits.max_unauthenticated_connections = 4;
+  o.limits.handshake_timeout = Seconds(60);  // only the cap closes them here
+  Server server(loop, o);
+  server.Route("GET", "/x", [](const Request&, Responder done) { done(JsonResponse("{}")); });
+  ASSERT_TRUE(server.Start().ok());
+  LoopThread thread(loop);
+
+  std::vector<int> idle;
+  for (int i = 0; i < 6; ++i) idle.push_back(ConnectRaw(server.port()));
+  // The two oldest are pushed out by the four after them.
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(ReadUntilClosed(idle[i]).has_value()) << "connection " << i;
+  }
+  // A client with the token is served (pushing out one more while it has
+  // not sent its request yet).
+  Result<Response> r = HttpClient(ClientOf(server, kToken, false)).Get("/x");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(ReadUntilClosed(idle[2]).has_value());
+  // The newest idle ones are still open: nothing to read, no hang-up.
+  for (int i = 3; i < 6; ++i) {
+    pollfd p{idle[i], POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 0), 0) << "connection " << i;
+  }
+  for (int fd : idle) ::close(fd);
+  thread.Call([&] { server.Stop(); });
+}
+
+TEST(ServerInMemoryTest, AnswersAsAConnectionWould) {
+  EventLoop loop;
+  ServerOptions o;
+  o.tls = false;
+  o.token = kToken;
+  o.limits.max_body_bytes = 16;
+  Server server(loop, o);
+  server.Route("POST", "/x/{id}", [](const Request& r, Responder done) {
+    done(TextResponse(r.path_params.at("id") + ":" + r.body));
+  });
+  server.WebSocketRoute("/ws", [](std::shared_ptr<WsSession>, const Request&) {});
+  auto answer = [&](const std::string& raw) {
+    std::optional<Response> out;
+    bool called = false;
+    server.AnswerInMemory(raw, [&](std::optional<Response> r) {
+      called = true;
+      out = std::move(r);
+    });
+    EXPECT_TRUE(called) << raw;
+    return out;
+  };
+  const std::string auth = "Authorization: Bearer " + kToken + "\r\n";
+  std::optional<Response> r = answer("POST /x/7 HTTP/1.1\r\n" + auth + "Content-Length: 2\r\n\r\nhi");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "7:hi");
+  EXPECT_EQ(answer("POST /x/7 HTTP/1.1\r\n\r\n")->status, 401);
+  EXPECT_EQ(answer("POST /x/%FF HTTP/1.1\r\n" + auth + "\r\n")->status, 400);
+  EXPECT_EQ(answer("GET /y HTTP/1.1\r\n" + auth + "\r\n")->status, 404);
+  EXPECT_EQ(answer("GET /x/1 HTTP/1.1\r\n" + auth + "\r\n")->status, 405);
+  EXPECT_EQ(answer("POST /x/1 HTTP/1.1\r\n" + auth + "Content-Length: 99\r\n\r\n")->status, 413);
+  EXPECT_EQ(answer("POST /x/1 HTTP/1.1\r\n" + auth +
+                   "Transfer-Encoding: chunked\r\n\r\nzz\r\n")->status,
+            400);
+  EXPECT_EQ(answer("GET /ws HTTP/1.1\r\n" + auth +
+                   "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                   "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")->status,
+            101);
+  // Incomplete: the server would wait, then drop the connection unanswered.
+  EXPECT_FALSE(answer("POST /x/1 HTTP/1.1\r\n" + auth + "Content-Length: 5\r\n\r\nab").has_value());
+  EXPECT_FALSE(answer("GET /x").has_value());
 }
 
 TEST(ServerStartTest, RefusesEmptyTokenAndBadAddress) {

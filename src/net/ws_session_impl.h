@@ -59,10 +59,14 @@ class WsSessionImpl final : public WsSession,
         remote_(std::move(remote)),
         max_message_(max_message_bytes),
         max_queue_(max_queue_bytes) {
-    // The size limit is enforced here rather than by Beast: Beast's own
-    // check reports a TLS teardown error instead of "too big" when the peer
-    // is still sending, and the reason matters in logs.
-    ws_.read_message_max(0);
+    // The size limit is enforced here (ReadNext) rather than by Beast:
+    // Beast's own check reports a TLS teardown error instead of "too big"
+    // when the peer is still sending, and the reason matters in logs. But
+    // Beast alone sees a frame's declared length: a frame declaring far
+    // more than the limit (2^63 bytes, say) would otherwise hold the
+    // connection open while its bytes never come. So Beast refuses, at the
+    // frame header, what exceeds the limit by more than one read can take.
+    ws_.read_message_max(max_message_bytes + kReadChunk);
   }
 
   Ws& ws() { return ws_; }

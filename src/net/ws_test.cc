@@ -2,6 +2,7 @@
 // loopback, over TLS and plain TCP.
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include "net/net_test_util.h"
 #include "net/server.h"
@@ -41,7 +42,7 @@ class WsTest : public ::testing::TestWithParam<bool> {
     o.limits.max_ws_message_bytes = 1024;
     server_ = std::make_unique<Server>(loop_, o);
     // Echo: text back as text, binary back as binary; greets on open.
-    server_->WebSocketRoute("/ws/{name}", [this](std::shared_ptr<WsSession> s, const Request& r) {
+    WsOpenHandler echo = [this](std::shared_ptr<WsSession> s, const Request& r) {
       EXPECT_TRUE(loop_.InLoopThread());
       std::weak_ptr<WsSession> weak = s;
       s->OnText([weak](std::string m) {
@@ -53,7 +54,10 @@ class WsTest : public ::testing::TestWithParam<bool> {
       s->OnClose([this, s](const Status& st) { server_closed_.Push(st); });
       ws_remotes_.Push(r.remote);
       s->SendText("hello " + r.path_params.at("name"));
-    });
+    };
+    server_->WebSocketRoute("/ws/{name}", echo);
+    // A route for browsers, which can only send the token in the URL.
+    server_->WebSocketRoute("/browser/{name}", echo, WsToken::kHeaderOrQuery);
     // A job submission's stand-in for RequestThenWebSocket: names the
     // stream to follow.
     server_->Route("POST", "/jobs", [this](const Request& r, Responder done) {
@@ -140,9 +144,15 @@ TEST_P(WsTest, TokenInHeaderOrQueryElseUpgradeRefused) {
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kUnauthenticated) << r.status().ToString();
   }
-  // Browsers cannot set headers on a WebSocket: ?token= is accepted.
+  // Browsers cannot set headers on a WebSocket: ?token= is accepted where
+  // the route says so, and refused elsewhere (tokens in URLs end up in logs).
+  Seen refused;
+  EXPECT_EQ(Connect(Client(""), "/ws/browser?token=" + kToken, &refused).status().code(),
+            StatusCode::kUnauthenticated);
+  EXPECT_EQ(Connect(Client(), "/ws/browser?token=" + kToken, &refused).status().code(),
+            StatusCode::kUnauthenticated);
   Seen seen;
-  auto r = Connect(Client(""), "/ws/browser?token=" + kToken, &seen);
+  auto r = Connect(Client(""), "/browser/browser?token=" + kToken, &seen);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(seen.text.Pop().value_or("<none>"), "hello browser");
   Seen nowhere;
@@ -176,6 +186,43 @@ TEST_P(WsTest, OversizedMessageClosesOnlyThatConnection) {
   // run on the loop thread until then.
   (*g)->Close("done");
   EXPECT_TRUE(good.closed.Pop().has_value());
+}
+
+// Issue 18: a frame that declares 2^63 bytes (and sends none of them) is
+// refused at its header: close 1009 and the connection ends at once, not
+// held open while the server waits for the bytes.
+TEST_P(WsTest, FrameDeclaringMoreThanTheLimitIsClosedAtItsHeader) {
+  if (tls()) GTEST_SKIP() << "raw frames are written over plain TCP";
+  int fd = testing::ConnectRaw(server_->port());
+  ASSERT_GE(fd, 0);
+  const std::string upgrade =
+      "GET /ws/raw HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + kToken +
+      "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+  ASSERT_EQ(::write(fd, upgrade.data(), upgrade.size()), static_cast<ssize_t>(upgrade.size()));
+  // A client sends frames once the upgrade is answered.
+  std::string reply;
+  while (reply.find("\r\n\r\n") == std::string::npos) {
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 20'000), 1) << "no answer to the upgrade: " << reply;
+    char buf[4096];
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    ASSERT_GT(n, 0) << reply;
+    reply.append(buf, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(reply.rfind("HTTP/1.1 101", 0), 0u) << reply;
+  // Binary, final; masked, 64-bit length 2^63; the mask key; no payload.
+  const unsigned char frame[] = {0x82, 0xFF, 0x80, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4};
+  ASSERT_EQ(::write(fd, frame, sizeof(frame)), static_cast<ssize_t>(sizeof(frame)));
+  std::optional<std::string> rest = testing::ReadUntilClosed(fd, std::chrono::seconds(5));
+  ::close(fd);
+  ASSERT_TRUE(rest.has_value()) << "the connection is still open";
+  reply += *rest;
+  // The close frame: opcode 8, code 1009 (message too big).
+  EXPECT_NE(reply.find(std::string("\x88\x02\x03\xf1", 4)), std::string::npos);
+  std::optional<Status> server_end = server_closed_.Pop();
+  ASSERT_TRUE(server_end.has_value());
+  EXPECT_EQ(server_end->code(), StatusCode::kResourceExhausted) << server_end->ToString();
 }
 
 TEST_P(WsTest, ServerStopDropsClients) {

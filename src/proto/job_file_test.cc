@@ -257,6 +257,32 @@ TEST(JobFileTest, JsonBodyHasTheSameRulesWithPathsInsteadOfPositions) {
   EXPECT_EQ(spec.status().message().rfind("invalid JSON: ", 0), 0u) << spec.status().message();
 }
 
+// A NUL byte would cut what exec sees ("a\u0000b" ran as "a"): refused at
+// the field, from TOML escapes and from JSON alike.
+TEST(JobFileTest, NulInWhatReachesExecIsRefusedNamingTheField) {
+  const std::string why = ": the program would see only the part before it";
+  EXPECT_EQ(TomlError("name = \"j\"\n[[task]]\nid = \"a\"\ncommand = [\"echo\", \"a\\u0000b\"]\n"),
+            "sweep.toml:4:20: task[0].command[1]: NUL byte (\\u0000) at offset 1 of a command "
+            "argument" + why);
+  EXPECT_EQ(TomlError("name = \"j\"\n[[task]]\nid = \"a\"\ncommand = \"echo a\\u0000b\"\n"),
+            "sweep.toml:4:11: task[0].command: NUL byte (\\u0000) at offset 6 of the command" + why);
+  EXPECT_EQ(TomlError(OneTask("env = { A = \"x\\u0000y\" }\n")),
+            "sweep.toml:5:13: task[0].env.A: NUL byte (\\u0000) at offset 1 of an environment "
+            "value" + why);
+
+  Result<core::JobSpec> spec =
+      JobSpecFromJson(R"({"name":"j","task":[{"id":"a","command":["echo","a\u0000b"]}]})");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message(),
+            "task[0].command[1]: NUL byte (\\u0000) at offset 1 of a command argument" + why);
+  spec = JobSpecFromJson(R"({"name":"j","user":"root\u0000x","task":[{"id":"a","command":["x"]}]})");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message(),
+            "user: NUL byte (\\u0000) at offset 4 of the user name" + why);
+  // Elsewhere a NUL does no harm and is kept (a job's name, say).
+  EXPECT_TRUE(JobSpecFromJson(R"({"name":"j\u0000","task":[{"id":"a","command":["x"]}]})").ok());
+}
+
 TEST(JobFileTest, JsonRoundTripsTheDesignExampleAndOddValues) {
   Result<core::JobSpec> spec = ParseJobToml(kDesignExample, "sweep.toml");
   ASSERT_TRUE(spec.ok());

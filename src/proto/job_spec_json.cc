@@ -191,6 +191,17 @@ bool ReadResources(const Json& j, const std::string& path, core::ResourceRequest
   return true;
 }
 
+// Text handed to exec (an argument, an environment value, a user name)
+// ends at its first NUL byte: "a\u0000b" would run as "a". Refused instead,
+// at the field's path.
+bool RefuseNul(const std::string& text, const std::string& path, std::string_view what,
+               DecodeContext& ctx) {
+  const size_t nul = text.find('\0');
+  if (nul == std::string::npos) return true;
+  return ctx.Fail(path, "NUL byte (\\u0000) at offset " + std::to_string(nul) + " of " +
+                            std::string(what) + ": the program would see only the part before it");
+}
+
 bool ReadCommand(const Json& j, const std::string& path, std::vector<std::string>* out,
                  DecodeContext& ctx) {
   if (j.is_string()) {
@@ -198,6 +209,7 @@ bool ReadCommand(const Json& j, const std::string& path, std::vector<std::string
     if (line.find_first_not_of(" \t\n") == std::string::npos) {
       return ctx.Fail(path, "command is empty");
     }
+    if (!RefuseNul(line, path, "the command", ctx)) return false;
     *out = {"sh", "-c", line};
     return true;
   }
@@ -209,6 +221,9 @@ bool ReadCommand(const Json& j, const std::string& path, std::vector<std::string
   if (!ReadStringList(j, path, out, ctx)) return false;
   if (out->empty() || (*out)[0].empty()) {
     return ctx.Fail(path, "command is empty: the first element names the program");
+  }
+  for (size_t i = 0; i < out->size(); ++i) {
+    if (!RefuseNul((*out)[i], IndexPath(path, i), "a command argument", ctx)) return false;
   }
   return true;
 }
@@ -234,6 +249,9 @@ bool ReadGroup(const Json& j, const std::string& path, core::TaskGroupSpec* g, D
       if (name.empty() || name.find('=') != std::string::npos ||
           name.find('\0') != std::string::npos) {
         return ctx.Fail(r.PathOf("env"), "\"" + name + "\" is not a valid variable name", name);
+      }
+      if (!RefuseNul(value, JoinPath(r.PathOf("env"), name), "an environment value", ctx)) {
+        return false;
       }
     }
   }
@@ -377,6 +395,7 @@ bool ReadJobSpec(const Json& j, core::JobSpec* spec, DecodeContext& ctx) {
   if (!r.String("name", &spec->name)) return false;
   if (spec->name.empty()) return ctx.Fail("name", "must not be empty");
   if (!r.String("user", &spec->user, Need::kOptional)) return false;
+  if (!RefuseNul(spec->user, "user", "the user name", ctx)) return false;
   if (const Json* after = r.Get("after", Need::kOptional)) {
     if (!ReadAfter(*after, "after", spec, ctx)) return false;
   }

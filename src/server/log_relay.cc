@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "net/json_text.h"
+
 namespace drover::server {
 
 namespace {
@@ -19,7 +21,7 @@ void Take(uint64_t& received, std::string& out, const proto::LogFrame& frame) {
 std::string FinalText(const std::string& error) {
   nlohmann::json j = error.empty() ? nlohmann::json{{"type", "eof"}}
                                    : nlohmann::json{{"type", "error"}, {"message", error}};
-  return j.dump();
+  return net::JsonText(j);
 }
 
 }  // namespace

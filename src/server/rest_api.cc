@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "common/quantity.h"
+#include "net/json_text.h"
 #include "proto/api_json.h"
 #include "proto/job_file.h"
 #include "server/paging.h"
@@ -19,7 +20,7 @@ namespace {
 
 using nlohmann::json;
 
-net::Response Json(const json& j, int status = 200) { return net::JsonResponse(j.dump(), status); }
+net::Response Json(const json& j, int status = 200) { return net::JsonResponse(net::JsonText(j), status); }
 
 net::Response Error(const Status& s, std::string_view field = {}) {
   net::Response r = net::ErrorResponse(s);

@@ -209,14 +209,20 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
                             [parts](std::shared_ptr<net::WsSession> s, const net::Request&) {
                               parts->channel->Attach(std::move(s));
                             });
-  p->server->WebSocketRoute("/api/v1/events",
-                            [parts](std::shared_ptr<net::WsSession> s, const net::Request& r) {
-                              parts->events->Attach(std::move(s), r, parts->driver->Now());
-                            });
-  p->server->WebSocketRoute("/api/v1/tasks/{id}/logs/follow",
-                            [parts](std::shared_ptr<net::WsSession> s, const net::Request& r) {
-                              parts->logs->Follow(std::move(s), r);
-                            });
+  // The dashboard's WebSockets: a browser can only send the token in the
+  // URL there. The worker channel above takes it in the header only.
+  p->server->WebSocketRoute(
+      "/api/v1/events",
+      [parts](std::shared_ptr<net::WsSession> s, const net::Request& r) {
+        parts->events->Attach(std::move(s), r, parts->driver->Now());
+      },
+      net::WsToken::kHeaderOrQuery);
+  p->server->WebSocketRoute(
+      "/api/v1/tasks/{id}/logs/follow",
+      [parts](std::shared_ptr<net::WsSession> s, const net::Request& r) {
+        parts->logs->Follow(std::move(s), r);
+      },
+      net::WsToken::kHeaderOrQuery);
   p->server->Route("GET", "/api/v1/tasks/{id}/logs",
                    [parts](const net::Request& r, net::Responder done) {
                      parts->logs->Fetch(r, std::move(done));

@@ -4,7 +4,9 @@
 
 #include <array>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
+#include "net/json_text.h"
 #include "net/server.h"
 #include "proto/api_json.h"
 #include "proto/messages.h"
@@ -58,7 +60,7 @@ struct StandbyServer::State {
   net::Response Redirect(const net::Request& request) {
     json error{{"code", "unavailable"}, {"message", StandbyMessage()}};
     if (!leader.empty()) error["leader"] = leader;
-    net::Response r = net::JsonResponse(json{{"error", error}}.dump(), leader.empty() ? 503 : 307);
+    net::Response r = net::JsonResponse(net::JsonText(json{{"error", error}}), leader.empty() ? 503 : 307);
     if (!leader.empty()) {
       r.headers["Location"] =
           std::string(options.tls ? "https://" : "http://") + leader + request.target;
@@ -84,7 +86,7 @@ struct StandbyServer::State {
                                    " ms): Redis is unreachable from it; ask the leader" +
                                    (leader.empty() ? std::string() : " at " + leader)}};
         if (!leader.empty()) error["leader"] = leader;
-        net::Response r = net::JsonResponse(json{{"error", error}}.dump(), 503);
+        net::Response r = net::JsonResponse(net::JsonText(json{{"error", error}}), 503);
         AddHeaders(r);
         return done(std::move(r));
       }
@@ -161,9 +163,16 @@ Result<std::unique_ptr<StandbyServer>> StandbyServer::Start(net::EventLoop& loop
 
   for (const char* path :
        {"/api/v1/worker", "/api/v1/events", "/api/v1/tasks/{id}/logs/follow"}) {
-    server.WebSocketRoute(path, [s](std::shared_ptr<net::WsSession> session, const net::Request&) {
-      s->RefuseSession(session);
-    });
+    // As on the leader: only the browser's streams take ?token=.
+    const net::WsToken token = std::string_view(path) == "/api/v1/worker"
+                                   ? net::WsToken::kHeader
+                                   : net::WsToken::kHeaderOrQuery;
+    server.WebSocketRoute(
+        path,
+        [s](std::shared_ptr<net::WsSession> session, const net::Request&) {
+          s->RefuseSession(session);
+        },
+        token);
   }
   // The dashboard lives on the leader (it needs the event stream and
   // writes): a browser pointed at a standby is sent there, the token in the
@@ -205,7 +214,7 @@ Result<std::unique_ptr<StandbyServer>> StandbyServer::Start(net::EventLoop& loop
               {"tasks", counts},
               {"rebuilds", s->rebuilds}};
     if (!s->last_error.empty()) body["last_error"] = s->last_error;
-    net::Response r = net::JsonResponse(body.dump());
+    net::Response r = net::JsonResponse(net::JsonText(body));
     s->AddHeaders(r);
     done(std::move(r));
   });
