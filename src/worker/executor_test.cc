@@ -29,7 +29,7 @@ TEST(ExecutorTest, RunsATaskWithItsEnvironmentDirectoriesAndResult) {
   Harness h(MakeNoIsolator());
   TaskSpec spec =
       Task(3, {"sh", "-c",
-               "env | grep -E '^(DROVER_|OMP_NUM|CUDA_|NVIDIA_VISIBLE|EXTRA=)' | sort; pwd; "
+               "env | grep -E '^(DROVER_|OMP_NUM|CUDA_DEVICE_ORDER|CUDA_VISIBLE|NVIDIA_VISIBLE|EXTRA=)' | sort; pwd; "
                "echo oops >&2; echo 42 > $DROVER_RESULT"});
   spec.attempt = 2;
   spec.task_index = 11;

@@ -45,7 +45,7 @@ TEST(SlotsTest, CoreSharesFitUpToOneCpu) {
   EXPECT_FALSE(slots.core_free(0));
   Status s = slots.Admit({1, 4}, {250, {0}, 0, {}});
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
-  EXPECT_EQ(s.message(), "core 0 is in use by task 1.3 and others (1 of it booked)");
+  EXPECT_EQ(s.message(), "core 0 is in use by task 1.3");
   // A whole-core task waits for every share to end.
   ASSERT_TRUE(slots.Release({1, 0}).ok());
   EXPECT_EQ(slots.Admit({2, 0}, {1000, {0}, 0, {}}).code(), StatusCode::kResourceExhausted);

@@ -329,7 +329,10 @@ void Ledger::Book(TaskId id, TaskBook& t) {
       return Fail(who + " got core " + std::to_string(c) + " which" + on + " lacks");
     }
     auto held = w->core_holder.find(c);
-    if (held != w->core_holder.end()) {
+    const int64_t need = req.IsCoreShare() ? req.cpus_milli : 1000;
+    auto used = w->core_milli.find(c);
+    if (held != w->core_holder.end() && used != w->core_milli.end() &&
+        used->second + need > 1000) {
       return Fail("core " + std::to_string(c) + on + " given to " + who + " while " +
                   held->second.ToString() + " holds it");
     }
@@ -374,7 +377,10 @@ void Ledger::Book(TaskId id, TaskBook& t) {
     if (gb.mem + g.mem_bytes > dev.memory_bytes) return Fail(gpu + " memory over-reserved by " + who);
   }
   // All checks passed: book it.
-  for (uint32_t c : t.cores) w->core_holder.emplace(c, id);
+  for (uint32_t c : t.cores) {
+    w->core_holder.emplace(c, id);
+    w->core_milli[c] += req.IsCoreShare() ? req.cpus_milli : 1000;
+  }
   w->mem += req.mem_bytes;
   for (const auto& [name, amount] : req.counters) w->counters[name] += amount;
   for (const core::GpuGrant& g : t.gpus) {
@@ -397,7 +403,20 @@ void Ledger::Unbook(TaskId id, TaskBook& t) {
   }
   t.has_alloc = false;
   const core::ResourceRequest& req = SpecOf(id).resources;
-  for (uint32_t c : t.cores) w->core_holder.erase(c);
+  for (uint32_t c : t.cores) {
+    auto [begin, end] = w->core_holder.equal_range(c);
+    for (auto it = begin; it != end; ++it) {
+      if (it->second == id) {
+        w->core_holder.erase(it);
+        break;
+      }
+    }
+    auto used = w->core_milli.find(c);
+    if (used != w->core_milli.end() &&
+        (used->second -= req.IsCoreShare() ? req.cpus_milli : 1000) <= 0) {
+      w->core_milli.erase(used);
+    }
+  }
   w->mem -= req.mem_bytes;
   for (const auto& [name, amount] : req.counters) w->counters[name] -= amount;
   for (const core::GpuGrant& g : t.gpus) {

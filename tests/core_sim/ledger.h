@@ -117,7 +117,10 @@ class Ledger {
     core::WorkerResources resources;
     bool lost = false;
     bool drained = false;
-    std::map<uint32_t, TaskId> core_holder;
+    // Who holds each core: one task whole, or shares (cpus below one) up to
+    // one CPU in all, in core_milli.
+    std::multimap<uint32_t, TaskId> core_holder;
+    std::map<uint32_t, int64_t> core_milli;
     std::vector<GpuBook> gpus;  // resources.gpus order
     uint64_t mem = 0;
     std::map<std::string, int64_t> counters;
