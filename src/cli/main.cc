@@ -60,6 +60,23 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // CLI11 reports an unknown flag by what it could not place after it
+    // ("The following argument was not expected: true"): name the flag.
+    const std::vector<CLI::App*> named =
+        app.get_subcommands([&](CLI::App* a) { return a->get_name() == first; });
+    if (CLI::App* sub = named.empty() ? nullptr : named.front(); sub != nullptr) {
+      for (int i = 2; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        if (arg == "--") break;
+        // Flags only; "-1" is a value (--priority -1).
+        if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9')) continue;
+        const std::string name(arg.substr(0, arg.find('=')));
+        if (name == "-h" || name == "--help" || sub->get_option_no_throw(name) != nullptr) continue;
+        std::cerr << "drover: the flag " << name << " is not expected by drover " << first
+                  << " (see drover --help)" << std::endl;
+        return drover::cli::kExitUsage;
+      }
+    }
     std::cerr << "drover: " << e.what() << " (see drover --help)" << std::endl;
     return drover::cli::kExitUsage;
   }

@@ -72,6 +72,19 @@ TEST(CliHelpTest, EachCommandParsesItsOwnFlagsAndNoOtherCommandsFlags) {
   }
 }
 
+// An unknown flag is named in the error, not the argument CLI11 could not
+// place after it (issue 19 item 10).
+TEST(CliHelpTest, AnUnknownFlagIsNamed) {
+  Cluster c;
+  RunResult r = c.Drover({"submit", "--labl", "os=linux", "--", "true"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("the flag --labl is not expected by drover submit"), std::string::npos)
+      << r.output;
+  r = c.Drover({"submit", "--priority", "-1", "--nme=x", "--", "true"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("the flag --nme is not expected"), std::string::npos) << r.output;
+}
+
 TEST(CliHelpTest, VersionAloneAndAfterACommand) {
   Cluster c;
   RunResult version = c.Drover({"--version"});
