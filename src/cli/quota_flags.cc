@@ -71,13 +71,4 @@ Result<Quotas> ParseQuotas(const std::vector<std::string>& flags) {
   return out;
 }
 
-std::string FormatQuota(const core::UserQuota& q) {
-  std::string out;
-  auto add = [&out](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
-  if (q.max_cpus_milli != 0) add("cpus " + FormatCpus(q.max_cpus_milli));
-  if (q.max_gpus != 0) add("gpus " + FormatGpus(q.max_gpus));
-  if (q.max_tasks != 0) add("tasks " + std::to_string(q.max_tasks));
-  return out.empty() ? "none" : out;
-}
-
 }  // namespace drover::cli

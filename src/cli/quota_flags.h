@@ -30,9 +30,6 @@ struct Quotas {
 // limit \"gpu\" (cpus, gpus or tasks)".
 Result<Quotas> ParseQuotas(const std::vector<std::string>& flags);
 
-// "cpus 8, gpus 2, tasks 10", or "none" when nothing is limited.
-std::string FormatQuota(const core::UserQuota& quota);
-
 }  // namespace drover::cli
 
 #endif  // DROVER_CLI_QUOTA_FLAGS_H_

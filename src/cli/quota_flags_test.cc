@@ -15,8 +15,6 @@ TEST(QuotaFlagsTest, PerUserAndEveryone) {
   EXPECT_EQ(q->per_user.at("bo").max_tasks, 1u);
   EXPECT_EQ(q->per_user.at("bo").max_gpus, 0);  // not limited
   EXPECT_EQ(q->everyone.max_gpus, 400);
-  EXPECT_EQ(FormatQuota(ana), "cpus 8, gpus 0.5, tasks 10");
-  EXPECT_EQ(FormatQuota(core::UserQuota{}), "none");
   EXPECT_TRUE(ParseQuotas({})->per_user.empty());
 }
 

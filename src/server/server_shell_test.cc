@@ -86,6 +86,31 @@ class ServerShellTest : public ::testing::TestWithParam<bool> {
     return json::parse(r->body, nullptr, false);
   }
 
+  // An event stream (`target`) and the text messages it brings. `events`
+  // is shared with the session's callback, which may run after the test.
+  struct Subscription {
+    std::shared_ptr<net::WsSession> session;  // null when it did not open
+    std::shared_ptr<Inbox<std::string>> events = std::make_shared<Inbox<std::string>>();
+  };
+  Subscription Subscribe(const std::string& target) {
+    Subscription sub;
+    Inbox<Status> opened;
+    loop_.Post([&] {
+      net::ConnectWebSocket(loop_, Client(), target,
+                            [&, events = sub.events](Result<std::shared_ptr<net::WsSession>> s) {
+                              if (s.ok()) {
+                                sub.session = *s;
+                                sub.session->OnText([events](std::string t) { events->Push(t); });
+                              }
+                              opened.Push(s.ok() ? Status::Ok() : s.status());
+                            });
+    });
+    auto st = opened.Pop();
+    EXPECT_TRUE(st && st->ok()) << target;
+    if (!st || !st->ok()) sub.session.reset();
+    return sub;
+  }
+
   std::unique_ptr<FakeWorker> Worker(const std::string& name,
                                      std::vector<proto::RunningTask> running = {}) {
     auto w = std::make_unique<FakeWorker>(loop_, Client());
@@ -233,23 +258,12 @@ TEST_P(ServerShellTest, BadSubmissionsAndUnknownIdsAreErrors) {
 
 TEST_P(ServerShellTest, EventStreamSendsASnapshotThenChanges) {
   Post("/api/v1/jobs", kPipeline);
-  // Shared with the session's callback, which may run after this test ends
-  // (the cancel of the second task comes after the one awaited).
-  auto events = std::make_shared<Inbox<std::string>>();
-  Inbox<Status> opened;
-  std::shared_ptr<net::WsSession> session;
-  loop_.Post([&] {
-    net::ConnectWebSocket(loop_, Client(), "/api/v1/events?job=1",
-                          [&](Result<std::shared_ptr<net::WsSession>> s) {
-                            if (s.ok()) {
-                              session = *s;
-                              session->OnText([events](std::string t) { events->Push(t); });
-                            }
-                            opened.Push(s.ok() ? Status::Ok() : s.status());
-                          });
-  });
-  auto st = opened.Pop();
-  ASSERT_TRUE(st && st->ok());
+  // The cancel of the second task comes after the one awaited: the events
+  // inbox outlives the test (Subscription).
+  Subscription sub = Subscribe("/api/v1/events?job=1");
+  ASSERT_NE(sub.session, nullptr);
+  auto& events = sub.events;
+  auto& session = sub.session;
   auto first = events->Pop();
   auto second = events->Pop();
   ASSERT_TRUE(first && second);
@@ -339,21 +353,10 @@ TEST_P(ServerShellTest, CancelOfABigJobIsAnsweredAtOnceAndFinishesInSlices) {
 
 TEST_P(ServerShellTest, TheEventSnapshotOfABigJobArrivesWhole) {
   ASSERT_EQ(Post("/api/v1/jobs", kBigSpec)["id"], 1);
-  auto events = std::make_shared<Inbox<std::string>>();
-  Inbox<Status> opened;
-  std::shared_ptr<net::WsSession> session;
-  loop_.Post([&] {
-    net::ConnectWebSocket(loop_, Client(), "/api/v1/events?job=1",
-                          [&](Result<std::shared_ptr<net::WsSession>> s) {
-                            if (s.ok()) {
-                              session = *s;
-                              session->OnText([events](std::string t) { events->Push(t); });
-                            }
-                            opened.Push(s.ok() ? Status::Ok() : s.status());
-                          });
-  });
-  auto st = opened.Pop();
-  ASSERT_TRUE(st && st->ok());
+  Subscription sub = Subscribe("/api/v1/events?job=1");
+  ASSERT_NE(sub.session, nullptr);
+  auto& events = sub.events;
+  auto& session = sub.session;
   std::set<std::string> seen;
   for (int i = 0; i < kBigJob; ++i) {
     auto e = events->Pop();
@@ -366,21 +369,10 @@ TEST_P(ServerShellTest, TheEventSnapshotOfABigJobArrivesWhole) {
 
 TEST_P(ServerShellTest, WithoutASnapshotOnlyChangesArrive) {
   ASSERT_EQ(Post("/api/v1/jobs", kPipeline)["id"], 1);
-  auto events = std::make_shared<Inbox<std::string>>();
-  Inbox<Status> opened;
-  std::shared_ptr<net::WsSession> session;
-  loop_.Post([&] {
-    net::ConnectWebSocket(loop_, Client(), "/api/v1/events?snapshot=false",
-                          [&](Result<std::shared_ptr<net::WsSession>> s) {
-                            if (s.ok()) {
-                              session = *s;
-                              session->OnText([events](std::string t) { events->Push(t); });
-                            }
-                            opened.Push(s.ok() ? Status::Ok() : s.status());
-                          });
-  });
-  auto st = opened.Pop();
-  ASSERT_TRUE(st && st->ok());
+  Subscription sub = Subscribe("/api/v1/events?snapshot=false");
+  ASSERT_NE(sub.session, nullptr);
+  auto& events = sub.events;
+  auto& session = sub.session;
   Post("/api/v1/jobs/1/cancel", "");
   auto first = events->Pop();
   ASSERT_TRUE(first);
