@@ -386,10 +386,7 @@ void Scheduler::State::TakeBack(uint32_t w) {
       continue;
     }
     ++looked;
-    // Restored or adopted waiters stay: whether their assignment reached
-    // the worker is not known here (granted says nothing for them).
-    if (actives[t.active].lost || actives[t.active].wait_seq == UINT64_MAX ||
-        (t.flags & (kFlagWithdraw | kFlagCancel)) || !CanPlace(w, r)) {
+    if (!Movable(t) || !CanPlace(w, r)) {
       ++it;
       continue;
     }
@@ -411,6 +408,13 @@ void Scheduler::State::TakeBack(uint32_t w) {
     Withdraw(r, "room freed first on worker " + std::to_string(workers[w].id), w);
     return;
   }
+}
+
+bool Scheduler::State::Movable(const Task& t) const {
+  const Active& act = actives[t.active];
+  // Restored or adopted waiters stay: whether their assignment reached the
+  // worker is not known here (granted says nothing for them).
+  return !act.lost && act.wait_seq != UINT64_MAX && !(t.flags & (kFlagWithdraw | kFlagCancel));
 }
 
 void Scheduler::State::Withdraw(TaskRef r, const std::string& why, uint32_t hold) {
@@ -452,11 +456,7 @@ void Scheduler::State::Displace(TaskRef r) {
     const Task& t = task(waiter);
     if (t.state != TaskState::kAssigned || t.active == kNone) continue;
     const Active& act = actives[t.active];
-    // Restored or adopted waiters stay, as in TakeBack.
-    if (act.attempt != attempt || act.prev == kNone || act.lost || act.wait_seq == UINT64_MAX ||
-        (t.flags & (kFlagWithdraw | kFlagCancel))) {
-      continue;
-    }
+    if (act.attempt != attempt || act.prev == kNone || !Movable(t)) continue;
     const Active& prev = actives[act.prev];
     if (RequestOf(prev.task).IsCoreShare()) continue;
     const uint32_t w = prev.worker;

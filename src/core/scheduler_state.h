@@ -498,6 +498,9 @@ struct Scheduler::State {
   // not sent yet (back to its queue), else by a withdrawal (kFlagWithdraw),
   // holding the room of `hold` (kNone: none) for it until the answer.
   void Withdraw(TaskRef r, const std::string& why, uint32_t hold);
+  // Waiter `t` (assigned, behind another) may be taken back: not lost,
+  // neither restored nor adopted, not already being withdrawn or canceled.
+  bool Movable(const Task& t) const;
   // The task the room of `w` is held for, if the hold is still current.
   const TaskRef* HeldFor(uint32_t w);
   // Ends the hold for `r` (its withdrawal was answered) and offers the
