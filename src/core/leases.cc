@@ -46,6 +46,8 @@ void Scheduler::State::EndActive(uint32_t a) {
   Active& act = actives[a];
   const TaskRef r = act.task;
   const ResourceRequest& req = RequestOf(r);
+  task(r).ran_on = ran_on.Intern({act.alloc.cores.data(), act.alloc.cores.size()},
+                                 {act.alloc.gpus.data(), act.alloc.gpus.size()});
   if (act.worker != kNone) {
     Worker& worker = workers[act.worker];
     if (act.booked) worker.res->Free(req, act.alloc);

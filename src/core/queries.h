@@ -44,8 +44,11 @@ struct TaskInfo {
   std::optional<Time> finished_at;  // of the latest attempt
   std::optional<Time> retry_at;     // queued and backing off until then
   std::optional<TaskOutcome> outcome;  // of the latest finished attempt
-  std::vector<uint32_t> cores;      // while assigned or running
-  std::vector<GpuGrant> gpus;       // while assigned or running
+  // While assigned or running; once it ended (succeeded, failed,
+  // canceled), what its latest attempt ran on (kept across a restart by the
+  // terminal TaskRecord); none while queued again for a retry.
+  std::vector<uint32_t> cores;
+  std::vector<GpuGrant> gpus;
   // Assigned and waiting on its worker behind this task (queue-ahead):
   // it starts there when that one ends.
   std::optional<TaskId> after;

@@ -59,6 +59,7 @@ Status Scheduler::Restore(const Record& record) {
             s.restored_allocs.erase(ref);
             s.restored_after.erase(ref);
           }
+          if (IsTerminal(r.state)) t.ran_on = s.ran_on.Intern(r.cores, r.gpus);
           return Status::Ok();
         } else {
           ASSIGN_OR_RETURN(TaskRef ref, s.Find(r.task));

@@ -192,5 +192,49 @@ TEST(RestoreTest, ManyWorkersRejoiningKeepEveryRestoredTaskOnItsOwnResources) {
   EXPECT_EQ(restored.GetTask(T(1, placed))->cores, before[done].cores);
 }
 
+// A finished task keeps what it ran on (issue 19 item 15), live and after a
+// restart from its journal; tasks on one placement share one entry.
+TEST(RestoreTest, EndedTaskKeepsItsCoresAndGpus) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(2).Gpus(1));
+  c.Submit(JobBuilder()
+               .Add(TaskBuilder("gpu").Gpus(0.5).Cpus(1))
+               .Add(TaskBuilder("cpu").Array(0, 4)));
+  std::map<TaskId, TaskInfo> ran;
+  for (int round = 0; round < 5; ++round) {
+    for (uint32_t i = 0; i < 5; ++i) {
+      const TaskId t = T(1, i);
+      TaskInfo info = *c.scheduler().GetTask(t);
+      if (info.state != TaskState::kAssigned) continue;
+      c.Run(t);
+      ran[t] = *c.scheduler().GetTask(t);
+      ASSERT_FALSE(ran[t].cores.empty()) << t.ToString();
+      if (i == 3) {
+        c.FinishWith(t, TaskOutcome{.exit_code = 2});  // failed: kept the same way
+      } else {
+        c.Finish(t);
+      }
+      TaskInfo after = *c.scheduler().GetTask(t);
+      ASSERT_TRUE(IsTerminal(after.state)) << t.ToString();
+      EXPECT_EQ(after.cores, ran[t].cores) << t.ToString();
+      EXPECT_EQ(after.gpus, ran[t].gpus) << t.ToString();
+    }
+  }
+  ASSERT_EQ(ran.size(), 5u);
+  EXPECT_EQ(ran[T(1, 0)].gpus.size(), 1u);
+  EXPECT_EQ(ran[T(1, 0)].gpus[0].share, 50);
+  Scheduler restored;
+  for (const Record& r : c.journal()) ASSERT_TRUE(restored.Restore(r).ok());
+  Outbox out;
+  restored.FinishRestore(c.now(), out);
+  for (const auto& [t, was] : ran) {
+    TaskInfo now = *restored.GetTask(t);
+    EXPECT_EQ(now.state, c.scheduler().GetTask(t)->state) << t.ToString();
+    EXPECT_EQ(now.cores, was.cores) << t.ToString();
+    EXPECT_EQ(now.gpus, was.gpus) << t.ToString();
+    EXPECT_EQ(now.worker, was.worker) << t.ToString();
+  }
+}
+
 }  // namespace
 }  // namespace drover::core

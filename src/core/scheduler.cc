@@ -716,6 +716,12 @@ void Scheduler::State::Transition(TaskRef r, TaskState to, std::string reason) {
     cores.assign(act.alloc.cores.begin(), act.alloc.cores.end());
     if (!act.alloc.gpus.empty()) gpus.assign(act.alloc.gpus.begin(), act.alloc.gpus.end());
     after = WaitsBehind(act);
+  } else if (IsTerminal(to)) {
+    // What it ran on, so a restored server still shows it (Restore).
+    if (const RanOn::Entry* ran = ran_on.Get(t.ran_on)) {
+      cores = ran->cores;
+      gpus = ran->gpus;
+    }
   }
   out->emplace_back(std::in_place_type<Persist>, std::in_place_type<TaskRecord>, id, to,
                     uint32_t{t.attempt}, t.worker, TimeFromMicros(now_us), std::move(reason),

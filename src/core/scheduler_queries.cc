@@ -63,6 +63,9 @@ Result<TaskInfo> Scheduler::GetTask(TaskId id) const {
     info.gpus = s.actives[t.active].alloc.gpus;
     const auto [after, attempt] = s.WaitsBehind(s.actives[t.active]);
     if (attempt != 0) info.after = after;
+  } else if (const RanOn::Entry* ran = IsTerminal(t.state) ? s.ran_on.Get(t.ran_on) : nullptr) {
+    info.cores = ran->cores;
+    info.gpus = ran->gpus;
   }
   return info;
 }

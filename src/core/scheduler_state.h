@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/placement.h"
+#include "core/ran_on.h"
 #include "core/scheduler.h"
 #include "core/task_queue.h"
 #include "core/worker_state.h"
@@ -76,7 +77,11 @@ struct Task {
   TaskState state = TaskState::kWaiting;
   uint8_t flags = 0;
   uint8_t lost = 0;         // consecutive worker losses
+  // Where its latest ended attempt ran (an index into State::ran_on;
+  // RanOn::kNone when none): in the padding, so it costs no memory.
+  uint32_t ran_on = RanOn::kNone;
 };
+static_assert(sizeof(Task) <= 40, "a task costs 40 bytes; ran_on lives in padding");
 
 struct Group {
   uint32_t first = 0;  // index of its first task in the job
@@ -213,6 +218,7 @@ struct Scheduler::State {
   uint64_t timer_seq = 0;
 
   std::unordered_map<uint64_t, Extra> extras;  // key: ExtraKey(ref)
+  RanOn ran_on;  // placements of ended attempts (Task::ran_on)
   std::map<JobId, std::vector<uint32_t>> job_watchers;   // --after JOB: watcher job slots
   std::map<TaskId, std::vector<uint32_t>> task_watchers; // --after JOB.TASK
 

@@ -292,6 +292,8 @@ void Ledger::OnTaskRecord(const core::TaskRecord& record) {
   if (t->has_alloc) return Fail("second assigned record for " + id);
   t->cores = record.cores;
   t->gpus = record.gpus;
+  t->ran_cores = record.cores;
+  t->ran_gpus = record.gpus;
   t->has_alloc = true;
   // The claim must cover exactly the slot and the GPUs given.
   std::vector<core::LeaseKey> expected{core::LeaseKey{core::LeaseKind::kSlot, t->worker, 0,
@@ -584,10 +586,13 @@ void Ledger::CheckTaskAgainstCore(const core::Scheduler& scheduler, TaskId id) {
   const std::vector<uint32_t> no_cores;
   const std::vector<core::GpuGrant> no_gpus;
   const bool held = t.active && t.has_alloc;
-  if (info->cores != (held ? t.cores : no_cores) || info->gpus != (held ? t.gpus : no_gpus)) {
+  const bool ended =
+      t.state != kUnknown && core::IsTerminal(static_cast<core::TaskState>(t.state));
+  const std::vector<uint32_t>& cores = held ? t.cores : ended ? t.ran_cores : no_cores;
+  const std::vector<core::GpuGrant>& gpus = held ? t.gpus : ended ? t.ran_gpus : no_gpus;
+  if (info->cores != cores || info->gpus != gpus) {
     return Fail("GetTask(" + id.ToString() + ") shows cores " + Join(info->cores) + " gpus " +
-                Grants(info->gpus) + ", the commands said " + Join(t.cores) + " " +
-                Grants(t.gpus));
+                Grants(info->gpus) + ", the commands said " + Join(cores) + " " + Grants(gpus));
   }
   if (t.active && (!info->worker || *info->worker != t.worker)) {
     return Fail("GetTask(" + id.ToString() + ") shows another worker");

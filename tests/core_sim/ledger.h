@@ -98,6 +98,10 @@ class Ledger {
     std::vector<core::LeaseKey> claim_keys;
     std::vector<uint32_t> cores;
     std::vector<core::GpuGrant> gpus;
+    // The latest assigned record's, kept after the attempt ends: what an
+    // ended task shows it ran on.
+    std::vector<uint32_t> ran_cores;
+    std::vector<core::GpuGrant> ran_gpus;
   };
   struct JobBook {
     std::shared_ptr<const core::JobSpec> spec;

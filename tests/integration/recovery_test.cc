@@ -232,12 +232,19 @@ TEST(RecoveryTest, EveryAttemptOfARetriedTaskIsListedAndSurvivesARestart) {
     EXPECT_EQ(attempts[1]["state"], "succeeded");
     EXPECT_EQ(attempts[1]["reason"], "") << task.dump(2);
     EXPECT_EQ(attempts[1]["worker"], attempts[0]["worker"]);
+    // What it ran on stays after the end (issue 19 item 15).
+    ASSERT_TRUE(task["cores"].is_array()) << task.dump(2);
+    EXPECT_EQ(task["cores"].size(), 1u) << task.dump(2);
   };
   check(c.Get("/api/v1/tasks/" + job + ".0"));
   RunResult status = c.Drover({"status", job + ".0"});
   EXPECT_EQ(status.status, 0) << status.output;
   EXPECT_NE(status.output.find("attempts:"), std::string::npos) << status.output;
   EXPECT_NE(status.output.find("retried"), std::string::npos) << status.output;
+  const size_t cores_row = status.output.find("\ncores ");
+  ASSERT_NE(cores_row, std::string::npos) << status.output;
+  const std::string row = status.output.substr(cores_row + 1, status.output.find('\n', cores_row + 1) - cores_row - 1);
+  EXPECT_EQ(row.find(" -"), std::string::npos) << row;
 
   c.KillServer(SIGKILL);
   c.StartServer();
