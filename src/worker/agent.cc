@@ -108,7 +108,8 @@ class Agent::Impl {
         }),
         reconnect_timer_(loop),
         heartbeat_timer_(loop),
-        fence_timer_(loop) {}
+        fence_timer_(loop),
+        watchdog_timer_(loop) {}
 
   ~Impl() { Stop(); }
 
@@ -124,6 +125,7 @@ class Agent::Impl {
     std::vector<uint32_t> cores;         // as assigned: a restarted server
     std::vector<core::GpuGrant> gpus;    // may adopt the attempt with them
     Time started_at;                     // as reported in Started (agent.h)
+    uint32_t reaper_fences = 0;          // Reaper::fences() when it started
   };
   // An attempt assigned `after` one running here (queue-ahead): not
   // started, its directories and inputs made, waiting for that exit.
@@ -170,6 +172,8 @@ class Agent::Impl {
   void Contact(Time when);
   void ArmFence();
   void OnFenceTimer();
+  // Renews the reaper's watchdog (reaper.h) on a timer of its own.
+  void TellReaper();
 
   std::vector<proto::TaskAttempt> RunningAttempts() const;
   std::vector<proto::RunningTask> RunningTasks() const;  // with resources, for Hello
@@ -218,6 +222,9 @@ class Agent::Impl {
   std::optional<FencingPolicy> fence_;
   Time last_contact_{};
   net::Timer fence_timer_;
+  net::Timer watchdog_timer_;
+  Time last_watchdog_tick_{};
+  bool reaper_gone_ = false;
 
   // Tasks and their results.
   std::map<TaskId, Running> running_;
@@ -368,6 +375,8 @@ Status Agent::Impl::Init() {
                IsolationModeName(executor_->isolation()), config_.workdir);
   last_contact_ = clock_.Now();
   ArmFence();
+  last_watchdog_tick_ = clock_.Now();
+  TellReaper();
   Connect();
   return Status::Ok();
 }
@@ -379,6 +388,7 @@ void Agent::Impl::Stop() {
   reconnect_timer_.Cancel();
   heartbeat_timer_.Cancel();
   fence_timer_.Cancel();
+  watchdog_timer_.Cancel();
   ++gen_;
   if (session_) {
     session_->Close("worker stopping");
@@ -542,6 +552,10 @@ void Agent::Impl::OnHelloAck(const proto::HelloAck& ack) {
                  lease_ttl_.count() / 1000);
   }
   Contact(now);
+  // The server's timing replaces the start-up one (a 30 s lease): the
+  // reaper's deadline and the tick move with it now, not a tick later.
+  watchdog_timer_.Cancel();
+  TellReaper();
   spdlog::info(
       "worker {}: attached as worker {} (server {}), {} running, {} queued, {} results to report",
       name_, ack.worker, ack.server_instance, running_.size(), queued_.size(), unacked_.size());
@@ -728,7 +742,7 @@ void Agent::Impl::StartNow(const proto::Assignment& a, std::optional<TaskDirs> p
   Result<pid_t> pid = executor_->Start(
       spec, [this](const TaskResult& result) { OnTaskDone(result); }, &times);
   if (!pid.ok()) return fail(pid.status());
-  running_[a.task] = Running{a.attempt, "", a.cores, a.gpus, times.spawned};
+  running_[a.task] = Running{a.attempt, "", a.cores, a.gpus, times.spawned, reaper_->fences()};
   if (known_logs_.size() >= kMaxKnownLogs && known_logs_.count(a.task) == 0) {
     known_logs_.erase(known_logs_.begin());  // the oldest job's first task
   }
@@ -793,6 +807,12 @@ void Agent::Impl::OnTaskDone(const TaskResult& result) {
   std::string fence_reason;
   if (auto it = running_.find(result.id); it != running_.end()) {
     fence_reason = std::move(it->second.fence_reason);
+    if (fence_reason.empty() && reaper_->fences() != it->second.reaper_fences) {
+      // Killed by the reaper's watchdog while this worker did not run.
+      fence_reason =
+          "fenced: the worker was stopped or stalled past its fencing deadline, so its reaper "
+          "killed the task before its lease could expire";
+    }
     running_.erase(it);
   }
   (void)slots_->Release(result.id);
@@ -937,6 +957,32 @@ void Agent::Impl::OnFenceTimer() {
       spdlog::warn("worker {}: cannot kill {}: {}", name_, task.ToString(), killed.ToString());
     }
   }
+}
+
+// The reaper's watchdog deadline is half a heartbeat after where this
+// worker would fence (so a running worker fences first, with its own
+// reason, and the reaper still acts 1.5 heartbeats before the lease can
+// expire): while an
+// answered connection is open (contact, see OnFenceTimer), one budget from
+// now; without one, the fencing deadline. A tick that comes late (the
+// worker did not run for a while: SIGSTOP, a stall, swap) proves nothing
+// about the link, so it does not move the deadline: the reaper may fire
+// meanwhile, which is the point.
+void Agent::Impl::TellReaper() {
+  const Time now = clock_.Now();
+  const Duration budget = fence_->budget();
+  const Duration tick = std::max<Duration>(Millis(20), std::min<Duration>(heartbeat_, budget / 4));
+  const bool late = now - last_watchdog_tick_ > std::max<Duration>(2 * tick, budget / 2);
+  last_watchdog_tick_ = now;
+  if (!late) {
+    const Time deadline = (established_ ? now + budget : fence_->deadline()) + heartbeat_ / 2;
+    Status told = reaper_->SetDeadline(deadline - now);
+    if (!told.ok() && !reaper_gone_) {
+      reaper_gone_ = true;  // said once: it does not come back
+      spdlog::warn("worker {}: {}", name_, told.ToString());
+    }
+  }
+  watchdog_timer_.ArmAfter(tick, [this] { TellReaper(); });
 }
 
 // ---- Agent ---------------------------------------------------------------

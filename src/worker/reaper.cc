@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -12,9 +13,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
+#include <new>
 
 namespace drover::worker {
 namespace {
@@ -24,10 +29,17 @@ struct Message {
   char op;
   char pad[3];
   int32_t pid;
+  int64_t ms;  // kDeadline: milliseconds from now
 };
 constexpr char kWatch = 'W';
 constexpr char kForget = 'F';
 constexpr char kBye = 'B';
+constexpr char kDeadline = 'D';
+// The reaper checks its deadline at least this often (ms), so a suspended
+// machine's resume (CLOCK_BOOTTIME jumps, poll's timeout does not) is
+// noticed within it.
+constexpr int kCheckEveryMs = 1000;
+constexpr int64_t kNoDeadline = INT64_MAX;
 
 constexpr int kMaxRoots = 8;
 constexpr size_t kMaxPath = 4096;
@@ -40,6 +52,7 @@ constexpr size_t kMaxWatched = 1 << 16;
 struct ChildArgs {
   int sock = -1;
   int keep_fd = -1;
+  Reaper::Shared* shared = nullptr;  // MAP_SHARED with the worker
   int roots = 0;
   char root[kMaxRoots][kMaxPath] = {};
 };
@@ -201,6 +214,26 @@ void CloseOthers(int a, int b) {
 // `fd` moved to 3 or above (the reaper's 0-2 become /dev/null).
 int AboveStdio(int fd) { return fd < 0 || fd > 2 ? fd : fcntl(fd, F_DUPFD_CLOEXEC, 3); }
 
+int64_t BootMillis() {
+  timespec ts{};
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+// SIGKILL to every watched group whose leader is still this task's, and to
+// every process in the cgroup trees.
+void KillAll(const ChildArgs& args, const Watched* watched, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    const Watched& w = watched[i];
+    // A leader the pidfd still reaches (running, or a zombie not yet
+    // reaped) holds its pid: the group number is still this task's. One
+    // already reaped may have given its number away: leave that group.
+    if (w.pidfd >= 0 && PidfdSignalRaw(w.pidfd, SIGKILL) != 0) continue;
+    kill(-w.pid, SIGKILL);
+  }
+  for (int i = 0; i < args.roots; ++i) KillTree(args.root[i]);
+}
+
 [[noreturn]] void RunReaper(const ChildArgs& args) {
   setsid();
   prctl(PR_SET_NAME, "drover-reaper", 0, 0, 0);
@@ -219,14 +252,37 @@ int AboveStdio(int fd) { return fd < 0 || fd > 2 ? fd : fcntl(fd, F_DUPFD_CLOEXE
                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   auto* watched = area == MAP_FAILED ? nullptr : static_cast<Watched*>(area);
   size_t count = 0;
+  int64_t deadline = kNoDeadline;  // CLOCK_BOOTTIME ms
   for (;;) {
+    if (deadline != kNoDeadline) {
+      const int64_t left = deadline - BootMillis();
+      pollfd p{sock, POLLIN, 0};
+      const int ready = left <= 0 ? 0 : poll(&p, 1, left < kCheckEveryMs ? static_cast<int>(left)
+                                                                         : kCheckEveryMs);
+      if (ready < 0 && errno != EINTR) break;
+      if (ready == 0) {
+        if (BootMillis() < deadline) continue;
+        // The worker said nothing before its deadline: it is stopped or
+        // stalled, and its tasks' leases are about to expire. End them, as
+        // the worker itself would have (fencing), and wait for the worker.
+        deadline = kNoDeadline;
+        KillAll(args, watched, count);
+        if (args.shared != nullptr) {
+          __atomic_add_fetch(&args.shared->fences, 1, __ATOMIC_RELEASE);
+        }
+        continue;
+      }
+      if (ready < 0) continue;
+    }
     Message m{};
     const ssize_t n = recv(sock, &m, sizeof m, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // end of file (or an error): the worker is gone
     if (n != sizeof m) continue;
     if (m.op == kBye) _exit(0);
-    if (m.op == kWatch && watched != nullptr && count < kMaxWatched && m.pid > 0) {
+    if (m.op == kDeadline) {
+      deadline = m.ms < 0 ? kNoDeadline : BootMillis() + m.ms;
+    } else if (m.op == kWatch && watched != nullptr && count < kMaxWatched && m.pid > 0) {
       watched[count++] = Watched{m.pid, PidfdOpenRaw(m.pid)};
     } else if (m.op == kForget && watched != nullptr) {
       for (size_t i = 0; i < count; ++i) {
@@ -237,15 +293,7 @@ int AboveStdio(int fd) { return fd < 0 || fd > 2 ? fd : fcntl(fd, F_DUPFD_CLOEXE
       }
     }
   }
-  for (size_t i = 0; i < count; ++i) {
-    const Watched& w = watched[i];
-    // A leader the pidfd still reaches (running, or a zombie not yet
-    // reaped) holds its pid: the group number is still this task's. One
-    // already reaped may have given its number away: leave that group.
-    if (w.pidfd >= 0 && PidfdSignalRaw(w.pidfd, SIGKILL) != 0) continue;
-    kill(-w.pid, SIGKILL);
-  }
-  for (int i = 0; i < args.roots; ++i) KillTree(args.root[i]);
+  KillAll(args, watched, count);
   _exit(0);
 }
 
@@ -268,16 +316,26 @@ Result<std::unique_ptr<Reaper>> Reaper::Start(const std::vector<std::string>& cg
   }
   args->sock = sv[1];
   args->keep_fd = keep_fd;
+  void* shared = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                      -1, 0);
+  if (shared == MAP_FAILED) {
+    const int e = errno;
+    close(sv[0]);
+    close(sv[1]);
+    return Unavailable(std::string("cannot map the reaper's shared page: ") + strerror(e));
+  }
+  args->shared = new (shared) Shared{};
   const pid_t pid = fork();
   if (pid < 0) {
     const int e = errno;
     close(sv[0]);
     close(sv[1]);
+    munmap(shared, sizeof(Shared));
     return Unavailable(std::string("cannot fork the reaper: ") + strerror(e));
   }
   if (pid == 0) RunReaper(*args);
   close(sv[1]);
-  return std::unique_ptr<Reaper>(new Reaper(pid, sv[0]));
+  return std::unique_ptr<Reaper>(new Reaper(pid, sv[0], args->shared));
 }
 
 Reaper::~Reaper() {
@@ -287,15 +345,24 @@ Reaper::~Reaper() {
   int status;
   while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
+  munmap(shared_, sizeof(Shared));
 }
 
 Status Reaper::Watch(pid_t pid) { return Send(kWatch, pid); }
 Status Reaper::Forget(pid_t pid) { return Send(kForget, pid); }
+Status Reaper::SetDeadline(Duration from_now) {
+  return Send(kDeadline, 0,
+              std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(from_now).count()));
+}
+Status Reaper::ClearDeadline() { return Send(kDeadline, 0, -1); }
 
-Status Reaper::Send(char op, pid_t pid) {
+uint32_t Reaper::fences() const { return __atomic_load_n(&shared_->fences, __ATOMIC_ACQUIRE); }
+
+Status Reaper::Send(char op, pid_t pid, int64_t ms) {
   Message m{};
   m.op = op;
   m.pid = pid;
+  m.ms = ms;
   for (;;) {
     const ssize_t n = send(fd_, &m, sizeof m, MSG_NOSIGNAL);
     if (n == sizeof m) return Status::Ok();

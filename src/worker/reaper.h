@@ -18,6 +18,16 @@
 //   the destructor  the worker stops cleanly (its tasks were killed
 //                   already): a goodbye, then end of file, and the reaper
 //                   exits without killing anything.
+//   SetDeadline(d)  a watchdog: if the worker says nothing more within d
+//                   (measured on CLOCK_BOOTTIME, so a suspended machine's
+//                   sleep counts, as it does for the server's leases), it
+//                   is stopped (SIGSTOP), stalled or swapped out past its
+//                   fencing deadline, and its tasks' leases are about to
+//                   expire: the reaper kills every task as the worker's own
+//                   fencing would, counts it in fences(), and goes on
+//                   waiting (the worker may resume; it reports those tasks
+//                   fenced). The worker renews the deadline while it runs
+//                   (agent.cc, TellReaper); ClearDeadline disarms it.
 // With cgroup isolation the trees are the worker's cgroup roots (every task
 // cgroup is below them), so Watch is not needed; with rlimit and none the
 // watched process groups are all there is (a grandchild that called setsid
@@ -41,11 +51,13 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "common/time.h"
 
 namespace drover::worker {
 
@@ -57,6 +69,10 @@ class Reaper {
   // the socket pair or the fork fails, or the roots are too many or long.
   static Result<std::unique_ptr<Reaper>> Start(const std::vector<std::string>& cgroup_roots,
                                                int keep_fd);
+  // A page shared with the reaper.
+  struct Shared {
+    uint32_t fences = 0;  // deadlines that passed (tasks killed), atomic
+  };
   // Says goodbye (the reaper exits without killing) and reaps it.
   ~Reaper();
   Reaper(const Reaper&) = delete;
@@ -66,14 +82,21 @@ class Reaper {
   // Fails (Unavailable) when the reaper cannot be told: it died.
   Status Watch(pid_t pid);
   Status Forget(pid_t pid);
+  // Arms (or moves) the watchdog: every task is killed unless another
+  // SetDeadline or ClearDeadline comes within `from_now`.
+  Status SetDeadline(Duration from_now);
+  Status ClearDeadline();
+  // How many times the watchdog fired since Start.
+  uint32_t fences() const;
 
   pid_t pid() const { return pid_; }
 
  private:
-  Reaper(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
-  Status Send(char op, pid_t pid);
+  Reaper(pid_t pid, int fd, Shared* shared) : pid_(pid), fd_(fd), shared_(shared) {}
+  Status Send(char op, pid_t pid, int64_t ms = 0);
   pid_t pid_;
   int fd_;
+  Shared* shared_;
 };
 
 }  // namespace drover::worker

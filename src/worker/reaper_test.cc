@@ -167,5 +167,44 @@ TEST(ReaperTest, ADeadReaperIsReportedWhenTold) {
   EXPECT_NE(s.message().find("reaper"), std::string::npos) << s.message();
 }
 
+// The watchdog (issue 18): a worker that stops renewing its deadline
+// (SIGSTOP, a stall) has its tasks killed by then, as its own fencing would;
+// the reaper stays for the worker and counts the fence.
+TEST(ReaperTest, AWorkerSilentPastItsDeadlineHasItsTasksKilledAndTheReaperStays) {
+  TaskGroup g = StartTaskGroup();
+  ASSERT_GT(g.member, 0);
+  auto reaper = Reaper::Start({}, -1);
+  ASSERT_TRUE(reaper.ok()) << reaper.status().ToString();
+  ASSERT_TRUE((*reaper)->Watch(g.leader).ok());
+  EXPECT_EQ((*reaper)->fences(), 0u);
+  ASSERT_TRUE((*reaper)->SetDeadline(Millis(100)).ok());
+  EXPECT_TRUE(EndsWithin(g.member, seconds(10)));
+  EXPECT_TRUE(EndsWithin(g.leader, seconds(10)));
+  KillAndReap(g.leader);
+  EXPECT_EQ((*reaper)->fences(), 1u);
+  EXPECT_TRUE(Running((*reaper)->pid()));
+  // Disarmed once fired: a task started after it runs on.
+  TaskGroup later = StartTaskGroup();
+  ASSERT_TRUE((*reaper)->Watch(later.leader).ok());
+  ASSERT_TRUE((*reaper)->Forget(g.leader).ok());
+  // And a renewed deadline replaces the one before it; a cleared one never
+  // fires. Time passes on a process of its own (half a second).
+  ASSERT_TRUE((*reaper)->SetDeadline(Millis(50)).ok());
+  ASSERT_TRUE((*reaper)->SetDeadline(Seconds(3600)).ok());
+  ASSERT_TRUE((*reaper)->ClearDeadline().ok());
+  const pid_t timer = fork();
+  if (timer == 0) {
+    usleep(500'000);
+    _exit(0);
+  }
+  EXPECT_TRUE(EndsWithin(timer, seconds(10)));
+  KillAndReap(timer);
+  EXPECT_TRUE(Running(later.leader));
+  EXPECT_TRUE(Running(later.member));
+  EXPECT_EQ((*reaper)->fences(), 1u);
+  kill(-later.leader, SIGKILL);
+  KillAndReap(later.leader);
+}
+
 }  // namespace
 }  // namespace drover::worker

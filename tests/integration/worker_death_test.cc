@@ -184,6 +184,30 @@ TEST_P(WorkerDeathTest, WithItsReaperKilledTooTheNextStartEndsTheTreeBeforeTakin
   close(child);
 }
 
+// A worker that is alive but does not run (SIGSTOP here; a stall or a
+// suspended machine alike) cannot fence its tasks: its reaper's watchdog
+// kills them before their leases expire, so the attempt the server then
+// places on another worker never runs beside the first copy. The worker,
+// continued, comes back and takes work again.
+TEST_P(WorkerDeathTest, AStoppedWorkersTasksEndBeforeTheRetryStartsElsewhere) {
+  int leader = -1, child = -1;
+  ASSERT_NO_FATAL_FAILURE(StartTree(&leader, &child));
+  const std::string pids = c_.dir() + "/pids";
+  std::filesystem::remove(pids);
+  Process& other = c_.StartWorker("w2");  // attached on return
+  worker_->Signal(SIGSTOP);
+  // Attempt 2 starts on w2 once the server gave up on w (its lease
+  // expired): by then the first copy must be gone.
+  ASSERT_TRUE(WaitForFile(c_.dir(), pids, In(kJobTimeout))) << other.output();
+  EXPECT_TRUE(Ended(leader, std::chrono::milliseconds(0))) << "two copies ran at once\n" << other.output() << worker_->output();
+  EXPECT_TRUE(Ended(child, std::chrono::milliseconds(0))) << "two copies ran at once";
+  close(leader);
+  close(child);
+  worker_->Signal(SIGCONT);
+  EXPECT_TRUE(worker_->WaitForLine("attached as worker", In(kStartTimeout))) << worker_->output();
+  EXPECT_EQ(worker_->output().find("cannot be told"), std::string::npos) << worker_->output();
+}
+
 INSTANTIATE_TEST_SUITE_P(Isolation, WorkerDeathTest, ::testing::Values("none", "cgroup1"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
