@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "cli/cli11.h"
@@ -72,7 +73,15 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
 
 Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
   server::ServerConfig config;
-  config.state_dir = flags.state_dir.empty() ? DefaultStateDir() : flags.state_dir;
+  // Absolute: the access file names the local socket inside it, for
+  // clients started anywhere.
+  std::error_code ec;
+  config.state_dir = std::filesystem::absolute(
+                         flags.state_dir.empty() ? DefaultStateDir() : flags.state_dir, ec)
+                         .lexically_normal()
+                         .string();
+  if (ec) return InvalidArgument("--state-dir " + flags.state_dir + ": " + ec.message());
+  if (config.state_dir.size() > 1 && config.state_dir.back() == '/') config.state_dir.pop_back();
   config.bind_address = flags.bind;
   config.port = flags.port;
   config.tls = !flags.no_tls;

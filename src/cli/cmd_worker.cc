@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <tuple>
@@ -97,7 +98,17 @@ int RunWorker(WorkerFlags& flags) {
   if (Status s = ResolveServers(flags, config); !s.ok()) {
     return ReportError(s, /*usage_on_invalid=*/true);
   }
-  config.workdir = flags.workdir.empty() ? DefaultWorkdir() : flags.workdir;
+  {
+    // Absolute: task directories and the life record are found by it.
+    std::error_code ec;
+    config.workdir =
+        std::filesystem::absolute(flags.workdir.empty() ? DefaultWorkdir() : flags.workdir, ec)
+            .lexically_normal()
+            .string();
+    if (ec) return ReportError(InvalidArgument("--workdir " + flags.workdir + ": " + ec.message()),
+                               /*usage_on_invalid=*/true);
+    if (config.workdir.size() > 1 && config.workdir.back() == '/') config.workdir.pop_back();
+  }
   Result<Duration> reconnect_max = ParseDuration(flags.reconnect_max);
   if (!reconnect_max.ok() || *reconnect_max <= Duration::zero()) {
     return ReportError(InvalidArgument("--reconnect-max: not a positive duration: " +

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "cluster.h"
@@ -161,6 +163,34 @@ TEST(LocalSocketTest, NoLocalSocketFlag) {
   EXPECT_TRUE(access->socket.empty());
   RunResult status = c.Drover({"status"});
   EXPECT_EQ(status.status, 0) << status.output;
+}
+
+// A relative --state-dir (and --workdir) is taken from where the command
+// runs: the access file names the socket by its absolute path, so a client
+// started anywhere else reaches the server (before, it refused the file:
+// 'field "socket" must be an absolute path, not "state/api.sock"').
+TEST(LocalSocketTest, RelativeStateAndWorkDirectoriesWorkFromAnywhere) {
+  Cluster c;  // for its directory and binary only
+  const std::string access = c.dir() + "/access.json";
+  Process server({"/bin/sh", "-c",
+                  "cd " + c.dir() + " && exec " + c.binary() +
+                      " server --bind 127.0.0.1 --port 0 --state-dir ./state/ --access-file "
+                      "access.json"});
+  ASSERT_TRUE(server.WaitForLine("drover: listening on", In(kStartTimeout))) << server.output();
+  Process worker({"/bin/sh", "-c",
+                  "cd " + c.dir() + " && exec " + c.binary() +
+                      " worker --access access.json --name w --workdir work --isolation none "
+                      "--run-as-root"});
+  ASSERT_TRUE(worker.WaitForLine("attached as worker", In(kStartTimeout))) << worker.output();
+  Result<net::AccessInfo> info = net::ReadAccessFile(access);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->socket, c.dir() + "/state/api.sock");
+  RunResult run = RunToEnd({c.binary(), "submit", "--wait", "--", "true"}, In(kJobTimeout),
+                           {"DROVER_ACCESS=" + access});
+  EXPECT_EQ(run.status, 0) << run.output << server.output() << worker.output();
+  EXPECT_TRUE(std::filesystem::is_directory(c.dir() + "/work")) << worker.output();
+  worker.Signal(SIGTERM);
+  EXPECT_TRUE(worker.Wait(In(kStartTimeout)).has_value());
 }
 
 }  // namespace
