@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "net/http_types.h"
 #include "proto/job_file.h"
 
 namespace drover::cli {
@@ -48,6 +49,17 @@ std::string BaseName(const std::string& path) {
 Result<std::string> BuildSubmitBody(const SubmitFlags& flags) {
   using nlohmann::json;
   if (flags.command.empty()) return InvalidArgument("no command given (drover submit -- CMD ...)");
+  // Job specs are JSON text, which holds UTF-8 only: a file name in another
+  // encoding is named here rather than failing (or throwing) later.
+  for (size_t i = 0; i < flags.command.size(); ++i) {
+    try {
+      (void)json(flags.command[i]).dump();
+    } catch (const json::exception&) {
+      return InvalidArgument("command argument " + std::to_string(i + 1) + " (" +
+                             net::Printable(flags.command[i]) +
+                             ") is not valid UTF-8; job specs hold UTF-8 text only");
+    }
+  }
   const std::string name = flags.name.empty() ? BaseName(flags.command[0]) : flags.name;
   json task = {{"id", name}, {"command", flags.command}};
   json resources = json::object();
@@ -101,7 +113,15 @@ Result<std::string> BuildSubmitBody(const SubmitFlags& flags) {
   if (!flags.user.empty()) job["user"] = flags.user;
   if (!flags.after.empty()) job["after"] = flags.after;
 
-  Result<core::JobSpec> spec = proto::JobSpecFromJson(job.dump());
+  std::string text;
+  try {
+    text = job.dump();
+  } catch (const json::exception&) {
+    return InvalidArgument(
+        "a flag's value is not valid UTF-8 (--name, --env, --label, --user, ...); job specs hold "
+        "UTF-8 text only");
+  }
+  Result<core::JobSpec> spec = proto::JobSpecFromJson(text);
   if (!spec.ok()) {
     std::string message = spec.status().message();
     if (message.rfind("after", 0) == 0) message = "--" + message;

@@ -95,6 +95,23 @@ TEST(SubmitSpecTest, LabelAndCounterErrorsNameTheFlag) {
   }
 }
 
+// Bytes that are not UTF-8 (a Latin-1 file name) are named, not thrown.
+TEST(SubmitSpecTest, TextThatIsNotUtf8IsNamed) {
+  SubmitFlags f;
+  f.command = {"cat", "caf\xe9.txt"};
+  Result<std::string> body = BuildSubmitBody(f);
+  ASSERT_FALSE(body.ok());
+  EXPECT_EQ(body.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(body.status().message().find("command argument 2 (caf\\xe9.txt)"), std::string::npos)
+      << body.status().message();
+  f.command = {"true"};
+  f.env = {"A=\xff"};
+  body = BuildSubmitBody(f);
+  ASSERT_FALSE(body.ok());
+  EXPECT_NE(body.status().message().find("not valid UTF-8"), std::string::npos)
+      << body.status().message();
+}
+
 TEST(SubmitSpecTest, NeedsACommand) {
   EXPECT_EQ(BuildSubmitBody(SubmitFlags{}).status().code(), StatusCode::kInvalidArgument);
 }

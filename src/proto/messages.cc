@@ -139,6 +139,14 @@ bool Read(ObjectReader& r, Hello* m, DecodeContext& ctx) {
     return false;
   }
   if (m->worker_name.empty()) return ctx.Fail("name", "must not be empty");
+  if (m->worker_name.size() > kMaxWorkerNameBytes) {
+    return ctx.Fail("name", "longer than " + std::to_string(kMaxWorkerNameBytes) + " bytes");
+  }
+  for (const char c : m->worker_name) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return ctx.Fail("name", "holds a control character");
+    }
+  }
   const Json* resources = r.Get("resources", Need::kRequired);
   if (!r.ok() || !internal::ReadWorkerResources(*resources, "resources", &m->resources, ctx)) {
     return false;

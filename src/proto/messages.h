@@ -72,6 +72,9 @@ inline constexpr size_t kMaxMessageBytes = 16 * 1024 * 1024;
 // about 5 deep); checked before parsing so hostile input cannot exhaust the
 // stack.
 inline constexpr int kMaxNestingDepth = 64;
+// A Hello's worker name: at most this many bytes, no control characters
+// (it is shown in logs, tables and the dashboard).
+inline constexpr size_t kMaxWorkerNameBytes = 128;
 
 // One attempt of one task.
 struct TaskAttempt {

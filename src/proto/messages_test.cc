@@ -188,6 +188,24 @@ TEST(MessagesTest, FieldErrorsNameTheField) {
       "hello_ack: lease_ttl_us: must be longer than the heartbeat interval");
 }
 
+// A worker's name is shown in logs, tables and the dashboard: bounded and
+// free of control characters.
+TEST(MessagesTest, AWorkerNameIsBoundedAndHoldsNoControlCharacters) {
+  for (const auto& [name, error] : std::vector<std::pair<std::string, std::string>>{
+           {"gpu\n1", "hello: name: holds a control character"},
+           {"a\x1b[31m", "hello: name: holds a control character"},
+           {std::string(129, 'w'), "hello: name: longer than 128 bytes"}}) {
+    Hello h = SampleHello();
+    h.worker_name = name;
+    Result<WorkerMessage> m = DecodeWorkerMessage(Encode(WorkerMessage(h)));
+    ASSERT_FALSE(m.ok()) << name;
+    EXPECT_EQ(m.status().message(), error);
+  }
+  Hello h = SampleHello();
+  h.worker_name = std::string(128, 'w');
+  EXPECT_TRUE(DecodeWorkerMessage(Encode(WorkerMessage(h))).ok());
+}
+
 TEST(MessagesTest, UnknownFieldsAreIgnoredForForwardCompatibility) {
   Result<ServerMessage> m =
       DecodeServerMessage(R"({"type":"kill","v":1,"task":"1.2","attempt":3,"new_field":[1,2]})");

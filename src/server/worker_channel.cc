@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "common/quantity.h"
+#include "net/http_types.h"
 #include "server/assignment.h"
 
 namespace drover::server {
@@ -76,7 +77,7 @@ void WorkerChannel::Reject(uint64_t conn, const Status& why) {
   auto it = conns_.find(conn);
   if (it == conns_.end()) return;
   spdlog::warn("worker channel {} (worker {}): {}; closing the connection",
-               it->second.session->remote(), it->second.worker, why.ToString());
+               it->second.session->remote(), it->second.worker, net::Printable(why.ToString(), 1000));
   it->second.session->SendText(
       proto::Encode(proto::ServerMessage{proto::Error{std::string(StatusCodeName(why.code())),
                                                       why.message()}}));
@@ -113,7 +114,7 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
           OnFinished(worker, std::move(m.tasks));
         } else if constexpr (std::is_same_v<T, proto::Refused>) {
           spdlog::info("worker {} refused {}#{}: {}", worker, m.task.ToString(), m.attempt,
-                       m.reason);
+                       net::Printable(m.reason, 1000));
           driver_.Handle(core::TaskRefused{m.task, m.attempt, worker, std::move(m.reason)});
         } else if constexpr (std::is_same_v<T, proto::LogChunk>) {
           if (log_.chunk) log_.chunk(worker, m);
@@ -264,7 +265,7 @@ void WorkerChannel::AckWhenDurable(WorkerId worker, proto::Ack ack) {
   driver_.AfterDurable([this, alive, worker, ack = std::move(ack)](Status s) {
     if (alive.expired()) return;
     if (!s.ok()) {
-      spdlog::error("not acknowledging results of worker {}: {}", worker, s.ToString());
+      spdlog::error("not acknowledging results of worker {}: {}", worker, net::Printable(s.ToString(), 1000));
       return;
     }
     (void)Send(worker, ack);
@@ -281,7 +282,7 @@ void WorkerChannel::OnClosed(uint64_t conn, const Status& status) {
   auto w = workers_.find(worker);
   if (w == workers_.end() || w->second != conn) return;  // replaced already
   workers_.erase(w);
-  spdlog::info("worker {} disconnected ({}): {}", worker, remote, status.ToString());
+  spdlog::info("worker {} disconnected ({}): {}", worker, remote, net::Printable(status.ToString(), 1000));
   handoffs_.Forget(worker);
   if (log_.disconnected) log_.disconnected(worker);
   if (stopped_) return;
