@@ -2,7 +2,8 @@
 """Randomized chaos test (issue 18): a real `drover server` and three real
 `drover worker`s, a few hundred short tasks that record each run in a ledger
 outside Drover, and a seeded schedule of kill -9 and restart of the workers
-and the server, on the memory store or on Redis.
+and the server, and SIGSTOP/SIGCONT of workers (alive, not running: they
+cannot fence, their reapers must), on the memory store or on Redis.
 
 After the faults stop it checks that every task succeeded, none is stuck,
 none ran to its end twice unless its worker died while holding it, and no
@@ -36,6 +37,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -101,6 +103,17 @@ class Schedule:
             self.kills.append((rng.uniform(1.0, a.window * 0.6), "server",
                                rng.uniform(0.1, 2.0), rng.random()))
         self.kills.sort()
+        # Stops: SIGSTOP a worker, SIGCONT it `down` seconds later (time,
+        # down, pick). A worker alive but not running cannot fence; its
+        # reaper must end its tasks before their leases expire. Drawn from a
+        # generator of their own, so a seed's kills stay what they were.
+        stops_rng = random.Random(seed * 7919 + 1)
+        self.stops: List[Tuple[float, float, float]] = []
+        for _ in range(a.worker_stops):
+            down = (stops_rng.uniform(a.lease_ttl * 0.6, a.lease_ttl * 1.5)
+                    if stops_rng.random() < 0.5 else stops_rng.uniform(0.05, 2.0))
+            self.stops.append((stops_rng.uniform(0.5, a.window), down, stops_rng.random()))
+        self.stops.sort()
 
 
 # ---- one run -----------------------------------------------------------------
@@ -123,7 +136,8 @@ class Run:
         self.faults: List[Fault] = []
         self.t0_ns = 0
         self.jobs: Dict[int, int] = {}  # batch -> job id
-        self.kill_counts = {"worker": 0, "server": 0, "skipped": 0}
+        self.kill_counts = {"worker": 0, "server": 0, "skipped": 0, "stop": 0}
+        self.stopped: Dict[str, Any] = {}  # worker name -> the stopped Proc
         self.log: List[str] = []  # what the schedule did, with times
         self.down: set = set()  # killed by the test, restart pending
         self.crashes: List[str] = []  # processes that exited without being killed
@@ -231,10 +245,36 @@ class Run:
             self.record("kill", role, p, p.kill9())
             self.kill_counts[role] += 1
             self.down.add(name)
+            self.stopped.pop(name, None)  # killed while stopped: nothing to continue
             at(elapsed() + down, f"restart {name}", lambda: restart(name))
+
+        def stop(down: float, pick: float) -> None:
+            up = [n for n in WORKERS if n not in self.down and n not in self.stopped]
+            if not up:
+                self.kill_counts["skipped"] += 1
+                self.note("worker stop skipped: none is up and running")
+                return
+            name = up[int(pick * len(up))]
+            p = self.cluster.workers[name]
+            t = time.time_ns()
+            p.popen.send_signal(signal.SIGSTOP)
+            self.record("stop", "worker", p, t)
+            self.kill_counts["stop"] += 1
+            self.stopped[name] = p
+            at(elapsed() + down, f"continue {name}", lambda: cont(name, p))
+
+        def cont(name: str, p: Any) -> None:
+            if self.stopped.get(name) is not p:
+                return  # killed (and maybe restarted) meanwhile
+            del self.stopped[name]
+            if p.alive():
+                p.popen.send_signal(signal.SIGCONT)
+                self.record("cont", "worker", p, time.time_ns())
 
         for b, (t, _) in enumerate(self.sched.batches):
             submit_at(b, t)
+        for t, down, pick in self.sched.stops:
+            at(t, "stop worker", lambda down=down, pick=pick: stop(down, pick))
         for t, role, down, pick in self.sched.kills:
             at(t, f"kill {role}", lambda role=role, down=down, pick=pick: kill(role, down, pick))
         while heap:
@@ -353,7 +393,8 @@ class Run:
                 self.redis.stop()
         summary: Dict[str, Any] = {
             "seed": self.seed, "store": a.store, "tasks": a.tasks,
-            "kills": {"worker": self.kill_counts["worker"], "server": self.kill_counts["server"]},
+            "kills": {"worker": self.kill_counts["worker"], "server": self.kill_counts["server"],
+                      "worker_stops": self.kill_counts["stop"]},
             "duplicates": verdict.duplicates, "overlaps": verdict.overlaps,
             "stuck": verdict.stuck, "lost": verdict.lost,
             "false_successes": verdict.false_successes,
@@ -431,7 +472,8 @@ class Run:
         a = self.a
         return (f"tests/chaos/chaos.py --binary {a.binary} --store {a.store} --seeds {self.seed} "
                 f"--tasks {a.tasks} --batches {a.batches} --worker-kills {a.worker_kills} "
-                f"--server-kills {a.server_kills} --window {a.window:g} "
+                f"--server-kills {a.server_kills} --worker-stops {a.worker_stops} "
+                f"--window {a.window:g} "
                 f"--min-duration {a.min_duration:g} --max-duration {a.max_duration:g} "
                 f"--long-fraction {a.long_fraction:g} --long-min {a.long_min:g} "
                 f"--long-max {a.long_max:g} --retries {a.retries} "
@@ -460,6 +502,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--long-max", type=float, default=6.0)
     p.add_argument("--worker-kills", type=int, default=6)
     p.add_argument("--server-kills", type=int, default=1)
+    p.add_argument("--worker-stops", type=int, default=3,
+                   help="SIGSTOP of a worker, SIGCONT later (sometimes past the lease TTL)")
     p.add_argument("--window", type=float, default=20.0,
                    help="seconds from the first submission in which the faults happen")
     p.add_argument("--heartbeat", dest="heartbeat_s", default="1s")

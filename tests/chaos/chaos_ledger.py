@@ -84,8 +84,9 @@ class Copy:
 
 @dataclasses.dataclass(frozen=True)
 class Fault:
-    """Something that happened to a process: ``kind`` is ``kill``, ``start``
-    or ``crash`` (it exited without being killed); ``role`` is ``worker`` or ``server``; ``incarnation`` counts
+    """Something that happened to a process: ``kind`` is ``kill``, ``start``,
+    ``stop`` and ``cont`` (SIGSTOP, SIGCONT) or ``crash`` (it exited without
+    being killed); ``role`` is ``worker`` or ``server``; ``incarnation`` counts
     the starts of that process (1 = the first)."""
 
     t_ns: int
@@ -343,6 +344,14 @@ def incarnation_kill(faults: Sequence[Fault], worker: str, at_ns: int) -> Option
     return None
 
 
+def stopped_between(faults: Sequence[Fault], worker: str, lo_ns: int, hi_ns: int) -> bool:
+    """Whether ``worker`` was SIGSTOPped at some time in [lo_ns, hi_ns]: a
+    copy that ended while its worker was stopped could not be reported, so
+    its lease expired and the task may rightly run again."""
+    return any(f.role == "worker" and f.name == worker and f.kind == "stop"
+               and lo_ns <= f.t_ns <= hi_ns for f in faults)
+
+
 def analyze(
     keys: Iterable[str],
     copies: Dict[str, List[Copy]],
@@ -387,6 +396,9 @@ def analyze(
                 continue
             # (Only a copy with a later one can have been re-run for that.)
             if i + 1 < len(runs) and killed is not None and killed <= runs[i + 1].start_ns:
+                continue
+            if i + 1 < len(runs) and stopped_between(faults, c.worker, c.start_ns,
+                                                     runs[i + 1].start_ns):
                 continue
             counted.append(c)
         v.orphan_completions += orphaned

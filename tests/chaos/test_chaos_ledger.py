@@ -70,6 +70,23 @@ class VerdictTest(unittest.TestCase):
         self.assertTrue(v.ok, v)
         self.assertEqual(v.orphan_completions, 1)
 
+    def test_a_worker_stopped_while_holding_the_run_excuses_the_rerun(self) -> None:
+        # Ended while its worker was stopped: never reported, the lease
+        # expired, and the task ran again elsewhere.
+        runs = [copy("t0", 1, "w0", 1, 2), copy("t0", 2, "w1", 12, 13)]
+        faults = [worker_start(0), worker_start(0, "w1"),
+                  Fault(int(1.5 * S), "stop", "worker", "w0", 1, 11)]
+        v = analyze(["t0"], {"t0": runs}, done(attempt=2), faults)
+        self.assertTrue(v.ok, v)
+        # A stop after the rerun started excuses nothing; a stopped worker's
+        # copy still running when the rerun started is an overlap.
+        late = [worker_start(0), worker_start(0, "w1"),
+                Fault(int(12.5 * S), "stop", "worker", "w0", 1, 11)]
+        self.assertEqual(analyze(["t0"], {"t0": runs}, done(attempt=2), late).duplicates, 1)
+        overlap = [copy("t0", 1, "w0", 1, death=12.5), copy("t0", 2, "w1", 12, 13)]
+        v = analyze(["t0"], {"t0": overlap}, done(attempt=2), faults)
+        self.assertEqual(v.overlaps, 1)
+
     def test_a_kill_of_a_later_start_of_the_worker_excuses_nothing(self) -> None:
         runs = [copy("t0", 1, "w0", 1, 2), copy("t0", 2, "w0", 5, 6)]
         faults = [worker_start(0), worker_kill(0.5), worker_start(0.8, n=2),
