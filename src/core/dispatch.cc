@@ -84,14 +84,7 @@ bool Scheduler::State::LiveHead(uint32_t cls, TaskRef& out_ref) {
 }
 
 bool Scheduler::State::QuotaAllows(TaskRef r) const {
-  const User& u = users[jobs[r.job].user];
-  const ResourceRequest& req = RequestOf(r);
-  if (u.quota.max_tasks != 0 && u.tasks + 1 > u.quota.max_tasks) return false;
-  if (u.quota.max_cpus_milli != 0 && u.cpus_milli + req.cpus_milli > u.quota.max_cpus_milli) {
-    return false;
-  }
-  if (u.quota.max_gpus != 0 && req.gpus > 0 && u.gpus + req.gpus > u.quota.max_gpus) return false;
-  return true;
+  return users[jobs[r.job].user].account.Exceeds(RequestOf(r)) == QuotaLimit::kNone;
 }
 
 void Scheduler::State::Park(uint32_t cls, TaskRef r) {
@@ -106,9 +99,7 @@ void Scheduler::State::Unpark(uint32_t u) {
   // Put back, in order, as many parked tasks as the freed quota could take;
   // the rest stay parked so a long parked list costs nothing per event.
   User& user = users[u];
-  int64_t cpus = user.cpus_milli;
-  int64_t gpus = user.gpus;
-  uint32_t tasks = user.tasks;
+  QuotaUsage usage = user.account.used();  // with the tasks taken back so far
   std::vector<TaskRef> back;
   while (!user.parked.empty()) {
     TaskRef r = user.parked.front();
@@ -118,15 +109,8 @@ void Scheduler::State::Unpark(uint32_t u) {
       continue;
     }
     const ResourceRequest& req = RequestOf(r);
-    const UserQuota& q = user.quota;
-    if ((q.max_tasks != 0 && tasks + 1 > q.max_tasks) ||
-        (q.max_cpus_milli != 0 && cpus + req.cpus_milli > q.max_cpus_milli) ||
-        (q.max_gpus != 0 && req.gpus > 0 && gpus + req.gpus > q.max_gpus)) {
-      break;
-    }
-    cpus += req.cpus_milli;
-    gpus += req.gpus;
-    ++tasks;
+    if (user.account.Exceeds(req, usage) != QuotaLimit::kNone) break;
+    usage.Add(req);
     t.flags &= static_cast<uint8_t>(~kFlagParked);
     back.push_back(r);
     user.parked.pop_front();

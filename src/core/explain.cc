@@ -208,17 +208,10 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
   }
   const ResourceRequest& req = spec.resources;
   if (t.flags & kFlagParked) {
-    const User& u = s.users[job.user];
-    if (u.quota.max_gpus != 0 && req.gpus > 0 && u.gpus + req.gpus > u.quota.max_gpus) {
-      return "quota: user " + u.name + " at " + FormatGpus(u.gpus) + "/" +
-             FormatGpus(u.quota.max_gpus) + " gpus";
-    }
-    if (u.quota.max_cpus_milli != 0 && u.cpus_milli + req.cpus_milli > u.quota.max_cpus_milli) {
-      return "quota: user " + u.name + " at " + FormatCpus(u.cpus_milli) + "/" +
-             FormatCpus(u.quota.max_cpus_milli) + " cpus";
-    }
-    return "quota: user " + u.name + " at " + std::to_string(u.tasks) + "/" +
-           std::to_string(u.quota.max_tasks) + " tasks";
+    const UserAccount& account = s.users[job.user].account;
+    const QuotaLimit limit = account.Exceeds(req);
+    // Parked until its user's usage drops (Unpark): the limit it passes.
+    return account.Explain(limit == QuotaLimit::kNone ? QuotaLimit::kTasks : limit);
   }
 
   bool any_drained = false;

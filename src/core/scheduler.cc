@@ -98,11 +98,9 @@ Result<uint32_t> Scheduler::State::FindWorker(WorkerId id) const {
 uint32_t Scheduler::State::UserOf(const std::string& name) {
   auto [it, inserted] = user_ids.emplace(name, static_cast<uint32_t>(users.size()));
   if (inserted) {
-    User u;
-    u.name = name;
     auto q = config.quotas.find(name);
-    u.quota = q == config.quotas.end() ? config.default_quota : q->second;
-    users.push_back(std::move(u));
+    users.push_back(
+        User{UserAccount(name, q == config.quotas.end() ? config.default_quota : q->second), {}});
   }
   return it->second;
 }

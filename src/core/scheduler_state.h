@@ -30,6 +30,7 @@
 
 #include "core/placement.h"
 #include "core/ran_on.h"
+#include "core/user_account.h"
 #include "core/scheduler.h"
 #include "core/task_queue.h"
 #include "core/worker_state.h"
@@ -148,12 +149,8 @@ struct Worker {
 };
 
 struct User {
-  std::string name;
-  UserQuota quota;
-  int64_t cpus_milli = 0;
-  int64_t gpus = 0;
-  uint32_t tasks = 0;
-  std::deque<TaskRef> parked;  // quota-blocked, in queue order
+  UserAccount account;          // its quota and what it holds (user_account.h)
+  std::deque<TaskRef> parked;   // quota-blocked, in queue order
 };
 
 struct Extra {
