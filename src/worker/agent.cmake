@@ -7,7 +7,7 @@ drover_library(drover_agent
     ${CMAKE_CURRENT_LIST_DIR}/agent_convert.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent_logs.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent.cc
-  DEPS drover_worker_exec drover_worker_resources drover_proto drover_net)
+  DEPS drover_worker_exec drover_worker_resources drover_wire drover_net)
 
 drover_test(agent_test
   SOURCES
