@@ -73,14 +73,19 @@ struct AssignTask {
   GpuGrantList gpus;
   int64_t array_index = 0;      // DROVER_TASK_INDEX and "{index}"
   Duration timeout = Duration::zero();
-  // The group's spec (argv, env, name). Valid as long as the scheduler lives:
-  // jobs are never dropped from it in this version.
+  // The group's spec (argv, env, name) and its job's (the job's name).
+  // Valid until the scheduler handles its next event (a forgotten job's
+  // specs go with it): the shell reads them while it carries the command out.
   const TaskGroupSpec* spec = nullptr;
   // Queue-ahead (SchedulerConfig::queue_ahead): start when attempt
   // `after_attempt` of `after` exits on this worker; its resources include
   // these. after_attempt 0: start now.
   TaskId after;
   uint32_t after_attempt = 0;
+  const JobSpec* job = nullptr;
+  // The results ($DROVER_RESULT) of the tasks of every group this task's
+  // group depends on, by task id; tasks that left none are omitted.
+  std::vector<std::pair<TaskId, std::string>> inputs;
 };
 
 // Stop the attempt; the worker answers with TaskFinished as usual.

@@ -18,6 +18,43 @@ using testing::TaskBuilder;
 using testing::TestCluster;
 using testing::WorkerBuilder;
 
+// An assignment carries everything its worker needs (issue 20): the job's
+// name and the results of the tasks its group depends on, so the shell
+// never asks the core again.
+TEST(AssignTest, AnAssignmentCarriesItsJobNameAndItsDependenciesResults) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(4));
+  c.Submit(JobBuilder()
+               .Add(TaskBuilder("make").Array(0, 3))
+               .Add(TaskBuilder("use").DependsOn("make")));
+  c.TakeRaw();
+  for (uint32_t i = 0; i < 3; ++i) {
+    c.Run(T(1, i));
+    TaskOutcome o;
+    o.result = i == 1 ? "" : "r" + std::to_string(i);  // 1.1 leaves none
+    c.FinishWith(T(1, i), o);
+  }
+  c.Grant(T(1, 3));
+  const AssignTask* assign = nullptr;
+  std::vector<Command> out = c.TakeRaw();
+  for (const Command& cmd : out) {
+    if (const auto* a = std::get_if<AssignTask>(&cmd); a != nullptr && a->task == T(1, 3)) {
+      assign = a;
+    }
+  }
+  ASSERT_NE(assign, nullptr);
+  ASSERT_NE(assign->job, nullptr);
+  EXPECT_EQ(assign->job->name, "job");
+  using Input = std::pair<TaskId, std::string>;
+  EXPECT_THAT(assign->inputs, ElementsAre(Input{T(1, 0), "r0"}, Input{T(1, 2), "r2"}));
+  // A task whose group depends on nothing gets none.
+  for (const Command& cmd : out) {
+    if (const auto* a = std::get_if<AssignTask>(&cmd); a != nullptr && a->task != T(1, 3)) {
+      EXPECT_TRUE(a->inputs.empty());
+    }
+  }
+}
+
 TEST(RetryTest, FailedAttemptRequeuesAfterExponentialBackoff) {
   TestCluster c;
   c.AddWorker(WorkerBuilder().Cpus(1));

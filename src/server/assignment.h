@@ -5,23 +5,23 @@
 // - env, timeout, cores, GPUs, memory limit: from the command and the spec;
 // - inputs: the result strings ($DROVER_RESULT, up to 64 KiB each) of the
 //   tasks of every group this task's group depends_on, keyed by task id
-//   ("12.3"). Tasks that left no result are omitted. The worker writes each
+//   ("12.3"), as the core put them in the command (AssignTask::inputs).
+//   Tasks that left no result are omitted. The worker writes each
 //   as $DROVER_INPUTS/<task id>. (The message has no field for readable
 //   aliases such as "<group>.<index>"; that needs a proto change.)
 //
-// Thread safety: pure function of its arguments.
+// The command carries everything: nothing here asks the core again.
+//
+// Thread safety: pure function of its argument.
 #ifndef DROVER_SERVER_ASSIGNMENT_H_
 #define DROVER_SERVER_ASSIGNMENT_H_
 
 #include "core/commands.h"
-#include "core/scheduler.h"
 #include "proto/messages.h"
-#include "server/record_fold.h"
 
 namespace drover::server {
 
-proto::Assignment BuildAssignment(const core::Scheduler& scheduler, const RecordFold& fold,
-                                  const core::AssignTask& assign);
+proto::Assignment BuildAssignment(const core::AssignTask& assign);
 
 }  // namespace drover::server
 

@@ -303,8 +303,7 @@ void WorkerChannel::OnClosed(uint64_t conn, const Status& status) {
 }
 
 void WorkerChannel::Assign(const core::AssignTask& assign) {
-  pending_[assign.worker].push_back(
-      BuildAssignment(driver_.scheduler(), driver_.fold(), assign));
+  pending_[assign.worker].push_back(BuildAssignment(assign));
   assign_flush_.Request();
 }
 
