@@ -404,6 +404,11 @@ void Agent::Impl::Execute(const WorkerCommand& command) {
             reaper_gone_ = true;  // said once: it does not come back
             spdlog::warn("worker {}: {}", name_, told.ToString());
           }
+        } else if constexpr (std::is_same_v<T, LogLine>) {
+          static constexpr spdlog::level::level_enum kLevels[] = {
+              spdlog::level::debug, spdlog::level::info, spdlog::level::warn,
+              spdlog::level::err};
+          spdlog::log(kLevels[static_cast<int>(c.level)], "worker {}: {}", name_, c.text);
         } else if constexpr (std::is_same_v<T, ScheduleFlush>) {
           std::weak_ptr<bool> alive = alive_;
           loop_.Post([this, alive] {

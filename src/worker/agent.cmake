@@ -3,13 +3,11 @@
 # fencing) with no network, and the shell (agent.*) that ties it to the
 # server link, the executor, timers and the reaper on one net::EventLoop.
 # See agent.h and worker_state.h.
-# spdlog only for its log lines (the decisions it logs, as the agent did).
-find_package(spdlog REQUIRED)
 drover_library(drover_worker_state
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/agent_convert.cc
     ${CMAKE_CURRENT_LIST_DIR}/worker_state.cc
-  DEPS drover_worker_exec drover_worker_resources drover_proto spdlog::spdlog)
+  DEPS drover_worker_exec drover_worker_resources drover_proto)
 
 drover_library(drover_agent
   SOURCES

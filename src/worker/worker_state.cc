@@ -5,8 +5,6 @@
 #include <type_traits>
 #include <utility>
 
-#include <spdlog/spdlog.h>
-
 #include "worker/agent_convert.h"
 
 namespace drover::worker {
@@ -14,6 +12,10 @@ namespace {
 
 std::string AttemptName(TaskId task, uint32_t attempt) {
   return task.ToString() + "#" + std::to_string(attempt);
+}
+
+void Log(WorkerOutbox& out, LogLevel level, std::string text) {
+  out.push_back(LogLine{level, std::move(text)});
 }
 
 std::string TimerName(WorkerTimer timer) {
@@ -96,6 +98,9 @@ std::string DescribeCommand(const WorkerCommand& command, Time now) {
           return "cancel " + TimerName(c.timer);
         } else if constexpr (std::is_same_v<T, SetReaperDeadline>) {
           return "reaper deadline " + Offset(c.after);
+        } else if constexpr (std::is_same_v<T, LogLine>) {
+          static constexpr const char* kLevels[] = {"debug", "info", "warn", "error"};
+          return std::string("log ") + kLevels[static_cast<int>(c.level)] + ": " + c.text;
         } else {
           return "schedule flush";
         }
@@ -223,19 +228,20 @@ void WorkerState::OnHelloAck(Time now, const proto::HelloAck& ack, WorkerOutbox&
     // (a 30 s lease): a link lost now must fence by the server's TTL.
     ArmFence(out);
   } else {
-    spdlog::warn("worker {}: ignoring the server's timing ({}); keeping heartbeat {} ms, lease "
-                 "{} ms",
-                 config_.name, fence.status().message(), heartbeat_.count() / 1000,
-                 lease_ttl_.count() / 1000);
+    Log(out, LogLevel::kWarn,
+        "ignoring the server's timing (" + fence.status().message() + "); keeping heartbeat " +
+            std::to_string(heartbeat_.count() / 1000) + " ms, lease " +
+            std::to_string(lease_ttl_.count() / 1000) + " ms");
   }
   Contact(now, out);
   // The server's timing replaces the start-up one (a 30 s lease): the
   // reaper's deadline and the tick move with it now, not a tick later.
   OnWatchdog(now, out);
-  spdlog::info(
-      "worker {}: attached as worker {} (server {}), {} running, {} queued, {} results to report",
-      config_.name, ack.worker, ack.server_instance, running_.size(), queued_.size(),
-      unacked_.size());
+  Log(out, LogLevel::kInfo,
+      "attached as worker " + std::to_string(ack.worker) + " (server " + ack.server_instance +
+          "), " + std::to_string(running_.size()) + " running, " +
+          std::to_string(queued_.size()) + " queued, " + std::to_string(unacked_.size()) +
+          " results to report");
   // Results that ended between the Hello and now were not in it.
   for (const auto& [attempt, finished] : unacked_) {
     if (sent_this_session_.insert(attempt).second) finished_out_.push_back(finished);
@@ -297,15 +303,15 @@ void WorkerState::Enqueue(const proto::Assignment& a, WorkerOutbox& out) {
     const std::string reason = "a task is already queued behind " +
                                AttemptName(predecessor.task, predecessor.attempt) + " (" +
                                q->second.task.ToString() + ")";
-    spdlog::warn("worker {}: refused {}: {}", config_.name, AttemptName(a.task, a.attempt),
-                 reason);
+    Log(out, LogLevel::kWarn, "refused " + AttemptName(a.task, a.attempt) + ": " + reason);
     out.push_back(SendMessage{proto::Refused{a.task, a.attempt, reason}});
     return;
   }
   // Kept now; a failed preparation (TaskPrepareFailed, answered at once)
   // takes it out again.
-  spdlog::debug("worker {}: {} queued behind {}", config_.name, AttemptName(a.task, a.attempt),
-                AttemptName(predecessor.task, predecessor.attempt));
+  Log(out, LogLevel::kDebug,
+      AttemptName(a.task, a.attempt) + " queued behind " +
+          AttemptName(predecessor.task, predecessor.attempt));
   queued_[predecessor.task] = a;
   out.push_back(PrepareTask{a});
 }
@@ -314,8 +320,8 @@ void WorkerState::StartNow(Time /*now*/, const proto::Assignment& a, bool prepar
                            WorkerOutbox& out) {
   Status admitted = slots_.Admit(a.task, ToSlotRequest(a));
   if (!admitted.ok()) {
-    spdlog::warn("worker {}: refused {}: {}", config_.name, AttemptName(a.task, a.attempt),
-                 admitted.message());
+    Log(out, LogLevel::kWarn,
+        "refused " + AttemptName(a.task, a.attempt) + ": " + admitted.message());
     if (prepared) out.push_back(DiscardPrepared{a.task, a.attempt});
     out.push_back(SendMessage{proto::Refused{a.task, a.attempt, admitted.message()}});
     return;
@@ -346,8 +352,8 @@ void WorkerState::OnStartFailed(Time now, const TaskStartFailed& failed, WorkerO
     running_.erase(it);
   }
   (void)slots_.Release(failed.task);
-  spdlog::warn("worker {}: {} could not start: {}", config_.name,
-               AttemptName(failed.task, failed.attempt), failed.reason);
+  Log(out, LogLevel::kWarn,
+      AttemptName(failed.task, failed.attempt) + " could not start: " + failed.reason);
   RecordFinished(proto::FinishedTask{failed.task, failed.attempt, FailureOutcome(failed.reason),
                                      now},
                  out);
@@ -357,8 +363,8 @@ void WorkerState::OnPrepareFailed(Time now, const TaskPrepareFailed& failed, Wor
   auto q = FindQueued(failed.task);
   if (q == queued_.end() || q->second.attempt != failed.attempt) return;
   queued_.erase(q);
-  spdlog::warn("worker {}: {} could not be prepared: {}", config_.name,
-               AttemptName(failed.task, failed.attempt), failed.reason);
+  Log(out, LogLevel::kWarn,
+      AttemptName(failed.task, failed.attempt) + " could not be prepared: " + failed.reason);
   RecordFinished(proto::FinishedTask{failed.task, failed.attempt, FailureOutcome(failed.reason),
                                      now},
                  out);
@@ -383,12 +389,10 @@ void WorkerState::OnWithdraw(Time now, TaskId task, uint32_t attempt, const std:
   auto q = FindQueued(task);
   if (q == queued_.end() || q->second.attempt != attempt) {
     // Started already (its Started report says so), or ended: it stays.
-    spdlog::debug("worker {}: {} not queued here; withdrawal ignored", config_.name,
-                  AttemptName(task, attempt));
+    Log(out, LogLevel::kDebug, AttemptName(task, attempt) + " not queued here; withdrawal ignored");
     return;
   }
-  spdlog::info("worker {}: withdrawing queued {}: {}", config_.name, AttemptName(task, attempt),
-               reason);
+  Log(out, LogLevel::kInfo, "withdrawing queued " + AttemptName(task, attempt) + ": " + reason);
   const proto::Assignment dropped = std::move(q->second);
   queued_.erase(q);
   DropQueued(now, dropped, "withdrawn before it started: " + reason, out);
@@ -397,8 +401,7 @@ void WorkerState::OnWithdraw(Time now, TaskId task, uint32_t attempt, const std:
 void WorkerState::OnStopRequest(Time now, TaskId task, uint32_t attempt, Duration grace,
                                 const std::string& reason, WorkerOutbox& out) {
   if (auto q = FindQueued(task); q != queued_.end() && q->second.attempt == attempt) {
-    spdlog::info("worker {}: dropping queued {}: {}", config_.name, AttemptName(task, attempt),
-                 reason);
+    Log(out, LogLevel::kInfo, "dropping queued " + AttemptName(task, attempt) + ": " + reason);
     const proto::Assignment dropped = std::move(q->second);
     queued_.erase(q);
     DropQueued(now, dropped, "canceled before it started: " + reason, out);
@@ -406,7 +409,7 @@ void WorkerState::OnStopRequest(Time now, TaskId task, uint32_t attempt, Duratio
   }
   auto it = running_.find(task);
   if (it == running_.end() || it->second.attempt != attempt) return;  // ended or never ran here
-  spdlog::info("worker {}: stopping {}: {}", config_.name, AttemptName(task, attempt), reason);
+  Log(out, LogLevel::kInfo, "stopping " + AttemptName(task, attempt) + ": " + reason);
   out.push_back(KillTask{task, attempt, grace, /*fenced=*/false});
 }
 
@@ -512,7 +515,8 @@ void WorkerState::OnFence(Time now, WorkerOutbox& out) {
   // Queued successors first, so that no fenced predecessor's exit can
   // start one: they never run, and are reported finished with the reason.
   if (!queued_.empty()) {
-    spdlog::error("worker {}: {}; dropping {} queued tasks", config_.name, reason, queued_.size());
+    Log(out, LogLevel::kError,
+        reason + "; dropping " + std::to_string(queued_.size()) + " queued tasks");
     std::map<TaskId, proto::Assignment> dropped = std::exchange(queued_, {});
     for (const auto& [predecessor, queued] : dropped) DropQueued(now, queued, reason, out);
   }
@@ -521,8 +525,9 @@ void WorkerState::OnFence(Time now, WorkerOutbox& out) {
     if (run.fence_reason.empty()) victims.push_back(task);
   }
   if (victims.empty()) return;  // re-armed by the next contact
-  spdlog::error("worker {}: {}; killing {} running tasks (their leases are about to expire)",
-                config_.name, reason, victims.size());
+  Log(out, LogLevel::kError,
+      reason + "; killing " + std::to_string(victims.size()) +
+          " running tasks (their leases are about to expire)");
   for (const TaskId& task : victims) {
     Running& run = running_[task];
     run.fence_reason = reason;

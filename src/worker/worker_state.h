@@ -4,15 +4,16 @@
 // The agent shell (agent.cc) owns the sockets, the executor, the timers and
 // the reaper. It turns what happens into Events, each with the current
 // time, hands them to Handle, and carries out the Commands appended to the
-// outbox, in order. There is no I/O, no clock, no thread and no process in
-// here: the same events at the same times always produce the same commands.
+// outbox, in order. There is no I/O, no clock, no thread, no process and no
+// logging in here (log lines are commands too): the same events at the same
+// times always produce the same commands.
 // agent.h specifies the behaviour; this is where it is decided.
 //
 //   link up/down, server messages,  ──► Handle ──► state change
 //   task started/exited, timers                └─► Send, StartTask, PrepareTask,
 //                                                  KillTask, DiscardPrepared,
 //                                                  ArmTimer, SetReaperDeadline,
-//                                                  ScheduleFlush
+//                                                  ScheduleFlush, LogLine
 //
 // What it owns: the attempts running here (cores, GPUs, started_at, a fence
 // reason once fenced), the queue-ahead successors by their predecessor, the
@@ -152,9 +153,17 @@ struct SetReaperDeadline {
 };
 // Deliver FlushDue on a later turn of the loop (once per batch).
 struct ScheduleFlush {};
+// A line for the worker's log ("refused 12.0#1: core 1 is in use by task
+// 12.3"); the shell prefixes the worker's name.
+enum class LogLevel : uint8_t { kDebug, kInfo, kWarn, kError };
+struct LogLine {
+  LogLevel level = LogLevel::kInfo;
+  std::string text;
+};
 
 using WorkerCommand = std::variant<SendMessage, StartTask, PrepareTask, DiscardPrepared, KillTask,
-                                   ArmTimer, CancelTimer, SetReaperDeadline, ScheduleFlush>;
+                                   ArmTimer, CancelTimer, SetReaperDeadline, ScheduleFlush,
+                                   LogLine>;
 using WorkerOutbox = std::vector<WorkerCommand>;
 
 // "send started 12.0#1", "start 12.0#1", "arm fence +28000ms", ... One line

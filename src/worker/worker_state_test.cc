@@ -69,10 +69,16 @@ class TestWorker {
     WorkerOutbox out;
     state_->Handle(clock.Now(), event, out);
     for (WorkerCommand& command : out) {
+      if (std::holds_alternative<LogLine>(command)) {
+        logs_.push_back(DescribeCommand(command, clock.Now()));
+        continue;
+      }
       lines_.push_back(DescribeCommand(command, clock.Now()));
       commands_.push_back(std::move(command));
     }
   }
+  // The log lines emitted since the last TakeLogs (kept apart from Take).
+  std::vector<std::string> TakeLogs() { return std::exchange(logs_, {}); }
   // The lines emitted since the last Take.
   std::vector<std::string> Take() {
     taken_ = std::exchange(commands_, {});
@@ -111,6 +117,7 @@ class TestWorker {
   std::vector<std::string> lines_;
   std::vector<WorkerCommand> commands_;
   std::vector<WorkerCommand> taken_;
+  std::vector<std::string> logs_;
 };
 
 TEST(WorkerStateTest, BeginsByArmingTheFenceAndTheReapersWatchdog) {
@@ -411,6 +418,12 @@ TEST(WorkerStateTest, FencingDropsTheQueueFirstThenKillsAndReportsOnReturn) {
   w.Feed(FenceDue{});
   EXPECT_THAT(w.Take(), ElementsAre("discard 7.1#1", "fence-kill 7.0#1 grace 0ms",
                                     "fence-kill 7.2#1 grace 0ms"));
+  EXPECT_THAT(w.TakeLogs(),
+              testing::IsSupersetOf(
+                  {"log error: fenced: no contact with the server for 8 s; dropping 1 queued "
+                   "tasks",
+                   "log error: fenced: no contact with the server for 8 s; killing 2 running "
+                   "tasks (their leases are about to expire)"}));
   // Fenced attempts are no longer reported running.
   w.Feed(LinkUp{});
   EXPECT_THAT(w.Take(), ElementsAre("send hello finished 7.1#1 (never started) (fenced: no "
