@@ -1,7 +1,6 @@
 // CLI11 for the `drover` binary, without the validator objects that its
 // header defines in every translation unit. Include this instead of
-// <CLI/CLI.hpp> in anything linked into `drover` (src/cli, src/sim's
-// sim_cli.cc).
+// <CLI/CLI.hpp> in anything linked into `drover` (src/cli).
 //
 // Why: CLI11 2.1 (Debian 12) defines eight validators at namespace scope
 // in Validators.hpp (`const detail::ExistingFileValidator ExistingFile;`,

@@ -16,6 +16,7 @@ namespace drover::cli {
 void AddServerCommand(CLI::App& root, int& exit_code);   // cmd_server.cc
 void AddWorkerCommand(CLI::App& root, int& exit_code);   // cmd_worker.cc
 void AddUpCommand(CLI::App& root, int& exit_code);       // cmd_up.cc
+void AddSimCommand(CLI::App& root, int& exit_code);      // cmd_sim.cc
 void AddSubmitCommand(CLI::App& root, int& exit_code);   // cmd_submit.cc
 void AddRunCommand(CLI::App& root, int& exit_code);      // cmd_submit.cc
 void AddStatusCommand(CLI::App& root, int& exit_code);   // cmd_status.cc

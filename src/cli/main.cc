@@ -10,7 +10,6 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "server/server_shell.h"
-#include "sim/sim_cli.h"
 
 int main(int argc, char** argv) {
   CLI::App app("drover: run command-line tasks and pipelines on the machines you have", "drover");
@@ -41,7 +40,7 @@ int main(int argc, char** argv) {
       {"wait", drover::cli::AddWaitCommand},
       {"drain", drover::cli::AddDrainCommand},
       {"report", drover::cli::AddReportCommand},
-      {"sim", drover::sim::AddSimCommand},
+      {"sim", drover::cli::AddSimCommand},
   };
   const std::string_view first = argc > 1 ? argv[1] : "";
   const auto chosen = std::find_if(std::begin(commands), std::end(commands),

@@ -71,34 +71,27 @@ bool Scheduler::State::LiveHead(uint32_t cls, TaskRef& out_ref) {
   while (!queues.Empty(cls)) {
     TaskRef r = queues.Head(cls).task;
     const Task& t = task(r);
-    if (t.state == TaskState::kQueued && !(t.flags & (kFlagBackoff | kFlagParked))) {
+    if (t.state == TaskState::kQueued && !t.flags.Any(TaskFlag::kBackoff | TaskFlag::kParked)) {
       out_ref = r;
       return true;
     }
     // Canceled or moved on since it was queued; a task placed past the heads
     // (BackfillBehindHeads) has no other entry left.
-    if (t.flags & kFlagStaleEntry) task(r).flags &= static_cast<uint8_t>(~kFlagStaleEntry);
+    if (t.flags.Has(TaskFlag::kStaleEntry)) task(r).flags.Clear(TaskFlag::kStaleEntry);
     queues.PopHead(cls);
   }
   return false;
 }
 
 bool Scheduler::State::QuotaAllows(TaskRef r) const {
-  const User& u = users[jobs[r.job].user];
-  const ResourceRequest& req = RequestOf(r);
-  if (u.quota.max_tasks != 0 && u.tasks + 1 > u.quota.max_tasks) return false;
-  if (u.quota.max_cpus_milli != 0 && u.cpus_milli + req.cpus_milli > u.quota.max_cpus_milli) {
-    return false;
-  }
-  if (u.quota.max_gpus != 0 && req.gpus > 0 && u.gpus + req.gpus > u.quota.max_gpus) return false;
-  return true;
+  return users[jobs[r.job].user].account.Exceeds(RequestOf(r)) == QuotaLimit::kNone;
 }
 
 void Scheduler::State::Park(uint32_t cls, TaskRef r) {
   queues.PopHead(cls);
   // A parked task is no class head: it must not hold resources back.
   if (reservation.active && reservation.task == r) EndReservation();
-  task(r).flags |= kFlagParked;
+  task(r).flags.Set(TaskFlag::kParked);
   users[jobs[r.job].user].parked.push_back(r);
 }
 
@@ -106,28 +99,19 @@ void Scheduler::State::Unpark(uint32_t u) {
   // Put back, in order, as many parked tasks as the freed quota could take;
   // the rest stay parked so a long parked list costs nothing per event.
   User& user = users[u];
-  int64_t cpus = user.cpus_milli;
-  int64_t gpus = user.gpus;
-  uint32_t tasks = user.tasks;
+  QuotaUsage usage = user.account.used();  // with the tasks taken back so far
   std::vector<TaskRef> back;
   while (!user.parked.empty()) {
     TaskRef r = user.parked.front();
     Task& t = task(r);
-    if (t.state != TaskState::kQueued || !(t.flags & kFlagParked)) {
+    if (t.state != TaskState::kQueued || !t.flags.Has(TaskFlag::kParked)) {
       user.parked.pop_front();
       continue;
     }
     const ResourceRequest& req = RequestOf(r);
-    const UserQuota& q = user.quota;
-    if ((q.max_tasks != 0 && tasks + 1 > q.max_tasks) ||
-        (q.max_cpus_milli != 0 && cpus + req.cpus_milli > q.max_cpus_milli) ||
-        (q.max_gpus != 0 && req.gpus > 0 && gpus + req.gpus > q.max_gpus)) {
-      break;
-    }
-    cpus += req.cpus_milli;
-    gpus += req.gpus;
-    ++tasks;
-    t.flags &= static_cast<uint8_t>(~kFlagParked);
+    if (user.account.Exceeds(req, usage) != QuotaLimit::kNone) break;
+    usage.Add(req);
+    t.flags.Clear(TaskFlag::kParked);
     back.push_back(r);
     user.parked.pop_front();
   }
@@ -350,7 +334,7 @@ const TaskRef* Scheduler::State::HeldFor(uint32_t w) {
   auto it = holds.find(w);
   if (it == holds.end()) return nullptr;
   const Task& t = task(it->second);
-  if (t.state == TaskState::kAssigned && (t.flags & kFlagWithdraw)) return &it->second;
+  if (t.state == TaskState::kAssigned && t.flags.Has(TaskFlag::kWithdraw)) return &it->second;
   holds.erase(it);  // ended otherwise (lost, canceled): nothing to wait for
   return nullptr;
 }
@@ -414,7 +398,8 @@ bool Scheduler::State::Movable(const Task& t) const {
   const Active& act = actives[t.active];
   // Restored or adopted waiters stay: whether their assignment reached the
   // worker is not known here (granted says nothing for them).
-  return !act.lost && act.wait_seq != UINT64_MAX && !(t.flags & (kFlagWithdraw | kFlagCancel));
+  return !act.lost && act.wait_seq != UINT64_MAX &&
+         !t.flags.Any(TaskFlag::kWithdraw | TaskFlag::kCancel);
 }
 
 void Scheduler::State::Withdraw(TaskRef r, const std::string& why, uint32_t hold) {
@@ -428,7 +413,7 @@ void Scheduler::State::Withdraw(TaskRef r, const std::string& why, uint32_t hold
     NeverStarted(r, "moved before it was sent: " + why);
     return;
   }
-  t.flags |= kFlagWithdraw;
+  t.flags.Set(TaskFlag::kWithdraw);
   if (hold != kNone) holds[hold] = r;
   out->push_back(KillTask{IdOf(r), act.attempt, workers[act.worker].id, why, /*hard=*/false,
                           /*only_queued=*/true});
@@ -441,7 +426,7 @@ void Scheduler::State::Displace(TaskRef r) {
   if (std::get<0>(*waiters.rbegin()) <= key) return;  // none of lower priority
   for (auto it = displaced.begin(); it != displaced.end();) {
     const Task& t = task(it->first);
-    if (t.state != TaskState::kAssigned || !(t.flags & kFlagWithdraw)) {
+    if (t.state != TaskState::kAssigned || !t.flags.Has(TaskFlag::kWithdraw)) {
       it = displaced.erase(it);
       continue;
     }
@@ -468,14 +453,14 @@ void Scheduler::State::Displace(TaskRef r) {
     Withdraw(waiter, "task " + IdOf(r).ToString() + " of higher priority (" +
                          std::to_string(SpecOf(r).priority) + ") takes its place",
              kNone);
-    if (task(waiter).flags & kFlagWithdraw) displaced[waiter] = r;
+    if (task(waiter).flags.Has(TaskFlag::kWithdraw)) displaced[waiter] = r;
     return;
   }
 }
 
 void Scheduler::State::NeverStarted(TaskRef r, std::string reason) {
   Task& t = task(r);
-  t.flags &= kFlagStaleEntry;  // an entry left in its queue is still there
+  t.flags.KeepOnly(TaskFlag::kStaleEntry);  // an entry left in its queue is still there
   DropHold(r);
   Transition(r, TaskState::kQueued, std::move(reason));
   Enqueue(r, true);
@@ -501,7 +486,8 @@ void Scheduler::State::BackfillBehindHeads(uint32_t w) {
     queues.ForEach(cls, [&](const QueueEntry& e) {
       if (++seen > kBackfillScan) return false;
       const Task& t = task(e.task);
-      if (t.state != TaskState::kQueued || (t.flags & (kFlagBackoff | kFlagParked))) return true;
+      if (t.state != TaskState::kQueued || t.flags.Any(TaskFlag::kBackoff | TaskFlag::kParked))
+        return true;
       const int64_t limit = SpecOf(e.task).timeout.count();
       if (limit > 0 && now_us + limit <= shadow) picks.emplace_back(cls, e.task);
       return true;
@@ -512,7 +498,7 @@ void Scheduler::State::BackfillBehindHeads(uint32_t w) {
     if (t.state != TaskState::kQueued || !QuotaAllows(r) || !CanPlace(w, r)) continue;
     TaskRef head;
     const bool is_head = LiveHead(cls, head) && head == r;
-    if (!is_head) task(r).flags |= kFlagStaleEntry;  // its entry stays queued
+    if (!is_head) task(r).flags.Set(TaskFlag::kStaleEntry);  // its entry stays queued
     Place(cls, r, w, is_head);
   }
 }

@@ -153,7 +153,7 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
       if (act.prev != kNone) {
         const std::string behind =
             s.IdOf(s.actives[act.prev].task).ToString() + " on " + where;
-        if (t.flags & kFlagWithdraw) {
+        if (t.flags.Has(TaskFlag::kWithdraw)) {
           for (const auto& [w, held] : s.holds) {
             if (held == r) {
               return "moving to worker " + std::to_string(s.workers[w].id) +
@@ -200,25 +200,18 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
            std::to_string(attached) + " of " + std::to_string(s.settle_expected) + ")";
   }
   const TaskGroupSpec& spec = s.SpecOf(r);
-  if (t.flags & kFlagBackoff) {
+  if (t.flags.Has(TaskFlag::kBackoff)) {
     const int64_t at = t.finished_us + s.BackoffFor(r).count();
     return "backing off: retry " + std::to_string(t.failures) + " of " +
            std::to_string(spec.retries) + " in " +
            FormatDuration(Duration(std::max<int64_t>(0, at - s.now_us)));
   }
   const ResourceRequest& req = spec.resources;
-  if (t.flags & kFlagParked) {
-    const User& u = s.users[job.user];
-    if (u.quota.max_gpus != 0 && req.gpus > 0 && u.gpus + req.gpus > u.quota.max_gpus) {
-      return "quota: user " + u.name + " at " + FormatGpus(u.gpus) + "/" +
-             FormatGpus(u.quota.max_gpus) + " gpus";
-    }
-    if (u.quota.max_cpus_milli != 0 && u.cpus_milli + req.cpus_milli > u.quota.max_cpus_milli) {
-      return "quota: user " + u.name + " at " + FormatCpus(u.cpus_milli) + "/" +
-             FormatCpus(u.quota.max_cpus_milli) + " cpus";
-    }
-    return "quota: user " + u.name + " at " + std::to_string(u.tasks) + "/" +
-           std::to_string(u.quota.max_tasks) + " tasks";
+  if (t.flags.Has(TaskFlag::kParked)) {
+    const UserAccount& account = s.users[job.user].account;
+    const QuotaLimit limit = account.Exceeds(req);
+    // Parked until its user's usage drops (Unpark): the limit it passes.
+    return account.Explain(limit == QuotaLimit::kNone ? QuotaLimit::kTasks : limit);
   }
 
   bool any_drained = false;
@@ -236,7 +229,9 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
   s.queues.ForEach(job.groups[t.group].cls, [&](const QueueEntry& e) {
     if (e.task == r) return false;
     const Task& other = s.task(e.task);
-    if (other.state == TaskState::kQueued && !(other.flags & (kFlagBackoff | kFlagParked))) ++ahead;
+    if (other.state == TaskState::kQueued &&
+        !other.flags.Any(TaskFlag::kBackoff | TaskFlag::kParked))
+      ++ahead;
     return true;
   });
   if (ahead > 0) return "behind " + Plural(ahead, "task", "tasks") + " of its class";

@@ -34,10 +34,7 @@ uint32_t Scheduler::State::NewActive(TaskRef r, uint32_t w, uint32_t attempt) {
     NoteTail(w);
   }
   const ResourceRequest& req = RequestOf(r);
-  User& user = users[jobs[r.job].user];
-  user.cpus_milli += req.cpus_milli;
-  user.gpus += req.gpus;
-  ++user.tasks;
+  users[jobs[r.job].user].account.Take(req);
   task(r).active = a;
   return a;
 }
@@ -94,9 +91,7 @@ void Scheduler::State::EndActive(uint32_t a) {
 
   const uint32_t u = jobs[r.job].user;
   User& user = users[u];
-  user.cpus_milli -= req.cpus_milli;
-  user.gpus -= req.gpus;
-  --user.tasks;
+  user.account.Give(req);
   if (!user.parked.empty()) Unpark(u);
 }
 

@@ -128,7 +128,7 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
         ++job.counts[static_cast<int>(t.state)];
         if (t.state != TaskState::kQueued) continue;
         if (t.failures > 0 && t.finished_us != 0) {
-          t.flags |= kFlagBackoff;
+          t.flags.Set(TaskFlag::kBackoff);
           s.PushTimer(t.finished_us + s.BackoffFor(r).count(), TimerKind::kRetry, r, t.attempt);
         } else {
           s.Enqueue(r, false);

@@ -98,11 +98,9 @@ Result<uint32_t> Scheduler::State::FindWorker(WorkerId id) const {
 uint32_t Scheduler::State::UserOf(const std::string& name) {
   auto [it, inserted] = user_ids.emplace(name, static_cast<uint32_t>(users.size()));
   if (inserted) {
-    User u;
-    u.name = name;
     auto q = config.quotas.find(name);
-    u.quota = q == config.quotas.end() ? config.default_quota : q->second;
-    users.push_back(std::move(u));
+    users.push_back(
+        User{UserAccount(name, q == config.quotas.end() ? config.default_quota : q->second), {}});
   }
   return it->second;
 }
@@ -222,12 +220,12 @@ Status Scheduler::State::OnWorkerAttached(WorkerAttached& e) {
     if (t.active == kNone || actives[t.active].attempt != run.attempt || t.worker != e.worker) {
       continue;
     }
-    if (t.flags & (kFlagLeaseLost | kFlagResized)) {
+    if (t.flags.Any(TaskFlag::kLeaseLost | TaskFlag::kResized)) {
       out->push_back(KillTask{run.task, run.attempt, e.worker, "stopped before it re-attached",
                               /*hard=*/true});
-    } else if (t.flags & (kFlagCancel | kFlagTimedOut)) {
+    } else if (t.flags.Any(TaskFlag::kCancel | TaskFlag::kTimedOut)) {
       out->push_back(KillTask{run.task, run.attempt, e.worker,
-                              (t.flags & kFlagCancel)
+                              t.flags.Has(TaskFlag::kCancel)
                                   ? ReasonOf(*r)
                                   : "timed out after " + FormatDuration(SpecOf(*r).timeout)});
     }
@@ -295,8 +293,8 @@ void Scheduler::State::TakeBackUnreported(uint32_t w, const WorkerAttached& e) {
       continue;
     }
     EndActive(a);
-    if (t.flags & kFlagCancel) {
-      t.flags &= kFlagStaleEntry;
+    if (t.flags.Has(TaskFlag::kCancel)) {
+      t.flags.KeepOnly(TaskFlag::kStaleEntry);
       DropHold(r);
       Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
       continue;
@@ -353,8 +351,9 @@ void Scheduler::State::StopUnfitting(uint32_t w) {
       NeverStarted(r, why);
       continue;
     }
-    if (!(t.flags & (kFlagCancel | kFlagLeaseLost | kFlagTimedOut | kFlagResized))) {
-      t.flags |= kFlagResized;
+    if (!t.flags.Any(TaskFlag::kCancel | TaskFlag::kLeaseLost | TaskFlag::kTimedOut |
+                     TaskFlag::kResized)) {
+      t.flags.Set(TaskFlag::kResized);
       out->push_back(KillTask{IdOf(r), act.attempt, worker.id, why, /*hard=*/true});
     }
   }
@@ -403,7 +402,7 @@ void Scheduler::State::ReconcileRunning(uint32_t w, const ReportedAttempt& run) 
     }
     // A queued one was sent, so its claim was granted: renew it from now on.
     if (run.queued) act.granted = true;
-    if (run.queued && (t.flags & kFlagWithdraw)) {
+    if (run.queued && t.flags.Has(TaskFlag::kWithdraw)) {
       // The withdrawal may have been lost with the connection: again.
       out->push_back(KillTask{run.task, run.attempt, id, "room freed first on another worker",
                               /*hard=*/false, /*only_queued=*/true});
@@ -448,7 +447,7 @@ bool Scheduler::State::Adopt(TaskRef r, uint32_t w, uint32_t attempt, const Repo
     if (!workers[w].res->AllocateExact(req, alloc)) return false;
   }
   if (reservation.active && reservation.task == r) EndReservation();
-  t.flags = 0;  // queue, backoff and parked entries of the queued task go stale
+  t.flags = {};  // queue, backoff and parked entries of the queued task go stale
   t.attempt = static_cast<uint16_t>(attempt);
   t.worker = workers[w].id;
   const uint32_t a = NewActive(r, w, attempt);
@@ -497,7 +496,7 @@ bool Scheduler::State::AdoptQueued(TaskRef r, uint32_t w, const ReportedAttempt&
   if (prev == kNone) return false;
   if (reservation.active && reservation.task == r) EndReservation();
   Task& t = task(r);
-  t.flags = 0;  // queue, backoff and parked entries of the queued task go stale
+  t.flags = {};  // queue, backoff and parked entries of the queued task go stale
   t.attempt = static_cast<uint16_t>(run.attempt);
   t.worker = workers[w].id;
   const uint32_t a = NewActive(r, w, run.attempt);
@@ -672,10 +671,10 @@ void Scheduler::State::Enqueue(TaskRef r, bool front) {
   const Job& job = jobs[r.job];
   const Group& g = job.groups[task(r).group];
   int32_t priority = job.spec->groups[task(r).group].priority;
-  if (task(r).flags & kFlagStaleEntry) {
+  if (task(r).flags.Has(TaskFlag::kStaleEntry)) {
     // Placed by backfill from behind its class head, and its entry there is
     // still queued: it goes back to that place instead of a second entry.
-    task(r).flags &= static_cast<uint8_t>(~kFlagStaleEntry);
+    task(r).flags.Clear(TaskFlag::kStaleEntry);
   } else if (front) {
     queues.PushFront(g.cls, priority, r);
   } else {
@@ -817,7 +816,7 @@ void Scheduler::State::Cancel(TaskRef r, const std::string& reason) {
     case TaskState::kWaiting:
     case TaskState::kQueued:
       // Queue entries and parked entries are dropped lazily.
-      t.flags &= static_cast<uint8_t>(~(kFlagBackoff | kFlagParked));
+      t.flags.Clear(TaskFlag::kBackoff | TaskFlag::kParked);
       if (reservation.active && reservation.task == r) EndReservation();
       Transition(r, TaskState::kCanceled, reason);
       return;
@@ -825,7 +824,7 @@ void Scheduler::State::Cancel(TaskRef r, const std::string& reason) {
     case TaskState::kRunning: {
       Active& act = actives[t.active];
       if (act.lost) {
-        t.flags |= kFlagCancel;  // ends when the lease is gone
+        t.flags.Set(TaskFlag::kCancel);  // ends when the lease is gone
         extras[ExtraKey(r)].reason = reason;
         return;
       }
@@ -837,8 +836,8 @@ void Scheduler::State::Cancel(TaskRef r, const std::string& reason) {
         Transition(r, TaskState::kCanceled, reason);
         return;
       }
-      if (!(t.flags & kFlagCancel)) {
-        t.flags |= kFlagCancel;
+      if (!t.flags.Has(TaskFlag::kCancel)) {
+        t.flags.Set(TaskFlag::kCancel);
         extras[ExtraKey(r)].reason = reason;
         out->push_back(KillTask{IdOf(r), act.attempt, workers[act.worker].id, reason});
       }
@@ -893,9 +892,9 @@ Status Scheduler::State::OnStarted(const TaskStarted& e) {
     return Stale("started from a lost worker", e.task, e.attempt);
   }
   act.granted = true;  // a restored task reporting in holds its lease
-  if (t.flags & kFlagWithdraw) {
+  if (t.flags.Has(TaskFlag::kWithdraw)) {
     // Its predecessor ended before the withdrawal arrived: it runs here.
-    t.flags &= static_cast<uint8_t>(~kFlagWithdraw);
+    t.flags.Clear(TaskFlag::kWithdraw);
     DropHold(r);
   }
   t.started_us = now_us;
@@ -928,7 +927,7 @@ void Scheduler::State::AttemptFailed(TaskRef r, std::string reason, bool counts_
     return;
   }
   const Duration backoff = BackoffFor(r);
-  t.flags |= kFlagBackoff;
+  t.flags.Set(TaskFlag::kBackoff);
   Transition(r, TaskState::kQueued,
              reason + "; retry " + std::to_string(t.failures) + " of " + std::to_string(retries) +
                  " in " + FormatDuration(backoff));
@@ -962,7 +961,7 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   EmitRelease(actives[a]);
   const uint64_t limit = actives[a].alloc.mem_bytes;
   EndActive(a);
-  if (e.never_started && !(t.flags & kFlagCancel)) {
+  if (e.never_started && !t.flags.Has(TaskFlag::kCancel)) {
     // Dropped from its worker's queue before it started: it never ran.
     // The worker's reason (a worker before 2026-12 sent it as the result).
     const std::string& why = !o.reason.empty() ? o.reason : o.result;
@@ -981,14 +980,14 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
     if (it != extras.end()) it->second.outcome.reset();
   }
   const TaskOutcome& got = plain ? kEmpty : *extras[ExtraKey(r)].outcome;
-  const uint8_t flags = t.flags;
-  t.flags &= kFlagStaleEntry;  // an entry left in its queue is still there
-  if (flags & kFlagWithdraw) DropHold(r);
-  if (flags & kFlagCancel) {
+  const TaskFlags flags = t.flags;
+  t.flags.KeepOnly(TaskFlag::kStaleEntry);  // an entry left in its queue is still there
+  if (flags.Has(TaskFlag::kWithdraw)) DropHold(r);
+  if (flags.Has(TaskFlag::kCancel)) {
     Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
     return Status::Ok();
   }
-  if (flags & kFlagResized) {
+  if (flags.Has(TaskFlag::kResized)) {
     // Stopped because its worker's new offer lacks its resources: not the
     // task's failure.
     AttemptFailed(r, "stopped: worker " + std::to_string(e.worker ? e.worker : t.worker) +
@@ -997,9 +996,9 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
     return Status::Ok();
   }
   std::string reason;
-  if (flags & kFlagTimedOut) {
+  if (flags.Has(TaskFlag::kTimedOut)) {
     reason = "timed out after " + FormatDuration(SpecOf(r).timeout);
-  } else if (flags & kFlagLeaseLost) {
+  } else if (flags.Has(TaskFlag::kLeaseLost)) {
     reason = "lease expired while running";
   } else if (got.oom_killed) {
     reason = "OOM-killed (limit " + (limit ? FormatBytes(limit) : std::string("none")) +
@@ -1012,7 +1011,7 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   } else if (got.exit_code != 0) {
     reason = "exit code " + std::to_string(got.exit_code);
   }
-  if (!got.reason.empty() && !(flags & (kFlagTimedOut | kFlagLeaseLost))) {
+  if (!got.reason.empty() && !flags.Any(TaskFlag::kTimedOut | TaskFlag::kLeaseLost)) {
     reason = reason.empty() ? got.reason : reason + "; " + got.reason;
   }
   if (reason.empty()) {
@@ -1034,8 +1033,8 @@ Status Scheduler::State::OnRefused(const TaskRefused& e) {
   EmitRelease(actives[t.active]);
   EndActive(t.active);
   if (w != kNone && !workers[w].lost) HoldRefusing(w);
-  if (t.flags & kFlagCancel) {
-    t.flags &= kFlagStaleEntry;
+  if (t.flags.Has(TaskFlag::kCancel)) {
+    t.flags.KeepOnly(TaskFlag::kStaleEntry);
     DropHold(r);
     Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
     return Status::Ok();
@@ -1084,8 +1083,8 @@ Status Scheduler::State::OnRejected(const LeaseRejected& e) {
       !actives[t.active].granted && actives[t.active].worker != kNone) {
     // An adopted attempt whose keys someone else holds: it may not run on.
     // Its end comes back as TaskFinished and is retried as a lost lease.
-    if (!(t.flags & (kFlagCancel | kFlagLeaseLost | kFlagTimedOut))) {
-      t.flags |= kFlagLeaseLost;
+    if (!t.flags.Any(TaskFlag::kCancel | TaskFlag::kLeaseLost | TaskFlag::kTimedOut)) {
+      t.flags.Set(TaskFlag::kLeaseLost);
       out->push_back(KillTask{e.task, e.attempt, t.worker, "lease claim rejected", true});
     }
     return Status::Ok();
@@ -1103,13 +1102,13 @@ Status Scheduler::State::OnRejected(const LeaseRejected& e) {
 void Scheduler::State::LostAttemptEnded(TaskRef r, std::string reason) {
   Task& t = task(r);
   EndActive(t.active);
-  if (t.flags & kFlagWithdraw) DropHold(r);
-  if (t.flags & kFlagCancel) {
-    t.flags &= kFlagStaleEntry;
+  if (t.flags.Has(TaskFlag::kWithdraw)) DropHold(r);
+  if (t.flags.Has(TaskFlag::kCancel)) {
+    t.flags.KeepOnly(TaskFlag::kStaleEntry);
     Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
     return;
   }
-  t.flags &= kFlagStaleEntry;  // an entry left in its queue is still there
+  t.flags.KeepOnly(TaskFlag::kStaleEntry);  // an entry left in its queue is still there
   ++t.lost;
   if (t.lost >= config.max_lost_attempts) {
     Transition(r, TaskState::kFailed, "worker lost (" + std::to_string(t.lost) + " attempts)");
@@ -1132,8 +1131,8 @@ Status Scheduler::State::OnFreed(const LeaseFreed& e) {
   }
   if (!act.granted) return Status::Ok();  // a key vanished before the grant: the grant decides
   // The lease vanished under a live task: it may no longer run safely.
-  if (!(t.flags & (kFlagCancel | kFlagLeaseLost | kFlagTimedOut))) {
-    t.flags |= kFlagLeaseLost;
+  if (!t.flags.Any(TaskFlag::kCancel | TaskFlag::kLeaseLost | TaskFlag::kTimedOut)) {
+    t.flags.Set(TaskFlag::kLeaseLost);
     out->push_back(KillTask{e.task, e.attempt, workers[act.worker].id, "lease expired", true});
   }
   return Status::Ok();
@@ -1151,15 +1150,16 @@ void Scheduler::State::OnTick() {
     Task& t = task(r);
     switch (timer.kind) {
       case TimerKind::kRetry:
-        if (t.state == TaskState::kQueued && (t.flags & kFlagBackoff) && t.attempt == timer.attempt) {
-          t.flags &= static_cast<uint8_t>(~kFlagBackoff);
+        if (t.state == TaskState::kQueued && t.flags.Has(TaskFlag::kBackoff) &&
+            t.attempt == timer.attempt) {
+          t.flags.Clear(TaskFlag::kBackoff);
           Enqueue(r, false);
         }
         break;
       case TimerKind::kTimeout:
         if (t.state == TaskState::kRunning && actives[t.active].attempt == timer.attempt &&
-            !(t.flags & (kFlagTimedOut | kFlagCancel)) && !actives[t.active].lost) {
-          t.flags |= kFlagTimedOut;
+            !t.flags.Any(TaskFlag::kTimedOut | TaskFlag::kCancel) && !actives[t.active].lost) {
+          t.flags.Set(TaskFlag::kTimedOut);
           out->push_back(KillTask{IdOf(r), timer.attempt, workers[actives[t.active].worker].id,
                                   "timed out after " + FormatDuration(SpecOf(r).timeout)});
         }
@@ -1168,7 +1168,7 @@ void Scheduler::State::OnTick() {
         if (t.state != TaskState::kAssigned || actives[t.active].attempt != timer.attempt) break;
         Active& act = actives[t.active];
         if (act.lost || act.worker == kNone) break;  // a lost worker's attempts wait for expiry
-        if (act.prev != kNone || (t.flags & kFlagWithdraw)) {
+        if (act.prev != kNone || t.flags.Has(TaskFlag::kWithdraw)) {
           // Waiting behind another on its worker, or being withdrawn: that
           // is not a failure to start; look again one bound later.
           PushTimer(now_us + config.start_timeout.count(), TimerKind::kStartDeadline, r,
@@ -1183,8 +1183,8 @@ void Scheduler::State::OnTick() {
         EmitRelease(act);
         EndActive(t.active);
         HoldRefusing(w);  // so the task goes elsewhere if it can
-        if (t.flags & kFlagCancel) {
-          t.flags &= kFlagStaleEntry;
+        if (t.flags.Has(TaskFlag::kCancel)) {
+          t.flags.KeepOnly(TaskFlag::kStaleEntry);
           Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
         } else {
           NeverStarted(r, why + "; taken back");

@@ -50,7 +50,7 @@ Result<TaskInfo> Scheduler::GetTask(TaskId id) const {
   if (t.finished_us != 0 && !(t.state == TaskState::kRunning || t.state == TaskState::kAssigned)) {
     info.finished_at = TimeFromMicros(t.finished_us);
   }
-  if (t.state == TaskState::kQueued && (t.flags & kFlagBackoff)) {
+  if (t.state == TaskState::kQueued && t.flags.Has(TaskFlag::kBackoff)) {
     info.retry_at = TimeFromMicros(t.finished_us + s.BackoffFor(r).count());
   }
   auto it = s.extras.find(State::ExtraKey(r));

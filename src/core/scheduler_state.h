@@ -30,6 +30,7 @@
 
 #include "core/placement.h"
 #include "core/ran_on.h"
+#include "core/user_account.h"
 #include "core/scheduler.h"
 #include "core/task_queue.h"
 #include "core/worker_state.h"
@@ -38,27 +39,49 @@ namespace drover::core {
 
 inline constexpr uint32_t kNone = UINT32_MAX;
 
-// Task::flags bits.
-enum TaskFlag : uint8_t {
-  kFlagBackoff = 1,     // queued, waiting for its retry timer
-  kFlagParked = 2,      // queued, parked on its user's quota list
-  kFlagCancel = 4,      // kill sent because of a cancel
-  kFlagTimedOut = 8,    // kill sent because of the timeout
-  kFlagLeaseLost = 16,  // kill sent because its lease vanished
+// Task::flags: what a task is waiting for or why its kill was sent.
+enum class TaskFlag : uint8_t {
+  kBackoff = 1,     // queued, waiting for its retry timer
+  kParked = 2,      // queued, parked on its user's quota list
+  kCancel = 4,      // kill sent because of a cancel
+  kTimedOut = 8,    // kill sent because of the timeout
+  kLeaseLost = 16,  // kill sent because its lease vanished
   // Placed from behind its class head (backfill): its queue entry is still
   // queued, dead, until it reaches the head. Queued again before that, the
   // task takes that entry back instead of a second one.
-  kFlagStaleEntry = 32,
+  kStaleEntry = 32,
   // Queue-ahead take-back: its worker was asked to drop the attempt, which
   // waits there behind another, because room for it freed elsewhere first
   // (State::holds keeps that room). Cleared when the attempt starts anyway
   // or its end comes back.
-  kFlagWithdraw = 64,
+  kWithdraw = 64,
   // Hard kill sent because its worker re-attached with an offer that no
   // longer holds the attempt's cores, memory or GPUs: its end requeues it
   // without counting a failure (the worker changed, not the task).
-  kFlagResized = 128,
+  kResized = 128,
 };
+
+// A set of TaskFlags in one byte. Has: that flag is set; Any: one of the
+// flags is; KeepOnly: clears every flag but those.
+class TaskFlags {
+ public:
+  constexpr TaskFlags() = default;
+  constexpr TaskFlags(TaskFlag f) : bits_(static_cast<uint8_t>(f)) {}  // NOLINT: a flag is a set
+  friend constexpr TaskFlags operator|(TaskFlags a, TaskFlags b) {
+    TaskFlags out;
+    out.bits_ = static_cast<uint8_t>(a.bits_ | b.bits_);
+    return out;
+  }
+  constexpr bool Has(TaskFlag f) const { return (bits_ & static_cast<uint8_t>(f)) != 0; }
+  constexpr bool Any(TaskFlags fs) const { return (bits_ & fs.bits_) != 0; }
+  constexpr void Set(TaskFlags fs) { bits_ = static_cast<uint8_t>(bits_ | fs.bits_); }
+  constexpr void Clear(TaskFlags fs) { bits_ = static_cast<uint8_t>(bits_ & ~fs.bits_); }
+  constexpr void KeepOnly(TaskFlags fs) { bits_ = static_cast<uint8_t>(bits_ & fs.bits_); }
+
+ private:
+  uint8_t bits_ = 0;
+};
+constexpr TaskFlags operator|(TaskFlag a, TaskFlag b) { return TaskFlags(a) | TaskFlags(b); }
 
 // How many waiting queue-ahead attempts TakeBack looks at per freed worker.
 inline constexpr uint32_t kTakeBackScan = 8;
@@ -75,7 +98,7 @@ struct Task {
   uint16_t attempt = 0;     // claims made so far
   uint16_t failures = 0;    // failed attempts (retries used)
   TaskState state = TaskState::kWaiting;
-  uint8_t flags = 0;
+  TaskFlags flags;
   uint8_t lost = 0;         // consecutive worker losses
   // Where its latest ended attempt ran (an index into State::ran_on;
   // RanOn::kNone when none): in the padding, so it costs no memory.
@@ -148,12 +171,8 @@ struct Worker {
 };
 
 struct User {
-  std::string name;
-  UserQuota quota;
-  int64_t cpus_milli = 0;
-  int64_t gpus = 0;
-  uint32_t tasks = 0;
-  std::deque<TaskRef> parked;  // quota-blocked, in queue order
+  UserAccount account;          // its quota and what it holds (user_account.h)
+  std::deque<TaskRef> parked;   // quota-blocked, in queue order
 };
 
 struct Extra {
@@ -247,7 +266,7 @@ struct Scheduler::State {
   // Queue-ahead attempts waiting behind another (Active::prev set), in the
   // order they left their queues: (-priority, seq, task, attempt).
   std::set<std::tuple<int64_t, uint64_t, TaskRef, uint32_t>> waiters;
-  // Worker slot -> the withdrawn waiter (kFlagWithdraw) its free room is
+  // Worker slot -> the withdrawn waiter (TaskFlag::kWithdraw) its free room is
   // held for until the withdrawal's answer comes back. At most one per worker.
   std::map<uint32_t, TaskRef> holds;
   // Waiter withdrawn by Displace -> the head it makes way for: a head has
@@ -294,7 +313,7 @@ struct Scheduler::State {
   // The live worker in slot `w` re-attached offering `resources` instead of
   // what it offered: its books start again from the new offer. Attempts on
   // it that no longer fit are stopped at once (KillTask hard) and their end
-  // requeues them without counting a failure (kFlagResized).
+  // requeues them without counting a failure (TaskFlag::kResized).
   void Reoffer(uint32_t w, WorkerResources resources);
   // Books every attempt on `w` that is not booked yet (and waits behind
   // none); one that does not fit there is stopped as Reoffer says.
@@ -440,7 +459,7 @@ struct Scheduler::State {
   // fit nowhere else, and no free on that worker may follow to retry them.
   void EndReservation();
   // Places `r` of class `cls` on `w`; `head`: r is the class head (popped),
-  // else its entry stays in the queue (kFlagStaleEntry).
+  // else its entry stays in the queue (TaskFlag::kStaleEntry).
   void Place(uint32_t cls, TaskRef r, uint32_t w, bool head = true);
   // On the reserved worker `w`: places queued tasks behind their class
   // heads whose time limit ends by the reservation's planned start.
@@ -501,7 +520,7 @@ struct Scheduler::State {
   // arrives still starts (it had the room first).
   void Displace(TaskRef r);
   // Takes waiter `r` back from its worker: at once when its assignment was
-  // not sent yet (back to its queue), else by a withdrawal (kFlagWithdraw),
+  // not sent yet (back to its queue), else by a withdrawal (TaskFlag::kWithdraw),
   // holding the room of `hold` (kNone: none) for it until the answer.
   void Withdraw(TaskRef r, const std::string& why, uint32_t hold);
   // Waiter `t` (assigned, behind another) may be taken back: not lost,

@@ -1,6 +1,6 @@
 // `drover sim`: replay a trace through the real scheduling core, or write a
 // synthetic trace (docs/sim.md). The CLI registers it with AddSimCommand
-// (sim_cli.h); RunSimCommand is the whole command behind the flags, usable
+// (src/cli/cmd_sim.cc); RunSimCommand is the whole command behind the flags, usable
 // from tests and benchmarks.
 //
 //   drover sim TRACE --cluster CLUSTER [--policy spread|pack|round-robin|all]

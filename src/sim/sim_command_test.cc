@@ -3,13 +3,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
-#include "sim/sim_cli.h"
 
 namespace drover::sim {
 namespace {
@@ -120,25 +118,6 @@ TEST_F(SimCommandTest, BadInputIsAUsageErrorThatSaysWhere) {
   o.policy = "fastest";
   EXPECT_EQ(Run(o), kSimExitUsage);
   EXPECT_EQ(err_.str().rfind("drover sim: --policy: ", 0), 0u) << err_.str();
-}
-
-TEST_F(SimCommandTest, CliWiringGeneratesAndReplays) {
-  const std::string trace = Path("cli.jsonl");
-  {
-    CLI::App app("drover");
-    int exit_code = -1;
-    AddSimCommand(app, exit_code);
-    std::vector<std::string> argv = {"sim",   "--generate", trace, "--seed", "3", "--tasks",
-                                     "60",    "--gpus",     "4",   "--load", "1.3"};
-    std::reverse(argv.begin(), argv.end());  // CLI11 takes a vector last argument first
-    app.parse(argv);
-    EXPECT_EQ(exit_code, kSimExitOk);
-  }
-  std::ifstream in(trace);
-  std::string line;
-  int lines = 0;
-  while (std::getline(in, line)) ++lines;
-  EXPECT_EQ(lines, 60);
 }
 
 }  // namespace

@@ -7,14 +7,14 @@ drover_library(drover_worker_state
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/agent_convert.cc
     ${CMAKE_CURRENT_LIST_DIR}/worker_state.cc
-  DEPS drover_worker_exec drover_worker_resources drover_proto)
+  DEPS drover_worker_exec drover_worker_resources drover_wire)
 
 drover_library(drover_agent
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/asio_reactor.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent_logs.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent.cc
-  DEPS drover_worker_state drover_worker_exec drover_worker_resources drover_proto drover_net)
+  DEPS drover_worker_state drover_worker_exec drover_worker_resources drover_wire drover_net)
 
 # The state machine's tests: simulated time, recorded outboxes, no
 # processes and no network.

@@ -1,13 +1,19 @@
-#include "sim/sim_cli.h"
-
+// drover sim: the command-line wiring of the workload simulator (src/sim,
+// docs/sim.md). The simulator knows nothing of the CLI; this file registers
+// `sim` and runs RunSimCommand with std::cout/std::cerr, storing its exit
+// status in `exit_code` as the other subcommands do.
 #include <iostream>
 #include <memory>
 
 #include "cli/cli11.h"
+#include "cli/commands.h"
 
 #include "sim/sim_command.h"
 
-namespace drover::sim {
+namespace drover::cli {
+
+using sim::RunSimCommand;
+using sim::SimCommandOptions;
 
 void AddSimCommand(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<SimCommandOptions>();
@@ -35,4 +41,4 @@ void AddSimCommand(CLI::App& app, int& exit_code) {
   sim->callback([opts, &exit_code] { exit_code = RunSimCommand(*opts, std::cout, std::cerr); });
 }
 
-}  // namespace drover::sim
+}  // namespace drover::cli
