@@ -33,7 +33,6 @@
 #include "worker/life_record.h"
 #include "worker/reaper.h"
 #include "worker/resources.h"
-#include "worker/slots.h"
 #include "worker/worker_state.h"
 
 namespace drover::worker {
