@@ -11,7 +11,7 @@
 #include <map>
 #include <optional>
 #include <random>
-#include <set>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -33,7 +33,7 @@
 #include "worker/life_record.h"
 #include "worker/reaper.h"
 #include "worker/resources.h"
-#include "worker/slots.h"
+#include "worker/worker_state.h"
 
 namespace drover::worker {
 namespace {
@@ -101,8 +101,6 @@ class Agent::Impl {
   Impl(net::EventLoop& loop, AgentConfig config)
       : loop_(loop),
         config_(std::move(config)),
-        heartbeat_(config_.heartbeat_interval),
-        lease_ttl_(config_.lease_ttl),
         backoff_(config_.reconnect, [rng = std::make_shared<std::mt19937_64>(std::random_device{}())] {
           return std::uniform_real_distribution<double>(0.0, 1.0)(*rng);
         }),
@@ -119,24 +117,17 @@ class Agent::Impl {
   const std::string& summary() const { return summary_; }
 
  private:
-  struct Running {
-    uint32_t attempt = 0;
-    std::string fence_reason;  // set when the agent fenced the attempt
-    std::vector<uint32_t> cores;         // as assigned: a restarted server
-    std::vector<core::GpuGrant> gpus;    // may adopt the attempt with them
-    Time started_at;                     // as reported in Started (agent.h)
-    uint32_t reaper_fences = 0;          // Reaper::fences() when it started
-  };
-  // An attempt assigned `after` one running here (queue-ahead): not
-  // started, its directories and inputs made, waiting for that exit.
-  struct Queued {
-    proto::Assignment assignment;  // `after` names the predecessor
-    TaskDirs dirs;
-  };
   struct KnownLog {
     uint32_t attempt = 0;
     TaskDirs dirs;
   };
+
+  // Hands one event to the state machine (worker_state.h) at the clock's
+  // now and carries out its commands in order. An answer a command owes
+  // (TaskStarted, TaskStartFailed, TaskPrepareFailed) is handled at once,
+  // before the commands after it, as the state machine expects.
+  void Run(const WorkerEvent& event);
+  void Execute(const WorkerCommand& command);
 
   // Connection.
   void Connect();
@@ -144,39 +135,20 @@ class Agent::Impl {
   void OnText(uint64_t gen, const std::string& text);
   void OnClosed(uint64_t gen, const Status& why);
   void ScheduleReconnect();
-  void SendHello();
-  void OnHelloAck(const proto::HelloAck& ack);
-  void SendHeartbeat();
   void Send(const proto::WorkerMessage& message);
 
-  // Tasks.
-  void OnAssignment(const proto::Assignment& assignment);
-  void Enqueue(const proto::Assignment& assignment);
-  void StartNow(const proto::Assignment& assignment, std::optional<TaskDirs> prepared);
+  // Tasks: carrying out the state machine's commands.
+  void StartTask(const proto::Assignment& assignment, bool prepared);
+  void PrepareQueued(const proto::Assignment& assignment);
+  void KillTask(const worker::KillTask& kill);
+  void OnTaskDone(const TaskResult& result);
   // The task's directories and $DROVER_INPUTS files; `queued`: also its
   // environment and program (Executor::PrepareStart), for a start later.
   Result<TaskDirs> Prepare(const proto::Assignment& assignment, bool queued);
   TaskSpec SpecOf(const proto::Assignment& assignment) const;
-  std::map<TaskId, Queued>::iterator FindQueued(TaskId successor);
-  void DropQueued(const Queued& queued, std::string reason);
-  // Server's Withdraw: drops the attempt if it is still queued here.
-  void OnWithdraw(TaskId task, uint32_t attempt, const std::string& reason);
-  void OnStopRequest(TaskId task, uint32_t attempt, Duration grace, const std::string& reason);
-  void OnTaskDone(const TaskResult& result);
-  void RecordFinished(proto::FinishedTask finished);
   void OnLogRequest(const proto::LogRequest& request);
-  void PostFlush();
-  void Flush();
-
-  // Fencing.
-  void Contact(Time when);
-  void ArmFence();
-  void OnFenceTimer();
-  // Renews the reaper's watchdog (reaper.h) on a timer of its own.
-  void TellReaper();
-
-  std::vector<proto::TaskAttempt> RunningAttempts() const;
-  std::vector<proto::RunningTask> RunningTasks() const;  // with resources, for Hello
+  void ArmTimer(WorkerTimer timer, Time at);
+  net::Timer& TimerOf(WorkerTimer timer);
 
   net::EventLoop& loop_;
   AgentConfig config_;
@@ -186,13 +158,10 @@ class Agent::Impl {
 
   // Resources and execution.
   std::vector<ServerAddress> servers_;
-  core::WorkerResources offered_;
   std::string name_;
-  std::string key_;  // this worker's identity (AgentConfig::key_file), sent in Hello
   std::string summary_;
   std::unique_ptr<UtilizationSampler> sampler_;
   GpuLocks gpu_locks_;  // held for the agent's life
-  std::optional<Slots> slots_;
   std::unique_ptr<AsioReactor> reactor_;
   // What outlives this life if it dies (life_record.h, reaper.h); the
   // executor tells them of each task (declared first: they outlive it).
@@ -201,13 +170,21 @@ class Agent::Impl {
   std::unique_ptr<TaskGuard> guard_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<LogSender> logs_;
+  bool reaper_gone_ = false;
+
+  // The protocol: running, queued and unacknowledged tasks, fencing.
+  std::optional<WorkerState> state_;
+  // What PrepareTask made for each queued attempt, until it starts or is
+  // discarded.
+  std::map<proto::TaskAttempt, TaskDirs> prepared_;
+  std::map<TaskId, KnownLog> known_logs_;
 
   // The server link.
-  Duration heartbeat_;
-  Duration lease_ttl_;
   net::Backoff backoff_;
   net::Timer reconnect_timer_;
   net::Timer heartbeat_timer_;
+  net::Timer fence_timer_;
+  net::Timer watchdog_timer_;
   size_t next_server_ = 0;
   // The leader a standby named (proto::Error::leader): the next attempt
   // goes there, once; then the list goes on.
@@ -215,28 +192,7 @@ class Agent::Impl {
   ServerAddress current_;  // the address of the attempt in progress
   uint64_t gen_ = 0;  // bumps with each connection attempt; stale callbacks check it
   std::shared_ptr<net::WsSession> session_;
-  bool established_ = false;  // HelloAck received on session_
   std::atomic<WorkerId> worker_id_{0};
-
-  // Fencing.
-  std::optional<FencingPolicy> fence_;
-  Time last_contact_{};
-  net::Timer fence_timer_;
-  net::Timer watchdog_timer_;
-  Time last_watchdog_tick_{};
-  bool reaper_gone_ = false;
-
-  // Tasks and their results.
-  std::map<TaskId, Running> running_;
-  // Queue-ahead successors by their predecessor's task (at most one each;
-  // the predecessor's attempt is the one in running_).
-  std::map<TaskId, Queued> queued_;
-  std::map<TaskId, KnownLog> known_logs_;
-  std::map<proto::TaskAttempt, proto::FinishedTask> unacked_;
-  std::set<proto::TaskAttempt> sent_this_session_;
-  std::vector<proto::StartedTask> started_out_;
-  std::vector<proto::FinishedTask> finished_out_;
-  bool flush_posted_ = false;
 };
 
 Status Agent::Impl::Init() {
@@ -262,10 +218,10 @@ Status Agent::Impl::Init() {
   if (config_.heartbeat_interval <= Duration::zero()) {
     return InvalidArgument("heartbeat interval must be positive");
   }
-  ASSIGN_OR_RETURN(FencingPolicy fence,
-                   FencingPolicy::Create(config_.lease_ttl, config_.heartbeat_interval,
-                                         clock_.Now()));
-  fence_.emplace(fence);
+  // The fencing timing is checked here, before anything is detected or
+  // started; the state machine made below applies it.
+  RETURN_IF_ERROR(
+      FencingPolicy::Create(config_.lease_ttl, config_.heartbeat_interval, clock_.Now()).status());
   if (::geteuid() == 0 && config_.task_user.empty() && !config_.run_as_root) {
     return FailedPrecondition(
         "the worker runs as root: name the user tasks run as (--user NAME), or allow running "
@@ -304,13 +260,16 @@ Status Agent::Impl::Init() {
   for (const std::string& note : resources.notes) spdlog::info("worker: {}", note);
   name_ = config_.name.empty() ? resources.hostname : config_.name;
   summary_ = FormatSummary(resources);
-  offered_ = ToCoreResources(resources, name_);
-
-  SlotCapacity capacity;
-  capacity.cores = resources.cpu_ids;
-  capacity.memory_bytes = resources.memory_bytes;
-  for (const GpuInfo& gpu : resources.gpus) capacity.gpus.push_back(gpu.index);
-  slots_.emplace(std::move(capacity));
+  WorkerStateConfig state_config;
+  state_config.name = name_;
+  state_config.agent_version = kAgentVersion;
+  state_config.resources = ToCoreResources(resources, name_);
+  state_config.capacity.cores = resources.cpu_ids;
+  state_config.capacity.memory_bytes = resources.memory_bytes;
+  for (const GpuInfo& gpu : resources.gpus) state_config.capacity.gpus.push_back(gpu.index);
+  state_config.heartbeat_interval = config_.heartbeat_interval;
+  state_config.lease_ttl = config_.lease_ttl;
+  state_config.kill_grace = config_.kill_grace;
 
   // Before any work: end what a previous life of this worker left running
   // (its work directory holds the record), then fork the reaper that ends
@@ -358,7 +317,7 @@ Status Agent::Impl::Init() {
       config_.key_file.empty() ? config_.workdir + "/worker.key" : config_.key_file;
   Result<std::string> key = net::LoadOrCreateToken(key_file);
   if (!key.ok()) return key.status().WithContext("worker identity key " + key_file);
-  key_ = std::move(key).value();
+  state_config.key = std::move(key).value();
 
   LogSenderOptions log_options;
   log_options.rate_bytes_per_sec = config_.log_rate_bytes_per_sec;
@@ -373,10 +332,9 @@ Status Agent::Impl::Init() {
 
   spdlog::info("worker {}: {}, isolation {}, work directory {}", name_, summary_,
                IsolationModeName(executor_->isolation()), config_.workdir);
-  last_contact_ = clock_.Now();
-  ArmFence();
-  last_watchdog_tick_ = clock_.Now();
-  TellReaper();
+  ASSIGN_OR_RETURN(WorkerState state, WorkerState::Create(std::move(state_config), clock_.Now()));
+  state_.emplace(std::move(state));
+  Run(AgentBegan{});
   Connect();
   return Status::Ok();
 }
@@ -394,18 +352,101 @@ void Agent::Impl::Stop() {
     session_->Close("worker stopping");
     session_.reset();
   }
-  established_ = false;
   logs_.reset();
-  // Queued successors never start; nothing is left to report them to.
-  queued_.clear();
-  // Kills every task at once; their callbacks are not called. Then the
-  // reaper leaves without killing, and the work directory is free.
+  // Queued successors never start (their parked processes go with the
+  // executor); nothing is left to report them to. Kills every task at
+  // once; their callbacks are not called. Then the reaper leaves without
+  // killing, and the work directory is free.
+  prepared_.clear();
   executor_.reset();
   guard_.reset();
   reaper_.reset();
   life_.reset();
   reactor_.reset();
-  running_.clear();
+  state_.reset();
+}
+
+// ---- the state machine's commands ------------------------------------------
+
+void Agent::Impl::Run(const WorkerEvent& event) {
+  if (stopped_ || !state_) return;
+  WorkerOutbox out;
+  state_->Handle(clock_.Now(), event, out);
+  for (const WorkerCommand& command : out) {
+    if (stopped_) return;  // a callback (on_attached) may have stopped the agent
+    Execute(command);
+  }
+}
+
+void Agent::Impl::Execute(const WorkerCommand& command) {
+  std::visit(
+      [&](const auto& c) {
+        using T = std::decay_t<decltype(c)>;
+        if constexpr (std::is_same_v<T, SendMessage>) {
+          Send(c.message);
+        } else if constexpr (std::is_same_v<T, worker::StartTask>) {
+          StartTask(c.assignment, c.prepared);
+        } else if constexpr (std::is_same_v<T, PrepareTask>) {
+          PrepareQueued(c.assignment);
+        } else if constexpr (std::is_same_v<T, DiscardPrepared>) {
+          prepared_.erase(proto::TaskAttempt{c.task, c.attempt});
+          executor_->DiscardPrepared(c.task, c.attempt);
+        } else if constexpr (std::is_same_v<T, worker::KillTask>) {
+          KillTask(c);
+        } else if constexpr (std::is_same_v<T, worker::ArmTimer>) {
+          ArmTimer(c.timer, c.at);
+        } else if constexpr (std::is_same_v<T, CancelTimer>) {
+          TimerOf(c.timer).Cancel();
+        } else if constexpr (std::is_same_v<T, SetReaperDeadline>) {
+          Status told = reaper_->SetDeadline(c.after);
+          if (!told.ok() && !reaper_gone_) {
+            reaper_gone_ = true;  // said once: it does not come back
+            spdlog::warn("worker {}: {}", name_, told.ToString());
+          }
+        } else if constexpr (std::is_same_v<T, LogLine>) {
+          static constexpr spdlog::level::level_enum kLevels[] = {
+              spdlog::level::debug, spdlog::level::info, spdlog::level::warn,
+              spdlog::level::err};
+          spdlog::log(kLevels[static_cast<int>(c.level)], "worker {}: {}", name_, c.text);
+        } else if constexpr (std::is_same_v<T, ScheduleFlush>) {
+          std::weak_ptr<bool> alive = alive_;
+          loop_.Post([this, alive] {
+            if (alive.expired() || !*alive.lock()) return;
+            Run(FlushDue{});
+          });
+        }
+      },
+      command);
+}
+
+net::Timer& Agent::Impl::TimerOf(WorkerTimer timer) {
+  switch (timer) {
+    case WorkerTimer::kHeartbeat: return heartbeat_timer_;
+    case WorkerTimer::kFence: return fence_timer_;
+    case WorkerTimer::kWatchdog: return watchdog_timer_;
+  }
+  return heartbeat_timer_;
+}
+
+void Agent::Impl::ArmTimer(WorkerTimer timer, Time at) {
+  switch (timer) {
+    case WorkerTimer::kHeartbeat:
+      heartbeat_timer_.ArmAt(at, [this] {
+        HeartbeatDue due;
+        if (sampler_) {
+          Result<Utilization> sample = sampler_->SampleUtilization();
+          if (sample.ok()) due.utilization = ToCoreUtilization(*sample);
+        }
+        Run(due);
+      });
+      return;
+    case WorkerTimer::kFence:
+      fence_timer_.ArmAt(at, [this] { Run(FenceDue{}); });
+      return;
+    case WorkerTimer::kWatchdog:
+      watchdog_timer_.ArmAt(at, [this] { Run(WatchdogDue{}); });
+      return;
+  }
 }
 
 // ---- connection ----------------------------------------------------------
@@ -415,6 +456,7 @@ void Agent::Impl::Connect() {
   current_ = redirect_ ? *redirect_ : servers_[next_server_ % servers_.size()];
   redirect_.reset();
   const ServerAddress& address = current_;
+  const Duration heartbeat = state_->heartbeat_interval();
   net::ClientOptions options;
   options.host = address.host;
   options.port = address.port;
@@ -427,11 +469,11 @@ void Agent::Impl::Connect() {
   // fencing deadline while another server could take it: an attempt gets
   // 4 heartbeats (at least 1 s, at most connect_timeout).
   options.timeout =
-      std::min<Duration>(config_.connect_timeout, std::max<Duration>(Seconds(1), 4 * heartbeat_));
+      std::min<Duration>(config_.connect_timeout, std::max<Duration>(Seconds(1), 4 * heartbeat));
   options.max_ws_message_bytes = proto::kMaxMessageBytes;
   // Pings every heartbeat interval; a server silent for two intervals is
   // gone (see the fencing note in agent.h).
-  options.ws_idle_timeout = 2 * heartbeat_;
+  options.ws_idle_timeout = 2 * heartbeat;
   const uint64_t gen = ++gen_;
   std::weak_ptr<bool> alive = alive_;
   net::ConnectWebSocket(loop_, options, kWorkerPath,
@@ -466,23 +508,7 @@ void Agent::Impl::OnConnected(uint64_t gen, Result<std::shared_ptr<net::WsSessio
   session_->OnClose([this, alive, gen](const Status& why) {
     if (!alive.expired() && *alive.lock()) OnClosed(gen, why);
   });
-  SendHello();
-}
-
-void Agent::Impl::SendHello() {
-  proto::Hello hello;
-  hello.worker_name = name_;
-  hello.previous_id = worker_id_.load();
-  hello.agent_version = kAgentVersion;
-  hello.key = key_;
-  hello.resources = offered_;
-  hello.running = RunningTasks();
-  sent_this_session_.clear();
-  for (const auto& [attempt, finished] : unacked_) {
-    hello.finished.push_back(finished);
-    sent_this_session_.insert(attempt);
-  }
-  Send(proto::WorkerMessage{std::move(hello)});
+  Run(LinkUp{});  // the Hello
 }
 
 void Agent::Impl::OnText(uint64_t gen, const std::string& text) {
@@ -494,108 +520,45 @@ void Agent::Impl::OnText(uint64_t gen, const std::string& text) {
     session_->Close("malformed message");
     return;
   }
-  if (established_) Contact(clock_.Now());
-  std::visit(
-      [&](auto& m) {
-        using T = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<T, proto::HelloAck>) {
-          OnHelloAck(m);
-        } else if constexpr (std::is_same_v<T, proto::Assign>) {
-          for (const proto::Assignment& a : m.tasks) OnAssignment(a);
-        } else if constexpr (std::is_same_v<T, proto::Ack>) {
-          for (const proto::TaskAttempt& a : m.tasks) {
-            unacked_.erase(a);
-            sent_this_session_.erase(a);
-          }
-        } else if constexpr (std::is_same_v<T, proto::Cancel>) {
-          OnStopRequest(m.task, m.attempt, config_.kill_grace, m.reason);
-        } else if constexpr (std::is_same_v<T, proto::Kill>) {
-          OnStopRequest(m.task, m.attempt, Duration::zero(), m.reason);
-        } else if constexpr (std::is_same_v<T, proto::Withdraw>) {
-          OnWithdraw(m.task, m.attempt, m.reason);
-        } else if constexpr (std::is_same_v<T, proto::LogRequest>) {
-          OnLogRequest(m);
-        } else if constexpr (std::is_same_v<T, proto::Drain>) {
-          spdlog::info("worker {}: {} by the server{}{}", name_,
-                       m.drain ? "drained" : "undrained", m.reason.empty() ? "" : ": ",
-                       m.reason);
-        } else if constexpr (std::is_same_v<T, proto::Error>) {
-          spdlog::error("worker {}: the server refused the session: {}: {}", name_, m.code,
-                        m.message);
-          if (!m.leader.empty() && !established_) {
-            // A standby: its close follows; connect to the leader it named.
-            Result<ServerAddress> leader = ParseServerAddress(m.leader);
-            if (leader.ok()) redirect_ = *leader;
-          }
-        }
-      },
-      *decoded);
-}
-
-void Agent::Impl::OnHelloAck(const proto::HelloAck& ack) {
-  established_ = true;
-  worker_id_ = ack.worker;
-  backoff_.Reset();
-  const Time now = clock_.Now();
-  Result<FencingPolicy> fence = FencingPolicy::Create(ack.lease_ttl, ack.heartbeat_interval, now);
-  if (fence.ok()) {
-    heartbeat_ = ack.heartbeat_interval;
-    lease_ttl_ = ack.lease_ttl;
-    fence_.emplace(*fence);
-    // The timer may still be set for the start-up timing's later deadline
-    // (a 30 s lease): a link lost now must fence by the server's TTL.
-    ArmFence();
-  } else {
-    spdlog::warn("worker {}: ignoring the server's timing ({}); keeping heartbeat {} ms, lease "
-                 "{} ms",
-                 name_, fence.status().message(), heartbeat_.count() / 1000,
-                 lease_ttl_.count() / 1000);
+  const bool was_established = state_->established();
+  if (const auto* request = std::get_if<proto::LogRequest>(&*decoded)) {
+    // Contact first (the state machine counts every message), then the
+    // transfer, which is the shell's.
+    proto::LogRequest copy = *request;
+    Run(FromServer{std::move(*decoded)});
+    return OnLogRequest(copy);
   }
-  Contact(now);
-  // The server's timing replaces the start-up one (a 30 s lease): the
-  // reaper's deadline and the tick move with it now, not a tick later.
-  watchdog_timer_.Cancel();
-  TellReaper();
-  spdlog::info(
-      "worker {}: attached as worker {} (server {}), {} running, {} queued, {} results to report",
-      name_, ack.worker, ack.server_instance, running_.size(), queued_.size(), unacked_.size());
-  // Results that ended between the Hello and now were not in it.
-  for (const auto& [attempt, finished] : unacked_) {
-    if (sent_this_session_.insert(attempt).second) finished_out_.push_back(finished);
+  if (const auto* drain = std::get_if<proto::Drain>(&*decoded)) {
+    spdlog::info("worker {}: {} by the server{}{}", name_, drain->drain ? "drained" : "undrained",
+                 drain->reason.empty() ? "" : ": ", drain->reason);
+  } else if (const auto* error = std::get_if<proto::Error>(&*decoded)) {
+    spdlog::error("worker {}: the server refused the session: {}: {}", name_, error->code,
+                  error->message);
+    if (!error->leader.empty() && !was_established) {
+      // A standby: its close follows; connect to the leader it named.
+      Result<ServerAddress> leader = ParseServerAddress(error->leader);
+      if (leader.ok()) redirect_ = *leader;
+    }
   }
-  PostFlush();
-  heartbeat_timer_.ArmAfter(heartbeat_, [this] { SendHeartbeat(); });
-  if (config_.on_attached) config_.on_attached();
-}
-
-void Agent::Impl::SendHeartbeat() {
-  if (!established_) return;
-  proto::Heartbeat heartbeat;
-  if (sampler_) {
-    Result<Utilization> sample = sampler_->SampleUtilization();
-    if (sample.ok()) heartbeat.utilization = ToCoreUtilization(*sample);
+  const bool hello_ack = std::holds_alternative<proto::HelloAck>(*decoded);
+  Run(FromServer{std::move(*decoded)});
+  if (hello_ack && !stopped_) {
+    worker_id_ = state_->worker_id();
+    backoff_.Reset();
+    if (config_.on_attached) config_.on_attached();
   }
-  heartbeat.running = RunningAttempts();
-  Send(proto::WorkerMessage{std::move(heartbeat)});
-  heartbeat_timer_.ArmAfter(heartbeat_, [this] { SendHeartbeat(); });
 }
 
 void Agent::Impl::OnClosed(uint64_t gen, const Status& why) {
   if (gen != gen_) return;
-  if (established_) {
-    // The link was alive (pings answered) until at most one idle timeout
-    // before it was declared dead.
-    Contact(clock_.Now() - 2 * heartbeat_);
-  }
+  const bool was_established = state_->established();
   spdlog::warn("worker {}: connection to the server lost ({}); {} tasks keep running", name_,
-               why.ToString(), running_.size());
+               why.ToString(), state_->running());
   // Refused before the HelloAck (a standby, or a server that turned this
   // worker away): go on to the leader it named, or to the next server.
-  if (!established_ && !redirect_) ++next_server_;
+  if (!was_established && !redirect_) ++next_server_;
   session_.reset();
-  established_ = false;
-  sent_this_session_.clear();
-  heartbeat_timer_.Cancel();
+  Run(LinkDown{});
   logs_->Reset();
   ScheduleReconnect();
 }
@@ -614,91 +577,7 @@ void Agent::Impl::Send(const proto::WorkerMessage& message) {
   if (session_) session_->SendText(proto::Encode(message));
 }
 
-std::vector<proto::TaskAttempt> Agent::Impl::RunningAttempts() const {
-  std::vector<proto::TaskAttempt> out;
-  for (const auto& [task, run] : running_) {
-    // A fenced attempt is being killed and is reported as finished instead.
-    if (run.fence_reason.empty()) out.push_back(proto::TaskAttempt{task, run.attempt});
-  }
-  return out;
-}
-
-std::vector<proto::RunningTask> Agent::Impl::RunningTasks() const {
-  std::vector<proto::RunningTask> out;
-  for (const auto& [task, run] : running_) {
-    if (run.fence_reason.empty()) out.push_back(proto::RunningTask{task, run.attempt, run.cores, run.gpus});
-  }
-  // Queued successors too, so the server can confirm (or kill) each one.
-  for (const auto& [predecessor, queued] : queued_) {
-    const proto::Assignment& a = queued.assignment;
-    out.push_back(proto::RunningTask{a.task, a.attempt, a.cores, a.gpus, /*queued=*/true});
-  }
-  return out;
-}
-
 // ---- tasks ---------------------------------------------------------------
-
-void Agent::Impl::OnAssignment(const proto::Assignment& a) {
-  const proto::TaskAttempt key{a.task, a.attempt};
-  if (auto it = running_.find(a.task); it != running_.end()) {
-    if (it->second.attempt == a.attempt) {
-      // Sent again after a re-attach: it runs; say so again.
-      started_out_.push_back(proto::StartedTask{a.task, a.attempt, it->second.started_at});
-      PostFlush();
-    } else {
-      Send(proto::Refused{a.task, a.attempt,
-                          "attempt " + std::to_string(it->second.attempt) +
-                              " of this task is still running here"});
-    }
-    return;
-  }
-  if (auto q = FindQueued(a.task); q != queued_.end()) {
-    // The same attempt sent again after a re-attach stays queued as it is.
-    if (q->second.assignment.attempt != a.attempt) {
-      Send(proto::Refused{a.task, a.attempt,
-                          "attempt " + std::to_string(q->second.assignment.attempt) +
-                              " of this task is queued here"});
-    }
-    return;
-  }
-  if (unacked_.count(key) > 0) return;  // ended already; its Finished is on the way
-  if (a.after) {
-    auto predecessor = running_.find(a.after->task);
-    if (predecessor != running_.end() && predecessor->second.attempt == a.after->attempt &&
-        predecessor->second.fence_reason.empty()) {
-      return Enqueue(a);
-    }
-    // The predecessor already ended here (or never ran here): the room it
-    // held is free, or Slots refuses below.
-  }
-  StartNow(a, std::nullopt);
-}
-
-void Agent::Impl::Enqueue(const proto::Assignment& a) {
-  const proto::TaskAttempt& predecessor = *a.after;
-  if (auto q = queued_.find(predecessor.task); q != queued_.end()) {
-    const std::string reason = "a task is already queued behind " +
-                               predecessor.task.ToString() + "#" +
-                               std::to_string(predecessor.attempt) + " (" +
-                               q->second.assignment.task.ToString() + ")";
-    spdlog::warn("worker {}: refused {}#{}: {}", name_, a.task.ToString(), a.attempt, reason);
-    Send(proto::Refused{a.task, a.attempt, reason});
-    return;
-  }
-  // Everything but the spawn is done now, so that nothing but the spawn
-  // stands between the predecessor's exit and this start.
-  Result<TaskDirs> dirs = Prepare(a, /*queued=*/true);
-  if (!dirs.ok()) {
-    spdlog::warn("worker {}: {}#{} could not be prepared: {}", name_, a.task.ToString(),
-                 a.attempt, dirs.status().message());
-    RecordFinished(proto::FinishedTask{a.task, a.attempt,
-                                       FailureOutcome(dirs.status().message()), clock_.Now()});
-    return;
-  }
-  spdlog::debug("worker {}: {}#{} queued behind {}#{}", name_, a.task.ToString(), a.attempt,
-                predecessor.task.ToString(), predecessor.attempt);
-  queued_[predecessor.task] = Queued{a, std::move(dirs).value()};
-}
 
 TaskSpec Agent::Impl::SpecOf(const proto::Assignment& a) const {
   TaskSpec spec = ToTaskSpec(a);
@@ -716,175 +595,61 @@ Result<TaskDirs> Agent::Impl::Prepare(const proto::Assignment& a, bool queued) {
   return dirs;
 }
 
-void Agent::Impl::StartNow(const proto::Assignment& a, std::optional<TaskDirs> prepared) {
-  Status admitted = slots_->Admit(a.task, ToSlotRequest(a));
-  if (!admitted.ok()) {
-    spdlog::warn("worker {}: refused {}#{}: {}", name_, a.task.ToString(), a.attempt,
-                 admitted.message());
-    if (prepared) executor_->DiscardPrepared(a.task, a.attempt);
-    Send(proto::Refused{a.task, a.attempt, admitted.message()});
-    return;
+void Agent::Impl::PrepareQueued(const proto::Assignment& a) {
+  // Everything but the spawn is done now, so that nothing but the spawn
+  // stands between the predecessor's exit and this start.
+  Result<TaskDirs> dirs = Prepare(a, /*queued=*/true);
+  if (!dirs.ok()) {
+    return Run(TaskPrepareFailed{a.task, a.attempt, dirs.status().message()});
   }
-  auto fail = [&](const Status& why) {
-    (void)slots_->Release(a.task);
-    spdlog::warn("worker {}: {}#{} could not start: {}", name_, a.task.ToString(), a.attempt,
-                 why.message());
-    RecordFinished(proto::FinishedTask{a.task, a.attempt, FailureOutcome(why.message()),
-                                       clock_.Now()});
-  };
-  if (!prepared) {
-    Result<TaskDirs> dirs = Prepare(a, /*queued=*/false);
-    if (!dirs.ok()) return fail(dirs.status());
-    prepared = std::move(dirs).value();
+  prepared_[proto::TaskAttempt{a.task, a.attempt}] = std::move(dirs).value();
+}
+
+void Agent::Impl::StartTask(const proto::Assignment& a, bool prepared) {
+  std::optional<TaskDirs> dirs;
+  if (prepared) {
+    if (auto it = prepared_.find(proto::TaskAttempt{a.task, a.attempt}); it != prepared_.end()) {
+      dirs = std::move(it->second);
+      prepared_.erase(it);
+    }
   }
-  const TaskSpec spec = SpecOf(a);
+  if (!dirs) {
+    Result<TaskDirs> made = Prepare(a, /*queued=*/false);
+    if (!made.ok()) return Run(TaskStartFailed{a.task, a.attempt, made.status().message()});
+    dirs = std::move(made).value();
+  }
   StartTimes times;
   Result<pid_t> pid = executor_->Start(
-      spec, [this](const TaskResult& result) { OnTaskDone(result); }, &times);
-  if (!pid.ok()) return fail(pid.status());
-  running_[a.task] = Running{a.attempt, "", a.cores, a.gpus, times.spawned, reaper_->fences()};
+      SpecOf(a), [this](const TaskResult& result) { OnTaskDone(result); }, &times);
+  if (!pid.ok()) return Run(TaskStartFailed{a.task, a.attempt, pid.status().message()});
   if (known_logs_.size() >= kMaxKnownLogs && known_logs_.count(a.task) == 0) {
     known_logs_.erase(known_logs_.begin());  // the oldest job's first task
   }
-  known_logs_[a.task] = KnownLog{a.attempt, *prepared};
+  known_logs_[a.task] = KnownLog{a.attempt, *dirs};
   spdlog::debug("worker {}: started {}#{} (pid {}): process made at {} us, exec done {} us later",
                 name_, a.task.ToString(), a.attempt, *pid, ToMicros(times.spawned),
                 (times.exec_done - times.spawned).count());
-  started_out_.push_back(proto::StartedTask{a.task, a.attempt, times.spawned});
-  PostFlush();
+  Run(TaskStarted{a.task, a.attempt, times.spawned, reaper_->fences()});
 }
 
-std::map<TaskId, Agent::Impl::Queued>::iterator Agent::Impl::FindQueued(TaskId successor) {
-  // At most one successor per running task: a short scan.
-  return std::find_if(queued_.begin(), queued_.end(), [&](const auto& entry) {
-    return entry.second.assignment.task == successor;
-  });
-}
-
-void Agent::Impl::DropQueued(const Queued& queued, std::string reason) {
-  const proto::Assignment& a = queued.assignment;
-  executor_->DiscardPrepared(a.task, a.attempt);
-  RecordFinished(proto::FinishedTask{a.task, a.attempt, FailureOutcome(std::move(reason)),
-                                     clock_.Now(), /*never_started=*/true});
-}
-
-void Agent::Impl::OnWithdraw(TaskId task, uint32_t attempt, const std::string& reason) {
-  auto q = FindQueued(task);
-  if (q == queued_.end() || q->second.assignment.attempt != attempt) {
-    // Started already (its Started report says so), or ended: it stays.
-    spdlog::debug("worker {}: {}#{} not queued here; withdrawal ignored", name_, task.ToString(),
-                  attempt);
-    return;
-  }
-  spdlog::info("worker {}: withdrawing queued {}#{}: {}", name_, task.ToString(), attempt, reason);
-  const Queued dropped = std::move(q->second);
-  queued_.erase(q);
-  DropQueued(dropped, "withdrawn before it started: " + reason);
-}
-
-void Agent::Impl::OnStopRequest(TaskId task, uint32_t attempt, Duration grace,
-                                const std::string& reason) {
-  if (auto q = FindQueued(task); q != queued_.end() && q->second.assignment.attempt == attempt) {
-    spdlog::info("worker {}: dropping queued {}#{}: {}", name_, task.ToString(), attempt, reason);
-    const Queued dropped = std::move(q->second);
-    queued_.erase(q);
-    DropQueued(dropped, "canceled before it started: " + reason);
-    return;
-  }
-  auto it = running_.find(task);
-  if (it == running_.end() || it->second.attempt != attempt) return;  // ended or never ran here
-  spdlog::info("worker {}: stopping {}#{}: {}", name_, task.ToString(), attempt, reason);
-  Status killed = executor_->Kill(task, grace);
+void Agent::Impl::KillTask(const worker::KillTask& kill) {
+  Status killed = executor_->Kill(kill.task, kill.grace);
   if (!killed.ok()) {
-    spdlog::warn("worker {}: cannot stop {}: {}", name_, task.ToString(), killed.ToString());
+    spdlog::warn("worker {}: cannot {} {}: {}", name_, kill.fenced ? "kill" : "stop",
+                 kill.task.ToString(), killed.ToString());
   }
 }
 
 void Agent::Impl::OnTaskDone(const TaskResult& result) {
-  // The exit as this worker saw it, read before anything else: the handoff
-  // (BENCH.md B3) runs from here to the successor's spawn.
-  const Time exited_at = clock_.Now();
-  std::string fence_reason;
-  if (auto it = running_.find(result.id); it != running_.end()) {
-    fence_reason = std::move(it->second.fence_reason);
-    if (fence_reason.empty() && reaper_->fences() != it->second.reaper_fences) {
-      // Killed by the reaper's watchdog while this worker did not run.
-      fence_reason =
-          "fenced: the worker was stopped or stalled past its fencing deadline, so its reaper "
-          "killed the task before its lease could expire";
-    }
-    running_.erase(it);
-  }
-  (void)slots_->Release(result.id);
-  // Queue-ahead: the successor starts on the room just freed, before
-  // anything slow (the report, log transfers) happens.
-  if (auto q = queued_.find(result.id); q != queued_.end()) {
-    Queued next = std::move(q->second);
-    queued_.erase(q);
-    if (fence_reason.empty() && next.assignment.after->attempt == result.attempt) {
-      StartNow(next.assignment, std::move(next.dirs));
-    } else {
-      // Fencing drops the queue before it kills (OnFenceTimer); this is
-      // only a guard.
-      DropQueued(next, fence_reason.empty() ? "canceled before it started: attempt " +
-                                                  std::to_string(result.attempt) + " of " +
-                                                  result.id.ToString() + " ended instead"
-                                            : fence_reason);
-    }
-  }
-  core::TaskOutcome outcome = ToOutcome(result);
-  if (!fence_reason.empty()) outcome.reason = fence_reason;
-  RecordFinished(proto::FinishedTask{result.id, result.attempt, std::move(outcome), exited_at});
+  // The exit as this worker saw it is the `now` of TaskExited: read before
+  // anything else, as the handoff (BENCH.md B3) runs from there to the
+  // successor's spawn, which the state machine asks for first.
+  Run(TaskExited{result.id, result.attempt, ToOutcome(result), reaper_->fences()});
   // `finished` goes out before the log transfers' eof: the server ends a
   // follower on eof only once it knows the attempt is over, and a posted
   // flush would come after the eof.
-  Flush();
-  logs_->TaskEnded(result.id, result.attempt);
-}
-
-void Agent::Impl::RecordFinished(proto::FinishedTask finished) {
-  const proto::TaskAttempt key{finished.task, finished.attempt};
-  unacked_[key] = finished;
-  if (established_ && sent_this_session_.insert(key).second) {
-    finished_out_.push_back(std::move(finished));
-    PostFlush();
-  }
-}
-
-void Agent::Impl::PostFlush() {
-  if (flush_posted_) return;
-  flush_posted_ = true;
-  std::weak_ptr<bool> alive = alive_;
-  loop_.Post([this, alive] {
-    if (alive.expired() || !*alive.lock()) return;
-    Flush();
-  });
-}
-
-void Agent::Impl::Flush() {
-  flush_posted_ = false;
-  std::vector<proto::StartedTask> started = std::exchange(started_out_, {});
-  std::vector<proto::FinishedTask> finished = std::exchange(finished_out_, {});
-  // Finished before Started: the server books a queue-ahead successor on
-  // its predecessor's freed room only once it knows that one ended, and
-  // HandoffStats pairs each start with an exit that arrived before it. An
-  // attempt that started and ended within this batch is still reported
-  // started first: its Finished goes last.
-  auto started_here = [&](const proto::FinishedTask& f) {
-    return std::any_of(started.begin(), started.end(), [&](const proto::StartedTask& s) {
-      return s.task == f.task && s.attempt == f.attempt;
-    });
-  };
-  auto later = std::stable_partition(finished.begin(), finished.end(),
-                                     [&](const proto::FinishedTask& f) { return !started_here(f); });
-  std::vector<proto::FinishedTask> after_start(std::make_move_iterator(later),
-                                               std::make_move_iterator(finished.end()));
-  finished.erase(later, finished.end());
-  // If the connection dropped meanwhile, finished ones stay in unacked_ and
-  // go out in the next Hello.
-  if (!finished.empty()) Send(proto::Finished{std::move(finished)});
-  if (!started.empty()) Send(proto::Started{std::move(started)});
-  if (!after_start.empty()) Send(proto::Finished{std::move(after_start)});
+  Run(FlushDue{});
+  if (logs_) logs_->TaskEnded(result.id, result.attempt);
 }
 
 void Agent::Impl::OnLogRequest(const proto::LogRequest& request) {
@@ -899,8 +664,7 @@ void Agent::Impl::OnLogRequest(const proto::LogRequest& request) {
       t.attempt = known.attempt;
       t.path = request.stream == proto::LogStream::kStdout ? known.dirs.stdout_path
                                                            : known.dirs.stderr_path;
-      auto run = running_.find(request.task);
-      t.running = run != running_.end() && run->second.attempt == known.attempt;
+      t.running = state_->RunningAttempt(request.task) == known.attempt;
       if (t.running) {
         // The executor makes output files with their first byte; a reader
         // that follows needs the file now.
@@ -913,76 +677,6 @@ void Agent::Impl::OnLogRequest(const proto::LogRequest& request) {
     }
   }
   logs_->Request(request, target);
-}
-
-// ---- fencing -------------------------------------------------------------
-
-void Agent::Impl::Contact(Time when) {
-  fence_->OnServerContact(when);
-  last_contact_ = std::max(last_contact_, when);
-  if (!fence_timer_.armed()) ArmFence();
-}
-
-void Agent::Impl::ArmFence() {
-  fence_timer_.ArmAt(fence_->deadline() + Millis(1), [this] { OnFenceTimer(); });
-}
-
-void Agent::Impl::OnFenceTimer() {
-  const Time now = clock_.Now();
-  if (established_) {
-    // An open, answered connection is contact (agent.h).
-    Contact(now);
-    return ArmFence();
-  }
-  if (!fence_->ShouldFence(now)) return ArmFence();
-  const std::string reason = FenceReason(now - last_contact_);
-  // Queued successors first, so that no fenced predecessor's exit can
-  // start one: they never run, and are reported finished with the reason.
-  if (!queued_.empty()) {
-    spdlog::error("worker {}: {}; dropping {} queued tasks", name_, reason, queued_.size());
-    std::map<TaskId, Queued> dropped = std::exchange(queued_, {});
-    for (const auto& [predecessor, queued] : dropped) DropQueued(queued, reason);
-  }
-  std::vector<TaskId> victims;
-  for (auto& [task, run] : running_) {
-    if (run.fence_reason.empty()) victims.push_back(task);
-  }
-  if (victims.empty()) return;  // re-armed by the next contact
-  spdlog::error("worker {}: {}; killing {} running tasks (their leases are about to expire)",
-                name_, reason, victims.size());
-  for (const TaskId& task : victims) {
-    running_[task].fence_reason = reason;
-    Status killed = executor_->Kill(task, Duration::zero());
-    if (!killed.ok()) {
-      spdlog::warn("worker {}: cannot kill {}: {}", name_, task.ToString(), killed.ToString());
-    }
-  }
-}
-
-// The reaper's watchdog deadline is half a heartbeat after where this
-// worker would fence (so a running worker fences first, with its own
-// reason, and the reaper still acts 1.5 heartbeats before the lease can
-// expire): while an
-// answered connection is open (contact, see OnFenceTimer), one budget from
-// now; without one, the fencing deadline. A tick that comes late (the
-// worker did not run for a while: SIGSTOP, a stall, swap) proves nothing
-// about the link, so it does not move the deadline: the reaper may fire
-// meanwhile, which is the point.
-void Agent::Impl::TellReaper() {
-  const Time now = clock_.Now();
-  const Duration budget = fence_->budget();
-  const Duration tick = std::max<Duration>(Millis(20), std::min<Duration>(heartbeat_, budget / 4));
-  const bool late = now - last_watchdog_tick_ > std::max<Duration>(2 * tick, budget / 2);
-  last_watchdog_tick_ = now;
-  if (!late) {
-    const Time deadline = (established_ ? now + budget : fence_->deadline()) + heartbeat_ / 2;
-    Status told = reaper_->SetDeadline(deadline - now);
-    if (!told.ok() && !reaper_gone_) {
-      reaper_gone_ = true;  // said once: it does not come back
-      spdlog::warn("worker {}: {}", name_, told.ToString());
-    }
-  }
-  watchdog_timer_.ArmAfter(tick, [this] { TellReaper(); });
 }
 
 // ---- Agent ---------------------------------------------------------------

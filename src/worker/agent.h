@@ -1,6 +1,9 @@
 // Agent: the worker shell (`drover worker`). It ties the executor, the local
 // admission check (Slots), resource detection and fencing to one server
 // over the worker channel (proto/messages.h, DESIGN.md sections 4, 5, 7).
+// The decisions below (what to start, queue, refuse, kill, report and
+// when) are WorkerState's (worker_state.h, pure, tested on a simulated
+// clock); the Agent carries out its commands and feeds it what happens.
 //
 //   Start        detect resources (with the overrides below), make the
 //                isolator and the Executor on the loop (AsioReactor), and
