@@ -143,8 +143,11 @@ class Scheduler {
   std::vector<WorkerId> Workers() const;  // ascending
   Result<WorkerInfo> GetWorker(WorkerId worker) const;
   // The group spec a task belongs to (argv, env, resources). The pointer is
-  // valid for the scheduler's lifetime.
+  // valid until the job is forgotten (ForgetJob).
   Result<const TaskGroupSpec*> GetSpec(TaskId task) const;
+  // The spec a job was submitted with (shared: it outlives ForgetJob for
+  // whoever holds it).
+  Result<std::shared_ptr<const JobSpec>> GetJobSpec(JobId job) const;
 
   // Why the task is where it is, for people: for a queued task the first
   // thing that keeps it from running, e.g. "no worker offers gpu_type A100",

@@ -121,6 +121,12 @@ Result<const TaskGroupSpec*> Scheduler::GetSpec(TaskId id) const {
   return &state_->SpecOf(r);
 }
 
+Result<std::shared_ptr<const JobSpec>> Scheduler::GetJobSpec(JobId id) const {
+  auto it = state_->job_slots.find(id);
+  if (it == state_->job_slots.end()) return NotFound("no job " + std::to_string(id));
+  return state_->jobs[it->second].spec;
+}
+
 size_t Scheduler::ApproxBytes() const {
   const State& s = *state_;
   size_t bytes = sizeof(State) + s.queues.ApproxBytes();

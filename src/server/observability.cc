@@ -86,7 +86,8 @@ std::string Observability::MetricsText() {
     // A job whose groups all ask for GPUs, or none does (the usual case),
     // counts without looking at its tasks: a scrape must not walk a
     // million-task job. Only a mixed job is counted task by task.
-    if (std::shared_ptr<const core::JobSpec> spec = driver_.fold().Spec(id); spec) {
+    if (Result<std::shared_ptr<const core::JobSpec>> found = sched.GetJobSpec(id); found.ok()) {
+      const std::shared_ptr<const core::JobSpec>& spec = *found;
       const auto gpu = [](const core::TaskGroupSpec& g) { return g.resources.gpus > 0; };
       if (std::all_of(spec->groups.begin(), spec->groups.end(), gpu)) {
         queue["gpu"] += queued;

@@ -23,10 +23,10 @@ Retention::Pass Retention::Prune(Time now) {
   // How many held jobs name each job in --after.
   std::map<JobId, int64_t> named;
   auto names = [&](JobId job, int delta) {
-    std::shared_ptr<const core::JobSpec> spec = fold.Spec(job);
-    if (!spec) return;
-    for (JobId after : spec->after_jobs) named[after] += delta;
-    for (const TaskId& after : spec->after_tasks) named[after.job] += delta;
+    Result<std::shared_ptr<const core::JobSpec>> spec = sched.GetJobSpec(job);
+    if (!spec.ok() || *spec == nullptr) return;
+    for (JobId after : (*spec)->after_jobs) named[after] += delta;
+    for (const TaskId& after : (*spec)->after_tasks) named[after.job] += delta;
   };
   for (JobId job : jobs) names(job, 1);
   for (auto it = jobs.rbegin(); it != jobs.rend(); ++it) {
@@ -40,7 +40,7 @@ Retention::Pass Retention::Prune(Time now) {
       pass.more = true;
       break;
     }
-    names(job, -1);  // before it is gone from the fold
+    names(job, -1);  // before it is gone from the scheduler
     if (Status s = driver_.ForgetJob(job); !s.ok()) {
       spdlog::warn("retention: cannot forget job {}: {}", job, s.ToString());
       continue;
