@@ -20,6 +20,7 @@
 #include <string>
 #include <utility>
 #include <variant>
+#include <memory>
 #include <vector>
 
 #include "common/ids.h"
@@ -68,24 +69,26 @@ struct AssignTask {
   uint32_t attempt = 0;
   WorkerId worker = 0;
   CoreList cores;               // distinct core ids, ceil(cpus) of them
-  int64_t cpu_quota_milli = 0;  // the request's cpus, for a CPU quota
   uint64_t mem_limit_bytes = 0; // 0 = no limit
   GpuGrantList gpus;
   int64_t array_index = 0;      // DROVER_TASK_INDEX and "{index}"
-  Duration timeout = Duration::zero();
-  // The group's spec (argv, env, name) and its job's (the job's name).
-  // Valid until the scheduler handles its next event (a forgotten job's
-  // specs go with it): the shell reads them while it carries the command out.
-  const TaskGroupSpec* spec = nullptr;
+  // The job's spec (its name, and in groups[group] the task's argv, env,
+  // cpus for a CPU quota and timeout: Spec()). Valid until the scheduler
+  // forgets the job (ForgetJob); the shell reads it while it carries the
+  // command out.
+  const JobSpec* job = nullptr;
   // Queue-ahead (SchedulerConfig::queue_ahead): start when attempt
   // `after_attempt` of `after` exits on this worker; its resources include
   // these. after_attempt 0: start now.
   TaskId after;
   uint32_t after_attempt = 0;
-  const JobSpec* job = nullptr;
+  uint16_t group = 0;
   // The results ($DROVER_RESULT) of the tasks of every group this task's
-  // group depends on, by task id; tasks that left none are omitted.
-  std::vector<std::pair<TaskId, std::string>> inputs;
+  // group depends on, by task id; tasks that left none are omitted. Null
+  // when there are none (most tasks: the command stays small).
+  std::shared_ptr<const std::vector<std::pair<TaskId, std::string>>> inputs;
+
+  const TaskGroupSpec& Spec() const { return job->groups[group]; }
 };
 
 // Stop the attempt; the worker answers with TaskFinished as usual.

@@ -1,33 +1,39 @@
 #include "core/ran_on.h"
 
-#include <cstring>
+#include <algorithm>
 
 namespace drover::core {
 namespace {
 
-void Append(std::string& key, const void* data, size_t n) {
-  key.append(static_cast<const char*>(data), n);
+uint64_t Mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
 }
 
 }  // namespace
 
 uint32_t RanOn::Intern(std::span<const uint32_t> cores, std::span<const GpuGrant> gpus) {
   if (cores.empty() && gpus.empty()) return kNone;
-  std::string key;
-  key.reserve(4 + cores.size() * 4 + gpus.size() * 20);
-  const uint32_t ncores = static_cast<uint32_t>(cores.size());
-  Append(key, &ncores, sizeof ncores);
-  Append(key, cores.data(), cores.size_bytes());
+  uint64_t h = Mix(0, cores.size());
+  for (uint32_t c : cores) h = Mix(h, c);
   for (const GpuGrant& g : gpus) {
-    Append(key, &g.index, sizeof g.index);
-    Append(key, &g.share, sizeof g.share);
-    Append(key, &g.mem_bytes, sizeof g.mem_bytes);
+    h = Mix(h, g.index);
+    h = Mix(h, static_cast<uint64_t>(g.share));
+    h = Mix(h, g.mem_bytes);
   }
-  if (auto it = index_.find(key); it != index_.end()) return it->second;
+  // Open addressing on the hash: a collision moves on to the next value.
+  uint64_t key = h;
+  for (auto it = index_.find(key); it != index_.end(); it = index_.find(++key)) {
+    const Entry& e = entries_[it->second];
+    if (std::equal(e.cores.begin(), e.cores.end(), cores.begin(), cores.end()) &&
+        std::equal(e.gpus.begin(), e.gpus.end(), gpus.begin(), gpus.end())) {
+      return it->second;
+    }
+  }
   if (entries_.size() >= kMaxEntries) return kNone;
   const uint32_t index = static_cast<uint32_t>(entries_.size());
   entries_.push_back(Entry{{cores.begin(), cores.end()}, {gpus.begin(), gpus.end()}});
-  index_.emplace(std::move(key), index);
+  index_.emplace(key, index);
   return index;
 }
 

@@ -47,7 +47,9 @@ class RanOn {
 
  private:
   std::vector<Entry> entries_;
-  std::unordered_map<std::string, uint32_t> index_;  // key: the bytes of cores and gpus
+  // Hash of the placement -> its entry; a collision takes the next free
+  // hash value (Intern compares the entry).
+  std::unordered_map<uint64_t, uint32_t> index_;
 };
 
 }  // namespace drover::core

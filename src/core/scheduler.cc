@@ -1067,20 +1067,21 @@ Status Scheduler::State::OnGranted(const LeaseGranted& e) {
   const Job& job = jobs[r.job];
   // Still waiting behind another: the worker starts it as that one exits.
   const auto [after, after_attempt] = WaitsBehind(act);
-  std::vector<std::pair<TaskId, std::string>> inputs;
+  std::shared_ptr<std::vector<std::pair<TaskId, std::string>>> inputs;
   for (uint32_t d : job.groups[t.group].deps) {
     const Group& g = job.groups[d];
     for (uint32_t i = g.first; i < g.first + g.count && !extras.empty(); ++i) {
       auto it = extras.find(ExtraKey(TaskRef{r.job, i}));
       if (it != extras.end() && it->second.outcome && !it->second.outcome->result.empty()) {
-        inputs.emplace_back(TaskId{job.id, i}, it->second.outcome->result);
+        if (!inputs) inputs = std::make_shared<std::vector<std::pair<TaskId, std::string>>>();
+        inputs->emplace_back(TaskId{job.id, i}, it->second.outcome->result);
       }
     }
   }
   out->emplace_back(std::in_place_type<AssignTask>, e.task, e.attempt, workers[act.worker].id,
-                    act.alloc.cores, spec.resources.cpus_milli, act.alloc.mem_bytes,
-                    act.alloc.gpus, spec.IndexAt(r.index - job.groups[t.group].first),
-                    spec.timeout, &spec, after, after_attempt, job.spec.get(), std::move(inputs));
+                    act.alloc.cores, act.alloc.mem_bytes, act.alloc.gpus,
+                    spec.IndexAt(r.index - job.groups[t.group].first), job.spec.get(), after,
+                    after_attempt, t.group, std::move(inputs));
   if (config.start_timeout > Duration::zero()) {
     PushTimer(now_us + config.start_timeout.count(), TimerKind::kStartDeadline, r, e.attempt);
   }

@@ -46,11 +46,13 @@ TEST(AssignTest, AnAssignmentCarriesItsJobNameAndItsDependenciesResults) {
   ASSERT_NE(assign->job, nullptr);
   EXPECT_EQ(assign->job->name, "job");
   using Input = std::pair<TaskId, std::string>;
-  EXPECT_THAT(assign->inputs, ElementsAre(Input{T(1, 0), "r0"}, Input{T(1, 2), "r2"}));
+  ASSERT_NE(assign->inputs, nullptr);
+  EXPECT_THAT(*assign->inputs, ElementsAre(Input{T(1, 0), "r0"}, Input{T(1, 2), "r2"}));
+  EXPECT_EQ(assign->Spec().name, "use");
   // A task whose group depends on nothing gets none.
   for (const Command& cmd : out) {
     if (const auto* a = std::get_if<AssignTask>(&cmd); a != nullptr && a->task != T(1, 3)) {
-      EXPECT_TRUE(a->inputs.empty());
+      EXPECT_EQ(a->inputs, nullptr);
     }
   }
 }

@@ -303,7 +303,6 @@ void CoreDriver::ScheduleFlush() { flush_.Request(); }
 
 void CoreDriver::FlushNow() {
   flush_.Clear();
-  if (Frozen()) return;
   ++stats_.flushes;
   if (appends_issued_ > appends_done_ &&
       (flushes_in_flight_.empty() || flushes_in_flight_.back().target < appends_issued_)) {
@@ -311,23 +310,6 @@ void CoreDriver::FlushNow() {
   }
   store_.Flush();
   MaybeCompact();
-}
-
-bool CoreDriver::Frozen() {
-  if (options_.test_freeze_file.empty()) return false;
-  struct stat st;
-  const bool exists = ::stat(options_.test_freeze_file.c_str(), &st) == 0;
-  if (exists != frozen_) {
-    frozen_ = exists;
-    if (frozen_) {
-      spdlog::warn("test hook: {} exists; the journal is frozen (nothing appended from now on "
-                   "becomes durable)",
-                   options_.test_freeze_file);
-    } else {
-      spdlog::warn("test hook: {} is gone; the journal flushes again", options_.test_freeze_file);
-    }
-  }
-  return frozen_;
 }
 
 void CoreDriver::MaybeCompact() {

@@ -69,14 +69,6 @@ class CommandSink {
 struct DriverOptions {
   Duration tick_interval = Seconds(1);
   uint64_t compact_bytes = 64ull << 20;  // compact once the log is larger
-  // Test hook (the server reads it from DROVER_TEST_FREEZE_JOURNAL; empty:
-  // off). While this file exists (checked at each flush), the driver does
-  // not flush: everything appended meanwhile stays in memory, so a kill -9
-  // loses it as a crash before the fsync would, and every answer that waits
-  // for durability (a job's POST, a result's ack) waits. Once the file is
-  // gone, the next flush makes all of it durable. Only integration tests
-  // set it (crash recovery, `submit --wait` against a slow journal).
-  std::string test_freeze_file;
 };
 
 struct DriverStats {
@@ -164,7 +156,6 @@ class CoreDriver {
   void Persist(const core::Record& record);
   void ScheduleFlush();
   void FlushNow();
-  bool Frozen();  // the test hook (DriverOptions::test_freeze_file)
   void MaybeCompact();
   void FinishCompact(std::vector<std::string> snapshot);
   void ArmTick();
@@ -191,7 +182,6 @@ class CoreDriver {
   std::thread compact_thread_;
   bool encoding_snapshot_ = false;
   std::vector<std::string> appended_while_encoding_;
-  bool frozen_ = false;
   Time last_now_;
   RecordFold fold_;
   DriverStats stats_;

@@ -14,6 +14,7 @@
 #include "server/core_driver.h"
 #include "server/dashboard.h"
 #include "server/event_stream.h"
+#include "server/freezable_store.h"
 #include "server/lease_book.h"
 #include "server/log_relay.h"
 #include "server/observability.h"
@@ -161,10 +162,11 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   dopts.tick_interval = std::min<Duration>(cfg.scheduler.renew_interval, Seconds(1));
   dopts.compact_bytes = cfg.compact_bytes;
   if (const char* freeze = std::getenv("DROVER_TEST_FREEZE_JOURNAL")) {
-    dopts.test_freeze_file = freeze;  // test hook: core_driver.h
+    // A test hook (freezable_store.h), wrapped around the store only here.
     spdlog::warn("DROVER_TEST_FREEZE_JOURNAL is set (a test hook): the journal stops once {} "
                  "exists",
-                 dopts.test_freeze_file);
+                 freeze);
+    p->store = std::make_unique<FreezableStore>(std::move(p->store), freeze);
   }
   p->driver = std::make_unique<CoreDriver>(loop, p->clock, *p->scheduler, *p->store, *p->book,
                                            *p, dopts);

@@ -481,10 +481,10 @@ void Ledger::OnAssign(const core::AssignTask& a) {
   const JobBook& job = jobs_.at(a.task.job);
   const uint32_t member = a.task.index - job.group_first[job.group_of[a.task.index]];
   if (a.array_index != spec.IndexAt(member)) return Fail("assign of " + id + " with wrong index");
-  if (a.mem_limit_bytes != spec.resources.mem_bytes || a.cpu_quota_milli != spec.resources.cpus_milli) {
+  if (a.mem_limit_bytes != spec.resources.mem_bytes) {
     return Fail("assign of " + id + " with wrong limits");
   }
-  if (a.spec == nullptr || !(*a.spec == spec) || a.timeout != spec.timeout) {
+  if (a.job == nullptr || a.group >= a.job->groups.size() || !(a.Spec() == spec)) {
     return Fail("assign of " + id + " with the wrong spec");
   }
   t->assign_sent = true;

@@ -51,9 +51,8 @@ class LedgerTest : public ::testing::Test {
     a.attempt = 1;
     a.worker = 1;
     a.cores = std::move(cores);
-    a.cpu_quota_milli = 1000;
     a.array_index = index;
-    a.spec = &spec_->groups[0];
+    a.job = spec_.get();
     return a;
   }
 
