@@ -158,6 +158,10 @@ struct AgentConfig {
   // Called on the loop each time the server attaches this worker (`drover
   // up` announces itself once its local workers are in).
   std::function<void()> on_attached;
+  // The clock behind every "now" of the agent (the state machine's events,
+  // the fencing check, the log sender's rate limit); it must outlive the
+  // Agent. Null: a RealClock the agent owns. Timers still run on the loop.
+  Clock* clock = nullptr;
 };
 
 class Agent {
