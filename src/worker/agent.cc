@@ -431,9 +431,13 @@ net::Timer& Agent::Impl::TimerOf(WorkerTimer timer) {
 }
 
 void Agent::Impl::ArmTimer(WorkerTimer timer, Time at) {
+  // `at` is on the agent's clock (AgentConfig::clock); the loop's timers
+  // count real time, so they are armed for the distance from that clock's
+  // now.
+  const Duration after = at - clock_.Now();
   switch (timer) {
     case WorkerTimer::kHeartbeat:
-      heartbeat_timer_.ArmAt(at, [this] {
+      heartbeat_timer_.ArmAfter(after, [this] {
         HeartbeatDue due;
         if (sampler_) {
           Result<Utilization> sample = sampler_->SampleUtilization();
@@ -443,10 +447,10 @@ void Agent::Impl::ArmTimer(WorkerTimer timer, Time at) {
       });
       return;
     case WorkerTimer::kFence:
-      fence_timer_.ArmAt(at, [this] { Run(FenceDue{}); });
+      fence_timer_.ArmAfter(after, [this] { Run(FenceDue{}); });
       return;
     case WorkerTimer::kWatchdog:
-      watchdog_timer_.ArmAt(at, [this] { Run(WatchdogDue{}); });
+      watchdog_timer_.ArmAfter(after, [this] { Run(WatchdogDue{}); });
       return;
   }
 }
