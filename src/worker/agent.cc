@@ -33,6 +33,7 @@
 #include "worker/life_record.h"
 #include "worker/reaper.h"
 #include "worker/resources.h"
+#include "worker/task_runner.h"
 #include "worker/worker_state.h"
 
 namespace drover::worker {
@@ -170,7 +171,7 @@ class Agent::Impl {
   std::unique_ptr<LifeRecord> life_;
   std::unique_ptr<Reaper> reaper_;
   std::unique_ptr<TaskGuard> guard_;
-  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<TaskRunner> runner_;  // the Executor (ExecutorRunner)
   std::unique_ptr<LogSender> logs_;
   bool reaper_gone_ = false;
 
@@ -313,7 +314,10 @@ Status Agent::Impl::Init() {
     options.watch = guard_.get();
   }
   reactor_ = std::make_unique<AsioReactor>(loop_);
-  ASSIGN_OR_RETURN(executor_, Executor::Create(options, reactor_.get(), std::move(isolator)));
+  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor,
+                   Executor::Create(options, reactor_.get(), std::move(isolator)));
+  const IsolationMode isolation = executor->isolation();
+  runner_ = std::make_unique<ExecutorRunner>(std::move(executor));
   // The identity the server binds this worker's name to (made on first start).
   const std::string key_file =
       config_.key_file.empty() ? config_.workdir + "/worker.key" : config_.key_file;
@@ -333,7 +337,7 @@ Status Agent::Impl::Init() {
                       }});
 
   spdlog::info("worker {}: {}, isolation {}, work directory {}", name_, summary_,
-               IsolationModeName(executor_->isolation()), config_.workdir);
+               IsolationModeName(isolation), config_.workdir);
   ASSIGN_OR_RETURN(WorkerState state, WorkerState::Create(std::move(state_config), clock_.Now()));
   state_.emplace(std::move(state));
   Run(AgentBegan{});
@@ -360,7 +364,7 @@ void Agent::Impl::Stop() {
   // once; their callbacks are not called. Then the reaper leaves without
   // killing, and the work directory is free.
   prepared_.clear();
-  executor_.reset();
+  runner_.reset();
   guard_.reset();
   reaper_.reset();
   life_.reset();
@@ -392,7 +396,7 @@ void Agent::Impl::Execute(const WorkerCommand& command) {
           PrepareQueued(c.assignment);
         } else if constexpr (std::is_same_v<T, DiscardPrepared>) {
           prepared_.erase(proto::TaskAttempt{c.task, c.attempt});
-          executor_->DiscardPrepared(c.task, c.attempt);
+          runner_->DiscardPrepared(c.task, c.attempt);
         } else if constexpr (std::is_same_v<T, worker::KillTask>) {
           KillTask(c);
         } else if constexpr (std::is_same_v<T, worker::ArmTimer>) {
@@ -593,8 +597,8 @@ TaskSpec Agent::Impl::SpecOf(const proto::Assignment& a) const {
 
 Result<TaskDirs> Agent::Impl::Prepare(const proto::Assignment& a, bool queued) {
   const bool with_inputs = !a.inputs.empty();
-  ASSIGN_OR_RETURN(TaskDirs dirs, queued ? executor_->PrepareStart(SpecOf(a), with_inputs)
-                                         : executor_->PrepareDirs(a.task, a.attempt, with_inputs));
+  ASSIGN_OR_RETURN(TaskDirs dirs, queued ? runner_->PrepareStart(SpecOf(a), with_inputs)
+                                         : runner_->PrepareDirs(a.task, a.attempt, with_inputs));
   for (const auto& [from, text] : a.inputs) {
     RETURN_IF_ERROR(WriteFile(dirs.inputs + "/" + from.ToString(), text));
   }
@@ -625,7 +629,7 @@ void Agent::Impl::StartTask(const proto::Assignment& a, bool prepared) {
     dirs = std::move(made).value();
   }
   StartTimes times;
-  Result<pid_t> pid = executor_->Start(
+  Result<pid_t> pid = runner_->Start(
       SpecOf(a), [this](const TaskResult& result) { OnTaskDone(result); }, &times);
   if (!pid.ok()) return Run(TaskStartFailed{a.task, a.attempt, pid.status().message()});
   if (known_logs_.size() >= kMaxKnownLogs && known_logs_.count(a.task) == 0) {
@@ -639,7 +643,7 @@ void Agent::Impl::StartTask(const proto::Assignment& a, bool prepared) {
 }
 
 void Agent::Impl::KillTask(const worker::KillTask& kill) {
-  Status killed = executor_->Kill(kill.task, kill.grace);
+  Status killed = runner_->Kill(kill.task, kill.grace);
   if (!killed.ok()) {
     spdlog::warn("worker {}: cannot {} {}: {}", name_, kill.fenced ? "kill" : "stop",
                  kill.task.ToString(), killed.ToString());
@@ -674,7 +678,7 @@ void Agent::Impl::OnLogRequest(const proto::LogRequest& request) {
       if (t.running) {
         // The executor makes output files with their first byte; a reader
         // that follows needs the file now.
-        Status opened = executor_->OpenOutputFiles(request.task);
+        Status opened = runner_->OpenOutputFiles(request.task);
         if (!opened.ok()) {
           spdlog::warn("worker {}: {}", name_, opened.message());
         }
