@@ -20,7 +20,6 @@
 #include "common/quantity.h"
 #include "net/client_options.h"
 #include "net/token.h"
-#include "net/ws_client.h"
 #include "net/ws_session.h"
 #include "proto/messages.h"
 #include "worker/agent_convert.h"
@@ -33,6 +32,7 @@
 #include "worker/life_record.h"
 #include "worker/reaper.h"
 #include "worker/resources.h"
+#include "worker/server_link.h"
 #include "worker/task_runner.h"
 #include "worker/worker_state.h"
 
@@ -40,7 +40,6 @@ namespace drover::worker {
 namespace {
 
 constexpr char kAgentVersion[] = "0.1.0";
-constexpr char kWorkerPath[] = "/api/v1/worker";
 // How many finished tasks' log locations are remembered for `drover logs`.
 constexpr size_t kMaxKnownLogs = 4096;
 
@@ -183,6 +182,8 @@ class Agent::Impl {
   std::map<TaskId, KnownLog> known_logs_;
 
   // The server link.
+  std::unique_ptr<ServerLink> own_link_;  // when config_.server_link is null
+  ServerLink* link_ = nullptr;
   net::Backoff backoff_;
   net::Timer reconnect_timer_;
   net::Timer heartbeat_timer_;
@@ -340,6 +341,12 @@ Status Agent::Impl::Init() {
                IsolationModeName(isolation), config_.workdir);
   ASSIGN_OR_RETURN(WorkerState state, WorkerState::Create(std::move(state_config), clock_.Now()));
   state_.emplace(std::move(state));
+  if (config_.server_link) {
+    link_ = config_.server_link;
+  } else {
+    own_link_ = std::make_unique<WebSocketLink>(loop_);
+    link_ = own_link_.get();
+  }
   Run(AgentBegan{});
   Connect();
   return Status::Ok();
@@ -486,14 +493,13 @@ void Agent::Impl::Connect() {
   options.ws_idle_timeout = 2 * heartbeat;
   const uint64_t gen = ++gen_;
   std::weak_ptr<bool> alive = alive_;
-  net::ConnectWebSocket(loop_, options, kWorkerPath,
-                        [this, alive, gen](Result<std::shared_ptr<net::WsSession>> session) {
-                          if (alive.expired() || !*alive.lock()) {
-                            if (session.ok()) (*session)->Close("worker stopped");
-                            return;
-                          }
-                          OnConnected(gen, std::move(session));
-                        });
+  link_->Connect(options, [this, alive, gen](Result<std::shared_ptr<net::WsSession>> session) {
+    if (alive.expired() || !*alive.lock()) {
+      if (session.ok()) (*session)->Close("worker stopped");
+      return;
+    }
+    OnConnected(gen, std::move(session));
+  });
 }
 
 void Agent::Impl::OnConnected(uint64_t gen, Result<std::shared_ptr<net::WsSession>> session) {

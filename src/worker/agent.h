@@ -100,6 +100,8 @@
 
 namespace drover::worker {
 
+class ServerLink;
+
 struct AgentConfig {
   // Servers as "host:port" ("[::1]:7210"), tried in turn; at least one.
   std::vector<std::string> servers;
@@ -162,6 +164,9 @@ struct AgentConfig {
   // the fencing check, the log sender's rate limit); it must outlive the
   // Agent. Null: a RealClock the agent owns. Timers still run on the loop.
   Clock* clock = nullptr;
+  // How the agent reaches a server (server_link.h); it must outlive the
+  // Agent. Null: a WebSocket (WebSocketLink) the agent owns.
+  ServerLink* server_link = nullptr;
 };
 
 class Agent {
