@@ -170,7 +170,8 @@ class Agent::Impl {
   std::unique_ptr<LifeRecord> life_;
   std::unique_ptr<Reaper> reaper_;
   std::unique_ptr<TaskGuard> guard_;
-  std::unique_ptr<TaskRunner> runner_;  // the Executor (ExecutorRunner)
+  std::unique_ptr<TaskRunner> own_runner_;  // the Executor, when config_.task_runner is null
+  TaskRunner* runner_ = nullptr;
   std::unique_ptr<LogSender> logs_;
   bool reaper_gone_ = false;
 
@@ -314,11 +315,16 @@ Status Agent::Impl::Init() {
     guard_ = std::make_unique<TaskGuard>(*life_, *reaper_, name_);
     options.watch = guard_.get();
   }
-  reactor_ = std::make_unique<AsioReactor>(loop_);
-  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor,
-                   Executor::Create(options, reactor_.get(), std::move(isolator)));
-  const IsolationMode isolation = executor->isolation();
-  runner_ = std::make_unique<ExecutorRunner>(std::move(executor));
+  const IsolationMode isolation = isolator->mode();
+  if (config_.task_runner) {
+    runner_ = config_.task_runner;
+  } else {
+    reactor_ = std::make_unique<AsioReactor>(loop_);
+    ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor,
+                     Executor::Create(options, reactor_.get(), std::move(isolator)));
+    own_runner_ = std::make_unique<ExecutorRunner>(std::move(executor));
+    runner_ = own_runner_.get();
+  }
   // The identity the server binds this worker's name to (made on first start).
   const std::string key_file =
       config_.key_file.empty() ? config_.workdir + "/worker.key" : config_.key_file;
@@ -371,7 +377,8 @@ void Agent::Impl::Stop() {
   // once; their callbacks are not called. Then the reaper leaves without
   // killing, and the work directory is free.
   prepared_.clear();
-  runner_.reset();
+  runner_ = nullptr;
+  own_runner_.reset();
   guard_.reset();
   reaper_.reset();
   life_.reset();

@@ -101,6 +101,7 @@
 namespace drover::worker {
 
 class ServerLink;
+class TaskRunner;
 
 struct AgentConfig {
   // Servers as "host:port" ("[::1]:7210"), tried in turn; at least one.
@@ -167,6 +168,10 @@ struct AgentConfig {
   // How the agent reaches a server (server_link.h); it must outlive the
   // Agent. Null: a WebSocket (WebSocketLink) the agent owns.
   ServerLink* server_link = nullptr;
+  // What runs the tasks (task_runner.h); it must outlive the Agent, and
+  // call no callback after Stop (the agent does not end its tasks then).
+  // Null: the Executor, made and owned by the agent.
+  TaskRunner* task_runner = nullptr;
 };
 
 class Agent {
