@@ -20,7 +20,6 @@
 #include "common/quantity.h"
 #include "net/client_options.h"
 #include "net/token.h"
-#include "net/ws_client.h"
 #include "net/ws_session.h"
 #include "proto/messages.h"
 #include "worker/agent_convert.h"
@@ -33,13 +32,14 @@
 #include "worker/life_record.h"
 #include "worker/reaper.h"
 #include "worker/resources.h"
+#include "worker/server_link.h"
+#include "worker/task_runner.h"
 #include "worker/worker_state.h"
 
 namespace drover::worker {
 namespace {
 
 constexpr char kAgentVersion[] = "0.1.0";
-constexpr char kWorkerPath[] = "/api/v1/worker";
 // How many finished tasks' log locations are remembered for `drover logs`.
 constexpr size_t kMaxKnownLogs = 4096;
 
@@ -101,6 +101,7 @@ class Agent::Impl {
   Impl(net::EventLoop& loop, AgentConfig config)
       : loop_(loop),
         config_(std::move(config)),
+        clock_(config_.clock ? *config_.clock : own_clock_),
         backoff_(config_.reconnect, [rng = std::make_shared<std::mt19937_64>(std::random_device{}())] {
           return std::uniform_real_distribution<double>(0.0, 1.0)(*rng);
         }),
@@ -152,7 +153,8 @@ class Agent::Impl {
 
   net::EventLoop& loop_;
   AgentConfig config_;
-  RealClock clock_;
+  RealClock own_clock_;  // used when config_.clock is null
+  Clock& clock_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   bool stopped_ = false;
 
@@ -168,7 +170,8 @@ class Agent::Impl {
   std::unique_ptr<LifeRecord> life_;
   std::unique_ptr<Reaper> reaper_;
   std::unique_ptr<TaskGuard> guard_;
-  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<TaskRunner> own_runner_;  // the Executor, when config_.task_runner is null
+  TaskRunner* runner_ = nullptr;
   std::unique_ptr<LogSender> logs_;
   bool reaper_gone_ = false;
 
@@ -180,6 +183,8 @@ class Agent::Impl {
   std::map<TaskId, KnownLog> known_logs_;
 
   // The server link.
+  std::unique_ptr<ServerLink> own_link_;  // when config_.server_link is null
+  ServerLink* link_ = nullptr;
   net::Backoff backoff_;
   net::Timer reconnect_timer_;
   net::Timer heartbeat_timer_;
@@ -310,8 +315,16 @@ Status Agent::Impl::Init() {
     guard_ = std::make_unique<TaskGuard>(*life_, *reaper_, name_);
     options.watch = guard_.get();
   }
-  reactor_ = std::make_unique<AsioReactor>(loop_);
-  ASSIGN_OR_RETURN(executor_, Executor::Create(options, reactor_.get(), std::move(isolator)));
+  const IsolationMode isolation = isolator->mode();
+  if (config_.task_runner) {
+    runner_ = config_.task_runner;
+  } else {
+    reactor_ = std::make_unique<AsioReactor>(loop_);
+    ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor,
+                     Executor::Create(options, reactor_.get(), std::move(isolator)));
+    own_runner_ = std::make_unique<ExecutorRunner>(std::move(executor));
+    runner_ = own_runner_.get();
+  }
   // The identity the server binds this worker's name to (made on first start).
   const std::string key_file =
       config_.key_file.empty() ? config_.workdir + "/worker.key" : config_.key_file;
@@ -331,9 +344,15 @@ Status Agent::Impl::Init() {
                       }});
 
   spdlog::info("worker {}: {}, isolation {}, work directory {}", name_, summary_,
-               IsolationModeName(executor_->isolation()), config_.workdir);
+               IsolationModeName(isolation), config_.workdir);
   ASSIGN_OR_RETURN(WorkerState state, WorkerState::Create(std::move(state_config), clock_.Now()));
   state_.emplace(std::move(state));
+  if (config_.server_link) {
+    link_ = config_.server_link;
+  } else {
+    own_link_ = std::make_unique<WebSocketLink>(loop_);
+    link_ = own_link_.get();
+  }
   Run(AgentBegan{});
   Connect();
   return Status::Ok();
@@ -358,7 +377,8 @@ void Agent::Impl::Stop() {
   // once; their callbacks are not called. Then the reaper leaves without
   // killing, and the work directory is free.
   prepared_.clear();
-  executor_.reset();
+  runner_ = nullptr;
+  own_runner_.reset();
   guard_.reset();
   reaper_.reset();
   life_.reset();
@@ -390,7 +410,7 @@ void Agent::Impl::Execute(const WorkerCommand& command) {
           PrepareQueued(c.assignment);
         } else if constexpr (std::is_same_v<T, DiscardPrepared>) {
           prepared_.erase(proto::TaskAttempt{c.task, c.attempt});
-          executor_->DiscardPrepared(c.task, c.attempt);
+          runner_->DiscardPrepared(c.task, c.attempt);
         } else if constexpr (std::is_same_v<T, worker::KillTask>) {
           KillTask(c);
         } else if constexpr (std::is_same_v<T, worker::ArmTimer>) {
@@ -429,9 +449,13 @@ net::Timer& Agent::Impl::TimerOf(WorkerTimer timer) {
 }
 
 void Agent::Impl::ArmTimer(WorkerTimer timer, Time at) {
+  // `at` is on the agent's clock (AgentConfig::clock); the loop's timers
+  // count real time, so they are armed for the distance from that clock's
+  // now.
+  const Duration after = at - clock_.Now();
   switch (timer) {
     case WorkerTimer::kHeartbeat:
-      heartbeat_timer_.ArmAt(at, [this] {
+      heartbeat_timer_.ArmAfter(after, [this] {
         HeartbeatDue due;
         if (sampler_) {
           Result<Utilization> sample = sampler_->SampleUtilization();
@@ -441,10 +465,10 @@ void Agent::Impl::ArmTimer(WorkerTimer timer, Time at) {
       });
       return;
     case WorkerTimer::kFence:
-      fence_timer_.ArmAt(at, [this] { Run(FenceDue{}); });
+      fence_timer_.ArmAfter(after, [this] { Run(FenceDue{}); });
       return;
     case WorkerTimer::kWatchdog:
-      watchdog_timer_.ArmAt(at, [this] { Run(WatchdogDue{}); });
+      watchdog_timer_.ArmAfter(after, [this] { Run(WatchdogDue{}); });
       return;
   }
 }
@@ -476,14 +500,13 @@ void Agent::Impl::Connect() {
   options.ws_idle_timeout = 2 * heartbeat;
   const uint64_t gen = ++gen_;
   std::weak_ptr<bool> alive = alive_;
-  net::ConnectWebSocket(loop_, options, kWorkerPath,
-                        [this, alive, gen](Result<std::shared_ptr<net::WsSession>> session) {
-                          if (alive.expired() || !*alive.lock()) {
-                            if (session.ok()) (*session)->Close("worker stopped");
-                            return;
-                          }
-                          OnConnected(gen, std::move(session));
-                        });
+  link_->Connect(options, [this, alive, gen](Result<std::shared_ptr<net::WsSession>> session) {
+    if (alive.expired() || !*alive.lock()) {
+      if (session.ok()) (*session)->Close("worker stopped");
+      return;
+    }
+    OnConnected(gen, std::move(session));
+  });
 }
 
 void Agent::Impl::OnConnected(uint64_t gen, Result<std::shared_ptr<net::WsSession>> session) {
@@ -587,8 +610,8 @@ TaskSpec Agent::Impl::SpecOf(const proto::Assignment& a) const {
 
 Result<TaskDirs> Agent::Impl::Prepare(const proto::Assignment& a, bool queued) {
   const bool with_inputs = !a.inputs.empty();
-  ASSIGN_OR_RETURN(TaskDirs dirs, queued ? executor_->PrepareStart(SpecOf(a), with_inputs)
-                                         : executor_->PrepareDirs(a.task, a.attempt, with_inputs));
+  ASSIGN_OR_RETURN(TaskDirs dirs, queued ? runner_->PrepareStart(SpecOf(a), with_inputs)
+                                         : runner_->PrepareDirs(a.task, a.attempt, with_inputs));
   for (const auto& [from, text] : a.inputs) {
     RETURN_IF_ERROR(WriteFile(dirs.inputs + "/" + from.ToString(), text));
   }
@@ -619,7 +642,7 @@ void Agent::Impl::StartTask(const proto::Assignment& a, bool prepared) {
     dirs = std::move(made).value();
   }
   StartTimes times;
-  Result<pid_t> pid = executor_->Start(
+  Result<pid_t> pid = runner_->Start(
       SpecOf(a), [this](const TaskResult& result) { OnTaskDone(result); }, &times);
   if (!pid.ok()) return Run(TaskStartFailed{a.task, a.attempt, pid.status().message()});
   if (known_logs_.size() >= kMaxKnownLogs && known_logs_.count(a.task) == 0) {
@@ -633,7 +656,7 @@ void Agent::Impl::StartTask(const proto::Assignment& a, bool prepared) {
 }
 
 void Agent::Impl::KillTask(const worker::KillTask& kill) {
-  Status killed = executor_->Kill(kill.task, kill.grace);
+  Status killed = runner_->Kill(kill.task, kill.grace);
   if (!killed.ok()) {
     spdlog::warn("worker {}: cannot {} {}: {}", name_, kill.fenced ? "kill" : "stop",
                  kill.task.ToString(), killed.ToString());
@@ -668,7 +691,7 @@ void Agent::Impl::OnLogRequest(const proto::LogRequest& request) {
       if (t.running) {
         // The executor makes output files with their first byte; a reader
         // that follows needs the file now.
-        Status opened = executor_->OpenOutputFiles(request.task);
+        Status opened = runner_->OpenOutputFiles(request.task);
         if (!opened.ok()) {
           spdlog::warn("worker {}: {}", name_, opened.message());
         }

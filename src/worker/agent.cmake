@@ -27,5 +27,6 @@ drover_test(agent_test
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/agent_convert_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent_logs_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/agent_shell_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent_test.cc
   DEPS drover_agent)

@@ -100,6 +100,9 @@
 
 namespace drover::worker {
 
+class ServerLink;
+class TaskRunner;
+
 struct AgentConfig {
   // Servers as "host:port" ("[::1]:7210"), tried in turn; at least one.
   std::vector<std::string> servers;
@@ -158,6 +161,17 @@ struct AgentConfig {
   // Called on the loop each time the server attaches this worker (`drover
   // up` announces itself once its local workers are in).
   std::function<void()> on_attached;
+  // The clock behind every "now" of the agent (the state machine's events,
+  // the fencing check, the log sender's rate limit); it must outlive the
+  // Agent. Null: a RealClock the agent owns. Timers still run on the loop.
+  Clock* clock = nullptr;
+  // How the agent reaches a server (server_link.h); it must outlive the
+  // Agent. Null: a WebSocket (WebSocketLink) the agent owns.
+  ServerLink* server_link = nullptr;
+  // What runs the tasks (task_runner.h); it must outlive the Agent, and
+  // call no callback after Stop (the agent does not end its tasks then).
+  // Null: the Executor, made and owned by the agent.
+  TaskRunner* task_runner = nullptr;
 };
 
 class Agent {
