@@ -17,6 +17,9 @@ cxx=${CXX_FUZZ:-clang++}
 # The spdlog and fmt of Debian, as shared libraries (the CMake build links
 # its own static copies).
 defines="-DSPDLOG_COMPILED_LIB -DSPDLOG_FMT_EXTERNAL -DFMT_SHARED -DSPDLOG_SHARED_LIB"
+# Asio and Beast compiled apart, in src/net/boost_src.cc, as in the CMake
+# build (src/net/CMakeLists.txt).
+defines="$defines -DBOOST_ASIO_SEPARATE_COMPILATION -DBOOST_BEAST_SEPARATE_COMPILATION"
 # FUZZ_SANITIZE="" and FUZZ_OPT=-O0 make a much quicker build (libFuzzer
 # alone still catches crashes and aborts, not memory errors).
 sanitize=${FUZZ_SANITIZE-address,undefined}
@@ -29,7 +32,7 @@ proto_sources="
   src/proto/job_spec_json.cc src/proto/job_toml.cc src/proto/messages.cc src/proto/log_frame.cc"
 net_sources="
   src/proto/api_json.cc
-  src/net/server.cc src/net/http_types.cc src/net/event_loop.cc src/net/tls_identity.cc
+  src/net/boost_src.cc src/net/server.cc src/net/http_types.cc src/net/event_loop.cc src/net/tls_identity.cc
   src/net/token.cc src/net/local_socket.cc src/net/private_file.cc src/net/json_text.cc
   src/net/accept_pause.cc src/net/fd_limit.cc"
 # True when `obj` is missing or older than a file it was made from (as
