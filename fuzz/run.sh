@@ -44,26 +44,45 @@ stale() {
   done
   return 1
 }
+# Compiles the stale objects of the given sources, $jobs at a time, and
+# prints every object's path. Fails when a compilation fails.
+jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
 objects() {
   objs=""
+  pids=""
+  running=0
   for src in "$@"; do
     obj="$out/$(echo "$src" | tr / _).o"
     if stale "$obj"; then
       # shellcheck disable=SC2086
-      $cxx $flags -fsanitize=fuzzer-no-link -MMD -MF "$obj.d" -c "$root/$src" -o "$obj"
+      $cxx $flags -fsanitize=fuzzer-no-link -MMD -MF "$obj.d" -c "$root/$src" -o "$obj" >&2 &
+      pids="$pids $!"
+      running=$((running + 1))
+      if [ "$running" -ge "$jobs" ]; then
+        for pid in $pids; do wait "$pid" || exit 1; done
+        pids=""
+        running=0
+      fi
     fi
     objs="$objs $obj"
   done
+  for pid in $pids; do wait "$pid" || exit 1; done
   echo "$objs"
 }
 # shellcheck disable=SC2086
 proto_objs=$(objects $proto_sources)
+net_objs=""
+case " $targets " in
+  *" http "*)
+    # shellcheck disable=SC2086
+    net_objs=$(objects $net_sources)
+    ;;
+esac
 for target in $targets; do
   libs=""
   objs=$proto_objs
   if [ "$target" = http ]; then
-    # shellcheck disable=SC2086
-    objs="$objs $(objects $net_sources)"
+    objs="$objs $net_objs"
     libs="-lspdlog -lfmt -lssl -lcrypto -lpthread"
   fi
   # shellcheck disable=SC2086
