@@ -17,6 +17,9 @@ cxx=${CXX_FUZZ:-clang++}
 # The spdlog and fmt of Debian, as shared libraries (the CMake build links
 # its own static copies).
 defines="-DSPDLOG_COMPILED_LIB -DSPDLOG_FMT_EXTERNAL -DFMT_SHARED -DSPDLOG_SHARED_LIB"
+# Asio and Beast compiled apart, in src/net/boost_src.cc, as in the CMake
+# build (src/net/CMakeLists.txt).
+defines="$defines -DBOOST_ASIO_SEPARATE_COMPILATION -DBOOST_BEAST_SEPARATE_COMPILATION"
 # FUZZ_SANITIZE="" and FUZZ_OPT=-O0 make a much quicker build (libFuzzer
 # alone still catches crashes and aborts, not memory errors).
 sanitize=${FUZZ_SANITIZE-address,undefined}
@@ -29,9 +32,9 @@ proto_sources="
   src/proto/job_spec_json.cc src/proto/job_toml.cc src/proto/messages.cc src/proto/log_frame.cc"
 net_sources="
   src/proto/api_json.cc
-  src/net/server.cc src/net/http_types.cc src/net/event_loop.cc src/net/tls_identity.cc
+  src/net/boost_src.cc src/net/server.cc src/net/http_types.cc src/net/event_loop.cc src/net/tls_identity.cc
   src/net/token.cc src/net/local_socket.cc src/net/private_file.cc src/net/json_text.cc
-  src/net/accept_pause.cc src/net/fd_limit.cc"
+  src/net/accept_pause.cc src/net/fd_limit.cc src/net/ws_session_impl.cc"
 # True when `obj` is missing or older than a file it was made from (as
 # listed in its dependency file).
 stale() {
@@ -41,26 +44,45 @@ stale() {
   done
   return 1
 }
+# Compiles the stale objects of the given sources, $jobs at a time, and
+# prints every object's path. Fails when a compilation fails.
+jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
 objects() {
   objs=""
+  pids=""
+  running=0
   for src in "$@"; do
     obj="$out/$(echo "$src" | tr / _).o"
     if stale "$obj"; then
       # shellcheck disable=SC2086
-      $cxx $flags -fsanitize=fuzzer-no-link -MMD -MF "$obj.d" -c "$root/$src" -o "$obj"
+      $cxx $flags -fsanitize=fuzzer-no-link -MMD -MF "$obj.d" -c "$root/$src" -o "$obj" >&2 &
+      pids="$pids $!"
+      running=$((running + 1))
+      if [ "$running" -ge "$jobs" ]; then
+        for pid in $pids; do wait "$pid" || exit 1; done
+        pids=""
+        running=0
+      fi
     fi
     objs="$objs $obj"
   done
+  for pid in $pids; do wait "$pid" || exit 1; done
   echo "$objs"
 }
 # shellcheck disable=SC2086
 proto_objs=$(objects $proto_sources)
+net_objs=""
+case " $targets " in
+  *" http "*)
+    # shellcheck disable=SC2086
+    net_objs=$(objects $net_sources)
+    ;;
+esac
 for target in $targets; do
   libs=""
   objs=$proto_objs
   if [ "$target" = http ]; then
-    # shellcheck disable=SC2086
-    objs="$objs $(objects $net_sources)"
+    objs="$objs $net_objs"
     libs="-lspdlog -lfmt -lssl -lcrypto -lpthread"
   fi
   # shellcheck disable=SC2086

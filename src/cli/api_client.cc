@@ -3,6 +3,7 @@
 #include <chrono>
 #include <random>
 #include <thread>
+#include <nlohmann/json.hpp>
 
 #include "net/backoff.h"
 #include "net/http_types.h"

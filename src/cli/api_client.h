@@ -20,7 +20,7 @@
 
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "common/status.h"
 #include "net/client_options.h"

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "cli/cli11.h"
 

@@ -2,6 +2,7 @@
 // WORKER`.
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli/cli11.h"
 

@@ -2,6 +2,7 @@
 // worker, or followed live over a WebSocket until the task ends.
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli/cli11.h"
 

@@ -2,6 +2,7 @@
 // JSON with --json.
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli/cli11.h"
 

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <nlohmann/json.hpp>
 
 #include "cli/cli11.h"
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <optional>
 #include <sstream>
+#include <nlohmann/json.hpp>
 
 #include "cli/table.h"
 #include "cli/views.h"

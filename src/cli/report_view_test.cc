@@ -1,6 +1,7 @@
 #include "cli/report_view.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace drover::cli {
 namespace {

@@ -2,6 +2,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "cli/table.h"
 #include "common/quantity.h"

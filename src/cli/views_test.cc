@@ -1,6 +1,7 @@
 #include "cli/views.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace drover::cli {
 namespace {

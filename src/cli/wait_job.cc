@@ -1,6 +1,7 @@
 #include "cli/wait_job.h"
 
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "cli/streams.h"
 

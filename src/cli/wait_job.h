@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <optional>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "cli/api_client.h"
 #include "cli/job_watch.h"

@@ -48,7 +48,7 @@
 #ifndef DROVER_METRICS_JOB_REPORT_H_
 #define DROVER_METRICS_JOB_REPORT_H_
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
 #include <optional>

@@ -6,6 +6,7 @@
 #include <random>
 #include <utility>
 #include <vector>
+#include <nlohmann/json.hpp>
 
 #include "core/testing/test_cluster.h"
 #include "metrics/critical_path.h"

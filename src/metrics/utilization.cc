@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <nlohmann/json.hpp>
 
 namespace drover::metrics {
 

@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "common/time.h"
 #include "core/scheduler.h"

@@ -1,6 +1,7 @@
 #include "metrics/utilization.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/testing/test_cluster.h"
 

@@ -1,5 +1,7 @@
 #include "net/json_text.h"
 
+#include <nlohmann/json.hpp>
+
 namespace drover::net {
 
 std::string JsonText(const nlohmann::json& value, int indent) {

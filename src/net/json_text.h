@@ -9,7 +9,7 @@
 #ifndef DROVER_NET_JSON_TEXT_H_
 #define DROVER_NET_JSON_TEXT_H_
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 namespace drover::net {
