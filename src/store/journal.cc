@@ -121,7 +121,11 @@ void Journal::HelperLoop() {
     const uint64_t offset = job_offset_;
     std::function<void()> wake = job_wake_;
     lock.unlock();
-    WriteBatch(*file, offset, *flight);
+    if (flight->compaction) {
+      WriteCompaction(*flight);
+    } else {
+      WriteBatch(*file, offset, *flight);
+    }
     // Done only once `wake` has run, so a reap never leaves a wake-up of
     // this batch behind to meet the next one.
     wake();
@@ -187,6 +191,10 @@ void Journal::SyncInBackground(std::function<void()> wake) {
   flight_->callbacks = std::move(pending_callbacks_);
   pending_.clear();
   pending_callbacks_.clear();
+  Launch();
+}
+
+void Journal::Launch() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_flight_ = flight_.get();
@@ -212,9 +220,20 @@ void Journal::ReapBackground() {
   }
   std::unique_ptr<Flight> flight = std::move(flight_);
   const Status& status = flight->status;
-  // As in Sync(): a failed write that was cut off leaves the journal
-  // usable; a failed cut or a failed fsync breaks it.
-  if (!flight->cut_status.ok()) {
+  if (flight->compaction) {
+    // As Compact: before the rename the old journal is intact and in use;
+    // after it, the new one is, and an unsynced directory breaks it.
+    Status outcome = status;
+    if (flight->new_file) {
+      file_ = std::move(flight->new_file);
+      durable_bytes_ = flight->new_bytes;
+      if (!flight->dir_status.ok()) {
+        Break(flight->dir_status);
+        outcome = broken_;
+      }
+    }
+    flight->compact_done(outcome);
+  } else if (!flight->cut_status.ok()) {
     Break(flight->cut_status);
   } else if (!status.ok() && flight->written) {
     Break(status);
@@ -222,10 +241,58 @@ void Journal::ReapBackground() {
     durable_bytes_ += flight->batch.size();
   }
   for (auto& done : flight->callbacks) done(status);
-  if (again_) {
+  if (again_ && !flight_) {
     again_ = false;
     SyncInBackground(wake_);
   }
+}
+
+void Journal::CompactInBackground(std::vector<std::string> snapshot, std::function<void()> wake,
+                                  DoneCallback done) {
+  for (const auto& record : snapshot) {
+    if (record.size() > kMaxRecordBytes) {
+      return done(InvalidArgument("snapshot record of " + std::to_string(record.size()) +
+                                  " bytes exceeds the journal's record limit"));
+    }
+  }
+  // Sync() reaps a batch in flight and writes what is buffered, so the
+  // snapshot replaces a journal holding everything appended so far.
+  if (Status synced = Sync(); !synced.ok()) return done(synced);
+  while (flight_) ReapBackground();  // a callback of that sync started one
+  wake_ = std::move(wake);
+  flight_ = std::make_unique<Flight>();
+  flight_->compaction = true;
+  flight_->snapshot = std::move(snapshot);
+  flight_->compact_done = std::move(done);
+  Launch();
+}
+
+void Journal::WriteCompaction(Flight& flight) {
+  const std::string temp = TempPath(path_);
+  std::string contents;
+  size_t bytes = 0;
+  for (const auto& record : flight.snapshot) bytes += kHeaderBytes + record.size();
+  contents.reserve(bytes);
+  for (const auto& record : flight.snapshot) EncodeRecord(record, &contents);
+  flight.snapshot = {};
+  auto written = [&]() -> Result<std::unique_ptr<WritableFile>> {
+    ASSIGN_OR_RETURN(auto file, env_.CreateTruncated(temp));
+    RETURN_IF_ERROR(file->Append(contents));
+    RETURN_IF_ERROR(file->Sync());
+    return file;
+  }();
+  if (written.ok()) {
+    Status renamed = env_.Rename(temp, path_);
+    if (!renamed.ok()) written = renamed;
+  }
+  if (!written.ok()) {
+    (void)env_.Remove(temp);
+    flight.status = written.status().WithContext("compacting journal " + path_);
+    return;
+  }
+  flight.new_file = std::move(written).value();
+  flight.new_bytes = contents.size();
+  flight.dir_status = env_.SyncDir(DirName(path_));
 }
 
 Status Journal::Compact(const std::vector<std::string>& snapshot) {

@@ -31,6 +31,11 @@
 // records: write "<path>.compact", fsync it, rename it over <path>, fsync the
 // directory. A crash at any point leaves either the old journal or the new
 // one, whole; Open() removes a leftover temporary file.
+// CompactInBackground() does the same on the helper thread (a snapshot of a
+// million records is a few hundred MB to frame, write and fsync: seconds of
+// the owner's loop otherwise). It is a flight like a batch: records
+// appended meanwhile are buffered and go into the new journal right after
+// it is reaped.
 //
 // Errors: a failed write (a full disk is kResourceExhausted) fails the batch
 // being written: the partial bytes are cut off again so what was durable
@@ -119,6 +124,14 @@ class Journal {
   // On an error before the rename the old journal stays in use and intact;
   // after it, the journal is broken.
   Status Compact(const std::vector<std::string>& snapshot);
+  // Compact on the helper thread: buffered records are first synced into
+  // the old journal (here, as Sync() does); the snapshot is then framed,
+  // written, fsynced and renamed there, and `done` runs from
+  // ReapBackground() (wake as for SyncInBackground) with what Compact would
+  // have returned. An error before the work starts (a record over the
+  // limit, a failed sync, a broken journal) runs `done` at once.
+  void CompactInBackground(std::vector<std::string> snapshot, std::function<void()> wake,
+                           DoneCallback done);
 
   // Bytes of records that are durable in the file.
   uint64_t durable_bytes() const { return durable_bytes_; }
@@ -144,7 +157,21 @@ class Journal {
     Status status;      // the batch's outcome
     bool written = false;  // the write succeeded (so a failure is the fsync's)
     Status cut_status;  // cutting off a failed write
+    // A compaction (CompactInBackground) instead of a batch: the snapshot,
+    // and what the helper made of it.
+    bool compaction = false;
+    std::vector<std::string> snapshot;
+    DoneCallback compact_done;
+    std::unique_ptr<WritableFile> new_file;  // set once renamed over path_
+    uint64_t new_bytes = 0;
+    Status dir_status;  // the directory's fsync after the rename
   };
+  // The helper's part of a compaction: frames `flight.snapshot` into the
+  // temporary file, fsyncs and renames it (Compact's steps). Touches only
+  // the Env and those files.
+  void WriteCompaction(Flight& flight);
+  // Hands `flight_` to the helper thread (starting it the first time).
+  void Launch();
   // Writes and fsyncs `batch` at `offset`; on a failed write cuts it off
   // again. Touches only `file`, so the helper thread may run it.
   static void WriteBatch(WritableFile& file, uint64_t offset, Flight& flight);

@@ -529,5 +529,63 @@ TEST(JournalTest, SyncWaitsForABatchInFlight) {
   EXPECT_EQ(Replayed(env), Records({"first", "second"}));
 }
 
+// A compaction on the helper thread: buffered records go to the old journal
+// first, `done` runs at the reap, and records appended while it is in
+// flight follow the snapshot in the new journal.
+TEST(JournalTest, BackgroundCompactionKeepsWhatIsAppendedMeanwhile) {
+  MemoryEnv env;
+  JournalReplay replay;
+  auto journal = MustOpen(env, &replay);
+  ASSERT_NE(journal, nullptr);
+  ExpectAllOk(AppendAll(*journal, {"a", "b"}));
+  bool buffered_done = false;
+  journal->Append("c", [&](Status s) { buffered_done = s.ok(); });
+  std::atomic<int> wakes{0};
+  auto wake = [&wakes] { ++wakes; };
+  Status compacted = Internal("callback never ran");
+  journal->CompactInBackground({"snap 1", "snap 2"}, wake,
+                               [&](Status s) { compacted = std::move(s); });
+  EXPECT_TRUE(buffered_done) << "buffered records are synced before compacting";
+  EXPECT_TRUE(journal->sync_in_flight());
+  std::vector<std::string> done;
+  journal->Append("meanwhile",
+                  [&](Status s) { done.push_back(s.ok() ? "meanwhile" : s.ToString()); });
+  journal->SyncInBackground(wake);  // waits for the compaction
+  EXPECT_EQ(compacted.code(), StatusCode::kInternal) << "done runs at the reap";
+  journal->ReapBackground();
+  EXPECT_TRUE(compacted.ok()) << compacted.ToString();
+  EXPECT_TRUE(done.empty());
+  journal->ReapBackground();  // the batch that waited
+  EXPECT_EQ(done, Records({"meanwhile"}));
+  EXPECT_EQ(wakes.load(), 2);
+  EXPECT_EQ(journal->durable_bytes(),
+            Frame("snap 1").size() + Frame("snap 2").size() + Frame("meanwhile").size());
+  EXPECT_EQ(env.ListFiles(), std::vector<std::string>{kPath});
+  env.SimulateCrash();
+  EXPECT_EQ(Replayed(env), (Records{"snap 1", "snap 2", "meanwhile"}));
+}
+
+// A background compaction that fails (a full disk) leaves the old journal
+// in use and whole, as Compact does, and says so through `done`.
+TEST(JournalTest, BackgroundCompactionOnAFullDiskKeepsTheOldJournal) {
+  MemoryEnv env;
+  JournalReplay replay;
+  auto journal = MustOpen(env, &replay);
+  ASSERT_NE(journal, nullptr);
+  ExpectAllOk(AppendAll(*journal, {"a", "b"}));
+  env.SetFreeSpace(5);
+  Status compacted = Status::Ok();
+  journal->CompactInBackground(
+      {std::string(100, 's')}, [] {}, [&](Status s) { compacted = std::move(s); });
+  journal->ReapBackground();
+  EXPECT_EQ(compacted.code(), StatusCode::kResourceExhausted) << compacted.ToString();
+  EXPECT_TRUE(journal->broken().ok());
+  env.SetFreeSpace(std::nullopt);
+  ExpectAllOk(AppendAll(*journal, {"c"}));
+  EXPECT_EQ(env.ListFiles(), std::vector<std::string>{kPath});
+  journal.reset();
+  EXPECT_EQ(Replayed(env), (Records{"a", "b", "c"}));
+}
+
 }  // namespace
 }  // namespace drover::store

@@ -96,7 +96,9 @@ class Store {
 
   // Replaces the whole log with `snapshot` (the server's current state),
   // atomically: after a crash the log is either the old one or the snapshot.
-  // Live leases are kept. Records appended earlier are flushed first.
+  // Live leases are kept. Records appended earlier are flushed first;
+  // `done` may run later (a file journal in background mode compacts on
+  // its helper thread), and what is appended meanwhile follows the snapshot.
   virtual void Compact(std::vector<std::string> snapshot, DoneCallback done) = 0;
 
   // About how many bytes the log holds; the server compacts when it grows.
