@@ -142,6 +142,15 @@ class Harness {
   std::map<uint32_t, TaskResult> results_;
 };
 
+// The facts of a result in one line, for a failed assertion's message (the
+// executor words no reasons: the core does).
+inline std::string Describe(const TaskResult& r) {
+  return "exit code " + std::to_string(r.exit_code) + ", signal " + std::to_string(r.signal) +
+         (r.oom_killed ? ", OOM-killed" : "") +
+         (r.start_error.empty() ? "" : ", start error: " + r.start_error) +
+         (r.disk_error.empty() ? "" : ", disk: " + r.disk_error);
+}
+
 }  // namespace drover::worker::testing
 
 #endif  // DROVER_WORKER_EXEC_TEST_UTIL_H_

@@ -741,18 +741,12 @@ void Executor::Finish(Task* task) {
   if (!r.start_error.empty()) {
     r.outcome = task->canceled ? TaskOutcome::kCanceled : TaskOutcome::kFailed;
     r.exit_code = -1;
-    r.reason = r.start_error;
   } else if (r.oom_killed) {
     r.outcome = TaskOutcome::kFailed;
-    r.reason = "OOM-killed (limit " + FormatBytes(task->cage->memory_limit()) + ", peak " +
-               FormatBytes(r.peak_memory) + ")";
   } else if (r.exit_code == 0 && !task->canceled) {
     r.outcome = TaskOutcome::kSucceeded;
   } else {
     r.outcome = task->canceled ? TaskOutcome::kCanceled : TaskOutcome::kFailed;
-    r.reason = r.signal != 0 ? "killed by signal " + std::to_string(r.signal)
-                             : "exit code " + std::to_string(r.exit_code);
-    if (task->canceled) r.reason = "canceled (" + r.reason + ")";
   }
   // Output the worker could not save (its file system is full) makes the
   // attempt incomplete, so it does not count as a success; a task that
@@ -765,7 +759,6 @@ void Executor::Finish(Task* task) {
   if (!disk_note.empty()) {
     r.disk_error = disk_note;
     if (r.outcome == TaskOutcome::kSucceeded) r.outcome = TaskOutcome::kFailed;
-    r.reason = r.reason.empty() ? disk_note : r.reason + "; " + disk_note;
   }
 
   // Erase before the callback so that it may start the next attempt. The

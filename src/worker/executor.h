@@ -139,13 +139,12 @@ struct TaskResult {
   TaskId id;
   uint32_t attempt = 0;
   TaskOutcome outcome = TaskOutcome::kFailed;
-  // Empty on success; else "exit code 3", "killed by signal 9",
-  // "OOM-killed (limit 64 MiB, peak 64 MiB)", "canceled (killed by signal 15)".
-  std::string reason;
-  // The part of `reason` that the exit code does not tell, for the server:
-  // output the worker could not save, or a full task file system ("stdout
-  // not saved: no space left on device (PATH)"). Such an attempt failed
-  // even when the task exited 0.
+  // Facts only: the core words the reason people read ("exit code 3",
+  // "OOM-killed (limit 64 MiB, peak 64 MiB)") from these fields.
+  // What the exit code does not tell, for the server: output the worker
+  // could not save, or a full task file system ("stdout not saved: no space
+  // left on device (PATH)"). Such an attempt failed even when the task
+  // exited 0.
   std::string disk_error;
   int exit_code = -1;  // when the task exited
   int signal = 0;      // when a signal ended it

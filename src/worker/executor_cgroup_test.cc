@@ -23,6 +23,7 @@
 namespace drover::worker {
 namespace {
 
+using testing::Describe;
 using testing::Harness;
 using testing::ReadFile;
 using testing::Task;
@@ -68,7 +69,6 @@ TEST_F(CgroupV1Executor, TaskBeyondItsMemoryLimitIsReportedOomKilled) {
   EXPECT_EQ(r.outcome, TaskOutcome::kFailed);
   EXPECT_TRUE(r.oom_killed);
   EXPECT_EQ(r.signal, 9);
-  EXPECT_EQ(r.reason, "OOM-killed (limit 64 MiB, peak " + FormatBytes(r.peak_memory) + ")");
   EXPECT_GE(r.peak_memory, 60ull << 20);
   EXPECT_LE(r.peak_memory, 64ull << 20);
   ExpectAllCgroupsEmpty();
@@ -89,7 +89,7 @@ TEST_F(CgroupV1Executor, AProcessMadeAheadIsInItsCageBeforeItsStart) {
       << cgroups;
   TaskResult r = h_->Run(spec);
   EXPECT_EQ(r.outcome, TaskOutcome::kFailed);
-  EXPECT_TRUE(r.oom_killed) << r.reason;
+  EXPECT_TRUE(r.oom_killed) << Describe(r);
   ExpectAllCgroupsEmpty();
 }
 
@@ -126,7 +126,7 @@ TEST_F(CgroupV1Executor, HalfACpuBurningForTwoSecondsUsesAboutOneSecond) {
   spec.milli_cpus = 500;
   TaskResult r = h_->Run(spec);
   for (const auto& [file, value] : restore) EXPECT_TRUE(WriteCgroupFile(file, value).ok());
-  ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason;
+  ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
   EXPECT_GE(r.wall, Millis(1990));
   // The accounting (cpuacct of the whole tree) agrees with the task's own
   // measure, and both show the quota: about 1 s of CPU in 2 s of wall time.
@@ -156,7 +156,7 @@ TEST_F(CgroupV1Executor, QuotaCgroupOnlyWhenTheCpusetDoesNotCapTheTask) {
   whole.cores = {0};
   whole.milli_cpus = 1000;
   TaskResult r = h_->Run(whole);
-  ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason;
+  ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
   std::string line = cpu_line(ReadFile(r.dirs.stdout_path));
   ASSERT_FALSE(line.empty()) << ReadFile(r.dirs.stdout_path);
   EXPECT_EQ(line.find("/drover/w"), std::string::npos) << line;
@@ -165,7 +165,7 @@ TEST_F(CgroupV1Executor, QuotaCgroupOnlyWhenTheCpusetDoesNotCapTheTask) {
   part.cores = {0};
   part.milli_cpus = 500;
   r = h_->Run(part);
-  ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason;
+  ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
   line = cpu_line(ReadFile(r.dirs.stdout_path));
   EXPECT_NE(line.find("/drover/w"), std::string::npos) << line;
 }
@@ -181,7 +181,7 @@ TEST_F(CgroupV1Executor, ConcurrentTasksSeeOnlyTheirOwnCore) {
   h_->WaitFor(2);
   for (uint32_t core : {0u, 1u}) {
     const TaskResult& r = h_->results()[core];
-    EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason;
+    EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
     EXPECT_EQ(ReadFile(r.dirs.stdout_path), "Cpus_allowed_list:\t" + std::to_string(core) + "\n");
   }
 }
@@ -233,7 +233,7 @@ TEST_F(CgroupV1Executor, KillLeavesNoProcessBehindEvenADoubleForkedOne) {
   h_->WaitFor(1);
   const TaskResult& r = h_->results()[1];
   EXPECT_EQ(r.outcome, TaskOutcome::kCanceled);
-  EXPECT_EQ(r.reason, "canceled (killed by signal 9)");
+  EXPECT_EQ(r.signal, 9);
   pollfd g{gfd, POLLIN, 0};
   EXPECT_EQ(poll(&g, 1, 10000), 1) << "grandchild survived the kill";
   close(gfd);
@@ -252,7 +252,7 @@ TEST_F(CgroupV1Executor, ProcessesLeftBehindByAFinishedTaskAreKilled) {
   ASSERT_GE(gfd, 0);
   h_->WaitFor(1);
   const TaskResult& r = h_->results()[1];
-  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason;
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
   EXPECT_EQ(r.leftovers_killed, 1u);
   pollfd g{gfd, POLLIN, 0};
   EXPECT_EQ(poll(&g, 1, 10000), 1) << "daemon survived its task";
@@ -269,7 +269,7 @@ TEST_F(CgroupV1Executor, AReusedCgroupStartsWithoutTheLastTasksLimitsOrCounts) {
   first.memory_bytes = 64ull << 20;
   first.max_pids = 50;
   TaskResult a = h_->Run(first);
-  ASSERT_EQ(a.outcome, TaskOutcome::kSucceeded) << a.reason << ReadFile(a.dirs.stderr_path);
+  ASSERT_EQ(a.outcome, TaskOutcome::kSucceeded) << Describe(a) << ReadFile(a.dirs.stderr_path);
   EXPECT_GE(a.peak_memory, 40ull << 20);
   // The second, unlimited, runs in the same (reused) memory cgroup: no
   // limit, no process but its own, and counts of its own.
@@ -280,7 +280,7 @@ TEST_F(CgroupV1Executor, AReusedCgroupStartsWithoutTheLastTasksLimitsOrCounts) {
                              "[ -r /proc/$p/stat ] || continue; set -- $(cat /proc/$p/stat); "
                              "[ \"$5\" = \"$$\" ] || n=$((n+1)); done; echo $n"});
   TaskResult b = h_->Run(second);
-  ASSERT_EQ(b.outcome, TaskOutcome::kSucceeded) << b.reason << ReadFile(b.dirs.stderr_path);
+  ASSERT_EQ(b.outcome, TaskOutcome::kSucceeded) << Describe(b) << ReadFile(b.dirs.stderr_path);
   std::istringstream out(ReadFile(b.dirs.stdout_path));
   std::string group, limit, procs;
   out >> group >> limit >> procs;
@@ -297,13 +297,13 @@ TEST_F(CgroupV1Executor, ATaskAfterAnOomKilledOneIsNotReportedOomKilled) {
   TaskSpec oom = Task(1, {testing::Helper(), "alloc", "200"});
   oom.memory_bytes = 64ull << 20;
   TaskResult a = h_->Run(oom);
-  ASSERT_TRUE(a.oom_killed) << a.reason;
+  ASSERT_TRUE(a.oom_killed) << Describe(a);
   // Same limit, so the same cgroup serves it unchanged; it fails on its own.
   TaskSpec next = Task(2, {"sh", "-c", "exit 3"});
   next.memory_bytes = 64ull << 20;
   TaskResult b = h_->Run(next);
   EXPECT_FALSE(b.oom_killed);
-  EXPECT_EQ(b.reason, "exit code 3");
+  EXPECT_EQ(b.exit_code, 3);
 }
 
 TEST_F(CgroupV1Executor, TwoIsolatorsInOneProcessDoNotCollide) {
@@ -313,9 +313,9 @@ TEST_F(CgroupV1Executor, TwoIsolatorsInOneProcessDoNotCollide) {
   Harness h2(std::move(other).value());
   for (int round = 0; round < 2; ++round) {
     TaskResult a = h_->Run(Task(1, {"true"}));
-    EXPECT_EQ(a.outcome, TaskOutcome::kSucceeded) << a.reason;
+    EXPECT_EQ(a.outcome, TaskOutcome::kSucceeded) << Describe(a);
     TaskResult b = h2.Run(Task(2, {"true"}));
-    EXPECT_EQ(b.outcome, TaskOutcome::kSucceeded) << b.reason;
+    EXPECT_EQ(b.outcome, TaskOutcome::kSucceeded) << Describe(b);
   }
   EXPECT_EQ(MemoryCgroups().size(), 2u);  // one kept by each
 }

@@ -20,6 +20,7 @@
 namespace drover::worker {
 namespace {
 
+using testing::Describe;
 using testing::Harness;
 using testing::ReadFile;
 using testing::Task;
@@ -39,7 +40,7 @@ TEST(ExecutorTest, RunsATaskWithItsEnvironmentDirectoriesAndResult) {
   spec.env = {{"EXTRA", "yes"}, {"CUDA_DEVICE_ORDER", "FASTEST_FIRST"}};
   TaskResult r = h.Run(spec);
   EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded);
-  EXPECT_EQ(r.reason, "");
+  EXPECT_EQ(r.signal, 0);
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.result_text, "42\n");
   const std::string job = h.dir() + "/work/7";
@@ -155,10 +156,9 @@ TEST(ExecutorTest, ReportsExitCodesAndSignals) {
   Harness h(MakeNoIsolator());
   TaskResult r = h.Run(Task(1, {"sh", "-c", "exit 3"}));
   EXPECT_EQ(r.outcome, TaskOutcome::kFailed);
-  EXPECT_EQ(r.reason, "exit code 3");
   EXPECT_EQ(r.exit_code, 3);
   r = h.Run(Task(2, {"sh", "-c", "kill -9 $$"}));
-  EXPECT_EQ(r.reason, "killed by signal 9");
+  EXPECT_EQ(r.signal, 9);
   EXPECT_EQ(r.signal, 9);
 }
 
@@ -182,7 +182,7 @@ TEST(ExecutorTest, CapsOutputAndTheTaskStillSucceeds) {
   TaskSpec spec = Task(1, {testing::Helper(), "spew", "50"});
   spec.output_cap_bytes = 1 << 20;
   TaskResult r = h.Run(spec);
-  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason;
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
   EXPECT_TRUE(r.stdout_truncated);
   EXPECT_FALSE(r.stderr_truncated);
   const std::string marker = "\n[drover: output truncated at 1 MiB]\n";
@@ -208,7 +208,7 @@ TEST(ExecutorTest, APreparedStartRunsTheProcessMadeAhead) {
   EXPECT_FALSE(h.executor().ParkedProcessOf(spec.id).has_value());
   h.WaitFor(1);
   const TaskResult& r = h.results()[5];
-  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason;
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
   EXPECT_EQ(ReadFile(r.dirs.stdout_path), "out\n");
   EXPECT_EQ(r.result_text, "7.5\n");
 }
@@ -228,7 +228,7 @@ TEST(ExecutorTest, AStartWithOtherLimitsDoesNotUseTheProcessMadeAhead) {
   EXPECT_NE(*pid, made_ahead);
   EXPECT_EQ(kill(made_ahead, 0), -1);  // ended and reaped
   h.WaitFor(1);
-  EXPECT_EQ(h.results()[6].outcome, TaskOutcome::kSucceeded) << h.results()[6].reason;
+  EXPECT_EQ(h.results()[6].outcome, TaskOutcome::kSucceeded) << Describe(h.results()[6]);
 }
 
 // The program made ready ahead went away before the start: the task fails
@@ -249,7 +249,6 @@ TEST(ExecutorTest, AProgramGoneBeforeAPreparedStartFailsWithTheReason) {
   h.WaitFor(1);
   const TaskResult& r = h.results()[7];
   EXPECT_EQ(r.outcome, TaskOutcome::kFailed);
-  EXPECT_EQ(r.reason, "permission denied: ./run.sh");
   EXPECT_EQ(r.start_error, "permission denied: ./run.sh");
   EXPECT_EQ(r.exit_code, -1);
 }
@@ -280,7 +279,7 @@ TEST(ExecutorTest, ExecFailuresHaveClearMessages) {
   spec = Task(4, {"./run.sh"});
   spec.working_dir = scripts.path();
   TaskResult done = h.Run(spec);
-  EXPECT_EQ(done.outcome, TaskOutcome::kSucceeded) << done.reason;
+  EXPECT_EQ(done.outcome, TaskOutcome::kSucceeded) << Describe(done);
   EXPECT_EQ(ReadFile(done.dirs.stdout_path), "hi\n");
 }
 
@@ -310,7 +309,7 @@ TEST(ExecutorTest, RunsTasksAsTheConfiguredUser) {
   options.task_user = "nobody";
   Harness h(MakeNoIsolator(), options);
   TaskResult r = h.Run(Task(1, {"sh", "-c", "id -u; id -g; touch $DROVER_OUTPUT_DIR/made"}));
-  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason << ReadFile(r.dirs.stderr_path);
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r) << ReadFile(r.dirs.stderr_path);
   EXPECT_EQ(ReadFile(r.dirs.stdout_path),
             std::to_string(uid) + "\n" + std::to_string(nobody->pw_gid) + "\n");
   struct stat st;
@@ -330,7 +329,7 @@ TEST(ExecutorTest, RunsTasksAsTheConfiguredUser) {
     EXPECT_EQ(st.st_uid, uid);
   }
   r = h.Run(queued);
-  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason << ReadFile(r.dirs.stderr_path);
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r) << ReadFile(r.dirs.stderr_path);
   EXPECT_EQ(ReadFile(r.dirs.stdout_path), std::to_string(uid) + "\n");
 }
 
@@ -342,7 +341,7 @@ TEST(ExecutorTest, KillSendsTermToTheGroupAndEndsAsCanceled) {
   h.WaitFor(1);
   TaskResult r = h.results()[1];
   EXPECT_EQ(r.outcome, TaskOutcome::kCanceled);
-  EXPECT_EQ(r.reason, "canceled (killed by signal 15)");
+  EXPECT_EQ(r.signal, 15);
   EXPECT_LT(r.wall, Seconds(20));  // TERM worked; no need for the grace
   EXPECT_EQ(h.executor().Kill(TaskId{7, 1}).code(), StatusCode::kNotFound);
 }
@@ -356,7 +355,7 @@ TEST(ExecutorTest, KillEscalatesToSigkillAfterTheGrace) {
   h.WaitFor(1);
   TaskResult r = h.results()[1];
   EXPECT_EQ(r.outcome, TaskOutcome::kCanceled);
-  EXPECT_EQ(r.reason, "canceled (killed by signal 9)");
+  EXPECT_EQ(r.signal, 9);
   EXPECT_GE(r.wall, Millis(200));
 }
 
@@ -366,7 +365,8 @@ TEST(ExecutorTest, RefusesASecondStartOfARunningTask) {
   EXPECT_EQ(h.Start(Task(1, {"true"})).status().code(), StatusCode::kAlreadyExists);
   ASSERT_TRUE(h.executor().Kill(TaskId{7, 1}, Duration(0)).ok());
   h.WaitFor(1);
-  EXPECT_EQ(h.results()[1].reason, "canceled (killed by signal 9)");
+  EXPECT_EQ(h.results()[1].outcome, TaskOutcome::kCanceled);
+  EXPECT_EQ(h.results()[1].signal, 9);
 }
 
 TEST(ExecutorTest, BackgroundJobsOfAFinishedTaskAreKilledWithItsGroup) {
@@ -434,7 +434,7 @@ TEST(ExecutorDirsTest, AJobDirectoryRemovedMeanwhileIsMadeAgain) {
   ASSERT_EQ(h.Run(Task(1, {"true"})).outcome, TaskOutcome::kSucceeded);
   std::filesystem::remove_all(h.dir() + "/work/7");
   TaskResult r = h.Run(Task(2, {"sh", "-c", "echo here"}));
-  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason;
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
   EXPECT_EQ(ReadFile(r.dirs.stdout_path), "here\n");
 }
 
@@ -507,7 +507,7 @@ TEST(ExecutorDirsTest, TaskDataIsReadableByTheTasksUserOnly) {
   Harness h(MakeNoIsolator());
   TaskSpec spec = Task(1, {"sh", "-c", "echo out; echo err >&2; echo 1 > $DROVER_RESULT"});
   TaskResult r = h.Run(spec);
-  ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason;
+  ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
   auto mode = [](const std::string& path) {
     struct stat st {};
     EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
@@ -534,7 +534,7 @@ TEST(ExecutorDirsTest, ATaskUsersDataIsItsOwnAndNoOneElsesToRead) {
   options.task_user = "nobody";
   Harness h(MakeNoIsolator(), options);
   TaskResult r = h.Run(Task(1, {"sh", "-c", "echo hi; echo 1 > $DROVER_RESULT"}));
-  ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << r.reason;
+  ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
   for (const std::string& path : {r.dirs.task, r.dirs.output, r.dirs.checkpoint,
                                   r.dirs.stdout_path}) {
     struct stat st {};

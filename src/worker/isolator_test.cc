@@ -102,7 +102,7 @@ TEST(RlimitIsolatorTest, AllocationBeyondTheLimitFailsTheTask) {
   spec.memory_bytes = 64ull << 20;
   TaskResult r = h.Run(spec);
   EXPECT_EQ(r.outcome, TaskOutcome::kFailed);
-  EXPECT_EQ(r.reason, "exit code 3");  // malloc failed; rlimits cannot tell OOM
+  EXPECT_EQ(r.exit_code, 3);  // malloc failed; rlimits cannot tell OOM
   EXPECT_FALSE(r.oom_killed);
 }
 
