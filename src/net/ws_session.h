@@ -49,6 +49,11 @@ class WsSession {
   // A process-unique id for logs and maps; the peer "ip:port".
   virtual uint64_t id() const = 0;
   virtual const std::string& remote() const = 0;
+
+  // Bytes sent and not yet written to the connection (queued, or on their
+  // way to the queue), for a sender that paces itself below the limit that
+  // closes the session. Call it on the session's loop thread.
+  virtual size_t unsent_bytes() const { return 0; }
 };
 
 }  // namespace drover::net

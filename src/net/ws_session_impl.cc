@@ -24,6 +24,7 @@ void WsSessionImpl<NextLayer>::Abort() {
 
 template <class NextLayer>
 void WsSessionImpl<NextLayer>::Enqueue(bool binary, std::string message) {
+  posted_bytes_ += message.size();
   asio::post(ws_.get_executor(),
              [self = this->shared_from_this(), binary, m = std::move(message)]() mutable {
                self->DoEnqueue(binary, std::move(m));
@@ -32,6 +33,7 @@ void WsSessionImpl<NextLayer>::Enqueue(bool binary, std::string message) {
 
 template <class NextLayer>
 void WsSessionImpl<NextLayer>::DoEnqueue(bool binary, std::string message) {
+  posted_bytes_ -= message.size();
   if (closing_ || closed_) return;
   if (queued_bytes_ + message.size() > max_queue_) {
     Finish(ResourceExhausted("peer " + remote_ + " is not reading: more than " +

@@ -97,6 +97,7 @@ class WsSessionImpl final : public WsSession,
 
   uint64_t id() const override { return id_; }
   const std::string& remote() const override { return remote_; }
+  size_t unsent_bytes() const override { return posted_bytes_.load() + queued_bytes_; }
 
   void Abort() override;
 
@@ -131,6 +132,8 @@ class WsSessionImpl final : public WsSession,
   beast::flat_buffer buffer_;
   std::deque<Outgoing> queue_;
   size_t queued_bytes_ = 0;
+  // Sent (Enqueue) and not yet in queue_ (DoEnqueue runs on the executor).
+  std::atomic<size_t> posted_bytes_{0};
   bool writing_ = false;
   bool closing_ = false;
   bool close_sent_ = false;

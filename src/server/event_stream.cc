@@ -29,7 +29,7 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
     }
     snapshot = it->second == "true";
   }
-  auto snap = std::make_shared<Snapshot>();
+  auto snap = std::make_unique<Snapshot>();
   if (job) {
     if (!scheduler_.GetJob(*job).ok()) {
       session->Close("job " + std::to_string(*job) + " not found");
@@ -46,7 +46,9 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
   std::weak_ptr<bool> alive = alive_;
   session->OnText([](std::string) {});
   session->OnClose([this, alive, id](const Status&) {
-    if (!alive.expired()) subs_.erase(id);
+    if (alive.expired()) return;
+    subs_.erase(id);
+    snapshots_.erase(id);
   });
   // Live events flow from now on; the snapshot follows a slice per loop
   // turn. A task that changes before its slice is reached gets its live
@@ -56,16 +58,43 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
   snap->session = std::move(session);
   snap->id = id;
   snap->now = now;
-  RunSliced(loop_, alive_, [this, snap] { return SendSnapshotSlice(*snap); });
+  snapshots_[id] = std::move(snap);
+  ContinueSnapshot(id);
+}
+
+void EventStream::ContinueSnapshot(uint64_t id) {
+  auto it = snapshots_.find(id);
+  if (it == snapshots_.end()) return;
+  Snapshot& snap = *it->second;
+  if (SendSnapshotSlice(snap)) {
+    snapshots_.erase(it);
+    return;
+  }
+  std::weak_ptr<bool> alive = alive_;
+  auto next = [this, alive, id] {
+    if (!alive.expired()) ContinueSnapshot(id);
+  };
+  if (!snap.paced) {
+    loop_.Post(std::move(next));
+    return;
+  }
+  ++pace_waits_;
+  if (!snap.wait) snap.wait = std::make_unique<net::Timer>(loop_);
+  snap.wait->ArmAfter(kPaceWait, std::move(next));
 }
 
 bool EventStream::SendSnapshotSlice(Snapshot& snap) {
   SliceBudget budget;
+  snap.paced = false;
   while (snap.job < snap.jobs.size()) {
     if (!subs_.count(snap.id)) return true;  // closed meanwhile
     Result<core::JobInfo> info = scheduler_.GetJob(snap.jobs[snap.job]);
     const uint64_t count = info.ok() ? info->task_count : 0;
     while (snap.task < count) {
+      if (snap.session->unsent_bytes() >= pace_bytes_) {
+        snap.paced = true;
+        return false;
+      }
       const TaskId t{snap.jobs[snap.job], static_cast<uint32_t>(snap.task++)};
       Result<core::TaskInfo> task = scheduler_.GetTask(t);
       if (task.ok()) {
@@ -102,6 +131,7 @@ void EventStream::Flush() {
 }
 
 void EventStream::Stop() {
+  snapshots_.clear();
   std::unordered_map<uint64_t, Sub> subs;
   subs.swap(subs_);
   for (auto& [id, sub] : subs) sub.session->Close("server is stopping");

@@ -9,9 +9,12 @@
 // events are produced on the same loop thread, so a client waiting for a
 // job's end cannot miss it between the two.
 //
-// A snapshot of a million tasks is sent a slice per loop turn (RunSliced,
-// a few milliseconds each), so it does not hold the loop, and the session's send
-// queue drains between slices. Live events for the subscriber start at
+// A snapshot of a million tasks is sent a slice per loop turn (a few
+// milliseconds each), so it does not hold the loop, and paced by the
+// session's unsent bytes: above `pace_bytes` the next slice waits
+// (kPaceWait, then it looks again) until the subscriber has read enough, so
+// a snapshot larger than the session's send limit (64 MiB: ~500,000 tasks)
+// still arrives whole instead of closing the session. Live events for the subscriber start at
 // once: a task that changes before the snapshot reaches it is sent its live
 // event(s) and later a snapshot entry with the state it then has, so the
 // last word on each task is still its current state.
@@ -50,8 +53,12 @@ namespace drover::server {
 
 class EventStream {
  public:
-  EventStream(const core::Scheduler& scheduler, net::EventLoop& loop)
-      : scheduler_(scheduler), loop_(loop) {}
+  static constexpr size_t kDefaultPaceBytes = 4u << 20;
+  static constexpr Duration kPaceWait = Millis(2);
+
+  EventStream(const core::Scheduler& scheduler, net::EventLoop& loop,
+              size_t pace_bytes = kDefaultPaceBytes)
+      : scheduler_(scheduler), loop_(loop), pace_bytes_(pace_bytes) {}
   ~EventStream();
 
   // The route's open handler. A bad ?job= closes the session with the
@@ -64,6 +71,10 @@ class EventStream {
 
   void Stop();
   size_t subscriber_count() const { return subs_.size(); }
+  // Snapshots being sent, and how many times one waited for its
+  // subscriber to read (kPaceWait).
+  size_t snapshots_in_progress() const { return snapshots_.size(); }
+  uint64_t pace_waits() const { return pace_waits_; }
 
  private:
   struct Sub {
@@ -78,10 +89,15 @@ class EventStream {
     std::shared_ptr<net::WsSession> session;
     uint64_t id = 0;
     Time now;
+    bool paced = false;  // the last slice stopped at pace_bytes_
+    std::unique_ptr<net::Timer> wait;
   };
   // Sends the next slice; true when the snapshot is complete (or its
   // subscriber is gone).
   bool SendSnapshotSlice(Snapshot& snap);
+  // Sends slices of subscriber `id`'s snapshot, one per loop turn (or after
+  // kPaceWait when paced), until it is complete.
+  void ContinueSnapshot(uint64_t id);
 
   struct Pending {
     uint64_t sub = 0;
@@ -89,7 +105,10 @@ class EventStream {
   };
   const core::Scheduler& scheduler_;
   net::EventLoop& loop_;
+  const size_t pace_bytes_;
+  uint64_t pace_waits_ = 0;
   std::unordered_map<uint64_t, Sub> subs_;
+  std::unordered_map<uint64_t, std::unique_ptr<Snapshot>> snapshots_;  // by subscriber
   std::vector<Pending> pending_;
   OncePerTurn flush_{loop_, [this] { Flush(); }};
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
