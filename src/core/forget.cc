@@ -16,19 +16,39 @@ Status Scheduler::ForgetJob(JobId id) {
   if (terminal != job.tasks.size()) {
     return FailedPrecondition("job " + std::to_string(id) + " is not done");
   }
+  s.DropJob(slot);
+  if (id >= s.forgotten_top) {
+    s.forgotten_top = id;
+    s.forgotten_top_us = s.now_us;
+  }
+  return Status::Ok();
+}
+
+void Scheduler::State::DropJob(uint32_t slot) {
+  Job& job = jobs[slot];
+  const JobId id = job.id;
   const uint32_t count = static_cast<uint32_t>(job.tasks.size());
-  if (s.extras.size() < count) {
-    for (auto e = s.extras.begin(); e != s.extras.end();) {
-      e = (e->first >> 32) == slot ? s.extras.erase(e) : std::next(e);
+  if (extras.size() < count) {
+    for (auto e = extras.begin(); e != extras.end();) {
+      e = (e->first >> 32) == slot ? extras.erase(e) : std::next(e);
     }
   } else {
-    for (uint32_t i = 0; i < count; ++i) s.extras.erase(State::ExtraKey(TaskRef{slot, i}));
+    for (uint32_t i = 0; i < count; ++i) extras.erase(ExtraKey(TaskRef{slot, i}));
   }
-  s.job_watchers.erase(id);
-  s.task_watchers.erase(s.task_watchers.lower_bound(TaskId{id, 0}),
-                        s.task_watchers.lower_bound(TaskId{id + 1, 0}));
-  s.job_slots.erase(it);
-  return Status::Ok();
+  // Few tasks have past attempts: one pass over them all.
+  for (auto e = past.begin(); e != past.end();) {
+    e = (e->first >> 32) == slot ? past.erase(e) : std::next(e);
+  }
+  job_watchers.erase(id);
+  task_watchers.erase(task_watchers.lower_bound(TaskId{id, 0}),
+                      task_watchers.lower_bound(TaskId{id + 1, 0}));
+  job_slots.erase(id);
+  job.forgotten = true;
+  if (restoring) {
+    // Nothing names its tasks yet (no queue, timer or active): free them.
+    job.tasks = {};
+    job.groups = {};
+  }
 }
 
 }  // namespace drover::core

@@ -76,6 +76,18 @@ struct WorkerInfo {
   Time offer_changed_at;
 };
 
+// An attempt that ended with its task queued again (a retry, a lost
+// worker, a refused or withdrawn assignment): Scheduler::PastAttempts.
+struct PastAttempt {
+  uint32_t attempt = 0;
+  WorkerId worker = 0;
+  std::optional<Time> started_at;  // unset: it never started
+  Time ended_at;
+  std::string reason;
+  std::optional<TaskOutcome> outcome;  // when the worker reported one
+  friend bool operator==(const PastAttempt&, const PastAttempt&) = default;
+};
+
 }  // namespace drover::core
 
 #endif  // DROVER_CORE_QUERIES_H_

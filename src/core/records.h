@@ -23,7 +23,8 @@
 
 namespace drover::core {
 
-// A job was accepted; its tasks start waiting or queued.
+// A job was accepted; its tasks start waiting or queued. Without a spec it
+// is a tombstone: the job was forgotten (retention, Scheduler::ForgetJob).
 struct JobRecord {
   JobId job = 0;
   std::shared_ptr<const JobSpec> spec;
@@ -48,6 +49,10 @@ struct TaskRecord {
   // over when that one ends (AssignTask::after); after_attempt 0: none.
   TaskId after;
   uint32_t after_attempt = 0;
+  // For queued and terminal: when the task's latest attempt that started
+  // started (zero: none did), so a restore from a snapshot, which keeps no
+  // running record of an ended attempt, still knows it.
+  Time started;
   friend bool operator==(const TaskRecord&, const TaskRecord&) = default;
 };
 

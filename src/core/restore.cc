@@ -3,6 +3,7 @@
 // Records set task fields directly; FinishRestore then derives everything
 // else (counts, dependency counters, queues, timers) from those fields, so
 // replay does not depend on re-running the original decisions.
+#include <algorithm>
 #include <type_traits>
 
 #include "core/scheduler_state.h"
@@ -16,16 +17,39 @@ Status Scheduler::Restore(const Record& record) {
       [&](const auto& r) -> Status {
         using T = std::decay_t<decltype(r)>;
         if constexpr (std::is_same_v<T, JobRecord>) {
+          if (!r.spec) {  // a tombstone: the job was forgotten
+            s.next_job_id = std::max(s.next_job_id, r.job + 1);
+            s.restored_forgotten.insert(r.job);
+            if (auto it = s.job_slots.find(r.job); it != s.job_slots.end()) s.DropJob(it->second);
+            if (r.job >= s.forgotten_top) {
+              s.forgotten_top = r.job;
+              s.forgotten_top_us = ToMicros(r.at);
+            }
+            return Status::Ok();
+          }
           return s.CreateJob(r.job, r.spec, r.at).status();
         } else if constexpr (std::is_same_v<T, TaskRecord>) {
+          if (s.restored_forgotten.count(r.task.job)) return Status::Ok();
           ASSIGN_OR_RETURN(TaskRef ref, s.Find(r.task));
           Task& t = s.task(ref);
+          Job& job = s.jobs[ref.job];
+          job.changed_us = std::max(job.changed_us, ToMicros(r.at));
+          // As Transition notes it live.
+          if (r.state == TaskState::kQueued && r.attempt > 0 && t.attempt == r.attempt &&
+              (t.state == TaskState::kAssigned || t.state == TaskState::kRunning)) {
+            s.NotePastAttempt(ref, t.state, ToMicros(r.at), r.reason);
+          }
           t.state = r.state;
           t.attempt = static_cast<uint16_t>(r.attempt);
           t.failures = static_cast<uint16_t>(r.failures);
           t.worker = r.worker;
           if (r.state == TaskState::kRunning) t.started_us = ToMicros(r.at);
-          if (r.state == TaskState::kQueued || IsTerminal(r.state)) t.finished_us = ToMicros(r.at);
+          // When an attempt ended or the task did (a queued record of attempt
+          // 0 only says its dependencies were met), as Transition sets it.
+          if ((r.state == TaskState::kQueued && r.attempt > 0) || IsTerminal(r.state)) {
+            t.finished_us = ToMicros(r.at);
+          }
+          if (r.started != Time()) t.started_us = ToMicros(r.started);
           if (!r.reason.empty()) {
             s.extras[State::ExtraKey(ref)].reason = r.reason;
           } else if (r.state == TaskState::kSucceeded) {
@@ -62,8 +86,13 @@ Status Scheduler::Restore(const Record& record) {
           if (IsTerminal(r.state)) t.ran_on = s.ran_on.Intern(r.cores, r.gpus);
           return Status::Ok();
         } else {
+          if (s.restored_forgotten.count(r.task.job)) return Status::Ok();
           ASSIGN_OR_RETURN(TaskRef ref, s.Find(r.task));
-          s.extras[State::ExtraKey(ref)].outcome = r.outcome;
+          Job& job = s.jobs[ref.job];
+          job.changed_us = std::max(job.changed_us, ToMicros(r.at));
+          Extra& extra = s.extras[State::ExtraKey(ref)];
+          extra.outcome = r.outcome;
+          extra.outcome_attempt = r.attempt;
           s.restored_outcome_attempts[ref] = r.attempt;
           return Status::Ok();
         }
@@ -82,6 +111,7 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
   s.out = &out;
   for (uint32_t j = 0; j < s.jobs.size(); ++j) {
     Job& job = s.jobs[j];
+    if (job.forgotten) continue;
     job.counts = {};
     job.not_succeeded = 0;
     for (Group& g : job.groups) {
@@ -119,6 +149,7 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
   // its watchers; now place or re-arm every live task.
   for (uint32_t j = 0; j < s.jobs.size(); ++j) {
     Job& job = s.jobs[j];
+    if (job.forgotten) continue;
     for (uint32_t i = 0; i < job.tasks.size(); ++i) {
       TaskRef r{j, i};
       Task& t = job.tasks[i];
@@ -165,6 +196,7 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
   s.restored_after.clear();
   s.restored_allocs.clear();
   s.restored_outcome_attempts.clear();
+  s.restored_forgotten.clear();
   s.may_adopt_from.insert(s.expected_workers.begin(), s.expected_workers.end());
   for (const auto& [worker, slots] : s.orphans) s.may_adopt_from.insert(worker);
   if (s.config.restore_settle > Duration::zero()) {

@@ -579,6 +579,7 @@ Result<uint32_t> Scheduler::State::CreateJob(JobId id, std::shared_ptr<const Job
   job.id = id;
   job.user = UserOf(spec->user);
   job.submitted = at;
+  job.changed_us = ToMicros(at);
   job.groups.resize(spec->groups.size());
   // Each task is written once: a million-task array is 40 MB of fresh
   // memory, and every extra pass over it showed in B1.
@@ -687,6 +688,12 @@ void Scheduler::State::Transition(TaskRef r, TaskState to, std::string reason) {
   Job& job = jobs[r.job];
   Task& t = job.tasks[r.index];
   TaskState from = t.state;
+  const bool attempt_ended = to == TaskState::kQueued && t.attempt > 0 &&
+                             (from == TaskState::kAssigned || from == TaskState::kRunning);
+  if (attempt_ended) NotePastAttempt(r, from, now_us, reason);
+  // When it left its attempt or ended, as Restore reads it from the record.
+  if (attempt_ended || IsTerminal(to)) t.finished_us = now_us;
+  job.changed_us = now_us;
   --job.counts[static_cast<int>(from)];
   ++job.counts[static_cast<int>(to)];
   t.state = to;
@@ -722,16 +729,37 @@ void Scheduler::State::Transition(TaskRef r, TaskState to, std::string reason) {
       gpus = ran->gpus;
     }
   }
+  const Time started = (to == TaskState::kQueued || IsTerminal(to)) && t.started_us != 0
+                           ? TimeFromMicros(t.started_us)
+                           : Time();
   out->emplace_back(std::in_place_type<Persist>, std::in_place_type<TaskRecord>, id, to,
                     uint32_t{t.attempt}, t.worker, TimeFromMicros(now_us), std::move(reason),
                     uint32_t{t.failures}, std::move(cores), std::move(gpus), after.first,
-                    after.second);
+                    after.second, started);
   if (to == TaskState::kSucceeded) {
     OnSucceeded(r);
   } else if (to == TaskState::kFailed || to == TaskState::kCanceled) {
     const std::string verb = to == TaskState::kFailed ? " failed" : " canceled";
     OnEndedBadly(r, "dependency " + id.ToString() + verb);
   }
+}
+
+void Scheduler::State::NotePastAttempt(TaskRef r, TaskState from, int64_t at_us,
+                                       const std::string& reason) {
+  const Task& t = task(r);
+  PastAttempt p;
+  p.attempt = t.attempt;
+  p.worker = t.worker;
+  if (from == TaskState::kRunning) p.started_at = TimeFromMicros(t.started_us);
+  p.ended_at = TimeFromMicros(at_us);
+  p.reason = reason;
+  if (auto e = extras.find(ExtraKey(r));
+      e != extras.end() && e->second.outcome && e->second.outcome_attempt == t.attempt) {
+    p.outcome = e->second.outcome;
+  }
+  std::vector<PastAttempt>& kept = past[ExtraKey(r)];
+  if (kept.size() >= kMaxPastAttempts) kept.erase(kept.begin());
+  kept.push_back(std::move(p));
 }
 
 void Scheduler::State::OnSucceeded(TaskRef r) {
@@ -974,7 +1002,10 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   const bool plain = IsPlainSuccess(o);
   if (!plain) {
     out->push_back(Persist{OutcomeRecord{e.task, e.attempt, o, TimeFromMicros(now_us)}});
-    extras[ExtraKey(r)].outcome = std::move(o);
+    Extra& extra = extras[ExtraKey(r)];
+    extra.outcome = std::move(o);
+    extra.outcome_attempt = e.attempt;
+    jobs[r.job].changed_us = now_us;
   } else if (!extras.empty()) {
     auto it = extras.find(ExtraKey(r));
     if (it != extras.end()) it->second.outcome.reset();

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -132,6 +133,26 @@ class Scheduler {
   // Workers that may hold assignments the journal never saw (e.g. every
   // worker the server ever registered). Call before FinishRestore.
   void ExpectWorkers(std::span<const WorkerId> workers);
+
+  // --- snapshot (snapshot.cc) -----------------------------------------------
+  // The current state as records, for compaction: Restore(each) on a fresh
+  // scheduler, then FinishRestore, gives the state that replaying every
+  // record journaled so far gives (tests/core_sim checks this at random
+  // points). Jobs by id, each job's tasks by index; per task its past
+  // attempts as the records they came from, then its outcome and latest
+  // record(s); a task still as its JobRecord made it has none. When the
+  // highest job id ever used was forgotten, a tombstone for it comes first,
+  // so no id is given twice after a restart. Also valid while restoring.
+  std::vector<Record> Snapshot() const;
+  // A task's past attempts (those that ended with it queued again), oldest
+  // first, at most kMaxPastAttempts; empty for an unknown task.
+  static constexpr size_t kMaxPastAttempts = 16;
+  std::vector<PastAttempt> PastAttempts(TaskId task) const;
+  // When the job's state last changed (its latest record); nullopt for an
+  // unknown or forgotten job.
+  std::optional<Time> LastChange(JobId job) const;
+  // True for an id that was given to a job that has since been forgotten.
+  bool Forgotten(JobId job) const;
 
   // --- queries ----------------------------------------------------------------
   std::vector<JobId> Jobs() const;  // ascending

@@ -126,6 +126,8 @@ struct Job {
   std::vector<Task> tasks;
   std::array<uint64_t, kTaskStateCount> counts{};
   uint64_t not_succeeded = 0;
+  int64_t changed_us = 0;  // its latest record (Scheduler::LastChange)
+  bool forgotten = false;  // ForgetJob: the slot stays, the job is gone
 };
 
 // Resources held by one assigned or running task attempt.
@@ -178,6 +180,7 @@ struct User {
 struct Extra {
   std::string reason;
   std::optional<TaskOutcome> outcome;
+  uint32_t outcome_attempt = 0;  // the attempt `outcome` came from
 };
 
 // kStartDeadline: an assigned attempt its worker has not reported started
@@ -237,6 +240,16 @@ struct Scheduler::State {
   uint64_t timer_seq = 0;
 
   std::unordered_map<uint64_t, Extra> extras;  // key: ExtraKey(ref)
+  // Attempts that ended with their task queued again, oldest first, at most
+  // kMaxPastAttempts a task; only tasks that had one. Key: ExtraKey(ref).
+  std::unordered_map<uint64_t, std::vector<PastAttempt>> past;
+  // The highest job id ForgetJob forgot and when, while no later job was
+  // given an id: Snapshot keeps a tombstone for it.
+  JobId forgotten_top = 0;
+  int64_t forgotten_top_us = 0;
+  // While restoring: jobs a tombstone forgot (their later records are
+  // skipped).
+  std::unordered_set<JobId> restored_forgotten;
   RanOn ran_on;  // placements of ended attempts (Task::ran_on)
   std::map<JobId, std::vector<uint32_t>> job_watchers;   // --after JOB: watcher job slots
   std::map<TaskId, std::vector<uint32_t>> task_watchers; // --after JOB.TASK
@@ -357,6 +370,11 @@ struct Scheduler::State {
   Result<uint32_t> CreateJob(JobId id, std::shared_ptr<const JobSpec> spec, Time at);
   // Moves a task to `to`, updating counts, and emits StateChanged + Persist.
   void Transition(TaskRef r, TaskState to, std::string reason);
+  // The attempt of `r` that was `from` (assigned or running) ended at
+  // `at_us` with the task queued again for `reason`: kept in `past`.
+  void NotePastAttempt(TaskRef r, TaskState from, int64_t at_us, const std::string& reason);
+  // Drops a job's slot (ForgetJob, or a tombstone while restoring).
+  void DropJob(uint32_t slot);
   // Called when a task succeeded: satisfies dependents.
   void OnSucceeded(TaskRef r);
   // Called when a task ended failed or canceled for good: cancels what

@@ -43,6 +43,7 @@ Json RecordJson(const core::TaskRecord& r) {
     j["after"] = r.after.ToString();
     j["after_attempt"] = r.after_attempt;
   }
+  if (r.started != Time()) j["started_us"] = ToMicros(r.started);
   return j;
 }
 
@@ -103,6 +104,7 @@ bool Read(ObjectReader& r, core::TaskRecord* out, DecodeContext& ctx) {
     }
     if (out->after_attempt == 0) return ctx.Fail("after_attempt", "must be at least 1");
   }
+  if (!r.TimeMicros("started_us", &out->started, Need::kOptional)) return false;
   return r.ok();
 }
 

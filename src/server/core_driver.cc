@@ -1,11 +1,9 @@
 #include "server/core_driver.h"
 
 #include <spdlog/spdlog.h>
-
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <set>
 #include <type_traits>
 
 #include "proto/record_codec.h"
@@ -76,12 +74,8 @@ Status CoreDriver::Recover() {
     }
     decoded.push_back(std::move(*record));
   }
-  // Jobs retention forgot (a tombstone follows their records) are not
-  // restored at all: FinishRestore must never meet half of one.
-  const std::set<JobId> forgotten = RecordFold::ForgottenIn(decoded);
+  // A job retention forgot is dropped at its tombstone (Restore).
   for (size_t i = 0; i < decoded.size(); ++i) {
-    fold_.Add(decoded[i]);
-    if (forgotten.count(RecordFold::JobOf(decoded[i]))) continue;
     Status restored = scheduler_.Restore(decoded[i]);
     if (!restored.ok()) {
       return DataLoss("journal record " + std::to_string(i) + ": " + restored.ToString());
@@ -100,58 +94,36 @@ Status CoreDriver::Recover() {
     if (LeaseBook::TaskOfSlotKey(lease.key)) book_.Granted(*owner);
   }
 
-  draining_ = true;
-  scheduler_.FinishRestore(Now(), outbox_);
-  for (core::Command& c : outbox_) Execute(c);
-  outbox_.clear();
-  draining_ = false;
-  Drain();
+  RETURN_IF_ERROR(pump_.Run([&](Time now, core::Outbox& out) {
+    scheduler_.FinishRestore(now, out);
+    return Status::Ok();
+  }));
   ArmTick();
   return Status::Ok();
 }
 
 void CoreDriver::Handle(core::Event event) {
   if (stopped_) return;
-  queue_.push_back(std::move(event));
-  Drain();
+  // Executing may queue more events (synchronous store callbacks); the
+  // pump handles them after the whole outbox ran.
+  (void)pump_.Push(std::move(event));
 }
 
 Result<JobId> CoreDriver::Submit(std::shared_ptr<const core::JobSpec> spec) {
   if (stopped_) return Unavailable("server is stopping");
-  // Submit is never called from inside a drain (REST handlers run from the
-  // loop, not from store callbacks), so the outbox is free.
-  // When the highest job id ever used was forgotten (retention), the
-  // scheduler does not know it: name the next id, so none is given twice.
-  const JobId highest = fold_.highest_job();
-  const JobId next = highest != 0 && !scheduler_.GetJob(highest).ok() ? highest + 1 : 0;
-  Result<JobId> id = scheduler_.Submit(Now(), std::move(spec), outbox_, next);
-  ++stats_.events;
-  draining_ = true;
-  for (core::Command& c : outbox_) Execute(c);
-  outbox_.clear();
-  draining_ = false;
-  Drain();
-  return id;
+  // REST handlers run from the loop, never from inside a drain.
+  return pump_.Submit(std::move(spec));
 }
 
-void CoreDriver::Drain() {
-  if (draining_) return;
-  draining_ = true;
-  while (!queue_.empty() && !stopped_) {
-    core::Event event = std::move(queue_.front());
-    queue_.pop_front();
-    ++stats_.events;
-    Status s = scheduler_.Handle(Now(), std::move(event), outbox_);
-    if (!s.ok()) {
-      ++stats_.ignored_events;
-      spdlog::debug("core ignored an event: {}", s.ToString());
-    }
-    // Executing may queue more events (synchronous store callbacks); they
-    // are handled by this loop after the whole outbox ran.
-    for (core::Command& c : outbox_) Execute(c);
-    outbox_.clear();
+void CoreDriver::Handled(const Status& status, const core::Outbox&) {
+  ++stats_.events;
+  if (!status.ok()) {
+    ++stats_.ignored_events;
+    spdlog::debug("core ignored an event: {}", status.ToString());
   }
-  draining_ = false;
+}
+
+void CoreDriver::Drained() {
   if (after_turn_) after_turn_();
 }
 
@@ -237,7 +209,6 @@ void CoreDriver::Release(const core::ReleaseLeases& release) {
 }
 
 void CoreDriver::Persist(const core::Record& record) {
-  fold_.Add(record);
   ++stats_.records;
   ++appends_issued_;
   std::weak_ptr<bool> alive = alive_;
@@ -281,9 +252,7 @@ Status CoreDriver::ForgetJob(JobId job) {
   return Status::Ok();
 }
 
-bool CoreDriver::Expired(JobId job) const {
-  return job != 0 && job <= fold_.highest_job() && !scheduler_.GetJob(job).ok();
-}
+bool CoreDriver::Expired(JobId job) const { return scheduler_.Forgotten(job); }
 
 void CoreDriver::AfterDurable(std::function<void(Status)> fn, Flush when) {
   if (appends_done_ >= appends_issued_) {
@@ -320,7 +289,7 @@ void CoreDriver::MaybeCompact() {
   // The snapshot's records are taken here; encoding them (seconds for a
   // million tasks) runs on a helper thread so the loop goes on. What is
   // appended meanwhile follows the snapshot in the new log.
-  auto records = std::make_shared<std::vector<core::Record>>(fold_.Snapshot());
+  auto records = std::make_shared<std::vector<core::Record>>(scheduler_.Snapshot());
   if (compact_thread_.joinable()) compact_thread_.join();  // the last one, long done
   std::weak_ptr<bool> alive = alive_;
   net::EventLoop* loop = &loop_;
@@ -373,7 +342,7 @@ void CoreDriver::Stop() {
   // hook: that stands for a crash).
   if (flush_.pending()) FlushNow();
   stopped_ = true;
-  queue_.clear();
+  pump_.Stop();
   tick_.reset();
 }
 

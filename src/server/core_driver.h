@@ -1,14 +1,16 @@
 // CoreDriver: runs the pure scheduler inside the server shell. Every input
 // (a worker message, a REST call, a store callback, a timer) becomes a
 // core::Event handled at the clock's current time, and the resulting outbox
-// is executed in order (DESIGN.md section 1):
+// is executed in order (DESIGN.md section 1), through core::EventPump, the
+// loop `drover sim` and the seeded simulation run too:
 //
-//   Event ──► Scheduler::Handle ──► outbox ──┬─ ClaimLeases   ─► Store::Claim ─► LeaseGranted/Rejected ─┐
-//     ▲                                      ├─ RenewLeases   ─► Store::Renew (one call per owner)      │
-//     │                                      ├─ ReleaseLeases ─► Store::Release                         │
-//     │                                      ├─ Persist       ─► EncodeRecord ─► Store::Append          │
-//     │                                      ├─ AssignTask / KillTask / TaskStateChanged ─► CommandSink │
-//     └──────── queued events (store callbacks, free events) ◄──────────────────────────────────────────┘
+//   Event ──► Scheduler::Handle ──► outbox ──┬─ ClaimLeases   ─► Store::Claim ─►
+//   LeaseGranted/Rejected ─┐
+//     ▲                                      ├─ RenewLeases   ─► Store::Renew (one call per owner)
+//     │ │                                      ├─ ReleaseLeases ─► Store::Release │ │ ├─ Persist ─►
+//     EncodeRecord ─► Store::Append          │ │                                      ├─ AssignTask
+//     / KillTask / TaskStateChanged ─► CommandSink │ └──────── queued events (store callbacks, free
+//     events) ◄──────────────────────────────────────────┘
 //
 // Store callbacks may run inside the call (MemoryStore) or later; either way
 // their events are queued and handled after the current outbox, never
@@ -26,7 +28,7 @@
 // event-driven in the core and never waits for a tick.
 //
 // Compaction: when the log grows past `compact_bytes` (and past twice the
-// last snapshot), the current state (RecordFold) replaces the log. The
+// last snapshot), the current state (Scheduler::Snapshot) replaces the log. The
 // snapshot's records are taken on the loop and encoded on a helper thread
 // (the only one the driver starts; joined by the destructor): a million
 // records take seconds to encode, which held the loop ~14 s after a
@@ -47,12 +49,12 @@
 
 #include "common/status.h"
 #include "common/time.h"
+#include "core/event_pump.h"
 #include "core/scheduler.h"
 #include "net/event_loop.h"
 #include "server/handoff_stats.h"
 #include "server/lease_book.h"
 #include "server/once_per_turn.h"
-#include "server/record_fold.h"
 #include "store/store.h"
 
 namespace drover::server {
@@ -85,12 +87,12 @@ struct DriverStats {
   uint64_t lease_claim_errors = 0;  // ... that failed (store error)
 };
 
-class CoreDriver {
+class CoreDriver : private core::EventPump::Shell {
  public:
   // All references must outlive the driver.
   CoreDriver(net::EventLoop& loop, Clock& clock, core::Scheduler& scheduler, store::Store& store,
              LeaseBook& book, CommandSink& sink, DriverOptions options);
-  ~CoreDriver();
+  ~CoreDriver() override;
   CoreDriver(const CoreDriver&) = delete;
   CoreDriver& operator=(const CoreDriver&) = delete;
 
@@ -109,7 +111,7 @@ class CoreDriver {
   Result<JobId> Submit(std::shared_ptr<const core::JobSpec> spec);
 
   // Forgets a done job (retention): the scheduler drops it and a tombstone
-  // record (RecordFold) is journaled, so a restart does not bring it back
+  // record (a JobRecord without a spec) is journaled, so a restart does not bring it back
   // and compaction leaves it out. Errors: those of Scheduler::ForgetJob.
   Status ForgetJob(JobId job);
   // True for a job id that was used and whose job was forgotten.
@@ -140,16 +142,17 @@ class CoreDriver {
   // Expires when the driver is destroyed: work posted to later loop turns
   // (RunSliced) holds it to know whether the driver is still there.
   std::weak_ptr<bool> alive() const { return alive_; }
-  const RecordFold& fold() const { return fold_; }
   const DriverStats& stats() const { return stats_; }
   // Flush -> durable latency of the journal batches (the last 4096), on the
   // server's clock: what a submission answer or a result ack waits for.
   HandoffSummary sync_summary() const { return Summarize(sync_samples_, sync_count_); }
-  Time Now();
+  Time Now() override;
 
  private:
-  void Drain();
-  void Execute(core::Command& command);
+  // core::EventPump::Shell
+  void Execute(core::Command& command) override;
+  void Handled(const Status& status, const core::Outbox& out) override;
+  void Drained() override;
   void Claim(const core::ClaimLeases& claim);
   void Renew(const core::RenewLeases& renew);
   void Release(const core::ReleaseLeases& release);
@@ -168,9 +171,7 @@ class CoreDriver {
   CommandSink& sink_;
   DriverOptions options_;
 
-  core::Outbox outbox_;
-  std::deque<core::Event> queue_;
-  bool draining_ = false;
+  core::EventPump pump_{scheduler_, *this};
   bool stopped_ = false;
   // The journal flush waits for the loop to be idle: the records of
   // messages that arrived together (a worker's Finished and its next
@@ -183,7 +184,6 @@ class CoreDriver {
   bool encoding_snapshot_ = false;
   std::vector<std::string> appended_while_encoding_;
   Time last_now_;
-  RecordFold fold_;
   DriverStats stats_;
   uint64_t next_compact_bytes_;
 

@@ -283,7 +283,7 @@ void Observability::AddRoutes(net::Server& server) {
                  Result<metrics::JobReportScan> started =
                      metrics::JobReportScan::Start(driver_.scheduler(), *id, driver_.Now());
                  if (!started.ok()) {
-                   return done(JobNotFound(started.status(), *id, driver_.fold()));
+                   return done(JobNotFound(started.status(), *id, driver_.scheduler()));
                  }
                  auto scan = std::make_shared<metrics::JobReportScan>(std::move(*started));
                  RunSliced(loop_, alive_, [this, scan, page = *page, done] {

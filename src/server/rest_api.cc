@@ -30,8 +30,8 @@ net::Response Error(const Status& s, std::string_view field = {}) {
 
 }  // namespace
 
-net::Response JobNotFound(const Status& s, JobId job, const RecordFold& fold) {
-  if (s.code() != StatusCode::kNotFound || job == 0 || job > fold.highest_job()) return Error(s);
+net::Response JobNotFound(const Status& s, JobId job, const core::Scheduler& sched) {
+  if (s.code() != StatusCode::kNotFound || !sched.Forgotten(job)) return Error(s);
   net::Response r = net::ErrorResponse(s);
   r.body = nlohmann::json{{"error",
                            {{"code", "not_found"},
@@ -87,13 +87,13 @@ Result<std::function<bool(const core::JobInfo&)>> JobFilter(const net::Request& 
   return InvalidArgument("state: want active, done or a task state, got \"" + want + "\"");
 }
 
-// Every attempt of a task: the past ones the fold kept, then the latest from
-// the scheduler, unless the task is queued again after it (then the fold
-// has it whole).
-json AttemptsJson(const std::vector<RecordFold::PastAttempt>& past, const core::TaskInfo& info) {
+// Every attempt of a task: the past ones the scheduler kept, then the
+// latest, unless the task is queued again after it (then the past ones
+// have it whole).
+json AttemptsJson(const std::vector<core::PastAttempt>& past, const core::TaskInfo& info) {
   const bool requeued = info.state == core::TaskState::kQueued && info.attempt > 0;
   json attempts = json::array();
-  for (const RecordFold::PastAttempt& p : past) {
+  for (const core::PastAttempt& p : past) {
     if (p.attempt > info.attempt || (p.attempt == info.attempt && !requeued)) continue;
     proto::AttemptView a;
     a.attempt = p.attempt;
@@ -160,9 +160,7 @@ void CancelJobSliced(CoreDriver& driver, const core::JobInfo& job,
 
 }  // namespace
 
-void AddStateReadRoutes(net::Server& server,
-                        std::function<const core::Scheduler&()> view,
-                        std::function<const RecordFold&()> fold,
+void AddStateReadRoutes(net::Server& server, std::function<const core::Scheduler&()> view,
                         std::function<net::Handler(net::Handler)> wrap, bool explain) {
   if (!wrap) wrap = [](net::Handler h) { return h; };
   server.Route("GET", "/api/v1/jobs", wrap([view](const net::Request& r, net::Responder done) {
@@ -177,46 +175,46 @@ void AddStateReadRoutes(net::Server& server,
     done(net::JsonResponse(proto::EncodeJobList(jobs)));
   }));
 
-  server.Route("GET", "/api/v1/jobs/{id}", wrap([view, fold](const net::Request& r,
-                                                            net::Responder done) {
-    const core::Scheduler& sched = view();
-    Result<JobId> id = ParseJobId(r.path_params.at("id"));
-    if (!id.ok()) return done(Error(id.status()));
-    Result<core::JobInfo> job = sched.GetJob(*id);
-    if (!job.ok()) return done(JobNotFound(job.status(), *id, fold()));
-    Result<Page> page = ParsePage(r);
-    if (!page.ok()) return done(Error(page.status()));
-    Result<std::vector<TaskId>> ids = sched.JobTasks(*id, page->offset, page->limit);
-    if (!ids.ok()) return done(Error(ids.status()));
-    json body = proto::JobInfoJson(*job);
-    json tasks = json::array();
-    for (const TaskId& t : *ids) {
-      Result<core::TaskInfo> info = sched.GetTask(t);
-      if (info.ok()) tasks.push_back(proto::TaskInfoJson(*info));
-    }
-    body["tasks"] = std::move(tasks);
-    PutPage(body, *page, job->task_count);
-    done(Json(body));
-  }));
+  server.Route("GET", "/api/v1/jobs/{id}", wrap([view](const net::Request& r, net::Responder done) {
+                 const core::Scheduler& sched = view();
+                 Result<JobId> id = ParseJobId(r.path_params.at("id"));
+                 if (!id.ok()) return done(Error(id.status()));
+                 Result<core::JobInfo> job = sched.GetJob(*id);
+                 if (!job.ok()) return done(JobNotFound(job.status(), *id, sched));
+                 Result<Page> page = ParsePage(r);
+                 if (!page.ok()) return done(Error(page.status()));
+                 Result<std::vector<TaskId>> ids = sched.JobTasks(*id, page->offset, page->limit);
+                 if (!ids.ok()) return done(Error(ids.status()));
+                 json body = proto::JobInfoJson(*job);
+                 json tasks = json::array();
+                 for (const TaskId& t : *ids) {
+                   Result<core::TaskInfo> info = sched.GetTask(t);
+                   if (info.ok()) tasks.push_back(proto::TaskInfoJson(*info));
+                 }
+                 body["tasks"] = std::move(tasks);
+                 PutPage(body, *page, job->task_count);
+                 done(Json(body));
+               }));
 
-  server.Route("GET", "/api/v1/tasks/{id}", wrap([view, fold, explain](const net::Request& r,
-                                                                       net::Responder done) {
-    const core::Scheduler& sched = view();
-    Result<TaskId> id = ParseTaskId(r.path_params.at("id"));
-    if (!id.ok()) return done(Error(id.status()));
-    Result<core::TaskInfo> info = sched.GetTask(*id);
-    if (!info.ok()) return done(JobNotFound(info.status(), id->job, fold()));
-    json body = proto::TaskInfoJson(*info);
-    Result<std::string> why = explain ? sched.Explain(*id) : Result<std::string>(std::string());
-    body["explain"] = why.ok() ? *why : std::string();
-    body["attempts"] = AttemptsJson(fold().PastAttempts(*id), *info);
-    // What the task runs (its group's command, resources, retries), for the
-    // dashboard's task page.
-    if (Result<const core::TaskGroupSpec*> spec = sched.GetSpec(*id); spec.ok()) {
-      body["spec"] = proto::TaskGroupSpecJson(**spec);
-    }
-    done(Json(body));
-  }));
+  server.Route("GET", "/api/v1/tasks/{id}",
+               wrap([view, explain](const net::Request& r, net::Responder done) {
+                 const core::Scheduler& sched = view();
+                 Result<TaskId> id = ParseTaskId(r.path_params.at("id"));
+                 if (!id.ok()) return done(Error(id.status()));
+                 Result<core::TaskInfo> info = sched.GetTask(*id);
+                 if (!info.ok()) return done(JobNotFound(info.status(), id->job, sched));
+                 json body = proto::TaskInfoJson(*info);
+                 Result<std::string> why =
+                     explain ? sched.Explain(*id) : Result<std::string>(std::string());
+                 body["explain"] = why.ok() ? *why : std::string();
+                 body["attempts"] = AttemptsJson(sched.PastAttempts(*id), *info);
+                 // What the task runs (its group's command, resources, retries), for the
+                 // dashboard's task page.
+                 if (Result<const core::TaskGroupSpec*> spec = sched.GetSpec(*id); spec.ok()) {
+                   body["spec"] = proto::TaskGroupSpecJson(**spec);
+                 }
+                 done(Json(body));
+               }));
 }
 
 void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& channel,
@@ -244,16 +242,14 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
         CoreDriver::Flush::kSoon);
   });
 
-  AddStateReadRoutes(
-      server, [&sched]() -> const core::Scheduler& { return sched; },
-      [&driver]() -> const RecordFold& { return driver.fold(); });
+  AddStateReadRoutes(server, [&sched]() -> const core::Scheduler& { return sched; });
 
   server.Route("POST", "/api/v1/jobs/{id}/cancel",
                [&driver, &sched](const net::Request& r, net::Responder done) {
                  Result<JobId> id = ParseJobId(r.path_params.at("id"));
                  if (!id.ok()) return done(Error(id.status()));
                  Result<core::JobInfo> j = sched.GetJob(*id);
-                 if (!j.ok()) return done(JobNotFound(j.status(), *id, driver.fold()));
+                 if (!j.ok()) return done(JobNotFound(j.status(), *id, sched));
                  if (j->done) {
                    // Nothing left to cancel: say so, with how it ended.
                    json counts = json::object();
@@ -276,7 +272,7 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                  Result<TaskId> id = ParseTaskId(r.path_params.at("id"));
                  if (!id.ok()) return done(Error(id.status()));
                  Result<core::TaskInfo> t = sched.GetTask(*id);
-                 if (!t.ok()) return done(JobNotFound(t.status(), id->job, driver.fold()));
+                 if (!t.ok()) return done(JobNotFound(t.status(), id->job, sched));
                  if (core::IsTerminal(t->state)) {
                    return done(Json({{"id", id->ToString()}, {"canceled", false}, {"ended", true},
                                      {"state", std::string(core::TaskStateName(t->state))}}));

@@ -31,9 +31,8 @@ struct StatusSource {
 // set, wraps each handler (a standby adds its staleness check). Without
 // `explain`, a task's "explain" is empty (a standby's copy knows no
 // workers, so it cannot say why a task waits). A task's "attempts" list
-// the past attempts `fold()` kept, then the latest from the scheduler.
+// the past attempts the scheduler kept, then the latest.
 void AddStateReadRoutes(net::Server& server, std::function<const core::Scheduler&()> view,
-                        std::function<const RecordFold&()> fold,
                         std::function<net::Handler(net::Handler)> wrap = nullptr,
                         bool explain = true);
 
@@ -41,7 +40,7 @@ void AddStateReadRoutes(net::Server& server, std::function<const core::Scheduler
 // not there: a 404 as Error gives, unless the id was used and its job was
 // forgotten by retention (retention.h): then the message says it expired
 // and the error object has "expired": true.
-net::Response JobNotFound(const Status& s, JobId job, const RecordFold& fold);
+net::Response JobNotFound(const Status& s, JobId job, const core::Scheduler& sched);
 std::string ExpiredMessage(JobId job);
 
 // Registers every REST route on `server` (AddStateReadRoutes among them).

@@ -18,7 +18,6 @@ Retention::Pass Retention::Prune(Time now) {
   Pass pass;
   if (keep_ <= Duration::zero()) return pass;
   const core::Scheduler& sched = driver_.scheduler();
-  const RecordFold& fold = driver_.fold();
   const std::vector<JobId> jobs = sched.Jobs();
   // How many held jobs name each job in --after.
   std::map<JobId, int64_t> named;
@@ -33,7 +32,7 @@ Retention::Pass Retention::Prune(Time now) {
     const JobId job = *it;
     Result<core::JobInfo> info = sched.GetJob(job);
     if (!info.ok() || !info->done) continue;
-    const std::optional<Time> last = fold.LastChange(job);
+    const std::optional<Time> last = sched.LastChange(job);
     if (!last || now - *last < keep_) continue;
     if (auto n = named.find(job); n != named.end() && n->second > 0) continue;
     if (pass.tasks > 0 && pass.tasks + info->task_count > prune_tasks_) {

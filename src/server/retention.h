@@ -4,7 +4,7 @@
 // history (issue 18 item 7).
 //
 // A job is due when every task is terminal and its last change (its latest
-// journal record, RecordFold::LastChange) is `keep` or more before now. A
+// journal record, Scheduler::LastChange) is `keep` or more before now. A
 // due job is forgotten through CoreDriver::ForgetJob: the scheduler drops
 // it and a tombstone record is journaled, so a restart does not bring it
 // back and the next compaction leaves it out. A job that a job still held

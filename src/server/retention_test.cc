@@ -121,12 +121,14 @@ TEST_F(RetentionTest, FinishedJobsAreForgottenAfterKeepAndStayForgottenAfterARes
   // The snapshot a compaction writes holds the active job and one
   // tombstone for the highest id, nothing of the forgotten jobs.
   size_t tombstones = 0;
-  for (const core::Record& r : driver_->fold().Snapshot()) {
-    if (RecordFold::IsTombstone(r)) {
-      ++tombstones;
-      EXPECT_EQ(RecordFold::JobOf(r), dependent);
+  for (const core::Record& r : scheduler_->Snapshot()) {
+    if (const auto* job = std::get_if<core::JobRecord>(&r); job != nullptr) {
+      if (!job->spec) ++tombstones;
+      EXPECT_EQ(job->job, job->spec ? active : dependent);
+    } else if (const auto* task = std::get_if<core::TaskRecord>(&r); task != nullptr) {
+      EXPECT_EQ(task->task.job, active);
     } else {
-      EXPECT_EQ(RecordFold::JobOf(r), active);
+      EXPECT_EQ(std::get<core::OutcomeRecord>(r).task.job, active);
     }
   }
   EXPECT_EQ(tombstones, 1u);

@@ -11,7 +11,6 @@
 #include "proto/api_json.h"
 #include "proto/messages.h"
 #include "proto/record_codec.h"
-#include "server/record_fold.h"
 #include "server/rest_api.h"
 
 namespace drover::server {
@@ -99,8 +98,7 @@ struct StandbyServer::State {
 
   bool Rebuild() {
     auto copy = std::make_unique<core::Scheduler>(ViewConfig(options.scheduler));
-    for (const core::Record& record : fold.Snapshot()) {
-      if (RecordFold::IsTombstone(record)) continue;  // a forgotten job (retention)
+    for (const core::Record& record : journal->Snapshot()) {
       if (Status s = copy->Restore(record); !s.ok()) {
         spdlog::error("standby: cannot rebuild the state from the journal: {}", s.ToString());
         return false;
@@ -126,7 +124,10 @@ struct StandbyServer::State {
   StandbyOptions options;
   RealClock real_clock;
   std::unique_ptr<net::Server> server;
-  RecordFold fold;
+  // Every record read so far, replayed (a scheduler that never finishes
+  // restoring); `view` is rebuilt from its snapshot.
+  std::unique_ptr<core::Scheduler> journal =
+      std::make_unique<core::Scheduler>(ViewConfig(options.scheduler));
   std::unique_ptr<core::Scheduler> view;
   std::string leader;        // address
   std::string leader_owner;  // the lease owner, for status
@@ -185,7 +186,6 @@ Result<std::unique_ptr<StandbyServer>> StandbyServer::Start(net::EventLoop& loop
   }
   AddStateReadRoutes(
       server, [s]() -> const core::Scheduler& { return *s->view; },
-      [s]() -> const RecordFold& { return s->fold; },
       [s](net::Handler h) { return s->Checked(std::move(h)); }, /*explain=*/false);
   server.Route("GET", "/api/v1/workers",
                s->Checked([s](const net::Request& request, net::Responder done) {
@@ -244,7 +244,7 @@ void StandbyServer::Stop() {
 void StandbyServer::Apply(bool reset, const std::vector<std::string>& records,
                           const std::string& leader_owner, std::string workers) {
   State& s = *state_;
-  if (reset) s.fold = RecordFold();
+  if (reset) s.journal = std::make_unique<core::Scheduler>(ViewConfig(s.options.scheduler));
   bool ok = true;
   for (size_t i = 0; i < records.size() && ok; ++i) {
     Result<core::Record> record = proto::DecodeRecord(records[i]);
@@ -253,7 +253,11 @@ void StandbyServer::Apply(bool reset, const std::vector<std::string>& records,
       ok = false;
       break;
     }
-    s.fold.Add(*record);
+    if (Status restored = s.journal->Restore(*record); !restored.ok()) {
+      spdlog::error("standby: a journal record does not apply: {}", restored.ToString());
+      ok = false;
+      break;
+    }
   }
   // Otherwise the copy stays as it was and ages: reads are refused once it
   // is older than max_lag, until a later read (a compaction resets it).

@@ -4,7 +4,7 @@
 //   RedisServerStore (standby) ── every 250 ms: new journal records,
 //        │                        leader key's owner, published workers
 //        ▼ Apply / ReadFailed
-//   StandbyServer: RecordFold ─► core::Scheduler rebuilt from the fold
+//   StandbyServer: records replayed ─► core::Scheduler rebuilt from its snapshot
 //        │                        (a read-only copy, never handed events)
 //        ▼
 //   net::Server on the server's own address:
@@ -30,9 +30,10 @@
 // without a known leader address (none advertised, or a takeover under way)
 // it answers 503 with the same body less "leader", so clients retry.
 //
-// Rebuilding: Apply folds the new records into a RecordFold and, when
-// anything changed, rebuilds the scheduler copy from the fold's snapshot
-// (Restore + FinishRestore), so its cost is proportional to the live state
+// Rebuilding: Apply replays the new records into a scheduler that never
+// finishes restoring (Scheduler::Restore is the fold) and, when
+// anything changed, rebuilds the copy it serves from that scheduler's
+// Snapshot (Restore + FinishRestore), so its cost is proportional to the live state
 // (jobs and tasks not yet compacted away), paid at most once per read.
 //
 // Thread safety: none; everything runs on the loop thread. Start before

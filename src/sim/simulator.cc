@@ -5,11 +5,12 @@
 #include <deque>
 #include <memory>
 #include <queue>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
+#include "core/event_pump.h"
 #include "core/scheduler.h"
 #include "core/worker_state.h"
 
@@ -49,7 +50,7 @@ struct Running {
   core::Allocation alloc;
 };
 
-class Replay {
+class Replay : private core::EventPump::Shell {
  public:
   Replay(const Trace& trace, const Cluster& cluster, const SimOptions& options)
       : trace_(trace), cluster_(cluster), options_(options), sched_(Config(options)) {}
@@ -68,8 +69,15 @@ class Replay {
   uint32_t TraceIndex(TaskId id) const {
     return job_first_[id.job - 1] + id.index;
   }
+  // Handles `event` and what it sets off (core::EventPump); the first
+  // error of the replay, if any.
   Status Deliver(core::Event event);
-  Status Execute(const core::Command& command);
+  // core::EventPump::Shell
+  Time Now() override { return clock_.Now(); }
+  void Execute(core::Command& command) override;
+  void Handled(const Status& status, const core::Outbox& out) override;
+  // What a command does in the replay.
+  Status Apply(const core::Command& command);
   Status OnAssign(const core::AssignTask& a);
   Status SubmitDue();
   Status FinishDue();
@@ -83,8 +91,8 @@ class Replay {
   const Cluster& cluster_;
   const SimOptions options_;
   core::Scheduler sched_;
-  core::Outbox out_;
-  std::deque<core::Event> pending_;
+  core::EventPump pump_{sched_, *this};
+  Status error_;  // the first error; the pump stops at it
   SimulatedClock clock_;
   Time base_;           // the simulated time of trace offset 0
   int64_t now_us_ = 0;  // trace offset
@@ -137,27 +145,33 @@ class Replay {
 };
 
 Status Replay::Deliver(core::Event event) {
-  pending_.push_back(std::move(event));
-  while (!pending_.empty()) {
-    core::Event e = std::move(pending_.front());
-    pending_.pop_front();
-    ++events_;
-    if (Status s = sched_.Handle(clock_.Now(), std::move(e), out_); !s.ok()) {
-      return Internal("the core refused an event of the replay: " + s.ToString());
-    }
-    for (const core::Command& c : out_) RETURN_IF_ERROR(Execute(c));
-    out_.clear();
-  }
-  return Status::Ok();
+  (void)pump_.Push(std::move(event));
+  return error_;
 }
 
-Status Replay::Execute(const core::Command& command) {
+void Replay::Handled(const Status& status, const core::Outbox&) {
+  ++events_;
+  if (!status.ok() && error_.ok()) {
+    error_ = Internal("the core refused an event of the replay: " + status.ToString());
+    pump_.Stop();
+  }
+}
+
+void Replay::Execute(core::Command& command) {
+  if (!error_.ok()) return;
+  if (Status s = Apply(command); !s.ok()) {
+    error_ = std::move(s);
+    pump_.Stop();
+  }
+}
+
+Status Replay::Apply(const core::Command& command) {
   return std::visit(
       [&](const auto& c) -> Status {
         using T = std::decay_t<decltype(c)>;
         if constexpr (std::is_same_v<T, core::ClaimLeases>) {
           // The replay's store grants every claim: nothing else holds keys.
-          pending_.push_back(core::LeaseGranted{c.task, c.attempt});
+          (void)pump_.Push(core::LeaseGranted{c.task, c.attempt});
         } else if constexpr (std::is_same_v<T, core::AssignTask>) {
           return OnAssign(c);
         } else if constexpr (std::is_same_v<T, core::KillTask>) {
@@ -225,7 +239,7 @@ Status Replay::OnAssign(const core::AssignTask& a) {
   busy_mem_ += run.alloc.mem_bytes;
   for (const core::GpuGrant& g : run.alloc.gpus) busy_gpus_ += g.share;
   finishes_.push(Finish{now_us_ + t.duration.count(), finish_seq_++, i, a.attempt, slot});
-  pending_.push_back(core::TaskStarted{a.task, a.attempt});
+  (void)pump_.Push(core::TaskStarted{a.task, a.attempt});
   return Status::Ok();
 }
 

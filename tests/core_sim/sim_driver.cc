@@ -6,6 +6,7 @@
 
 #include "common/quantity.h"
 #include "core/commands.h"
+#include "core/testing/restore_check.h"
 
 namespace drover::core_sim {
 
@@ -77,7 +78,8 @@ std::string SimReport::ToString() const {
                   " rejoins, " + std::to_string(expiries) + " expiries (" +
                   std::to_string(dropped_notifications) + " notifications dropped), " +
                   std::to_string(jumps) + " clock jumps, " + std::to_string(errors) +
-                  " refused events, " + FormatDuration(simulated) + " simulated; into:";
+                  " refused events, " + std::to_string(restore_checks) + " restore checks, " +
+                  FormatDuration(simulated) + " simulated; into:";
   for (int i = 0; i < core::kTaskStateCount; ++i) {
     s += " " + std::string(core::TaskStateName(static_cast<TaskState>(i))) + "=" +
          std::to_string(transitions[i]);
@@ -98,7 +100,8 @@ SimDriver::SimDriver(SimOptions options) : options_(options), rng_(options.seed)
   config.quotas["alice"] = core::UserQuota{0, 0, 5};
   config.quotas["bob"] = core::UserQuota{6000, 200, 0};
   scheduler_ = std::make_unique<core::Scheduler>(std::move(config));
-  outbox_.reserve(256);
+  pump_ =
+      std::make_unique<core::EventPump>(*scheduler_, static_cast<core::EventPump::Shell&>(*this));
 
   // Two anchors that stay in the pool: every request generated fits one of
   // them, so every task can finish once the world calms down.
@@ -248,27 +251,34 @@ Status SimDriver::Deliver(core::Event event) {
   ++report_.events;
   if (random_phase_) ++report_.random_events;
   last_event_ = event;
-  outbox_.clear();
-  Status status = scheduler_->Handle(clock_.Now(), std::move(event), outbox_);
+  return pump_->Push(std::move(event));
+}
+
+void SimDriver::Handled(const Status& status, const core::Outbox& out) {
   if (options_.trace) {
     std::fprintf(stderr, "[%llu +%s] %s%s\n", static_cast<unsigned long long>(report_.events),
                  FormatDuration(clock_.Now() - start_).c_str(), Describe(last_event_).c_str(),
                  status.ok() ? "" : (" -> " + status.ToString()).c_str());
-    for (const core::Command& c : outbox_) {
+    for (const core::Command& c : out) {
       std::fprintf(stderr, "    %s\n", core::DescribeCommand(c).c_str());
     }
   }
   if (!status.ok()) {
     ++report_.errors;
-    if (!outbox_.empty()) Fail("the core refused the event (" + status.ToString() + ") but emitted commands");
+    if (!out.empty())
+      Fail("the core refused the event (" + status.ToString() + ") but emitted commands");
   }
-  for (const core::Command& c : outbox_) {
-    ledger_.OnCommand(c);
-    Execute(c);
-  }
+}
+
+void SimDriver::Execute(core::Command& command) {
+  ledger_.OnCommand(command);
+  Apply(command);
+}
+
+void SimDriver::Executed() {
   ledger_.EndOfEvent(*scheduler_, leases_);
   if (report_.events % options_.full_check_every == 0) ledger_.FullCheck(*scheduler_);
-  return status;
+  if (report_.events % options_.restore_check_every == 0) CheckRestore();
 }
 
 void SimDriver::Schedule(Action action, Duration after) {
@@ -277,7 +287,39 @@ void SimDriver::Schedule(Action action, Duration after) {
   actions_.push(action);
 }
 
-void SimDriver::Execute(const core::Command& command) {
+void SimDriver::CheckRestore() {
+  ++report_.restore_checks;
+  std::string error;
+  const core::SchedulerConfig& config = scheduler_->config();
+  std::unique_ptr<core::Scheduler> from_journal =
+      core::testing::RestoredFrom(journal_, clock_.Now(), config, &error);
+  if (!from_journal) return Fail("the journal does not restore: " + error);
+  std::unique_ptr<core::Scheduler> from_snapshot =
+      core::testing::RestoredFrom(scheduler_->Snapshot(), clock_.Now(), config, &error);
+  if (!from_snapshot) return Fail("the snapshot does not restore: " + error);
+  const std::string diff = core::testing::FirstDifference(*from_journal, *from_snapshot);
+  if (diff.empty()) return;
+  // The differing task's records, from the journal and from the snapshot.
+  std::string records;
+  if (size_t at = diff.find("task "); at != std::string::npos) {
+    Result<TaskId> task = ParseTaskId(diff.substr(at + 5, diff.find(':', at) - at - 5));
+    auto add = [&](const char* from, const core::Record& r) {
+      const TaskId* t = nullptr;
+      if (const auto* x = std::get_if<core::TaskRecord>(&r)) t = &x->task;
+      if (const auto* x = std::get_if<core::OutcomeRecord>(&r)) t = &x->task;
+      if (t != nullptr && task.ok() && *t == *task) {
+        records += std::string("\n  ") + from + core::testing::internal::Describe(r);
+      }
+    };
+    for (const core::Record& r : journal_) add("journal:  ", r);
+    for (const core::Record& r : scheduler_->Snapshot()) add("snapshot: ", r);
+  }
+  Fail("restored from the journal and from the snapshot differ: " + diff + records);
+}
+
+void SimDriver::Apply(const core::Command& command) {
+  if (const auto* persist = std::get_if<core::Persist>(&command))
+    journal_.push_back(persist->record);
   if (const auto* claim = std::get_if<core::ClaimLeases>(&command)) {
     ++report_.claims;
     if (!leases_.CanClaim(*claim)) {
@@ -618,6 +660,7 @@ Status SimDriver::Drain() {
   }
   if (failed()) return Failure();
   ledger_.FullCheck(*scheduler_);
+  CheckRestore();
   if (!failed() && leases_.size() != 0) {
     Fail(std::to_string(leases_.size()) + " leases still held after every task ended");
   }

@@ -37,6 +37,7 @@
 
 #include "common/status.h"
 #include "common/time.h"
+#include "core/event_pump.h"
 #include "core/scheduler.h"
 #include "core_sim/lease_table.h"
 #include "core_sim/ledger.h"
@@ -48,6 +49,10 @@ struct SimOptions {
   uint64_t events = 100'000;       // Handle calls in the random phase
   uint32_t max_workers = 20;
   uint64_t full_check_every = 2'000;  // events between full comparisons
+  // Events between restore checks: a scheduler restored from the journal
+  // (every Persist so far) and one restored from Scheduler::Snapshot must
+  // answer every query alike.
+  uint64_t restore_check_every = 25'000;
   bool trace = false;              // print every event and command to stderr
 };
 
@@ -66,16 +71,17 @@ struct SimReport {
   uint64_t dropped_notifications = 0;
   uint64_t jumps = 0;
   uint64_t errors = 0;         // events the core refused (stale, unknown, ...)
+  uint64_t restore_checks = 0;
   std::array<uint64_t, core::kTaskStateCount> transitions{};
   std::array<uint64_t, core::kTaskStateCount> final_states{};
   Duration simulated = Duration::zero();
   std::string ToString() const;
 };
 
-class SimDriver {
+class SimDriver : private core::EventPump::Shell {
  public:
   explicit SimDriver(SimOptions options);
-  ~SimDriver();
+  ~SimDriver() override;
   SimDriver(const SimDriver&) = delete;
   SimDriver& operator=(const SimDriver&) = delete;
 
@@ -127,14 +133,24 @@ class SimDriver {
   bool FitsAnchor(const core::ResourceRequest& r) const;
 
   // --- the world ---
+  // One event through the core (core::EventPump, as the server's): the
+  // ledger sees each command as it is executed and checks the core after.
   Status Deliver(core::Event event);
-  void Execute(const core::Command& command);
+  // core::EventPump::Shell
+  Time Now() override { return clock_.Now(); }
+  void Handled(const Status& status, const core::Outbox& out) override;
+  void Execute(core::Command& command) override;
+  void Executed() override;
+  void Apply(const core::Command& command);
   void Schedule(Action action, Duration after);
   void RunAction(const Action& action);
   // Moves time forward by `d`, running due actions and lease expiries in
   // time order, then ticks (unless `tick` is false: a stalled server).
   void Advance(Duration d, bool tick = true);
   void Fail(const std::string& what);
+  // Restores the journal and the live snapshot into two fresh schedulers
+  // and fails on the first query they answer differently.
+  void CheckRestore();
   bool failed() const { return !violation_.empty() || ledger_.failed(); }
   Status Failure() const;
 
@@ -157,7 +173,8 @@ class SimDriver {
   SimulatedClock clock_;
   Time start_;
   std::unique_ptr<core::Scheduler> scheduler_;
-  core::Outbox outbox_;
+  std::unique_ptr<core::EventPump> pump_;
+  std::vector<core::Record> journal_;  // every Persist, in order
   LeaseTable leases_;
   Ledger ledger_;
   std::vector<SimWorker> workers_;  // id = index + 1

@@ -1,0 +1,142 @@
+// Scheduler::Snapshot and what the server's API reads beside it: past
+// attempts, a job's last change, forgotten ids (scheduler.h).
+//
+// The snapshot is built from the scheduler's own state, not from a second
+// fold of the journal: per task, the records Restore needs to set the same
+// fields (restore.cc), in the order replay would meet them.
+#include <algorithm>
+
+#include "core/scheduler_state.h"
+
+namespace drover::core {
+
+namespace {
+
+// Built in place from every field: a copied or value-initialised record
+// trips GCC's maybe-uninitialized inside the variant.
+void AddTaskRecord(std::vector<Record>& out, TaskId task, TaskState state, uint32_t attempt,
+                   WorkerId worker, int64_t at_us, std::string reason, uint32_t failures,
+                   std::vector<uint32_t> cores = {}, std::vector<GpuGrant> gpus = {},
+                   TaskId after = {}, uint32_t after_attempt = 0, int64_t started_us = 0) {
+  out.emplace_back(std::in_place_type<TaskRecord>, task, state, attempt, worker,
+                   TimeFromMicros(at_us), std::move(reason), failures, std::move(cores),
+                   std::move(gpus), after, after_attempt,
+                   started_us != 0 ? TimeFromMicros(started_us) : Time());
+}
+
+}  // namespace
+
+std::vector<Record> Scheduler::Snapshot() const {
+  const State& s = *state_;
+  std::vector<Record> out;
+  if (s.forgotten_top != 0 && s.forgotten_top + 1 == s.next_job_id &&
+      !s.job_slots.count(s.forgotten_top)) {
+    out.emplace_back(std::in_place_type<JobRecord>, s.forgotten_top, nullptr,
+                     TimeFromMicros(s.forgotten_top_us));
+  }
+  for (const auto& [id, slot] : s.job_slots) {
+    const Job& job = s.jobs[slot];
+    out.emplace_back(std::in_place_type<JobRecord>, id, job.spec, job.submitted);
+    for (uint32_t i = 0; i < job.tasks.size(); ++i) {
+      const TaskRef ref{slot, i};
+      const Task& t = job.tasks[i];
+      const TaskId task{id, i};
+      if (auto p = s.past.find(State::ExtraKey(ref)); p != s.past.end()) {
+        for (const PastAttempt& a : p->second) {
+          // The records this attempt was noted from, in their order.
+          if (a.outcome) {
+            out.emplace_back(std::in_place_type<OutcomeRecord>, task, a.attempt, *a.outcome,
+                             a.ended_at);
+          }
+          const int64_t ended = ToMicros(a.ended_at);
+          AddTaskRecord(out, task, a.started_at ? TaskState::kRunning : TaskState::kAssigned,
+                        a.attempt, a.worker, a.started_at ? ToMicros(*a.started_at) : ended,
+                        std::string(), 0);
+          AddTaskRecord(out, task, TaskState::kQueued, a.attempt, a.worker, ended, a.reason, 0);
+        }
+      }
+      const Extra* extra = nullptr;
+      if (!s.extras.empty()) {
+        if (auto e = s.extras.find(State::ExtraKey(ref)); e != s.extras.end()) extra = &e->second;
+      }
+      const std::string reason = extra ? extra->reason : std::string();
+      if (extra && extra->outcome) {
+        out.emplace_back(std::in_place_type<OutcomeRecord>, task, extra->outcome_attempt,
+                         *extra->outcome, TimeFromMicros(t.finished_us));
+      }
+      switch (t.state) {
+        case TaskState::kWaiting:
+        case TaskState::kQueued:
+          // As its JobRecord made it, unless it ran or was given a reason.
+          if (t.attempt == 0 && t.failures == 0 && reason.empty() && t.finished_us == 0) break;
+          AddTaskRecord(out, task, t.state, t.attempt, t.worker, t.finished_us, reason, t.failures,
+                        {}, {}, {}, 0, t.started_us);
+          break;
+        case TaskState::kAssigned:
+        case TaskState::kRunning: {
+          // The assignment with its resources, then the start.
+          std::vector<uint32_t> cores;
+          std::vector<GpuGrant> gpus;
+          std::pair<TaskId, uint32_t> after;
+          if (t.active != kNone) {
+            const Active& act = s.actives[t.active];
+            cores.assign(act.alloc.cores.begin(), act.alloc.cores.end());
+            gpus.assign(act.alloc.gpus.begin(), act.alloc.gpus.end());
+            after = s.WaitsBehind(act);
+          } else if (s.restoring) {
+            if (auto a = s.restored_allocs.find(ref); a != s.restored_allocs.end()) {
+              cores.assign(a->second.cores.begin(), a->second.cores.end());
+              gpus.assign(a->second.gpus.begin(), a->second.gpus.end());
+            }
+            if (auto a = s.restored_after.find(ref); a != s.restored_after.end()) after = a->second;
+          }
+          const bool running = t.state == TaskState::kRunning;
+          AddTaskRecord(out, task, TaskState::kAssigned, t.attempt, t.worker,
+                        std::max(t.started_us, t.finished_us), running ? std::string() : reason,
+                        t.failures, std::move(cores), std::move(gpus), after.first, after.second);
+          if (running) {
+            AddTaskRecord(out, task, TaskState::kRunning, t.attempt, t.worker, t.started_us, reason,
+                          t.failures);
+          }
+          break;
+        }
+        case TaskState::kSucceeded:
+        case TaskState::kFailed:
+        case TaskState::kCanceled: {
+          std::vector<uint32_t> cores;
+          std::vector<GpuGrant> gpus;
+          if (const RanOn::Entry* ran = s.ran_on.Get(t.ran_on)) {
+            cores = ran->cores;
+            gpus = ran->gpus;
+          }
+          AddTaskRecord(out, task, t.state, t.attempt, t.worker, t.finished_us, reason, t.failures,
+                        std::move(cores), std::move(gpus), {}, 0, t.started_us);
+          break;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<PastAttempt> Scheduler::PastAttempts(TaskId task) const {
+  const State& s = *state_;
+  Result<TaskRef> ref = s.Find(task);
+  if (!ref.ok()) return {};
+  auto it = s.past.find(State::ExtraKey(*ref));
+  return it == s.past.end() ? std::vector<PastAttempt>() : it->second;
+}
+
+std::optional<Time> Scheduler::LastChange(JobId job) const {
+  const State& s = *state_;
+  auto it = s.job_slots.find(job);
+  if (it == s.job_slots.end()) return std::nullopt;
+  return TimeFromMicros(s.jobs[it->second].changed_us);
+}
+
+bool Scheduler::Forgotten(JobId job) const {
+  const State& s = *state_;
+  return job != 0 && job < s.next_job_id && !s.job_slots.count(job);
+}
+
+}  // namespace drover::core
