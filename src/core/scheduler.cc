@@ -1151,13 +1151,12 @@ Status Scheduler::State::OnFreed(const LeaseFreed& e) {
 }
 
 void Scheduler::State::PushTimer(int64_t at_us, TimerKind kind, TaskRef r, uint32_t attempt) {
-  timers.push(Timer{at_us, timer_seq++, kind, r, attempt});
+  timers.Push(at_us, kind, r, attempt);
 }
 
 void Scheduler::State::OnTick() {
-  while (!timers.empty() && timers.top().at_us <= now_us) {
-    Timer timer = timers.top();
-    timers.pop();
+  while (timers.Due(now_us)) {
+    const Timer timer = timers.Pop();
     TaskRef r = timer.task;
     Task& t = task(r);
     switch (timer.kind) {

@@ -30,6 +30,7 @@
 #include "core/scheduler.h"
 #include "core/task.h"
 #include "core/task_queue.h"
+#include "core/timers.h"
 #include "core/user_account.h"
 #include "core/worker_state.h"
 
@@ -64,20 +65,6 @@ struct Worker {
 struct User {
   UserAccount account;          // its quota and what it holds (user_account.h)
   std::deque<TaskRef> parked;   // quota-blocked, in queue order
-};
-
-// kStartDeadline: an assigned attempt its worker has not reported started
-// (SchedulerConfig::start_timeout).
-enum class TimerKind : uint8_t { kRetry, kTimeout, kLostExpiry, kStartDeadline };
-struct Timer {
-  int64_t at_us = 0;
-  uint64_t seq = 0;
-  TimerKind kind = TimerKind::kRetry;
-  TaskRef task;
-  uint32_t attempt = 0;
-  friend bool operator>(const Timer& a, const Timer& b) {
-    return a.at_us != b.at_us ? a.at_us > b.at_us : a.seq > b.seq;
-  }
 };
 
 struct Reservation {
@@ -119,8 +106,7 @@ struct Scheduler::State {
   // at its own. An entry may have ended since; the join checks.
   std::unordered_map<WorkerId, std::vector<uint32_t>> orphans;
 
-  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers;
-  uint64_t timer_seq = 0;
+  TimerQueue timers;
 
   std::unordered_map<uint64_t, Extra> extras;  // key: ExtraKey(ref)
   RanOn ran_on;  // placements of ended attempts (Task::ran_on)
