@@ -368,7 +368,7 @@ void Scheduler::State::SyncPolicy(uint32_t w) {
     MarkWorkerDirty(w);
   } else {
     policy->Remove(w);
-    if (reservation.active && reservation.worker == w) reservation.active = false;
+    if (reservation.IsOn(w)) reservation.active = false;
   }
   worker.in_policy = want;
 }
@@ -446,7 +446,7 @@ bool Scheduler::State::Adopt(TaskRef r, uint32_t w, uint32_t attempt, const Repo
     alloc.mem_bytes = req.mem_bytes;
     if (!workers[w].res->AllocateExact(req, alloc)) return false;
   }
-  if (reservation.active && reservation.task == r) EndReservation();
+  if (reservation.IsFor(r)) EndReservation();
   t.flags = {};  // queue, backoff and parked entries of the queued task go stale
   t.attempt = static_cast<uint16_t>(attempt);
   t.worker = workers[w].id;
@@ -494,7 +494,7 @@ bool Scheduler::State::AdoptQueued(TaskRef r, uint32_t w, const ReportedAttempt&
     }
   }
   if (prev == kNone) return false;
-  if (reservation.active && reservation.task == r) EndReservation();
+  if (reservation.IsFor(r)) EndReservation();
   Task& t = task(r);
   t.flags = {};  // queue, backoff and parked entries of the queued task go stale
   t.attempt = static_cast<uint16_t>(run.attempt);
@@ -530,7 +530,7 @@ Status Scheduler::State::OnWorkerLost(const WorkerLost& e) {
   worker.lost = true;
   if (worker.in_policy) policy->Remove(w);
   worker.in_policy = false;
-  if (reservation.active && reservation.worker == w) reservation.active = false;
+  if (reservation.IsOn(w)) reservation.active = false;
   // Leases stop being renewed now; the tasks wait for them to expire.
   for (uint32_t a : worker.actives) {
     Active& act = actives[a];
@@ -817,7 +817,7 @@ void Scheduler::State::Cancel(TaskRef r, const std::string& reason) {
     case TaskState::kQueued:
       // Queue entries and parked entries are dropped lazily.
       t.flags.Clear(TaskFlag::kBackoff | TaskFlag::kParked);
-      if (reservation.active && reservation.task == r) EndReservation();
+      if (reservation.IsFor(r)) EndReservation();
       Transition(r, TaskState::kCanceled, reason);
       return;
     case TaskState::kAssigned:

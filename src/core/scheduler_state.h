@@ -27,6 +27,7 @@
 
 #include "core/placement.h"
 #include "core/ran_on.h"
+#include "core/reservation.h"
 #include "core/scheduler.h"
 #include "core/task.h"
 #include "core/task_queue.h"
@@ -38,9 +39,6 @@ namespace drover::core {
 
 // How many waiting queue-ahead attempts TakeBack looks at per freed worker.
 inline constexpr uint32_t kTakeBackScan = 8;
-
-// How far past a class head BackfillBehindHeads looks, per class.
-inline constexpr uint32_t kBackfillScan = 256;
 
 struct Worker {
   std::unique_ptr<WorkerState> res;
@@ -66,20 +64,6 @@ struct User {
   UserAccount account;          // its quota and what it holds (user_account.h)
   std::deque<TaskRef> parked;   // quota-blocked, in queue order
 };
-
-struct Reservation {
-  bool active = false;
-  TaskRef task;
-  uint32_t worker = kNone;
-  // When the reserved task fits on `worker` at the latest if every task
-  // there ends by its time limit (TaskGroupSpec::timeout); kNever when that
-  // depends on a task without one. Recomputed when the worker's tasks
-  // change (shadow_valid false).
-  int64_t shadow_us = 0;
-  bool shadow_valid = false;
-};
-
-inline constexpr int64_t kNever = INT64_MAX;
 
 struct Scheduler::State {
   explicit State(SchedulerConfig c);
@@ -304,7 +288,6 @@ struct Scheduler::State {
   void Park(uint32_t cls, TaskRef r);
   void Unpark(uint32_t user);
   bool CanPlace(uint32_t w, TaskRef r);
-  bool ReservationAllows(uint32_t w, TaskRef r);
   // Books `r` on worker `w` for a moment and answers `check()` then (false
   // when it does not fit); nothing stays booked.
   template <typename Check>
@@ -316,6 +299,15 @@ struct Scheduler::State {
     res.Free(RequestOf(r), trial);
     return ok;
   }
+  // Places `r` of class `cls` on `w`; `head`: r is the class head (popped),
+  // else its entry stays in the queue (TaskFlag::kStaleEntry).
+  void Place(uint32_t cls, TaskRef r, uint32_t w, bool head = true);
+  void MarkClassDirty(uint32_t cls);
+
+  // --- reservation and backfill (reservation.cc) ---
+  // Placing `r` on the reserved worker `w` leaves the reserved task what it
+  // needs (see reservation.h).
+  bool ReservationAllows(uint32_t w, TaskRef r);
   // The latest time the request fits on worker w if every task there ends
   // by its time limit: now when it fits now, kNever when it needs room a
   // task without a limit holds (see Reservation::shadow_us).
@@ -330,13 +322,10 @@ struct Scheduler::State {
   // Ends the reservation and offers its worker again: tasks held back there
   // fit nowhere else, and no free on that worker may follow to retry them.
   void EndReservation();
-  // Places `r` of class `cls` on `w`; `head`: r is the class head (popped),
-  // else its entry stays in the queue (TaskFlag::kStaleEntry).
-  void Place(uint32_t cls, TaskRef r, uint32_t w, bool head = true);
   // On the reserved worker `w`: places queued tasks behind their class
   // heads whose time limit ends by the reservation's planned start.
   void BackfillBehindHeads(uint32_t w);
-  void MarkClassDirty(uint32_t cls);
+
   // --- queue-ahead (dispatch.cc) ---
   void NoteTail(uint32_t w);
   // Books the first class head that could ever run on `w` behind a task
