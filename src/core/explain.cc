@@ -154,13 +154,13 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
         const std::string behind =
             s.IdOf(s.actives[act.prev].task).ToString() + " on " + where;
         if (t.flags.Has(TaskFlag::kWithdraw)) {
-          for (const auto& [w, held] : s.holds) {
+          for (const auto& [w, held] : s.queue_ahead.holds) {
             if (held == r) {
               return "moving to worker " + std::to_string(s.workers[w].id) +
                      ", where room freed first (waited behind " + behind + ")";
             }
           }
-          if (auto d = s.displaced.find(r); d != s.displaced.end()) {
+          if (auto d = s.queue_ahead.displaced.find(r); d != s.queue_ahead.displaced.end()) {
             return "making way for " + s.IdOf(d->second).ToString() +
                    " of higher priority (waited behind " + behind + ")";
           }

@@ -934,6 +934,14 @@ void Scheduler::State::AttemptFailed(TaskRef r, std::string reason, bool counts_
   PushTimer(now_us + backoff.count(), TimerKind::kRetry, r, t.attempt);
 }
 
+void Scheduler::State::NeverStarted(TaskRef r, std::string reason) {
+  Task& t = task(r);
+  t.flags.KeepOnly(TaskFlag::kStaleEntry);  // an entry left in its queue is still there
+  DropHold(r);
+  Transition(r, TaskState::kQueued, std::move(reason));
+  Enqueue(r, true);
+}
+
 namespace {
 
 // The outcome equals a default TaskOutcome: exit 0, nothing measured, no

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/placement.h"
+#include "core/queue_ahead.h"
 #include "core/ran_on.h"
 #include "core/reservation.h"
 #include "core/scheduler.h"
@@ -36,9 +37,6 @@
 #include "core/worker_state.h"
 
 namespace drover::core {
-
-// How many waiting queue-ahead attempts TakeBack looks at per freed worker.
-inline constexpr uint32_t kTakeBackScan = 8;
 
 struct Worker {
   std::unique_ptr<WorkerState> res;
@@ -54,7 +52,7 @@ struct Worker {
   bool dirty = false;       // queued in State::dirty_workers
   bool load_dirty = false;  // policy key needs an update
   bool in_policy = false;
-  bool in_tails = false;    // listed in State::tail_workers
+  bool in_tails = false;  // listed in QueueAheadBook::tail_workers
   WorkerUtilization util;
   Time last_heartbeat;
   std::vector<uint32_t> actives;  // Active slots on this worker
@@ -116,19 +114,7 @@ struct Scheduler::State {
   uint32_t settle_expected = 0;
 
   std::vector<uint32_t> dirty_workers;
-  // Workers that may hold an attempt nothing waits behind yet (queue-ahead);
-  // a superset, cleaned as QueueAhead looks at them.
-  std::vector<uint32_t> tail_workers;
-  // Queue-ahead attempts waiting behind another (Active::prev set), in the
-  // order they left their queues: (-priority, seq, task, attempt).
-  std::set<std::tuple<int64_t, uint64_t, TaskRef, uint32_t>> waiters;
-  // Worker slot -> the withdrawn waiter (TaskFlag::kWithdraw) its free room is
-  // held for until the withdrawal's answer comes back. At most one per worker.
-  std::map<uint32_t, TaskRef> holds;
-  // Waiter withdrawn by Displace -> the head it makes way for: a head has
-  // at most one such withdrawal outstanding. Entries whose waiter is no
-  // longer being withdrawn are dropped as Displace looks.
-  std::map<TaskRef, TaskRef> displaced;
+  QueueAheadBook queue_ahead;  // waiters, holds, take-backs (queue_ahead.h)
   std::vector<uint32_t> dirty_classes;
   std::vector<uint8_t> class_dirty;
   std::vector<uint32_t> load_dirty;
@@ -232,6 +218,10 @@ struct Scheduler::State {
   // The lost (or unreported) attempt of `r` is gone: requeued as a lost
   // attempt with `reason`, failed after max_lost_attempts, or canceled.
   void LostAttemptEnded(TaskRef r, std::string reason = "worker lost");
+  // The current attempt of `r` ended before it started (dropped from its
+  // worker's queue: withdrawn, or fenced): back to the front of its class,
+  // no failure counted.
+  void NeverStarted(TaskRef r, std::string reason);
   // Worker slot `w` takes nothing new until its next heartbeat or attach.
   void HoldRefusing(uint32_t w);
   Duration BackoffFor(TaskRef r) const;
@@ -326,7 +316,7 @@ struct Scheduler::State {
   // heads whose time limit ends by the reservation's planned start.
   void BackfillBehindHeads(uint32_t w);
 
-  // --- queue-ahead (dispatch.cc) ---
+  // --- queue-ahead (queue_ahead.cc) ---
   void NoteTail(uint32_t w);
   // Books the first class head that could ever run on `w` behind a task
   // there whose resources cover it, as long as there are such tasks; the
@@ -335,19 +325,6 @@ struct Scheduler::State {
   bool QueueAhead(uint32_t w);
   // QueueAhead on the listed workers, until a pass books nothing.
   void QueueAheadAnywhere();
-  // A request that may wait behind another task: GPUs and counters are
-  // leased per unit, and passing them on would need the lease keys handed
-  // over too, so only CPU and memory requests queue.
-  // Shares of a core do not queue: they share a core instead, and what one
-  // would inherit from its predecessor is not a core of its own.
-  static bool Queueable(const ResourceRequest& req) {
-    return req.gpus == 0 && req.counters.empty() && !req.IsCoreShare();
-  }
-  // An attempt something may wait behind: live, holding its resources, and
-  // neither waiting itself nor waited for.
-  static bool IsTail(const Active& act) {
-    return act.prev == kNone && act.next == kNone && !act.lost && act.booked;
-  }
   // The attempt `act` waits behind: its task and attempt number; attempt 0
   // when it waits behind none.
   std::pair<TaskId, uint32_t> WaitsBehind(const Active& act) const {
@@ -363,7 +340,7 @@ struct Scheduler::State {
   // among the waiters; `seq`: its queue entry's (Active::wait_seq).
   void LinkBehind(uint32_t a, uint32_t prev, uint64_t seq);
   void UnlistWaiter(const Active& act) {
-    waiters.erase({-int64_t{SpecOf(act.task).priority}, act.wait_seq, act.task, act.attempt});
+    queue_ahead.RemoveWaiter(SpecOf(act.task).priority, act.wait_seq, act.task, act.attempt);
   }
   // Queue-ahead take-back, on a worker `w` whose room just freed: the first
   // waiter (behind a task on any worker) that fits here and goes before
@@ -394,10 +371,6 @@ struct Scheduler::State {
   void DropHold(TaskRef r);
   // Placing `r` on `w` leaves room for the task `w` is held for.
   bool HoldAllows(uint32_t w, TaskRef r);
-  // The current attempt of `r` ended before it started (dropped from its
-  // worker's queue: withdrawn, or fenced): back to the front of its class,
-  // no failure counted.
-  void NeverStarted(TaskRef r, std::string reason);
 };
 
 }  // namespace drover::core
