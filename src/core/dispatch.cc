@@ -34,7 +34,7 @@ void Scheduler::State::MarkClassDirty(uint32_t cls) {
 }
 
 void Scheduler::State::Dispatch() {
-  if (settling) {  // after a restore: dirty classes/workers wait for EndSettle
+  if (adoption.settling) {  // after a restore: dirty classes/workers wait for EndSettle
     FlushLoads();
     return;
   }

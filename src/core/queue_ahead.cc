@@ -78,7 +78,7 @@ bool Scheduler::State::QueueAhead(uint32_t w) {
 }
 
 void Scheduler::State::QueueAheadAnywhere() {
-  if (settling) return;
+  if (adoption.settling) return;
   std::vector<uint32_t> ws;
   ws.swap(queue_ahead.tail_workers);
   for (uint32_t w : ws) workers[w].in_tails = false;

@@ -1,11 +1,25 @@
-// Scheduler::State: everything the scheduler knows, in one struct.
+// Scheduler::State: everything the scheduler knows, in one struct made of
+// parts.
 //
-// Internal to src/core (not part of the API). The handlers in scheduler.cc,
-// placement in dispatch.cc, queries in scheduler_queries.cc and replay in
-// restore.cc are functions of this one struct.
+// Internal to src/core (not part of the API). This header is the hub: it
+// gathers the parts, each a type in its own header that opens with its
+// invariants and who changes it, and declares the functions of State, which
+// are the handlers and rules working across them:
 //
-// The per-task data (Task, its flags, Group, Job, Active) and its size
-// rules are in task.h.
+//   task.h           Task (40 bytes), TaskFlags, Group, Job, Active, Extra
+//   timers.h         TimerQueue: retry, timeout, expiry, start deadlines
+//   user_account.h   a user's quota and usage, with the one quota check
+//   reservation.h    the reservation and its backfill rules
+//   queue_ahead.h    QueueAheadBook: waiters, holds, take-backs
+//   adoption.h       Adoption: orphans, adoption and the settle hold after
+//                    a restart
+//   task_queue.h, worker_state.h, placement.h, ran_on.h (their own types)
+//
+// What each function does lives in one .cc: the event handlers and the task
+// lifecycle in scheduler.cc, Active slots and leases in leases.cc, placement
+// in dispatch.cc, reservations and backfill in reservation.cc, queue-ahead
+// and take-back in queue_ahead.cc, re-attach and adoption in adoption.cc,
+// replay in restore.cc, queries in scheduler_queries.cc and explain.cc.
 //
 // Thread safety: none, like Scheduler.
 #ifndef DROVER_CORE_SCHEDULER_STATE_H_
@@ -25,6 +39,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/adoption.h"
 #include "core/placement.h"
 #include "core/queue_ahead.h"
 #include "core/ran_on.h"
@@ -83,10 +98,6 @@ struct Scheduler::State {
   std::vector<Active> actives;
   std::vector<uint32_t> free_actives;
   size_t pool_cores = 0;  // cores of every worker that ever joined (sizes `actives`)
-  // Restored assigned/running tasks whose worker has not joined yet, by the
-  // worker they last ran on (Active slots, ascending), so a join looks only
-  // at its own. An entry may have ended since; the join checks.
-  std::unordered_map<WorkerId, std::vector<uint32_t>> orphans;
 
   TimerQueue timers;
 
@@ -99,19 +110,7 @@ struct Scheduler::State {
   int64_t now_us = 0;
   int64_t next_renew_us = 0;
   bool restoring = true;  // until the first event or FinishRestore
-  // Placement hold after a restore (SchedulerConfig::restore_settle):
-  // Dispatch places nothing while set.
-  bool settling = false;
-  int64_t settle_until_us = 0;
-  std::vector<WorkerId> expected_workers;       // ExpectWorkers, until FinishRestore
-  // Workers that may report attempts the journal never saw: those expected
-  // at FinishRestore (active when the previous server stopped, or holding a
-  // restored attempt), until their first attach. Nobody else may have been
-  // given an unjournaled attempt, so nobody else's report is adopted.
-  std::unordered_set<WorkerId> may_adopt_from;
-  bool adopting = false;  // during the attach of a worker in may_adopt_from
-  std::unordered_set<WorkerId> settle_waiting;  // expected, not attached yet
-  uint32_t settle_expected = 0;
+  Adoption adoption;      // orphans, adoption, the settle hold (adoption.h)
 
   std::vector<uint32_t> dirty_workers;
   QueueAheadBook queue_ahead;  // waiters, holds, take-backs (queue_ahead.h)
@@ -120,13 +119,6 @@ struct Scheduler::State {
   std::vector<uint32_t> load_dirty;
 
   Outbox* out = nullptr;  // set during Handle
-  // While restoring: the resources of tasks last recorded assigned.
-  std::map<TaskRef, Allocation> restored_allocs;
-  // While restoring: the queue-ahead predecessor of tasks last recorded
-  // assigned (or running since) behind one.
-  std::map<TaskRef, std::pair<TaskId, uint32_t>> restored_after;
-  // During restore: the attempt of each task's latest OutcomeRecord.
-  std::map<TaskRef, uint32_t> restored_outcome_attempts;
 
   // --- lookups (scheduler.cc) ---
   static uint64_t ExtraKey(TaskRef r) { return (uint64_t{r.job} << 32) | r.index; }
@@ -146,12 +138,6 @@ struct Scheduler::State {
   // --- lifecycle (scheduler.cc) ---
   Status OnWorkerJoined(WorkerJoined& e);
   Status OnWorkerAttached(WorkerAttached& e);
-  // A re-attach's report is the truth about its worker: every attempt the
-  // core has on worker slot `w` that `e` lists neither as running nor as
-  // finished is not there. One never sent (claim pending) is left to its
-  // grant; any other goes back to its queue at once, its leases released:
-  // as a lost attempt when it had started, else as never started.
-  void TakeBackUnreported(uint32_t w, const WorkerAttached& e);
   // The live worker in slot `w` re-attached offering `resources` instead of
   // what it offered: its books start again from the new offer. Attempts on
   // it that no longer fit are stopped at once (KillTask hard) and their end
@@ -162,24 +148,6 @@ struct Scheduler::State {
   void StopUnfitting(uint32_t w);
   // Adds `w` to / removes it from the placement policy to match Schedulable.
   void SyncPolicy(uint32_t w);
-  // While settling: `worker` attached; ends the hold when it was the last.
-  void SettleAttached(WorkerId worker);
-  // Ends the placement hold and offers every class and worker again.
-  void EndSettle();
-  // A running attempt reported by the worker in slot `w` (WorkerAttached).
-  void ReconcileRunning(uint32_t w, const ReportedAttempt& run);
-  // Makes attempt `attempt` of the queued task `r`, which the journal never
-  // saw, current on worker slot `w` (events.h, WorkerAttached). `run`: the
-  // attempt still runs there with these resources (booked, leases claimed);
-  // null: it already finished (nothing booked or claimed). False, and
-  // nothing changed, when `run`'s resources are not free there.
-  bool Adopt(TaskRef r, uint32_t w, uint32_t attempt, const ReportedAttempt* run);
-  // Queue-ahead: makes the queued attempt `run` of `r`, which the journal
-  // never saw, wait again behind the attempt on worker slot `w` that holds
-  // its cores. False, and nothing changed, when there is no such attempt.
-  bool AdoptQueued(TaskRef r, uint32_t w, const ReportedAttempt& run);
-  // True when attempt `attempt` of `r` may be one the journal never saw.
-  bool Adoptable(TaskRef r, uint32_t attempt) const;
   Status OnHeartbeat(WorkerHeartbeat& e);
   Status OnWorkerLost(const WorkerLost& e);
   Status OnDrained(const WorkerDrained& e);
@@ -225,6 +193,32 @@ struct Scheduler::State {
   // Worker slot `w` takes nothing new until its next heartbeat or attach.
   void HoldRefusing(uint32_t w);
   Duration BackoffFor(TaskRef r) const;
+
+  // --- re-attach and adoption (adoption.cc) ---
+  // A re-attach's report is the truth about its worker: every attempt the
+  // core has on worker slot `w` that `e` lists neither as running nor as
+  // finished is not there. One never sent (claim pending) is left to its
+  // grant; any other goes back to its queue at once, its leases released:
+  // as a lost attempt when it had started, else as never started.
+  void TakeBackUnreported(uint32_t w, const WorkerAttached& e);
+  // While settling: `worker` attached; ends the hold when it was the last.
+  void SettleAttached(WorkerId worker);
+  // Ends the placement hold and offers every class and worker again.
+  void EndSettle();
+  // A running attempt reported by the worker in slot `w` (WorkerAttached).
+  void ReconcileRunning(uint32_t w, const ReportedAttempt& run);
+  // Makes attempt `attempt` of the queued task `r`, which the journal never
+  // saw, current on worker slot `w` (events.h, WorkerAttached). `run`: the
+  // attempt still runs there with these resources (booked, leases claimed);
+  // null: it already finished (nothing booked or claimed). False, and
+  // nothing changed, when `run`'s resources are not free there.
+  bool Adopt(TaskRef r, uint32_t w, uint32_t attempt, const ReportedAttempt* run);
+  // Queue-ahead: makes the queued attempt `run` of `r`, which the journal
+  // never saw, wait again behind the attempt on worker slot `w` that holds
+  // its cores. False, and nothing changed, when there is no such attempt.
+  bool AdoptQueued(TaskRef r, uint32_t w, const ReportedAttempt& run);
+  // True when attempt `attempt` of `r` may be one the journal never saw.
+  bool Adoptable(TaskRef r, uint32_t attempt) const;
 
   // --- leases and resources (leases.cc) ---
   uint32_t NewActive(TaskRef r, uint32_t worker_slot, uint32_t attempt);
