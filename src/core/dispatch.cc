@@ -9,21 +9,17 @@
 //    other worker (it was tried when it arrived, and every free since then
 //    was offered to it), so only the worker that changed needs a look.
 //
-// Backfill and reservations: when a later head is placed on a worker where
-// an earlier head did not fit, the earlier one is being overtaken. It then
-// gets a reservation on a worker that can hold it; on that worker no other
-// task may take anything the reserved one is short of, or make it short of
-// something more, so a stream of small tasks cannot starve a large one.
+// Backfill and reservations (reservation.h, reservation.cc): when a later
+// head is placed on a worker where an earlier head did not fit, the earlier
+// one is being overtaken. It then gets a reservation on a worker that can
+// hold it; on that worker no other task may take anything the reserved one
+// is short of, or make it short of something more, so a stream of small
+// tasks cannot starve a large one.
 //
-// Queue-ahead (SchedulerConfig::queue_ahead): a head that fits no free room
-// may be assigned behind a running task whose cores and memory cover it; the
-// worker starts it when that one exits. Only the first head that could ever
-// run on a worker may queue there, so nothing is overtaken, and never on the
-// reserved worker, so a reservation's room drains. A waiter is taken back
-// when another worker frees room for it first (TakeBack): it does not wait
-// for a long predecessor while the cluster has room; and when a head of
-// higher priority could take its place (Displace): queue-ahead never lets a
-// lower priority start first.
+// Queue-ahead (SchedulerConfig::queue_ahead; queue_ahead.h, queue_ahead.cc):
+// a head that fits no free room may be assigned behind a running task whose
+// cores and memory cover it, and a waiter may be taken back when room for
+// it frees elsewhere first.
 #include <algorithm>
 
 #include "core/scheduler_state.h"
@@ -38,7 +34,7 @@ void Scheduler::State::MarkClassDirty(uint32_t cls) {
 }
 
 void Scheduler::State::Dispatch() {
-  if (settling) {  // after a restore: dirty classes/workers wait for EndSettle
+  if (adoption.settling) {  // after a restore: dirty classes/workers wait for EndSettle
     FlushLoads();
     return;
   }
@@ -90,7 +86,7 @@ bool Scheduler::State::QuotaAllows(TaskRef r) const {
 void Scheduler::State::Park(uint32_t cls, TaskRef r) {
   queues.PopHead(cls);
   // A parked task is no class head: it must not hold resources back.
-  if (reservation.active && reservation.task == r) EndReservation();
+  if (reservation.IsFor(r)) EndReservation();
   task(r).flags.Set(TaskFlag::kParked);
   users[jobs[r.job].user].parked.push_back(r);
 }
@@ -122,7 +118,7 @@ bool Scheduler::State::CanPlace(uint32_t w, TaskRef r) {
   if (!Schedulable(w)) return false;
   const ResourceRequest& req = RequestOf(r);
   if (!workers[w].res->Fits(req, policy->PreferFullGpus())) return false;
-  if (reservation.active && reservation.worker == w && !(reservation.task == r)) {
+  if (reservation.IsOn(w) && !(reservation.task == r)) {
     // A task of the reserved one's own class asked here is its class head,
     // so it is ahead of the reserved task (a higher priority arrived, or it
     // was put back at the front): it may take what is held for that shape.
@@ -132,117 +128,6 @@ bool Scheduler::State::CanPlace(uint32_t w, TaskRef r) {
     if (!ReservationAllows(w, r)) return false;
   }
   return HoldAllows(w, r);
-}
-
-int64_t Scheduler::State::FitTime(uint32_t w, const ResourceRequest& req) const {
-  const Worker& worker = workers[w];
-  if (worker.res->Fits(req, policy->PreferFullGpus())) return now_us;
-  // Free the tasks with a time limit in the order their limits end, on a
-  // copy, until the request fits. A task past its limit is being killed.
-  std::vector<std::pair<int64_t, uint32_t>> ends;  // (end, active)
-  for (uint32_t a : worker.actives) {
-    const Active& act = actives[a];
-    const int64_t limit = SpecOf(act.task).timeout.count();
-    if (!act.booked || limit <= 0) continue;
-    const Task& t = task(act.task);
-    const int64_t from = t.state == TaskState::kRunning ? t.started_us : now_us;
-    int64_t end = std::max(from + limit, now_us);
-    if (act.next != kNone) {
-      // The task queued behind it holds the room on until its own limit.
-      const int64_t then = SpecOf(actives[act.next].task).timeout.count();
-      if (then <= 0) continue;
-      end += then;
-    }
-    ends.emplace_back(end, a);
-  }
-  if (ends.empty()) return kNever;
-  std::sort(ends.begin(), ends.end());
-  WorkerState after = *worker.res;
-  for (const auto& [end, a] : ends) {
-    after.Free(RequestOf(actives[a].task), actives[a].alloc);
-    if (after.Fits(req, policy->PreferFullGpus())) return end;
-  }
-  return kNever;
-}
-
-int64_t Scheduler::State::ReservationShadow() {
-  if (!reservation.shadow_valid) {
-    reservation.shadow_us = FitTime(reservation.worker, RequestOf(reservation.task));
-    reservation.shadow_valid = true;
-  }
-  // As time passes, tasks past their limit count as ending now; that keeps
-  // the order FitTime freed them in, so its answer moves to max(it, now).
-  const int64_t shadow = reservation.shadow_us;
-  return shadow == kNever ? kNever : std::max(shadow, now_us);
-}
-
-bool Scheduler::State::ReservationAllows(uint32_t w, TaskRef r) {
-  // Backfill by time (EASY): a task whose time limit ends before the
-  // reserved task could start here anyway delays nothing.
-  const int64_t limit = SpecOf(r).timeout.count();
-  if (limit > 0) {
-    const int64_t shadow = ReservationShadow();
-    if (shadow != kNever && now_us + limit <= shadow) return true;
-  }
-  WorkerState& res = *workers[w].res;
-  const ResourceRequest& reserved = RequestOf(reservation.task);
-  const ResourceRequest& req = RequestOf(r);
-  const uint32_t short_now = res.Shortfall(reserved);
-  uint32_t uses = 0;
-  if (req.CoreCount() > 0) uses |= kDimCores;
-  if (req.mem_bytes > 0) uses |= kDimMem;
-  if (req.gpus > 0) uses |= kDimGpus;
-  if (!req.counters.empty()) uses |= kDimCounters;
-  if (uses & short_now) return false;
-  // Try it: placing r must not make the reserved task short of anything new.
-  return AfterPlacing(w, r, [&] { return res.Shortfall(reserved) == short_now; });
-}
-
-void Scheduler::State::EndReservation() {
-  if (!reservation.active) return;
-  reservation.active = false;
-  if (Schedulable(reservation.worker)) MarkWorkerDirty(reservation.worker);
-}
-
-void Scheduler::State::Reserve(TaskRef r, uint32_t hint) {
-  if (!config.reservations) return;
-  if (reservation.active) {
-    if (reservation.task == r) return;
-    // Keep an existing reservation for a task that runs before r.
-    const Task& held = task(reservation.task);
-    if (held.state == TaskState::kQueued) {
-      const int32_t p_held = SpecOf(reservation.task).priority;
-      const int32_t p_new = SpecOf(r).priority;
-      if (p_held > p_new || (p_held == p_new && reservation.task < r)) return;
-    }
-  }
-  const ResourceRequest& req = RequestOf(r);
-  uint32_t chosen = kNone;
-  // The worker where it can start first, by the time limits of what runs
-  // there (ties: the hint, then join order); without limits, the hint.
-  int64_t best = kNever;
-  for (uint32_t w = 0; w < workers.size(); ++w) {
-    if (!Schedulable(w) || !workers[w].res->CanEverFit(req)) continue;
-    const int64_t at = FitTime(w, req);
-    if (at < best || (at == best && at != kNever && w == hint)) {
-      best = at;
-      chosen = w;
-    }
-  }
-  if (chosen == kNone && hint != kNone && Schedulable(hint) &&
-      workers[hint].res->CanEverFit(req)) {
-    chosen = hint;
-  }
-  for (uint32_t w = 0; w < workers.size() && chosen == kNone; ++w) {
-    if (Schedulable(w) && workers[w].res->CanEverFit(req)) chosen = w;
-  }
-  if (chosen == kNone) return;
-  EndReservation();
-  reservation = Reservation{true, r, chosen};
-  // Offer the worker again: the reserved task fits there now (a worker that
-  // changed this instant), or tasks behind their class heads may backfill
-  // what it waits for (BackfillBehindHeads).
-  MarkWorkerDirty(chosen);
 }
 
 void Scheduler::State::Place(uint32_t cls, TaskRef r, uint32_t w, bool head) {
@@ -255,7 +140,7 @@ void Scheduler::State::Place(uint32_t cls, TaskRef r, uint32_t w, bool head) {
   const uint32_t a = NewActive(r, w, t.attempt);
   Active& act = actives[a];
   act.booked = worker.res->Allocate(req, policy->PreferFullGpus(), act.alloc);
-  if (reservation.active && reservation.task == r) EndReservation();
+  if (reservation.IsFor(r)) EndReservation();
   // Built from its fields: emplacing with no arguments would zero it first.
   out->emplace_back(std::in_place_type<ClaimLeases>, IdOf(r), uint32_t{t.attempt}, worker.id,
                     KeysOf(act), config.lease_ttl);
@@ -316,281 +201,8 @@ void Scheduler::State::PlaceOnWorker(uint32_t w) {
     }
     return Walk::kNext;
   });
-  if (reservation.active && reservation.worker == w) BackfillBehindHeads(w);
+  if (reservation.IsOn(w)) BackfillBehindHeads(w);
   if (config.queue_ahead) QueueAhead(w);
-}
-
-// --- queue-ahead take-back ------------------------------------------------------
-
-void Scheduler::State::LinkBehind(uint32_t a, uint32_t prev, uint64_t seq) {
-  Active& act = actives[a];
-  act.prev = prev;
-  act.wait_seq = seq;
-  actives[prev].next = a;
-  waiters.emplace(-int64_t{SpecOf(act.task).priority}, seq, act.task, act.attempt);
-}
-
-const TaskRef* Scheduler::State::HeldFor(uint32_t w) {
-  auto it = holds.find(w);
-  if (it == holds.end()) return nullptr;
-  const Task& t = task(it->second);
-  if (t.state == TaskState::kAssigned && t.flags.Has(TaskFlag::kWithdraw)) return &it->second;
-  holds.erase(it);  // ended otherwise (lost, canceled): nothing to wait for
-  return nullptr;
-}
-
-bool Scheduler::State::HoldAllows(uint32_t w, TaskRef r) {
-  const TaskRef* held = holds.empty() ? nullptr : HeldFor(w);
-  if (held == nullptr || *held == r) return true;
-  return AfterPlacing(
-      w, r, [&] { return workers[w].res->Fits(RequestOf(*held), policy->PreferFullGpus()); });
-}
-
-void Scheduler::State::DropHold(TaskRef r) {
-  for (auto it = holds.begin(); it != holds.end(); ++it) {
-    if (it->second == r) {
-      const uint32_t w = it->first;
-      holds.erase(it);
-      if (Schedulable(w)) MarkWorkerDirty(w);
-      return;
-    }
-  }
-}
-
-void Scheduler::State::TakeBack(uint32_t w) {
-  if (waiters.empty() || !Schedulable(w) || HeldFor(w) != nullptr) return;
-  const WorkerState& res = *workers[w].res;
-  uint32_t looked = 0;
-  for (auto it = waiters.begin(); it != waiters.end() && looked < kTakeBackScan;) {
-    const auto [key, seq, r, attempt] = *it;
-    const Task& t = task(r);
-    if (t.state != TaskState::kAssigned || t.active == kNone ||
-        actives[t.active].attempt != attempt || actives[t.active].prev == kNone) {
-      it = waiters.erase(it);  // defensive: EndActive unlists them
-      continue;
-    }
-    ++looked;
-    if (!Movable(t) || !CanPlace(w, r)) {
-      ++it;
-      continue;
-    }
-    // A class head ahead of it in line that could ever run here goes first
-    // (PlaceOnWorker places it, or holds the room for it): nothing is
-    // overtaken. Heads behind it wait.
-    bool head_first = false;
-    WalkHeads([&](uint32_t cls, TaskRef head) {
-      if (std::make_pair(-int64_t{SpecOf(head).priority}, queues.Head(cls).seq) >
-          std::make_pair(key, seq)) {
-        return Walk::kStop;
-      }
-      if (!res.CanEverFit(RequestOf(head))) return Walk::kNext;
-      head_first = true;
-      return Walk::kStop;
-    });
-    if (head_first) return;  // and so for every later waiter
-    waiters.erase(it);
-    Withdraw(r, "room freed first on worker " + std::to_string(workers[w].id), w);
-    return;
-  }
-}
-
-bool Scheduler::State::Movable(const Task& t) const {
-  const Active& act = actives[t.active];
-  // Restored or adopted waiters stay: whether their assignment reached the
-  // worker is not known here (granted says nothing for them).
-  return !act.lost && act.wait_seq != UINT64_MAX &&
-         !t.flags.Any(TaskFlag::kWithdraw | TaskFlag::kCancel);
-}
-
-void Scheduler::State::Withdraw(TaskRef r, const std::string& why, uint32_t hold) {
-  Task& t = task(r);
-  const uint32_t a = t.active;
-  Active& act = actives[a];
-  if (!act.granted) {
-    // Not sent to its worker yet: give the claim back and place it now.
-    EmitRelease(act);
-    EndActive(a);
-    NeverStarted(r, "moved before it was sent: " + why);
-    return;
-  }
-  t.flags.Set(TaskFlag::kWithdraw);
-  if (hold != kNone) holds[hold] = r;
-  out->push_back(KillTask{IdOf(r), act.attempt, workers[act.worker].id, why, /*hard=*/false,
-                          /*only_queued=*/true});
-}
-
-void Scheduler::State::Displace(TaskRef r) {
-  const ResourceRequest& req = RequestOf(r);
-  if (waiters.empty() || !Queueable(req)) return;
-  const int64_t key = -int64_t{SpecOf(r).priority};
-  if (std::get<0>(*waiters.rbegin()) <= key) return;  // none of lower priority
-  for (auto it = displaced.begin(); it != displaced.end();) {
-    const Task& t = task(it->first);
-    if (t.state != TaskState::kAssigned || !t.flags.Has(TaskFlag::kWithdraw)) {
-      it = displaced.erase(it);
-      continue;
-    }
-    if (it->second == r) return;  // one is already making way for r
-    ++it;
-  }
-  uint32_t looked = 0;
-  for (auto it = waiters.rbegin(); it != waiters.rend() && looked < kTakeBackScan; ++it) {
-    const auto [wkey, seq, waiter, attempt] = *it;
-    if (wkey <= key) return;  // from here on, none of lower priority
-    ++looked;
-    const Task& t = task(waiter);
-    if (t.state != TaskState::kAssigned || t.active == kNone) continue;
-    const Active& act = actives[t.active];
-    if (act.attempt != attempt || act.prev == kNone || !Movable(t)) continue;
-    const Active& prev = actives[act.prev];
-    if (RequestOf(prev.task).IsCoreShare()) continue;
-    const uint32_t w = prev.worker;
-    if (w == kNone || !Schedulable(w) || (reservation.active && reservation.worker == w)) continue;
-    if (prev.alloc.cores.size() < req.CoreCount() || prev.alloc.mem_bytes < req.mem_bytes ||
-        !workers[w].res->CanEverFit(req)) {
-      continue;
-    }
-    Withdraw(waiter, "task " + IdOf(r).ToString() + " of higher priority (" +
-                         std::to_string(SpecOf(r).priority) + ") takes its place",
-             kNone);
-    if (task(waiter).flags.Has(TaskFlag::kWithdraw)) displaced[waiter] = r;
-    return;
-  }
-}
-
-void Scheduler::State::NeverStarted(TaskRef r, std::string reason) {
-  Task& t = task(r);
-  t.flags.KeepOnly(TaskFlag::kStaleEntry);  // an entry left in its queue is still there
-  DropHold(r);
-  Transition(r, TaskState::kQueued, std::move(reason));
-  Enqueue(r, true);
-}
-
-void Scheduler::State::BackfillBehindHeads(uint32_t w) {
-  // EASY backfill reaches past the class heads here: the heads were just
-  // offered this worker and those held back cannot use its free room without
-  // delaying the reserved task. A queued task further back whose time limit
-  // ends by the reservation's planned start can: it delays the reserved task
-  // not at all, and the tasks ahead of it in its class not either (they
-  // could not have used this room before the planned start, and after it the
-  // reserved task takes it).
-  const int64_t shadow = ReservationShadow();
-  if (shadow == kNever || shadow <= now_us) return;
-  const WorkerState& res = *workers[w].res;
-  const uint32_t reserved_cls = ClassOf(reservation.task);
-  std::vector<std::pair<uint32_t, TaskRef>> picks;  // (class, task), in walk order
-  for (const auto& key : queues.heads()) {
-    const uint32_t cls = std::get<2>(key);
-    if (cls == reserved_cls || !res.Fits(queues.request(cls), policy->PreferFullGpus())) continue;
-    uint32_t seen = 0;
-    queues.ForEach(cls, [&](const QueueEntry& e) {
-      if (++seen > kBackfillScan) return false;
-      const Task& t = task(e.task);
-      if (t.state != TaskState::kQueued || t.flags.Any(TaskFlag::kBackoff | TaskFlag::kParked))
-        return true;
-      const int64_t limit = SpecOf(e.task).timeout.count();
-      if (limit > 0 && now_us + limit <= shadow) picks.emplace_back(cls, e.task);
-      return true;
-    });
-  }
-  for (const auto& [cls, r] : picks) {
-    const Task& t = task(r);
-    if (t.state != TaskState::kQueued || !QuotaAllows(r) || !CanPlace(w, r)) continue;
-    TaskRef head;
-    const bool is_head = LiveHead(cls, head) && head == r;
-    if (!is_head) task(r).flags.Set(TaskFlag::kStaleEntry);  // its entry stays queued
-    Place(cls, r, w, is_head);
-  }
-}
-
-// --- queue-ahead ---------------------------------------------------------------
-
-void Scheduler::State::NoteTail(uint32_t w) {
-  if (!config.queue_ahead || workers[w].in_tails) return;
-  workers[w].in_tails = true;
-  tail_workers.push_back(w);
-}
-
-uint32_t Scheduler::State::FindTail(uint32_t w, const ResourceRequest& req) const {
-  if (!Queueable(req)) return kNone;
-  const uint32_t cores = req.CoreCount();
-  uint32_t best = kNone;
-  for (uint32_t a : workers[w].actives) {
-    const Active& act = actives[a];
-    if (!IsTail(act) || RequestOf(act.task).IsCoreShare()) continue;  // a shared core
-    if (act.alloc.cores.size() < cores || act.alloc.mem_bytes < req.mem_bytes) continue;
-    // The one running longest first: the likeliest to end first.
-    const Task& t = task(act.task);
-    if (best == kNone) {
-      best = a;
-      continue;
-    }
-    const Task& b = task(actives[best].task);
-    const bool running = t.state == TaskState::kRunning;
-    const bool best_running = b.state == TaskState::kRunning;
-    if (running != best_running ? running : (running && t.started_us < b.started_us)) best = a;
-  }
-  return best;
-}
-
-bool Scheduler::State::HasTail(uint32_t w) const {
-  for (uint32_t a : workers[w].actives) {
-    if (IsTail(actives[a])) return true;
-  }
-  return false;
-}
-
-bool Scheduler::State::QueueAhead(uint32_t w) {
-  if (!Schedulable(w)) return false;
-  // The reserved worker drains for its task; it is offered again (and looked
-  // at here) when the reservation ends.
-  if (reservation.active && reservation.worker == w) return HasTail(w);
-  WalkHeads([&](uint32_t cls, TaskRef r) {
-    const ResourceRequest& req = RequestOf(r);
-    if (!workers[w].res->CanEverFit(req)) return Walk::kNext;  // not for this worker
-    if (CanPlace(w, r)) {  // room freed meanwhile: r is the first head for it
-      Place(cls, r, w);
-      return Walk::kRestart;
-    }
-    const uint32_t prev = FindTail(w, req);
-    if (prev == kNone) {
-      Displace(r);
-      return Walk::kStop;  // r goes first here: nothing overtakes it
-    }
-    PlaceBehind(cls, r, prev);
-    return Walk::kRestart;
-  });
-  return HasTail(w);
-}
-
-void Scheduler::State::QueueAheadAnywhere() {
-  if (settling) return;
-  std::vector<uint32_t> ws;
-  ws.swap(tail_workers);
-  for (uint32_t w : ws) workers[w].in_tails = false;
-  for (uint32_t w : ws) {
-    if (QueueAhead(w)) NoteTail(w);
-  }
-}
-
-void Scheduler::State::PlaceBehind(uint32_t cls, TaskRef r, uint32_t p) {
-  const ResourceRequest& req = queues.request(cls);
-  const uint32_t w = actives[p].worker;
-  Task& t = task(r);
-  const uint64_t seq = queues.Head(cls).seq;
-  queues.PopHead(cls);
-  ++t.attempt;
-  t.worker = workers[w].id;
-  const uint32_t a = NewActive(r, w, t.attempt);  // may move `actives`
-  Active& act = actives[a];
-  Active& prev = actives[p];
-  act.alloc.cores.assign(prev.alloc.cores.begin(), prev.alloc.cores.begin() + req.CoreCount());
-  act.alloc.mem_bytes = req.mem_bytes;
-  LinkBehind(a, p, seq);
-  if (reservation.active && reservation.task == r) EndReservation();
-  out->emplace_back(std::in_place_type<ClaimLeases>, IdOf(r), uint32_t{t.attempt}, workers[w].id,
-                    KeysOf(act), config.lease_ttl);
-  Transition(r, TaskState::kAssigned, "");
 }
 
 }  // namespace drover::core

@@ -154,13 +154,13 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
         const std::string behind =
             s.IdOf(s.actives[act.prev].task).ToString() + " on " + where;
         if (t.flags.Has(TaskFlag::kWithdraw)) {
-          for (const auto& [w, held] : s.holds) {
+          for (const auto& [w, held] : s.queue_ahead.holds) {
             if (held == r) {
               return "moving to worker " + std::to_string(s.workers[w].id) +
                      ", where room freed first (waited behind " + behind + ")";
             }
           }
-          if (auto d = s.displaced.find(r); d != s.displaced.end()) {
+          if (auto d = s.queue_ahead.displaced.find(r); d != s.queue_ahead.displaced.end()) {
             return "making way for " + s.IdOf(d->second).ToString() +
                    " of higher priority (waited behind " + behind + ")";
           }
@@ -194,10 +194,10 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
       break;
   }
 
-  if (s.settling) {
-    const size_t attached = s.settle_expected - s.settle_waiting.size();
-    return "held: server restarted, waiting for workers to re-attach (" +
-           std::to_string(attached) + " of " + std::to_string(s.settle_expected) + ")";
+  if (s.adoption.settling) {
+    const size_t attached = s.adoption.settle_expected - s.adoption.settle_waiting.size();
+    return "held: server restarted, waiting for workers to re-attach (" + std::to_string(attached) +
+           " of " + std::to_string(s.adoption.settle_expected) + ")";
   }
   const TaskGroupSpec& spec = s.SpecOf(r);
   if (t.flags.Has(TaskFlag::kBackoff)) {
@@ -257,7 +257,7 @@ Result<std::vector<std::string>> Scheduler::Unrunnable(JobId id) const {
   auto slot = s.job_slots.find(id);
   if (slot == s.job_slots.end()) return NotFound("no job " + std::to_string(id));
   // After a restart the workers are still coming back: none is missing yet.
-  if (s.settling) return std::vector<std::string>{};
+  if (s.adoption.settling) return std::vector<std::string>{};
   bool any_drained = false;
   const std::vector<const WorkerState*> live = LiveWorkers(s.workers, any_drained);
   if (live.empty()) {

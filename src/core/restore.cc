@@ -62,26 +62,26 @@ Status Scheduler::Restore(const Record& record) {
             // A plain success (exit 0, nothing measured) is not journaled
             // and clears the outcome live: an earlier attempt's outcome must
             // not come back with this one's success.
-            auto seen = s.restored_outcome_attempts.find(ref);
-            if (seen == s.restored_outcome_attempts.end() || seen->second != r.attempt) {
+            auto seen = s.adoption.restored_outcome_attempts.find(ref);
+            if (seen == s.adoption.restored_outcome_attempts.end() || seen->second != r.attempt) {
               if (auto e = s.extras.find(State::ExtraKey(ref)); e != s.extras.end()) {
                 e->second.outcome.reset();
               }
             }
           }
           if (r.state == TaskState::kAssigned) {
-            Allocation& alloc = s.restored_allocs[ref];
+            Allocation& alloc = s.adoption.restored_allocs[ref];
             alloc.cores = r.cores;
             alloc.gpus = r.gpus;
             alloc.mem_bytes = s.RequestOf(ref).mem_bytes;
             if (r.after_attempt != 0) {
-              s.restored_after[ref] = {r.after, r.after_attempt};
+              s.adoption.restored_after[ref] = {r.after, r.after_attempt};
             } else {
-              s.restored_after.erase(ref);
+              s.adoption.restored_after.erase(ref);
             }
           } else if (r.state != TaskState::kRunning) {
-            s.restored_allocs.erase(ref);
-            s.restored_after.erase(ref);
+            s.adoption.restored_allocs.erase(ref);
+            s.adoption.restored_after.erase(ref);
           }
           if (IsTerminal(r.state)) t.ran_on = s.ran_on.Intern(r.cores, r.gpus);
           return Status::Ok();
@@ -93,7 +93,7 @@ Status Scheduler::Restore(const Record& record) {
           Extra& extra = s.extras[State::ExtraKey(ref)];
           extra.outcome = r.outcome;
           extra.outcome_attempt = r.attempt;
-          s.restored_outcome_attempts[ref] = r.attempt;
+          s.adoption.restored_outcome_attempts[ref] = r.attempt;
           return Status::Ok();
         }
       },
@@ -101,7 +101,8 @@ Status Scheduler::Restore(const Record& record) {
 }
 
 void Scheduler::ExpectWorkers(std::span<const WorkerId> workers) {
-  state_->expected_workers.insert(state_->expected_workers.end(), workers.begin(), workers.end());
+  state_->adoption.expected_workers.insert(state_->adoption.expected_workers.end(), workers.begin(),
+                                           workers.end());
 }
 
 void Scheduler::FinishRestore(Time now, Outbox& out) {
@@ -173,16 +174,16 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
       Active& act = s.actives[a];
       act.lost = true;
       act.granted = t.state == TaskState::kRunning;
-      auto it = s.restored_allocs.find(r);
-      if (it != s.restored_allocs.end()) act.alloc = it->second;
-      s.orphans[t.worker].push_back(a);
+      auto it = s.adoption.restored_allocs.find(r);
+      if (it != s.adoption.restored_allocs.end()) act.alloc = it->second;
+      s.adoption.orphans[t.worker].push_back(a);
       s.PushTimer(s.now_us + (s.config.lease_ttl + s.config.expiry_grace).count(),
                   TimerKind::kLostExpiry, r, t.attempt);
     }
   }
   // Queue-ahead links whose predecessor is still assigned or running there:
   // the one behind books nothing of its own until that one ends.
-  for (const auto& [r, link] : s.restored_after) {
+  for (const auto& [r, link] : s.adoption.restored_after) {
     const Task& t = s.task(r);
     Result<TaskRef> prev = s.Find(link.first);
     if (t.active == kNone || !prev.ok()) continue;
@@ -193,19 +194,20 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
     }
     s.LinkBehind(t.active, p.active, UINT64_MAX);
   }
-  s.restored_after.clear();
-  s.restored_allocs.clear();
-  s.restored_outcome_attempts.clear();
+  s.adoption.restored_after.clear();
+  s.adoption.restored_allocs.clear();
+  s.adoption.restored_outcome_attempts.clear();
+  s.adoption.may_adopt_from.insert(s.adoption.expected_workers.begin(),
+                                   s.adoption.expected_workers.end());
+  for (const auto& [worker, slots] : s.adoption.orphans) s.adoption.may_adopt_from.insert(worker);
   s.restored_forgotten.clear();
-  s.may_adopt_from.insert(s.expected_workers.begin(), s.expected_workers.end());
-  for (const auto& [worker, slots] : s.orphans) s.may_adopt_from.insert(worker);
   if (s.config.restore_settle > Duration::zero()) {
-    s.settle_waiting = s.may_adopt_from;
-    s.settle_expected = static_cast<uint32_t>(s.settle_waiting.size());
-    s.settling = !s.settle_waiting.empty();
-    s.settle_until_us = s.now_us + s.config.restore_settle.count();
+    s.adoption.settle_waiting = s.adoption.may_adopt_from;
+    s.adoption.settle_expected = static_cast<uint32_t>(s.adoption.settle_waiting.size());
+    s.adoption.settling = !s.adoption.settle_waiting.empty();
+    s.adoption.settle_until_us = s.now_us + s.config.restore_settle.count();
   }
-  s.expected_workers.clear();
+  s.adoption.expected_workers.clear();
   s.Dispatch();
   s.out = nullptr;
 }

@@ -1,6 +1,7 @@
-// Event handlers and the task lifecycle. Placement is in dispatch.cc, lease
-// and resource bookkeeping in leases.cc, queries in scheduler_queries.cc,
-// replay in restore.cc.
+// Event handlers and the task lifecycle. Placement is in dispatch.cc,
+// reservations in reservation.cc, queue-ahead in queue_ahead.cc, re-attach
+// and adoption in adoption.cc, lease and resource bookkeeping in leases.cc,
+// queries in scheduler_queries.cc, replay in restore.cc.
 #include "core/scheduler.h"
 
 #include <algorithm>
@@ -154,9 +155,9 @@ Status Scheduler::State::OnWorkerJoined(WorkerJoined& e) {
   }
   // Restored tasks that ran here come back to it the same way (only this
   // worker's: a storm of joins costs the orphans once, not once per join).
-  if (auto orphaned = orphans.find(e.worker); orphaned != orphans.end()) {
+  if (auto orphaned = adoption.orphans.find(e.worker); orphaned != adoption.orphans.end()) {
     const std::vector<uint32_t> slots = std::move(orphaned->second);
-    orphans.erase(orphaned);
+    adoption.orphans.erase(orphaned);
     for (uint32_t a : slots) {
       Active& act = actives[a];
       if (act.worker != kNone || act.attempt == 0 || !act.lost) continue;
@@ -171,22 +172,8 @@ Status Scheduler::State::OnWorkerJoined(WorkerJoined& e) {
   policy->Add(LoadOf(w));
   worker.in_policy = true;
   MarkWorkerDirty(w);
-  if (settling) SettleAttached(e.worker);
+  if (adoption.settling) SettleAttached(e.worker);
   return Status::Ok();
-}
-
-void Scheduler::State::SettleAttached(WorkerId worker) {
-  settle_waiting.erase(worker);
-  if (settle_waiting.empty()) EndSettle();
-}
-
-void Scheduler::State::EndSettle() {
-  settling = false;
-  settle_waiting.clear();
-  for (uint32_t cls = 0; cls < queues.class_count(); ++cls) MarkClassDirty(cls);
-  for (uint32_t w = 0; w < workers.size(); ++w) {
-    if (Schedulable(w)) MarkWorkerDirty(w);
-  }
 }
 
 Status Scheduler::State::OnWorkerAttached(WorkerAttached& e) {
@@ -197,12 +184,12 @@ Status Scheduler::State::OnWorkerAttached(WorkerAttached& e) {
   const bool new_offer = known && !(workers[it->second].res->resources() == e.resources);
   // Only a worker the restore expected, on its first attach since, can hold
   // an attempt the journal never saw (events.h).
-  adopting = may_adopt_from.erase(e.worker) > 0;
+  adoption.BeginAttach(e.worker);
   if (joins) {
     WorkerJoined join{e.worker, e.resources};
     Status joined = OnWorkerJoined(join);
     if (!joined.ok()) {
-      adopting = false;
+      adoption.EndAttach();
       return joined;
     }
   }
@@ -259,48 +246,10 @@ Status Scheduler::State::OnWorkerAttached(WorkerAttached& e) {
   for (const ReportedAttempt& run : e.running) {
     if (run.queued) ReconcileRunning(w, run);
   }
-  adopting = false;
+  adoption.EndAttach();
   // Only now (its attempts adopted) may the hold end; Handle dispatches after.
-  if (settling) SettleAttached(e.worker);
+  if (adoption.settling) SettleAttached(e.worker);
   return Status::Ok();
-}
-
-void Scheduler::State::TakeBackUnreported(uint32_t w, const WorkerAttached& e) {
-  std::set<std::pair<TaskId, uint32_t>> held;
-  for (const ReportedAttempt& run : e.running) held.emplace(run.task, run.attempt);
-  for (const TaskFinished& f : e.finished) held.emplace(f.task, f.attempt);
-  std::vector<uint32_t> gone;
-  for (uint32_t a : workers[w].actives) {
-    const Active& act = actives[a];
-    // A claim still pending was never sent: its grant sends it on the new
-    // connection. A lost (or restored) attempt's claim was made before.
-    if (!act.granted && !act.lost) continue;
-    if (!held.count({IdOf(act.task), act.attempt})) gone.push_back(a);
-  }
-  // Waiters before the attempts they wait behind: ending a predecessor
-  // first would hand its resources to a waiter that is gone too.
-  std::stable_partition(gone.begin(), gone.end(),
-                        [&](uint32_t a) { return actives[a].prev != kNone; });
-  const std::string who = "worker " + std::to_string(workers[w].id);
-  for (uint32_t a : gone) {
-    const TaskRef r = actives[a].task;
-    Task& t = task(r);
-    if (t.active != a) continue;
-    const bool started = t.state == TaskState::kRunning;
-    EmitRelease(actives[a]);
-    if (started) {
-      LostAttemptEnded(r, who + " re-attached without it");
-      continue;
-    }
-    EndActive(a);
-    if (t.flags.Has(TaskFlag::kCancel)) {
-      t.flags.KeepOnly(TaskFlag::kStaleEntry);
-      DropHold(r);
-      Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
-      continue;
-    }
-    NeverStarted(r, who + " re-attached without it (the assignment did not reach it)");
-  }
 }
 
 void Scheduler::State::Reoffer(uint32_t w, WorkerResources resources) {
@@ -368,146 +317,9 @@ void Scheduler::State::SyncPolicy(uint32_t w) {
     MarkWorkerDirty(w);
   } else {
     policy->Remove(w);
-    if (reservation.active && reservation.worker == w) reservation.active = false;
+    if (reservation.IsOn(w)) reservation.active = false;
   }
   worker.in_policy = want;
-}
-
-bool Scheduler::State::Adoptable(TaskRef r, uint32_t attempt) const {
-  // Every attempt the journal saw is <= the task's attempt; a higher one was
-  // assigned by a server that crashed before its record was durable, and
-  // only to a worker that was active then, reporting on its first attach.
-  const Task& t = task(r);
-  return adopting && t.state == TaskState::kQueued && t.active == kNone && attempt > t.attempt &&
-         attempt <= UINT16_MAX;
-}
-
-void Scheduler::State::ReconcileRunning(uint32_t w, const ReportedAttempt& run) {
-  const WorkerId id = workers[w].id;
-  auto kill = [&](std::string why) {
-    out->push_back(KillTask{run.task, run.attempt, id, std::move(why), true});
-  };
-  Result<TaskRef> found = Find(run.task);
-  if (!found.ok()) return kill("unknown task");
-  const TaskRef r = *found;
-  Task& t = task(r);
-  if (t.active != kNone && actives[t.active].attempt == run.attempt && t.worker == id) {
-    Active& act = actives[t.active];
-    if (act.worker != w) return kill("not current on the server");  // not re-booked (defensive)
-    // Its worker has it: renew its leases again (a restored or lost attempt
-    // would otherwise be requeued at its lease expiry while it runs).
-    act.lost = false;
-    if (t.state == TaskState::kAssigned && !run.queued) {
-      (void)OnStarted(TaskStarted{run.task, run.attempt, id});
-    }
-    // A queued one was sent, so its claim was granted: renew it from now on.
-    if (run.queued) act.granted = true;
-    if (run.queued && t.flags.Has(TaskFlag::kWithdraw)) {
-      // The withdrawal may have been lost with the connection: again.
-      out->push_back(KillTask{run.task, run.attempt, id, "room freed first on another worker",
-                              /*hard=*/false, /*only_queued=*/true});
-    }
-    return;
-  }
-  if (run.queued) {
-    // Waiting behind another attempt, and the journal never saw it: it goes
-    // back behind that one, or (no such place) it is dropped, which costs
-    // nothing since it never started.
-    if (Adoptable(r, run.attempt) && AdoptQueued(r, w, run)) return;
-    kill("queued, not current on the server");
-  } else if (Adoptable(r, run.attempt) && workers[w].res->CanEverFit(RequestOf(r))) {
-    if (Adopt(r, w, run.attempt, &run)) return;
-    kill("its resources are taken on this worker");
-  } else {
-    kill("not current on the server");
-  }
-  // The killed attempt's number is used up: the task's next attempt gets a
-  // higher one, so the killed one's end (reported by this same worker) can
-  // never pass for the new attempt's.
-  if (t.active == kNone && run.attempt > t.attempt && run.attempt <= UINT16_MAX) {
-    t.attempt = static_cast<uint16_t>(run.attempt);
-  }
-}
-
-bool Scheduler::State::Adopt(TaskRef r, uint32_t w, uint32_t attempt, const ReportedAttempt* run) {
-  Task& t = task(r);
-  const ResourceRequest& req = RequestOf(r);
-  // A task this worker could never run was never given to it.
-  if (!workers[w].res->CanEverFit(req)) return false;
-  Allocation alloc;
-  if (run != nullptr) {
-    // Exactly the shape placement gives the request, and free here.
-    int64_t shares = 0;
-    for (const GpuGrant& g : run->gpus) shares += g.share;
-    const size_t want_cores = static_cast<size_t>((req.cpus_milli + 999) / 1000);
-    if (run->cores.size() != want_cores || shares != req.gpus) return false;
-    alloc.cores.assign(run->cores.begin(), run->cores.end());
-    alloc.gpus.assign(run->gpus.begin(), run->gpus.end());
-    alloc.mem_bytes = req.mem_bytes;
-    if (!workers[w].res->AllocateExact(req, alloc)) return false;
-  }
-  if (reservation.active && reservation.task == r) EndReservation();
-  t.flags = {};  // queue, backoff and parked entries of the queued task go stale
-  t.attempt = static_cast<uint16_t>(attempt);
-  t.worker = workers[w].id;
-  const uint32_t a = NewActive(r, w, attempt);
-  Active& act = actives[a];
-  act.alloc = std::move(alloc);
-  if (run != nullptr) {
-    act.booked = true;
-    out->emplace_back(std::in_place_type<ClaimLeases>, IdOf(r), attempt, workers[w].id,
-                      KeysOf(act), config.lease_ttl);
-  } else {
-    act.lost = true;  // ended already: nothing held, nothing to release
-  }
-  Transition(r, TaskState::kAssigned, "");
-  t.started_us = now_us;
-  WorkerTasksChanged(w);  // its time limit counts from now
-  Transition(r, TaskState::kRunning, "");
-  const Duration timeout = SpecOf(r).timeout;
-  if (run != nullptr && timeout > Duration::zero()) {
-    PushTimer(now_us + timeout.count(), TimerKind::kTimeout, r, attempt);
-  }
-  return true;
-}
-
-bool Scheduler::State::AdoptQueued(TaskRef r, uint32_t w, const ReportedAttempt& run) {
-  const ResourceRequest& req = RequestOf(r);
-  if (!config.queue_ahead || !Queueable(req) || run.cores.size() != req.CoreCount() ||
-      !run.gpus.empty() || !workers[w].res->CanEverFit(req)) {
-    return false;
-  }
-  // The attempt it waits behind holds its cores and nothing waits there yet.
-  uint32_t prev = kNone;
-  for (uint32_t a : workers[w].actives) {
-    const Active& act = actives[a];
-    if (!IsTail(act) || act.alloc.mem_bytes < req.mem_bytes) {
-      continue;
-    }
-    const bool covers = std::all_of(run.cores.begin(), run.cores.end(), [&](uint32_t core) {
-      return std::find(act.alloc.cores.begin(), act.alloc.cores.end(), core) !=
-             act.alloc.cores.end();
-    });
-    if (covers) {
-      prev = a;
-      break;
-    }
-  }
-  if (prev == kNone) return false;
-  if (reservation.active && reservation.task == r) EndReservation();
-  Task& t = task(r);
-  t.flags = {};  // queue, backoff and parked entries of the queued task go stale
-  t.attempt = static_cast<uint16_t>(run.attempt);
-  t.worker = workers[w].id;
-  const uint32_t a = NewActive(r, w, run.attempt);
-  Active& act = actives[a];
-  act.alloc.cores.assign(run.cores.begin(), run.cores.end());
-  act.alloc.mem_bytes = req.mem_bytes;
-  LinkBehind(a, prev, UINT64_MAX);
-  out->emplace_back(std::in_place_type<ClaimLeases>, IdOf(r), run.attempt, workers[w].id,
-                    KeysOf(act), config.lease_ttl);
-  Transition(r, TaskState::kAssigned, "");
-  return true;
 }
 
 Status Scheduler::State::OnHeartbeat(WorkerHeartbeat& e) {
@@ -530,7 +342,7 @@ Status Scheduler::State::OnWorkerLost(const WorkerLost& e) {
   worker.lost = true;
   if (worker.in_policy) policy->Remove(w);
   worker.in_policy = false;
-  if (reservation.active && reservation.worker == w) reservation.active = false;
+  if (reservation.IsOn(w)) reservation.active = false;
   // Leases stop being renewed now; the tasks wait for them to expire.
   for (uint32_t a : worker.actives) {
     Active& act = actives[a];
@@ -845,7 +657,7 @@ void Scheduler::State::Cancel(TaskRef r, const std::string& reason) {
     case TaskState::kQueued:
       // Queue entries and parked entries are dropped lazily.
       t.flags.Clear(TaskFlag::kBackoff | TaskFlag::kParked);
-      if (reservation.active && reservation.task == r) EndReservation();
+      if (reservation.IsFor(r)) EndReservation();
       Transition(r, TaskState::kCanceled, reason);
       return;
     case TaskState::kAssigned:
@@ -960,6 +772,14 @@ void Scheduler::State::AttemptFailed(TaskRef r, std::string reason, bool counts_
              reason + "; retry " + std::to_string(t.failures) + " of " + std::to_string(retries) +
                  " in " + FormatDuration(backoff));
   PushTimer(now_us + backoff.count(), TimerKind::kRetry, r, t.attempt);
+}
+
+void Scheduler::State::NeverStarted(TaskRef r, std::string reason) {
+  Task& t = task(r);
+  t.flags.KeepOnly(TaskFlag::kStaleEntry);  // an entry left in its queue is still there
+  DropHold(r);
+  Transition(r, TaskState::kQueued, std::move(reason));
+  Enqueue(r, true);
 }
 
 namespace {
@@ -1182,13 +1002,12 @@ Status Scheduler::State::OnFreed(const LeaseFreed& e) {
 }
 
 void Scheduler::State::PushTimer(int64_t at_us, TimerKind kind, TaskRef r, uint32_t attempt) {
-  timers.push(Timer{at_us, timer_seq++, kind, r, attempt});
+  timers.Push(at_us, kind, r, attempt);
 }
 
 void Scheduler::State::OnTick() {
-  while (!timers.empty() && timers.top().at_us <= now_us) {
-    Timer timer = timers.top();
-    timers.pop();
+  while (timers.Due(now_us)) {
+    const Timer timer = timers.Pop();
     TaskRef r = timer.task;
     Task& t = task(r);
     switch (timer.kind) {
@@ -1242,7 +1061,7 @@ void Scheduler::State::OnTick() {
         break;
     }
   }
-  if (settling && now_us >= settle_until_us) EndSettle();
+  if (adoption.settling && now_us >= adoption.settle_until_us) EndSettle();
   if (now_us >= next_renew_us) {
     RenewAll();
     next_renew_us = now_us + config.renew_interval.count();

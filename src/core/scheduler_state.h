@@ -1,14 +1,25 @@
-// Scheduler::State: everything the scheduler knows, in one struct.
+// Scheduler::State: everything the scheduler knows, in one struct made of
+// parts.
 //
-// Internal to src/core (not part of the API). The handlers in scheduler.cc,
-// placement in dispatch.cc, queries in scheduler_queries.cc and replay in
-// restore.cc are functions of this one struct.
+// Internal to src/core (not part of the API). This header is the hub: it
+// gathers the parts, each a type in its own header that opens with its
+// invariants and who changes it, and declares the functions of State, which
+// are the handlers and rules working across them:
 //
-// Sizes matter here (BENCH.md B1): a task is a 40-byte struct in its job's
-// flat vector plus a 16-byte queue entry while queued; everything with a
-// string (reasons, outcomes, results) lives in a side table only for the
-// tasks that have one. Resources a task holds live in an Active slot only
-// while it is assigned or running.
+//   task.h           Task (40 bytes), TaskFlags, Group, Job, Active, Extra
+//   timers.h         TimerQueue: retry, timeout, expiry, start deadlines
+//   user_account.h   a user's quota and usage, with the one quota check
+//   reservation.h    the reservation and its backfill rules
+//   queue_ahead.h    QueueAheadBook: waiters, holds, take-backs
+//   adoption.h       Adoption: orphans, adoption and the settle hold after
+//                    a restart
+//   task_queue.h, worker_state.h, placement.h, ran_on.h (their own types)
+//
+// What each function does lives in one .cc: the event handlers and the task
+// lifecycle in scheduler.cc, Active slots and leases in leases.cc, placement
+// in dispatch.cc, reservations and backfill in reservation.cc, queue-ahead
+// and take-back in queue_ahead.cc, re-attach and adoption in adoption.cc,
+// replay in restore.cc, queries in scheduler_queries.cc and explain.cc.
 //
 // Thread safety: none, like Scheduler.
 #ifndef DROVER_CORE_SCHEDULER_STATE_H_
@@ -28,129 +39,19 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/adoption.h"
 #include "core/placement.h"
+#include "core/queue_ahead.h"
 #include "core/ran_on.h"
-#include "core/user_account.h"
+#include "core/reservation.h"
 #include "core/scheduler.h"
+#include "core/task.h"
 #include "core/task_queue.h"
+#include "core/timers.h"
+#include "core/user_account.h"
 #include "core/worker_state.h"
 
 namespace drover::core {
-
-inline constexpr uint32_t kNone = UINT32_MAX;
-
-// Task::flags: what a task is waiting for or why its kill was sent.
-enum class TaskFlag : uint8_t {
-  kBackoff = 1,     // queued, waiting for its retry timer
-  kParked = 2,      // queued, parked on its user's quota list
-  kCancel = 4,      // kill sent because of a cancel
-  kTimedOut = 8,    // kill sent because of the timeout
-  kLeaseLost = 16,  // kill sent because its lease vanished
-  // Placed from behind its class head (backfill): its queue entry is still
-  // queued, dead, until it reaches the head. Queued again before that, the
-  // task takes that entry back instead of a second one.
-  kStaleEntry = 32,
-  // Queue-ahead take-back: its worker was asked to drop the attempt, which
-  // waits there behind another, because room for it freed elsewhere first
-  // (State::holds keeps that room). Cleared when the attempt starts anyway
-  // or its end comes back.
-  kWithdraw = 64,
-  // Hard kill sent because its worker re-attached with an offer that no
-  // longer holds the attempt's cores, memory or GPUs: its end requeues it
-  // without counting a failure (the worker changed, not the task).
-  kResized = 128,
-};
-
-// A set of TaskFlags in one byte. Has: that flag is set; Any: one of the
-// flags is; KeepOnly: clears every flag but those.
-class TaskFlags {
- public:
-  constexpr TaskFlags() = default;
-  constexpr TaskFlags(TaskFlag f) : bits_(static_cast<uint8_t>(f)) {}  // NOLINT: a flag is a set
-  friend constexpr TaskFlags operator|(TaskFlags a, TaskFlags b) {
-    TaskFlags out;
-    out.bits_ = static_cast<uint8_t>(a.bits_ | b.bits_);
-    return out;
-  }
-  constexpr bool Has(TaskFlag f) const { return (bits_ & static_cast<uint8_t>(f)) != 0; }
-  constexpr bool Any(TaskFlags fs) const { return (bits_ & fs.bits_) != 0; }
-  constexpr void Set(TaskFlags fs) { bits_ = static_cast<uint8_t>(bits_ | fs.bits_); }
-  constexpr void Clear(TaskFlags fs) { bits_ = static_cast<uint8_t>(bits_ & ~fs.bits_); }
-  constexpr void KeepOnly(TaskFlags fs) { bits_ = static_cast<uint8_t>(bits_ & fs.bits_); }
-
- private:
-  uint8_t bits_ = 0;
-};
-constexpr TaskFlags operator|(TaskFlag a, TaskFlag b) { return TaskFlags(a) | TaskFlags(b); }
-
-// How many waiting queue-ahead attempts TakeBack looks at per freed worker.
-inline constexpr uint32_t kTakeBackScan = 8;
-
-// How far past a class head BackfillBehindHeads looks, per class.
-inline constexpr uint32_t kBackfillScan = 256;
-
-struct Task {
-  int64_t started_us = 0;   // latest attempt
-  int64_t finished_us = 0;  // latest attempt end (retry backoff counts from here)
-  uint32_t active = kNone;  // Active slot while assigned/running
-  WorkerId worker = 0;      // current or last worker
-  uint16_t group = 0;
-  uint16_t attempt = 0;     // claims made so far
-  uint16_t failures = 0;    // failed attempts (retries used)
-  TaskState state = TaskState::kWaiting;
-  TaskFlags flags;
-  uint8_t lost = 0;         // consecutive worker losses
-  // Where its latest ended attempt ran (an index into State::ran_on;
-  // RanOn::kNone when none): in the padding, so it costs no memory.
-  uint32_t ran_on = RanOn::kNone;
-};
-static_assert(sizeof(Task) <= 40, "a task costs 40 bytes; ran_on lives in padding");
-
-struct Group {
-  uint32_t first = 0;  // index of its first task in the job
-  uint32_t count = 0;
-  uint32_t cls = 0;    // resource class
-  uint32_t unmet = 0;  // dependencies (groups and --after) not yet satisfied
-  uint32_t not_succeeded = 0;
-  bool doomed = false;  // a dependency failed: its tasks were canceled
-  std::vector<uint32_t> deps;
-  std::vector<uint32_t> dependents;
-};
-
-struct Job {
-  JobId id = 0;
-  std::shared_ptr<const JobSpec> spec;
-  uint32_t user = 0;
-  Time submitted;
-  std::vector<Group> groups;
-  std::vector<Task> tasks;
-  std::array<uint64_t, kTaskStateCount> counts{};
-  uint64_t not_succeeded = 0;
-  int64_t changed_us = 0;  // its latest record (Scheduler::LastChange)
-  bool forgotten = false;  // ForgetJob: the slot stays, the job is gone
-};
-
-// Resources held by one assigned or running task attempt.
-struct Active {
-  TaskRef task;
-  uint32_t worker = kNone;  // worker slot; kNone for a restored orphan
-  uint32_t pos = 0;         // index in the worker's actives list
-  uint32_t attempt = 0;
-  bool granted = false;
-  bool lost = false;        // worker lost (or unknown after restore): awaiting expiry
-  bool booked = false;      // resources are counted in the worker's WorkerState
-  int64_t lease_from_us = 0;  // last claim or renewal sent
-  // Queue-ahead links (SchedulerConfig::queue_ahead), Active slots or kNone.
-  // `prev`: this attempt waits on its worker behind that one and takes over
-  // part of its resources when it ends; until then it is not booked (its
-  // alloc is a subset of prev's). `next`: the one waiting behind this.
-  uint32_t prev = kNone;
-  uint32_t next = kNone;
-  // While it waits: its place in line when it left its queue (the queue
-  // entry's seq; UINT64_MAX when restored or adopted: after every head).
-  uint64_t wait_seq = 0;
-  Allocation alloc;
-};
 
 struct Worker {
   std::unique_ptr<WorkerState> res;
@@ -166,7 +67,7 @@ struct Worker {
   bool dirty = false;       // queued in State::dirty_workers
   bool load_dirty = false;  // policy key needs an update
   bool in_policy = false;
-  bool in_tails = false;    // listed in State::tail_workers
+  bool in_tails = false;  // listed in QueueAheadBook::tail_workers
   WorkerUtilization util;
   Time last_heartbeat;
   std::vector<uint32_t> actives;  // Active slots on this worker
@@ -176,40 +77,6 @@ struct User {
   UserAccount account;          // its quota and what it holds (user_account.h)
   std::deque<TaskRef> parked;   // quota-blocked, in queue order
 };
-
-struct Extra {
-  std::string reason;
-  std::optional<TaskOutcome> outcome;
-  uint32_t outcome_attempt = 0;  // the attempt `outcome` came from
-};
-
-// kStartDeadline: an assigned attempt its worker has not reported started
-// (SchedulerConfig::start_timeout).
-enum class TimerKind : uint8_t { kRetry, kTimeout, kLostExpiry, kStartDeadline };
-struct Timer {
-  int64_t at_us = 0;
-  uint64_t seq = 0;
-  TimerKind kind = TimerKind::kRetry;
-  TaskRef task;
-  uint32_t attempt = 0;
-  friend bool operator>(const Timer& a, const Timer& b) {
-    return a.at_us != b.at_us ? a.at_us > b.at_us : a.seq > b.seq;
-  }
-};
-
-struct Reservation {
-  bool active = false;
-  TaskRef task;
-  uint32_t worker = kNone;
-  // When the reserved task fits on `worker` at the latest if every task
-  // there ends by its time limit (TaskGroupSpec::timeout); kNever when that
-  // depends on a task without one. Recomputed when the worker's tasks
-  // change (shadow_valid false).
-  int64_t shadow_us = 0;
-  bool shadow_valid = false;
-};
-
-inline constexpr int64_t kNever = INT64_MAX;
 
 struct Scheduler::State {
   explicit State(SchedulerConfig c);
@@ -231,13 +98,8 @@ struct Scheduler::State {
   std::vector<Active> actives;
   std::vector<uint32_t> free_actives;
   size_t pool_cores = 0;  // cores of every worker that ever joined (sizes `actives`)
-  // Restored assigned/running tasks whose worker has not joined yet, by the
-  // worker they last ran on (Active slots, ascending), so a join looks only
-  // at its own. An entry may have ended since; the join checks.
-  std::unordered_map<WorkerId, std::vector<uint32_t>> orphans;
 
-  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers;
-  uint64_t timer_seq = 0;
+  TimerQueue timers;
 
   std::unordered_map<uint64_t, Extra> extras;  // key: ExtraKey(ref)
   // Attempts that ended with their task queued again, oldest first, at most
@@ -258,46 +120,15 @@ struct Scheduler::State {
   int64_t now_us = 0;
   int64_t next_renew_us = 0;
   bool restoring = true;  // until the first event or FinishRestore
-  // Placement hold after a restore (SchedulerConfig::restore_settle):
-  // Dispatch places nothing while set.
-  bool settling = false;
-  int64_t settle_until_us = 0;
-  std::vector<WorkerId> expected_workers;       // ExpectWorkers, until FinishRestore
-  // Workers that may report attempts the journal never saw: those expected
-  // at FinishRestore (active when the previous server stopped, or holding a
-  // restored attempt), until their first attach. Nobody else may have been
-  // given an unjournaled attempt, so nobody else's report is adopted.
-  std::unordered_set<WorkerId> may_adopt_from;
-  bool adopting = false;  // during the attach of a worker in may_adopt_from
-  std::unordered_set<WorkerId> settle_waiting;  // expected, not attached yet
-  uint32_t settle_expected = 0;
+  Adoption adoption;      // orphans, adoption, the settle hold (adoption.h)
 
   std::vector<uint32_t> dirty_workers;
-  // Workers that may hold an attempt nothing waits behind yet (queue-ahead);
-  // a superset, cleaned as QueueAhead looks at them.
-  std::vector<uint32_t> tail_workers;
-  // Queue-ahead attempts waiting behind another (Active::prev set), in the
-  // order they left their queues: (-priority, seq, task, attempt).
-  std::set<std::tuple<int64_t, uint64_t, TaskRef, uint32_t>> waiters;
-  // Worker slot -> the withdrawn waiter (TaskFlag::kWithdraw) its free room is
-  // held for until the withdrawal's answer comes back. At most one per worker.
-  std::map<uint32_t, TaskRef> holds;
-  // Waiter withdrawn by Displace -> the head it makes way for: a head has
-  // at most one such withdrawal outstanding. Entries whose waiter is no
-  // longer being withdrawn are dropped as Displace looks.
-  std::map<TaskRef, TaskRef> displaced;
+  QueueAheadBook queue_ahead;  // waiters, holds, take-backs (queue_ahead.h)
   std::vector<uint32_t> dirty_classes;
   std::vector<uint8_t> class_dirty;
   std::vector<uint32_t> load_dirty;
 
   Outbox* out = nullptr;  // set during Handle
-  // While restoring: the resources of tasks last recorded assigned.
-  std::map<TaskRef, Allocation> restored_allocs;
-  // While restoring: the queue-ahead predecessor of tasks last recorded
-  // assigned (or running since) behind one.
-  std::map<TaskRef, std::pair<TaskId, uint32_t>> restored_after;
-  // During restore: the attempt of each task's latest OutcomeRecord.
-  std::map<TaskRef, uint32_t> restored_outcome_attempts;
 
   // --- lookups (scheduler.cc) ---
   static uint64_t ExtraKey(TaskRef r) { return (uint64_t{r.job} << 32) | r.index; }
@@ -317,12 +148,6 @@ struct Scheduler::State {
   // --- lifecycle (scheduler.cc) ---
   Status OnWorkerJoined(WorkerJoined& e);
   Status OnWorkerAttached(WorkerAttached& e);
-  // A re-attach's report is the truth about its worker: every attempt the
-  // core has on worker slot `w` that `e` lists neither as running nor as
-  // finished is not there. One never sent (claim pending) is left to its
-  // grant; any other goes back to its queue at once, its leases released:
-  // as a lost attempt when it had started, else as never started.
-  void TakeBackUnreported(uint32_t w, const WorkerAttached& e);
   // The live worker in slot `w` re-attached offering `resources` instead of
   // what it offered: its books start again from the new offer. Attempts on
   // it that no longer fit are stopped at once (KillTask hard) and their end
@@ -333,24 +158,6 @@ struct Scheduler::State {
   void StopUnfitting(uint32_t w);
   // Adds `w` to / removes it from the placement policy to match Schedulable.
   void SyncPolicy(uint32_t w);
-  // While settling: `worker` attached; ends the hold when it was the last.
-  void SettleAttached(WorkerId worker);
-  // Ends the placement hold and offers every class and worker again.
-  void EndSettle();
-  // A running attempt reported by the worker in slot `w` (WorkerAttached).
-  void ReconcileRunning(uint32_t w, const ReportedAttempt& run);
-  // Makes attempt `attempt` of the queued task `r`, which the journal never
-  // saw, current on worker slot `w` (events.h, WorkerAttached). `run`: the
-  // attempt still runs there with these resources (booked, leases claimed);
-  // null: it already finished (nothing booked or claimed). False, and
-  // nothing changed, when `run`'s resources are not free there.
-  bool Adopt(TaskRef r, uint32_t w, uint32_t attempt, const ReportedAttempt* run);
-  // Queue-ahead: makes the queued attempt `run` of `r`, which the journal
-  // never saw, wait again behind the attempt on worker slot `w` that holds
-  // its cores. False, and nothing changed, when there is no such attempt.
-  bool AdoptQueued(TaskRef r, uint32_t w, const ReportedAttempt& run);
-  // True when attempt `attempt` of `r` may be one the journal never saw.
-  bool Adoptable(TaskRef r, uint32_t attempt) const;
   Status OnHeartbeat(WorkerHeartbeat& e);
   Status OnWorkerLost(const WorkerLost& e);
   Status OnDrained(const WorkerDrained& e);
@@ -394,9 +201,39 @@ struct Scheduler::State {
   // The lost (or unreported) attempt of `r` is gone: requeued as a lost
   // attempt with `reason`, failed after max_lost_attempts, or canceled.
   void LostAttemptEnded(TaskRef r, std::string reason = "worker lost");
+  // The current attempt of `r` ended before it started (dropped from its
+  // worker's queue: withdrawn, or fenced): back to the front of its class,
+  // no failure counted.
+  void NeverStarted(TaskRef r, std::string reason);
   // Worker slot `w` takes nothing new until its next heartbeat or attach.
   void HoldRefusing(uint32_t w);
   Duration BackoffFor(TaskRef r) const;
+
+  // --- re-attach and adoption (adoption.cc) ---
+  // A re-attach's report is the truth about its worker: every attempt the
+  // core has on worker slot `w` that `e` lists neither as running nor as
+  // finished is not there. One never sent (claim pending) is left to its
+  // grant; any other goes back to its queue at once, its leases released:
+  // as a lost attempt when it had started, else as never started.
+  void TakeBackUnreported(uint32_t w, const WorkerAttached& e);
+  // While settling: `worker` attached; ends the hold when it was the last.
+  void SettleAttached(WorkerId worker);
+  // Ends the placement hold and offers every class and worker again.
+  void EndSettle();
+  // A running attempt reported by the worker in slot `w` (WorkerAttached).
+  void ReconcileRunning(uint32_t w, const ReportedAttempt& run);
+  // Makes attempt `attempt` of the queued task `r`, which the journal never
+  // saw, current on worker slot `w` (events.h, WorkerAttached). `run`: the
+  // attempt still runs there with these resources (booked, leases claimed);
+  // null: it already finished (nothing booked or claimed). False, and
+  // nothing changed, when `run`'s resources are not free there.
+  bool Adopt(TaskRef r, uint32_t w, uint32_t attempt, const ReportedAttempt* run);
+  // Queue-ahead: makes the queued attempt `run` of `r`, which the journal
+  // never saw, wait again behind the attempt on worker slot `w` that holds
+  // its cores. False, and nothing changed, when there is no such attempt.
+  bool AdoptQueued(TaskRef r, uint32_t w, const ReportedAttempt& run);
+  // True when attempt `attempt` of `r` may be one the journal never saw.
+  bool Adoptable(TaskRef r, uint32_t attempt) const;
 
   // --- leases and resources (leases.cc) ---
   uint32_t NewActive(TaskRef r, uint32_t worker_slot, uint32_t attempt);
@@ -450,7 +287,6 @@ struct Scheduler::State {
   void Park(uint32_t cls, TaskRef r);
   void Unpark(uint32_t user);
   bool CanPlace(uint32_t w, TaskRef r);
-  bool ReservationAllows(uint32_t w, TaskRef r);
   // Books `r` on worker `w` for a moment and answers `check()` then (false
   // when it does not fit); nothing stays booked.
   template <typename Check>
@@ -462,6 +298,15 @@ struct Scheduler::State {
     res.Free(RequestOf(r), trial);
     return ok;
   }
+  // Places `r` of class `cls` on `w`; `head`: r is the class head (popped),
+  // else its entry stays in the queue (TaskFlag::kStaleEntry).
+  void Place(uint32_t cls, TaskRef r, uint32_t w, bool head = true);
+  void MarkClassDirty(uint32_t cls);
+
+  // --- reservation and backfill (reservation.cc) ---
+  // Placing `r` on the reserved worker `w` leaves the reserved task what it
+  // needs (see reservation.h).
+  bool ReservationAllows(uint32_t w, TaskRef r);
   // The latest time the request fits on worker w if every task there ends
   // by its time limit: now when it fits now, kNever when it needs room a
   // task without a limit holds (see Reservation::shadow_us).
@@ -476,14 +321,11 @@ struct Scheduler::State {
   // Ends the reservation and offers its worker again: tasks held back there
   // fit nowhere else, and no free on that worker may follow to retry them.
   void EndReservation();
-  // Places `r` of class `cls` on `w`; `head`: r is the class head (popped),
-  // else its entry stays in the queue (TaskFlag::kStaleEntry).
-  void Place(uint32_t cls, TaskRef r, uint32_t w, bool head = true);
   // On the reserved worker `w`: places queued tasks behind their class
   // heads whose time limit ends by the reservation's planned start.
   void BackfillBehindHeads(uint32_t w);
-  void MarkClassDirty(uint32_t cls);
-  // --- queue-ahead (dispatch.cc) ---
+
+  // --- queue-ahead (queue_ahead.cc) ---
   void NoteTail(uint32_t w);
   // Books the first class head that could ever run on `w` behind a task
   // there whose resources cover it, as long as there are such tasks; the
@@ -492,19 +334,6 @@ struct Scheduler::State {
   bool QueueAhead(uint32_t w);
   // QueueAhead on the listed workers, until a pass books nothing.
   void QueueAheadAnywhere();
-  // A request that may wait behind another task: GPUs and counters are
-  // leased per unit, and passing them on would need the lease keys handed
-  // over too, so only CPU and memory requests queue.
-  // Shares of a core do not queue: they share a core instead, and what one
-  // would inherit from its predecessor is not a core of its own.
-  static bool Queueable(const ResourceRequest& req) {
-    return req.gpus == 0 && req.counters.empty() && !req.IsCoreShare();
-  }
-  // An attempt something may wait behind: live, holding its resources, and
-  // neither waiting itself nor waited for.
-  static bool IsTail(const Active& act) {
-    return act.prev == kNone && act.next == kNone && !act.lost && act.booked;
-  }
   // The attempt `act` waits behind: its task and attempt number; attempt 0
   // when it waits behind none.
   std::pair<TaskId, uint32_t> WaitsBehind(const Active& act) const {
@@ -520,7 +349,7 @@ struct Scheduler::State {
   // among the waiters; `seq`: its queue entry's (Active::wait_seq).
   void LinkBehind(uint32_t a, uint32_t prev, uint64_t seq);
   void UnlistWaiter(const Active& act) {
-    waiters.erase({-int64_t{SpecOf(act.task).priority}, act.wait_seq, act.task, act.attempt});
+    queue_ahead.RemoveWaiter(SpecOf(act.task).priority, act.wait_seq, act.task, act.attempt);
   }
   // Queue-ahead take-back, on a worker `w` whose room just freed: the first
   // waiter (behind a task on any worker) that fits here and goes before
@@ -551,10 +380,6 @@ struct Scheduler::State {
   void DropHold(TaskRef r);
   // Placing `r` on `w` leaves room for the task `w` is held for.
   bool HoldAllows(uint32_t w, TaskRef r);
-  // The current attempt of `r` ended before it started (dropped from its
-  // worker's queue: withdrawn, or fenced): back to the front of its class,
-  // no failure counted.
-  void NeverStarted(TaskRef r, std::string reason);
 };
 
 }  // namespace drover::core

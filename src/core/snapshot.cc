@@ -84,11 +84,11 @@ std::vector<Record> Scheduler::Snapshot() const {
             gpus.assign(act.alloc.gpus.begin(), act.alloc.gpus.end());
             after = s.WaitsBehind(act);
           } else if (s.restoring) {
-            if (auto a = s.restored_allocs.find(ref); a != s.restored_allocs.end()) {
+            if (auto a = s.adoption.restored_allocs.find(ref); a != s.adoption.restored_allocs.end()) {
               cores.assign(a->second.cores.begin(), a->second.cores.end());
               gpus.assign(a->second.gpus.begin(), a->second.gpus.end());
             }
-            if (auto a = s.restored_after.find(ref); a != s.restored_after.end()) after = a->second;
+            if (auto a = s.adoption.restored_after.find(ref); a != s.adoption.restored_after.end()) after = a->second;
           }
           const bool running = t.state == TaskState::kRunning;
           AddTaskRecord(out, task, TaskState::kAssigned, t.attempt, t.worker,

@@ -1,0 +1,157 @@
+// Reservations and backfill (reservation.h): which worker is held for the
+// task being overtaken, what else may run there meanwhile, and the tasks
+// from behind their class heads that fit before its planned start.
+#include <algorithm>
+
+#include "core/scheduler_state.h"
+
+namespace drover::core {
+
+int64_t Scheduler::State::FitTime(uint32_t w, const ResourceRequest& req) const {
+  const Worker& worker = workers[w];
+  if (worker.res->Fits(req, policy->PreferFullGpus())) return now_us;
+  // Free the tasks with a time limit in the order their limits end, on a
+  // copy, until the request fits. A task past its limit is being killed.
+  std::vector<std::pair<int64_t, uint32_t>> ends;  // (end, active)
+  for (uint32_t a : worker.actives) {
+    const Active& act = actives[a];
+    const int64_t limit = SpecOf(act.task).timeout.count();
+    if (!act.booked || limit <= 0) continue;
+    const Task& t = task(act.task);
+    const int64_t from = t.state == TaskState::kRunning ? t.started_us : now_us;
+    int64_t end = std::max(from + limit, now_us);
+    if (act.next != kNone) {
+      // The task queued behind it holds the room on until its own limit.
+      const int64_t then = SpecOf(actives[act.next].task).timeout.count();
+      if (then <= 0) continue;
+      end += then;
+    }
+    ends.emplace_back(end, a);
+  }
+  if (ends.empty()) return kNever;
+  std::sort(ends.begin(), ends.end());
+  WorkerState after = *worker.res;
+  for (const auto& [end, a] : ends) {
+    after.Free(RequestOf(actives[a].task), actives[a].alloc);
+    if (after.Fits(req, policy->PreferFullGpus())) return end;
+  }
+  return kNever;
+}
+
+int64_t Scheduler::State::ReservationShadow() {
+  if (!reservation.shadow_valid) {
+    reservation.shadow_us = FitTime(reservation.worker, RequestOf(reservation.task));
+    reservation.shadow_valid = true;
+  }
+  // As time passes, tasks past their limit count as ending now; that keeps
+  // the order FitTime freed them in, so its answer moves to max(it, now).
+  const int64_t shadow = reservation.shadow_us;
+  return shadow == kNever ? kNever : std::max(shadow, now_us);
+}
+
+bool Scheduler::State::ReservationAllows(uint32_t w, TaskRef r) {
+  // Backfill by time (EASY): a task whose time limit ends before the
+  // reserved task could start here anyway delays nothing.
+  const int64_t limit = SpecOf(r).timeout.count();
+  if (limit > 0) {
+    const int64_t shadow = ReservationShadow();
+    if (shadow != kNever && now_us + limit <= shadow) return true;
+  }
+  WorkerState& res = *workers[w].res;
+  const ResourceRequest& reserved = RequestOf(reservation.task);
+  const ResourceRequest& req = RequestOf(r);
+  const uint32_t short_now = res.Shortfall(reserved);
+  uint32_t uses = 0;
+  if (req.CoreCount() > 0) uses |= kDimCores;
+  if (req.mem_bytes > 0) uses |= kDimMem;
+  if (req.gpus > 0) uses |= kDimGpus;
+  if (!req.counters.empty()) uses |= kDimCounters;
+  if (uses & short_now) return false;
+  // Try it: placing r must not make the reserved task short of anything new.
+  return AfterPlacing(w, r, [&] { return res.Shortfall(reserved) == short_now; });
+}
+
+void Scheduler::State::EndReservation() {
+  if (!reservation.active) return;
+  reservation.active = false;
+  if (Schedulable(reservation.worker)) MarkWorkerDirty(reservation.worker);
+}
+
+void Scheduler::State::Reserve(TaskRef r, uint32_t hint) {
+  if (!config.reservations) return;
+  if (reservation.active) {
+    if (reservation.task == r) return;
+    // Keep an existing reservation for a task that runs before r.
+    const Task& held = task(reservation.task);
+    if (held.state == TaskState::kQueued) {
+      const int32_t p_held = SpecOf(reservation.task).priority;
+      const int32_t p_new = SpecOf(r).priority;
+      if (p_held > p_new || (p_held == p_new && reservation.task < r)) return;
+    }
+  }
+  const ResourceRequest& req = RequestOf(r);
+  uint32_t chosen = kNone;
+  // The worker where it can start first, by the time limits of what runs
+  // there (ties: the hint, then join order); without limits, the hint.
+  int64_t best = kNever;
+  for (uint32_t w = 0; w < workers.size(); ++w) {
+    if (!Schedulable(w) || !workers[w].res->CanEverFit(req)) continue;
+    const int64_t at = FitTime(w, req);
+    if (at < best || (at == best && at != kNever && w == hint)) {
+      best = at;
+      chosen = w;
+    }
+  }
+  if (chosen == kNone && hint != kNone && Schedulable(hint) && workers[hint].res->CanEverFit(req)) {
+    chosen = hint;
+  }
+  for (uint32_t w = 0; w < workers.size() && chosen == kNone; ++w) {
+    if (Schedulable(w) && workers[w].res->CanEverFit(req)) chosen = w;
+  }
+  if (chosen == kNone) return;
+  EndReservation();
+  reservation = Reservation{true, r, chosen};
+  // Offer the worker again: the reserved task fits there now (a worker that
+  // changed this instant), or tasks behind their class heads may backfill
+  // what it waits for (BackfillBehindHeads).
+  MarkWorkerDirty(chosen);
+}
+
+void Scheduler::State::BackfillBehindHeads(uint32_t w) {
+  // EASY backfill reaches past the class heads here: the heads were just
+  // offered this worker and those held back cannot use its free room without
+  // delaying the reserved task. A queued task further back whose time limit
+  // ends by the reservation's planned start can: it delays the reserved task
+  // not at all, and the tasks ahead of it in its class not either (they
+  // could not have used this room before the planned start, and after it the
+  // reserved task takes it).
+  const int64_t shadow = ReservationShadow();
+  if (shadow == kNever || shadow <= now_us) return;
+  const WorkerState& res = *workers[w].res;
+  const uint32_t reserved_cls = ClassOf(reservation.task);
+  std::vector<std::pair<uint32_t, TaskRef>> picks;  // (class, task), in walk order
+  for (const auto& key : queues.heads()) {
+    const uint32_t cls = std::get<2>(key);
+    if (cls == reserved_cls || !res.Fits(queues.request(cls), policy->PreferFullGpus())) continue;
+    uint32_t seen = 0;
+    queues.ForEach(cls, [&](const QueueEntry& e) {
+      if (++seen > kBackfillScan) return false;
+      const Task& t = task(e.task);
+      if (t.state != TaskState::kQueued || t.flags.Any(TaskFlag::kBackoff | TaskFlag::kParked))
+        return true;
+      const int64_t limit = SpecOf(e.task).timeout.count();
+      if (limit > 0 && now_us + limit <= shadow) picks.emplace_back(cls, e.task);
+      return true;
+    });
+  }
+  for (const auto& [cls, r] : picks) {
+    const Task& t = task(r);
+    if (t.state != TaskState::kQueued || !QuotaAllows(r) || !CanPlace(w, r)) continue;
+    TaskRef head;
+    const bool is_head = LiveHead(cls, head) && head == r;
+    if (!is_head) task(r).flags.Set(TaskFlag::kStaleEntry);  // its entry stays queued
+    Place(cls, r, w, is_head);
+  }
+}
+
+}  // namespace drover::core
