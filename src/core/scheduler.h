@@ -187,7 +187,8 @@ class Scheduler {
   // still re-attaching). Errors: unknown job.
   Result<std::vector<std::string>> Unrunnable(JobId job) const;
 
-  // Approximate heap bytes held by jobs, tasks, queues and workers.
+  // Approximate heap bytes held by jobs, tasks, queues and workers (reasons
+  // and results estimated from a sample: cheap at any size).
   size_t ApproxBytes() const;
 
   // --- retention (forget.cc) ------------------------------------------------

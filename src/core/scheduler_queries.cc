@@ -139,10 +139,18 @@ size_t Scheduler::ApproxBytes() const {
     if (a.alloc.cores.on_heap()) bytes += a.alloc.cores.capacity() * sizeof(uint32_t);
     if (a.alloc.gpus.on_heap()) bytes += a.alloc.gpus.capacity() * sizeof(GpuGrant);
   }
-  bytes += s.extras.size() * (sizeof(Extra) + 32);
-  for (const auto& [key, extra] : s.extras) {
-    bytes += extra.reason.capacity() + (extra.outcome ? extra.outcome->result.capacity() : 0);
+  // Reasons and results: from a sample of at most kSample entries, so a
+  // status call stays cheap with a million canceled tasks (each has one).
+  constexpr size_t kSample = 1024;
+  size_t sampled = 0;
+  size_t sampled_bytes = 0;
+  for (auto it = s.extras.begin(); it != s.extras.end() && sampled < kSample; ++it, ++sampled) {
+    const Extra& extra = it->second;
+    sampled_bytes +=
+        extra.reason.capacity() + (extra.outcome ? extra.outcome->result.capacity() : 0);
   }
+  bytes += s.extras.size() * (sizeof(Extra) + 32);
+  if (sampled > 0) bytes += sampled_bytes * s.extras.size() / sampled;
   bytes += s.workers.capacity() * (sizeof(Worker) + sizeof(WorkerState));
   bytes += s.timers.size() * sizeof(Timer);
   return bytes;
