@@ -316,7 +316,7 @@ void WorkerState::Enqueue(const proto::Assignment& a, WorkerOutbox& out) {
   out.push_back(PrepareTask{a});
 }
 
-void WorkerState::StartNow(Time /*now*/, const proto::Assignment& a, bool prepared,
+void WorkerState::StartNow(Time /*now*/, proto::Assignment a, bool prepared,
                            WorkerOutbox& out) {
   Status admitted = slots_.Admit(a.task, ToSlotRequest(a));
   if (!admitted.ok()) {
@@ -334,7 +334,7 @@ void WorkerState::StartNow(Time /*now*/, const proto::Assignment& a, bool prepar
   run.attempt = a.attempt;
   run.cores = a.cores;
   run.gpus = a.gpus;
-  out.push_back(StartTask{a, prepared});
+  out.push_back(StartTask{std::move(a), prepared});
 }
 
 void WorkerState::OnStarted(const TaskStarted& started, WorkerOutbox& out) {
@@ -434,7 +434,7 @@ void WorkerState::OnExited(Time now, const TaskExited& exited, WorkerOutbox& out
     proto::Assignment next = std::move(q->second);
     queued_.erase(q);
     if (fence_reason.empty() && next.after->attempt == exited.attempt) {
-      StartNow(now, next, /*prepared=*/true, out);
+      StartNow(now, std::move(next), /*prepared=*/true, out);
     } else {
       // Fencing drops the queue before it kills (OnFence); this is only a
       // guard.

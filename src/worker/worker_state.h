@@ -224,7 +224,8 @@ class WorkerState {
   void OnHelloAck(Time now, const proto::HelloAck& ack, WorkerOutbox& out);
   void OnAssignment(Time now, const proto::Assignment& a, WorkerOutbox& out);
   void Enqueue(const proto::Assignment& a, WorkerOutbox& out);
-  void StartNow(Time now, const proto::Assignment& a, bool prepared, WorkerOutbox& out);
+  // Takes `a` by value: a queued successor's is moved in (the handoff path).
+  void StartNow(Time now, proto::Assignment a, bool prepared, WorkerOutbox& out);
   void OnStopRequest(Time now, TaskId task, uint32_t attempt, Duration grace,
                      const std::string& reason, WorkerOutbox& out);
   void OnWithdraw(Time now, TaskId task, uint32_t attempt, const std::string& reason,
