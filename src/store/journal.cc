@@ -221,18 +221,7 @@ void Journal::ReapBackground() {
   std::unique_ptr<Flight> flight = std::move(flight_);
   const Status& status = flight->status;
   if (flight->compaction) {
-    // As Compact: before the rename the old journal is intact and in use;
-    // after it, the new one is, and an unsynced directory breaks it.
-    Status outcome = status;
-    if (flight->new_file) {
-      file_ = std::move(flight->new_file);
-      durable_bytes_ = flight->new_bytes;
-      if (!flight->dir_status.ok()) {
-        Break(flight->dir_status);
-        outcome = broken_;
-      }
-    }
-    flight->compact_done(outcome);
+    flight->compact_done(FinishCompaction(*flight));
   } else if (!flight->cut_status.ok()) {
     Break(flight->cut_status);
   } else if (!status.ok() && flight->written) {
@@ -247,14 +236,19 @@ void Journal::ReapBackground() {
   }
 }
 
-void Journal::CompactInBackground(std::vector<std::string> snapshot, std::function<void()> wake,
-                                  DoneCallback done) {
+Status Journal::CheckSnapshot(const std::vector<std::string>& snapshot) {
   for (const auto& record : snapshot) {
     if (record.size() > kMaxRecordBytes) {
-      return done(InvalidArgument("snapshot record of " + std::to_string(record.size()) +
-                                  " bytes exceeds the journal's record limit"));
+      return InvalidArgument("snapshot record of " + std::to_string(record.size()) +
+                             " bytes exceeds the journal's record limit");
     }
   }
+  return Status::Ok();
+}
+
+void Journal::CompactInBackground(std::vector<std::string> snapshot, std::function<void()> wake,
+                                  DoneCallback done) {
+  if (Status checked = CheckSnapshot(snapshot); !checked.ok()) return done(checked);
   // Sync() reaps a batch in flight and writes what is buffered, so the
   // snapshot replaces a journal holding everything appended so far.
   if (Status synced = Sync(); !synced.ok()) return done(synced);
@@ -286,6 +280,8 @@ void Journal::WriteCompaction(Flight& flight) {
     if (!renamed.ok()) written = renamed;
   }
   if (!written.ok()) {
+    // The old journal is untouched and still open; drop the half-made copy.
+    // A failure to remove it is harmless: Open() removes it too.
     (void)env_.Remove(temp);
     flight.status = written.status().WithContext("compacting journal " + path_);
     return;
@@ -295,44 +291,29 @@ void Journal::WriteCompaction(Flight& flight) {
   flight.dir_status = env_.SyncDir(DirName(path_));
 }
 
-Status Journal::Compact(const std::vector<std::string>& snapshot) {
-  RETURN_IF_ERROR(Sync());
-  const std::string temp = TempPath(path_);
-  std::string contents;
-  for (const auto& record : snapshot) {
-    if (record.size() > kMaxRecordBytes) {
-      return InvalidArgument("snapshot record of " + std::to_string(record.size()) +
-                             " bytes exceeds the journal's record limit");
-    }
-    EncodeRecord(record, &contents);
-  }
-  auto written = [&]() -> Result<std::unique_ptr<WritableFile>> {
-    ASSIGN_OR_RETURN(auto file, env_.CreateTruncated(temp));
-    RETURN_IF_ERROR(file->Append(contents));
-    RETURN_IF_ERROR(file->Sync());
-    return file;
-  }();
-  if (written.ok()) {
-    Status renamed = env_.Rename(temp, path_);
-    if (!renamed.ok()) written = renamed;
-  }
-  if (!written.ok()) {
-    // The old journal is untouched and still open; drop the half-made copy.
-    // A failure to remove it is harmless: Open() removes it too.
-    (void)env_.Remove(temp);
-    return written.status().WithContext("compacting journal " + path_);
-  }
-  // The open handle follows the file to its new name.
-  file_ = std::move(written).value();
-  durable_bytes_ = contents.size();
-  Status synced = env_.SyncDir(DirName(path_));
-  // Until the rename is durable a crash may bring back the old journal, and
-  // records appended to the new one would be lost; refuse them.
-  if (!synced.ok()) {
-    Break(synced);
+Status Journal::FinishCompaction(Flight& flight) {
+  // Before the rename the old journal is intact and in use. After it, the
+  // open handle follows the file to its new name; until the rename is
+  // durable a crash may bring back the old journal, and records appended to
+  // the new one would be lost: an unsynced directory breaks the journal.
+  if (!flight.new_file) return flight.status;
+  file_ = std::move(flight.new_file);
+  durable_bytes_ = flight.new_bytes;
+  if (!flight.dir_status.ok()) {
+    Break(flight.dir_status);
     return broken_;
   }
   return Status::Ok();
+}
+
+Status Journal::Compact(std::vector<std::string> snapshot) {
+  RETURN_IF_ERROR(Sync());
+  RETURN_IF_ERROR(CheckSnapshot(snapshot));
+  Flight flight;
+  flight.compaction = true;
+  flight.snapshot = std::move(snapshot);
+  WriteCompaction(flight);
+  return FinishCompaction(flight);
 }
 
 }  // namespace drover::store

@@ -123,7 +123,7 @@ class Journal {
   // header comment). Buffered records are synced into the old journal first.
   // On an error before the rename the old journal stays in use and intact;
   // after it, the journal is broken.
-  Status Compact(const std::vector<std::string>& snapshot);
+  Status Compact(std::vector<std::string> snapshot);
   // Compact on the helper thread: buffered records are first synced into
   // the old journal (here, as Sync() does); the snapshot is then framed,
   // written, fsynced and renamed there, and `done` runs from
@@ -166,10 +166,15 @@ class Journal {
     uint64_t new_bytes = 0;
     Status dir_status;  // the directory's fsync after the rename
   };
-  // The helper's part of a compaction: frames `flight.snapshot` into the
-  // temporary file, fsyncs and renames it (Compact's steps). Touches only
-  // the Env and those files.
+  // A record over kMaxRecordBytes in a snapshot is refused.
+  static Status CheckSnapshot(const std::vector<std::string>& snapshot);
+  // The writing part of a compaction (Compact, or the helper thread's for
+  // CompactInBackground): frames `flight.snapshot` into the temporary file,
+  // fsyncs and renames it. Touches only the Env and those files.
   void WriteCompaction(Flight& flight);
+  // The owner's part after it: takes the new file into use and returns
+  // what Compact returns.
+  Status FinishCompaction(Flight& flight);
   // Hands `flight_` to the helper thread (starting it the first time).
   void Launch();
   // Writes and fsyncs `batch` at `offset`; on a failed write cuts it off

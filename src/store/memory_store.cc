@@ -422,7 +422,7 @@ void MemoryStore::Compact(std::vector<std::string> snapshot, DoneCallback done) 
     journal_->CompactInBackground(std::move(records), wake_, std::move(done));
     return;
   }
-  done(journal_->Compact(records));
+  done(journal_->Compact(std::move(records)));
 }
 
 uint64_t MemoryStore::LogBytes() const { return journal_ ? journal_->durable_bytes() : 0; }
