@@ -59,7 +59,8 @@ std::vector<Record> Scheduler::Snapshot() const {
       if (!s.extras.empty()) {
         if (auto e = s.extras.find(State::ExtraKey(ref)); e != s.extras.end()) extra = &e->second;
       }
-      const std::string reason = extra ? extra->reason : std::string();
+      static const std::string kNoReason;
+      const std::string& reason = extra ? extra->reason : kNoReason;
       if (extra && extra->outcome) {
         out.emplace_back(std::in_place_type<OutcomeRecord>, task, extra->outcome_attempt,
                          *extra->outcome, TimeFromMicros(t.finished_us));
