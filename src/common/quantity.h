@@ -28,6 +28,11 @@
 
 namespace drover {
 
+// Binary byte units, for code and tests that write sizes.
+inline constexpr uint64_t kKiB = uint64_t{1} << 10;
+inline constexpr uint64_t kMiB = uint64_t{1} << 20;
+inline constexpr uint64_t kGiB = uint64_t{1} << 30;
+
 // Milli-cpus. At most 3 decimals ("0.001"); "500m" is 500 milli-cpus.
 Result<int64_t> ParseCpus(std::string_view text);
 // Bytes; see the unit rules above.

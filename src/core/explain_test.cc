@@ -8,7 +8,6 @@ namespace drover::core {
 namespace {
 
 using testing::JobBuilder;
-using testing::kGiB;
 using testing::T;
 using testing::TaskBuilder;
 using testing::TestCluster;

@@ -12,7 +12,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using testing::JobBuilder;
-using testing::kMiB;
 using testing::T;
 using testing::TaskBuilder;
 using testing::TestCluster;

@@ -15,7 +15,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using testing::JobBuilder;
-using testing::kGiB;
 using testing::T;
 using testing::TaskBuilder;
 using testing::TestCluster;

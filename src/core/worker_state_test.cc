@@ -7,7 +7,6 @@
 namespace drover::core {
 namespace {
 
-using testing::kGiB;
 using testing::TaskBuilder;
 using testing::WorkerBuilder;
 

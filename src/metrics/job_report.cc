@@ -22,7 +22,7 @@ double Secs(Duration d) { return static_cast<double>(d.count()) / 1e6; }
 
 json OptMs(const std::optional<Time>& t) { return t ? json(UnixMs(*t)) : json(nullptr); }
 
-constexpr int64_t kUnknown = INT64_MIN;
+constexpr int64_t kNoEnd = INT64_MIN;
 
 std::string TaskName(const core::TaskInfo& t, const core::TaskGroupSpec* spec) {
   if (spec != nullptr && spec->array) return t.group + "[" + std::to_string(t.array_index) + "]";
@@ -106,7 +106,7 @@ bool JobReportScan::Step(const core::Scheduler& scheduler, uint64_t max_tasks) {
     // candidate for the critical path (critical_path.h's order).
     if (!group.longest || b.wall > group.longest->wall ||
         (b.wall == group.longest->wall &&
-         b.end.value_or(kUnknown) > group.longest->end.value_or(kUnknown))) {
+         b.end.value_or(kNoEnd) > group.longest->end.value_or(kNoEnd))) {
       group.longest = b;
     }
     if (b.end && (!last_ || *b.end > *last_->end)) last_ = b;

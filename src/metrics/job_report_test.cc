@@ -15,8 +15,6 @@ namespace drover::metrics {
 namespace {
 
 using core::testing::JobBuilder;
-using core::testing::kGiB;
-using core::testing::kMiB;
 using core::testing::T;
 using core::testing::TaskBuilder;
 using core::testing::TestCluster;

@@ -9,7 +9,6 @@ namespace drover::metrics {
 namespace {
 
 using core::testing::JobBuilder;
-using core::testing::kGiB;
 using core::testing::T;
 using core::testing::TaskBuilder;
 using core::testing::TestCluster;

@@ -55,7 +55,7 @@ std::string AddressText(const sockaddr_storage& addr) {
   return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6.sin6_port));
 }
 
-std::string HostPort(const std::string& host, uint16_t port) {
+std::string JoinHostPort(const std::string& host, uint16_t port) {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
          std::to_string(port);
 }
@@ -285,10 +285,10 @@ Result<DiscoveredServer> BeaconListener::Next(std::string_view token, Duration t
     found.info = std::move(info).value();
     const auto& addrs = found.info.addresses;
     if (std::find(addrs.begin(), addrs.end(), found.from) != addrs.end()) {
-      found.servers.push_back(HostPort(found.from, found.info.port));
+      found.servers.push_back(JoinHostPort(found.from, found.info.port));
     }
     for (const std::string& a : addrs) {
-      if (a != found.from) found.servers.push_back(HostPort(a, found.info.port));
+      if (a != found.from) found.servers.push_back(JoinHostPort(a, found.info.port));
     }
     return found;
   }

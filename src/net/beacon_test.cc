@@ -9,7 +9,7 @@
 namespace drover::net {
 namespace {
 
-const std::string kToken(64, 'a');
+const std::string kBeaconToken(64, 'a');
 const std::string kOtherToken(64, 'b');
 
 BeaconInfo Info(Time sent) {
@@ -25,11 +25,11 @@ BeaconInfo Info(Time sent) {
 
 TEST(BeaconTest, SignedBeaconVerifiesAndRoundTrips) {
   SimulatedClock clock;
-  const std::string datagram = EncodeBeacon(Info(clock.Now()), kToken);
+  const std::string datagram = EncodeBeacon(Info(clock.Now()), kBeaconToken);
   EXPECT_TRUE(datagram.starts_with("drover-beacon/1 "));
-  EXPECT_EQ(datagram.find(kToken), std::string::npos) << "the token must never travel";
+  EXPECT_EQ(datagram.find(kBeaconToken), std::string::npos) << "the token must never travel";
   clock.Advance(Seconds(2));
-  Result<BeaconInfo> got = DecodeBeacon(datagram, kToken, clock.Now());
+  Result<BeaconInfo> got = DecodeBeacon(datagram, kBeaconToken, clock.Now());
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->server_id, "0123456789abcdef");
   EXPECT_EQ(got->addresses, (std::vector<std::string>{"10.213.0.10", "192.168.1.5"}));
@@ -41,7 +41,7 @@ TEST(BeaconTest, SignedBeaconVerifiesAndRoundTrips) {
 
 TEST(BeaconTest, WrongTokenIsUnauthenticated) {
   SimulatedClock clock;
-  Result<BeaconInfo> got = DecodeBeacon(EncodeBeacon(Info(clock.Now()), kOtherToken), kToken,
+  Result<BeaconInfo> got = DecodeBeacon(EncodeBeacon(Info(clock.Now()), kOtherToken), kBeaconToken,
                                         clock.Now());
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), StatusCode::kUnauthenticated);
@@ -50,40 +50,40 @@ TEST(BeaconTest, WrongTokenIsUnauthenticated) {
 
 TEST(BeaconTest, TamperedPayloadIsUnauthenticated) {
   SimulatedClock clock;
-  std::string datagram = EncodeBeacon(Info(clock.Now()), kToken);
+  std::string datagram = EncodeBeacon(Info(clock.Now()), kBeaconToken);
   const size_t at = datagram.find("10.213.0.10");
   ASSERT_NE(at, std::string::npos);
   datagram.replace(at, 11, "10.213.0.66");  // redirect workers elsewhere
-  Result<BeaconInfo> got = DecodeBeacon(datagram, kToken, clock.Now());
+  Result<BeaconInfo> got = DecodeBeacon(datagram, kBeaconToken, clock.Now());
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), StatusCode::kUnauthenticated);
   // A changed MAC fails the same way.
-  std::string bad_mac = EncodeBeacon(Info(clock.Now()), kToken);
+  std::string bad_mac = EncodeBeacon(Info(clock.Now()), kBeaconToken);
   bad_mac[20] = bad_mac[20] == '0' ? '1' : '0';
-  EXPECT_EQ(DecodeBeacon(bad_mac, kToken, clock.Now()).status().code(),
+  EXPECT_EQ(DecodeBeacon(bad_mac, kBeaconToken, clock.Now()).status().code(),
             StatusCode::kUnauthenticated);
 }
 
 TEST(BeaconTest, StaleOrFutureTimestampIsRejected) {
   SimulatedClock clock;
-  const std::string datagram = EncodeBeacon(Info(clock.Now()), kToken);
+  const std::string datagram = EncodeBeacon(Info(clock.Now()), kBeaconToken);
   clock.Advance(kBeaconMaxAge + Seconds(1));
-  Result<BeaconInfo> replayed = DecodeBeacon(datagram, kToken, clock.Now());
+  Result<BeaconInfo> replayed = DecodeBeacon(datagram, kBeaconToken, clock.Now());
   ASSERT_FALSE(replayed.ok());
   EXPECT_EQ(replayed.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(replayed.status().message().find("stale"), std::string::npos);
-  const std::string future = EncodeBeacon(Info(clock.Now() + kBeaconMaxAge + Seconds(1)), kToken);
-  EXPECT_EQ(DecodeBeacon(future, kToken, clock.Now()).status().code(),
+  const std::string future = EncodeBeacon(Info(clock.Now() + kBeaconMaxAge + Seconds(1)), kBeaconToken);
+  EXPECT_EQ(DecodeBeacon(future, kBeaconToken, clock.Now()).status().code(),
             StatusCode::kFailedPrecondition);
   // Within the window it is fine.
-  EXPECT_TRUE(DecodeBeacon(datagram, kToken, clock.Now(), kBeaconMaxAge * 2).ok());
+  EXPECT_TRUE(DecodeBeacon(datagram, kBeaconToken, clock.Now(), kBeaconMaxAge * 2).ok());
 }
 
 TEST(BeaconTest, GarbageIsInvalidArgument) {
   SimulatedClock clock;
   for (const std::string& junk : {std::string(), std::string("hello"), std::string(200, '\0'),
                                  std::string("drover-beacon/1 ") + std::string(64, '0')}) {
-    EXPECT_EQ(DecodeBeacon(junk, kToken, clock.Now()).status().code(),
+    EXPECT_EQ(DecodeBeacon(junk, kBeaconToken, clock.Now()).status().code(),
               StatusCode::kInvalidArgument);
   }
 }
@@ -92,7 +92,7 @@ TEST(BeaconTest, SenderRejectsBadOptions) {
   EventLoop loop;
   RealClock clock;
   BeaconSenderOptions o;
-  o.token = kToken;
+  o.token = kBeaconToken;
   o.clock = &clock;
   o.destinations = {"not-an-address"};
   EXPECT_EQ(BeaconSender::Start(loop, o).status().code(), StatusCode::kInvalidArgument);
@@ -122,7 +122,7 @@ TEST(BeaconTest, ListenerSkipsBadBeaconsAndReturnsTheFirstThatVerifies) {
   o.token = kOtherToken;
   Result<std::unique_ptr<BeaconSender>> impostor = BeaconSender::Start(loop, o);
   ASSERT_TRUE(impostor.ok()) << impostor.status().ToString();
-  o.token = kToken;
+  o.token = kBeaconToken;
   o.info.server_id = "the-real-one";
   Result<std::unique_ptr<BeaconSender>> real = BeaconSender::Start(loop, o);
   ASSERT_TRUE(real.ok()) << real.status().ToString();
@@ -130,7 +130,7 @@ TEST(BeaconTest, ListenerSkipsBadBeaconsAndReturnsTheFirstThatVerifies) {
 
   std::vector<std::pair<std::string, Status>> rejected;
   Result<DiscoveredServer> found = (*listener)->Next(
-      kToken, Seconds(20), clock,
+      kBeaconToken, Seconds(20), clock,
       [&](const std::string& from, const Status& why) { rejected.emplace_back(from, why); });
   ASSERT_TRUE(found.ok()) << found.status().ToString();
   EXPECT_EQ(found->info.server_id, "the-real-one");
@@ -147,7 +147,7 @@ TEST(BeaconTest, ListenerTimesOutWhenNothingVerifies) {
   ASSERT_TRUE(listener.ok()) << listener.status().ToString();
   RealClock clock;
   Result<DiscoveredServer> found =
-      (*listener)->Next(kToken, Millis(50), clock, [](const std::string&, const Status&) {});
+      (*listener)->Next(kBeaconToken, Millis(50), clock, [](const std::string&, const Status&) {});
   EXPECT_EQ(found.status().code(), StatusCode::kDeadlineExceeded);
 }
 

@@ -26,7 +26,7 @@ using testing::LoopbackServerOptions;
 using testing::LoopThread;
 using testing::TempDir;
 
-const std::string kToken(64, 'f');
+const std::string kSocketToken(64, 'f');
 
 ino_t InodeOf(const std::string& path) {
   struct stat st;
@@ -146,7 +146,7 @@ class LocalServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // TLS on the port: the socket serves plain HTTP beside it.
-    server_ = std::make_unique<Server>(loop_, LoopbackServerOptions(dir_.path(), kToken, true));
+    server_ = std::make_unique<Server>(loop_, LoopbackServerOptions(dir_.path(), kSocketToken, true));
     server_->Route("GET", "/api/v1/who", [](const Request& r, Responder done) {
       done(JsonResponse(R"({"remote":")" + r.remote + R"("})"));
     });
@@ -177,7 +177,7 @@ class LocalServerTest : public ::testing::Test {
 
   // A client of the local socket only: host:port point nowhere, so any
   // answer came over the socket.
-  ClientOptions Client(const std::string& token = kToken) const {
+  ClientOptions Client(const std::string& token = kSocketToken) const {
     ClientOptions o;
     o.host = "127.0.0.1";
     o.port = 1;

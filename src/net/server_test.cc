@@ -25,14 +25,14 @@ using testing::LoopThread;
 using testing::ReadUntilClosed;
 using testing::TempDir;
 
-const std::string kToken(64, 'a');
+const std::string kServerToken(64, 'a');
 
 class ServerTest : public ::testing::TestWithParam<bool> {
  protected:
   bool tls() const { return GetParam(); }
 
   ServerOptions Options() {
-    ServerOptions o = LoopbackServerOptions(state_.path(), kToken, tls());
+    ServerOptions o = LoopbackServerOptions(state_.path(), kServerToken, tls());
     o.limits.max_body_bytes = 4096;
     o.limits.handshake_timeout = Millis(300);
     return o;
@@ -80,7 +80,7 @@ class ServerTest : public ::testing::TestWithParam<bool> {
     server_.reset();
   }
 
-  ClientOptions Client(const std::string& token = kToken) {
+  ClientOptions Client(const std::string& token = kServerToken) {
     return ClientOf(*server_, token, tls());
   }
 
@@ -222,7 +222,7 @@ TEST_P(ServerTest, MalformedChunkedBodyIsAnswered400) {
   int fd = ConnectRaw(server_->port());
   ASSERT_GE(fd, 0);
   const std::string request = "POST /api/v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
-                              kToken +
+                              kServerToken +
                               "\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n";
   ASSERT_EQ(::write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
   std::optional<std::string> reply = ReadUntilClosed(fd);
@@ -250,7 +250,7 @@ TEST(ServerTlsTest, PinnedFingerprintMismatchIsRefusedNamingBoth) {
   Result<TlsIdentity> impostor = LoadOrCreateTlsIdentity(other.path());
   ASSERT_TRUE(impostor.ok());
   EventLoop loop;
-  Server server(loop, LoopbackServerOptions(state.path(), kToken));
+  Server server(loop, LoopbackServerOptions(state.path(), kServerToken));
   bool handled = false;
   server.Route("GET", "/x", [&](const Request&, Responder done) {
     handled = true;
@@ -259,7 +259,7 @@ TEST(ServerTlsTest, PinnedFingerprintMismatchIsRefusedNamingBoth) {
   ASSERT_TRUE(server.Start().ok());
   LoopThread thread(loop);
 
-  ClientOptions c = ClientOf(server, kToken);
+  ClientOptions c = ClientOf(server, kServerToken);
   c.fingerprint = impostor->fingerprint;
   Result<Response> r = HttpClient(c).Get("/x");
   ASSERT_FALSE(r.ok());
@@ -290,12 +290,12 @@ TEST(ServerTlsTest, ALaterConnectionResumesTheSessionAndIsStillPinned) {
   Result<TlsIdentity> impostor = LoadOrCreateTlsIdentity(other.path());
   ASSERT_TRUE(impostor.ok());
   EventLoop loop;
-  Server server(loop, LoopbackServerOptions(state.path(), kToken));
+  Server server(loop, LoopbackServerOptions(state.path(), kServerToken));
   server.Route("GET", "/x", [&](const Request&, Responder done) { done(JsonResponse("{}")); });
   ASSERT_TRUE(server.Start().ok());
   LoopThread thread(loop);
 
-  ClientOptions c = ClientOf(server, kToken);
+  ClientOptions c = ClientOf(server, kServerToken);
   const long before = ClientSessionsResumed();
   for (int i = 0; i < 3; ++i) {
     Result<Response> r = HttpClient(c).Get("/x");
@@ -314,7 +314,7 @@ TEST(ServerTlsTest, ALaterConnectionResumesTheSessionAndIsStillPinned) {
 TEST(ServerTlsTest, RestartKeepsTheFingerprint) {
   TempDir state;
   EventLoop loop;
-  const ServerOptions o = LoopbackServerOptions(state.path(), kToken);
+  const ServerOptions o = LoopbackServerOptions(state.path(), kServerToken);
   std::string first;
   {
     Server server(loop, o);
@@ -332,7 +332,7 @@ TEST(ServerTlsTest, RestartKeepsTheFingerprint) {
 TEST(ServerLimitsTest, ConnectionsWithoutTheTokenAreCappedOldestOut) {
   TempDir state;
   EventLoop loop;
-  ServerOptions o = LoopbackServerOptions(state.path(), kToken, /*tls=*/false);
+  ServerOptions o = LoopbackServerOptions(state.path(), kServerToken, /*tls=*/false);
   o.limits.max_unauthenticated_connections = 4;
   o.limits.handshake_timeout = Seconds(60);  // only the cap closes them here
   Server server(loop, o);
@@ -348,7 +348,7 @@ TEST(ServerLimitsTest, ConnectionsWithoutTheTokenAreCappedOldestOut) {
   }
   // A client with the token is served (pushing out one more while it has
   // not sent its request yet).
-  Result<Response> r = HttpClient(ClientOf(server, kToken, false)).Get("/x");
+  Result<Response> r = HttpClient(ClientOf(server, kServerToken, false)).Get("/x");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->status, 200);
   EXPECT_TRUE(ReadUntilClosed(idle[2]).has_value());
@@ -365,7 +365,7 @@ TEST(ServerInMemoryTest, AnswersAsAConnectionWould) {
   EventLoop loop;
   ServerOptions o;
   o.tls = false;
-  o.token = kToken;
+  o.token = kServerToken;
   o.limits.max_body_bytes = 16;
   Server server(loop, o);
   server.Route("POST", "/x/{id}", [](const Request& r, Responder done) {
@@ -382,7 +382,7 @@ TEST(ServerInMemoryTest, AnswersAsAConnectionWould) {
     EXPECT_TRUE(called) << raw;
     return out;
   };
-  const std::string auth = "Authorization: Bearer " + kToken + "\r\n";
+  const std::string auth = "Authorization: Bearer " + kServerToken + "\r\n";
   std::optional<Response> r = answer("POST /x/7 HTTP/1.1\r\n" + auth + "Content-Length: 2\r\n\r\nhi");
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->status, 200);
@@ -410,7 +410,7 @@ TEST(ServerStartTest, RefusesEmptyTokenAndBadAddress) {
   o.tls = false;
   o.port = 0;
   EXPECT_EQ(Server(loop, o).Start().code(), StatusCode::kInvalidArgument);
-  o.token = kToken;
+  o.token = kServerToken;
   o.bind_address = "not-an-ip";
   EXPECT_EQ(Server(loop, o).Start().code(), StatusCode::kInvalidArgument);
 }

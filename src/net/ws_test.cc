@@ -18,7 +18,7 @@ using testing::LoopbackServerOptions;
 using testing::LoopThread;
 using testing::TempDir;
 
-const std::string kToken(64, 'e');
+const std::string kWsToken(64, 'e');
 
 // What one side of a connection saw.
 struct Seen {
@@ -38,7 +38,7 @@ class WsTest : public ::testing::TestWithParam<bool> {
   bool tls() const { return GetParam(); }
 
   void SetUp() override {
-    ServerOptions o = LoopbackServerOptions(state_.path(), kToken, tls());
+    ServerOptions o = LoopbackServerOptions(state_.path(), kWsToken, tls());
     o.limits.max_ws_message_bytes = 1024;
     server_ = std::make_unique<Server>(loop_, o);
     // Echo: text back as text, binary back as binary; greets on open.
@@ -77,7 +77,7 @@ class WsTest : public ::testing::TestWithParam<bool> {
     server_.reset();
   }
 
-  ClientOptions Client(const std::string& token = kToken) {
+  ClientOptions Client(const std::string& token = kWsToken) {
     return ClientOf(*server_, token, tls());
   }
 
@@ -147,12 +147,12 @@ TEST_P(WsTest, TokenInHeaderOrQueryElseUpgradeRefused) {
   // Browsers cannot set headers on a WebSocket: ?token= is accepted where
   // the route says so, and refused elsewhere (tokens in URLs end up in logs).
   Seen refused;
-  EXPECT_EQ(Connect(Client(""), "/ws/browser?token=" + kToken, &refused).status().code(),
+  EXPECT_EQ(Connect(Client(""), "/ws/browser?token=" + kWsToken, &refused).status().code(),
             StatusCode::kUnauthenticated);
-  EXPECT_EQ(Connect(Client(), "/ws/browser?token=" + kToken, &refused).status().code(),
+  EXPECT_EQ(Connect(Client(), "/ws/browser?token=" + kWsToken, &refused).status().code(),
             StatusCode::kUnauthenticated);
   Seen seen;
-  auto r = Connect(Client(""), "/browser/browser?token=" + kToken, &seen);
+  auto r = Connect(Client(""), "/browser/browser?token=" + kWsToken, &seen);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(seen.text.Pop().value_or("<none>"), "hello browser");
   Seen nowhere;
@@ -196,7 +196,7 @@ TEST_P(WsTest, FrameDeclaringMoreThanTheLimitIsClosedAtItsHeader) {
   int fd = testing::ConnectRaw(server_->port());
   ASSERT_GE(fd, 0);
   const std::string upgrade =
-      "GET /ws/raw HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + kToken +
+      "GET /ws/raw HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + kWsToken +
       "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
       "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
   ASSERT_EQ(::write(fd, upgrade.data(), upgrade.size()), static_cast<ssize_t>(upgrade.size()));
@@ -319,12 +319,12 @@ TEST(WsTlsTest, PinnedFingerprintMismatchIsRefused) {
   Result<TlsIdentity> impostor = LoadOrCreateTlsIdentity(other.path());
   ASSERT_TRUE(impostor.ok());
   EventLoop loop;
-  Server server(loop, LoopbackServerOptions(state.path(), kToken));
+  Server server(loop, LoopbackServerOptions(state.path(), kWsToken));
   bool opened = false;
   server.WebSocketRoute("/ws", [&](std::shared_ptr<WsSession>, const Request&) { opened = true; });
   ASSERT_TRUE(server.Start().ok());
 
-  ClientOptions c = ClientOf(server, kToken);
+  ClientOptions c = ClientOf(server, kWsToken);
   Inbox<Status> result;
   for (const std::string& fp : {impostor->fingerprint, std::string()}) {
     c.fingerprint = fp;

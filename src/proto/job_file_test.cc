@@ -32,7 +32,6 @@ command = ["python", "aggregate.py"]
 depends_on = ["train"]
 )";
 
-constexpr uint64_t kGiB = 1024ULL * 1024 * 1024;
 
 TEST(JobFileTest, DesignExampleParsesToTheExpectedSpec) {
   Result<core::JobSpec> spec = ParseJobToml(kDesignExample, "sweep.toml");

@@ -26,12 +26,6 @@ double Secs(Duration d) { return static_cast<double>(d.count()) / 1e6; }
 // Tasks a report looks at between two looks at the slice's clock.
 constexpr uint64_t kReportStep = 16;
 
-net::Response Error(const Status& s) {
-  net::Response r = net::ErrorResponse(s);
-  r.body = proto::EncodeErrorBody(s);
-  return r;
-}
-
 }  // namespace
 
 Observability::Observability(net::EventLoop& loop, CoreDriver& driver, WorkerChannel& channel,
@@ -266,7 +260,7 @@ void Observability::AddRoutes(net::Server& server) {
         since = std::stoll(it->second, &used);
         if (used != it->second.size()) throw std::invalid_argument("since_ms");
       } catch (const std::exception&) {
-        return done(Error(InvalidArgument("since_ms: expected Unix milliseconds, got \"" +
+        return done(ApiError(InvalidArgument("since_ms: expected Unix milliseconds, got \"" +
                                           it->second + "\"")));
       }
     }
@@ -277,9 +271,9 @@ void Observability::AddRoutes(net::Server& server) {
   server.Route("GET", "/api/v1/jobs/{id}/report",
                [this](const net::Request& r, net::Responder done) {
                  Result<JobId> id = ParseJobId(r.path_params.at("id"));
-                 if (!id.ok()) return done(Error(id.status()));
+                 if (!id.ok()) return done(ApiError(id.status()));
                  Result<Page> page = ParsePage(r);
-                 if (!page.ok()) return done(Error(page.status()));
+                 if (!page.ok()) return done(ApiError(page.status()));
                  Result<metrics::JobReportScan> started =
                      metrics::JobReportScan::Start(driver_.scheduler(), *id, driver_.Now());
                  if (!started.ok()) {
@@ -294,7 +288,7 @@ void Observability::AddRoutes(net::Server& server) {
                    Result<nlohmann::json> report =
                        scan->Finish(sched, metrics::ReportPage{page.offset, page.limit});
                    if (!report.ok()) {
-                     done(Error(report.status()));
+                     done(ApiError(report.status()));
                      return true;
                    }
                    PutPage(*report, page, scan->task_count());

@@ -22,16 +22,16 @@ using nlohmann::json;
 
 net::Response Json(const json& j, int status = 200) { return net::JsonResponse(net::JsonText(j), status); }
 
-net::Response Error(const Status& s, std::string_view field = {}) {
+}  // namespace
+
+net::Response ApiError(const Status& s, std::string_view field) {
   net::Response r = net::ErrorResponse(s);
   r.body = proto::EncodeErrorBody(s, field);
   return r;
 }
 
-}  // namespace
-
 net::Response JobNotFound(const Status& s, JobId job, const core::Scheduler& sched) {
-  if (s.code() != StatusCode::kNotFound || !sched.Forgotten(job)) return Error(s);
+  if (s.code() != StatusCode::kNotFound || !sched.Forgotten(job)) return ApiError(s);
   net::Response r = net::ErrorResponse(s);
   r.body = nlohmann::json{{"error",
                            {{"code", "not_found"},
@@ -166,7 +166,7 @@ void AddStateReadRoutes(net::Server& server, std::function<const core::Scheduler
   server.Route("GET", "/api/v1/jobs", wrap([view](const net::Request& r, net::Responder done) {
     const core::Scheduler& sched = view();
     auto filter = JobFilter(r);
-    if (!filter.ok()) return done(Error(filter.status()));
+    if (!filter.ok()) return done(ApiError(filter.status()));
     std::vector<core::JobInfo> jobs;
     for (JobId id : sched.Jobs()) {
       Result<core::JobInfo> info = sched.GetJob(id);
@@ -178,13 +178,13 @@ void AddStateReadRoutes(net::Server& server, std::function<const core::Scheduler
   server.Route("GET", "/api/v1/jobs/{id}", wrap([view](const net::Request& r, net::Responder done) {
                  const core::Scheduler& sched = view();
                  Result<JobId> id = ParseJobId(r.path_params.at("id"));
-                 if (!id.ok()) return done(Error(id.status()));
+                 if (!id.ok()) return done(ApiError(id.status()));
                  Result<core::JobInfo> job = sched.GetJob(*id);
                  if (!job.ok()) return done(JobNotFound(job.status(), *id, sched));
                  Result<Page> page = ParsePage(r);
-                 if (!page.ok()) return done(Error(page.status()));
+                 if (!page.ok()) return done(ApiError(page.status()));
                  Result<std::vector<TaskId>> ids = sched.JobTasks(*id, page->offset, page->limit);
-                 if (!ids.ok()) return done(Error(ids.status()));
+                 if (!ids.ok()) return done(ApiError(ids.status()));
                  json body = proto::JobInfoJson(*job);
                  json tasks = json::array();
                  for (const TaskId& t : *ids) {
@@ -200,7 +200,7 @@ void AddStateReadRoutes(net::Server& server, std::function<const core::Scheduler
                wrap([view, explain](const net::Request& r, net::Responder done) {
                  const core::Scheduler& sched = view();
                  Result<TaskId> id = ParseTaskId(r.path_params.at("id"));
-                 if (!id.ok()) return done(Error(id.status()));
+                 if (!id.ok()) return done(ApiError(id.status()));
                  Result<core::TaskInfo> info = sched.GetTask(*id);
                  if (!info.ok()) return done(JobNotFound(info.status(), id->job, sched));
                  json body = proto::TaskInfoJson(*info);
@@ -223,9 +223,9 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
 
   server.Route("POST", "/api/v1/jobs", [&driver](const net::Request& r, net::Responder done) {
     Result<core::JobSpec> spec = proto::JobSpecFromJson(r.body);
-    if (!spec.ok()) return done(Error(spec.status(), FieldOf(spec.status())));
+    if (!spec.ok()) return done(ApiError(spec.status(), FieldOf(spec.status())));
     Result<JobId> id = driver.Submit(std::make_shared<const core::JobSpec>(std::move(*spec)));
-    if (!id.ok()) return done(Error(id.status()));
+    if (!id.ok()) return done(ApiError(id.status()));
     // What no attached worker could run: said in the answer, and queued
     // all the same (a worker that fits may join).
     Result<std::vector<std::string>> unrunnable = driver.scheduler().Unrunnable(*id);
@@ -234,7 +234,7 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
     // Answer once the job is durable: an acknowledged job survives a crash.
     driver.AfterDurable(
         [done, job = *id, warnings = std::move(warnings)](Status s) {
-          if (!s.ok()) return done(Error(s.WithContext("job " + std::to_string(job))));
+          if (!s.ok()) return done(ApiError(s.WithContext("job " + std::to_string(job))));
           nlohmann::json answer = {{"id", job}};
           if (!warnings.empty()) answer["warnings"] = warnings;
           done(Json(answer));
@@ -247,7 +247,7 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
   server.Route("POST", "/api/v1/jobs/{id}/cancel",
                [&driver, &sched](const net::Request& r, net::Responder done) {
                  Result<JobId> id = ParseJobId(r.path_params.at("id"));
-                 if (!id.ok()) return done(Error(id.status()));
+                 if (!id.ok()) return done(ApiError(id.status()));
                  Result<core::JobInfo> j = sched.GetJob(*id);
                  if (!j.ok()) return done(JobNotFound(j.status(), *id, sched));
                  if (j->done) {
@@ -270,7 +270,7 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
   server.Route("POST", "/api/v1/tasks/{id}/cancel",
                [&driver, &sched](const net::Request& r, net::Responder done) {
                  Result<TaskId> id = ParseTaskId(r.path_params.at("id"));
-                 if (!id.ok()) return done(Error(id.status()));
+                 if (!id.ok()) return done(ApiError(id.status()));
                  Result<core::TaskInfo> t = sched.GetTask(*id);
                  if (!t.ok()) return done(JobNotFound(t.status(), id->job, sched));
                  if (core::IsTerminal(t->state)) {
@@ -297,13 +297,13 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                    const std::string& text = r.path_params.at("id");
                    if (text.empty() || text.size() > 9 ||
                        !std::all_of(text.begin(), text.end(), ::isdigit)) {
-                     return done(Error(InvalidArgument("worker id: expected a number, got \"" +
+                     return done(ApiError(InvalidArgument("worker id: expected a number, got \"" +
                                                        text + "\"")));
                    }
                    raw = std::stoul(text);
                    const WorkerId w = static_cast<WorkerId>(raw);
                    if (Result<core::WorkerInfo> info = sched.GetWorker(w); !info.ok()) {
-                     return done(Error(info.status()));
+                     return done(ApiError(info.status()));
                    }
                    driver.Handle(core::WorkerDrained{w, drain});
                    // Tell the agent too; it may be offline (drained anyway).

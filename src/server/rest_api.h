@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "net/server.h"
 #include "server/core_driver.h"
@@ -36,8 +37,12 @@ void AddStateReadRoutes(net::Server& server, std::function<const core::Scheduler
                         std::function<net::Handler(net::Handler)> wrap = nullptr,
                         bool explain = true);
 
+// The API's error answer for `s`: its HTTP status and the JSON error body
+// (proto::EncodeErrorBody), naming `field` when the error is about one.
+net::Response ApiError(const Status& s, std::string_view field = {});
+
 // The answer for a job (or a task of a job) that `s` (kNotFound) says is
-// not there: a 404 as Error gives, unless the id was used and its job was
+// not there: a 404 as ApiError gives, unless the id was used and its job was
 // forgotten by retention (retention.h): then the message says it expired
 // and the error object has "expired": true.
 net::Response JobNotFound(const Status& s, JobId job, const core::Scheduler& sched);

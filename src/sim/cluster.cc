@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/quantity.h"
 #include "sim/json_fields.h"
 
 namespace drover::sim {
@@ -12,7 +13,6 @@ namespace {
 
 using internal::Json;
 
-constexpr uint64_t kGiB = uint64_t{1} << 30;
 // Far beyond any real machine; keeps a typo from allocating millions of ids.
 constexpr int64_t kMaxCores = 4096;
 constexpr int64_t kMaxGpus = 64;

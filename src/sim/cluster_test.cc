@@ -2,10 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include "common/quantity.h"
+
 namespace drover::sim {
 namespace {
-
-constexpr uint64_t kGiB = uint64_t{1} << 30;
 
 TEST(ClusterTest, ExpandsCountsIntoConcreteWorkers) {
   Result<Cluster> c = ParseCluster(R"({"workers":[

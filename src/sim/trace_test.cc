@@ -4,6 +4,8 @@
 
 #include <sstream>
 
+#include "common/quantity.h"
+
 namespace drover::sim {
 namespace {
 
@@ -20,7 +22,6 @@ std::string ErrorOf(const std::string& text) {
   return t.status().message();
 }
 
-constexpr uint64_t kGiB = uint64_t{1} << 30;
 
 TEST(TraceTest, ReadsEveryFieldAndInternsRequestsAndUsers) {
   Result<Trace> t = Parse(

@@ -15,6 +15,9 @@ drover_library(drover_agent
     ${CMAKE_CURRENT_LIST_DIR}/agent_logs.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent.cc
   DEPS drover_worker_state drover_worker_exec drover_worker_resources drover_wire drover_net)
+# Agent::Impl holds the TaskGuard of agent.cc's anonymous namespace.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/agent.cc
+  PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
 
 # The state machine's tests: simulated time, recorded outboxes, no
 # processes and no network.

@@ -20,10 +20,9 @@ extern char** environ;
 namespace drover::worker {
 namespace {
 
+using testing::Put;
 using testing::ReadFile;
 using testing::TempDir;
-
-void Put(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 class FakeCgroupV2 : public ::testing::Test {
  protected:

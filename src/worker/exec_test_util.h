@@ -72,6 +72,9 @@ class Fifo {
   int fd_;
 };
 
+// Writes `text` to `path`, replacing it (a test's fake /proc or cgroup file).
+inline void Put(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
 inline std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;

@@ -17,6 +17,8 @@ drover_library(drover_worker_exec
     slots.cc
     fencing.cc
   DEPS drover_common)
+# ParkedProcess::Storage holds spawn.cc's ChildArgs (anonymous namespace).
+set_source_files_properties(spawn.cc PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
 
 # A tiny program the tests run as a task: allocate, burn CPU, print, fork.
 add_executable(exec_test_helper exec_test_helper.cc)

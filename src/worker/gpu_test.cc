@@ -8,6 +8,7 @@
 
 #include <filesystem>
 
+#include "common/quantity.h"
 #include "worker/gpu_detect.h"
 #include "worker/resources_test_util.h"
 
@@ -17,7 +18,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr uint64_t kGiB = uint64_t{1} << 30;
 
 TEST(ManualGpusTest, IndicesTypeAndMemory) {
   Result<std::vector<GpuInfo>> gpus = ParseManualGpus("0,1", "A100", "80GiB");

@@ -20,13 +20,12 @@ namespace {
 using std::chrono::seconds;
 using testing::EndsWithin;
 using testing::KillAndReap;
+using testing::Put;
 using testing::ReadFile;
 using testing::Running;
 using testing::StartTaskGroup;
 using testing::TaskGroup;
 using testing::TempDir;
-
-void Put(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 uint64_t StartOf(pid_t pid) {
   std::optional<ProcStat> st = ReadProcStat(pid);

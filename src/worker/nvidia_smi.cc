@@ -14,13 +14,14 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/quantity.h"
+
 extern char** environ;
 
 namespace drover::worker {
 namespace {
 
 constexpr size_t kMaxOutput = 1 << 20;
-constexpr uint64_t kMiB = 1024 * 1024;
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);

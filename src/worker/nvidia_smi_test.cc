@@ -8,6 +8,7 @@
 
 #include <fstream>
 
+#include "common/quantity.h"
 #include "worker/resources_test_util.h"
 
 namespace drover::worker {
@@ -16,7 +17,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr uint64_t kMiB = 1024 * 1024;
 
 TEST(ParseNvidiaSmiCsvTest, ParsesRows) {
   Result<std::vector<NvidiaSmiRow>> rows = ParseNvidiaSmiCsv(

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 
+#include "common/quantity.h"
 #include "worker/resources_host.h"
 #include "worker/resources_test_util.h"
 
@@ -19,7 +20,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr uint64_t kGiB = uint64_t{1} << 30;
 
 GpuInfo FakeGpu(int i) {
   return GpuInfo{i, "GPU-fake-000" + std::to_string(i), "NVIDIA A100-SXM4-80GB", 80 * kGiB};

@@ -22,13 +22,12 @@ using std::chrono::seconds;
 using testing::EndsWithin;
 using testing::FakeWorker;
 using testing::KillAndReap;
+using testing::Put;
 using testing::ReadFile;
 using testing::Running;
 using testing::StartTaskGroup;
 using testing::TaskGroup;
 using testing::TempDir;
-
-void Put(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 TEST(ReaperTest, TheWorkersDeathEndsEveryWatchedGroupAndNoForgottenOne) {
   TaskGroup watched = StartTaskGroup();

@@ -14,6 +14,9 @@ drover_library(drover_worker_resources
     ${CMAKE_CURRENT_LIST_DIR}/nvml.cc
     ${CMAKE_CURRENT_LIST_DIR}/nvidia_smi.cc
   DEPS drover_common ${CMAKE_DL_LIBS})
+# NvmlGpuSource::Api names the C types of nvml.cc's anonymous namespace.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/nvml.cc
+  PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
 
 # Fake NVML libraries for the tests: a working one named like the real
 # library, and one lacking a symbol. They live in their own directories so

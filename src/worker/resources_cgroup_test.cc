@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "common/quantity.h"
 #include "worker/resources_host.h"
 #include "worker/resources_test_util.h"
 
@@ -16,7 +17,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Optional;
 
-constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr char kUnlimitedV1[] = "9223372036854771712\n";
 
 class CgroupTest : public ::testing::Test {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "common/quantity.h"
 #include "worker/resources_host.h"
 #include "worker/resources_test_util.h"
 
@@ -15,7 +16,6 @@ using ::testing::HasSubstr;
 using ::testing::Optional;
 using ::testing::Pair;
 
-constexpr uint64_t kGiB = uint64_t{1} << 30;
 
 TEST(FormatSummaryTest, CoresMemoryAndGpuGroups) {
   WorkerResources r;

@@ -2,10 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include "common/quantity.h"
+
 namespace drover::worker {
 namespace {
-
-constexpr uint64_t kGiB = 1ull << 30;
 
 Slots FourCoresTwoGpus() { return Slots(SlotCapacity{{0, 1, 2, 3}, 8 * kGiB, {0, 1}}); }
 

@@ -3,6 +3,7 @@
 // each, DescribeCommand), then, by comparing the whole list, that nothing
 // more was emitted. No process, no socket, no wall time.
 #include "worker/worker_state.h"
+#include "common/quantity.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -18,7 +19,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-constexpr uint64_t kGiB = 1024ull * 1024 * 1024;
 
 TaskId T(uint32_t index) { return TaskId{7, index}; }
 

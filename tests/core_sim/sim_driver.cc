@@ -14,9 +14,6 @@ using core::TaskState;
 
 namespace {
 
-constexpr uint64_t kGiB = uint64_t{1} << 30;
-constexpr uint64_t kMiB = uint64_t{1} << 20;
-
 struct GpuModel {
   const char* name;
   uint64_t memory;

@@ -239,4 +239,10 @@ std::vector<std::string> Lines(const std::string& path) {
   return lines;
 }
 
+void KillRecorded(const std::string& path) {
+  for (const std::string& pid : Lines(path)) {
+    if (!pid.empty()) kill(std::stoi(pid), SIGKILL);
+  }
+}
+
 }  // namespace drover::testing

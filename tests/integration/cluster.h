@@ -142,6 +142,14 @@ void FinishHeldJobs(Cluster& c, const HeldJobs& jobs);
 // The lines of a file (a task's side file), without line ends.
 std::vector<std::string> Lines(const std::string& path);
 
+// Kills (SIGKILL) the pids a test's tasks recorded in `path`, one per line
+// (the orphans of a killed worker).
+void KillRecorded(const std::string& path);
+
+// Worker options for tests that lose a worker: heartbeat 200 ms and lease
+// TTL 2 s, so the loss is noticed within seconds.
+inline const std::vector<std::string> kFastLoss = {"--heartbeat", "200ms", "--lease-ttl", "2s"};
+
 }  // namespace drover::testing
 
 #endif  // DROVER_TESTS_INTEGRATION_CLUSTER_H_

@@ -22,13 +22,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Kills the pids a test's tasks recorded (orphans of a killed worker).
-void KillRecorded(const std::string& path) {
-  for (const std::string& pid : Lines(path)) {
-    if (!pid.empty()) kill(std::stoi(pid), SIGKILL);
-  }
-}
-
 // A task whose first attempt records its pid and holds (exec sleep 120);
 // any later attempt ends at once with "attempt N" as its result.
 std::vector<std::string> FirstAttemptHolds(const std::string& pids) {

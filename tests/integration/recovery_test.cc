@@ -14,18 +14,8 @@
 namespace drover::testing {
 namespace {
 
-// Short timing so a lost worker is noticed within seconds.
-const std::vector<std::string> kFast = {"--heartbeat", "200ms", "--lease-ttl", "2s"};
-
-// Kills the pids a test's tasks recorded (orphans of a killed worker).
-void KillRecorded(const std::string& path) {
-  for (const std::string& pid : Lines(path)) {
-    if (!pid.empty()) kill(std::stoi(pid), SIGKILL);
-  }
-}
-
 TEST(RecoveryTest, WorkerKilledMidTaskTaskRunsAgainElsewhereWithAttempt2) {
-  Cluster c(kFast);
+  Cluster c(kFastLoss);
   c.StartServer();
   Process& first = c.StartWorker("first");
   const std::string pids = c.dir() + "/pids";

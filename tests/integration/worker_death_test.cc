@@ -25,8 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const std::vector<std::string> kFast = {"--heartbeat", "200ms", "--lease-ttl", "2s"};
-
 int PidfdOf(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
 // Whether the process behind `pidfd` has ended within `timeout`.
@@ -125,7 +123,7 @@ class WorkerDeathTest : public ::testing::TestWithParam<std::string> {
     ASSERT_FALSE(Ended(*child, std::chrono::milliseconds(0)));
   }
 
-  Cluster c_{kFast};
+  Cluster c_{kFastLoss};
   std::unique_ptr<Process> worker_;
 };
 

@@ -22,13 +22,12 @@
 #include <string>
 #include <vector>
 
+#include "common/quantity.h"
 #include "common/time.h"
 #include "core/scheduler.h"
 
 namespace drover::core::testing {
 
-inline constexpr uint64_t kGiB = 1024ull * 1024 * 1024;
-inline constexpr uint64_t kMiB = 1024ull * 1024;
 
 class WorkerBuilder {
  public:
