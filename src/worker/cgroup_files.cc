@@ -153,13 +153,13 @@ Result<std::vector<pid_t>> ReadProcs(const std::string& path) {
   return pids;
 }
 
-std::vector<int> KillPids(const std::vector<pid_t>& pids) {
-  std::vector<int> fds;
+std::vector<UniqueFd> KillPids(const std::vector<pid_t>& pids) {
+  std::vector<UniqueFd> fds;
   for (pid_t pid : pids) {
-    int fd = PidfdOpen(pid);
-    if (fd < 0) continue;  // already gone
-    PidfdSendSignal(fd, SIGKILL);
-    fds.push_back(fd);
+    UniqueFd fd(PidfdOpen(pid));
+    if (!fd.valid()) continue;  // already gone
+    PidfdSendSignal(fd.fd(), SIGKILL);
+    fds.push_back(std::move(fd));
   }
   return fds;
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace drover::worker {
 
@@ -73,7 +74,7 @@ Result<std::vector<pid_t>> ReadProcs(const std::string& path);
 // Opens a pidfd for each pid and sends it SIGKILL through the pidfd (so a
 // recycled pid is never hit). Pids that already exited are skipped.
 // Returns the pidfds.
-std::vector<int> KillPids(const std::vector<pid_t>& pids);
+std::vector<UniqueFd> KillPids(const std::vector<pid_t>& pids);
 
 // This process's cgroup path for a v1 `controller` ("memory", "cpu") or,
 // with controller "", its v2 path, from /proc/self/cgroup ("/" for root).

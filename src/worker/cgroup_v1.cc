@@ -114,13 +114,13 @@ class CgroupV1Cage final : public TaskCage {
 
   bool contains_tree() const override { return true; }
 
-  Result<std::vector<int>> KillAll() override {
+  Result<std::vector<UniqueFd>> KillAll() override {
     // Empty, as after nearly every task: one read of the kept file says so.
     std::optional<std::string> listed = Find(kFreezer)->counter.Read();
-    if (listed && listed->empty()) return std::vector<int>();
+    if (listed && listed->empty()) return std::vector<UniqueFd>();
     const std::string procs = Dir(kFreezer) + "/cgroup.procs";
     ASSIGN_OR_RETURN(std::vector<pid_t> pids, ReadProcs(procs));
-    if (pids.empty()) return std::vector<int>();
+    if (pids.empty()) return std::vector<UniqueFd>();
     left_behind_ = true;  // not reused: its members may be dying still
     // Freeze first so that nothing forks between the listing and the kill;
     // the SIGKILLs take effect at thaw. The wait for FROZEN is bounded and
@@ -134,7 +134,7 @@ class CgroupV1Cage final : public TaskCage {
       sched_yield();
     }
     Result<std::vector<pid_t>> frozen = ReadProcs(procs);
-    std::vector<int> fds = KillPids(frozen.ok() ? *frozen : pids);
+    std::vector<UniqueFd> fds = KillPids(frozen.ok() ? *frozen : pids);
     Status thaw = WriteCgroupFile(state, "THAWED");
     (void)thaw;  // a cage that stays frozen is still removed once its members die
     return fds;

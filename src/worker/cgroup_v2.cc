@@ -35,9 +35,9 @@ class CgroupV2Cage final : public TaskCage {
 
   bool contains_tree() const override { return true; }
 
-  Result<std::vector<int>> KillAll() override {
+  Result<std::vector<UniqueFd>> KillAll() override {
     ASSIGN_OR_RETURN(std::vector<pid_t> pids, ReadProcs(dir_ + "/cgroup.procs"));
-    if (pids.empty()) return std::vector<int>();
+    if (pids.empty()) return std::vector<UniqueFd>();
     // cgroup.kill reaches every member atomically, forks in flight
     // included; the pidfds let the caller wait for the listed ones, and
     // their SIGKILL covers kernels older than 5.14 (no cgroup.kill).

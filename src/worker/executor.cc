@@ -32,14 +32,14 @@ struct Executor::Task {
   DoneCallback done;
   TaskDirs dirs;
   pid_t pid = -1;
-  int pidfd = -1;
+  UniqueFd pidfd;
   std::unique_ptr<OutputCapture> out[2];  // stdout, stderr
   std::unique_ptr<TaskCage> cage;
   std::chrono::steady_clock::time_point started;
-  int timer_fd = -1;
+  UniqueFd timer_fd;  // the grace period of a stop, once one was asked
   bool canceled = false;
   bool exited = false;
-  std::vector<int> leftovers;  // pidfds of processes killed after exit
+  std::vector<UniqueFd> leftovers;  // pidfds of processes killed after exit
   TaskResult result;
   // Made ahead by PrepareStart: kept until the process is reaped (it owns
   // the memory the child used before its execve).
@@ -111,15 +111,15 @@ Status ChownPath(const std::string& path, const std::optional<UserSwitch>& user)
 // Reads the task's result file, refusing anything but a regular file (a
 // task could point a symlink at a file only the worker may read).
 std::string ReadResult(const std::string& path, uint64_t cap) {
-  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return "";
+  const UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (!fd.valid()) return "";
   struct stat st;
   std::string text;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+  if (fstat(fd.fd(), &st) == 0 && S_ISREG(st.st_mode)) {
     text.resize(cap + 1);
     size_t got = 0;
     while (got < text.size()) {
-      ssize_t n = read(fd, text.data() + got, text.size() - got);
+      ssize_t n = read(fd.fd(), text.data() + got, text.size() - got);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       got += n;
@@ -130,7 +130,6 @@ std::string ReadResult(const std::string& path, uint64_t cap) {
       text += "\n[drover: result truncated at " + FormatBytes(cap) + "]\n";
     }
   }
-  close(fd);
   return text;
 }
 
@@ -196,10 +195,12 @@ Result<std::unique_ptr<Executor>> Executor::Create(ExecutorOptions options, Reac
     return Unavailable("cannot make " + no_inputs + " read-only: " + strerror(errno));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Spawner> spawner, Spawner::Create());
-  int dev_null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (dev_null < 0) return Unavailable(std::string("cannot open /dev/null: ") + strerror(errno));
-  std::unique_ptr<Executor> e(
-      new Executor(std::move(options), reactor, std::move(isolator), std::move(spawner), dev_null));
+  UniqueFd dev_null(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!dev_null.valid()) {
+    return Unavailable(std::string("cannot open /dev/null: ") + strerror(errno));
+  }
+  std::unique_ptr<Executor> e(new Executor(std::move(options), reactor, std::move(isolator),
+                                           std::move(spawner), std::move(dev_null)));
   e->user_ = std::move(user);
   e->user_home_ = std::move(home);
   e->no_inputs_ = no_inputs;
@@ -207,12 +208,12 @@ Result<std::unique_ptr<Executor>> Executor::Create(ExecutorOptions options, Reac
 }
 
 Executor::Executor(ExecutorOptions options, Reactor* reactor, std::unique_ptr<Isolator> isolator,
-                   std::unique_ptr<Spawner> spawner, int dev_null)
+                   std::unique_ptr<Spawner> spawner, UniqueFd dev_null)
     : options_(std::move(options)),
       reactor_(reactor),
       isolator_(std::move(isolator)),
       spawner_(std::move(spawner)),
-      dev_null_(dev_null) {
+      dev_null_(std::move(dev_null)) {
   if (options_.inherit_environment) {
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
       std::string_view kv(*e);
@@ -227,30 +228,19 @@ Executor::~Executor() {
   for (auto& [id, task] : tasks_) {
     if (!task->exited) {
       killpg(task->pid, SIGKILL);
-      if (task->cage) {
-        Result<std::vector<int>> fds = task->cage->KillAll();
-        if (fds.ok()) {
-          for (int fd : *fds) close(fd);
-        }
-      }
+      if (task->cage) (void)task->cage->KillAll();  // its pidfds close at once
       if (options_.watch != nullptr) options_.watch->Ended(task->pid);
       int status;
       while (waitpid(task->pid, &status, 0) < 0 && errno == EINTR) {
       }
     }
-    reactor_->Unwatch(task->pidfd);
-    close(task->pidfd);
+    // Unwatched here; closed with the task.
+    reactor_->Unwatch(task->pidfd.fd());
     for (auto& out : task->out) {
       if (out) reactor_->Unwatch(out->read_fd());
     }
-    if (task->timer_fd >= 0) {
-      reactor_->Unwatch(task->timer_fd);
-      close(task->timer_fd);
-    }
-    for (int fd : task->leftovers) {
-      reactor_->Unwatch(fd);
-      close(fd);
-    }
+    if (task->timer_fd.valid()) reactor_->Unwatch(task->timer_fd.fd());
+    for (const UniqueFd& fd : task->leftovers) reactor_->Unwatch(fd.fd());
     if (task->cage) {
       // The killed members may still be dying; removal is best effort.
       Status s = task->cage->Remove();
@@ -261,7 +251,6 @@ Executor::~Executor() {
     Status s = cage->Remove();
     (void)s;
   }
-  close(dev_null_);
 }
 
 Status Executor::MakeTaskDir(const std::string& job, const std::string& task) {
@@ -508,7 +497,7 @@ Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done, StartTime
     times->exec_done = std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
   }
   task->pid = proc->pid;
-  task->pidfd = proc->pidfd;
+  task->pidfd = std::move(proc->pidfd);
   if (options_.watch != nullptr) options_.watch->Started(task->pid, CageName(spec));
   task->cage->CloseJoinFds();
   for (auto& out : task->out) out->CloseWriteEnd();
@@ -558,7 +547,7 @@ Status Executor::MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Co
   plan.argv = launch.argv.data();
   plan.envp = launch.envp.data();
   plan.cwd = launch.cwd.c_str();
-  plan.stdin_fd = dev_null_;
+  plan.stdin_fd = dev_null_.fd();
   plan.stdout_fd = launch.out[0]->write_fd();
   plan.stderr_fd = launch.out[1]->write_fd();
   plan.join_fds = launch.cage->join_fds();
@@ -582,24 +571,20 @@ Result<pid_t> Executor::Register(std::unique_ptr<Task> task) {
   tasks_[id] = std::move(task);
   // Registration can fail only on fd exhaustion in epoll; then the task is
   // killed at once and reported through `done` like any other ending.
-  Status watched = reactor_->Watch(t->pidfd, [this, t] { OnExit(t); });
+  Status watched = reactor_->Watch(t->pidfd.fd(), [this, t] { OnExit(t); });
   for (int i = 0; i < 2 && watched.ok(); ++i) {
     watched = reactor_->Watch(t->out[i]->read_fd(), [this, t, i] { OnOutput(t, i); });
   }
   if (!watched.ok()) {
     // Undo everything: the caller gets the error and no callback.
-    reactor_->Unwatch(t->pidfd);
+    reactor_->Unwatch(t->pidfd.fd());
     for (auto& out : t->out) reactor_->Unwatch(out->read_fd());
     killpg(t->pid, SIGKILL);
-    Result<std::vector<int>> fds = t->cage->KillAll();
-    if (fds.ok()) {
-      for (int fd : *fds) close(fd);
-    }
+    (void)t->cage->KillAll();  // its pidfds close at once
     if (options_.watch != nullptr) options_.watch->Ended(t->pid);
     int status;
     while (waitpid(t->pid, &status, 0) < 0 && errno == EINTR) {
     }
-    close(t->pidfd);
     Status r = t->cage->Remove();
     (void)r;
     tasks_.erase(id);
@@ -614,7 +599,7 @@ void Executor::OnOutput(Task* task, int which) {
 }
 
 void Executor::OnExit(Task* task) {
-  reactor_->Unwatch(task->pidfd);
+  reactor_->Unwatch(task->pidfd.fd());
   task->exited = true;
   task->result.wall =
       std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - task->started);
@@ -643,15 +628,15 @@ void Executor::OnExit(Task* task) {
   if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   r.oom_killed = usage.oom_killed && r.exit_code != 0;
 
-  Result<std::vector<int>> left = task->cage->KillAll();
+  Result<std::vector<UniqueFd>> left = task->cage->KillAll();
   if (left.ok()) task->leftovers = std::move(left).value();
   r.leftovers_killed = task->leftovers.size();
-  std::vector<int> waiting;
-  for (int fd : task->leftovers) {
-    if (reactor_->Watch(fd, [this, task, fd] { OnLeftoverExit(task, fd); }).ok()) {
-      waiting.push_back(fd);
-    } else {
-      close(fd);  // cannot wait for it: do not hold the task back
+  std::vector<UniqueFd> waiting;
+  for (UniqueFd& fd : task->leftovers) {
+    const int raw = fd.fd();
+    // One that cannot be watched is closed here: do not hold the task back.
+    if (reactor_->Watch(raw, [this, task, raw] { OnLeftoverExit(task, raw); }).ok()) {
+      waiting.push_back(std::move(fd));
     }
   }
   task->leftovers = std::move(waiting);
@@ -660,24 +645,20 @@ void Executor::OnExit(Task* task) {
 
 void Executor::OnLeftoverExit(Task* task, int pidfd) {
   reactor_->Unwatch(pidfd);
-  close(pidfd);
   auto& v = task->leftovers;
-  v.erase(std::remove(v.begin(), v.end(), pidfd), v.end());
+  v.erase(std::remove_if(v.begin(), v.end(), [&](const UniqueFd& fd) { return fd.fd() == pidfd; }),
+          v.end());  // closes it
   if (v.empty() && task->exited) Finish(task);
 }
 
 void Executor::OnGraceExpired(Task* task) {
-  if (task->timer_fd >= 0) {
-    reactor_->Unwatch(task->timer_fd);
-    close(task->timer_fd);
-    task->timer_fd = -1;
+  if (task->timer_fd.valid()) {
+    reactor_->Unwatch(task->timer_fd.fd());
+    task->timer_fd.Reset();
   }
   if (task->exited) return;
   killpg(task->pid, SIGKILL);
-  Result<std::vector<int>> fds = task->cage->KillAll();
-  if (fds.ok()) {
-    for (int fd : *fds) close(fd);
-  }
+  (void)task->cage->KillAll();  // its pidfds close at once
 }
 
 Status Executor::Kill(TaskId id, std::optional<Duration> grace) {
@@ -692,23 +673,24 @@ Status Executor::Kill(TaskId id, std::optional<Duration> grace) {
     return Status::Ok();
   }
   killpg(task->pid, SIGTERM);
-  if (task->timer_fd < 0) {
-    task->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-    if (task->timer_fd < 0) {
+  if (!task->timer_fd.valid()) {
+    task->timer_fd.Reset(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+    if (!task->timer_fd.valid()) {
       OnGraceExpired(task);  // no timer: no grace
       return Status::Ok();
     }
-    RETURN_IF_ERROR(reactor_->Watch(task->timer_fd, [this, task] { OnGraceExpired(task); }));
+    RETURN_IF_ERROR(
+        reactor_->Watch(task->timer_fd.fd(), [this, task] { OnGraceExpired(task); }));
   }
   itimerspec when{};
   when.it_value.tv_sec = g.count() / 1000000;
   when.it_value.tv_nsec = (g.count() % 1000000) * 1000;
   // A later Kill may only shorten the grace.
   itimerspec current{};
-  timerfd_gettime(task->timer_fd, &current);
+  timerfd_gettime(task->timer_fd.fd(), &current);
   const bool armed = current.it_value.tv_sec != 0 || current.it_value.tv_nsec != 0;
   const auto left_us = current.it_value.tv_sec * 1000000 + current.it_value.tv_nsec / 1000;
-  if (!armed || left_us > g.count()) timerfd_settime(task->timer_fd, 0, &when, nullptr);
+  if (!armed || left_us > g.count()) timerfd_settime(task->timer_fd.fd(), 0, &when, nullptr);
   return Status::Ok();
 }
 
@@ -721,16 +703,15 @@ Status Executor::OpenOutputFiles(TaskId id) {
 
 void Executor::Finish(Task* task) {
   TaskResult& r = task->result;
-  if (task->timer_fd >= 0) {
-    reactor_->Unwatch(task->timer_fd);
-    close(task->timer_fd);
-    task->timer_fd = -1;
+  if (task->timer_fd.valid()) {
+    reactor_->Unwatch(task->timer_fd.fd());
+    task->timer_fd.Reset();
   }
   for (auto& out : task->out) {
     reactor_->Unwatch(out->read_fd());
     out->Drain();
   }
-  close(task->pidfd);
+  task->pidfd.Reset();
   r.id = task->id;
   r.attempt = task->attempt;
   r.dirs = task->dirs;

@@ -53,6 +53,7 @@
 #include "common/ids.h"
 #include "common/status.h"
 #include "common/time.h"
+#include "common/unique_fd.h"
 #include "worker/command_cache.h"
 #include "worker/event_loop.h"
 #include "worker/isolator.h"
@@ -245,7 +246,7 @@ class Executor {
   struct Launch;
   struct Parked;
   Executor(ExecutorOptions options, Reactor* reactor, std::unique_ptr<Isolator> isolator,
-           std::unique_ptr<Spawner> spawner, int dev_null);
+           std::unique_ptr<Spawner> spawner, UniqueFd dev_null);
 
   void OnOutput(Task* task, int which);
   void OnExit(Task* task);
@@ -275,7 +276,7 @@ class Executor {
   Reactor* reactor_;
   std::unique_ptr<Isolator> isolator_;
   std::unique_ptr<Spawner> spawner_;
-  int dev_null_;
+  UniqueFd dev_null_;
   std::optional<UserSwitch> user_;
   std::string user_home_;
   std::vector<std::pair<std::string, std::string>> base_env_;

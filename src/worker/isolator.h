@@ -28,6 +28,7 @@
 
 #include "common/status.h"
 #include "common/time.h"
+#include "common/unique_fd.h"
 #include "worker/spawn.h"
 
 namespace drover::worker {
@@ -79,10 +80,10 @@ class TaskCage {
 
   // Sends SIGKILL to every process still in the cage, so that none can
   // fork away meanwhile (cgroup.kill, or freezer then kill then thaw).
-  // Returns pidfds of the processes signalled, for the caller to wait on
-  // (and close); empty when the cage is empty or has no membership list.
-  // Fails only when the membership cannot be read.
-  virtual Result<std::vector<int>> KillAll() = 0;
+  // Returns pidfds of the processes signalled, for the caller to wait on;
+  // empty when the cage is empty or has no membership list. Fails only
+  // when the membership cannot be read.
+  virtual Result<std::vector<UniqueFd>> KillAll() = 0;
 
   // Reads the accounting; call before Remove. Never fails: figures it
   // cannot read are left absent.

@@ -118,9 +118,9 @@ int OpenChecked(pid_t pid, const std::string& proc_root, Check ok) {
 
 // Waits until every pidfd has fired (its process exited) or the deadline
 // passes; closes them all.
-void WaitAndClose(std::vector<int>& fds, std::chrono::steady_clock::time_point deadline) {
-  for (int fd : fds) {
-    pollfd p{fd, POLLIN, 0};
+void WaitAndClose(std::vector<UniqueFd>& fds, std::chrono::steady_clock::time_point deadline) {
+  for (const UniqueFd& fd : fds) {
+    pollfd p{fd.fd(), POLLIN, 0};
     for (;;) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
@@ -128,9 +128,8 @@ void WaitAndClose(std::vector<int>& fds, std::chrono::steady_clock::time_point d
       if (r < 0 && errno == EINTR) continue;
       break;
     }
-    close(fd);
   }
-  fds.clear();
+  fds.clear();  // closes them
 }
 
 // The cgroup directories below `root`, deepest first.
@@ -218,7 +217,7 @@ LifeRecord::~LifeRecord() {
 Result<LeftoverReport> LifeRecord::EndPreviousLife(Duration wait) {
   LeftoverReport report;
   const auto deadline = std::chrono::steady_clock::now() + wait;
-  std::vector<int> dying;  // pidfds of the processes killed
+  std::vector<UniqueFd> dying;  // pidfds of the processes killed
 
   // The cgroup trees: everything in them is the previous life's.
   ASSIGN_OR_RETURN(std::string cgroups_text, ReadWhole(dir_ + "/cgroups"));
@@ -250,10 +249,10 @@ Result<LeftoverReport> LifeRecord::EndPreviousLife(Duration wait) {
     for (const std::string& cgroup : CgroupsBelow(root)) {
       Result<std::vector<pid_t>> pids = ReadProcs(cgroup + "/cgroup.procs");
       if (!pids.ok() || pids->empty()) continue;
-      std::vector<int> fds = KillPids(*pids);
+      std::vector<UniqueFd> fds = KillPids(*pids);
       report.processes_killed += fds.size();
       if (!fds.empty()) report.tasks.push_back(std::filesystem::path(cgroup).filename().string());
-      dying.insert(dying.end(), fds.begin(), fds.end());
+      for (UniqueFd& fd : fds) dying.push_back(std::move(fd));
     }
   }
   for (const std::string& state : thaw) {
@@ -299,12 +298,12 @@ Result<LeftoverReport> LifeRecord::EndPreviousLife(Duration wait) {
       size_t killed = 0;
       for (const auto& [pid, st] : all) {
         if (st.pgrp != leader || st.start_ticks < start) continue;
-        const int fd = OpenChecked(pid, proc_root_, [&](const ProcStat& now) {
+        UniqueFd fd(OpenChecked(pid, proc_root_, [&](const ProcStat& now) {
           return now.pgrp == leader && now.start_ticks == st.start_ticks;
-        });
-        if (fd < 0) continue;
-        if (PidfdSendSignal(fd, SIGKILL) == 0) ++killed;
-        dying.push_back(fd);
+        }));
+        if (!fd.valid()) continue;
+        if (PidfdSendSignal(fd.fd(), SIGKILL) == 0) ++killed;
+        dying.push_back(std::move(fd));
       }
       if (killed > 0) {
         report.processes_killed += killed;

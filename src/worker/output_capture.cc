@@ -13,16 +13,15 @@ namespace drover::worker {
 
 Result<std::unique_ptr<OutputCapture>> OutputCapture::Create(const std::string& path,
                                                              uint64_t cap_bytes, mode_t mode) {
-  int file = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (file < 0) return Unavailable("cannot create " + path + ": " + strerror(errno));
+  UniqueFd file(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+  if (!file.valid()) return Unavailable("cannot create " + path + ": " + strerror(errno));
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) {
-    int err = errno;
-    close(file);
-    return Unavailable(std::string("cannot create an output pipe: ") + strerror(err));
+    return Unavailable(std::string("cannot create an output pipe: ") + strerror(errno));
   }
   fcntl(p[0], F_SETFL, O_NONBLOCK);
-  return std::unique_ptr<OutputCapture>(new OutputCapture(p[0], p[1], file, cap_bytes));
+  return std::unique_ptr<OutputCapture>(
+      new OutputCapture(UniqueFd(p[0]), UniqueFd(p[1]), std::move(file), cap_bytes));
 }
 
 Result<std::unique_ptr<OutputCapture>> OutputCapture::CreateDeferred(
@@ -33,34 +32,29 @@ Result<std::unique_ptr<OutputCapture>> OutputCapture::CreateDeferred(
     return Unavailable(std::string("cannot create an output pipe: ") + strerror(errno));
   }
   fcntl(p[0], F_SETFL, O_NONBLOCK);
-  std::unique_ptr<OutputCapture> c(new OutputCapture(p[0], p[1], -1, cap_bytes));
+  std::unique_ptr<OutputCapture> c(
+      new OutputCapture(UniqueFd(p[0]), UniqueFd(p[1]), UniqueFd(), cap_bytes));
   c->path_ = path;
   c->mode_ = mode;
   c->owner_ = owner;
   return c;
 }
 
-OutputCapture::~OutputCapture() {
-  CloseWriteEnd();
-  close(read_fd_);
-  if (file_fd_ >= 0) close(file_fd_);
-}
-
 Status OutputCapture::OpenFile() {
-  if (file_fd_ >= 0) return Status::Ok();
+  if (file_fd_.valid()) return Status::Ok();
   if (!write_error_.empty()) return Unavailable(write_error_);
-  int fd = open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_);
-  if (fd < 0) {
+  UniqueFd fd(open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_));
+  if (!fd.valid()) {
     write_error_ = "cannot create " + path_ + ": " + strerror(errno);
     return Unavailable(write_error_);
   }
-  if (owner_ && fchown(fd, owner_->first, owner_->second) != 0) {
+  if (owner_ && fchown(fd.fd(), owner_->first, owner_->second) != 0) {
     write_error_ = "cannot hand " + path_ + " to the task user: " + strerror(errno);
-    close(fd);
+    fd.Reset();
     unlink(path_.c_str());
     return Unavailable(write_error_);
   }
-  file_fd_ = fd;
+  file_fd_ = std::move(fd);
   return Status::Ok();
 }
 
@@ -69,7 +63,7 @@ bool OutputCapture::DrainBeforeFile() {
   // silent task costs this one read and no file.
   char first;
   for (;;) {
-    ssize_t n = read(read_fd_, &first, 1);
+    ssize_t n = read(read_fd_.fd(), &first, 1);
     if (n == 0) {
       eof_ = true;
       return true;
@@ -81,11 +75,11 @@ bool OutputCapture::DrainBeforeFile() {
   seen_ = 1;
   if (!OpenFile().ok() || cap_ == 0) {
     // No file: discard like past the cap. A cap of 0 keeps only the marker.
-    if (file_fd_ >= 0) MarkTruncated();
+    if (file_fd_.valid()) MarkTruncated();
     truncated_ = true;
     return false;
   }
-  if (write(file_fd_, &first, 1) == 1) {
+  if (write(file_fd_.fd(), &first, 1) == 1) {
     written_ = 1;
   } else {
     write_error_ = strerror(errno);
@@ -94,32 +88,29 @@ bool OutputCapture::DrainBeforeFile() {
   return false;
 }
 
-void OutputCapture::CloseWriteEnd() {
-  if (write_fd_ >= 0) close(write_fd_);
-  write_fd_ = -1;
-}
+void OutputCapture::CloseWriteEnd() { write_fd_.Reset(); }
 
 void OutputCapture::MarkTruncated() {
   if (truncated_) return;
   truncated_ = true;
-  if (file_fd_ < 0) return;  // no file to mark (it could not be made)
+  if (!file_fd_.valid()) return;  // no file to mark (it could not be made)
   std::string line = "\n[drover: output truncated at " + FormatBytes(cap_) + "]\n";
-  if (write(file_fd_, line.data(), line.size()) < 0 && write_error_.empty()) {
+  if (write(file_fd_.fd(), line.data(), line.size()) < 0 && write_error_.empty()) {
     write_error_ = strerror(errno);
   }
 }
 
 bool OutputCapture::Drain() {
   if (eof_) return true;
-  if (file_fd_ < 0 && !truncated_) {
+  if (!file_fd_.valid() && !truncated_) {
     if (DrainBeforeFile()) return true;
-    if (file_fd_ < 0 && !truncated_) return false;
+    if (!file_fd_.valid() && !truncated_) return false;
   }
   char discard[64 * 1024];
   for (;;) {
     if (!truncated_ && written_ < cap_) {
       size_t room = static_cast<size_t>(std::min<uint64_t>(cap_ - written_, 1 << 20));
-      ssize_t n = splice(read_fd_, nullptr, file_fd_, nullptr, room, SPLICE_F_NONBLOCK);
+      ssize_t n = splice(read_fd_.fd(), nullptr, file_fd_.fd(), nullptr, room, SPLICE_F_NONBLOCK);
       if (n > 0) {
         seen_ += n;
         written_ += n;
@@ -135,7 +126,7 @@ bool OutputCapture::Drain() {
       continue;
     }
     // Past the cap: the marker goes in only once there is a byte beyond it.
-    ssize_t n = read(read_fd_, discard, sizeof discard);
+    ssize_t n = read(read_fd_.fd(), discard, sizeof discard);
     if (n > 0) {
       MarkTruncated();
       seen_ += n;

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace drover::worker {
 
@@ -37,18 +38,18 @@ class OutputCapture {
   static Result<std::unique_ptr<OutputCapture>> CreateDeferred(
       const std::string& path, uint64_t cap_bytes, mode_t mode = 0644,
       std::optional<std::pair<uid_t, gid_t>> owner = std::nullopt);
-  ~OutputCapture();
+  ~OutputCapture() = default;
   OutputCapture(const OutputCapture&) = delete;
   OutputCapture& operator=(const OutputCapture&) = delete;
 
   // The fd to watch for readability (the pipe's non-blocking read end).
-  int read_fd() const { return read_fd_; }
+  int read_fd() const { return read_fd_.fd(); }
   // The pipe's write end, to hand to the child; close it with
   // CloseWriteEnd() once the child has it.
-  int write_fd() const { return write_fd_; }
+  int write_fd() const { return write_fd_.fd(); }
   void CloseWriteEnd();
   // The file, for chown by the caller; -1 while a deferred file is not made.
-  int file_fd() const { return file_fd_; }
+  int file_fd() const { return file_fd_.fd(); }
   // Makes the file now if it is not made yet. A failure is also kept in
   // write_error() (and the stream's bytes are then discarded).
   Status OpenFile();
@@ -65,15 +66,15 @@ class OutputCapture {
   const std::string& write_error() const { return write_error_; }
 
  private:
-  OutputCapture(int rfd, int wfd, int file, uint64_t cap)
-      : read_fd_(rfd), write_fd_(wfd), file_fd_(file), cap_(cap) {}
+  OutputCapture(UniqueFd rfd, UniqueFd wfd, UniqueFd file, uint64_t cap)
+      : read_fd_(std::move(rfd)), write_fd_(std::move(wfd)), file_fd_(std::move(file)), cap_(cap) {}
   void MarkTruncated();
   // Deferred file, nothing written yet: waits for the first byte.
   bool DrainBeforeFile();
 
-  int read_fd_;
-  int write_fd_;
-  int file_fd_;
+  UniqueFd read_fd_;
+  UniqueFd write_fd_;
+  UniqueFd file_fd_;  // none while a deferred file is not made
   uint64_t cap_;
   std::string path_;  // deferred: where the file goes
   mode_t mode_ = 0644;

@@ -18,7 +18,7 @@ class RlimitCage final : public TaskCage {
     }
   }
   bool contains_tree() const override { return false; }
-  Result<std::vector<int>> KillAll() override { return std::vector<int>(); }
+  Result<std::vector<UniqueFd>> KillAll() override { return std::vector<UniqueFd>(); }
   CageUsage Usage() override { return {}; }
   Status Remove() override { return Status::Ok(); }
 };

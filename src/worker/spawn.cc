@@ -372,9 +372,10 @@ Result<SpawnedProcess> Spawner::Spawn(const SpawnPlan& plan) {
   args.reset = reset_;
   args.reset_count = reset_count_;
 
-  int pidfd = -1;
-  const pid_t pid = CloneChild(stack_, stack_size_, CLONE_VFORK, &args, &pidfd);
+  int raw_pidfd = -1;
+  const pid_t pid = CloneChild(stack_, stack_size_, CLONE_VFORK, &args, &raw_pidfd);
   if (pid < 0) return Unavailable("cannot start a process: " + Errno(-pid));
+  UniqueFd pidfd(raw_pidfd);
   // CLONE_VFORK: the child has exec'd or exited by now; a failed step left
   // its error in args (a child killed before its execve reads as started,
   // and its pidfd then reports the signal).
@@ -382,7 +383,6 @@ Result<SpawnedProcess> Spawner::Spawn(const SpawnPlan& plan) {
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    close(pidfd);
     return DescribeFailure(plan, args.error);
   }
   // The child wrote spawned_at before the parent resumed (CLONE_VFORK).
@@ -391,7 +391,7 @@ Result<SpawnedProcess> Spawner::Spawn(const SpawnPlan& plan) {
   if (args.spawned_at.tv_sec == 0) {
     spawned_at = std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
   }
-  return SpawnedProcess{pid, pidfd, spawned_at};
+  return SpawnedProcess{pid, std::move(pidfd), spawned_at};
 }
 
 bool ParkSupported() { return kRawSyscalls; }
@@ -428,8 +428,8 @@ ParkedProcess::~ParkedProcess() {
   if (pid_ > 0 && !released_) {
     // Not started: nothing of the task's ran; end the child and reap it
     // before its stack goes.
-    if (pidfd_ >= 0) {
-      syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0);
+    if (pidfd_.valid()) {
+      syscall(SYS_pidfd_send_signal, pidfd_.fd(), SIGKILL, nullptr, 0);
     } else {
       kill(pid_, SIGKILL);
     }
@@ -437,20 +437,17 @@ ParkedProcess::~ParkedProcess() {
     while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
   }
-  if (pidfd_ >= 0) close(pidfd_);
-  if (gate_ >= 0) close(gate_);
-  if (lifeline_ >= 0) close(lifeline_);
+  // The descriptors close with their owners, after this; the child is
+  // reaped, so its stack may go.
   if (stack_ != nullptr) munmap(stack_, stack_size_);
 }
-
-int ParkedProcess::TakePidfd() { return std::exchange(pidfd_, -1); }
 
 bool ParkedProcess::parked() const {
   return storage_->args.parked.load(std::memory_order_acquire) != 0;
 }
 
 bool ParkedProcess::Dead() const {
-  pollfd p{pidfd_, POLLIN, 0};
+  pollfd p{pidfd_.fd(), POLLIN, 0};
   return poll(&p, 1, 0) != 0;  // readable, or an error: not to be released
 }
 
@@ -460,13 +457,12 @@ Result<Time> ParkedProcess::Release() {
   const uint64_t one = 1;
   ssize_t n;
   do {
-    n = write(gate_, &one, sizeof one);
+    n = write(gate_.fd(), &one, sizeof one);
   } while (n < 0 && errno == EINTR);
   if (n != sizeof one) return Internal("cannot release the prepared process: " + Errno(errno));
   released_ = true;
-  close(gate_);
-  close(lifeline_);
-  gate_ = lifeline_ = -1;
+  gate_.Reset();
+  lifeline_.Reset();
   return at;
 }
 
@@ -503,22 +499,17 @@ Result<std::unique_ptr<ParkedProcess>> Spawner::Park(const SpawnPlan& plan) {
   args.reset_count = reset_count_;
 
   // The gate and the lifeline, above 2 (the child's stdio lands on 0-2).
-  const int gate = AboveStdio(eventfd(0, EFD_CLOEXEC));
-  if (gate < 0) return Unavailable("cannot make an eventfd: " + Errno(errno));
-  parked->gate_ = gate;
+  parked->gate_.Reset(AboveStdio(eventfd(0, EFD_CLOEXEC)));
+  if (!parked->gate_.valid()) return Unavailable("cannot make an eventfd: " + Errno(errno));
   int life[2];
   if (pipe2(life, O_CLOEXEC) != 0) return Unavailable("cannot make a pipe: " + Errno(errno));
-  parked->lifeline_ = life[1];
-  const int lifeline = AboveStdio(life[0]);
-  if (lifeline < 0) return Unavailable("cannot make a pipe: " + Errno(errno));
-  args.gate_fd = gate;
-  args.lifeline_fd = lifeline;
+  parked->lifeline_.Reset(life[1]);
   // The parent's copy of the lifeline's read end goes once the child has
-  // its own (the parent never reads it).
-  struct CloseAfter {
-    int fd;
-    ~CloseAfter() { close(fd); }
-  } lifeline_read{lifeline};
+  // its own (the parent never reads it): at the end of this call.
+  const UniqueFd lifeline_read(AboveStdio(life[0]));
+  if (!lifeline_read.valid()) return Unavailable("cannot make a pipe: " + Errno(errno));
+  args.gate_fd = parked->gate_.fd();
+  args.lifeline_fd = lifeline_read.fd();
 
   ASSIGN_OR_RETURN(auto stack, MapStack(kParkedStackSize));
   parked->stack_ = stack.first;
@@ -529,7 +520,7 @@ Result<std::unique_ptr<ParkedProcess>> Spawner::Park(const SpawnPlan& plan) {
   const pid_t pid = CloneChild(stack.first, stack.second, 0, &args, &pidfd);
   if (pid < 0) return Unavailable("cannot start a process: " + Errno(-pid));
   parked->pid_ = pid;
-  parked->pidfd_ = pidfd;
+  parked->pidfd_.Reset(pidfd);
   return parked;
 }
 

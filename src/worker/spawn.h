@@ -62,10 +62,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
 #include "common/time.h"
+#include "common/unique_fd.h"
 
 namespace drover::worker {
 
@@ -101,7 +103,7 @@ struct SpawnPlan {
 
 struct SpawnedProcess {
   pid_t pid = -1;
-  int pidfd = -1;  // O_CLOEXEC pidfd owned by the caller
+  UniqueFd pidfd;  // O_CLOEXEC
   // Wall clock (CLOCK_REALTIME) read by the child as its very first step
   // after clone, before any of its setup and the execve: when the task's
   // process came into being.
@@ -119,8 +121,8 @@ class ParkedProcess {
 
   pid_t pid() const { return pid_; }
   // O_CLOEXEC pidfd; closed by the destructor unless taken.
-  int pidfd() const { return pidfd_; }
-  int TakePidfd();
+  int pidfd() const { return pidfd_.fd(); }
+  UniqueFd TakePidfd() { return std::move(pidfd_); }
   // The child has done its setup and waits at its gate.
   bool parked() const;
   // The child is gone (it failed a setup step, or was killed) before its
@@ -142,9 +144,9 @@ class ParkedProcess {
   void* stack_ = nullptr;
   size_t stack_size_ = 0;
   pid_t pid_ = -1;
-  int pidfd_ = -1;
-  int gate_ = -1;      // eventfd: written to release the child
-  int lifeline_ = -1;  // the pipe's only write end: closing it ends an unreleased child
+  UniqueFd pidfd_;
+  UniqueFd gate_;      // eventfd: written to release the child
+  UniqueFd lifeline_;  // the pipe's only write end: closing it ends an unreleased child
   bool released_ = false;
 };
 

@@ -34,7 +34,6 @@ struct Argv {
 int Reap(const SpawnedProcess& p) {
   int status = -1;
   EXPECT_EQ(waitpid(p.pid, &status, 0), p.pid);
-  close(p.pidfd);
   return status;
 }
 
@@ -90,7 +89,7 @@ TEST(SpawnerTest, StartsInItsOwnSessionWithStdoutRedirected) {
   auto p = (*spawner)->Spawn(plan);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   close(fd);
-  EXPECT_GE(p->pidfd, 0);
+  EXPECT_TRUE(p->pidfd.valid());
   int status = Reap(*p);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
