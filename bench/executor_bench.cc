@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "worker/event_loop.h"
-#include "worker/executor.h"
-#include "worker/isolator.h"
+#include "worker/exec/event_loop.h"
+#include "worker/exec/executor.h"
+#include "worker/exec/isolator.h"
 
 extern char** environ;
 

@@ -28,7 +28,7 @@
 #include "net/event_loop.h"
 #include "net/fd_limit.h"
 #include "server/server_shell.h"
-#include "worker/agent.h"
+#include "worker/agent/agent.h"
 
 namespace drover::cli {
 

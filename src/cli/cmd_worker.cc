@@ -20,7 +20,7 @@
 #include "net/access_file.h"
 #include "net/event_loop.h"
 #include "net/fd_limit.h"
-#include "worker/agent.h"
+#include "worker/agent/agent.h"
 
 namespace drover::cli {
 

@@ -15,7 +15,7 @@
 #include "net/beacon.h"
 #include "net/event_loop.h"
 #include "server/server_shell.h"
-#include "worker/agent.h"
+#include "worker/agent/agent.h"
 
 namespace CLI {
 class App;

@@ -1,0 +1,214 @@
+// Agent: the worker shell (`drover worker`). It ties the executor, the local
+// admission check (Slots), resource detection and fencing to one server
+// over the worker channel (proto/messages.h, DESIGN.md sections 4, 5, 7).
+// The decisions below (what to start, queue, refuse, kill, report and
+// when) are WorkerState's (worker_state.h, pure, tested on a simulated
+// clock); the Agent carries out its commands and feeds it what happens.
+//
+//   Start        detect resources (with the overrides below), make the
+//                isolator and the Executor on the loop (AsioReactor), and
+//                connect to the first reachable server of `servers`.
+//   connect      WebSocket /api/v1/worker, TLS with the pinned fingerprint
+//                (or plain TCP), the cluster token; then Hello with the
+//                worker's identity key (key_file), the resources, the
+//                attempts still running here and every finished result not
+//                yet acknowledged. HelloAck gives the
+//                worker id, the heartbeat interval and the lease TTL.
+//   heartbeat    every interval: utilization (UtilizationSampler) and the
+//                attempts running.
+//   assign       per assignment: Slots admission (Refused with the reason
+//                when there is no room or a core/GPU is taken), the
+//                dependency results written to $DROVER_INPUTS/<task id>,
+//                Executor::Start; Started is batched per loop turn. A start
+//                failure ("command not found: x") is reported as Finished
+//                with exit code -1 and the reason as the result.
+//                started_at is the moment the task's process existed: the
+//                spawned child reads CLOCK_REALTIME as its first step, before
+//                its setup and execve (StartTimes::spawned in executor.h;
+//                the later "exec done" time is logged at debug level); for
+//                a queued task whose process was made ahead, the moment it
+//                was released.
+//   queue-ahead  an assignment with `after` naming an attempt running here
+//                (and not fenced) is not started: its directories, inputs,
+//                environment and program path are made (Executor::
+//                PrepareStart, which also makes its process, waiting before
+//                its execve; a failure there is reported Finished at
+//                once), and it waits behind that attempt, at most
+//                one per attempt (a second different one, or another
+//                attempt of a queued task, is Refused). When the predecessor
+//                exits, the agent reads the exit time, frees its slot and
+//                starts the successor (admission, Executor::Start) before
+//                it reports anything. With `after` naming an attempt not
+//                running here, the task starts at once. A re-sent queued
+//                assignment is ignored. Cancel/Kill of a queued attempt
+//                removes it and reports it Finished (exit code -1, result
+//                "canceled before it started: <reason>"); it never starts.
+//                Hello lists queued attempts with `queued` = true (the server
+//                confirms or kills them); heartbeats list only started ones.
+//                The queue survives reconnects; Stop drops it.
+//   finished     Finished (batched per loop turn) with exit code or signal,
+//                OOM, usage and the $DROVER_RESULT text; finished_at is when
+//                the agent saw the exit. Each result stays
+//                buffered until the server's Ack and goes out again in every
+//                Hello until then, so a lost connection or a server restart
+//                loses nothing. In a batch Finished goes before Started (the
+//                server books a successor on its predecessor's room only once
+//                it knows that one ended, and pairs each start with an
+//                earlier exit for the handoff figure), except that an
+//                attempt started and ended in the same batch is reported
+//                started first.
+//   cancel/kill  Executor::Kill with the configured grace / at once.
+//   log_request  LogSender (agent_logs.h): file bytes as binary frames,
+//                followed with inotify, under a rate limit.
+//   lost link    tasks keep running; reconnect with exponential backoff and
+//                jitter (net/backoff.h), trying the servers in turn (an
+//                entry "a:7210,b:7210" counts as two). A standby refuses
+//                the session with an Error naming the leader, which is
+//                tried next (docs/redis.md).
+//   fencing      with no server contact for lease_ttl - 2 * heartbeat
+//                (FencingPolicy), every queued successor is dropped first
+//                (reported finished, exit code -1, the fence reason as the
+//                result), so no fenced exit starts one; then every running
+//                task is killed, since its
+//                leases may soon be someone else's, and reported finished
+//                (signal 9, result "fenced: no contact with the server for
+//                N s") once a server is reachable again. An open connection
+//                counts as contact: the WebSocket pings every heartbeat
+//                interval and closes after two silent intervals, so a server
+//                that stops answering is noticed within two heartbeats.
+//
+// Run-as-user rule: an agent running as root runs tasks as `task_user`;
+// running them as root needs `run_as_root`; with neither, Start fails.
+//
+// Threading: Start, Stop and the destructor belong to the loop's thread, or
+// to a time when the loop is not running. Everything else happens on the
+// loop. The loop must outlive the Agent.
+#ifndef DROVER_WORKER_AGENT_AGENT_H_
+#define DROVER_WORKER_AGENT_AGENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/time.h"
+#include "net/backoff.h"
+#include "net/event_loop.h"
+
+namespace drover::worker {
+
+class ServerLink;
+class TaskRunner;
+
+struct AgentConfig {
+  // Servers as "host:port" ("[::1]:7210"), tried in turn; at least one.
+  std::vector<std::string> servers;
+  std::string token;        // the cluster token
+  std::string fingerprint;  // the server certificate's SHA-256 (required with tls)
+  bool tls = true;
+  // The server's local socket (net/local_socket.h), for a worker in the
+  // server's own process (`drover up`): connect there, in plain HTTP (no
+  // TCP, no TLS; the token is sent as always). Empty: `servers`.
+  std::string local_socket;
+  std::string name;         // the worker's name; empty: the host name
+  std::string workdir;      // task directories go under here; required
+  // This worker's identity: a random key made on first start (mode 0600)
+  // and sent in every hello; the server binds the worker's name to it and
+  // refuses the name to any other key. Empty: "<workdir>/worker.key".
+  std::string key_file;
+
+  // "auto", "cgroup2", "cgroup1", "rlimit" or "none" (isolator.h).
+  std::string isolation = "auto";
+
+  // Resource overrides, as the command line spells them (resources.h).
+  std::string cpus;                 // core list "0-7"; empty: affinity mask
+  std::string mem;                  // memory offered to tasks, e.g. "16GiB"
+  std::string gpus;                 // "0,1", "0-3" or "none"; empty: detect
+  int gpu_part = 0;                 // with detection: this share of the GPUs
+  int gpu_parts = 1;                // (DetectOptions::gpu_part)
+  // Where this machine's workers lock the GPUs they offer (gpu_lock.h);
+  // empty: GpuLocks::DefaultDir().
+  std::string gpu_lock_dir;
+  std::string gpu_type;
+  std::string gpu_mem;
+  std::vector<std::string> labels;    // key=value
+  std::vector<std::string> counters;  // name=count
+
+  // Who tasks run as when the agent is root (see the rule above).
+  std::string task_user;
+  bool run_as_root = false;
+
+  // Used until a server's HelloAck says otherwise (fencing needs them
+  // before the first contact too).
+  Duration heartbeat_interval = Seconds(2);
+  Duration lease_ttl = Seconds(30);
+
+  uint64_t log_cap_bytes = 64ull << 20;             // per task stream
+  uint64_t log_rate_bytes_per_sec = 8ull << 20;     // all log transfers together
+  Duration kill_grace = Seconds(10);                // Cancel: TERM -> KILL
+  // At most this long per connection attempt; in fact 4 heartbeats (at
+  // least 1 s) when that is shorter, so a paused server that accepts but
+  // never answers does not hold the worker past its fencing deadline.
+  Duration connect_timeout = Seconds(10);
+  net::BackoffOptions reconnect;                    // delays between attempts
+  // Detection hooks (tests point them at nothing): where nvidia-smi is ("":
+  // skip it) and which NVML library to try.
+  std::string nvidia_smi = "nvidia-smi";
+  std::string nvml_library = "libnvidia-ml.so.1";
+  // Called on the loop each time the server attaches this worker (`drover
+  // up` announces itself once its local workers are in).
+  std::function<void()> on_attached;
+  // The clock behind every "now" of the agent (the state machine's events,
+  // the fencing check, the log sender's rate limit); it must outlive the
+  // Agent. Null: a RealClock the agent owns. Timers still run on the loop.
+  Clock* clock = nullptr;
+  // How the agent reaches a server (server_link.h); it must outlive the
+  // Agent. Null: a WebSocket (WebSocketLink) the agent owns.
+  ServerLink* server_link = nullptr;
+  // What runs the tasks (task_runner.h); it must outlive the Agent, and
+  // call no callback after Stop (the agent does not end its tasks then).
+  // Null: the Executor, made and owned by the agent.
+  TaskRunner* task_runner = nullptr;
+};
+
+class Agent {
+ public:
+  // Validates the configuration, detects resources, creates the executor
+  // and begins connecting (in the background: an unreachable server is not
+  // an error, the agent keeps trying). Fails with:
+  //   InvalidArgument     no server, a bad address, bad override, bad
+  //                       isolation word, non-positive heartbeat, lease_ttl
+  //                       not above two heartbeats;
+  //   FailedPrecondition  root with neither task_user nor run_as_root, an
+  //                       unknown task_user, an unusable isolation mode,
+  //                       TLS without a fingerprint;
+  //   Unavailable         the workdir cannot be created;
+  //   detection errors    from DetectResources.
+  static Result<std::unique_ptr<Agent>> Start(net::EventLoop& loop, AgentConfig config);
+
+  // Closes the connection (pending results stay unacknowledged), drops the
+  // queued successors (none starts) and kills every running task at once.
+  // Idempotent; the destructor calls it.
+  void Stop();
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // The id the last HelloAck gave this worker; 0 before the first.
+  WorkerId worker_id() const;
+  // One line: "4 cores, 15.5 GiB, no GPU".
+  const std::string& summary() const;
+
+  class Impl;
+
+ private:
+  explicit Agent(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace drover::worker
+
+#endif  // DROVER_WORKER_AGENT_AGENT_H_

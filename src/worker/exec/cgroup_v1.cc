@@ -1,0 +1,439 @@
+#include "worker/exec/cgroup_v1.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "worker/exec/cgroup_files.h"
+
+namespace drover::worker {
+namespace {
+
+std::string Join(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(x);
+  }
+  return s;
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// One controller hierarchy: where the worker's per-task cgroups go.
+struct Hierarchy {
+  bool present = false;
+  std::string base;  // <mount>/<current>/drover/w<pid>
+};
+
+enum Ctl { kMemory, kCpuacct, kFreezer, kCpu, kCpuset, kPids, kDevices, kCtlCount };
+
+// Memory a reused memory cgroup may still have charged from its last task
+// (page cache, kernel objects: ~170 KiB after /bin/true) before it is
+// emptied with memory.force_empty; it counts in the next task's peak.
+constexpr uint64_t kStaleChargeBytes = 1 << 20;
+// Empty cgroups kept per hierarchy for later tasks.
+constexpr size_t kMaxFree = 64;
+
+// A task cgroup in one hierarchy. Once its task has ended and left nothing
+// behind it goes back to the pool and serves a later task: making and
+// removing a memory cgroup costs far more than the few writes that reset
+// one (see Recycle).
+struct Group {
+  std::string dir;
+  int join_fd = -1;   // cgroup.procs, O_WRONLY; the child writes "0"
+  std::string limit;  // what was last written to the controller's limit file; "": nothing
+  uint64_t base = 0;  // cpuacct: usage so far; memory: oom_kill count so far
+  // Read after every task (kept open while pooled): cpuacct.usage,
+  // memory.max_usage_in_bytes, freezer cgroup.procs; memory.oom_control;
+  // memory.usage_in_bytes.
+  KeptFile counter, oom, usage;
+};
+
+// Opens `g`'s kept files lazily, named for its controller.
+void Keep(Ctl ctl, Group& g) {
+  if (ctl == kCpuacct) g.counter = KeptFile(g.dir + "/cpuacct.usage");
+  if (ctl == kFreezer) g.counter = KeptFile(g.dir + "/cgroup.procs");
+  if (ctl == kMemory) {
+    g.counter = KeptFile(g.dir + "/memory.max_usage_in_bytes", /*writable=*/true);
+    g.oom = KeptFile(g.dir + "/memory.oom_control");
+    g.usage = KeptFile(g.dir + "/memory.usage_in_bytes");
+  }
+}
+
+// The free cgroups; shared by the isolator and its cages, so that a cage
+// that outlives its isolator removes its cgroups instead.
+struct Pool {
+  std::vector<Group> free[kCtlCount];
+  bool closed = false;
+};
+
+std::atomic<uint64_t> next_cgroup_name{0};
+
+// Closes the kept counter files (before the group's directory goes; they
+// open again when read).
+void CloseKept(Group& g) {
+  g.counter.Close();
+  g.oom.Close();
+  g.usage.Close();
+}
+
+void Discard(Group& g) {
+  if (g.join_fd >= 0) close(g.join_fd);
+  g.join_fd = -1;
+  CloseKept(g);
+}
+
+class CgroupV1Cage final : public TaskCage {
+ public:
+  explicit CgroupV1Cage(std::shared_ptr<Pool> pool) : pool_(std::move(pool)) {
+    owns_join_fds_ = false;  // the groups keep them, for reuse
+  }
+  ~CgroupV1Cage() override {
+    for (auto& [ctl, g] : groups_) Discard(g);  // Remove never succeeded: leave the dirs
+  }
+
+  void Add(Ctl ctl, Group g) {
+    join_fds_.push_back(g.join_fd);
+    groups_.emplace_back(ctl, std::move(g));
+  }
+  void SetMemoryLimit(uint64_t bytes) { memory_limit_ = bytes; }
+
+  bool contains_tree() const override { return true; }
+
+  Result<std::vector<UniqueFd>> KillAll() override {
+    // Empty, as after nearly every task: one read of the kept file says so.
+    std::optional<std::string> listed = Find(kFreezer)->counter.Read();
+    if (listed && listed->empty()) return std::vector<UniqueFd>();
+    const std::string procs = Dir(kFreezer) + "/cgroup.procs";
+    ASSIGN_OR_RETURN(std::vector<pid_t> pids, ReadProcs(procs));
+    if (pids.empty()) return std::vector<UniqueFd>();
+    left_behind_ = true;  // not reused: its members may be dying still
+    // Freeze first so that nothing forks between the listing and the kill;
+    // the SIGKILLs take effect at thaw. The wait for FROZEN is bounded and
+    // happens only when a task left processes behind (a kill, a daemon);
+    // the v1 freezer has no event to wait on.
+    const std::string state = Dir(kFreezer) + "/freezer.state";
+    RETURN_IF_ERROR(WriteCgroupFile(state, "FROZEN"));
+    for (int i = 0; i < 1000; ++i) {
+      Result<std::string> now = ReadCgroupFile(state);
+      if (!now.ok() || now->rfind("FROZEN", 0) == 0) break;
+      sched_yield();
+    }
+    Result<std::vector<pid_t>> frozen = ReadProcs(procs);
+    std::vector<UniqueFd> fds = KillPids(frozen.ok() ? *frozen : pids);
+    Status thaw = WriteCgroupFile(state, "THAWED");
+    (void)thaw;  // a cage that stays frozen is still removed once its members die
+    return fds;
+  }
+
+  CageUsage Usage() override {
+    CageUsage u;
+    Group* acct = Find(kCpuacct);
+    Group* mem = Find(kMemory);
+    // A reused cgroup counts from where its last task left it.
+    std::optional<std::string> acct_text = acct->counter.Read();
+    if (auto ns = acct_text ? ParseNumber(*acct_text) : std::nullopt) {
+      u.cpu = Duration((*ns - std::min(*ns, acct->base)) / 1000);
+      acct->base = *ns;
+    } else {
+      reusable_ = false;
+    }
+    std::optional<std::string> peak = mem->counter.Read();
+    u.peak_memory = peak ? ParseNumber(*peak) : std::nullopt;
+    std::optional<std::string> oom = mem->oom.Read();
+    auto kills = oom ? ParseKeyedValue(*oom, "oom_kill") : std::nullopt;
+    u.oom_killed = kills && *kills > mem->base;
+    if (kills) {
+      mem->base = *kills;
+    } else {
+      reusable_ = false;
+    }
+    measured_ = true;
+    return u;
+  }
+
+  Status Remove() override {
+    if (measured_ && reusable_ && !left_behind_ && !pool_->closed && Recycle()) {
+      for (auto& [ctl, g] : groups_) {
+        if (ctl == kDevices || pool_->free[ctl].size() >= kMaxFree) {
+          Discard(g);
+          rmdir(g.dir.c_str());  // empty: the task left nothing
+        } else {
+          pool_->free[ctl].push_back(std::move(g));
+        }
+      }
+      groups_.clear();
+      return Status::Ok();
+    }
+    while (!groups_.empty()) {
+      Group& g = groups_.back().second;
+      CloseKept(g);  // reopened if the removal fails and the cage is kept
+      if (rmdir(g.dir.c_str()) != 0 && errno != ENOENT) {
+        return Unavailable("cannot remove " + g.dir + ": " + strerror(errno));
+      }
+      Discard(g);
+      groups_.pop_back();
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Group* Find(Ctl ctl) {
+    for (auto& [c, g] : groups_) {
+      if (c == ctl) return &g;
+    }
+    return nullptr;
+  }
+  std::string Dir(Ctl ctl) { return Find(ctl)->dir; }
+
+  // Makes the memory cgroup fit for the next task: what the last one left
+  // charged goes (when more than kStaleChargeBytes), and the peak starts
+  // again from the current usage. Everything else reads as a difference
+  // (cpuacct, oom_kill) or is written when the next task wants another
+  // value (limits).
+  bool Recycle() {
+    Group& group = *Find(kMemory);
+    const std::string& mem = group.dir;
+    std::optional<std::string> now = group.usage.Read();
+    std::optional<uint64_t> usage = now ? ParseNumber(*now) : std::nullopt;
+    if (!usage) return false;
+    if (*usage > kStaleChargeBytes) {
+      if (!WriteCgroupFile(mem + "/memory.force_empty", "0").ok()) return false;
+      usage = ReadNumber(mem + "/memory.usage_in_bytes");
+      if (!usage || *usage > kStaleChargeBytes) return false;
+    }
+    return group.counter.Write("0").ok();  // one pwrite on the kept file
+  }
+
+  std::shared_ptr<Pool> pool_;
+  std::vector<std::pair<Ctl, Group>> groups_;  // in creation order
+  bool measured_ = false;                      // Usage read the counters' ends
+  bool reusable_ = true;
+  bool left_behind_ = false;  // KillAll found processes
+};
+
+class CgroupV1Isolator final : public Isolator {
+ public:
+  CgroupV1Isolator(Hierarchy memory, Hierarchy cpu, Hierarchy cpuacct, Hierarchy cpuset,
+                   Hierarchy pids, Hierarchy freezer, Hierarchy devices, std::string mems,
+                   int gpu_count)
+      : mems_(std::move(mems)), gpu_count_(gpu_count) {
+    h_[kMemory] = std::move(memory);
+    h_[kCpu] = std::move(cpu);
+    h_[kCpuacct] = std::move(cpuacct);
+    h_[kCpuset] = std::move(cpuset);
+    h_[kPids] = std::move(pids);
+    h_[kFreezer] = std::move(freezer);
+    h_[kDevices] = std::move(devices);
+  }
+
+  ~CgroupV1Isolator() override {
+    pool_->closed = true;
+    for (int c = 0; c < kCtlCount; ++c) {
+      for (Group& g : pool_->free[c]) {
+        Discard(g);
+        rmdir(g.dir.c_str());
+      }
+      pool_->free[c].clear();
+    }
+    for (const Hierarchy& h : h_) {
+      if (h.present) rmdir(h.base.c_str());  // fails harmlessly while a task remains
+    }
+  }
+
+  IsolationMode mode() const override { return IsolationMode::kCgroup1; }
+  std::vector<std::string> cgroup_roots() const override {
+    std::vector<std::string> roots = {h_[kFreezer].base};
+    for (int c = 0; c < kCtlCount; ++c) {
+      if (c != kFreezer && h_[c].present) roots.push_back(h_[c].base);
+    }
+    return roots;
+  }
+
+  Result<std::unique_ptr<TaskCage>> CreateCage(const CageSpec& spec) override {
+    auto cage = std::make_unique<CgroupV1Cage>(pool_);
+    // Takes a free cgroup of the hierarchy, or makes one, and gives it
+    // `value` in `file` (written only when it differs from what the
+    // cgroup has; `fresh_default` is what a new cgroup has there).
+    auto take = [&](Ctl ctl, const char* file, const std::string& value,
+                    const std::string& fresh_default) -> Status {
+      std::vector<Group>& free = pool_->free[ctl];
+      if (ctl != kDevices && !free.empty()) {
+        Group g = std::move(free.back());
+        free.pop_back();
+        const std::string& have = g.limit.empty() ? fresh_default : g.limit;
+        if (file == nullptr || have == value ||
+            WriteCgroupFile(g.dir + "/" + file, value).ok()) {
+          if (file != nullptr) g.limit = value;
+          cage->Add(ctl, std::move(g));
+          return Status::Ok();
+        }
+        // A limit this cgroup refuses (memory below what it holds): use a
+        // new one instead.
+        Discard(g);
+        rmdir(g.dir.c_str());
+      }
+      Group g;
+      // Names are unique in the process (`drover up` runs several workers,
+      // each with its isolator, under one w<pid>); one left by an earlier
+      // process with this pid is skipped.
+      for (int tries = 0;; ++tries) {
+        g.dir = h_[ctl].base + "/t" + std::to_string(next_cgroup_name.fetch_add(1));
+        if (mkdir(g.dir.c_str(), 0755) == 0) break;
+        if (errno != EEXIST || tries >= 100) {
+          return Unavailable("cannot create cgroup " + g.dir + ": " + strerror(errno));
+        }
+      }
+      auto fail = [&](Status s) {
+        Discard(g);
+        rmdir(g.dir.c_str());
+        return s;
+      };
+      if (ctl == kCpuset) {
+        Status m = WriteCgroupFile(g.dir + "/cpuset.mems", mems_);
+        if (!m.ok()) return fail(m);
+      }
+      if (file != nullptr && value != fresh_default) {
+        Status w = WriteCgroupFile(g.dir + "/" + file, value);
+        if (!w.ok()) return fail(w);
+      }
+      if (file != nullptr) g.limit = value;
+      if (ctl == kDevices) {
+        for (int i = 0; i < gpu_count_; ++i) {
+          bool assigned = false;
+          for (int gpu : spec.gpus) assigned |= gpu == i;
+          if (assigned) continue;
+          Status w = WriteCgroupFile(g.dir + "/devices.deny", "c 195:" + std::to_string(i) + " rwm");
+          if (!w.ok()) return fail(w);
+        }
+      }
+      const std::string procs = g.dir + "/cgroup.procs";
+      g.join_fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+      if (g.join_fd < 0) return fail(Unavailable("cannot open " + procs + ": " + strerror(errno)));
+      Keep(ctl, g);
+      cage->Add(ctl, std::move(g));
+      return Status::Ok();
+    };
+    auto step = [&]() -> Status {
+      RETURN_IF_ERROR(take(kMemory, "memory.limit_in_bytes",
+                           spec.memory_bytes > 0 ? std::to_string(spec.memory_bytes) : "-1",
+                           "-1"));
+      RETURN_IF_ERROR(take(kCpuacct, nullptr, "", ""));
+      RETURN_IF_ERROR(take(kFreezer, nullptr, "", ""));
+      // Pinned to exactly as many cores as it asked CPUs, the task is
+      // capped by its cpuset already: a quota of the same size would only
+      // add a cgroup to join (~60 us of every start on a VM).
+      const bool capped_by_cpuset =
+          h_[kCpuset].present && !spec.cores.empty() &&
+          spec.milli_cpus == static_cast<int64_t>(spec.cores.size()) * 1000;
+      if (spec.milli_cpus > 0 && h_[kCpu].present && !capped_by_cpuset) {
+        // The default period is 100 ms; quota = share of it.
+        RETURN_IF_ERROR(
+            take(kCpu, "cpu.cfs_quota_us", std::to_string(spec.milli_cpus * 100), "-1"));
+      }
+      if (!spec.cores.empty() && h_[kCpuset].present) {
+        RETURN_IF_ERROR(take(kCpuset, "cpuset.cpus", Join(spec.cores), ""));
+      }
+      if (spec.max_pids > 0 && h_[kPids].present) {
+        RETURN_IF_ERROR(take(kPids, "pids.max", std::to_string(spec.max_pids), "max"));
+      }
+      if (gpu_count_ > 0 && h_[kDevices].present) {
+        RETURN_IF_ERROR(take(kDevices, nullptr, "", ""));
+      }
+      return Status::Ok();
+    };
+    Status s = step();
+    if (!s.ok()) {
+      Status r = cage->Remove();  // nothing ran in it: its cgroups are removed
+      (void)r;
+      return s;
+    }
+    cage->SetMemoryLimit(spec.memory_bytes);
+    return std::unique_ptr<TaskCage>(std::move(cage));
+  }
+
+ private:
+  Hierarchy h_[kCtlCount];
+  std::string mems_;
+  int gpu_count_;
+  std::shared_ptr<Pool> pool_ = std::make_shared<Pool>();
+};
+
+// Finds the controller's mount and creates <current>/drover/w<pid> in it.
+Result<Hierarchy> Prepare(const std::string& mounts, const std::string& controller, bool required) {
+  Hierarchy h;
+  std::string mount = mounts + "/" + controller;
+  struct stat st;
+  Result<std::string> current = CurrentCgroup(controller);
+  if (stat(mount.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || !current.ok()) {
+    if (required) {
+      return FailedPrecondition("cgroup v1 controller \"" + controller + "\" is not mounted at " +
+                                mount);
+    }
+    return h;
+  }
+  std::string parent = mount + (*current == "/" ? "" : *current);
+  std::string drover = parent + "/drover";
+  std::string base = drover + "/w" + std::to_string(getpid());
+  for (const std::string& dir : {drover, base}) {
+    Status s = MakeDir(dir);
+    if (!s.ok()) {
+      if (required) return FailedPrecondition("cgroup v1 is not writable: " + s.message());
+      return h;
+    }
+    if (controller == "cpuset") {
+      // A cpuset cgroup accepts no task until its cpus and mems are set;
+      // start each level with everything its parent has.
+      std::string up = dir.substr(0, dir.rfind('/'));
+      for (const char* file : {"/cpuset.cpus", "/cpuset.mems"}) {
+        Result<std::string> v = ReadCgroupFile(up + file);
+        if (!v.ok()) return h;
+        Status w = WriteCgroupFile(dir + file, Trim(*v));
+        if (!w.ok()) return h;
+      }
+    }
+  }
+  h.present = true;
+  h.base = base;
+  return h;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Isolator>> MakeCgroupV1Isolator(const CgroupV1Options& options) {
+  ASSIGN_OR_RETURN(Hierarchy memory, Prepare(options.mounts, "memory", true));
+  ASSIGN_OR_RETURN(Hierarchy cpuacct, Prepare(options.mounts, "cpuacct", true));
+  ASSIGN_OR_RETURN(Hierarchy freezer, Prepare(options.mounts, "freezer", true));
+  ASSIGN_OR_RETURN(Hierarchy cpu, Prepare(options.mounts, "cpu", false));
+  ASSIGN_OR_RETURN(Hierarchy cpuset, Prepare(options.mounts, "cpuset", false));
+  ASSIGN_OR_RETURN(Hierarchy pids, Prepare(options.mounts, "pids", false));
+  Hierarchy devices;
+  if (options.gpu_count > 0) {
+    ASSIGN_OR_RETURN(devices, Prepare(options.mounts, "devices", false));
+  }
+  std::string mems;
+  if (cpuset.present) {
+    Result<std::string> v = ReadCgroupFile(cpuset.base + "/cpuset.mems");
+    if (v.ok()) mems = Trim(*v);
+    if (mems.empty()) cpuset.present = false;
+  }
+  return std::unique_ptr<Isolator>(new CgroupV1Isolator(
+      std::move(memory), std::move(cpu), std::move(cpuacct), std::move(cpuset), std::move(pids),
+      std::move(freezer), std::move(devices), std::move(mems), options.gpu_count));
+}
+
+}  // namespace drover::worker

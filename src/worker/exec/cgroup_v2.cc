@@ -1,0 +1,158 @@
+#include "worker/exec/cgroup_v2.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "worker/exec/cgroup_files.h"
+
+namespace drover::worker {
+namespace {
+
+bool HasWord(const std::string& text, std::string_view word) {
+  size_t pos = 0;
+  while ((pos = text.find(word, pos)) != std::string::npos) {
+    bool start = pos == 0 || text[pos - 1] == ' ' || text[pos - 1] == '\n';
+    size_t end = pos + word.size();
+    bool stop = end == text.size() || text[end] == ' ' || text[end] == '\n';
+    if (start && stop) return true;
+    pos = end;
+  }
+  return false;
+}
+
+class CgroupV2Cage final : public TaskCage {
+ public:
+  CgroupV2Cage(std::string dir, int join_fd, uint64_t memory_limit) : dir_(std::move(dir)) {
+    join_fds_.push_back(join_fd);
+    memory_limit_ = memory_limit;
+  }
+
+  bool contains_tree() const override { return true; }
+
+  Result<std::vector<UniqueFd>> KillAll() override {
+    ASSIGN_OR_RETURN(std::vector<pid_t> pids, ReadProcs(dir_ + "/cgroup.procs"));
+    if (pids.empty()) return std::vector<UniqueFd>();
+    // cgroup.kill reaches every member atomically, forks in flight
+    // included; the pidfds let the caller wait for the listed ones, and
+    // their SIGKILL covers kernels older than 5.14 (no cgroup.kill).
+    Status s = WriteCgroupFile(dir_ + "/cgroup.kill", "1");
+    (void)s;
+    return KillPids(pids);
+  }
+
+  CageUsage Usage() override {
+    CageUsage u;
+    if (auto us = ReadKeyedValue(dir_ + "/cpu.stat", "usage_usec")) u.cpu = Duration(*us);
+    u.peak_memory = ReadNumber(dir_ + "/memory.peak");
+    auto kills = ReadKeyedValue(dir_ + "/memory.events", "oom_kill");
+    u.oom_killed = kills && *kills > 0;
+    return u;
+  }
+
+  Status Remove() override {
+    if (dir_.empty()) return Status::Ok();
+    if (rmdir(dir_.c_str()) != 0 && errno != ENOENT) {
+      return Unavailable("cannot remove " + dir_ + ": " + strerror(errno));
+    }
+    dir_.clear();
+    return Status::Ok();
+  }
+
+ private:
+  std::string dir_;
+};
+
+class CgroupV2Isolator final : public Isolator {
+ public:
+  CgroupV2Isolator(std::string base, bool cpuset) : base_(std::move(base)), cpuset_(cpuset) {}
+  ~CgroupV2Isolator() override { rmdir(base_.c_str()); }
+
+  IsolationMode mode() const override { return IsolationMode::kCgroup2; }
+  std::vector<std::string> cgroup_roots() const override { return {base_}; }
+
+  Result<std::unique_ptr<TaskCage>> CreateCage(const CageSpec& spec) override {
+    std::string dir = base_ + "/" + spec.name;
+    if (mkdir(dir.c_str(), 0755) != 0) {
+      return Unavailable("cannot create cgroup " + dir + ": " + strerror(errno));
+    }
+    auto fail = [&](Status s) -> Status {
+      rmdir(dir.c_str());
+      return s;
+    };
+    auto configure = [&]() -> Status {
+      if (spec.memory_bytes > 0) {
+        RETURN_IF_ERROR(WriteCgroupFile(dir + "/memory.max", std::to_string(spec.memory_bytes)));
+        // Without swap off, a limited task would page out instead of being
+        // OOM-killed at its limit.
+        Status swap = WriteCgroupFile(dir + "/memory.swap.max", "0");
+        (void)swap;  // absent when swap accounting is off: nothing to limit
+      }
+      if (spec.milli_cpus > 0) {
+        RETURN_IF_ERROR(
+            WriteCgroupFile(dir + "/cpu.max", std::to_string(spec.milli_cpus * 100) + " 100000"));
+      }
+      if (spec.max_pids > 0) {
+        RETURN_IF_ERROR(WriteCgroupFile(dir + "/pids.max", std::to_string(spec.max_pids)));
+      }
+      if (cpuset_ && !spec.cores.empty()) {
+        std::string list;
+        for (int c : spec.cores) list += (list.empty() ? "" : ",") + std::to_string(c);
+        RETURN_IF_ERROR(WriteCgroupFile(dir + "/cpuset.cpus", list));
+      }
+      return Status::Ok();
+    };
+    Status s = configure();
+    if (!s.ok()) return fail(s);
+    std::string procs = dir + "/cgroup.procs";
+    int fd = open(procs.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return fail(Unavailable("cannot open " + procs + ": " + strerror(errno)));
+    return std::unique_ptr<TaskCage>(new CgroupV2Cage(dir, fd, spec.memory_bytes));
+  }
+
+ private:
+  std::string base_;
+  bool cpuset_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Isolator>> MakeCgroupV2Isolator(const std::string& root) {
+  Result<std::string> controllers = ReadCgroupFile(root + "/cgroup.controllers");
+  if (!controllers.ok()) {
+    return FailedPrecondition("no cgroup v2 tree at " + root + ": " +
+                              controllers.status().message());
+  }
+  for (const char* c : {"memory", "cpu", "pids"}) {
+    if (!HasWord(*controllers, c)) {
+      return FailedPrecondition(std::string("cgroup v2 controller \"") + c +
+                                "\" is not available in " + root);
+    }
+  }
+  const bool cpuset = HasWord(*controllers, "cpuset");
+  const std::string enable = cpuset ? "+memory +cpu +pids +cpuset" : "+memory +cpu +pids";
+  Status s = WriteCgroupFile(root + "/cgroup.subtree_control", enable);
+  if (!s.ok()) return FailedPrecondition("cgroup v2 root is not delegated: " + s.message());
+  std::string base = root + "/w" + std::to_string(getpid());
+  s = MakeDir(base);
+  if (!s.ok()) return FailedPrecondition("cgroup v2 root is not writable: " + s.message());
+  s = WriteCgroupFile(base + "/cgroup.subtree_control", enable);
+  if (!s.ok()) {
+    rmdir(base.c_str());
+    return FailedPrecondition("cgroup v2 root is not delegated: " + s.message());
+  }
+  return std::unique_ptr<Isolator>(new CgroupV2Isolator(base, cpuset));
+}
+
+Result<std::string> DefaultCgroupV2Root(const std::string& mount) {
+  ASSIGN_OR_RETURN(std::string current, CurrentCgroup(""));
+  std::string parent = current.substr(0, current.rfind('/'));
+  return mount + parent + "/drover";
+}
+
+}  // namespace drover::worker

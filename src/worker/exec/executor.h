@@ -1,0 +1,304 @@
+// Executor: runs tasks as isolated child processes on the worker's event
+// loop and reports how each one ended.
+//
+// Per task attempt it
+//   - books nothing (admission is Slots' job) and creates the task's
+//     directories under <workdir>/<job>/ (see TaskDirs): only the task
+//     directory, its output/ and the index's checkpoint directory; inputs/
+//     only for a task that has inputs; stdout and stderr only with the
+//     stream's first byte. Directory creation is most of what a task costs
+//     the worker beyond the spawn itself (hundreds of µs each on some file
+//     systems), so nothing is made that the task may not need;
+//   - resolves a command without a '/' on PATH in the parent, so that a
+//     typo reads "command not found: trian.py" (a path is left to execve,
+//     whose error reads the same);
+//   - makes the task's cage (Isolator), its stdout/stderr captures, its
+//     environment (DESIGN.md section 5), and starts it with Spawner (vfork
+//     semantics, own session and process group, pinned to its cores, as the
+//     configured user);
+//   - for a queued task (PrepareStart), makes all of that ahead, the
+//     process included (Spawner::Park: it waits before its execve), so
+//     that the start after its predecessor's exit is one write;
+//   - watches the task's pidfd and output pipes on the Reactor: no SIGCHLD,
+//     no sleeping, no polling;
+//   - on exit: kills whatever the task left behind (the process group, and
+//     with cgroups everything in the cage, daemonized grandchildren
+//     included), waits for those to die, reads the accounting, removes the
+//     cage, reads the task's result file and calls the task's callback.
+//
+// Kill: SIGTERM to the task's process group, then after the grace period
+// SIGKILL to the group and to everything in the cage. With rlimit/none
+// isolation a grandchild that left the process group (setsid) is out of
+// reach; cgroup isolation has no such hole.
+//
+// Root: a worker running as root runs tasks as `task_user`; running them as
+// root needs `run_as_root`; neither is a configuration error at Create.
+//
+// Threading: single-threaded. Every call, and every callback, happens on
+// the thread that runs the Reactor.
+#ifndef DROVER_WORKER_EXEC_EXECUTOR_H_
+#define DROVER_WORKER_EXEC_EXECUTOR_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/time.h"
+#include "common/unique_fd.h"
+#include "worker/exec/command_cache.h"
+#include "worker/exec/event_loop.h"
+#include "worker/exec/isolator.h"
+#include "worker/exec/spawn.h"
+
+namespace drover::worker {
+
+// Told of each task's process group, so that something outside the worker
+// can end it should the worker die (reaper.h) or its next life find it
+// (life_record.h). Called on the executor's thread; must not call back
+// into the executor.
+class ProcessWatch {
+ public:
+  virtual ~ProcessWatch() = default;
+  // The task `name` ("12.3.1") runs in the process group led by `pid`: the
+  // process exists (made by Spawn, or made ahead and about to be released).
+  virtual void Started(pid_t pid, const std::string& name) = 0;
+  // The group has been sent SIGKILL and its leader is about to be reaped
+  // (until then its number cannot be given to another group).
+  virtual void Ended(pid_t pid) = 0;
+};
+
+struct ExecutorOptions {
+  std::string workdir;                      // task directories go under here
+  std::string task_user;                    // unix user tasks run as when the worker is root
+  bool run_as_root = false;                 // allow tasks to run as root (no task_user)
+  uint64_t output_cap_bytes = 64ull << 20;  // per stream, default for tasks
+  uint64_t result_cap_bytes = 64 << 10;     // DROVER_RESULT read-back cap
+  Duration default_grace = Seconds(10);     // TERM -> KILL
+  bool inherit_environment = true;          // start from the worker's env
+  // PrepareStart also makes the task's process, waiting before its execve
+  // (Spawner::Park), so that Start is one write to a pipe.
+  bool park_prepared = true;
+  // Not owned; must outlive the executor. Null: nobody is told.
+  ProcessWatch* watch = nullptr;
+};
+
+struct TaskSpec {
+  TaskId id;
+  uint32_t attempt = 1;
+  int64_t task_index = -1;  // DROVER_TASK_INDEX (array index); -1: id.index
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> env;  // added/overridden
+  std::string working_dir;                               // empty: the task directory
+  int64_t milli_cpus = 0;
+  uint64_t memory_bytes = 0;
+  int64_t max_pids = 0;
+  std::vector<int> cores;         // pinned cores (affinity + cpuset)
+  std::vector<int> gpus;          // assigned GPU indices
+  uint64_t output_cap_bytes = 0;  // 0: ExecutorOptions::output_cap_bytes
+};
+
+// The directories of one task attempt. Every directory named here exists
+// when the task starts; the files appear when written.
+struct TaskDirs {
+  std::string task;  // <workdir>/<job>/<index>.<attempt>   (cwd)
+  // DROVER_INPUTS: <task>/inputs for a task with inputs; otherwise
+  // <workdir>/.no-inputs, one empty directory shared by all such tasks
+  // (read-only to a task user).
+  std::string inputs;
+  std::string output;       // <task>/output    DROVER_OUTPUT_DIR
+  std::string checkpoint;   // <workdir>/<job>/<index>.checkpoint (kept across retries)
+  std::string result;       // <task>/result    DROVER_RESULT
+  std::string stdout_path;  // <task>/stdout, made with the stream's first byte
+  std::string stderr_path;  // <task>/stderr, likewise; absent: the task wrote nothing
+};
+
+// When Start made a task's process, on the wall clock (microseconds).
+struct StartTimes {
+  // The child process existed: its first step after clone reads
+  // CLOCK_REALTIME (SpawnedProcess::spawned_at), before its setup and the
+  // execve. This is what the worker reports as `started_at`. For a process
+  // made ahead (PrepareStart), the moment Start released it.
+  Time spawned;
+  // Spawn returned in the parent: the child's setup (session, cgroup,
+  // rlimits, affinity, stdio, user, chdir) was done and execve succeeded.
+  // For a process made ahead, the release too (its execve follows).
+  Time exec_done;
+};
+
+enum class TaskOutcome { kSucceeded, kFailed, kCanceled };
+
+struct TaskResult {
+  TaskId id;
+  uint32_t attempt = 0;
+  TaskOutcome outcome = TaskOutcome::kFailed;
+  // Facts only: the core words the reason people read ("exit code 3",
+  // "OOM-killed (limit 64 MiB, peak 64 MiB)") from these fields.
+  // What the exit code does not tell, for the server: output the worker
+  // could not save, or a full task file system ("stdout not saved: no space
+  // left on device (PATH)"). Such an attempt failed even when the task
+  // exited 0.
+  std::string disk_error;
+  int exit_code = -1;  // when the task exited
+  int signal = 0;      // when a signal ended it
+  bool oom_killed = false;
+  Duration wall{0};
+  Duration cpu{0};           // user + system of the task's tree
+  uint64_t peak_memory = 0;  // bytes
+  std::string result_text;   // DROVER_RESULT contents, capped
+  // The program never ran: the execve of the process made ahead
+  // (PrepareStart) failed after Start, "command not found: X" as Start
+  // reports it for a process it makes itself; exit_code is -1.
+  std::string start_error;
+  bool stdout_truncated = false;
+  bool stderr_truncated = false;
+  size_t leftovers_killed = 0;  // processes killed after the task exited
+  TaskDirs dirs;
+};
+
+class Executor {
+ public:
+  using DoneCallback = std::function<void(const TaskResult&)>;
+
+  // Fails with FailedPrecondition when the worker runs as root with neither
+  // task_user nor run_as_root, when task_user does not exist, or when a
+  // user switch is asked for without root; with Unavailable when workdir
+  // cannot be created.
+  static Result<std::unique_ptr<Executor>> Create(ExecutorOptions options, Reactor* reactor,
+                                                  std::unique_ptr<Isolator> isolator);
+  // Kills every running task with SIGKILL (no grace) and removes their
+  // cages; callbacks are not called.
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Creates the task's directories (idempotent), so the caller can put
+  // dependency results into `inputs` (made only `with_inputs`) before
+  // Start. Start uses the directories of the last PrepareDirs of the same
+  // task attempt, or makes them itself (without inputs/).
+  Result<TaskDirs> PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs = false);
+
+  // PrepareDirs, and also what Start would do before the task's program
+  // runs: its environment, its program found on PATH, and (park_prepared)
+  // its cage, output pipes and process, which does all its setup and
+  // waits before its execve (Spawner::Park). A later Start of the same
+  // attempt with the same spec only lets that process go on (queue-ahead:
+  // the start that follows a predecessor's exit); with a different spec,
+  // or when the process died meanwhile, Start makes one as usual. Fails as
+  // PrepareDirs does, or as Start would for the command ("command not
+  // found: X", "permission denied: X"); then the directories stay
+  // prepared, the command does not. A process that cannot be made is no
+  // error here: Start makes it, and reports what fails.
+  Result<TaskDirs> PrepareStart(const TaskSpec& spec, bool with_inputs = false);
+
+  // The process PrepareStart made for the task's next start: its pid, and
+  // whether it has done its setup and waits (for tests and diagnostics).
+  struct ParkedInfo {
+    pid_t pid = -1;
+    bool waiting = false;
+  };
+  std::optional<ParkedInfo> ParkedProcessOf(TaskId id) const;
+
+  // Starts the task; `done` is called once, from the event loop, when it
+  // has ended and everything it left has been killed. Returns the pid, and
+  // when `times` is given, when the process was made (StartTimes).
+  // Fails (and `done` is never called) with:
+  //   AlreadyExists      the task is already running here;
+  //   NotFound           "command not found: X", "working directory missing: /x";
+  //   PermissionDenied   "permission denied: ./run.sh";
+  //   other codes        cage, directory or pipe failures, named.
+  // The caller reports the message as the task's failure reason.
+  Result<pid_t> Start(const TaskSpec& spec, DoneCallback done, StartTimes* times = nullptr);
+
+  // Forgets the directories PrepareDirs made for an attempt that will not
+  // start (canceled while queued), ends the process PrepareStart made for
+  // it (it never ran the program), and removes what it made there: the
+  // inputs (files and directory), output/ and the task directory, each
+  // only when nothing else is in it. The checkpoint directory is kept (it
+  // belongs to every attempt). Best effort: a directory that cannot be
+  // removed stays, and nothing is reported.
+  void DiscardPrepared(TaskId id, uint32_t attempt);
+
+  // Cancels a running task: SIGTERM to its process group now, and after
+  // `grace` (nullopt: the default) SIGKILL to the group and the cage. The
+  // task ends as kCanceled. NotFound when the task is not running; a second
+  // Kill with a shorter grace shortens it.
+  Status Kill(TaskId id, std::optional<Duration> grace = std::nullopt);
+
+  // Makes a running task's stdout and stderr files exist now (they are
+  // otherwise made with the first byte), for a reader that wants to follow
+  // them. NotFound when the task is not running; else the file's error.
+  Status OpenOutputFiles(TaskId id);
+
+  size_t running() const { return tasks_.size(); }
+  IsolationMode isolation() const { return isolator_->mode(); }
+
+ private:
+  struct Task;
+  struct Launch;
+  struct Parked;
+  Executor(ExecutorOptions options, Reactor* reactor, std::unique_ptr<Isolator> isolator,
+           std::unique_ptr<Spawner> spawner, UniqueFd dev_null);
+
+  void OnOutput(Task* task, int which);
+  void OnExit(Task* task);
+  void OnGraceExpired(Task* task);
+  void OnLeftoverExit(Task* task, int pidfd);
+  void Finish(Task* task);
+  std::vector<std::string> BuildEnvironment(const TaskSpec& spec, const TaskDirs& dirs) const;
+  // The environment and the path to execve for `spec` (Start's rules).
+  struct Command {
+    std::vector<std::string> argv;  // what it was made for
+    std::vector<std::pair<std::string, std::string>> env;
+    std::string working_dir;
+    std::vector<std::string> environment;  // "K=V", what the task gets
+    std::string exe;
+  };
+  Result<Command> MakeCommand(const TaskSpec& spec, const TaskDirs& dirs) const;
+  // The cage, output captures and spawn plan of a start of `spec`.
+  Status MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Command& command,
+                    Launch& launch);
+  // PrepareStart's process; nullptr if it cannot be made.
+  std::unique_ptr<Parked> Park(const TaskSpec& spec, const TaskDirs& dirs, const Command& command);
+  // Watches a started task; on failure undoes its start.
+  Result<pid_t> Register(std::unique_ptr<Task> task);
+  Status MakeTaskDir(const std::string& job, const std::string& task);
+
+  ExecutorOptions options_;
+  Reactor* reactor_;
+  std::unique_ptr<Isolator> isolator_;
+  std::unique_ptr<Spawner> spawner_;
+  UniqueFd dev_null_;
+  std::optional<UserSwitch> user_;
+  std::string user_home_;
+  std::vector<std::pair<std::string, std::string>> base_env_;
+  std::map<TaskId, std::unique_ptr<Task>> tasks_;
+  // Directories made by PrepareDirs (and the command by PrepareStart) not
+  // yet used by Start (one entry per task; a later PrepareDirs replaces it).
+  struct Prepared {
+    uint32_t attempt = 0;
+    TaskDirs dirs;
+    std::optional<Command> command;
+    std::shared_ptr<Parked> parked;  // PrepareStart's process
+  };
+  std::map<TaskId, Prepared> prepared_;
+  // Programs found on PATH, for the tasks that follow (an array's tasks
+  // search once).
+  mutable CommandCache commands_;
+  std::string no_inputs_;  // <workdir>/.no-inputs
+  // Cages whose removal failed (a dying process still inside); retried
+  // whenever a task finishes.
+  std::vector<std::unique_ptr<TaskCage>> stale_cages_;
+};
+
+}  // namespace drover::worker
+
+#endif  // DROVER_WORKER_EXEC_EXECUTOR_H_

@@ -1,0 +1,277 @@
+// WorkerState: the worker agent's protocol logic as a pure state machine,
+// in the image of the scheduling core (core/scheduler.h).
+//
+// The agent shell (agent.cc) owns the sockets, the executor, the timers and
+// the reaper. It turns what happens into Events, each with the current
+// time, hands them to Handle, and carries out the Commands appended to the
+// outbox, in order. There is no I/O, no clock, no thread, no process and no
+// logging in here (log lines are commands too): the same events at the same
+// times always produce the same commands.
+// agent.h specifies the behaviour; this is where it is decided.
+//
+//   link up/down, server messages,  ──► Handle ──► state change
+//   task started/exited, timers                └─► Send, StartTask, PrepareTask,
+//                                                  KillTask, DiscardPrepared,
+//                                                  ArmTimer, SetReaperDeadline,
+//                                                  ScheduleFlush, LogLine
+//
+// What it owns: the attempts running here (cores, GPUs, started_at, a fence
+// reason once fenced), the queue-ahead successors by their predecessor, the
+// local admission (Slots), the finished results not yet acknowledged and
+// which of them went out on this session, the Started/Finished batch, the
+// fencing policy and the last contact, the link state (established = a
+// HelloAck came on the open session) and the reaper's watchdog timing.
+//
+// Answers the shell owes: a StartTask is answered with TaskStarted or
+// TaskStartFailed, and a PrepareTask that fails with TaskPrepareFailed,
+// both before the next outside event (the shell handles them at once, so
+// that a queue-ahead successor starts before its predecessor's Finished is
+// reported). Which server to connect to, backoff, log transfers and the
+// decoding of messages stay in the shell.
+//
+// Threading: none; one thread (the agent's loop) owns it.
+#ifndef DROVER_WORKER_STATE_WORKER_STATE_H_
+#define DROVER_WORKER_STATE_WORKER_STATE_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/time.h"
+#include "core/model.h"
+#include "core/resources.h"
+#include "proto/messages.h"
+#include "worker/exec/fencing.h"
+#include "worker/exec/slots.h"
+
+namespace drover::worker {
+
+// ---- events ----------------------------------------------------------------
+
+// The agent started: arms the fencing timer and the reaper's watchdog.
+struct AgentBegan {};
+// A session to a server is open (not yet attached): the Hello goes out.
+struct LinkUp {};
+// The session closed (or the attempt failed after LinkUp).
+struct LinkDown {};
+// A decoded message from the server. Every message counts as contact once
+// attached; LogRequest, Drain and Error are the shell's (nothing here).
+struct FromServer {
+  proto::ServerMessage message;
+};
+// Answer to StartTask: the process exists since `spawned` (its started_at).
+// `watchdog_fences`: Reaper::fences() now, to tell later whether the
+// reaper's watchdog killed the task.
+struct TaskStarted {
+  TaskId task;
+  uint32_t attempt = 0;
+  Time spawned;
+  uint32_t watchdog_fences = 0;
+};
+// Answer to StartTask: it could not start ("command not found: x").
+struct TaskStartFailed {
+  TaskId task;
+  uint32_t attempt = 0;
+  std::string reason;
+};
+// Answer to PrepareTask when it failed: the queued attempt is not kept.
+struct TaskPrepareFailed {
+  TaskId task;
+  uint32_t attempt = 0;
+  std::string reason;
+};
+// A started attempt's process ended; `now` is its exit as seen here.
+struct TaskExited {
+  TaskId task;
+  uint32_t attempt = 0;
+  core::TaskOutcome outcome;
+  uint32_t watchdog_fences = 0;  // Reaper::fences() now
+};
+// Timers the state armed (ArmTimer) came due.
+struct HeartbeatDue {
+  std::optional<core::WorkerUtilization> utilization;  // sampled by the shell
+};
+struct FenceDue {};
+struct WatchdogDue {};
+// The Started/Finished batch goes out now (after ScheduleFlush, or at once
+// after a TaskExited).
+struct FlushDue {};
+
+using WorkerEvent =
+    std::variant<AgentBegan, LinkUp, LinkDown, FromServer, TaskStarted, TaskStartFailed,
+                 TaskPrepareFailed, TaskExited, HeartbeatDue, FenceDue, WatchdogDue, FlushDue>;
+
+// ---- commands --------------------------------------------------------------
+
+// Send on the open session; dropped when there is none.
+struct SendMessage {
+  proto::WorkerMessage message;
+};
+// Start the attempt now (its slot is booked). `prepared`: PrepareTask made
+// it ahead (directories, inputs, parked process); otherwise make its
+// directories and inputs first. Answer TaskStarted or TaskStartFailed.
+struct StartTask {
+  proto::Assignment assignment;
+  bool prepared = false;
+};
+// Make a queued attempt ready to start: directories, inputs, environment,
+// program, parked process. Answer TaskPrepareFailed on failure.
+struct PrepareTask {
+  proto::Assignment assignment;
+};
+// Throw away what PrepareTask made; the attempt never starts.
+struct DiscardPrepared {
+  TaskId task;
+  uint32_t attempt = 0;
+};
+// Kill the running attempt: TERM, `grace`, then KILL (zero: KILL at once).
+// `fenced`: the fencing policy asked, not the server.
+struct KillTask {
+  TaskId task;
+  uint32_t attempt = 0;
+  Duration grace = Duration::zero();
+  bool fenced = false;
+};
+enum class WorkerTimer : uint8_t { kHeartbeat, kFence, kWatchdog };
+// Arm (or re-arm) the timer to deliver its *Due event at `at`.
+struct ArmTimer {
+  WorkerTimer timer = WorkerTimer::kHeartbeat;
+  Time at;
+};
+struct CancelTimer {
+  WorkerTimer timer = WorkerTimer::kHeartbeat;
+};
+// Tell the reaper to kill every task unless renewed within `after`.
+struct SetReaperDeadline {
+  Duration after = Duration::zero();
+};
+// Deliver FlushDue on a later turn of the loop (once per batch).
+struct ScheduleFlush {};
+// A line for the worker's log ("refused 12.0#1: core 1 is in use by task
+// 12.3"); the shell prefixes the worker's name.
+enum class LogLevel : uint8_t { kDebug, kInfo, kWarn, kError };
+struct LogLine {
+  LogLevel level = LogLevel::kInfo;
+  std::string text;
+};
+
+using WorkerCommand = std::variant<SendMessage, StartTask, PrepareTask, DiscardPrepared, KillTask,
+                                   ArmTimer, CancelTimer, SetReaperDeadline, ScheduleFlush,
+                                   LogLine>;
+using WorkerOutbox = std::vector<WorkerCommand>;
+
+// "send started 12.0#1", "start 12.0#1", "arm fence +28000ms", ... One line
+// per command, for tests and debug logs. `now` turns times into offsets.
+std::string DescribeCommand(const WorkerCommand& command, Time now);
+
+// ---- the state machine -----------------------------------------------------
+
+struct WorkerStateConfig {
+  // What the Hello says of this worker.
+  std::string name;
+  std::string key;
+  std::string agent_version;
+  core::WorkerResources resources;
+  SlotCapacity capacity;  // local admission
+  // Until a HelloAck says otherwise.
+  Duration heartbeat_interval = Seconds(2);
+  Duration lease_ttl = Seconds(30);
+  Duration kill_grace = Seconds(10);  // Cancel: TERM -> KILL
+};
+
+class WorkerState {
+ public:
+  // InvalidArgument for timing the fencing policy refuses (FencingPolicy::
+  // Create). `now` counts as the first contact.
+  static Result<WorkerState> Create(WorkerStateConfig config, Time now);
+
+  // Handles one event at `now` (never earlier than the last) and appends
+  // the commands to carry out, in order. Never fails: what does not apply
+  // (a stale attempt, a message before the HelloAck) is ignored or refused
+  // to the server.
+  void Handle(Time now, const WorkerEvent& event, WorkerOutbox& out);
+
+  // --- queries (for the shell and tests) ---
+  bool established() const { return established_; }
+  WorkerId worker_id() const { return worker_id_; }
+  Duration heartbeat_interval() const { return heartbeat_; }
+  // The attempt of `task` running here (started, fenced or not); 0 if none.
+  uint32_t RunningAttempt(TaskId task) const;
+  size_t running() const { return running_.size(); }
+  size_t queued() const { return queued_.size(); }
+  size_t unacked() const { return unacked_.size(); }
+
+ private:
+  struct Running {
+    uint32_t attempt = 0;
+    std::string fence_reason;          // set when this worker fenced it
+    std::vector<uint32_t> cores;       // as assigned: a restarted server
+    std::vector<core::GpuGrant> gpus;  // may adopt the attempt with them
+    Time started_at;                   // as reported in Started
+    uint32_t watchdog_fences = 0;      // Reaper::fences() when it started
+  };
+
+  WorkerState(WorkerStateConfig config, FencingPolicy fence, Time now);
+
+  void OnLinkUp(WorkerOutbox& out);
+  void OnLinkDown(Time now, WorkerOutbox& out);
+  void OnHelloAck(Time now, const proto::HelloAck& ack, WorkerOutbox& out);
+  void OnAssignment(Time now, const proto::Assignment& a, WorkerOutbox& out);
+  void Enqueue(const proto::Assignment& a, WorkerOutbox& out);
+  // Takes `a` by value: a queued successor's is moved in (the handoff path).
+  void StartNow(Time now, proto::Assignment a, bool prepared, WorkerOutbox& out);
+  void OnStopRequest(Time now, TaskId task, uint32_t attempt, Duration grace,
+                     const std::string& reason, WorkerOutbox& out);
+  void OnWithdraw(Time now, TaskId task, uint32_t attempt, const std::string& reason,
+                  WorkerOutbox& out);
+  void OnStarted(const TaskStarted& started, WorkerOutbox& out);
+  void OnStartFailed(Time now, const TaskStartFailed& failed, WorkerOutbox& out);
+  void OnPrepareFailed(Time now, const TaskPrepareFailed& failed, WorkerOutbox& out);
+  void OnExited(Time now, const TaskExited& exited, WorkerOutbox& out);
+  void OnHeartbeat(Time now, const HeartbeatDue& due, WorkerOutbox& out);
+  void OnFence(Time now, WorkerOutbox& out);
+  void OnWatchdog(Time now, WorkerOutbox& out);
+  void Flush(WorkerOutbox& out);
+
+  std::map<TaskId, proto::Assignment>::iterator FindQueued(TaskId successor);
+  void DropQueued(Time now, const proto::Assignment& a, std::string reason, WorkerOutbox& out);
+  void RecordFinished(proto::FinishedTask finished, WorkerOutbox& out);
+  void PostFlush(WorkerOutbox& out);
+  void Contact(Time when, WorkerOutbox& out);
+  void ArmFence(WorkerOutbox& out);
+  std::vector<proto::TaskAttempt> RunningAttempts() const;
+  std::vector<proto::RunningTask> RunningTasks() const;
+
+  WorkerStateConfig config_;
+  Slots slots_;
+  Duration heartbeat_;
+  Duration lease_ttl_;
+  FencingPolicy fence_;
+  Time last_contact_;
+  bool fence_armed_ = false;
+  Time last_watchdog_tick_;
+
+  bool established_ = false;  // a HelloAck came on the open session
+  WorkerId worker_id_ = 0;
+
+  // Started, or StartTask sent and its answer not yet in.
+  std::map<TaskId, Running> running_;
+  // Queue-ahead successors by their predecessor's task (at most one each;
+  // the predecessor's attempt is the one in running_).
+  std::map<TaskId, proto::Assignment> queued_;
+  std::map<proto::TaskAttempt, proto::FinishedTask> unacked_;
+  std::set<proto::TaskAttempt> sent_this_session_;
+  std::vector<proto::StartedTask> started_out_;
+  std::vector<proto::FinishedTask> finished_out_;
+  bool flush_posted_ = false;
+};
+
+}  // namespace drover::worker
+
+#endif  // DROVER_WORKER_STATE_WORKER_STATE_H_

@@ -1,0 +1,503 @@
+// WorkerState on a simulated clock: each test feeds events the way the
+// agent shell would and asserts the exact commands that came out (one line
+// each, DescribeCommand), then, by comparing the whole list, that nothing
+// more was emitted. No process, no socket, no wall time.
+#include "worker/state/worker_state.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/quantity.h"
+
+namespace drover::worker {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+TaskId T(uint32_t index) { return TaskId{7, index}; }
+
+// An assignment of task 7.<index>, attempt 1 unless told, on `core`.
+class AssignmentBuilder {
+ public:
+  explicit AssignmentBuilder(uint32_t index) {
+    a_.task = T(index);
+    a_.attempt = 1;
+    a_.cores = {index % 4};
+    a_.cpu_quota_milli = 1000;
+    a_.mem_limit_bytes = kGiB;
+    a_.argv = {"run"};
+  }
+  AssignmentBuilder& Attempt(uint32_t n) { a_.attempt = n; return *this; }
+  AssignmentBuilder& Core(uint32_t core) { a_.cores = {core}; return *this; }
+  AssignmentBuilder& Mem(uint64_t bytes) { a_.mem_limit_bytes = bytes; return *this; }
+  AssignmentBuilder& After(uint32_t index, uint32_t attempt = 1) {
+    a_.after = proto::TaskAttempt{T(index), attempt};
+    return *this;
+  }
+  proto::Assignment Build() const { return a_; }
+
+ private:
+  proto::Assignment a_;
+};
+
+// One worker's state machine with 4 cores and 16 GiB, a simulated clock and
+// a recorded outbox. Heartbeat 2 s and lease 30 s until attached; Attach
+// gives heartbeat 1 s and lease 10 s (a fencing budget of 8 s).
+class TestWorker {
+ public:
+  TestWorker() {
+    WorkerStateConfig config;
+    config.name = "w";
+    config.key = "key";
+    config.agent_version = "test";
+    config.capacity.cores = {0, 1, 2, 3};
+    config.capacity.memory_bytes = 16 * kGiB;
+    Result<WorkerState> state = WorkerState::Create(std::move(config), clock.Now());
+    EXPECT_TRUE(state.ok()) << state.status().ToString();
+    state_.emplace(std::move(state).value());
+    Feed(AgentBegan{});
+    Take();
+  }
+
+  void Feed(const WorkerEvent& event) {
+    WorkerOutbox out;
+    state_->Handle(clock.Now(), event, out);
+    for (WorkerCommand& command : out) {
+      if (std::holds_alternative<LogLine>(command)) {
+        logs_.push_back(DescribeCommand(command, clock.Now()));
+        continue;
+      }
+      lines_.push_back(DescribeCommand(command, clock.Now()));
+      commands_.push_back(std::move(command));
+    }
+  }
+  // The log lines emitted since the last TakeLogs (kept apart from Take).
+  std::vector<std::string> TakeLogs() { return std::exchange(logs_, {}); }
+  // The lines emitted since the last Take.
+  std::vector<std::string> Take() {
+    taken_ = std::exchange(commands_, {});
+    return std::exchange(lines_, {});
+  }
+  // The commands behind the lines the last Take returned (for contents).
+  const std::vector<WorkerCommand>& taken() const { return taken_; }
+
+  // Hello, HelloAck, and the flush that the HelloAck scheduled.
+  void Attach() {
+    Feed(LinkUp{});
+    Feed(FromServer{proto::HelloAck{3, "s1", Seconds(1), Seconds(10)}});
+    Feed(FlushDue{});
+  }
+  void Assign(const AssignmentBuilder& a) { Feed(FromServer{proto::Assign{{a.Build()}}}); }
+  void Started(uint32_t index, uint32_t attempt = 1, uint32_t watchdog_fences = 0) {
+    Feed(TaskStarted{T(index), attempt, clock.Now(), watchdog_fences});
+  }
+  // Assigns and answers the StartTask as the shell does.
+  void Run(const AssignmentBuilder& a) {
+    Assign(a);
+    Started(a.Build().task.index, a.Build().attempt);
+  }
+  void Exit(uint32_t index, uint32_t attempt = 1, int code = 0, uint32_t watchdog_fences = 0) {
+    core::TaskOutcome outcome;
+    outcome.exit_code = code;
+    Feed(TaskExited{T(index), attempt, outcome, watchdog_fences});
+  }
+  void Server(proto::ServerMessage message) { Feed(FromServer{std::move(message)}); }
+
+  WorkerState& state() { return *state_; }
+  SimulatedClock clock;
+
+ private:
+  std::optional<WorkerState> state_;
+  std::vector<std::string> lines_;
+  std::vector<WorkerCommand> commands_;
+  std::vector<WorkerCommand> taken_;
+  std::vector<std::string> logs_;
+};
+
+TEST(WorkerStateTest, BeginsByArmingTheFenceAndTheReapersWatchdog) {
+  SimulatedClock clock;
+  WorkerStateConfig config;
+  config.capacity.cores = {0};
+  Result<WorkerState> state = WorkerState::Create(config, clock.Now());
+  ASSERT_TRUE(state.ok());
+  WorkerOutbox out;
+  state->Handle(clock.Now(), AgentBegan{}, out);
+  std::vector<std::string> lines;
+  for (const WorkerCommand& c : out) lines.push_back(DescribeCommand(c, clock.Now()));
+  // Budget 30 s - 2 * 2 s = 26 s; the reaper half a heartbeat later; the
+  // watchdog ticks every heartbeat (below a quarter of the budget).
+  EXPECT_THAT(lines, ElementsAre("arm fence +26001ms", "reaper deadline +27000ms",
+                                 "arm watchdog +2000ms"));
+}
+
+TEST(WorkerStateTest, TimingTheFencingPolicyRefusesIsAnError) {
+  WorkerStateConfig config;
+  config.heartbeat_interval = Seconds(2);
+  config.lease_ttl = Seconds(4);
+  Result<WorkerState> state = WorkerState::Create(config, Time{});
+  ASSERT_FALSE(state.ok());
+  EXPECT_EQ(state.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(WorkerStateTest, AttachSendsHelloThenArmsTheServersTiming) {
+  TestWorker w;
+  w.Feed(LinkUp{});
+  EXPECT_THAT(w.Take(), ElementsAre("send hello"));
+  w.Feed(FromServer{proto::HelloAck{3, "s1", Seconds(1), Seconds(10)}});
+  EXPECT_THAT(w.Take(), ElementsAre("arm fence +8001ms", "reaper deadline +8500ms",
+                                    "arm watchdog +1000ms", "schedule flush",
+                                    "arm heartbeat +1000ms"));
+  w.Feed(FlushDue{});
+  EXPECT_THAT(w.Take(), IsEmpty());
+  EXPECT_TRUE(w.state().established());
+  EXPECT_EQ(w.state().worker_id(), 3u);
+}
+
+TEST(WorkerStateTest, AnAssignmentStartsAndIsReportedStartedInABatch) {
+  TestWorker w;
+  w.Attach();
+  w.Take();
+  w.Assign(AssignmentBuilder(0));
+  EXPECT_THAT(w.Take(), ElementsAre("start 7.0#1"));
+  w.Started(0);
+  EXPECT_THAT(w.Take(), ElementsAre("schedule flush"));
+  w.clock.Advance(Millis(5));
+  w.Feed(FlushDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("send started 7.0#1@-5ms"));
+  w.Feed(HeartbeatDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("send heartbeat 7.0#1", "arm heartbeat +1000ms"));
+}
+
+TEST(WorkerStateTest, WhatDoesNotFitIsRefusedWithTheReason) {
+  TestWorker w;
+  w.Attach();
+  w.Run(AssignmentBuilder(0).Core(1));
+  w.Take();
+  w.Assign(AssignmentBuilder(1).Core(1));
+  std::vector<std::string> lines = w.Take();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], ::testing::StartsWith("send refused 7.1#1: "));
+  EXPECT_THAT(lines[0], ::testing::HasSubstr("core 1"));
+}
+
+TEST(WorkerStateTest, AStartFailureIsReportedFinishedWithTheReasonAndFreesTheRoom) {
+  TestWorker w;
+  w.Attach();
+  w.Take();
+  w.Assign(AssignmentBuilder(0));
+  w.Feed(TaskStartFailed{T(0), 1, "command not found: trian.py"});
+  EXPECT_THAT(w.Take(), ElementsAre("start 7.0#1", "schedule flush"));
+  w.Feed(FlushDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("send finished 7.0#1 (command not found: trian.py)"));
+  // Its core is free again.
+  w.Assign(AssignmentBuilder(1).Core(0));
+  EXPECT_THAT(w.Take(), ElementsAre("start 7.1#1"));
+}
+
+TEST(WorkerStateTest, AReSentAssignmentIsIgnoredAndARunningOneIsReportedAgain) {
+  TestWorker w;
+  w.Attach();
+  w.Run(AssignmentBuilder(0));
+  w.Feed(FlushDue{});
+  w.Take();
+  const Time started = w.clock.Now();
+  w.clock.Advance(Seconds(3));
+  // Running: said again, with its first started_at; nothing starts.
+  w.Assign(AssignmentBuilder(0));
+  w.Feed(FlushDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("schedule flush", "send started 7.0#1@-3000ms"));
+  (void)started;
+  // Another attempt of a running task is refused.
+  w.Assign(AssignmentBuilder(0).Attempt(2));
+  EXPECT_THAT(w.Take(),
+              ElementsAre("send refused 7.0#2: attempt 1 of this task is still running here"));
+  // Ended but not yet acknowledged: ignored (its Finished is on the way).
+  w.Exit(0);
+  w.Take();
+  w.Assign(AssignmentBuilder(0));
+  EXPECT_THAT(w.Take(), IsEmpty());
+}
+
+TEST(WorkerStateTest, AckClearsUnacknowledgedResultsAndTheRestGoInTheNextHello) {
+  TestWorker w;
+  w.Attach();
+  w.Take();
+  w.Run(AssignmentBuilder(0));
+  w.Run(AssignmentBuilder(1));
+  w.Exit(0);
+  w.Exit(1, 1, 3);
+  w.Feed(FlushDue{});
+  // Started and ended in one batch: reported started first.
+  EXPECT_THAT(w.Take(), ElementsAre("start 7.0#1", "schedule flush", "start 7.1#1",
+                                    "send started 7.0#1@+0ms 7.1#1@+0ms",
+                                    "send finished 7.0#1 7.1#1"));
+  EXPECT_EQ(w.state().unacked(), 2u);
+  w.Server(proto::Ack{{proto::TaskAttempt{T(0), 1}}});
+  EXPECT_EQ(w.state().unacked(), 1u);
+  w.Feed(LinkDown{});
+  w.Feed(LinkUp{});
+  EXPECT_THAT(w.Take(), ElementsAre("cancel heartbeat", "send hello finished 7.1#1"));
+  w.Server(proto::Ack{{proto::TaskAttempt{T(1), 1}}});
+  w.Feed(LinkDown{});
+  w.Feed(LinkUp{});
+  EXPECT_THAT(w.Take(), ElementsAre("cancel heartbeat", "send hello"));
+}
+
+TEST(WorkerStateTest, AResultThatEndsWhileDetachedWaitsForTheHello) {
+  TestWorker w;
+  w.Attach();
+  w.Run(AssignmentBuilder(0));
+  w.Feed(FlushDue{});
+  w.Feed(LinkDown{});
+  w.Take();
+  w.Exit(0);
+  EXPECT_THAT(w.Take(), IsEmpty());  // nothing to send it on
+  w.Feed(LinkUp{});
+  EXPECT_THAT(w.Take(), ElementsAre("send hello finished 7.0#1"));
+  // Not sent twice on this session after the HelloAck.
+  w.Feed(FromServer{proto::HelloAck{3, "s1", Seconds(1), Seconds(10)}});
+  w.Feed(FlushDue{});
+  for (const std::string& line : w.Take()) EXPECT_THAT(line, ::testing::Not(::testing::HasSubstr("finished")));
+}
+
+TEST(WorkerStateTest, HelloAfterReconnectListsRunningQueuedAndUnacknowledged) {
+  TestWorker w;
+  w.Attach();
+  w.Run(AssignmentBuilder(0).Core(0));
+  w.Assign(AssignmentBuilder(1).Core(0).After(0));
+  w.Run(AssignmentBuilder(2).Core(2));
+  w.Exit(2);
+  w.Feed(LinkDown{});
+  w.Take();
+  w.Feed(LinkUp{});
+  EXPECT_THAT(w.Take(),
+              ElementsAre("send hello running 7.0#1 queued 7.1#1 finished 7.2#1"));
+  const auto& hello = std::get<proto::Hello>(std::get<SendMessage>(w.taken().at(0)).message);
+  // A restarted server adopts the attempts with the resources assigned.
+  EXPECT_EQ(hello.running.at(0).cores, std::vector<uint32_t>{0});
+  EXPECT_EQ(hello.previous_id, 3u);
+  EXPECT_EQ(hello.worker_name, "w");
+  EXPECT_EQ(hello.key, "key");
+  EXPECT_EQ(w.Take(), std::vector<std::string>{});
+}
+
+TEST(WorkerStateTest, AQueuedTaskStartsOnItsPredecessorsExitBeforeTheFinishedReport) {
+  TestWorker w;
+  w.Attach();
+  w.Run(AssignmentBuilder(0).Core(0).Mem(8 * kGiB));
+  w.Feed(FlushDue{});
+  w.Take();
+  // Same core and memory as its predecessor: prepared, not started.
+  w.Assign(AssignmentBuilder(1).Core(0).Mem(8 * kGiB).After(0));
+  EXPECT_THAT(w.Take(), ElementsAre("prepare 7.1#1"));
+  w.Feed(HeartbeatDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("send heartbeat 7.0#1", "arm heartbeat +1000ms"));
+  // Sent again after a re-attach: stays queued as it is.
+  w.Assign(AssignmentBuilder(1).Core(0).Mem(8 * kGiB).After(0));
+  EXPECT_THAT(w.Take(), IsEmpty());
+  // A second successor behind the same attempt is refused.
+  w.Assign(AssignmentBuilder(2).Core(0).After(0));
+  EXPECT_THAT(w.Take(), ElementsAre("send refused 7.2#1: a task is already queued behind 7.0#1 "
+                                    "(7.1)"));
+  w.clock.Advance(Seconds(1));
+  w.Exit(0);
+  // The start comes first, on the room just freed; the report follows.
+  EXPECT_THAT(w.Take(), ElementsAre("start prepared 7.1#1", "schedule flush"));
+  w.clock.Advance(Micros(300));
+  w.Started(1);
+  w.Feed(FlushDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("send finished 7.0#1", "send started 7.1#1@+0ms"));
+  EXPECT_EQ(w.state().RunningAttempt(T(1)), 1u);
+  EXPECT_EQ(w.state().queued(), 0u);
+}
+
+// The server sends a start and its queue-ahead successor in one Assign:
+// the successor waits behind the attempt just started, not refused.
+TEST(WorkerStateTest, ASuccessorInTheSameAssignAsItsPredecessorIsQueued) {
+  TestWorker w;
+  w.Attach();
+  w.Take();
+  w.Feed(FromServer{proto::Assign{{AssignmentBuilder(0).Core(0).Build(),
+                                   AssignmentBuilder(1).Core(0).After(0).Build()}}});
+  EXPECT_THAT(w.Take(), ElementsAre("start 7.0#1", "prepare 7.1#1"));
+  w.Started(0);
+  EXPECT_THAT(w.Take(), ElementsAre("schedule flush"));
+  EXPECT_EQ(w.state().queued(), 1u);
+}
+
+TEST(WorkerStateTest, AfterAnAttemptNotRunningHereStartsAtOnce) {
+  TestWorker w;
+  w.Attach();
+  w.Take();
+  w.Assign(AssignmentBuilder(1).After(0));
+  EXPECT_THAT(w.Take(), ElementsAre("start 7.1#1"));
+}
+
+TEST(WorkerStateTest, AQueuedTaskThatCannotBePreparedIsReportedFinished) {
+  TestWorker w;
+  w.Attach();
+  w.Run(AssignmentBuilder(0));
+  w.Feed(FlushDue{});
+  w.Take();
+  w.Assign(AssignmentBuilder(1).After(0));
+  w.Feed(TaskPrepareFailed{T(1), 1, "command not found: nope"});
+  w.Feed(FlushDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("prepare 7.1#1", "schedule flush",
+                                    "send finished 7.1#1 (command not found: nope)"));
+  EXPECT_EQ(w.state().queued(), 0u);
+  w.Exit(0);
+  EXPECT_THAT(w.Take(), ElementsAre("schedule flush"));  // nothing starts
+}
+
+TEST(WorkerStateTest, ACanceledQueuedTaskNeverStartsAndIsReportedNeverStarted) {
+  TestWorker w;
+  w.Attach();
+  w.Run(AssignmentBuilder(0));
+  w.Assign(AssignmentBuilder(1).After(0));
+  w.Feed(FlushDue{});
+  w.Take();
+  w.Server(proto::Cancel{T(1), 1, "canceled by user"});
+  w.Feed(FlushDue{});
+  EXPECT_THAT(w.Take(),
+              ElementsAre("discard 7.1#1", "schedule flush",
+                          "send finished 7.1#1 (never started) (canceled before it started: "
+                          "canceled by user)"));
+  w.Exit(0);
+  w.Feed(FlushDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("schedule flush", "send finished 7.0#1"));
+  // Cancel of a running one kills it with the grace; Kill at once.
+  w.Run(AssignmentBuilder(2));
+  w.Run(AssignmentBuilder(3));
+  w.Take();
+  w.Server(proto::Cancel{T(2), 1, "canceled by user"});
+  w.Server(proto::Kill{T(3), 1, "lease lost"});
+  w.Server(proto::Kill{T(3), 2, "stale attempt"});
+  EXPECT_THAT(w.Take(), ElementsAre("kill 7.2#1 grace 10000ms", "kill 7.3#1 grace 0ms"));
+}
+
+TEST(WorkerStateTest, AWithdrawnQueuedTaskNeverStartsAndAStartedOneIgnoresIt) {
+  TestWorker w;
+  w.Attach();
+  w.Run(AssignmentBuilder(0));
+  w.Assign(AssignmentBuilder(1).After(0));
+  w.Feed(FlushDue{});
+  w.Take();
+  w.Server(proto::Withdraw{T(1), 1, "room freed first on worker 2"});
+  w.Feed(FlushDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("discard 7.1#1", "schedule flush",
+                                    "send finished 7.1#1 (never started) (withdrawn before it "
+                                    "started: room freed first on worker 2)"));
+  w.Server(proto::Withdraw{T(0), 1, "too late"});
+  EXPECT_THAT(w.Take(), IsEmpty());
+  EXPECT_EQ(w.state().RunningAttempt(T(0)), 1u);
+}
+
+TEST(WorkerStateTest, FencingDropsTheQueueFirstThenKillsAndReportsOnReturn) {
+  TestWorker w;
+  w.Attach();
+  w.Run(AssignmentBuilder(0).Core(0));
+  w.Assign(AssignmentBuilder(1).Core(0).After(0));
+  w.Run(AssignmentBuilder(2).Core(2));
+  w.Feed(FlushDue{});
+  w.Take();
+  // The link drops; it was alive until two heartbeats before that.
+  w.clock.Advance(Seconds(3));
+  w.Feed(LinkDown{});
+  EXPECT_THAT(w.Take(), ElementsAre("cancel heartbeat"));
+  // Before the budget (8 s from the contact 1 s ago): nothing but a re-arm.
+  w.clock.Advance(Seconds(6));
+  w.Feed(FenceDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("arm fence +1ms"));
+  w.clock.Advance(Millis(1));
+  w.Feed(FenceDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("discard 7.1#1", "fence-kill 7.0#1 grace 0ms",
+                                    "fence-kill 7.2#1 grace 0ms"));
+  EXPECT_THAT(w.TakeLogs(),
+              testing::IsSupersetOf(
+                  {"log error: fenced: no contact with the server for 8 s; dropping 1 queued "
+                   "tasks",
+                   "log error: fenced: no contact with the server for 8 s; killing 2 running "
+                   "tasks (their leases are about to expire)"}));
+  // Fenced attempts are no longer reported running.
+  w.Feed(LinkUp{});
+  EXPECT_THAT(w.Take(), ElementsAre("send hello finished 7.1#1 (never started) (fenced: no "
+                                    "contact with the server for 8 s)"));
+  w.Feed(LinkDown{});
+  w.Take();
+  // The predecessor's exit does not start anything; each is reported with
+  // the fence reason once the link is back.
+  w.Exit(0, 1, 0);
+  w.Exit(2, 1, 0);
+  EXPECT_THAT(w.Take(), IsEmpty());
+  w.Feed(LinkUp{});
+  EXPECT_THAT(
+      w.Take(),
+      ElementsAre("send hello finished 7.0#1 (fenced: no contact with the server for 8 s) "
+                  "finished 7.1#1 (never started) (fenced: no contact with the server for 8 s) "
+                  "finished 7.2#1 (fenced: no contact with the server for 8 s)"));
+  const auto& hello = std::get<proto::Hello>(std::get<SendMessage>(w.taken().at(0)).message);
+  EXPECT_TRUE(hello.finished.at(1).never_started);
+  // Another fence check finds nothing to kill and arms nothing.
+  w.Feed(FenceDue{});
+  EXPECT_THAT(w.Take(), IsEmpty());
+}
+
+TEST(WorkerStateTest, AnOpenAnsweredLinkIsContactAndDoesNotFence) {
+  TestWorker w;
+  w.Attach();
+  w.Run(AssignmentBuilder(0));
+  w.Take();
+  w.clock.Advance(Seconds(60));
+  w.Feed(FenceDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("arm fence +8001ms"));
+}
+
+TEST(WorkerStateTest, ATaskTheReapersWatchdogKilledIsReportedFenced) {
+  TestWorker w;
+  w.Attach();
+  w.Assign(AssignmentBuilder(0));
+  w.Started(0, 1, /*watchdog_fences=*/4);
+  w.Feed(FlushDue{});
+  w.Take();
+  w.Exit(0, 1, 0, /*watchdog_fences=*/5);
+  w.Feed(FlushDue{});
+  std::vector<std::string> lines = w.Take();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[1], ::testing::HasSubstr("finished 7.0#1 (fenced: the worker was stopped"));
+}
+
+TEST(WorkerStateTest, ALateWatchdogTickDoesNotRenewTheReapersDeadline) {
+  TestWorker w;
+  w.Attach();
+  w.Take();
+  w.clock.Advance(Seconds(1));
+  w.Feed(WatchdogDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("reaper deadline +8500ms", "arm watchdog +1000ms"));
+  // Stopped for 5 s (more than half the budget): proves nothing.
+  w.clock.Advance(Seconds(5));
+  w.Feed(WatchdogDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("arm watchdog +1000ms"));
+}
+
+TEST(WorkerStateTest, InABatchFinishedGoesBeforeStartedUnlessTheSameAttemptStartedInIt) {
+  TestWorker w;
+  w.Attach();
+  w.Run(AssignmentBuilder(0));
+  w.Feed(FlushDue{});
+  w.Take();
+  w.Run(AssignmentBuilder(1));
+  w.Exit(0);
+  w.Exit(1);
+  w.Feed(FlushDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("start 7.1#1", "schedule flush", "send finished 7.0#1",
+                                    "send started 7.1#1@+0ms", "send finished 7.1#1"));
+}
+
+}  // namespace
+}  // namespace drover::worker
