@@ -29,7 +29,6 @@
 namespace drover {
 
 // Binary byte units, for code and tests that write sizes.
-inline constexpr uint64_t kKiB = uint64_t{1} << 10;
 inline constexpr uint64_t kMiB = uint64_t{1} << 20;
 inline constexpr uint64_t kGiB = uint64_t{1} << 30;
 
