@@ -177,6 +177,10 @@ class Agent::Impl {
 
   // The protocol: running, queued and unacknowledged tasks, fencing.
   std::optional<WorkerState> state_;
+  // Outboxes kept for the next Run (one per level of nesting: a command's
+  // answer is handled while the outer outbox is still being carried out),
+  // so that the handoff's path allocates none.
+  std::vector<WorkerOutbox> spare_outboxes_;
   // What PrepareTask made for each queued attempt, until it starts or is
   // discarded.
   std::map<proto::TaskAttempt, TaskDirs> prepared_;
@@ -388,17 +392,27 @@ void Agent::Impl::Stop() {
 
 // ---- the state machine's commands ------------------------------------------
 
-void Agent::Impl::Run(const WorkerEvent& event) {
+[[gnu::hot]] void Agent::Impl::Run(const WorkerEvent& event) {
   if (stopped_ || !state_) return;
   WorkerOutbox out;
+  if (!spare_outboxes_.empty()) {
+    out = std::move(spare_outboxes_.back());
+    spare_outboxes_.pop_back();
+  }
   state_->Handle(clock_.Now(), event, out);
   for (const WorkerCommand& command : out) {
     if (stopped_) return;  // a callback (on_attached) may have stopped the agent
     Execute(command);
   }
+  out.clear();
+  spare_outboxes_.push_back(std::move(out));
 }
 
-void Agent::Impl::Execute(const WorkerCommand& command) {
+[[gnu::hot]] void Agent::Impl::Execute(const WorkerCommand& command) {
+  // A start first, outside the visit's table (WorkerState::Handle says why).
+  if (const auto* start = std::get_if<worker::StartTask>(&command)) {
+    return StartTask(start->assignment, start->prepared);
+  }
   std::visit(
       [&](const auto& c) {
         using T = std::decay_t<decltype(c)>;
@@ -602,7 +616,7 @@ void Agent::Impl::Send(const proto::WorkerMessage& message) {
 
 // ---- tasks ---------------------------------------------------------------
 
-TaskSpec Agent::Impl::SpecOf(const proto::Assignment& a) const {
+[[gnu::hot]] TaskSpec Agent::Impl::SpecOf(const proto::Assignment& a) const {
   TaskSpec spec = ToTaskSpec(a);
   spec.output_cap_bytes = config_.log_cap_bytes;
   return spec;
@@ -628,15 +642,12 @@ void Agent::Impl::PrepareQueued(const proto::Assignment& a) {
   prepared_[proto::TaskAttempt{a.task, a.attempt}] = std::move(dirs).value();
 }
 
-void Agent::Impl::StartTask(const proto::Assignment& a, bool prepared) {
+[[gnu::hot]] void Agent::Impl::StartTask(const proto::Assignment& a, bool prepared) {
+  // Made ahead (PrepareTask): nothing but the spawn stands before the start,
+  // and what PrepareQueued kept is taken after it. Otherwise the
+  // directories and inputs are made now.
   std::optional<TaskDirs> dirs;
-  if (prepared) {
-    if (auto it = prepared_.find(proto::TaskAttempt{a.task, a.attempt}); it != prepared_.end()) {
-      dirs = std::move(it->second);
-      prepared_.erase(it);
-    }
-  }
-  if (!dirs) {
+  if (!prepared) {
     Result<TaskDirs> made = Prepare(a, /*queued=*/false);
     if (!made.ok()) return Run(TaskStartFailed{a.task, a.attempt, made.status().message()});
     dirs = std::move(made).value();
@@ -644,11 +655,19 @@ void Agent::Impl::StartTask(const proto::Assignment& a, bool prepared) {
   StartTimes times;
   Result<pid_t> pid = runner_->Start(
       SpecOf(a), [this](const TaskResult& result) { OnTaskDone(result); }, &times);
+  if (prepared) {
+    if (auto it = prepared_.find(proto::TaskAttempt{a.task, a.attempt}); it != prepared_.end()) {
+      dirs = std::move(it->second);
+      prepared_.erase(it);
+    }
+  }
   if (!pid.ok()) return Run(TaskStartFailed{a.task, a.attempt, pid.status().message()});
   if (known_logs_.size() >= kMaxKnownLogs && known_logs_.count(a.task) == 0) {
     known_logs_.erase(known_logs_.begin());  // the oldest job's first task
   }
-  known_logs_[a.task] = KnownLog{a.attempt, *dirs};
+  // Without directories (a PrepareTask the state machine never asked for)
+  // the task runs, and its logs are not served from here.
+  if (dirs) known_logs_[a.task] = KnownLog{a.attempt, *dirs};
   spdlog::debug("worker {}: started {}#{} (pid {}): process made at {} us, exec done {} us later",
                 name_, a.task.ToString(), a.attempt, *pid, ToMicros(times.spawned),
                 (times.exec_done - times.spawned).count());
@@ -663,11 +682,12 @@ void Agent::Impl::KillTask(const worker::KillTask& kill) {
   }
 }
 
-void Agent::Impl::OnTaskDone(const TaskResult& result) {
-  // The exit as this worker saw it is the `now` of TaskExited: read before
-  // anything else, as the handoff (BENCH.md B3) runs from there to the
-  // successor's spawn, which the state machine asks for first.
-  Run(TaskExited{result.id, result.attempt, ToOutcome(result), reaper_->fences()});
+[[gnu::hot]] void Agent::Impl::OnTaskDone(const TaskResult& result) {
+  // The exit as this worker saw it is the `now` of TaskExited: the handoff
+  // (BENCH.md B3) runs from there to the successor's spawn, which comes out
+  // of it; what the task left is read and reported after that start.
+  Run(TaskExited{result.id, result.attempt, reaper_->fences()});
+  Run(TaskReported{result.id, result.attempt, ToOutcome(result)});
   // `finished` goes out before the log transfers' eof: the server ends a
   // follower on eof only once it knows the attempt is over, and a posted
   // flush would come after the eof.

@@ -423,7 +423,8 @@ bool SameLimits(const TaskSpec& made, const TaskSpec& spec) {
 
 }  // namespace
 
-Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done, StartTimes* times) {
+[[gnu::hot]] Result<pid_t> Executor::Start(const TaskSpec& spec, DoneCallback done,
+                                           StartTimes* times) {
   if (tasks_.count(spec.id) != 0) {
     return AlreadyExists("task " + spec.id.ToString() + " is already running");
   }
@@ -598,7 +599,7 @@ void Executor::OnOutput(Task* task, int which) {
   if (out.Drain()) reactor_->Unwatch(out.read_fd());
 }
 
-void Executor::OnExit(Task* task) {
+[[gnu::hot]] void Executor::OnExit(Task* task) {
   reactor_->Unwatch(task->pidfd.fd());
   task->exited = true;
   task->result.wall =

@@ -1,8 +1,8 @@
 #include "worker/exec/slots.h"
 
 #include <algorithm>
-#include <set>
 #include <string>
+#include <utility>
 
 #include "common/quantity.h"
 
@@ -27,19 +27,21 @@ bool Slots::core_free(int core) const {
          core_used_.count(core) == 0;
 }
 
-Status Slots::Admit(TaskId task, const SlotRequest& request) {
+[[gnu::hot]] Status Slots::Admit(TaskId task, SlotRequest request) {
   if (bookings_.count(task) != 0) {
     return AlreadyExists("task " + task.ToString() + " is already admitted");
   }
-  std::set<int> seen_cores;
+  // Names seen twice are found by looking back: a request names a few
+  // cores and GPUs, and this runs on the handoff's path (no allocation).
   const bool share = request.cores.size() == 1 && request.milli_cpus > 0 &&
                      request.milli_cpus < 1000;
   const int64_t per_core = share ? request.milli_cpus : 1000;
-  for (int core : request.cores) {
+  for (auto c = request.cores.begin(); c != request.cores.end(); ++c) {
+    const int core = *c;
     if (std::count(capacity_.cores.begin(), capacity_.cores.end(), core) == 0) {
       return InvalidArgument("core " + std::to_string(core) + " does not exist on this worker");
     }
-    if (!seen_cores.insert(core).second) {
+    if (std::find(request.cores.begin(), c, core) != c) {
       return InvalidArgument("core " + std::to_string(core) + " is named twice");
     }
     if (auto it = core_used_.find(core); it != core_used_.end() && it->second + per_core > 1000) {
@@ -48,8 +50,8 @@ Status Slots::Admit(TaskId task, const SlotRequest& request) {
           (it->second < 1000 ? " and others (" + FormatCpus(it->second) + " of it booked)" : ""));
     }
   }
-  std::set<int> seen_gpus;
-  for (const GpuShare& g : request.gpus) {
+  for (auto share_it = request.gpus.begin(); share_it != request.gpus.end(); ++share_it) {
+    const GpuShare& g = *share_it;
     auto it = gpu_used_.find(g.index);
     if (it == gpu_used_.end()) {
       return InvalidArgument("GPU " + std::to_string(g.index) + " does not exist on this worker");
@@ -58,7 +60,8 @@ Status Slots::Admit(TaskId task, const SlotRequest& request) {
       return InvalidArgument("GPU share " + std::to_string(g.hundredths) +
                              "/100 is outside 1..100");
     }
-    if (!seen_gpus.insert(g.index).second) {
+    if (std::any_of(request.gpus.begin(), share_it,
+                    [&](const GpuShare& before) { return before.index == g.index; })) {
       return InvalidArgument("GPU " + std::to_string(g.index) + " is named twice");
     }
     if (it->second + g.hundredths > 100) {
@@ -82,11 +85,11 @@ Status Slots::Admit(TaskId task, const SlotRequest& request) {
   for (const GpuShare& g : request.gpus) gpu_used_[g.index] += g.hundredths;
   used_milli_ += request.milli_cpus;
   used_memory_ += request.memory_bytes;
-  bookings_[task] = request;
+  bookings_[task] = std::move(request);
   return Status::Ok();
 }
 
-Status Slots::Release(TaskId task) {
+[[gnu::hot]] Status Slots::Release(TaskId task) {
   auto it = bookings_.find(task);
   if (it == bookings_.end()) return NotFound("task " + task.ToString() + " holds no slot");
   const SlotRequest& r = it->second;

@@ -51,7 +51,7 @@ class Slots {
   //                      outside 1..100, a core or GPU named twice;
   //   ResourceExhausted  a core in use, not enough GPU share, memory or CPU
   //                      (the message names what and by how much).
-  Status Admit(TaskId task, const SlotRequest& request);
+  Status Admit(TaskId task, SlotRequest request);
 
   // Frees the task's booking. NotFound if it holds none.
   Status Release(TaskId task);

@@ -451,7 +451,7 @@ bool ParkedProcess::Dead() const {
   return poll(&p, 1, 0) != 0;  // readable, or an error: not to be released
 }
 
-Result<Time> ParkedProcess::Release() {
+[[gnu::hot]] Result<Time> ParkedProcess::Release() {
   if (released_) return FailedPrecondition("released twice");
   const Time at = std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
   const uint64_t one = 1;

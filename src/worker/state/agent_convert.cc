@@ -77,7 +77,7 @@ core::WorkerUtilization ToCoreUtilization(const Utilization& sample) {
   return out;
 }
 
-SlotRequest ToSlotRequest(const proto::Assignment& assignment) {
+[[gnu::hot]] SlotRequest ToSlotRequest(const proto::Assignment& assignment) {
   SlotRequest request;
   request.milli_cpus = assignment.cpu_quota_milli;
   for (uint32_t core : assignment.cores) request.cores.push_back(static_cast<int>(core));
@@ -88,7 +88,7 @@ SlotRequest ToSlotRequest(const proto::Assignment& assignment) {
   return request;
 }
 
-TaskSpec ToTaskSpec(const proto::Assignment& assignment) {
+[[gnu::hot]] TaskSpec ToTaskSpec(const proto::Assignment& assignment) {
   TaskSpec spec;
   spec.id = assignment.task;
   spec.attempt = assignment.attempt;

@@ -23,8 +23,9 @@
 // HelloAck came on the open session) and the reaper's watchdog timing.
 //
 // Answers the shell owes: a StartTask is answered with TaskStarted or
-// TaskStartFailed, and a PrepareTask that fails with TaskPrepareFailed,
-// both before the next outside event (the shell handles them at once, so
+// TaskStartFailed, a PrepareTask that fails with TaskPrepareFailed, and a
+// TaskExited is followed by its TaskReported, all before the next outside
+// event (the shell handles them at once, so
 // that a queue-ahead successor starts before its predecessor's Finished is
 // reported). Which server to connect to, backoff, log transfers and the
 // decoding of messages stay in the shell.
@@ -86,12 +87,22 @@ struct TaskPrepareFailed {
   uint32_t attempt = 0;
   std::string reason;
 };
-// A started attempt's process ended; `now` is its exit as seen here.
+// A started attempt's process ended; `now` is its exit as seen here. Its
+// room is free from now on and a queued successor starts at once (BENCH.md
+// B3's handoff); what it left comes next, in TaskReported, so that reading
+// and copying it (exit status, usage, result text) and the report's
+// bookkeeping happen after that start.
 struct TaskExited {
   TaskId task;
   uint32_t attempt = 0;
-  core::TaskOutcome outcome;
   uint32_t watchdog_fences = 0;  // Reaper::fences() now
+};
+// What an exited attempt left, at once after its TaskExited: it is reported
+// finished as of its exit.
+struct TaskReported {
+  TaskId task;
+  uint32_t attempt = 0;
+  core::TaskOutcome outcome;
 };
 // Timers the state armed (ArmTimer) came due.
 struct HeartbeatDue {
@@ -100,12 +111,12 @@ struct HeartbeatDue {
 struct FenceDue {};
 struct WatchdogDue {};
 // The Started/Finished batch goes out now (after ScheduleFlush, or at once
-// after a TaskExited).
+// after a TaskReported).
 struct FlushDue {};
 
-using WorkerEvent =
-    std::variant<AgentBegan, LinkUp, LinkDown, FromServer, TaskStarted, TaskStartFailed,
-                 TaskPrepareFailed, TaskExited, HeartbeatDue, FenceDue, WatchdogDue, FlushDue>;
+using WorkerEvent = std::variant<AgentBegan, LinkUp, LinkDown, FromServer, TaskStarted,
+                                 TaskStartFailed, TaskPrepareFailed, TaskExited, TaskReported,
+                                 HeartbeatDue, FenceDue, WatchdogDue, FlushDue>;
 
 // ---- commands --------------------------------------------------------------
 
@@ -234,6 +245,7 @@ class WorkerState {
   void OnStartFailed(Time now, const TaskStartFailed& failed, WorkerOutbox& out);
   void OnPrepareFailed(Time now, const TaskPrepareFailed& failed, WorkerOutbox& out);
   void OnExited(Time now, const TaskExited& exited, WorkerOutbox& out);
+  void OnReported(Time now, const TaskReported& reported, WorkerOutbox& out);
   void OnHeartbeat(Time now, const HeartbeatDue& due, WorkerOutbox& out);
   void OnFence(Time now, WorkerOutbox& out);
   void OnWatchdog(Time now, WorkerOutbox& out);
@@ -265,6 +277,17 @@ class WorkerState {
   // Queue-ahead successors by their predecessor's task (at most one each;
   // the predecessor's attempt is the one in running_).
   std::map<TaskId, proto::Assignment> queued_;
+  // Exited, their TaskReported not yet in (one, or none: the report comes
+  // at once): when, and why fenced if so.
+  struct Exited {
+    proto::TaskAttempt attempt;
+    Time at;
+    std::string fence_reason;
+  };
+  std::vector<Exited> exited_;
+  // The entry of the last attempt that ended, kept to be the next start's:
+  // the handoff (BENCH.md B3) allocates nothing for it.
+  std::map<TaskId, Running>::node_type spare_running_;
   std::map<proto::TaskAttempt, proto::FinishedTask> unacked_;
   std::set<proto::TaskAttempt> sent_this_session_;
   std::vector<proto::StartedTask> started_out_;

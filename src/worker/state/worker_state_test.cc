@@ -105,7 +105,8 @@ class TestWorker {
   void Exit(uint32_t index, uint32_t attempt = 1, int code = 0, uint32_t watchdog_fences = 0) {
     core::TaskOutcome outcome;
     outcome.exit_code = code;
-    Feed(TaskExited{T(index), attempt, outcome, watchdog_fences});
+    Feed(TaskExited{T(index), attempt, watchdog_fences});
+    Feed(TaskReported{T(index), attempt, outcome});
   }
   void Server(proto::ServerMessage message) { Feed(FromServer{std::move(message)}); }
 
@@ -315,6 +316,48 @@ TEST(WorkerStateTest, AQueuedTaskStartsOnItsPredecessorsExitBeforeTheFinishedRep
   EXPECT_THAT(w.Take(), ElementsAre("send finished 7.0#1", "send started 7.1#1@+0ms"));
   EXPECT_EQ(w.state().RunningAttempt(T(1)), 1u);
   EXPECT_EQ(w.state().queued(), 0u);
+}
+
+// The exit and what the task left are two events, so that the successor's
+// start does not wait for the outcome's copy and the report's bookkeeping:
+// nothing is reported between them, and the report is dated by the exit.
+TEST(WorkerStateTest, AnExitFreesTheRoomAtOnceAndItsReportIsDatedByTheExit) {
+  TestWorker w;
+  w.Attach();
+  w.Run(AssignmentBuilder(0).Core(0).Mem(8 * kGiB));
+  w.Feed(FlushDue{});
+  w.Assign(AssignmentBuilder(1).Core(0).Mem(8 * kGiB).After(0));
+  w.Take();
+  w.clock.Advance(Seconds(1));
+  const Time exited_at = w.clock.Now();
+  w.Feed(TaskExited{T(0), 1, 0});
+  EXPECT_THAT(w.Take(), ElementsAre("start prepared 7.1#1"));
+  EXPECT_EQ(w.state().unacked(), 0u);
+  w.Feed(FlushDue{});
+  EXPECT_THAT(w.Take(), IsEmpty());
+  w.clock.Advance(Millis(5));
+  core::TaskOutcome outcome;
+  outcome.exit_code = 4;
+  outcome.result = "text";
+  w.Feed(TaskReported{T(0), 1, outcome});
+  EXPECT_THAT(w.Take(), ElementsAre("schedule flush"));
+  EXPECT_EQ(w.state().unacked(), 1u);
+  w.Feed(FlushDue{});
+  ASSERT_THAT(w.Take(), ElementsAre("send finished 7.0#1"));
+  const auto& finished = std::get<proto::Finished>(std::get<SendMessage>(w.taken().at(0)).message);
+  ASSERT_EQ(finished.tasks.size(), 1u);
+  EXPECT_EQ(finished.tasks[0].finished_at, exited_at);
+  EXPECT_EQ(finished.tasks[0].outcome.exit_code, 4);
+  EXPECT_EQ(finished.tasks[0].outcome.result, "text");
+  // A report whose exit never came (a shell's slip) is still recorded, as
+  // of its own time.
+  w.Feed(TaskReported{T(5), 1, outcome});
+  w.Feed(FlushDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("schedule flush", "send finished 7.5#1"));
+  EXPECT_EQ(std::get<proto::Finished>(std::get<SendMessage>(w.taken().at(1)).message)
+                .tasks.at(0)
+                .finished_at,
+            w.clock.Now());
 }
 
 // The server sends a start and its queue-ahead successor in one Assign:
