@@ -8,8 +8,15 @@
 //       prints {"job","tasks","succeeded","wall_s"} (wall: from just before
 //       the POST, on a keep-alive connection opened before, to the last
 //       terminal event).
+//   e2e_client post ACCESS SPEC_JSON [COUNT]
+//       POST the job COUNT times (default 1) on one keep-alive connection
+//       and return at once: bench/scale's submission (its fake workers say
+//       when the tasks are done); prints {"first_job","last_job","count",
+//       "submit_s"}.
 //   e2e_client get ACCESS TARGET
 //       GET TARGET ("/api/v1/status") and print its JSON on one line.
+//   e2e_client text ACCESS TARGET
+//       GET TARGET ("/metrics") and print its body as it is.
 //   e2e_client latency ACCESS RUNS
 //       B4: keeps one event-stream WebSocket (all jobs) and one keep-alive
 //       HTTPS connection open, then RUNS times: POST a one-task /bin/true
@@ -80,13 +87,16 @@ drover::net::ClientOptions OptionsFrom(const std::string& access_path) {
   return *options;
 }
 
-
-int RunGet(const std::string& access, const std::string& target) {
+int RunGet(const std::string& access, const std::string& target, bool json) {
   drover::net::HttpClient http_client(OptionsFrom(access));
   Result<drover::net::Response> r = http_client.Get(target);
   if (!r.ok()) Die(r.status().ToString());
   if (r->status != 200) Die("GET " + target + ": HTTP " + std::to_string(r->status));
-  std::cout << nlohmann::json::parse(r->body).dump() << std::endl;
+  if (json) {
+    std::cout << nlohmann::json::parse(r->body).dump() << std::endl;
+  } else {
+    std::cout << r->body;
+  }
   return 0;
 }
 
@@ -175,6 +185,23 @@ int RunJob(const std::string& access, const std::string& spec) {
                      {"wall_s", wall_ms / 1000.0}};
   std::cout << out.dump() << std::endl;
   return watch.succeeded() ? 0 : 1;
+}
+
+// bench/scale: submit and return; the fake workers count the tasks done.
+int RunPost(const std::string& access, const std::string& spec, int count) {
+  if (count < 1) Die("COUNT must be at least 1");
+  KeepAliveClient client(OptionsFrom(access));
+  const SteadyClock::time_point t0 = SteadyClock::now();
+  uint64_t first = 0;
+  uint64_t last = 0;
+  for (int i = 0; i < count; ++i) {
+    last = nlohmann::json::parse(client.Post("/api/v1/jobs", spec))["id"].get<uint64_t>();
+    if (i == 0) first = last;
+  }
+  nlohmann::json out{
+      {"first_job", first}, {"last_job", last}, {"count", count}, {"submit_s", MsSince(t0) / 1000}};
+  std::cout << out.dump() << std::endl;
+  return 0;
 }
 
 // Terminal events seen on the stream, by task id, with their arrival time.
@@ -278,12 +305,17 @@ int RunSpawn(int runs, char** argv) {
 
 int main(int argc, char** argv) {
   const std::string usage =
-      "usage: e2e_client job ACCESS SPEC_JSON | get ACCESS TARGET | latency ACCESS RUNS | spawn RUNS CMD [ARG...]";
+      "usage: e2e_client job ACCESS SPEC_JSON | post ACCESS SPEC_JSON [COUNT] | get|text ACCESS "
+      "TARGET | latency ACCESS RUNS | spawn RUNS CMD [ARG...]";
   if (argc < 2) Die(usage);
   const std::string mode = argv[1];
   try {
     if (mode == "job" && argc == 4) return RunJob(argv[2], argv[3]);
-    if (mode == "get" && argc == 4) return RunGet(argv[2], argv[3]);
+    if (mode == "post" && (argc == 4 || argc == 5)) {
+      return RunPost(argv[2], argv[3], argc == 5 ? std::stoi(argv[4]) : 1);
+    }
+    if (mode == "get" && argc == 4) return RunGet(argv[2], argv[3], /*json=*/true);
+    if (mode == "text" && argc == 4) return RunGet(argv[2], argv[3], /*json=*/false);
     if (mode == "latency" && argc == 4) return RunLatency(argv[2], std::stoi(argv[3]));
     if (mode == "spawn" && argc >= 4) return RunSpawn(std::stoi(argv[2]), argv + 3);
   } catch (const std::exception& e) {
