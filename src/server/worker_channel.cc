@@ -149,15 +149,17 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
   // The name is this worker's only if its key is the one recorded for it
   // (worker_registry.h): nobody else can take over its connection, its
   // tasks or its results.
-  Status identity = registry_.CheckIdentity(hello.worker_name, hello.key);
-  if (!identity.ok()) return Reject(conn, identity.WithContext("hello"));
-  Result<WorkerId> id = registry_.IdFor(hello.worker_name);
-  if (!id.ok()) return Reject(conn, id.status());
-  const WorkerId worker = *id;
   // Durably active before the core hears of it, so before any assignment:
-  // a restarted server then waits for this worker (registry header).
-  Status active = registry_.MarkActive(worker);
-  if (!active.ok()) return Reject(conn, active.WithContext("recording the worker"));
+  // a restarted server then waits for this worker (registry header). One
+  // write for the key, the id and the active mark of a new worker.
+  Result<WorkerId> id = registry_.Admit(hello.worker_name, hello.key);
+  if (!id.ok()) {
+    return Reject(conn, id.status().code() == StatusCode::kPermissionDenied ||
+                                id.status().code() == StatusCode::kInvalidArgument
+                            ? id.status().WithContext("hello")
+                            : id.status().WithContext("recording the worker"));
+  }
+  const WorkerId worker = *id;
 
   // Assignments of this turn go out on the connection they were made for
   // (or nowhere, if it is gone): whatever the worker does not report below

@@ -85,25 +85,56 @@ Result<WorkerId> WorkerRegistry::IdFor(const std::string& name) {
   return id;
 }
 
-Status WorkerRegistry::CheckIdentity(const std::string& name, const std::string& key) {
+Result<std::optional<std::string>> WorkerRegistry::KeyToRecord(const std::string& name,
+                                                               const std::string& key) const {
   if (key.size() < 32 || key.size() > 256) {
     return InvalidArgument("worker key of " + std::to_string(key.size()) +
                            " characters; want 32 to 256 (a worker older than this server sends "
                            "none: upgrade it)");
   }
-  const std::string hash = Sha256Hex(key);
+  std::string hash = Sha256Hex(key);
   auto it = keys_.find(name);
-  if (it != keys_.end()) {
-    if (CRYPTO_memcmp(it->second.data(), hash.data(), hash.size()) == 0) return Status::Ok();
-    return PermissionDenied(
-        "worker name \"" + name + "\" belongs to another worker (its key differs from the one "
-        "this server recorded for that name). Start this worker under another --name; or, if it "
-        "is the same machine and it lost its worker.key, stop the server and remove \"" + name +
-        "\" from \"keys\" in " + path_);
+  if (it == keys_.end()) return std::optional<std::string>(std::move(hash));
+  if (CRYPTO_memcmp(it->second.data(), hash.data(), hash.size()) == 0) {
+    return std::optional<std::string>();
   }
-  keys_[name] = hash;
+  return PermissionDenied(
+      "worker name \"" + name +
+      "\" belongs to another worker (its key differs from the one "
+      "this server recorded for that name). Start this worker under another --name; or, if it "
+      "is the same machine and it lost its worker.key, stop the server and remove \"" +
+      name + "\" from \"keys\" in " + path_);
+}
+
+Status WorkerRegistry::CheckIdentity(const std::string& name, const std::string& key) {
+  ASSIGN_OR_RETURN(std::optional<std::string> hash, KeyToRecord(name, key));
+  if (!hash) return Status::Ok();
+  keys_[name] = std::move(*hash);
   Status saved = Save();
   if (!saved.ok()) keys_.erase(name);
+  return saved;
+}
+
+Result<WorkerId> WorkerRegistry::Admit(const std::string& name, const std::string& key) {
+  ASSIGN_OR_RETURN(std::optional<std::string> hash, KeyToRecord(name, key));
+  const std::optional<WorkerId> known = Find(name);
+  const WorkerId id = known ? *known : next_id_;
+  const bool activate = active_.count(id) == 0;
+  if (!hash && known && !activate) return id;
+  if (hash) keys_[name] = std::move(*hash);
+  if (!known) {
+    ids_[name] = id;
+    ++next_id_;
+  }
+  if (activate) active_.insert(id);
+  Status saved = Save();
+  if (saved.ok()) return id;
+  if (hash) keys_.erase(name);
+  if (!known) {
+    ids_.erase(name);
+    --next_id_;
+  }
+  if (activate) active_.erase(id);
   return saved;
 }
 
@@ -145,7 +176,8 @@ std::string WorkerRegistry::NameOf(WorkerId id) const {
   return {};
 }
 
-Status WorkerRegistry::Save() const {
+Status WorkerRegistry::Save() {
+  ++writes_;
   nlohmann::json workers = nlohmann::json::object();
   for (const auto& [name, id] : ids_) workers[name] = id;
   nlohmann::json active = nlohmann::json::array();

@@ -60,6 +60,12 @@ class WorkerRegistry {
   // characters; a write error (nothing recorded).
   Status CheckIdentity(const std::string& name, const std::string& key);
 
+  // A hello's whole record, in one write: CheckIdentity, IdFor and
+  // MarkActive together (the first hello of a new worker changes all three;
+  // a worker known and active changes nothing and writes nothing). Errors
+  // as theirs; on a write error nothing changes.
+  Result<WorkerId> Admit(const std::string& name, const std::string& key);
+
   // The id of a known name, without assigning.
   std::optional<WorkerId> Find(const std::string& name) const;
   // The name of a known id; empty when unknown.
@@ -75,16 +81,24 @@ class WorkerRegistry {
   Status MarkInactive(WorkerId id);
 
   size_t size() const { return ids_.size(); }
+  // How many times the file was written (each write is a whole file and an
+  // fsync: what a pool's first attach costs).
+  uint64_t writes() const { return writes_; }
 
  private:
   explicit WorkerRegistry(std::string path) : path_(std::move(path)) {}
-  Status Save() const;
+  Status Save();
+  // The hash to record for `name` (its first key), none when `key` is the
+  // one recorded, or why it cannot be this name's.
+  Result<std::optional<std::string>> KeyToRecord(const std::string& name,
+                                                 const std::string& key) const;
 
   std::string path_;
   std::map<std::string, WorkerId> ids_;
   std::set<WorkerId> active_;
   std::map<std::string, std::string> keys_;  // name -> SHA-256 hex of its key
   WorkerId next_id_ = 1;
+  uint64_t writes_ = 0;
 };
 
 }  // namespace drover::server

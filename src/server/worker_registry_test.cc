@@ -110,5 +110,47 @@ TEST_F(WorkerRegistryTest, ANameBelongsToTheFirstKeyAndOnlyItsHashIsStored) {
             StatusCode::kPermissionDenied);
 }
 
+// A hello's key, id and active mark go in one write: a pool's first attach
+// costs one fsync per worker, not three; a known active worker costs none.
+TEST_F(WorkerRegistryTest, AdmitRecordsANewWorkerInOneWriteAndAKnownOneInNone) {
+  const std::string key(64, 'k');
+  {
+    auto reg = WorkerRegistry::Open(path_);
+    ASSERT_TRUE(reg.ok());
+    EXPECT_EQ((*reg)->Admit("a", key).value(), 1u);
+    EXPECT_EQ((*reg)->writes(), 1u);
+    EXPECT_EQ((*reg)->Admit("a", key).value(), 1u);
+    EXPECT_EQ((*reg)->Admit("b", std::string(64, 'l')).value(), 2u);
+    EXPECT_EQ((*reg)->writes(), 2u);
+    EXPECT_EQ((*reg)->Admit("a", std::string(64, 'x')).status().code(),
+              StatusCode::kPermissionDenied);
+    EXPECT_EQ((*reg)->Admit("c", "short").status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ((*reg)->writes(), 2u);
+    ASSERT_TRUE((*reg)->MarkInactive(1).ok());
+  }
+  auto reg = WorkerRegistry::Open(path_);
+  ASSERT_TRUE(reg.ok());
+  EXPECT_EQ((*reg)->Active(), std::vector<WorkerId>{2});
+  // Known and active: nothing to write. Known, inactive: one write.
+  EXPECT_EQ((*reg)->Admit("b", std::string(64, 'l')).value(), 2u);
+  EXPECT_EQ((*reg)->writes(), 0u);
+  EXPECT_EQ((*reg)->Admit("a", key).value(), 1u);
+  EXPECT_EQ((*reg)->writes(), 1u);
+  EXPECT_EQ((*reg)->Active(), (std::vector<WorkerId>{1, 2}));
+}
+
+TEST_F(WorkerRegistryTest, AnAdmitThatCannotBeWrittenChangesNothing) {
+  auto reg = WorkerRegistry::Open(dir_ + "/missing/workers.json");
+  ASSERT_TRUE(reg.ok());
+  ASSERT_TRUE(net::WritePrivateFile(dir_ + "/missing", "x").ok());
+  EXPECT_FALSE((*reg)->Admit("a", std::string(64, 'k')).ok());
+  EXPECT_EQ((*reg)->Find("a"), std::nullopt);
+  EXPECT_TRUE((*reg)->Active().empty());
+  // The name was not claimed: another key may still take it.
+  std::filesystem::remove(dir_ + "/missing");
+  std::filesystem::create_directory(dir_ + "/missing");
+  EXPECT_EQ((*reg)->Admit("a", std::string(64, 'z')).value(), 1u);
+}
+
 }  // namespace
 }  // namespace drover::server
