@@ -13,15 +13,17 @@
 // microseconds per task.
 //
 //   scale_workers --access FILE --workers N --slots S [--duration-ms D]
-//                 [--dist fixed|exp] [--seed X] [--expect T] [--socket]
+//                 [--dist fixed|exp] [--seed X] [--expect T [--stay]] [--socket]
 //
 // It prints "scale_workers: N attached" on stderr once every worker has its
 // HelloAck (again after each server restart), and ends when T tasks have
-// been reported finished and acknowledged (--expect), or on SIGTERM/SIGINT.
+// been reported finished and acknowledged (--expect; with --stay it says
+// "scale_workers: T finished" then and goes on), or on SIGTERM/SIGINT.
 // Its last line on stdout is one JSON object: workers, attached, finished,
 // duplicates (tasks reported finished more than once: an exactly-once
-// ledger kept outside Drover), killed, refused, span_s (first start to last
-// finish), completions_per_s, and its own CPU (cpu_s, cpu_us_per_task).
+// ledger kept outside Drover), killed, refused, messages each way, span_s
+// (first start to last finish), completions_per_s, and its own CPU (cpu_s,
+// cpu_us_per_task).
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -68,6 +70,7 @@ struct Options {
   std::string dist = "fixed";
   uint64_t seed = 1;
   uint64_t expect = 0;
+  bool stay = false;
   bool socket = false;
 };
 
@@ -165,10 +168,15 @@ class Generator {
     if (++ledger_[task] == 2) ++duplicates_;
   }
   void Killed() { ++killed_; }
+  void MessageIn() { ++messages_in_; }
+  void MessageOut() { ++messages_out_; }
   void Refused() { ++refused_; }
   void UnackedChanged(int64_t delta) {
     unacked_ += delta;
-    if (options_.expect > 0 && finished_ >= options_.expect && unacked_ == 0) loop_.Stop();
+    if (options_.expect == 0 || finished_ < options_.expect || unacked_ != 0 || told_done_) return;
+    if (!options_.stay) return loop_.Stop();
+    told_done_ = true;
+    std::cerr << "scale_workers: " << finished_ << " finished" << std::endl;
   }
 
   nlohmann::json Report(double cpu_s) const {
@@ -183,6 +191,8 @@ class Generator {
             {"duplicates", duplicates_},
             {"killed", killed_},
             {"refused", refused_},
+            {"messages_from_server", messages_in_},
+            {"messages_to_server", messages_out_},
             {"span_s", std::round(span * 1000) / 1000},
             {"completions_per_s", span > 0 ? std::round(finished_ / span) : 0},
             {"cpu_s", std::round(cpu_s * 1000) / 1000},
@@ -208,7 +218,10 @@ class Generator {
   uint64_t duplicates_ = 0;
   uint64_t killed_ = 0;
   uint64_t refused_ = 0;
+  uint64_t messages_in_ = 0;
+  uint64_t messages_out_ = 0;
   int64_t unacked_ = 0;
+  bool told_done_ = false;
   std::unordered_map<TaskId, uint32_t, TaskHash> ledger_;
   std::optional<SteadyClock::time_point> first_start_;
   std::optional<SteadyClock::time_point> last_finish_;
@@ -264,6 +277,7 @@ void FakeWorker::Connect() {
 
 void FakeWorker::OnText(uint64_t link, const std::string& text) {
   if (link != link_) return;
+  gen_.MessageIn();
   Result<proto::ServerMessage> message = proto::DecodeServerMessage(text);
   if (!message.ok()) {
     std::cerr << "scale_workers: fake-" << index_ << ": " << message.status().ToString()
@@ -317,7 +331,10 @@ void FakeWorker::Execute(const WorkerCommand& command) {
         using T = std::decay_t<decltype(c)>;
         if constexpr (std::is_same_v<T, worker::SendMessage>) {
           if (std::holds_alternative<proto::Refused>(c.message)) gen_.Refused();
-          if (session_) session_->SendText(proto::Encode(c.message));
+          if (session_) {
+            gen_.MessageOut();
+            session_->SendText(proto::Encode(c.message));
+          }
         } else if constexpr (std::is_same_v<T, worker::StartTask>) {
           Start(c.assignment);
         } else if constexpr (std::is_same_v<T, worker::KillTask>) {
@@ -405,6 +422,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", options.seed, "Seed of the duration draws");
   app.add_option("--expect", options.expect,
                  "End once this many tasks were reported finished and acknowledged");
+  app.add_flag("--stay", options.stay,
+               "With --expect: say \"N finished\" on stderr then, and go on until a signal");
   app.add_flag("--socket", options.socket, "Connect over the server's local socket, not TCP");
   CLI11_PARSE(app, argc, argv);
 
