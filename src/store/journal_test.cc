@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -422,6 +423,24 @@ TEST_F(PosixJournalTest, RoundTripTornTailAndCompaction) {
   }
   EXPECT_FALSE(std::filesystem::exists(path + ".compact"));
   EXPECT_EQ(Replayed(env_, path), (Records{"snapshot", "four"}));
+}
+
+// ReadFile sizes its string from the file (a big journal is read without
+// regrowing it): empty, small, bigger than one read, and a file that is
+// not regular (no size to go by) all come back whole.
+TEST_F(PosixJournalTest, ReadFileReturnsTheWholeFileWhateverItsSize) {
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir_ + "/" + name, std::ios::binary) << text;
+    return dir_ + "/" + name;
+  };
+  EXPECT_EQ(env_.ReadFile(write("empty", "")).value(), "");
+  EXPECT_EQ(env_.ReadFile(write("small", "abc")).value(), "abc");
+  std::string big(300 * 1024 + 7, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131 % 251);
+  EXPECT_EQ(env_.ReadFile(write("big", big)).value(), big);
+  // /proc files report a size of 0 and have content: read on past it.
+  EXPECT_NE(env_.ReadFile("/proc/self/status").value().find("Name:"), std::string::npos);
+  EXPECT_FALSE(env_.ReadFile(dir_ + "/missing").ok());
 }
 
 // The journal holds jobs' environment variables: the journal and the
