@@ -347,9 +347,23 @@ def incarnation_kill(faults: Sequence[Fault], worker: str, at_ns: int) -> Option
 def stopped_between(faults: Sequence[Fault], worker: str, lo_ns: int, hi_ns: int) -> bool:
     """Whether ``worker`` was SIGSTOPped at some time in [lo_ns, hi_ns]: a
     copy that ended while its worker was stopped could not be reported, so
-    its lease expired and the task may rightly run again."""
-    return any(f.role == "worker" and f.name == worker and f.kind == "stop"
-               and lo_ns <= f.t_ns <= hi_ns for f in faults)
+    its lease expired and the task may rightly run again. The stop may come
+    before ``lo_ns`` (the copy's start line) when the worker spawned the
+    task just before it was stopped: it counts while no cont followed it."""
+    stopped = False  # a stop before lo_ns that nothing has ended yet
+    for f in sorted((f for f in faults if f.role == "worker" and f.name == worker),
+                    key=lambda f: f.t_ns):
+        if f.t_ns > hi_ns:
+            break
+        if f.kind == "stop":
+            if f.t_ns >= lo_ns:
+                return True
+            stopped = True
+        elif f.kind in ("cont", "kill", "crash", "start"):
+            if f.t_ns >= lo_ns:
+                return stopped  # a stop held from lo_ns to here
+            stopped = False
+    return stopped
 
 
 def analyze(

@@ -87,6 +87,22 @@ class VerdictTest(unittest.TestCase):
         v = analyze(["t0"], {"t0": overlap}, done(attempt=2), faults)
         self.assertEqual(v.overlaps, 1)
 
+    def test_a_run_spawned_just_before_its_worker_was_stopped_is_excused(self) -> None:
+        # The shell wrote its start line 6 ms after the SIGSTOP: the worker
+        # had spawned it just before, and stayed stopped 7.45 s with an 8 s
+        # lease (seed 1, redis, 150 tasks; CI of c053b5b).
+        runs = [copy("t0", 1, "w1", 17.928, 18.986), copy("t0", 2, "w2", 37.475, 38.528)]
+        stop = Fault(int(17.922 * S), "stop", "worker", "w1", 3, 11)
+        cont = Fault(int(25.376 * S), "cont", "worker", "w1", 3, 11)
+        faults = [worker_start(11.819, "w1", n=3), worker_start(17.691, "w2", n=3), stop, cont]
+        v = analyze(["t0"], {"t0": runs}, done(attempt=2), faults)
+        self.assertTrue(v.ok, v)
+        # Continued before the copy's start line: the stop excuses nothing.
+        early = [worker_start(11.819, "w1", n=3), worker_start(17.691, "w2", n=3),
+                 Fault(int(16.0 * S), "stop", "worker", "w1", 3, 11),
+                 Fault(int(17.0 * S), "cont", "worker", "w1", 3, 11)]
+        self.assertEqual(analyze(["t0"], {"t0": runs}, done(attempt=2), early).duplicates, 1)
+
     def test_a_kill_of_a_later_start_of_the_worker_excuses_nothing(self) -> None:
         runs = [copy("t0", 1, "w0", 1, 2), copy("t0", 2, "w0", 5, 6)]
         faults = [worker_start(0), worker_kill(0.5), worker_start(0.8, n=2),
