@@ -21,6 +21,13 @@
 //       B4: keeps one event-stream WebSocket (all jobs) and one keep-alive
 //       HTTPS connection open, then RUNS times: POST a one-task /bin/true
 //       job and wait for its terminal event; prints the per-run ms.
+//   e2e_client events ACCESS
+//       bench/scale c: follows the event stream of every job as the
+//       dashboard does (no snapshot) until stdin ends, and prints the lag
+//       of each event (its arrival against its `at_ms`, the moment the
+//       server made the change; same machine, same clock): {"events",
+//       "lag_p50_ms","lag_p99_ms","lag_max_ms"}. Says "e2e_client:
+//       subscribed" on stderr once the stream is open.
 //   e2e_client spawn RUNS CMD [ARG...]
 //       posix_spawn + waitpid of CMD, RUNS times, per-run ms: the bare
 //       baseline (/bin/true) and the CLI figure (drover submit --wait ...),
@@ -282,6 +289,62 @@ int RunLatency(const std::string& access, int runs) {
   return failed == 0 ? 0 : 1;
 }
 
+int RunEvents(const std::string& access) {
+  drover::net::ClientOptions options = OptionsFrom(access);
+  drover::net::EventLoop loop;
+  std::vector<double> lags;  // loop thread until it is joined
+  std::optional<Status> error;
+  std::shared_ptr<drover::net::WsSession> session;
+  drover::net::ConnectWebSocket(
+      loop, options, "/api/v1/events?snapshot=false",
+      [&](Result<std::shared_ptr<drover::net::WsSession>> s) {
+        if (!s.ok()) {
+          error = s.status();
+          return loop.Stop();
+        }
+        session = *s;
+        std::cerr << "e2e_client: subscribed" << std::endl;  // bench/scale waits for it
+        session->OnText([&](std::string text) {
+          const auto now = std::chrono::duration<double, std::milli>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+          // Only the one field: this client must keep up with tens of
+          // thousands of events a second on a machine it shares.
+          const size_t at = text.find("\"at_ms\":");
+          if (at == std::string::npos) return;
+          lags.push_back(now - std::strtod(text.c_str() + at + 8, nullptr));
+        });
+        session->OnClose([&](const Status& why) {
+          error = why.ok() ? drover::Unavailable("event stream closed") : why;
+          loop.Stop();
+        });
+      });
+  std::thread loop_thread([&] { loop.Run(); });
+  std::string ignored;
+  while (std::getline(std::cin, ignored)) {
+  }
+  loop.Post([&] {
+    if (session) {
+      session->OnClose(nullptr);
+      session->Close("done");
+    }
+    loop.Stop();
+  });
+  loop_thread.join();
+  if (error) Die(error->ToString());
+  std::sort(lags.begin(), lags.end());
+  auto at = [&](double q) {
+    return lags.empty() ? 0.0
+                        : lags[std::min(lags.size() - 1, static_cast<size_t>(q * lags.size()))];
+  };
+  nlohmann::json out{{"events", lags.size()},
+                     {"lag_p50_ms", at(0.5)},
+                     {"lag_p99_ms", at(0.99)},
+                     {"lag_max_ms", lags.empty() ? 0.0 : lags.back()}};
+  std::cout << out.dump() << std::endl;
+  return 0;
+}
+
 int RunSpawn(int runs, char** argv) {
   std::vector<double> ms;
   int failed = 0;
@@ -306,7 +369,7 @@ int RunSpawn(int runs, char** argv) {
 int main(int argc, char** argv) {
   const std::string usage =
       "usage: e2e_client job ACCESS SPEC_JSON | post ACCESS SPEC_JSON [COUNT] | get|text ACCESS "
-      "TARGET | latency ACCESS RUNS | spawn RUNS CMD [ARG...]";
+      "TARGET | latency ACCESS RUNS | events ACCESS | spawn RUNS CMD [ARG...]";
   if (argc < 2) Die(usage);
   const std::string mode = argv[1];
   try {
@@ -317,6 +380,7 @@ int main(int argc, char** argv) {
     if (mode == "get" && argc == 4) return RunGet(argv[2], argv[3], /*json=*/true);
     if (mode == "text" && argc == 4) return RunGet(argv[2], argv[3], /*json=*/false);
     if (mode == "latency" && argc == 4) return RunLatency(argv[2], std::stoi(argv[3]));
+    if (mode == "events" && argc == 3) return RunEvents(argv[2]);
     if (mode == "spawn" && argc >= 4) return RunSpawn(std::stoi(argv[2]), argv + 3);
   } catch (const std::exception& e) {
     Die(std::string(mode) + ": " + e.what());

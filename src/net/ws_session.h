@@ -22,6 +22,8 @@
 
 namespace drover::net {
 
+class ReadPacer;
+
 class WsSession {
  public:
   virtual ~WsSession() = default;
@@ -45,6 +47,12 @@ class WsSession {
   // timeout, kResourceExhausted for an oversized message, kInvalidArgument
   // for a protocol error).
   virtual void OnClose(std::function<void(const Status&)> fn) = 0;
+
+  // Reads each next message only when `pacer` gives this session its turn
+  // (read_pacer.h): for the many sessions of one busy kind (the server's
+  // workers), so that the loop still looks at the network between them.
+  // Set it where the callbacks are set.
+  virtual void PaceReads(std::shared_ptr<ReadPacer> pacer) { (void)pacer; }
 
   // A process-unique id for logs and maps; the peer "ip:port".
   virtual uint64_t id() const = 0;

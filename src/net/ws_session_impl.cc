@@ -127,7 +127,11 @@ void WsSessionImpl<NextLayer>::ReadNext() {
     } else if (self->on_binary_) {
       self->on_binary_(std::move(message));
     }
-    if (!self->closed_) self->ReadNext();
+    if (self->closed_) return;
+    if (!self->pacer_) return self->ReadNext();
+    self->pacer_->Next([self] {
+      if (!self->closed_) self->ReadNext();
+    });
   });
 }
 
@@ -178,6 +182,7 @@ void WsSessionImpl<NextLayer>::Finish(Status status) {
   // Dropping the callbacks breaks cycles through captured shared_ptrs.
   on_text_ = nullptr;
   on_binary_ = nullptr;
+  pacer_ = nullptr;
   if (auto fn = std::exchange(on_close_, nullptr)) fn(status);
 }
 

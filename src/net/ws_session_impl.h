@@ -21,6 +21,7 @@
 #include <boost/beast/websocket/ssl.hpp>
 #include <deque>
 
+#include "net/read_pacer.h"
 #include "net/ws_session.h"
 
 namespace drover::net::internal {
@@ -94,6 +95,7 @@ class WsSessionImpl final : public WsSession,
   void OnText(std::function<void(std::string)> fn) override { on_text_ = std::move(fn); }
   void OnBinary(std::function<void(std::string)> fn) override { on_binary_ = std::move(fn); }
   void OnClose(std::function<void(const Status&)> fn) override { on_close_ = std::move(fn); }
+  void PaceReads(std::shared_ptr<ReadPacer> pacer) override { pacer_ = std::move(pacer); }
 
   uint64_t id() const override { return id_; }
   const std::string& remote() const override { return remote_; }
@@ -145,6 +147,7 @@ class WsSessionImpl final : public WsSession,
   std::function<void(const Status&)> on_close_;
   std::function<void()> finish_hook_;
   std::shared_ptr<void> held_;
+  std::shared_ptr<ReadPacer> pacer_;
 };
 
 // Instantiated in ws_session_impl.cc, and only there.

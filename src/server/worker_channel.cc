@@ -19,7 +19,8 @@ WorkerChannel::WorkerChannel(net::EventLoop& loop, CoreDriver& driver, WorkerReg
       driver_(driver),
       registry_(registry),
       options_(std::move(options)),
-      silence_timer_(loop) {
+      silence_timer_(loop),
+      pacer_(std::make_shared<net::ReadPacer>(loop, options_.reads_per_turn)) {
   if (options_.silence_limit <= Duration::zero()) {
     options_.silence_limit = std::max<Duration>(3 * options_.heartbeat_interval, Seconds(5));
   }
@@ -46,6 +47,7 @@ void WorkerChannel::Attach(std::shared_ptr<net::WsSession> session) {
   session->OnClose([this, alive, id](const Status& s) {
     if (!alive.expired()) OnClosed(id, s);
   });
+  session->PaceReads(pacer_);
   conns_[id] = Conn{std::move(session), 0, std::chrono::steady_clock::now()};
   if (!silence_timer_.armed()) ArmSilenceCheck();
 }
@@ -352,6 +354,7 @@ void WorkerChannel::Stop() {
   if (stopped_) return;
   stopped_ = true;
   silence_timer_.Cancel();
+  pacer_->Clear();
   lost_timers_.clear();
   std::unordered_map<uint64_t, Conn> conns;
   conns.swap(conns_);

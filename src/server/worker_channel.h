@@ -57,6 +57,7 @@
 #include "common/time.h"
 #include "core/commands.h"
 #include "net/event_loop.h"
+#include "net/read_pacer.h"
 #include "net/ws_session.h"
 #include "proto/log_frame.h"
 #include "proto/messages.h"
@@ -75,6 +76,10 @@ struct WorkerChannelOptions {
   // Zero: the larger of three heartbeat intervals and 5 s (a loaded worker
   // may miss a beat or two without being dropped).
   Duration silence_limit = Duration::zero();
+  // Worker messages read between two looks at the network (read_pacer.h):
+  // a request from a person waits for at most about this many, not for a
+  // message from every worker.
+  size_t reads_per_turn = 32;
 };
 
 // Where log traffic from workers goes (log_relay.h).
@@ -147,6 +152,7 @@ class WorkerChannel {
   std::unordered_map<WorkerId, uint64_t> workers_;  // connected worker -> session id
   std::map<WorkerId, std::unique_ptr<net::Timer>> lost_timers_;
   net::Timer silence_timer_;
+  std::shared_ptr<net::ReadPacer> pacer_;
   std::map<WorkerId, std::vector<proto::Assignment>> pending_;  // this turn's batch
   OncePerTurn assign_flush_{loop_, [this] { FlushAssigns(); }};
   HandoffStats handoffs_;
