@@ -1,4 +1,4 @@
-"""The event stream (WebSocket ``/api/v1/events[?job=N]``) as an iterator.
+"""The event stream (WebSocket ``/api/v1/events?batch=true[&job=N]``) as an iterator.
 
 The server sends a snapshot (one ``task_state`` event per task, ``from ==
 to``) and then every change. When the connection drops (a server restart)
@@ -9,6 +9,7 @@ the latest state per task misses nothing.
 
 from __future__ import annotations
 
+import collections
 import json
 import random
 import time
@@ -47,7 +48,10 @@ class EventStream:
         self, transport: Transport, job: Optional[int] = None, reconnect_for: float = 60.0
     ) -> None:
         self._transport = transport
-        self._target = "/api/v1/events" + (f"?job={job}" if job is not None else "")
+        # batch=true: each message holds a JSON array of events, so a busy
+        # stream keeps up (the server writes one message per completion).
+        self._target = "/api/v1/events?batch=true" + (f"&job={job}" if job is not None else "")
+        self._ready: "collections.deque[TaskEvent]" = collections.deque()
         self._job = job
         self._reconnect_for = reconnect_for
         self._ws: Optional[WebSocket] = None
@@ -84,6 +88,8 @@ class EventStream:
         if self._closed:
             raise DroverError("the event stream is closed")
         while True:
+            if self._ready:
+                return self._ready.popleft()
             if self._ws is None:
                 self._connect(deadline)
                 continue
@@ -102,8 +108,9 @@ class EventStream:
                 data = json.loads(payload.decode("utf-8"))
             except ValueError:
                 continue
-            if isinstance(data, dict) and data.get("type") == "task_state":
-                return TaskEvent.from_json(data)
+            for item in data if isinstance(data, list) else [data]:
+                if isinstance(item, dict) and item.get("type") == "task_state":
+                    self._ready.append(TaskEvent.from_json(item))
 
     def _check_close_reason(self, c: Closed) -> None:
         # The server closes at once, with a reason, for a bad job filter.

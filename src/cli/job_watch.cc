@@ -8,8 +8,9 @@ bool IsTerminalStateName(std::string_view state) {
   return state == "succeeded" || state == "failed" || state == "canceled";
 }
 
-Result<TaskEventView> DecodeTaskEventView(std::string_view text) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+namespace {
+
+Result<TaskEventView> DecodeEvent(const nlohmann::json& j, std::string_view text) {
   if (!j.is_object()) return InvalidArgument("event is not a JSON object");
   auto type = j.find("type");
   if (type == j.end() || !type->is_string()) return InvalidArgument("event without a type");
@@ -31,6 +32,36 @@ Result<TaskEventView> DecodeTaskEventView(std::string_view text) {
     e.attempt = it->get<uint32_t>();
   }
   return e;
+}
+
+}  // namespace
+
+Result<TaskEventView> DecodeTaskEventView(std::string_view text) {
+  return DecodeEvent(nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false), text);
+}
+
+Result<std::vector<TaskEventView>> DecodeTaskEvents(std::string_view text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  std::vector<TaskEventView> events;
+  if (!j.is_array()) {
+    Result<TaskEventView> one = DecodeEvent(j, text);
+    if (one.ok()) {
+      events.push_back(std::move(*one));
+    } else if (one.status().code() != StatusCode::kNotFound) {
+      return one.status();
+    }
+    return events;
+  }
+  events.reserve(j.size());
+  for (const nlohmann::json& element : j) {
+    Result<TaskEventView> e = DecodeEvent(element, text);
+    if (e.ok()) {
+      events.push_back(std::move(*e));
+    } else if (e.status().code() != StatusCode::kNotFound) {
+      return e.status();
+    }
+  }
+  return events;
 }
 
 bool JobWatch::Apply(const TaskEventView& event) {

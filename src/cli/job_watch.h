@@ -16,6 +16,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -34,6 +35,12 @@ struct TaskEventView {
 // "attempt":..,"reason":..}. kInvalidArgument for other text; kNotFound for
 // a well-formed message of another type (to be skipped).
 Result<TaskEventView> DecodeTaskEventView(std::string_view text);
+
+// The task_state events of one message: a single event, or a JSON array
+// of them (a stream opened with ?batch=true), in order. Elements that are
+// not task_state events are skipped; kInvalidArgument for text that is
+// neither.
+Result<std::vector<TaskEventView>> DecodeTaskEvents(std::string_view text);
 
 class JobWatch {
  public:

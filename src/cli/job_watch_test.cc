@@ -28,6 +28,25 @@ TEST(JobWatchTest, SkipsOtherTypesAndRejectsGarbage) {
             StatusCode::kInvalidArgument);
 }
 
+TEST(JobWatchTest, DecodesOneEventOrABatchOfThemInOrder) {
+  Result<std::vector<TaskEventView>> one =
+      DecodeTaskEvents(R"({"type":"task_state","task":"1.0","to":"queued"})");
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ((*one)[0].task, "1.0");
+  Result<std::vector<TaskEventView>> batch = DecodeTaskEvents(
+      R"([{"type":"task_state","task":"1.0","to":"running","attempt":1},)"
+      R"({"type":"hello"},{"type":"task_state","task":"1.1","to":"failed","reason":"exit 3"}])");
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  ASSERT_EQ(batch->size(), 2u) << "the element of another type is skipped";
+  EXPECT_EQ((*batch)[0].to, "running");
+  EXPECT_EQ((*batch)[1].task, "1.1");
+  EXPECT_EQ((*batch)[1].reason, "exit 3");
+  EXPECT_TRUE(DecodeTaskEvents(R"({"type":"hello"})")->empty());
+  EXPECT_EQ(DecodeTaskEvents("[1]").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodeTaskEvents("[").status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(JobWatchTest, DoneOnlyWhenEveryTaskIsSeenAndTerminal) {
   JobWatch w(3);
   EXPECT_TRUE(w.Apply(Ev("1.0", "succeeded")));

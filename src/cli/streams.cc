@@ -105,7 +105,7 @@ class JobFollower {
 
  private:
   static std::string EventsTarget(JobId job) {
-    return "/api/v1/events?job=" + std::to_string(job);
+    return "/api/v1/events?job=" + std::to_string(job) + "&batch=true";
   }
 
   void OnOpen(std::shared_ptr<net::WsSession> session) {
@@ -113,10 +113,13 @@ class JobFollower {
     offline_since_.reset();
     backoff_.Reset();
     session->OnText([this](std::string text) {
-      Result<TaskEventView> event = DecodeTaskEventView(text);
-      if (!event.ok()) return;  // other message types, or noise: not ours to judge
-      if (watch_.Apply(*event) && on_change_) on_change_(*event, watch_);
-      if (watch_.done()) Finish(Status::Ok());
+      Result<std::vector<TaskEventView>> events = DecodeTaskEvents(text);
+      if (!events.ok()) return;  // noise: not ours to judge
+      for (const TaskEventView& event : *events) {
+        if (finished_) return;
+        if (watch_.Apply(event) && on_change_) on_change_(event, watch_);
+        if (watch_.done()) Finish(Status::Ok());
+      }
     });
     session->OnClose([this](const Status& s) {
       session_.reset();

@@ -54,6 +54,13 @@ class WsSession {
   // Set it where the callbacks are set.
   virtual void PaceReads(std::shared_ptr<ReadPacer> pacer) { (void)pacer; }
 
+  // Runs on the loop thread each time the last queued message has been
+  // written (nothing is unsent any more): a sender that holds messages
+  // back while the connection is busy sends them then, as one. Set it
+  // where the callbacks are set. Sessions that never hold anything unsent
+  // (unsent_bytes() stays 0) may never call it.
+  virtual void OnDrained(std::function<void()> fn) { (void)fn; }
+
   // A process-unique id for logs and maps; the peer "ip:port".
   virtual uint64_t id() const = 0;
   virtual const std::string& remote() const = 0;

@@ -50,7 +50,8 @@ void WsSessionImpl<NextLayer>::WriteNext() {
   if (closed_) return;
   if (queue_.empty()) {
     writing_ = false;
-    if (closing_) SendClose();
+    if (closing_) return SendClose();
+    if (on_drained_ && posted_bytes_.load() == 0) on_drained_();
     return;
   }
   writing_ = true;
@@ -182,6 +183,7 @@ void WsSessionImpl<NextLayer>::Finish(Status status) {
   // Dropping the callbacks breaks cycles through captured shared_ptrs.
   on_text_ = nullptr;
   on_binary_ = nullptr;
+  on_drained_ = nullptr;
   pacer_ = nullptr;
   if (auto fn = std::exchange(on_close_, nullptr)) fn(status);
 }

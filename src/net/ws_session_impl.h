@@ -71,6 +71,12 @@ class WsSessionImpl final : public WsSession,
     // connection open while its bytes never come. So Beast refuses, at the
     // frame header, what exceeds the limit by more than one read can take.
     ws_.read_message_max(max_message_bytes + kReadChunk);
+    // A message goes out as one frame, written (and masked, on a client)
+    // in pieces of 64 KiB, not 4 KiB: every piece is a completion, and a
+    // completion waits for a pass of a busy loop (issue 24: a batch of
+    // events of 256 KiB took 64 passes).
+    ws_.auto_fragment(false);
+    ws_.write_buffer_bytes(kWriteChunk);
   }
 
   Ws& ws() { return ws_; }
@@ -96,6 +102,7 @@ class WsSessionImpl final : public WsSession,
   void OnBinary(std::function<void(std::string)> fn) override { on_binary_ = std::move(fn); }
   void OnClose(std::function<void(const Status&)> fn) override { on_close_ = std::move(fn); }
   void PaceReads(std::shared_ptr<ReadPacer> pacer) override { pacer_ = std::move(pacer); }
+  void OnDrained(std::function<void()> fn) override { on_drained_ = std::move(fn); }
 
   uint64_t id() const override { return id_; }
   const std::string& remote() const override { return remote_; }
@@ -125,6 +132,7 @@ class WsSessionImpl final : public WsSession,
   void Finish(Status status);
 
   static constexpr size_t kReadChunk = 64 * 1024;
+  static constexpr size_t kWriteChunk = 64 * 1024;
 
   Ws ws_;
   std::string remote_;
@@ -146,6 +154,7 @@ class WsSessionImpl final : public WsSession,
   std::function<void(std::string)> on_binary_;
   std::function<void(const Status&)> on_close_;
   std::function<void()> finish_hook_;
+  std::function<void()> on_drained_;
   std::shared_ptr<void> held_;
   std::shared_ptr<ReadPacer> pacer_;
 };

@@ -22,12 +22,16 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
     job = *parsed;
   }
   bool snapshot = true;
-  if (auto it = request.query.find("snapshot"); it != request.query.end()) {
+  bool batch = false;
+  for (auto [name, flag] : {std::pair{"snapshot", &snapshot}, std::pair{"batch", &batch}}) {
+    auto it = request.query.find(name);
+    if (it == request.query.end()) continue;
     if (it->second != "true" && it->second != "false") {
-      session->Close("bad snapshot: want true or false, got \"" + it->second + "\"");
+      session->Close(std::string("bad ") + name + ": want true or false, got \"" + it->second +
+                     "\"");
       return;
     }
-    snapshot = it->second == "true";
+    *flag = it->second == "true";
   }
   auto snap = std::make_unique<Snapshot>();
   if (job) {
@@ -45,6 +49,12 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
   const uint64_t id = session->id();
   std::weak_ptr<bool> alive = alive_;
   session->OnText([](std::string) {});
+  if (batch) {
+    session->OnDrained([this, alive, id] {
+      if (alive.expired()) return;
+      if (auto it = subs_.find(id); it != subs_.end()) SendHeld(it->second);
+    });
+  }
   session->OnClose([this, alive, id](const Status&) {
     if (alive.expired()) return;
     subs_.erase(id);
@@ -53,7 +63,7 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
   // Live events flow from now on; the snapshot follows a slice per loop
   // turn. A task that changes before its slice is reached gets its live
   // event first and then a snapshot entry with the state it has by then.
-  subs_[id] = Sub{session, job};
+  subs_[id] = Sub{session, job, batch};
   if (!snapshot) return;
   snap->session = std::move(session);
   snap->id = id;
@@ -86,12 +96,19 @@ void EventStream::ContinueSnapshot(uint64_t id) {
 bool EventStream::SendSnapshotSlice(Snapshot& snap) {
   SliceBudget budget;
   snap.paced = false;
+  auto sub = subs_.find(snap.id);
+  if (sub == subs_.end()) return true;  // closed meanwhile
+  struct SendAtEnd {
+    EventStream& stream;
+    Sub& sub;
+    ~SendAtEnd() { stream.SendHeld(sub); }
+  } send_at_end{*this, sub->second};
   while (snap.job < snap.jobs.size()) {
     if (!subs_.count(snap.id)) return true;  // closed meanwhile
     Result<core::JobInfo> info = scheduler_.GetJob(snap.jobs[snap.job]);
     const uint64_t count = info.ok() ? info->task_count : 0;
     while (snap.task < count) {
-      if (snap.session->unsent_bytes() >= pace_bytes_) {
+      if (snap.session->unsent_bytes() + sub->second.held_bytes >= pace_bytes_) {
         snap.paced = true;
         return false;
       }
@@ -99,7 +116,7 @@ bool EventStream::SendSnapshotSlice(Snapshot& snap) {
       Result<core::TaskInfo> task = scheduler_.GetTask(t);
       if (task.ok()) {
         core::TaskStateChanged entry{t, task->state, task->state, task->attempt, task->reason};
-        snap.session->SendText(proto::EncodeTaskEvent(entry, snap.now));
+        Add(sub->second, proto::EncodeTaskEvent(entry, snap.now));
       }
       if (budget.Spent()) return false;
     }
@@ -124,9 +141,49 @@ void EventStream::Flush() {
   flush_.Clear();
   std::vector<Pending> pending;
   pending.swap(pending_);
+  std::vector<uint64_t> batching;
   for (const Pending& p : pending) {
     auto it = subs_.find(p.sub);
-    if (it != subs_.end()) it->second.session->SendText(*p.text);
+    if (it == subs_.end()) continue;
+    if (it->second.batch && it->second.held.empty()) batching.push_back(p.sub);
+    Add(it->second, *p.text);
+  }
+  for (uint64_t id : batching) {
+    if (auto it = subs_.find(id); it != subs_.end()) SendHeld(it->second);
+  }
+}
+
+void EventStream::Add(Sub& sub, const std::string& event) {
+  if (!sub.batch) {
+    sub.session->SendText(event);
+    return;
+  }
+  if (sub.held.empty() || sub.held.back().size() + event.size() + 2 > kMaxBatchBytes) {
+    sub.held.emplace_back().reserve(std::min(kMaxBatchBytes, 4 * event.size() + 64));
+    sub.held.back() += '[';
+  } else {
+    sub.held.back() += ',';
+  }
+  sub.held.back() += event;
+  sub.held_bytes += event.size() + 1;
+  if (sub.held_bytes > kMaxHeldBytes) {
+    sub.held.clear();
+    sub.held_bytes = 0;
+    // Its close callback forgets it (on a later turn).
+    sub.session->Close("not reading: more than " + std::to_string(kMaxHeldBytes) +
+                       " bytes of events wait");
+  }
+}
+
+void EventStream::SendHeld(Sub& sub) {
+  // One message in flight at a time: what comes meanwhile joins the next.
+  if (sub.held.empty() || sub.session->unsent_bytes() > 0) return;
+  std::vector<std::string> held;
+  held.swap(sub.held);
+  sub.held_bytes = 0;
+  for (std::string& text : held) {
+    text += ']';
+    sub.session->SendText(std::move(text));
   }
 }
 

@@ -10,10 +10,10 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "server/server_test_util.h"
 
@@ -364,6 +364,39 @@ TEST_P(ServerShellTest, TheEventSnapshotOfABigJobArrivesWhole) {
     seen.insert(json::parse(*e)["task"].get<std::string>());
   }
   EXPECT_EQ(seen.size(), static_cast<size_t>(kBigJob));
+  loop_.Post([session] { session->Close("done"); });
+}
+
+// ?batch=true over a real session: the snapshot and the live events come as
+// JSON arrays, the live ones held while a message is being written and sent
+// together when the session has written it (WsSession::OnDrained).
+TEST_P(ServerShellTest, ABatchedStreamCarriesTheSnapshotAndEveryChange) {
+  ASSERT_EQ(Post("/api/v1/jobs", kBigSpec)["id"], 1);
+  Subscription sub = Subscribe("/api/v1/events?job=1&batch=true");
+  ASSERT_NE(sub.session, nullptr);
+  auto& session = sub.session;
+  std::map<std::string, std::string> state;
+  size_t messages = 0;
+  auto take = [&](const std::string& to, size_t want) {
+    size_t seen = 0;
+    while (seen < want) {
+      auto m = sub.events->Pop();
+      ASSERT_TRUE(m) << "after " << seen << " of " << want << " '" << to << "' events";
+      ++messages;
+      json batch = json::parse(*m);
+      ASSERT_TRUE(batch.is_array());
+      for (const json& e : batch) {
+        state[e["task"].get<std::string>()] = e["to"].get<std::string>();
+        seen += e["to"] == to;
+      }
+    }
+  };
+  take("queued", kBigJob);
+  EXPECT_EQ(state.size(), static_cast<size_t>(kBigJob));
+  EXPECT_LT(messages, static_cast<size_t>(kBigJob) / 10);
+  Post("/api/v1/jobs/1/cancel", "");
+  take("canceled", kBigJob);
+  for (const auto& [task, to] : state) EXPECT_EQ(to, "canceled") << task;
   loop_.Post([session] { session->Close("done"); });
 }
 
