@@ -166,12 +166,14 @@ void EventStream::Add(Sub& sub, const std::string& event) {
   }
   sub.held.back() += event;
   sub.held_bytes += event.size() + 1;
-  if (sub.held_bytes > kMaxHeldBytes) {
+  if (sub.held_bytes > held_limit_) {
     sub.held.clear();
     sub.held_bytes = 0;
-    // Its close callback forgets it (on a later turn).
-    sub.session->Close("not reading: more than " + std::to_string(kMaxHeldBytes) +
-                       " bytes of events wait");
+    // Closed from a post, so that the caller's Sub stays valid (its close
+    // callback forgets it).
+    loop_.Post([session = sub.session,
+                why = "not reading: more than " + std::to_string(held_limit_) +
+                      " bytes of events wait"]() mutable { session->Close(std::move(why)); });
   }
 }
 

@@ -38,7 +38,7 @@
 //
 // Subscribers only read; any text they send is ignored. A subscriber that
 // does not read fast enough is closed by the session's queue limit (or,
-// batching, once kMaxHeldBytes wait for it).
+// batching, once `held_limit` bytes wait for it, kMaxHeldBytes by default).
 //
 // Thread safety: none; everything runs on the server's event loop.
 #ifndef DROVER_SERVER_EVENT_STREAM_H_
@@ -73,8 +73,8 @@ class EventStream {
   static constexpr size_t kMaxHeldBytes = 64u << 20;
 
   EventStream(const core::Scheduler& scheduler, net::EventLoop& loop,
-              size_t pace_bytes = kDefaultPaceBytes)
-      : scheduler_(scheduler), loop_(loop), pace_bytes_(pace_bytes) {}
+              size_t pace_bytes = kDefaultPaceBytes, size_t held_limit = kMaxHeldBytes)
+      : scheduler_(scheduler), loop_(loop), pace_bytes_(pace_bytes), held_limit_(held_limit) {}
   ~EventStream();
 
   // The route's open handler. A bad ?job= closes the session with the
@@ -133,6 +133,7 @@ class EventStream {
   const core::Scheduler& scheduler_;
   net::EventLoop& loop_;
   const size_t pace_bytes_;
+  const size_t held_limit_;
   uint64_t pace_waits_ = 0;
   std::unordered_map<uint64_t, Sub> subs_;
   std::unordered_map<uint64_t, std::unique_ptr<Snapshot>> snapshots_;  // by subscriber

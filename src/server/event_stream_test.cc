@@ -185,6 +185,35 @@ TEST(EventStreamTest, ABatchingSubscriberGetsATurnsEventsInOrderInOneMessage) {
   stream.Stop();
 }
 
+TEST(EventStreamTest, ABatchingSubscriberThatDoesNotReadIsClosedAtTheHeldLimit) {
+  core::testing::TestCluster c;
+  const JobId job = c.Submit(core::testing::JobBuilder(core::testing::TaskBuilder().Array(0, 100)));
+  net::EventLoop loop;
+  EventStream stream(c.scheduler(), loop, EventStream::kDefaultPaceBytes, /*held_limit=*/4096);
+  struct Closing : SlowReaderSession {
+    using SlowReaderSession::SlowReaderSession;
+    void Close(std::string reason) override {
+      why = reason;
+      SlowReaderSession::Close(std::move(reason));
+    }
+    std::string why;
+  };
+  auto session = std::make_shared<Closing>(loop, 1 << 20);
+  net::Request request;
+  request.query["snapshot"] = "false";
+  request.query["batch"] = "true";
+  stream.Attach(session, request, c.now());
+  for (uint32_t i = 0; i < 100 && session->why.empty(); ++i) {
+    stream.Publish(core::TaskStateChanged{TaskId{job, i}, core::TaskState::kQueued,
+                                          core::TaskState::kRunning, 1, ""},
+                   c.now());
+    loop.Poll();
+  }
+  EXPECT_EQ(session->why, "not reading: more than 4096 bytes of events wait");
+  EXPECT_EQ(session->messages.size(), 1u) << "the first went out; the rest were held";
+  EXPECT_EQ(stream.subscriber_count(), 0u);
+}
+
 TEST(EventStreamTest, ABadBatchValueClosesTheStreamSayingWhy) {
   core::testing::TestCluster c;
   net::EventLoop loop;
