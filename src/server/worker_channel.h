@@ -24,7 +24,7 @@
 // Hello is checked first: the protocol version, the offer's sanity
 // (core::WorkerResources::Validate: no million cores or thousand GPUs), and
 // the worker's identity: its key must be the one the registry holds for its
-// name (WorkerRegistry::CheckIdentity), so no other process can take over
+// name (WorkerRegistry::Admit), so no other process can take over
 // a name, its connection, its tasks or its results.
 //
 // Outgoing: AssignTask commands are batched into one Assign per worker per
@@ -39,8 +39,8 @@
 // A closed connection becomes WorkerLost after `lost_grace` unless the same
 // worker attaches again first. A connection that carries nothing from its
 // worker for `silence_limit` (heartbeats stopped: a pulled cable, a frozen
-// host; TCP itself would notice only after minutes) counts as closed. A second connection for a connected worker
-// name replaces the first (the old one is closed).
+// host; TCP itself would notice only after minutes) counts as closed. A second connection for a
+// connected worker name replaces the first (the old one is closed).
 //
 // Thread safety: none; everything runs on the server's event loop.
 #ifndef DROVER_SERVER_WORKER_CHANNEL_H_

@@ -71,20 +71,6 @@ Result<std::unique_ptr<WorkerRegistry>> WorkerRegistry::Open(std::string path) {
   return reg;
 }
 
-Result<WorkerId> WorkerRegistry::IdFor(const std::string& name) {
-  if (auto id = Find(name)) return *id;
-  const WorkerId id = next_id_;
-  ids_[name] = id;
-  ++next_id_;
-  Status saved = Save();
-  if (!saved.ok()) {
-    ids_.erase(name);
-    --next_id_;
-    return saved;
-  }
-  return id;
-}
-
 Result<std::optional<std::string>> WorkerRegistry::KeyToRecord(const std::string& name,
                                                                const std::string& key) const {
   if (key.size() < 32 || key.size() > 256) {
@@ -104,15 +90,6 @@ Result<std::optional<std::string>> WorkerRegistry::KeyToRecord(const std::string
       "this server recorded for that name). Start this worker under another --name; or, if it "
       "is the same machine and it lost its worker.key, stop the server and remove \"" +
       name + "\" from \"keys\" in " + path_);
-}
-
-Status WorkerRegistry::CheckIdentity(const std::string& name, const std::string& key) {
-  ASSIGN_OR_RETURN(std::optional<std::string> hash, KeyToRecord(name, key));
-  if (!hash) return Status::Ok();
-  keys_[name] = std::move(*hash);
-  Status saved = Save();
-  if (!saved.ok()) keys_.erase(name);
-  return saved;
 }
 
 Result<WorkerId> WorkerRegistry::Admit(const std::string& name, const std::string& key) {
@@ -153,13 +130,6 @@ std::vector<WorkerId> WorkerRegistry::Ids() const {
 
 std::vector<WorkerId> WorkerRegistry::Active() const {
   return std::vector<WorkerId>(active_.begin(), active_.end());
-}
-
-Status WorkerRegistry::MarkActive(WorkerId id) {
-  if (!active_.insert(id).second) return Status::Ok();
-  Status saved = Save();
-  if (!saved.ok()) active_.erase(id);
-  return saved;
 }
 
 Status WorkerRegistry::MarkInactive(WorkerId id) {

@@ -48,22 +48,15 @@ class WorkerRegistry {
   // naming the file).
   static Result<std::unique_ptr<WorkerRegistry>> Open(std::string path);
 
-  // The id of `name`, assigning and persisting a new one for a new name.
-  // Errors: the file cannot be written (the name then gets no id).
-  Result<WorkerId> IdFor(const std::string& name);
-
-  // Checks that `key` is the identity of `name`: OK when it matches the
-  // recorded one, or when the name has none yet (then `key` becomes it,
-  // persisted before this returns). Errors: kPermissionDenied when the
-  // name belongs to another key (the message says how to resolve it);
-  // kInvalidArgument for a key shorter than 32 or longer than 256
-  // characters; a write error (nothing recorded).
-  Status CheckIdentity(const std::string& name, const std::string& key);
-
-  // A hello's whole record, in one write: CheckIdentity, IdFor and
-  // MarkActive together (the first hello of a new worker changes all three;
-  // a worker known and active changes nothing and writes nothing). Errors
-  // as theirs; on a write error nothing changes.
+  // A hello's whole record, in one write: the worker's identity, its id
+  // and its active mark. `key` must be the identity of `name`: the
+  // recorded one, or any when the name has none yet (then it becomes it,
+  // as its SHA-256). A new name gets the next id. A known, active worker
+  // with its key changes nothing and writes nothing. Errors:
+  // kPermissionDenied when the name belongs to another key (the message
+  // says how to resolve it); kInvalidArgument for a key shorter than 32 or
+  // longer than 256 characters; a write error. On an error nothing
+  // changes.
   Result<WorkerId> Admit(const std::string& name, const std::string& key);
 
   // The id of a known name, without assigning.
@@ -75,9 +68,9 @@ class WorkerRegistry {
   std::vector<WorkerId> Ids() const;
   // The active ids (ascending), as loaded and as marked since.
   std::vector<WorkerId> Active() const;
-  // Marks `id` active / inactive and persists the change (a no-op when it
-  // is so already). Errors: the file cannot be written (nothing changes).
-  Status MarkActive(WorkerId id);
+  // Marks `id` inactive (declared lost) and persists the change (a no-op
+  // when it is so already). Errors: the file cannot be written (nothing
+  // changes).
   Status MarkInactive(WorkerId id);
 
   size_t size() const { return ids_.size(); }

@@ -20,19 +20,21 @@ class WorkerRegistryTest : public ::testing::Test {
   std::string dir_, path_;
 };
 
+std::string Key(char c) { return std::string(64, c); }
+
 TEST_F(WorkerRegistryTest, IdsAreStableAcrossReopen) {
   {
     auto reg = WorkerRegistry::Open(path_);
     ASSERT_TRUE(reg.ok()) << reg.status().ToString();
-    EXPECT_EQ((*reg)->IdFor("a").value(), 1u);
-    EXPECT_EQ((*reg)->IdFor("b").value(), 2u);
-    EXPECT_EQ((*reg)->IdFor("a").value(), 1u);
+    EXPECT_EQ((*reg)->Admit("a", Key('a')).value(), 1u);
+    EXPECT_EQ((*reg)->Admit("b", Key('b')).value(), 2u);
+    EXPECT_EQ((*reg)->Admit("a", Key('a')).value(), 1u);
   }
   auto reg = WorkerRegistry::Open(path_);
   ASSERT_TRUE(reg.ok());
   EXPECT_EQ((*reg)->Find("b"), 2u);
   EXPECT_EQ((*reg)->NameOf(1), "a");
-  EXPECT_EQ((*reg)->IdFor("c").value(), 3u);
+  EXPECT_EQ((*reg)->Admit("c", Key('c')).value(), 3u);
 }
 
 TEST_F(WorkerRegistryTest, RejectsAFileThatIsNotAMap) {
@@ -48,7 +50,7 @@ TEST_F(WorkerRegistryTest, AnUnwritableFileGivesNoId) {
   ASSERT_TRUE(reg.ok());
   // Make the parent a regular file so the write must fail.
   ASSERT_TRUE(net::WritePrivateFile(dir_ + "/missing", "x").ok());
-  Result<WorkerId> id = (*reg)->IdFor("a");
+  Result<WorkerId> id = (*reg)->Admit("a", Key('a'));
   EXPECT_FALSE(id.ok());
   EXPECT_EQ((*reg)->Find("a"), std::nullopt);
 }
@@ -57,14 +59,14 @@ TEST_F(WorkerRegistryTest, TheActiveSetSurvivesReopenAndOldFilesCountEveryone) {
   {
     auto reg = WorkerRegistry::Open(path_);
     ASSERT_TRUE(reg.ok());
-    const WorkerId a = (*reg)->IdFor("a").value();
-    const WorkerId b = (*reg)->IdFor("b").value();
-    (void)(*reg)->IdFor("retired").value();
-    EXPECT_TRUE((*reg)->Active().empty());  // known, never attached since
-    ASSERT_TRUE((*reg)->MarkActive(b).ok());
-    ASSERT_TRUE((*reg)->MarkActive(a).ok());
-    ASSERT_TRUE((*reg)->MarkActive(a).ok());
-    ASSERT_TRUE((*reg)->MarkInactive(b).ok());
+    EXPECT_TRUE((*reg)->Active().empty());
+    ASSERT_TRUE((*reg)->Admit("a", Key('a')).ok());
+    ASSERT_TRUE((*reg)->Admit("b", Key('b')).ok());
+    ASSERT_TRUE((*reg)->Admit("retired", Key('r')).ok());
+    EXPECT_EQ((*reg)->Active(), (std::vector<WorkerId>{1, 2, 3}));
+    ASSERT_TRUE((*reg)->MarkInactive(2).ok());
+    ASSERT_TRUE((*reg)->MarkInactive(3).ok());
+    ASSERT_TRUE((*reg)->MarkInactive(3).ok());
   }
   auto reg = WorkerRegistry::Open(path_);
   ASSERT_TRUE(reg.ok());
@@ -87,27 +89,27 @@ TEST_F(WorkerRegistryTest, TheActiveSetSurvivesReopenAndOldFilesCountEveryone) {
 }
 
 TEST_F(WorkerRegistryTest, ANameBelongsToTheFirstKeyAndOnlyItsHashIsStored) {
-  const std::string key(64, 'a');
+  const std::string key = Key('a');
   {
     auto reg = WorkerRegistry::Open(path_);
     ASSERT_TRUE(reg.ok());
-    EXPECT_TRUE((*reg)->CheckIdentity("a", key).ok());
-    EXPECT_TRUE((*reg)->CheckIdentity("a", key).ok());
-    Status other = (*reg)->CheckIdentity("a", std::string(64, 'b'));
+    EXPECT_TRUE((*reg)->Admit("a", key).ok());
+    EXPECT_TRUE((*reg)->Admit("a", key).ok());
+    Status other = (*reg)->Admit("a", Key('b')).status();
     EXPECT_EQ(other.code(), StatusCode::kPermissionDenied);
     EXPECT_NE(other.message().find("worker name \"a\" belongs to another worker"),
               std::string::npos);
-    EXPECT_EQ((*reg)->CheckIdentity("b", "short").code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ((*reg)->CheckIdentity("b", "").code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ((*reg)->Admit("b", "short").status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ((*reg)->Admit("b", "").status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ((*reg)->Find("b"), std::nullopt) << "a refused hello records nothing";
   }
   Result<std::string> text = net::ReadWholeFile(path_);
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(text->find(key), std::string::npos) << "the key itself must not be stored";
   auto reg = WorkerRegistry::Open(path_);
   ASSERT_TRUE(reg.ok());
-  EXPECT_TRUE((*reg)->CheckIdentity("a", key).ok());
-  EXPECT_EQ((*reg)->CheckIdentity("a", std::string(64, 'c')).code(),
-            StatusCode::kPermissionDenied);
+  EXPECT_TRUE((*reg)->Admit("a", key).ok());
+  EXPECT_EQ((*reg)->Admit("a", Key('c')).status().code(), StatusCode::kPermissionDenied);
 }
 
 // A hello's key, id and active mark go in one write: a pool's first attach
