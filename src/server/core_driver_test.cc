@@ -97,5 +97,43 @@ TEST_F(CoreDriverTest, NothingPendingAnswersWithoutAFlush) {
   EXPECT_EQ(driver_->stats().flushes, flushes);
 }
 
+// A restart decodes the journal on helper threads, chunks of it ahead of
+// the restore: every job comes back in order, and a record that does not
+// decode fails the start naming its index, however far in it lies.
+TEST_F(CoreDriverTest, ARestartRestoresEveryRecordAndNamesOneThatDoesNotDecode) {
+  constexpr int kJobs = 9000;  // records in three chunks and more, two helpers
+  for (int i = 0; i < kJobs; ++i) Submit();
+  driver_->AfterDurable([](Status) {}, CoreDriver::Flush::kSoon);
+  auto reopen = [&](core::Scheduler& scheduler) {
+    driver_.reset();
+    store_.reset();
+    auto store = store::MemoryStore::Open(clock_, env_, "/state/store");
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+    driver_ = std::make_unique<CoreDriver>(loop_, clock_, scheduler, *store_, book_, sink_,
+                                           DriverOptions{});
+    return driver_->Recover();
+  };
+  core::Scheduler restored;
+  Status recovered = reopen(restored);
+  ASSERT_TRUE(recovered.ok()) << recovered.ToString();
+  ASSERT_EQ(restored.Jobs().size(), static_cast<size_t>(kJobs));
+  EXPECT_EQ(restored.Jobs().front(), JobId(1));
+  EXPECT_EQ(restored.Jobs().back(), JobId(kJobs));
+  const uint64_t records = driver_->stats().restored_records;
+  EXPECT_GE(records, static_cast<uint64_t>(kJobs));
+
+  bool appended = false;
+  store_->Append("not a record", [&](Status s) { appended = s.ok(); });
+  store_->Flush();
+  ASSERT_TRUE(appended);
+  core::Scheduler broken;
+  Status failed = reopen(broken);
+  EXPECT_EQ(failed.code(), StatusCode::kDataLoss) << failed.ToString();
+  EXPECT_NE(failed.message().find("journal record " + std::to_string(records)), std::string::npos)
+      << failed.ToString();
+  driver_.reset();
+}
+
 }  // namespace
 }  // namespace drover::server

@@ -149,10 +149,14 @@ Result<std::unique_ptr<MemoryStore>> MemoryStore::Open(Clock& clock, Env& env,
   recovered.discarded_bytes = replay.discarded_bytes;
   std::unique_ptr<MemoryStore> store(new MemoryStore(clock, std::move(journal), Recovered{}));
   const Time now = clock.Now();
+  recovered.records.reserve(replay.records.size());
   for (size_t i = 0; i < replay.records.size(); ++i) {
     std::string& record = replay.records[i];
     if (!record.empty() && record[0] == kRecordTag) {
-      recovered.records.push_back(record.substr(1));
+      // Moved, and its tag dropped in place: a million records are not
+      // allocated and copied a second time (bench/README.md, B6 restart).
+      record.erase(0, 1);
+      recovered.records.push_back(std::move(record));
       continue;
     }
     Status s = store->ReplayRecord(record, now);
