@@ -28,6 +28,11 @@ Result<TaskEventView> DecodeEvent(const nlohmann::json& j, std::string_view text
     return InvalidArgument("task_state event with a missing or mistyped field: " +
                            std::string(text.substr(0, 200)));
   }
+  if (e.task.empty() || e.to.empty()) {
+    // A watch would count "" as one of the job's tasks (fuzz/events_fuzz.cc).
+    return InvalidArgument("task_state event with an empty task or state: " +
+                           std::string(text.substr(0, 200)));
+  }
   if (auto it = j.find("attempt"); it != j.end() && it->is_number_unsigned()) {
     e.attempt = it->get<uint32_t>();
   }

@@ -44,6 +44,11 @@ TEST(JobWatchTest, DecodesOneEventOrABatchOfThemInOrder) {
   EXPECT_EQ((*batch)[1].reason, "exit 3");
   EXPECT_TRUE(DecodeTaskEvents(R"({"type":"hello"})")->empty());
   EXPECT_EQ(DecodeTaskEvents("[1]").status().code(), StatusCode::kInvalidArgument);
+  // Found by fuzz/events_fuzz.cc: an empty task would count as one of the job's.
+  EXPECT_EQ(DecodeTaskEvents(R"([{"type":"task_state","task":"","to":"failed"}])").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodeTaskEventView(R"({"type":"task_state","task":"1.0","to":""})").status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(DecodeTaskEvents("[").status().code(), StatusCode::kInvalidArgument);
 }
 
