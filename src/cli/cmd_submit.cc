@@ -54,6 +54,9 @@ struct SubmitOptions {
 };
 
 int RunSubmit(const SubmitOptions& o) {
+  if (Status file = CheckNotAJobFile(o.spec.command); !file.ok()) {
+    return ReportError(file, /*usage_on_invalid=*/true);
+  }
   Result<std::string> body = BuildSubmitBody(o.spec);
   if (!body.ok()) return ReportError(body.status(), /*usage_on_invalid=*/true);
   // The server makes exactly the spec's tasks: knowing their number here

@@ -1,5 +1,7 @@
 #include "cli/submit_spec.h"
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "net/http_types.h"
@@ -128,6 +130,19 @@ Result<std::string> BuildSubmitBody(const SubmitFlags& flags) {
     return Status(spec.status().code(), FlagMessage(message));
   }
   return proto::JobSpecToJson(*spec);
+}
+
+Status CheckNotAJobFile(const std::vector<std::string>& command) {
+  if (command.size() != 1) return Status::Ok();
+  const std::string& arg = command[0];
+  auto ends_with = [&](std::string_view suffix) {
+    return arg.size() > suffix.size() &&
+           arg.compare(arg.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (!ends_with(".toml") && !ends_with(".json")) return Status::Ok();
+  if (::access(arg.c_str(), F_OK) != 0 || ::access(arg.c_str(), X_OK) == 0) return Status::Ok();
+  return InvalidArgument(arg + " is a job file, not a command: `drover run " + arg +
+                         "` submits it and follows it (`drover submit` runs one command)");
 }
 
 }  // namespace drover::cli

@@ -38,6 +38,12 @@ struct SubmitFlags {
 // ambiguous: ...".
 Result<std::string> BuildSubmitBody(const SubmitFlags& flags);
 
+// kInvalidArgument when `command` is a job file rather than a command (one
+// argument, an existing file named *.toml or *.json that is not
+// executable): `drover submit job.toml` would run "job.toml" and fail on
+// the worker with "command not found"; the error points to `drover run`.
+Status CheckNotAJobFile(const std::vector<std::string>& command);
+
 }  // namespace drover::cli
 
 #endif  // DROVER_CLI_SUBMIT_SPEC_H_

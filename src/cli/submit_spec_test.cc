@@ -1,11 +1,37 @@
 #include "cli/submit_spec.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "proto/job_file.h"
 
 namespace drover::cli {
 namespace {
+
+// A new user's first try: `drover submit job.toml`.
+TEST(SubmitSpecTest, AJobFileGivenAsTheCommandPointsToDroverRun) {
+  const std::string dir = std::filesystem::temp_directory_path() / "drover-submit-XXXXXX";
+  std::string tmpl = dir;
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+  const std::string toml = tmpl + "/job.toml";
+  const std::string script = tmpl + "/make.json";
+  std::ofstream(toml) << "name = \"j\"\n";
+  std::ofstream(script) << "#!/bin/sh\n";
+  ASSERT_EQ(::chmod(script.c_str(), 0755), 0);
+  Status s = CheckNotAJobFile({toml});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), toml + " is a job file, not a command: `drover run " + toml +
+                             "` submits it and follows it (`drover submit` runs one command)");
+  EXPECT_TRUE(CheckNotAJobFile({script}).ok()) << "an executable is a command";
+  EXPECT_TRUE(CheckNotAJobFile({toml, "--fast"}).ok()) << "arguments: a command";
+  EXPECT_TRUE(CheckNotAJobFile({tmpl + "/missing.toml"}).ok());
+  EXPECT_TRUE(CheckNotAJobFile({"python3"}).ok());
+  std::filesystem::remove_all(tmpl);
+}
 
 TEST(SubmitSpecTest, FlagsBecomeAOneGroupJob) {
   SubmitFlags f;
