@@ -59,7 +59,8 @@ struct ChildArgs {
 
 struct Watched {
   int32_t pid;
-  int32_t pidfd;  // -1: could not be opened; the group is killed unchecked
+  int32_t pidfd;   // -1: could not be opened
+  bool unchecked;  // no pidfds on this kernel (before 5.3): killed unchecked
 };
 
 // ---- the reaper's side: async-signal-safe only ---------------------------
@@ -228,7 +229,14 @@ void KillAll(const ChildArgs& args, const Watched* watched, size_t count) {
     // A leader the pidfd still reaches (running, or a zombie not yet
     // reaped) holds its pid: the group number is still this task's. One
     // already reaped may have given its number away: leave that group.
-    if (w.pidfd >= 0 && PidfdSignalRaw(w.pidfd, SIGKILL) != 0) continue;
+    // A leader already gone when the reaper looked (its Forget follows)
+    // has no pidfd: leave its group too. Only where the kernel has no
+    // pidfds at all is the group killed by number, unchecked.
+    if (w.pidfd >= 0) {
+      if (PidfdSignalRaw(w.pidfd, SIGKILL) != 0) continue;
+    } else if (!w.unchecked) {
+      continue;
+    }
     kill(-w.pid, SIGKILL);
   }
   for (int i = 0; i < args.roots; ++i) KillTree(args.root[i]);
@@ -283,7 +291,8 @@ void KillAll(const ChildArgs& args, const Watched* watched, size_t count) {
     if (m.op == kDeadline) {
       deadline = m.ms < 0 ? kNoDeadline : BootMillis() + m.ms;
     } else if (m.op == kWatch && watched != nullptr && count < kMaxWatched && m.pid > 0) {
-      watched[count++] = Watched{m.pid, PidfdOpenRaw(m.pid)};
+      const int pidfd = PidfdOpenRaw(m.pid);
+      watched[count++] = Watched{m.pid, pidfd, pidfd < 0 && errno == ENOSYS};
     } else if (m.op == kForget && watched != nullptr) {
       for (size_t i = 0; i < count; ++i) {
         if (watched[i].pid != m.pid) continue;

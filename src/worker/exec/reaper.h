@@ -11,8 +11,11 @@
 //                   reaper never holds a process group number that the
 //                   kernel may hand out again);
 //   end of file     the worker is gone without saying goodbye: the reaper
-//                   sends SIGKILL to every process group it watches (whose
-//                   leader it still finds through its pidfd) and to every
+//                   sends SIGKILL to every process group it watches whose
+//                   leader it still finds through its pidfd (a group whose
+//                   leader was gone when it looked is left: its number may
+//                   be another's by then; only on a kernel without pidfds,
+//                   before 5.3, is a group killed by number unchecked) and to every
 //                   process in the cgroup trees it was given (cgroup.kill
 //                   on cgroup v2; freeze, kill, thaw on v1), then exits;
 //   the destructor  the worker stops cleanly (its tasks were killed

@@ -60,6 +60,30 @@ TEST(ReaperTest, TheWorkersDeathEndsEveryWatchedGroupAndNoForgottenOne) {
   KillAndReap(forgotten.leader);
 }
 
+// A group whose leader was already reaped when the reaper looked may carry
+// a number the kernel has handed out again: the reaper leaves it. (Here the
+// group's other member still holds it; a kill by number would reach it.)
+TEST(ReaperTest, AGroupWhoseLeaderWasGoneWhenWatchedIsLeftAlone) {
+  TaskGroup g = StartTaskGroup();
+  ASSERT_GT(g.member, 0);
+  KillAndReap(g.leader);  // the member lives on in the leader's group
+  pid_t reaper_pid = -1;
+  {
+    FakeWorker worker([&]() -> pid_t {
+      auto reaper = Reaper::Start({}, -1);
+      if (!reaper.ok()) return -1;
+      if (!(*reaper)->Watch(g.leader).ok()) return -1;
+      return (*reaper).release()->pid();
+    });
+    ASSERT_TRUE(worker.ready());
+    reaper_pid = worker.reaper();
+    worker.Kill();
+  }
+  EXPECT_TRUE(EndsWithin(reaper_pid, std::chrono::seconds(10)));  // done killing
+  EXPECT_TRUE(Running(g.member));
+  kill(g.member, SIGKILL);
+}
+
 TEST(ReaperTest, AWorkerThatStopsCleanlyLeavesItsGroupsToItself) {
   TaskGroup g = StartTaskGroup();
   ASSERT_GT(g.member, 0);
