@@ -13,7 +13,7 @@ import collections
 import json
 import random
 import time
-from typing import Iterator, Optional
+from typing import Iterator, List, Optional
 
 from ._connection import Transport
 from ._websocket import OP_TEXT, Closed, WebSocket
@@ -36,6 +36,30 @@ def _retryable(e: Exception) -> bool:
     if isinstance(e, ApiError):
         return isinstance(e, Unavailable)
     return isinstance(e, ConnectionFailed)
+
+
+def events_of(payload: bytes) -> List[TaskEvent]:
+    """The task_state events of one message: one event, or a JSON array of
+    them (``batch=true``). What is not a whole event (no task or state, a
+    field of the wrong type, not JSON) is skipped: a stream from a newer or
+    broken server must not end the iterator."""
+    try:
+        data = json.loads(payload.decode("utf-8"))
+    except ValueError:
+        return []
+    events = []
+    for item in data if isinstance(data, list) else [data]:
+        if not isinstance(item, dict) or item.get("type") != "task_state":
+            continue
+        if not isinstance(item.get("task"), str) or not item["task"]:
+            continue
+        if not isinstance(item.get("to"), str) or not item["to"]:
+            continue
+        try:
+            events.append(TaskEvent.from_json(item))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return events
 
 
 class EventStream:
@@ -104,13 +128,7 @@ class EventStream:
                 continue
             if op != OP_TEXT:
                 continue
-            try:
-                data = json.loads(payload.decode("utf-8"))
-            except ValueError:
-                continue
-            for item in data if isinstance(data, list) else [data]:
-                if isinstance(item, dict) and item.get("type") == "task_state":
-                    self._ready.append(TaskEvent.from_json(item))
+            self._ready.extend(events_of(payload))
 
     def _check_close_reason(self, c: Closed) -> None:
         # The server closes at once, with a reason, for a bad job filter.

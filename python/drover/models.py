@@ -248,7 +248,7 @@ class TaskEvent:
     def from_json(cls, d: Mapping[str, Any]) -> "TaskEvent":
         return cls(
             task=str(d["task"]),
-            from_state=str(d["from"]),
+            from_state=str(d.get("from", "")),
             to_state=str(d["to"]),
             attempt=int(d.get("attempt", 0)),
             reason=str(d.get("reason", "")),

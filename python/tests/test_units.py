@@ -11,7 +11,7 @@ import unittest
 from typing import Any, Dict
 
 import drover
-from drover import _connection, client, errors
+from drover import _connection, _events, client, errors
 from drover.models import TaskEvent
 
 FP = "ab" * 32
@@ -190,6 +190,32 @@ class ErrorMappingTest(unittest.TestCase):
         e = errors.api_error_from_text("failed_precondition: task 3.0 has not run yet (queued)")
         self.assertIsInstance(e, drover.FailedPrecondition)
         self.assertEqual(e.message, "task 3.0 has not run yet (queued)")
+
+
+class EventsOfTest(unittest.TestCase):
+    """One event-stream message: an event, or a batch of them (batch=true)."""
+
+    def test_one_event_or_a_batch_in_order(self) -> None:
+        one = _events.events_of(b'{"type":"task_state","task":"1.0","from":"queued",'
+                                b'"to":"running","attempt":1,"reason":""}')
+        self.assertEqual([(e.task, e.to_state) for e in one], [("1.0", "running")])
+        batch = _events.events_of(json.dumps([
+            {"type": "task_state", "task": "1.0", "from": "running", "to": "succeeded"},
+            {"type": "hello"},
+            {"type": "task_state", "task": "1.1", "from": "running", "to": "failed",
+             "attempt": 2, "reason": "exit code 3"},
+        ]).encode())
+        self.assertEqual([(e.task, e.to_state, e.attempt) for e in batch],
+                         [("1.0", "succeeded", 0), ("1.1", "failed", 2)])
+
+    def test_what_is_not_a_whole_event_is_skipped(self) -> None:
+        # As the CLI's decoder (fuzz/events_fuzz.cc): an empty task would
+        # count as one of the job's tasks.
+        for bad in [b"not json", b"[1, 2]", b'{"type":"task_state","task":"","to":"failed"}',
+                    b'{"type":"task_state","task":3,"to":"failed"}',
+                    b'{"type":"task_state","task":"1.0"}',
+                    b'{"type":"task_state","task":"1.0","to":"failed","attempt":"x"}']:
+            self.assertEqual(_events.events_of(bad), [], bad)
 
 
 class ProgressTest(unittest.TestCase):
