@@ -47,19 +47,13 @@ Result<TaskEventView> DecodeTaskEventView(std::string_view text) {
 
 Result<std::vector<TaskEventView>> DecodeTaskEvents(std::string_view text) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // One event is a batch of one.
+  const bool batch = j.is_array();
+  const size_t count = batch ? j.size() : 1;
   std::vector<TaskEventView> events;
-  if (!j.is_array()) {
-    Result<TaskEventView> one = DecodeEvent(j, text);
-    if (one.ok()) {
-      events.push_back(std::move(*one));
-    } else if (one.status().code() != StatusCode::kNotFound) {
-      return one.status();
-    }
-    return events;
-  }
-  events.reserve(j.size());
-  for (const nlohmann::json& element : j) {
-    Result<TaskEventView> e = DecodeEvent(element, text);
+  events.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    Result<TaskEventView> e = DecodeEvent(batch ? j[i] : j, text);
     if (e.ok()) {
       events.push_back(std::move(*e));
     } else if (e.status().code() != StatusCode::kNotFound) {

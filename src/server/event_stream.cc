@@ -103,8 +103,8 @@ bool EventStream::SendSnapshotSlice(Snapshot& snap) {
     Sub& sub;
     ~SendAtEnd() { stream.SendHeld(sub); }
   } send_at_end{*this, sub->second};
+  // The subscriber stays for the whole slice: sessions close from a post.
   while (snap.job < snap.jobs.size()) {
-    if (!subs_.count(snap.id)) return true;  // closed meanwhile
     Result<core::JobInfo> info = scheduler_.GetJob(snap.jobs[snap.job]);
     const uint64_t count = info.ok() ? info->task_count : 0;
     while (snap.task < count) {

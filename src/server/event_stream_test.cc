@@ -20,7 +20,8 @@ namespace {
 // (its close callback runs on a later loop turn, as the real one's).
 class SlowReaderSession : public net::WsSession {
  public:
-  SlowReaderSession(net::EventLoop& loop, size_t limit) : loop_(loop), limit_(limit) {}
+  SlowReaderSession(net::EventLoop& loop, size_t limit, uint64_t id = 7)
+      : loop_(loop), limit_(limit), id_(id) {}
   void SendText(std::string message) override {
     if (closed_) return;
     unsent_ += message.size();
@@ -34,15 +35,16 @@ class SlowReaderSession : public net::WsSession {
     messages.push_back(std::move(message));
   }
   void SendBinary(std::string message) override { SendText(std::move(message)); }
-  void Close(std::string) override {
+  void Close(std::string reason) override {
     if (closed_) return;
+    why = std::move(reason);
     closed_ = true;
     if (on_close_) on_close_(Status::Ok());
   }
   void OnText(std::function<void(std::string)>) override {}
   void OnBinary(std::function<void(std::string)>) override {}
   void OnClose(std::function<void(const Status&)> fn) override { on_close_ = std::move(fn); }
-  uint64_t id() const override { return 7; }
+  uint64_t id() const override { return id_; }
   const std::string& remote() const override { return remote_; }
   size_t unsent_bytes() const override { return unsent_; }
 
@@ -58,10 +60,12 @@ class SlowReaderSession : public net::WsSession {
   bool closed() const { return closed_; }
 
   std::vector<std::string> messages;
+  std::string why;  // the reason of the first Close
 
  private:
   net::EventLoop& loop_;
   size_t limit_;
+  uint64_t id_;
   size_t unsent_ = 0;
   bool closed_ = false;
   std::string remote_ = "127.0.0.1:1";
@@ -144,12 +148,7 @@ TEST(EventStreamTest, ABatchingSubscriberGetsATurnsEventsInOrderInOneMessage) {
   request.query["batch"] = "true";
   stream.Attach(batched, request, c.now());
   request.query.erase("batch");
-  // Another id: the fake session's is fixed.
-  struct Other : SlowReaderSession {
-    using SlowReaderSession::SlowReaderSession;
-    uint64_t id() const override { return 8; }
-  };
-  auto other = std::make_shared<Other>(loop, 1 << 20);
+  auto other = std::make_shared<SlowReaderSession>(loop, 1 << 20, /*id=*/8);
   stream.Attach(other, request, c.now());
   for (uint32_t i = 0; i < 50; ++i) {
     stream.Publish(core::TaskStateChanged{TaskId{job, i}, core::TaskState::kQueued,
@@ -190,15 +189,7 @@ TEST(EventStreamTest, ABatchingSubscriberThatDoesNotReadIsClosedAtTheHeldLimit) 
   const JobId job = c.Submit(core::testing::JobBuilder(core::testing::TaskBuilder().Array(0, 100)));
   net::EventLoop loop;
   EventStream stream(c.scheduler(), loop, EventStream::kDefaultPaceBytes, /*held_limit=*/4096);
-  struct Closing : SlowReaderSession {
-    using SlowReaderSession::SlowReaderSession;
-    void Close(std::string reason) override {
-      why = reason;
-      SlowReaderSession::Close(std::move(reason));
-    }
-    std::string why;
-  };
-  auto session = std::make_shared<Closing>(loop, 1 << 20);
+  auto session = std::make_shared<SlowReaderSession>(loop, 1 << 20);
   net::Request request;
   request.query["snapshot"] = "false";
   request.query["batch"] = "true";
@@ -218,15 +209,7 @@ TEST(EventStreamTest, ABadBatchValueClosesTheStreamSayingWhy) {
   core::testing::TestCluster c;
   net::EventLoop loop;
   EventStream stream(c.scheduler(), loop);
-  struct Closing : SlowReaderSession {
-    using SlowReaderSession::SlowReaderSession;
-    void Close(std::string reason) override {
-      why = reason;
-      SlowReaderSession::Close(std::move(reason));
-    }
-    std::string why;
-  };
-  auto session = std::make_shared<Closing>(loop, 1 << 20);
+  auto session = std::make_shared<SlowReaderSession>(loop, 1 << 20);
   net::Request request;
   request.query["batch"] = "yes";
   stream.Attach(session, request, c.now());
