@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds the libFuzzer targets with clang++ (ASan + UBSan) and runs each for a
 # bounded time. Usage: fuzz/run.sh [seconds per target, default 20] [target...]
-# Targets: messages, job_toml, http, events (default: all). Needs the Debian packages
+# Targets: messages, job_toml, http, events, api_requests (default: all). Needs the Debian packages
 # `clang` and `libclang-rt-14-dev` (libFuzzer; scripts/install-deps.sh) and
 # the libraries the server links (Boost, OpenSSL, spdlog, fmt). Artifacts
 # (crashing inputs) land in build-fuzz/; the corpora grow in
@@ -9,7 +9,7 @@
 set -eu
 seconds=${1:-20}
 [ $# -gt 0 ] && shift
-targets=${*:-messages job_toml http events}
+targets=${*:-messages job_toml http events api_requests}
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${FUZZ_OUT:-$root/build-fuzz}
 mkdir -p "$out"
@@ -84,6 +84,10 @@ for target in $targets; do
   if [ "$target" = http ]; then
     objs="$objs $net_objs"
     libs="-lspdlog -lfmt -lssl -lcrypto -lpthread"
+  fi
+  if [ "$target" = api_requests ]; then
+    # shellcheck disable=SC2086
+    objs="$objs $(objects src/proto/api_json.cc)"
   fi
   if [ "$target" = events ]; then
     # shellcheck disable=SC2086

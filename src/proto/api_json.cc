@@ -452,4 +452,35 @@ Result<ApiError> DecodeErrorBody(std::string_view text) {
   });
 }
 
+Result<WatchRequest> ParseWatchRequest(std::string_view text) {
+  constexpr size_t kMaxWatchBytes = 1024;
+  if (text.size() > kMaxWatchBytes) {
+    return InvalidArgument("watch message is " + std::to_string(text.size()) +
+                           " bytes, more than the limit of " + std::to_string(kMaxWatchBytes));
+  }
+  return DecodeWith<WatchRequest>(text, [](const Json& j, WatchRequest* out, DecodeContext& ctx) {
+    if (!j.is_object() || j.size() != 1) {
+      return ctx.Fail("", R"(expected {"watch":"JOB"} or {"watch":"JOB.TASK"} (or "unwatch"))");
+    }
+    const std::string key = j.begin().key();
+    if (key != "watch" && key != "unwatch") {
+      return ctx.Fail("", "unknown key \"" + key + "\": expected \"watch\" or \"unwatch\"");
+    }
+    out->watch = key == "watch";
+    if (!j.begin().value().is_string()) return ctx.Fail(key, "expected a job or task id string");
+    const std::string id = j.begin().value().get<std::string>();
+    if (id.find('.') == std::string::npos) {
+      Result<JobId> job = ParseJobId(id);
+      if (!job.ok()) return ctx.Fail(key, job.status().message());
+      out->job = *job;
+      return true;
+    }
+    Result<TaskId> task = ParseTaskId(id);
+    if (!task.ok()) return ctx.Fail(key, task.status().message());
+    out->job = task->job;
+    out->task = task->index;
+    return true;
+  });
+}
+
 }  // namespace drover::proto

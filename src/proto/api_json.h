@@ -110,6 +110,17 @@ struct ApiError {
 // Reads an error body; the CLI shows `message` (and `field`) to people.
 Result<ApiError> DecodeErrorBody(std::string_view text);
 
+// What a subscriber of the event stream opened with ?watch=true sends to
+// choose what it hears of: {"watch":"12"} (every task of job 12) or
+// {"watch":"12.3"} (one task), and the same with "unwatch" to stop. One
+// key, a string value; anything else is refused with a reason.
+struct WatchRequest {
+  bool watch = true;  // false: unwatch
+  JobId job = 0;
+  std::optional<uint32_t> task;  // the task's index; none: the whole job
+};
+Result<WatchRequest> ParseWatchRequest(std::string_view text);
+
 }  // namespace drover::proto
 
 #endif  // DROVER_PROTO_API_JSON_H_

@@ -77,6 +77,16 @@ Result<core::JobSpec> ParseJobToml(std::string_view text, std::string_view file_
 // Parses the submit API's JSON body (the same structure as the TOML file).
 Result<core::JobSpec> JobSpecFromJson(std::string_view json_text);
 
+// The most jobs one batch submission (POST /api/v1/jobs/batch) may carry.
+inline constexpr size_t kMaxBatchJobs = 10'000;
+
+// Parses a batch submit body, {"jobs": [job, ...]}, each job the structure
+// JobSpecFromJson reads. A body that is not such an object, or holds no jobs
+// or more than kMaxBatchJobs, fails as a whole; otherwise each job decodes
+// on its own, and a refused one's error names its field within that job
+// ("task[0].resources.mem: ...").
+Result<std::vector<Result<core::JobSpec>>> JobSpecBatchFromJson(std::string_view json_text);
+
 // The canonical JSON form of `spec`: commands as arrays, cpus and gpus as
 // numbers, mem and gpu_mem as integer bytes, durations as strings ("2h",
 // "1.5ms"), counters in a "counters" table, `after` as strings. Parsing it

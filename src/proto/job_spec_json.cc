@@ -422,6 +422,38 @@ Result<core::JobSpec> JobSpecFromJson(std::string_view json_text) {
   return spec;
 }
 
+Result<std::vector<Result<core::JobSpec>>> JobSpecBatchFromJson(std::string_view json_text) {
+  ASSIGN_OR_RETURN(internal::Json j, internal::ParseJson(json_text, kMaxJobSpecBytes, 64));
+  if (!j.is_object()) return InvalidArgument(R"(expected an object {"jobs": [job, ...]})");
+  for (const auto& [key, value] : j.items()) {
+    if (key != "jobs") return InvalidArgument("unknown key \"" + key + "\": expected \"jobs\"");
+  }
+  auto jobs = j.find("jobs");
+  if (jobs == j.end() || !jobs->is_array()) {
+    return InvalidArgument("jobs: expected an array of jobs");
+  }
+  if (jobs->empty() || jobs->size() > kMaxBatchJobs) {
+    return InvalidArgument("jobs: " + std::to_string(jobs->size()) + " jobs; a batch holds 1 to " +
+                           std::to_string(kMaxBatchJobs));
+  }
+  std::vector<Result<core::JobSpec>> specs;
+  specs.reserve(jobs->size());
+  for (const internal::Json& one : *jobs) {
+    internal::DecodeContext ctx;
+    core::JobSpec spec;
+    try {
+      if (!internal::ReadJobSpec(one, &spec, ctx)) {
+        specs.emplace_back(InvalidArgument(ctx.Describe()));
+        continue;
+      }
+    } catch (const std::exception& e) {
+      return Internal(std::string("job spec decoder failed: ") + e.what());
+    }
+    specs.emplace_back(std::move(spec));
+  }
+  return specs;
+}
+
 std::string JobSpecToJson(const core::JobSpec& spec) {
   return internal::Dump(internal::JobSpecJson(spec));
 }

@@ -1,5 +1,7 @@
 #include "server/event_stream.h"
 
+#include <nlohmann/json.hpp>
+
 #include "proto/api_json.h"
 #include "server/sliced.h"
 
@@ -10,8 +12,7 @@ EventStream::~EventStream() {
   Stop();
 }
 
-void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Request& request,
-                         Time now) {
+void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Request& request) {
   std::optional<JobId> job;
   if (auto it = request.query.find("job"); it != request.query.end()) {
     Result<JobId> parsed = ParseJobId(it->second);
@@ -23,7 +24,9 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
   }
   bool snapshot = true;
   bool batch = false;
-  for (auto [name, flag] : {std::pair{"snapshot", &snapshot}, std::pair{"batch", &batch}}) {
+  bool watch = false;
+  for (auto [name, flag] :
+       {std::pair{"snapshot", &snapshot}, std::pair{"batch", &batch}, std::pair{"watch", &watch}}) {
     auto it = request.query.find(name);
     if (it == request.query.end()) continue;
     if (it->second != "true" && it->second != "false") {
@@ -33,6 +36,11 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
     }
     *flag = it->second == "true";
   }
+  if (watch && job) {
+    session->Close("watch=true follows what the subscriber names: drop job=" +
+                   std::to_string(*job));
+    return;
+  }
   auto snap = std::make_unique<Snapshot>();
   if (job) {
     if (!scheduler_.GetJob(*job).ok()) {
@@ -40,7 +48,7 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
       return;
     }
     snap->jobs.push_back(*job);
-  } else if (snapshot) {
+  } else if (snapshot && !watch) {
     for (JobId j : scheduler_.Jobs()) {
       Result<core::JobInfo> info = scheduler_.GetJob(j);
       if (info.ok() && !info->done) snap->jobs.push_back(j);
@@ -48,7 +56,13 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
   }
   const uint64_t id = session->id();
   std::weak_ptr<bool> alive = alive_;
-  session->OnText([](std::string) {});
+  if (watch) {
+    session->OnText([this, alive, id](std::string text) {
+      if (!alive.expired()) Watch(id, text);
+    });
+  } else {
+    session->OnText([](std::string) {});
+  }
   if (batch) {
     session->OnDrained([this, alive, id] {
       if (alive.expired()) return;
@@ -63,11 +77,82 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
   // Live events flow from now on; the snapshot follows a slice per loop
   // turn. A task that changes before its slice is reached gets its live
   // event first and then a snapshot entry with the state it has by then.
-  subs_[id] = Sub{session, job, batch};
-  if (!snapshot) return;
+  Sub& sub = subs_[id];
+  sub.session = session;
+  sub.job = job;
+  sub.batch = batch;
+  sub.watching = watch;
+  if (!snapshot || watch) return;
   snap->session = std::move(session);
   snap->id = id;
-  snap->now = now;
+  snapshots_[id] = std::move(snap);
+  ContinueSnapshot(id);
+}
+
+bool EventStream::Wants(const Sub& sub, const TaskId& task) {
+  if (sub.watching) return sub.watched_jobs.count(task.job) || sub.watched_tasks.count(task);
+  return !sub.job || *sub.job == task.job;
+}
+
+void EventStream::Watch(uint64_t id, const std::string& text) {
+  auto it = subs_.find(id);
+  if (it == subs_.end()) return;
+  Sub& sub = it->second;
+  Result<proto::WatchRequest> request = proto::ParseWatchRequest(text);
+  if (!request.ok()) {
+    sub.session->Close("bad watch message: " + request.status().message());
+    return;
+  }
+  const JobId job = request->job;
+  const std::string name =
+      request->task ? TaskId{job, *request->task}.ToString() : std::to_string(job);
+  if (!request->watch) {
+    if (request->task) {
+      sub.watched_tasks.erase(TaskId{job, *request->task});
+    } else {
+      sub.watched_jobs.erase(job);
+    }
+    return;
+  }
+  if (sub.watched_jobs.size() + sub.watched_tasks.size() >= kMaxWatched) {
+    sub.session->Close("watching more than " + std::to_string(kMaxWatched) +
+                       " jobs and tasks at once");
+    return;
+  }
+  // The id must name something now; its current state follows the watch,
+  // so that a change just before it is not missed.
+  Status found = scheduler_.GetJob(job).status();
+  if (found.ok() && request->task) {
+    Result<core::TaskInfo> task = scheduler_.GetTask(TaskId{job, *request->task});
+    found = task.status();
+    if (task.ok()) {
+      sub.watched_tasks.insert(task->id);
+      core::TaskStateChanged entry{task->id, task->state, task->state, task->attempt, task->reason};
+      Add(sub, proto::EncodeTaskEvent(entry, clock_.Now()));
+      SendHeld(sub);
+      return;
+    }
+  }
+  if (!found.ok()) {
+    const nlohmann::json error = {
+        {"type", "watch_error"}, {"watch", name}, {"message", found.message()}};
+    Add(sub, error.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    SendHeld(sub);
+    return;
+  }
+  sub.watched_jobs.insert(job);
+  QueueSnapshot(id, sub.session, job);
+}
+
+void EventStream::QueueSnapshot(uint64_t id, std::shared_ptr<net::WsSession> session, JobId job) {
+  if (auto it = snapshots_.find(id); it != snapshots_.end()) {
+    it->second->jobs.push_back(job);  // its slices reach this job in turn
+    return;
+  }
+  auto snap = std::make_unique<Snapshot>();
+  snap->jobs.push_back(job);
+  snap->session = std::move(session);
+  snap->id = id;
   snapshots_[id] = std::move(snap);
   ContinueSnapshot(id);
 }
@@ -95,6 +180,7 @@ void EventStream::ContinueSnapshot(uint64_t id) {
 
 bool EventStream::SendSnapshotSlice(Snapshot& snap) {
   SliceBudget budget;
+  const Time now = clock_.Now();
   snap.paced = false;
   auto sub = subs_.find(snap.id);
   if (sub == subs_.end()) return true;  // closed meanwhile
@@ -116,7 +202,7 @@ bool EventStream::SendSnapshotSlice(Snapshot& snap) {
       Result<core::TaskInfo> task = scheduler_.GetTask(t);
       if (task.ok()) {
         core::TaskStateChanged entry{t, task->state, task->state, task->attempt, task->reason};
-        Add(sub->second, proto::EncodeTaskEvent(entry, snap.now));
+        Add(sub->second, proto::EncodeTaskEvent(entry, now));
       }
       if (budget.Spent()) return false;
     }
@@ -130,7 +216,7 @@ void EventStream::Publish(const core::TaskStateChanged& change, Time at) {
   if (subs_.empty()) return;
   std::shared_ptr<const std::string> text;
   for (auto& [id, sub] : subs_) {
-    if (sub.job && *sub.job != change.task.job) continue;
+    if (!Wants(sub, change.task)) continue;
     if (!text) text = std::make_shared<const std::string>(proto::EncodeTaskEvent(change, at));
     pending_.push_back(Pending{id, text});
   }

@@ -36,7 +36,18 @@
 // the server's CPU per task up by 40%). The CLI, the Python client and
 // the dashboard ask for it; without it, one event per message as before.
 //
-// Subscribers only read; any text they send is ignored. A subscriber that
+// With ?watch=true a subscriber starts with nothing and chooses what it
+// hears of by sending proto::WatchRequest messages: {"watch":"12"} adds job
+// 12 (a snapshot of its tasks follows, as for ?job=12), {"watch":"12.3"} one
+// task (its current state follows at once), "unwatch" removes either. A
+// client that waits for many things over one connection needs it: the
+// Python client keeps one such stream and watches each task it waits for,
+// rather than opening a connection per wait. An id that names nothing is
+// answered with {"type":"watch_error","watch":"12","message":"..."}; a
+// message that is not a watch request closes the stream, naming what is
+// wrong, as does watching more than kMaxWatched things.
+//
+// Other subscribers only read; any text they send is ignored. A subscriber that
 // does not read fast enough is closed by the session's queue limit (or,
 // batching, once `held_limit` bytes wait for it, kMaxHeldBytes by default).
 //
@@ -48,6 +59,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/ids.h"
@@ -71,15 +83,22 @@ class EventStream {
   // Held for a batching subscriber that does not read: beyond this it is
   // closed, as the session closes one that has 64 MiB unsent.
   static constexpr size_t kMaxHeldBytes = 64u << 20;
+  // The most jobs and tasks one ?watch=true subscriber follows at once.
+  static constexpr size_t kMaxWatched = 100'000;
 
-  EventStream(const core::Scheduler& scheduler, net::EventLoop& loop,
+  // `clock` stamps snapshot entries.
+  EventStream(const core::Scheduler& scheduler, net::EventLoop& loop, const Clock& clock,
               size_t pace_bytes = kDefaultPaceBytes, size_t held_limit = kMaxHeldBytes)
-      : scheduler_(scheduler), loop_(loop), pace_bytes_(pace_bytes), held_limit_(held_limit) {}
+      : scheduler_(scheduler),
+        loop_(loop),
+        clock_(clock),
+        pace_bytes_(pace_bytes),
+        held_limit_(held_limit) {}
   ~EventStream();
 
   // The route's open handler. A bad ?job= closes the session with the
   // reason (after the upgrade, since the WebSocket route has no error path).
-  void Attach(std::shared_ptr<net::WsSession> session, const net::Request& request, Time now);
+  void Attach(std::shared_ptr<net::WsSession> session, const net::Request& request);
 
   void Publish(const core::TaskStateChanged& change, Time at);
   // Sends what Publish buffered.
@@ -96,12 +115,21 @@ class EventStream {
   struct Sub {
     std::shared_ptr<net::WsSession> session;
     std::optional<JobId> job;
-    bool batch = false;  // ?batch=true: JSON arrays of events
+    bool batch = false;     // ?batch=true: JSON arrays of events
+    bool watching = false;  // ?watch=true: only what it watches
+    std::unordered_set<JobId> watched_jobs;
+    std::unordered_set<TaskId> watched_tasks;
     // A batching subscriber's events not sent yet, each string an array
     // without its closing bracket ("[e1,e2"), at most kMaxBatchBytes.
     std::vector<std::string> held;
     size_t held_bytes = 0;
   };
+  // Whether `sub` hears of `task`'s changes.
+  static bool Wants(const Sub& sub, const TaskId& task);
+  // Applies a watch request from subscriber `id` (its text message).
+  void Watch(uint64_t id, const std::string& text);
+  // Adds `job` to subscriber `id`'s snapshot (starting one if none runs).
+  void QueueSnapshot(uint64_t id, std::shared_ptr<net::WsSession> session, JobId job);
   // Adds `event` to what `sub` holds (batching) or sends it (otherwise).
   void Add(Sub& sub, const std::string& event);
   // Sends what a batching subscriber holds, unless its session is still
@@ -115,7 +143,6 @@ class EventStream {
     uint64_t task = 0;  // next task index in jobs[job]
     std::shared_ptr<net::WsSession> session;
     uint64_t id = 0;
-    Time now;
     bool paced = false;  // the last slice stopped at pace_bytes_
     std::unique_ptr<net::Timer> wait;
   };
@@ -132,6 +159,7 @@ class EventStream {
   };
   const core::Scheduler& scheduler_;
   net::EventLoop& loop_;
+  const Clock& clock_;
   const size_t pace_bytes_;
   const size_t held_limit_;
   uint64_t pace_waits_ = 0;

@@ -41,7 +41,7 @@ class SlowReaderSession : public net::WsSession {
     closed_ = true;
     if (on_close_) on_close_(Status::Ok());
   }
-  void OnText(std::function<void(std::string)>) override {}
+  void OnText(std::function<void(std::string)> fn) override { on_text_ = std::move(fn); }
   void OnBinary(std::function<void(std::string)>) override {}
   void OnClose(std::function<void(const Status&)> fn) override { on_close_ = std::move(fn); }
   uint64_t id() const override { return id_; }
@@ -58,6 +58,10 @@ class SlowReaderSession : public net::WsSession {
     if (unsent_ == 0 && on_drained_ && !closed_) on_drained_();
   }
   bool closed() const { return closed_; }
+  // A text message from the peer.
+  void Receive(std::string text) {
+    if (on_text_ && !closed_) on_text_(std::move(text));
+  }
 
   std::vector<std::string> messages;
   std::string why;  // the reason of the first Close
@@ -71,6 +75,7 @@ class SlowReaderSession : public net::WsSession {
   std::string remote_ = "127.0.0.1:1";
   std::function<void(const Status&)> on_close_;
   std::function<void()> on_drained_;
+  std::function<void(std::string)> on_text_;
 };
 
 // The events of `messages`: one per message, or JSON arrays (?batch=true).
@@ -103,12 +108,12 @@ TEST_P(EventStreamBatchTest, ASnapshotLargerThanTheSendLimitArrivesWholeAtTheRea
   net::EventLoop loop;
   // ~100 bytes an event: the whole snapshot is ~300 KB against a send limit
   // of 16 KB; paced at 4 KB.
-  EventStream stream(c.scheduler(), loop, /*pace_bytes=*/4096);
+  EventStream stream(c.scheduler(), loop, c.clock(), /*pace_bytes=*/4096);
   auto session = std::make_shared<SlowReaderSession>(loop, 16 * 1024);
   net::Request request;
   request.query["job"] = std::to_string(job);
   if (batch) request.query["batch"] = "true";
-  stream.Attach(session, request, c.now());
+  stream.Attach(session, request);
   EXPECT_LT(EventsOf(session->messages, batch).size(), kTasks)
       << "the first slice stops at the pace";
 
@@ -141,15 +146,15 @@ TEST(EventStreamTest, ABatchingSubscriberGetsATurnsEventsInOrderInOneMessage) {
   core::testing::TestCluster c;
   const JobId job = c.Submit(core::testing::JobBuilder(core::testing::TaskBuilder().Array(0, 50)));
   net::EventLoop loop;
-  EventStream stream(c.scheduler(), loop);
+  EventStream stream(c.scheduler(), loop, c.clock());
   auto batched = std::make_shared<SlowReaderSession>(loop, 1 << 20);
   net::Request request;
   request.query["snapshot"] = "false";
   request.query["batch"] = "true";
-  stream.Attach(batched, request, c.now());
+  stream.Attach(batched, request);
   request.query.erase("batch");
   auto other = std::make_shared<SlowReaderSession>(loop, 1 << 20, /*id=*/8);
-  stream.Attach(other, request, c.now());
+  stream.Attach(other, request);
   for (uint32_t i = 0; i < 50; ++i) {
     stream.Publish(core::TaskStateChanged{TaskId{job, i}, core::TaskState::kQueued,
                                           core::TaskState::kRunning, 1, ""},
@@ -188,12 +193,13 @@ TEST(EventStreamTest, ABatchingSubscriberThatDoesNotReadIsClosedAtTheHeldLimit) 
   core::testing::TestCluster c;
   const JobId job = c.Submit(core::testing::JobBuilder(core::testing::TaskBuilder().Array(0, 100)));
   net::EventLoop loop;
-  EventStream stream(c.scheduler(), loop, EventStream::kDefaultPaceBytes, /*held_limit=*/4096);
+  EventStream stream(c.scheduler(), loop, c.clock(), EventStream::kDefaultPaceBytes,
+                     /*held_limit=*/4096);
   auto session = std::make_shared<SlowReaderSession>(loop, 1 << 20);
   net::Request request;
   request.query["snapshot"] = "false";
   request.query["batch"] = "true";
-  stream.Attach(session, request, c.now());
+  stream.Attach(session, request);
   for (uint32_t i = 0; i < 100 && session->why.empty(); ++i) {
     stream.Publish(core::TaskStateChanged{TaskId{job, i}, core::TaskState::kQueued,
                                           core::TaskState::kRunning, 1, ""},
@@ -208,13 +214,106 @@ TEST(EventStreamTest, ABatchingSubscriberThatDoesNotReadIsClosedAtTheHeldLimit) 
 TEST(EventStreamTest, ABadBatchValueClosesTheStreamSayingWhy) {
   core::testing::TestCluster c;
   net::EventLoop loop;
-  EventStream stream(c.scheduler(), loop);
+  EventStream stream(c.scheduler(), loop, c.clock());
   auto session = std::make_shared<SlowReaderSession>(loop, 1 << 20);
   net::Request request;
   request.query["batch"] = "yes";
-  stream.Attach(session, request, c.now());
+  stream.Attach(session, request);
   EXPECT_EQ(session->why, "bad batch: want true or false, got \"yes\"");
   EXPECT_EQ(stream.subscriber_count(), 0u);
+}
+
+// The "task" of each event the session was sent (all read), in order.
+std::vector<std::string> TasksOf(SlowReaderSession& session) {
+  session.Read(1 << 30);
+  std::vector<std::string> tasks;
+  for (const nlohmann::json& e : EventsOf(session.messages, true)) {
+    tasks.push_back(e.value("task", "(" + e.value("type", "?") + ")"));
+  }
+  session.messages.clear();
+  return tasks;
+}
+
+TEST(EventStreamTest, AWatchingSubscriberHearsOnlyWhatItWatchesWithItsStateFirst) {
+  core::testing::TestCluster c;
+  const JobId a = c.Submit(core::testing::JobBuilder(core::testing::TaskBuilder().Array(0, 3)));
+  const JobId b = c.Submit(core::testing::JobBuilder(core::testing::TaskBuilder().Array(0, 2)));
+  net::EventLoop loop;
+  EventStream stream(c.scheduler(), loop, c.clock());
+  auto session = std::make_shared<SlowReaderSession>(loop, 1 << 20);
+  net::Request request;
+  request.query["batch"] = "true";
+  request.query["watch"] = "true";
+  stream.Attach(session, request);
+  auto publish = [&](JobId job, uint32_t index) {
+    stream.Publish(core::TaskStateChanged{TaskId{job, index}, core::TaskState::kQueued,
+                                          core::TaskState::kRunning, 1, ""},
+                   c.now());
+    loop.Poll();
+  };
+  publish(a, 0);
+  EXPECT_TRUE(TasksOf(*session).empty()) << "no snapshot, nothing watched yet";
+
+  const std::string ja = std::to_string(a), jb = std::to_string(b);
+  session->Receive(R"({"watch":")" + ja + R"("})");
+  EXPECT_EQ(TasksOf(*session), (std::vector<std::string>{ja + ".0", ja + ".1", ja + ".2"}))
+      << "the job's snapshot";
+  session->Receive(R"({"watch":")" + jb + R"(.1"})");
+  const std::vector<nlohmann::json> state = EventsOf(session->messages, true);
+  ASSERT_EQ(state.size(), 1u);
+  EXPECT_EQ(state[0]["to"], "queued");
+  EXPECT_EQ(state[0]["from"], "queued");
+  EXPECT_EQ(TasksOf(*session), (std::vector<std::string>{jb + ".1"})) << "the task's state";
+
+  publish(a, 1);
+  publish(b, 0);
+  publish(b, 1);
+  EXPECT_EQ(TasksOf(*session), (std::vector<std::string>{ja + ".1", jb + ".1"}));
+
+  session->Receive(R"({"unwatch":")" + ja + R"("})");
+  session->Receive(R"({"unwatch":")" + jb + R"(.1"})");
+  publish(a, 2);
+  publish(b, 1);
+  EXPECT_TRUE(TasksOf(*session).empty());
+
+  session->Receive(R"({"watch":"999"})");
+  session->Receive(R"({"watch":")" + ja + R"(.7"})");
+  EXPECT_EQ(TasksOf(*session), (std::vector<std::string>{"(watch_error)", "(watch_error)"}))
+      << "a watch of nothing is answered, and the stream stays";
+  EXPECT_FALSE(session->closed());
+  stream.Stop();
+}
+
+TEST(EventStreamTest, AMessageThatIsNotAWatchRequestClosesTheStreamSayingWhy) {
+  core::testing::TestCluster c;
+  net::EventLoop loop;
+  EventStream stream(c.scheduler(), loop, c.clock());
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"not json", "bad watch message: "},
+      {R"({"watch":12})", "bad watch message: watch: expected a job or task id string"},
+      {R"({"watch":"0"})", "bad watch message: watch: job id \"0\" is not a positive number"},
+      {R"({"watch":"1.x"})", "bad watch message: watch: "},
+      {R"({"look":"1"})", "bad watch message: unknown key \"look\""},
+      {R"({"watch":"1","unwatch":"2"})", "bad watch message: expected {\"watch\""},
+  };
+  uint64_t id = 1;
+  for (const auto& [text, why] : cases) {
+    auto session = std::make_shared<SlowReaderSession>(loop, 1 << 20, id++);
+    net::Request request;
+    request.query["watch"] = "true";
+    stream.Attach(session, request);
+    session->Receive(text);
+    EXPECT_TRUE(session->closed()) << text;
+    EXPECT_EQ(session->why.substr(0, why.size()), why) << text << " -> " << session->why;
+  }
+  EXPECT_EQ(stream.subscriber_count(), 0u);
+
+  auto session = std::make_shared<SlowReaderSession>(loop, 1 << 20, id++);
+  net::Request request;
+  request.query["watch"] = "true";
+  request.query["job"] = "3";
+  stream.Attach(session, request);
+  EXPECT_EQ(session->why, "watch=true follows what the subscriber names: drop job=3");
 }
 
 }  // namespace

@@ -158,6 +158,46 @@ void CancelJobSliced(CoreDriver& driver, const core::JobInfo& job,
   });
 }
 
+// A job given to the core: its id and warnings, or why it was refused.
+struct Submitted {
+  Status status;
+  std::string field;  // the part of the spec the error is about
+  JobId id = 0;
+  std::vector<std::string> warnings;
+
+  // {"id": N, "warnings": [...]}, or the error body.
+  json Answer() const {
+    if (!status.ok()) {
+      json error = {{"code", StatusCodeName(status.code())}, {"message", status.message()}};
+      if (!field.empty()) error["field"] = field;
+      return {{"error", std::move(error)}};
+    }
+    json answer = {{"id", id}};
+    if (!warnings.empty()) answer["warnings"] = warnings;
+    return answer;
+  }
+};
+
+Submitted Submit(CoreDriver& driver, Result<core::JobSpec> spec) {
+  Submitted out;
+  if (!spec.ok()) {
+    out.status = spec.status();
+    out.field = FieldOf(spec.status());
+    return out;
+  }
+  Result<JobId> id = driver.Submit(std::make_shared<const core::JobSpec>(std::move(*spec)));
+  if (!id.ok()) {
+    out.status = id.status();
+    return out;
+  }
+  out.id = *id;
+  // What no attached worker could run: said in the answer, and queued all
+  // the same (a worker that fits may join).
+  Result<std::vector<std::string>> unrunnable = driver.scheduler().Unrunnable(*id);
+  if (unrunnable.ok()) out.warnings = std::move(*unrunnable);
+  return out;
+}
+
 }  // namespace
 
 void AddStateReadRoutes(net::Server& server, std::function<const core::Scheduler&()> view,
@@ -222,22 +262,33 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
   const core::Scheduler& sched = driver.scheduler();
 
   server.Route("POST", "/api/v1/jobs", [&driver](const net::Request& r, net::Responder done) {
-    Result<core::JobSpec> spec = proto::JobSpecFromJson(r.body);
-    if (!spec.ok()) return done(ApiError(spec.status(), FieldOf(spec.status())));
-    Result<JobId> id = driver.Submit(std::make_shared<const core::JobSpec>(std::move(*spec)));
-    if (!id.ok()) return done(ApiError(id.status()));
-    // What no attached worker could run: said in the answer, and queued
-    // all the same (a worker that fits may join).
-    Result<std::vector<std::string>> unrunnable = driver.scheduler().Unrunnable(*id);
-    std::vector<std::string> warnings =
-        unrunnable.ok() ? std::move(*unrunnable) : std::vector<std::string>{};
+    Submitted job = Submit(driver, proto::JobSpecFromJson(r.body));
+    if (!job.status.ok()) return done(ApiError(job.status, job.field));
     // Answer once the job is durable: an acknowledged job survives a crash.
     driver.AfterDurable(
-        [done, job = *id, warnings = std::move(warnings)](Status s) {
-          if (!s.ok()) return done(ApiError(s.WithContext("job " + std::to_string(job))));
-          nlohmann::json answer = {{"id", job}};
-          if (!warnings.empty()) answer["warnings"] = warnings;
-          done(Json(answer));
+        [done, job = std::move(job)](Status s) {
+          if (!s.ok()) return done(ApiError(s.WithContext("job " + std::to_string(job.id))));
+          done(Json(job.Answer()));
+        },
+        CoreDriver::Flush::kSoon);
+  });
+
+  // Many jobs in one request, submitted in order and made durable by one
+  // flush: a client submitting one task at a time in a loop (the Python
+  // client) sends what piled up while its previous batch was answered.
+  // Each job is answered on its own: a refused one does not stop the rest.
+  server.Route("POST", "/api/v1/jobs/batch", [&driver](const net::Request& r, net::Responder done) {
+    Result<std::vector<Result<core::JobSpec>>> specs = proto::JobSpecBatchFromJson(r.body);
+    if (!specs.ok()) return done(ApiError(specs.status(), FieldOf(specs.status())));
+    auto jobs = std::make_shared<std::vector<Submitted>>();
+    jobs->reserve(specs->size());
+    for (Result<core::JobSpec>& spec : *specs) jobs->push_back(Submit(driver, std::move(spec)));
+    driver.AfterDurable(
+        [done, jobs](Status s) {
+          if (!s.ok()) return done(ApiError(s.WithContext("batch of jobs")));
+          json answers = json::array();
+          for (const Submitted& job : *jobs) answers.push_back(job.Answer());
+          done(Json({{"jobs", std::move(answers)}}));
         },
         CoreDriver::Flush::kSoon);
   });

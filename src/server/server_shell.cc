@@ -177,7 +177,7 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   wopts.lost_grace =
       cfg.lost_grace > Duration::zero() ? cfg.lost_grace : 3 * cfg.heartbeat_interval;
   p->channel = std::make_unique<WorkerChannel>(loop, *p->driver, *p->registry, wopts);
-  p->events = std::make_unique<EventStream>(*p->scheduler, loop);
+  p->events = std::make_unique<EventStream>(*p->scheduler, loop, p->clock);
   p->logs = std::make_unique<LogRelay>(loop, *p->scheduler, *p->channel, cfg.log_fetch_timeout);
   p->logs->Install();
   p->expiry = std::make_unique<net::Timer>(loop);
@@ -216,7 +216,7 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   p->server->WebSocketRoute(
       "/api/v1/events",
       [parts](std::shared_ptr<net::WsSession> s, const net::Request& r) {
-        parts->events->Attach(std::move(s), r, parts->driver->Now());
+        parts->events->Attach(std::move(s), r);
       },
       net::WsToken::kHeaderOrQuery);
   p->server->WebSocketRoute(

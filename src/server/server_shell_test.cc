@@ -256,6 +256,56 @@ TEST_P(ServerShellTest, BadSubmissionsAndUnknownIdsAreErrors) {
   Post("/api/v1/jobs/9/cancel", "", 404);
 }
 
+// A batch is submitted in order, each job answered on its own, and made
+// durable as a whole before the answer (a restart keeps the accepted ones).
+TEST_P(ServerShellTest, ABatchOfJobsIsAnsweredJobByJobAndSurvivesARestart) {
+  const std::string bad = R"({"name": "x", "task": [{"id": "a", "command": ["true"],
+                              "resources": {"mem": "4G"}}]})";
+  json answer = Post("/api/v1/jobs/batch",
+                     std::string(R"({"jobs": [)") + kPipeline + "," + bad + "," + kPipeline + "]}");
+  ASSERT_EQ(answer["jobs"].size(), 3u) << answer.dump();
+  EXPECT_EQ(answer["jobs"][0]["id"], 1);
+  EXPECT_EQ(answer["jobs"][1]["error"]["code"], "invalid_argument");
+  EXPECT_EQ(answer["jobs"][1]["error"]["field"], "task[0].resources.mem");
+  EXPECT_EQ(answer["jobs"][2]["id"], 2);
+  for (const char* body :
+       {"{}", R"({"jobs": []})", R"({"jobs": {}})", R"({"jobs": [], "x": 1})", "[1]", "not json"}) {
+    json err = Post("/api/v1/jobs/batch", body, 400);
+    EXPECT_EQ(err["error"]["code"], "invalid_argument") << body;
+  }
+  StopShell();
+  StartShell();
+  EXPECT_EQ(Get("/api/v1/jobs")["jobs"].size(), 2u);
+  EXPECT_EQ(Get("/api/v1/tasks/2.0")["state"], "queued");
+}
+
+// ?watch=true over a real session: nothing until the subscriber names a
+// job or a task; then its current state, then its changes.
+TEST_P(ServerShellTest, AWatchingStreamHearsWhatItNames) {
+  ASSERT_EQ(Post("/api/v1/jobs", kPipeline)["id"], 1);
+  ASSERT_EQ(Post("/api/v1/jobs", kPipeline)["id"], 2);
+  Subscription sub = Subscribe("/api/v1/events?watch=true&batch=true");
+  ASSERT_NE(sub.session, nullptr);
+  auto session = sub.session;
+  loop_.Post([session] { session->SendText(R"({"watch":"2.1"})"); });
+  auto first = sub.events->Pop();
+  ASSERT_TRUE(first);
+  json state = json::parse(*first);
+  ASSERT_EQ(state.size(), 1u) << *first;
+  EXPECT_EQ(state[0]["task"], "2.1");
+  EXPECT_EQ(state[0]["to"], "waiting");
+  Post("/api/v1/jobs/1/cancel", "");  // not watched
+  Post("/api/v1/jobs/2/cancel", "");
+  std::vector<std::string> heard;
+  while (heard.empty() || heard.back() != "2.1") {
+    auto m = sub.events->Pop();
+    ASSERT_TRUE(m);
+    for (const json& e : json::parse(*m)) heard.push_back(e["task"].get<std::string>());
+  }
+  EXPECT_EQ(heard, std::vector<std::string>{"2.1"});
+  loop_.Post([session] { session->Close("done"); });
+}
+
 TEST_P(ServerShellTest, EventStreamSendsASnapshotThenChanges) {
   Post("/api/v1/jobs", kPipeline);
   // The cancel of the second task comes after the one awaited: the events

@@ -114,6 +114,7 @@ class TestCluster {
 
   Scheduler& scheduler() { return scheduler_; }
   Time now() const { return clock_.Now(); }
+  const Clock& clock() const { return clock_; }
 
   WorkerId AddWorker(const WorkerBuilder& w) {
     WorkerId id = next_worker_++;
