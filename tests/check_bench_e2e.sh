@@ -9,7 +9,7 @@ build=$2
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 cd "$src"
-python3 bench/e2e B2 B3 B4 --tasks 40 --runs 3 --build "$build" >"$out"
+python3 bench/e2e B2 B3 B4 PY --tasks 40 --runs 3 --submits 20 --build "$build" >"$out"
 python3 - "$out" <<'PY'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
@@ -21,6 +21,8 @@ need = {
            "handoff_p50_us", "handoff_p99_us", "handoff_samples"],
     "B4": ["api_median_ms", "cli_median_ms", "spawn_median_ms",
            "api_minus_spawn_ms", "cli_minus_spawn_ms"],
+    "PY": ["api_median_ms", "python_median_ms", "python_minus_api_ms",
+           "api_submits_per_s", "python_submits_per_s"],
 }
 bad = []
 for bench, keys in need.items():
@@ -42,5 +44,5 @@ if by.get("B3", {}).get("handoff_samples") != 39:
     bad.append(f"B3: handoff_samples {by.get('B3', {}).get('handoff_samples')!r}, not 39")
 if bad:
     sys.exit("check_bench_e2e: " + "; ".join(bad))
-print("check_bench_e2e: B2, B3 and B4 printed all their fields")
+print("check_bench_e2e: B2, B3, B4 and PY printed all their fields")
 PY

@@ -29,7 +29,7 @@ import socket
 import ssl
 import threading
 import urllib.parse
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, Callable, Mapping, Optional, Tuple
 
 from .errors import (
     AccessError,
@@ -300,6 +300,9 @@ class Transport:
         self._conn: Optional[http.client.HTTPConnection] = None
         self._used = False
         self._lock = threading.Lock()
+        # Called before each request (the Client: wait for submissions in
+        # flight, so that a read sees them).
+        self.before_request: Optional[Callable[[], None]] = None
 
     def close(self) -> None:
         with self._lock:
@@ -326,6 +329,8 @@ class Transport:
         ``body`` is sent as JSON. Raises the ApiError subclass for the
         server's error, ConnectionFailed when it cannot be reached.
         """
+        if self.before_request is not None:
+            self.before_request()
         target = path
         if query:
             q = {k: str(v) for k, v in query.items() if v is not None}
@@ -392,6 +397,9 @@ class Transport:
             raw = socket.create_connection((ep.host, ep.port), timeout=timeout)
         except OSError as e:
             raise ConnectionFailed(f"cannot reach the drover server at {ep.address}: {e}") from e
+        # A WebSocket's small frames go at once (no Nagle wait for the
+        # server's delayed acknowledgment: 40 ms a message).
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._ctx is None:
             return raw
         try:

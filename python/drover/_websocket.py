@@ -13,6 +13,7 @@ import base64
 import hashlib
 import os
 import socket
+import ssl
 import struct
 import time
 from typing import Dict, Optional, Tuple
@@ -114,6 +115,33 @@ class WebSocket:
             raise Closed(1006, "connection closed")
         self._buf += chunk
 
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+    def buffered_by_tls(self) -> bool:
+        """Whether decrypted bytes wait inside the TLS layer (select() does
+        not see those)."""
+        pending = getattr(self._sock, "pending", None)
+        return bool(pending is not None and pending())
+
+    def feed(self) -> None:
+        """Reads what the socket holds now, without blocking; recv() with a
+        past deadline then returns the whole messages among it.
+
+        Raises:
+            Closed: the connection dropped.
+        """
+        self._sock.setblocking(False)
+        try:
+            chunk = self._sock.recv(65536)
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return
+        except OSError as e:
+            raise Closed(1006, str(e)) from None
+        if not chunk:
+            raise Closed(1006, "connection closed")
+        self._buf += chunk
+
     def _read_exact(self, n: int, deadline: Optional[float]) -> bytearray:
         while len(self._buf) < n:
             self._fill(deadline)
@@ -145,6 +173,17 @@ class WebSocket:
         return int(parts[1]), headers
 
     def _send_frame(self, opcode: int, payload: bytes) -> None:
+        self._sock.settimeout(10.0)
+        self._sock.sendall(self._frame(opcode, payload))
+
+    def send_texts(self, texts: "list[str]") -> None:
+        """Several text messages in one write."""
+        if texts:
+            self._sock.settimeout(10.0)
+            self._sock.sendall(b"".join(self._frame(OP_TEXT, t.encode("utf-8")) for t in texts))
+
+    @staticmethod
+    def _frame(opcode: int, payload: bytes) -> bytes:
         n = len(payload)
         head = bytearray([0x80 | opcode])
         if n < 126:
@@ -156,8 +195,7 @@ class WebSocket:
             head.append(0x80 | 127)
             head += struct.pack(">Q", n)
         key = os.urandom(4)
-        self._sock.settimeout(10.0)
-        self._sock.sendall(bytes(head) + key + _mask(key, payload))
+        return bytes(head) + key + _mask(key, payload)
 
     def send_text(self, text: str) -> None:
         self._send_frame(OP_TEXT, text.encode("utf-8"))

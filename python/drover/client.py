@@ -17,19 +17,33 @@
 Waiting follows the server's event stream (no polling). Every call raises a
 :class:`~drover.errors.DroverError` subclass on failure.
 
+``Client.submit`` returns at once: the job goes to the server from a
+background thread, in submission order, batched with what else was
+submitted meanwhile, so a loop of thousands of single submits is not held
+up by the server's disk. The server's answer reaches the task when it is
+first used (``id``, ``result()``, ``wait()``, ...): a refused spec raises
+:class:`~drover.errors.InvalidRequest` there, and ``Client.flush()`` (also
+run by ``close()``, the end of a ``with Client()`` block, and at the exit of
+the interpreter) waits for every answer and raises a refusal that nothing
+has looked at. The client's other calls see its own submissions: they wait
+for the ones still in flight. ``Job.submit()`` waits for its answer.
+
 Thread safety: a Client may be shared by threads (HTTP requests are
-serialized on its connection); each wait or log follow opens its own
-WebSocket.
+serialized on its connection); its waits share one event stream, read by a
+background thread; each log follow opens its own WebSocket.
 """
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import json
 import os
 import sys
+import threading
 import time
 import warnings
+import weakref
 from typing import (
     Any,
     Dict,
@@ -44,6 +58,7 @@ from typing import (
     Union,
 )
 
+from ._background import PendingJob, Submitter, Watcher
 from ._connection import Transport, resolve_endpoint
 from ._events import EventStream
 from ._websocket import OP_BINARY, OP_TEXT, Closed, WebSocket
@@ -275,7 +290,13 @@ class Client:
                 raise TypeError(f"Client(host, port): port must be 1 to 65535, got {port!r}")
             address = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
         self.endpoint = resolve_endpoint(address, token, fingerprint, tls, access_file)
+        self._submitter = Submitter(Transport(self.endpoint, timeout))
         self._transport = Transport(self.endpoint, timeout)
+        # Reads see this client's submissions: they wait for those in flight.
+        self._transport.before_request = self._submitter.wait_sent
+        self._watcher_lock = threading.Lock()
+        self._watcher_: Optional[Watcher] = None
+        _LIVE.add(self._submitter)
 
     def __enter__(self) -> "Client":
         return self
@@ -283,9 +304,47 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def flush(self, timeout: Optional[float] = None) -> None:
+        """Waits until the server has answered every submission, then raises
+        the first refusal that no task or job of it has shown yet.
+
+        Raises:
+            InvalidRequest: a submitted spec was refused (``field`` says
+                where; the message counts any others).
+            WaitTimeout: answers did not come within ``timeout`` seconds.
+        """
+        self._submitter.wait_sent(timeout)
+        refused = []
+        for pending in self._submitter.take_unobserved():
+            try:
+                pending.result(0)
+            except DroverError as e:
+                refused.append(e)
+        if refused:
+            first = refused[0]
+            if len(refused) > 1:
+                first.args = (f"{first.args[0]} (and {len(refused) - 1} more submissions "
+                              "were refused)",)
+            raise first
+
     def close(self) -> None:
-        """Closes the kept-alive connection (a later call opens a new one)."""
-        self._transport.close()
+        """Sends what is still queued (``flush()``, whose refusal it raises),
+        then closes the connections (a later call opens new ones)."""
+        try:
+            self.flush()
+        finally:
+            with self._watcher_lock:
+                watcher, self._watcher_ = self._watcher_, None
+            if watcher is not None:
+                watcher.close()
+            self._transport.close()
+
+    @property
+    def _watcher(self) -> Watcher:
+        with self._watcher_lock:
+            if self._watcher_ is None:
+                self._watcher_ = Watcher(self._transport)
+            return self._watcher_
 
     def __repr__(self) -> str:
         return f"drover.Client({self.endpoint.address!r}, tls={self.endpoint.tls})"
@@ -312,23 +371,25 @@ class Client:
         priority: Optional[int] = None,
         user: Optional[str] = None,
     ) -> "Task":
-        """Submits one task as a job of its own and returns it at once.
+        """Submits one task as a job of its own and returns it at once, before
+        the server has answered (see the module doc: the job is sent in the
+        background, in order, batched with other submissions).
 
         ``mem``/``gpu_mem`` take ``"16GiB"`` or bytes; ``cpus``/``gpus`` take
         numbers (0.5) or strings; ``timeout`` is per attempt; ``retries`` are
         extra attempts after a failure; ``after`` holds tasks or jobs that
         must succeed first.
 
-        Raises:
-            InvalidRequest: the server refused the spec; ``field`` says which
-                part (``task[0].resources.mem``).
+        The task's first use (``id``, ``result()``, ``wait()``, ...) raises
+        the server's refusal: InvalidRequest, whose ``field`` says which part
+        (``task[0].resources.mem``); so does ``flush()`` when nothing used it.
         """
         job = Job(self, name or _default_name(command), after=after, user=user)
         job.task(command, name=name, cpus=cpus, mem=mem, gpus=gpus, gpu_mem=gpu_mem,
                  gpu_type=gpu_type, labels=labels, counters=counters, env=env, retries=retries,
                  retry_backoff=retry_backoff, timeout=timeout, priority=priority)
-        job.submit()
-        return job.tasks[0]
+        job._pending = self._submitter.submit(job.spec())
+        return Task(self, job=job)
 
     def job(
         self,
@@ -345,7 +406,8 @@ class Client:
         """Submits a job given as the API's JSON structure (the job-file
         structure: ``{"name": ..., "task": [...]}``)."""
         job = Job(self, str(spec.get("name", "")))
-        job._submit_body(dict(spec))
+        job._pending = self._submitter.submit(dict(spec))
+        job.id  # waits for the answer; raises a refusal
         return job
 
     # ---- reading -----------------------------------------------------------
@@ -464,18 +526,48 @@ class Client:
 
 
 class Task:
-    """One task (``"12.3"``) on the server. Cheap: holds only its id."""
+    """One task (``"12.3"``) on the server. Cheap: holds only its id (or,
+    just after ``Client.submit``, its job until the server names it)."""
 
-    def __init__(self, client: Client, task_id: str) -> None:
-        job, dot, index = task_id.partition(".")
-        if not (dot and job.isdigit() and index.isdigit()):
-            raise ValueError(f'task id: expected "JOB.TASK" such as "12.3", got {task_id!r}')
+    def __init__(self, client: Client, task_id: Optional[str] = None, *,
+                 job: Optional["Job"] = None) -> None:
         self._client = client
-        self.id = task_id
-        self.job = int(job)
+        self._id: Optional[str] = None
+        self._job_id = 0
+        self._submitted = job  # the single-task job whose answer names it
+        if task_id is None:
+            if job is None:
+                raise TypeError("Task needs a task id")
+            return
+        job_text, dot, index = task_id.partition(".")
+        if not (dot and job_text.isdigit() and index.isdigit()):
+            raise ValueError(f'task id: expected "JOB.TASK" such as "12.3", got {task_id!r}')
+        self._id = task_id
+        self._job_id = int(job_text)
+
+    @property
+    def id(self) -> str:
+        """``"12.3"``; just after ``Client.submit``, waits for the server's
+        answer and raises its refusal (InvalidRequest)."""
+        if self._id is None:
+            assert self._submitted is not None
+            self._job_id = self._submitted.id
+            self._id = f"{self._job_id}.0"
+        return self._id
+
+    @property
+    def job(self) -> int:
+        """The task's job id."""
+        self.id
+        return self._job_id
 
     def __repr__(self) -> str:
-        return f"drover.Task({self.id!r})"
+        if self._id is None and self._submitted is not None and not self._submitted._answered:
+            return "drover.Task(submitting)"
+        try:
+            return f"drover.Task({self.id!r})"
+        except DroverError as e:
+            return f"drover.Task(refused: {e})"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Task) and other.id == self.id
@@ -496,12 +588,19 @@ class Task:
 
     def wait(self, timeout: Optional[float] = None) -> TaskInfo:
         """Blocks until the task succeeded, failed or was canceled, and
-        returns its final info. Does not raise for a failed task.
+        returns its final info (as it came with the task's end, without
+        ``explain``: info() has it). Does not raise for a failed task.
 
         Raises:
             WaitTimeout: ``timeout`` seconds passed first.
+            NotFound: there is no such task.
         """
-        self._client._watch(self.job, {self.id}, 1, _deadline(timeout))
+        _, info = self._client._watcher.wait_terminal(self.id, _deadline(timeout))
+        if info is not None:
+            try:
+                return TaskInfo.from_json(info)
+            except (KeyError, TypeError, ValueError):
+                pass  # asked for below
         return self.info()
 
     def result(self, timeout: Optional[float] = None) -> str:
@@ -684,6 +783,7 @@ class Job:
         self._specs: List[Dict[str, Any]] = []
         self._groups: Dict[str, TaskGroup] = {}
         self._id: Optional[int] = None
+        self._pending: Optional[PendingJob] = None  # sent, answer not read yet
         self._task_count = 0
         self._by_group: Optional[Dict[str, List[Task]]] = None
         #: What no attached worker could run, from the server's answer (the
@@ -692,26 +792,40 @@ class Job:
         self.warnings: List[str] = []
 
     def __repr__(self) -> str:
-        state = f"id={self._id}" if self._id is not None else "not submitted"
+        if self._id is None and self._pending is not None:
+            state = "submitting" if not self._pending.done else "answered"
+        else:
+            state = f"id={self._id}" if self._id is not None else "not submitted"
         return f"drover.Job({self.name!r}, {state})"
 
     def __enter__(self) -> "Job":
         return self
 
     def __exit__(self, exc_type: Optional[type], *rest: object) -> None:
-        if exc_type is None and self._id is None:
+        if exc_type is None and not self.submitted:
             self.submit()
 
     @property
     def id(self) -> int:
-        """The job id (after submission)."""
+        """The job id (after submission; waits for the server's answer to a
+        submission still in flight, and raises its refusal)."""
         if self._id is None:
-            raise DroverError(f"job {self.name!r} is not submitted yet")
+            if self._pending is None:
+                raise DroverError(f"job {self.name!r} is not submitted yet")
+            self._id = self._pending.result()
+            self.warnings = list(self._pending.warnings)
+            for w in self.warnings:
+                warnings.warn(f"job {self._id}: {w} (queued until a worker that can run it "
+                              "joins)", DroverWarning, stacklevel=3)
         return self._id
 
     @property
     def submitted(self) -> bool:
-        return self._id is not None
+        return self._id is not None or self._pending is not None
+
+    @property
+    def _answered(self) -> bool:
+        return self._id is not None or (self._pending is not None and self._pending.done)
 
     # ---- building ----------------------------------------------------------
 
@@ -774,7 +888,7 @@ class Job:
         after: Optional[Union[After, Iterable[After]]],
         options: Dict[str, Any],
     ) -> TaskGroup:
-        if self._id is not None:
+        if self.submitted:
             raise DroverError(f"job {self.name!r} is already submitted")
         if name is None:
             base = _default_name(command)
@@ -813,20 +927,14 @@ class Job:
         Raises:
             InvalidRequest: the spec was refused (``field`` says where).
         """
-        if self._id is not None:
-            raise DroverError(f"job {self.name!r} is already submitted as {self._id}")
+        if self.submitted:
+            raise DroverError(f"job {self.name!r} is already submitted")
         if not self._specs:
             raise DroverError(f"job {self.name!r} has no tasks")
-        self._submit_body(self.spec())
+        # In order with the client's other submissions; waits for the answer.
+        self._pending = self._client._submitter.submit(self.spec())
+        self.id
         return self
-
-    def _submit_body(self, body: Dict[str, Any]) -> None:
-        answer = self._client._transport.json("POST", "/api/v1/jobs", body)
-        self._id = int(answer["id"])
-        self.warnings = [str(w) for w in answer.get("warnings", [])]
-        for w in self.warnings:
-            warnings.warn(f"job {self._id}: {w} (queued until a worker that can run it joins)",
-                          DroverWarning, stacklevel=3)
 
     # ---- after submission --------------------------------------------------
 
@@ -919,6 +1027,33 @@ class Job:
                     e.args = (f"{e.args[0]} (and {len(bad) - 1} more did not succeed)",)
                 raise
         return {t.id: t.result for t in tasks}
+
+
+# Submitters whose queued jobs go out before the interpreter exits (a
+# submitter's thread keeps it alive while it has work, even when its Client
+# is gone).
+_LIVE: "weakref.WeakSet[Submitter]" = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    # A script that submits and ends without close() still submits: its
+    # jobs are sent here, and what failed and nothing looked at is said.
+    for submitter in list(_LIVE):
+        try:
+            submitter.wait_sent(timeout=60)
+        except DroverError as e:
+            print(f"drover: submissions were not all sent: {e}", file=sys.stderr)
+            continue
+        failed: List[DroverError] = []
+        for pending in submitter.take_unobserved():
+            try:
+                pending.result(0)
+            except DroverError as e:
+                failed.append(e)
+        if failed:
+            more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+            print(f"drover: a submission failed: {failed[0]}{more}", file=sys.stderr)
 
 
 def _task_spec_args(scope: Dict[str, Any]) -> Dict[str, Any]:

@@ -216,8 +216,9 @@ class LogsAndCancelTest(ClusterTest):
 
 class UnrunnableTest(ClusterTest):
     def test_a_job_no_worker_could_run_is_queued_with_a_warning(self) -> None:
+        t = self.client.submit(["true"], name="huge", cpus=100000)
         with self.assertWarns(drover.DroverWarning) as caught:
-            t = self.client.submit(["true"], name="huge", cpus=100000)
+            t.id  # the first use of the task reads the server's answer
         self.assertIn("no worker is large enough for cpus=100000", str(caught.warning))
         self.assertEqual(t.state, "queued")
         self.client.cancel(t.id)
@@ -250,6 +251,67 @@ class ClusterViewsTest(ClusterTest):
         self.assertEqual((e.task, e.from_state, e.to_state), (t.id, "succeeded", "succeeded"))
 
 
+class SubmitInBackgroundTest(ClusterTest):
+    def test_single_submits_keep_their_order_and_their_results(self) -> None:
+        tasks = [self.client.submit(["sh", "-c", f'printf {i} > "$DROVER_RESULT"'],
+                                    name=f"order-{i}") for i in range(60)]
+        jobs = [t.job for t in tasks]
+        self.assertEqual(jobs, sorted(jobs), "job ids follow the submit calls")
+        self.assertEqual(len(set(jobs)), 60)
+        self.assertEqual([t.result(timeout=WAIT) for t in tasks], [str(i) for i in range(60)])
+
+    def test_a_read_sees_the_clients_own_submissions(self) -> None:
+        name = f"seen-{os.getpid()}"
+        self.client.submit(["true"], name=name)
+        self.assertIn(name, [j.name for j in self.client.jobs()])
+
+    def test_a_script_that_ends_without_close_still_submits(self) -> None:
+        name = f"atexit-{os.getpid()}"
+        script = ("import drover, sys\n"
+                  "c = drover.Client(access_file=sys.argv[1])\n"
+                  f"for i in range(25): c.submit(['true'], name='{name}')\n"
+                  "c.submit(['true'], cpus=-1)\n")
+        out = subprocess.run([sys.executable, "-c", script, cluster().access_file],
+                             capture_output=True, text=True, timeout=WAIT,
+                             env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")))
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("drover: a submission failed: task[0].resources.cpus", out.stderr)
+        self.assertEqual([j.name for j in self.client.jobs()].count(name), 25)
+
+    def test_threads_wait_over_one_stream(self) -> None:
+        fifos = [os.path.join(self.tmp, f"fifo{i}") for i in range(4)]
+        for f in fifos:
+            os.mkfifo(f)
+        tasks = [self.client.submit(["sh", "-c", f'read x < "{f}"; printf {i} > "$DROVER_RESULT"'])
+                 for i, f in enumerate(fifos)]
+        results: List[Optional[str]] = [None] * 4
+        errors: List[BaseException] = []
+
+        def wait(i: int) -> None:
+            try:
+                results[i] = tasks[i].result(timeout=WAIT)
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=wait, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        # Released out of order (two at a time run on the two slots): each
+        # waiter's end comes while others still wait, and the thread that
+        # reads the stream changes.
+        for f in (fifos[1], fifos[0], fifos[3], fifos[2]):
+            with open(f, "w") as w:
+                w.write("go\n")
+        for t in threads:
+            t.join(timeout=WAIT)
+        self.assertEqual(errors, [])
+        self.assertEqual(results, ["0", "1", "2", "3"])
+
+    def test_a_wait_for_a_task_that_does_not_exist_raises_not_found(self) -> None:
+        with self.assertRaises(drover.NotFound):
+            drover.Task(self.client, "999999.0").wait(timeout=WAIT)
+
+
 class ErrorsTest(ClusterTest):
     def test_wrong_token_raises_an_authentication_error(self) -> None:
         ep = self.client.endpoint
@@ -271,10 +333,22 @@ class ErrorsTest(ClusterTest):
         self.assertEqual(caught.exception.actual, ep.fingerprint)
 
     def test_bad_spec_raises_invalid_request_naming_the_field(self) -> None:
+        t = self.client.submit(["true"], mem="4G")
         with self.assertRaises(drover.InvalidRequest) as caught:
-            self.client.submit(["true"], mem="4G")
+            t.result(timeout=WAIT)
         self.assertEqual(caught.exception.field, "task[0].resources.mem")
         self.assertIn("ambiguous", caught.exception.message)
+        with self.assertRaises(drover.InvalidRequest):
+            t.id  # every use says so
+
+        # A refusal nothing looked at is raised by flush(), once.
+        self.client.submit(["true"], cpus=-1)
+        ok = self.client.submit(["true"])
+        with self.assertRaises(drover.InvalidRequest) as caught:
+            self.client.flush()
+        self.assertEqual(caught.exception.field, "task[0].resources.cpus")
+        self.client.flush()
+        self.assertEqual(ok.wait(timeout=WAIT).state, "succeeded")
 
         with self.assertRaises(drover.InvalidRequest) as caught:
             with self.client.job("typo") as job:

@@ -383,7 +383,8 @@ std::string EncodeWorkerList(const std::vector<core::WorkerInfo>& workers) {
   return internal::Dump(Json{{"workers", std::move(list)}});
 }
 
-std::string EncodeTaskEvent(const core::TaskStateChanged& change, Time at) {
+namespace {
+Json TaskEventJson(const core::TaskStateChanged& change, Time at) {
   Json j{{"type", "task_state"},
          {"task", change.task.ToString()},
          {"from", core::TaskStateName(change.from)},
@@ -391,6 +392,18 @@ std::string EncodeTaskEvent(const core::TaskStateChanged& change, Time at) {
          {"attempt", change.attempt},
          {"reason", change.reason}};
   PutTime(j, "at", at);
+  return j;
+}
+}  // namespace
+
+std::string EncodeTaskEvent(const core::TaskStateChanged& change, Time at) {
+  return internal::Dump(TaskEventJson(change, at));
+}
+
+std::string EncodeTaskEvent(const core::TaskStateChanged& change, Time at,
+                            const core::TaskInfo& info) {
+  Json j = TaskEventJson(change, at);
+  j["info"] = TaskInfoJson(info);
   return internal::Dump(j);
 }
 

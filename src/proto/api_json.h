@@ -85,6 +85,10 @@ std::string EncodeTaskList(const std::vector<core::TaskInfo>& tasks);
 std::string EncodeWorkerList(const std::vector<core::WorkerInfo>& workers);
 // One event-stream message; `at` is when the change happened.
 std::string EncodeTaskEvent(const core::TaskStateChanged& change, Time at);
+// The same with "info": TaskInfoJson(info), for a watcher of one task that
+// ended (its result and outcome without another request).
+std::string EncodeTaskEvent(const core::TaskStateChanged& change, Time at,
+                            const core::TaskInfo& info);
 // The error body for `status` (which must not be OK); `field` is the field
 // path the error is about, if any.
 std::string EncodeErrorBody(const Status& status, std::string_view field = {});

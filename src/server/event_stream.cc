@@ -128,7 +128,8 @@ void EventStream::Watch(uint64_t id, const std::string& text) {
     if (task.ok()) {
       sub.watched_tasks.insert(task->id);
       core::TaskStateChanged entry{task->id, task->state, task->state, task->attempt, task->reason};
-      Add(sub, proto::EncodeTaskEvent(entry, clock_.Now()));
+      Add(sub, core::IsTerminal(task->state) ? proto::EncodeTaskEvent(entry, clock_.Now(), *task)
+                                             : proto::EncodeTaskEvent(entry, clock_.Now()));
       SendHeld(sub);
       return;
     }
@@ -215,8 +216,19 @@ bool EventStream::SendSnapshotSlice(Snapshot& snap) {
 void EventStream::Publish(const core::TaskStateChanged& change, Time at) {
   if (subs_.empty()) return;
   std::shared_ptr<const std::string> text;
+  std::shared_ptr<const std::string> with_info;  // for watchers of the task
   for (auto& [id, sub] : subs_) {
     if (!Wants(sub, change.task)) continue;
+    if (sub.watching && core::IsTerminal(change.to) && sub.watched_tasks.count(change.task)) {
+      if (!with_info) {
+        Result<core::TaskInfo> info = scheduler_.GetTask(change.task);
+        with_info = std::make_shared<const std::string>(
+            info.ok() ? proto::EncodeTaskEvent(change, at, *info)
+                      : proto::EncodeTaskEvent(change, at));
+      }
+      pending_.push_back(Pending{id, with_info});
+      continue;
+    }
     if (!text) text = std::make_shared<const std::string>(proto::EncodeTaskEvent(change, at));
     pending_.push_back(Pending{id, text});
   }

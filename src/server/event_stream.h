@@ -40,6 +40,9 @@
 // hears of by sending proto::WatchRequest messages: {"watch":"12"} adds job
 // 12 (a snapshot of its tasks follows, as for ?job=12), {"watch":"12.3"} one
 // task (its current state follows at once), "unwatch" removes either. A
+// watched task's terminal event (or its state, when it had already ended)
+// carries "info": the task as GET /api/v1/tasks/{id} shows it, without the
+// explanation, attempts and spec, so a waiter has its result at once. A
 // client that waits for many things over one connection needs it: the
 // Python client keeps one such stream and watches each task it waits for,
 // rather than opening a connection per wait. An id that names nothing is

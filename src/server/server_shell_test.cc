@@ -297,12 +297,21 @@ TEST_P(ServerShellTest, AWatchingStreamHearsWhatItNames) {
   Post("/api/v1/jobs/1/cancel", "");  // not watched
   Post("/api/v1/jobs/2/cancel", "");
   std::vector<std::string> heard;
+  json last;
   while (heard.empty() || heard.back() != "2.1") {
     auto m = sub.events->Pop();
     ASSERT_TRUE(m);
-    for (const json& e : json::parse(*m)) heard.push_back(e["task"].get<std::string>());
+    for (const json& e : json::parse(*m)) {
+      heard.push_back(e["task"].get<std::string>());
+      last = e;
+    }
   }
   EXPECT_EQ(heard, std::vector<std::string>{"2.1"});
+  // Its end carries the task as the API shows it, as of that change.
+  EXPECT_EQ(last["to"], "canceled");
+  EXPECT_EQ(last["info"]["id"], "2.1");
+  EXPECT_EQ(last["info"]["state"], "canceled");
+  EXPECT_FALSE(state[0].contains("info")) << "not for a task that has not ended";
   loop_.Post([session] { session->Close("done"); });
 }
 
