@@ -306,7 +306,8 @@ class Client:
 
     def flush(self, timeout: Optional[float] = None) -> None:
         """Waits until the server has answered every submission, then raises
-        the first refusal that no task or job of it has shown yet.
+        the first refusal that no task or job of it has shown yet (and
+        issues, as DroverWarning, the warnings none has shown).
 
         Raises:
             InvalidRequest: a submitted spec was refused (``field`` says
@@ -317,9 +318,13 @@ class Client:
         refused = []
         for pending in self._submitter.take_unobserved():
             try:
-                pending.result(0)
+                job = pending.result(0)
             except DroverError as e:
                 refused.append(e)
+                continue
+            for w in pending.warnings:
+                warnings.warn(f"job {job}: {w} (queued until a worker that can run it joins)",
+                              DroverWarning, stacklevel=2)
         if refused:
             first = refused[0]
             if len(refused) > 1:
@@ -1048,9 +1053,13 @@ def _flush_at_exit() -> None:
         failed: List[DroverError] = []
         for pending in submitter.take_unobserved():
             try:
-                pending.result(0)
+                job = pending.result(0)
             except DroverError as e:
                 failed.append(e)
+                continue
+            for w in pending.warnings:
+                print(f"drover: warning: job {job}: {w} (queued until a worker that can run "
+                      "it joins)", file=sys.stderr)
         if failed:
             more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
             print(f"drover: a submission failed: {failed[0]}{more}", file=sys.stderr)

@@ -260,6 +260,15 @@ class SubmitInBackgroundTest(ClusterTest):
         self.assertEqual(len(set(jobs)), 60)
         self.assertEqual([t.result(timeout=WAIT) for t in tasks], [str(i) for i in range(60)])
 
+    def test_flush_issues_the_warnings_no_task_showed(self) -> None:
+        self.client.submit(["true"], name="huge-unseen", cpus=100000)
+        with self.assertWarns(drover.DroverWarning) as caught:
+            self.client.flush()
+        self.assertIn("no worker is large enough for cpus=100000", str(caught.warning))
+        for job in self.client.jobs(state="active"):
+            if job.name == "huge-unseen":
+                self.client.cancel(job.id)
+
     def test_a_read_sees_the_clients_own_submissions(self) -> None:
         name = f"seen-{os.getpid()}"
         self.client.submit(["true"], name=name)
@@ -270,12 +279,17 @@ class SubmitInBackgroundTest(ClusterTest):
         script = ("import drover, sys\n"
                   "c = drover.Client(access_file=sys.argv[1])\n"
                   f"for i in range(25): c.submit(['true'], name='{name}')\n"
-                  "c.submit(['true'], cpus=-1)\n")
+                  "c.submit(['true'], cpus=-1)\n"
+                  f"c.submit(['true'], name='{name}-huge', cpus=100000)\n")
         out = subprocess.run([sys.executable, "-c", script, cluster().access_file],
                              capture_output=True, text=True, timeout=WAIT,
                              env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")))
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("drover: a submission failed: task[0].resources.cpus", out.stderr)
+        self.assertIn("no worker is large enough for cpus=100000", out.stderr)
+        for job in self.client.jobs(state="active"):
+            if job.name == f"{name}-huge":
+                self.client.cancel(job.id)
         self.assertEqual([j.name for j in self.client.jobs()].count(name), 25)
 
     def test_threads_wait_over_one_stream(self) -> None:
