@@ -41,17 +41,17 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
                    std::to_string(*job));
     return;
   }
-  auto snap = std::make_unique<Snapshot>();
+  std::vector<JobId> snapshot_jobs;
   if (job) {
     if (!scheduler_.GetJob(*job).ok()) {
       session->Close("job " + std::to_string(*job) + " not found");
       return;
     }
-    snap->jobs.push_back(*job);
+    snapshot_jobs.push_back(*job);
   } else if (snapshot && !watch) {
     for (JobId j : scheduler_.Jobs()) {
       Result<core::JobInfo> info = scheduler_.GetJob(j);
-      if (info.ok() && !info->done) snap->jobs.push_back(j);
+      if (info.ok() && !info->done) snapshot_jobs.push_back(j);
     }
   }
   const uint64_t id = session->id();
@@ -82,11 +82,7 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
   sub.job = job;
   sub.batch = batch;
   sub.watching = watch;
-  if (!snapshot || watch) return;
-  snap->session = std::move(session);
-  snap->id = id;
-  snapshots_[id] = std::move(snap);
-  ContinueSnapshot(id);
+  if (snapshot && !watch) QueueSnapshot(id, std::move(session), std::move(snapshot_jobs));
 }
 
 bool EventStream::Wants(const Sub& sub, const TaskId& task) {
@@ -142,16 +138,18 @@ void EventStream::Watch(uint64_t id, const std::string& text) {
     return;
   }
   sub.watched_jobs.insert(job);
-  QueueSnapshot(id, sub.session, job);
+  QueueSnapshot(id, sub.session, {job});
 }
 
-void EventStream::QueueSnapshot(uint64_t id, std::shared_ptr<net::WsSession> session, JobId job) {
+void EventStream::QueueSnapshot(uint64_t id, std::shared_ptr<net::WsSession> session,
+                                std::vector<JobId> jobs) {
   if (auto it = snapshots_.find(id); it != snapshots_.end()) {
-    it->second->jobs.push_back(job);  // its slices reach this job in turn
+    // Its slices reach these jobs in turn.
+    it->second->jobs.insert(it->second->jobs.end(), jobs.begin(), jobs.end());
     return;
   }
   auto snap = std::make_unique<Snapshot>();
-  snap->jobs.push_back(job);
+  snap->jobs = std::move(jobs);
   snap->session = std::move(session);
   snap->id = id;
   snapshots_[id] = std::move(snap);

@@ -131,8 +131,8 @@ class EventStream {
   static bool Wants(const Sub& sub, const TaskId& task);
   // Applies a watch request from subscriber `id` (its text message).
   void Watch(uint64_t id, const std::string& text);
-  // Adds `job` to subscriber `id`'s snapshot (starting one if none runs).
-  void QueueSnapshot(uint64_t id, std::shared_ptr<net::WsSession> session, JobId job);
+  // Adds `jobs` to subscriber `id`'s snapshot (starting one if none runs).
+  void QueueSnapshot(uint64_t id, std::shared_ptr<net::WsSession> session, std::vector<JobId> jobs);
   // Adds `event` to what `sub` holds (batching) or sends it (otherwise).
   void Add(Sub& sub, const std::string& event);
   // Sends what a batching subscriber holds, unless its session is still
