@@ -37,17 +37,22 @@ class LocalCluster:
         self.dir = tempfile.mkdtemp(prefix="drover_py_")
         self.access_file = os.path.join(self.dir, "access.json")
         self.port = 0
+        self._workers = workers
+        self._tls = tls
+        self._start()
+
+    def _start(self) -> None:
         self._lines: List[str] = []
         self._cv = threading.Condition()
         self._eof = False
         argv = [
             drover_binary(), "up",
-            "--workers", str(workers),
-            "--port", "0",
+            "--workers", str(self._workers),
+            "--port", str(self.port),
             "--state-dir", os.path.join(self.dir, "state"),
             "--access-file", self.access_file,
         ]
-        if not tls:
+        if not self._tls:
             argv.append("--no-tls")
         env = dict(os.environ, DROVER_ACCESS=self.access_file)
         self.proc = subprocess.Popen(
@@ -98,8 +103,17 @@ class LocalCluster:
         with self._cv:
             return "\n".join(self._lines)
 
+    def restart(self) -> None:
+        """Stops the cluster and starts it again on the same state and port."""
+        self._stop_process()
+        self._start()
+
     def stop(self) -> None:
         """SIGTERM, wait for the exit (SIGKILL if it hangs), remove the dir."""
+        self._stop_process()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _stop_process(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -110,4 +124,3 @@ class LocalCluster:
         self._reader.join(timeout=10)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
-        shutil.rmtree(self.dir, ignore_errors=True)

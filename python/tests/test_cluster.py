@@ -326,6 +326,50 @@ class SubmitInBackgroundTest(ClusterTest):
             drover.Task(self.client, "999999.0").wait(timeout=WAIT)
 
 
+class ServerRestartTest(unittest.TestCase):
+    def test_a_wait_goes_on_across_a_server_restart(self) -> None:
+        own = LocalCluster(workers=1)
+        self.addCleanup(own.stop)
+        client = drover.Client(access_file=own.access_file)
+        self.addCleanup(client.close)
+        fifo = os.path.join(own.dir, "fifo")
+        os.mkfifo(fifo)
+        t = client.submit(["sh", "-c", f'read x < "{fifo}"'], retries=3)
+        done = client.submit(["true"])
+        self.assertEqual(done.wait(timeout=WAIT).state, "succeeded")  # the stream is open
+        waited: List[drover.TaskInfo] = []
+        errors: List[BaseException] = []
+
+        def wait() -> None:
+            try:
+                waited.append(t.wait(timeout=WAIT))
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        # The restart comes once the waiter has the task's state on the
+        # stream (woken by the stream's reader, not by time).
+        watcher = client._watcher
+        with watcher._cv:
+            self.assertTrue(watcher._cv.wait_for(
+                lambda: t.id in watcher._watches and watcher._watches[t.id].latest is not None,
+                WAIT))
+            stream_before = watcher._ws
+        own.restart()
+        # The task runs again after the restart (or was adopted); let it end.
+        with open(fifo, "w") as f:
+            f.write("go\n")
+        waiter.join(timeout=WAIT)
+        self.assertFalse(waiter.is_alive())
+        self.assertEqual(errors, [])
+        self.assertEqual(len(waited), 1)
+        self.assertIn(waited[0].state, drover.TERMINAL)
+        self.assertEqual(waited[0].state, t.info().state)
+        self.assertIsNotNone(stream_before)
+        self.assertIsNot(watcher._ws, stream_before, "the wait went on over a new stream")
+
+
 class ErrorsTest(ClusterTest):
     def test_wrong_token_raises_an_authentication_error(self) -> None:
         ep = self.client.endpoint
