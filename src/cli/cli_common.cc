@@ -7,11 +7,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli11.h"
+#include "cli/config_file.h"
 
 namespace drover::cli {
 
 int ReportError(const Status& status, bool usage_on_invalid) {
-  std::string message = status.message().empty() ? status.ToString() : status.message();
+  std::string message =
+      WithFlagOrigin(status.message().empty() ? status.ToString() : status.message());
   while (!message.empty() && message.back() == '\n') message.pop_back();
   std::cerr << "drover: " << message << std::endl;
   if (usage_on_invalid && status.code() == StatusCode::kInvalidArgument) return kExitUsage;

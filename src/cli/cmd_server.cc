@@ -154,7 +154,8 @@ Status UseRedis(const RedisFlags& redis, server::ServerConfig& config) {
   return Status::Ok();
 }
 
-int RunServer(const ServerFlags& flags, const RedisFlags& redis, const BeaconFlags& beacon) {
+int RunServer(const ServerFlags& flags, const RedisFlags& redis, const BeaconFlags& beacon,
+              bool check) {
   BlockStopSignals();  // first: before any thread starts (stop_signals.h)
   // Many connections, tasks and log files: the soft limit on open files
   // (often 1,024) goes up to the hard one (fd_limit.h).
@@ -165,6 +166,10 @@ int RunServer(const ServerFlags& flags, const RedisFlags& redis, const BeaconFla
   if (!config.ok()) return ReportError(config.status(), /*usage_on_invalid=*/true);
   if (Status s = UseRedis(redis, *config); !s.ok()) {
     return ReportError(s, /*usage_on_invalid=*/true);
+  }
+  if (check) {
+    std::cout << "drover: server flags are valid" << std::endl;
+    return kExitOk;
   }
   net::EventLoop loop;
   Result<std::unique_ptr<server::ServerShell>> shell = server::ServerShell::Start(loop, *config);
@@ -211,8 +216,17 @@ void AddServerCommand(CLI::App& root, int& exit_code) {
                   "server leads (default: --bind, or this host's name, and --port)");
   auto beacon = std::make_shared<BeaconFlags>();
   AddBeaconFlags(*cmd, *beacon);
-  cmd->callback(
-      [flags, redis, beacon, &exit_code] { exit_code = RunServer(*flags, *redis, *beacon); });
+  // --config is read by main.cc before the flags are parsed.
+  auto config = std::make_shared<std::string>();
+  cmd->add_option("--config", *config,
+                  "TOML file whose [server] table sets flags (the command line wins; "
+                  "docs/guide.md)");
+  auto check = std::make_shared<bool>(false);
+  cmd->add_flag("--check", *check, "Check the flags and --config, then exit without starting");
+  // The callback owns what the options write to (config too).
+  cmd->callback([flags, redis, beacon, config, check, &exit_code] {
+    exit_code = RunServer(*flags, *redis, *beacon, *check);
+  });
 }
 
 }  // namespace drover::cli

@@ -27,6 +27,8 @@ namespace drover::cli {
 namespace {
 
 struct WorkerFlags {
+  std::string config;  // read by main.cc before the flags are parsed
+  bool check = false;  // check the flags, start nothing
   std::vector<std::string> servers;
   std::string access;
   std::string token;
@@ -95,8 +97,11 @@ int RunWorker(WorkerFlags& flags) {
     spdlog::warn("{}", files.status().message());
   }
   worker::AgentConfig config = flags.agent;
-  if (Status s = ResolveServers(flags, config); !s.ok()) {
-    return ReportError(s, /*usage_on_invalid=*/true);
+  // A check does not wait for a beacon (--discover).
+  if (!(flags.check && flags.discover)) {
+    if (Status s = ResolveServers(flags, config); !s.ok()) {
+      return ReportError(s, /*usage_on_invalid=*/true);
+    }
   }
   {
     // Absolute: task directories and the life record are found by it.
@@ -129,6 +134,10 @@ int RunWorker(WorkerFlags& flags) {
     *out = *bytes;
   }
   config.reconnect.initial = std::min(config.reconnect.initial, *reconnect_max);
+  if (flags.check) {
+    std::cout << "drover: worker flags are valid" << std::endl;
+    return kExitOk;
+  }
   net::EventLoop loop;
   Result<std::unique_ptr<worker::Agent>> agent = worker::Agent::Start(loop, config);
   if (!agent.ok()) return ReportError(agent.status().WithContext("worker did not start"));
@@ -152,6 +161,11 @@ void AddWorkerCommand(CLI::App& root, int& exit_code) {
   auto flags = std::make_shared<WorkerFlags>();
   worker::AgentConfig& a = flags->agent;
   CLI::App* cmd = root.add_subcommand("worker", "Run tasks on this machine for a server");
+  cmd->add_option("--config", flags->config,
+                  "TOML file whose [worker] table sets flags (the command line wins; "
+                  "docs/guide.md)");
+  cmd->add_flag("--check", flags->check,
+                "Check the flags and --config, then exit without starting");
   cmd->add_option("--server", flags->servers,
                   "Server HOST:PORT; repeat for fallbacks (default: the local access file)");
   cmd->add_option("--access", flags->access, "Access file to read when no --server is given");

@@ -26,6 +26,7 @@ void AddCancelCommand(CLI::App& root, int& exit_code);   // cmd_control.cc
 void AddWaitCommand(CLI::App& root, int& exit_code);     // cmd_control.cc
 void AddDrainCommand(CLI::App& root, int& exit_code);    // cmd_control.cc
 void AddReportCommand(CLI::App& root, int& exit_code);   // cmd_report.cc
+void AddConfigCommand(CLI::App& root, int& exit_code);   // cmd_config.cc
 
 }  // namespace drover::cli
 

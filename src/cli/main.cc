@@ -6,9 +6,9 @@
 #include <string_view>
 
 #include "cli/cli11.h"
-
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/config_file.h"
 #include "server/server_shell.h"
 
 int main(int argc, char** argv) {
@@ -28,19 +28,13 @@ int main(int argc, char** argv) {
     AddFn add;
   };
   const Command commands[] = {
-      {"server", drover::cli::AddServerCommand},
-      {"worker", drover::cli::AddWorkerCommand},
-      {"up", drover::cli::AddUpCommand},
-      {"submit", drover::cli::AddSubmitCommand},
-      {"run", drover::cli::AddRunCommand},
-      {"status", drover::cli::AddStatusCommand},
-      {"workers", drover::cli::AddWorkersCommand},
-      {"logs", drover::cli::AddLogsCommand},
-      {"cancel", drover::cli::AddCancelCommand},
-      {"wait", drover::cli::AddWaitCommand},
-      {"drain", drover::cli::AddDrainCommand},
-      {"report", drover::cli::AddReportCommand},
-      {"sim", drover::cli::AddSimCommand},
+      {"server", drover::cli::AddServerCommand},   {"worker", drover::cli::AddWorkerCommand},
+      {"up", drover::cli::AddUpCommand},           {"submit", drover::cli::AddSubmitCommand},
+      {"run", drover::cli::AddRunCommand},         {"status", drover::cli::AddStatusCommand},
+      {"workers", drover::cli::AddWorkersCommand}, {"logs", drover::cli::AddLogsCommand},
+      {"cancel", drover::cli::AddCancelCommand},   {"wait", drover::cli::AddWaitCommand},
+      {"drain", drover::cli::AddDrainCommand},     {"report", drover::cli::AddReportCommand},
+      {"sim", drover::cli::AddSimCommand},         {"config", drover::cli::AddConfigCommand},
   };
   const std::string_view first = argc > 1 ? argv[1] : "";
   const auto chosen = std::find_if(std::begin(commands), std::end(commands),
@@ -50,8 +44,25 @@ int main(int argc, char** argv) {
   } else if (!(argc == 2 && first == "--version")) {
     for (const Command& c : commands) c.add(app, exit_code);
   }
+  // The arguments, with a --config file's flags put before the command's
+  // own (which win: the file's are left out where a flag is given).
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (CLI::App* sub =
+          chosen == std::end(commands) ? nullptr : app.get_subcommand(std::string(first));
+      sub != nullptr && sub->get_option_no_throw("--config") != nullptr) {
+    std::vector<std::string> own(args.begin() + 1, args.end());
+    drover::Result<std::optional<std::string>> path = drover::cli::ConfigPathIn(own);
+    drover::Result<drover::cli::ConfigFlags> from_file =
+        !path.ok() ? drover::Result<drover::cli::ConfigFlags>(path.status())
+        : *path    ? drover::cli::ReadConfigFlags(*sub, **path, own)
+                   : drover::cli::ConfigFlags{};
+    if (!from_file.ok()) return drover::cli::ReportError(from_file.status(), true);
+    drover::cli::SetFlagOrigins(from_file->origins);
+    args.insert(args.begin() + 1, from_file->args.begin(), from_file->args.end());
+  }
+  std::reverse(args.begin(), args.end());  // CLI11 takes them last first
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -76,7 +87,8 @@ int main(int argc, char** argv) {
         return drover::cli::kExitUsage;
       }
     }
-    std::cerr << "drover: " << e.what() << " (see drover --help)" << std::endl;
+    std::cerr << "drover: " << drover::cli::WithFlagOrigin(e.what()) << " (see drover --help)"
+              << std::endl;
     return drover::cli::kExitUsage;
   }
   return exit_code;

@@ -1,0 +1,75 @@
+// `drover config check FILE`: every table of a config file read as its
+// command would read it (cli/config_file.h), and the command's own checks
+// of its flags run (`--check`: nothing starts).
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "cli/cli11.h"
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "cli/config_file.h"
+#include "proto/config_file.h"
+
+namespace drover::cli {
+
+namespace {
+
+int CheckConfig(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return ReportError(InvalidArgument(file + ": cannot be read"), true);
+  std::ostringstream text;
+  text << in.rdbuf();
+  Result<std::vector<proto::ConfigSection>> sections = proto::ParseConfigToml(text.str(), file);
+  if (!sections.ok()) return ReportError(sections.status(), true);
+  for (const proto::ConfigSection& section : *sections) {
+    int exit_code = kExitOk;
+    CLI::App app("drover", "drover");
+    if (section.name == "server") {
+      AddServerCommand(app, exit_code);
+    } else if (section.name == "worker") {
+      AddWorkerCommand(app, exit_code);
+    } else {
+      return ReportError(
+          InvalidArgument(file + ":" + std::to_string(section.line) + ": unknown table [" +
+                          section.name + "]: a config file holds [server] and [worker]"),
+          true);
+    }
+    CLI::App* cmd = app.get_subcommand(section.name);
+    Result<ConfigFlags> flags = FlagsFromSection(*cmd, section, file, {});
+    if (!flags.ok()) return ReportError(flags.status(), true);
+    SetFlagOrigins(flags->origins);
+    // CLI11 takes a vector of arguments last first.
+    std::vector<std::string> args = {section.name};
+    args.insert(args.end(), flags->args.begin(), flags->args.end());
+    args.push_back("--check");
+    std::reverse(args.begin(), args.end());
+    try {
+      app.parse(args);
+    } catch (const CLI::ParseError& e) {
+      std::cerr << "drover: " << WithFlagOrigin(e.what()) << std::endl;
+      return kExitUsage;
+    }
+    if (exit_code != kExitOk) return exit_code;
+    std::cout << "drover: " << file << ": [" << section.name << "]: " << section.entries.size()
+              << " keys" << std::endl;
+  }
+  std::cout << "drover: " << file << ": ok" << std::endl;
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddConfigCommand(CLI::App& root, int& exit_code) {
+  CLI::App* config = root.add_subcommand("config", "Config files ([server] and [worker] tables)");
+  config->require_subcommand(1);
+  CLI::App* check = config->add_subcommand(
+      "check", "Check every table of a config file as its command reads it; starts nothing");
+  auto file = std::make_shared<std::string>();
+  check->add_option("FILE", *file, "The config file")->required();
+  check->callback([file, &exit_code] { exit_code = CheckConfig(*file); });
+}
+
+}  // namespace drover::cli
