@@ -1,11 +1,12 @@
 # Drover's two entry points:
 #   make test   install missing dependencies, build, run every test
 #   make demo   install, build, start a local cluster and run the example pipeline
-# and `make build` to build everything into build/.
+# and `make build` to build everything into build/, `make deb` the Debian
+# package (build/deb/drover_VERSION_ARCH.deb; packaging/).
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build test bench clean demo
+.PHONY: all deps configure build test bench clean demo deb
 
 all: build
 
@@ -28,6 +29,10 @@ demo: deps
 	$(MAKE) configure
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target drover
 	bash examples/demo.sh $(BUILD_DIR)
+
+deb: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target drover
+	bash packaging/build-deb.sh $(BUILD_DIR) $(BUILD_DIR)/deb
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -12,6 +12,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   redis-server iproute2 procps util-linux python3
   chromium
+  # The Debian package's test (packaging/): lintian checks the .deb,
+  # systemd-analyze the units.
+  lintian systemd
   # fuzz/run.sh (the `fuzz` test): clang 14 and its libFuzzer runtime,
   # which the clang package only recommends.
   clang libclang-rt-14-dev
