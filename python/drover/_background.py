@@ -27,22 +27,19 @@ import time
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from ._connection import Transport
+from ._events import retryable
 from ._websocket import OP_TEXT, Closed, WebSocket
-from .errors import (
-    ApiError,
-    ConnectionFailed,
-    DroverError,
-    FingerprintMismatch,
-    NotFound,
-    Unavailable,
-    WaitTimeout,
-    api_error,
-)
+from .errors import ApiError, ConnectionFailed, DroverError, NotFound, WaitTimeout, api_error
 from .models import TERMINAL, TaskEvent
 
 # Jobs per batch request; the server takes up to 10,000 (and 16 MiB).
 _MAX_BATCH = 1000
 _MAX_BATCH_BYTES = 4 << 20
+
+
+def warning_text(job: int, warning: str) -> str:
+    """A submitted job's warning, as the client says it."""
+    return f"job {job}: {warning} (queued until a worker that can run it joins)"
 
 
 class PendingJob:
@@ -139,12 +136,22 @@ class Submitter:
                     raise WaitTimeout("submissions were not answered in time")
                 self._cv.wait(left)
 
-    def take_unobserved(self) -> List[PendingJob]:
-        """The answered jobs no caller has looked at (forgotten here)."""
+    def take_unseen(self) -> Tuple[List[DroverError], List[str]]:
+        """What no caller has seen of the answered jobs (then forgotten
+        here): their refusals, and their warnings ("job 12: ...")."""
         with self._cv:
-            out = [p for p in self._unobserved if not p.observed]
+            answered = [p for p in self._unobserved if not p.observed]
             self._unobserved = []
-        return out
+        refusals: List[DroverError] = []
+        warnings: List[str] = []
+        for pending in answered:
+            try:
+                job = pending.result(0)
+            except DroverError as e:
+                refusals.append(e)
+                continue
+            warnings += [warning_text(job, w) for w in pending.warnings]
+        return refusals, warnings
 
     def close(self) -> None:
         with self._cv:
@@ -215,14 +222,6 @@ class Submitter:
                 p._resolve(item["id"], None, [str(w) for w in item.get("warnings", [])])
             else:
                 p._resolve(None, _answer_error(item), [])
-
-
-def _retryable(e: Exception) -> bool:
-    if isinstance(e, FingerprintMismatch):
-        return False
-    if isinstance(e, ApiError):
-        return isinstance(e, Unavailable)
-    return isinstance(e, ConnectionFailed)
 
 
 class _Watch:
@@ -399,7 +398,7 @@ class Watcher:
     def _lost(self, why: Exception, deadline: Optional[float]) -> None:
         """Waits before the next connect, or raises when the stream cannot
         be had (a wrong token) or has been down for too long."""
-        if not _retryable(why):
+        if not retryable(why):
             raise why
         now = time.monotonic()
         if self._offline_since is None:

@@ -30,7 +30,7 @@ from .errors import (
 from .models import TaskEvent
 
 
-def _retryable(e: Exception) -> bool:
+def retryable(e: Exception) -> bool:
     if isinstance(e, FingerprintMismatch):
         return False
     if isinstance(e, ApiError):
@@ -149,7 +149,7 @@ class EventStream:
             self._lost(ConnectionFailed("connecting the event stream timed out"), deadline)
             return
         except (ConnectionFailed, ApiError) as e:
-            if not _retryable(e):
+            if not retryable(e):
                 raise
             self._lost(e, deadline)
             return

@@ -58,7 +58,7 @@ from typing import (
     Union,
 )
 
-from ._background import PendingJob, Submitter, Watcher
+from ._background import PendingJob, Submitter, Watcher, warning_text
 from ._connection import Transport, resolve_endpoint
 from ._events import EventStream
 from ._websocket import OP_BINARY, OP_TEXT, Closed, WebSocket
@@ -315,16 +315,9 @@ class Client:
             WaitTimeout: answers did not come within ``timeout`` seconds.
         """
         self._submitter.wait_sent(timeout)
-        refused = []
-        for pending in self._submitter.take_unobserved():
-            try:
-                job = pending.result(0)
-            except DroverError as e:
-                refused.append(e)
-                continue
-            for w in pending.warnings:
-                warnings.warn(f"job {job}: {w} (queued until a worker that can run it joins)",
-                              DroverWarning, stacklevel=2)
+        refused, unseen_warnings = self._submitter.take_unseen()
+        for text in unseen_warnings:
+            warnings.warn(text, DroverWarning, stacklevel=2)
         if refused:
             first = refused[0]
             if len(refused) > 1:
@@ -820,8 +813,7 @@ class Job:
             self._id = self._pending.result()
             self.warnings = list(self._pending.warnings)
             for w in self.warnings:
-                warnings.warn(f"job {self._id}: {w} (queued until a worker that can run it "
-                              "joins)", DroverWarning, stacklevel=3)
+                warnings.warn(warning_text(self._id, w), DroverWarning, stacklevel=3)
         return self._id
 
     @property
@@ -1050,16 +1042,9 @@ def _flush_at_exit() -> None:
         except DroverError as e:
             print(f"drover: submissions were not all sent: {e}", file=sys.stderr)
             continue
-        failed: List[DroverError] = []
-        for pending in submitter.take_unobserved():
-            try:
-                job = pending.result(0)
-            except DroverError as e:
-                failed.append(e)
-                continue
-            for w in pending.warnings:
-                print(f"drover: warning: job {job}: {w} (queued until a worker that can run "
-                      "it joins)", file=sys.stderr)
+        failed, unseen_warnings = submitter.take_unseen()
+        for text in unseen_warnings:
+            print(f"drover: warning: {text}", file=sys.stderr)
         if failed:
             more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
             print(f"drover: a submission failed: {failed[0]}{more}", file=sys.stderr)
