@@ -75,7 +75,8 @@ label = ["site=lab", "rack=2"]
           f"--port on the command line wins over the file: {out!r}")
 
     r = run("worker", "--config", good, "--check")
-    check(r.returncode == 0 and "worker flags are valid" in r.stdout,
+    check(r.returncode == 0 and "worker flags are valid; it would offer " in r.stdout
+          and " cores" in r.stdout,
           f"worker --check: {r.returncode} {r.stdout!r} {r.stderr!r}")
     r = run("config", "check", good)
     check(r.returncode == 0 and r.stdout.strip().endswith(f"{good}: ok"),
@@ -89,6 +90,9 @@ label = ["site=lab", "rack=2"]
         "[server]\nno_tls = \"yes\"\n": ":2:1: [server] no_tls: --no-tls is a switch",
         "[worker]\nmem = [\"1GiB\", \"2GiB\"]\n": ":2:1: [worker] mem: --mem takes one value",
         "[servers]\nport = 1\n": ":1: unknown table [servers]",
+        # Checked against this machine, as the worker would when it starts.
+        "[worker]\nserver = [\"127.0.0.1:1\"]\ntoken = \"t\"\nno_tls = true\n"
+        "user = \"nobody\"\nmem = \"16G\"\n": ":6:1: --mem: ",
         "port = 1\n": ":1:1: \"port\" is outside a table",
         "[server\n": ":1:8: ",
     }

@@ -135,7 +135,11 @@ int RunWorker(WorkerFlags& flags) {
   }
   config.reconnect.initial = std::min(config.reconnect.initial, *reconnect_max);
   if (flags.check) {
-    std::cout << "drover: worker flags are valid" << std::endl;
+    // What it would offer here: the overrides checked against this machine.
+    Result<worker::WorkerResources> offer = worker::DetectOffer(config);
+    if (!offer.ok()) return ReportError(offer.status(), /*usage_on_invalid=*/true);
+    std::cout << "drover: worker flags are valid; it would offer " << worker::FormatSummary(*offer)
+              << std::endl;
     return kExitOk;
   }
   net::EventLoop loop;

@@ -204,6 +204,28 @@ class Agent::Impl {
   std::atomic<WorkerId> worker_id_{0};
 };
 
+Result<WorkerResources> DetectOffer(const AgentConfig& config,
+                                    std::unique_ptr<UtilizationSampler>* sampler) {
+  DetectOptions detect;
+  detect.cpus = config.cpus;
+  detect.labels = config.labels;
+  detect.counters = config.counters;
+  detect.gpus = config.gpus;
+  detect.gpu_part = config.gpu_part;
+  detect.gpu_parts = config.gpu_parts;
+  detect.gpu_type = config.gpu_type;
+  detect.gpu_mem = config.gpu_mem;
+  detect.nvml_library = config.nvml_library;
+  detect.nvidia_smi = config.nvidia_smi;
+  ASSIGN_OR_RETURN(WorkerResources resources, DetectResources(detect, sampler));
+  if (!config.mem.empty()) {
+    Result<uint64_t> mem = ParseBytes(config.mem);
+    if (!mem.ok()) return mem.status().WithContext("--mem");
+    resources.memory_bytes = *mem;
+  }
+  return resources;
+}
+
 Status Agent::Impl::Init() {
   if (config_.servers.empty()) return InvalidArgument("no server given (--server host:port)");
   for (const std::string& list : config_.servers) {
@@ -238,18 +260,7 @@ Status Agent::Impl::Init() {
   }
   ASSIGN_OR_RETURN(IsolationMode mode, ParseIsolationMode(config_.isolation));
 
-  DetectOptions detect;
-  detect.cpus = config_.cpus;
-  detect.labels = config_.labels;
-  detect.counters = config_.counters;
-  detect.gpus = config_.gpus;
-  detect.gpu_part = config_.gpu_part;
-  detect.gpu_parts = config_.gpu_parts;
-  detect.gpu_type = config_.gpu_type;
-  detect.gpu_mem = config_.gpu_mem;
-  detect.nvml_library = config_.nvml_library;
-  detect.nvidia_smi = config_.nvidia_smi;
-  ASSIGN_OR_RETURN(WorkerResources resources, DetectResources(detect, &sampler_));
+  ASSIGN_OR_RETURN(WorkerResources resources, DetectOffer(config_, &sampler_));
   {
     // One worker per GPU on this machine (gpu_lock.h).
     std::vector<GpuInfo> kept;
@@ -260,11 +271,6 @@ Status Agent::Impl::Init() {
                                                    resources.gpus, &kept, &refused));
     for (const std::string& line : refused) spdlog::warn("worker: {}", line);
     resources.gpus = std::move(kept);
-  }
-  if (!config_.mem.empty()) {
-    Result<uint64_t> mem = ParseBytes(config_.mem);
-    if (!mem.ok()) return mem.status().WithContext("--mem");
-    resources.memory_bytes = *mem;
   }
   for (const std::string& note : resources.notes) spdlog::info("worker: {}", note);
   name_ = config_.name.empty() ? resources.hostname : config_.name;

@@ -97,6 +97,7 @@
 #include "common/time.h"
 #include "net/backoff.h"
 #include "net/event_loop.h"
+#include "worker/resources/resources.h"
 
 namespace drover::worker {
 
@@ -173,6 +174,13 @@ struct AgentConfig {
   // Null: the Executor, made and owned by the agent.
   TaskRunner* task_runner = nullptr;
 };
+
+// What `config` offers on this machine: DetectResources with its overrides
+// (cores, GPUs, labels, counters) and --mem applied, as Agent::Start
+// detects it (before it locks the GPUs for this worker). For a check that
+// starts nothing (`drover worker --check`). Errors name the flag.
+Result<WorkerResources> DetectOffer(const AgentConfig& config,
+                                    std::unique_ptr<UtilizationSampler>* sampler = nullptr);
 
 class Agent {
  public:
