@@ -142,6 +142,16 @@ int RunWorker(WorkerFlags& flags) {
               << std::endl;
     return kExitOk;
   }
+  {
+    // Its parents too: a fresh account (or a container) has no
+    // ~/.local/state yet.
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(config.workdir).parent_path(), ec);
+    if (ec) {
+      return ReportError(Unavailable("cannot create the parent of --workdir " + config.workdir +
+                                     ": " + ec.message()));
+    }
+  }
   net::EventLoop loop;
   Result<std::unique_ptr<worker::Agent>> agent = worker::Agent::Start(loop, config);
   if (!agent.ok()) return ReportError(agent.status().WithContext("worker did not start"));

@@ -63,9 +63,12 @@ void Cluster::KillServer(int signo) {
 
 Process& Cluster::StartWorker(const std::string& name, std::vector<std::string> extra,
                               std::vector<std::string> env) {
-  std::vector<std::string> argv = {binary(),      "worker", "--access",    access_file(),
-                                   "--name",      name,     "--workdir",   dir_ + "/work-" + name,
-                                   "--isolation", "none",   "--run-as-root"};
+  // The work directory's parent does not exist yet: a worker makes it, as
+  // on a fresh account without ~/.local/state.
+  std::vector<std::string> argv = {
+      binary(),      "worker", "--access",     access_file(),
+      "--name",      name,     "--workdir",    dir_ + "/workers/" + name + "/work",
+      "--isolation", "none",   "--run-as-root"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   workers_.push_back(std::make_unique<Process>(argv, std::move(env)));
   Process& w = *workers_.back();
