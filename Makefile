@@ -2,11 +2,13 @@
 #   make test   install missing dependencies, build, run every test
 #   make demo   install, build, start a local cluster and run the example pipeline
 # and `make build` to build everything into build/, `make deb` the Debian
-# package (build/deb/drover_VERSION_ARCH.deb; packaging/).
+# package (build/deb/drover_VERSION_ARCH.deb; packaging/), `make image` the
+# OCI image (drover:VERSION in the local container storage, as root, and
+# build/image/drover_VERSION.oci.tar).
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build test bench clean demo deb
+.PHONY: all deps configure build test bench clean demo deb image
 
 all: build
 
@@ -33,6 +35,10 @@ demo: deps
 deb: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target drover
 	bash packaging/build-deb.sh $(BUILD_DIR) $(BUILD_DIR)/deb
+
+image: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target drover
+	bash packaging/build-image.sh $(BUILD_DIR) $(BUILD_DIR)/image
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -15,6 +15,10 @@ packages=(
   # The Debian package's test (packaging/): lintian checks the .deb,
   # systemd-analyze the units.
   lintian systemd
+  # The OCI image's test (tests/oci_image_test.py): buildah builds it,
+  # rootful podman runs it (runc where crun cannot, netavark and
+  # aardvark-dns for the test's private network).
+  buildah podman runc netavark aardvark-dns iptables
   # fuzz/run.sh (the `fuzz` test): clang 14 and its libFuzzer runtime,
   # which the clang package only recommends.
   clang libclang-rt-14-dev
