@@ -230,6 +230,8 @@ std::string WorkersView(const json& list) {
     if (Int(w, "offer_changes") > 0) {
       state += " (offer changed " + ShortTime(w, "offer_changed_at") + ")";
     }
+    // It leaves then (an allocation's end): it takes only tasks that end by then.
+    if (Int(w, "ends_at_ms") >= 0) state += " (leaves " + ShortTime(w, "ends_at") + ")";
     const json& cores = Array(w, "cpu_cores");
     const json& free_cores = Array(w, "free_cores");
     const int64_t mem = Int(w, "mem_bytes");

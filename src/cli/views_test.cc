@@ -108,6 +108,12 @@ TEST(ViewsTest, WorkersAndEmptyListsAndOddShapes) {
   EXPECT_NE(text.find("1   a     drained  1/2 free  1 GiB free of 2 GiB  -     1      40"),
             std::string::npos)
       << text;
+  // A worker that leaves at a set time says when.
+  workers["workers"][0]["drained"] = false;
+  workers["workers"][0]["ends_at"] = "2026-12-02T12:00:00.000Z";
+  workers["workers"][0]["ends_at_ms"] = 1796212800000;
+  EXPECT_NE(WorkersView(workers).find("ready (leaves 2026-12-02 12:00:00Z)"), std::string::npos)
+      << WorkersView(workers);
   EXPECT_EQ(WorkersView(json{{"workers", json::array()}}), "no workers\n");
   EXPECT_EQ(JobsView(json::object()), "no jobs\n");
   // A field of an unexpected type prints as "-" instead of failing.

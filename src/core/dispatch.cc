@@ -114,8 +114,15 @@ void Scheduler::State::Unpark(uint32_t u) {
   for (auto it = back.rbegin(); it != back.rend(); ++it) Enqueue(*it, true);
 }
 
+bool Scheduler::State::LastsFor(uint32_t w, TaskRef r, int64_t from_us) const {
+  const std::optional<Time>& ends = workers[w].res->resources().ends_at;
+  if (!ends) return true;
+  const int64_t limit = SpecOf(r).timeout.count();
+  return limit > 0 && from_us + limit <= ToMicros(*ends);
+}
+
 bool Scheduler::State::CanPlace(uint32_t w, TaskRef r) {
-  if (!Schedulable(w)) return false;
+  if (!Schedulable(w) || !LastsFor(w, r, now_us)) return false;
   const ResourceRequest& req = RequestOf(r);
   if (!workers[w].res->Fits(req, policy->PreferFullGpus())) return false;
   if (reservation.IsOn(w) && !(reservation.task == r)) {
@@ -157,6 +164,10 @@ void Scheduler::State::PlaceClass(uint32_t cls) {
     FlushLoads();
     const uint32_t w = policy->Choose([&](uint32_t slot) { return CanPlace(slot, r); });
     if (w == kNoWorker) {
+      // The head waits; a worker that leaves may still take tasks behind it.
+      for (uint32_t e : ending_workers) {
+        if (Schedulable(e)) MarkWorkerDirty(e);
+      }
       if (config.queue_ahead) {
         QueueAheadAnywhere();
         TaskRef still;
@@ -195,13 +206,14 @@ void Scheduler::State::PlaceOnWorker(uint32_t w) {
       Place(cls, r, w);
       return Walk::kRestart;
     }
-    if (!have_blocked && workers[w].res->CanEverFit(RequestOf(r))) {
+    if (!have_blocked && CanEverRun(w, r)) {
       blocked = r;
       have_blocked = true;
     }
     return Walk::kNext;
   });
   if (reservation.IsOn(w)) BackfillBehindHeads(w);
+  if (Ending(w)) FillLeavingWorker(w);
   if (config.queue_ahead) QueueAhead(w);
 }
 

@@ -74,6 +74,28 @@ std::string NeverFits(const std::vector<const WorkerState*>& live, const Resourc
   return "";
 }
 
+// Why every worker that fits leaves too soon for a task with this timeout
+// (WorkerResources::ends_at), or "" if one stays long enough.
+std::string LeaveTooSoon(const std::vector<const WorkerState*>& fit, Duration timeout,
+                         int64_t now_us) {
+  int64_t latest = 0;  // the latest end among the fitting workers
+  for (const WorkerState* w : fit) {
+    const std::optional<Time>& ends = w->resources().ends_at;
+    if (!ends) return "";
+    if (timeout.count() > 0 && now_us + timeout.count() <= ToMicros(*ends)) return "";
+    latest = std::max(latest, ToMicros(*ends));
+  }
+  if (fit.empty()) return "";
+  const std::string leaves =
+      latest > now_us ? "in " + FormatDuration(Duration(latest - now_us)) : "now";
+  if (timeout.count() <= 0) {
+    return "every worker that fits it leaves at a set time (the last " + leaves +
+           ") and it has no timeout to end by then";
+  }
+  return "every worker that fits it leaves before its timeout of " + FormatDuration(timeout) +
+         " would end (the last " + leaves + ")";
+}
+
 // The first dimension in which no worker has room now, with the largest
 // free amount, e.g. "needs 2 GPUs, largest free is 1".
 std::string Shortest(const std::vector<const WorkerState*>& fit, const ResourceRequest& req) {
@@ -223,6 +245,9 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
   if (live.empty() && any_drained) return std::string("all workers are drained");
   std::string never = NeverFits(live, req);
   if (!never.empty()) return never;
+  if (std::string leaving = LeaveTooSoon(fit, s.SpecOf(r).timeout, s.now_us); !leaving.empty()) {
+    return leaving;
+  }
 
   // Queue position among live entries of its class.
   uint64_t ahead = 0;

@@ -55,13 +55,15 @@ bool Scheduler::State::HasTail(uint32_t w) const {
 }
 
 bool Scheduler::State::QueueAhead(uint32_t w) {
-  if (!Schedulable(w)) return false;
+  // A worker that leaves takes nothing to start later: when the task ahead
+  // ends is not known well enough to promise the end.
+  if (!Schedulable(w) || Ending(w)) return false;
   // The reserved worker drains for its task; it is offered again (and looked
   // at here) when the reservation ends.
   if (reservation.IsOn(w)) return HasTail(w);
   WalkHeads([&](uint32_t cls, TaskRef r) {
     const ResourceRequest& req = RequestOf(r);
-    if (!workers[w].res->CanEverFit(req)) return Walk::kNext;  // not for this worker
+    if (!CanEverRun(w, r)) return Walk::kNext;  // not for this worker
     if (CanPlace(w, r)) {  // room freed meanwhile: r is the first head for it
       Place(cls, r, w);
       return Walk::kRestart;
@@ -141,7 +143,6 @@ void Scheduler::State::DropHold(TaskRef r) {
 void Scheduler::State::TakeBack(uint32_t w) {
   auto& waiters = queue_ahead.waiters;
   if (waiters.empty() || !Schedulable(w) || HeldFor(w) != nullptr) return;
-  const WorkerState& res = *workers[w].res;
   uint32_t looked = 0;
   for (auto it = waiters.begin(); it != waiters.end() && looked < kTakeBackScan;) {
     const auto [key, seq, r, attempt] = *it;
@@ -165,7 +166,7 @@ void Scheduler::State::TakeBack(uint32_t w) {
           std::make_pair(key, seq)) {
         return Walk::kStop;
       }
-      if (!res.CanEverFit(RequestOf(head))) return Walk::kNext;
+      if (!CanEverRun(w, head)) return Walk::kNext;
       head_first = true;
       return Walk::kStop;
     });
@@ -230,7 +231,7 @@ void Scheduler::State::Displace(TaskRef r) {
     const uint32_t w = prev.worker;
     if (w == kNone || !Schedulable(w) || reservation.IsOn(w)) continue;
     if (prev.alloc.cores.size() < req.CoreCount() || prev.alloc.mem_bytes < req.mem_bytes ||
-        !workers[w].res->CanEverFit(req)) {
+        !CanEverRun(w, r)) {
       continue;
     }
     Withdraw(waiter,

@@ -95,18 +95,21 @@ void Scheduler::State::Reserve(TaskRef r, uint32_t hint) {
   // there (ties: the hint, then join order); without limits, the hint.
   int64_t best = kNever;
   for (uint32_t w = 0; w < workers.size(); ++w) {
-    if (!Schedulable(w) || !workers[w].res->CanEverFit(req)) continue;
+    if (!Schedulable(w) || !CanEverRun(w, r)) continue;
     const int64_t at = FitTime(w, req);
+    // A worker that leaves is held only for a task that ends there in time.
+    if (Ending(w) && (at == kNever || !LastsFor(w, r, at))) continue;
     if (at < best || (at == best && at != kNever && w == hint)) {
       best = at;
       chosen = w;
     }
   }
-  if (chosen == kNone && hint != kNone && Schedulable(hint) && workers[hint].res->CanEverFit(req)) {
-    chosen = hint;
-  }
+  const auto holdable = [&](uint32_t w) {
+    return Schedulable(w) && !Ending(w) && workers[w].res->CanEverFit(req);
+  };
+  if (chosen == kNone && hint != kNone && holdable(hint)) chosen = hint;
   for (uint32_t w = 0; w < workers.size() && chosen == kNone; ++w) {
-    if (Schedulable(w) && workers[w].res->CanEverFit(req)) chosen = w;
+    if (holdable(w)) chosen = w;
   }
   if (chosen == kNone) return;
   EndReservation();
@@ -127,20 +130,30 @@ void Scheduler::State::BackfillBehindHeads(uint32_t w) {
   // reserved task takes it).
   const int64_t shadow = ReservationShadow();
   if (shadow == kNever || shadow <= now_us) return;
+  PlaceBehindHeads(w, ClassOf(reservation.task), [&](TaskRef r) {
+    const int64_t limit = SpecOf(r).timeout.count();
+    return limit > 0 && now_us + limit <= shadow;
+  });
+}
+
+void Scheduler::State::FillLeavingWorker(uint32_t w) {
+  PlaceBehindHeads(w, kNone, [&](TaskRef r) { return LastsFor(w, r, now_us); });
+}
+
+void Scheduler::State::PlaceBehindHeads(uint32_t w, uint32_t skip,
+                                        const std::function<bool(TaskRef)>& pick) {
   const WorkerState& res = *workers[w].res;
-  const uint32_t reserved_cls = ClassOf(reservation.task);
   std::vector<std::pair<uint32_t, TaskRef>> picks;  // (class, task), in walk order
   for (const auto& key : queues.heads()) {
     const uint32_t cls = std::get<2>(key);
-    if (cls == reserved_cls || !res.Fits(queues.request(cls), policy->PreferFullGpus())) continue;
+    if (cls == skip || !res.Fits(queues.request(cls), policy->PreferFullGpus())) continue;
     uint32_t seen = 0;
     queues.ForEach(cls, [&](const QueueEntry& e) {
       if (++seen > kBackfillScan) return false;
       const Task& t = task(e.task);
       if (t.state != TaskState::kQueued || t.flags.Any(TaskFlag::kBackoff | TaskFlag::kParked))
         return true;
-      const int64_t limit = SpecOf(e.task).timeout.count();
-      if (limit > 0 && now_us + limit <= shadow) picks.emplace_back(cls, e.task);
+      if (pick(e.task)) picks.emplace_back(cls, e.task);
       return true;
     });
   }

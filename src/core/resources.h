@@ -17,11 +17,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/status.h"
+#include "common/time.h"
 #include "core/small_vector.h"
 
 namespace drover::core {
@@ -91,6 +93,10 @@ struct WorkerResources {
   std::vector<GpuDevice> gpus;         // distinct indices
   std::map<std::string, int64_t> counters;
   std::map<std::string, std::string> labels;
+  // When the worker leaves (the end of a Slurm allocation, `drover worker
+  // --lifetime`): only a task with a timeout that ends by then is placed
+  // there. None: it stays.
+  std::optional<Time> ends_at;
 
   friend bool operator==(const WorkerResources&, const WorkerResources&) = default;
 

@@ -142,6 +142,7 @@ Status Scheduler::State::OnWorkerJoined(WorkerJoined& e) {
     }
   }
   worker.res = std::make_unique<WorkerState>(e.worker, std::move(e.resources));
+  NoteEnding(w);
   worker.lost = false;
   worker.drained = false;
   worker.refusing = false;
@@ -265,6 +266,7 @@ void Scheduler::State::Reoffer(uint32_t w, WorkerResources resources) {
     if (actives.capacity() < pool_cores) actives.reserve(pool_cores);
   }
   worker.res = std::make_unique<WorkerState>(worker.id, std::move(resources));
+  NoteEnding(w);
   ++worker.offer_changes;
   worker.offer_changed_at = TimeFromMicros(now_us);
   StopUnfitting(w);

@@ -25,9 +25,11 @@
 #ifndef DROVER_CORE_SCHEDULER_STATE_H_
 #define DROVER_CORE_SCHEDULER_STATE_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -123,6 +125,15 @@ struct Scheduler::State {
   Adoption adoption;      // orphans, adoption, the settle hold (adoption.h)
 
   std::vector<uint32_t> dirty_workers;
+  // Slots of the workers whose offer has an end (Ending), lost or not: a
+  // class head that waits offers them its class again (FillLeavingWorker).
+  std::vector<uint32_t> ending_workers;
+  // Keeps w's place in ending_workers true to its current offer.
+  void NoteEnding(uint32_t w) {
+    auto it = std::find(ending_workers.begin(), ending_workers.end(), w);
+    if (Ending(w) && it == ending_workers.end()) ending_workers.push_back(w);
+    if (!Ending(w) && it != ending_workers.end()) ending_workers.erase(it);
+  }
   QueueAheadBook queue_ahead;  // waiters, holds, take-backs (queue_ahead.h)
   std::vector<uint32_t> dirty_classes;
   std::vector<uint8_t> class_dirty;
@@ -287,6 +298,17 @@ struct Scheduler::State {
   void Park(uint32_t cls, TaskRef r);
   void Unpark(uint32_t user);
   bool CanPlace(uint32_t w, TaskRef r);
+  // Worker w stays long enough for r started at `from_us`: it has no end
+  // (WorkerResources::ends_at), or r has a timeout that ends by then.
+  bool LastsFor(uint32_t w, TaskRef r, int64_t from_us) const;
+  // A worker with an end takes nothing to start later (queue-ahead): when
+  // the task before it ends is not known well enough.
+  bool Ending(uint32_t w) const { return workers[w].res->resources().ends_at.has_value(); }
+  // r could run on w some time: its resources fit w's offer and w stays
+  // long enough if r started now.
+  bool CanEverRun(uint32_t w, TaskRef r) const {
+    return workers[w].res->CanEverFit(RequestOf(r)) && LastsFor(w, r, now_us);
+  }
   // Books `r` on worker `w` for a moment and answers `check()` then (false
   // when it does not fit); nothing stays booked.
   template <typename Check>
@@ -324,6 +346,13 @@ struct Scheduler::State {
   // On the reserved worker `w`: places queued tasks behind their class
   // heads whose time limit ends by the reservation's planned start.
   void BackfillBehindHeads(uint32_t w);
+  // A worker that leaves (Ending) takes queued tasks from behind class
+  // heads that cannot end there in time (a head without a timeout does
+  // not hold its class back on it).
+  void FillLeavingWorker(uint32_t w);
+  // Places on w the queued tasks behind the class heads (kBackfillScan deep
+  // per class, not in class `skip`) that `pick` accepts and that fit.
+  void PlaceBehindHeads(uint32_t w, uint32_t skip, const std::function<bool(TaskRef)>& pick);
 
   // --- queue-ahead (queue_ahead.cc) ---
   void NoteTail(uint32_t w);

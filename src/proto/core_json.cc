@@ -57,11 +57,13 @@ Json WorkerResourcesJson(const core::WorkerResources& resources) {
                         {"model", gpu.model},
                         {"memory_bytes", gpu.memory_bytes}});
   }
-  return Json{{"cpu_cores", resources.cpu_cores},
-              {"mem_bytes", resources.mem_bytes},
-              {"gpus", std::move(gpus)},
-              {"counters", resources.counters},
-              {"labels", resources.labels}};
+  Json j{{"cpu_cores", resources.cpu_cores},
+         {"mem_bytes", resources.mem_bytes},
+         {"gpus", std::move(gpus)},
+         {"counters", resources.counters},
+         {"labels", resources.labels}};
+  if (resources.ends_at) j["ends_at_us"] = ToMicros(*resources.ends_at);
+  return j;
 }
 
 bool ReadUint32List(const Json& j, const std::string& path, std::vector<uint32_t>* out,
@@ -104,6 +106,11 @@ bool ReadWorkerResources(const Json& j, const std::string& path, core::WorkerRes
   }
   if (const Json* labels = r.Get("labels", Need::kOptional)) {
     if (!ReadStringMap(*labels, r.PathOf("labels"), &out->labels, ctx)) return false;
+  }
+  if (r.Get("ends_at_us", Need::kOptional) != nullptr) {
+    Time ends;
+    if (!r.TimeMicros("ends_at_us", &ends)) return false;
+    out->ends_at = ends;
   }
   if (!r.ok()) return false;
   if (Status s = out->Validate(); !s.ok()) return ctx.Fail(path, s.message());

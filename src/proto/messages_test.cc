@@ -33,6 +33,7 @@ Hello SampleHello() {
                       {1, "GPU-def", "NVIDIA A100-SXM4-80GB", 80ULL << 30}};
   h.resources.counters = {{"licenses", 4}};
   h.resources.labels = {{"os", "linux"}};
+  h.resources.ends_at = TimeFromMicros(1'700'003'600'000'000);  // --lifetime
   h.running = {{{12, 3}, 1, {0, 1}, {{1, 100, 80ULL << 30}}}, {{12, 4}, 2, {}, {}},
                {{12, 5}, 1, {0}, {}, true}};
   h.finished = {{{11, 0}, 1, SampleOutcome(), TimeFromMicros(1'700'000'000'123'456)}};

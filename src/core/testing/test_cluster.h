@@ -49,6 +49,10 @@ class WorkerBuilder {
   }
   WorkerBuilder& Label(std::string k, std::string v) { r_.labels[k] = v; return *this; }
   WorkerBuilder& Counter(std::string k, int64_t n) { r_.counters[k] = n; return *this; }
+  WorkerBuilder& EndsAt(Time t) {
+    r_.ends_at = t;
+    return *this;
+  }
   WorkerResources Build() const { return r_; }
 
  private:

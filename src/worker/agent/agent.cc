@@ -285,6 +285,10 @@ Status Agent::Impl::Init() {
   state_config.heartbeat_interval = config_.heartbeat_interval;
   state_config.lease_ttl = config_.lease_ttl;
   state_config.kill_grace = config_.kill_grace;
+  state_config.idle_timeout = config_.idle_timeout;
+  if (config_.lifetime > Duration::zero()) {
+    state_config.resources.ends_at = clock_.Now() + config_.lifetime;
+  }
 
   // Before any work: end what a previous life of this worker left running
   // (its work directory holds the record), then fork the reaper that ends
@@ -448,6 +452,9 @@ void Agent::Impl::Stop() {
               spdlog::level::debug, spdlog::level::info, spdlog::level::warn,
               spdlog::level::err};
           spdlog::log(kLevels[static_cast<int>(c.level)], "worker {}: {}", name_, c.text);
+        } else if constexpr (std::is_same_v<T, Leave>) {
+          spdlog::info("worker {}: leaving: {}", name_, c.reason);
+          if (config_.on_leave) config_.on_leave(c.reason);
         } else if constexpr (std::is_same_v<T, ScheduleFlush>) {
           std::weak_ptr<bool> alive = alive_;
           loop_.Post([this, alive] {

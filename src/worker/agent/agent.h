@@ -162,6 +162,15 @@ struct AgentConfig {
   // Called on the loop each time the server attaches this worker (`drover
   // up` announces itself once its local workers are in).
   std::function<void()> on_attached;
+  // Positive: the worker leaves this long after it started (`--lifetime`,
+  // a Slurm allocation's time limit); the server places only tasks whose
+  // timeout ends by then (WorkerResources::ends_at).
+  Duration lifetime = Duration::zero();
+  // Positive: after this long with nothing to do the worker drains and
+  // then calls on_leave (WorkerStateConfig::idle_timeout).
+  Duration idle_timeout = Duration::zero();
+  // Called on the loop when the worker leaves (idle); the caller stops it.
+  std::function<void(const std::string& reason)> on_leave;
   // The clock behind every "now" of the agent (the state machine's events,
   // the fencing check, the log sender's rate limit); it must outlive the
   // Agent. Null: a RealClock the agent owns. Timers still run on the loop.

@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "common/quantity.h"
 #include "worker/state/agent_convert.h"
 
 namespace drover::worker {
@@ -101,6 +102,8 @@ std::string DescribeCommand(const WorkerCommand& command, Time now) {
         } else if constexpr (std::is_same_v<T, LogLine>) {
           static constexpr const char* kLevels[] = {"debug", "info", "warn", "error"};
           return std::string("log ") + kLevels[static_cast<int>(c.level)] + ": " + c.text;
+        } else if constexpr (std::is_same_v<T, Leave>) {
+          return "leave: " + c.reason;
         } else {
           return "schedule flush";
         }
@@ -253,6 +256,8 @@ void WorkerState::OnHelloAck(Time now, const proto::HelloAck& ack, WorkerOutbox&
     if (sent_this_session_.insert(attempt).second) finished_out_.push_back(finished);
   }
   PostFlush(out);
+  // Leaving when the link broke: the new session is told again.
+  if (leaving_) out.push_back(SendMessage{proto::Drain{true, "leaving"}});
   out.push_back(ArmTimer{WorkerTimer::kHeartbeat, now + heartbeat_});
 }
 
@@ -262,7 +267,31 @@ void WorkerState::OnHeartbeat(Time now, const HeartbeatDue& due, WorkerOutbox& o
   if (due.utilization) heartbeat.utilization = *due.utilization;
   heartbeat.running = RunningAttempts();
   out.push_back(SendMessage{std::move(heartbeat)});
+  if (config_.idle_timeout > Duration::zero()) CheckIdle(now, out);
   out.push_back(ArmTimer{WorkerTimer::kHeartbeat, now + heartbeat_});
+}
+
+void WorkerState::CheckIdle(Time now, WorkerOutbox& out) {
+  if (!running_.empty() || !queued_.empty() || !unacked_.empty() || !exited_.empty()) {
+    idle_since_.reset();  // after a Drain too: a task assigned before it runs first
+    return;
+  }
+  if (!idle_since_) {
+    idle_since_ = now;
+    return;
+  }
+  const std::string idle = "idle for " + FormatDuration(now - *idle_since_);
+  if (leaving_) {
+    // A heartbeat after the Drain: an assignment the server sent before
+    // it had arrived by now.
+    out.push_back(Leave{idle});
+  } else if (now - *idle_since_ >= config_.idle_timeout) {
+    leaving_ = true;
+    out.push_back(SendMessage{proto::Drain{true, idle + ": leaving"}});
+    out.push_back(LogLine{LogLevel::kInfo, idle + " (--idle-timeout " +
+                                               FormatDuration(config_.idle_timeout) +
+                                               "): drained, leaving at the next heartbeat"});
+  }
 }
 
 // ---- tasks -------------------------------------------------------------------

@@ -172,9 +172,15 @@ struct LogLine {
   std::string text;
 };
 
-using WorkerCommand = std::variant<SendMessage, StartTask, PrepareTask, DiscardPrepared, KillTask,
-                                   ArmTimer, CancelTimer, SetReaperDeadline, ScheduleFlush,
-                                   LogLine>;
+// The worker has had nothing to do for its idle timeout, told the server
+// (a Drain) a heartbeat ago and still has nothing: the shell stops it.
+struct Leave {
+  std::string reason;  // "idle for 5m"
+};
+
+using WorkerCommand =
+    std::variant<SendMessage, StartTask, PrepareTask, DiscardPrepared, KillTask, ArmTimer,
+                 CancelTimer, SetReaperDeadline, ScheduleFlush, LogLine, Leave>;
 using WorkerOutbox = std::vector<WorkerCommand>;
 
 // "send started 12.0#1", "start 12.0#1", "arm fence +28000ms", ... One line
@@ -194,6 +200,11 @@ struct WorkerStateConfig {
   Duration heartbeat_interval = Seconds(2);
   Duration lease_ttl = Seconds(30);
   Duration kill_grace = Seconds(10);  // Cancel: TERM -> KILL
+  // Positive: leave after this long with nothing running, queued or
+  // unreported, as seen at heartbeats while attached (`drover worker
+  // --idle-timeout`): a Drain goes to the server, and a heartbeat later,
+  // still idle, Leave. A task that came meanwhile runs first.
+  Duration idle_timeout = Duration::zero();
 };
 
 class WorkerState {
@@ -247,6 +258,7 @@ class WorkerState {
   void OnExited(Time now, const TaskExited& exited, WorkerOutbox& out);
   void OnReported(Time now, const TaskReported& reported, WorkerOutbox& out);
   void OnHeartbeat(Time now, const HeartbeatDue& due, WorkerOutbox& out);
+  void CheckIdle(Time now, WorkerOutbox& out);
   void OnFence(Time now, WorkerOutbox& out);
   void OnWatchdog(Time now, WorkerOutbox& out);
   void Flush(WorkerOutbox& out);
@@ -293,6 +305,11 @@ class WorkerState {
   std::vector<proto::StartedTask> started_out_;
   std::vector<proto::FinishedTask> finished_out_;
   bool flush_posted_ = false;
+
+  // --idle-timeout: since when no heartbeat saw work here, and whether the
+  // Drain that announces leaving went out.
+  std::optional<Time> idle_since_;
+  bool leaving_ = false;
 };
 
 }  // namespace drover::worker

@@ -51,8 +51,9 @@ class AssignmentBuilder {
 // gives heartbeat 1 s and lease 10 s (a fencing budget of 8 s).
 class TestWorker {
  public:
-  TestWorker() {
+  explicit TestWorker(Duration idle_timeout = Duration::zero()) {
     WorkerStateConfig config;
+    config.idle_timeout = idle_timeout;
     config.name = "w";
     config.key = "key";
     config.agent_version = "test";
@@ -540,6 +541,69 @@ TEST(WorkerStateTest, InABatchFinishedGoesBeforeStartedUnlessTheSameAttemptStart
   w.Feed(FlushDue{});
   EXPECT_THAT(w.Take(), ElementsAre("start 7.1#1", "schedule flush", "send finished 7.0#1",
                                     "send started 7.1#1@+0ms", "send finished 7.1#1"));
+}
+
+// --idle-timeout: idle is judged at heartbeats; nothing running, queued or
+// unacknowledged for the timeout sends a Drain, and a heartbeat later,
+// still idle, Leave.
+TEST(WorkerStateTest, AnIdleWorkerDrainsThenLeavesAHeartbeatLater) {
+  TestWorker w(Seconds(5));
+  w.Attach();
+  w.Take();
+  w.TakeLogs();
+  w.Feed(HeartbeatDue{});  // idle from here
+  w.clock.Advance(Seconds(3));
+  // A task: busy until its result is acknowledged.
+  w.Run(AssignmentBuilder(0));
+  w.Exit(0);
+  w.Feed(FlushDue{});
+  w.Take();
+  w.clock.Advance(Seconds(3));
+  w.Feed(HeartbeatDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("send heartbeat", "arm heartbeat +1000ms"));
+  w.Server(proto::Ack{{proto::TaskAttempt{T(0), 1}}});
+  w.Feed(HeartbeatDue{});  // idle again from here (6 s)
+  w.clock.Advance(Seconds(4));
+  w.Feed(HeartbeatDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("send heartbeat", "arm heartbeat +1000ms", "send heartbeat",
+                                    "arm heartbeat +1000ms"));
+  w.clock.Advance(Seconds(1));
+  w.Feed(HeartbeatDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("send heartbeat", "send drain", "arm heartbeat +1000ms"));
+  EXPECT_THAT(w.TakeLogs(),
+              ElementsAre("log info: idle for 5s (--idle-timeout 5s): drained, leaving at the "
+                          "next heartbeat"));
+  w.clock.Advance(Seconds(1));
+  w.Feed(HeartbeatDue{});
+  EXPECT_THAT(w.Take(),
+              ElementsAre("send heartbeat", "leave: idle for 6s", "arm heartbeat +1000ms"));
+}
+
+TEST(WorkerStateTest, ATaskAssignedBeforeTheDrainRunsBeforeTheWorkerLeaves) {
+  TestWorker w(Seconds(2));
+  w.Attach();
+  w.Take();
+  w.Feed(HeartbeatDue{});
+  w.clock.Advance(Seconds(2));
+  w.Feed(HeartbeatDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("send heartbeat", "arm heartbeat +1000ms", "send heartbeat",
+                                    "send drain", "arm heartbeat +1000ms"));
+  // The server sent this before it saw the Drain.
+  w.Run(AssignmentBuilder(0));
+  w.clock.Advance(Seconds(1));
+  w.Feed(HeartbeatDue{});
+  w.Exit(0);
+  w.Feed(FlushDue{});
+  w.Server(proto::Ack{{proto::TaskAttempt{T(0), 1}}});
+  w.Take();
+  // Idle again: judged from the next heartbeat, it leaves the one after
+  // (the Drain went out already).
+  w.Feed(HeartbeatDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("send heartbeat", "arm heartbeat +1000ms"));
+  w.clock.Advance(Seconds(1));
+  w.Feed(HeartbeatDue{});
+  EXPECT_THAT(w.Take(),
+              ElementsAre("send heartbeat", "leave: idle for 1s", "arm heartbeat +1000ms"));
 }
 
 }  // namespace
