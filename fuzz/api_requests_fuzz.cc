@@ -1,8 +1,9 @@
 // libFuzzer target: the request bodies a client sends that the server reads
 // beside a job file: a batch of jobs (POST /api/v1/jobs/batch) and a watch
-// message on the event stream (?watch=true). An accepted batch holds 1 to
-// kMaxBatchJobs answers, and each accepted job survives the JSON round trip;
-// an accepted watch names a job.
+// message on the event stream (?watch=true) and an allocation queue (POST
+// /api/v1/allocs). An accepted batch holds 1 to kMaxBatchJobs answers, and
+// each accepted job survives the JSON round trip; an accepted watch names a
+// job; an accepted queue is of a known kind with bounded workers and time.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -24,5 +25,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto watch = drover::proto::ParseWatchRequest(text);
   if (watch.ok() && watch->job == 0) std::abort();
+  auto alloc = drover::proto::ParseAllocQueueRequest(text);
+  if (alloc.ok() && (alloc->kind != "slurm" || alloc->max_workers == 0 ||
+                     alloc->max_workers > drover::proto::kMaxAllocWorkers ||
+                     alloc->time_limit < drover::Seconds(1))) {
+    std::abort();
+  }
   return 0;
 }

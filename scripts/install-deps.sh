@@ -19,6 +19,9 @@ packages=(
   # rootful podman runs it (runc where crun cannot, netavark and
   # aardvark-dns for the test's private network).
   buildah podman runc netavark aardvark-dns iptables
+  # Workers borrowed from Slurm (tests/slurm_alloc_test.py starts a
+  # one-node Slurm of its own).
+  slurm-wlm munge
   # fuzz/run.sh (the `fuzz` test): clang 14 and its libFuzzer runtime,
   # which the clang package only recommends.
   clang libclang-rt-14-dev

@@ -78,6 +78,16 @@ label = ["site=lab", "rack=2"]
     check(r.returncode == 0 and "worker flags are valid; it would offer " in r.stdout
           and " cores" in r.stdout,
           f"worker --check: {r.returncode} {r.stdout!r} {r.stderr!r}")
+    # A worker table with no server yet (the Debian package's) checks, and
+    # says what it lacks, whether or not this machine has an access file.
+    no_server = os.path.join(tmp, "no-server.toml")
+    with open(no_server, "w") as f:
+        f.write("[worker]\nuser = \"nobody\"\n")
+    r = subprocess.run([DROVER, "worker", "--config", no_server, "--check"], capture_output=True,
+                       text=True, timeout=60, env=dict(os.environ, HOME=tmp, XDG_STATE_HOME=tmp,
+                                                       DROVER_ACCESS=""))
+    check(r.returncode == 0 and "to start it needs a server: no --server given" in r.stdout,
+          f"worker --check without a server: {r.returncode} {r.stdout!r} {r.stderr!r}")
     r = run("config", "check", good)
     check(r.returncode == 0 and r.stdout.strip().endswith(f"{good}: ok"),
           f"config check of a good file: {r.returncode} {r.stdout!r} {r.stderr!r}")

@@ -52,6 +52,9 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
                  "After a restart, hold placement this long (0 for not at all) or until every "
                  "worker that was attached before has re-attached")
       ->capture_default_str();
+  app.add_option("--alloc-interval", flags.alloc_interval,
+                 "How often allocation queues (drover alloc) ask Slurm and submit")
+      ->capture_default_str();
   app.add_option("--keep-finished", flags.keep_finished,
                  "Forget a finished job this long after its last change (0 keeps every job "
                  "forever); a forgotten job's id then answers 404 \"expired\"")
@@ -97,6 +100,7 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
   if (!settle.ok()) return settle.status().WithContext("--restore-settle");
   if (*settle < Duration::zero()) return InvalidArgument("--restore-settle: must not be negative");
   config.scheduler.restore_settle = *settle;
+  ASSIGN_OR_RETURN(config.alloc_interval, FlagDuration("--alloc-interval", flags.alloc_interval));
   if (flags.keep_finished == "0") {
     config.keep_finished = Duration::zero();
   } else {

@@ -27,6 +27,7 @@ struct ServerFlags {
   std::string lease_ttl = "30s";
   std::string restore_settle = "10s";
   std::string keep_finished = "7d";  // ServerConfig::keep_finished; "0": forever
+  std::string alloc_interval = "5s";  // ServerConfig::alloc_interval
   std::string policy = "spread";
   bool queue_ahead = true;  // SchedulerConfig::queue_ahead
   std::string access_file;  // default: $DROVER_ACCESS, then net's default path

@@ -42,6 +42,8 @@ struct WorkerFlags {
   std::string reconnect_max = "30s";  // longest wait between reconnection attempts
   std::string log_cap = "64MiB";      // per task stream
   std::string log_rate = "8MiB";      // per second, all log transfers together
+  std::string lifetime = "0";         // leave this long after the start (0: stay)
+  std::string idle_timeout = "0";     // leave after this long idle (0: never)
   worker::AgentConfig agent;  // the overrides are parsed straight into it
 };
 
@@ -98,9 +100,15 @@ int RunWorker(WorkerFlags& flags) {
   }
   worker::AgentConfig config = flags.agent;
   // A check does not wait for a beacon (--discover).
+  std::string no_server;  // --check: what it would lack to start
   if (!(flags.check && flags.discover)) {
     if (Status s = ResolveServers(flags, config); !s.ok()) {
-      return ReportError(s, /*usage_on_invalid=*/true);
+      // A check of a config file that names no server yet (the packaged
+      // one) is not wrong: it says what is missing instead of failing.
+      if (!flags.check || flags.access.size() > 0 || s.code() != StatusCode::kNotFound) {
+        return ReportError(s, /*usage_on_invalid=*/true);
+      }
+      no_server = s.message();
     }
   }
   {
@@ -134,12 +142,27 @@ int RunWorker(WorkerFlags& flags) {
     *out = *bytes;
   }
   config.reconnect.initial = std::min(config.reconnect.initial, *reconnect_max);
+  for (auto [flag, text, out] :
+       {std::tuple{"--lifetime", &flags.lifetime, &config.lifetime},
+        std::tuple{"--idle-timeout", &flags.idle_timeout, &config.idle_timeout}}) {
+    Result<Duration> d = *text == "0" ? Result<Duration>(Duration::zero()) : ParseDuration(*text);
+    if (!d.ok() || *d < Duration::zero()) {
+      return ReportError(InvalidArgument(std::string(flag) +
+                                         ": not a duration (90s, 2h, 0 for "
+                                         "none): " +
+                                         *text),
+                         /*usage_on_invalid=*/true);
+    }
+    *out = *d;
+  }
   if (flags.check) {
     // What it would offer here: the overrides checked against this machine.
     Result<worker::WorkerResources> offer = worker::DetectOffer(config);
     if (!offer.ok()) return ReportError(offer.status(), /*usage_on_invalid=*/true);
     std::cout << "drover: worker flags are valid; it would offer " << worker::FormatSummary(*offer)
               << std::endl;
+    if (!no_server.empty())
+      std::cout << "drover: to start it needs a server: " << no_server << std::endl;
     return kExitOk;
   }
   {
@@ -153,6 +176,11 @@ int RunWorker(WorkerFlags& flags) {
     }
   }
   net::EventLoop loop;
+  std::string left;  // why it left by itself (--idle-timeout)
+  config.on_leave = [&](const std::string& reason) {
+    left = reason;
+    loop.Stop();
+  };
   Result<std::unique_ptr<worker::Agent>> agent = worker::Agent::Start(loop, config);
   if (!agent.ok()) return ReportError(agent.status().WithContext("worker did not start"));
   Result<std::unique_ptr<StopSignals>> signals = StopSignals::Watch(loop, [&](int signo) {
@@ -166,6 +194,7 @@ int RunWorker(WorkerFlags& flags) {
             << std::endl;
   loop.Run();
   (*agent)->Stop();
+  if (!left.empty()) std::cout << "drover: worker left: " << left << std::endl;
   return kExitOk;
 }
 
@@ -216,6 +245,13 @@ void AddWorkerCommand(CLI::App& root, int& exit_code) {
                   "Bytes per second for all log transfers to the server together")
       ->capture_default_str();
   cmd->add_flag("--run-as-root", a.run_as_root, "Allow tasks to run as root");
+  cmd->add_option("--lifetime", flags->lifetime,
+                  "Leave this long after starting (a Slurm allocation's time limit, e.g. 1h); "
+                  "only tasks with a timeout that ends by then are placed here")
+      ->capture_default_str();
+  cmd->add_option("--idle-timeout", flags->idle_timeout,
+                  "Leave after this long with nothing to do (e.g. 5m; 0: never)")
+      ->capture_default_str();
   cmd->callback([flags, &exit_code] { exit_code = RunWorker(*flags); });
 }
 

@@ -187,6 +187,12 @@ class Scheduler {
   // still re-attaching). Errors: unknown job.
   Result<std::vector<std::string>> Unrunnable(JobId job) const;
 
+  // How many queued tasks (ready, not in a retry backoff or held by a
+  // quota) have a timeout of at most `max_timeout`, counting up to `cap`:
+  // the work a worker that leaves after `max_timeout` could take (the
+  // server's allocation queues, alloc.h).
+  size_t QueuedWithin(Duration max_timeout, size_t cap) const;
+
   // Approximate heap bytes held by jobs, tasks, queues and workers (reasons
   // and results estimated from a sample: cheap at any size).
   size_t ApproxBytes() const;

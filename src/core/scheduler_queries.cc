@@ -127,6 +127,23 @@ Result<std::shared_ptr<const JobSpec>> Scheduler::GetJobSpec(JobId id) const {
   return state_->jobs[it->second].spec;
 }
 
+size_t Scheduler::QueuedWithin(Duration max_timeout, size_t cap) const {
+  const State& s = *state_;
+  size_t n = 0;
+  for (uint32_t cls = 0; cls < s.queues.class_count() && n < cap; ++cls) {
+    s.queues.ForEach(cls, [&](const QueueEntry& e) {
+      const Task& t = s.task(e.task);
+      const Duration limit = s.SpecOf(e.task).timeout;
+      if (t.state == TaskState::kQueued && !t.flags.Any(TaskFlag::kBackoff | TaskFlag::kParked) &&
+          limit > Duration::zero() && limit <= max_timeout) {
+        ++n;
+      }
+      return n < cap;
+    });
+  }
+  return n;
+}
+
 size_t Scheduler::ApproxBytes() const {
   const State& s = *state_;
   size_t bytes = sizeof(State) + s.queues.ApproxBytes();

@@ -2,7 +2,9 @@
 
 #include <ctime>
 #include <exception>
+#include <tuple>
 
+#include "common/quantity.h"
 #include "proto/json_util.h"
 
 namespace drover::proto {
@@ -205,6 +207,7 @@ bool ReadWorker(const Json& j, const std::string& path, core::WorkerInfo* out, D
       !r.Integer("free_mem_bytes", &out->free_mem_bytes) ||
       !ReadList(r, "tasks", &out->tasks, ctx, internal::ReadTaskId) ||
       !ReadRequiredTime(r, "last_heartbeat", &out->last_heartbeat) ||
+      !ReadTime(r, "ends_at", &out->resources.ends_at, Need::kOptional) ||
       !r.Bool("refusing", &out->refusing, Need::kOptional) ||
       !r.Integer("offer_changes", &out->offer_changes, Need::kOptional)) {
     return false;
@@ -353,6 +356,7 @@ nlohmann::json WorkerInfoJson(const core::WorkerInfo& worker) {
                               {"mem_used_bytes", worker.utilization.mem_used_bytes},
                               {"gpus", std::move(gpu_use)}}}};
   PutTime(j, "last_heartbeat", worker.last_heartbeat);
+  PutTime(j, "ends_at", res.ends_at);
   j["refusing"] = worker.refusing;
   j["offer_changes"] = worker.offer_changes;
   if (worker.offer_changes > 0) PutTime(j, "offer_changed_at", worker.offer_changed_at);
@@ -493,6 +497,50 @@ Result<WatchRequest> ParseWatchRequest(std::string_view text) {
     out->job = task->job;
     out->task = task->index;
     return true;
+  });
+}
+
+Result<AllocQueueRequest> ParseAllocQueueRequest(std::string_view text) {
+  constexpr size_t kMaxAllocBytes = 64 << 10;
+  if (text.size() > kMaxAllocBytes) {
+    return InvalidArgument("allocation queue is " + std::to_string(text.size()) +
+                           " bytes, more than the limit of " + std::to_string(kMaxAllocBytes));
+  }
+  return DecodeWith<AllocQueueRequest>(text, [](const Json& j, AllocQueueRequest* out,
+                                                DecodeContext& ctx) {
+    ObjectReader r(j, "", ctx);
+    if (!r.RejectUnknown({"kind", "max_workers", "time_limit", "idle_timeout", "server_address",
+                          "sbatch_args", "worker_args"}) ||
+        !r.String("kind", &out->kind) || !r.Integer("max_workers", &out->max_workers) ||
+        !r.String("server_address", &out->server_address, Need::kOptional)) {
+      return false;
+    }
+    if (out->kind != "slurm") {
+      return ctx.Fail("kind", "unknown kind \"" + out->kind + "\": only \"slurm\" is supported");
+    }
+    if (out->max_workers == 0 || out->max_workers > kMaxAllocWorkers) {
+      return ctx.Fail("max_workers", "must be 1 to " + std::to_string(kMaxAllocWorkers));
+    }
+    for (auto [key, need, dest] :
+         {std::tuple{"time_limit", Need::kRequired, &out->time_limit},
+          std::tuple{"idle_timeout", Need::kOptional, &out->idle_timeout}}) {
+      std::string text;
+      if (!r.String(key, &text, need)) return false;
+      if (text.empty() && need == Need::kOptional) continue;
+      Result<Duration> d = ParseDuration(text);
+      if (!d.ok()) return ctx.Fail(key, d.status().message());
+      if (*d < Seconds(1)) return ctx.Fail(key, "must be at least 1s");
+      *dest = *d;
+    }
+    for (auto [key, dest] : {std::pair{"sbatch_args", &out->sbatch_args},
+                             std::pair{"worker_args", &out->worker_args}}) {
+      const Json* args = r.Get(key, Need::kOptional);
+      if (args != nullptr && !internal::ReadVector<std::string>(*args, r.PathOf(key), dest, ctx,
+                                                                internal::ReadString)) {
+        return false;
+      }
+    }
+    return r.ok();
   });
 }
 

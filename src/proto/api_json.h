@@ -125,6 +125,25 @@ struct WatchRequest {
 };
 Result<WatchRequest> ParseWatchRequest(std::string_view text);
 
+// POST /api/v1/allocs: an allocation queue, the workers the server may
+// borrow from Slurm (server/alloc.h).
+//   {"kind": "slurm", "max_workers": 4, "time_limit": "1h",
+//    "idle_timeout": "5m", "server_address": "head:7210",
+//    "sbatch_args": ["--partition", "gpu"], "worker_args": ["--label", "site=hpc"]}
+// kind, max_workers and time_limit are required; durations as `drover
+// submit --timeout` spells them; unknown keys are refused.
+struct AllocQueueRequest {
+  std::string kind;  // "slurm"
+  uint32_t max_workers = 0;
+  Duration time_limit = Duration::zero();
+  Duration idle_timeout = Seconds(300);
+  std::string server_address;  // HOST:PORT for the workers; empty: this host
+  std::vector<std::string> sbatch_args;
+  std::vector<std::string> worker_args;  // more flags for `drover worker`
+};
+inline constexpr uint32_t kMaxAllocWorkers = 10'000;
+Result<AllocQueueRequest> ParseAllocQueueRequest(std::string_view text);
+
 }  // namespace drover::proto
 
 #endif  // DROVER_PROTO_API_JSON_H_

@@ -1,8 +1,12 @@
 #include "proto/api_json.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace drover::proto {
 namespace {
@@ -137,6 +141,33 @@ TEST(ApiJsonTest, ErrorBody) {
   back = DecodeErrorBody(R"({"error":{"code":"x"}})");
   ASSERT_FALSE(back.ok());
   EXPECT_EQ(back.status().message(), "error: missing \"message\"");
+}
+
+TEST(AllocQueueRequestTest, ReadsAQueueAndNamesWhatIsWrong) {
+  Result<AllocQueueRequest> q = ParseAllocQueueRequest(
+      R"({"kind":"slurm","max_workers":3,"time_limit":"2h","sbatch_args":["-p","gpu"],
+          "worker_args":["--label","site=hpc"]})");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->max_workers, 3u);
+  EXPECT_EQ(q->time_limit, Seconds(7200));
+  EXPECT_EQ(q->idle_timeout, Seconds(300));  // the default
+  EXPECT_EQ(q->sbatch_args, (std::vector<std::string>{"-p", "gpu"}));
+  EXPECT_EQ(q->worker_args, (std::vector<std::string>{"--label", "site=hpc"}));
+  for (const auto& [body, message] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"kind":"pbs","max_workers":1,"time_limit":"1h"})", "only \"slurm\""},
+           {R"({"kind":"slurm","max_workers":0,"time_limit":"1h"})", "max_workers: must be 1 to"},
+           {R"({"kind":"slurm","max_workers":1})", "time_limit"},
+           {R"({"kind":"slurm","max_workers":1,"time_limit":"4GB"})", "time_limit"},
+           {R"({"kind":"slurm","max_workers":1,"time_limit":"1h","sbatch_args":"-p"})",
+            "sbatch_args"},
+           {R"({"kind":"slurm","max_workers":1,"time_limit":"1h","max_worker":2})",
+            "unknown key \"max_worker\""},
+           {"[1]", ""},
+           {"\xff", ""}}) {
+    Result<AllocQueueRequest> bad = ParseAllocQueueRequest(body);
+    ASSERT_FALSE(bad.ok()) << body;
+    EXPECT_THAT(bad.status().message(), ::testing::HasSubstr(message)) << body;
+  }
 }
 
 }  // namespace

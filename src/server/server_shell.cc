@@ -11,6 +11,7 @@
 #include "net/local_socket.h"
 #include "net/server.h"
 #include "net/token.h"
+#include "server/alloc.h"
 #include "server/core_driver.h"
 #include "server/dashboard.h"
 #include "server/event_stream.h"
@@ -83,6 +84,7 @@ struct ServerShell::Parts : CommandSink {
   std::unique_ptr<net::Timer> expiry;
   std::unique_ptr<Retention> retention;
   std::unique_ptr<net::Timer> retention_timer;
+  std::unique_ptr<AllocManager> allocs;
   std::unique_ptr<net::Server> server;
   // Claimed first thing, handed to `server` once it exists.
   std::optional<net::LocalSocketListener> local_socket;
@@ -236,6 +238,22 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   status.connections = [parts] { return parts->server->connection_count(); };
   status.keep_finished = cfg.keep_finished;
   AddRestRoutes(*p->server, *p->driver, *p->channel, status);
+  AllocOptions aopts;
+  aopts.state_dir = dir;
+  aopts.interval = cfg.alloc_interval;
+  aopts.server_id = p->server_id;
+  aopts.launch = [parts] {
+    const ServerConfig& c = parts->config;
+    std::error_code ec;
+    const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    const std::string host =
+        c.bind_address == "0.0.0.0" || c.bind_address == "::" ? HostName() : c.bind_address;
+    return WorkerLaunch{self, host + ":" + std::to_string(parts->port), c.state_dir + "/token",
+                        c.tls ? parts->fingerprint : std::string()};
+  };
+  ASSIGN_OR_RETURN(
+      p->allocs, AllocManager::Start(loop, p->clock, *p->scheduler, RealSlurm(), std::move(aopts)));
+  p->allocs->AddRoutes(*p->server);
   ObservabilityOptions oopts;
   oopts.started_at = p->started_at;
   oopts.journal_bytes = status.journal_bytes;
@@ -280,6 +298,7 @@ void ServerShell::Stop() {
   p.observability->Stop();
   p.expiry->Cancel();
   p.retention_timer->Cancel();
+  p.allocs->Stop();
   p.logs->Stop();
   p.events->Stop();
   p.channel->Stop();

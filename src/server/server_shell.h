@@ -59,6 +59,8 @@ struct ServerConfig {
   // Finished jobs are forgotten this long after their last change
   // (Retention, retention.h); zero keeps them forever.
   Duration keep_finished = Seconds(7 * 24 * 3600);
+  // How often the allocation queues (alloc.h) ask Slurm and decide.
+  Duration alloc_interval = Seconds(5);
   // How long GET .../logs waits for the worker.
   Duration log_fetch_timeout = Seconds(30);
   // When set, the store to run on instead of the MemoryStore in
