@@ -87,7 +87,7 @@ std::string LeaveTooSoon(const std::vector<const WorkerState*>& fit, Duration ti
   }
   if (fit.empty()) return "";
   const std::string leaves =
-      latest > now_us ? "in " + FormatDuration(Duration(latest - now_us)) : "now";
+      latest > now_us ? "in " + FormatDuration(Seconds((latest - now_us) / 1'000'000)) : "now";
   if (timeout.count() <= 0) {
     return "every worker that fits it leaves at a set time (the last " + leaves +
            ") and it has no timeout to end by then";
