@@ -28,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto alloc = drover::proto::ParseAllocQueueRequest(text);
   if (alloc.ok() && (alloc->kind != "slurm" || alloc->max_workers == 0 ||
                      alloc->max_workers > drover::proto::kMaxAllocWorkers ||
-                     alloc->time_limit < drover::Seconds(1))) {
+                     alloc->time_limit < drover::Seconds(1) ||
+                     alloc->time_limit > drover::Seconds(366 * 86400))) {
     std::abort();
   }
   return 0;

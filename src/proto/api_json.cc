@@ -529,7 +529,9 @@ Result<AllocQueueRequest> ParseAllocQueueRequest(std::string_view text) {
       if (text.empty() && need == Need::kOptional) continue;
       Result<Duration> d = ParseDuration(text);
       if (!d.ok()) return ctx.Fail(key, d.status().message());
-      if (*d < Seconds(1)) return ctx.Fail(key, "must be at least 1s");
+      if (*d < Seconds(1) || *d > Seconds(366 * 86400)) {
+        return ctx.Fail(key, "must be from 1s to 366d");
+      }
       *dest = *d;
     }
     for (auto [key, dest] : {std::pair{"sbatch_args", &out->sbatch_args},

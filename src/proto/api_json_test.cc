@@ -158,6 +158,7 @@ TEST(AllocQueueRequestTest, ReadsAQueueAndNamesWhatIsWrong) {
            {R"({"kind":"slurm","max_workers":0,"time_limit":"1h"})", "max_workers: must be 1 to"},
            {R"({"kind":"slurm","max_workers":1})", "time_limit"},
            {R"({"kind":"slurm","max_workers":1,"time_limit":"4GB"})", "time_limit"},
+           {R"({"kind":"slurm","max_workers":1,"time_limit":"400d"})", "from 1s to 366d"},
            {R"({"kind":"slurm","max_workers":1,"time_limit":"1h","sbatch_args":"-p"})",
             "sbatch_args"},
            {R"({"kind":"slurm","max_workers":1,"time_limit":"1h","max_worker":2})",

@@ -322,7 +322,8 @@ void AllocManager::Tick() {
   round->cancel = std::exchange(to_cancel_, {});
   const Time now = clock_.Now();
   WorkerLaunch launch = options_.launch ? options_.launch() : WorkerLaunch{};
-  std::filesystem::create_directories(options_.state_dir + "/alloc");
+  std::error_code ec;  // a failure shows as sbatch's: the script is missing
+  std::filesystem::create_directories(options_.state_dir + "/alloc", ec);
   for (const AllocQueue& q : queues_) {
     round->names.push_back(JobName(q.id));
     size_t waiting = 0;

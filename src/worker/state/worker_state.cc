@@ -281,7 +281,8 @@ void WorkerState::CheckIdle(Time now, WorkerOutbox& out) {
     return;
   }
   const std::string idle =
-      "idle for " + FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(now - *idle_since_));
+      "idle for " +
+      FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(now - *idle_since_));
   if (leaving_) {
     // A heartbeat after the Drain: an assignment the server sent before
     // it had arrived by now.
