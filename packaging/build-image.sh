@@ -12,7 +12,7 @@
 #
 # The image's roles (docs/deploy.md, "Container image"):
 #   podman run drover:VERSION                       the server, as user drover
-#   podman run --user root drover:VERSION worker --workdir /var/lib/drover-worker ...
+#   podman run --init --user root drover:VERSION worker --workdir /var/lib/drover-worker ...
 #                                                   a worker (root only to make
 #                                                   cgroups and switch users)
 #   podman exec SERVER drover status ...            a client in the server

@@ -17,8 +17,8 @@ packages=(
   lintian systemd
   # The OCI image's test (tests/oci_image_test.py): buildah builds it,
   # rootful podman runs it (runc where crun cannot, netavark and
-  # aardvark-dns for the test's private network).
-  buildah podman runc netavark aardvark-dns iptables
+  # aardvark-dns for the test's private network, catatonit for --init).
+  buildah podman runc netavark aardvark-dns iptables catatonit
   # Workers borrowed from Slurm (tests/slurm_alloc_test.py starts a
   # one-node Slurm of its own).
   slurm-wlm munge

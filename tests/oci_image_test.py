@@ -145,7 +145,8 @@ try:
     access = os.path.join(state, "access.json")
     if wait_for("the server's access file", lambda: os.path.exists(access)):
         fingerprint = json.load(open(access))["fingerprint"]
-        r = run(*podman, "run", "-d", "--name", worker, "--network", network, "--user", "root",
+        r = run(*podman, "run", "-d", "--init", "--name", worker, "--network", network,
+                "--user", "root",
                 "-v", f"{state}/token:/run/drover/token:ro", image,
                 "worker", "--server", f"{server}:7210", "--token-file", "/run/drover/token",
                 "--fingerprint", fingerprint, "--user", "nobody",
