@@ -7,7 +7,9 @@ state in a temporary directory; a one-second scheduling interval) and a
 drover server with no workers that asks Slurm every second. Then:
 
 1. A queue whose sbatch fails (a partition that does not exist) shows the
-   failure and its backoff in `drover alloc list`, and is removed.
+   failure and its backoff in `drover alloc list`, and is removed; so is
+   one whose worker cannot start (its allocation ends before a worker
+   attaches, which counts as a failure too).
 2. A queue of at most 2 allocations: a job of 4 tasks with a timeout makes
    the server submit allocations; their workers attach (knowing when they
    must leave), run the tasks and leave when idle, so `squeue` ends empty
@@ -127,10 +129,24 @@ try:
     check(r.returncode == 0, f"alloc remove: {r.stdout} {r.stderr}")
     check(queue(1) is None, "the removed queue is gone")
 
+    # An allocation whose worker cannot start (here a flag it does not
+    # know) ends at once: counted as a failure and backed off, not asked
+    # again every round.
+    r = cli("alloc", "add", "slurm", "--max-workers", "1", "--time-limit", "5m", *worker_args,
+            "--worker-arg=--no-such-flag")
+    check(r.returncode == 0 and "allocation queue 2" in r.stdout, f"alloc add: {r.stdout} {r.stderr}")
+    q = wait_for("the allocation that ended without a worker",
+                 lambda: (queue(2) or {}).get("failures", 0) >= 1 and queue(2))
+    if q:
+        check("ended before its worker attached" in q["last_error"],
+              f"the reason names it: {q['last_error']!r}")
+        check(len(q["allocations"]) == 1, f"not asked again at once: {q['allocations']}")
+    check(cli("alloc", "remove", "2").returncode == 0, "alloc remove 2")
+
     # 2. Work that fits: allocations come, run it, and go.
     r = cli("alloc", "add", "slurm", "--max-workers", "2", "--time-limit", "5m",
             "--idle-timeout", "4s", *worker_args)
-    check(r.returncode == 0 and "allocation queue 2" in r.stdout, f"alloc add: {r.stdout} {r.stderr}")
+    check(r.returncode == 0 and "allocation queue 3" in r.stdout, f"alloc add: {r.stdout} {r.stderr}")
     r = cli("submit", "--array", "0-3", "--timeout", "60s", "--",
             "sh", "-c", "sleep 2; echo task {index} ran")
     check(r.returncode == 0, f"submit: {r.stdout} {r.stderr}")
@@ -139,26 +155,26 @@ try:
         r = cli("wait", j, timeout=180)
         check(r.returncode == 0, f"job {j} ran on allocated workers: {r.stdout} {r.stderr}")
     workers = cli_json("workers").get("workers", [])
-    slurm_workers = [w for w in workers if w["name"].startswith("slurm-2-")]
+    slurm_workers = [w for w in workers if w["name"].startswith("slurm-3-")]
     check(slurm_workers, f"the workers are the allocations': {[w['name'] for w in workers]}")
     check(all(w.get("ends_at") for w in slurm_workers),
           f"an allocated worker knows when it must leave: {slurm_workers}")
     ran_on = {cli_json("status", f"{job}.{i}").get("worker") for i in range(4)}
     ids = {w["id"] for w in slurm_workers}
     check(ran_on <= ids, f"tasks ran on allocated workers {ids}: {ran_on}")
-    q = queue(2) or {}
+    q = queue(3) or {}
     check(1 <= len(q.get("allocations", [])) <= 2, f"at most 2 allocations: {q}")
     r = cli("logs", f"{job}.3")
     check("task 3 ran" in r.stdout, f"a task's log: {r.stdout!r}")
     # Idle workers leave, their allocations end, and nothing new is asked.
     wait_for("squeue to empty", lambda: squeue() == [""], timeout=120)
     def all_ended():
-        allocations = (queue(2) or {}).get("allocations", [])
+        allocations = (queue(3) or {}).get("allocations", [])
         return allocations and all(a["ended"] for a in allocations)
     wait_for("every allocation listed as ended", all_ended)
 
     # 3. No timeout: a worker that must leave cannot take it; no allocation.
-    before = len((queue(2) or {}).get("allocations", []))
+    before = len((queue(3) or {}).get("allocations", []))
     r = cli("submit", "--", "true")
     check(r.returncode == 0, f"submit: {r.stdout} {r.stderr}")
     nojob = r.stdout.split()[0] if r.returncode == 0 else "3"
@@ -168,7 +184,7 @@ try:
              lambda: cli_json("alloc", "list").get("rounds", 0) >= rounds + 2, timeout=30)
     status = cli_json("status", f"{nojob}.0")
     check(status.get("state") == "queued", f"the task without a timeout waits: {status}")
-    check(len((queue(2) or {}).get("allocations", [])) == before,
+    check(len((queue(3) or {}).get("allocations", [])) == before,
           "no allocation for a task without a timeout")
     check(squeue() == [""], f"squeue stays empty: {squeue()}")
 finally:

@@ -48,6 +48,7 @@ json QueueJson(const AllocQueue& q, bool for_file) {
     json j{{"job", a.job},
            {"slurm_state", a.slurm_state},
            {"ended", a.ended},
+           {"attached", a.attached},
            {"worker", AllocWorkerName(q.id, a.job)}};
     if (for_file) {
       j["submitted_at_us"] = ToMicros(a.submitted_at);
@@ -251,6 +252,7 @@ Status AllocManager::Load() {
         alloc.job = a.at("job").get<std::string>();
         alloc.slurm_state = a.at("slurm_state").get<std::string>();
         alloc.ended = a.at("ended").get<bool>();
+        alloc.attached = a.value("attached", false);
         alloc.submitted_at = TimeFromMicros(a.at("submitted_at_us").get<int64_t>());
         if (a.contains("ended_at_us"))
           alloc.ended_at = TimeFromMicros(a["ended_at_us"].get<int64_t>());
@@ -313,22 +315,26 @@ void AllocManager::Tick() {
   // Which allocations still wait for their worker: those whose worker is
   // not attached (a worker that attached and left counts too, until Slurm
   // says the allocation ended).
-  std::map<std::string, bool> attached;
-  for (WorkerId w : scheduler_.Workers()) {
-    Result<core::WorkerInfo> info = scheduler_.GetWorker(w);
-    if (info.ok() && !info->lost) attached[info->resources.name] = true;
-  }
+  std::set<std::string> known;
+  std::set<std::string> live;
+  WorkerNames(&known, &live);
   auto round = std::make_shared<Round>();
   round->cancel = std::exchange(to_cancel_, {});
   const Time now = clock_.Now();
   WorkerLaunch launch = options_.launch ? options_.launch() : WorkerLaunch{};
   std::error_code ec;  // a failure shows as sbatch's: the script is missing
   std::filesystem::create_directories(options_.state_dir + "/alloc", ec);
-  for (const AllocQueue& q : queues_) {
+  for (AllocQueue& q : queues_) {
     round->names.push_back(JobName(q.id));
     size_t waiting = 0;
-    for (const Allocation& a : q.allocations) {
-      if (Active(a) && !attached.count(AllocWorkerName(q.id, a.job))) ++waiting;
+    for (Allocation& a : q.allocations) {
+      if (!Active(a)) continue;
+      if (!a.attached && known.count(AllocWorkerName(q.id, a.job))) {
+        a.attached = true;
+        q.failures = 0;  // a worker came: whatever failed before works now
+        q.retry_at.reset();
+      }
+      if (!live.count(AllocWorkerName(q.id, a.job))) ++waiting;
     }
     const size_t demand = scheduler_.QueuedWithin(AllocWorkerLifetime(q.spec), 1);
     if (!ShouldSubmit(q, demand, waiting, now)) continue;
@@ -386,19 +392,16 @@ void AllocManager::Finish(Round& round) {
     }
     changed = true;
     if (!s.job.ok()) {
-      ++q->failures;
-      q->last_error = s.job.status().message();
-      q->retry_at = now + AllocBackoff(q->failures);
-      spdlog::warn("allocation queue {}: sbatch failed ({} in a row), next try in {}: {}", q->id,
-                   q->failures, FormatDuration(AllocBackoff(q->failures)), q->last_error);
+      Failed(*q, "sbatch failed: " + s.job.status().message(), now);
       continue;
     }
-    q->failures = 0;
-    q->retry_at.reset();
-    q->allocations.push_back(Allocation{*s.job, "SUBMITTED", false, now, std::nullopt});
+    q->allocations.push_back(Allocation{*s.job, "SUBMITTED", false, now, std::nullopt, false});
     spdlog::info("allocation queue {}: submitted Slurm job {} (worker {})", q->id, *s.job,
                  AllocWorkerName(q->id, *s.job));
   }
+  std::set<std::string> known;
+  std::set<std::string> live;
+  WorkerNames(&known, &live);
   if (!round.states.ok()) {
     spdlog::warn("allocation: squeue failed: {}", round.states.status().message());
   } else {
@@ -423,7 +426,15 @@ void AllocManager::Finish(Round& round) {
           a.ended_at = now;
           a.slurm_state = "ended";
           changed = true;
-          spdlog::info("allocation queue {}: Slurm job {} ended", q.id, a.job);
+          a.attached = a.attached || known.count(AllocWorkerName(q.id, a.job)) > 0;
+          if (!a.attached) {
+            Failed(q,
+                   "Slurm job " + a.job + " ended before its worker attached (its output: " +
+                       options_.state_dir + "/alloc/slurm-" + a.job + ".out)",
+                   now);
+          } else {
+            spdlog::info("allocation queue {}: Slurm job {} ended", q.id, a.job);
+          }
         }
       }
       // Keep the active ones and the last ended ones.
@@ -441,6 +452,23 @@ void AllocManager::Finish(Round& round) {
   }
   if (changed) Save();
   if (!stopped_) timer_.ArmAfter(options_.interval, [this] { Tick(); });
+}
+
+void AllocManager::WorkerNames(std::set<std::string>* known, std::set<std::string>* live) const {
+  for (WorkerId w : scheduler_.Workers()) {
+    Result<core::WorkerInfo> info = scheduler_.GetWorker(w);
+    if (!info.ok()) continue;
+    known->insert(info->resources.name);
+    if (!info->lost) live->insert(info->resources.name);
+  }
+}
+
+void AllocManager::Failed(AllocQueue& q, std::string why, Time now) {
+  ++q.failures;
+  q.last_error = std::move(why);
+  q.retry_at = now + AllocBackoff(q.failures);
+  spdlog::warn("allocation queue {}: {} ({} in a row); next try in {}", q.id, q.last_error,
+               q.failures, FormatDuration(AllocBackoff(q.failures)));
 }
 
 void AllocManager::AddRoutes(net::Server& server) {

@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +49,10 @@ struct Allocation {
   bool ended = false;
   Time submitted_at;
   std::optional<Time> ended_at;
+  // Its worker attached (at some time). One that ended without is counted
+  // as a failed submission: a node that cannot start the worker must not
+  // be asked again every round.
+  bool attached = false;
 };
 
 struct AllocQueue {
@@ -143,6 +148,9 @@ class AllocManager {
   void Save();
   void Tick();
   void Finish(Round& round);
+  // The names of the workers the scheduler knows, and of those attached now.
+  void WorkerNames(std::set<std::string>* known, std::set<std::string>* live) const;
+  void Failed(AllocQueue& q, std::string why, Time now);
   std::string JobName(uint64_t queue) const;
 
   net::EventLoop& loop_;

@@ -154,6 +154,13 @@ class AllocManagerTest : public ::testing::Test {
     loop_.Run();
     return !timed_out;
   }
+  void AttachWorker(const std::string& name) {
+    core::Outbox out;
+    core::WorkerResources r = core::testing::WorkerBuilder().Build();
+    r.name = name;
+    r.cpu_cores.clear();  // it takes none of the queued tasks
+    ASSERT_TRUE(scheduler_.Handle(clock_.Now(), core::WorkerJoined{next_worker_++, r}, out).ok());
+  }
   void QueueTask(Duration timeout) {
     core::Outbox out;
     auto spec = core::testing::JobBuilder(core::testing::TaskBuilder().Timeout(timeout)).Build();
@@ -165,6 +172,7 @@ class AllocManagerTest : public ::testing::Test {
   RealClock clock_;
   core::Scheduler scheduler_{core::SchedulerConfig{}};
   std::shared_ptr<RecordedSlurm::Log> log_ = std::make_shared<RecordedSlurm::Log>();
+  WorkerId next_worker_ = 1;
 };
 
 TEST_F(AllocManagerTest, QueuedWorkThatFitsAnAllocationSubmitsOneAtATime) {
@@ -183,14 +191,33 @@ TEST_F(AllocManagerTest, QueuedWorkThatFitsAnAllocationSubmitsOneAtATime) {
     EXPECT_THAT(log_->submits[0], ElementsAre("--job-name=drover-01234567-q1", "--time=10",
                                               "--output=" + dir_.string() + "/alloc/slurm-%j.out"));
   }
-  // Slurm ends it (its worker left): the work is still there, so another.
+  // Its worker attaches (and takes none of the tasks): the work still
+  // waits and nothing is on its way, so one more.
+  AttachWorker("slurm-1-41");
+  ASSERT_TRUE(RunUntil([&] { return m->queues()[0].allocations.size() == 2; }));
+  EXPECT_TRUE(m->queues()[0].allocations[0].attached);
+  EXPECT_FALSE(m->queues()[0].allocations[0].ended);
+  EXPECT_EQ(m->queues()[0].allocations[1].job, "42");
+  m->Stop();
+}
+
+// A node that cannot start the worker (a wrong path, no network to the
+// server) ends its allocation at once; it is not asked again every round.
+TEST_F(AllocManagerTest, AnAllocationThatEndsBeforeItsWorkerAttachedBacksOff) {
+  std::unique_ptr<AllocManager> m = Start();
+  ASSERT_TRUE(m->Add(Spec(2, Seconds(600))).ok());
+  QueueTask(Seconds(60));
+  log_->answers = {std::string("41")};
+  ASSERT_TRUE(RunUntil([&] { return m->queues()[0].allocations.size() == 1; }));
   {
     std::lock_guard<std::mutex> lock(log_->mu);
     log_->states.clear();
   }
-  ASSERT_TRUE(RunUntil([&] { return m->queues()[0].allocations.size() == 2; }));
-  EXPECT_TRUE(m->queues()[0].allocations[0].ended);
-  EXPECT_EQ(m->queues()[0].allocations[1].job, "42");
+  ASSERT_TRUE(RunUntil([&] { return m->queues()[0].failures == 1; }));
+  EXPECT_THAT(m->queues()[0].last_error,
+              HasSubstr("Slurm job 41 ended before its worker attached (its output: "));
+  ASSERT_TRUE(m->queues()[0].retry_at.has_value());
+  EXPECT_GE(*m->queues()[0].retry_at - m->queues()[0].allocations[0].submitted_at, Seconds(10));
   m->Stop();
 }
 
