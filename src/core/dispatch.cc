@@ -122,7 +122,7 @@ bool Scheduler::State::LastsFor(uint32_t w, TaskRef r, int64_t from_us) const {
 }
 
 bool Scheduler::State::CanPlace(uint32_t w, TaskRef r) {
-  if (!Schedulable(w) || !LastsFor(w, r, now_us)) return false;
+  if (!Schedulable(w) || (workers[w].ending && !LastsFor(w, r, now_us))) return false;
   const ResourceRequest& req = RequestOf(r);
   if (!workers[w].res->Fits(req, policy->PreferFullGpus())) return false;
   if (reservation.IsOn(w) && !(reservation.task == r)) {
