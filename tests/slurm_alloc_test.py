@@ -168,6 +168,12 @@ try:
     check("task 3 ran" in r.stdout, f"a task's log: {r.stdout!r}")
     # Idle workers leave, their allocations end, and nothing new is asked.
     wait_for("squeue to empty", lambda: squeue() == [""], timeout=120)
+    outputs = os.path.join(top, "server", "alloc")
+    said = "".join(open(os.path.join(outputs, f)).read() for f in os.listdir(outputs)
+                   if f.endswith(".out"))
+    check("drover: worker left: idle for " in said,
+          f"an allocated worker says why it left: {said[-2000:]!r}")
+
     def all_ended():
         allocations = (queue(3) or {}).get("allocations", [])
         return allocations and all(a["ended"] for a in allocations)
