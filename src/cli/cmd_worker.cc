@@ -145,7 +145,7 @@ int RunWorker(WorkerFlags& flags) {
   for (auto [flag, text, out] :
        {std::tuple{"--lifetime", &flags.lifetime, &config.lifetime},
         std::tuple{"--idle-timeout", &flags.idle_timeout, &config.idle_timeout}}) {
-    Result<Duration> d = *text == "0" ? Result<Duration>(Duration::zero()) : ParseDuration(*text);
+    Result<Duration> d = ParseDuration(*text);  // "0" is none
     if (!d.ok() || *d < Duration::zero()) {
       return ReportError(InvalidArgument(std::string(flag) +
                                          ": not a duration (90s, 2h, 0 for "

@@ -115,10 +115,7 @@ void Scheduler::State::Unpark(uint32_t u) {
 }
 
 bool Scheduler::State::LastsFor(uint32_t w, TaskRef r, int64_t from_us) const {
-  const std::optional<Time>& ends = workers[w].res->resources().ends_at;
-  if (!ends) return true;
-  const int64_t limit = SpecOf(r).timeout.count();
-  return limit > 0 && from_us + limit <= ToMicros(*ends);
+  return workers[w].res->resources().EndsInTime(SpecOf(r).timeout, TimeFromMicros(from_us));
 }
 
 bool Scheduler::State::CanPlace(uint32_t w, TaskRef r) {

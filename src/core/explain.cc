@@ -80,10 +80,8 @@ std::string LeaveTooSoon(const std::vector<const WorkerState*>& fit, Duration ti
                          int64_t now_us) {
   int64_t latest = 0;  // the latest end among the fitting workers
   for (const WorkerState* w : fit) {
-    const std::optional<Time>& ends = w->resources().ends_at;
-    if (!ends) return "";
-    if (timeout.count() > 0 && now_us + timeout.count() <= ToMicros(*ends)) return "";
-    latest = std::max(latest, ToMicros(*ends));
+    if (w->resources().EndsInTime(timeout, TimeFromMicros(now_us))) return "";
+    latest = std::max(latest, ToMicros(*w->resources().ends_at));
   }
   if (fit.empty()) return "";
   const std::string leaves =

@@ -100,6 +100,12 @@ struct WorkerResources {
 
   friend bool operator==(const WorkerResources&, const WorkerResources&) = default;
 
+  // A task with `timeout` (zero: none) started at `from` ends before this
+  // worker leaves: always when it has no end, never without a timeout.
+  bool EndsInTime(Duration timeout, Time from) const {
+    return !ends_at || (timeout > Duration::zero() && from + timeout <= *ends_at);
+  }
+
   // Rejects duplicate core ids or GPU indices, negative counters, and
   // offers no machine has (a worker's claims are checked, not trusted):
   // above kMaxWorkerCores cores or a core id from kMaxWorkerCoreId, above

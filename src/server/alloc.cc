@@ -33,13 +33,6 @@ std::string ShellQuote(const std::string& s) {
   return out + "'";
 }
 
-std::string TrimBlank(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
-}
-
 bool Active(const Allocation& a) { return !a.ended; }
 
 json QueueJson(const AllocQueue& q, bool for_file) {
@@ -88,9 +81,10 @@ class RealSlurmCommands : public SlurmCommands {
     argv.push_back(script);
     ASSIGN_OR_RETURN(std::string out, RunProgram(argv, kSlurmTimeout));
     // "12" or "12;cluster".
-    std::string job = TrimBlank(out.substr(0, out.find(';')));
+    std::string job;
+    std::istringstream(out.substr(0, out.find(';'))) >> job;
     if (job.empty() || job.find_first_not_of("0123456789_") != std::string::npos) {
-      return Internal("sbatch answered \"" + TrimBlank(out) + "\", not a job id");
+      return Internal("sbatch answered \"" + out.substr(0, 200) + "\", not a job id");
     }
     return job;
   }
@@ -135,17 +129,17 @@ Result<std::map<std::string, std::string>> ParseSqueue(std::string_view text) {
   std::istringstream in{std::string(text)};
   std::string line;
   while (std::getline(in, line)) {
-    line = TrimBlank(line);
-    if (line.empty()) continue;
+    std::string job;
+    std::string state;
+    std::istringstream fields(line);
+    if (!(fields >> job)) continue;  // a blank line
     // A job id is digits, with "_N" for an array task or "+N" for a part
     // of a heterogeneous job.
-    const size_t space = line.find(' ');
-    if (space == std::string::npos || space == 0 ||
-        !std::isdigit(static_cast<unsigned char>(line[0])) ||
-        line.find_first_not_of("0123456789_+") < space) {
+    if (!(fields >> state) || !std::isdigit(static_cast<unsigned char>(job[0])) ||
+        job.find_first_not_of("0123456789_+") != std::string::npos) {
       return InvalidArgument("squeue: expected \"JOB STATE\", got \"" + line + "\"");
     }
-    states[line.substr(0, space)] = TrimBlank(line.substr(space + 1));
+    states[job] = state;
   }
   return states;
 }
