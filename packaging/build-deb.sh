@@ -28,6 +28,8 @@ install -m 644 "$docs/_drover" "$stage/usr/share/zsh/vendor-completions/_drover"
 rm -rf "$docs"
 install -m 644 "$root/packaging/deb/drover-server.service" "$root/packaging/deb/drover-worker.service" \
   "$stage/lib/systemd/system/"
+mkdir -p "$stage/usr/lib/systemd/user"
+install -m 644 "$root/packaging/deb/drover-desktop.service" "$stage/usr/lib/systemd/user/"
 install -m 644 "$root/packaging/deb/drover.toml" "$stage/etc/drover/drover.toml"
 install -m 755 "$root/packaging/deb/postinst" "$root/packaging/deb/prerm" \
   "$root/packaging/deb/postrm" "$stage/DEBIAN/"

@@ -53,6 +53,7 @@ deb = r.stdout.strip()
 contents = run("dpkg-deb", "--contents", deb).stdout
 for path in ("./usr/bin/drover", "./lib/systemd/system/drover-server.service",
              "./lib/systemd/system/drover-worker.service", "./etc/drover/drover.toml",
+             "./usr/lib/systemd/user/drover-desktop.service",
              "./usr/share/man/man1/drover.1.gz", "./usr/share/bash-completion/completions/drover",
              "./usr/share/zsh/vendor-completions/_drover"):
     check(path in contents, f"the package holds {path}")
@@ -91,8 +92,35 @@ try:
         r = run("systemd-analyze", "verify", "/lib/systemd/system/drover-server.service",
                 "/lib/systemd/system/drover-worker.service")
         check(r.returncode == 0, f"systemd-analyze verify: {r.stdout} {r.stderr}")
+        # The desktop worker is a user unit: verified by a user manager's
+        # rules (which need a runtime directory, absent for root here).
+        xdg = tempfile.mkdtemp(prefix="drover-xdg-")
+        r = run("systemd-analyze", "--user", "verify",
+                "/usr/lib/systemd/user/drover-desktop.service",
+                env=dict(os.environ, XDG_RUNTIME_DIR=xdg))
+        check(r.returncode == 0 and "Unknown" not in r.stdout + r.stderr,
+              f"systemd-analyze --user verify: {r.stdout} {r.stderr}")
+        shutil.rmtree(xdg, ignore_errors=True)
     else:
         skip("systemd-analyze is not installed: the units were not verified")
+
+    # The desktop unit's command line, its specifiers filled in for a
+    # person's home, with the config file the unit's comment shows: the
+    # worker accepts it (--check: flags, config and idle source; no server
+    # is started here).
+    unit = open("/usr/lib/systemd/user/drover-desktop.service").read()
+    exec_start = next(l.split("=", 1)[1] for l in unit.splitlines()
+                      if l.startswith("ExecStart="))
+    home = tempfile.mkdtemp(prefix="drover-home-")
+    os.makedirs(os.path.join(home, ".config", "drover"))
+    with open(os.path.join(home, ".config", "drover", "desktop.toml"), "w") as f:
+        f.write('[worker]\nidle_after = "15m"\nidle_source = "file:%s/owner"\n' % home)
+    argv = [a.replace("%E", home + "/.config").replace("%S", home + "/.local/state")
+            for a in shlex.split(exec_start)]
+    r = run(*argv, "--check")
+    check(r.returncode == 0 and "owner input from file " in r.stdout,
+          f"the desktop unit's command checks: {r.stdout} {r.stderr}")
+    shutil.rmtree(home, ignore_errors=True)
 
     # The server as its unit starts it: user drover, the unit's ExecStart,
     # /var/lib/drover made as StateDirectory= makes it (port 0 and the

@@ -1,5 +1,6 @@
 // `drover worker`: the agent that runs tasks on this machine, until SIGINT
 // or SIGTERM (which kill the tasks it runs; the server reschedules them).
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,8 +10,6 @@
 #include <tuple>
 
 #include "cli/cli11.h"
-#include <spdlog/spdlog.h>
-
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/connection.h"
@@ -21,6 +20,7 @@
 #include "net/event_loop.h"
 #include "net/fd_limit.h"
 #include "worker/agent/agent.h"
+#include "worker/desktop/input_source.h"
 
 namespace drover::cli {
 
@@ -44,6 +44,10 @@ struct WorkerFlags {
   std::string log_rate = "8MiB";      // per second, all log transfers together
   std::string lifetime = "0";         // leave this long after the start (0: stay)
   std::string idle_timeout = "0";     // leave after this long idle (0: never)
+  // Idle-desktop mode (--desktop): AgentConfig's desktop fields.
+  std::string idle_after = "15m";
+  std::string resume_after = "1m";
+  std::string suspend_for = "10m";
   worker::AgentConfig agent;  // the overrides are parsed straight into it
 };
 
@@ -155,12 +159,39 @@ int RunWorker(WorkerFlags& flags) {
     }
     *out = *d;
   }
+  for (auto [flag, text, out] :
+       {std::tuple{"--idle-after", &flags.idle_after, &config.idle_after},
+        std::tuple{"--resume-after", &flags.resume_after, &config.resume_after},
+        std::tuple{"--suspend-for", &flags.suspend_for, &config.suspend_for}}) {
+    Result<Duration> d = ParseDuration(*text);
+    if (!d.ok() || *d < Duration::zero()) {
+      return ReportError(
+          InvalidArgument(std::string(flag) + ": not a duration (90s, 15m, 0): " + *text),
+          /*usage_on_invalid=*/true);
+    }
+    *out = *d;
+  }
+  if (config.max_outside_load < 0) {
+    return ReportError(InvalidArgument("--max-outside-load: must not be negative"),
+                       /*usage_on_invalid=*/true);
+  }
   if (flags.check) {
     // What it would offer here: the overrides checked against this machine.
     Result<worker::WorkerResources> offer = worker::DetectOffer(config);
     if (!offer.ok()) return ReportError(offer.status(), /*usage_on_invalid=*/true);
     std::cout << "drover: worker flags are valid; it would offer " << worker::FormatSummary(*offer)
               << std::endl;
+    if (config.desktop) {
+      Result<std::unique_ptr<worker::InputSource>> input =
+          worker::MakeInputSource(config.idle_source);
+      if (!input.ok()) {
+        return ReportError(input.status().WithContext("--idle-source " + config.idle_source),
+                           /*usage_on_invalid=*/true);
+      }
+      std::cout << "drover: idle-desktop mode: owner input from " << (*input)->Describe()
+                << "; offers work after " << FormatDuration(config.idle_after) << " without input"
+                << std::endl;
+    }
     if (!no_server.empty())
       std::cout << "drover: to start it needs a server: " << no_server << std::endl;
     return kExitOk;
@@ -251,6 +282,28 @@ void AddWorkerCommand(CLI::App& root, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--idle-timeout", flags->idle_timeout,
                   "Leave after this long with nothing to do (e.g. 5m; 0: never)")
+      ->capture_default_str();
+  cmd->add_flag("--desktop", a.desktop,
+                "Idle-desktop mode: offer work only while this machine's owner is away; "
+                "suspend tasks at once when they return, vacate them if they stay");
+  cmd->add_option("--idle-after", flags->idle_after,
+                  "With --desktop: offer work after this long without keyboard or mouse input "
+                  "and with little load from other programs")
+      ->capture_default_str();
+  cmd->add_option("--resume-after", flags->resume_after,
+                  "With --desktop: resume suspended tasks after the owner is quiet this long")
+      ->capture_default_str();
+  cmd->add_option("--suspend-for", flags->suspend_for,
+                  "With --desktop: vacate tasks (checkpoint signal, grace, kill, requeue) when "
+                  "the owner stays this long")
+      ->capture_default_str();
+  cmd->add_option("--idle-source", a.idle_source,
+                  "With --desktop: where owner input is read: auto (input devices, else "
+                  "logind), evdev[:DIR], logind, or file:PATH (its modification time)")
+      ->capture_default_str();
+  cmd->add_option("--max-outside-load", a.max_outside_load,
+                  "With --desktop: the owner counts as present while programs outside Drover "
+                  "use more than this many cores")
       ->capture_default_str();
   cmd->callback([flags, &exit_code] { exit_code = RunWorker(*flags); });
 }

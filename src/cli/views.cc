@@ -223,8 +223,13 @@ std::string WorkersView(const json& list) {
   for (const json& w : Array(list, "workers")) {
     std::string state = Bool(w, "lost")       ? "lost"
                         : Bool(w, "drained")  ? "drained"
+                        : Bool(w, "paused")   ? "paused"
                         : Bool(w, "refusing") ? "refusing"
                                               : "ready";
+    // A workstation in idle-desktop mode says where its owner is.
+    if (std::string note = Str(w, "note"); note != "-" && !note.empty()) {
+      state += " (" + note + ", since " + ShortTime(w, "note_since") + ")";
+    }
     // A worker that came back with another offer than before is flagged:
     // its size changed under running work (or someone claims its name).
     if (Int(w, "offer_changes") > 0) {

@@ -105,6 +105,10 @@ struct KillTask {
   // reports it started as usual). A dropped one ends as TaskFinished with
   // never_started.
   bool only_queued = false;
+  // Preemption: stop it the way the task asked to be vacated (its
+  // vacate_signal, then KILL after its vacate_grace) rather than TERM and
+  // the worker's grace.
+  bool vacate = false;
 };
 
 // Extend the TTL of every listed key (all held leases of one worker).

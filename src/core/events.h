@@ -46,6 +46,16 @@ struct WorkerDrained {
   WorkerId worker = 0;
   bool drained = true;
 };
+// paused = true: the worker offers no room for now (a workstation whose
+// owner is at it); its tasks are suspended or vacated by the worker itself.
+// `note` is what people see ("owner present since 14:02"), kept while
+// offering again ("owner away since 14:30").
+struct WorkerPaused {
+  WorkerId worker = 0;
+  bool paused = true;
+  std::string note;
+  Time since;  // when the owner came or went
+};
 // A new job. `job` = 0 lets the scheduler number it (next free id); the
 // shell may pass an id it reserved instead.
 struct JobSubmitted {
@@ -78,6 +88,10 @@ struct TaskFinished {
   // (withdrawn, canceled, fenced). Unless canceled, it goes back to its
   // queue without counting as a failure.
   bool never_started = false;
+  // The worker vacated it on its own (its owner came back): not the task's
+  // failure. It goes back to its queue without using a retry, and the
+  // outcome's reason says why ("preempted: owner returned on ws-ana").
+  bool vacated = false;
 };
 // The worker's own admission check refused the attempt (no room there by
 // its books, which disagree with the core's): nothing ran. The attempt ends
@@ -163,9 +177,10 @@ struct LeaseFreed {
 // interval (SchedulerConfig::renew_interval).
 struct Tick {};
 
-using Event = std::variant<WorkerJoined, WorkerHeartbeat, WorkerLost, WorkerDrained, JobSubmitted,
-                           CancelJob, CancelTask, TaskStarted, TaskFinished, LeaseGranted,
-                           LeaseRejected, LeaseFreed, Tick, WorkerAttached, TaskRefused>;
+using Event =
+    std::variant<WorkerJoined, WorkerHeartbeat, WorkerLost, WorkerDrained, JobSubmitted, CancelJob,
+                 CancelTask, TaskStarted, TaskFinished, LeaseGranted, LeaseRejected, LeaseFreed,
+                 Tick, WorkerAttached, TaskRefused, WorkerPaused>;
 
 }  // namespace drover::core
 

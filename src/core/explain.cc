@@ -12,18 +12,29 @@ std::string Plural(uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
-// The workers placement may use (neither lost nor drained); `any_drained`
-// says whether a drained one was left out.
-std::vector<const WorkerState*> LiveWorkers(const std::vector<Worker>& workers, bool& any_drained) {
+// The workers placement may use (neither lost, drained nor paused by its
+// owner); `left_out` says why the others were, when none is live: "all
+// workers are drained" (or "in use by their owners", or both), else "".
+std::vector<const WorkerState*> LiveWorkers(const std::vector<Worker>& workers,
+                                            std::string& left_out) {
   std::vector<const WorkerState*> live;
-  any_drained = false;
+  bool drained = false;
+  bool paused = false;
   for (const Worker& worker : workers) {
     if (worker.lost) continue;
-    if (worker.drained) {
-      any_drained = true;
+    if (worker.drained || worker.paused) {
+      drained = drained || worker.drained;
+      paused = paused || (worker.paused && !worker.drained);
       continue;
     }
     live.push_back(worker.res.get());
+  }
+  left_out.clear();
+  if (live.empty() && (drained || paused)) {
+    left_out =
+        std::string("all workers are ") + (drained && paused ? "drained or in use by their owners"
+                                           : drained         ? "drained"
+                                                             : "in use by their owners");
   }
   return live;
 }
@@ -234,13 +245,13 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
     return account.Explain(limit == QuotaLimit::kNone ? QuotaLimit::kTasks : limit);
   }
 
-  bool any_drained = false;
-  const std::vector<const WorkerState*> live = LiveWorkers(s.workers, any_drained);
+  std::string left_out;
+  const std::vector<const WorkerState*> live = LiveWorkers(s.workers, left_out);
   std::vector<const WorkerState*> fit;
   for (const WorkerState* w : live) {
     if (w->CanEverFit(req)) fit.push_back(w);
   }
-  if (live.empty() && any_drained) return std::string("all workers are drained");
+  if (!left_out.empty()) return left_out;
   std::string never = NeverFits(live, req);
   if (!never.empty()) return never;
   if (std::string leaving = LeaveTooSoon(fit, s.SpecOf(r).timeout, s.now_us); !leaving.empty()) {
@@ -281,11 +292,10 @@ Result<std::vector<std::string>> Scheduler::Unrunnable(JobId id) const {
   if (slot == s.job_slots.end()) return NotFound("no job " + std::to_string(id));
   // After a restart the workers are still coming back: none is missing yet.
   if (s.adoption.settling) return std::vector<std::string>{};
-  bool any_drained = false;
-  const std::vector<const WorkerState*> live = LiveWorkers(s.workers, any_drained);
+  std::string left_out;
+  const std::vector<const WorkerState*> live = LiveWorkers(s.workers, left_out);
   if (live.empty()) {
-    return std::vector<std::string>{any_drained ? "all workers are drained"
-                                                : "no workers are connected"};
+    return std::vector<std::string>{!left_out.empty() ? left_out : "no workers are connected"};
   }
   std::vector<std::string> out;
   for (const TaskGroupSpec& group : s.jobs[slot->second].spec->groups) {

@@ -53,6 +53,9 @@ struct ArrayRange {
 // Parses "0-7" (8 indices), "5" (one), "0-99:2" (step 2). Errors name the text.
 Result<ArrayRange> ParseArrayRange(std::string_view text);
 
+// SIGTERM on Linux; the core does not include <csignal>.
+inline constexpr int32_t kDefaultVacateSignal = 15;
+
 // One `[[task]]` of a job file.
 struct TaskGroupSpec {
   std::string name;                        // the group's `id` ("train"); unique in its job
@@ -65,6 +68,15 @@ struct TaskGroupSpec {
   Duration timeout = Duration::zero();     // zero = none
   std::vector<std::string> depends_on;     // names of groups of the same job
   std::optional<ArrayRange> array;         // absent = a single task with index 0
+  // Vacating an attempt (its workstation's owner came back, or a task of
+  // higher priority preempts it): this signal first, so the program can
+  // save a checkpoint, then KILL after vacate_grace. A vacated attempt goes
+  // back to the queue without using a retry.
+  int32_t vacate_signal = kDefaultVacateSignal;
+  Duration vacate_grace = Seconds(30);
+  // False: priority preemption never picks it (an owner's return still
+  // vacates it: the machine is theirs).
+  bool preemptible = true;
 
   friend bool operator==(const TaskGroupSpec&, const TaskGroupSpec&) = default;
   uint32_t TaskCount() const { return array ? array->count : 1; }

@@ -59,6 +59,10 @@ struct WorkerInfo {
   WorkerResources resources;
   bool drained = false;
   bool lost = false;
+  // Its owner is at it (idle-desktop mode): it offers no room for now.
+  bool paused = false;
+  std::string note;  // "owner present; offers work after 15m idle", "owner away"
+  Time note_since;   // when that became so
   std::vector<uint32_t> free_cores;
   uint64_t free_mem_bytes = 0;
   // Per GPU in resources.gpus order: hundredths still free, memory still free.

@@ -35,6 +35,7 @@ Status Scheduler::Handle(Time now, Event event, Outbox& out) {
         if constexpr (std::is_same_v<T, WorkerHeartbeat>) return s.OnHeartbeat(e);
         if constexpr (std::is_same_v<T, WorkerLost>) return s.OnWorkerLost(e);
         if constexpr (std::is_same_v<T, WorkerDrained>) return s.OnDrained(e);
+        if constexpr (std::is_same_v<T, WorkerPaused>) return s.OnPaused(e);
         if constexpr (std::is_same_v<T, JobSubmitted>) {
           Result<JobId> id = s.OnSubmit(e.job, std::move(e.spec));
           return id.ok() ? Status::Ok() : id.status();
@@ -145,6 +146,7 @@ Status Scheduler::State::OnWorkerJoined(WorkerJoined& e) {
   NoteEnding(w);
   worker.lost = false;
   worker.drained = false;
+  worker.paused = false;  // a desktop worker says again after its hello
   worker.refusing = false;
   worker.last_heartbeat = TimeFromMicros(now_us);
   // Tasks still on it from before (lost, leases not yet expired) keep their
@@ -360,6 +362,17 @@ Status Scheduler::State::OnDrained(const WorkerDrained& e) {
   ASSIGN_OR_RETURN(uint32_t w, FindWorker(e.worker));
   Worker& worker = workers[w];
   worker.drained = e.drained;
+  if (worker.lost) return Status::Ok();
+  SyncPolicy(w);
+  return Status::Ok();
+}
+
+Status Scheduler::State::OnPaused(const WorkerPaused& e) {
+  ASSIGN_OR_RETURN(uint32_t w, FindWorker(e.worker));
+  Worker& worker = workers[w];
+  worker.paused = e.paused;
+  worker.note = e.note;
+  worker.note_since = e.since;
   if (worker.lost) return Status::Ok();
   SyncPolicy(w);
   return Status::Ok();
@@ -838,6 +851,14 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   if (flags.Has(TaskFlag::kWithdraw)) DropHold(r);
   if (flags.Has(TaskFlag::kCancel)) {
     Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
+    return Status::Ok();
+  }
+  if (e.vacated) {
+    // Its worker took the room back (the owner returned): not the task's
+    // failure, and the worker's reason says so.
+    AttemptFailed(r,
+                  got.reason.empty() ? std::string("preempted: vacated by its worker") : got.reason,
+                  false);
     return Status::Ok();
   }
   if (flags.Has(TaskFlag::kResized)) {

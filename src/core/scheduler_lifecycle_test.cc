@@ -326,5 +326,44 @@ TEST(CancelTest, CancelingAJobKillsRunningTasksAndCancelsTheRest) {
   EXPECT_EQ(c.scheduler().GetWorker(1)->free_cores.size(), 2u);
 }
 
+// Idle-desktop mode: an attempt its worker vacated because the owner came
+// back is not the task's failure: it goes back to the queue at once with the
+// worker's reason, using no retry, and shows in the attempt history; a
+// paused worker is offered nothing until its owner leaves.
+TEST(LifecycleTest, AVacatedAttemptIsRequeuedWithoutARetryAndAPausedWorkerGetsNothing) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder()));  // retries = 0
+  c.Run(T(1, 0));
+  c.Take();
+  c.Handle(WorkerPaused{1, true, "owner present", TimeFromMicros(5)});
+  TaskOutcome o;
+  o.signal = 15;
+  o.reason = "preempted: owner returned on w1";
+  TaskFinished vacated{T(1, 0), 1, o};
+  vacated.vacated = true;
+  c.Handle(vacated);
+  Result<TaskInfo> info = c.scheduler().GetTask(T(1, 0));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state, TaskState::kQueued);
+  EXPECT_EQ(info->reason, "preempted: owner returned on w1");
+  EXPECT_FALSE(info->retry_at.has_value());  // no backoff: not a failure
+  EXPECT_EQ(*c.scheduler().Explain(T(1, 0)), "all workers are in use by their owners");
+  Result<WorkerInfo> worker = c.scheduler().GetWorker(1);
+  ASSERT_TRUE(worker.ok());
+  EXPECT_TRUE(worker->paused);
+  EXPECT_EQ(worker->note, "owner present");
+  EXPECT_EQ(worker->note_since, TimeFromMicros(5));
+  // The owner leaves: the task runs again there (attempt 2) and may succeed.
+  c.Handle(WorkerPaused{1, false, "owner away", TimeFromMicros(9)});
+  c.Run(T(1, 0));
+  EXPECT_EQ(c.scheduler().GetTask(T(1, 0))->attempt, 2u);
+  c.FinishWith(T(1, 0), TaskOutcome{});
+  EXPECT_EQ(c.scheduler().GetTask(T(1, 0))->state, TaskState::kSucceeded);
+  std::vector<PastAttempt> past = c.scheduler().PastAttempts(T(1, 0));
+  ASSERT_EQ(past.size(), 1u);
+  EXPECT_EQ(past[0].reason, "preempted: owner returned on w1");
+}
+
 }  // namespace
 }  // namespace drover::core

@@ -99,6 +99,9 @@ Result<WorkerInfo> Scheduler::GetWorker(WorkerId id) const {
   info.resources = res.resources();
   info.drained = worker.drained;
   info.lost = worker.lost;
+  info.paused = worker.paused;
+  info.note = worker.note;
+  info.note_since = worker.note_since;
   info.free_cores = res.free_cores();
   info.free_mem_bytes = res.free_mem();
   for (size_t i = 0; i < res.resources().gpus.size(); ++i) {

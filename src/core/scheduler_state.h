@@ -60,6 +60,10 @@ struct Worker {
   WorkerId id = 0;
   bool drained = false;
   bool lost = false;
+  // Its owner is at it (WorkerPaused): nothing new goes to it.
+  bool paused = false;
+  std::string note;  // the worker's own word on its owner, shown to people
+  Time note_since;
   // It refused an assignment (its own admission check disagreed with the
   // core's books): nothing new goes to it until its next heartbeat or
   // attach, so a refused task is placed elsewhere rather than bounced back.
@@ -176,6 +180,7 @@ struct Scheduler::State {
   Status OnHeartbeat(WorkerHeartbeat& e);
   Status OnWorkerLost(const WorkerLost& e);
   Status OnDrained(const WorkerDrained& e);
+  Status OnPaused(const WorkerPaused& e);
   Result<JobId> OnSubmit(JobId id, std::shared_ptr<const JobSpec> spec);
   Status OnCancelJob(JobId job);
   Status OnCancelTask(TaskId task);
@@ -263,7 +268,7 @@ struct Scheduler::State {
   WorkerLoad LoadOf(uint32_t w) const;
   void FlushLoads();
   bool Schedulable(uint32_t w) const {
-    return !workers[w].lost && !workers[w].drained && !workers[w].refusing;
+    return !workers[w].lost && !workers[w].drained && !workers[w].paused && !workers[w].refusing;
   }
 
   // --- placement (dispatch.cc) ---

@@ -209,6 +209,8 @@ bool ReadWorker(const Json& j, const std::string& path, core::WorkerInfo* out, D
       !ReadRequiredTime(r, "last_heartbeat", &out->last_heartbeat) ||
       !ReadTime(r, "ends_at", &out->resources.ends_at, Need::kOptional) ||
       !r.Bool("refusing", &out->refusing, Need::kOptional) ||
+      !r.Bool("paused", &out->paused, Need::kOptional) ||
+      !r.String("note", &out->note, Need::kOptional) ||
       !r.Integer("offer_changes", &out->offer_changes, Need::kOptional)) {
     return false;
   }
@@ -358,6 +360,11 @@ nlohmann::json WorkerInfoJson(const core::WorkerInfo& worker) {
   PutTime(j, "last_heartbeat", worker.last_heartbeat);
   PutTime(j, "ends_at", res.ends_at);
   j["refusing"] = worker.refusing;
+  j["paused"] = worker.paused;
+  if (!worker.note.empty()) {
+    j["note"] = worker.note;
+    PutTime(j, "note_since", worker.note_since);
+  }
   j["offer_changes"] = worker.offer_changes;
   if (worker.offer_changes > 0) PutTime(j, "offer_changed_at", worker.offer_changed_at);
   return j;

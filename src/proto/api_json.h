@@ -64,7 +64,8 @@ nlohmann::json TaskInfoJson(const core::TaskInfo& task);
 nlohmann::json WorkerInfoJson(const core::WorkerInfo& worker);
 // One attempt of a task, for GET /api/v1/tasks/{id}'s "attempts": `state` is
 // what the attempt ended as ("retried" for one that sent its task back to
-// the queue) or, for the latest attempt, the task's state.
+// the queue, "preempted" for one vacated for its workstation's owner or a
+// task of higher priority) or, for the latest attempt, the task's state.
 struct AttemptView {
   uint32_t attempt = 0;
   std::optional<WorkerId> worker;

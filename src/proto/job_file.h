@@ -21,6 +21,12 @@
 //   retry_backoff = "10s"     # before the first retry, doubling after
 //   timeout = "2h"            # per attempt; absent or "0" = none
 //   priority = 10             # higher runs first (int32)
+//   vacate_signal = "SIGUSR1" # sent first when the attempt is vacated (its
+//                             # workstation's owner returned, or preemption):
+//                             # SIGTERM (default), SIGINT, SIGHUP, SIGUSR1,
+//                             # SIGUSR2, SIGQUIT; "USR1" works too
+//   vacate_grace = "2m"       # then KILL after this long (default 30s)
+//   preemptible = false       # never chosen as a priority-preemption victim
 //
 // Resources:
 //   cpus     number (2, 0.5) or string ("2", "0.5", "500m"); default 1

@@ -175,6 +175,31 @@ TEST(JobFileTest, BadDurationNamesTheField) {
             "\"90s\", got integer");
 }
 
+TEST(JobFileTest, HowATaskIsVacatedIsReadCheckedAndRoundTrips) {
+  Result<core::JobSpec> spec = ParseJobToml(
+      OneTask("vacate_signal = \"usr1\"\nvacate_grace = \"2m\"\npreemptible = false\n"), "j");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->groups[0].vacate_signal, 10);  // SIGUSR1
+  EXPECT_EQ(spec->groups[0].vacate_grace, Seconds(120));
+  EXPECT_FALSE(spec->groups[0].preemptible);
+  // The journal's form reads back the same; defaults are not written.
+  const std::string json = JobSpecToJson(*spec);
+  Result<core::JobSpec> back = JobSpecFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, *spec);
+  EXPECT_NE(json.find("\"vacate_signal\":\"SIGUSR1\""), std::string::npos) << json;
+  Result<core::JobSpec> plain = ParseJobToml(OneTask(""), "j");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(JobSpecToJson(*plain).find("vacate"), std::string::npos);
+  EXPECT_EQ(plain->groups[0].vacate_signal, 15);
+  EXPECT_TRUE(plain->groups[0].preemptible);
+  EXPECT_EQ(TomlError(OneTask("vacate_signal = \"KILL\"\n")),
+            "sweep.toml:5:17: task[0].vacate_signal: unknown signal \"KILL\"; expected one of "
+            "SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGQUIT");
+  EXPECT_EQ(TomlError(OneTask("preemptible = \"no\"\n")),
+            "sweep.toml:5:15: task[0].preemptible: expected a boolean, got string");
+}
+
 TEST(JobFileTest, WrongTypesAndMissingFields) {
   EXPECT_EQ(TomlError("name = \"j\"\n[[task]]\nid = \"a\"\n"),
             "sweep.toml:2:1: task[0]: missing \"command\"");

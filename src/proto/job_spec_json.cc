@@ -1,6 +1,8 @@
 #include "proto/job_spec_json.h"
 
 #include <algorithm>
+#include <cctype>
+#include <csignal>
 #include <map>
 #include <string>
 #include <vector>
@@ -17,8 +19,21 @@ constexpr uint32_t kMaxRetries = 1000;
 
 const std::vector<std::string_view> kJobKeys = {"name", "user", "after", "task"};
 const std::vector<std::string_view> kTaskKeys = {
-    "id",         "command", "array",         "env",     "resources",
-    "depends_on", "retries", "retry_backoff", "timeout", "priority"};
+    "id",         "command",       "array",   "env",      "resources",     "depends_on",
+    "retries",    "retry_backoff", "timeout", "priority", "vacate_signal", "vacate_grace",
+    "preemptible"};
+
+// Signals a task may ask to be vacated with (`vacate_signal`), by name.
+const std::vector<std::pair<std::string_view, int32_t>> kVacateSignals = {
+    {"SIGTERM", SIGTERM}, {"SIGINT", SIGINT},   {"SIGHUP", SIGHUP},
+    {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}, {"SIGQUIT", SIGQUIT}};
+
+std::string_view VacateSignalName(int32_t sig) {
+  for (const auto& [name, number] : kVacateSignals) {
+    if (number == sig) return name;
+  }
+  return "SIGTERM";
+}
 const std::vector<std::string_view> kResourceKeys = {"cpus",     "mem",    "gpus",    "gpu_mem",
                                                      "gpu_type", "labels", "counters"};
 
@@ -76,6 +91,13 @@ Json GroupJson(const core::TaskGroupSpec& g) {
   j["retry_backoff"] = ExactDuration(g.retry_backoff);
   if (g.timeout != Duration::zero()) j["timeout"] = ExactDuration(g.timeout);
   j["priority"] = g.priority;
+  if (g.vacate_signal != core::kDefaultVacateSignal) {
+    j["vacate_signal"] = VacateSignalName(g.vacate_signal);
+  }
+  if (g.vacate_grace != core::TaskGroupSpec{}.vacate_grace) {
+    j["vacate_grace"] = ExactDuration(g.vacate_grace);
+  }
+  if (!g.preemptible) j["preemptible"] = false;
   return j;
 }
 
@@ -272,7 +294,26 @@ bool ReadGroup(const Json& j, const std::string& path, core::TaskGroupSpec* g, D
   if (const Json* t = r.Get("timeout", Need::kOptional)) {
     if (!ReadDurationString(*t, r.PathOf("timeout"), &g->timeout, ctx)) return false;
   }
-  return r.Integer("priority", &g->priority, Need::kOptional);
+  if (const Json* v = r.Get("vacate_signal", Need::kOptional)) {
+    std::string name;
+    if (!ReadString(*v, r.PathOf("vacate_signal"), &name, ctx)) return false;
+    std::string upper;
+    for (char c : name) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (upper.rfind("SIG", 0) != 0) upper = "SIG" + upper;
+    auto it = std::find_if(kVacateSignals.begin(), kVacateSignals.end(),
+                           [&](const auto& e) { return e.first == upper; });
+    if (it == kVacateSignals.end()) {
+      return ctx.Fail(r.PathOf("vacate_signal"),
+                      "unknown signal \"" + name +
+                          "\"; expected one of SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGQUIT");
+    }
+    g->vacate_signal = it->second;
+  }
+  if (const Json* v = r.Get("vacate_grace", Need::kOptional)) {
+    if (!ReadDurationString(*v, r.PathOf("vacate_grace"), &g->vacate_grace, ctx)) return false;
+  }
+  return r.Bool("preemptible", &g->preemptible, Need::kOptional) &&
+         r.Integer("priority", &g->priority, Need::kOptional);
 }
 
 bool ReadAfter(const Json& j, const std::string& path, core::JobSpec* spec, DecodeContext& ctx) {

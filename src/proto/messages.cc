@@ -23,6 +23,7 @@ constexpr std::string_view Name(const Finished&) { return "finished"; }
 constexpr std::string_view Name(const Refused&) { return "refused"; }
 constexpr std::string_view Name(const LogChunk&) { return "log_chunk"; }
 constexpr std::string_view Name(const Drain&) { return "drain"; }
+constexpr std::string_view Name(const Owner&) { return "owner"; }
 constexpr std::string_view Name(const HelloAck&) { return "hello_ack"; }
 constexpr std::string_view Name(const Assign&) { return "assign"; }
 constexpr std::string_view Name(const Ack&) { return "ack"; }
@@ -68,6 +69,7 @@ Json FinishedTaskJson(const FinishedTask& f) {
   j["outcome"] = internal::OutcomeJson(f.outcome);
   j["finished_at_us"] = ToMicros(f.finished_at);
   if (f.never_started) j["never_started"] = true;
+  if (f.vacated) j["vacated"] = true;
   return j;
 }
 
@@ -80,7 +82,8 @@ bool ReadFinishedTask(const Json& j, const std::string& path, FinishedTask* out,
     return false;
   }
   return r.TimeMicros("finished_at_us", &out->finished_at) &&
-         r.Bool("never_started", &out->never_started, Need::kOptional);
+         r.Bool("never_started", &out->never_started, Need::kOptional) &&
+         r.Bool("vacated", &out->vacated, Need::kOptional);
 }
 
 Json FinishedListJson(const std::vector<FinishedTask>& list) {
@@ -220,6 +223,21 @@ bool Read(ObjectReader& r, Drain* m, DecodeContext&) {
   return r.Bool("drain", &m->drain) && r.String("reason", &m->reason, Need::kOptional);
 }
 
+Json Body(const Owner& m) {
+  Json j{{"present", m.present}, {"note", m.note}, {"since_us", ToMicros(m.since)}};
+  if (m.freeze_us != 0) j["freeze_us"] = m.freeze_us;
+  return j;
+}
+bool Read(ObjectReader& r, Owner* m, DecodeContext& ctx) {
+  if (!r.Bool("present", &m->present) || !r.String("note", &m->note, Need::kOptional) ||
+      !r.TimeMicros("since_us", &m->since, Need::kOptional) ||
+      !r.Integer("freeze_us", &m->freeze_us, Need::kOptional)) {
+    return false;
+  }
+  if (m->freeze_us < 0) return ctx.Fail(r.PathOf("freeze_us"), "must not be negative");
+  return true;
+}
+
 // ---- server -> worker ------------------------------------------------------
 
 Json Body(const HelloAck& m) {
@@ -261,6 +279,8 @@ Json AssignmentJson(const Assignment& a) {
   j["group_name"] = a.group_name;
   j["inputs"] = std::move(inputs);
   if (a.after) j["after"] = AttemptJson(a.after->task, a.after->attempt);
+  j["vacate_signal"] = a.vacate_signal;
+  j["vacate_grace_us"] = a.vacate_grace.count();
   return j;
 }
 bool ReadAssignment(const Json& j, const std::string& path, Assignment* a, DecodeContext& ctx) {
@@ -274,8 +294,16 @@ bool ReadAssignment(const Json& j, const std::string& path, Assignment* a, Decod
       !r.Micros("timeout_us", &a->timeout, Need::kOptional) ||
       !r.Integer("array_index", &a->array_index, Need::kOptional) ||
       !r.String("job_name", &a->job_name, Need::kOptional) ||
-      !r.String("group_name", &a->group_name, Need::kOptional)) {
+      !r.String("group_name", &a->group_name, Need::kOptional) ||
+      !r.Integer("vacate_signal", &a->vacate_signal, Need::kOptional) ||
+      !r.Micros("vacate_grace_us", &a->vacate_grace, Need::kOptional)) {
     return false;
+  }
+  if (a->vacate_signal < 1 || a->vacate_signal > 64) {
+    return ctx.Fail(r.PathOf("vacate_signal"), "must be a signal number (1..64)");
+  }
+  if (a->vacate_grace < Duration::zero()) {
+    return ctx.Fail(r.PathOf("vacate_grace_us"), "must not be negative");
   }
   if (a->argv.empty()) return ctx.Fail(r.PathOf("argv"), "must not be empty");
   if (a->cpu_quota_milli < 0) return ctx.Fail(r.PathOf("cpu_quota_milli"), "must not be negative");
@@ -324,8 +352,14 @@ bool ReadStop(ObjectReader& r, M* m) {
   return r.Task("task", &m->task) && r.Integer("attempt", &m->attempt) &&
          r.String("reason", &m->reason, Need::kOptional);
 }
-Json Body(const Cancel& m) { return StopBody(m); }
-bool Read(ObjectReader& r, Cancel* m, DecodeContext&) { return ReadStop(r, m); }
+Json Body(const Cancel& m) {
+  Json j = StopBody(m);
+  if (m.vacate) j["vacate"] = true;
+  return j;
+}
+bool Read(ObjectReader& r, Cancel* m, DecodeContext&) {
+  return ReadStop(r, m) && r.Bool("vacate", &m->vacate, Need::kOptional);
+}
 Json Body(const Kill& m) { return StopBody(m); }
 bool Read(ObjectReader& r, Kill* m, DecodeContext&) { return ReadStop(r, m); }
 Json Body(const Withdraw& m) { return StopBody(m); }

@@ -5,7 +5,7 @@
 // version). Log bytes travel in binary frames (log_frame.h).
 //
 //   worker -> server: hello, heartbeat, started, finished, refused,
-//                     log_chunk, drain
+//                     log_chunk, drain, owner
 //   server -> worker: hello_ack, assign, ack, cancel, kill, withdraw,
 //                     log_request, drain, error
 //
@@ -106,6 +106,10 @@ struct FinishedTask {
   // Dropped while it waited behind another: it never ran ("never_started",
   // written only when true).
   bool never_started = false;
+  // Vacated by the worker on its own (its owner came back): not the task's
+  // failure ("vacated", written only when true; the outcome's reason says
+  // why).
+  bool vacated = false;
   friend bool operator==(const FinishedTask&, const FinishedTask&) = default;
 };
 
@@ -189,6 +193,21 @@ struct Drain {
   friend bool operator==(const Drain&, const Drain&) = default;
 };
 
+// Owner: sent by a worker in idle-desktop mode whenever its owner comes or
+// goes, and after every HelloAck. present = true: it offers no room (its
+// tasks are suspended, then vacated); false: it offers room again. `note`
+// is for people ("owner present since 14:02:10").
+// `since`: when the owner came or went. `freeze_us`: on the message that
+// says the owner came back, the time from their input to every task of
+// this worker frozen (0: nothing was frozen); optional on the wire.
+struct Owner {
+  bool present = false;
+  std::string note;
+  Time since;
+  int64_t freeze_us = 0;
+  friend bool operator==(const Owner&, const Owner&) = default;
+};
+
 // ---- server -> worker ----------------------------------------------------
 
 struct HelloAck {
@@ -220,6 +239,10 @@ struct Assignment {
   // trip); when `after` does not run here, start at once. Optional on the
   // wire ("after": {"task", "attempt"}).
   std::optional<TaskAttempt> after;
+  // How to vacate it (core::TaskGroupSpec): the first signal and the time
+  // before KILL. Optional on the wire ("vacate_signal", "vacate_grace_us").
+  int32_t vacate_signal = core::kDefaultVacateSignal;
+  Duration vacate_grace = Seconds(30);
   friend bool operator==(const Assignment&, const Assignment&) = default;
 };
 struct Assign {
@@ -234,10 +257,13 @@ struct Ack {
 };
 
 // Stop gracefully: TERM to the process group, grace period, then KILL.
+// vacate = true: preempted by the server; use the assignment's vacate
+// signal and grace instead ("vacate", written only when true).
 struct Cancel {
   TaskId task;
   uint32_t attempt = 0;
   std::string reason;  // "canceled by user", "timed out after 2h"
+  bool vacate = false;
   friend bool operator==(const Cancel&, const Cancel&) = default;
 };
 // Stop at once: KILL everything of the attempt.
@@ -280,7 +306,8 @@ struct Error {
   friend bool operator==(const Error&, const Error&) = default;
 };
 
-using WorkerMessage = std::variant<Hello, Heartbeat, Started, Finished, Refused, LogChunk, Drain>;
+using WorkerMessage =
+    std::variant<Hello, Heartbeat, Started, Finished, Refused, LogChunk, Drain, Owner>;
 using ServerMessage =
     std::variant<HelloAck, Assign, Ack, Cancel, Kill, Withdraw, LogRequest, Drain, Error>;
 

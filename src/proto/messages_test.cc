@@ -56,6 +56,8 @@ Assignment SampleAssignment() {
   a.group_name = "train";
   a.inputs = {{{12, 0}, "prep result"}};
   a.after = TaskAttempt{{12, 2}, 1};
+  a.vacate_signal = 10;
+  a.vacate_grace = Seconds(120);
   return a;
 }
 
@@ -67,7 +69,11 @@ std::vector<WorkerMessage> AllWorkerMessages() {
                     {{12, 4}, 2, SampleOutcome(), TimeFromMicros(6), /*never_started=*/true}}},
           Refused{{12, 3}, 1, "needs 4 GiB, 1.5 GiB free"},
           LogChunk{{12, 3}, 1, LogStream::kStderr, 100, 200, true, "gone"},
-          Drain{true, "SIGTERM"}};
+          Drain{true, "SIGTERM"},
+          Finished{{{{12, 5}, 1, SampleOutcome(), TimeFromMicros(7), false, /*vacated=*/true}}},
+          Owner{true, "owner present; offers work after 15m idle",
+                TimeFromMicros(1'700'000'000'000'000), 16'900},
+          Owner{false, "owner away", TimeFromMicros(1'700'000'900'000'000), 0}};
 }
 
 std::vector<ServerMessage> AllServerMessages() {
@@ -75,6 +81,7 @@ std::vector<ServerMessage> AllServerMessages() {
           Assign{{SampleAssignment(), Assignment{{1, 0}, 1, {}, 0, 0, {}, {"true"}}}},
           Ack{{{{12, 3}, 1}}},
           Cancel{{12, 3}, 1, "canceled by user"},
+          Cancel{{12, 3}, 1, "preempted by 14.2 (priority 90)", /*vacate=*/true},
           Kill{{12, 3}, 1, "lease lost"},
           Withdraw{{12, 3}, 1, "room freed first on worker 2"},
           LogRequest{{12, 3}, 0, LogStream::kStdout, true, false, 4096},
@@ -114,6 +121,36 @@ TEST(MessagesTest, NeverStartedIsWrittenOnlyWhenTrueAndChecked) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("tasks[0].never_started"), std::string::npos)
       << bad.status().ToString();
+}
+
+TEST(MessagesTest, DesktopFieldsAreOptionalAndChecked) {
+  // A plain Finished and Cancel say nothing of vacating.
+  const std::string ran =
+      Encode(WorkerMessage(Finished{{{{12, 3}, 1, SampleOutcome(), TimeFromMicros(5)}}}));
+  EXPECT_EQ(ran.find("vacated"), std::string::npos) << ran;
+  const std::string cancel = Encode(ServerMessage(Cancel{{12, 3}, 1, "canceled by user"}));
+  EXPECT_EQ(cancel.find("vacate"), std::string::npos) << cancel;
+  // An assignment from an older server: the default vacate signal and grace.
+  Result<ServerMessage> old = DecodeServerMessage(
+      R"({"type":"assign","v":1,"tasks":[{"task":"1.0","attempt":1,"cores":[0],)"
+      R"("cpu_quota_milli":0,"mem_limit_bytes":0,"argv":["true"]}]})");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  const Assignment& a = std::get<Assign>(*old).tasks[0];
+  EXPECT_EQ(a.vacate_signal, 15);
+  EXPECT_EQ(a.vacate_grace, Seconds(30));
+  for (const auto& [text, field] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"type":"assign","v":1,"tasks":[{"task":"1.0","attempt":1,"cores":[0],)"
+            R"("cpu_quota_milli":0,"mem_limit_bytes":0,"argv":["true"],"vacate_signal":99}]})",
+            "tasks[0].vacate_signal"},
+           {R"({"type":"owner","v":1,"present":"yes"})", "present"},
+           {R"({"type":"owner","v":1,"present":true,"freeze_us":-5})", "freeze_us"}}) {
+    Result<ServerMessage> as_server = DecodeServerMessage(text);
+    Result<WorkerMessage> as_worker = DecodeWorkerMessage(text);
+    const Status& s =
+        text.find("assign") != std::string::npos ? as_server.status() : as_worker.status();
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_NE(s.message().find(field), std::string::npos) << s.ToString();
+  }
 }
 
 TEST(MessagesTest, QueueAheadFieldsAreOptionalAndChecked) {

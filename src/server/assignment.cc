@@ -19,6 +19,8 @@ proto::Assignment BuildAssignment(const core::AssignTask& assign) {
     a.env = spec.env;
     a.group_name = spec.name;
     a.job_name = assign.job->name;
+    a.vacate_signal = spec.vacate_signal;
+    a.vacate_grace = spec.vacate_grace;
   }
   if (assign.inputs) {
     for (const auto& [task, result] : *assign.inputs) a.inputs[task] = result;

@@ -124,15 +124,21 @@ std::string Observability::MetricsText() {
     Result<core::WorkerInfo> info = sched.GetWorker(id);
     if (info.ok()) workers.push_back(std::move(*info));
   }
-  std::map<std::string, uint64_t> by_state{{"idle", 0}, {"busy", 0}, {"drained", 0}, {"lost", 0}};
+  std::map<std::string, uint64_t> by_state{
+      {"idle", 0}, {"busy", 0}, {"drained", 0}, {"paused", 0}, {"lost", 0}};
   uint64_t connected = 0;
   for (const core::WorkerInfo& wi : workers) {
-    const char* state = wi.lost ? "lost" : wi.drained ? "drained" : wi.tasks.empty() ? "idle" : "busy";
+    const char* state = wi.lost            ? "lost"
+                        : wi.drained       ? "drained"
+                        : wi.paused        ? "paused"
+                        : wi.tasks.empty() ? "idle"
+                                           : "busy";
     ++by_state[state];
     connected += channel_.connected(wi.id) ? 1 : 0;
   }
   w.Family("drover_workers",
-           "Workers by state: lost, else drained, else busy (running tasks) or idle.",
+           "Workers by state: lost, else drained, else paused (its owner is at it), else busy "
+           "(running tasks) or idle.",
            MetricType::kGauge);
   for (const auto& [state, n] : by_state) {
     w.Sample("drover_workers", {{"state", state}}, static_cast<double>(n));
@@ -227,6 +233,11 @@ std::string Observability::MetricsText() {
            "From a journal flush to the store's durability ack of its batch (fsync; Redis ack).",
            MetricType::kHistogram);
   w.Histogram("drover_journal_sync_seconds", {}, journal_sync_);
+  w.Family("drover_owner_freeze_seconds",
+           "Idle-desktop workers: from the owner's input to every task on that worker frozen, "
+           "as the worker measured it.",
+           MetricType::kHistogram);
+  w.Histogram("drover_owner_freeze_seconds", {}, channel_.owner_freeze());
   w.Family("drover_journal_records_total", "Records appended to the journal.",
            MetricType::kCounter);
   w.Sample("drover_journal_records_total", {}, static_cast<double>(st.records));

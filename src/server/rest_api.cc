@@ -100,7 +100,9 @@ json AttemptsJson(const std::vector<core::PastAttempt>& past, const core::TaskIn
     if (p.worker != 0) a.worker = p.worker;
     a.started_at = p.started_at;
     a.finished_at = p.ended_at;
-    a.state = "retried";
+    // Vacated (its workstation's owner came back, or a task of higher
+    // priority took its room): not a failure, and said so.
+    a.state = p.reason.rfind("preempted", 0) == 0 ? "preempted" : "retried";
     a.reason = p.reason;
     a.outcome = p.outcome;
     attempts.push_back(proto::AttemptJson(a));

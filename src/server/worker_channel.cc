@@ -122,6 +122,10 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
           if (log_.chunk) log_.chunk(worker, m);
         } else if constexpr (std::is_same_v<T, proto::Drain>) {
           driver_.Handle(core::WorkerDrained{worker, m.drain});
+        } else if constexpr (std::is_same_v<T, proto::Owner>) {
+          spdlog::info("worker {}: {}", worker, net::Printable(m.note, 200));
+          if (m.freeze_us > 0) owner_freeze_.Observe(static_cast<double>(m.freeze_us) / 1e6);
+          driver_.Handle(core::WorkerPaused{worker, m.present, std::move(m.note), m.since});
         }
       },
       message);
@@ -223,8 +227,8 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
   proto::Ack results;
   for (proto::FinishedTask& f : hello.finished) {
     results.tasks.push_back({f.task, f.attempt});
-    attached.finished.push_back(
-        core::TaskFinished{f.task, f.attempt, std::move(f.outcome), worker, f.never_started});
+    attached.finished.push_back(core::TaskFinished{f.task, f.attempt, std::move(f.outcome), worker,
+                                                   f.never_started, f.vacated});
   }
   // What the core knew before, to log what it adopted (rare: only after a
   // crash that lost assignments).
@@ -255,8 +259,8 @@ void WorkerChannel::OnFinished(WorkerId worker, std::vector<proto::FinishedTask>
   proto::Ack ack;
   for (proto::FinishedTask& t : tasks) {
     ack.tasks.push_back({t.task, t.attempt});
-    driver_.Handle(
-        core::TaskFinished{t.task, t.attempt, std::move(t.outcome), worker, t.never_started});
+    driver_.Handle(core::TaskFinished{t.task, t.attempt, std::move(t.outcome), worker,
+                                      t.never_started, t.vacated});
   }
   AckWhenDurable(worker, std::move(ack));
 }
@@ -334,7 +338,7 @@ void WorkerChannel::Kill(const core::KillTask& kill) {
                  kill.worker, kill.reason);
     message = proto::Kill{kill.task, kill.attempt, kill.reason};
   } else {
-    message = proto::Cancel{kill.task, kill.attempt, kill.reason};
+    message = proto::Cancel{kill.task, kill.attempt, kill.reason, kill.vacate};
   }
   Status sent = Send(kill.worker, message);
   if (!sent.ok()) {

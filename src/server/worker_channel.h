@@ -17,6 +17,7 @@
 //                        worker takes nothing new until its next heartbeat)
 //   Heartbeat         -> WorkerHeartbeat
 //   Drain             -> WorkerDrained
+//   Owner             -> WorkerPaused (and the freeze time, owner_freeze)
 //   LogChunk, binary  -> the log handlers (log_relay.h)
 // A malformed message (or a message before Hello) gets an Error message and
 // closes that connection only, with a logged reason.
@@ -56,6 +57,7 @@
 #include "common/ids.h"
 #include "common/time.h"
 #include "core/commands.h"
+#include "metrics/prom_text.h"
 #include "net/event_loop.h"
 #include "net/read_pacer.h"
 #include "net/ws_session.h"
@@ -114,6 +116,9 @@ class WorkerChannel {
   size_t connection_count() const { return conns_.size(); }
   // Exit -> next start on each worker, from the workers' timestamps.
   const HandoffStats& handoffs() const { return handoffs_; }
+  // Idle-desktop workers: from an owner's input to every task there frozen,
+  // as the workers measured it (proto::Owner::freeze_us), in seconds.
+  const metrics::PromHistogram& owner_freeze() const { return owner_freeze_; }
 
   // Sends the assignments made so far in this turn (one Assign per worker).
   // Called by the shell at the end of each core turn; otherwise a posted
@@ -156,6 +161,7 @@ class WorkerChannel {
   std::map<WorkerId, std::vector<proto::Assignment>> pending_;  // this turn's batch
   OncePerTurn assign_flush_{loop_, [this] { FlushAssigns(); }};
   HandoffStats handoffs_;
+  metrics::PromHistogram owner_freeze_{metrics::LatencyBuckets()};
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -10,6 +10,8 @@
 //   - the link the server printed (token in the URL fragment) opens the
 //     dashboard, which drops the token from the address bar;
 //   - the workers page shows 2 workers; drain and undrain work from the page;
+//   - a third worker in idle-desktop mode whose owner is present shows
+//     paused, with its owner note, and the summary counts it;
 //   - a job submitted through the HTTP API afterwards appears on the jobs
 //     page, and its tasks reach succeeded on the job page without a reload;
 //   - a task's page shows its command and its live log: a line printed before
@@ -254,6 +256,22 @@ async function main() {
     await page.click('a[data-nav="workers"]');
     await page.getByText('2 workers: 2 online').waitFor();
     await page.screenshot({ path: path.join(opts.artifacts, 'dashboard-workers.png'), fullPage: true });
+
+    // A workstation in idle-desktop mode whose owner is at it (no input
+    // seen yet counts from its start, and it waits an hour): its card says
+    // paused, and where its owner is.
+    const desk = new Proc('worker desk', [opts.drover, 'worker', '--access', `${dir}/access.json`,
+      '--name', 'desk', '--workdir', `${dir}/work-desk`, '--isolation', 'none', '--run-as-root',
+      '--cpus', '0', '--mem', '1GiB', '--gpus', 'none', '--desktop',
+      '--idle-source', `file:${dir}/owner`, '--idle-after', '1h']);
+    procs.push(desk);
+    await desk.waitForLine('attached as worker');
+    const deskCard = page.locator('#workers [data-worker]', { hasText: 'desk' });
+    await deskCard.locator('[data-worker-state="paused"]').waitFor();
+    await deskCard.locator('[data-owner-note="owner present; offers work after 1h idle"]').waitFor();
+    await page.getByText('3 workers: 2 online, 0 drained, 1 in use by their owners, 0 lost').waitFor();
+    await desk.stop();
+    log('a desktop worker whose owner is present shows paused, with its owner note');
     await page.click('a[data-nav="utilization"]');
     await page.locator('#chart-resources').waitFor();
     // Samples from the server's ring buffer reach the chart.
@@ -271,7 +289,8 @@ async function main() {
     await fresh.getByText('That token was refused by the server.').waitFor();
     await fresh.fill('#token-input', token);
     await fresh.press('#token-input', 'Enter');
-    await fresh.getByText('2 workers: 2 online').waitFor();
+    // The desktop worker above has left (stopped): still listed, not online.
+    await fresh.getByText('3 workers: 2 online').waitFor();
     await fresh.close();
     log('the token form refuses a wrong token and accepts the right one');
 

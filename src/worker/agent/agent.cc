@@ -1,6 +1,7 @@
 #include "worker/agent/agent.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,8 +16,6 @@
 #include <utility>
 #include <variant>
 
-#include <spdlog/spdlog.h>
-
 #include "common/quantity.h"
 #include "net/client_options.h"
 #include "net/token.h"
@@ -26,6 +25,8 @@
 #include "worker/agent/asio_reactor.h"
 #include "worker/agent/server_link.h"
 #include "worker/agent/task_runner.h"
+#include "worker/desktop/input_source.h"
+#include "worker/desktop/outside_load.h"
 #include "worker/exec/executor.h"
 #include "worker/exec/fencing.h"
 #include "worker/exec/isolator.h"
@@ -102,13 +103,15 @@ class Agent::Impl {
       : loop_(loop),
         config_(std::move(config)),
         clock_(config_.clock ? *config_.clock : own_clock_),
-        backoff_(config_.reconnect, [rng = std::make_shared<std::mt19937_64>(std::random_device{}())] {
-          return std::uniform_real_distribution<double>(0.0, 1.0)(*rng);
-        }),
+        backoff_(config_.reconnect,
+                 [rng = std::make_shared<std::mt19937_64>(std::random_device{}())] {
+                   return std::uniform_real_distribution<double>(0.0, 1.0)(*rng);
+                 }),
         reconnect_timer_(loop),
         heartbeat_timer_(loop),
         fence_timer_(loop),
-        watchdog_timer_(loop) {}
+        watchdog_timer_(loop),
+        owner_timer_(loop) {}
 
   ~Impl() { Stop(); }
 
@@ -150,6 +153,10 @@ class Agent::Impl {
   void OnLogRequest(const proto::LogRequest& request);
   void ArmTimer(WorkerTimer timer, Time at);
   net::Timer& TimerOf(WorkerTimer timer);
+  // Idle-desktop mode: one OwnerSample for the state machine, then again
+  // after owner_poll.
+  void PollOwner();
+  void SendOwner(const worker::SendOwner& command);
 
   net::EventLoop& loop_;
   AgentConfig config_;
@@ -175,6 +182,15 @@ class Agent::Impl {
   std::unique_ptr<LogSender> logs_;
   bool reaper_gone_ = false;
 
+  // Idle-desktop mode (config_.desktop): where the owner's input is read,
+  // and the load outside the tasks' cgroups (none: not measured).
+  std::unique_ptr<InputSource> input_;
+  std::unique_ptr<OutsideLoad> outside_;
+  std::vector<std::string> task_cgroups_;
+  Duration tasks_cpu_ = Duration::zero();  // CgroupCpuTime at the last load sample
+  double outside_load_ = 0;
+  Time next_load_at_;
+
   // The protocol: running, queued and unacknowledged tasks, fencing.
   std::optional<WorkerState> state_;
   // Outboxes kept for the next Run (one per level of nesting: a command's
@@ -194,6 +210,7 @@ class Agent::Impl {
   net::Timer heartbeat_timer_;
   net::Timer fence_timer_;
   net::Timer watchdog_timer_;
+  net::Timer owner_timer_;
   size_t next_server_ = 0;
   // The leader a standby named (proto::Error::leader): the next attempt
   // goes there, once; then the list goes on.
@@ -286,6 +303,18 @@ Status Agent::Impl::Init() {
   state_config.lease_ttl = config_.lease_ttl;
   state_config.kill_grace = config_.kill_grace;
   state_config.idle_timeout = config_.idle_timeout;
+  if (config_.desktop) {
+    state_config.desktop.enabled = true;
+    state_config.desktop.idle_after = config_.idle_after;
+    state_config.desktop.resume_after = config_.resume_after;
+    state_config.desktop.suspend_for = config_.suspend_for;
+    state_config.desktop.max_outside_load = config_.max_outside_load;
+    Result<std::unique_ptr<InputSource>> input = MakeInputSource(config_.idle_source);
+    if (!input.ok())
+      return input.status().WithContext("--desktop: --idle-source " + config_.idle_source);
+    input_ = std::move(input).value();
+    outside_ = std::make_unique<OutsideLoad>();
+  }
   if (config_.lifetime > Duration::zero()) {
     state_config.resources.ends_at = clock_.Now() + config_.lifetime;
   }
@@ -314,6 +343,17 @@ Status Agent::Impl::Init() {
   ASSIGN_OR_RETURN(std::unique_ptr<Isolator> isolator, MakeIsolator(isolator_options));
   const std::vector<std::string> roots = isolator->cgroup_roots();
   RETURN_IF_ERROR(life_->RecordCgroupRoots(roots));
+  if (config_.desktop) {
+    task_cgroups_ = roots;
+    tasks_cpu_ = CgroupCpuTime(task_cgroups_);
+    spdlog::info(
+        "worker {}: idle-desktop mode: owner input from {}; offers work after {} without "
+        "input{}",
+        name_, input_->Describe(), FormatDuration(config_.idle_after),
+        roots.empty() ? " (the load of other programs is not measured without cgroups)"
+                      : " and with other programs below " +
+                            std::to_string(config_.max_outside_load).substr(0, 4) + " cores");
+  }
   // One tree suffices for the reaper: cgroup v1 lists the same processes
   // in each hierarchy, and the first (freezer) can be frozen.
   ASSIGN_OR_RETURN(reaper_, Reaper::Start(roots.empty() ? roots : std::vector<std::string>{roots[0]},
@@ -368,6 +408,7 @@ Status Agent::Impl::Init() {
     link_ = own_link_.get();
   }
   Run(AgentBegan{});
+  if (input_) PollOwner();
   Connect();
   return Status::Ok();
 }
@@ -380,6 +421,7 @@ void Agent::Impl::Stop() {
   heartbeat_timer_.Cancel();
   fence_timer_.Cancel();
   watchdog_timer_.Cancel();
+  owner_timer_.Cancel();
   ++gen_;
   if (session_) {
     session_->Close("worker stopping");
@@ -455,6 +497,19 @@ void Agent::Impl::Stop() {
         } else if constexpr (std::is_same_v<T, Leave>) {
           spdlog::info("worker {}: leaving: {}", name_, c.reason);
           if (config_.on_leave) config_.on_leave(c.reason);
+        } else if constexpr (std::is_same_v<T, SuspendTask>) {
+          Result<SuspendHow> how = runner_->Suspend(c.task);
+          if (!how.ok()) {
+            spdlog::warn("worker {}: cannot suspend {}: {}", name_, c.task.ToString(),
+                         how.status().ToString());
+          }
+        } else if constexpr (std::is_same_v<T, ResumeTask>) {
+          if (Status resumed = runner_->Resume(c.task); !resumed.ok()) {
+            spdlog::warn("worker {}: cannot resume {}: {}", name_, c.task.ToString(),
+                         resumed.ToString());
+          }
+        } else if constexpr (std::is_same_v<T, worker::SendOwner>) {
+          SendOwner(c);
         } else if constexpr (std::is_same_v<T, ScheduleFlush>) {
           std::weak_ptr<bool> alive = alive_;
           loop_.Post([this, alive] {
@@ -687,8 +742,36 @@ void Agent::Impl::PrepareQueued(const proto::Assignment& a) {
   Run(TaskStarted{a.task, a.attempt, times.spawned, reaper_->fences()});
 }
 
+void Agent::Impl::PollOwner() {
+  OwnerSample sample;
+  sample.last_input = input_->LastInput();
+  const Time now = clock_.Now();
+  if (!task_cgroups_.empty() && now >= next_load_at_) {
+    next_load_at_ = now + Seconds(1);
+    const Duration tasks_cpu = CgroupCpuTime(task_cgroups_);
+    Result<double> load = outside_->Sample(std::max(Duration::zero(), tasks_cpu - tasks_cpu_));
+    tasks_cpu_ = tasks_cpu;
+    if (load.ok()) outside_load_ = *load;
+  }
+  sample.outside_load = outside_load_;
+  Run(sample);
+  if (stopped_) return;
+  owner_timer_.ArmAfter(config_.owner_poll, [this] { PollOwner(); });
+}
+
+void Agent::Impl::SendOwner(const worker::SendOwner& command) {
+  proto::Owner owner = command.owner;
+  if (command.input_at) {
+    // The suspensions before this command are done: every task is frozen.
+    owner.freeze_us = std::max<int64_t>(1, (clock_.Now() - *command.input_at).count());
+    spdlog::info("worker {}: tasks frozen {:.1f} ms after the owner's input", name_,
+                 static_cast<double>(owner.freeze_us) / 1000);
+  }
+  Send(owner);
+}
+
 void Agent::Impl::KillTask(const worker::KillTask& kill) {
-  Status killed = runner_->Kill(kill.task, kill.grace);
+  Status killed = runner_->Kill(kill.task, kill.grace, kill.signal);
   if (!killed.ok()) {
     spdlog::warn("worker {}: cannot {} {}: {}", name_, kill.fenced ? "kill" : "stop",
                  kill.task.ToString(), killed.ToString());

@@ -169,6 +169,17 @@ struct AgentConfig {
   // Positive: after this long with nothing to do the worker drains and
   // then calls on_leave (WorkerStateConfig::idle_timeout).
   Duration idle_timeout = Duration::zero();
+  // Idle-desktop mode (`--desktop`, WorkerStateConfig::Desktop): the owner's
+  // input is read from `idle_source` (desktop/input_source.h) every
+  // `owner_poll`, the load of processes outside Drover (everything but
+  // the tasks' cgroups; not measured without cgroups) every second.
+  bool desktop = false;
+  std::string idle_source = "auto";
+  Duration idle_after = Seconds(15 * 60);
+  Duration resume_after = Seconds(60);
+  Duration suspend_for = Seconds(10 * 60);
+  double max_outside_load = 0.3;
+  Duration owner_poll = std::chrono::milliseconds(20);
   // Called on the loop when the worker leaves (idle); the caller stops it.
   std::function<void(const std::string& reason)> on_leave;
   // The clock behind every "now" of the agent (the state machine's events,

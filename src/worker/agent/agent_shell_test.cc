@@ -111,8 +111,17 @@ class FakeRunner final : public TaskRunner {
     return 4242;
   }
   void DiscardPrepared(TaskId, uint32_t) override {}
-  Status Kill(TaskId id, std::optional<Duration>) override {
+  Status Kill(TaskId id, std::optional<Duration>, int signal) override {
     killed.push_back(id);
+    kill_signals.push_back(signal);
+    return Status::Ok();
+  }
+  Result<SuspendHow> Suspend(TaskId id) override {
+    suspended.push_back(id);
+    return SuspendHow::kFreezer;
+  }
+  Status Resume(TaskId id) override {
+    resumed.push_back(id);
     return Status::Ok();
   }
   Status OpenOutputFiles(TaskId) override { return Status::Ok(); }
@@ -132,6 +141,9 @@ class FakeRunner final : public TaskRunner {
 
   std::vector<TaskId> started;
   std::vector<TaskId> killed;
+  std::vector<int> kill_signals;  // the first signal of each Kill
+  std::vector<TaskId> suspended;
+  std::vector<TaskId> resumed;
 
  private:
   const Clock& clock_;

@@ -5,9 +5,11 @@
 //
 // The operations mean what the Executor's of the same name mean
 // (executor.h): a task's directories, a queued task made ahead (process
-// included) and released by Start, a kill with a grace period, the output
-// files opened for a reader that follows. Results come back through the
-// DoneCallback given to Start, on the runner's loop, once per started task.
+// included) and released by Start, a kill with a chosen first signal and a
+// grace period, a suspend and resume (idle-desktop mode: the workstation's
+// owner is back), the output files opened for a reader that follows.
+// Results come back through the DoneCallback given to Start, on the
+// runner's loop, once per started task.
 //
 // Threading: everything on the loop the runner was made for.
 #ifndef DROVER_WORKER_AGENT_TASK_RUNNER_H_
@@ -50,9 +52,17 @@ class TaskRunner {
   // Drops what PrepareStart made for the attempt (its process is killed);
   // nothing if there is none.
   virtual void DiscardPrepared(TaskId id, uint32_t attempt) = 0;
-  // Ends the task: TERM, then KILL after `grace` (nullopt: the runner's
-  // default). NotFound when no such task runs.
-  virtual Status Kill(TaskId id, std::optional<Duration> grace) = 0;
+  // Ends the task: `signal` (SIGTERM, or one it catches to checkpoint),
+  // then KILL after `grace` (nullopt: the runner's default); a suspended
+  // task is resumed to receive them. NotFound when no such task runs.
+  virtual Status Kill(TaskId id, std::optional<Duration> grace, int signal) = 0;
+  // Stops every process of the task where it is (freezer, or SIGSTOP to
+  // its process group) and says how; a suspended task stays so. NotFound
+  // when no such task runs.
+  virtual Result<SuspendHow> Suspend(TaskId id) = 0;
+  // Undoes Suspend. Ok when the task is not suspended; NotFound when no
+  // such task runs.
+  virtual Status Resume(TaskId id) = 0;
   // Makes the running task's output files now, for a reader that follows.
   virtual Status OpenOutputFiles(TaskId id) = 0;
 };
@@ -75,9 +85,11 @@ class ExecutorRunner final : public TaskRunner {
   void DiscardPrepared(TaskId id, uint32_t attempt) override {
     executor_->DiscardPrepared(id, attempt);
   }
-  Status Kill(TaskId id, std::optional<Duration> grace) override {
-    return executor_->Kill(id, grace);
+  Status Kill(TaskId id, std::optional<Duration> grace, int signal) override {
+    return executor_->Kill(id, grace, signal);
   }
+  Result<SuspendHow> Suspend(TaskId id) override { return executor_->Suspend(id); }
+  Status Resume(TaskId id) override { return executor_->Resume(id); }
   Status OpenOutputFiles(TaskId id) override { return executor_->OpenOutputFiles(id); }
 
  private:

@@ -1,6 +1,7 @@
 #include "worker/exec/cgroup_v1.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -74,6 +76,36 @@ void Keep(Ctl ctl, Group& g) {
   }
 }
 
+// How long KillAll waits for the freeze that keeps a cage's members from
+// forking away (its kills take effect at the thaw whether or not every
+// member stopped in time). Freeze waits kFreezeWait.
+constexpr Duration kKillFreezeWait = Millis(100);
+
+// Writes FROZEN to freezer.state `state` and re-reads it until it says
+// FROZEN (every member stopped, not FREEZING): true when it does within
+// `bound`, false when not or when it cannot be read; an error when the
+// write fails. The v1 freezer has no event to wait on: a freeze takes
+// microseconds, so the first reads come back to back, later ones a
+// millisecond apart. The write is repeated while waiting: the kernel
+// freezes the members it finds at a write, and one that went to sleep
+// unfrozen in between stays so until the next (seen on 6.x: a vfork
+// parent whose child froze before its exec leaves the cgroup FREEZING).
+Result<bool> FreezeAndWait(const std::string& state, Duration bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  for (int tries = 0;; ++tries) {
+    if (tries % 16 == 0) RETURN_IF_ERROR(WriteCgroupFile(state, "FROZEN"));
+    Result<std::string> now = ReadCgroupFile(state);
+    if (!now.ok()) return false;
+    if (now->rfind("FROZEN", 0) == 0) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (tries < 1000) {
+      sched_yield();
+    } else {
+      poll(nullptr, 0, 1);
+    }
+  }
+}
+
 // The free cgroups; shared by the isolator and its cages, so that a cage
 // that outlives its isolator removes its cgroups instead.
 struct Pool {
@@ -124,20 +156,35 @@ class CgroupV1Cage final : public TaskCage {
     left_behind_ = true;  // not reused: its members may be dying still
     // Freeze first so that nothing forks between the listing and the kill;
     // the SIGKILLs take effect at thaw. The wait for FROZEN is bounded and
-    // happens only when a task left processes behind (a kill, a daemon);
-    // the v1 freezer has no event to wait on.
+    // happens only when a task left processes behind (a kill, a daemon).
+    // A cage Freeze stopped is thawed here too: its members die.
     const std::string state = Dir(kFreezer) + "/freezer.state";
-    RETURN_IF_ERROR(WriteCgroupFile(state, "FROZEN"));
-    for (int i = 0; i < 1000; ++i) {
-      Result<std::string> now = ReadCgroupFile(state);
-      if (!now.ok() || now->rfind("FROZEN", 0) == 0) break;
-      sched_yield();
-    }
+    Result<bool> stopped = FreezeAndWait(state, kKillFreezeWait);
+    if (!stopped.ok()) return stopped.status();
     Result<std::vector<pid_t>> frozen = ReadProcs(procs);
     std::vector<UniqueFd> fds = KillPids(frozen.ok() ? *frozen : pids);
     Status thaw = WriteCgroupFile(state, "THAWED");
-    (void)thaw;  // a cage that stays frozen is still removed once its members die
+    // A cage that stays frozen is still removed once its members die; it
+    // is not reused (left_behind_).
+    frozen_ = !thaw.ok();
     return fds;
+  }
+
+  Status Freeze(bool frozen) override {
+    const std::string state = Dir(kFreezer) + "/freezer.state";
+    if (!frozen) {
+      RETURN_IF_ERROR(WriteCgroupFile(state, "THAWED"));
+      frozen_ = false;
+      return Status::Ok();
+    }
+    frozen_ = true;  // from the first write on, partly frozen until thawed
+    ASSIGN_OR_RETURN(bool stopped, FreezeAndWait(state, kFreezeWait));
+    if (!stopped) {
+      return Unavailable(state + " is not FROZEN after " +
+                         std::to_string(kFreezeWait.count() / 1000) +
+                         " ms: a member does not stop");
+    }
+    return Status::Ok();
   }
 
   CageUsage Usage() override {
@@ -167,6 +214,14 @@ class CgroupV1Cage final : public TaskCage {
   }
 
   Status Remove() override {
+    // A frozen cgroup would stop the next task that joins it.
+    if (frozen_ && Find(kFreezer) != nullptr) {
+      if (WriteCgroupFile(Dir(kFreezer) + "/freezer.state", "THAWED").ok()) {
+        frozen_ = false;
+      } else {
+        reusable_ = false;
+      }
+    }
     if (measured_ && reusable_ && !left_behind_ && !pool_->closed && Recycle()) {
       for (auto& [ctl, g] : groups_) {
         if (ctl == kDevices || pool_->free[ctl].size() >= kMaxFree) {
@@ -224,6 +279,7 @@ class CgroupV1Cage final : public TaskCage {
   bool measured_ = false;                      // Usage read the counters' ends
   bool reusable_ = true;
   bool left_behind_ = false;  // KillAll found processes
+  bool frozen_ = false;       // Freeze(true) wrote FROZEN, not thawed since
 };
 
 class CgroupV1Isolator final : public Isolator {

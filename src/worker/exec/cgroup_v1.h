@@ -5,7 +5,8 @@
 // be nested, see /proc/self/cgroup):
 //     <mounts>/<controller>/<current>/drover/w<worker pid>/<task>
 // Per task: memory (limit, peak, OOM count), cpuacct (CPU time of the
-// tree) and freezer (kill without races) always; cpu (CFS quota from
+// tree) and freezer (kill without races; Suspend in idle-desktop mode,
+// TaskCage::Freeze) always; cpu (CFS quota from
 // milli-cpus), cpuset (the assigned cores), pids (max) and devices (deny
 // /dev/nvidiaN, major 195, for GPUs not assigned) only when the task's
 // spec needs them.

@@ -1,10 +1,14 @@
 #include "worker/exec/cgroup_v2.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -44,6 +48,38 @@ class CgroupV2Cage final : public TaskCage {
     Status s = WriteCgroupFile(dir_ + "/cgroup.kill", "1");
     (void)s;
     return KillPids(pids);
+  }
+
+  Status Freeze(bool frozen) override {
+    if (!frozen) return WriteCgroupFile(dir_ + "/cgroup.freeze", "0");
+    // cgroup.events says "frozen 1" once every member has stopped, and its
+    // change is an inotify event; the watch is made before the write so
+    // the change cannot slip past. Without inotify, re-read every 10 ms.
+    const std::string events = dir_ + "/cgroup.events";
+    UniqueFd watch(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+    if (watch.valid() && inotify_add_watch(watch.fd(), events.c_str(), IN_MODIFY) < 0) {
+      watch.Reset();
+    }
+    RETURN_IF_ERROR(WriteCgroupFile(dir_ + "/cgroup.freeze", "1"));
+    const auto deadline = std::chrono::steady_clock::now() + kFreezeWait;
+    for (;;) {
+      if (ReadKeyedValue(events, "frozen") == 1u) return Status::Ok();
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        return Unavailable(dir_ + " is not frozen after " +
+                           std::to_string(kFreezeWait.count() / 1000) +
+                           " ms: a member does not stop");
+      }
+      pollfd p{watch.fd(), POLLIN, 0};  // fd -1: poll only waits
+      const int wait_ms =
+          static_cast<int>(watch.valid() ? left.count() : std::min<int64_t>(left.count(), 10));
+      if (poll(&p, 1, wait_ms) > 0) {
+        char buf[4096];
+        while (read(watch.fd(), buf, sizeof buf) > 0) {
+        }
+      }
+    }
   }
 
   CageUsage Usage() override {

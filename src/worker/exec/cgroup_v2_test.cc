@@ -4,13 +4,17 @@
 #include "worker/exec/cgroup_v2.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "worker/exec/cgroup_files.h"
 #include "worker/exec/exec_test_util.h"
@@ -117,6 +121,57 @@ TEST_F(FakeCgroupV2, KillAllSignalsEveryListedMemberAndRemoveDeletesTheCgroup) {
   }
   EXPECT_TRUE((*cage)->Remove().ok());
   EXPECT_FALSE(std::filesystem::exists(dir));
+}
+
+// Freeze writes cgroup.freeze and returns once cgroup.events says the
+// kernel has stopped every member ("frozen 1"), which here a thread writes
+// as the kernel would, once the freeze is asked for and Freeze waits (its
+// thread asleep).
+TEST_F(FakeCgroupV2, FreezeWaitsForCgroupEventsToSayFrozen) {
+  auto isolator = MakeCgroupV2Isolator(root_);
+  ASSERT_TRUE(isolator.ok());
+  auto cage = (*isolator)->CreateCage(CageSpec{"7.4.1"});
+  ASSERT_TRUE(cage.ok());
+  const std::string dir = base() + "/7.4.1";
+  Put(dir + "/cgroup.events", "populated 1\nfrozen 0\n");
+  const std::string waiter = "/proc/self/task/" + std::to_string(gettid()) + "/stat";
+  auto asleep = [&] {
+    const std::string stat = ReadFile(waiter);
+    const size_t paren = stat.rfind(')');
+    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'S';
+  };
+  std::atomic<bool> reported{false};
+  std::thread kernel([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((ReadFile(dir + "/cgroup.freeze") != "1" || !asleep()) &&
+           std::chrono::steady_clock::now() < deadline) {
+      sched_yield();
+    }
+    reported = true;
+    Put(dir + "/cgroup.events", "populated 1\nfrozen 1\n");
+  });
+  Status frozen = (*cage)->Freeze(true);
+  const bool reported_before_return = reported;
+  kernel.join();
+  ASSERT_TRUE(frozen.ok()) << frozen.ToString();
+  EXPECT_TRUE(reported_before_return) << "Freeze returned before the cage was reported frozen";
+  EXPECT_EQ(ReadFile(dir + "/cgroup.freeze"), "1");
+
+  // Thawing does not wait.
+  ASSERT_TRUE((*cage)->Freeze(false).ok());
+  EXPECT_EQ(ReadFile(dir + "/cgroup.freeze"), "0");
+}
+
+TEST_F(FakeCgroupV2, FreezeFailsWhenTheCageDoesNotStopInTime) {
+  auto isolator = MakeCgroupV2Isolator(root_);
+  ASSERT_TRUE(isolator.ok());
+  auto cage = (*isolator)->CreateCage(CageSpec{"7.5.1"});
+  ASSERT_TRUE(cage.ok());
+  const std::string dir = base() + "/7.5.1";
+  Put(dir + "/cgroup.events", "populated 1\nfrozen 0\n");
+  Status frozen = (*cage)->Freeze(true);
+  EXPECT_EQ(frozen.code(), StatusCode::kUnavailable) << frozen.ToString();
+  EXPECT_EQ(ReadFile(dir + "/cgroup.freeze"), "1");  // still freezing: Freeze(false) undoes it
 }
 
 TEST_F(FakeCgroupV2, RefusesATreeWithoutTheControllers) {

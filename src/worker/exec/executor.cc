@@ -37,6 +37,8 @@ struct Executor::Task {
   std::unique_ptr<TaskCage> cage;
   std::chrono::steady_clock::time_point started;
   UniqueFd timer_fd;  // the grace period of a stop, once one was asked
+  // How Suspend stopped it, until Resume (or its ending) let it go on.
+  std::optional<SuspendHow> suspended;
   bool canceled = false;
   bool exited = false;
   std::vector<UniqueFd> leftovers;  // pidfds of processes killed after exit
@@ -229,6 +231,7 @@ Executor::~Executor() {
     if (!task->exited) {
       killpg(task->pid, SIGKILL);
       if (task->cage) (void)task->cage->KillAll();  // its pidfds close at once
+      (void)Wake(task.get());                       // a frozen task dies at its thaw
       if (options_.watch != nullptr) options_.watch->Ended(task->pid);
       int status;
       while (waitpid(task->pid, &status, 0) < 0 && errno == EINTR) {
@@ -607,6 +610,9 @@ void Executor::OnOutput(Task* task, int which) {
   // While the leader is an unreaped zombie its pid cannot be reused, so this
   // reaches exactly the task's own group: background jobs it left running.
   killpg(task->pid, SIGKILL);
+  // Suspended (its leader killed from outside): what is left of it must be
+  // able to die, and a cgroup reused later must not be frozen.
+  (void)Wake(task);
   if (options_.watch != nullptr) options_.watch->Ended(task->pid);
   int status = 0;
   struct rusage ru {};
@@ -660,9 +666,47 @@ void Executor::OnGraceExpired(Task* task) {
   if (task->exited) return;
   killpg(task->pid, SIGKILL);
   (void)task->cage->KillAll();  // its pidfds close at once
+  (void)Wake(task);             // the kills take effect
 }
 
-Status Executor::Kill(TaskId id, std::optional<Duration> grace) {
+Status Executor::Wake(Task* task) {
+  if (!task->suspended) return Status::Ok();
+  if (*task->suspended == SuspendHow::kFreezer) {
+    RETURN_IF_ERROR(task->cage->Freeze(false));
+  } else {
+    killpg(task->pid, SIGCONT);
+  }
+  task->suspended.reset();
+  return Status::Ok();
+}
+
+Result<SuspendHow> Executor::Suspend(TaskId id) {
+  auto it = tasks_.find(id);
+  if (it == tasks_.end() || it->second->exited) {
+    return NotFound("task " + id.ToString() + " is not running");
+  }
+  Task* task = it->second.get();
+  if (task->suspended) return *task->suspended;
+  if (task->cage->Freeze(true).ok()) {
+    task->suspended = SuspendHow::kFreezer;
+    return SuspendHow::kFreezer;
+  }
+  // No freezer, or one that failed: the process group can still be
+  // stopped. A cage left partly frozen is thawed, so Resume has one thing
+  // to undo.
+  (void)task->cage->Freeze(false);
+  killpg(task->pid, SIGSTOP);
+  task->suspended = SuspendHow::kStopSignal;
+  return SuspendHow::kStopSignal;
+}
+
+Status Executor::Resume(TaskId id) {
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return NotFound("task " + id.ToString() + " is not running");
+  return Wake(it->second.get());
+}
+
+Status Executor::Kill(TaskId id, std::optional<Duration> grace, int signal) {
   auto it = tasks_.find(id);
   if (it == tasks_.end()) return NotFound("task " + id.ToString() + " is not running");
   Task* task = it->second.get();
@@ -673,7 +717,10 @@ Status Executor::Kill(TaskId id, std::optional<Duration> grace) {
     OnGraceExpired(task);
     return Status::Ok();
   }
-  killpg(task->pid, SIGTERM);
+  killpg(task->pid, signal);
+  // Sent first, so a stopped group sees it as it wakes; a frozen one gets
+  // it at the thaw.
+  (void)Wake(task);
   if (!task->timer_fd.valid()) {
     task->timer_fd.Reset(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
     if (!task->timer_fd.valid()) {

@@ -26,10 +26,18 @@
 //     included), waits for those to die, reads the accounting, removes the
 //     cage, reads the task's result file and calls the task's callback.
 //
-// Kill: SIGTERM to the task's process group, then after the grace period
-// SIGKILL to the group and to everything in the cage. With rlimit/none
-// isolation a grandchild that left the process group (setsid) is out of
-// reach; cgroup isolation has no such hole.
+// Kill: SIGTERM (or the signal asked for) to the task's process group,
+// then after the grace period SIGKILL to the group and to everything in
+// the cage. With rlimit/none isolation a grandchild that left the process
+// group (setsid) is out of reach; cgroup isolation has no such hole.
+//
+// Suspend and Resume (a workstation's owner is back, then gone again):
+// the cage's freezer stops every process of the task where it is; without
+// one (rlimit, none) SIGSTOP to the task's process group does, which a
+// grandchild that left the group escapes and a program can notice (a
+// SIGCONT handler of its runs at the resume). Any ending of a suspended
+// task (Kill, its grace, the executor's destruction, its own exit) lets
+// it go on first, so that its signals are delivered and it dies.
 //
 // Root: a worker running as root runs tasks as `task_user`; running them as
 // root needs `run_as_root`; neither is a configuration error at Create.
@@ -39,6 +47,7 @@
 #ifndef DROVER_WORKER_EXEC_EXECUTOR_H_
 #define DROVER_WORKER_EXEC_EXECUTOR_H_
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -136,6 +145,12 @@ struct StartTimes {
 
 enum class TaskOutcome { kSucceeded, kFailed, kCanceled };
 
+// How Executor::Suspend stopped a task.
+enum class SuspendHow {
+  kFreezer,     // the cage's cgroup freezer: every process, wherever it is
+  kStopSignal,  // SIGSTOP to the task's process group (no freezer)
+};
+
 struct TaskResult {
   TaskId id;
   uint32_t attempt = 0;
@@ -227,11 +242,31 @@ class Executor {
   // removed stays, and nothing is reported.
   void DiscardPrepared(TaskId id, uint32_t attempt);
 
-  // Cancels a running task: SIGTERM to its process group now, and after
-  // `grace` (nullopt: the default) SIGKILL to the group and the cage. The
-  // task ends as kCanceled. NotFound when the task is not running; a second
-  // Kill with a shorter grace shortens it.
-  Status Kill(TaskId id, std::optional<Duration> grace = std::nullopt);
+  // Cancels a running task: `signal` (SIGTERM, or one the program
+  // catches to checkpoint, such as SIGUSR1) to its process group now, and
+  // after `grace` (nullopt: the default) SIGKILL to the group and the cage;
+  // a grace of zero sends SIGKILL at once instead of `signal`. A suspended
+  // task is resumed right after the signal, so it is delivered and the
+  // grace runs while the task does. The task ends as kCanceled. NotFound
+  // when the task is not running; a second Kill with a shorter grace
+  // shortens it (and sends its signal too).
+  Status Kill(TaskId id, std::optional<Duration> grace = std::nullopt, int signal = SIGTERM);
+
+  // Stops every process of the running task where it is: the cage's
+  // freezer (Isolator's TaskCage::Freeze) when it has one, else SIGSTOP
+  // to the task's process group; also when the freezer fails (it is
+  // thawed again first), so that a task can always be stopped. Returns how
+  // it stopped the task; a task already suspended stays so and the answer
+  // is how it was. NotFound when no such task runs (or it has exited and
+  // its leftovers are being killed). The wall time of a suspended task
+  // goes on counting.
+  Result<SuspendHow> Suspend(TaskId id);
+
+  // Undoes Suspend: thaws the cage, or SIGCONT to the process group. Ok
+  // when the task is not suspended; NotFound when no such task runs; the
+  // freezer's error when the cage cannot be thawed (the task stays
+  // suspended).
+  Status Resume(TaskId id);
 
   // Makes a running task's stdout and stderr files exist now (they are
   // otherwise made with the first byte), for a reader that wants to follow
@@ -251,6 +286,9 @@ class Executor {
   void OnOutput(Task* task, int which);
   void OnExit(Task* task);
   void OnGraceExpired(Task* task);
+  // Lets a suspended task go on (thaw, or SIGCONT to its group) once it
+  // has been sent what should end it; nothing for one not suspended.
+  Status Wake(Task* task);
   void OnLeftoverExit(Task* task, int pidfd);
   void Finish(Task* task);
   std::vector<std::string> BuildEnvironment(const TaskSpec& spec, const TaskDirs& dirs) const;

@@ -10,12 +10,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <string_view>
 
 #include "worker/exec/cgroup_files.h"
 #include "worker/exec/exec_test_util.h"
+#include "worker/exec/rlimit.h"
 
 namespace drover::worker {
 namespace {
@@ -394,6 +398,123 @@ TEST(ExecutorTest, DestroyingTheExecutorKillsItsTasks) {
   pollfd p{fd, POLLIN, 0};
   EXPECT_EQ(poll(&p, 1, 10000), 1) << "task survived its executor";
   close(fd);
+}
+
+// The scheduling states (/proc/PID/stat: R, S, D, T...) of the processes
+// in process group `pgid`, one letter each, in pid order.
+std::string GroupStates(pid_t pgid) {
+  std::map<pid_t, char> states;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const pid_t pid = atoi(e.path().filename().c_str());
+    if (pid <= 0 || getpgid(pid) != pgid) continue;
+    const std::string stat = ReadFile(e.path().string() + "/stat");
+    const size_t paren = stat.rfind(')');
+    if (paren != std::string::npos && paren + 2 < stat.size()) states[pid] = stat[paren + 2];
+  }
+  std::string out;
+  for (const auto& [pid, state] : states) out += state;
+  return out;
+}
+
+// Waits (10 s at most) until every process of group `pgid` is in one of
+// `states` (a zombie counts as any); returns what they were in last.
+std::string WaitGroupStates(pid_t pgid, std::string_view states) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    const std::string now = GroupStates(pgid);
+    const bool all = std::all_of(now.begin(), now.end(), [&](char c) {
+      return c == 'Z' || states.find(c) != std::string_view::npos;
+    });
+    if ((all && !now.empty()) || std::chrono::steady_clock::now() > deadline) return now;
+    sched_yield();
+  }
+}
+
+// Without a freezer (rlimit, none) a task is stopped with SIGSTOP to its
+// process group, and goes on with SIGCONT to finish as it would have.
+TEST(ExecutorSuspendTest, WithoutAFreezerSigstopStopsTheGroupAndResumeLetsItFinish) {
+  Harness h(MakeRlimitIsolator());
+  testing::Fifo fifo;
+  // A shell with a child in its group; it exits 0 once the child has ended.
+  // (No loop of short commands: a shell waiting in vfork for a stopped
+  // child shows as D, not T.)
+  const std::string script = "sleep 1000 & echo $! > " + fifo.path() + "; wait $!; exit 0";
+  auto pid = h.Start(Task(1, {"sh", "-c", script}));
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  const pid_t child = atoi(fifo.Read().c_str());
+  ASSERT_GT(child, 0);
+  const TaskId id{7, 1};
+
+  Result<SuspendHow> how = h.executor().Suspend(id);
+  ASSERT_TRUE(how.ok()) << how.status().ToString();
+  EXPECT_EQ(*how, SuspendHow::kStopSignal);
+  const std::string stopped = WaitGroupStates(*pid, "T");
+  EXPECT_GE(std::count(stopped.begin(), stopped.end(), 'T'), 2) << stopped;  // shell, sleep
+  EXPECT_EQ(stopped.find_first_not_of("TZ"), std::string::npos) << stopped;
+  // Suspended already: it stays so, and says how.
+  how = h.executor().Suspend(id);
+  ASSERT_TRUE(how.ok());
+  EXPECT_EQ(*how, SuspendHow::kStopSignal);
+
+  ASSERT_TRUE(h.executor().Resume(id).ok());
+  const std::string running = WaitGroupStates(*pid, "SRD");
+  EXPECT_EQ(running.find('T'), std::string::npos) << running;
+  EXPECT_TRUE(h.executor().Resume(id).ok());  // not suspended: nothing to do
+  ASSERT_EQ(kill(child, SIGTERM), 0);
+  h.WaitFor(1);
+  const TaskResult& r = h.results()[1];
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.signal, 0);
+
+  EXPECT_EQ(h.executor().Suspend(id).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(h.executor().Resume(id).code(), StatusCode::kNotFound);
+}
+
+// The first signal of a kill is the caller's; a stopped task gets it as it
+// goes on, and its handler runs.
+TEST(ExecutorSuspendTest, AStoppedTaskKilledWithSigusr1RunsItsHandler) {
+  Harness h(MakeNoIsolator());
+  testing::Fifo fifo;
+  const std::string script =
+      "trap 'echo got usr1 > $DROVER_OUTPUT_DIR/../x; exit 7' USR1; sleep 1000 & echo ready > " +
+      fifo.path() + "; wait";
+  auto pid = h.Start(Task(1, {"sh", "-c", script}));
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  ASSERT_EQ(fifo.Read(), "ready\n");  // the trap is set
+  ASSERT_TRUE(h.executor().Suspend(TaskId{7, 1}).ok());
+  const std::string stopped = WaitGroupStates(*pid, "T");
+  ASSERT_EQ(stopped.find_first_not_of("TZ"), std::string::npos) << stopped;
+
+  ASSERT_TRUE(h.executor().Kill(TaskId{7, 1}, Seconds(30), SIGUSR1).ok());
+  h.WaitFor(1);
+  const TaskResult& r = h.results()[1];
+  EXPECT_EQ(r.outcome, TaskOutcome::kCanceled);
+  EXPECT_EQ(r.exit_code, 7) << Describe(r);
+  EXPECT_EQ(ReadFile(r.dirs.task + "/x"), "got usr1\n");
+  EXPECT_LT(r.wall, Seconds(20));  // the handler ended it, not the grace
+}
+
+TEST(ExecutorSuspendTest, AStoppedTaskKilledWithoutGraceDiesWithItsGroup) {
+  Harness h(MakeNoIsolator());
+  testing::Fifo fifo;
+  auto pid = h.Start(Task(1, {"sh", "-c", "sleep 1000 & echo $! > " + fifo.path() + "; wait"}));
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  const pid_t child = atoi(fifo.Read().c_str());
+  ASSERT_GT(child, 0);
+  const int fd = PidfdOpen(child);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(h.executor().Suspend(TaskId{7, 1}).ok());
+  ASSERT_TRUE(h.executor().Kill(TaskId{7, 1}, Duration(0)).ok());
+  h.WaitFor(1);
+  EXPECT_EQ(h.results()[1].outcome, TaskOutcome::kCanceled);
+  EXPECT_EQ(h.results()[1].signal, 9);
+  pollfd p{fd, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 10000), 1) << "the stopped child survived";
+  close(fd);
+  const std::string left = GroupStates(*pid);
+  EXPECT_EQ(left.find_first_not_of('Z'), std::string::npos) << left;  // dead, if not yet reaped
 }
 
 }  // namespace

@@ -5,13 +5,16 @@
 //   Isolator      one per worker; makes a TaskCage per task attempt.
 //   TaskCage      one per running task: what the child must do before exec
 //                 (cgroup.procs fds to write "0" to, rlimits to set), how to
-//                 kill everything the task left behind, the usage figures,
-//                 and removal of the task's cgroups.
+//                 kill everything the task left behind, how to freeze and
+//                 thaw it, the usage figures, and removal of the task's
+//                 cgroups.
 //
 // Backends: cgroup_v2.cc, cgroup_v1.cc, rlimit.cc, and `none` here.
 // With rlimit and none there is no container around the task's process
-// tree: KillAll finds nothing, and the executor's killpg of the task's
-// process group is all there is (a grandchild that called setsid escapes).
+// tree: KillAll finds nothing, Freeze fails (the executor stops the task's
+// process group with SIGSTOP instead), and the executor's killpg of the
+// task's process group is all there is (a grandchild that called setsid
+// escapes).
 //
 // Threading: an Isolator and its cages belong to the executor's thread.
 #ifndef DROVER_WORKER_EXEC_ISOLATOR_H_
@@ -50,6 +53,9 @@ struct CageSpec {
   std::vector<int> gpus;      // GPU indices the task may open
 };
 
+// How long TaskCage::Freeze waits for the kernel to report a cage stopped.
+inline constexpr Duration kFreezeWait = Seconds(1);
+
 // What the kernel accounted for a task; absent figures are unknown (the
 // executor falls back to wait4's rusage for them).
 struct CageUsage {
@@ -84,6 +90,20 @@ class TaskCage {
   // empty when the cage is empty or has no membership list. Fails only
   // when the membership cannot be read.
   virtual Result<std::vector<UniqueFd>> KillAll() = 0;
+
+  // Stops (`frozen`) or lets go on every process in the cage, where it
+  // is, with the cgroup freezer; a process that forks meanwhile is caught
+  // with its child. Freezing waits, up to kFreezeWait, until the kernel
+  // reports the whole cage stopped; thawing does not wait. Signals
+  // sent to frozen processes, SIGKILL included, take effect at the thaw
+  // (cgroup v1; v2 lets a SIGKILL through). Fails with FailedPrecondition
+  // where the cage has no freezer (rlimit, none: this default), with
+  // Unavailable when the cage is not frozen within the bound (it may
+  // still be freezing: Freeze(false) undoes it), and with the file's error
+  // when the freezer cannot be written.
+  virtual Status Freeze(bool /*frozen*/) {
+    return FailedPrecondition("this isolation has no freezer");
+  }
 
   // Reads the accounting; call before Remove. Never fails: figures it
   // cannot read are left absent.

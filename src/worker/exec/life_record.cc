@@ -247,6 +247,9 @@ Result<LeftoverReport> LifeRecord::EndPreviousLife(Duration wait) {
   }
   for (const std::string& root : roots) {
     for (const std::string& cgroup : CgroupsBelow(root)) {
+      // A task frozen on its own (idle-desktop mode's Suspend) stays so
+      // when its root thaws: thawed here, its kills take effect then.
+      if (Exists(cgroup + "/freezer.state")) thaw.push_back(cgroup + "/freezer.state");
       Result<std::vector<pid_t>> pids = ReadProcs(cgroup + "/cgroup.procs");
       if (!pids.ok() || pids->empty()) continue;
       std::vector<UniqueFd> fds = KillPids(*pids);

@@ -131,6 +131,7 @@ TEST(LifeRecordTest, EveryProcessInThePreviousLifesCgroupTreesIsKilled) {
   std::filesystem::create_directories(v1 + "/t4");
   std::filesystem::create_directories(v2 + "/7.3.1");
   Put(v1 + "/freezer.state", "THAWED\n");
+  Put(v1 + "/t4/freezer.state", "FROZEN\n");  // suspended on its own (--desktop)
   Put(v2 + "/cgroup.kill", "");
   TaskGroup a = StartTaskGroup();
   TaskGroup b = StartTaskGroup();
@@ -152,6 +153,7 @@ TEST(LifeRecordTest, EveryProcessInThePreviousLifesCgroupTreesIsKilled) {
   EXPECT_EQ(report.tasks, (std::vector<std::string>{"t4", "7.3.1"}));
   EXPECT_EQ(ReadFile(v2 + "/cgroup.kill"), "1");
   EXPECT_EQ(ReadFile(v1 + "/freezer.state").substr(0, 6), "THAWED");
+  EXPECT_EQ(ReadFile(v1 + "/t4/freezer.state").substr(0, 6), "THAWED");
   KillAndReap(a.leader);
   kill(-b.leader, SIGKILL);
   KillAndReap(b.leader);

@@ -126,8 +126,9 @@ struct LinuxDirent64 {
   char name[1];
 };
 
-// Kills the members of every cgroup below `path` (of length `len`),
-// depth first, at most `depth` levels down.
+// Kills the members of every cgroup below `path` (of length `len`), and
+// thaws each one frozen by itself (v1), depth first, at most `depth`
+// levels down.
 void KillBelow(char* path, size_t len, int depth) {
   const int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return;
@@ -142,6 +143,10 @@ void KillBelow(char* path, size_t len, int depth) {
       if (!Append(path, len, "/") || !Append(path, len + 1, e->name)) continue;
       const size_t child = len + 1 + Length(e->name);
       if (Append(path, child, "/cgroup.procs")) KillListed(path);
+      path[child] = '\0';
+      // A task frozen on its own (idle-desktop mode's Suspend) stays so when
+      // the tree above thaws: its kills take effect only at its own thaw.
+      if (Append(path, child, "/freezer.state") && Exists(path)) WriteText(path, "THAWED");
       path[child] = '\0';
       if (depth > 1) KillBelow(path, child, depth - 1);
       path[len] = '\0';

@@ -138,6 +138,9 @@ TEST(ReaperTest, TheWorkersDeathKillsEveryProcessInAV1Tree) {
   std::filesystem::create_directories(root + "/t0");
   std::filesystem::create_directories(root + "/t1/nested");
   Put(root + "/freezer.state", "THAWED\n");
+  // t0 was suspended on its own (idle-desktop mode): it must be thawed too,
+  // or its killed processes would never die.
+  Put(root + "/t0/freezer.state", "FROZEN\n");
   TaskGroup a = StartTaskGroup();
   TaskGroup b = StartTaskGroup();
   Put(root + "/t0/cgroup.procs", std::to_string(a.leader) + "\n" + std::to_string(a.member) + "\n");
@@ -155,6 +158,7 @@ TEST(ReaperTest, TheWorkersDeathKillsEveryProcessInAV1Tree) {
   EXPECT_TRUE(Running(b.member));  // not listed: not in the tree
   // Frozen for the kills, thawed after (a fake file keeps the last write).
   EXPECT_EQ(ReadFile(root + "/freezer.state").substr(0, 6), "THAWED");
+  EXPECT_EQ(ReadFile(root + "/t0/freezer.state").substr(0, 6), "THAWED");
   KillAndReap(a.leader);
   kill(-b.leader, SIGKILL);
   KillAndReap(b.leader);

@@ -92,6 +92,8 @@ std::string DescribeCommand(const WorkerCommand& command, Time now) {
           return "discard " + AttemptName(c.task, c.attempt);
         } else if constexpr (std::is_same_v<T, KillTask>) {
           return std::string(c.fenced ? "fence-kill " : "kill ") + AttemptName(c.task, c.attempt) +
+                 (c.signal != core::kDefaultVacateSignal ? " signal " + std::to_string(c.signal)
+                                                         : std::string()) +
                  " grace " + std::to_string(c.grace.count() / 1000) + "ms";
         } else if constexpr (std::is_same_v<T, ArmTimer>) {
           return "arm " + TimerName(c.timer) + " " + Offset(c.at - now);
@@ -104,6 +106,13 @@ std::string DescribeCommand(const WorkerCommand& command, Time now) {
           return std::string("log ") + kLevels[static_cast<int>(c.level)] + ": " + c.text;
         } else if constexpr (std::is_same_v<T, Leave>) {
           return "leave: " + c.reason;
+        } else if constexpr (std::is_same_v<T, SuspendTask>) {
+          return "suspend " + AttemptName(c.task, c.attempt);
+        } else if constexpr (std::is_same_v<T, ResumeTask>) {
+          return "resume " + AttemptName(c.task, c.attempt);
+        } else if constexpr (std::is_same_v<T, SendOwner>) {
+          return std::string("send owner ") + (c.owner.present ? "present" : "away") +
+                 (c.input_at ? " (freeze since input " + Offset(*c.input_at - now) + ")" : "");
         } else {
           return "schedule flush";
         }
@@ -124,7 +133,9 @@ WorkerState::WorkerState(WorkerStateConfig config, FencingPolicy fence, Time now
       lease_ttl_(config_.lease_ttl),
       fence_(fence),
       last_contact_(now),
-      last_watchdog_tick_(now) {}
+      last_watchdog_tick_(now),
+      owner_since_(now),
+      quiet_since_(now) {}
 
 uint32_t WorkerState::RunningAttempt(TaskId task) const {
   auto it = running_.find(task);
@@ -163,9 +174,10 @@ uint32_t WorkerState::RunningAttempt(TaskId task) const {
                     sent_this_session_.erase(a);
                   }
                 } else if constexpr (std::is_same_v<M, proto::Cancel>) {
-                  OnStopRequest(now, m.task, m.attempt, config_.kill_grace, m.reason, out);
+                  OnStopRequest(now, m.task, m.attempt, config_.kill_grace, m.reason, m.vacate,
+                                out);
                 } else if constexpr (std::is_same_v<M, proto::Kill>) {
-                  OnStopRequest(now, m.task, m.attempt, Duration::zero(), m.reason, out);
+                  OnStopRequest(now, m.task, m.attempt, Duration::zero(), m.reason, false, out);
                 } else if constexpr (std::is_same_v<M, proto::Withdraw>) {
                   OnWithdraw(now, m.task, m.attempt, m.reason, out);
                 }
@@ -191,6 +203,8 @@ uint32_t WorkerState::RunningAttempt(TaskId task) const {
           OnWatchdog(now, out);
         } else if constexpr (std::is_same_v<T, FlushDue>) {
           Flush(out);
+        } else if constexpr (std::is_same_v<T, OwnerSample>) {
+          if (config_.desktop.enabled) OnOwnerSample(now, e, out);
         }
       },
       event);
@@ -258,6 +272,8 @@ void WorkerState::OnHelloAck(Time now, const proto::HelloAck& ack, WorkerOutbox&
   PostFlush(out);
   // Leaving when the link broke: the new session is told again.
   if (leaving_) out.push_back(SendMessage{proto::Drain{true, "leaving"}});
+  // Where the owner is: the server counts a worker that joins as offering.
+  if (config_.desktop.enabled) out.push_back(SendOwner{OwnerMessage(), std::nullopt});
   out.push_back(ArmTimer{WorkerTimer::kHeartbeat, now + heartbeat_});
 }
 
@@ -322,6 +338,12 @@ void WorkerState::OnAssignment(Time now, const proto::Assignment& a, WorkerOutbo
     return;
   }
   if (unacked_.count(key) > 0) return;  // ended already; its Finished is on the way
+  if (config_.desktop.enabled && owner_present_) {
+    // Sent before the server learnt that the owner came back.
+    out.push_back(
+        SendMessage{proto::Refused{a.task, a.attempt, "its owner is at " + config_.name}});
+    return;
+  }
   if (a.after) {
     auto predecessor = running_.find(a.after->task);
     if (predecessor != running_.end() && predecessor->second.attempt == a.after->attempt &&
@@ -380,6 +402,10 @@ void WorkerState::Enqueue(const proto::Assignment& a, WorkerOutbox& out) {
   run.gpus.assign(a.gpus.begin(), a.gpus.end());
   run.started_at = Time{};
   run.watchdog_fences = 0;
+  run.vacate_signal = a.vacate_signal;
+  run.vacate_grace = a.vacate_grace;
+  run.suspended = false;
+  run.vacate_reason.clear();
   out.emplace_back(std::in_place_type<StartTask>, std::move(a), prepared);
 }
 
@@ -445,7 +471,7 @@ void WorkerState::OnWithdraw(Time now, TaskId task, uint32_t attempt, const std:
 }
 
 void WorkerState::OnStopRequest(Time now, TaskId task, uint32_t attempt, Duration grace,
-                                const std::string& reason, WorkerOutbox& out) {
+                                const std::string& reason, bool vacate, WorkerOutbox& out) {
   if (auto q = FindQueued(task); q != queued_.end() && q->second.attempt == attempt) {
     Log(out, LogLevel::kInfo, "dropping queued " + AttemptName(task, attempt) + ": " + reason);
     const proto::Assignment dropped = std::move(q->second);
@@ -455,6 +481,12 @@ void WorkerState::OnStopRequest(Time now, TaskId task, uint32_t attempt, Duratio
   }
   auto it = running_.find(task);
   if (it == running_.end() || it->second.attempt != attempt) return;  // ended or never ran here
+  if (vacate) {
+    // Preempted by the server: the way the task asked to be vacated, and
+    // its report says so, so that a server restarted meanwhile does not
+    // count it as a failure.
+    return VacateOne(task, it->second, reason, out);
+  }
   Log(out, LogLevel::kInfo, "stopping " + AttemptName(task, attempt) + ": " + reason);
   out.push_back(KillTask{task, attempt, grace, /*fenced=*/false});
 }
@@ -463,8 +495,10 @@ void WorkerState::OnStopRequest(Time now, TaskId task, uint32_t attempt, Duratio
   // `now` is the exit as this worker saw it: the handoff (BENCH.md B3) runs
   // from here to the successor's spawn.
   std::string fence_reason;
+  std::string vacate_reason;
   if (auto it = running_.find(exited.task); it != running_.end()) {
     fence_reason = std::move(it->second.fence_reason);
+    vacate_reason = std::move(it->second.vacate_reason);
     if (fence_reason.empty() && exited.watchdog_fences != it->second.watchdog_fences) {
       // Killed by the reaper's watchdog while this worker did not run.
       fence_reason =
@@ -492,14 +526,14 @@ void WorkerState::OnStopRequest(Time now, TaskId task, uint32_t attempt, Duratio
                  out);
     }
   }
-  exited_.push_back(
-      Exited{proto::TaskAttempt{exited.task, exited.attempt}, now, std::move(fence_reason)});
+  exited_.push_back(Exited{proto::TaskAttempt{exited.task, exited.attempt}, now,
+                           std::move(fence_reason), std::move(vacate_reason)});
 }
 
 void WorkerState::OnReported(Time now, const TaskReported& reported, WorkerOutbox& out) {
   const proto::TaskAttempt key{reported.task, reported.attempt};
   // A report without its exit (a shell's slip) is taken as of now.
-  Exited exited{key, now, ""};
+  Exited exited{key, now, "", ""};
   if (auto it = std::find_if(exited_.begin(), exited_.end(),
                              [&](const Exited& e) { return e.attempt == key; });
       it != exited_.end()) {
@@ -507,9 +541,12 @@ void WorkerState::OnReported(Time now, const TaskReported& reported, WorkerOutbo
     exited_.erase(it);
   }
   core::TaskOutcome outcome = reported.outcome;
+  const bool vacated = exited.fence_reason.empty() && !exited.vacate_reason.empty();
   if (!exited.fence_reason.empty()) outcome.reason = std::move(exited.fence_reason);
-  RecordFinished(
-      proto::FinishedTask{reported.task, reported.attempt, std::move(outcome), exited.at}, out);
+  if (vacated) outcome.reason = std::move(exited.vacate_reason);
+  RecordFinished(proto::FinishedTask{reported.task, reported.attempt, std::move(outcome), exited.at,
+                                     /*never_started=*/false, vacated},
+                 out);
 }
 
 void WorkerState::RecordFinished(proto::FinishedTask finished, WorkerOutbox& out) {

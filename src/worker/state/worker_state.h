@@ -113,10 +113,18 @@ struct WatchdogDue {};
 // The Started/Finished batch goes out now (after ScheduleFlush, or at once
 // after a TaskReported).
 struct FlushDue {};
+// Idle-desktop mode (WorkerStateConfig::desktop): what the shell's idle
+// detector sees, every few tens of milliseconds. `last_input`: the owner's
+// latest keyboard or mouse input (nullopt: none seen); `outside_load`: the
+// CPU that processes outside Drover used lately, in cores.
+struct OwnerSample {
+  std::optional<Time> last_input;
+  double outside_load = 0;
+};
 
 using WorkerEvent = std::variant<AgentBegan, LinkUp, LinkDown, FromServer, TaskStarted,
                                  TaskStartFailed, TaskPrepareFailed, TaskExited, TaskReported,
-                                 HeartbeatDue, FenceDue, WatchdogDue, FlushDue>;
+                                 HeartbeatDue, FenceDue, WatchdogDue, FlushDue, OwnerSample>;
 
 // ---- commands --------------------------------------------------------------
 
@@ -141,13 +149,33 @@ struct DiscardPrepared {
   TaskId task;
   uint32_t attempt = 0;
 };
-// Kill the running attempt: TERM, `grace`, then KILL (zero: KILL at once).
+// Kill the running attempt: `signal` (TERM unless the task asked to be
+// vacated with another), `grace`, then KILL (zero: KILL at once). A
+// suspended attempt is resumed first, so the signal reaches it.
 // `fenced`: the fencing policy asked, not the server.
 struct KillTask {
   TaskId task;
   uint32_t attempt = 0;
   Duration grace = Duration::zero();
   bool fenced = false;
+  int32_t signal = core::kDefaultVacateSignal;
+};
+// Idle-desktop mode: stop every process of the running attempt where it is
+// (cgroup freezer, else SIGSTOP), or let it go on.
+struct SuspendTask {
+  TaskId task;
+  uint32_t attempt = 0;
+};
+struct ResumeTask {
+  TaskId task;
+  uint32_t attempt = 0;
+};
+// Send `owner` (proto::Owner) on the open session; when `input_at` is set
+// the shell first fills in owner.freeze_us, the time from that input to
+// now, after the SuspendTasks before this command were carried out.
+struct SendOwner {
+  proto::Owner owner;
+  std::optional<Time> input_at;
 };
 enum class WorkerTimer : uint8_t { kHeartbeat, kFence, kWatchdog };
 // Arm (or re-arm) the timer to deliver its *Due event at `at`.
@@ -178,9 +206,9 @@ struct Leave {
   std::string reason;  // "idle for 5m"
 };
 
-using WorkerCommand =
-    std::variant<SendMessage, StartTask, PrepareTask, DiscardPrepared, KillTask, ArmTimer,
-                 CancelTimer, SetReaperDeadline, ScheduleFlush, LogLine, Leave>;
+using WorkerCommand = std::variant<SendMessage, StartTask, PrepareTask, DiscardPrepared, KillTask,
+                                   ArmTimer, CancelTimer, SetReaperDeadline, ScheduleFlush, LogLine,
+                                   Leave, SuspendTask, ResumeTask, SendOwner>;
 using WorkerOutbox = std::vector<WorkerCommand>;
 
 // "send started 12.0#1", "start 12.0#1", "arm fence +28000ms", ... One line
@@ -205,6 +233,25 @@ struct WorkerStateConfig {
   // --idle-timeout`): a Drain goes to the server, and a heartbeat later,
   // still idle, Leave. A task that came meanwhile runs first.
   Duration idle_timeout = Duration::zero();
+  // Idle-desktop mode (`drover worker --desktop`): the machine is its
+  // owner's first. It offers room only after `idle_after` with no input
+  // and outside load at most `max_outside_load` cores (from the start
+  // too: no input seen counts from the agent's start). When the owner
+  // comes back it offers nothing (proto::Owner), refuses assignments, drops
+  // queue-ahead successors and suspends every running attempt at once. If
+  // they are quiet again for `resume_after` within `suspend_for` of the
+  // first suspension, the attempts resume (and are suspended again by the
+  // next input); at `suspend_for` every attempt still here is vacated: its
+  // vacate signal, its vacate grace, KILL, reported finished with
+  // `vacated` and the reason "preempted: owner returned on NAME".
+  struct Desktop {
+    bool enabled = false;
+    Duration idle_after = Seconds(15 * 60);
+    Duration resume_after = Seconds(60);
+    Duration suspend_for = Seconds(10 * 60);
+    double max_outside_load = 0.3;
+  };
+  Desktop desktop;
 };
 
 class WorkerState {
@@ -228,6 +275,8 @@ class WorkerState {
   size_t running() const { return running_.size(); }
   size_t queued() const { return queued_.size(); }
   size_t unacked() const { return unacked_.size(); }
+  // Idle-desktop mode: the owner is at the machine (nothing new is taken).
+  bool owner_present() const { return owner_present_; }
 
  private:
   struct Running {
@@ -237,6 +286,12 @@ class WorkerState {
     std::vector<core::GpuGrant> gpus;  // may adopt the attempt with them
     Time started_at;                   // as reported in Started
     uint32_t watchdog_fences = 0;      // Reaper::fences() when it started
+    int32_t vacate_signal = core::kDefaultVacateSignal;  // from its assignment
+    Duration vacate_grace = Duration::zero();
+    bool suspended = false;  // SuspendTask sent, no ResumeTask since
+    // Set when it is being vacated: its report goes out `vacated` with
+    // this reason ("preempted: owner returned on ws-ana").
+    std::string vacate_reason;
   };
 
   WorkerState(WorkerStateConfig config, FencingPolicy fence, Time now);
@@ -249,7 +304,7 @@ class WorkerState {
   // Takes `a` by value: a queued successor's is moved in (the handoff path).
   void StartNow(Time now, proto::Assignment a, bool prepared, WorkerOutbox& out);
   void OnStopRequest(Time now, TaskId task, uint32_t attempt, Duration grace,
-                     const std::string& reason, WorkerOutbox& out);
+                     const std::string& reason, bool vacate, WorkerOutbox& out);
   void OnWithdraw(Time now, TaskId task, uint32_t attempt, const std::string& reason,
                   WorkerOutbox& out);
   void OnStarted(const TaskStarted& started, WorkerOutbox& out);
@@ -262,6 +317,16 @@ class WorkerState {
   void OnFence(Time now, WorkerOutbox& out);
   void OnWatchdog(Time now, WorkerOutbox& out);
   void Flush(WorkerOutbox& out);
+  // Idle-desktop mode (worker_state_desktop.cc).
+  void OnOwnerSample(Time now, const OwnerSample& sample, WorkerOutbox& out);
+  void OwnerCame(Time now, std::optional<Time> input_at, WorkerOutbox& out);
+  void OwnerLeft(Time now, WorkerOutbox& out);
+  // Suspends every started attempt not yet suspended; returns how many.
+  size_t SuspendAll(WorkerOutbox& out);
+  void ResumeAll(WorkerOutbox& out);
+  void VacateAll(Time now, WorkerOutbox& out);
+  void VacateOne(TaskId task, Running& run, const std::string& reason, WorkerOutbox& out);
+  proto::Owner OwnerMessage() const;
 
   std::map<TaskId, proto::Assignment>::iterator FindQueued(TaskId successor);
   void DropQueued(Time now, const proto::Assignment& a, std::string reason, WorkerOutbox& out);
@@ -295,6 +360,7 @@ class WorkerState {
     proto::TaskAttempt attempt;
     Time at;
     std::string fence_reason;
+    std::string vacate_reason;
   };
   std::vector<Exited> exited_;
   // The entry of the last attempt that ended, kept to be the next start's:
@@ -310,6 +376,16 @@ class WorkerState {
   // Drain that announces leaving went out.
   std::optional<Time> idle_since_;
   bool leaving_ = false;
+
+  // Idle-desktop mode. The owner counts as present from the start until a
+  // quiet `idle_after` has passed.
+  bool owner_present_ = true;
+  Time owner_since_;                // when the owner came or went
+  Time quiet_since_;                // the latest input or outside load over the limit
+  std::optional<Time> last_input_;  // as the detector last reported it
+  bool frozen_ = false;             // the attempts are suspended now
+  Time resumed_at_;                 // when they were last resumed
+  std::optional<Time> vacate_at_;   // this presence's vacate deadline
 };
 
 }  // namespace drover::worker

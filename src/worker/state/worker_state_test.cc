@@ -36,6 +36,11 @@ class AssignmentBuilder {
   AssignmentBuilder& Attempt(uint32_t n) { a_.attempt = n; return *this; }
   AssignmentBuilder& Core(uint32_t core) { a_.cores = {core}; return *this; }
   AssignmentBuilder& Mem(uint64_t bytes) { a_.mem_limit_bytes = bytes; return *this; }
+  AssignmentBuilder& Vacate(int32_t signal, Duration grace) {
+    a_.vacate_signal = signal;
+    a_.vacate_grace = grace;
+    return *this;
+  }
   AssignmentBuilder& After(uint32_t index, uint32_t attempt = 1) {
     a_.after = proto::TaskAttempt{T(index), attempt};
     return *this;
@@ -51,9 +56,11 @@ class AssignmentBuilder {
 // gives heartbeat 1 s and lease 10 s (a fencing budget of 8 s).
 class TestWorker {
  public:
-  explicit TestWorker(Duration idle_timeout = Duration::zero()) {
+  explicit TestWorker(Duration idle_timeout = Duration::zero(),
+                      WorkerStateConfig::Desktop desktop = {}) {
     WorkerStateConfig config;
     config.idle_timeout = idle_timeout;
+    config.desktop = desktop;
     config.name = "w";
     config.key = "key";
     config.agent_version = "test";
@@ -604,6 +611,181 @@ TEST(WorkerStateTest, ATaskAssignedBeforeTheDrainRunsBeforeTheWorkerLeaves) {
   w.Feed(HeartbeatDue{});
   EXPECT_THAT(w.Take(),
               ElementsAre("send heartbeat", "leave: idle for 1s", "arm heartbeat +1000ms"));
+}
+
+// ---- idle-desktop mode ------------------------------------------------------
+
+WorkerStateConfig::Desktop Desktop() {
+  WorkerStateConfig::Desktop d;
+  d.enabled = true;
+  d.idle_after = Seconds(10);
+  d.resume_after = Seconds(2);
+  d.suspend_for = Seconds(60);
+  d.max_outside_load = 0.3;
+  return d;
+}
+
+// The owner's input `ago` before now, as the idle detector reports it.
+OwnerSample Input(const SimulatedClock& clock, Duration ago = Duration::zero()) {
+  return OwnerSample{clock.Now() - ago, 0};
+}
+
+// A desktop worker, attached, whose owner has been away for idle_after.
+TestWorker AwayDesktop() {
+  TestWorker w(Duration::zero(), Desktop());
+  w.Attach();
+  w.clock.Advance(Seconds(10));
+  w.Feed(OwnerSample{});
+  w.Take();
+  return w;
+}
+
+TEST(WorkerStateDesktopTest, OffersWorkOnlyAfterIdleAfterWithoutInputAndSaysSo) {
+  TestWorker w(Duration::zero(), Desktop());
+  w.Attach();
+  // Present from the start (no input seen counts from the start).
+  EXPECT_THAT(w.Take(), ::testing::Contains("send owner present"));
+  EXPECT_TRUE(w.state().owner_present());
+  w.clock.Advance(Seconds(4));
+  w.Feed(Input(w.clock));  // input at 4 s: the quiet time starts again
+  w.clock.Advance(Seconds(9));
+  w.Feed(OwnerSample{w.clock.Now() - Seconds(9), 0});
+  EXPECT_THAT(w.Take(), IsEmpty());
+  w.clock.Advance(Seconds(1));
+  w.Feed(OwnerSample{w.clock.Now() - Seconds(10), 0});
+  EXPECT_THAT(w.Take(), ElementsAre("send owner away"));
+  EXPECT_FALSE(w.state().owner_present());
+  const auto* owner = std::get_if<SendOwner>(&w.taken()[0]);
+  ASSERT_NE(owner, nullptr);
+  EXPECT_EQ(owner->owner.since, w.clock.Now());
+  EXPECT_EQ(owner->owner.note, "owner away");
+  // A new session is told again.
+  w.Feed(LinkDown{});
+  w.Attach();
+  EXPECT_THAT(w.Take(), ::testing::Contains("send owner away"));
+}
+
+TEST(WorkerStateDesktopTest, TheOwnersInputSuspendsEveryTaskAtOnceAndQuietResumesThem) {
+  TestWorker w = AwayDesktop();
+  w.Run(AssignmentBuilder(0));
+  w.Run(AssignmentBuilder(1));
+  w.Take();
+  w.clock.Advance(Millis(100));
+  w.Feed(Input(w.clock, Millis(3)));
+  EXPECT_THAT(w.Take(), ElementsAre("suspend 7.0#1", "suspend 7.1#1",
+                                    "send owner present (freeze since input -3ms)"));
+  const auto* owner = std::get_if<SendOwner>(&w.taken()[2]);
+  ASSERT_NE(owner, nullptr);
+  EXPECT_EQ(owner->owner.note, "owner present; offers work after 10s idle");
+  // Nothing new is taken while the owner is there.
+  w.Assign(AssignmentBuilder(2).Core(2));
+  EXPECT_THAT(w.Take(), ElementsAre("send refused 7.2#1: its owner is at w"));
+  // Quiet for resume_after: the tasks go on, nothing new is offered yet.
+  w.clock.Advance(Seconds(1));
+  w.Feed(OwnerSample{w.clock.Now() - Seconds(1), 0});
+  EXPECT_THAT(w.Take(), IsEmpty());
+  w.clock.Advance(Seconds(1));
+  w.Feed(OwnerSample{w.clock.Now() - Seconds(2), 0});
+  EXPECT_THAT(w.Take(), ElementsAre("resume 7.0#1", "resume 7.1#1"));
+  EXPECT_TRUE(w.state().owner_present());
+  // Another input suspends them again, and says how fast.
+  w.clock.Advance(Seconds(1));
+  w.Feed(Input(w.clock, Millis(1)));
+  EXPECT_THAT(w.Take(), ElementsAre("suspend 7.0#1", "suspend 7.1#1",
+                                    "send owner present (freeze since input -1ms)"));
+  // Quiet for idle_after: resumed, then offering again.
+  w.clock.Advance(Seconds(2));
+  w.Feed(OwnerSample{w.clock.Now() - Seconds(2), 0});
+  EXPECT_THAT(w.Take(), ElementsAre("resume 7.0#1", "resume 7.1#1"));
+  w.clock.Advance(Seconds(8));
+  w.Feed(OwnerSample{w.clock.Now() - Seconds(10), 0});
+  EXPECT_THAT(w.Take(), ElementsAre("send owner away"));
+  w.Assign(AssignmentBuilder(2).Core(2));
+  EXPECT_THAT(w.Take(), ElementsAre("start 7.2#1"));
+}
+
+TEST(WorkerStateDesktopTest, AnOwnerWhoStaysGetsTheMachineBackTasksVacatedNotFailed) {
+  TestWorker w = AwayDesktop();
+  w.Run(AssignmentBuilder(0).Vacate(10, Seconds(5)));  // SIGUSR1
+  w.Feed(FlushDue{});
+  w.Take();
+  w.Feed(Input(w.clock));
+  EXPECT_THAT(w.Take(),
+              ElementsAre("suspend 7.0#1", "send owner present (freeze since input +0ms)"));
+  // The owner keeps typing: suspended for suspend_for, then vacated.
+  for (int s = 1; s < 60; ++s) {
+    w.clock.Advance(Seconds(1));
+    w.Feed(Input(w.clock));
+  }
+  EXPECT_THAT(w.Take(), IsEmpty());
+  w.clock.Advance(Seconds(1));
+  w.Feed(Input(w.clock));
+  EXPECT_THAT(w.Take(), ElementsAre("kill 7.0#1 signal 10 grace 5000ms"));
+  EXPECT_THAT(w.TakeLogs(),
+              ::testing::Contains(::testing::HasSubstr("vacating 7.0#1: preempted: owner "
+                                                       "returned on w (signal 10")));
+  // Its end is reported vacated, with the reason, whatever its exit status.
+  w.Exit(0, 1, 143);
+  w.Feed(FlushDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("schedule flush",
+                                    "send finished 7.0#1 (preempted: owner returned on w)"));
+  const auto* sent = std::get_if<SendMessage>(&w.taken()[1]);
+  ASSERT_NE(sent, nullptr);
+  const auto& finished = std::get<proto::Finished>(sent->message);
+  ASSERT_EQ(finished.tasks.size(), 1u);
+  EXPECT_TRUE(finished.tasks[0].vacated);
+  EXPECT_EQ(finished.tasks[0].outcome.exit_code, 143);
+}
+
+TEST(WorkerStateDesktopTest, LoadFromOtherProgramsCountsAsTheOwnerBeingThere) {
+  TestWorker w = AwayDesktop();
+  w.Run(AssignmentBuilder(0));
+  w.Take();
+  w.Feed(OwnerSample{std::nullopt, 0.25});  // below 0.3 cores
+  EXPECT_THAT(w.Take(), IsEmpty());
+  w.Feed(OwnerSample{std::nullopt, 1.5});
+  // No input to measure the freeze from.
+  EXPECT_THAT(w.Take(), ElementsAre("suspend 7.0#1", "send owner present"));
+  w.clock.Advance(Seconds(2));
+  w.Feed(OwnerSample{std::nullopt, 0.1});
+  EXPECT_THAT(w.Take(), ElementsAre("resume 7.0#1"));
+}
+
+TEST(WorkerStateDesktopTest, AQueuedSuccessorGoesBackWhenTheOwnerComes) {
+  TestWorker w = AwayDesktop();
+  w.Run(AssignmentBuilder(0));
+  w.Assign(AssignmentBuilder(1).Core(0).After(0));
+  w.Feed(FlushDue{});
+  w.Take();
+  w.Feed(Input(w.clock));
+  EXPECT_THAT(w.Take(), ElementsAre("discard 7.1#1", "schedule flush", "suspend 7.0#1",
+                                    "send owner present (freeze since input +0ms)"));
+  w.Feed(FlushDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("send finished 7.1#1 (never started) (dropped before it "
+                                    "started: its owner is at w)"));
+}
+
+TEST(WorkerStateDesktopTest, AServerPreemptionVacatesTheTaskItsWayAndReportsItVacated) {
+  TestWorker w;
+  w.Attach();
+  w.Run(AssignmentBuilder(0).Vacate(12, Seconds(20)));  // SIGUSR2
+  w.Feed(FlushDue{});
+  w.Take();
+  proto::Cancel cancel{T(0), 1, "preempted by 9.0 (priority 90)"};
+  cancel.vacate = true;
+  w.Server(cancel);
+  EXPECT_THAT(w.Take(), ElementsAre("kill 7.0#1 signal 12 grace 20000ms"));
+  w.Exit(0, 1, 0);
+  w.Feed(FlushDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("schedule flush",
+                                    "send finished 7.0#1 (preempted by 9.0 (priority 90))"));
+  const auto& finished = std::get<proto::Finished>(std::get<SendMessage>(w.taken()[1]).message);
+  EXPECT_TRUE(finished.tasks[0].vacated);
+  // A plain cancel is not a vacate.
+  w.Run(AssignmentBuilder(1).Vacate(12, Seconds(20)));
+  w.Take();
+  w.Server(proto::Cancel{T(1), 1, "canceled by user"});
+  EXPECT_THAT(w.Take(), ElementsAre("kill 7.1#1 grace 10000ms"));
 }
 
 }  // namespace

@@ -7,7 +7,16 @@ import { refresher } from './refresh.js';
 function workerState(w) {
   if (w.lost) return 'lost';
   if (w.drained) return 'drained';
+  if (w.paused) return 'paused';
   return 'online';
+}
+
+// Idle-desktop mode: where the workstation's owner is, and since when.
+function ownerNote(w) {
+  if (!w.note) return null;
+  const since = w.note_since_ms ? new Date(w.note_since_ms).toLocaleTimeString() : '';
+  return h('p', { class: 'muted owner-note', 'data-owner-note': w.note },
+    since ? `${w.note}, since ${since}` : w.note);
 }
 
 function card(w, onToggle) {
@@ -23,6 +32,7 @@ function card(w, onToggle) {
       h('span', { class: `pill pill-${state}`, 'data-worker-state': state }, state),
       h('button', { class: 'drain', 'data-action': w.drained ? 'undrain' : 'drain',
         disabled: w.lost, onclick: () => onToggle(w) }, w.drained ? 'Undrain' : 'Drain')),
+    ownerNote(w),
     h('div', { class: 'metric' }, h('span', { class: 'k' }, 'CPU'),
       bar(u.cpu_percent / 100, `${u.cpu_percent}% busy (whole machine)`),
       bar(cores ? usedCores / cores : 0, `${usedCores}/${cores} cores allocated`, 'alloc')),
@@ -62,10 +72,11 @@ export function workersView(el) {
   };
   const r = refresher(async () => {
     const { workers } = await api('/api/v1/workers');
-    const counts = { online: 0, drained: 0, lost: 0 };
+    const counts = { online: 0, drained: 0, paused: 0, lost: 0 };
     for (const w of workers) counts[workerState(w)]++;
     summary.textContent = `${workers.length} workers: ${counts.online} online, ` +
-      `${counts.drained} drained, ${counts.lost} lost`;
+      `${counts.drained} drained, ` +
+      (counts.paused ? `${counts.paused} in use by their owners, ` : '') + `${counts.lost} lost`;
     summary.dataset.count = String(workers.length);
     morph(grid, workers.map((w) => card(w, toggle)));
     err.textContent = '';
