@@ -1,6 +1,7 @@
 #include "cli/cluster_flags.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -72,6 +73,22 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
   app.add_option("--quota", flags.quotas,
                  "Most one user may run at once, USER:cpus=N,gpus=N,tasks=N (any of them); "
                  "USER * for everyone without a line of their own (repeatable)");
+  app.add_option("--preempt-priority", flags.preempt_priority,
+                 "Preemption by priority: a waiting task of at least this priority that fits "
+                 "no worker stops tasks of lower priority on one worker to make room (default "
+                 "off)")
+      ->type_name("INT");
+  app.add_option("--preempt-gap", flags.preempt_gap,
+                 "With --preempt-priority: only tasks at least this much below the preemptor's "
+                 "priority are stopped")
+      ->capture_default_str();
+  app.add_option("--max-preemptions", flags.max_preemptions,
+                 "With --preempt-priority: a task preempted this many times is not preempted "
+                 "again until --preempt-cooldown has passed since the last time")
+      ->capture_default_str();
+  app.add_option("--preempt-cooldown", flags.preempt_cooldown,
+                 "With --preempt-priority: see --max-preemptions (0 for none)")
+      ->capture_default_str();
 }
 
 Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
@@ -113,6 +130,28 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
   ASSIGN_OR_RETURN(Quotas quotas, ParseQuotas(flags.quotas));
   config.scheduler.quotas = std::move(quotas.per_user);
   config.scheduler.default_quota = quotas.everyone;
+  if (!flags.preempt_priority.empty()) {
+    const std::string& text = flags.preempt_priority;
+    int32_t priority = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), priority);
+    if (ec != std::errc() || end != text.data() + text.size()) {
+      return InvalidArgument("--preempt-priority: \"" + text + "\" is not a whole number");
+    }
+    config.scheduler.preempt_priority = priority;
+  }
+  if (flags.preempt_gap < 1) {
+    // A gap of 0 would let two tasks of one priority take turns stopping each other.
+    return InvalidArgument("--preempt-gap: must be at least 1");
+  }
+  config.scheduler.preempt_gap = flags.preempt_gap;
+  if (flags.max_preemptions < 1) return InvalidArgument("--max-preemptions: must be at least 1");
+  config.scheduler.max_preemptions = flags.max_preemptions;
+  Result<Duration> cooldown = ParseDuration(flags.preempt_cooldown);
+  if (!cooldown.ok()) return cooldown.status().WithContext("--preempt-cooldown");
+  if (*cooldown < Duration::zero()) {
+    return InvalidArgument("--preempt-cooldown: must not be negative");
+  }
+  config.scheduler.preempt_cooldown = *cooldown;
   config.scheduler.lease_ttl = ttl;
   config.scheduler.renew_interval = std::min<Duration>(Seconds(10), ttl / 3);
   config.scheduler.expiry_grace = std::min<Duration>(Seconds(10), ttl / 3);

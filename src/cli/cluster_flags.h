@@ -33,11 +33,18 @@ struct ServerFlags {
   std::string access_file;  // default: $DROVER_ACCESS, then net's default path
   bool no_local_socket = false;  // no <state dir>/api.sock
   std::vector<std::string> quotas;  // --quota USER:cpus=N,gpus=N,tasks=N (quota_flags.h)
+  // Preemption by priority (SchedulerConfig::preempt_priority and the three
+  // after it). An integer; empty: off.
+  std::string preempt_priority;
+  int32_t preempt_gap = 10;
+  std::string preempt_cooldown = "10m";
+  uint32_t max_preemptions = 3;
 };
 
 // Adds --state-dir --port --no-tls --heartbeat --lease-ttl --policy
-// --keep-finished --access-file --no-local-socket, and --bind when
-// `with_bind`.
+// --keep-finished --access-file --no-local-socket --quota
+// --preempt-priority --preempt-gap --preempt-cooldown --max-preemptions,
+// and --bind when `with_bind`.
 void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind);
 
 // Parses the durations and the policy; derives the scheduler's renew

@@ -55,8 +55,10 @@ std::string Describe(const AssignTask& a) {
 }
 
 std::string Describe(const KillTask& k) {
-  return (k.only_queued ? "withdraw " : "kill ") + Attempt(k.task, k.attempt) + " on w" + std::to_string(k.worker) + ": " +
-         k.reason;
+  return (k.only_queued ? "withdraw "
+          : k.vacate    ? "vacate "
+                        : "kill ") +
+         Attempt(k.task, k.attempt) + " on w" + std::to_string(k.worker) + ": " + k.reason;
 }
 
 std::string Describe(const RenewLeases& r) {

@@ -161,6 +161,7 @@ using Outbox = std::vector<Command>;
 //   "claim 12.4#1 on w3 [lease:3:slot:12.4 lease:3:gpu:0]"
 //   "assign 12.4#1 on w3 cores=[0,1] gpus=[0:100] mem=4 GiB"
 //   "kill 12.4#1 on w3: timed out after 2h"
+//   "vacate 12.4#1 on w3: preempted by 14.2 (priority 90)" (KillTask::vacate)
 //   "renew w3 [lease:3:slot:12.4]"
 //   "release 12.4#1 on w3 [lease:3:slot:12.4]"
 //   "persist task 12.4 running #1 w3" / "persist job 12" / "persist outcome 12.4#1"

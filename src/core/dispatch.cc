@@ -20,6 +20,10 @@
 // a head that fits no free room may be assigned behind a running task whose
 // cores and memory cover it, and a waiter may be taken back when room for
 // it frees elsewhere first.
+//
+// Preemption (SchedulerConfig::preempt_priority; preemption.h,
+// preemption.cc): a head of high priority that fits no worker stops tasks
+// of lower priority on one worker, which is held for it until they end.
 #include <algorithm>
 
 #include "core/scheduler_state.h"
@@ -38,27 +42,33 @@ void Scheduler::State::Dispatch() {
     FlushLoads();
     return;
   }
-  while (!dirty_classes.empty() || !dirty_workers.empty()) {
-    if (!dirty_classes.empty()) {
-      // Class order, not arrival order, so the result does not depend on
-      // which event touched which class first within one handling.
-      std::vector<uint32_t> classes;
-      classes.swap(dirty_classes);
-      std::sort(classes.begin(), classes.end());
-      for (uint32_t cls : classes) {
-        class_dirty[cls] = 0;
-        PlaceClass(cls);
+  for (;;) {
+    while (!dirty_classes.empty() || !dirty_workers.empty()) {
+      if (!dirty_classes.empty()) {
+        // Class order, not arrival order, so the result does not depend on
+        // which event touched which class first within one handling.
+        std::vector<uint32_t> classes;
+        classes.swap(dirty_classes);
+        std::sort(classes.begin(), classes.end());
+        for (uint32_t cls : classes) {
+          class_dirty[cls] = 0;
+          PlaceClass(cls);
+        }
+        continue;
       }
-      continue;
+      std::vector<uint32_t> ws;
+      ws.swap(dirty_workers);
+      for (uint32_t w : ws) {
+        workers[w].dirty = false;
+        PlaceOnWorker(w);
+      }
+      ws.clear();
+      if (dirty_workers.empty()) dirty_workers.swap(ws);  // keep the capacity
     }
-    std::vector<uint32_t> ws;
-    ws.swap(dirty_workers);
-    for (uint32_t w : ws) {
-      workers[w].dirty = false;
-      PlaceOnWorker(w);
-    }
-    ws.clear();
-    if (dirty_workers.empty()) dirty_workers.swap(ws);  // keep the capacity
+    // After placement, so only heads that still fit nowhere preempt.
+    if (!preempt_due) break;
+    preempt_due = false;
+    PreemptBlockedHeads();
   }
   FlushLoads();
 }
@@ -87,6 +97,7 @@ void Scheduler::State::Park(uint32_t cls, TaskRef r) {
   queues.PopHead(cls);
   // A parked task is no class head: it must not hold resources back.
   if (reservation.IsFor(r)) EndReservation();
+  EndPreemption(r);
   task(r).flags.Set(TaskFlag::kParked);
   users[jobs[r.job].user].parked.push_back(r);
 }
@@ -122,6 +133,7 @@ bool Scheduler::State::CanPlace(uint32_t w, TaskRef r) {
   if (!Schedulable(w) || (workers[w].ending && !LastsFor(w, r, now_us))) return false;
   const ResourceRequest& req = RequestOf(r);
   if (!workers[w].res->Fits(req, policy->PreferFullGpus())) return false;
+  if (!PreemptionAllows(w, r)) return false;
   if (reservation.IsOn(w) && !(reservation.task == r)) {
     // A task of the reserved one's own class asked here is its class head,
     // so it is ahead of the reserved task (a higher priority arrived, or it
@@ -165,10 +177,13 @@ void Scheduler::State::PlaceClass(uint32_t cls) {
       for (uint32_t e : ending_workers) {
         if (Schedulable(e)) MarkWorkerDirty(e);
       }
+      // Before queue-ahead: a task that may preempt starts where its
+      // victims end rather than waiting behind a task of any length.
+      const bool preempting = Preempt(r);
       if (config.queue_ahead) {
         QueueAheadAnywhere();
         TaskRef still;
-        if (LiveHead(cls, still) && still == r) Displace(r);
+        if (!preempting && LiveHead(cls, still) && still == r) Displace(r);
       }
       return;
     }
@@ -212,6 +227,7 @@ void Scheduler::State::PlaceOnWorker(uint32_t w) {
   if (reservation.IsOn(w)) BackfillBehindHeads(w);
   if (Ending(w)) FillLeavingWorker(w);
   if (config.queue_ahead) QueueAhead(w);
+  if (!preemption.in_flight.empty()) SettlePreemption(w);
 }
 
 }  // namespace drover::core

@@ -1,5 +1,6 @@
 // Explain: why a task is where it is, in words a person can act on.
 #include <algorithm>
+#include <chrono>
 
 #include "common/quantity.h"
 #include "core/scheduler_state.h"
@@ -10,6 +11,27 @@ namespace {
 
 std::string Plural(uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// "2026-05-04 14:32:05 UTC": the core knows no time zone.
+std::string FormatUtcTime(int64_t us) {
+  namespace c = std::chrono;
+  const c::sys_seconds t = c::floor<c::seconds>(c::sys_time<c::microseconds>(c::microseconds(us)));
+  const c::sys_days day = c::floor<c::days>(t);
+  const c::year_month_day ymd(day);
+  const c::hh_mm_ss<c::seconds> hms(t - day);
+  const auto two = [](int64_t n) { return (n < 10 ? "0" : "") + std::to_string(n); };
+  return std::to_string(static_cast<int>(ymd.year())) + "-" +
+         two(static_cast<unsigned>(ymd.month())) + "-" + two(static_cast<unsigned>(ymd.day())) +
+         " " + two(hms.hours().count()) + ":" + two(hms.minutes().count()) + ":" +
+         two(hms.seconds().count()) + " UTC";
+}
+
+// "3.1, 3.4".
+std::string TaskList(const std::vector<TaskId>& ids) {
+  std::string out;
+  for (const TaskId& id : ids) out += (out.empty() ? "" : ", ") + id.ToString();
+  return out;
 }
 
 // The workers placement may use (neither lost, drained nor paused by its
@@ -270,17 +292,40 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
   });
   if (ahead > 0) return "behind " + Plural(ahead, "task", "tasks") + " of its class";
 
+  // Preemption (preemption.h): its victims are ending, or the only ones it
+  // could have are cooling down.
+  if (const Preemption* p = s.preemption.For(r); p != nullptr && !p->victims.empty()) {
+    std::vector<TaskId> ids;
+    for (const auto& [victim, attempt] : p->victims) ids.push_back(s.IdOf(victim));
+    return "preempting " + TaskList(ids) + " on worker " + std::to_string(s.workers[p->worker].id);
+  }
+  if (s.config.preempt_priority && spec.priority >= *s.config.preempt_priority &&
+      s.ChooseVictims(r, false).worker == kNone) {
+    const State::VictimChoice cooling = s.ChooseVictims(r, true);
+    if (cooling.worker != kNone && cooling.cooldown_until > 0) {
+      std::vector<TaskId> ids;
+      for (uint32_t a : cooling.actives) ids.push_back(s.IdOf(s.actives[a].task));
+      return "would preempt " + TaskList(ids) + ", in cool-down until " +
+             FormatUtcTime(cooling.cooldown_until);
+    }
+  }
+
+  // It fits now on worker slot w and on no other live worker.
+  const auto only_room_on = [&](uint32_t w) {
+    if (!s.Schedulable(w) || !s.workers[w].res->Fits(req, false)) return false;
+    for (uint32_t v = 0; v < s.workers.size(); ++v) {
+      if (v != w && s.Schedulable(v) && s.workers[v].res->Fits(req, false)) return false;
+    }
+    return true;
+  };
   if (s.reservation.active && !(s.reservation.task == r) &&
-      s.ClassOf(r) != s.ClassOf(s.reservation.task)) {
-    const uint32_t w = s.reservation.worker;
-    if (s.Schedulable(w) && s.workers[w].res->Fits(req, false)) {
-      bool elsewhere = false;
-      for (uint32_t v = 0; v < s.workers.size() && !elsewhere; ++v) {
-        elsewhere = v != w && s.Schedulable(v) && s.workers[v].res->Fits(req, false);
-      }
-      if (!elsewhere) {
-        return "held back: reservation for " + s.IdOf(s.reservation.task).ToString();
-      }
+      s.ClassOf(r) != s.ClassOf(s.reservation.task) && only_room_on(s.reservation.worker)) {
+    return "held back: reservation for " + s.IdOf(s.reservation.task).ToString();
+  }
+  for (const Preemption& p : s.preemption.in_flight) {
+    if (!(p.preemptor == r) && only_room_on(p.worker)) {
+      return "held back: preemption by " + s.IdOf(p.preemptor).ToString() + " on worker " +
+             std::to_string(s.workers[p.worker].id);
     }
   }
   return Shortest(fit, req);

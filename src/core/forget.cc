@@ -39,6 +39,11 @@ void Scheduler::State::DropJob(uint32_t slot) {
   for (auto e = past.begin(); e != past.end();) {
     e = (e->first >> 32) == slot ? past.erase(e) : std::next(e);
   }
+  // Fewer still were preempted.
+  auto& preempted = preemption.preempted;
+  for (auto e = preempted.begin(); e != preempted.end();) {
+    e = (e->first >> 32) == slot ? preempted.erase(e) : std::next(e);
+  }
   job_watchers.erase(id);
   task_watchers.erase(task_watchers.lower_bound(TaskId{id, 0}),
                       task_watchers.lower_bound(TaskId{id + 1, 0}));

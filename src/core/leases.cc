@@ -45,6 +45,7 @@ void Scheduler::State::EndActive(uint32_t a) {
   const ResourceRequest& req = RequestOf(r);
   task(r).ran_on = ran_on.Intern({act.alloc.cores.data(), act.alloc.cores.size()},
                                  {act.alloc.gpus.data(), act.alloc.gpus.size()});
+  if (task(r).flags.Has(TaskFlag::kPreempted)) VictimEnded(r, act.attempt);
   if (act.worker != kNone) {
     Worker& worker = workers[act.worker];
     if (act.booked) worker.res->Free(req, act.alloc);

@@ -32,6 +32,8 @@ uint32_t Scheduler::State::FindTail(uint32_t w, const ResourceRequest& req) cons
   for (uint32_t a : workers[w].actives) {
     const Active& act = actives[a];
     if (!IsTail(act) || RequestOf(act.task).IsCoreShare()) continue;  // a shared core
+    // A victim's room goes to its preemptor.
+    if (task(act.task).flags.Has(TaskFlag::kPreempted)) continue;
     if (act.alloc.cores.size() < cores || act.alloc.mem_bytes < req.mem_bytes) continue;
     // The one running longest first: the likeliest to end first.
     const Task& t = task(act.task);
@@ -58,9 +60,9 @@ bool Scheduler::State::QueueAhead(uint32_t w) {
   // A worker that leaves takes nothing to start later: when the task ahead
   // ends is not known well enough to promise the end.
   if (!Schedulable(w) || Ending(w)) return false;
-  // The reserved worker drains for its task; it is offered again (and looked
-  // at here) when the reservation ends.
-  if (reservation.IsOn(w)) return HasTail(w);
+  // The reserved worker drains for its task, and so does one held for a
+  // preemptor; it is offered again (and looked at here) when that ends.
+  if (reservation.IsOn(w) || preemption.On(w) != nullptr) return HasTail(w);
   WalkHeads([&](uint32_t cls, TaskRef r) {
     const ResourceRequest& req = RequestOf(r);
     if (!CanEverRun(w, r)) return Walk::kNext;  // not for this worker
@@ -68,6 +70,7 @@ bool Scheduler::State::QueueAhead(uint32_t w) {
       Place(cls, r, w);
       return Walk::kRestart;
     }
+    if (preemption.For(r) != nullptr) return Walk::kNext;  // it starts where it preempts
     const uint32_t prev = FindTail(w, req);
     if (prev == kNone) {
       Displace(r);
@@ -182,7 +185,7 @@ bool Scheduler::State::Movable(const Task& t) const {
   // Restored or adopted waiters stay: whether their assignment reached the
   // worker is not known here (granted says nothing for them).
   return !act.lost && act.wait_seq != UINT64_MAX &&
-         !t.flags.Any(TaskFlag::kWithdraw | TaskFlag::kCancel);
+         !t.flags.Any(TaskFlag::kWithdraw | TaskFlag::kCancel | TaskFlag::kPreempted);
 }
 
 void Scheduler::State::Withdraw(TaskRef r, const std::string& why, uint32_t hold) {
@@ -229,7 +232,9 @@ void Scheduler::State::Displace(TaskRef r) {
     const Active& prev = actives[act.prev];
     if (RequestOf(prev.task).IsCoreShare()) continue;
     const uint32_t w = prev.worker;
-    if (w == kNone || !Schedulable(w) || reservation.IsOn(w)) continue;
+    if (w == kNone || !Schedulable(w) || reservation.IsOn(w) || preemption.On(w) != nullptr) {
+      continue;
+    }
     if (prev.alloc.cores.size() < req.CoreCount() || prev.alloc.mem_bytes < req.mem_bytes ||
         !CanEverRun(w, r)) {
       continue;

@@ -79,6 +79,7 @@ void Scheduler::State::EndReservation() {
 
 void Scheduler::State::Reserve(TaskRef r, uint32_t hint) {
   if (!config.reservations) return;
+  if (preemption.For(r) != nullptr) return;  // the worker it preempts on is held for it
   if (reservation.active) {
     if (reservation.task == r) return;
     // Keep an existing reservation for a task that runs before r.
@@ -95,7 +96,8 @@ void Scheduler::State::Reserve(TaskRef r, uint32_t hint) {
   // there (ties: the hint, then join order); without limits, the hint.
   int64_t best = kNever;
   for (uint32_t w = 0; w < workers.size(); ++w) {
-    if (!Schedulable(w) || !CanEverRun(w, r)) continue;
+    // A worker held for a preemptor is not to be had.
+    if (!Schedulable(w) || !CanEverRun(w, r) || preemption.On(w) != nullptr) continue;
     const int64_t at = FitTime(w, req);
     // A worker that leaves is held only for a task that ends there in time.
     if (Ending(w) && (at == kNever || !LastsFor(w, r, at))) continue;
@@ -105,7 +107,8 @@ void Scheduler::State::Reserve(TaskRef r, uint32_t hint) {
     }
   }
   const auto holdable = [&](uint32_t w) {
-    return Schedulable(w) && !Ending(w) && workers[w].res->CanEverFit(req);
+    return Schedulable(w) && !Ending(w) && workers[w].res->CanEverFit(req) &&
+           preemption.On(w) == nullptr;
   };
   if (chosen == kNone && hint != kNone && holdable(hint)) chosen = hint;
   for (uint32_t w = 0; w < workers.size() && chosen == kNone; ++w) {

@@ -13,6 +13,8 @@
 //    (BackfillBehindHeads, kBackfillScan deep per class): nobody ahead of
 //    it could use that room before the planned start.
 // Queue-ahead never queues a task on the reserved worker: its room drains.
+// A worker held for a preemptor (preemption.h) is never reserved, and a
+// preemptor holds no reservation: the worker it preempts on is its own.
 //
 // Invariants (between events):
 //  - At most one reservation at a time; a task of higher priority (or of

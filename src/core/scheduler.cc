@@ -322,6 +322,7 @@ void Scheduler::State::SyncPolicy(uint32_t w) {
   } else {
     policy->Remove(w);
     if (reservation.IsOn(w)) reservation.active = false;
+    DropPreemptionOn(w);  // its preemptor may preempt elsewhere
   }
   worker.in_policy = want;
 }
@@ -347,6 +348,7 @@ Status Scheduler::State::OnWorkerLost(const WorkerLost& e) {
   if (worker.in_policy) policy->Remove(w);
   worker.in_policy = false;
   if (reservation.IsOn(w)) reservation.active = false;
+  DropPreemptionOn(w);  // its preemptor may preempt elsewhere
   // Leases stop being renewed now; the tasks wait for them to expire.
   for (uint32_t a : worker.actives) {
     Active& act = actives[a];
@@ -517,6 +519,9 @@ void Scheduler::State::Transition(TaskRef r, TaskState to, std::string reason) {
   TaskState from = t.state;
   const bool attempt_ended = to == TaskState::kQueued && t.attempt > 0 &&
                              (from == TaskState::kAssigned || from == TaskState::kRunning);
+  // A preemptor that leaves its queue (placed, canceled) needs its room no
+  // longer.
+  if (from == TaskState::kQueued && to != from && !preemption.in_flight.empty()) EndPreemption(r);
   if (attempt_ended) NotePastAttempt(r, from, now_us, reason);
   // When it left its attempt or ended, as Restore reads it from the record.
   if (attempt_ended || IsTerminal(to)) t.finished_us = now_us;
@@ -853,6 +858,14 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
     Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
     return Status::Ok();
   }
+  if (flags.Has(TaskFlag::kPreempted) &&
+      (e.vacated || got.exit_code != 0 || got.signal != 0 || got.oom_killed)) {
+    // Stopped for a task of higher priority (vacated, or killed by a worker
+    // that does not vacate): not its failure. One that ended well before
+    // the stop reached it succeeded.
+    AttemptFailed(r, PreemptedReason(r), false);
+    return Status::Ok();
+  }
   if (e.vacated) {
     // Its worker took the room back (the owner returned): not the task's
     // failure, and the worker's reason says so.
@@ -994,7 +1007,14 @@ void Scheduler::State::LostAttemptEnded(TaskRef r, std::string reason) {
     Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
     return;
   }
+  const bool preempted = t.flags.Has(TaskFlag::kPreempted);
   t.flags.KeepOnly(TaskFlag::kStaleEntry);  // an entry left in its queue is still there
+  if (preempted) {
+    // It was being stopped for a task of higher priority anyway: gone
+    // with its worker, it is not the worker's loss either.
+    AttemptFailed(r, PreemptedReason(r), false);
+    return;
+  }
   ++t.lost;
   if (t.lost >= config.max_lost_attempts) {
     Transition(r, TaskState::kFailed, "worker lost (" + std::to_string(t.lost) + " attempts)");
@@ -1085,6 +1105,8 @@ void Scheduler::State::OnTick() {
     }
   }
   if (adoption.settling && now_us >= adoption.settle_until_us) EndSettle();
+  // Cool-downs end and victims appear with time: waiting heads look again.
+  preempt_due = config.preempt_priority.has_value();
   if (now_us >= next_renew_us) {
     RenewAll();
     next_renew_us = now_us + config.renew_interval.count();

@@ -89,6 +89,23 @@ struct SchedulerConfig {
   // worker that heartbeats but never starts what it is given would
   // otherwise hold tasks forever. 0: never.
   Duration start_timeout = Seconds(30);
+  // Preemption by priority (preemption.h). A queued task of at least this
+  // priority that heads its class and fits no worker now stops tasks on one
+  // worker so that it fits there once they end: assigned or running
+  // attempts of priority at most its own minus `preempt_gap`, whose group
+  // is `preemptible`, not in their cool-down, on a live worker it could
+  // ever run on; the fewest victims, then the lowest highest priority among
+  // them, then the least work lost (the most recently started). Each gets a
+  // vacating KillTask ("preempted by 14.2 (priority 90)"); their room is
+  // held for the preemptor until they end, and each goes back to its queue
+  // without using a retry. nullopt: off.
+  std::optional<int32_t> preempt_priority;
+  int32_t preempt_gap = 10;
+  // A task preempted `max_preemptions` times is not preempted again until
+  // `preempt_cooldown` has passed since its last preemption (and from then
+  // on at most once per cool-down), so two tasks cannot thrash.
+  uint32_t max_preemptions = 3;
+  Duration preempt_cooldown = Seconds(600);
 };
 
 class Scheduler {
@@ -173,7 +190,11 @@ class Scheduler {
   // Why the task is where it is, for people: for a queued task the first
   // thing that keeps it from running, e.g. "no worker offers gpu_type A100",
   // "needs 2 GPUs, largest free is 1", "quota: user u1 at 8/8 gpus",
-  // "held back: reservation for 12.7", "behind 5 tasks of its class";
+  // "held back: reservation for 12.7", "behind 5 tasks of its class",
+  // "preempting 3.1, 3.4 on worker 2" (its victims are ending), "would
+  // preempt 3.1, in cool-down until 2026-05-04 14:32:05 UTC" (its only
+  // possible victims were preempted too often lately), "held back:
+  // preemption by 14.2 on worker 2" (room kept for a preemptor);
   // "waiting for dependency 12.0" for a waiting task; the state and reason
   // otherwise. Errors: unknown task.
   Result<std::string> Explain(TaskId task) const;

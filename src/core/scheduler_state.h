@@ -11,6 +11,7 @@
 //   user_account.h   a user's quota and usage, with the one quota check
 //   reservation.h    the reservation and its backfill rules
 //   queue_ahead.h    QueueAheadBook: waiters, holds, take-backs
+//   preemption.h     PreemptionBook: preemptions in flight, counts
 //   adoption.h       Adoption: orphans, adoption and the settle hold after
 //                    a restart
 //   task_queue.h, worker_state.h, placement.h, ran_on.h (their own types)
@@ -18,8 +19,9 @@
 // What each function does lives in one .cc: the event handlers and the task
 // lifecycle in scheduler.cc, Active slots and leases in leases.cc, placement
 // in dispatch.cc, reservations and backfill in reservation.cc, queue-ahead
-// and take-back in queue_ahead.cc, re-attach and adoption in adoption.cc,
-// replay in restore.cc, queries in scheduler_queries.cc and explain.cc.
+// and take-back in queue_ahead.cc, preemption in preemption.cc, re-attach
+// and adoption in adoption.cc, replay in restore.cc, queries in
+// scheduler_queries.cc and explain.cc.
 //
 // Thread safety: none, like Scheduler.
 #ifndef DROVER_CORE_SCHEDULER_STATE_H_
@@ -43,6 +45,7 @@
 
 #include "core/adoption.h"
 #include "core/placement.h"
+#include "core/preemption.h"
 #include "core/queue_ahead.h"
 #include "core/ran_on.h"
 #include "core/reservation.h"
@@ -143,6 +146,9 @@ struct Scheduler::State {
     if (!Ending(w) && it != ending_workers.end()) ending_workers.erase(it);
   }
   QueueAheadBook queue_ahead;  // waiters, holds, take-backs (queue_ahead.h)
+  PreemptionBook preemption;   // preemptions in flight, counts (preemption.h)
+  // A Tick came: Dispatch offers the waiting heads preemption again.
+  bool preempt_due = false;
   std::vector<uint32_t> dirty_classes;
   std::vector<uint8_t> class_dirty;
   std::vector<uint32_t> load_dirty;
@@ -410,7 +416,8 @@ struct Scheduler::State {
   // holding the room of `hold` (kNone: none) for it until the answer.
   void Withdraw(TaskRef r, const std::string& why, uint32_t hold);
   // Waiter `t` (assigned, behind another) may be taken back: not lost,
-  // neither restored nor adopted, not already being withdrawn or canceled.
+  // neither restored nor adopted, not already being withdrawn, canceled or
+  // preempted.
   bool Movable(const Task& t) const;
   // The task the room of `w` is held for, if the hold is still current.
   const TaskRef* HeldFor(uint32_t w);
@@ -419,6 +426,40 @@ struct Scheduler::State {
   void DropHold(TaskRef r);
   // Placing `r` on `w` leaves room for the task `w` is held for.
   bool HoldAllows(uint32_t w, TaskRef r);
+
+  // --- preemption by priority (preemption.cc, preemption.h) ---
+  // Victims for `r` on one worker, by the rules of preemption.h; worker
+  // kNone when no worker has a set that makes room. `ignore_cooldown`: as
+  // if no task were in its cool-down; `cooldown_until` is then the latest
+  // cool-down end among the victims chosen (0 when none is cooling down).
+  struct VictimChoice {
+    uint32_t worker = kNone;
+    std::vector<uint32_t> actives;  // in task id order
+    int64_t cooldown_until = 0;
+  };
+  VictimChoice ChooseVictims(TaskRef r, bool ignore_cooldown) const;
+  // `r` heads its class and no worker can place it now: it preempts if
+  // preemption is on and it may. True when a preemption for it is in
+  // flight (begun now or before).
+  bool Preempt(TaskRef r);
+  // On Tick: every class head of at least preempt_priority that no worker
+  // can place now preempts if it may (cool-downs end, victims appear).
+  void PreemptBlockedHeads();
+  // Placing `r` on `w` leaves the preemptor `w` is held for room once its
+  // victims have ended.
+  bool PreemptionAllows(uint32_t w, TaskRef r);
+  // Attempt `attempt` of the victim `r` ended (EndActive).
+  void VictimEnded(TaskRef r, uint32_t attempt);
+  // Ends the preemption in flight for `preemptor` (if any) and offers its
+  // worker again.
+  void EndPreemption(TaskRef preemptor);
+  // Worker slot `w` left placement: the preemption held there ends.
+  void DropPreemptionOn(uint32_t w);
+  // After `w` was offered to the heads: a preemption there whose victims
+  // have all ended is over (its preemptor took the room, or could not).
+  void SettlePreemption(uint32_t w);
+  // "preempted by 14.2 (priority 90)": why the victim `r` went back.
+  std::string PreemptedReason(TaskRef r) const;
 };
 
 }  // namespace drover::core

@@ -24,9 +24,9 @@
 //    (queue-ahead, `prev` set) is never booked: its alloc is part of its
 //    predecessor's, booked when that one ends (queue_ahead.h).
 //  - kBackoff and kParked are set only while the task is queued; the kill
-//    reasons (kCancel, kTimedOut, kLeaseLost, kResized) and kWithdraw
-//    belong to the current attempt, and the handlers that end an attempt
-//    keep only kStaleEntry. kStaleEntry is set only while the task has a
+//    reasons (kCancel, kTimedOut, kLeaseLost, kResized, kPreempted) and
+//    kWithdraw belong to the current attempt, and the handlers that end an
+//    attempt keep only kStaleEntry. kStaleEntry is set only while the task has a
 //    dead entry left in its class queue (placed from behind the head).
 //  - Group counters: `unmet` counts its dependencies (groups and --after)
 //    not yet succeeded; `not_succeeded` its tasks not yet succeeded. Job
@@ -59,7 +59,7 @@ namespace drover::core {
 inline constexpr uint32_t kNone = UINT32_MAX;
 
 // Task::flags: what a task is waiting for or why its kill was sent.
-enum class TaskFlag : uint8_t {
+enum class TaskFlag : uint16_t {
   kBackoff = 1,     // queued, waiting for its retry timer
   kParked = 2,      // queued, parked on its user's quota list
   kCancel = 4,      // kill sent because of a cancel
@@ -78,27 +78,31 @@ enum class TaskFlag : uint8_t {
   // longer holds the attempt's cores, memory or GPUs: its end requeues it
   // without counting a failure (the worker changed, not the task).
   kResized = 128,
+  // Vacating KillTask sent because a task of higher priority takes its room
+  // (preemption.h): its end requeues it without using a retry, with the
+  // preemption's reason.
+  kPreempted = 256,
 };
 
-// A set of TaskFlags in one byte. Has: that flag is set; Any: one of the
+// A set of TaskFlags in two bytes. Has: that flag is set; Any: one of the
 // flags is; KeepOnly: clears every flag but those.
 class TaskFlags {
  public:
   constexpr TaskFlags() = default;
-  constexpr TaskFlags(TaskFlag f) : bits_(static_cast<uint8_t>(f)) {}  // NOLINT: a flag is a set
+  constexpr TaskFlags(TaskFlag f) : bits_(static_cast<uint16_t>(f)) {}  // NOLINT: a flag is a set
   friend constexpr TaskFlags operator|(TaskFlags a, TaskFlags b) {
     TaskFlags out;
-    out.bits_ = static_cast<uint8_t>(a.bits_ | b.bits_);
+    out.bits_ = static_cast<uint16_t>(a.bits_ | b.bits_);
     return out;
   }
-  constexpr bool Has(TaskFlag f) const { return (bits_ & static_cast<uint8_t>(f)) != 0; }
+  constexpr bool Has(TaskFlag f) const { return (bits_ & static_cast<uint16_t>(f)) != 0; }
   constexpr bool Any(TaskFlags fs) const { return (bits_ & fs.bits_) != 0; }
-  constexpr void Set(TaskFlags fs) { bits_ = static_cast<uint8_t>(bits_ | fs.bits_); }
-  constexpr void Clear(TaskFlags fs) { bits_ = static_cast<uint8_t>(bits_ & ~fs.bits_); }
-  constexpr void KeepOnly(TaskFlags fs) { bits_ = static_cast<uint8_t>(bits_ & fs.bits_); }
+  constexpr void Set(TaskFlags fs) { bits_ = static_cast<uint16_t>(bits_ | fs.bits_); }
+  constexpr void Clear(TaskFlags fs) { bits_ = static_cast<uint16_t>(bits_ & ~fs.bits_); }
+  constexpr void KeepOnly(TaskFlags fs) { bits_ = static_cast<uint16_t>(bits_ & fs.bits_); }
 
  private:
-  uint8_t bits_ = 0;
+  uint16_t bits_ = 0;
 };
 constexpr TaskFlags operator|(TaskFlag a, TaskFlag b) { return TaskFlags(a) | TaskFlags(b); }
 

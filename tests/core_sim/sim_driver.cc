@@ -60,6 +60,9 @@ std::string Describe(const core::Event& event) {
         if constexpr (std::is_same_v<T, core::TaskRefused>) {
           return "refused " + e.task.ToString() + "#" + std::to_string(e.attempt);
         }
+        if constexpr (std::is_same_v<T, core::WorkerPaused>) {
+          return std::string(e.paused ? "pause" : "unpause") + " w" + std::to_string(e.worker);
+        }
       },
       event);
 }
@@ -71,12 +74,12 @@ std::string SimReport::ToString() const {
                   " random), " + std::to_string(jobs) + " jobs, " + std::to_string(tasks) +
                   " tasks, " + std::to_string(claims) + " claims (" + std::to_string(rejections) +
                   " rejected), " + std::to_string(assigns) + " assigns, " + std::to_string(kills) +
-                  " kills, " + std::to_string(losses) + " losses, " + std::to_string(rejoins) +
-                  " rejoins, " + std::to_string(expiries) + " expiries (" +
-                  std::to_string(dropped_notifications) + " notifications dropped), " +
-                  std::to_string(jumps) + " clock jumps, " + std::to_string(errors) +
-                  " refused events, " + std::to_string(restore_checks) + " restore checks, " +
-                  FormatDuration(simulated) + " simulated; into:";
+                  " kills (" + std::to_string(vacates) + " vacates), " + std::to_string(losses) +
+                  " losses, " + std::to_string(rejoins) + " rejoins, " + std::to_string(expiries) +
+                  " expiries (" + std::to_string(dropped_notifications) +
+                  " notifications dropped), " + std::to_string(jumps) + " clock jumps, " +
+                  std::to_string(errors) + " refused events, " + std::to_string(restore_checks) +
+                  " restore checks, " + FormatDuration(simulated) + " simulated; into:";
   for (int i = 0; i < core::kTaskStateCount; ++i) {
     s += " " + std::string(core::TaskStateName(static_cast<TaskState>(i))) + "=" +
          std::to_string(transitions[i]);
@@ -96,6 +99,11 @@ SimDriver::SimDriver(SimOptions options) : options_(options), rng_(options.seed)
   config.max_retry_backoff = Seconds(60);
   config.quotas["alice"] = core::UserQuota{0, 0, 5};
   config.quotas["bob"] = core::UserQuota{6000, 200, 0};
+  if (options_.preempt) {
+    config.preempt_priority = 2;
+    config.preempt_gap = 2;
+    config.preempt_cooldown = Seconds(30);
+  }
   scheduler_ = std::make_unique<core::Scheduler>(std::move(config));
   pump_ =
       std::make_unique<core::EventPump>(*scheduler_, static_cast<core::EventPump::Shell&>(*this));
@@ -358,6 +366,7 @@ void SimDriver::Apply(const core::Command& command) {
     Schedule(a, Between(Duration::zero(), Millis(300)));
   } else if (const auto* kill = std::get_if<core::KillTask>(&command)) {
     ++report_.kills;
+    if (kill->vacate) ++report_.vacates;
     if (kill->worker == 0 || kill->worker > workers_.size()) return Fail("kill on unknown worker");
     SimWorker& w = workers_[kill->worker - 1];
     auto it = w.tasks.find(kill->task);

@@ -54,6 +54,9 @@ struct SimOptions {
   // answer every query alike.
   uint64_t restore_check_every = 25'000;
   bool trace = false;              // print every event and command to stderr
+  // Preemption by priority on (SchedulerConfig::preempt_priority): tasks of
+  // priority 2 preempt those of 0 and below, with a short cool-down.
+  bool preempt = false;
 };
 
 struct SimReport {
@@ -65,6 +68,7 @@ struct SimReport {
   uint64_t rejections = 0;
   uint64_t assigns = 0;
   uint64_t kills = 0;
+  uint64_t vacates = 0;  // kills that preempt (KillTask::vacate)
   uint64_t losses = 0;
   uint64_t rejoins = 0;
   uint64_t expiries = 0;       // slot keys that expired in the store

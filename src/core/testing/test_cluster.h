@@ -79,6 +79,10 @@ class TaskBuilder {
   TaskBuilder& Counter(std::string k, int64_t n) { g_.resources.counters[k] = n; return *this; }
   TaskBuilder& Label(std::string k, std::string v) { g_.resources.labels[k] = v; return *this; }
   TaskBuilder& Priority(int32_t p) { g_.priority = p; return *this; }
+  TaskBuilder& Preemptible(bool p) {
+    g_.preemptible = p;
+    return *this;
+  }
   TaskBuilder& Retries(uint32_t n, Duration backoff = Seconds(10)) {
     g_.retries = n;
     g_.retry_backoff = backoff;

@@ -1,0 +1,107 @@
+// The server's flags, from the command line or its config file's [server]
+// table, as the scheduler's config (cluster_flags.h).
+#include "cli/cluster_flags.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "cli/cli11.h"
+#include "cli/config_file.h"
+
+namespace drover::cli {
+namespace {
+
+// `drover server` with its flags, parsed from `args`.
+struct ServerCommand {
+  CLI::App app{"drover", "drover"};
+  CLI::App* cmd = app.add_subcommand("server", "");
+  ServerFlags flags;
+  ServerCommand() {
+    AddServerFlags(*cmd, flags, /*with_bind=*/true);
+    flags.state_dir = "/var/lib/drover-test";
+    flags.access_file = "-";
+  }
+  Result<server::ServerConfig> Parse(const std::vector<std::string>& args) {
+    std::string line = "server";
+    for (const std::string& a : args) line += " " + a;
+    app.parse(line, /*program_name_included=*/false);
+    return MakeServerConfig(flags);
+  }
+};
+
+TEST(ServerFlagsTest, PreemptionIsOffUntilAPriorityIsGiven) {
+  ServerCommand c;
+  Result<server::ServerConfig> config = c.Parse({});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_FALSE(config->scheduler.preempt_priority.has_value());
+  EXPECT_EQ(config->scheduler.preempt_gap, 10);
+  EXPECT_EQ(config->scheduler.max_preemptions, 3u);
+  EXPECT_EQ(config->scheduler.preempt_cooldown, Seconds(600));
+}
+
+TEST(ServerFlagsTest, PreemptionFlagsSetTheSchedulersConfig) {
+  ServerCommand c;
+  Result<server::ServerConfig> config =
+      c.Parse({"--preempt-priority", "-5", "--preempt-gap", "20", "--max-preemptions", "2",
+               "--preempt-cooldown", "1h30m"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->scheduler.preempt_priority, -5);
+  EXPECT_EQ(config->scheduler.preempt_gap, 20);
+  EXPECT_EQ(config->scheduler.max_preemptions, 2u);
+  EXPECT_EQ(config->scheduler.preempt_cooldown, Seconds(5400));
+}
+
+TEST(ServerFlagsTest, PreemptionFlagsAreConfigKeysToo) {
+  ServerCommand c;
+  proto::ConfigSection section;
+  section.name = "server";
+  section.line = 1;
+  uint32_t line = 1;
+  for (const auto& [key, kind, value] :
+       std::vector<std::tuple<std::string, proto::ConfigEntry::Kind, std::string>>{
+           {"preempt_priority", proto::ConfigEntry::Kind::kNumber, "90"},
+           {"preempt-gap", proto::ConfigEntry::Kind::kNumber, "5"},
+           {"max_preemptions", proto::ConfigEntry::Kind::kNumber, "4"},
+           {"preempt_cooldown", proto::ConfigEntry::Kind::kString, "0"}}) {
+    proto::ConfigEntry e;
+    e.key = key;
+    e.kind = kind;
+    e.values = {value};
+    e.line = ++line;
+    e.column = 1;
+    section.entries.push_back(e);
+  }
+  Result<ConfigFlags> flags = FlagsFromSection(*c.cmd, section, "s.toml", {});
+  ASSERT_TRUE(flags.ok()) << flags.status().ToString();
+  EXPECT_EQ(flags->args, (std::vector<std::string>{"--preempt-priority=90", "--preempt-gap=5",
+                                                   "--max-preemptions=4", "--preempt-cooldown=0"}));
+  Result<server::ServerConfig> config = c.Parse(flags->args);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->scheduler.preempt_priority, 90);
+  EXPECT_EQ(config->scheduler.preempt_gap, 5);
+  EXPECT_EQ(config->scheduler.max_preemptions, 4u);
+  EXPECT_EQ(config->scheduler.preempt_cooldown, Duration::zero());
+}
+
+TEST(ServerFlagsTest, BadPreemptionFlagsAreRefusedByName) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--preempt-priority", "high"}, "--preempt-priority: \"high\" is not a whole number"},
+      {{"--preempt-gap", "0"}, "--preempt-gap: must be at least 1"},
+      {{"--max-preemptions", "0"}, "--max-preemptions: must be at least 1"},
+      {{"--preempt-cooldown", "soon"}, "--preempt-cooldown"},
+  };
+  for (const auto& [args, message] : cases) {
+    ServerCommand c;
+    Result<server::ServerConfig> config = c.Parse(args);
+    ASSERT_FALSE(config.ok()) << args[0];
+    EXPECT_NE(config.status().message().find(message), std::string::npos)
+        << config.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace drover::cli
