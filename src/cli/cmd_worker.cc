@@ -48,6 +48,7 @@ struct WorkerFlags {
   std::string idle_after = "15m";
   std::string resume_after = "1m";
   std::string suspend_for = "10m";
+  std::string min_available_mem = "0";  // memory pressure from other programs (0: off)
   worker::AgentConfig agent;  // the overrides are parsed straight into it
 };
 
@@ -170,6 +171,12 @@ int RunWorker(WorkerFlags& flags) {
           /*usage_on_invalid=*/true);
     }
     *out = *d;
+  }
+  if (Result<uint64_t> bytes = ParseBytes(flags.min_available_mem); bytes.ok()) {
+    config.min_available_bytes = *bytes;
+  } else {
+    return ReportError(bytes.status().WithContext("--min-available-mem"),
+                       /*usage_on_invalid=*/true);
   }
   if (config.max_outside_load < 0) {
     return ReportError(InvalidArgument("--max-outside-load: must not be negative"),
@@ -300,6 +307,10 @@ void AddWorkerCommand(CLI::App& root, int& exit_code) {
   cmd->add_option("--idle-source", a.idle_source,
                   "With --desktop: where owner input is read: auto (input devices, else "
                   "logind), evdev[:DIR], logind, or file:PATH (its modification time)")
+      ->capture_default_str();
+  cmd->add_option("--min-available-mem", flags->min_available_mem,
+                  "When other programs leave less memory available than this (e.g. 2GiB), "
+                  "suspend the youngest task, then vacate it, and so on; 0: off")
       ->capture_default_str();
   cmd->add_option("--max-outside-load", a.max_outside_load,
                   "With --desktop: the owner counts as present while programs outside Drover "

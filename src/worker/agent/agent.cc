@@ -34,6 +34,7 @@
 #include "worker/exec/reaper.h"
 #include "worker/resources/gpu_lock.h"
 #include "worker/resources/resources.h"
+#include "worker/resources/resources_host.h"
 #include "worker/state/agent_convert.h"
 #include "worker/state/worker_state.h"
 
@@ -303,6 +304,7 @@ Status Agent::Impl::Init() {
   state_config.lease_ttl = config_.lease_ttl;
   state_config.kill_grace = config_.kill_grace;
   state_config.idle_timeout = config_.idle_timeout;
+  state_config.min_available_bytes = config_.min_available_bytes;
   if (config_.desktop) {
     state_config.desktop.enabled = true;
     state_config.desktop.idle_after = config_.idle_after;
@@ -542,6 +544,10 @@ void Agent::Impl::ArmTimer(WorkerTimer timer, Time at) {
         if (sampler_) {
           Result<Utilization> sample = sampler_->SampleUtilization();
           if (sample.ok()) due.utilization = ToCoreUtilization(*sample);
+        }
+        if (config_.min_available_bytes > 0) {
+          Result<HostMemory> memory = ReadHostMemory("/proc");
+          if (memory.ok()) due.available_bytes = memory->available_bytes;
         }
         Run(due);
       });

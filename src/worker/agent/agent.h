@@ -180,6 +180,9 @@ struct AgentConfig {
   Duration suspend_for = Seconds(10 * 60);
   double max_outside_load = 0.3;
   Duration owner_poll = std::chrono::milliseconds(20);
+  // Positive: memory pressure from other programs (`--min-available-mem`,
+  // WorkerStateConfig::min_available_bytes), read at each heartbeat.
+  uint64_t min_available_bytes = 0;
   // Called on the loop when the worker leaves (idle); the caller stops it.
   std::function<void(const std::string& reason)> on_leave;
   // The clock behind every "now" of the agent (the state machine's events,

@@ -283,6 +283,9 @@ void WorkerState::OnHeartbeat(Time now, const HeartbeatDue& due, WorkerOutbox& o
   if (due.utilization) heartbeat.utilization = *due.utilization;
   heartbeat.running = RunningAttempts();
   out.push_back(SendMessage{std::move(heartbeat)});
+  if (config_.min_available_bytes > 0 && due.available_bytes) {
+    CheckMemory(*due.available_bytes, out);
+  }
   if (config_.idle_timeout > Duration::zero()) CheckIdle(now, out);
   out.push_back(ArmTimer{WorkerTimer::kHeartbeat, now + heartbeat_});
 }
@@ -342,6 +345,13 @@ void WorkerState::OnAssignment(Time now, const proto::Assignment& a, WorkerOutbo
     // Sent before the server learnt that the owner came back.
     out.push_back(
         SendMessage{proto::Refused{a.task, a.attempt, "its owner is at " + config_.name}});
+    return;
+  }
+  if (memory_low_) {
+    out.push_back(SendMessage{proto::Refused{
+        a.task, a.attempt,
+        "memory is low on " + config_.name + " (below " +
+            FormatBytes(config_.min_available_bytes) + " available)"}});
     return;
   }
   if (a.after) {
@@ -405,6 +415,7 @@ void WorkerState::Enqueue(const proto::Assignment& a, WorkerOutbox& out) {
   run.vacate_signal = a.vacate_signal;
   run.vacate_grace = a.vacate_grace;
   run.suspended = false;
+  run.memory_suspended = false;
   run.vacate_reason.clear();
   out.emplace_back(std::in_place_type<StartTask>, std::move(a), prepared);
 }

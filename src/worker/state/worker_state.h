@@ -107,6 +107,9 @@ struct TaskReported {
 // Timers the state armed (ArmTimer) came due.
 struct HeartbeatDue {
   std::optional<core::WorkerUtilization> utilization;  // sampled by the shell
+  // The machine's available memory (MemAvailable), for
+  // WorkerStateConfig::min_available_bytes; nullopt: not read.
+  std::optional<uint64_t> available_bytes;
 };
 struct FenceDue {};
 struct WatchdogDue {};
@@ -252,6 +255,14 @@ struct WorkerStateConfig {
     double max_outside_load = 0.3;
   };
   Desktop desktop;
+  // Positive: when a heartbeat finds the machine's available memory below
+  // this (other programs took it), the youngest running attempt is
+  // suspended; still below at the next heartbeat, that one is vacated
+  // (reason "preempted: memory low on NAME ..."), and so on, youngest
+  // first; assignments are refused meanwhile. At or above it again, the
+  // attempts suspended for memory resume (`drover worker
+  // --min-available-mem`).
+  uint64_t min_available_bytes = 0;
 };
 
 class WorkerState {
@@ -289,6 +300,7 @@ class WorkerState {
     int32_t vacate_signal = core::kDefaultVacateSignal;  // from its assignment
     Duration vacate_grace = Duration::zero();
     bool suspended = false;  // SuspendTask sent, no ResumeTask since
+    bool memory_suspended = false;  // ... because memory was low
     // Set when it is being vacated: its report goes out `vacated` with
     // this reason ("preempted: owner returned on ws-ana").
     std::string vacate_reason;
@@ -326,6 +338,8 @@ class WorkerState {
   void ResumeAll(WorkerOutbox& out);
   void VacateAll(Time now, WorkerOutbox& out);
   void VacateOne(TaskId task, Running& run, const std::string& reason, WorkerOutbox& out);
+  // Memory pressure (min_available_bytes), at each heartbeat.
+  void CheckMemory(uint64_t available, WorkerOutbox& out);
   proto::Owner OwnerMessage() const;
 
   std::map<TaskId, proto::Assignment>::iterator FindQueued(TaskId successor);
@@ -386,6 +400,8 @@ class WorkerState {
   bool frozen_ = false;             // the attempts are suspended now
   Time resumed_at_;                 // when they were last resumed
   std::optional<Time> vacate_at_;   // this presence's vacate deadline
+  // The last heartbeat found available memory below min_available_bytes.
+  bool memory_low_ = false;
 };
 
 }  // namespace drover::worker

@@ -110,8 +110,10 @@ size_t WorkerState::SuspendAll(WorkerOutbox& out) {
 void WorkerState::ResumeAll(WorkerOutbox& out) {
   frozen_ = false;
   for (auto& [task, run] : running_) {
-    if (!run.suspended) continue;
+    // One suspended because memory is low stays so until it recovers.
+    if (!run.suspended || (run.memory_suspended && memory_low_)) continue;
     run.suspended = false;
+    run.memory_suspended = false;
     out.push_back(ResumeTask{task, run.attempt});
   }
 }
@@ -132,11 +134,60 @@ void WorkerState::VacateOne(TaskId task, Running& run, const std::string& reason
                             WorkerOutbox& out) {
   run.vacate_reason = reason.empty() ? "preempted" : reason;
   run.suspended = false;  // the kill resumes it, so that its signal arrives
+  run.memory_suspended = false;
   out.push_back(
       LogLine{LogLevel::kInfo, "vacating " + Attempt(task, run.attempt) + ": " + run.vacate_reason +
                                    " (signal " + std::to_string(run.vacate_signal) +
                                    ", then KILL after " + FormatDuration(run.vacate_grace) + ")"});
   out.push_back(KillTask{task, run.attempt, run.vacate_grace, /*fenced=*/false, run.vacate_signal});
+}
+
+void WorkerState::CheckMemory(uint64_t available, WorkerOutbox& out) {
+  const bool low = available < config_.min_available_bytes;
+  const std::string figures =
+      FormatBytes(available) + " available, below " + FormatBytes(config_.min_available_bytes);
+  if (!low) {
+    if (memory_low_) out.push_back(LogLine{LogLevel::kInfo, "memory recovered: resuming"});
+    memory_low_ = false;
+    for (auto& [task, run] : running_) {
+      if (!run.memory_suspended) continue;
+      run.memory_suspended = false;
+      // An owner who is at the machine keeps it frozen.
+      if (frozen_) continue;
+      run.suspended = false;
+      out.push_back(ResumeTask{task, run.attempt});
+    }
+    return;
+  }
+  memory_low_ = true;
+  // The youngest attempt still running, and the youngest suspended for
+  // memory: the first low heartbeat suspends, the next vacates.
+  auto youngest = [&](auto pred) {
+    auto best = running_.end();
+    for (auto it = running_.begin(); it != running_.end(); ++it) {
+      const Running& run = it->second;
+      if (run.started_at == Time{} || !run.fence_reason.empty() || !run.vacate_reason.empty() ||
+          !pred(run)) {
+        continue;
+      }
+      if (best == running_.end() || run.started_at > best->second.started_at) best = it;
+    }
+    return best;
+  };
+  auto suspended = youngest([](const Running& run) { return run.memory_suspended; });
+  if (suspended != running_.end()) {
+    VacateOne(suspended->first, suspended->second,
+              "preempted: memory low on " + config_.name + " (" + figures + ")", out);
+    return;
+  }
+  auto running = youngest([](const Running& run) { return !run.suspended; });
+  if (running == running_.end()) return;
+  running->second.suspended = true;
+  running->second.memory_suspended = true;
+  out.push_back(LogLine{LogLevel::kWarn, "memory low (" + figures + "): suspended " +
+                                             Attempt(running->first, running->second.attempt) +
+                                             ", the youngest task"});
+  out.push_back(SuspendTask{running->first, running->second.attempt});
 }
 
 proto::Owner WorkerState::OwnerMessage() const {

@@ -57,10 +57,11 @@ class AssignmentBuilder {
 class TestWorker {
  public:
   explicit TestWorker(Duration idle_timeout = Duration::zero(),
-                      WorkerStateConfig::Desktop desktop = {}) {
+                      WorkerStateConfig::Desktop desktop = {}, uint64_t min_available = 0) {
     WorkerStateConfig config;
     config.idle_timeout = idle_timeout;
     config.desktop = desktop;
+    config.min_available_bytes = min_available;
     config.name = "w";
     config.key = "key";
     config.agent_version = "test";
@@ -786,6 +787,61 @@ TEST(WorkerStateDesktopTest, AServerPreemptionVacatesTheTaskItsWayAndReportsItVa
   w.Take();
   w.Server(proto::Cancel{T(1), 1, "canceled by user"});
   EXPECT_THAT(w.Take(), ElementsAre("kill 7.1#1 grace 10000ms"));
+}
+
+TEST(WorkerStateDesktopTest, WithoutAMemoryThresholdLowMemoryChangesNothing) {
+  TestWorker w;
+  w.Attach();
+  w.Run(AssignmentBuilder(0));
+  w.clock.Advance(Seconds(1));
+  w.Run(AssignmentBuilder(1));  // the youngest
+  w.Feed(FlushDue{});
+  w.Take();
+  HeartbeatDue low;
+  low.available_bytes = kGiB;
+  w.Feed(low);
+  EXPECT_THAT(w.Take(), ElementsAre("send heartbeat 7.0#1 7.1#1", "arm heartbeat +1000ms"));
+}
+
+TEST(WorkerStateDesktopTest, MemoryPressureSuspendsThenVacatesYoungestFirstAndResumesOnRecovery) {
+  TestWorker w(Duration::zero(), {}, 2 * kGiB);
+  w.Attach();
+  w.Run(AssignmentBuilder(0));
+  w.clock.Advance(Seconds(1));
+  w.Run(AssignmentBuilder(1));  // the youngest
+  w.clock.Advance(Seconds(1));
+  w.Run(AssignmentBuilder(2).Core(2));
+  w.Feed(FlushDue{});
+  w.Take();
+  HeartbeatDue low;
+  low.available_bytes = kGiB;
+  HeartbeatDue fine;
+  fine.available_bytes = 3 * kGiB;
+  w.Feed(low);
+  EXPECT_THAT(w.Take(), ElementsAre("send heartbeat 7.0#1 7.1#1 7.2#1", "suspend 7.2#1",
+                                    "arm heartbeat +1000ms"));
+  // Nothing new meanwhile.
+  w.Assign(AssignmentBuilder(3).Core(3));
+  EXPECT_THAT(w.Take(),
+              ElementsAre("send refused 7.3#1: memory is low on w (below 2 GiB available)"));
+  // Still low: that one is vacated, and the next youngest suspended later.
+  w.Feed(low);
+  EXPECT_THAT(w.Take(), ElementsAre("send heartbeat 7.0#1 7.1#1 7.2#1",
+                                    "kill 7.2#1 grace 30000ms", "arm heartbeat +1000ms"));
+  w.Exit(2, 1, 143);
+  w.Feed(FlushDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("schedule flush",
+                                    "send finished 7.2#1 (preempted: memory low on w (1 GiB "
+                                    "available, below 2 GiB))"));
+  w.Feed(low);
+  EXPECT_THAT(w.Take(), ElementsAre("send heartbeat 7.0#1 7.1#1", "suspend 7.1#1",
+                                    "arm heartbeat +1000ms"));
+  // Recovered: it goes on, and work is taken again.
+  w.Feed(fine);
+  EXPECT_THAT(w.Take(), ElementsAre("send heartbeat 7.0#1 7.1#1", "resume 7.1#1",
+                                    "arm heartbeat +1000ms"));
+  w.Assign(AssignmentBuilder(3).Core(3));
+  EXPECT_THAT(w.Take(), ElementsAre("start 7.3#1"));
 }
 
 }  // namespace
