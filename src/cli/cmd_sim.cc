@@ -7,7 +7,6 @@
 
 #include "cli/cli11.h"
 #include "cli/commands.h"
-
 #include "sim/sim_command.h"
 
 namespace drover::cli {
@@ -28,6 +27,11 @@ void AddSimCommand(CLI::App& app, int& exit_code) {
   sim->add_flag("--json", opts->json, "One JSON object per policy");
   sim->add_flag("--idle-profile", opts->idle_profile,
                 "Also print where the free GPU time went (reservation, fragmentation, ...)");
+  sim->add_option("--suspend-for", opts->suspend_for,
+                  "Owner presence in the trace: tasks suspended this long are vacated (0: at once)")
+      ->capture_default_str();
+  sim->add_flag("--checkpoint", opts->checkpoint,
+                "A vacated task keeps its progress (default: it runs again in full)");
   sim->add_option("--generate", opts->generate_path,
                   "Write a synthetic trace to FILE (- for stdout) instead of replaying");
   sim->add_option("--seed", opts->generate.seed, "Seed of --generate")->capture_default_str();
@@ -38,6 +42,9 @@ void AddSimCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   sim->add_flag("--no-limits{false}", opts->generate.limits,
                 "--generate writes no time limits (the scheduler then plans without them)");
+  sim->add_option("--owners", opts->generate.owners,
+                  "--generate: workers gpu-1..gpu-N have their owner present 9h-17h each day")
+      ->capture_default_str();
   sim->callback([opts, &exit_code] { exit_code = RunSimCommand(*opts, std::cout, std::cerr); });
 }
 

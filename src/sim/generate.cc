@@ -12,18 +12,16 @@ namespace drover::sim {
 namespace {
 
 struct Shape {
-  uint32_t weight;         // per cent of bursts
-  const char* gpus;        // as written in the trace; "" = none
+  uint32_t weight;   // per cent of bursts
+  const char* gpus;  // as written in the trace; "" = none
   int64_t gpu_hundredths;
-  const char* gpu_mem;     // "" = none
+  const char* gpu_mem;  // "" = none
   const char* mem;
 };
 constexpr Shape kShapes[] = {
-    {15, "0.5", 50, "40GiB", "16GiB"},
-    {30, "1", 100, "", "32GiB"},
-    {15, "2", 200, "", "64GiB"},
-    {10, "4", 400, "", "128GiB"},
-    {30, "", 0, "", ""},  // CPU only: cpus and mem drawn per task
+    {15, "0.5", 50, "40GiB", "16GiB"}, {30, "1", 100, "", "32GiB"}, {15, "2", 200, "", "64GiB"},
+    {10, "4", 400, "", "128GiB"},      {30, "", 0, "", ""},  // CPU only: cpus and mem drawn per
+                                                             // task
 };
 constexpr int kCpuShape = 4;
 
@@ -37,12 +35,12 @@ constexpr uint64_t kMaxTasks = 100'000'000;
 
 struct Task {
   int shape = 0;
-  int64_t cpus = 1;          // CPU-only tasks
-  uint32_t mem_gib = 4;      // CPU-only tasks
+  int64_t cpus = 1;      // CPU-only tasks
+  uint32_t mem_gib = 4;  // CPU-only tasks
   int64_t duration_ms = 0;
   uint32_t burst = 0;
-  bool prep = false;          // the head of a pipeline burst
-  bool after_prep = false;    // depends on its burst's prep task
+  bool prep = false;        // the head of a pipeline burst
+  bool after_prep = false;  // depends on its burst's prep task
 };
 
 struct Burst {
@@ -75,7 +73,7 @@ void DrawCpuTask(Random& rng, Task& t) {
 // The time limit a person would declare for a task of `ms`: the next
 // round value at or above it (a limit is a promise the task ends by then).
 int64_t LimitSeconds(int64_t ms) {
-  static constexpr int64_t kLimits[] = {60,   120,  300,  600,  900,  1200, 1800,
+  static constexpr int64_t kLimits[] = {60,   120,  300,  600,  900,   1200, 1800,
                                         2700, 3600, 5400, 7200, 10800, 14400};
   for (int64_t s : kLimits) {
     if (s * 1000 >= ms) return s;
@@ -99,6 +97,7 @@ Status WriteSyntheticTrace(const GenerateOptions& options, std::ostream& out) {
   if (!(options.load > 0 && options.load <= 100)) {
     return InvalidArgument("load: must be above 0 and at most 100");
   }
+  if (options.owners > 10000) return InvalidArgument("owners: at most 10000");
   Random rng(options.seed);
 
   // First the work, burst by burst; then the arrival times, scaled to the load.
@@ -169,6 +168,15 @@ Status WriteSyntheticTrace(const GenerateOptions& options, std::ostream& out) {
     if (t.after_prep) line += ",\"deps\":[\"t" + std::to_string(prep_line) + "\"]";
     line += "}\n";
     out << line;
+  }
+  // A working day per worker: the owner is at the desk 9h-17h.
+  constexpr int64_t kDayS = 86400;
+  const int64_t days = (bursts.back().submit_ms / 1000) / kDayS + 3;
+  for (int64_t d = 0; d < days; ++d) {
+    for (uint32_t w = 1; w <= options.owners; ++w) {
+      out << "{\"owner\":\"gpu-" << w << "\",\"from\":" << d * kDayS + 9 * 3600
+          << ",\"to\":" << d * kDayS + 17 * 3600 << "}\n";
+    }
   }
   out.flush();
   if (!out) return DataLoss("could not write the trace");

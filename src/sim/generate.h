@@ -15,6 +15,10 @@
 // is `load` times what `gpus` GPUs can do in it (load above 1 keeps the
 // cluster busy and a queue growing, which is what a comparison needs).
 //
+// With `owners` N, the trace ends with owner-presence lines: workers gpu-1
+// .. gpu-N (the standard cluster's names) have their owner present 9h-17h
+// of every day from the first through two days past the last submit.
+//
 // Randomness is sim::Random only (no standard distributions), and numbers
 // are written from integers, so a seed gives the same bytes everywhere.
 //
@@ -32,14 +36,16 @@ namespace drover::sim {
 struct GenerateOptions {
   uint64_t seed = 1;
   uint64_t tasks = 2000;
-  uint32_t gpus = 16;  // GPUs of the cluster the load is sized for
-  double load = 1.2;   // offered GPU work / capacity over the arrival window
-  bool limits = true;  // write each task's time limit (`limit`)
+  uint32_t gpus = 16;   // GPUs of the cluster the load is sized for
+  double load = 1.2;    // offered GPU work / capacity over the arrival window
+  bool limits = true;   // write each task's time limit (`limit`)
+  uint32_t owners = 0;  // workers gpu-1..gpu-N owner-present 9h-17h each day
 };
 
-// Writes a trace of exactly `options.tasks` lines to `out`. Errors
-// (kInvalidArgument): tasks 0 or above 100,000,000, gpus 0, load not in
-// (0, 100]; kDataLoss when the stream fails.
+// Writes a trace of exactly `options.tasks` task lines to `out` (then the
+// owner lines, if any). Errors (kInvalidArgument): tasks 0 or above
+// 100,000,000, gpus 0, load not in (0, 100], owners above 10,000;
+// kDataLoss when the stream fails.
 Status WriteSyntheticTrace(const GenerateOptions& options, std::ostream& out);
 
 }  // namespace drover::sim

@@ -50,15 +50,32 @@ std::string FormatText(const SimResult& r, const MakespanBound& b, const Cluster
                   FormatBytes(cluster.TotalMemBytes()) + ", " +
                   std::to_string(cluster.TotalGpus()) + " GPUs)\n";
   s += "makespan    " + FormatDuration(Duration(std::llround(r.makespan_s * 1e6))) + " (" +
-       Fixed(r.makespan_s) + " s), " + Fixed(Ratio(r, b), 3) + "x the lower bound " +
-       BoundText(b) + "\n";
-  s += "queue wait  mean " + Fixed(r.wait.mean_s) + " s, p50 " + Fixed(r.wait.p50_s) +
-       " s, p95 " + Fixed(r.wait.p95_s) + " s, max " + Fixed(r.wait.max_s) + " s\n";
+       Fixed(r.makespan_s) + " s), " + Fixed(Ratio(r, b), 3) + "x the lower bound " + BoundText(b) +
+       "\n";
+  s += "queue wait  mean " + Fixed(r.wait.mean_s) + " s, p50 " + Fixed(r.wait.p50_s) + " s, p95 " +
+       Fixed(r.wait.p95_s) + " s, max " + Fixed(r.wait.max_s) + " s\n";
   s += "utilization cpu " + Percent(r.cpu_utilization) + ", mem " + Percent(r.mem_utilization) +
        ", gpu " + Percent(r.gpu_utilization) + "\n";
   s += "GPU idle while a fitting task waited: " + Fixed(r.idle_other_gpu_s) +
        " GPU-s outside reservations, " + Fixed(r.idle_reservation_gpu_s) +
        " GPU-s held for a reservation\n";
+  if (r.owners.presences > 0) s += FormatOwners(r);
+  return s;
+}
+
+std::string FormatOwners(const SimResult& r) {
+  const OwnerFigures& o = r.owners;
+  std::string s = "owners      " + std::to_string(o.presences) + " presences took back " +
+                  Fixed(o.capacity_gpu_s) + " GPU-s of capacity; " +
+                  std::to_string(o.suspended_attempts) + " attempts suspended, holding " +
+                  Fixed(o.suspended_gpu_s) + " GPU-s (" + Fixed(o.suspended_cpu_s) + " core-s)\n";
+  s += "            " + std::to_string(o.vacated_attempts) + " attempts vacated, " +
+       Fixed(o.vacated_gpu_s) + " GPU-s (" + Fixed(o.vacated_cpu_s) + " core-s) of work lost; " +
+       std::to_string(o.timed_out_tasks) + " tasks killed at their limit (" +
+       Fixed(o.timed_out_gpu_s) + " GPU-s), " + std::to_string(o.canceled_tasks) +
+       " canceled after them\n";
+  s += "            throughput kept " + Percent(o.throughput_kept) + " (" + Fixed(o.useful_gpu_s) +
+       " GPU-s of finished work over the capacity the owners left)\n";
   return s;
 }
 
@@ -71,14 +88,15 @@ std::string FormatIdleProfile(const SimResult& r, const Cluster& cluster) {
            PadLeft(Percent(total > 0 ? gpu_s / total : 0), 6) + "  " +
            PadLeft(Fixed(gpus > 0 ? gpu_s / gpus : 0), 9) + " s of makespan\n";
   };
-  std::string s = "GPU idle by cause (" + Fixed(total) + " GPU-s = " +
-                  Fixed(gpus > 0 ? total / gpus : 0) +
+  std::string s = "GPU idle by cause (" + Fixed(total) +
+                  " GPU-s = " + Fixed(gpus > 0 ? total / gpus : 0) +
                   " s of makespan above total GPU work / GPUs):\n";
   s += row("held for a reservation", p.reservation_gpu_s);
   s += row("fitting task waited, nothing held it", p.other_gpu_s);
   s += row("fragmentation (waiting fit no gap)", p.fragmentation_gpu_s);
   s += row("GPU tasks wait for dependencies", p.dependency_gpu_s);
   s += row("no GPU task waiting", p.queue_empty_gpu_s);
+  if (r.owners.presences > 0) s += row("owner present (worker paused)", p.owner_gpu_s);
   s += row("of all these, after the last submit", p.after_last_submit_gpu_s);
   return s;
 }
@@ -111,26 +129,52 @@ std::string FormatJson(const SimResult& r, const MakespanBound& b) {
   j["idle_dependency_gpu_s"] = r.idle.dependency_gpu_s;
   j["idle_queue_empty_gpu_s"] = r.idle.queue_empty_gpu_s;
   j["idle_after_last_submit_gpu_s"] = r.idle.after_last_submit_gpu_s;
+  const OwnerFigures& o = r.owners;
+  j["idle_owner_gpu_s"] = r.idle.owner_gpu_s;
+  j["owner_presences"] = o.presences;
+  j["owner_capacity_gpu_s"] = o.capacity_gpu_s;
+  j["suspended_attempts"] = o.suspended_attempts;
+  j["suspended_gpu_s"] = o.suspended_gpu_s;
+  j["suspended_cpu_s"] = o.suspended_cpu_s;
+  j["vacated_attempts"] = o.vacated_attempts;
+  j["vacated_gpu_s"] = o.vacated_gpu_s;
+  j["vacated_cpu_s"] = o.vacated_cpu_s;
+  j["timed_out_tasks"] = o.timed_out_tasks;
+  j["timed_out_gpu_s"] = o.timed_out_gpu_s;
+  j["canceled_tasks"] = o.canceled_tasks;
+  j["useful_gpu_s"] = o.useful_gpu_s;
+  j["throughput_kept"] = o.throughput_kept;
   return j.dump();
 }
 
 std::string FormatTable(const std::vector<SimResult>& results, const MakespanBound& b) {
-  static constexpr const char* kHeader[] = {"makespan_s", "x_bound",  "wait_mean_s",
-                                            "wait_p50_s", "wait_p95_s", "gpu_util",
+  static constexpr const char* kHeader[] = {"makespan_s",      "x_bound",         "wait_mean_s",
+                                            "wait_p50_s",      "wait_p95_s",      "gpu_util",
                                             "idle_resv_gpu_s", "idle_other_gpu_s"};
   size_t name_width = 6;
   for (const SimResult& r : results) name_width = std::max(name_width, PolicyLabel(r).size());
   std::string s = "lower bound " + BoundText(b) + "\n" + Pad("policy", name_width);
   for (const char* h : kHeader) s += "  " + std::string(h);
   s += "\n";
+  bool owners = false;
+  for (const SimResult& r : results) owners = owners || r.owners.presences > 0;
+  if (owners) s.insert(s.size() - 1, "  vacated  kept");
   for (const SimResult& r : results) {
-    const std::string cells[] = {Fixed(r.makespan_s),        Fixed(Ratio(r, b), 3),
-                                 Fixed(r.wait.mean_s),       Fixed(r.wait.p50_s),
-                                 Fixed(r.wait.p95_s),        Percent(r.gpu_utilization),
-                                 Fixed(r.idle_reservation_gpu_s), Fixed(r.idle_other_gpu_s)};
+    const std::string cells[] = {Fixed(r.makespan_s),
+                                 Fixed(Ratio(r, b), 3),
+                                 Fixed(r.wait.mean_s),
+                                 Fixed(r.wait.p50_s),
+                                 Fixed(r.wait.p95_s),
+                                 Percent(r.gpu_utilization),
+                                 Fixed(r.idle_reservation_gpu_s),
+                                 Fixed(r.idle_other_gpu_s)};
     s += Pad(PolicyLabel(r), name_width);
     for (size_t i = 0; i < std::size(cells); ++i) {
       s += "  " + PadLeft(cells[i], std::string(kHeader[i]).size());
+    }
+    if (owners) {
+      s += "  " + PadLeft(std::to_string(r.owners.vacated_attempts), 7) + "  " +
+           PadLeft(Percent(r.owners.throughput_kept), 5);
     }
     s += "\n";
   }

@@ -25,8 +25,16 @@ namespace drover::sim {
 //   utilization cpu 41.2%, mem 22.0%, gpu 96.9%
 //   GPU idle while a fitting task waited: 0.0 GPU-s outside reservations,
 //               1234.5 GPU-s held for a reservation
-std::string FormatText(const SimResult& result, const MakespanBound& bound,
-                       const Cluster& cluster);
+// With owner presence in the trace, FormatOwners follows.
+std::string FormatText(const SimResult& result, const MakespanBound& bound, const Cluster& cluster);
+
+// What the owners' presence cost (SimResult::owners), three lines:
+//   owners      12 presences took back 345600.0 GPU-s of capacity; 9 attempts
+//               suspended, holding 2400.0 GPU-s (1200.0 core-s)
+//               7 attempts vacated, 3100.0 GPU-s (...) of work lost; 1 tasks
+//               killed at their limit (...), 0 canceled after them
+//               throughput kept 93.1% (... GPU-s of finished work over ...)
+std::string FormatOwners(const SimResult& result);
 
 // Where the free GPU time went (SimResult::idle), one line per cause with
 // its GPU-seconds, its share and the makespan it stands for:
@@ -43,10 +51,16 @@ std::string FormatIdleProfile(const SimResult& result, const Cluster& cluster);
 // wait_p50_s, wait_p95_s, wait_max_s, cpu_utilization, mem_utilization,
 // gpu_utilization, idle_while_waiting_gpu_s (outside reservations),
 // reservation_idle_gpu_s, idle_fragmentation_gpu_s, idle_dependency_gpu_s,
-// idle_queue_empty_gpu_s, idle_after_last_submit_gpu_s (SimResult::idle).
+// idle_queue_empty_gpu_s, idle_after_last_submit_gpu_s (SimResult::idle),
+// idle_owner_gpu_s, and SimResult::owners: owner_presences,
+// owner_capacity_gpu_s, suspended_attempts, suspended_gpu_s,
+// suspended_cpu_s, vacated_attempts, vacated_gpu_s, vacated_cpu_s,
+// timed_out_tasks, timed_out_gpu_s, canceled_tasks, useful_gpu_s,
+// throughput_kept.
 std::string FormatJson(const SimResult& result, const MakespanBound& bound);
 
-// One row per result, under a header line, with the bound written above:
+// One row per result, under a header line, with the bound written above
+// (with owner presence, two more columns: vacated attempts, throughput kept):
 //   lower bound 108934.2 s (GPU work 108934.2 s, cpu work ..., longest chain ...)
 //   policy       makespan_s  x_bound  wait_mean_s  wait_p50_s  wait_p95_s  gpu_util  ...
 std::string FormatTable(const std::vector<SimResult>& results, const MakespanBound& bound);

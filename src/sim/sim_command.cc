@@ -3,6 +3,7 @@
 #include <fstream>
 #include <vector>
 
+#include "common/quantity.h"
 #include "core/placement.h"
 #include "sim/bound.h"
 #include "sim/cluster.h"
@@ -49,6 +50,8 @@ int RunSimCommand(const SimCommandOptions& options, std::ostream& out, std::ostr
     if (!kind.ok()) return Fail(err, kind.status().WithContext("--policy"));
     policies = {*kind};
   }
+  Result<Duration> suspend_for = ParseDuration(options.suspend_for);
+  if (!suspend_for.ok()) return Fail(err, suspend_for.status().WithContext("--suspend-for"));
   Result<Cluster> cluster = LoadCluster(options.cluster_path);
   if (!cluster.ok()) return Fail(err, cluster.status());
   Result<Trace> trace = LoadTrace(options.trace_path);
@@ -57,7 +60,9 @@ int RunSimCommand(const SimCommandOptions& options, std::ostream& out, std::ostr
   const MakespanBound bound = ComputeBound(*trace, *cluster);
   std::vector<SimResult> results;
   for (core::PolicyKind policy : policies) {
-    Result<SimResult> r = Simulate(*trace, *cluster, SimOptions{policy, !options.no_reservations});
+    Result<SimResult> r =
+        Simulate(*trace, *cluster,
+                 SimOptions{policy, !options.no_reservations, *suspend_for, options.checkpoint});
     if (!r.ok()) return Fail(err, r.status());
     results.push_back(std::move(*r));
   }
@@ -70,8 +75,7 @@ int RunSimCommand(const SimCommandOptions& options, std::ostream& out, std::ostr
     out << FormatTable(results, bound);
     if (options.idle_profile) {
       for (const SimResult& r : results) {
-        out << "policy " << core::PolicyName(r.policy) << ": "
-            << FormatIdleProfile(r, *cluster);
+        out << "policy " << core::PolicyName(r.policy) << ": " << FormatIdleProfile(r, *cluster);
       }
     }
   }

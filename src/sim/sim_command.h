@@ -5,7 +5,9 @@
 //
 //   drover sim TRACE --cluster CLUSTER [--policy spread|pack|round-robin|all]
 //              [--no-reservations] [--json] [--idle-profile]
+//              [--suspend-for DUR] [--checkpoint]
 //   drover sim --generate FILE [--seed N] [--tasks N] [--gpus N] [--load X]
+//              [--no-limits] [--owners N]
 //
 // Thread safety: RunSimCommand is a pure function of its options and the
 // files they name; it writes only to `out`, `err` and the --generate file.
@@ -27,14 +29,17 @@ inline constexpr int kSimExitFailure = 1;
 inline constexpr int kSimExitUsage = 2;
 
 struct SimCommandOptions {
-  std::string trace_path;          // JSON Lines trace to replay
-  std::string cluster_path;        // cluster description (JSON)
-  std::string policy = "spread";   // spread | pack | round-robin | all (one table)
-  bool no_reservations = false;    // replay without backfill reservations
-  bool json = false;               // one JSON object per policy, one per line
-  bool idle_profile = false;       // text: add where the free GPU time went
-  std::string generate_path;       // non-empty: write a synthetic trace there
-                                   // ("-" = `out`) instead of replaying
+  std::string trace_path;           // JSON Lines trace to replay
+  std::string cluster_path;         // cluster description (JSON)
+  std::string policy = "spread";    // spread | pack | round-robin | all (one table)
+  bool no_reservations = false;     // replay without backfill reservations
+  bool json = false;                // one JSON object per policy, one per line
+  bool idle_profile = false;        // text: add where the free GPU time went
+  std::string suspend_for = "10m";  // owner present this long: tasks vacated
+                                    // (SimOptions::suspend_for; "0" at once)
+  bool checkpoint = false;          // vacated tasks keep their progress
+  std::string generate_path;        // non-empty: write a synthetic trace there
+                                    // ("-" = `out`) instead of replaying
   GenerateOptions generate;
 };
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 
 #include "core/event_pump.h"
@@ -22,32 +23,62 @@ namespace {
 // distinct requests than this continues in another job.
 constexpr size_t kMaxGroupsPerJob = 1024;
 
-enum class Phase : uint8_t { kPending, kWaiting, kReady, kRunning, kDone };
+// kTimedOut: killed at its limit (the core then fails it); kCanceled: a
+// dependency timed out. Both end the task, as kDone does.
+enum class Phase : uint8_t { kPending, kWaiting, kReady, kRunning, kDone, kTimedOut, kCanceled };
 
-// A class head candidate: priority (higher first), then readiness order.
+// A class head candidate: priority (higher first), then readiness order
+// (negative for a task put back at the front). `attempts` tells a current
+// entry from one its task left behind before a vacate made it ready again.
 struct Ready {
   int32_t priority = 0;
-  uint64_t seq = 0;
+  int64_t seq = 0;
   uint32_t task = 0;
+  uint32_t attempts = 0;
   friend bool operator>(const Ready& a, const Ready& b) {
     return a.priority != b.priority ? a.priority < b.priority : a.seq > b.seq;
   }
 };
 
+// A running attempt's end: its finish, or (kind deadline) the instant its
+// limit runs out, where the core may kill it. An entry whose slot has moved
+// on (`gen` differs: suspended, vacated, ended) is skipped.
 struct Finish {
   int64_t at_us = 0;
   uint64_t seq = 0;
-  uint32_t task = 0;
-  uint32_t attempt = 0;
   uint32_t running = 0;  // slot in Replay::running_
+  uint32_t gen = 0;
   friend bool operator>(const Finish& a, const Finish& b) {
     return a.at_us != b.at_us ? a.at_us > b.at_us : a.seq > b.seq;
   }
 };
+using FinishQueue = std::priority_queue<Finish, std::vector<Finish>, std::greater<>>;
 
 struct Running {
+  bool active = false;
+  bool suspended = false;
   uint32_t worker = 0;  // index into the mirror
+  uint32_t task = 0;    // trace index
+  uint32_t attempt = 0;
+  uint32_t gen = 0;  // bumped whenever a queued Finish stops being valid
+  int64_t start_us = 0;
+  int64_t finish_us = 0;     // when running
+  int64_t remaining_us = 0;  // when suspended
+  int64_t suspended_since_us = 0;
+  int64_t suspended_us = 0;  // this attempt's suspended time, so far
   core::Allocation alloc;
+};
+
+// Owner presence, as the replay plays it: a worker's owner comes, the tasks
+// there are vacated (suspend_for after the arrival), the owner leaves.
+enum class OwnerStep : uint8_t { kCome, kVacate, kLeave };
+struct OwnerEvent {
+  int64_t at_us = 0;
+  uint32_t worker = 0;
+  OwnerStep step = OwnerStep::kCome;
+  friend bool operator<(const OwnerEvent& a, const OwnerEvent& b) {
+    return std::tie(a.at_us, a.worker, a.step) < std::tie(b.at_us, b.worker, b.step);
+  }
 };
 
 class Replay : private core::EventPump::Shell {
@@ -66,9 +97,7 @@ class Replay : private core::EventPump::Shell {
   }
 
   Time At(int64_t us) const { return base_ + Duration(us); }
-  uint32_t TraceIndex(TaskId id) const {
-    return job_first_[id.job - 1] + id.index;
-  }
+  uint32_t TraceIndex(TaskId id) const { return job_first_[id.job - 1] + id.index; }
   // Handles `event` and what it sets off (core::EventPump); the first
   // error of the replay, if any.
   Status Deliver(core::Event event);
@@ -81,7 +110,20 @@ class Replay : private core::EventPump::Shell {
   Status OnAssign(const core::AssignTask& a);
   Status SubmitDue();
   Status FinishDue();
-  void MakeReady(uint32_t task);
+  bool DeadlineDue();
+  Status OwnerDue();
+  Status OwnerCame(uint32_t worker);
+  Status OwnerLeft(uint32_t worker);
+  Status Vacate(uint32_t slot);
+  Status KillAtLimit(const core::KillTask& kill);
+  Status OnEnded(const core::TaskStateChanged& c);
+  Status BuildOwnerEvents();
+  void Suspend(Running& run);
+  void EndSuspension(Running& run);
+  int64_t RanUs(const Running& run) const;
+  void EndAttempt(uint32_t slot);
+  void SkipStale(FinishQueue& queue) const;
+  void MakeReady(uint32_t task, bool front = false);
   void Account(int64_t until_us);
   void Snapshot();
   bool HeldForReservation(uint32_t cls);
@@ -100,8 +142,11 @@ class Replay : private core::EventPump::Shell {
 
   // Per trace task.
   std::vector<Phase> phase_;
-  std::vector<int64_t> ready_us_;
-  std::vector<int64_t> start_us_;
+  std::vector<int64_t> ready_us_;     // since when it is queued
+  std::vector<int64_t> waited_us_;    // queued time of the attempts started
+  std::vector<int64_t> start_us_;     // of its last attempt
+  std::vector<uint32_t> attempts_;    // started so far
+  std::vector<int64_t> progress_us_;  // kept through vacates (checkpoint only)
   std::vector<TaskId> ids_;
   std::vector<uint32_t> job_first_;  // per job (id - 1): its first trace task
   size_t next_submit_ = 0;
@@ -111,7 +156,8 @@ class Replay : private core::EventPump::Shell {
   std::vector<std::priority_queue<Ready, std::vector<Ready>, std::greater<>>> ready_;
   std::vector<uint64_t> ready_count_;
   std::vector<uint32_t> gpu_classes_;
-  uint64_t ready_seq_ = 0;
+  int64_t ready_seq_ = 0;
+  int64_t front_seq_ = 0;
   uint64_t gpu_ready_ = 0;
   uint64_t gpu_waiting_ = 0;  // GPU tasks submitted, waiting for dependencies
   int64_t last_submit_us_ = 0;
@@ -120,8 +166,19 @@ class Replay : private core::EventPump::Shell {
   std::vector<std::unique_ptr<core::WorkerState>> mirror_;
   std::vector<Running> running_;
   std::vector<uint32_t> free_running_;
-  std::priority_queue<Finish, std::vector<Finish>, std::greater<>> finishes_;
+  FinishQueue finishes_;
+  FinishQueue deadlines_;  // of suspended attempts with a limit
   uint64_t finish_seq_ = 0;
+
+  // Owner presence.
+  std::vector<OwnerEvent> owner_events_;  // in order
+  size_t next_owner_ = 0;
+  std::vector<bool> paused_;  // per worker: its owner is present
+  std::vector<uint32_t> paused_list_;
+  int64_t paused_gpus_ = 0;     // hundredths, of the paused workers
+  int64_t suspended_gpus_ = 0;  // hundredths
+  int64_t suspended_cpus_milli_ = 0;
+  OwnerFigures owners_;
 
   // Accounting: what is held now, and the integrals since the first submit.
   int64_t last_us_ = 0;
@@ -130,16 +187,20 @@ class Replay : private core::EventPump::Shell {
   int64_t busy_gpus_ = 0;
   int64_t idle_reserved_ = 0;  // hundredths, this interval
   int64_t idle_other_ = 0;
-  int64_t total_gpus_ = 0;     // hundredths
-  double cpu_area_ = 0;  // milli-cpu seconds
-  double mem_area_ = 0;  // byte seconds
-  double gpu_area_ = 0;  // hundredth seconds
+  int64_t total_gpus_ = 0;  // hundredths
+  double cpu_area_ = 0;     // milli-cpu seconds
+  double mem_area_ = 0;     // byte seconds
+  double gpu_area_ = 0;     // hundredth seconds
   double idle_reserved_area_ = 0;
   double idle_other_area_ = 0;
   double idle_fragmentation_area_ = 0;
   double idle_dependency_area_ = 0;
   double idle_empty_area_ = 0;
+  double idle_owner_area_ = 0;
   double idle_tail_area_ = 0;
+  double owner_capacity_area_ = 0;  // hundredth seconds
+  double suspended_gpu_area_ = 0;
+  double suspended_cpu_area_ = 0;  // milli-cpu seconds
 
   uint64_t events_ = 0;
 };
@@ -175,8 +236,7 @@ Status Replay::Apply(const core::Command& command) {
         } else if constexpr (std::is_same_v<T, core::AssignTask>) {
           return OnAssign(c);
         } else if constexpr (std::is_same_v<T, core::KillTask>) {
-          return Internal("the core killed " + c.task.ToString() + " (" + c.reason +
-                          "), but no task of a replay can time out or be canceled");
+          return KillAtLimit(c);
         } else if constexpr (std::is_same_v<T, core::TaskStateChanged>) {
           if (c.from == core::TaskState::kWaiting && c.to == core::TaskState::kQueued) {
             const uint32_t i = TraceIndex(c.task);
@@ -185,8 +245,7 @@ Status Replay::Apply(const core::Command& command) {
             }
             MakeReady(i);
           } else if (c.to == core::TaskState::kFailed || c.to == core::TaskState::kCanceled) {
-            return Internal("task " + trace_.ids[TraceIndex(c.task)] + " ended " +
-                            std::string(core::TaskStateName(c.to)) + ": " + c.reason);
+            return OnEnded(c);
           }
         }
         // Renewals, releases and journal records need no answer here: the
@@ -196,12 +255,61 @@ Status Replay::Apply(const core::Command& command) {
       command);
 }
 
-void Replay::MakeReady(uint32_t i) {
+// Only what suspension can cause is played; any other kill or failure is
+// still a core bug.
+Status Replay::KillAtLimit(const core::KillTask& kill) {
+  const uint32_t i = TraceIndex(kill.task);
+  uint32_t slot = 0;
+  while (slot < running_.size() && !(running_[slot].active && running_[slot].task == i &&
+                                     running_[slot].attempt == kill.attempt)) {
+    ++slot;
+  }
+  if (slot == running_.size() || kill.reason.rfind("timed out", 0) != 0 ||
+      (!running_[slot].suspended && running_[slot].suspended_us == 0)) {
+    return Internal("the core killed " + kill.task.ToString() + " (" + kill.reason +
+                    "), but no task of a replay can time out or be canceled unless its owner "
+                    "suspended it");
+  }
+  Running& run = running_[slot];
+  EndSuspension(run);
+  const double ran_s = static_cast<double>(RanUs(run)) / 1e6;
+  owners_.timed_out_gpu_s +=
+      static_cast<double>(trace_.RequestOf(trace_.tasks[i]).gpus) / core::kWholeGpu * ran_s;
+  const WorkerId worker = run.worker + 1;
+  EndAttempt(slot);
+  phase_[i] = Phase::kTimedOut;
+  core::TaskOutcome outcome;
+  outcome.signal = 15;  // the worker's SIGTERM
+  outcome.usage.wall = Duration(now_us_ - start_us_[i]);
+  (void)pump_.Push(core::TaskFinished{kill.task, kill.attempt, std::move(outcome), worker});
+  return Status::Ok();
+}
+
+Status Replay::OnEnded(const core::TaskStateChanged& c) {
+  const uint32_t i = TraceIndex(c.task);
+  if (c.to == core::TaskState::kFailed && phase_[i] == Phase::kTimedOut) {
+    ++owners_.timed_out_tasks;
+    ++done_;
+    return Status::Ok();
+  }
+  if (c.to == core::TaskState::kCanceled && phase_[i] == Phase::kWaiting &&
+      owners_.timed_out_tasks > 0 && c.reason.find("dependency") != std::string::npos) {
+    if (trace_.RequestOf(trace_.tasks[i]).gpus > 0) --gpu_waiting_;
+    phase_[i] = Phase::kCanceled;
+    ++owners_.canceled_tasks;
+    ++done_;
+    return Status::Ok();
+  }
+  return Internal("task " + trace_.ids[i] + " ended " + std::string(core::TaskStateName(c.to)) +
+                  ": " + c.reason);
+}
+
+void Replay::MakeReady(uint32_t i, bool front) {
   const TraceTask& t = trace_.tasks[i];
   if (phase_[i] == Phase::kWaiting && trace_.RequestOf(t).gpus > 0) --gpu_waiting_;
   phase_[i] = Phase::kReady;
   ready_us_[i] = now_us_;
-  ready_[t.request].push(Ready{t.priority, ready_seq_++, i});
+  ready_[t.request].push(Ready{t.priority, front ? --front_seq_ : ready_seq_++, i, attempts_[i]});
   ++ready_count_[t.request];
   if (trace_.RequestOf(t).gpus > 0) ++gpu_ready_;
 }
@@ -214,6 +322,10 @@ Status Replay::OnAssign(const core::AssignTask& a) {
   }
   const uint32_t w = a.worker - 1;
   const core::ResourceRequest& req = trace_.RequestOf(t);
+  if (w < paused_.size() && paused_[w]) {
+    return Internal("the core assigned " + trace_.ids[i] + " to " + cluster_.workers[w].name +
+                    ", whose owner is present (paused)");
+  }
   uint32_t slot;
   if (!free_running_.empty()) {
     slot = free_running_.back();
@@ -224,6 +336,10 @@ Status Replay::OnAssign(const core::AssignTask& a) {
   }
   Running& run = running_[slot];
   run.worker = w;
+  run.task = i;
+  run.attempt = a.attempt;
+  run.suspended = false;
+  run.suspended_us = 0;
   run.alloc.cores.assign(a.cores.begin(), a.cores.end());
   run.alloc.gpus.assign(a.gpus.begin(), a.gpus.end());
   run.alloc.mem_bytes = a.mem_limit_bytes;
@@ -231,36 +347,173 @@ Status Replay::OnAssign(const core::AssignTask& a) {
     return Internal("the core assigned " + a.task.ToString() + " (" + trace_.ids[i] +
                     ") resources that are not free: " + core::DescribeCommand(core::Command(a)));
   }
+  run.active = true;
   phase_[i] = Phase::kRunning;
+  waited_us_[i] += now_us_ - ready_us_[i];
   start_us_[i] = now_us_;
+  ++attempts_[i];
   --ready_count_[t.request];
   if (req.gpus > 0) --gpu_ready_;
   busy_cpus_milli_ += req.cpus_milli;
   busy_mem_ += run.alloc.mem_bytes;
   for (const core::GpuGrant& g : run.alloc.gpus) busy_gpus_ += g.share;
-  finishes_.push(Finish{now_us_ + t.duration.count(), finish_seq_++, i, a.attempt, slot});
+  run.start_us = now_us_;
+  run.finish_us = now_us_ + t.duration.count() - (progress_us_.empty() ? 0 : progress_us_[i]);
+  finishes_.push(Finish{run.finish_us, finish_seq_++, slot, run.gen});
   (void)pump_.Push(core::TaskStarted{a.task, a.attempt});
   return Status::Ok();
 }
 
+void Replay::SkipStale(FinishQueue& queue) const {
+  while (!queue.empty() && (!running_[queue.top().running].active ||
+                            running_[queue.top().running].gen != queue.top().gen)) {
+    queue.pop();
+  }
+}
+
+void Replay::EndAttempt(uint32_t slot) {
+  Running& run = running_[slot];
+  const core::ResourceRequest& req = trace_.RequestOf(trace_.tasks[run.task]);
+  mirror_[run.worker]->Free(req, run.alloc);
+  busy_cpus_milli_ -= req.cpus_milli;
+  busy_mem_ -= run.alloc.mem_bytes;
+  for (const core::GpuGrant& g : run.alloc.gpus) busy_gpus_ -= g.share;
+  run.active = false;
+  ++run.gen;
+  free_running_.push_back(slot);
+}
+
 Status Replay::FinishDue() {
-  while (!finishes_.empty() && finishes_.top().at_us == now_us_) {
-    const Finish f = finishes_.top();
+  for (SkipStale(finishes_); !finishes_.empty() && finishes_.top().at_us == now_us_;
+       SkipStale(finishes_)) {
+    const uint32_t slot = finishes_.top().running;
     finishes_.pop();
-    Running& run = running_[f.running];
-    const core::ResourceRequest& req = trace_.RequestOf(trace_.tasks[f.task]);
-    mirror_[run.worker]->Free(req, run.alloc);
-    busy_cpus_milli_ -= req.cpus_milli;
-    busy_mem_ -= run.alloc.mem_bytes;
-    for (const core::GpuGrant& g : run.alloc.gpus) busy_gpus_ -= g.share;
-    free_running_.push_back(f.running);
-    phase_[f.task] = Phase::kDone;
+    const uint32_t i = running_[slot].task;
+    const uint32_t attempt = running_[slot].attempt;
+    if (phase_[i] != Phase::kRunning) {
+      return Internal("task " + trace_.ids[i] + " finished, but it is not running");
+    }
+    EndAttempt(slot);
+    phase_[i] = Phase::kDone;
     ++done_;
     core::TaskOutcome outcome;
-    outcome.usage.wall = trace_.tasks[f.task].duration;
-    RETURN_IF_ERROR(Deliver(core::TaskFinished{ids_[f.task], f.attempt, std::move(outcome)}));
+    outcome.usage.wall = Duration(now_us_ - start_us_[i]);
+    RETURN_IF_ERROR(Deliver(core::TaskFinished{ids_[i], attempt, std::move(outcome)}));
   }
   return Status::Ok();
+}
+
+// The core has no timer query, so an instant where a suspended attempt's
+// limit runs out gets a Tick of its own: the kill then comes when the core
+// would send it, not at whichever instant happens next.
+bool Replay::DeadlineDue() {
+  bool due = false;
+  for (SkipStale(deadlines_); !deadlines_.empty() && deadlines_.top().at_us <= now_us_;
+       SkipStale(deadlines_)) {
+    deadlines_.pop();
+    due = true;
+  }
+  return due;
+}
+
+int64_t Replay::RanUs(const Running& run) const {
+  return now_us_ - run.start_us - run.suspended_us;
+}
+
+void Replay::Suspend(Running& run) {
+  const core::ResourceRequest& req = trace_.RequestOf(trace_.tasks[run.task]);
+  run.suspended = true;
+  run.suspended_since_us = now_us_;
+  run.remaining_us = run.finish_us - now_us_;
+  ++run.gen;  // its Finish no longer counts
+  suspended_gpus_ += req.gpus;
+  suspended_cpus_milli_ += req.cpus_milli;
+  ++owners_.suspended_attempts;
+  const Duration limit = trace_.tasks[run.task].limit;
+  if (limit > Duration::zero()) {
+    const uint32_t slot = static_cast<uint32_t>(&run - running_.data());
+    deadlines_.push(Finish{run.start_us + limit.count(), finish_seq_++, slot, run.gen});
+  }
+}
+
+void Replay::EndSuspension(Running& run) {
+  if (!run.suspended) return;
+  const core::ResourceRequest& req = trace_.RequestOf(trace_.tasks[run.task]);
+  run.suspended = false;
+  run.suspended_us += now_us_ - run.suspended_since_us;
+  suspended_gpus_ -= req.gpus;
+  suspended_cpus_milli_ -= req.cpus_milli;
+}
+
+Status Replay::OwnerDue() {
+  while (next_owner_ < owner_events_.size() && owner_events_[next_owner_].at_us <= now_us_) {
+    const OwnerEvent e = owner_events_[next_owner_++];
+    if (e.step == OwnerStep::kCome) {
+      RETURN_IF_ERROR(OwnerCame(e.worker));
+    } else if (e.step == OwnerStep::kLeave) {
+      RETURN_IF_ERROR(OwnerLeft(e.worker));
+    } else {
+      std::vector<uint32_t> slots;  // Vacate delivers events, which may start tasks elsewhere
+      for (uint32_t s = 0; s < running_.size(); ++s) {
+        if (running_[s].active && running_[s].worker == e.worker) slots.push_back(s);
+      }
+      for (uint32_t s : slots) RETURN_IF_ERROR(Vacate(s));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Replay::OwnerCame(uint32_t w) {
+  paused_[w] = true;
+  paused_list_.push_back(w);
+  paused_gpus_ += static_cast<int64_t>(cluster_.workers[w].gpus.size()) * core::kWholeGpu;
+  ++owners_.presences;
+  for (Running& run : running_) {
+    if (run.active && run.worker == w) Suspend(run);
+  }
+  return Deliver(core::WorkerPaused{w + 1, true, "owner present", clock_.Now()});
+}
+
+Status Replay::OwnerLeft(uint32_t w) {
+  paused_[w] = false;
+  paused_list_.erase(std::find(paused_list_.begin(), paused_list_.end(), w));
+  paused_gpus_ -= static_cast<int64_t>(cluster_.workers[w].gpus.size()) * core::kWholeGpu;
+  for (uint32_t s = 0; s < running_.size(); ++s) {
+    Running& run = running_[s];
+    if (!run.active || run.worker != w || !run.suspended) continue;
+    EndSuspension(run);
+    run.finish_us = now_us_ + run.remaining_us;
+    finishes_.push(Finish{run.finish_us, finish_seq_++, s, run.gen});
+  }
+  return Deliver(core::WorkerPaused{w + 1, false, "owner away", clock_.Now()});
+}
+
+// The attempt ends as the worker's vacate ends it; the task is ready again
+// before the core hears of it, as the core may place it at once.
+Status Replay::Vacate(uint32_t slot) {
+  Running& run = running_[slot];
+  EndSuspension(run);
+  const uint32_t i = run.task;
+  const uint32_t attempt = run.attempt;
+  const core::ResourceRequest& req = trace_.RequestOf(trace_.tasks[i]);
+  const int64_t ran_us = RanUs(run);
+  if (!progress_us_.empty()) {
+    progress_us_[i] += ran_us;
+  } else {
+    owners_.vacated_gpu_s += static_cast<double>(req.gpus) / core::kWholeGpu * ran_us / 1e6;
+    owners_.vacated_cpu_s += static_cast<double>(req.cpus_milli) / 1000.0 * ran_us / 1e6;
+  }
+  ++owners_.vacated_attempts;
+  const std::string& name = cluster_.workers[run.worker].name;
+  const WorkerId worker = run.worker + 1;
+  EndAttempt(slot);
+  MakeReady(i, /*front=*/true);
+  core::TaskOutcome outcome;
+  outcome.signal = 15;
+  outcome.usage.wall = Duration(now_us_ - start_us_[i]);
+  outcome.reason = "preempted: owner returned on " + name;
+  return Deliver(core::TaskFinished{ids_[i], attempt, std::move(outcome), worker,
+                                    /*never_started=*/false, /*vacated=*/true});
 }
 
 Status Replay::SubmitDue() {
@@ -333,9 +586,20 @@ void Replay::Account(int64_t until_us) {
   gpu_area_ += static_cast<double>(busy_gpus_) * dt;
   idle_reserved_area_ += static_cast<double>(idle_reserved_) * dt;
   idle_other_area_ += static_cast<double>(idle_other_) * dt;
+  // Free GPUs of a paused worker are its owner's; Snapshot packs none there.
+  int64_t owner_free = 0;
+  for (uint32_t w : paused_list_) {
+    for (size_t g = 0; g < mirror_[w]->resources().gpus.size(); ++g) {
+      owner_free += mirror_[w]->gpu_free_share(g);
+    }
+  }
+  idle_owner_area_ += static_cast<double>(owner_free) * dt;
+  owner_capacity_area_ += static_cast<double>(paused_gpus_) * dt;
+  suspended_gpu_area_ += static_cast<double>(suspended_gpus_) * dt;
+  suspended_cpu_area_ += static_cast<double>(suspended_cpus_milli_) * dt;
   // The rest of the free GPUs: why nothing took them.
   const int64_t free = total_gpus_ - busy_gpus_;
-  const double rest = static_cast<double>(free - idle_reserved_ - idle_other_) * dt;
+  const double rest = static_cast<double>(free - owner_free - idle_reserved_ - idle_other_) * dt;
   if (gpu_ready_ > 0) {
     idle_fragmentation_area_ += rest;
   } else if (gpu_waiting_ > 0) {
@@ -349,7 +613,10 @@ void Replay::Account(int64_t until_us) {
 
 bool Replay::HeldForReservation(uint32_t cls) {
   auto& heap = ready_[cls];
-  while (!heap.empty() && phase_[heap.top().task] != Phase::kReady) heap.pop();
+  while (!heap.empty() && (phase_[heap.top().task] != Phase::kReady ||
+                           attempts_[heap.top().task] != heap.top().attempts)) {
+    heap.pop();
+  }
   if (heap.empty()) return false;
   Result<std::string> why = sched_.Explain(ids_[heap.top().task]);
   return why.ok() && why->rfind("held back: reservation", 0) == 0;
@@ -360,9 +627,9 @@ void Replay::Snapshot() {
   idle_other_ = 0;
   if (gpu_ready_ == 0) return;
   bool any_free = false;
-  for (const auto& w : mirror_) {
-    for (size_t g = 0; g < w->resources().gpus.size() && !any_free; ++g) {
-      any_free = w->gpu_free_share(g) > 0;
+  for (size_t w = 0; w < mirror_.size(); ++w) {
+    for (size_t g = 0; g < mirror_[w]->resources().gpus.size() && !any_free && !paused_[w]; ++g) {
+      any_free = mirror_[w]->gpu_free_share(g) > 0;
     }
   }
   if (!any_free) return;
@@ -378,7 +645,7 @@ void Replay::Snapshot() {
       if (left == 0 || HeldForReservation(cls) != reserved) continue;
       const core::ResourceRequest& req = trace_.requests[cls];
       for (uint32_t w = 0; w < mirror_.size() && left > 0; ++w) {
-        while (left > 0 && mirror_[w]->Fits(req, prefer_full_)) {
+        while (left > 0 && !paused_[w] && mirror_[w]->Fits(req, prefer_full_)) {
           core::Allocation alloc;
           if (!mirror_[w]->Allocate(req, prefer_full_, alloc)) break;
           taken.emplace_back(cls, w, std::move(alloc));
@@ -409,17 +676,45 @@ Status Replay::CheckEverFits() const {
   return Status::Ok();
 }
 
+Status Replay::BuildOwnerEvents() {
+  std::unordered_map<std::string, uint32_t> index;
+  for (uint32_t w = 0; w < cluster_.workers.size(); ++w) index.emplace(cluster_.workers[w].name, w);
+  for (const OwnerPresence& p : trace_.owners) {
+    auto it = index.find(p.worker);
+    if (it == index.end()) {
+      return InvalidArgument(trace_.name + ":" + std::to_string(p.line) + ": owner: no worker \"" +
+                             p.worker + "\" in the cluster");
+    }
+    const int64_t from = p.from.count();
+    const int64_t to = p.to.count();
+    owner_events_.push_back(OwnerEvent{from, it->second, OwnerStep::kCome});
+    // A visit no longer than suspend_for only suspends.
+    if (from + options_.suspend_for.count() < to) {
+      owner_events_.push_back(
+          OwnerEvent{from + options_.suspend_for.count(), it->second, OwnerStep::kVacate});
+    }
+    owner_events_.push_back(OwnerEvent{to, it->second, OwnerStep::kLeave});
+  }
+  std::sort(owner_events_.begin(), owner_events_.end());
+  return Status::Ok();
+}
+
 Result<SimResult> Replay::Run() {
   const size_t n = trace_.tasks.size();
   if (cluster_.workers.empty()) return InvalidArgument("the cluster has no workers");
   for (size_t w = 0; w < cluster_.workers.size(); ++w) {
-    mirror_.push_back(std::make_unique<core::WorkerState>(static_cast<WorkerId>(w + 1),
-                                                          cluster_.workers[w]));
+    mirror_.push_back(
+        std::make_unique<core::WorkerState>(static_cast<WorkerId>(w + 1), cluster_.workers[w]));
   }
   RETURN_IF_ERROR(CheckEverFits());
+  RETURN_IF_ERROR(BuildOwnerEvents());
+  paused_.assign(cluster_.workers.size(), false);
   phase_.assign(n, Phase::kPending);
   ready_us_.assign(n, 0);
+  waited_us_.assign(n, 0);
   start_us_.assign(n, 0);
+  attempts_.assign(n, 0);
+  if (options_.checkpoint && !owner_events_.empty()) progress_us_.assign(n, 0);
   ids_.assign(n, TaskId{});
   ready_.resize(trace_.requests.size());
   ready_count_.assign(trace_.requests.size(), 0);
@@ -435,26 +730,33 @@ Result<SimResult> Replay::Run() {
   now_us_ = last_us_ = first_us;
   clock_.Set(At(now_us_));
   for (size_t w = 0; w < cluster_.workers.size(); ++w) {
-    RETURN_IF_ERROR(
-        Deliver(core::WorkerJoined{static_cast<WorkerId>(w + 1), cluster_.workers[w]}));
+    RETURN_IF_ERROR(Deliver(core::WorkerJoined{static_cast<WorkerId>(w + 1), cluster_.workers[w]}));
   }
+  RETURN_IF_ERROR(OwnerDue());  // owners present from before the first submit
   const int64_t renew_us = sched_.config().renew_interval.count();
   int64_t next_tick_us = now_us_ + renew_us;
-  while (next_submit_ < n || !finishes_.empty()) {
+  // Owner steps matter only while tasks are left: a suspended task has no
+  // finish queued, and a queued one may wait for an owner to leave.
+  for (SkipStale(finishes_), SkipStale(deadlines_);
+       next_submit_ < n || !finishes_.empty() || (done_ < n && next_owner_ < owner_events_.size());
+       SkipStale(finishes_), SkipStale(deadlines_)) {
     int64_t t = INT64_MAX;
     if (next_submit_ < n) t = trace_.tasks[next_submit_].submit.count();
     if (!finishes_.empty()) t = std::min(t, finishes_.top().at_us);
+    if (!deadlines_.empty()) t = std::min(t, deadlines_.top().at_us);
+    if (next_owner_ < owner_events_.size()) t = std::min(t, owner_events_[next_owner_].at_us);
     Account(t);
     now_us_ = t;
     clock_.Set(At(t));
     RETURN_IF_ERROR(FinishDue());
+    RETURN_IF_ERROR(OwnerDue());
     RETURN_IF_ERROR(SubmitDue());
     // The renewal Tick rides on instants that happen anyway: between them
     // the core has no timer that could change a decision (no task of a
     // trace can fail or time out, see simulator.h, and the replay's leases
     // never expire), so
     // a Tick of its own every 10 s of a simulated week would only cost time.
-    if (t >= next_tick_us) {
+    if (DeadlineDue() || t >= next_tick_us) {
       RETURN_IF_ERROR(Deliver(core::Tick{}));
       next_tick_us = t + renew_us;
     }
@@ -462,7 +764,7 @@ Result<SimResult> Replay::Run() {
   }
   if (done_ != n) {
     for (size_t i = 0; i < n; ++i) {
-      if (phase_[i] == Phase::kDone) continue;
+      if (phase_[i] >= Phase::kDone) continue;
       Result<std::string> why = sched_.Explain(ids_[i]);
       return Internal("the replay ended with " + std::to_string(n - done_) +
                       " tasks unfinished, e.g. " + trace_.ids[i] + ": " +
@@ -482,10 +784,10 @@ Result<SimResult> Replay::Run() {
   r.mem_utilization = cluster_.TotalMemBytes() == 0
                           ? 0
                           : mem_area_ / (static_cast<double>(cluster_.TotalMemBytes()) * span);
-  r.gpu_utilization = cluster_.TotalGpus() == 0
-                          ? 0
-                          : gpu_area_ / (static_cast<double>(cluster_.TotalGpus()) *
-                                         core::kWholeGpu * span);
+  r.gpu_utilization =
+      cluster_.TotalGpus() == 0
+          ? 0
+          : gpu_area_ / (static_cast<double>(cluster_.TotalGpus()) * core::kWholeGpu * span);
   r.idle_reservation_gpu_s = idle_reserved_area_ / core::kWholeGpu;
   r.idle_other_gpu_s = idle_other_area_ / core::kWholeGpu;
   r.idle.reservation_gpu_s = r.idle_reservation_gpu_s;
@@ -493,14 +795,30 @@ Result<SimResult> Replay::Run() {
   r.idle.fragmentation_gpu_s = idle_fragmentation_area_ / core::kWholeGpu;
   r.idle.dependency_gpu_s = idle_dependency_area_ / core::kWholeGpu;
   r.idle.queue_empty_gpu_s = idle_empty_area_ / core::kWholeGpu;
+  r.idle.owner_gpu_s = idle_owner_area_ / core::kWholeGpu;
   r.idle.after_last_submit_gpu_s = idle_tail_area_ / core::kWholeGpu;
+  r.owners = owners_;
+  r.owners.capacity_gpu_s = owner_capacity_area_ / core::kWholeGpu;
+  r.owners.suspended_gpu_s = suspended_gpu_area_ / core::kWholeGpu;
+  r.owners.suspended_cpu_s = suspended_cpu_area_ / 1000.0;
   r.waits.resize(n);
   r.starts.resize(n);
+  std::vector<Duration> started;  // the waits of tasks that ran
+  started.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    r.waits[i] = Duration(start_us_[i] - ready_us_[i]);
+    r.waits[i] = Duration(waited_us_[i]);
     r.starts[i] = Duration(start_us_[i]);
+    if (attempts_[i] > 0) started.push_back(r.waits[i]);
+    if (phase_[i] == Phase::kDone) {
+      r.owners.useful_gpu_s += static_cast<double>(trace_.RequestOf(trace_.tasks[i]).gpus) /
+                               core::kWholeGpu *
+                               static_cast<double>(trace_.tasks[i].duration.count()) / 1e6;
+    }
   }
-  r.wait = ComputeWaitStats(r.waits);
+  r.wait = ComputeWaitStats(started);
+  const double lent =
+      static_cast<double>(cluster_.TotalGpus()) * r.makespan_s - r.owners.capacity_gpu_s;
+  r.owners.throughput_kept = lent > 0 ? r.owners.useful_gpu_s / lent : 0;
   return r;
 }
 

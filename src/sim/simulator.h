@@ -12,6 +12,18 @@
 //   ClaimLeases ─► LeaseGranted at once (the store never refuses here)
 //   AssignTask  ─► TaskStarted at once, TaskFinished due at now + duration
 //
+// Owner presence (Trace::owners, idle-desktop mode) plays the lent
+// workstations: at `from` the worker is paused (WorkerPaused) and what runs
+// there is suspended (holds its room, makes no progress: its finish moves
+// later); at `to` it is offered again and the tasks resume; if the owner is
+// still there `suspend_for` after `from`, the tasks are vacated at that
+// instant (TaskFinished, vacated) and the core requeues them, to run again
+// in full (or from where they were, with `checkpoint`). The core counts a
+// task's time limit from its start, suspended time included (it does not
+// know the task is frozen), so a task suspended past its limit is killed
+// (KillTask) and fails, and what depends on it is canceled: the replay
+// plays that as the workers would and counts it (OwnerFigures).
+//
 // Tasks submitted at one instant by one user, without dependencies, form one
 // job (runs of identical requests with the same limit become array groups);
 // a task with dependencies is a job of its own with `--after` on them. A
@@ -56,6 +68,13 @@ namespace drover::sim {
 struct SimOptions {
   core::PolicyKind policy = core::PolicyKind::kSpread;
   bool reservations = true;  // SchedulerConfig::reservations (backfill)
+  // Idle-desktop mode: how long tasks stay suspended while their worker's
+  // owner is present before they are vacated (`drover worker
+  // --suspend-for`); 0: vacated at once.
+  Duration suspend_for = ::drover::Seconds(600);
+  // A vacated task keeps its progress (it checkpoints): its next attempt
+  // runs only what was left. Default: it runs again in full.
+  bool checkpoint = false;
 };
 
 struct WaitStats {
@@ -76,12 +95,37 @@ struct IdleProfile {
                                    // (a 4-GPU task and 3 GPUs free on each worker)
   double dependency_gpu_s = 0;     // no GPU task ready, some wait for dependencies
   double queue_empty_gpu_s = 0;    // no GPU task submitted and unfinished waits
+  double owner_gpu_s = 0;          // free GPUs of a worker whose owner is present
   // The part of the total above that lies after the last submit (the tail).
   double after_last_submit_gpu_s = 0;
   double total_gpu_s() const {
     return reservation_gpu_s + other_gpu_s + fragmentation_gpu_s + dependency_gpu_s +
-           queue_empty_gpu_s;
+           queue_empty_gpu_s + owner_gpu_s;
   }
+};
+
+// What the owners' presence (Trace::owners) cost, over [first submit, last
+// finish]. GPU-seconds held by tasks (SimResult::gpu_utilization) are
+// useful_gpu_s + suspended_gpu_s + vacated_gpu_s + timed_out_gpu_s, and
+// capacity_gpu_s is suspended_gpu_s + IdleProfile::owner_gpu_s (a suspended
+// task holds GPUs of a paused worker; the rest of its GPUs are free).
+struct OwnerFigures {
+  uint64_t presences = 0;           // owner arrivals replayed
+  uint64_t suspended_attempts = 0;  // attempts frozen by an arrival
+  uint64_t vacated_attempts = 0;    // attempts vacated (each requeued)
+  uint64_t timed_out_tasks = 0;     // killed at their limit after a suspension
+  uint64_t canceled_tasks = 0;      // canceled: a dependency timed out
+  double capacity_gpu_s = 0;        // worker GPUs x time its owner was present
+  double suspended_gpu_s = 0;       // GPUs held by suspended tasks x time
+  double suspended_cpu_s = 0;       // cores held by suspended tasks x time
+  double vacated_gpu_s = 0;         // run time of vacated attempts x GPUs: work
+  double vacated_cpu_s = 0;         // thrown away (0 with SimOptions::checkpoint)
+  double timed_out_gpu_s = 0;       // run time of attempts killed at their limit
+  double useful_gpu_s = 0;          // GPU work of the tasks that finished
+  // useful_gpu_s / (GPUs x makespan - capacity_gpu_s): the share of the
+  // capacity the owners left to the pool that went into finished work.
+  // Without owners it equals gpu_utilization.
+  double throughput_kept = 0;
 };
 
 struct SimResult {
@@ -89,7 +133,7 @@ struct SimResult {
   bool reservations = true;
   uint64_t tasks = 0;
   uint64_t jobs = 0;
-  uint64_t events = 0;  // Handle calls
+  uint64_t events = 0;    // Handle calls
   double makespan_s = 0;  // first submit to last finish
   WaitStats wait;
   // Busy fraction of the cluster's capacity over the makespan.
@@ -100,13 +144,18 @@ struct SimResult {
   double idle_reservation_gpu_s = 0;
   double idle_other_gpu_s = 0;
   IdleProfile idle;  // idle.reservation/other_gpu_s equal the two above
-  // Per task, in trace order: queue wait, and start since the trace start.
+  OwnerFigures owners;
+  // Per task, in trace order: queue wait (every stretch it was queued: a
+  // vacated task waits again), and the start of its last attempt since the
+  // trace start; 0 for a task that never started (canceled). Wait
+  // statistics cover the tasks that started.
   std::vector<Duration> waits;
   std::vector<Duration> starts;
 };
 
 // Replays `trace` on `cluster`. Errors: kInvalidArgument when a task fits no
-// worker of the cluster even when empty (names its id and request);
+// worker of the cluster even when empty (names its id and request), or an
+// owner line names a worker the cluster lacks (names the line);
 // kInternal when the core refuses an event, books a core or GPU twice, or
 // leaves tasks unfinished — each a core bug, described.
 Result<SimResult> Simulate(const Trace& trace, const Cluster& cluster, const SimOptions& options);

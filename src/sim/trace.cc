@@ -1,5 +1,6 @@
 #include "sim/trace.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <unordered_map>
@@ -39,9 +40,10 @@ class LineReader {
       : trace_(trace), requests_(trace.requests), users_(trace.users) {}
 
   Status Read(const Json& line, size_t line_no) {
-    RETURN_IF_ERROR(internal::CheckKeys(line, {"id", "submit", "duration", "cpus", "mem", "gpus",
-                                               "gpu_type", "gpu_mem", "deps", "priority",
-                                               "user", "limit"}));
+    if (line.is_object() && line.contains("owner")) return ReadOwner(line, line_no);
+    RETURN_IF_ERROR(
+        internal::CheckKeys(line, {"id", "submit", "duration", "cpus", "mem", "gpus", "gpu_type",
+                                   "gpu_mem", "deps", "priority", "user", "limit"}));
     TraceTask task;
     std::string id = "line " + std::to_string(line_no);
     if (auto it = line.find("id"); it != line.end()) {
@@ -52,10 +54,9 @@ class LineReader {
     if (submit == line.end()) return InvalidArgument("submit: missing (seconds since the start)");
     ASSIGN_OR_RETURN(task.submit, internal::ReadSeconds(*submit, "submit"));
     if (!trace_.tasks.empty() && task.submit < trace_.tasks.back().submit) {
-      return InvalidArgument("submit: " + FormatDuration(task.submit) +
-                             " is before the previous line's " +
-                             FormatDuration(trace_.tasks.back().submit) +
-                             "; lines must be in submission order");
+      return InvalidArgument(
+          "submit: " + FormatDuration(task.submit) + " is before the previous line's " +
+          FormatDuration(trace_.tasks.back().submit) + "; lines must be in submission order");
     }
     auto duration = line.find("duration");
     if (duration == line.end()) return InvalidArgument("duration: missing");
@@ -64,8 +65,8 @@ class LineReader {
       ASSIGN_OR_RETURN(task.limit, internal::ReadSeconds(*it, "limit"));
       if (task.limit <= Duration::zero()) return InvalidArgument("limit: must be above 0");
       if (task.limit < task.duration) {
-        return InvalidArgument("limit: " + FormatDuration(task.limit) + " is shorter than duration " +
-                               FormatDuration(task.duration) +
+        return InvalidArgument("limit: " + FormatDuration(task.limit) +
+                               " is shorter than duration " + FormatDuration(task.duration) +
                                " (the replay does not model tasks killed at their limit)");
       }
     }
@@ -128,6 +129,27 @@ class LineReader {
     return Status::Ok();
   }
 
+  // {"owner":"gpu-2","from":"9h","to":"17h"}
+  Status ReadOwner(const Json& line, size_t line_no) {
+    RETURN_IF_ERROR(internal::CheckKeys(line, {"owner", "from", "to"}));
+    OwnerPresence p;
+    p.line = line_no;
+    ASSIGN_OR_RETURN(p.worker, internal::ReadString(line.at("owner"), "owner"));
+    if (p.worker.empty()) return InvalidArgument("owner: must name a worker");
+    auto from = line.find("from");
+    if (from == line.end()) return InvalidArgument("from: missing (when the owner comes)");
+    ASSIGN_OR_RETURN(p.from, internal::ReadSeconds(*from, "from"));
+    auto to = line.find("to");
+    if (to == line.end()) return InvalidArgument("to: missing (when the owner leaves)");
+    ASSIGN_OR_RETURN(p.to, internal::ReadSeconds(*to, "to"));
+    if (p.to <= p.from) {
+      return InvalidArgument("to: " + FormatDuration(p.to) + " is not after from " +
+                             FormatDuration(p.from));
+    }
+    trace_.owners.push_back(std::move(p));
+    return Status::Ok();
+  }
+
  private:
   Trace& trace_;
   Interner<core::ResourceRequest> requests_;
@@ -139,10 +161,31 @@ bool Blank(std::string_view line) {
   return line.find_first_not_of(" \t\r") == std::string_view::npos;
 }
 
+// One worker's presences that overlap or touch become one (the owner never
+// left in between), so the replay sees each worker come and go in turn.
+void MergeOwners(std::vector<OwnerPresence>& owners) {
+  std::stable_sort(owners.begin(), owners.end(), [](const auto& a, const auto& b) {
+    return a.worker != b.worker ? a.worker < b.worker : a.from < b.from;
+  });
+  std::vector<OwnerPresence> merged;
+  for (OwnerPresence& p : owners) {
+    if (!merged.empty() && merged.back().worker == p.worker && p.from <= merged.back().to) {
+      merged.back().to = std::max(merged.back().to, p.to);
+    } else {
+      merged.push_back(std::move(p));
+    }
+  }
+  std::stable_sort(merged.begin(), merged.end(), [](const auto& a, const auto& b) {
+    return a.from != b.from ? a.from < b.from : a.worker < b.worker;
+  });
+  owners = std::move(merged);
+}
+
 }  // namespace
 
 Result<Trace> ParseTrace(std::istream& in, std::string_view name) {
   Trace trace;
+  trace.name = std::string(name);
   LineReader reader(trace);
   std::string line;
   size_t line_no = 0;
@@ -156,6 +199,7 @@ Result<Trace> ParseTrace(std::istream& in, std::string_view name) {
   }
   if (in.bad()) return InvalidArgument(std::string(name) + ": read error");
   if (trace.tasks.empty()) return InvalidArgument(std::string(name) + ": the trace has no tasks");
+  MergeOwners(trace.owners);
   return trace;
 }
 

@@ -8,7 +8,11 @@
 //
 // Lines are in submission order (submit never decreases) and dependencies
 // name tasks on earlier lines, so a trace can be read and replayed in one
-// pass. Requests and users are interned: a task is a few dozen bytes, so a
+// pass. A line with "owner" instead says when a lent workstation's owner is
+// at it (idle-desktop mode); such lines may stand anywhere:
+//
+//   {"owner":"gpu-2","from":"9h","to":"17h"}
+// Requests and users are interned: a task is a few dozen bytes, so a
 // trace of a million tasks fits comfortably in memory.
 //
 // Thread safety: plain values; the parse functions are pure.
@@ -38,12 +42,27 @@ struct TraceTask {
   uint32_t deps_count = 0;               // Trace::deps[begin, begin + count)
 };
 
+// The owner of worker `worker` is present over [from, to): the worker takes
+// no new work, and what runs there is suspended, then vacated (docs/sim.md,
+// "Owner presence").
+struct OwnerPresence {
+  std::string worker;                // a worker name of the cluster
+  Duration from = Duration::zero();  // since the start of the trace
+  Duration to = Duration::zero();    // > from
+  size_t line = 0;                   // where it was written (the first, if merged)
+};
+
 struct Trace {
+  std::string name;                             // as given to ParseTrace, for errors
   std::vector<TraceTask> tasks;                 // in file order
   std::vector<std::string> ids;                 // per task, as written (or "line N")
   std::vector<uint32_t> deps;                   // indices of earlier tasks
   std::vector<core::ResourceRequest> requests;  // distinct requests
   std::vector<std::string> users;               // distinct users
+  // Per worker, overlapping or touching intervals merged into one; sorted
+  // by `from`, then by worker name. Workers are checked against the
+  // cluster when simulating.
+  std::vector<OwnerPresence> owners;
 
   const core::ResourceRequest& RequestOf(const TraceTask& t) const { return requests[t.request]; }
 };
@@ -52,7 +71,8 @@ struct Trace {
 // field: "week.jsonl:12: gpus: GPU quantity \"1.5\" ...". Errors
 // (kInvalidArgument): invalid JSON, unknown or mistyped field, bad quantity,
 // submit going backwards, duplicate id, dependency on an unknown or later
-// task, an empty trace.
+// task, an empty trace; for an owner line, a missing or mistyped field, or
+// `to` not after `from`.
 Result<Trace> ParseTrace(std::istream& in, std::string_view name);
 // Opens `path` and parses it; kNotFound when it cannot be opened.
 Result<Trace> LoadTrace(const std::string& path);

@@ -22,7 +22,6 @@ std::string ErrorOf(const std::string& text) {
   return t.status().message();
 }
 
-
 TEST(TraceTest, ReadsEveryFieldAndInternsRequestsAndUsers) {
   Result<Trace> t = Parse(
       R"({"id":"prep","submit":0,"duration":"5m","limit":"10m","cpus":"500m","mem":"4GiB","user":"ann"}
@@ -70,8 +69,9 @@ TEST(TraceTest, ReadsEveryFieldAndInternsRequestsAndUsers) {
 
 TEST(TraceTest, ErrorsNameTheLineAndTheField) {
   const std::string ok = "{\"submit\":0,\"duration\":1}\n";
-  EXPECT_EQ(ErrorOf(ok + "{\"submit\":0,\"duration\":1,\"gpus\":1.5}\n").rfind("t.jsonl:2: gpus: ", 0),
-            0u);
+  EXPECT_EQ(
+      ErrorOf(ok + "{\"submit\":0,\"duration\":1,\"gpus\":1.5}\n").rfind("t.jsonl:2: gpus: ", 0),
+      0u);
   EXPECT_EQ(ErrorOf(ok + ok + "{\"submit\":0,\"duration\":1,\"mem\":\"4G\"}\n")
                 .rfind("t.jsonl:3: mem: ", 0),
             0u);
@@ -104,13 +104,63 @@ TEST(TraceTest, ErrorsNameTheLineAndTheField) {
   EXPECT_EQ(ErrorOf("{\"submit\":5,\"duration\":1}\n{\"submit\":4,\"duration\":1}\n")
                 .rfind("t.jsonl:2: submit: 4s is before the previous line's 5s", 0),
             0u);
-  EXPECT_EQ(ErrorOf("{\"submit\":0,\"duration\":1,\"gpu_mem\":\"1GiB\"}\n")
-                .rfind("t.jsonl:1: gpus: ", 0),
-            0u);
+  EXPECT_EQ(
+      ErrorOf("{\"submit\":0,\"duration\":1,\"gpu_mem\":\"1GiB\"}\n").rfind("t.jsonl:1: gpus: ", 0),
+      0u);
   EXPECT_EQ(ErrorOf(ok + "{\"submit\":0,\"duration\":1\n").rfind("t.jsonl:2: invalid JSON: ", 0),
             0u);
   EXPECT_EQ(ErrorOf("[1,2]\n").rfind("t.jsonl:1: expected an object, got array", 0), 0u);
   EXPECT_EQ(ErrorOf("\n  \n"), "t.jsonl: the trace has no tasks");
+}
+
+// Owner lines stand anywhere, outside the submit order; one worker's
+// overlapping or touching presences merge; the list is sorted by from.
+TEST(TraceTest, ReadsOwnerLinesAnywhereAndMergesOverlaps) {
+  Result<Trace> t = Parse(R"({"owner":"b","from":"9h","to":"17h"}
+{"submit":100,"duration":1}
+{"owner":"a","from":50,"to":60}
+{"owner":"b","from":"16h","to":"18h"}
+{"submit":100,"duration":1}
+{"owner":"a","from":60,"to":70}
+{"owner":"a","from":80,"to":90}
+)");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->tasks.size(), 2u);
+  ASSERT_EQ(t->owners.size(), 3u);
+  EXPECT_EQ(t->owners[0].worker, "a");
+  EXPECT_EQ(t->owners[0].from, Seconds(50));
+  EXPECT_EQ(t->owners[0].to, Seconds(70));  // touching: merged
+  EXPECT_EQ(t->owners[0].line, 3u);
+  EXPECT_EQ(t->owners[1].worker, "a");
+  EXPECT_EQ(t->owners[1].from, Seconds(80));
+  EXPECT_EQ(t->owners[2].worker, "b");
+  EXPECT_EQ(t->owners[2].from, Seconds(9 * 3600));
+  EXPECT_EQ(t->owners[2].to, Seconds(18 * 3600));
+  EXPECT_EQ(t->owners[2].line, 1u);
+}
+
+TEST(TraceTest, OwnerLineErrorsNameTheLineAndTheField) {
+  const std::string ok = "{\"submit\":0,\"duration\":1}\n";
+  EXPECT_EQ(ErrorOf(ok + "{\"owner\":\"w\",\"from\":\"17h\",\"to\":\"9h\"}\n"),
+            "t.jsonl:2: to: 9h is not after from 17h");
+  EXPECT_EQ(ErrorOf(ok + "{\"owner\":\"w\",\"from\":5,\"to\":5}\n"),
+            "t.jsonl:2: to: 5s is not after from 5s");
+  EXPECT_EQ(ErrorOf(ok + "{\"owner\":\"w\",\"to\":5}\n"),
+            "t.jsonl:2: from: missing (when the owner comes)");
+  EXPECT_EQ(ErrorOf(ok + "{\"owner\":\"w\",\"from\":5}\n"),
+            "t.jsonl:2: to: missing (when the owner leaves)");
+  EXPECT_EQ(ErrorOf(ok + "{\"owner\":\"\",\"from\":0,\"to\":5}\n"),
+            "t.jsonl:2: owner: must name a worker");
+  EXPECT_EQ(ErrorOf(ok + "{\"owner\":3,\"from\":0,\"to\":5}\n")
+                .rfind("t.jsonl:2: owner: expected a string", 0),
+            0u);
+  EXPECT_EQ(
+      ErrorOf(ok + "{\"owner\":\"w\",\"from\":\"-1s\",\"to\":5}\n").rfind("t.jsonl:2: from: ", 0),
+      0u);
+  EXPECT_EQ(ErrorOf(ok + "{\"owner\":\"w\",\"from\":0,\"to\":5,\"submit\":0}\n")
+                .rfind("t.jsonl:2: unknown field \"submit\"", 0),
+            0u);
+  EXPECT_EQ(ErrorOf("{\"owner\":\"w\",\"from\":0,\"to\":5}\n"), "t.jsonl: the trace has no tasks");
 }
 
 TEST(TraceTest, LoadTraceReportsAMissingFile) {
