@@ -686,6 +686,26 @@ TEST_P(ServerShellTest, WorkerReattachingAfterRestartKeepsItsRunningTask) {
   EXPECT_EQ(Get("/api/v1/tasks/1.0")["attempt"], 1);
 }
 
+// An idle-desktop worker's owner message pauses it: nothing is placed
+// there, the workers API says why, and a stranger's long note is cut to a
+// line rather than kept whole.
+TEST_P(ServerShellTest, AnOwnerMessagePausesTheWorkerAndItsNoteIsBounded) {
+  auto w = Worker("w1");
+  w->Send(proto::Owner{true, std::string(100'000, 'x'), TimeFromMicros(5), 12'000});
+  Barrier(*w);
+  json workers = Get("/api/v1/workers");
+  ASSERT_EQ(workers["workers"].size(), 1u);
+  EXPECT_EQ(workers["workers"][0]["paused"], true) << workers.dump(2);
+  EXPECT_EQ(workers["workers"][0]["note"].get<std::string>().size(), 256u);
+  Post("/api/v1/jobs", R"({"name": "j", "task": [{"id": "a", "command": ["true"]}]})");
+  EXPECT_EQ(Get("/api/v1/tasks/1.0")["state"], "queued");
+  EXPECT_EQ(Get("/api/v1/tasks/1.0")["explain"], "all workers are in use by their owners");
+  w->Send(proto::Owner{false, "owner away", TimeFromMicros(9), 0});
+  auto assign = w->Expect<proto::Assign>();
+  ASSERT_TRUE(assign.has_value());
+  EXPECT_EQ(assign->tasks[0].task, (TaskId{1, 0}));
+}
+
 // The previous server sent 1.0#1 to w1 and died before its record was
 // durable: the journal has the task queued, the worker reports it running
 // on core 2. (w1 was drained, so the journal saw no assignment at all.)

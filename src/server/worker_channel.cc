@@ -12,6 +12,12 @@
 #include "server/assignment.h"
 
 namespace drover::server {
+namespace {
+
+// The longest owner note a worker's Owner message may leave on the server.
+constexpr size_t kMaxOwnerNoteBytes = 256;
+
+}  // namespace
 
 WorkerChannel::WorkerChannel(net::EventLoop& loop, CoreDriver& driver, WorkerRegistry& registry,
                              WorkerChannelOptions options)
@@ -125,6 +131,8 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
         } else if constexpr (std::is_same_v<T, proto::Owner>) {
           spdlog::info("worker {}: {}", worker, net::Printable(m.note, 200));
           if (m.freeze_us > 0) owner_freeze_.Observe(static_cast<double>(m.freeze_us) / 1e6);
+          // Shown in tables and kept per worker: a line, not a message's 16 MiB.
+          if (m.note.size() > kMaxOwnerNoteBytes) m.note.resize(kMaxOwnerNoteBytes);
           driver_.Handle(core::WorkerPaused{worker, m.present, std::move(m.note), m.since});
         }
       },
