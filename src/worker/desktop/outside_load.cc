@@ -12,18 +12,11 @@
 #include <string_view>
 #include <utility>
 
+#include "common/proc_stat.h"
 #include "common/unique_fd.h"
 
 namespace drover::worker {
 namespace {
-
-// Fields of a /proc/stat cpu line: user nice system idle iowait irq softirq
-// steal guest guest_nice. guest time is already counted in user. The same
-// reading as UtilizationSampler's (resources_usage.cc), whose parser is not
-// exported.
-constexpr size_t kStatIdle = 3;
-constexpr size_t kStatIowait = 4;
-constexpr size_t kStatCountedFields = 8;
 
 // A small /proc or cgroupfs file, whole.
 Result<std::string> ReadProcFile(const std::string& path) {
@@ -87,18 +80,12 @@ Result<OutsideLoad::CpuJiffies> OutsideLoad::ReadStat() const {
       continue;
     }
     std::string_view fields = line.substr(3);
-    for (size_t i = 0; i < kStatCountedFields; ++i) {
-      while (!fields.empty() && fields.front() == ' ') fields.remove_prefix(1);
-      uint64_t v = 0;
-      auto [p, ec] = std::from_chars(fields.data(), fields.data() + fields.size(), v);
-      if (ec != std::errc()) {
-        if (i >= kStatIowait + 1) break;  // old kernels have fewer fields
-        return DataLoss(path + ": malformed line \"" + std::string(line) + "\"");
-      }
-      fields.remove_prefix(static_cast<size_t>(p - fields.data()));
-      sum.total += v;
-      if (i != kStatIdle && i != kStatIowait) sum.busy += v;
+    CpuStatJiffies jiffies;
+    if (!AddCpuStatFields(fields, jiffies)) {
+      return DataLoss(path + ": malformed line \"" + std::string(line) + "\"");
     }
+    sum.busy += jiffies.busy;
+    sum.total += jiffies.total;
     found = true;
   }
   if (!found) return DataLoss(path + ": no \"cpu\" line");

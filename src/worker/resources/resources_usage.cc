@@ -4,19 +4,11 @@
 #include <charconv>
 #include <string_view>
 
+#include "common/proc_stat.h"
 #include "worker/resources/resources_cgroup.h"
 #include "worker/resources/resources_host.h"
 
 namespace drover::worker {
-namespace {
-
-// Fields of a /proc/stat cpu line: user nice system idle iowait irq softirq
-// steal guest guest_nice. guest time is already counted in user.
-constexpr size_t kIdle = 3;
-constexpr size_t kIowait = 4;
-constexpr size_t kCountedFields = 8;
-
-}  // namespace
 
 UtilizationSampler::UtilizationSampler(SamplerConfig config, std::unique_ptr<GpuSource> gpus)
     : config_(std::move(config)), gpus_(std::move(gpus)) {
@@ -48,18 +40,12 @@ Result<UtilizationSampler::CpuTimes> UtilizationSampler::ReadCpuTimes() const {
       }
     }
     std::string_view fields = line.substr(std::min(line.size(), space));
-    for (size_t i = 0; i < kCountedFields; ++i) {
-      while (!fields.empty() && fields.front() == ' ') fields.remove_prefix(1);
-      uint64_t v = 0;
-      auto [p, ec] = std::from_chars(fields.data(), fields.data() + fields.size(), v);
-      if (ec != std::errc()) {
-        if (i >= kIowait + 1) break;  // old kernels have fewer fields
-        return DataLoss(path + ": malformed line \"" + std::string(line) + "\"");
-      }
-      fields.remove_prefix(static_cast<size_t>(p - fields.data()));
-      sum.total += v;
-      if (i != kIdle && i != kIowait) sum.busy += v;
+    CpuStatJiffies jiffies;
+    if (!AddCpuStatFields(fields, jiffies)) {
+      return DataLoss(path + ": malformed line \"" + std::string(line) + "\"");
     }
+    sum.busy += jiffies.busy;
+    sum.total += jiffies.total;
     ++matched;
   }
   if (matched == 0) return DataLoss(path + ": no cpu line for the worker's cores");
