@@ -133,7 +133,8 @@ bool Scheduler::State::CanPlace(uint32_t w, TaskRef r) {
   if (!Schedulable(w) || (workers[w].ending && !LastsFor(w, r, now_us))) return false;
   const ResourceRequest& req = RequestOf(r);
   if (!workers[w].res->Fits(req, policy->PreferFullGpus())) return false;
-  if (!PreemptionAllows(w, r)) return false;
+  // Nothing held for a preemptor (always, with preemption off): no call.
+  if (!preemption.in_flight.empty() && !PreemptionAllows(w, r)) return false;
   if (reservation.IsOn(w) && !(reservation.task == r)) {
     // A task of the reserved one's own class asked here is its class head,
     // so it is ahead of the reserved task (a higher priority arrived, or it
