@@ -106,10 +106,13 @@ TEST(DesktopTest, TheOwnersReturnFreezesTheTaskAndAQuietOwnerGetsItResumed) {
   ASSERT_TRUE(Eventually([&] { return !FirstLine(c.dir() + "/pid").empty(); }));
   const std::string pid = FirstLine(c.dir() + "/pid");
 
-  OwnerInput(owner);
   // Stopped where it is: SIGSTOP without a cgroup freezer (this cluster's
-  // workers run with --isolation none).
-  ASSERT_TRUE(Eventually([&] { return ProcState(pid) == "T"; })) << ProcState(pid);
+  // workers run with --isolation none). The owner keeps typing until the
+  // test has seen it, so a loaded machine cannot hide the stop.
+  ASSERT_TRUE(Eventually([&] {
+    OwnerInput(owner);
+    return ProcState(pid) == "T";
+  })) << ProcState(pid);
   ASSERT_TRUE(ws.WaitForLine("tasks frozen", In(kStartTimeout))) << ws.output();
   RunResult workers = c.Drover({"workers"});
   EXPECT_NE(workers.output.find("paused (owner present; offers work after 1s idle, since"),
@@ -143,7 +146,9 @@ TEST(DesktopTest, AnOwnerWhoStaysGetsTheTaskVacatedAndItResumesFromItsCheckpoint
   const std::string pid = FirstLine(c.dir() + "/pid");
 
   OwnerInput(owner);
-  ASSERT_TRUE(Eventually([&] { return ProcState(pid) == "T"; })) << ProcState(pid);
+  // Frozen, as the worker says (the stop lasts only --suspend-for: on a
+  // loaded machine a poll of its state could miss it).
+  ASSERT_TRUE(ws.WaitForLine("tasks frozen", In(kStartTimeout))) << ws.output();
   // Vacated: SIGUSR1, the checkpoint saved, back to the queue; resumed
   // from the checkpoint once the owner is away again (attempt 2).
   ASSERT_TRUE(tap.WaitForState(task, "queued", 1));
