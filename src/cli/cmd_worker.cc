@@ -49,6 +49,10 @@ struct WorkerFlags {
   std::string resume_after = "1m";
   std::string suspend_for = "10m";
   std::string min_available_mem = "0";  // memory pressure from other programs (0: off)
+  // The data plane: cache size ("0": a quarter of the free disk) and the
+  // cap on a task's outputs ("0": none).
+  std::string cache_size = "0";
+  std::string max_output = "0";
   worker::AgentConfig agent;  // the overrides are parsed straight into it
 };
 
@@ -172,11 +176,14 @@ int RunWorker(WorkerFlags& flags) {
     }
     *out = *d;
   }
-  if (Result<uint64_t> bytes = ParseBytes(flags.min_available_mem); bytes.ok()) {
-    config.min_available_bytes = *bytes;
-  } else {
-    return ReportError(bytes.status().WithContext("--min-available-mem"),
-                       /*usage_on_invalid=*/true);
+  for (auto [flag, text, out] :
+       {std::tuple{"--min-available-mem", &flags.min_available_mem, &config.min_available_bytes},
+        std::tuple{"--cache-size", &flags.cache_size, &config.cache_bytes},
+        std::tuple{"--max-output", &flags.max_output, &config.max_output_bytes}}) {
+    Result<uint64_t> bytes = ParseBytes(*text);
+    if (!bytes.ok())
+      return ReportError(bytes.status().WithContext(flag), /*usage_on_invalid=*/true);
+    *out = *bytes;
   }
   if (config.max_outside_load < 0) {
     return ReportError(InvalidArgument("--max-outside-load: must not be negative"),
@@ -311,6 +318,20 @@ void AddWorkerCommand(CLI::App& root, int& exit_code) {
   cmd->add_option("--min-available-mem", flags->min_available_mem,
                   "When other programs leave less memory available than this (e.g. 2GiB), "
                   "suspend the youngest task, then vacate it, and so on; 0: off")
+      ->capture_default_str();
+  cmd->add_option("--cache-size", flags->cache_size,
+                  "Largest size of this worker's file cache (inputs fetched from other workers, "
+                  "outputs kept for them), e.g. 50GiB; 0: a quarter of the free disk")
+      ->capture_default_str();
+  cmd->add_option("--max-output", flags->max_output,
+                  "Fail a task whose outputs ($DROVER_OUTPUT_DIR) pass this size, e.g. 100GiB; "
+                  "0: no limit")
+      ->capture_default_str();
+  cmd->add_option("--files-port", a.files_port,
+                  "TCP port of the file service other workers fetch outputs from; 0: any free "
+                  "port")
+      ->capture_default_str();
+  cmd->add_option("--files-bind", a.files_bind, "Address the file service listens on")
       ->capture_default_str();
   cmd->add_option("--max-outside-load", a.max_outside_load,
                   "With --desktop: the owner counts as present while programs outside Drover "

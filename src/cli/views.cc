@@ -191,6 +191,18 @@ std::string TaskView(const json& task, int64_t now_ms) {
       if (result.back() != '\n') result += '\n';
       out += "\nresult:\n" + result;
     }
+    // Its outputs ($DROVER_OUTPUT_DIR), which dependents get as inputs and
+    // `drover get` downloads.
+    const json& outputs = Array(outcome, "outputs");
+    if (!outputs.empty()) {
+      Table files({"OUTPUT", "SIZE", "SHA-256"});
+      for (const json& f : outputs) {
+        const int64_t size = Int(f, "size");
+        files.AddRow({Str(f, "name"), size >= 0 ? FormatBytes(static_cast<uint64_t>(size)) : "-",
+                      Str(f, "sha256").substr(0, 16) + "..."});
+      }
+      out += "\noutputs (on worker " + Str(outcome, "outputs_on") + "):\n" + files.Render();
+    }
   }
   // Every attempt, when there was more than one (the one attempt is above).
   const json& attempts = Array(task, "attempts");

@@ -64,6 +64,15 @@ struct ClaimLeases {
 };
 
 // Run attempt `attempt` of `task` on `worker` with exactly these resources.
+// What one finished dependency left for its dependents (AssignTask::inputs).
+struct DependencyInput {
+  TaskId task;
+  std::string result;               // its $DROVER_RESULT, may be empty
+  std::vector<OutputFile> outputs;  // its outputs, held on `outputs_on`
+  WorkerId outputs_on = 0;
+  friend bool operator==(const DependencyInput&, const DependencyInput&) = default;
+};
+
 struct AssignTask {
   TaskId task;
   uint32_t attempt = 0;
@@ -83,10 +92,11 @@ struct AssignTask {
   TaskId after;
   uint32_t after_attempt = 0;
   uint16_t group = 0;
-  // The results ($DROVER_RESULT) of the tasks of every group this task's
-  // group depends on, by task id; tasks that left none are omitted. Null
-  // when there are none (most tasks: the command stays small).
-  std::shared_ptr<const std::vector<std::pair<TaskId, std::string>>> inputs;
+  // What the tasks of every group this task's group depends on left: their
+  // results ($DROVER_RESULT) and outputs, by task id; tasks that left
+  // neither are omitted. Null when there are none (most tasks: the command
+  // stays small).
+  std::shared_ptr<const std::vector<DependencyInput>> inputs;
 
   const TaskGroupSpec& Spec() const { return job->groups[group]; }
 };

@@ -59,6 +59,33 @@ uint64_t JobSpec::TaskCount() const {
   return n;
 }
 
+std::string OutputNameProblem(std::string_view name) {
+  if (name.empty()) return "is empty";
+  if (name.size() > 1024) return "is longer than 1024 bytes";
+  if (name.front() == '/') return "is an absolute path";
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f) return "holds a control character";
+  }
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t slash = name.find('/', start);
+    if (slash == std::string_view::npos) slash = name.size();
+    const std::string_view part = name.substr(start, slash - start);
+    if (part.empty()) return "has an empty path part";
+    if (part == "." || part == "..") return "has a \"" + std::string(part) + "\" path part";
+    start = slash + 1;
+  }
+  return {};
+}
+
+bool IsSha256Hex(std::string_view text) {
+  if (text.size() != 64) return false;
+  for (char c : text) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
 std::vector<std::string> ExpandCommand(const std::vector<std::string>& argv, int64_t index) {
   static constexpr std::string_view kPlaceholder = "{index}";
   const std::string value = std::to_string(index);

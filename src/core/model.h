@@ -106,6 +106,25 @@ struct TaskUsage {
 // The largest result string a task may leave; longer ones are truncated.
 inline constexpr size_t kMaxResultBytes = 64 * 1024;
 
+// One file a task left in $DROVER_OUTPUT_DIR when it succeeded (its
+// outputs; docs/design.md "Data plane"). `name` is the path relative to
+// that directory, '/'-separated, never absolute and without "..".
+struct OutputFile {
+  std::string name;
+  uint64_t size = 0;
+  std::string sha256;  // 64 lower-case hex digits
+  friend bool operator==(const OutputFile&, const OutputFile&) = default;
+};
+// At most this many outputs per task (a worker refuses more).
+inline constexpr size_t kMaxOutputFiles = 10000;
+// Why `name` cannot name an output (empty: it can): it must be a relative
+// '/'-separated path of at most 1,024 bytes, without empty, "." or ".."
+// parts and without control characters, so that it stays inside whatever
+// directory a worker puts it in.
+std::string OutputNameProblem(std::string_view name);
+// True for 64 lower-case hex digits.
+bool IsSha256Hex(std::string_view text);
+
 // How one attempt ended, as the worker reported it.
 struct TaskOutcome {
   int32_t exit_code = 0;     // meaningful when signal == 0
@@ -117,6 +136,10 @@ struct TaskOutcome {
   // ("stdout not saved: no space left on device (...)"); empty: the exit
   // code, signal and OOM flag decide.
   std::string reason;
+  // A success's outputs, and the worker that holds them (set by the core
+  // from the worker that reported the outcome; 0 = none).
+  std::vector<OutputFile> outputs;
+  WorkerId outputs_on = 0;
   friend bool operator==(const TaskOutcome&, const TaskOutcome&) = default;
 };
 

@@ -808,7 +808,7 @@ namespace {
 // result. Such an outcome is neither journaled nor kept.
 bool IsPlainSuccess(const TaskOutcome& o) {
   return o.exit_code == 0 && o.signal == 0 && !o.oom_killed && o.usage == TaskUsage{} &&
-         o.result.empty() && o.reason.empty();
+         o.result.empty() && o.reason.empty() && o.outputs.empty();
 }
 
 }  // namespace
@@ -822,6 +822,10 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   }
   TaskOutcome& o = e.outcome;
   if (o.result.size() > kMaxResultBytes) o.result.resize(kMaxResultBytes);
+  // Outputs count only from a success, and are held where it ran.
+  const bool succeeded = o.exit_code == 0 && o.signal == 0 && !o.oom_killed && o.reason.empty();
+  if (!succeeded) o.outputs.clear();
+  o.outputs_on = o.outputs.empty() ? 0 : t.worker;
   const uint32_t a = t.active;
   // Released even when restored assigned (granted unknown): a worker that
   // reports the end had the assignment, so the claim was granted, and a
@@ -954,15 +958,22 @@ Status Scheduler::State::OnGranted(const LeaseGranted& e) {
   const Job& job = jobs[r.job];
   // Still waiting behind another: the worker starts it as that one exits.
   const auto [after, after_attempt] = WaitsBehind(act);
-  std::shared_ptr<std::vector<std::pair<TaskId, std::string>>> inputs;
+  std::shared_ptr<std::vector<DependencyInput>> inputs;
   for (uint32_t d : job.groups[t.group].deps) {
     const Group& g = job.groups[d];
     for (uint32_t i = g.first; i < g.first + g.count && !extras.empty(); ++i) {
       auto it = extras.find(ExtraKey(TaskRef{r.job, i}));
-      if (it != extras.end() && it->second.outcome && !it->second.outcome->result.empty()) {
-        if (!inputs) inputs = std::make_shared<std::vector<std::pair<TaskId, std::string>>>();
-        inputs->emplace_back(TaskId{job.id, i}, it->second.outcome->result);
-      }
+      if (it == extras.end() || !it->second.outcome) continue;
+      const TaskOutcome& o = *it->second.outcome;
+      if (o.result.empty() && o.outputs.empty()) continue;
+      if (!inputs) inputs = std::make_shared<std::vector<DependencyInput>>();
+      inputs->push_back(DependencyInput{TaskId{job.id, i}, o.result, o.outputs, o.outputs_on});
+    }
+  }
+  uint64_t input_bytes = 0;
+  if (inputs) {
+    for (const DependencyInput& in : *inputs) {
+      for (const OutputFile& f : in.outputs) input_bytes += f.size;
     }
   }
   out->emplace_back(std::in_place_type<AssignTask>, e.task, e.attempt, workers[act.worker].id,
@@ -970,7 +981,13 @@ Status Scheduler::State::OnGranted(const LeaseGranted& e) {
                     spec.IndexAt(r.index - job.groups[t.group].first), job.spec.get(), after,
                     after_attempt, t.group, std::move(inputs));
   if (config.start_timeout > Duration::zero()) {
-    PushTimer(now_us + config.start_timeout.count(), TimerKind::kStartDeadline, r, e.attempt);
+    const int64_t fetch_us =
+        config.input_fetch_rate == 0
+            ? 0
+            : static_cast<int64_t>(static_cast<double>(input_bytes) * 1e6 /
+                                   static_cast<double>(config.input_fetch_rate));
+    PushTimer(now_us + config.start_timeout.count() + fetch_us, TimerKind::kStartDeadline, r,
+              e.attempt);
   }
   return Status::Ok();
 }

@@ -89,6 +89,10 @@ struct SchedulerConfig {
   // worker that heartbeats but never starts what it is given would
   // otherwise hold tasks forever. 0: never.
   Duration start_timeout = Seconds(30);
+  // An attempt whose dependencies left files gets longer to start: the
+  // worker fetches them first (docs/design.md, "Data plane"). The
+  // deadline above grows by their size at this many bytes per second.
+  uint64_t input_fetch_rate = 8ull << 20;
   // Preemption by priority (preemption.h). A queued task of at least this
   // priority that heads its class and fits no worker now stops tasks on one
   // worker so that it fits there once they end: assigned or running

@@ -27,10 +27,12 @@ TEST(AssignTest, AnAssignmentCarriesItsJobNameAndItsDependenciesResults) {
                .Add(TaskBuilder("make").Array(0, 3))
                .Add(TaskBuilder("use").DependsOn("make")));
   c.TakeRaw();
+  const std::string sha(64, 'a');
   for (uint32_t i = 0; i < 3; ++i) {
     c.Run(T(1, i));
     TaskOutcome o;
-    o.result = i == 1 ? "" : "r" + std::to_string(i);  // 1.1 leaves none
+    o.result = i == 1 ? "" : "r" + std::to_string(i);            // 1.1 leaves no result...
+    if (i == 1) o.outputs = {OutputFile{"model.bin", 10, sha}};  // ...but a file
     c.FinishWith(T(1, i), o);
   }
   c.Grant(T(1, 3));
@@ -44,9 +46,12 @@ TEST(AssignTest, AnAssignmentCarriesItsJobNameAndItsDependenciesResults) {
   ASSERT_NE(assign, nullptr);
   ASSERT_NE(assign->job, nullptr);
   EXPECT_EQ(assign->job->name, "job");
-  using Input = std::pair<TaskId, std::string>;
   ASSERT_NE(assign->inputs, nullptr);
-  EXPECT_THAT(*assign->inputs, ElementsAre(Input{T(1, 0), "r0"}, Input{T(1, 2), "r2"}));
+  // The file is held where 1.1 ran.
+  EXPECT_THAT(*assign->inputs,
+              ElementsAre(DependencyInput{T(1, 0), "r0", {}, 0},
+                          DependencyInput{T(1, 1), "", {OutputFile{"model.bin", 10, sha}}, 1},
+                          DependencyInput{T(1, 2), "r2", {}, 0}));
   EXPECT_EQ(assign->Spec().name, "use");
   // A task whose group depends on nothing gets none.
   for (const Command& cmd : out) {

@@ -6,15 +6,18 @@
 
 #include <openssl/ssl.h>
 
-#include <map>
-#include <mutex>
-
+#include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string_view>
+#include <vector>
 
 #include "net/client_tls.h"
 #include "net/http_client_beast.h"
@@ -75,18 +78,25 @@ Status Connect(asio::io_context& io, Stream& stream, const tcp::resolver::result
 }
 
 template <class Stream>
-Result<Response> Exchange(asio::io_context& io, Stream& stream, const tcp::resolver::results_type& endpoints,
-                          const ClientOptions& o, const std::string& fingerprint,
-                          const ClientRequest& request) {
-  constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream> &&
-                        !std::is_same_v<Stream, LocalStream>;
-  auto& lowest = beast::get_lowest_layer(stream);
+constexpr bool kIsTls =
+    !std::is_same_v<Stream, beast::tcp_stream> && !std::is_same_v<Stream, LocalStream>;
+
+// The key of the TLS session kept for a server.
+std::string SessionKey(const ClientOptions& o, const std::string& fingerprint) {
+  return o.host + ":" + std::to_string(o.port) + "/" + fingerprint;
+}
+
+// Connects, makes the TLS handshake and checks the pinned fingerprint (TLS
+// streams), then writes `request`. The deadline set by Connect covers all
+// of it.
+template <class Stream>
+Status OpenAndSend(asio::io_context& io, Stream& stream,
+                   const tcp::resolver::results_type& endpoints, const ClientOptions& o,
+                   const std::string& fingerprint, const ClientRequest& request) {
   RETURN_IF_ERROR(Connect(io, stream, endpoints, o));
   error_code ec;
-
-  const std::string server = o.host + ":" + std::to_string(o.port) + "/" + fingerprint;
-  if constexpr (kTls) {
-    OfferClientSession(stream.native_handle(), server);
+  if constexpr (kIsTls<Stream>) {
+    OfferClientSession(stream.native_handle(), SessionKey(o, fingerprint));
     stream.async_handshake(ssl::stream_base::client, [&](error_code e) { ec = e; });
     RunToCompletion(io);
     if (ec) return NetError(ec, "TLS handshake failed with", o);
@@ -98,7 +108,32 @@ Result<Response> Exchange(asio::io_context& io, Stream& stream, const tcp::resol
   http::async_write(stream, req, [&](error_code e, size_t) { ec = e; });
   RunToCompletion(io);
   if (ec) return NetError(ec, "sending the request failed to", o);
+  return Status::Ok();
+}
 
+// Closes the connection. After an answer read in full (`complete`) the TLS
+// session is kept for the next connection to resume.
+template <class Stream>
+void CloseConnection(Stream& stream, const ClientOptions& o, const std::string& fingerprint,
+                     bool complete) {
+  if constexpr (kIsTls<Stream>) {
+    if (complete) KeepClientSession(stream.native_handle(), SessionKey(o, fingerprint));
+    // The connection ends without a close_notify; OpenSSL would take that
+    // for a broken session and make the kept one unresumable.
+    SSL_set_shutdown(stream.native_handle(), SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+  }
+  auto& lowest = beast::get_lowest_layer(stream);
+  error_code ignored;
+  lowest.socket().shutdown(asio::socket_base::shutdown_both, ignored);
+  lowest.socket().close(ignored);
+}
+
+template <class Stream>
+Result<Response> Exchange(asio::io_context& io, Stream& stream,
+                          const tcp::resolver::results_type& endpoints, const ClientOptions& o,
+                          const std::string& fingerprint, const ClientRequest& request) {
+  RETURN_IF_ERROR(OpenAndSend(io, stream, endpoints, o, fingerprint, request));
+  error_code ec;
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(o.max_response_bytes);
@@ -109,17 +144,68 @@ Result<Response> Exchange(asio::io_context& io, Stream& stream, const tcp::resol
                              std::to_string(o.max_response_bytes) + " bytes");
   }
   if (ec) return NetError(ec, "reading the response failed from", o);
-
-  if constexpr (kTls) {
-    KeepClientSession(stream.native_handle(), server);
-    // The connection ends without a close_notify; OpenSSL would take that
-    // for a broken session and make the kept one unresumable.
-    SSL_set_shutdown(stream.native_handle(), SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
-  }
   Response out = internal::FromBeastResponse(parser.release());
-  error_code ignored;
-  lowest.socket().shutdown(asio::socket_base::shutdown_both, ignored);
-  lowest.socket().close(ignored);
+  CloseConnection(stream, o, fingerprint, /*complete=*/true);
+  return out;
+}
+
+// Download: chunks handed to the sink, and the most of an error answer's
+// body kept.
+constexpr size_t kDownloadChunkBytes = 64 * 1024;
+constexpr size_t kMaxErrorBodyBytes = 64 * 1024;
+
+template <class Stream>
+Result<Response> DownloadExchange(asio::io_context& io, Stream& stream,
+                                  const tcp::resolver::results_type& endpoints,
+                                  const ClientOptions& o, const std::string& fingerprint,
+                                  const ClientRequest& request,
+                                  const std::function<Status(std::string_view)>& sink) {
+  auto& lowest = beast::get_lowest_layer(stream);
+  RETURN_IF_ERROR(OpenAndSend(io, stream, endpoints, o, fingerprint, request));
+  error_code ec;
+  beast::flat_buffer buffer;
+  http::response_parser<http::buffer_body> parser;
+  parser.body_limit(boost::none);  // the body goes to the sink, not to memory
+  lowest.expires_after(o.timeout);
+  http::async_read_header(stream, buffer, parser, [&](error_code e, size_t) { ec = e; });
+  RunToCompletion(io);
+  if (ec) return NetError(ec, "reading the response failed from", o);
+
+  Response out;
+  {
+    const auto& header = parser.get();
+    out.status = static_cast<int>(header.result_int());
+    out.content_type = std::string(header[http::field::content_type]);
+    for (const auto& field : header) {
+      std::string name(field.name_string());
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      out.headers[name] = std::string(field.value());
+    }
+  }
+  const bool success = out.status >= 200 && out.status < 300;
+  std::vector<char> chunk(kDownloadChunkBytes);
+  while (!parser.is_done()) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    // Each read has its own deadline: the timeout is on progress, so a large
+    // file over a slow link is not cut while bytes keep coming.
+    lowest.expires_after(o.timeout);
+    http::async_read_some(stream, buffer, parser, [&](error_code e, size_t) { ec = e; });
+    RunToCompletion(io);
+    if (ec == http::error::need_buffer) ec = {};  // the chunk is full
+    const size_t got = chunk.size() - parser.get().body().size;
+    if (got > 0 && success) {
+      if (Status s = sink(std::string_view(chunk.data(), got)); !s.ok()) {
+        CloseConnection(stream, o, fingerprint, /*complete=*/false);
+        return s;
+      }
+    } else if (got > 0) {
+      out.body.append(chunk.data(), std::min(got, kMaxErrorBodyBytes - out.body.size()));
+    }
+    if (ec) return NetError(ec, "reading the response body failed from", o);
+    if (!success && out.body.size() >= kMaxErrorBodyBytes) break;  // enough to explain the error
+  }
+  CloseConnection(stream, o, fingerprint, /*complete=*/parser.is_done());
   return out;
 }
 
@@ -231,43 +317,68 @@ std::shared_ptr<ssl::context> SharedClientTlsContext() {
 
 HttpClient::HttpClient(ClientOptions options) : options_(std::move(options)) {}
 
-Result<Response> HttpClient::Send(const ClientRequest& request) {
-  if (!options_.local_socket.empty()) {
+namespace {
+
+// Makes the stream Send and Download need (local socket, TLS pinned to the
+// fingerprint, or plain TCP) and runs `exchange(io, stream, endpoints,
+// fingerprint)` on it.
+template <class Fn>
+Result<Response> WithStream(const ClientOptions& options, Fn&& exchange) {
+  if (!options.local_socket.empty()) {
     asio::io_context io(1);
     LocalStream stream(io);
-    return Exchange(io, stream, {}, options_, "", request);
+    return exchange(io, stream, tcp::resolver::results_type{}, std::string());
   }
   std::string fingerprint;
-  if (options_.tls) {
-    if (options_.fingerprint.empty()) {
+  if (options.tls) {
+    if (options.fingerprint.empty()) {
       return FailedPrecondition("TLS is on but no server fingerprint is known to pin (use the "
                                 "access file, --fingerprint, or --no-tls)");
     }
-    ASSIGN_OR_RETURN(fingerprint, NormalizeFingerprint(options_.fingerprint));
+    ASSIGN_OR_RETURN(fingerprint, NormalizeFingerprint(options.fingerprint));
   }
   asio::io_context io(1);
   tcp::resolver::results_type endpoints;
-  if (auto literal = internal::LiteralEndpoint(options_.host, options_.port)) {
+  if (auto literal = internal::LiteralEndpoint(options.host, options.port)) {
     endpoints = std::move(*literal);
   } else {
     tcp::resolver resolver(io);
     error_code ec;
-    resolver.async_resolve(options_.host, std::to_string(options_.port),
+    resolver.async_resolve(options.host, std::to_string(options.port),
                            [&](error_code e, tcp::resolver::results_type r) {
                              ec = e;
                              endpoints = std::move(r);
                            });
     RunToCompletion(io);
-    if (ec) return NetError(ec, "cannot resolve", options_);
+    if (ec) return NetError(ec, "cannot resolve", options);
   }
 
-  if (options_.tls) {
+  if (options.tls) {
     std::shared_ptr<ssl::context> ctx = SharedClientTlsContext();
     beast::ssl_stream<beast::tcp_stream> stream(io, *ctx);
-    return Exchange(io, stream, endpoints, options_, fingerprint, request);
+    return exchange(io, stream, endpoints, fingerprint);
   }
   beast::tcp_stream stream(io);
-  return Exchange(io, stream, endpoints, options_, fingerprint, request);
+  return exchange(io, stream, endpoints, fingerprint);
+}
+
+}  // namespace
+
+Result<Response> HttpClient::Send(const ClientRequest& request) {
+  return WithStream(
+      options_, [&](asio::io_context& io, auto& stream,
+                    const tcp::resolver::results_type& endpoints, const std::string& fingerprint) {
+        return Exchange(io, stream, endpoints, options_, fingerprint, request);
+      });
+}
+
+Result<Response> HttpClient::Download(const ClientRequest& request,
+                                      const std::function<Status(std::string_view chunk)>& sink) {
+  return WithStream(
+      options_, [&](asio::io_context& io, auto& stream,
+                    const tcp::resolver::results_type& endpoints, const std::string& fingerprint) {
+        return DownloadExchange(io, stream, endpoints, options_, fingerprint, request, sink);
+      });
 }
 
 Result<Response> HttpClient::Get(const std::string& target) {

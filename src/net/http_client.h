@@ -9,8 +9,10 @@
 #ifndef DROVER_NET_HTTP_CLIENT_H_
 #define DROVER_NET_HTTP_CLIENT_H_
 
+#include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "net/client_options.h"
@@ -37,6 +39,22 @@ class HttpClient {
   // the pinned fingerprint (naming both) or TLS is on without a fingerprint,
   // kResourceExhausted for a response over max_response_bytes.
   Result<Response> Send(const ClientRequest& request);
+
+  // Sends `request` as Send() does (same connection, TLS pinning and token)
+  // and streams the body of a 2xx answer to `sink`, chunk by chunk (at most
+  // 64 KiB each, in order), never holding the whole body in memory and with
+  // no max_response_bytes limit. options.timeout applies to each step (the
+  // connection, the handshake, the request, each read), not to the whole
+  // transfer: only a server that makes no progress for that long fails it,
+  // with kDeadlineExceeded. If `sink` returns an error the transfer stops
+  // and that error is returned. The Response carries status and headers;
+  // its body is empty. A non-2xx answer does not reach `sink`: its body (up
+  // to 64 KiB, the rest left unread) is returned in Response::body, so
+  // StatusFromResponse works on it. Other failures as for Send(). A body cut
+  // short by the server (fewer bytes than its Content-Length) is
+  // kUnavailable, after `sink` has seen what arrived.
+  Result<Response> Download(const ClientRequest& request,
+                            const std::function<Status(std::string_view chunk)>& sink);
 
   Result<Response> Get(const std::string& target);
   Result<Response> Post(const std::string& target, std::string body);

@@ -33,6 +33,13 @@ struct Response {
   std::string content_type = "application/json";
   std::string body;
   std::map<std::string, std::string> headers;  // extra headers; names as given
+  // Server only. When non-empty, the server sends the contents of this
+  // regular file as the body, streamed from disk (never read into memory
+  // whole), with Content-Length its size; `body` is then ignored. If the
+  // file cannot be opened, or is not a regular file, the client gets
+  // ErrorResponse(404, kNotFound, ...) instead (the path is logged, not
+  // sent). The handler's content_type and headers go with the file.
+  std::string file_path;
 };
 
 // Answers one request. A handler may call it at once or later (after an

@@ -6,17 +6,19 @@
 #include "net/server.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
-#include <algorithm>
-#include <array>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -87,6 +89,10 @@ struct Server::State {
   uint16_t port = 0;
   bool stopped = false;
   std::map<uint64_t, std::weak_ptr<Connection>> connections;
+  // Server::body_bytes_sent / body_bytes_received; atomic because metrics
+  // may read them from another thread.
+  std::atomic<uint64_t> body_bytes_sent{0};
+  std::atomic<uint64_t> body_bytes_received{0};
 
   bool IsPublic(const std::string& path) const {
     for (const std::string& p : public_paths) {
@@ -394,6 +400,7 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
 
   void Dispatch() {
     const bool keep_alive = parser_->get().keep_alive();
+    state_->body_bytes_received.fetch_add(request_.body.size(), std::memory_order_relaxed);
     Lowest().expires_never();  // the handler may take its time
     state_->Dispatch(request_, MakeResponder(keep_alive));
   }
@@ -422,21 +429,81 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
   }
 
   void WriteResponse(Response r, bool keep_alive) {
+    if (!r.file_path.empty()) return WriteFile(std::move(r), keep_alive);
     auto res = std::make_shared<http::response<http::string_body>>();
-    res->result(static_cast<unsigned>(r.status));
-    res->version(11);
-    res->set(http::field::server, "drover");
-    res->set(http::field::content_type, r.content_type);
-    for (const auto& [name, value] : r.headers) res->set(name, value);
-    res->keep_alive(keep_alive);
     res->body() = std::move(r.body);
-    res->prepare_payload();
+    SetHeader(*res, r, keep_alive);
     Lowest().expires_after(Timeout());
     http::async_write(stream_, *res, [self = this->shared_from_this(), res](error_code ec, size_t) {
       if (ec) return self->Drop("write failed: " + ec.message());
-      if (!res->keep_alive()) return self->Shutdown();
-      self->ReadHeader();
+      self->state_->body_bytes_sent.fetch_add(res->body().size(), std::memory_order_relaxed);
+      self->AfterWrite(res->keep_alive());
     });
+  }
+
+  template <class Body>
+  static void SetHeader(http::response<Body>& res, const Response& r, bool keep_alive) {
+    res.result(static_cast<unsigned>(r.status));
+    res.version(11);
+    res.set(http::field::server, "drover");
+    res.set(http::field::content_type, r.content_type);
+    for (const auto& [name, value] : r.headers) res.set(name, value);
+    res.keep_alive(keep_alive);
+    res.prepare_payload();
+  }
+
+  void AfterWrite(bool keep_alive) {
+    if (!keep_alive) return Shutdown();
+    ReadHeader();
+  }
+
+  // Response::file_path: the file streamed from disk by Beast's file_body.
+  // A file that cannot be opened, or is not a regular file (a directory
+  // opens but cannot be read), is answered 404 in its place.
+  void WriteFile(Response r, bool keep_alive) {
+    using FileResponse = http::response<http::file_body>;
+    auto res = std::make_shared<FileResponse>();
+    error_code ec;
+    res->body().open(r.file_path.c_str(), beast::file_mode::scan, ec);
+    std::string why = ec ? ec.message() : "";
+    if (!ec) {
+      struct stat info {};
+      if (::fstat(res->body().file().native_handle(), &info) != 0 || !S_ISREG(info.st_mode)) {
+        why = "not a regular file";
+      }
+    }
+    if (!why.empty()) {
+      spdlog::info("http {}: cannot send file {}: {}", remote_, r.file_path, why);
+      return WriteResponse(
+          ErrorResponse(404, StatusCode::kNotFound, "the file to send is not available"),
+          keep_alive);
+    }
+    SetHeader(*res, r, keep_alive);
+    auto serializer = std::make_shared<http::response_serializer<http::file_body>>(*res);
+    WriteFileStep(std::move(res), std::move(serializer));
+  }
+
+  // One write of the file response at a time, each under its own deadline:
+  // a single async_write of the whole message would run under one deadline
+  // (tcp_stream's expiry covers every operation until it is reset), which
+  // cuts a large file to a slow but progressing peer, while none at all
+  // would let a stalled peer hold the connection and the open file forever.
+  // So the limit is on progress: Timeout() without a byte accepted by the
+  // socket drops the connection.
+  void WriteFileStep(std::shared_ptr<http::response<http::file_body>> res,
+                     std::shared_ptr<http::response_serializer<http::file_body>> serializer) {
+    Lowest().expires_after(Timeout());
+    auto& sr = *serializer;
+    http::async_write_some(stream_, sr,
+                           [self = this->shared_from_this(), res = std::move(res),
+                            serializer = std::move(serializer)](error_code ec, size_t) mutable {
+                             if (ec) return self->Drop("write of a file failed: " + ec.message());
+                             if (!serializer->is_done())
+                               return self->WriteFileStep(std::move(res), std::move(serializer));
+                             self->state_->body_bytes_sent.fetch_add(res->body().size(),
+                                                                     std::memory_order_relaxed);
+                             self->AfterWrite(res->keep_alive());
+                           });
   }
 
   // Answers with an error, then closes the connection: after a bad or
@@ -743,5 +810,13 @@ uint16_t Server::port() const { return state_->port; }
 const std::string& Server::fingerprint() const { return state_->fingerprint; }
 
 size_t Server::connection_count() const { return state_->connections.size(); }
+
+uint64_t Server::body_bytes_sent() const {
+  return state_->body_bytes_sent.load(std::memory_order_relaxed);
+}
+
+uint64_t Server::body_bytes_received() const {
+  return state_->body_bytes_received.load(std::memory_order_relaxed);
+}
 
 }  // namespace drover::net

@@ -152,6 +152,16 @@ class Server {
   // Open connections (HTTP and WebSocket), for metrics and tests.
   size_t connection_count() const;
 
+  // Bytes of HTTP bodies this server has sent (responses written in full,
+  // files of Response::file_path included, error answers too) and received
+  // (request bodies read in full), on the TCP port and the local socket,
+  // since construction. Headers, TLS framing, WebSocket messages and
+  // AnswerInMemory are not counted. For metrics: they show, for example,
+  // that file transfers went peer to peer and not through the server. Safe
+  // to read from any thread.
+  uint64_t body_bytes_sent() const;
+  uint64_t body_bytes_received() const;
+
   struct State;
 
  private:

@@ -4,10 +4,15 @@
 #include "net/server.h"
 
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "net/client_tls.h"
 #include "net/http_client.h"
@@ -413,6 +418,287 @@ TEST(ServerStartTest, RefusesEmptyTokenAndBadAddress) {
   o.token = kServerToken;
   o.bind_address = "not-an-ip";
   EXPECT_EQ(Server(loop, o).Start().code(), StatusCode::kInvalidArgument);
+}
+
+// ---- Files as response bodies (Response::file_path), the body byte
+// counters and HttpClient::Download.
+
+// `size` bytes that differ from one offset to the next (a file served with
+// an offset error would not compare equal).
+std::string FileContent(size_t size) {
+  std::string out(size, '\0');
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; i < size; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    out[i] = static_cast<char>(x);
+  }
+  return out;
+}
+
+void WriteFile(const std::string& path, const std::string& content) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << path;
+  ASSERT_EQ(std::fwrite(content.data(), 1, content.size(), f), content.size());
+  ASSERT_EQ(std::fclose(f), 0);
+}
+
+// SHA-256 fed piece by piece, as a download sink would.
+class StreamHash {
+ public:
+  StreamHash() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
+  ~StreamHash() { EVP_MD_CTX_free(ctx_); }
+  StreamHash(const StreamHash&) = delete;
+  StreamHash& operator=(const StreamHash&) = delete;
+  void Add(std::string_view bytes) { EVP_DigestUpdate(ctx_, bytes.data(), bytes.size()); }
+  std::string Hex() {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx_, md, &len);
+    std::string out;
+    char buf[3];
+    for (unsigned int i = 0; i < len; ++i) {
+      std::snprintf(buf, sizeof(buf), "%02x", md[i]);
+      out += buf;
+    }
+    return out;
+  }
+
+ private:
+  EVP_MD_CTX* ctx_;
+};
+
+std::string HashOf(std::string_view bytes) {
+  StreamHash h;
+  h.Add(bytes);
+  return h.Hex();
+}
+
+constexpr size_t kFileBytes = 3 * 1024 * 1024;
+
+// GET /files/{name} answers with the file `name` of `dir` (which may be
+// missing); GET /big-error with a 100 KiB error body.
+void ServeFiles(Server& server, LoopThread& loop, const std::string& dir) {
+  loop.Call([&server, dir] {
+    server.Route("GET", "/files/{name}", [dir](const Request& r, Responder done) {
+      Response res;
+      res.content_type = "application/octet-stream";
+      res.file_path = dir + "/" + r.path_params.at("name");
+      res.body = "ignored";
+      res.headers["X-File"] = r.path_params.at("name");
+      done(std::move(res));
+    });
+    server.Route("GET", "/big-error", [](const Request&, Responder done) {
+      done(TextResponse(std::string(100 * 1024, 'e'), 500));
+    });
+  });
+}
+
+// Waits until `counter()` reaches `want`. The server counts a body once its
+// write completed, which may be just after the client has read it.
+template <class F>
+uint64_t AwaitAtLeast(LoopThread& loop, F counter, uint64_t want) {
+  const auto deadline = std::chrono::steady_clock::now() + testing::kWait;
+  while (counter() < want && std::chrono::steady_clock::now() < deadline) loop.Call([] {});
+  return counter();
+}
+
+TEST_P(ServerTest, FileResponseIsStreamedFromDiskByteExact) {
+  StartServer();
+  ServeFiles(*server_, *loop_thread_, state_.path());
+  const std::string content = FileContent(kFileBytes);
+  WriteFile(state_ / "blob", content);
+  ASSERT_TRUE(std::filesystem::create_directory(state_ / "dir"));
+
+  HttpClient client(Client());
+  Result<Response> r = client.Get("/files/blob");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->content_type, "application/octet-stream");
+  EXPECT_EQ(r->headers["content-length"], std::to_string(kFileBytes));
+  EXPECT_EQ(r->headers["x-file"], "blob");
+  ASSERT_EQ(r->body.size(), content.size());
+  EXPECT_TRUE(r->body == content);
+
+  // A missing file, and a directory, are 404 with our error body; the
+  // connection serves on.
+  for (const char* target : {"/files/missing", "/files/dir"}) {
+    Result<Response> missing = client.Get(target);
+    ASSERT_TRUE(missing.ok()) << missing.status().ToString();
+    EXPECT_EQ(missing->status, 404) << target;
+    EXPECT_EQ(StatusFromResponse(*missing).code(), StatusCode::kNotFound) << missing->body;
+    EXPECT_EQ(missing->body.find(state_.path()), std::string::npos) << "the path is not sent";
+  }
+  EXPECT_EQ(client.Get("/api/v1/echo/7")->status, 200);
+}
+
+TEST_P(ServerTest, BodyByteCountersCountRequestAndResponseBodies) {
+  StartServer();
+  ServeFiles(*server_, *loop_thread_, state_.path());
+  WriteFile(state_ / "blob", FileContent(kFileBytes));
+  auto sent = [this] { return server_->body_bytes_sent(); };
+  auto received = [this] { return server_->body_bytes_received(); };
+  EXPECT_EQ(sent(), 0u);
+  EXPECT_EQ(received(), 0u);
+
+  HttpClient client(Client());
+  const std::string body(3000, 'x');
+  ASSERT_EQ(client.Post("/api/v1/echo", body)->status, 200);
+  EXPECT_EQ(AwaitAtLeast(*loop_thread_, sent, 3000), 3000u);
+  EXPECT_EQ(received(), 3000u);
+
+  ASSERT_EQ(client.Get("/files/blob")->status, 200);
+  EXPECT_EQ(AwaitAtLeast(*loop_thread_, sent, 3000 + kFileBytes), 3000 + kFileBytes);
+  EXPECT_EQ(received(), 3000u);  // a GET has no body
+}
+
+TEST_P(ServerTest, DownloadStreamsTheBodyToTheSinkInChunks) {
+  StartServer();
+  ServeFiles(*server_, *loop_thread_, state_.path());
+  const std::string content = FileContent(kFileBytes);
+  WriteFile(state_ / "blob", content);
+
+  ClientOptions o = Client();
+  o.max_response_bytes = 1024;  // does not apply to a streamed body
+  HttpClient client(o);
+  StreamHash hash;
+  size_t bytes = 0, chunks = 0, largest = 0;
+  ClientRequest request;
+  request.target = "/files/blob";
+  Result<Response> r = client.Download(request, [&](std::string_view chunk) {
+    hash.Add(chunk);
+    bytes += chunk.size();
+    ++chunks;
+    largest = std::max(largest, chunk.size());
+    return Status::Ok();
+  });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(r->body.empty());
+  EXPECT_EQ(r->headers["content-length"], std::to_string(kFileBytes));
+  EXPECT_EQ(r->headers["x-file"], "blob");
+  EXPECT_EQ(bytes, kFileBytes);
+  EXPECT_EQ(hash.Hex(), HashOf(content));
+  EXPECT_LE(largest, 64u * 1024);
+  EXPECT_GE(chunks, kFileBytes / (64 * 1024));
+
+  // A string body downloads as well.
+  std::string echoed;
+  Result<Response> e =
+      client.Download(ClientRequest{.method = "POST", .target = "/api/v1/echo", .body = "hello"},
+                      [&](std::string_view chunk) {
+                        echoed.append(chunk);
+                        return Status::Ok();
+                      });
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(echoed, "hello");
+}
+
+TEST_P(ServerTest, DownloadStopsAtTheSinksError) {
+  StartServer();
+  ServeFiles(*server_, *loop_thread_, state_.path());
+  WriteFile(state_ / "blob", FileContent(kFileBytes));
+
+  HttpClient client(Client());
+  int calls = 0;
+  ClientRequest request;
+  request.target = "/files/blob";
+  Result<Response> r = client.Download(request, [&](std::string_view) {
+    ++calls;
+    return calls == 2 ? Status(StatusCode::kDataLoss, "disk full") : Status::Ok();
+  });
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(r.status().message(), "disk full");
+  EXPECT_EQ(calls, 2);
+  // The server drops the abandoned transfer and serves on.
+  EXPECT_EQ(client.Get("/api/v1/echo/8")->status, 200);
+}
+
+TEST_P(ServerTest, DownloadOfAnErrorReturnsItsBodyWithoutTheSink) {
+  StartServer();
+  ServeFiles(*server_, *loop_thread_, state_.path());
+  HttpClient client(Client());
+  bool called = false;
+  auto sink = [&](std::string_view) {
+    called = true;
+    return Status::Ok();
+  };
+  ClientRequest request;
+  request.target = "/files/missing";
+  Result<Response> r = client.Download(request, sink);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(StatusFromResponse(*r).code(), StatusCode::kNotFound) << r->body;
+
+  // An error body over 64 KiB is cut there.
+  request.target = "/big-error";
+  Result<Response> big = client.Download(request, sink);
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  EXPECT_EQ(big->status, 500);
+  EXPECT_EQ(big->body, std::string(64 * 1024, 'e'));
+  EXPECT_FALSE(called);
+
+  // Without a token: 401, the body explains.
+  HttpClient stranger(Client(std::string(64, 'b')));
+  Result<Response> denied = stranger.Download(request, sink);
+  ASSERT_TRUE(denied.ok()) << denied.status().ToString();
+  EXPECT_EQ(StatusFromResponse(*denied).code(), StatusCode::kUnauthenticated);
+  EXPECT_FALSE(called);
+}
+
+// A peer that answers with a header and part of the body, then goes silent:
+// Download's timeout is on progress, so it gives up after options.timeout
+// without a byte, having handed over what came.
+TEST(DownloadTimeoutTest, StalledBodyIsDeadlineExceeded) {
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::thread peer([listener] {
+    int fd = ::accept(listener, nullptr, nullptr);
+    if (fd < 0) return;
+    std::string request;
+    char buf[4096];
+    while (request.find("\r\n\r\n") == std::string::npos) {
+      ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n <= 0) break;
+      request.append(buf, static_cast<size_t>(n));
+    }
+    const std::string answer = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789";
+    if (::write(fd, answer.data(), answer.size()) < 0) {
+      ::close(fd);
+      return;
+    }
+    ReadUntilClosed(fd);  // silent until the client gives up
+    ::close(fd);
+  });
+
+  ClientOptions o;
+  o.host = "127.0.0.1";
+  o.port = ntohs(addr.sin_port);
+  o.tls = false;
+  o.token = kServerToken;
+  o.timeout = Millis(300);
+  HttpClient client(o);
+  std::string got;
+  ClientRequest request;
+  request.target = "/files/blob";
+  Result<Response> r = client.Download(request, [&](std::string_view chunk) {
+    got.append(chunk);
+    return Status::Ok();
+  });
+  peer.join();
+  ::close(listener);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status().ToString();
+  EXPECT_EQ(got, "0123456789");
 }
 
 }  // namespace

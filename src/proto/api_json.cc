@@ -26,13 +26,21 @@ int64_t UnixMillis(Time t) { return FloorDiv(ToMicros(t), 1000); }
 Json OutcomeJson(const std::optional<core::TaskOutcome>& outcome) {
   if (!outcome) return nullptr;
   const core::TaskOutcome& o = *outcome;
-  return Json{{"exit_code", o.exit_code},
-              {"signal", o.signal},
-              {"oom_killed", o.oom_killed},
-              {"wall_ms", FloorDiv(o.usage.wall.count(), 1000)},
-              {"cpu_ms", FloorDiv(o.usage.cpu.count(), 1000)},
-              {"peak_mem_bytes", o.usage.peak_mem_bytes},
-              {"result", o.result}};
+  Json j{{"exit_code", o.exit_code},
+         {"signal", o.signal},
+         {"oom_killed", o.oom_killed},
+         {"wall_ms", FloorDiv(o.usage.wall.count(), 1000)},
+         {"cpu_ms", FloorDiv(o.usage.cpu.count(), 1000)},
+         {"peak_mem_bytes", o.usage.peak_mem_bytes},
+         {"result", o.result}};
+  // A success's files ($DROVER_OUTPUT_DIR) and the worker holding them.
+  Json files = Json::array();
+  for (const core::OutputFile& f : o.outputs) {
+    files.push_back(Json{{"name", f.name}, {"size", f.size}, {"sha256", f.sha256}});
+  }
+  j["outputs"] = std::move(files);
+  if (o.outputs_on != 0) j["outputs_on"] = o.outputs_on;
+  return j;
 }
 
 // Sets "<key>" (RFC 3339) and "<key>_ms".
@@ -135,7 +143,9 @@ bool ReadOutcomeApi(const Json& j, const std::string& path, core::TaskOutcome* o
   if (!r.Integer("exit_code", &out->exit_code) || !r.Integer("signal", &out->signal) ||
       !r.Bool("oom_killed", &out->oom_killed) || !r.Integer("wall_ms", &wall_ms) ||
       !r.Integer("cpu_ms", &cpu_ms) || !r.Integer("peak_mem_bytes", &out->usage.peak_mem_bytes) ||
-      !r.String("result", &out->result, Need::kOptional)) {
+      !r.String("result", &out->result, Need::kOptional) ||
+      !r.Integer("outputs_on", &out->outputs_on, Need::kOptional) ||
+      !ReadList(r, "outputs", &out->outputs, ctx, internal::ReadOutputFile)) {
     return false;
   }
   out->usage.wall = Millis(wall_ms);

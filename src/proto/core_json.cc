@@ -27,7 +27,31 @@ Json OutcomeJson(const core::TaskOutcome& outcome) {
          {"peak_mem_bytes", outcome.usage.peak_mem_bytes},
          {"result", outcome.result}};
   if (!outcome.reason.empty()) j["reason"] = outcome.reason;  // absent in older records
+  if (!outcome.outputs.empty()) {
+    Json files = Json::array();
+    for (const core::OutputFile& f : outcome.outputs) {
+      files.push_back(Json{{"name", f.name}, {"size", f.size}, {"sha256", f.sha256}});
+    }
+    j["outputs"] = std::move(files);
+    if (outcome.outputs_on != 0) j["outputs_on"] = outcome.outputs_on;
+  }
   return j;
+}
+
+bool ReadOutputFile(const Json& j, const std::string& path, core::OutputFile* out,
+                    DecodeContext& ctx) {
+  ObjectReader r(j, path, ctx);
+  if (!r.String("name", &out->name) || !r.Integer("size", &out->size) ||
+      !r.String("sha256", &out->sha256)) {
+    return false;
+  }
+  if (std::string problem = core::OutputNameProblem(out->name); !problem.empty()) {
+    return ctx.Fail(r.PathOf("name"), problem);
+  }
+  if (!core::IsSha256Hex(out->sha256)) {
+    return ctx.Fail(r.PathOf("sha256"), "expected 64 lower-case hex digits");
+  }
+  return true;
 }
 
 bool ReadOutcome(const Json& j, const std::string& path, core::TaskOutcome* out,
@@ -38,8 +62,20 @@ bool ReadOutcome(const Json& j, const std::string& path, core::TaskOutcome* out,
       !r.Micros("cpu_us", &out->usage.cpu) ||
       !r.Integer("peak_mem_bytes", &out->usage.peak_mem_bytes) ||
       !r.String("result", &out->result, Need::kOptional) ||
-      !r.String("reason", &out->reason, Need::kOptional)) {
+      !r.String("reason", &out->reason, Need::kOptional) ||
+      !r.Integer("outputs_on", &out->outputs_on, Need::kOptional)) {
     return false;
+  }
+  if (const Json* files = r.Get("outputs", Need::kOptional)) {
+    if (files->is_array() && files->size() > core::kMaxOutputFiles) {
+      return ctx.Fail(r.PathOf("outputs"), "has " + std::to_string(files->size()) +
+                                               " files, more than the limit of " +
+                                               std::to_string(core::kMaxOutputFiles));
+    }
+    if (!ReadVector<core::OutputFile>(*files, r.PathOf("outputs"), &out->outputs, ctx,
+                                      ReadOutputFile)) {
+      return false;
+    }
   }
   if (out->result.size() > core::kMaxResultBytes) {
     return ctx.Fail(r.PathOf("result"), "is " + std::to_string(out->result.size()) +

@@ -21,6 +21,8 @@ bool ReadGpuGrant(const Json& j, const std::string& path, core::GpuGrant* out, D
 //  "peak_mem_bytes", "result"}; a result longer than core::kMaxResultBytes
 // is rejected.
 Json OutcomeJson(const core::TaskOutcome& outcome);
+bool ReadOutputFile(const Json& j, const std::string& path, core::OutputFile* out,
+                    DecodeContext& ctx);
 bool ReadOutcome(const Json& j, const std::string& path, core::TaskOutcome* out,
                  DecodeContext& ctx);
 

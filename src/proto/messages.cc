@@ -130,6 +130,8 @@ Json Body(const Hello& m) {
               {"previous_id", m.previous_id},
               {"agent_version", m.agent_version},
               {"key", m.key},
+              {"files_port", m.files_port},
+              {"files_fingerprint", m.files_fingerprint},
               {"resources", internal::WorkerResourcesJson(m.resources)},
               {"running", RunningListJson(m.running)},
               {"finished", FinishedListJson(m.finished)}};
@@ -138,8 +140,13 @@ bool Read(ObjectReader& r, Hello* m, DecodeContext& ctx) {
   if (!r.Integer("v", &m->protocol_version) || !r.String("name", &m->worker_name) ||
       !r.Integer("previous_id", &m->previous_id, Need::kOptional) ||
       !r.String("agent_version", &m->agent_version, Need::kOptional) ||
-      !r.String("key", &m->key, Need::kOptional)) {
+      !r.String("key", &m->key, Need::kOptional) ||
+      !r.Integer("files_port", &m->files_port, Need::kOptional) ||
+      !r.String("files_fingerprint", &m->files_fingerprint, Need::kOptional)) {
     return false;
+  }
+  if (!m->files_fingerprint.empty() && !core::IsSha256Hex(m->files_fingerprint)) {
+    return ctx.Fail("files_fingerprint", "expected 64 lower-case hex digits");
   }
   if (m->worker_name.empty()) return ctx.Fail("name", "must not be empty");
   if (m->worker_name.size() > kMaxWorkerNameBytes) {
@@ -244,13 +251,18 @@ Json Body(const HelloAck& m) {
   return Json{{"worker", m.worker},
               {"server_instance", m.server_instance},
               {"heartbeat_interval_us", m.heartbeat_interval.count()},
-              {"lease_ttl_us", m.lease_ttl.count()}};
+              {"lease_ttl_us", m.lease_ttl.count()},
+              {"grant_key", m.grant_key}};
 }
 bool Read(ObjectReader& r, HelloAck* m, DecodeContext& ctx) {
   if (!r.Integer("worker", &m->worker) || !r.String("server_instance", &m->server_instance) ||
       !r.Micros("heartbeat_interval_us", &m->heartbeat_interval) ||
-      !r.Micros("lease_ttl_us", &m->lease_ttl)) {
+      !r.Micros("lease_ttl_us", &m->lease_ttl) ||
+      !r.String("grant_key", &m->grant_key, Need::kOptional)) {
     return false;
+  }
+  if (!m->grant_key.empty() && !core::IsSha256Hex(m->grant_key)) {
+    return ctx.Fail("grant_key", "expected 64 lower-case hex digits");
   }
   if (m->heartbeat_interval <= Duration::zero()) {
     return ctx.Fail("heartbeat_interval_us", "must be positive");
@@ -259,6 +271,37 @@ bool Read(ObjectReader& r, HelloAck* m, DecodeContext& ctx) {
     return ctx.Fail("lease_ttl_us", "must be longer than the heartbeat interval");
   }
   return true;
+}
+
+Json InputFileJson(const InputFile& f) {
+  Json sources = Json::array();
+  for (const FileSource& s : f.sources) {
+    sources.push_back(Json{
+        {"worker", s.worker}, {"host", s.host}, {"port", s.port}, {"fingerprint", s.fingerprint}});
+  }
+  return Json{{"from", f.from.ToString()}, {"name", f.file.name},           {"size", f.file.size},
+              {"sha256", f.file.sha256},   {"sources", std::move(sources)}, {"grant", f.grant}};
+}
+bool ReadFileSource(const Json& j, const std::string& path, FileSource* out, DecodeContext& ctx) {
+  ObjectReader r(j, path, ctx);
+  if (!r.Integer("worker", &out->worker) || !r.String("host", &out->host) ||
+      !r.Integer("port", &out->port) || !r.String("fingerprint", &out->fingerprint)) {
+    return false;
+  }
+  if (out->host.empty() || out->host.size() > 255) {
+    return ctx.Fail(r.PathOf("host"), "must be 1 to 255 bytes");
+  }
+  if (out->port == 0) return ctx.Fail(r.PathOf("port"), "must not be 0");
+  if (!core::IsSha256Hex(out->fingerprint)) {
+    return ctx.Fail(r.PathOf("fingerprint"), "expected 64 lower-case hex digits");
+  }
+  return true;
+}
+bool ReadInputFile(const Json& j, const std::string& path, InputFile* out, DecodeContext& ctx) {
+  if (!internal::ReadOutputFile(j, path, &out->file, ctx)) return false;
+  ObjectReader r(j, path, ctx);
+  return r.Task("from", &out->from) && r.String("grant", &out->grant) &&
+         ReadList(r, "sources", &out->sources, ctx, ReadFileSource);
 }
 
 Json AssignmentJson(const Assignment& a) {
@@ -278,6 +321,11 @@ Json AssignmentJson(const Assignment& a) {
   j["job_name"] = a.job_name;
   j["group_name"] = a.group_name;
   j["inputs"] = std::move(inputs);
+  if (!a.files.empty()) {
+    Json files = Json::array();
+    for (const InputFile& f : a.files) files.push_back(InputFileJson(f));
+    j["files"] = std::move(files);
+  }
   if (a.after) j["after"] = AttemptJson(a.after->task, a.after->attempt);
   j["vacate_signal"] = a.vacate_signal;
   j["vacate_grace_us"] = a.vacate_grace.count();
@@ -315,6 +363,7 @@ bool ReadAssignment(const Json& j, const std::string& path, Assignment* a, Decod
   if (const Json* after = r.Get("after", Need::kOptional)) {
     if (!ReadTaskAttempt(*after, r.PathOf("after"), &a->after.emplace(), ctx)) return false;
   }
+  if (!ReadList(r, "files", &a->files, ctx, ReadInputFile, Need::kOptional)) return false;
   if (const Json* inputs = r.Get("inputs", Need::kOptional)) {
     return internal::ForEachMember(
         *inputs, r.PathOf("inputs"), ctx,

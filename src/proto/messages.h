@@ -127,6 +127,13 @@ struct Hello {
   // for it; a hello with another key for that name is refused. Optional on
   // the wire (a server refuses a hello without one).
   std::string key;
+  // Where peers fetch this worker's files (outputs, cached inputs): the TLS
+  // port of its file service and its certificate's fingerprint (the
+  // server vouches for it to the fetching worker); the host is the address
+  // the server sees the worker connect from. Optional on the wire; 0 / ""
+  // = it serves no files.
+  uint16_t files_port = 0;
+  std::string files_fingerprint;
   core::WorkerResources resources;               // resources.name is not sent: the
                                                  // decoder sets it to worker_name
   std::vector<RunningTask> running;              // attempts still running here
@@ -215,7 +222,30 @@ struct HelloAck {
   std::string server_instance;  // changes when the server restarts
   Duration heartbeat_interval = Seconds(2);
   Duration lease_ttl = Seconds(30);
+  // The Ed25519 public key (64 hex digits) the server signs file grants
+  // with (net/grant.h): this worker serves a file only against a grant it
+  // verifies. Optional on the wire; empty = serve nothing.
+  std::string grant_key;
   friend bool operator==(const HelloAck&, const HelloAck&) = default;
+};
+
+// A worker to fetch a file from (InputFile::sources).
+struct FileSource {
+  WorkerId worker = 0;
+  std::string host;         // as the server saw it connect ("10.0.0.5", "::1")
+  uint16_t port = 0;        // its file service (Hello::files_port)
+  std::string fingerprint;  // its file service's certificate, pinned
+  friend bool operator==(const FileSource&, const FileSource&) = default;
+};
+
+// One output of a dependency that the task gets in $DROVER_INPUTS/<from>/<name>,
+// fetched (peer to peer) before the task starts and checked against sha256.
+struct InputFile {
+  TaskId from;  // the dependency that wrote it
+  core::OutputFile file;
+  std::vector<FileSource> sources;  // holders, in the order to try them
+  std::string grant;                // lets this worker fetch file.sha256 (net/grant.h)
+  friend bool operator==(const InputFile&, const InputFile&) = default;
 };
 
 // One task attempt to run, with everything needed to run it.
@@ -234,6 +264,9 @@ struct Assignment {
   std::string group_name;
   // Result strings of the tasks this one depends on, for $DROVER_INPUTS.
   std::map<TaskId, std::string> inputs;
+  // The dependencies' outputs, for $DROVER_INPUTS/<task id>/ (optional on
+  // the wire, "files").
+  std::vector<InputFile> files;
   // Queue-ahead: run this attempt on the resources of `after`, an attempt
   // running on this worker, the moment that one exits (no server round
   // trip); when `after` does not run here, start at once. Optional on the

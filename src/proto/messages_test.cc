@@ -17,6 +17,8 @@ core::TaskOutcome SampleOutcome() {
   o.usage = core::TaskUsage{Micros(1'234'567), Micros(987'654), 4ULL << 30};
   o.result = "{\"loss\": 0.25}\nline two \xc3\xa9";
   o.reason = "stdout not saved: no space left on device (/w/1/0.1/stdout)";
+  o.outputs = {{"model/weights.bin", 200ULL << 20, std::string(64, 'e')}};
+  o.outputs_on = 4;
   return o;
 }
 
@@ -37,6 +39,8 @@ Hello SampleHello() {
   h.running = {{{12, 3}, 1, {0, 1}, {{1, 100, 80ULL << 30}}}, {{12, 4}, 2, {}, {}},
                {{12, 5}, 1, {0}, {}, true}};
   h.finished = {{{11, 0}, 1, SampleOutcome(), TimeFromMicros(1'700'000'000'123'456)}};
+  h.files_port = 41234;
+  h.files_fingerprint = std::string(64, 'f');
   return h;
 }
 
@@ -58,6 +62,11 @@ Assignment SampleAssignment() {
   a.after = TaskAttempt{{12, 2}, 1};
   a.vacate_signal = 10;
   a.vacate_grace = Seconds(120);
+  a.files = {InputFile{{12, 0},
+                       {"data/train.csv", 1234, std::string(64, 'c')},
+                       {FileSource{4, "10.0.0.5", 41234, std::string(64, 'f')},
+                        FileSource{6, "::1", 7211, std::string(64, 'd')}},
+                       "v1.grant"}};
   return a;
 }
 
@@ -77,7 +86,8 @@ std::vector<WorkerMessage> AllWorkerMessages() {
 }
 
 std::vector<ServerMessage> AllServerMessages() {
-  return {HelloAck{7, "srv-1", Seconds(2), Seconds(30)},
+  return {HelloAck{7, "srv-1", Seconds(2), Seconds(30), std::string(64, '0')},
+          HelloAck{7, "srv-1", Seconds(2), Seconds(30)},
           Assign{{SampleAssignment(), Assignment{{1, 0}, 1, {}, 0, 0, {}, {"true"}}}},
           Ack{{{{12, 3}, 1}}},
           Cancel{{12, 3}, 1, "canceled by user"},
@@ -330,6 +340,39 @@ TEST(LogFrameTest, RoundTripsAndRejectsBadFrames) {
   std::string huge(kMaxLogFrameBytes + 10, 'x');
   EXPECT_TRUE(
       DecodeLogFrame(EncodeLogFrame(LogFrame{{1, 0}, 1, LogStream::kStdout, 0, huge})).ok());
+}
+
+// Names of files come from workers and land in other workers' directories:
+// anything that could leave the directory is refused where it is decoded.
+TEST(MessagesTest, OutputNamesAndHashesAreChecked) {
+  for (const char* name :
+       {"", "/etc/passwd", "../x", "a/../../x", "a//b", "./a", "a/.", "a\nb", "a/"}) {
+    core::TaskOutcome o;
+    o.outputs = {{name, 1, std::string(64, 'a')}};
+    std::string text = Encode(WorkerMessage{Finished{{{{1, 0}, 1, o, TimeFromMicros(1)}}}});
+    Result<WorkerMessage> back = DecodeWorkerMessage(text);
+    ASSERT_FALSE(back.ok()) << name;
+    EXPECT_NE(back.status().message().find("outputs[0].name"), std::string::npos)
+        << back.status().message();
+  }
+  for (const std::string& sha :
+       {std::string(63, 'a'), std::string(64, 'A'), std::string(64, 'g')}) {
+    core::TaskOutcome o;
+    o.outputs = {{"ok.bin", 1, sha}};
+    Result<WorkerMessage> back =
+        DecodeWorkerMessage(Encode(WorkerMessage{Finished{{{{1, 0}, 1, o, TimeFromMicros(1)}}}}));
+    ASSERT_FALSE(back.ok()) << sha;
+    EXPECT_NE(back.status().message().find("outputs[0].sha256"), std::string::npos);
+  }
+  Assignment a = SampleAssignment();
+  a.files[0].sources[0].fingerprint = "not-hex";
+  Result<ServerMessage> back = DecodeServerMessage(Encode(ServerMessage{Assign{{a}}}));
+  ASSERT_FALSE(back.ok());
+  EXPECT_NE(back.status().message().find("sources[0].fingerprint"), std::string::npos)
+      << back.status().message();
+  // Fine names pass, nested ones too.
+  EXPECT_EQ(core::OutputNameProblem("model/v1/weights.bin"), "");
+  EXPECT_EQ(core::OutputNameProblem("..hidden"), "");
 }
 
 }  // namespace

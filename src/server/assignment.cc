@@ -2,7 +2,7 @@
 
 namespace drover::server {
 
-proto::Assignment BuildAssignment(const core::AssignTask& assign) {
+proto::Assignment BuildAssignment(const core::AssignTask& assign, const FileGrants* files) {
   proto::Assignment a;
   a.task = assign.task;
   a.attempt = assign.attempt;
@@ -23,7 +23,19 @@ proto::Assignment BuildAssignment(const core::AssignTask& assign) {
     a.vacate_grace = spec.vacate_grace;
   }
   if (assign.inputs) {
-    for (const auto& [task, result] : *assign.inputs) a.inputs[task] = result;
+    for (const core::DependencyInput& in : *assign.inputs) {
+      if (!in.result.empty()) a.inputs[in.task] = in.result;
+      if (in.outputs.empty()) continue;
+      std::optional<proto::FileSource> holder;
+      if (files != nullptr && in.outputs_on != 0) holder = files->source_of(in.outputs_on);
+      for (const core::OutputFile& file : in.outputs) {
+        proto::InputFile& f = a.files.emplace_back();
+        f.from = in.task;
+        f.file = file;
+        if (holder) f.sources.push_back(*holder);
+        if (files != nullptr) f.grant = files->grant(file.sha256, assign.worker);
+      }
+    }
   }
   return a;
 }

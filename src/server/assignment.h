@@ -9,19 +9,38 @@
 //   Tasks that left no result are omitted. The worker writes each
 //   as $DROVER_INPUTS/<task id>. (The message has no field for readable
 //   aliases such as "<group>.<index>"; that needs a proto change.)
+// - files: each output of those tasks, with the worker that holds it (where
+//   its file service listens, and the certificate to pin) and a grant that
+//   lets this worker fetch it (docs/design.md, "Data plane"). Without
+//   FileGrants, or for a holder that serves no files, `sources` is empty
+//   and the worker fails the attempt with a reason naming the file.
 //
 // The command carries everything: nothing here asks the core again.
 //
-// Thread safety: pure function of its argument.
+// Thread safety: pure function of its arguments (and of what FileGrants'
+// functions return).
 #ifndef DROVER_SERVER_ASSIGNMENT_H_
 #define DROVER_SERVER_ASSIGNMENT_H_
+
+#include <functional>
+#include <optional>
+#include <string>
 
 #include "core/commands.h"
 #include "proto/messages.h"
 
 namespace drover::server {
 
-proto::Assignment BuildAssignment(const core::AssignTask& assign);
+// What the server knows to let workers fetch files from each other.
+struct FileGrants {
+  // Where `worker` serves files; nullopt when it serves none (or is unknown).
+  std::function<std::optional<proto::FileSource>(WorkerId worker)> source_of;
+  // A grant that lets `requester` fetch the file `sha256`.
+  std::function<std::string(const std::string& sha256, WorkerId requester)> grant;
+};
+
+proto::Assignment BuildAssignment(const core::AssignTask& assign,
+                                  const FileGrants* files = nullptr);
 
 }  // namespace drover::server
 

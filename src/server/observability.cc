@@ -248,6 +248,15 @@ std::string Observability::MetricsText() {
     w.Family("drover_journal_bytes", "Size of the journal.", MetricType::kGauge);
     w.Sample("drover_journal_bytes", {}, static_cast<double>(options_.journal_bytes()));
   }
+  if (options_.body_bytes_sent && options_.body_bytes_received) {
+    w.Family("drover_http_body_bytes_total",
+             "Bytes of HTTP request and response bodies through this server's port.",
+             MetricType::kCounter);
+    w.Sample("drover_http_body_bytes_total", {{"direction", "sent"}},
+             static_cast<double>(options_.body_bytes_sent()));
+    w.Sample("drover_http_body_bytes_total", {{"direction", "received"}},
+             static_cast<double>(options_.body_bytes_received()));
+  }
   w.Family("drover_server_start_time_seconds", "When the server started (Unix seconds).",
            MetricType::kGauge);
   w.Sample("drover_server_start_time_seconds", {},

@@ -39,6 +39,10 @@ struct ObservabilityOptions {
   size_t capacity = 3600;          // samples kept (an hour at 1 s)
   Time started_at;                 // the server's start (restored tasks are not timed)
   std::function<uint64_t()> journal_bytes;
+  // HTTP body bytes the server sent and received (net::Server's counters):
+  // files move between workers, and these show they did not come here.
+  std::function<uint64_t()> body_bytes_sent;
+  std::function<uint64_t()> body_bytes_received;
 };
 
 class Observability {

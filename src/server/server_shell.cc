@@ -257,6 +257,8 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   ObservabilityOptions oopts;
   oopts.started_at = p->started_at;
   oopts.journal_bytes = status.journal_bytes;
+  oopts.body_bytes_sent = [parts] { return parts->server->body_bytes_sent(); };
+  oopts.body_bytes_received = [parts] { return parts->server->body_bytes_received(); };
   p->observability = std::make_unique<Observability>(loop, *p->driver, *p->channel, oopts);
   p->observability->AddRoutes(*p->server);
   AddDashboardRoutes(*p->server);

@@ -30,6 +30,31 @@ WorkerChannel::WorkerChannel(net::EventLoop& loop, CoreDriver& driver, WorkerReg
   if (options_.silence_limit <= Duration::zero()) {
     options_.silence_limit = std::max<Duration>(3 * options_.heartbeat_interval, Seconds(5));
   }
+  Result<net::GrantSigner> signer = net::GrantSigner::Create();
+  if (signer.ok()) {
+    grants_ = std::make_unique<net::GrantSigner>(std::move(signer).value());
+  } else {
+    spdlog::error("no key for file grants, so workers serve no files: {}",
+                  signer.status().ToString());
+  }
+  file_grants_.source_of = [this](WorkerId worker) { return FileSourceOf(worker); };
+  file_grants_.grant = [this](const std::string& sha256, WorkerId requester) {
+    return Grant(sha256, requester);
+  };
+}
+
+std::string WorkerChannel::grant_key() const { return grants_ ? grants_->public_key() : ""; }
+
+std::optional<proto::FileSource> WorkerChannel::FileSourceOf(WorkerId worker) const {
+  auto it = file_sources_.find(worker);
+  if (it == file_sources_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string WorkerChannel::Grant(const std::string& sha256, WorkerId requester) const {
+  if (!grants_) return {};
+  return grants_->Sign(
+      net::Grant{sha256, "w" + std::to_string(requester), RealClock().Now() + options_.grant_ttl});
 }
 
 WorkerChannel::~WorkerChannel() {
@@ -213,8 +238,25 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
                  known->resources.cpu_cores.size(), FormatBytes(known->resources.mem_bytes),
                  known->resources.gpus.size());
   }
+  if (hello.files_port != 0 && !hello.files_fingerprint.empty()) {
+    // Peers reach its file service at the address it connected from; one
+    // on the local socket is on this machine.
+    const std::string& remote = conns_.at(conn).session->remote();
+    std::string host = "127.0.0.1";
+    if (!remote.empty() && remote.front() == '[') {
+      host = remote.substr(1, remote.find(']') - 1);
+    } else if (size_t colon = remote.rfind(':');
+               colon != std::string::npos && colon > 0 && remote.front() != '/') {
+      host = remote.substr(0, colon);
+    }
+    file_sources_[worker] =
+        proto::FileSource{worker, host, hello.files_port, hello.files_fingerprint};
+  } else {
+    file_sources_.erase(worker);
+  }
   proto::HelloAck ack;
   ack.worker = worker;
+  ack.grant_key = grant_key();
   ack.server_instance = options_.server_instance;
   ack.heartbeat_interval = options_.heartbeat_interval;
   ack.lease_ttl = options_.lease_ttl;
@@ -319,7 +361,7 @@ void WorkerChannel::OnClosed(uint64_t conn, const Status& status) {
 }
 
 void WorkerChannel::Assign(const core::AssignTask& assign) {
-  pending_[assign.worker].push_back(BuildAssignment(assign));
+  pending_[assign.worker].push_back(BuildAssignment(assign, &file_grants_));
   assign_flush_.Request();
 }
 

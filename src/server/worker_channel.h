@@ -59,10 +59,12 @@
 #include "core/commands.h"
 #include "metrics/prom_text.h"
 #include "net/event_loop.h"
+#include "net/grant.h"
 #include "net/read_pacer.h"
 #include "net/ws_session.h"
 #include "proto/log_frame.h"
 #include "proto/messages.h"
+#include "server/assignment.h"
 #include "server/core_driver.h"
 #include "server/handoff_stats.h"
 #include "server/once_per_turn.h"
@@ -82,6 +84,9 @@ struct WorkerChannelOptions {
   // a request from a person waits for at most about this many, not for a
   // message from every worker.
   size_t reads_per_turn = 32;
+  // How long a file grant in an assignment stays valid (net/grant.h): the
+  // worker fetches its inputs as the assignment arrives.
+  Duration grant_ttl = Seconds(600);
 };
 
 // Where log traffic from workers goes (log_relay.h).
@@ -119,6 +124,9 @@ class WorkerChannel {
   // Idle-desktop workers: from an owner's input to every task there frozen,
   // as the workers measured it (proto::Owner::freeze_us), in seconds.
   const metrics::PromHistogram& owner_freeze() const { return owner_freeze_; }
+  // The public key workers verify file grants with (empty: none could be
+  // made, and no worker serves files).
+  std::string grant_key() const;
 
   // Sends the assignments made so far in this turn (one Assign per worker).
   // Called by the shell at the end of each core turn; otherwise a posted
@@ -146,6 +154,10 @@ class WorkerChannel {
   void ArmSilenceCheck();
   void CheckSilence();
 
+  // Where `worker` serves files, as its latest Hello said.
+  std::optional<proto::FileSource> FileSourceOf(WorkerId worker) const;
+  std::string Grant(const std::string& sha256, WorkerId requester) const;
+
   net::EventLoop& loop_;
   CoreDriver& driver_;
   WorkerRegistry& registry_;
@@ -162,6 +174,11 @@ class WorkerChannel {
   OncePerTurn assign_flush_{loop_, [this] { FlushAssigns(); }};
   HandoffStats handoffs_;
   metrics::PromHistogram owner_freeze_{metrics::LatencyBuckets()};
+  // The data plane: the key file grants are signed with, and where each
+  // worker serves files (kept after it disconnects: it may still serve).
+  std::unique_ptr<net::GrantSigner> grants_;
+  std::unordered_map<WorkerId, proto::FileSource> file_sources_;
+  FileGrants file_grants_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -23,6 +24,7 @@
 #include "proto/messages.h"
 #include "worker/agent/agent_logs.h"
 #include "worker/agent/asio_reactor.h"
+#include "worker/agent/file_plane.h"
 #include "worker/agent/server_link.h"
 #include "worker/agent/task_runner.h"
 #include "worker/desktop/input_source.h"
@@ -147,6 +149,11 @@ class Agent::Impl {
   void PrepareQueued(const proto::Assignment& assignment);
   void KillTask(const worker::KillTask& kill);
   void OnTaskDone(const TaskResult& result);
+  // Reports an ended attempt (after its outputs were collected).
+  void ReportDone(const TaskResult& result, core::TaskOutcome outcome);
+  // Takes out of `assign` the attempts whose input files must be fetched
+  // first; each goes to the state machine once fetched, or is refused.
+  void HoldForInputs(proto::Assign& assign);
   // The task's directories and $DROVER_INPUTS files; `queued`: also its
   // environment and program (Executor::PrepareStart), for a start later.
   Result<TaskDirs> Prepare(const proto::Assignment& assignment, bool queued);
@@ -202,6 +209,8 @@ class Agent::Impl {
   // discarded.
   std::map<proto::TaskAttempt, TaskDirs> prepared_;
   std::map<TaskId, KnownLog> known_logs_;
+  // The data plane (config_.files): cache, file service, fetches.
+  std::unique_ptr<FilePlane> files_;
 
   // The server link.
   std::unique_ptr<ServerLink> own_link_;  // when config_.server_link is null
@@ -387,6 +396,22 @@ Status Agent::Impl::Init() {
   Result<std::string> key = net::LoadOrCreateToken(key_file);
   if (!key.ok()) return key.status().WithContext("worker identity key " + key_file);
   state_config.key = std::move(key).value();
+  // (No token: a test's fake link; peers could not be checked either.)
+  if (config_.files && !config_.token.empty()) {
+    FilePlaneOptions files;
+    files.cache_dir = config_.workdir + "/.cache";
+    files.tls_dir = config_.workdir + "/.files-tls";
+    files.cache_bytes = config_.cache_bytes;
+    files.bind_address = config_.files_bind;
+    files.port = config_.files_port;
+    files.token = config_.token;
+    files.max_output_bytes = config_.max_output_bytes;
+    ASSIGN_OR_RETURN(files_, FilePlane::Start(loop_, std::move(files)));
+    state_config.files_port = files_->port();
+    state_config.files_fingerprint = files_->fingerprint();
+    spdlog::info("worker {}: file service on port {} (cache {}/.cache)", name_, files_->port(),
+                 config_.workdir);
+  }
 
   LogSenderOptions log_options;
   log_options.rate_bytes_per_sec = config_.log_rate_bytes_per_sec;
@@ -430,6 +455,7 @@ void Agent::Impl::Stop() {
     session_.reset();
   }
   logs_.reset();
+  files_.reset();
   // Queued successors never start (their parked processes go with the
   // executor); nothing is left to report them to. Kills every task at
   // once; their callbacks are not called. Then the reaper leaves without
@@ -651,6 +677,15 @@ void Agent::Impl::OnText(uint64_t gen, const std::string& text) {
       if (leader.ok()) redirect_ = *leader;
     }
   }
+  if (const auto* ack = std::get_if<proto::HelloAck>(&*decoded); ack && files_) {
+    files_->Attached(ack->grant_key, ack->worker);
+  }
+  if (auto* assign = std::get_if<proto::Assign>(&*decoded); assign && !assign->tasks.empty()) {
+    // An attempt whose input files are not all here yet reaches the state
+    // machine once they are (or is refused): only then can it start.
+    HoldForInputs(*assign);
+    if (assign->tasks.empty()) return;
+  }
   const bool hello_ack = std::holds_alternative<proto::HelloAck>(*decoded);
   Run(FromServer{std::move(*decoded)});
   if (hello_ack && !stopped_) {
@@ -697,11 +732,21 @@ void Agent::Impl::Send(const proto::WorkerMessage& message) {
 }
 
 Result<TaskDirs> Agent::Impl::Prepare(const proto::Assignment& a, bool queued) {
-  const bool with_inputs = !a.inputs.empty();
+  const bool with_inputs = !a.inputs.empty() || !a.files.empty();
   ASSIGN_OR_RETURN(TaskDirs dirs, queued ? runner_->PrepareStart(SpecOf(a), with_inputs)
                                          : runner_->PrepareDirs(a.task, a.attempt, with_inputs));
+  // A dependency's result is $DROVER_INPUTS/<id>; one that also left files
+  // has them in $DROVER_INPUTS/<id>/ and its result in <id>.result.
+  std::set<TaskId> with_files;
+  for (const proto::InputFile& f : a.files) with_files.insert(f.from);
   for (const auto& [from, text] : a.inputs) {
-    RETURN_IF_ERROR(WriteFile(dirs.inputs + "/" + from.ToString(), text));
+    const std::string name = from.ToString() + (with_files.count(from) ? ".result" : "");
+    RETURN_IF_ERROR(WriteFile(dirs.inputs + "/" + name, text));
+  }
+  if (!a.files.empty()) {
+    if (!files_)
+      return FailedPrecondition("this worker does not fetch files (started without them)");
+    RETURN_IF_ERROR(files_->LinkInputs(a, dirs.inputs));
   }
   return dirs;
 }
@@ -789,12 +834,70 @@ void Agent::Impl::KillTask(const worker::KillTask& kill) {
   // (BENCH.md B3) runs from there to the successor's spawn, which comes out
   // of it; what the task left is read and reported after that start.
   Run(TaskExited{result.id, result.attempt, reaper_->fences()});
-  Run(TaskReported{result.id, result.attempt, ToOutcome(result)});
+  if (files_) files_->Release(result.id, result.attempt);
+  core::TaskOutcome outcome = ToOutcome(result);
+  auto known = known_logs_.find(result.id);
+  if (files_ && result.outcome == TaskOutcome::kSucceeded && outcome.reason.empty() &&
+      known != known_logs_.end() && known->second.attempt == result.attempt &&
+      HasEntries(known->second.dirs.output)) {
+    // Its outputs are hashed and taken into the cache off the loop; the
+    // result goes out once they are listed.
+    std::weak_ptr<bool> alive = alive_;
+    files_->CollectOutputs(
+        known->second.dirs.output,
+        [this, alive, result, outcome](Result<std::vector<core::OutputFile>> outputs) mutable {
+          if (alive.expired() || !*alive.lock()) return;
+          if (outputs.ok()) {
+            outcome.outputs = std::move(outputs).value();
+          } else {
+            outcome.reason = "outputs refused: " + outputs.status().message();
+            spdlog::warn("worker {}: {} {}", name_, result.id.ToString(), outcome.reason);
+          }
+          ReportDone(result, std::move(outcome));
+        });
+    return;
+  }
+  ReportDone(result, std::move(outcome));
+}
+
+void Agent::Impl::ReportDone(const TaskResult& result, core::TaskOutcome outcome) {
+  Run(TaskReported{result.id, result.attempt, std::move(outcome)});
   // `finished` goes out before the log transfers' eof: the server ends a
   // follower on eof only once it knows the attempt is over, and a posted
   // flush would come after the eof.
   Run(FlushDue{});
   if (logs_) logs_->TaskEnded(result.id, result.attempt);
+}
+
+void Agent::Impl::HoldForInputs(proto::Assign& assign) {
+  std::vector<proto::Assignment> now;
+  for (proto::Assignment& a : assign.tasks) {
+    if (a.files.empty() || (files_ && files_->HasInputs(a))) {
+      now.push_back(std::move(a));
+      continue;
+    }
+    if (!files_) {
+      Send(proto::Refused{a.task, a.attempt, "this worker does not fetch input files"});
+      continue;
+    }
+    spdlog::info("worker {}: fetching {} input file(s) of {}#{} before it starts", name_,
+                 a.files.size(), a.task.ToString(), a.attempt);
+    const uint64_t gen = gen_;
+    std::weak_ptr<bool> alive = alive_;
+    auto held = std::make_shared<proto::Assignment>(std::move(a));
+    files_->Fetch(*held, [this, alive, gen, held](Status fetched) {
+      if (alive.expired() || !*alive.lock()) return;
+      // A new connection: the server took the attempt back at its hello.
+      if (gen != gen_ || !session_) return;
+      if (!fetched.ok()) {
+        spdlog::warn("worker {}: {}#{} not started: {}", name_, held->task.ToString(),
+                     held->attempt, fetched.message());
+        return Send(proto::Refused{held->task, held->attempt, fetched.message()});
+      }
+      Run(FromServer{proto::ServerMessage{proto::Assign{{*held}}}});
+    });
+  }
+  assign.tasks = std::move(now);
 }
 
 void Agent::Impl::OnLogRequest(const proto::LogRequest& request) {

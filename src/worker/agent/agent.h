@@ -183,6 +183,14 @@ struct AgentConfig {
   // Positive: memory pressure from other programs (`--min-available-mem`,
   // WorkerStateConfig::min_available_bytes), read at each heartbeat.
   uint64_t min_available_bytes = 0;
+  // The data plane (file_plane.h): a cache of files under
+  // <workdir>/.cache and a TLS file service peers fetch from. Off: no
+  // service; a task whose dependencies left outputs is refused.
+  bool files = true;
+  uint64_t cache_bytes = 0;            // 0: a quarter of the free disk, at least 1 GiB
+  std::string files_bind = "0.0.0.0";  // the file service's address
+  uint16_t files_port = 0;             // 0: any free port
+  uint64_t max_output_bytes = 0;       // a task's outputs together; 0: no limit
   // Called on the loop when the worker leaves (idle); the caller stops it.
   std::function<void(const std::string& reason)> on_leave;
   // The clock behind every "now" of the agent (the state machine's events,

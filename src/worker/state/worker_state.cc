@@ -219,6 +219,8 @@ void WorkerState::OnLinkUp(WorkerOutbox& out) {
   hello.agent_version = config_.agent_version;
   hello.key = config_.key;
   hello.resources = config_.resources;
+  hello.files_port = config_.files_port;
+  hello.files_fingerprint = config_.files_fingerprint;
   hello.running = RunningTasks();
   sent_this_session_.clear();
   for (const auto& [attempt, finished] : unacked_) {

@@ -226,6 +226,9 @@ struct WorkerStateConfig {
   std::string key;
   std::string agent_version;
   core::WorkerResources resources;
+  // Its file service (proto::Hello::files_port); 0 / "": none.
+  uint16_t files_port = 0;
+  std::string files_fingerprint;
   SlotCapacity capacity;  // local admission
   // Until a HelloAck says otherwise.
   Duration heartbeat_interval = Seconds(2);

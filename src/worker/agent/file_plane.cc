@@ -1,0 +1,402 @@
+#include "worker/agent/file_plane.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "common/quantity.h"
+#include "net/grant.h"
+#include "net/http_client.h"
+#include "net/server.h"
+#include "worker/files/fetch.h"
+#include "worker/files/file_cache.h"
+#include "worker/files/output_scan.h"
+
+namespace drover::worker {
+namespace {
+
+constexpr char kFilesRoute[] = "/v1/files/{sha256}";
+
+Status MakeDirs(const std::string& path) {
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    const std::string part = path.substr(0, pos);
+    if (part.empty()) continue;
+    if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Unavailable("cannot create " + part + ": " + std::strerror(errno));
+    }
+  }
+  return Status::Ok();
+}
+
+// A copy of `path` with its middle byte flipped (the corrupting test hook).
+Result<std::string> CorruptCopy(const std::string& path, const std::string& dir) {
+  RETURN_IF_ERROR(MakeDirs(dir));
+  const std::string copy = dir + "/corrupt";
+  int in = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return Unavailable("cannot open " + path + ": " + std::strerror(errno));
+  int out = ::open(copy.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (out < 0) {
+    ::close(in);
+    return Unavailable("cannot create " + copy + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  ::fstat(in, &st);
+  const off_t middle = st.st_size / 2;
+  std::string buffer(1 << 20, '\0');
+  off_t at = 0;
+  Status status = Status::Ok();
+  for (;;) {
+    ssize_t n = ::read(in, buffer.data(), buffer.size());
+    if (n <= 0) break;
+    if (middle >= at && middle < at + n) buffer[static_cast<size_t>(middle - at)] ^= 0x01;
+    if (::write(out, buffer.data(), static_cast<size_t>(n)) != n) {
+      status = Unavailable("cannot write " + copy);
+      break;
+    }
+    at += n;
+  }
+  ::close(in);
+  ::close(out);
+  RETURN_IF_ERROR(status);
+  return copy;
+}
+
+}  // namespace
+
+bool HasEntries(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return false;
+  bool found = false;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") {
+      found = true;
+      break;
+    }
+  }
+  ::closedir(d);
+  return found;
+}
+
+struct FilePlane::Impl : std::enable_shared_from_this<FilePlane::Impl> {
+  Impl(net::EventLoop& l, FilePlaneOptions o) : loop(l), options(std::move(o)) {}
+
+  net::EventLoop& loop;
+  FilePlaneOptions options;
+  std::unique_ptr<FileCache> cache;
+  std::unique_ptr<net::Server> server;
+  std::string grant_key;
+  std::string requester;  // "w<id>"
+  int corrupt_serves = 0;
+
+  // Transfers and hashing: one thread each, joined when its result is
+  // handled on the loop (or at the end).
+  std::atomic<bool> stopping{false};
+  uint64_t next_thread = 0;
+  std::map<uint64_t, std::thread> threads;
+  // Files being fetched, and who waits for each.
+  std::map<std::string, std::vector<std::function<void(Status)>>> inflight;
+  // Pinned input files per attempt.
+  std::map<std::pair<TaskId, uint32_t>, std::vector<std::string>> pins;
+
+  mutable std::mutex stats_mu;
+  FilePlaneStats stats;
+  FilePlaneStats stats_copy() const {
+    std::lock_guard lock(stats_mu);
+    return stats;
+  }
+
+  // Runs `work` on a thread of its own, then `then` with its result on the
+  // loop (not when the plane is gone).
+  template <class T>
+  void OnThread(std::function<T()> work, std::function<void(T)> then) {
+    const uint64_t id = next_thread++;
+    std::weak_ptr<Impl> weak = weak_from_this();
+    threads[id] = std::thread([this, id, weak, work = std::move(work), then = std::move(then)] {
+      auto result = std::make_shared<T>(work());
+      loop.Post([weak, id, result, then] {
+        std::shared_ptr<Impl> self = weak.lock();
+        if (!self) return;
+        if (auto it = self->threads.find(id); it != self->threads.end()) {
+          it->second.join();
+          self->threads.erase(it);
+        }
+        if (!self->stopping) then(std::move(*result));
+      });
+    });
+  }
+
+  void Serve(const net::Request& request, net::Responder done) {
+    auto refuse = [&](int http, StatusCode code, const std::string& why) {
+      {
+        std::lock_guard lock(stats_mu);
+        ++stats.refused;
+      }
+      spdlog::warn("file service: refused {} {} from {}: {}", request.method,
+                   net::Printable(request.path, 120), request.remote, why);
+      done(net::ErrorResponse(http, code, why));
+    };
+    const auto sha_it = request.path_params.find("sha256");
+    const std::string sha = sha_it == request.path_params.end() ? "" : sha_it->second;
+    if (!core::IsSha256Hex(sha)) {
+      return refuse(400, StatusCode::kInvalidArgument,
+                    "not a file name: expected 64 lower-case hex digits");
+    }
+    auto header = [&](const char* name) {
+      auto it = request.headers.find(name);
+      return it == request.headers.end() ? std::string() : it->second;
+    };
+    const std::string grant = header("x-drover-grant");
+    const std::string who = header("x-drover-requester");
+    if (grant.empty()) return refuse(403, StatusCode::kPermissionDenied, "no grant");
+    if (grant_key.empty()) {
+      return refuse(503, StatusCode::kUnavailable, "no grant key yet (not attached to a server)");
+    }
+    Result<net::Grant> checked = net::VerifyGrant(grant_key, grant, sha, who, RealClock().Now());
+    if (!checked.ok()) {
+      return refuse(403, StatusCode::kPermissionDenied, checked.status().message());
+    }
+    if (!cache->Has(sha)) {
+      return refuse(404, StatusCode::kNotFound, "file " + sha.substr(0, 12) + "... is not here");
+    }
+    std::string path = cache->PathOf(sha);
+    struct stat st {};
+    const uint64_t size = ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+    if (corrupt_serves > 0) {
+      --corrupt_serves;
+      Result<std::string> copy = CorruptCopy(path, options.tls_dir + "/test-corrupt");
+      if (copy.ok()) {
+        spdlog::warn("file service: test hook: serving {} with one byte flipped", sha);
+        path = *copy;
+      }
+    }
+    {
+      std::lock_guard lock(stats_mu);
+      ++stats.served_files;
+      stats.served_bytes += size;
+    }
+    spdlog::info("file service: serving {}... ({}) to {} at {}", sha.substr(0, 12),
+                 FormatBytes(size), net::Printable(who, 64), request.remote);
+    net::Response response;
+    response.content_type = "application/octet-stream";
+    response.file_path = path;
+    done(std::move(response));
+  }
+
+  // One source: the holder's file service, pinned by its fingerprint.
+  Source SourceFor(const proto::FileSource& from, const proto::InputFile& file) {
+    net::ClientOptions client;
+    client.host = from.host;
+    client.port = from.port;
+    client.tls = true;
+    client.fingerprint = from.fingerprint;
+    client.token = options.token;
+    client.timeout = options.fetch_timeout;
+    net::ClientRequest request;
+    request.target = "/v1/files/" + file.file.sha256;
+    request.headers["X-Drover-Grant"] = file.grant;
+    request.headers["X-Drover-Requester"] = requester;
+    const std::string where = "worker " + std::to_string(from.worker) + " (" + from.host + ":" +
+                              std::to_string(from.port) + ")";
+    return [client, request, where, this](const ChunkSink& sink) -> Status {
+      net::HttpClient http(client);
+      ChunkSink guarded = [&](std::string_view chunk) -> Status {
+        if (stopping) return Unavailable("the worker is stopping");
+        return sink(chunk);
+      };
+      Result<net::Response> got = http.Download(request, guarded);
+      if (!got.ok()) return got.status().WithContext(where);
+      Status answer = net::StatusFromResponse(*got);
+      if (!answer.ok()) return answer.WithContext(where);
+      return Status::Ok();
+    };
+  }
+
+  void StartFetch(const proto::InputFile& file) {
+    std::vector<Source> sources;
+    for (const proto::FileSource& from : file.sources) sources.push_back(SourceFor(from, file));
+    const std::string sha = file.file.sha256;
+    const uint64_t size = file.file.size;
+    const std::string label = file.from.ToString() + "/" + file.file.name;
+    FileCache* c = cache.get();
+    OnThread<Status>(
+        [c, sha, size, sources, label]() -> Status {
+          if (sources.empty()) {
+            return Unavailable("input " + label +
+                               ": no worker holds it (its holder serves no "
+                               "files or is unknown to the server)");
+          }
+          Result<FetchReport> report = FetchIntoCache(*c, sha, size, sources);
+          if (!report.ok()) return report.status().WithContext("input " + label);
+          return Status::Ok();
+        },
+        [this, sha, size, label](Status status) {
+          if (status.ok()) {
+            std::lock_guard lock(stats_mu);
+            ++stats.fetched_files;
+            stats.fetched_bytes += size;
+          } else {
+            spdlog::warn("file service: fetching {} failed: {}", label, status.ToString());
+          }
+          auto waiters = std::move(inflight[sha]);
+          inflight.erase(sha);
+          for (auto& waiter : waiters) waiter(status);
+        });
+  }
+};
+
+Result<std::unique_ptr<FilePlane>> FilePlane::Start(net::EventLoop& loop,
+                                                    FilePlaneOptions options) {
+  auto impl = std::make_shared<Impl>(loop, std::move(options));
+  RETURN_IF_ERROR(MakeDirs(impl->options.tls_dir));
+  const uint64_t capacity = impl->options.cache_bytes != 0
+                                ? impl->options.cache_bytes
+                                : DefaultCacheCapacity(impl->options.cache_dir);
+  Result<std::unique_ptr<FileCache>> cache = FileCache::Open(impl->options.cache_dir, capacity);
+  if (!cache.ok()) return cache.status().WithContext("file cache " + impl->options.cache_dir);
+  impl->cache = std::move(cache).value();
+  if (const char* corrupt = std::getenv("DROVER_TEST_CORRUPT_SERVES")) {
+    impl->corrupt_serves = std::atoi(corrupt);
+  }
+  net::ServerOptions server;
+  server.bind_address = impl->options.bind_address;
+  server.port = impl->options.port;
+  server.tls = true;
+  server.cert_dir = impl->options.tls_dir;
+  server.token = impl->options.token;
+  impl->server = std::make_unique<net::Server>(loop, server);
+  Impl* raw = impl.get();
+  impl->server->Route("GET", kFilesRoute, [raw](const net::Request& request, net::Responder done) {
+    raw->Serve(request, std::move(done));
+  });
+  impl->server->Route("GET", "/v1/files-stats", [raw](const net::Request&, net::Responder done) {
+    const FilePlaneStats s = raw->stats_copy();
+    done(net::JsonResponse("{\"served_files\":" + std::to_string(s.served_files) +
+                           ",\"served_bytes\":" + std::to_string(s.served_bytes) +
+                           ",\"refused\":" + std::to_string(s.refused) +
+                           ",\"fetched_files\":" + std::to_string(s.fetched_files) +
+                           ",\"fetched_bytes\":" + std::to_string(s.fetched_bytes) + "}"));
+  });
+  if (Status started = impl->server->Start(); !started.ok()) {
+    return started.WithContext("file service");
+  }
+  return std::unique_ptr<FilePlane>(new FilePlane(std::move(impl)));
+}
+
+FilePlane::FilePlane(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+FilePlane::~FilePlane() {
+  impl_->stopping = true;
+  impl_->server->Stop();
+  for (auto& [id, thread] : impl_->threads) thread.join();
+  impl_->threads.clear();
+}
+
+uint16_t FilePlane::port() const { return impl_->server->port(); }
+const std::string& FilePlane::fingerprint() const { return impl_->server->fingerprint(); }
+
+void FilePlane::Attached(std::string grant_key, WorkerId self) {
+  impl_->grant_key = std::move(grant_key);
+  impl_->requester = "w" + std::to_string(self);
+}
+
+bool FilePlane::HasInputs(const proto::Assignment& a) {
+  for (const proto::InputFile& f : a.files) {
+    if (!impl_->cache->Has(f.file.sha256)) return false;
+  }
+  return true;
+}
+
+void FilePlane::Fetch(const proto::Assignment& a, std::function<void(Status)> done) {
+  struct Gather {
+    size_t left = 0;
+    Status first = Status::Ok();
+    std::function<void(Status)> done;
+  };
+  auto gather = std::make_shared<Gather>();
+  gather->done = std::move(done);
+  std::set<std::string> asked;
+  std::vector<const proto::InputFile*> missing;
+  for (const proto::InputFile& f : a.files) {
+    if (asked.insert(f.file.sha256).second && !impl_->cache->Has(f.file.sha256)) {
+      missing.push_back(&f);
+    }
+  }
+  gather->left = missing.size();
+  if (missing.empty()) return gather->done(Status::Ok());
+  for (const proto::InputFile* f : missing) {
+    auto& waiters = impl_->inflight[f->file.sha256];
+    const bool first = waiters.empty();
+    waiters.push_back([gather](Status status) {
+      if (!status.ok() && gather->first.ok()) gather->first = status;
+      if (--gather->left == 0) gather->done(gather->first);
+    });
+    if (first) impl_->StartFetch(*f);
+  }
+}
+
+Status FilePlane::LinkInputs(const proto::Assignment& a, const std::string& inputs_dir) {
+  std::vector<std::string>& pinned = impl_->pins[{a.task, a.attempt}];
+  for (const proto::InputFile& f : a.files) {
+    const std::string dest = inputs_dir + "/" + f.from.ToString() + "/" + f.file.name;
+    RETURN_IF_ERROR(impl_->cache->LinkInto(f.file.sha256, dest)
+                        .WithContext("input " + f.from.ToString() + "/" + f.file.name));
+    impl_->cache->Pin(f.file.sha256);
+    pinned.push_back(f.file.sha256);
+  }
+  return Status::Ok();
+}
+
+void FilePlane::Release(TaskId task, uint32_t attempt) {
+  auto it = impl_->pins.find({task, attempt});
+  if (it == impl_->pins.end()) return;
+  for (const std::string& sha : it->second) impl_->cache->Unpin(sha);
+  impl_->pins.erase(it);
+}
+
+void FilePlane::CollectOutputs(const std::string& dir,
+                               std::function<void(Result<std::vector<core::OutputFile>>)> done) {
+  FileCache* c = impl_->cache.get();
+  OutputLimits limits;
+  limits.max_bytes = impl_->options.max_output_bytes;
+  limits.max_files = core::kMaxOutputFiles;
+  impl_->OnThread<Result<std::vector<core::OutputFile>>>(
+      [c, dir, limits]() -> Result<std::vector<core::OutputFile>> {
+        ASSIGN_OR_RETURN(std::vector<OutputEntry> entries, ScanOutputs(dir, limits));
+        std::vector<core::OutputFile> outputs;
+        for (OutputEntry& e : entries) {
+          if (std::string problem = core::OutputNameProblem(e.name); !problem.empty()) {
+            return InvalidArgument("output " + e.name + ": its name " + problem);
+          }
+          if (Status kept = c->Adopt(dir + "/" + e.name, e.sha256, e.size); !kept.ok()) {
+            // Still an output (listed, and in the task's directory), but
+            // peers cannot fetch it from here.
+            if (kept.code() != StatusCode::kResourceExhausted) {
+              return kept.WithContext("keeping output " + e.name);
+            }
+            spdlog::warn("file service: output {} is not served: {}", e.name, kept.message());
+          }
+          outputs.push_back(core::OutputFile{std::move(e.name), e.size, std::move(e.sha256)});
+        }
+        return outputs;
+      },
+      std::move(done));
+}
+
+FilePlaneStats FilePlane::stats() const { return impl_->stats_copy(); }
+
+}  // namespace drover::worker

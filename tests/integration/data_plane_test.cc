@@ -1,0 +1,277 @@
+// The data plane with real processes (docs/design.md, "Data plane"): files a
+// task leaves in $DROVER_OUTPUT_DIR become its outputs (listed with size and
+// SHA-256), and a dependent on another worker finds them under
+// $DROVER_INPUTS/<task id>/, fetched from the holder's file service with a
+// grant, not through the server; each worker fetches a file once; a
+// corrupted transfer is caught by the hash and retried; a worker whose cache
+// cannot hold an input refuses the attempt and another one runs it; the
+// file service refuses requests without a valid grant.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+
+#include "cluster.h"
+#include "net/http_client.h"
+#include "net/tls_identity.h"
+
+namespace drover::testing {
+namespace {
+
+// The port a worker's file service listens on, from its start line.
+uint16_t FilesPort(Process& worker) {
+  // Printed before the worker attached (StartWorker waited for that).
+  const std::string& out = worker.output();
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex("file service on port ([0-9]+)"))) return 0;
+  return static_cast<uint16_t>(std::stoi(m[1]));
+}
+
+// A client for the file service of worker `name` (its certificate pinned).
+net::HttpClient FilesClient(Cluster& c, const std::string& name, uint16_t port) {
+  net::ClientOptions o = c.Api().options();
+  std::ifstream in(c.dir() + "/workers/" + name + "/work/.files-tls/server.crt");
+  std::string pem((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Result<std::string> fingerprint = net::FingerprintOfPem(pem);
+  EXPECT_TRUE(fingerprint.ok()) << fingerprint.status().ToString();
+  o.host = "127.0.0.1";
+  o.port = port;
+  o.tls = true;
+  o.local_socket.clear();
+  o.alternates.clear();
+  o.fingerprint = fingerprint.ok() ? *fingerprint : "";
+  return net::HttpClient(o);
+}
+
+// True when no attempt of the task (from GET /api/v1/tasks/ID) failed.
+bool NoAttemptFailed(const nlohmann::json& task) {
+  for (const nlohmann::json& a : task.value("attempts", nlohmann::json::array())) {
+    if (a.value("state", "") == "failed") return false;
+  }
+  return true;
+}
+
+// Submits `spec` through the API; the job id (0 on failure).
+uint64_t Post(Cluster& c, const nlohmann::json& spec) {
+  Result<nlohmann::json> posted = c.Api().Post("/api/v1/jobs", spec.dump());
+  EXPECT_TRUE(posted.ok()) << posted.status().ToString();
+  return posted.ok() ? (*posted)["id"].get<uint64_t>() : 0;
+}
+
+nlohmann::json FilesStats(Cluster& c, const std::string& name, uint16_t port) {
+  Result<net::Response> r = FilesClient(c, name, port).Get("/v1/files-stats");
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) return nlohmann::json();
+  return nlohmann::json::parse(r->body, nullptr, false);
+}
+
+// A three-step pipeline over three workers: prep on a writes a file (and
+// its hash as its result), train on b checks it and writes a model, eval on
+// c checks both. Each step checks what it read against the hash its
+// producer computed; a mismatch fails the step.
+constexpr char kPipeline[] = R"toml(name = "files"
+
+[[task]]
+id = "prep"
+resources = { labels = { node = "a" } }
+command = """
+head -c 20971520 /dev/urandom > "$DROVER_OUTPUT_DIR/data.bin"
+mkdir -p "$DROVER_OUTPUT_DIR/meta" && echo v1 > "$DROVER_OUTPUT_DIR/meta/version"
+sha256sum < "$DROVER_OUTPUT_DIR/data.bin" | cut -d' ' -f1 > "$DROVER_RESULT"
+"""
+
+[[task]]
+id = "train"
+depends_on = ["prep"]
+resources = { labels = { node = "b" } }
+command = """
+set -e
+cd "$DROVER_INPUTS"
+for r in *.result; do d="${r%.result}"; test "$(sha256sum < "$d/data.bin" | cut -d' ' -f1)" = "$(cat "$r")"; test "$(cat "$d/meta/version")" = v1; done
+head -c 1048576 /dev/urandom > "$DROVER_OUTPUT_DIR/model.bin"
+sha256sum < "$DROVER_OUTPUT_DIR/model.bin" | cut -d' ' -f1 > "$DROVER_RESULT"
+"""
+
+[[task]]
+id = "eval"
+depends_on = ["prep", "train"]
+resources = { labels = { node = "c" } }
+command = """
+set -e
+cd "$DROVER_INPUTS"
+n=0
+for r in *.result; do d="${r%.result}"; f="$(ls "$d" | grep -v meta)"; test "$(sha256sum < "$d/$f" | cut -d' ' -f1)" = "$(cat "$r")"; n=$((n+1)); done
+test $n = 2
+echo checked $n > "$DROVER_RESULT"
+"""
+)toml";
+
+TEST(DataPlaneTest, AFileWrittenOnOneWorkerReachesDependentsOnOthersPeerToPeer) {
+  Cluster c;
+  c.StartServer();
+  Process& a = c.StartWorker("a", {"--label", "node=a"});
+  const uint16_t a_port = FilesPort(a);
+  ASSERT_NE(a_port, 0) << a.output();
+  c.StartWorker("b", {"--label", "node=b"});
+  c.StartWorker("c", {"--label", "node=c"});
+  RunResult run = c.Drover({"run", c.WriteFile("files.toml", kPipeline)});
+  ASSERT_EQ(run.status, 0) << run.output << c.server()->output() << a.output();
+  const uint64_t job = RunJobId(run.output);
+  const std::string j = std::to_string(job);
+
+  // prep's outputs are recorded with the task: names, sizes, hashes, holder.
+  nlohmann::json prep = c.Get("/api/v1/tasks/" + j + ".0");
+  const nlohmann::json& outputs = prep["outcome"]["outputs"];
+  ASSERT_EQ(outputs.size(), 2u) << prep.dump(2);
+  EXPECT_EQ(outputs[0]["name"], "data.bin");
+  EXPECT_EQ(outputs[0]["size"], 20971520);
+  std::string result = prep["outcome"]["result"];
+  EXPECT_EQ(outputs[0]["sha256"].get<std::string>() + "\n", result);
+  EXPECT_EQ(outputs[1]["name"], "meta/version");
+  EXPECT_EQ(prep["outcome"]["outputs_on"], prep["worker"]);
+  EXPECT_EQ(c.Get("/api/v1/tasks/" + j + ".2")["outcome"]["result"], "checked 2\n");
+
+  // `drover status` shows them.
+  RunResult status = c.Drover({"status", j + ".0"});
+  EXPECT_NE(status.output.find("outputs (on worker"), std::string::npos) << status.output;
+  EXPECT_NE(status.output.find("data.bin"), std::string::npos) << status.output;
+  EXPECT_NE(status.output.find("20 MiB"), std::string::npos) << status.output;
+
+  // The bytes went from a to b and to c (once each: two fetches of each
+  // of prep's two files), not through the server.
+  nlohmann::json stats = FilesStats(c, "a", a_port);
+  EXPECT_EQ(stats["served_files"], 4) << stats.dump();
+  EXPECT_GE(stats["served_bytes"].get<uint64_t>(), 2u * 20971520) << stats.dump();
+  Result<std::string> metrics = c.Api().GetText("/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(*metrics, m,
+                                std::regex("drover_http_body_bytes_total\\{direction=\"sent\"\\} "
+                                           "([0-9]+)")))
+      << metrics->substr(0, 2000);
+  EXPECT_LT(std::stoull(m[1]), 20971520ull) << "file bytes passed through the server";
+}
+
+// The same input for 20 tasks on one worker is fetched there once.
+TEST(DataPlaneTest, TwentyTasksOnOneWorkerFetchTheirInputOnce) {
+  Cluster c;
+  c.StartServer();
+  Process& a = c.StartWorker("a", {"--label", "node=a"});
+  const uint16_t a_port = FilesPort(a);
+  c.StartWorker("b", {"--label", "node=b", "--cpus", "0-1"});
+  RunResult run = c.Drover({"run", c.WriteFile("sweep.toml", R"toml(name = "sweep"
+
+[[task]]
+id = "prep"
+resources = { labels = { node = "a" } }
+command = "head -c 4194304 /dev/urandom > $DROVER_OUTPUT_DIR/set.bin && sha256sum < $DROVER_OUTPUT_DIR/set.bin | cut -d' ' -f1 > $DROVER_RESULT"
+
+[[task]]
+id = "use"
+array = "0-19"
+depends_on = ["prep"]
+resources = { labels = { node = "b" }, cpus = 0.1 }
+command = "cd $DROVER_INPUTS && for r in *.result; do test \"$(sha256sum < ${r%.result}/set.bin | cut -d' ' -f1)\" = \"$(cat $r)\"; done"
+)toml")});
+  ASSERT_EQ(run.status, 0) << run.output;
+  nlohmann::json stats = FilesStats(c, "a", a_port);
+  EXPECT_EQ(stats["served_files"], 1) << stats.dump();
+  EXPECT_EQ(stats["served_bytes"], 4194304) << stats.dump();
+}
+
+// A transfer with a flipped byte (the holder's test hook) fails the hash
+// check; the attempt is refused, not failed, and the next fetch is good.
+TEST(DataPlaneTest, ACorruptedTransferIsCaughtAndRetried) {
+  Cluster c;
+  c.StartServer();
+  c.StartWorker("a", {"--label", "node=a"}, {"DROVER_TEST_CORRUPT_SERVES=1"});
+  Process& b = c.StartWorker("b", {"--label", "node=b"});
+  RunResult run = c.Drover({"run", c.WriteFile("corrupt.toml", R"toml(name = "corrupt"
+
+[[task]]
+id = "prep"
+resources = { labels = { node = "a" } }
+command = "head -c 1048576 /dev/urandom > $DROVER_OUTPUT_DIR/x.bin"
+
+[[task]]
+id = "use"
+depends_on = ["prep"]
+resources = { labels = { node = "b" } }
+command = "test -s $DROVER_INPUTS/*/x.bin"
+)toml")});
+  ASSERT_EQ(run.status, 0) << run.output << b.output();
+  EXPECT_TRUE(b.WaitForLine("sha256 mismatch", In(kStartTimeout))) << b.output();
+  const uint64_t job = RunJobId(run.output);
+  nlohmann::json use = c.Get("/api/v1/tasks/" + std::to_string(job) + ".1");
+  EXPECT_EQ(use["state"], "succeeded");
+  EXPECT_TRUE(NoAttemptFailed(use)) << use.dump(2);
+}
+
+// A worker whose cache cannot hold an input refuses the attempt (no failure
+// counted) and another worker runs the task.
+TEST(DataPlaneTest, AnInputTooLargeForTheCacheGoesToAnotherWorker) {
+  Cluster c;
+  c.StartServer();
+  c.StartWorker("a", {"--label", "node=a"});
+  Process& small = c.StartWorker("small", {"--label", "role=use", "--cache-size", "2MiB"});
+  const uint64_t job =
+      Post(c, {{"name", "big-files"},
+               {"task",
+                {{{"id", "prep"},
+                  {"resources", {{"labels", {{"node", "a"}}}}},
+                  {"command", "head -c 8388608 /dev/zero > $DROVER_OUTPUT_DIR/big"}},
+                 {{"id", "use"},
+                  {"depends_on", {"prep"}},
+                  {"resources", {{"labels", {{"role", "use"}}}}},
+                  {"command", "test $(cat $DROVER_INPUTS/*/big | wc -c) = 8388608"}}}}});
+  ASSERT_GT(job, 0u);
+  // It cannot run on `small` alone: each try is refused there.
+  ASSERT_TRUE(small.WaitForLine("cannot hold", In(kJobTimeout))) << small.output();
+  c.StartWorker("roomy", {"--label", "role=use"});
+  EventTap tap(c.Api().options(), job);
+  ASSERT_TRUE(tap.WaitForState(std::to_string(job) + ".1", "succeeded"))
+      << c.Get("/api/v1/tasks/" + std::to_string(job) + ".1").dump(2)
+      << c.Drover({"workers"}).output;
+  nlohmann::json t = c.Get("/api/v1/tasks/" + std::to_string(job) + ".1");
+  EXPECT_TRUE(NoAttemptFailed(t)) << t.dump(2);
+}
+
+// The file service serves nothing without a grant the server signed for
+// that file and requester; each refusal is logged.
+TEST(DataPlaneTest, TheFileServiceRefusesRequestsWithoutAValidGrant) {
+  Cluster c;
+  c.StartServer();
+  Process& a = c.StartWorker("a");
+  const uint16_t port = FilesPort(a);
+  ASSERT_NE(port, 0);
+  const std::string sha(64, 'a');
+  net::HttpClient http = FilesClient(c, "a", port);
+  struct Case {
+    std::string target;
+    std::map<std::string, std::string> headers;
+    int status;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/files/" + sha, {}, 403},
+      {"/v1/files/" + sha, {{"X-Drover-Grant", "v1.forged"}, {"X-Drover-Requester", "w9"}}, 403},
+      {"/v1/files/../../etc/passwd", {{"X-Drover-Grant", "x"}}, 404},
+      {"/v1/files/%2e%2e%2fetc%2fpasswd", {{"X-Drover-Grant", "x"}}, 404},
+      {"/v1/files/..%2f..%2f" + sha.substr(6), {{"X-Drover-Grant", "x"}}, 404},
+      {"/v1/files/" + std::string(64, 'G'), {{"X-Drover-Grant", "x"}}, 400},
+  };
+  for (const Case& k : cases) {
+    net::ClientRequest request;
+    request.target = k.target;
+    request.headers = k.headers;
+    Result<net::Response> r = http.Send(request);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->status, k.status) << k.target << ": " << r->body;
+  }
+  nlohmann::json stats = FilesStats(c, "a", port);
+  EXPECT_EQ(stats["served_files"], 0);
+  EXPECT_GE(stats["refused"].get<int>(), 3);
+  EXPECT_TRUE(a.WaitForLine("file service: refused", In(kStartTimeout))) << a.output();
+}
+
+}  // namespace
+}  // namespace drover::testing
