@@ -22,6 +22,7 @@ void AddRunCommand(CLI::App& root, int& exit_code);      // cmd_submit.cc
 void AddStatusCommand(CLI::App& root, int& exit_code);   // cmd_status.cc
 void AddWorkersCommand(CLI::App& root, int& exit_code);  // cmd_status.cc
 void AddLogsCommand(CLI::App& root, int& exit_code);     // cmd_logs.cc
+void AddGetCommand(CLI::App& root, int& exit_code);      // cmd_get.cc
 void AddCancelCommand(CLI::App& root, int& exit_code);   // cmd_control.cc
 void AddWaitCommand(CLI::App& root, int& exit_code);     // cmd_control.cc
 void AddDrainCommand(CLI::App& root, int& exit_code);    // cmd_control.cc

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
       {"cancel", drover::cli::AddCancelCommand},   {"wait", drover::cli::AddWaitCommand},
       {"drain", drover::cli::AddDrainCommand},     {"report", drover::cli::AddReportCommand},
       {"sim", drover::cli::AddSimCommand},         {"config", drover::cli::AddConfigCommand},
-      {"alloc", drover::cli::AddAllocCommand},
+      {"alloc", drover::cli::AddAllocCommand},     {"get", drover::cli::AddGetCommand},
   };
   const std::string_view first = argc > 1 ? argv[1] : "";
   const auto chosen = std::find_if(std::begin(commands), std::end(commands),

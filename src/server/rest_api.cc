@@ -334,6 +334,38 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                  done(Json({{"id", id->ToString()}, {"canceled", true}}));
                });
 
+  // A task's outputs with where to fetch each (the holder's file service)
+  // and a grant for the client: `drover get` downloads from the worker, not
+  // through the server.
+  server.Route("GET", "/api/v1/tasks/{id}/outputs",
+               [&sched, &channel](const net::Request& r, net::Responder done) {
+                 Result<TaskId> id = ParseTaskId(r.path_params.at("id"));
+                 if (!id.ok()) return done(ApiError(id.status()));
+                 Result<core::TaskInfo> info = sched.GetTask(*id);
+                 if (!info.ok()) return done(JobNotFound(info.status(), id->job, sched));
+                 json files = json::array();
+                 if (info->outcome) {
+                   std::optional<proto::FileSource> holder =
+                       channel.FileSourceOf(info->outcome->outputs_on);
+                   for (const core::OutputFile& f : info->outcome->outputs) {
+                     json sources = json::array();
+                     if (holder) {
+                       sources.push_back(json{{"worker", holder->worker},
+                                              {"host", holder->host},
+                                              {"port", holder->port},
+                                              {"fingerprint", holder->fingerprint}});
+                     }
+                     files.push_back(json{{"name", f.name},
+                                          {"size", f.size},
+                                          {"sha256", f.sha256},
+                                          {"sources", std::move(sources)},
+                                          {"grant", channel.Grant(f.sha256, "client")}});
+                   }
+                 }
+                 done(Json(json{{"task", id->ToString()},
+                                {"state", core::TaskStateName(info->state)},
+                                {"outputs", std::move(files)}}));
+               });
   server.Route("GET", "/api/v1/workers", [&sched](const net::Request&, net::Responder done) {
     std::vector<core::WorkerInfo> workers;
     for (WorkerId w : sched.Workers()) {

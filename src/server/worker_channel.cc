@@ -39,7 +39,7 @@ WorkerChannel::WorkerChannel(net::EventLoop& loop, CoreDriver& driver, WorkerReg
   }
   file_grants_.source_of = [this](WorkerId worker) { return FileSourceOf(worker); };
   file_grants_.grant = [this](const std::string& sha256, WorkerId requester) {
-    return Grant(sha256, requester);
+    return Grant(sha256, "w" + std::to_string(requester));
   };
 }
 
@@ -51,10 +51,9 @@ std::optional<proto::FileSource> WorkerChannel::FileSourceOf(WorkerId worker) co
   return it->second;
 }
 
-std::string WorkerChannel::Grant(const std::string& sha256, WorkerId requester) const {
+std::string WorkerChannel::Grant(const std::string& sha256, const std::string& requester) const {
   if (!grants_) return {};
-  return grants_->Sign(
-      net::Grant{sha256, "w" + std::to_string(requester), RealClock().Now() + options_.grant_ttl});
+  return grants_->Sign(net::Grant{sha256, requester, RealClock().Now() + options_.grant_ttl});
 }
 
 WorkerChannel::~WorkerChannel() {

@@ -127,6 +127,12 @@ class WorkerChannel {
   // The public key workers verify file grants with (empty: none could be
   // made, and no worker serves files).
   std::string grant_key() const;
+  // Where `worker` serves files, as its latest Hello said (kept after it
+  // disconnects); nullopt when it serves none.
+  std::optional<proto::FileSource> FileSourceOf(WorkerId worker) const;
+  // A grant for `requester` ("w12", or "client" for `drover get`) to fetch
+  // the file `sha256`, valid for options.grant_ttl; empty without a key.
+  std::string Grant(const std::string& sha256, const std::string& requester) const;
 
   // Sends the assignments made so far in this turn (one Assign per worker).
   // Called by the shell at the end of each core turn; otherwise a posted
@@ -153,10 +159,6 @@ class WorkerChannel {
   void AckWhenDurable(WorkerId worker, proto::Ack ack);
   void ArmSilenceCheck();
   void CheckSilence();
-
-  // Where `worker` serves files, as its latest Hello said.
-  std::optional<proto::FileSource> FileSourceOf(WorkerId worker) const;
-  std::string Grant(const std::string& sha256, WorkerId requester) const;
 
   net::EventLoop& loop_;
   CoreDriver& driver_;

@@ -11,9 +11,9 @@
 namespace drover::testing {
 namespace {
 
-const std::vector<std::string> kCommands = {"server", "worker", "up",   "submit", "run",
+const std::vector<std::string> kCommands = {"server", "worker",  "up",   "submit", "run",
                                             "status", "workers", "logs", "cancel", "wait",
-                                            "drain",  "report",  "sim"};
+                                            "drain",  "report",  "sim",  "get"};
 
 TEST(CliHelpTest, EveryCommandHasItsHelpAndTheRootListsThemAll) {
   Cluster c;

@@ -137,10 +137,28 @@ TEST(DataPlaneTest, AFileWrittenOnOneWorkerReachesDependentsOnOthersPeerToPeer) 
   EXPECT_NE(status.output.find("data.bin"), std::string::npos) << status.output;
   EXPECT_NE(status.output.find("20 MiB"), std::string::npos) << status.output;
 
+  // `drover get` downloads them from a, checked, under their names.
+  const std::string got = c.dir() + "/got";
+  RunResult get = c.Drover({"get", j + ".0", "-o", got});
+  ASSERT_EQ(get.status, 0) << get.output;
+  RunResult sum =
+      RunToEnd({"/bin/sh", "-c",
+                "sha256sum < " + got + "/data.bin | cut -d' ' -f1; cat " + got + "/meta/version"},
+               In(kStartTimeout));
+  EXPECT_EQ(sum.output, result + "v1\n");
+  RunResult one = c.Drover({"get", j + ".0", "meta/version", "-o", got + "/one"});
+  ASSERT_EQ(one.status, 0) << one.output;
+  EXPECT_EQ(Lines(got + "/one/meta/version"), std::vector<std::string>{"v1"});
+  EXPECT_EQ(Lines(got + "/one/data.bin"), std::vector<std::string>{}) << "only what was asked";
+  RunResult missing = c.Drover({"get", j + ".0", "nope.bin", "-o", got});
+  EXPECT_NE(missing.status, 0);
+  EXPECT_NE(missing.output.find("no output named nope.bin"), std::string::npos) << missing.output;
+
   // The bytes went from a to b and to c (once each: two fetches of each
   // of prep's two files), not through the server.
   nlohmann::json stats = FilesStats(c, "a", a_port);
-  EXPECT_EQ(stats["served_files"], 4) << stats.dump();
+  EXPECT_EQ(stats["served_files"], 7)
+      << "two each for b and c, three for drover get: " << stats.dump();
   EXPECT_GE(stats["served_bytes"].get<uint64_t>(), 2u * 20971520) << stats.dump();
   Result<std::string> metrics = c.Api().GetText("/metrics");
   ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();

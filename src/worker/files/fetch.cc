@@ -8,10 +8,14 @@
 #include <optional>
 
 #include "common/unique_fd.h"
+#include "net/sha256.h"
 #include "worker/files/file_util.h"
-#include "worker/files/sha256.h"
 
 namespace drover::worker {
+
+using net::IsSha256Hex;
+using net::Sha256;
+using net::Sha256OfFile;
 namespace {
 
 // How one download ended.

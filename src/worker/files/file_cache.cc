@@ -15,10 +15,14 @@
 #include <vector>
 
 #include "common/quantity.h"
+#include "net/sha256.h"
 #include "worker/files/file_util.h"
-#include "worker/files/sha256.h"
 
 namespace drover::worker {
+
+using net::IsSha256Hex;
+using net::Sha256;
+using net::Sha256OfFile;
 namespace {
 
 constexpr mode_t kEntryMode = 0444;

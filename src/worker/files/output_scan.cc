@@ -13,10 +13,14 @@
 
 #include "common/quantity.h"
 #include "common/unique_fd.h"
+#include "net/sha256.h"
 #include "worker/files/file_util.h"
-#include "worker/files/sha256.h"
 
 namespace drover::worker {
+
+using net::IsSha256Hex;
+using net::Sha256;
+using net::Sha256OfFile;
 namespace {
 
 // A file found by the walk, before hashing: where to read it from (the

@@ -1,10 +1,14 @@
-#include "worker/files/sha256.h"
+#include "net/sha256.h"
 
 #include <gtest/gtest.h>
 
 #include "worker/files/test_dir.h"
 
 namespace drover::worker {
+
+using net::IsSha256Hex;
+using net::Sha256;
+using net::Sha256OfFile;
 namespace {
 
 using testing::Pattern;

@@ -17,9 +17,11 @@
 #include <system_error>
 #include <vector>
 
-#include "worker/files/sha256.h"
+#include "net/sha256.h"
 
 namespace drover::worker::testing {
+
+using net::Sha256;
 
 class TempDir {
  public:

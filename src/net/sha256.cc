@@ -1,4 +1,4 @@
-#include "worker/files/sha256.h"
+#include "net/sha256.h"
 
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -11,7 +11,7 @@
 
 #include "common/unique_fd.h"
 
-namespace drover::worker {
+namespace drover::net {
 
 struct Sha256::Ctx {
   EVP_MD_CTX* md = nullptr;
@@ -81,4 +81,4 @@ bool IsSha256Hex(std::string_view text) {
   return true;
 }
 
-}  // namespace drover::worker
+}  // namespace drover::net

@@ -7,8 +7,8 @@
 //
 // Thread safety: a Sha256 is one stream; use it from one thread at a time.
 // The free functions are safe to call from any thread.
-#ifndef DROVER_WORKER_FILES_SHA256_H_
-#define DROVER_WORKER_FILES_SHA256_H_
+#ifndef DROVER_NET_SHA256_H_
+#define DROVER_NET_SHA256_H_
 
 #include <memory>
 #include <string>
@@ -16,7 +16,7 @@
 
 #include "common/status.h"
 
-namespace drover::worker {
+namespace drover::net {
 
 // An incremental SHA-256 (OpenSSL EVP). Feed it with Update(), then read the
 // digest once with HexDigest(); Update() after HexDigest() is a programming
@@ -47,6 +47,6 @@ Result<std::string> Sha256OfFile(const std::string& path);
 // True when `text` is exactly 64 lower-case hex characters.
 bool IsSha256Hex(std::string_view text);
 
-}  // namespace drover::worker
+}  // namespace drover::net
 
-#endif  // DROVER_WORKER_FILES_SHA256_H_
+#endif  // DROVER_NET_SHA256_H_
