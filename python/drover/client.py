@@ -36,6 +36,8 @@ background thread; each log follow opens its own WebSocket.
 from __future__ import annotations
 
 import atexit
+import hashlib
+import http.client
 import datetime
 import json
 import os
@@ -59,7 +61,7 @@ from typing import (
 )
 
 from ._background import PendingJob, Submitter, Watcher, warning_text
-from ._connection import Transport, resolve_endpoint
+from ._connection import Endpoint, Transport, error_from_body, resolve_endpoint
 from ._events import EventStream
 from ._websocket import OP_BINARY, OP_TEXT, Closed, WebSocket
 from .errors import (
@@ -69,6 +71,7 @@ from .errors import (
     FailedPrecondition,
     TaskCanceled,
     TaskFailed,
+    api_error,
     api_error_from_text,
 )
 from .models import (
@@ -79,10 +82,62 @@ from .models import (
     SUCCEEDED,
     TERMINAL,
     JobInfo,
+    OutputFile,
     TaskEvent,
     TaskInfo,
     WorkerInfo,
 )
+
+def _download_output(transport: Transport, f: Mapping[str, Any], to: str) -> str:
+    """Fetches one listed output from a worker's file service (pinned TLS,
+    the cluster token and the server's grant) into ``to``; returns its path."""
+    name = str(f["name"])
+    if name.startswith("/") or any(p in ("", ".", "..") for p in name.split("/")):
+        raise api_error("invalid_argument", f"the server listed an unsafe output name {name!r}")
+    dest = os.path.join(to, *name.split("/"))
+    os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
+    failures = []
+    for src in f.get("sources", []):
+        endpoint = Endpoint(host=str(src["host"]), port=int(src["port"]),
+                            token=transport.endpoint.token,
+                            fingerprint=str(src["fingerprint"]), tls=True)
+        part = dest + ".drover-part"
+        try:
+            conn = Transport(endpoint, transport.timeout)._new_connection()
+            try:
+                conn.request("GET", f"/v1/files/{f['sha256']}", headers={
+                    "Authorization": f"Bearer {endpoint.token}",
+                    "X-Drover-Grant": str(f.get("grant", "")),
+                    "X-Drover-Requester": "client",
+                })
+                resp = conn.getresponse()
+                if resp.status != 200:
+                    raise error_from_body(resp.status, resp.read())
+                digest = hashlib.sha256()
+                size = 0
+                with open(part, "wb") as out:
+                    while True:
+                        chunk = resp.read(1 << 20)
+                        if not chunk:
+                            break
+                        size += len(chunk)
+                        digest.update(chunk)
+                        out.write(chunk)
+            finally:
+                conn.close()
+            if size != int(f["size"]) or digest.hexdigest() != f["sha256"]:
+                raise api_error("data_loss", f"{name}: got {size} bytes with sha256 "
+                                f"{digest.hexdigest()[:12]}..., want {f['size']} bytes, "
+                                f"{str(f['sha256'])[:12]}...")
+            os.replace(part, dest)
+            return dest
+        except (DroverError, OSError, http.client.HTTPException) as e:
+            if os.path.exists(part):
+                os.remove(part)
+            failures.append(f"worker {src.get('worker')}: {e}")
+    raise api_error("unavailable", f"{name}: " + ("; ".join(failures) or
+                                               "no worker serves it now"))
+
 
 Command = Union[Sequence[str], str]
 """argv (no shell), or a string run by ``sh -c``. ``{index}`` in it is
@@ -611,6 +666,37 @@ class Task:
         """
         return _result_of(self.wait(timeout))
 
+    @property
+    def outputs(self) -> List[OutputFile]:
+        """The files the task left in ``$DROVER_OUTPUT_DIR`` when it
+        succeeded (asks the server; empty before that)."""
+        outcome = self.info().outcome
+        return list(outcome.outputs) if outcome else []
+
+    def download(self, to: str = ".", names: Optional[Sequence[str]] = None) -> List[str]:
+        """Downloads the task's outputs (or only ``names``) into directory
+        ``to`` from the worker that holds them, checking each against its
+        SHA-256; returns the paths written. A file is renamed into place only
+        once whole and checked.
+
+        Raises:
+            NotFound: the task has no output of a name in ``names``.
+            Unavailable: no worker holding a file could deliver it whole.
+        """
+        listed = self._client._transport.json("GET", f"/api/v1/tasks/{self.id}/outputs")
+        files = listed.get("outputs", [])
+        wanted = set(names) if names is not None else None
+        missing = (wanted or set()) - {str(f["name"]) for f in files}
+        if missing:
+            raise api_error("not_found", f"task {self.id} has no output named "
+                            + ", ".join(sorted(missing)))
+        written = []
+        for f in files:
+            if wanted is not None and f["name"] not in wanted:
+                continue
+            written.append(_download_output(self._client._transport, f, to))
+        return written
+
     def cancel(self) -> None:
         """Cancels the task (a running one is stopped)."""
         self._client._transport.json("POST", f"/api/v1/tasks/{self.id}/cancel")
@@ -1005,6 +1091,17 @@ class Job:
                 out.write("\n")
                 out.flush()
         return self.info()
+
+    def download(self, to: str = ".", timeout: Optional[float] = None) -> Dict[str, List[str]]:
+        """Waits, then downloads every task's outputs into ``to/<task id>/``
+        (see Task.download); maps each task id with outputs to the paths
+        written."""
+        info = self.wait(timeout)
+        out: Dict[str, List[str]] = {}
+        for t in sorted(info.tasks, key=lambda t: int(t.id.split(".")[1])):
+            if t.outcome and t.outcome.outputs:
+                out[t.id] = Task(self._client, t.id).download(os.path.join(to, t.id))
+        return out
 
     def results(self, timeout: Optional[float] = None) -> Dict[str, str]:
         """Waits, then maps each task id to its ``$DROVER_RESULT`` text.

@@ -36,6 +36,15 @@ def _required_time(data: Mapping[str, Any], key: str) -> datetime.datetime:
 
 
 @dataclasses.dataclass(frozen=True)
+class OutputFile:
+    """A file a task left in ``$DROVER_OUTPUT_DIR`` (one of its outputs)."""
+
+    name: str  # relative to that directory: "model/weights.bin"
+    size: int
+    sha256: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Outcome:
     """How a finished attempt ended."""
 
@@ -46,6 +55,7 @@ class Outcome:
     cpu_ms: int
     peak_mem_bytes: int
     result: str  # what the task wrote to $DROVER_RESULT
+    outputs: List[OutputFile] = dataclasses.field(default_factory=list)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Outcome":
@@ -57,6 +67,8 @@ class Outcome:
             cpu_ms=int(d.get("cpu_ms", 0)),
             peak_mem_bytes=int(d.get("peak_mem_bytes", 0)),
             result=str(d.get("result", "")),
+            outputs=[OutputFile(str(f["name"]), int(f["size"]), str(f["sha256"]))
+                     for f in d.get("outputs", [])],
         )
 
 

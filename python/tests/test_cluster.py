@@ -127,6 +127,31 @@ class PipelineTest(ClusterTest):
         self.assertEqual(list(results), [t.id for t in job.tasks])
         self.assertEqual(results[total.tasks[0].id], "80")
 
+    def test_outputs_reach_a_dependent_and_download_checked(self) -> None:
+        with self.client.job("files") as job:
+            prep = job.task(["sh", "-c", 'mkdir -p "$DROVER_OUTPUT_DIR/d" && '
+                                         'printf data > "$DROVER_OUTPUT_DIR/d/x.txt" && '
+                                         'printf more > "$DROVER_OUTPUT_DIR/y.txt"'],
+                            name="prep", cpus=0.5)
+            use = job.task(["sh", "-c", 'cat "$DROVER_INPUTS"/*/d/x.txt > "$DROVER_RESULT"'],
+                           name="use", after=[prep], cpus=0.5)
+        self.assertEqual(use.result(timeout=WAIT), "data")
+        t = drover.Task(self.client, prep.tasks[0].id)
+        names = [(f.name, f.size) for f in t.outputs]
+        self.assertEqual(names, [("d/x.txt", 4), ("y.txt", 4)])
+        self.assertIsInstance(t.outputs[0], drover.OutputFile)
+        got = t.download(os.path.join(self.tmp, "one"), names=["y.txt"])
+        self.assertEqual(got, [os.path.join(self.tmp, "one", "y.txt")])
+        with open(got[0]) as f:
+            self.assertEqual(f.read(), "more")
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "one", "d")))
+        with self.assertRaises(drover.NotFound):
+            t.download(self.tmp, names=["nope"])
+        everything = job.download(os.path.join(self.tmp, "all"), timeout=WAIT)
+        self.assertEqual(list(everything), [t.id])
+        with open(os.path.join(self.tmp, "all", t.id, "d", "x.txt")) as f:
+            self.assertEqual(f.read(), "data")
+
     def test_a_failed_dependency_fails_the_fan_in_and_results_raise(self) -> None:
         with self.client.job("broken") as job:
             parts = job.array(["sh", "-c", "exit {index}"], range(2), name="part")
