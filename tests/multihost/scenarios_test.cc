@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -376,6 +377,73 @@ TEST_F(MultiHost, FullWorkDirectoryFailsTheTaskWithNoSpaceAndTheWorkerCarriesOn)
   Timing("work dir full (1 MiB tmpfs on w3)",
          "task failed with \"" + t["reason"].get<std::string>().substr(0, 60) + "...\" after " +
              Secs(failed_after) + "; the worker ran the next two tasks");
+}
+
+// 7. Files between hosts (issue 21): prep on w1 writes 200 MiB, train on w2
+// checks it and writes a model, eval on w3 checks both; the bytes go worker
+// to worker, and the server's body counters show they did not pass through
+// it.
+TEST_F(MultiHost, AFileMovesBetweenHostsPeerToPeerNotThroughTheServer) {
+  LanCluster& c = Cluster(kTiming);
+  c.StartServer();
+  for (const char* host : {"w1", "w2", "w3"}) {
+    WorkerStart how;
+    how.extra = kWorker;
+    how.extra.insert(how.extra.end(), {"--label", std::string("node=") + host});
+    c.StartWorker(host, how);
+  }
+  auto body_bytes_sent = [&]() -> uint64_t {
+    Result<std::string> metrics = c.Api().GetText("/metrics");
+    std::smatch m;
+    if (!metrics.ok() ||
+        !std::regex_search(*metrics, m,
+                           std::regex("drover_http_body_bytes_total\\{direction=\"sent\"\\} "
+                                      "([0-9]+)"))) {
+      return UINT64_MAX;
+    }
+    return std::stoull(m[1]);
+  };
+  const uint64_t before = body_bytes_sent();
+  const std::string check =
+      "cd \"$DROVER_INPUTS\" && for r in *.result; do d=\"${r%.result}\"; "
+      "test \"$(cat \"$d\"/*.bin | sha256sum | cut -d' ' -f1)\" = \"$(cat \"$r\")\" || exit 9; "
+      "done; ls *.result | wc -l > \"$DROVER_RESULT\"";
+  auto step = [&](const std::string& id, const std::string& node, nlohmann::json deps,
+                  const std::string& command) {
+    nlohmann::json t = {
+        {"id", id}, {"resources", {{"labels", {{"node", node}}}}}, {"command", command}};
+    if (!deps.empty()) t["depends_on"] = deps;
+    return t;
+  };
+  nlohmann::json spec = {
+      {"name", "files"},
+      {"task",
+       {step("prep", "w1", nlohmann::json::array(),
+             "head -c 209715200 /dev/urandom > $DROVER_OUTPUT_DIR/data.bin && "
+             "sha256sum < $DROVER_OUTPUT_DIR/data.bin | cut -d' ' -f1 > $DROVER_RESULT"),
+        step("train", "w2", {"prep"},
+             check + " && head -c 4194304 /dev/urandom > $DROVER_OUTPUT_DIR/model.bin && "
+                     "sha256sum < $DROVER_OUTPUT_DIR/model.bin | cut -d' ' -f1 > $DROVER_RESULT"),
+        step("eval", "w3", {"prep", "train"}, check)}}};
+  const int64_t t0 = NowMillis();
+  Result<nlohmann::json> posted = c.Api().Post("/api/v1/jobs", spec.dump());
+  ASSERT_TRUE(posted.ok()) << posted.status().ToString();
+  const std::string job = std::to_string((*posted)["id"].get<uint64_t>());
+  RunResult wait = c.Drover({"wait", job});
+  ASSERT_EQ(wait.status, 0) << wait.output << c.Get("/api/v1/jobs/" + job).dump(2);
+  const int64_t took = NowMillis() - t0;
+  for (int i = 0; i < 3; ++i) {
+    nlohmann::json t = c.Get("/api/v1/tasks/" + job + "." + std::to_string(i));
+    EXPECT_EQ(c.WorkerOf(t), "w" + std::to_string(i + 1)) << t.dump(2);
+  }
+  EXPECT_EQ(c.Get("/api/v1/tasks/" + job + ".2")["outcome"]["result"], "2\n");
+  const uint64_t after = body_bytes_sent();
+  ASSERT_NE(after, UINT64_MAX);
+  EXPECT_LT(after - before, 10ull << 20)
+      << "the server sent " << (after - before) << " body bytes while 400 MiB moved";
+  Timing("200 MiB file, prep on w1 -> train on w2 -> eval on w3",
+         "pipeline done in " + Secs(took) + "; the server sent " +
+             std::to_string((after - before) >> 10) + " KiB of bodies");
 }
 
 // Connections from the attacker host that hold the server's port busy.
