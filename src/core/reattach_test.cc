@@ -276,6 +276,30 @@ TEST(ReattachTest, AnAttemptNeverStartedWithinTheBoundIsTakenBack) {
   EXPECT_THAT(c.Take(), IsEmpty());
 }
 
+// A task whose dependencies left files gets longer to start: its worker
+// fetches them first (issue 21), at input_fetch_rate.
+TEST(ReattachTest, TheStartBoundGrowsWithTheInputFilesToFetch) {
+  SchedulerConfig config;
+  config.start_timeout = Seconds(30);
+  config.renew_interval = Seconds(100);
+  config.input_fetch_rate = 10 << 20;  // 10 MiB/s: 200 MiB take 20 s more
+  TestCluster c(config);
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder().Add(TaskBuilder("prep")).Add(TaskBuilder("use").DependsOn("prep")));
+  c.Run(T(1, 0));
+  TaskOutcome o;
+  o.outputs = {OutputFile{"data.bin", 200ull << 20, std::string(64, 'a')}};
+  c.FinishWith(T(1, 0), o);
+  c.Advance(Seconds(1));
+  c.Grant(T(1, 1));
+  c.Take();
+  c.Advance(Seconds(49));
+  EXPECT_THAT(c.Take(), IsEmpty()) << "30 s + 20 s for 200 MiB";
+  c.Advance(Seconds(1));
+  EXPECT_THAT(Describe(c.TakeRaw()),
+              ::testing::Contains("kill 1.1#1 on w1: worker 1 did not start it within 50s"));
+}
+
 // --- adoption only for what the server may have assigned (issue 18.6) -------
 
 TEST(ReattachTest, AttemptsTheJournalNeverSawAreAdoptedOnlyFromAnExpectedWorkersFirstAttach) {

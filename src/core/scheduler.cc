@@ -970,26 +970,32 @@ Status Scheduler::State::OnGranted(const LeaseGranted& e) {
       inputs->push_back(DependencyInput{TaskId{job.id, i}, o.result, o.outputs, o.outputs_on});
     }
   }
-  uint64_t input_bytes = 0;
-  if (inputs) {
-    for (const DependencyInput& in : *inputs) {
-      for (const OutputFile& f : in.outputs) input_bytes += f.size;
-    }
-  }
   out->emplace_back(std::in_place_type<AssignTask>, e.task, e.attempt, workers[act.worker].id,
                     act.alloc.cores, act.alloc.mem_bytes, act.alloc.gpus,
                     spec.IndexAt(r.index - job.groups[t.group].first), job.spec.get(), after,
                     after_attempt, t.group, std::move(inputs));
   if (config.start_timeout > Duration::zero()) {
-    const int64_t fetch_us =
-        config.input_fetch_rate == 0
-            ? 0
-            : static_cast<int64_t>(static_cast<double>(input_bytes) * 1e6 /
-                                   static_cast<double>(config.input_fetch_rate));
-    PushTimer(now_us + config.start_timeout.count() + fetch_us, TimerKind::kStartDeadline, r,
-              e.attempt);
+    PushTimer(now_us + StartBoundOf(r).count(), TimerKind::kStartDeadline, r, e.attempt);
   }
   return Status::Ok();
+}
+
+Duration Scheduler::State::StartBoundOf(TaskRef r) const {
+  uint64_t input_bytes = 0;
+  const Job& job = jobs[r.job];
+  for (uint32_t d : job.groups[task(r).group].deps) {
+    const Group& g = job.groups[d];
+    for (uint32_t i = g.first; i < g.first + g.count && !extras.empty(); ++i) {
+      auto it = extras.find(ExtraKey(TaskRef{r.job, i}));
+      if (it == extras.end() || !it->second.outcome) continue;
+      for (const OutputFile& f : it->second.outcome->outputs) input_bytes += f.size;
+    }
+  }
+  if (input_bytes == 0 || config.input_fetch_rate == 0) return config.start_timeout;
+  // Whole seconds, so that the reason reads "within 50s".
+  const int64_t fetch_s =
+      static_cast<int64_t>((input_bytes + config.input_fetch_rate - 1) / config.input_fetch_rate);
+  return config.start_timeout + Seconds(fetch_s);
 }
 
 Status Scheduler::State::OnRejected(const LeaseRejected& e) {
@@ -1098,8 +1104,7 @@ void Scheduler::State::OnTick() {
           break;
         }
         const std::string why = "worker " + std::to_string(workers[act.worker].id) +
-                                " did not start it within " +
-                                FormatDuration(config.start_timeout);
+                                " did not start it within " + FormatDuration(StartBoundOf(r));
         out->push_back(KillTask{IdOf(r), timer.attempt, workers[act.worker].id, why, true});
         const uint32_t w = act.worker;
         EmitRelease(act);

@@ -160,6 +160,10 @@ struct Scheduler::State {
   Task& task(TaskRef r) { return jobs[r.job].tasks[r.index]; }
   const Task& task(TaskRef r) const { return jobs[r.job].tasks[r.index]; }
   TaskId IdOf(TaskRef r) const { return TaskId{jobs[r.job].id, r.index}; }
+  // How long its worker has to start an attempt of `r`: start_timeout,
+  // plus the time to fetch its dependencies' output files at
+  // input_fetch_rate.
+  Duration StartBoundOf(TaskRef r) const;
   const TaskGroupSpec& SpecOf(TaskRef r) const {
     return jobs[r.job].spec->groups[task(r).group];
   }

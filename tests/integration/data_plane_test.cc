@@ -254,6 +254,29 @@ TEST(DataPlaneTest, AnInputTooLargeForTheCacheGoesToAnotherWorker) {
   EXPECT_TRUE(NoAttemptFailed(t)) << t.dump(2);
 }
 
+// Outputs that are not plain files, or too large, fail the task with a
+// reason that names them.
+TEST(DataPlaneTest, BadOrOversizedOutputsFailTheTaskWithAReason) {
+  Cluster c;
+  c.StartServer();
+  c.StartWorker("a", {"--max-output", "1MiB"});
+  const std::string big = std::to_string(SubmittedJob(c.Drover(
+      {"submit", "--", "sh", "-c", "head -c 2097152 /dev/zero > $DROVER_OUTPUT_DIR/big"})));
+  const std::string link_sh = std::to_string(SubmittedJob(
+      c.Drover({"submit", "--", "sh", "-c", "ln -s /etc/passwd $DROVER_OUTPUT_DIR/pw"})));
+  for (const std::string& job : {big, link_sh}) {
+    RunResult wait = c.Drover({"wait", job});
+    EXPECT_NE(wait.status, 0) << wait.output;
+  }
+  nlohmann::json b = c.Get("/api/v1/tasks/" + big + ".0");
+  EXPECT_EQ(b["state"], "failed");
+  EXPECT_NE(b["reason"].get<std::string>().find("max_output"), std::string::npos) << b.dump(2);
+  nlohmann::json l = c.Get("/api/v1/tasks/" + link_sh + ".0");
+  EXPECT_EQ(l["state"], "failed");
+  EXPECT_NE(l["reason"].get<std::string>().find("outside the output directory"), std::string::npos)
+      << l.dump(2);
+}
+
 // The file service serves nothing without a grant the server signed for
 // that file and requester; each refusal is logged.
 TEST(DataPlaneTest, TheFileServiceRefusesRequestsWithoutAValidGrant) {
