@@ -42,7 +42,7 @@ class HttpClient {
 
   // Sends `request` as Send() does (same connection, TLS pinning and token)
   // and streams the body of a 2xx answer to `sink`, chunk by chunk (at most
-  // 64 KiB each, in order), never holding the whole body in memory and with
+  // 256 KiB each, in order), never holding the whole body in memory and with
   // no max_response_bytes limit. options.timeout applies to each step (the
   // connection, the handshake, the request, each read), not to the whole
   // transfer: only a server that makes no progress for that long fails it,

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -233,15 +234,26 @@ struct FilePlane::Impl : std::enable_shared_from_this<FilePlane::Impl> {
     const uint64_t size = file.file.size;
     const std::string label = file.from.ToString() + "/" + file.file.name;
     FileCache* c = cache.get();
+    std::vector<std::string> names;
+    for (const proto::FileSource& from : file.sources) {
+      names.push_back("worker " + std::to_string(from.worker));
+    }
     OnThread<Status>(
-        [c, sha, size, sources, label]() -> Status {
+        [c, sha, size, sources, label, names]() -> Status {
           if (sources.empty()) {
             return Unavailable("input " + label +
                                ": no worker holds it (its holder serves no "
                                "files or is unknown to the server)");
           }
+          const auto start = std::chrono::steady_clock::now();
           Result<FetchReport> report = FetchIntoCache(*c, sha, size, sources);
           if (!report.ok()) return report.status().WithContext("input " + label);
+          const double secs =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          // bench/data.py reads this line.
+          spdlog::info("file service: fetched {} ({}) from {} in {:.3f} s ({:.0f} MiB/s)", label,
+                       FormatBytes(size), names[report->source_used], secs,
+                       secs > 0 ? static_cast<double>(size) / secs / (1 << 20) : 0.0);
           return Status::Ok();
         },
         [this, sha, size, label](Status status) {

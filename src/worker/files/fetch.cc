@@ -38,6 +38,9 @@ Attempt Download(const Source& source, size_t index, const std::string& sha256, 
     return a;
   }
   Sha256 hash;
+  constexpr size_t kWriteBytes = 1 << 20;
+  std::string pending;
+  pending.reserve(kWriteBytes + (256 << 10));
   bool oversize = false;
   std::optional<Status> write_error;
   ChunkSink sink = [&](std::string_view chunk) -> Status {
@@ -46,16 +49,25 @@ Attempt Download(const Source& source, size_t index, const std::string& sha256, 
       oversize = true;
       return InvalidArgument("more than the " + std::to_string(size) + " bytes expected");
     }
-    Status s = WriteAll(fd.fd(), chunk, part);
-    if (!s.ok()) {
-      write_error = s;
-      return s;
+    // Gathered into 1 MiB writes: a download arrives in pieces of a TLS
+    // record or less.
+    pending.append(chunk);
+    if (pending.size() >= kWriteBytes) {
+      Status s = WriteAll(fd.fd(), pending, part);
+      pending.clear();
+      if (!s.ok()) {
+        write_error = s;
+        return s;
+      }
     }
     hash.Update(chunk);
     a.bytes += chunk.size();
     return Status::Ok();
   };
   Status got = source(sink);
+  if (!pending.empty() && !write_error) {
+    if (Status s = WriteAll(fd.fd(), pending, part); !s.ok()) write_error = s;
+  }
 
   if (!write_error) {
     // Data must be on disk before the rename makes it an entry; a delayed
