@@ -23,6 +23,7 @@
 #include "net/server.h"
 #include "worker/files/fetch.h"
 #include "worker/files/file_cache.h"
+#include "worker/files/file_util.h"
 #include "worker/files/output_scan.h"
 
 namespace drover::worker {
@@ -30,22 +31,9 @@ namespace {
 
 constexpr char kFilesRoute[] = "/v1/files/{sha256}";
 
-Status MakeDirs(const std::string& path) {
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    const std::string part = path.substr(0, pos);
-    if (part.empty()) continue;
-    if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) {
-      return Unavailable("cannot create " + part + ": " + std::strerror(errno));
-    }
-  }
-  return Status::Ok();
-}
-
 // A copy of `path` with its middle byte flipped (the corrupting test hook).
 Result<std::string> CorruptCopy(const std::string& path, const std::string& dir) {
-  RETURN_IF_ERROR(MakeDirs(dir));
+  RETURN_IF_ERROR(MakeDirs(dir, 0700));
   const std::string copy = dir + "/corrupt";
   int in = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) return Unavailable("cannot open " + path + ": " + std::strerror(errno));
@@ -274,7 +262,7 @@ struct FilePlane::Impl : std::enable_shared_from_this<FilePlane::Impl> {
 Result<std::unique_ptr<FilePlane>> FilePlane::Start(net::EventLoop& loop,
                                                     FilePlaneOptions options) {
   auto impl = std::make_shared<Impl>(loop, std::move(options));
-  RETURN_IF_ERROR(MakeDirs(impl->options.tls_dir));
+  RETURN_IF_ERROR(MakeDirs(impl->options.tls_dir, 0700));
   const uint64_t capacity = impl->options.cache_bytes != 0
                                 ? impl->options.cache_bytes
                                 : DefaultCacheCapacity(impl->options.cache_dir);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/quantity.h"
+#include "common/unique_fd.h"
 #include "net/sha256.h"
 #include "worker/files/file_util.h"
 
@@ -63,18 +64,9 @@ Result<std::unique_ptr<FileCache>> FileCache::Open(const std::string& dir,
   RETURN_IF_ERROR(MakeDirs(clean, 0700));
   std::unique_ptr<FileCache> cache(new FileCache(clean, capacity_bytes));
 
-  DIR* d = ::opendir(clean.c_str());
-  if (d == nullptr) return ErrnoStatus(errno, "cannot list file cache " + clean);
-  std::vector<std::string> names;
-  errno = 0;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(std::move(n));
-    errno = 0;
-  }
-  int err = errno;
-  ::closedir(d);
-  if (err != 0) return ErrnoStatus(err, "cannot list file cache " + clean);
+  UniqueFd dir_fd(::open(clean.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir_fd.valid()) return ErrnoStatus(errno, "cannot list file cache " + clean);
+  ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir_fd.fd(), "file cache " + clean));
 
   struct Found {
     int64_t used_ns;

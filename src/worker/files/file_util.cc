@@ -1,9 +1,11 @@
 #include "worker/files/file_util.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -93,6 +95,30 @@ std::string ParentDir(const std::string& path) {
   if (slash == std::string::npos) return "";
   if (slash == 0) return "/";
   return path.substr(0, slash);
+}
+
+Result<std::vector<std::string>> ListDir(int dir_fd, const std::string& what) {
+  // fdopendir takes the descriptor it is given; hand it a copy.
+  int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return ErrnoStatus(errno, "cannot list " + what);
+  DIR* d = ::fdopendir(copy);
+  if (d == nullptr) {
+    int err = errno;
+    ::close(copy);
+    return ErrnoStatus(err, "cannot list " + what);
+  }
+  std::vector<std::string> names;
+  errno = 0;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(std::move(n));
+    errno = 0;
+  }
+  int err = errno;
+  ::closedir(d);
+  if (err != 0) return ErrnoStatus(err, "cannot list " + what);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace drover::worker

@@ -12,6 +12,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -35,6 +36,10 @@ Status MakeDirs(const std::string& dir, unsigned mode);
 // Copies the regular file `from` to the new file `to` (which must not exist;
 // O_EXCL), created with `mode`. On failure `to` is removed.
 Status CopyFile(const std::string& from, const std::string& to, unsigned mode);
+
+// The names in the directory open as `dir_fd` (not "." or ".."), sorted;
+// the descriptor stays the caller's. Errors say "cannot list <what>".
+Result<std::vector<std::string>> ListDir(int dir_fd, const std::string& what);
 
 // The first 12 characters of a SHA-256 and "...", for messages and logs.
 std::string ShortSha(const std::string& sha256);

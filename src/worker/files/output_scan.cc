@@ -80,27 +80,7 @@ class Walker {
 
  private:
   static Result<std::vector<std::string>> ListDir(int dir_fd, const std::string& prefix) {
-    // fdopendir takes the descriptor it is given; hand it a copy.
-    int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
-    if (copy < 0) return ErrnoStatus(errno, "cannot list output directory " + prefix);
-    DIR* d = ::fdopendir(copy);
-    if (d == nullptr) {
-      int err = errno;
-      ::close(copy);
-      return ErrnoStatus(err, "cannot list output directory " + prefix);
-    }
-    std::vector<std::string> names;
-    errno = 0;
-    while (struct dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n != "." && n != "..") names.push_back(std::move(n));
-      errno = 0;
-    }
-    int err = errno;
-    ::closedir(d);
-    if (err != 0) return ErrnoStatus(err, "cannot list output directory " + prefix);
-    std::sort(names.begin(), names.end());
-    return names;
+    return worker::ListDir(dir_fd, "output directory " + prefix);
   }
 
   Status FollowLink(int dir_fd, const std::string& entry, const std::string& name) {
