@@ -109,6 +109,11 @@ int RunUp(UpFlags& flags) {
     // In this process: over the local socket when there is one, without
     // TCP and TLS on every message.
     a.local_socket = (*shell)->local_socket();
+    // Its file service is as local as the server: on loopback unless
+    // --bind lets other machines in (they may then fetch outputs too).
+    if (config->bind_address == "127.0.0.1" || config->bind_address == "::1") {
+      a.files_bind = "127.0.0.1";
+    }
     a.name = HostName() + "-" + std::to_string(i + 1);
     a.workdir = config->state_dir + "/work/" + a.name;
     a.isolation = flags.isolation;
