@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "common/quantity.h"
+#include "proto/core_json.h"
 #include "proto/json_util.h"
 
 namespace drover::proto {

@@ -240,6 +240,20 @@ TEST(JobFileTest, TableHeaderWithoutAKeyIsASyntaxError) {
   EXPECT_EQ(message.rfind("sweep.toml:3:", 0), 0u) << message;
 }
 
+TEST(JobFileTest, NonAsciiOutsideStringsIsASyntaxErrorNotUndefinedBehaviour) {
+  // Found by fuzz/job_toml_fuzz.cc: toml++'s Unicode tables reached
+  // "unreachable" for U+0391 outside a string.
+  for (const char* text : {"a-task\xce\x91n", "name = \"j\" \xce\x91\n", "\xe3\x80\x80x = 1\n"}) {
+    std::string message = TomlError(text);
+    EXPECT_EQ(message.rfind("sweep.toml:1:", 0), 0u) << message;
+  }
+  // Inside strings and comments it is text as usual.
+  Result<core::JobSpec> ok =
+      ParseJobToml("name = \"\xce\x91\" # \xce\x91\n[[task]]\ncommand = [\"x\"]\n", "sweep.toml");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->name, "\xce\x91");
+}
+
 TEST(JobFileTest, DependenciesAreCheckedWithPositions) {
   std::string three =
       "name = \"j\"\n"
