@@ -51,7 +51,7 @@ void Scheduler::State::TakeBackUnreported(uint32_t w, const WorkerAttached& e) {
     if (t.flags.Has(TaskFlag::kCancel)) {
       t.flags.KeepOnly(TaskFlag::kStaleEntry);
       DropHold(r);
-      Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
+      Transition(r, TaskState::kCanceled, std::string(CancelReasonOf(r)));
       continue;
     }
     NeverStarted(r, who + " re-attached without it (the assignment did not reach it)");

@@ -122,7 +122,15 @@ void Scheduler::State::Unpark(uint32_t u) {
     back.push_back(r);
     user.parked.pop_front();
   }
-  for (auto it = back.rbegin(); it != back.rend(); ++it) Enqueue(*it, true);
+  for (auto it = back.rbegin(); it != back.rend(); ++it) {
+    if (task(*it).state != TaskState::kQueued) {
+      // Queuing one before it reran a producer this one needs too
+      // (lineage.cc): it waits, and has no queue entry for Unready to keep.
+      task(*it).flags.Clear(TaskFlag::kStaleEntry);
+      continue;
+    }
+    Enqueue(*it, true);
+  }
 }
 
 bool Scheduler::State::LastsFor(uint32_t w, TaskRef r, int64_t from_us) const {

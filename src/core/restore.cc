@@ -38,15 +38,24 @@ Status Scheduler::Restore(const Record& record) {
           if (r.state == TaskState::kQueued && r.attempt > 0 && t.attempt == r.attempt &&
               (t.state == TaskState::kAssigned || t.state == TaskState::kRunning)) {
             s.NotePastAttempt(ref, t.state, ToMicros(r.at), r.reason);
+          } else if (t.state == TaskState::kSucceeded && r.attempt == t.attempt &&
+                     (r.state == TaskState::kQueued || r.state == TaskState::kWaiting)) {
+            // A rerun (lineage.cc): the attempt that succeeded is history.
+            s.NotePastAttempt(ref, TaskState::kRunning, ToMicros(r.at), r.reason);
           }
+          const TaskState before = t.state;
           t.state = r.state;
           t.attempt = static_cast<uint16_t>(r.attempt);
           t.failures = static_cast<uint16_t>(r.failures);
           t.worker = r.worker;
           if (r.state == TaskState::kRunning) t.started_us = ToMicros(r.at);
-          // When an attempt ended or the task did (a queued record of attempt
-          // 0 only says its dependencies were met), as Transition sets it.
-          if ((r.state == TaskState::kQueued && r.attempt > 0) || IsTerminal(r.state)) {
+          // When an attempt ended (queued from assigned or running), a rerun
+          // made its success history, or the task ended, as Transition sets
+          // it. A queued or waiting record after one of those (dependencies
+          // met or unmet again; a snapshot's current state) changes nothing.
+          const bool was_active = before == TaskState::kAssigned || before == TaskState::kRunning;
+          if ((r.state == TaskState::kQueued && r.attempt > 0 && was_active) ||
+              (before == TaskState::kSucceeded && !IsTerminal(r.state)) || IsTerminal(r.state)) {
             t.finished_us = ToMicros(r.at);
           }
           if (r.started != Time()) t.started_us = ToMicros(r.started);

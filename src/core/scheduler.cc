@@ -107,6 +107,12 @@ uint32_t Scheduler::State::UserOf(const std::string& name) {
   return it->second;
 }
 
+const std::string& Scheduler::State::CancelReasonOf(TaskRef r) const {
+  auto it = extras.find(ExtraKey(r));
+  if (it != extras.end() && !it->second.cancel_reason.empty()) return it->second.cancel_reason;
+  return ReasonOf(r);
+}
+
 const std::string& Scheduler::State::ReasonOf(TaskRef r) const {
   static const std::string kEmpty;
   auto it = extras.find(ExtraKey(r));
@@ -144,6 +150,7 @@ Status Scheduler::State::OnWorkerJoined(WorkerJoined& e) {
   }
   worker.res = std::make_unique<WorkerState>(e.worker, std::move(e.resources));
   NoteEnding(w);
+  if (worker.lost && lost_workers > 0) --lost_workers;
   worker.lost = false;
   worker.drained = false;
   worker.paused = false;  // a desktop worker says again after its hello
@@ -216,7 +223,7 @@ Status Scheduler::State::OnWorkerAttached(WorkerAttached& e) {
     } else if (t.flags.Any(TaskFlag::kCancel | TaskFlag::kTimedOut)) {
       out->push_back(KillTask{run.task, run.attempt, e.worker,
                               t.flags.Has(TaskFlag::kCancel)
-                                  ? ReasonOf(*r)
+                                  ? CancelReasonOf(*r)
                                   : "timed out after " + FormatDuration(SpecOf(*r).timeout)});
     }
   }
@@ -345,6 +352,9 @@ Status Scheduler::State::OnWorkerLost(const WorkerLost& e) {
   Worker& worker = workers[w];
   if (worker.lost) return FailedPrecondition("worker " + std::to_string(e.worker) + " already lost");
   worker.lost = true;
+  worker.lost_us = now_us;
+  ++lost_workers;
+  NoteOutputsLost(w);  // a dependent may need to rerun their producers (lineage.cc)
   if (worker.in_policy) policy->Remove(w);
   worker.in_policy = false;
   if (reservation.IsOn(w)) reservation.active = false;
@@ -500,6 +510,22 @@ Result<JobId> Scheduler::State::OnSubmit(JobId id, std::shared_ptr<const JobSpec
 void Scheduler::State::Enqueue(TaskRef r, bool front) {
   const Job& job = jobs[r.job];
   const Group& g = job.groups[task(r).group];
+  // Started again (a retry, a refusal) after its inputs' only holder was
+  // lost: their producers rerun first, and it waits for them (lineage.cc).
+  if (lost_workers > 0 && task(r).attempt > 0 && !g.deps.empty()) {
+    const bool stale = task(r).flags.Has(TaskFlag::kStaleEntry);
+    RerunLostInputsOf(r);
+    if (task(r).state != TaskState::kQueued) {
+      // Unready took it back to waiting, taking it for a task with an entry.
+      if (!stale) task(r).flags.Clear(TaskFlag::kStaleEntry);
+      return;
+    }
+  }
+  if (g.unmet != 0) {
+    task(r).flags.Clear(TaskFlag::kBackoff | TaskFlag::kParked);
+    Transition(r, TaskState::kWaiting, "");
+    return;
+  }
   int32_t priority = job.spec->groups[task(r).group].priority;
   if (task(r).flags.Has(TaskFlag::kStaleEntry)) {
     // Placed by backfill from behind its class head, and its entry there is
@@ -523,8 +549,9 @@ void Scheduler::State::Transition(TaskRef r, TaskState to, std::string reason) {
   // longer.
   if (from == TaskState::kQueued && to != from && !preemption.in_flight.empty()) EndPreemption(r);
   if (attempt_ended) NotePastAttempt(r, from, now_us, reason);
-  // When it left its attempt or ended, as Restore reads it from the record.
-  if (attempt_ended || IsTerminal(to)) t.finished_us = now_us;
+  // When it left its attempt, its success became history (a rerun,
+  // lineage.cc) or it ended, as Restore reads it from the record.
+  if (attempt_ended || from == TaskState::kSucceeded || IsTerminal(to)) t.finished_us = now_us;
   job.changed_us = now_us;
   --job.counts[static_cast<int>(from)];
   ++job.counts[static_cast<int>(to)];
@@ -626,6 +653,9 @@ void Scheduler::State::SatisfyGroup(uint32_t j, uint32_t g) {
   Group& group = jobs[j].groups[g];
   if (group.unmet == 0 || --group.unmet != 0 || group.doomed) return;
   for (uint32_t i = 0; i < group.count; ++i) {
+    // Queuing one may rerun a producer whose outputs it needs (lineage.cc):
+    // then the rest wait again.
+    if (group.unmet != 0) return;
     TaskRef r{j, group.first + i};
     if (task(r).state != TaskState::kWaiting) continue;
     Transition(r, TaskState::kQueued, "");
@@ -685,7 +715,7 @@ void Scheduler::State::Cancel(TaskRef r, const std::string& reason) {
       Active& act = actives[t.active];
       if (act.lost) {
         t.flags.Set(TaskFlag::kCancel);  // ends when the lease is gone
-        extras[ExtraKey(r)].reason = reason;
+        extras[ExtraKey(r)].cancel_reason = reason;
         return;
       }
       if (!act.granted) {
@@ -698,7 +728,7 @@ void Scheduler::State::Cancel(TaskRef r, const std::string& reason) {
       }
       if (!t.flags.Has(TaskFlag::kCancel)) {
         t.flags.Set(TaskFlag::kCancel);
-        extras[ExtraKey(r)].reason = reason;
+        extras[ExtraKey(r)].cancel_reason = reason;
         out->push_back(KillTask{IdOf(r), act.attempt, workers[act.worker].id, reason});
       }
       return;
@@ -859,7 +889,7 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   t.flags.KeepOnly(TaskFlag::kStaleEntry);  // an entry left in its queue is still there
   if (flags.Has(TaskFlag::kWithdraw)) DropHold(r);
   if (flags.Has(TaskFlag::kCancel)) {
-    Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
+    Transition(r, TaskState::kCanceled, std::string(CancelReasonOf(r)));
     return Status::Ok();
   }
   if (flags.Has(TaskFlag::kPreempted) &&
@@ -927,7 +957,7 @@ Status Scheduler::State::OnRefused(const TaskRefused& e) {
   if (t.flags.Has(TaskFlag::kCancel)) {
     t.flags.KeepOnly(TaskFlag::kStaleEntry);
     DropHold(r);
-    Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
+    Transition(r, TaskState::kCanceled, std::string(CancelReasonOf(r)));
     return Status::Ok();
   }
   NeverStarted(r, "refused by worker " + std::to_string(t.worker) + ": " + e.reason);
@@ -1027,7 +1057,7 @@ void Scheduler::State::LostAttemptEnded(TaskRef r, std::string reason) {
   if (t.flags.Has(TaskFlag::kWithdraw)) DropHold(r);
   if (t.flags.Has(TaskFlag::kCancel)) {
     t.flags.KeepOnly(TaskFlag::kStaleEntry);
-    Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
+    Transition(r, TaskState::kCanceled, std::string(CancelReasonOf(r)));
     return;
   }
   const bool preempted = t.flags.Has(TaskFlag::kPreempted);
@@ -1112,12 +1142,15 @@ void Scheduler::State::OnTick() {
         HoldRefusing(w);  // so the task goes elsewhere if it can
         if (t.flags.Has(TaskFlag::kCancel)) {
           t.flags.KeepOnly(TaskFlag::kStaleEntry);
-          Transition(r, TaskState::kCanceled, std::string(ReasonOf(r)));
+          Transition(r, TaskState::kCanceled, std::string(CancelReasonOf(r)));
         } else {
           NeverStarted(r, why + "; taken back");
         }
         break;
       }
+      case TimerKind::kOutputsLost:
+        OutputsLostExpired(r, timer.attempt);
+        break;
       case TimerKind::kLostExpiry:
         if ((t.state == TaskState::kAssigned || t.state == TaskState::kRunning) &&
             actives[t.active].attempt == timer.attempt && actives[t.active].lost) {

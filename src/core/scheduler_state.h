@@ -63,6 +63,9 @@ struct Worker {
   WorkerId id = 0;
   bool drained = false;
   bool lost = false;
+  // When it was last lost: its outputs are gone a lease bound later
+  // (lineage.cc).
+  int64_t lost_us = 0;
   // Its owner is at it (WorkerPaused): nothing new goes to it.
   bool paused = false;
   std::string note;  // the worker's own word on its owner, shown to people
@@ -105,6 +108,7 @@ struct Scheduler::State {
   std::map<std::string, uint32_t> user_ids;
 
   std::vector<Worker> workers;  // dense slots in join order
+  uint32_t lost_workers = 0;    // of them lost now (lineage.cc looks only then)
   std::unordered_map<WorkerId, uint32_t> worker_slots;
 
   std::vector<Active> actives;
@@ -173,6 +177,9 @@ struct Scheduler::State {
   Result<uint32_t> FindWorker(WorkerId id) const;
   uint32_t UserOf(const std::string& name);
   const std::string& ReasonOf(TaskRef r) const;
+  // Why a kill for a cancel was sent (Cancel), for the record that ends it;
+  // its current reason until then.
+  const std::string& CancelReasonOf(TaskRef r) const;
 
   // --- lifecycle (scheduler.cc) ---
   Status OnWorkerJoined(WorkerJoined& e);
@@ -238,6 +245,36 @@ struct Scheduler::State {
   // Worker slot `w` takes nothing new until its next heartbeat or attach.
   void HoldRefusing(uint32_t w);
   Duration BackoffFor(TaskRef r) const;
+
+  // --- lineage (lineage.cc) ---
+  // A task's outputs live only on the worker that ran it (TaskOutcome::
+  // outputs_on). When that worker is lost and stays lost past the lease
+  // bound (lease_ttl + expiry_grace), a succeeded task whose outputs a
+  // dependent still needs (waiting, queued or assigned: not yet started) runs
+  // again, "rerun: outputs lost with worker N", and its dependents wait for
+  // it once more. Invariants kept: a group's `unmet` counts its dependency
+  // groups with a task not succeeded, so a rerun raises it again and the
+  // dependents' queued tasks go back to waiting (Unready); Enqueue sends a
+  // task whose group is unmet to waiting instead of its queue.
+  // Worker slot `w` was just lost: arms a kOutputsLost timer for each
+  // succeeded task whose outputs it holds, in jobs still running.
+  void NoteOutputsLost(uint32_t w);
+  // The kOutputsLost timer of attempt `attempt` of `r`.
+  void OutputsLostExpired(TaskRef r, uint32_t attempt);
+  // The worker that holds r's outputs is lost past the lease bound (or r
+  // has no outputs: false).
+  bool HolderGone(TaskRef r) const;
+  // A task of a group depending on r's has not started yet.
+  bool OutputsNeeded(TaskRef r) const;
+  // Succeeded `r` runs again; so do the producers of its own inputs whose
+  // holder is gone.
+  void Rerun(TaskRef r);
+  // Queued `r` waits again (a dependency reruns): out of its queue, its
+  // backoff, its quota list.
+  void Unready(TaskRef r);
+  // Queued `r` starts again (a retry, a refusal): the producers of its
+  // inputs whose holder is gone rerun first.
+  void RerunLostInputsOf(TaskRef r);
 
   // --- re-attach and adoption (adoption.cc) ---
   // A re-attach's report is the truth about its worker: every attempt the

@@ -173,6 +173,9 @@ struct Active {
 // outcome that is not a plain success. Keyed by State::ExtraKey.
 struct Extra {
   std::string reason;
+  // Set by a cancel whose kill is on its way; the reason only once the task
+  // is canceled (journaled then: until then the record keeps the old one).
+  std::string cancel_reason;
   std::optional<TaskOutcome> outcome;
   uint32_t outcome_attempt = 0;  // the attempt `outcome` came from
 };

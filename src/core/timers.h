@@ -29,7 +29,7 @@ namespace drover::core {
 
 // kStartDeadline: an assigned attempt its worker has not reported started
 // (SchedulerConfig::start_timeout).
-enum class TimerKind : uint8_t { kRetry, kTimeout, kLostExpiry, kStartDeadline };
+enum class TimerKind : uint8_t { kRetry, kTimeout, kLostExpiry, kStartDeadline, kOutputsLost };
 
 struct Timer {
   int64_t at_us = 0;

@@ -88,10 +88,12 @@ Result<std::function<bool(const core::JobInfo&)>> JobFilter(const net::Request& 
 }
 
 // Every attempt of a task: the past ones the scheduler kept, then the
-// latest, unless the task is queued again after it (then the past ones
-// have it whole).
+// latest, unless the task is queued (or waiting) again after it (then the
+// past ones have it whole).
 json AttemptsJson(const std::vector<core::PastAttempt>& past, const core::TaskInfo& info) {
-  const bool requeued = info.state == core::TaskState::kQueued && info.attempt > 0;
+  const bool requeued =
+      (info.state == core::TaskState::kQueued || info.state == core::TaskState::kWaiting) &&
+      info.attempt > 0;
   json attempts = json::array();
   for (const core::PastAttempt& p : past) {
     if (p.attempt > info.attempt || (p.attempt == info.attempt && !requeued)) continue;
@@ -102,7 +104,11 @@ json AttemptsJson(const std::vector<core::PastAttempt>& past, const core::TaskIn
     a.finished_at = p.ended_at;
     // Vacated (its workstation's owner came back, or a task of higher
     // priority took its room): not a failure, and said so.
-    a.state = p.reason.rfind("preempted", 0) == 0 ? "preempted" : "retried";
+    // A success whose outputs were lost with their worker ran again
+    // (lineage): "rerun".
+    a.state = p.reason.rfind("preempted", 0) == 0 ? "preempted"
+              : p.reason.rfind("rerun:", 0) == 0  ? "rerun"
+                                                   : "retried";
     a.reason = p.reason;
     a.outcome = p.outcome;
     attempts.push_back(proto::AttemptJson(a));

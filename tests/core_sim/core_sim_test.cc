@@ -43,6 +43,7 @@ void RunSeed(uint64_t seed, bool preempt = false) {
     EXPECT_GT(r.transitions[static_cast<int>(core::TaskState::kSucceeded)], 1000u);
     EXPECT_GT(r.transitions[static_cast<int>(core::TaskState::kFailed)], 10u);
     EXPECT_GT(r.transitions[static_cast<int>(core::TaskState::kCanceled)], 10u);
+    EXPECT_GT(r.reruns, 0u);
     if (preempt) {
       EXPECT_GT(r.vacates, 100u);
     }

@@ -21,10 +21,14 @@ bool ValidEdge(TaskState from, TaskState to) {
     case TaskState::kWaiting:
       return to == TaskState::kQueued || to == TaskState::kCanceled;
     case TaskState::kQueued:
-      return to == TaskState::kAssigned || to == TaskState::kCanceled;
+      // Back to waiting: a dependency reruns (lineage), checked below.
+      return to == TaskState::kAssigned || to == TaskState::kCanceled || to == TaskState::kWaiting;
     case TaskState::kAssigned:
     case TaskState::kRunning:
       return to != TaskState::kWaiting && to != TaskState::kAssigned && to != from;
+    case TaskState::kSucceeded:
+      // A rerun: its outputs were lost with their worker (checked below).
+      return to == TaskState::kQueued || to == TaskState::kWaiting;
     default:
       return false;  // terminal
   }
@@ -207,7 +211,9 @@ void Ledger::SetState(JobBook& job, TaskBook& task, uint8_t to) {
   ++job.counts[to];
   task.state = to;
   const bool was_terminal = from != kUnknown && core::IsTerminal(static_cast<TaskState>(from));
-  if (core::IsTerminal(static_cast<TaskState>(to)) && !was_terminal) --non_terminal_;
+  const bool is_terminal = core::IsTerminal(static_cast<TaskState>(to));
+  if (is_terminal && !was_terminal) --non_terminal_;
+  if (was_terminal && !is_terminal) ++non_terminal_;
 }
 
 void Ledger::OnStateChanged(const core::TaskStateChanged& change) {
@@ -237,6 +243,27 @@ void Ledger::OnStateChanged(const core::TaskStateChanged& change) {
     return Fail(id + " made an invalid transition " + Name(from) + "->" + Name(to));
   }
   ++transitions_[to];
+  if (change.from == TaskState::kSucceeded) {
+    // Lineage: only a worker the shell lost can have taken its outputs.
+    const std::string prefix = "rerun: outputs lost with worker ";
+    if (change.reason.rfind(prefix, 0) != 0) {
+      return Fail(id + " left succeeded without a rerun reason: " + change.reason);
+    }
+    const WorkerBook* holder = Worker(std::stoull(change.reason.substr(prefix.size())));
+    if (holder == nullptr || !holder->lost) {
+      return Fail(id + " reran for the outputs of a worker that is not lost: " + change.reason);
+    }
+    if (change.to == TaskState::kQueued && !DependenciesMet(change.task)) {
+      return Fail(id + " rerun queued before its dependencies succeeded");
+    }
+    --job->group_succeeded[job->group_of[change.task.index]];
+    --job->succeeded;
+    ++reruns_;
+  }
+  if (change.from == TaskState::kQueued && change.to == TaskState::kWaiting &&
+      DependenciesMet(change.task)) {
+    return Fail(id + " went back to waiting although its dependencies succeeded");
+  }
   if (change.to == TaskState::kAssigned) {
     if (!t->claim_seen || change.attempt != t->attempt + 1) {
       return Fail(id + " assigned as attempt " + std::to_string(change.attempt) +

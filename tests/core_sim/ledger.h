@@ -80,6 +80,8 @@ class Ledger {
   uint64_t TotalTasks() const { return total_tasks_; }
   // Counts of state changes into each state, for the test's report.
   const std::array<uint64_t, core::kTaskStateCount>& transitions() const { return transitions_; }
+  // Succeeded tasks that ran again because their outputs' worker was lost.
+  uint64_t reruns() const { return reruns_; }
 
  private:
   // kUnknown: a task of a job just submitted, before its first state is known.
@@ -160,6 +162,7 @@ class Ledger {
   std::map<JobId, JobBook> jobs_;
   std::map<WorkerId, WorkerBook> workers_;
   uint64_t non_terminal_ = 0;
+  uint64_t reruns_ = 0;
   uint64_t total_tasks_ = 0;
   std::array<uint64_t, core::kTaskStateCount> transitions_{};
 

@@ -78,8 +78,9 @@ std::string SimReport::ToString() const {
                   " losses, " + std::to_string(rejoins) + " rejoins, " + std::to_string(expiries) +
                   " expiries (" + std::to_string(dropped_notifications) +
                   " notifications dropped), " + std::to_string(jumps) + " clock jumps, " +
-                  std::to_string(errors) + " refused events, " + std::to_string(restore_checks) +
-                  " restore checks, " + FormatDuration(simulated) + " simulated; into:";
+                  std::to_string(errors) + " refused events, " + std::to_string(reruns) +
+                  " reruns, " + std::to_string(restore_checks) + " restore checks, " +
+                  FormatDuration(simulated) + " simulated; into:";
   for (int i = 0; i < core::kTaskStateCount; ++i) {
     s += " " + std::string(core::TaskStateName(static_cast<TaskState>(i))) + "=" +
          std::to_string(transitions[i]);
@@ -439,6 +440,9 @@ void SimDriver::RunAction(const Action& a) {
   outcome.usage.wall = Seconds(1);
   switch (a.ending) {
     case Ending::kSuccess:
+      // Some leave files on this worker: lose it, and a dependent that has
+      // not started needs them rerun (core/lineage.cc).
+      if (Chance(0.3)) outcome.outputs = {core::OutputFile{"out.bin", 1, std::string(64, 'a')}};
       break;
     case Ending::kExitCode:
       outcome.exit_code = static_cast<int32_t>(Uniform(1, 3));
@@ -657,6 +661,15 @@ Status SimDriver::Drain() {
           ++shown;
         }
       }
+      // And what the core says every worker has free.
+      for (WorkerId w : scheduler_->Workers()) {
+        Result<core::WorkerInfo> info = scheduler_->GetWorker(w);
+        if (!info.ok()) continue;
+        stuck += "\n  w" + std::to_string(w) + ": free cores " +
+                 std::to_string(info->free_cores.size()) + ", GPU shares";
+        for (int64_t share : info->gpu_free_share) stuck += " " + std::to_string(share);
+        stuck += ", " + std::to_string(info->tasks.size()) + " tasks";
+      }
       Fail(std::to_string(ledger_.NonTerminalTasks()) +
            " tasks never finished after the world calmed down:" + stuck);
       break;
@@ -681,6 +694,7 @@ Status SimDriver::Run() {
   if (failed()) return Failure();
   Status st = Drain();
   report_.transitions = ledger_.transitions();
+  report_.reruns = ledger_.reruns();
   for (JobId j : ledger_.JobIds()) {
     for (uint32_t i = 0; i < ledger_.TaskCount(j); ++i) {
       if (auto s = ledger_.StateOf(TaskId{j, i})) ++report_.final_states[static_cast<int>(*s)];

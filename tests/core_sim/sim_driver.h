@@ -76,6 +76,7 @@ struct SimReport {
   uint64_t jumps = 0;
   uint64_t errors = 0;         // events the core refused (stale, unknown, ...)
   uint64_t restore_checks = 0;
+  uint64_t reruns = 0;  // succeeded tasks run again for lost outputs (lineage)
   std::array<uint64_t, core::kTaskStateCount> transitions{};
   std::array<uint64_t, core::kTaskStateCount> final_states{};
   Duration simulated = Duration::zero();

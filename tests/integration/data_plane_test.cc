@@ -5,9 +5,11 @@
 // grant, not through the server; each worker fetches a file once; a
 // corrupted transfer is caught by the hash and retried; a worker whose cache
 // cannot hold an input refuses the attempt and another one runs it; the
-// file service refuses requests without a valid grant.
+// file service refuses requests without a valid grant; a producer whose
+// only holder was killed runs again.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <fstream>
 #include <regex>
 
@@ -312,6 +314,51 @@ TEST(DataPlaneTest, TheFileServiceRefusesRequestsWithoutAValidGrant) {
   EXPECT_EQ(stats["served_files"], 0);
   EXPECT_GE(stats["refused"].get<int>(), 3);
   EXPECT_TRUE(a.WaitForLine("file service: refused", In(kStartTimeout))) << a.output();
+}
+
+// Kill -9 the only holder of an output before its dependent fetched it: once
+// the holder is lost past the lease bound the producer runs again on
+// another worker, the dependent succeeds, and `drover status` says why.
+TEST(DataPlaneTest, KillingTheOnlyHolderReRunsTheProducer) {
+  Cluster c(kFastLoss);
+  c.StartServer();
+  Process& a = c.StartWorker("a", {"--label", "node=a"});
+  const uint64_t job =
+      Post(c, {{"name", "lineage"},
+               {"task",
+                {{{"id", "prep"},
+                  {"resources", {{"labels", {{"node", "a"}}}}},
+                  {"command",
+                   "head -c 1048576 /dev/urandom > $DROVER_OUTPUT_DIR/x.bin && "
+                   "sha256sum < $DROVER_OUTPUT_DIR/x.bin | cut -d' ' -f1 > $DROVER_RESULT"}},
+                 {{"id", "use"},
+                  {"depends_on", {"prep"}},
+                  {"resources", {{"labels", {{"node", "b"}}}}},
+                  {"command",
+                   "cd $DROVER_INPUTS && for r in *.result; do test \"$(sha256sum < "
+                   "${r%.result}/x.bin | cut -d' ' -f1)\" = \"$(cat $r)\"; done"}}}}});
+  ASSERT_GT(job, 0u);
+  const std::string prep = std::to_string(job) + ".0";
+  const std::string use = std::to_string(job) + ".1";
+  EventTap tap(c.Api().options(), job);
+  ASSERT_TRUE(tap.WaitForState(prep, "succeeded"));
+  // No worker for `use` yet: it waits queued while its input's holder dies.
+  a.Signal(SIGKILL);
+  ASSERT_TRUE(a.Wait(In(kStartTimeout)).has_value());
+  c.StartWorker("b", {"--label", "node=b"});
+  c.StartWorker("a2", {"--label", "node=a"});
+  ASSERT_TRUE(tap.WaitForState(use, "succeeded"))
+      << c.Get("/api/v1/tasks/" + use).dump(2) << c.Get("/api/v1/tasks/" + prep).dump(2);
+  nlohmann::json p = c.Get("/api/v1/tasks/" + prep);
+  EXPECT_EQ(p["state"], "succeeded");
+  EXPECT_EQ(p["attempt"], 2) << p.dump(2);
+  ASSERT_EQ(p["attempts"].size(), 2u) << p.dump(2);
+  EXPECT_EQ(p["attempts"][0]["state"], "rerun") << p.dump(2);
+  RunResult status = c.Drover({"status", prep});
+  ASSERT_EQ(status.status, 0) << status.output;
+  EXPECT_NE(status.output.find("rerun: outputs lost with worker"), std::string::npos)
+      << status.output;
+  EXPECT_TRUE(NoAttemptFailed(c.Get("/api/v1/tasks/" + use)));
 }
 
 }  // namespace

@@ -1,0 +1,140 @@
+// Lineage: a succeeded task whose outputs were lost with their only holder
+// runs again while a dependent still needs them (scheduler_state.h).
+#include "core/scheduler_state.h"
+
+namespace drover::core {
+
+namespace {
+
+bool NotStarted(TaskState s) {
+  return s == TaskState::kWaiting || s == TaskState::kQueued || s == TaskState::kAssigned;
+}
+
+}  // namespace
+
+void Scheduler::State::NoteOutputsLost(uint32_t w) {
+  if (extras.empty()) return;
+  const WorkerId id = workers[w].id;
+  const int64_t due = now_us + (config.lease_ttl + config.expiry_grace).count();
+  for (uint32_t j = 0; j < jobs.size(); ++j) {
+    Job& job = jobs[j];
+    if (job.forgotten || job.not_succeeded == 0) continue;
+    for (const Group& g : job.groups) {
+      if (g.dependents.empty()) continue;
+      for (uint32_t i = g.first; i < g.first + g.count; ++i) {
+        const Task& t = job.tasks[i];
+        if (t.state != TaskState::kSucceeded) continue;
+        auto it = extras.find(ExtraKey(TaskRef{j, i}));
+        if (it == extras.end() || !it->second.outcome) continue;
+        const TaskOutcome& o = *it->second.outcome;
+        if (o.outputs.empty() || o.outputs_on != id) continue;
+        PushTimer(due, TimerKind::kOutputsLost, TaskRef{j, i}, t.attempt);
+      }
+    }
+  }
+}
+
+bool Scheduler::State::HolderGone(TaskRef r) const {
+  auto it = extras.find(ExtraKey(r));
+  if (it == extras.end() || !it->second.outcome) return false;
+  const TaskOutcome& o = *it->second.outcome;
+  if (o.outputs.empty() || o.outputs_on == 0) return false;
+  auto slot = worker_slots.find(o.outputs_on);
+  if (slot == worker_slots.end()) return false;  // not seen since a restart: cannot tell
+  const Worker& holder = workers[slot->second];
+  return holder.lost && now_us >= holder.lost_us + (config.lease_ttl + config.expiry_grace).count();
+}
+
+bool Scheduler::State::OutputsNeeded(TaskRef r) const {
+  const Job& job = jobs[r.job];
+  for (uint32_t d : job.groups[task(r).group].dependents) {
+    const Group& g = job.groups[d];
+    if (g.doomed) continue;
+    for (uint32_t i = g.first; i < g.first + g.count; ++i) {
+      if (NotStarted(job.tasks[i].state)) return true;
+    }
+  }
+  return false;
+}
+
+void Scheduler::State::OutputsLostExpired(TaskRef r, uint32_t attempt) {
+  const Task& t = task(r);
+  if (t.state != TaskState::kSucceeded || t.attempt != attempt) return;
+  if (HolderGone(r) && OutputsNeeded(r)) Rerun(r);
+}
+
+void Scheduler::State::Rerun(TaskRef r) {
+  Task& t = task(r);
+  Job& job = jobs[r.job];
+  const WorkerId holder = extras.at(ExtraKey(r)).outcome->outputs_on;
+  const std::string reason = "rerun: outputs lost with worker " + std::to_string(holder);
+  // The attempt that made them is history now, as a retried one is; it
+  // ends for the record now, when its outputs stopped counting.
+  NotePastAttempt(r, TaskState::kRunning, now_us, reason);
+  ++job.not_succeeded;
+  Group& g = job.groups[t.group];
+  std::vector<uint32_t> unmet_again;  // dependent groups that were ready
+  if (g.not_succeeded++ == 0) {
+    for (uint32_t d : g.dependents) {
+      Group& dependent = job.groups[d];
+      if (dependent.unmet++ == 0 && !dependent.doomed) unmet_again.push_back(d);
+    }
+  }
+  if (g.unmet != 0) {
+    Transition(r, TaskState::kWaiting, reason);
+  } else {
+    Transition(r, TaskState::kQueued, reason);
+    // Its own inputs may have gone with the same worker (or an earlier
+    // one): Enqueue reruns those producers first, and then it waits.
+    Enqueue(r, true);
+  }
+  for (uint32_t d : unmet_again) {
+    const Group& dependent = job.groups[d];
+    for (uint32_t i = dependent.first; i < dependent.first + dependent.count; ++i) {
+      if (job.tasks[i].state == TaskState::kQueued) Unready(TaskRef{r.job, i});
+    }
+  }
+  // Jobs submitted --after this task wait for it again too, as a restore
+  // would count them (FinishRestore).
+  const TaskId id = IdOf(r);
+  for (uint32_t j = 0; j < jobs.size(); ++j) {
+    Job& watcher = jobs[j];
+    if (watcher.forgotten || watcher.not_succeeded == 0 || watcher.spec->after_tasks.empty()) {
+      continue;
+    }
+    for (const TaskId& after : watcher.spec->after_tasks) {
+      if (after != id) continue;
+      task_watchers[id].push_back(j);
+      for (Group& g2 : watcher.groups) {
+        if (g2.unmet++ != 0 || g2.doomed) continue;
+        for (uint32_t i = g2.first; i < g2.first + g2.count; ++i) {
+          if (watcher.tasks[i].state == TaskState::kQueued) Unready(TaskRef{j, i});
+        }
+      }
+    }
+  }
+}
+
+void Scheduler::State::Unready(TaskRef r) {
+  Task& t = task(r);
+  // A queued task without a backoff or a quota hold has an entry in its
+  // class queue: it stays there, dead, until it reaches the head or the
+  // task is queued again (Enqueue takes it back).
+  if (!t.flags.Any(TaskFlag::kBackoff | TaskFlag::kParked)) t.flags.Set(TaskFlag::kStaleEntry);
+  t.flags.Clear(TaskFlag::kBackoff | TaskFlag::kParked);
+  if (reservation.IsFor(r)) EndReservation();
+  Transition(r, TaskState::kWaiting, "");
+}
+
+void Scheduler::State::RerunLostInputsOf(TaskRef r) {
+  const Job& job = jobs[r.job];
+  for (uint32_t d : job.groups[task(r).group].deps) {
+    const Group& dep = job.groups[d];
+    for (uint32_t i = dep.first; i < dep.first + dep.count; ++i) {
+      const TaskRef p{r.job, i};
+      if (task(p).state == TaskState::kSucceeded && HolderGone(p)) Rerun(p);
+    }
+  }
+}
+
+}  // namespace drover::core
