@@ -279,10 +279,11 @@ void KillAll(const ChildArgs& args, const Watched* watched, size_t count) {
         // stalled, and its tasks' leases are about to expire. End them, as
         // the worker itself would have (fencing), and wait for the worker.
         deadline = kNoDeadline;
-        KillAll(args, watched, count);
+        // Counted first: whoever sees the tasks end sees the count.
         if (args.shared != nullptr) {
           __atomic_add_fetch(&args.shared->fences, 1, __ATOMIC_RELEASE);
         }
+        KillAll(args, watched, count);
         continue;
       }
       if (ready < 0) continue;
