@@ -261,6 +261,8 @@ def _task_spec(
     retry_backoff: Optional[Duration],
     timeout: Optional[Duration],
     priority: Optional[int],
+    max_output: Optional[Union[int, str]] = None,
+    inputs: Optional[Sequence[str]] = None,
 ) -> Dict[str, Any]:
     spec: Dict[str, Any] = {"id": name, "command": _command(command)}
     if array is not None:
@@ -280,6 +282,12 @@ def _task_spec(
         spec["timeout"] = _duration(timeout, "timeout")
     if priority is not None:
         spec["priority"] = priority
+    if max_output is not None:
+        spec["max_output"] = max_output
+    if inputs is not None:
+        if isinstance(inputs, str):
+            raise TypeError('inputs: expected a list of selectors such as ["prep:a.csv"], got a str')
+        spec["inputs"] = [str(s) for s in inputs]
     return spec
 
 
@@ -423,6 +431,7 @@ class Client:
         timeout: Optional[Duration] = None,
         priority: Optional[int] = None,
         user: Optional[str] = None,
+        max_output: Optional[Union[int, str]] = None,
     ) -> "Task":
         """Submits one task as a job of its own and returns it at once, before
         the server has answered (see the module doc: the job is sent in the
@@ -431,7 +440,9 @@ class Client:
         ``mem``/``gpu_mem`` take ``"16GiB"`` or bytes; ``cpus``/``gpus`` take
         numbers (0.5) or strings; ``timeout`` is per attempt; ``retries`` are
         extra attempts after a failure; ``after`` holds tasks or jobs that
-        must succeed first.
+        must succeed first; ``max_output`` (``"2GiB"`` or bytes) is the most
+        the task's outputs may add up to (default: the server's
+        ``--max-output``).
 
         The task's first use (``id``, ``result()``, ``wait()``, ...) raises
         the server's refusal: InvalidRequest, whose ``field`` says which part
@@ -440,7 +451,8 @@ class Client:
         job = Job(self, name or _default_name(command), after=after, user=user)
         job.task(command, name=name, cpus=cpus, mem=mem, gpus=gpus, gpu_mem=gpu_mem,
                  gpu_type=gpu_type, labels=labels, counters=counters, env=env, retries=retries,
-                 retry_backoff=retry_backoff, timeout=timeout, priority=priority)
+                 retry_backoff=retry_backoff, timeout=timeout, priority=priority,
+                 max_output=max_output)
         job._pending = self._submitter.submit(job.spec())
         return Task(self, job=job)
 
@@ -930,12 +942,20 @@ class Job:
         retry_backoff: Optional[Duration] = None,
         timeout: Optional[Duration] = None,
         priority: Optional[int] = None,
+        max_output: Optional[Union[int, str]] = None,
+        inputs: Optional[Sequence[str]] = None,
     ) -> TaskGroup:
         """Adds one task; returns its group, for ``after=`` of later ones.
 
         ``after``: groups of this job (their tasks' results reach this task
         as files in ``$DROVER_INPUTS``); tasks or jobs outside it make the
         whole job wait for them.
+
+        ``inputs``: which outputs of those groups it fetches, e.g.
+        ``["prep:train.csv", "prep:*.json", "other"]`` (a group's name alone
+        is all of its outputs; ``[]`` none; default all). A file named
+        without a glob that a dependency did not write fails the task.
+        ``max_output``: the most its outputs may add up to (``"2GiB"``).
         """
         return self._add(command, None, name, after, _task_spec_args(locals()))
 
@@ -958,6 +978,8 @@ class Job:
         retry_backoff: Optional[Duration] = None,
         timeout: Optional[Duration] = None,
         priority: Optional[int] = None,
+        max_output: Optional[Union[int, str]] = None,
+        inputs: Optional[Sequence[str]] = None,
     ) -> TaskGroup:
         """Adds one task per index (``range(8)``, ``"0-99:2"``); each sees
         ``$DROVER_TASK_INDEX`` and ``{index}`` in its command is replaced."""
@@ -1149,7 +1171,7 @@ def _flush_at_exit() -> None:
 
 def _task_spec_args(scope: Dict[str, Any]) -> Dict[str, Any]:
     keys = ("cpus", "mem", "gpus", "gpu_mem", "gpu_type", "labels", "counters", "env",
-            "retries", "retry_backoff", "timeout", "priority")
+            "retries", "retry_backoff", "timeout", "priority", "max_output", "inputs")
     return {k: scope[k] for k in keys}
 
 

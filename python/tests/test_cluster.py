@@ -152,6 +152,32 @@ class PipelineTest(ClusterTest):
         with open(os.path.join(self.tmp, "all", t.id, "d", "x.txt")) as f:
             self.assertEqual(f.read(), "data")
 
+    def test_a_dependent_fetches_only_the_outputs_its_inputs_select(self) -> None:
+        with self.client.job("select") as job:
+            prep = job.task(["sh", "-c", 'printf a > "$DROVER_OUTPUT_DIR/a.txt" && '
+                                         'printf b > "$DROVER_OUTPUT_DIR/b.txt"'],
+                            name="prep", cpus=0.5)
+            use = job.task(["sh", "-c", 'cd "$DROVER_INPUTS" && find . -type f | sort | '
+                                        'tr "\\n" " " > "$DROVER_RESULT"'],
+                           name="use", after=[prep], cpus=0.5, inputs=["prep:a.txt"])
+            missing = job.task(["true"], name="missing", after=[prep], cpus=0.5,
+                               inputs=["prep:c.txt"], retries=3)
+        prep_id = prep.tasks[0].id
+        self.assertEqual(use.result(timeout=WAIT), f"./{prep_id}/a.txt ")
+        with self.assertRaises(drover.TaskFailed) as caught:
+            missing.result(timeout=WAIT)
+        self.assertEqual(
+            caught.exception.reason,
+            f'input "prep:c.txt": prep ({prep_id}) wrote no such output (it wrote: a.txt, b.txt)')
+        self.assertEqual(missing.tasks[0].info().attempt, 0)
+
+    def test_outputs_over_the_tasks_max_output_fail_it_naming_the_limit(self) -> None:
+        t = self.client.submit(["sh", "-c", 'head -c 3000 /dev/zero > "$DROVER_OUTPUT_DIR/z"'],
+                               cpus=0.5, max_output="2KiB")
+        with self.assertRaises(drover.TaskFailed) as caught:
+            t.result(timeout=WAIT)
+        self.assertIn("more than max_output 2 KiB (the task's)", caught.exception.reason)
+
     def test_a_failed_dependency_fails_the_fan_in_and_results_raise(self) -> None:
         with self.client.job("broken") as job:
             parts = job.array(["sh", "-c", "exit {index}"], range(2), name="part")

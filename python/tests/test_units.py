@@ -163,6 +163,22 @@ class SpecTest(unittest.TestCase):
         with self.assertRaisesRegex(drover.DroverError, "not submitted"):
             _ = job.id
 
+    def test_inputs_and_max_output(self) -> None:
+        c = drover.Client("h:1", token="t", tls=False)
+        job = c.job("files")
+        prep = job.task(["true"], name="prep")
+        job.task(["true"], name="use", after=[prep], inputs=["prep:a.txt", "prep:*.csv"],
+                 max_output="2GiB")
+        job.task(["true"], name="none", after=[prep], inputs=[])
+        spec = job.spec()
+        self.assertNotIn("inputs", spec["task"][0])
+        self.assertNotIn("max_output", spec["task"][0])
+        self.assertEqual(spec["task"][1]["inputs"], ["prep:a.txt", "prep:*.csv"])
+        self.assertEqual(spec["task"][1]["max_output"], "2GiB")
+        self.assertEqual(spec["task"][2]["inputs"], [])
+        with self.assertRaisesRegex(TypeError, "inputs: expected a list"):
+            job.task(["true"], after=[prep], inputs="prep:a.txt")
+
 
 class ErrorMappingTest(unittest.TestCase):
     def test_error_bodies_become_typed_exceptions(self) -> None:

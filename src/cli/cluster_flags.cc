@@ -89,6 +89,11 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
   app.add_option("--preempt-cooldown", flags.preempt_cooldown,
                  "With --preempt-priority: see --max-preemptions (0 for none)")
       ->capture_default_str();
+  app.add_option("--max-output", flags.max_output,
+                 "The most a task's outputs may add up to when its job file sets no max_output "
+                 "(0 for no limit); over it the task fails with a reason. A worker's own "
+                 "--max-output, when lower, wins")
+      ->capture_default_str();
 }
 
 Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
@@ -152,6 +157,9 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
     return InvalidArgument("--preempt-cooldown: must not be negative");
   }
   config.scheduler.preempt_cooldown = *cooldown;
+  Result<uint64_t> max_output = ParseBytes(flags.max_output);
+  if (!max_output.ok()) return max_output.status().WithContext("--max-output");
+  config.max_output_bytes = *max_output;
   config.scheduler.lease_ttl = ttl;
   config.scheduler.renew_interval = std::min<Duration>(Seconds(10), ttl / 3);
   config.scheduler.expiry_grace = std::min<Duration>(Seconds(10), ttl / 3);

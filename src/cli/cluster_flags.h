@@ -39,12 +39,14 @@ struct ServerFlags {
   int32_t preempt_gap = 10;
   std::string preempt_cooldown = "10m";
   uint32_t max_preemptions = 3;
+  // ServerConfig::max_output_bytes: a quantity ("64GiB"); "0": no limit.
+  std::string max_output = "64GiB";
 };
 
 // Adds --state-dir --port --no-tls --heartbeat --lease-ttl --policy
 // --keep-finished --access-file --no-local-socket --quota
-// --preempt-priority --preempt-gap --preempt-cooldown --max-preemptions,
-// and --bind when `with_bind`.
+// --preempt-priority --preempt-gap --preempt-cooldown --max-preemptions
+// --max-output, and --bind when `with_bind`.
 void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind);
 
 // Parses the durations and the policy; derives the scheduler's renew

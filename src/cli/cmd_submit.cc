@@ -136,6 +136,9 @@ void AddSubmitCommand(CLI::App& root, int& exit_code) {
   submit->add_option("--array", s->spec.array, "Array of tasks: 0-99, 0-99:2 ({index} in CMD)");
   submit->add_option("--retries", s->spec.retries, "Extra attempts after a failure");
   submit->add_option("--timeout", s->spec.timeout, "Per attempt: 90s, 2h");
+  submit->add_option("--max-output", s->spec.max_output,
+                     "Most the task's outputs may add up to: 2GiB (default: the server's "
+                     "--max-output)");
   submit->add_option("--priority", s->spec.priority, "Higher runs first");
   submit->add_option("--after", s->spec.after, "Start after job ID or task ID.N succeeded");
   submit->add_option("--env", s->spec.env, "Environment KEY=VALUE (repeatable)");

@@ -44,6 +44,7 @@ struct WorkerFlags {
   std::string log_rate = "8MiB";      // per second, all log transfers together
   std::string lifetime = "0";         // leave this long after the start (0: stay)
   std::string idle_timeout = "0";     // leave after this long idle (0: never)
+  std::string checkpoint_every = "60s";  // save checkpoints while tasks run (0: at their end only)
   // Idle-desktop mode (--desktop): AgentConfig's desktop fields.
   std::string idle_after = "15m";
   std::string resume_after = "1m";
@@ -153,7 +154,8 @@ int RunWorker(WorkerFlags& flags) {
   config.reconnect.initial = std::min(config.reconnect.initial, *reconnect_max);
   for (auto [flag, text, out] :
        {std::tuple{"--lifetime", &flags.lifetime, &config.lifetime},
-        std::tuple{"--idle-timeout", &flags.idle_timeout, &config.idle_timeout}}) {
+        std::tuple{"--idle-timeout", &flags.idle_timeout, &config.idle_timeout},
+        std::tuple{"--checkpoint-every", &flags.checkpoint_every, &config.checkpoint_every}}) {
     Result<Duration> d = ParseDuration(*text);  // "0" is none
     if (!d.ok() || *d < Duration::zero()) {
       return ReportError(InvalidArgument(std::string(flag) +
@@ -326,6 +328,11 @@ void AddWorkerCommand(CLI::App& root, int& exit_code) {
   cmd->add_option("--max-output", flags->max_output,
                   "Fail a task whose outputs ($DROVER_OUTPUT_DIR) pass this size, e.g. 100GiB; "
                   "0: no limit")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-every", flags->checkpoint_every,
+                  "Save each running task's $DROVER_CHECKPOINT_DIR to the server this often "
+                  "(e.g. 60s, 500ms), and when an attempt ends, so a retry on another worker "
+                  "resumes from it; 0: only when an attempt ends")
       ->capture_default_str();
   cmd->add_option("--files-port", a.files_port,
                   "TCP port of the file service other workers fetch outputs from; 0: any free "

@@ -21,6 +21,7 @@ std::string FlagMessage(std::string message) {
       if (rest.rfind("gpu_mem", 0) == 0) return "--gpu-mem" + rest.substr(7);
       if (rest.rfind("labels", 0) == 0) return "--label" + rest.substr(6);
       if (rest.rfind("counters", 0) == 0) return "--counter" + rest.substr(8);
+      if (rest.rfind("max_output", 0) == 0) return "--max-output" + rest.substr(10);
       return "--" + rest;
     }
   }
@@ -105,6 +106,7 @@ Result<std::string> BuildSubmitBody(const SubmitFlags& flags) {
   if (!resources.empty()) task["resources"] = resources;
   if (!flags.array.empty()) task["array"] = flags.array;
   if (!flags.timeout.empty()) task["timeout"] = flags.timeout;
+  if (!flags.max_output.empty()) task["max_output"] = flags.max_output;
   if (flags.retries < 0) return InvalidArgument("--retries: must not be negative");
   if (flags.retries != 0) task["retries"] = flags.retries;
   if (flags.priority != 0) task["priority"] = flags.priority;

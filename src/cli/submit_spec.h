@@ -23,6 +23,7 @@ struct SubmitFlags {
   std::string gpu_mem;   // "16GiB"
   std::string array;     // "0-7"
   std::string timeout;   // "2h"
+  std::string max_output;  // "2GiB": the most the task's outputs may add up to
   int retries = 0;
   int priority = 0;
   std::vector<std::string> after;  // "12", "12.3"

@@ -84,6 +84,17 @@ TEST(SubmitSpecTest, ErrorsNameTheFlag) {
   EXPECT_EQ(body.status().message().rfind("--array", 0), 0u) << body.status().message();
 
   f.array.clear();
+  f.max_output = "2G";
+  body = BuildSubmitBody(f);
+  ASSERT_FALSE(body.ok());
+  EXPECT_EQ(body.status().message().rfind("--max-output: ", 0), 0u) << body.status().message();
+
+  f.max_output = "2GiB";
+  body = BuildSubmitBody(f);
+  ASSERT_TRUE(body.ok()) << body.status().ToString();
+  EXPECT_NE(body->find("\"max_output\":2147483648"), std::string::npos) << *body;
+
+  f.max_output.clear();
   f.env = {"NOEQUALS"};
   EXPECT_FALSE(BuildSubmitBody(f).ok());
 }

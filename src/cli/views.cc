@@ -204,6 +204,20 @@ std::string TaskView(const json& task, int64_t now_ms) {
       out += "\noutputs (on worker " + Str(outcome, "outputs_on") + "):\n" + files.Render();
     }
   }
+  // The latest saved $DROVER_CHECKPOINT_DIR, which the next attempt starts
+  // from wherever it runs.
+  const json checkpoint = task.value("checkpoint", json());
+  if (checkpoint.is_object()) {
+    Table files({"CHECKPOINT FILE", "SIZE", "SHA-256"});
+    for (const json& f : Array(checkpoint, "files")) {
+      const int64_t size = Int(f, "size");
+      files.AddRow({Str(f, "name"), size >= 0 ? FormatBytes(static_cast<uint64_t>(size)) : "-",
+                    Str(f, "sha256").substr(0, 16) + "..."});
+    }
+    out += "\ncheckpoint (attempt " + Str(checkpoint, "attempt") + " on worker " +
+           Str(checkpoint, "worker") + ", saved " + ShortTime(checkpoint, "saved_at") + "):\n" +
+           files.Render();
+  }
   // Every attempt, when there was more than one (the one attempt is above).
   const json& attempts = Array(task, "attempts");
   if (attempts.size() > 1) {

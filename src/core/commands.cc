@@ -51,6 +51,10 @@ std::string Describe(const AssignTask& a) {
   }
   if (a.mem_limit_bytes != 0) s += " mem=" + FormatBytes(a.mem_limit_bytes);
   if (a.after_attempt != 0) s += " after " + Attempt(a.after, a.after_attempt);
+  if (a.checkpoint) {
+    s += " checkpoint of #" + std::to_string(a.checkpoint->attempt) + " (" +
+         std::to_string(a.checkpoint->files.size()) + " files)";
+  }
   return s;
 }
 
@@ -84,6 +88,9 @@ std::string Describe(const Persist& p) {
           }
           if (!r.reason.empty()) s += ": " + r.reason;
           return s;
+        } else if constexpr (std::is_same_v<T, CheckpointRecord>) {
+          return "persist checkpoint " + Attempt(r.task, r.checkpoint.attempt) + " (" +
+                 std::to_string(r.checkpoint.files.size()) + " files)";
         } else {
           return "persist outcome " + Attempt(r.task, r.attempt);
         }

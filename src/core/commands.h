@@ -97,6 +97,9 @@ struct AssignTask {
   // neither are omitted. Null when there are none (most tasks: the command
   // stays small).
   std::shared_ptr<const std::vector<DependencyInput>> inputs;
+  // The task's latest checkpoint (core/checkpoint.h), saved by an earlier
+  // attempt, to restore before this one starts; null: none.
+  std::shared_ptr<const Checkpoint> checkpoint;
 
   const TaskGroupSpec& Spec() const { return job->groups[group]; }
 };

@@ -3,6 +3,8 @@
 #include <map>
 #include <string>
 
+#include "core/input_select.h"
+
 namespace drover::core {
 
 Result<GroupGraph> BuildGroupGraph(const JobSpec& spec) {
@@ -35,6 +37,7 @@ Result<GroupGraph> BuildGroupGraph(const JobSpec& spec) {
       graph.deps[i].push_back(it->second);
       graph.dependents[it->second].push_back(static_cast<uint32_t>(i));
     }
+    RETURN_IF_ERROR(CheckInputs(spec.groups[i]));
   }
   // Depth-first search with colours; a grey node reached again closes a cycle.
   std::vector<uint8_t> colour(n, 0);

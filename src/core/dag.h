@@ -24,7 +24,8 @@ struct GroupGraph {
 };
 
 // Errors: duplicate or empty group names, an unknown name in depends_on, a
-// group depending on itself, a cycle (named), more than 65535 groups.
+// group depending on itself, a cycle (named), more than 65535 groups, an
+// `inputs` selector that is not valid (CheckInputs, core/input_select.h).
 Result<GroupGraph> BuildGroupGraph(const JobSpec& spec);
 
 }  // namespace drover::core

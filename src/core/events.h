@@ -172,6 +172,17 @@ struct LeaseFreed {
   uint32_t attempt = 0;
   bool expired = true;
 };
+// The worker running attempt `attempt` of `task` saved its checkpoint
+// directory: these files are in the server's file store (core/checkpoint.h).
+// Kept as the task's latest checkpoint when the attempt is the task's
+// latest one (running, or just ended) and on `worker`; a stale attempt's or
+// an empty manifest is ignored (Stale).
+struct CheckpointSaved {
+  TaskId task;
+  uint32_t attempt = 0;
+  WorkerId worker = 0;
+  std::vector<OutputFile> files;
+};
 // Time passed; drives retry backoffs, timeouts, lease renewal and the
 // lost-worker expiry fallback. The shell sends one at least every renewal
 // interval (SchedulerConfig::renew_interval).
@@ -180,7 +191,7 @@ struct Tick {};
 using Event =
     std::variant<WorkerJoined, WorkerHeartbeat, WorkerLost, WorkerDrained, JobSubmitted, CancelJob,
                  CancelTask, TaskStarted, TaskFinished, LeaseGranted, LeaseRejected, LeaseFreed,
-                 Tick, WorkerAttached, TaskRefused, WorkerPaused>;
+                 Tick, WorkerAttached, TaskRefused, WorkerPaused, CheckpointSaved>;
 
 }  // namespace drover::core
 

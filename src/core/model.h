@@ -77,6 +77,14 @@ struct TaskGroupSpec {
   // False: priority preemption never picks it (an owner's return still
   // vacates it: the machine is theirs).
   bool preemptible = true;
+  // Which outputs of its dependencies it fetches into $DROVER_INPUTS
+  // ("prep", "prep:train.csv", "prep:*.csv"; core/input_select.h). Absent:
+  // every output; empty: none (results always go).
+  std::optional<std::vector<std::string>> inputs;
+  // The most its outputs may add up to, in bytes; over it the attempt
+  // fails with a reason. 0: the server's default (`drover server
+  // --max-output`). A worker's own --max-output, when lower, wins.
+  uint64_t max_output_bytes = 0;
 
   friend bool operator==(const TaskGroupSpec&, const TaskGroupSpec&) = default;
   uint32_t TaskCount() const { return array ? array->count : 1; }

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,7 @@ struct TaskInfo {
   std::optional<Time> finished_at;  // of the latest attempt
   std::optional<Time> retry_at;     // queued and backing off until then
   std::optional<TaskOutcome> outcome;  // of the latest finished attempt
+  std::shared_ptr<const Checkpoint> checkpoint;  // the latest saved; null: none
   // While assigned or running; once it ended (succeeded, failed,
   // canceled), what its latest attempt ran on (kept across a restart by the
   // terminal TaskRecord); none while queued again for a retry.

@@ -18,6 +18,7 @@
 
 #include "common/ids.h"
 #include "common/time.h"
+#include "core/checkpoint.h"
 #include "core/model.h"
 #include "core/resources.h"
 
@@ -66,7 +67,15 @@ struct OutcomeRecord {
   friend bool operator==(const OutcomeRecord&, const OutcomeRecord&) = default;
 };
 
-using Record = std::variant<JobRecord, TaskRecord, OutcomeRecord>;
+// The task's latest checkpoint (CheckpointSaved accepted); replaces the
+// one before.
+struct CheckpointRecord {
+  TaskId task;
+  Checkpoint checkpoint;
+  friend bool operator==(const CheckpointRecord&, const CheckpointRecord&) = default;
+};
+
+using Record = std::variant<JobRecord, TaskRecord, OutcomeRecord, CheckpointRecord>;
 
 }  // namespace drover::core
 

@@ -94,6 +94,9 @@ Status Scheduler::Restore(const Record& record) {
           }
           if (IsTerminal(r.state)) t.ran_on = s.ran_on.Intern(r.cores, r.gpus);
           return Status::Ok();
+        } else if constexpr (std::is_same_v<T, CheckpointRecord>) {
+          s.RestoreCheckpoint(r);
+          return Status::Ok();
         } else {
           if (s.restored_forgotten.count(r.task.job)) return Status::Ok();
           ASSIGN_OR_RETURN(TaskRef ref, s.Find(r.task));

@@ -9,6 +9,7 @@
 
 #include "common/quantity.h"
 #include "core/dag.h"
+#include "core/input_select.h"
 #include "core/scheduler_state.h"
 
 namespace drover::core {
@@ -46,6 +47,7 @@ Status Scheduler::Handle(Time now, Event event, Outbox& out) {
         if constexpr (std::is_same_v<T, TaskFinished>) return s.OnFinished(e);
         if constexpr (std::is_same_v<T, TaskRefused>) return s.OnRefused(e);
         if constexpr (std::is_same_v<T, LeaseGranted>) return s.OnGranted(e);
+        if constexpr (std::is_same_v<T, CheckpointSaved>) return s.OnCheckpointSaved(e);
         if constexpr (std::is_same_v<T, LeaseRejected>) return s.OnRejected(e);
         if constexpr (std::is_same_v<T, LeaseFreed>) return s.OnFreed(e);
         if constexpr (std::is_same_v<T, Tick>) {
@@ -652,12 +654,40 @@ void Scheduler::State::OnSucceeded(TaskRef r) {
 void Scheduler::State::SatisfyGroup(uint32_t j, uint32_t g) {
   Group& group = jobs[j].groups[g];
   if (group.unmet == 0 || --group.unmet != 0 || group.doomed) return;
+  // A file its `inputs` name that a dependency did not write: running
+  // cannot bring it, so its tasks fail now, without using their retries.
+  const std::string missing = [&]() -> std::string {
+    const Job& job = jobs[j];
+    const TaskGroupSpec& spec = job.spec->groups[g];
+    if (!spec.inputs) return {};
+    static const std::vector<OutputFile> kNone;
+    for (uint32_t d : group.deps) {
+      const Group& dep = job.groups[d];
+      const TaskGroupSpec& dep_spec = job.spec->groups[d];
+      for (uint32_t i = dep.first; i < dep.first + dep.count; ++i) {
+        auto it = extras.find(ExtraKey(TaskRef{j, i}));
+        const bool has = it != extras.end() && it->second.outcome;
+        const std::string label =
+            dep_spec.name +
+            (dep_spec.array ? "[" + std::to_string(dep_spec.IndexAt(i - dep.first)) + "]" : "") +
+            " (" + TaskId{job.id, i}.ToString() + ")";
+        std::string why =
+            MissingInput(spec, dep_spec.name, label, has ? it->second.outcome->outputs : kNone);
+        if (!why.empty()) return why;
+      }
+    }
+    return {};
+  }();
   for (uint32_t i = 0; i < group.count; ++i) {
     // Queuing one may rerun a producer whose outputs it needs (lineage.cc):
     // then the rest wait again.
     if (group.unmet != 0) return;
     TaskRef r{j, group.first + i};
     if (task(r).state != TaskState::kWaiting) continue;
+    if (!missing.empty()) {
+      Transition(r, TaskState::kFailed, missing);
+      continue;
+    }
     Transition(r, TaskState::kQueued, "");
     Enqueue(r, false);
   }
@@ -995,15 +1025,19 @@ Status Scheduler::State::OnGranted(const LeaseGranted& e) {
       auto it = extras.find(ExtraKey(TaskRef{r.job, i}));
       if (it == extras.end() || !it->second.outcome) continue;
       const TaskOutcome& o = *it->second.outcome;
-      if (o.result.empty() && o.outputs.empty()) continue;
+      // Only what its `inputs` select (all without them).
+      std::vector<OutputFile> files = SelectOutputs(spec, job.spec->groups[d].name, o.outputs);
+      if (o.result.empty() && files.empty()) continue;
       if (!inputs) inputs = std::make_shared<std::vector<DependencyInput>>();
-      inputs->push_back(DependencyInput{TaskId{job.id, i}, o.result, o.outputs, o.outputs_on});
+      const WorkerId on = files.empty() ? 0 : o.outputs_on;
+      inputs->push_back(DependencyInput{TaskId{job.id, i}, o.result, std::move(files), on});
     }
   }
   out->emplace_back(std::in_place_type<AssignTask>, e.task, e.attempt, workers[act.worker].id,
                     act.alloc.cores, act.alloc.mem_bytes, act.alloc.gpus,
                     spec.IndexAt(r.index - job.groups[t.group].first), job.spec.get(), after,
                     after_attempt, t.group, std::move(inputs));
+  std::get<AssignTask>(out->back()).checkpoint = CheckpointOf(r);
   if (config.start_timeout > Duration::zero()) {
     PushTimer(now_us + StartBoundOf(r).count(), TimerKind::kStartDeadline, r, e.attempt);
   }
@@ -1018,7 +1052,8 @@ Duration Scheduler::State::StartBoundOf(TaskRef r) const {
     for (uint32_t i = g.first; i < g.first + g.count && !extras.empty(); ++i) {
       auto it = extras.find(ExtraKey(TaskRef{r.job, i}));
       if (it == extras.end() || !it->second.outcome) continue;
-      for (const OutputFile& f : it->second.outcome->outputs) input_bytes += f.size;
+      input_bytes +=
+          SelectedBytes(SpecOf(r), job.spec->groups[d].name, it->second.outcome->outputs);
     }
   }
   if (input_bytes == 0 || config.input_fetch_rate == 0) return config.start_timeout;

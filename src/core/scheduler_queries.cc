@@ -57,6 +57,7 @@ Result<TaskInfo> Scheduler::GetTask(TaskId id) const {
   if (it != s.extras.end()) {
     info.reason = it->second.reason;
     info.outcome = it->second.outcome;
+    info.checkpoint = it->second.checkpoint;
   }
   if (t.active != kNone) {
     info.cores = s.actives[t.active].alloc.cores;

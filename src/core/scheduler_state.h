@@ -205,6 +205,10 @@ struct Scheduler::State {
   Status OnFinished(TaskFinished& e);
   Status OnRefused(const TaskRefused& e);
   Status OnGranted(const LeaseGranted& e);
+  // Checkpoints (checkpoints.cc): the latest saved manifest per task.
+  Status OnCheckpointSaved(const CheckpointSaved& e);
+  void RestoreCheckpoint(const CheckpointRecord& record);
+  std::shared_ptr<const Checkpoint> CheckpointOf(TaskRef r) const;
   Status OnRejected(const LeaseRejected& e);
   Status OnFreed(const LeaseFreed& e);
   void OnTick();

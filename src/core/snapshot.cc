@@ -115,6 +115,9 @@ std::vector<Record> Scheduler::Snapshot() const {
           break;
         }
       }
+      if (extra && extra->checkpoint) {
+        out.emplace_back(std::in_place_type<CheckpointRecord>, task, *extra->checkpoint);
+      }
     }
   }
   return out;

@@ -49,6 +49,7 @@
 
 #include "common/ids.h"
 #include "common/time.h"
+#include "core/checkpoint.h"
 #include "core/model.h"
 #include "core/ran_on.h"
 #include "core/task_queue.h"
@@ -178,6 +179,7 @@ struct Extra {
   std::string cancel_reason;
   std::optional<TaskOutcome> outcome;
   uint32_t outcome_attempt = 0;  // the attempt `outcome` came from
+  std::shared_ptr<const Checkpoint> checkpoint;  // the latest saved (checkpoints.cc)
 };
 
 }  // namespace drover::core

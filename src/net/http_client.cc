@@ -4,7 +4,10 @@
 
 #include "net/http_client.h"
 
+#include <fcntl.h>
 #include <openssl/ssl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
@@ -13,6 +16,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <cerrno>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -90,12 +95,11 @@ std::string SessionKey(const ClientOptions& o, const std::string& fingerprint) {
 // streams), then writes `request`. The deadline set by Connect covers all
 // of it.
 template <class Stream>
-Status OpenAndSend(asio::io_context& io, Stream& stream,
-                   const tcp::resolver::results_type& endpoints, const ClientOptions& o,
-                   const std::string& fingerprint, const ClientRequest& request) {
+Status Open(asio::io_context& io, Stream& stream, const tcp::resolver::results_type& endpoints,
+            const ClientOptions& o, const std::string& fingerprint) {
   RETURN_IF_ERROR(Connect(io, stream, endpoints, o));
-  error_code ec;
   if constexpr (kIsTls<Stream>) {
+    error_code ec;
     OfferClientSession(stream.native_handle(), SessionKey(o, fingerprint));
     stream.async_handshake(ssl::stream_base::client, [&](error_code e) { ec = e; });
     RunToCompletion(io);
@@ -103,7 +107,15 @@ Status OpenAndSend(asio::io_context& io, Stream& stream,
     // Pin before anything (the token above all) is sent.
     RETURN_IF_ERROR(CheckPeerFingerprint(stream.native_handle(), fingerprint));
   }
+  return Status::Ok();
+}
 
+template <class Stream>
+Status OpenAndSend(asio::io_context& io, Stream& stream,
+                   const tcp::resolver::results_type& endpoints, const ClientOptions& o,
+                   const std::string& fingerprint, const ClientRequest& request) {
+  RETURN_IF_ERROR(Open(io, stream, endpoints, o, fingerprint));
+  error_code ec;
   internal::BeastRequest req = internal::MakeBeastRequest(request, o, /*keep_alive=*/false);
   http::async_write(stream, req, [&](error_code e, size_t) { ec = e; });
   RunToCompletion(io);
@@ -137,6 +149,7 @@ Result<Response> Exchange(asio::io_context& io, Stream& stream,
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(o.max_response_bytes);
+  if (request.method == "HEAD") parser.skip(true);  // a Content-Length, but no body
   http::async_read(stream, buffer, parser, [&](error_code e, size_t) { ec = e; });
   RunToCompletion(io);
   if (ec == http::error::body_limit) {
@@ -228,6 +241,68 @@ Result<Response> DownloadExchange(asio::io_context& io, Stream& stream,
   }
   if (ec) return NetError(ec, "reading the response body failed from", o);
   CloseConnection(stream, o, fingerprint, /*complete=*/parser.is_done());
+  return out;
+}
+
+// Upload: the header with the file's size, then the file in 1 MiB pieces
+// (each under its own deadline), then the answer as Exchange reads it.
+constexpr size_t kUploadPieceBytes = 1 << 20;
+
+template <class Stream>
+Result<Response> UploadExchange(asio::io_context& io, Stream& stream,
+                                const tcp::resolver::results_type& endpoints,
+                                const ClientOptions& o, const std::string& fingerprint,
+                                const ClientRequest& request, int fd, uint64_t size) {
+  auto& lowest = beast::get_lowest_layer(stream);
+  RETURN_IF_ERROR(Open(io, stream, endpoints, o, fingerprint));
+  error_code ec;
+  http::request<http::empty_body> head;
+  head.method_string(request.method);
+  head.target(request.target);
+  head.version(11);
+  head.set(http::field::host, o.host);
+  head.set(http::field::user_agent, "drover");
+  if (!o.token.empty()) head.set(http::field::authorization, "Bearer " + o.token);
+  head.set(http::field::content_type, request.content_type);
+  for (const auto& [name, value] : request.headers) head.set(name, value);
+  head.keep_alive(false);
+  head.content_length(size);
+  http::request_serializer<http::empty_body> serializer(head);
+  http::async_write_header(stream, serializer, [&](error_code e, size_t) { ec = e; });
+  RunToCompletion(io);
+  if (ec) return NetError(ec, "sending the request failed to", o);
+  std::vector<char> piece(static_cast<size_t>(std::min<uint64_t>(size, kUploadPieceBytes)));
+  uint64_t sent = 0;
+  while (sent < size) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(piece.size(), size - sent));
+    const ssize_t n = ::pread(fd, piece.data(), want, static_cast<off_t>(sent));
+    if (n <= 0) {
+      CloseConnection(stream, o, fingerprint, /*complete=*/false);
+      return Unavailable("reading the file to upload failed: " +
+                         std::string(n < 0 ? std::strerror(errno) : "it got shorter"));
+    }
+    lowest.expires_after(o.timeout);
+    asio::async_write(stream, asio::buffer(piece.data(), static_cast<size_t>(n)),
+                      [&](error_code e, size_t) { ec = e; });
+    RunToCompletion(io);
+    // The server may answer (507, 413) and close before the body is
+    // through: its answer says more than the broken pipe.
+    if (ec) break;
+    sent += static_cast<uint64_t>(n);
+  }
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(o.max_response_bytes);
+  lowest.expires_after(o.timeout);
+  error_code read_ec;
+  http::async_read(stream, buffer, parser, [&](error_code e, size_t) { read_ec = e; });
+  RunToCompletion(io);
+  if (read_ec) {
+    if (ec) return NetError(ec, "sending the body failed to", o);
+    return NetError(read_ec, "reading the response failed from", o);
+  }
+  Response out = internal::FromBeastResponse(parser.release());
+  CloseConnection(stream, o, fingerprint, /*complete=*/!ec);
   return out;
 }
 
@@ -401,6 +476,24 @@ Result<Response> HttpClient::Download(const ClientRequest& request,
                     const tcp::resolver::results_type& endpoints, const std::string& fingerprint) {
         return DownloadExchange(io, stream, endpoints, options_, fingerprint, request, sink);
       });
+}
+
+Result<Response> HttpClient::Upload(const ClientRequest& request, const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Unavailable("cannot open " + path + ": " + std::strerror(errno));
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    return InvalidArgument(path + " is not a regular file");
+  }
+  Result<Response> answer = WithStream(
+      options_, [&](asio::io_context& io, auto& stream,
+                    const tcp::resolver::results_type& endpoints, const std::string& fingerprint) {
+        return UploadExchange(io, stream, endpoints, options_, fingerprint, request, fd,
+                              static_cast<uint64_t>(info.st_size));
+      });
+  ::close(fd);
+  return answer;
 }
 
 Result<Response> HttpClient::Get(const std::string& target) {

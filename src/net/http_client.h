@@ -56,6 +56,17 @@ class HttpClient {
   Result<Response> Download(const ClientRequest& request,
                             const std::function<Status(std::string_view chunk)>& sink);
 
+  // Sends `request` (its method and target, headers and content type; its
+  // body is ignored) with the regular file at `path` as the body, streamed
+  // from disk in 1 MiB pieces with Content-Length its size (taken when the
+  // upload starts), never held in memory whole. options.timeout applies to
+  // each step, as for Download. Returns the answer as Send() does (check
+  // Response::status); an answer the server gives before the whole body
+  // went through (413, 507: it closes then) is returned too. Fails with
+  // kUnavailable when `path` cannot be opened or shrinks meanwhile,
+  // kInvalidArgument when it is not a regular file, else as Send().
+  Result<Response> Upload(const ClientRequest& request, const std::string& path);
+
   Result<Response> Get(const std::string& target);
   Result<Response> Post(const std::string& target, std::string body);
 

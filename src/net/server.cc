@@ -32,6 +32,7 @@
 #include "net/fd_limit.h"
 #include "net/local_socket.h"
 #include "net/router.h"
+#include "net/sha256.h"
 #include "net/tls_identity.h"
 #include "net/token.h"
 #include "net/ws_session_impl.h"
@@ -57,6 +58,38 @@ struct WsRoute {
   WsToken token;
 };
 
+struct UploadRouteEntry {
+  std::string dir;
+  uint64_t max_bytes = 0;
+  UploadHandler handler;
+};
+
+// An upload's temporary file: removed with its owner unless handed over
+// (then whoever holds the handed path removes what is left, see
+// Server::UploadRoute).
+struct UploadFile {
+  UploadFile() = default;
+  UploadFile(const UploadFile&) = delete;
+  UploadFile& operator=(const UploadFile&) = delete;
+  int fd = -1;
+  std::string path;
+  bool handed = false;
+  ~UploadFile() {
+    if (fd >= 0) ::close(fd);
+    if (!handed && !path.empty()) ::unlink(path.c_str());
+  }
+};
+
+// Removes the file at `path`, if still there, when the last copy of the
+// upload's responder goes.
+struct LeftoverRemover {
+  LeftoverRemover() = default;
+  LeftoverRemover(const LeftoverRemover&) = delete;
+  LeftoverRemover& operator=(const LeftoverRemover&) = delete;
+  std::string path;
+  ~LeftoverRemover() { ::unlink(path.c_str()); }
+};
+
 struct Server::State {
   State(EventLoop& l, ServerOptions o) : loop(l), io(IoContextOf(l)), options(std::move(o)) {}
 
@@ -77,6 +110,11 @@ struct Server::State {
   ServerOptions options;
   Router<Handler> http_routes;
   Router<WsRoute> ws_routes;
+  Router<UploadRouteEntry> upload_routes;
+  // The body limit while a header is read: Beast refuses a Content-Length
+  // over it at the header, before the route (an upload's own limit) is
+  // known. The larger of max_body_bytes and every upload route's limit.
+  uint64_t header_body_limit = 0;
   std::array<Listener, 2> listeners{Listener{"the TCP port"}, Listener{"the local socket"}};
   size_t max_unauthenticated = 16;
   LogLimiter peer_log;  // lines about connections without the token
@@ -132,11 +170,12 @@ struct Server::State {
   // it to a WebSocket, or read its body and Dispatch it. Shared by the
   // connections and AnswerInMemory, so both decide alike.
   struct HeadDecision {
-    enum class Kind { kReject, kUpgrade, kRead };
+    enum class Kind { kReject, kUpgrade, kRead, kUpload };
     Kind kind = Kind::kRead;
     Response response;                       // kReject
     std::string why;                         // kReject: for the log
     const WsOpenHandler* on_open = nullptr;  // kUpgrade
+    const UploadRouteEntry* upload = nullptr;  // kUpload
     bool authenticated = false;              // the request carried the token
   };
 
@@ -195,6 +234,14 @@ struct Server::State {
     d.authenticated = Authorized(header, request.query, false);
     if (!d.authenticated && !IsPublic(request.path)) {
       return reject(Unauthorized(), "request without a valid token");
+    }
+    if (!upload_routes.empty()) {
+      auto match = upload_routes.Find(request.method, request.path);
+      if (match.ok()) {
+        request.path_params = std::move(match->params);
+        d.kind = HeadDecision::Kind::kUpload;
+        d.upload = match->target;
+      }
     }
     return d;
   }
@@ -357,7 +404,7 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
     const ServerLimits& limits = state_->options.limits;
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(limits.max_header_bytes));
-    parser_->body_limit(limits.max_body_bytes);
+    parser_->body_limit(std::max<uint64_t>(limits.max_body_bytes, state_->header_body_limit));
     Lowest().expires_after(Timeout());
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = this->shared_from_this()](error_code ec, size_t) {
@@ -378,6 +425,12 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
     }
     if (d.kind == Kind::kReject) return Reject(std::move(d.response), d.why);
     if (d.kind == Kind::kUpgrade) return Upgrade(*d.on_open);
+    if (d.kind == Kind::kUpload) return StartUpload(*d.upload);
+    const uint64_t max_body = state_->options.limits.max_body_bytes;
+    if (const auto length = parser_->content_length(); length && *length > max_body) {
+      return OnReadError(http::error::body_limit);
+    }
+    parser_->body_limit(max_body);
     if (parser_->is_done()) return Dispatch();
     Lowest().expires_after(Timeout());
     http::async_read(stream_, buffer_, *parser_, [self = this->shared_from_this()](error_code ec, size_t) {
@@ -399,6 +452,113 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
       return Reject(std::move(answer->first), answer->second);
     }
     Drop("read failed: " + ec.message());
+  }
+
+  // UploadRoute: the body goes to a temporary file in the route's
+  // directory, 1 MiB at a time, hashed on the way; the handler gets the
+  // file once the body is complete.
+  void StartUpload(const UploadRouteEntry& route) {
+    const auto length = parser_->content_length();
+    if (!length) {
+      return Reject(ErrorResponse(411, StatusCode::kInvalidArgument,
+                                  "an upload needs a Content-Length (no chunked body)"),
+                    "upload without Content-Length");
+    }
+    if (*length > route.max_bytes) {
+      return Reject(ErrorResponse(413, StatusCode::kResourceExhausted,
+                                  "upload of " + std::to_string(*length) + " bytes, more than " +
+                                      std::to_string(route.max_bytes)),
+                    "upload too large");
+    }
+    Result<std::string> name = GenerateToken();
+    if (!name.ok()) {
+      return Reject(ErrorResponse(500, StatusCode::kInternal, name.status().message()),
+                    "upload: " + name.status().message());
+    }
+    upload_route_ = route;
+    upload_ = std::make_unique<UploadFile>();
+    upload_->path = route.dir + "/.upload-" + name->substr(0, 24);
+    upload_->fd = ::open(upload_->path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (upload_->fd < 0) return UploadWriteFailed(errno);
+    upload_sha_.emplace();
+    upload_size_ = 0;
+    upload_parser_.emplace(std::move(*parser_));
+    upload_parser_->body_limit(route.max_bytes);
+    upload_buffer_.resize(static_cast<size_t>(std::min<uint64_t>(*length, 1 << 20)) + 1);
+    ReadUploadStep();
+  }
+
+  void ReadUploadStep() {
+    if (upload_parser_->is_done()) return FinishUpload();
+    upload_parser_->get().body().data = upload_buffer_.data();
+    upload_parser_->get().body().size = upload_buffer_.size();
+    // Each piece has its own deadline: a slow but moving peer is not cut.
+    Lowest().expires_after(Timeout());
+    http::async_read_some(
+        stream_, buffer_, *upload_parser_,
+        [self = this->shared_from_this()](error_code ec, size_t) { self->OnUploadRead(ec); });
+  }
+
+  void OnUploadRead(error_code ec) {
+    if (ec == http::error::need_buffer) ec = {};  // the buffer is full
+    const size_t got = upload_buffer_.size() - upload_parser_->get().body().size;
+    if (got > 0) {
+      std::string_view piece(upload_buffer_.data(), got);
+      upload_sha_->Update(piece);
+      upload_size_ += got;
+      while (!piece.empty()) {
+        const ssize_t n = ::write(upload_->fd, piece.data(), piece.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return UploadWriteFailed(errno);
+        piece.remove_prefix(static_cast<size_t>(n));
+      }
+    }
+    if (ec) {
+      upload_.reset();  // the partial file goes
+      if (ec == beast::error::timeout) return Drop("timed out reading an upload");
+      return OnReadError(ec);
+    }
+    ReadUploadStep();
+  }
+
+  // The disk refused a write: answered, the partial file removed, and the
+  // connection closed (the rest of the body is not read).
+  void UploadWriteFailed(int error) {
+    const std::string what = upload_ ? upload_->path : upload_route_.dir;
+    upload_.reset();
+    if (error == ENOSPC || error == EDQUOT) {
+      return Reject(ErrorResponse(507, StatusCode::kResourceExhausted,
+                                  "the server cannot store the upload: no space left on device"),
+                    "upload to " + what + ": no space left on device");
+    }
+    Reject(ErrorResponse(500, StatusCode::kInternal, "the server cannot store the upload"),
+           "upload to " + what + ": " + std::strerror(error));
+  }
+
+  void FinishUpload() {
+    if (::close(upload_->fd) != 0) {
+      upload_->fd = -1;
+      return UploadWriteFailed(errno);
+    }
+    upload_->fd = -1;
+    upload_->handed = true;
+    Upload upload{upload_->path, upload_size_, upload_sha_->HexDigest()};
+    upload_.reset();
+    upload_sha_.reset();
+    const bool keep_alive = upload_parser_->get().keep_alive();
+    upload_parser_.reset();
+    std::vector<char>().swap(upload_buffer_);
+    state_->body_bytes_received.fetch_add(upload.size, std::memory_order_relaxed);
+    Lowest().expires_never();  // the handler may take its time
+    auto remover = std::make_shared<LeftoverRemover>();
+    remover->path = upload.path;
+    Responder inner = MakeResponder(keep_alive);
+    Responder done = [inner, remover](Response r) {
+      ::unlink(remover->path.c_str());
+      inner(std::move(r));
+    };
+    UploadHandler handler = upload_route_.handler;
+    handler(request_, upload, std::move(done));
   }
 
   void Dispatch() {
@@ -608,6 +768,13 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   Request request_;
+  // An upload in progress (StartUpload).
+  UploadRouteEntry upload_route_;
+  std::unique_ptr<UploadFile> upload_;
+  std::optional<http::request_parser<http::buffer_body>> upload_parser_;
+  std::optional<Sha256> upload_sha_;
+  uint64_t upload_size_ = 0;
+  std::vector<char> upload_buffer_;
   bool authenticated_ = false;  // a request on it carried the token
   bool upgraded_ = false;
 };
@@ -690,6 +857,13 @@ void Server::Route(std::string method, std::string pattern, Handler handler) {
 
 void Server::WebSocketRoute(std::string pattern, WsOpenHandler on_open, WsToken token) {
   state_->ws_routes.Add("GET", std::move(pattern), WsRoute{std::move(on_open), token});
+}
+
+void Server::UploadRoute(std::string method, std::string pattern, std::string dir,
+                         uint64_t max_bytes, UploadHandler handler) {
+  state_->header_body_limit = std::max(state_->header_body_limit, max_bytes);
+  state_->upload_routes.Add(std::move(method), std::move(pattern),
+                            UploadRouteEntry{std::move(dir), max_bytes, std::move(handler)});
 }
 
 void Server::ServeLocalSocket(LocalSocketListener listener) {
@@ -828,6 +1002,10 @@ void Server::AnswerInMemory(std::string_view raw, std::function<void(std::option
     Response switching;
     switching.status = 101;
     return done(std::move(switching));
+  }
+  if (d.kind == State::HeadDecision::Kind::kUpload) {
+    return done(ErrorResponse(501, StatusCode::kFailedPrecondition,
+                              "uploads are answered on connections only"));
   }
   parser.eager(true);
   feed([&] { return parser.is_done(); });

@@ -101,6 +101,17 @@ struct ServerOptions {
 // Keep the shared_ptr to send later; the session stays alive while open.
 using WsOpenHandler = std::function<void(std::shared_ptr<WsSession>, const Request&)>;
 
+// A request body an upload route received, as a file (Server::UploadRoute).
+struct Upload {
+  std::string path;    // the temporary file in the route's directory, mode 0600
+  uint64_t size = 0;   // bytes of the body
+  std::string sha256;  // of the body, 64 lower-case hex digits
+};
+// Called on the loop thread once the whole body is in `upload.path`. The
+// handler takes the file (renames it) or leaves it; whatever is left at
+// that path once `done` is called is removed.
+using UploadHandler = std::function<void(const Request&, const Upload&, Responder)>;
+
 class Server {
  public:
   Server(EventLoop& loop, ServerOptions options);
@@ -113,6 +124,23 @@ class Server {
   void Route(std::string method, std::string pattern, Handler handler);
   void WebSocketRoute(std::string pattern, WsOpenHandler on_open,
                       WsToken token = WsToken::kHeader);
+
+  // A route whose body is streamed to a file instead of memory (the file
+  // store's PUT /api/v1/files/{sha256}): after the header (token checked,
+  // as for every route), the body is written piece by piece to a fresh
+  // temporary file "<dir>/.upload-<random>" and hashed (SHA-256) on the
+  // way; `handler` then gets the request (empty body), the file, its size
+  // and hash. max_body_bytes does not apply; `max_bytes` does. Answers
+  // without calling the handler, and leaves no file behind:
+  //   411 without Content-Length (a chunked body is refused),
+  //   413 for a Content-Length over `max_bytes`,
+  //   507 when the disk is full (ENOSPC, EDQUOT: "no space left on
+  //       device"), 500 for another write error,
+  // each closing the connection; a peer that stops sending (the idle or
+  // handshake timeout) or disconnects loses its partial file too.
+  // AnswerInMemory answers such a route 501 (no file is written there).
+  void UploadRoute(std::string method, std::string pattern, std::string dir, uint64_t max_bytes,
+                   UploadHandler handler);
 
   // Exact paths, or prefixes written "/assets/*", served without a token.
   void AllowPublic(std::string path_or_prefix);

@@ -316,6 +316,20 @@ nlohmann::json TaskInfoJson(const core::TaskInfo& task) {
   PutTime(j, "retry_at", task.retry_at);
   j["outcome"] = OutcomeJson(task.outcome);
   if (task.after) j["after"] = task.after->ToString();
+  // The latest saved $DROVER_CHECKPOINT_DIR (core/checkpoint.h), or null.
+  if (task.checkpoint) {
+    Json files = Json::array();
+    for (const core::OutputFile& f : task.checkpoint->files) {
+      files.push_back(Json{{"name", f.name}, {"size", f.size}, {"sha256", f.sha256}});
+    }
+    Json c{{"attempt", task.checkpoint->attempt},
+           {"worker", task.checkpoint->worker},
+           {"files", std::move(files)}};
+    PutTime(c, "saved_at", task.checkpoint->saved_at);
+    j["checkpoint"] = std::move(c);
+  } else {
+    j["checkpoint"] = nullptr;
+  }
   return j;
 }
 

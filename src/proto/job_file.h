@@ -27,6 +27,13 @@
 //                             # SIGUSR2, SIGQUIT; "USR1" works too
 //   vacate_grace = "2m"       # then KILL after this long (default 30s)
 //   preemptible = false       # never chosen as a priority-preemption victim
+//   inputs = ["prep:train.csv"]  # which outputs of depends_on groups it
+//                             # fetches: "prep" (all of prep's),
+//                             # "prep:NAME", "prep:*.csv" (fnmatch, '*'
+//                             # stops at '/'); absent = all, [] = none
+//                             # (core/input_select.h)
+//   max_output = "2GiB"       # most its outputs may add up to, like mem;
+//                             # absent = the server's --max-output
 //
 // Resources:
 //   cpus     number (2, 0.5) or string ("2", "0.5", "500m"); default 1
@@ -45,7 +52,9 @@
 // Unknown keys are errors, with a suggestion when one is close. The spec is
 // checked as a whole here (not left to the scheduler) so that people see
 // every problem with its line: duplicate ids, unknown depends_on ids (with a
-// suggestion), dependency cycles (named), and ResourceRequest::Validate.
+// suggestion), dependency cycles (named), inputs naming a group outside
+// depends_on or a file name that could leave a directory, and
+// ResourceRequest::Validate.
 //
 // Error messages name where: TOML errors start with `file:line:col: ` and
 // then the field path; JSON errors start with the field path:

@@ -200,6 +200,76 @@ TEST(JobFileTest, HowATaskIsVacatedIsReadCheckedAndRoundTrips) {
             "sweep.toml:5:15: task[0].preemptible: expected a boolean, got string");
 }
 
+// Which outputs a dependent fetches, and how much its outputs may add up
+// to (issue 21): read, checked with positions, and round-tripped through
+// the journal's JSON, where [] (nothing) stays apart from absent (all).
+TEST(JobFileTest, InputsAndMaxOutputAreReadCheckedAndRoundTrip) {
+  const std::string two =
+      "name = \"j\"\n[[task]]\nid = \"prep\"\ncommand = [\"x\"]\n"
+      "[[task]]\nid = \"use\"\ncommand = [\"y\"]\ndepends_on = [\"prep\"]\n";
+  Result<core::JobSpec> spec = ParseJobToml(
+      two + "inputs = [\"prep:train.csv\", \"prep:d/*.csv\", \"prep\"]\nmax_output = \"2GiB\"\n",
+      "j");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const core::TaskGroupSpec& use = spec->groups[1];
+  EXPECT_EQ(use.inputs, (std::vector<std::string>{"prep:train.csv", "prep:d/*.csv", "prep"}));
+  EXPECT_EQ(use.max_output_bytes, 2 * kGiB);
+  EXPECT_FALSE(spec->groups[0].inputs.has_value()) << "absent: every output";
+  EXPECT_EQ(spec->groups[0].max_output_bytes, 0u) << "absent: the server's default";
+  std::string json = JobSpecToJson(*spec);
+  Result<core::JobSpec> back = JobSpecFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, *spec) << json;
+  EXPECT_EQ(json.find("\"inputs\"", json.find("\"prep\"")), json.rfind("\"inputs\"")) << json;
+
+  Result<core::JobSpec> none = ParseJobToml(two + "inputs = []\nmax_output = 4000000000\n", "j");
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->groups[1].inputs, std::vector<std::string>{});
+  EXPECT_EQ(none->groups[1].max_output_bytes, 4'000'000'000u);
+  json = JobSpecToJson(*none);
+  EXPECT_NE(json.find("\"inputs\":[]"), std::string::npos) << json;
+  back = JobSpecFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, *none);
+  EXPECT_EQ(ParseJobToml(two + "max_output = \"4GB\"\n", "j")->groups[1].max_output_bytes,
+            4'000'000'000u);
+
+  EXPECT_EQ(TomlError(two + "inputs = [\"prep:a\", \"prepp:b\"]\n"),
+            "sweep.toml:9:21: task[1].inputs[1]: input \"prepp:b\" of task \"use\": \"prepp\" is "
+            "not a task this one depends on (depends_on: prep)");
+  EXPECT_EQ(TomlError(two + "inputs = [\"prep:../etc/passwd\"]\n"),
+            "sweep.toml:9:11: task[1].inputs[0]: input \"prep:../etc/passwd\" of task \"use\": "
+            "the file name has a \"..\" path part");
+  EXPECT_EQ(TomlError(two + "inputs = [\"prep:/abs\"]\n"),
+            "sweep.toml:9:11: task[1].inputs[0]: input \"prep:/abs\" of task \"use\": the file "
+            "name is an absolute path");
+  EXPECT_EQ(TomlError(two + "inputs = [\"\"]\n"),
+            "sweep.toml:9:11: task[1].inputs[0]: input \"\" of task \"use\": the selector is "
+            "empty");
+  EXPECT_EQ(TomlError(two + "inputs = [\"prep:a\\u0001\"]\n"),
+            "sweep.toml:9:11: task[1].inputs[0]: input \"prep:a\x01\" of task \"use\": the file "
+            "name holds a control character");
+  EXPECT_EQ(TomlError(OneTask("inputs = [\"a\"]\n")),
+            "sweep.toml:5:11: task[0].inputs[0]: input \"a\" of task \"a\": \"a\" is not a task "
+            "this one depends on (it has no depends_on)");
+  EXPECT_EQ(TomlError(OneTask("inputs = \"prep\"\n")),
+            "sweep.toml:5:10: task[0].inputs: expected an array, got string");
+  EXPECT_EQ(TomlError(OneTask("max_output = \"4G\"\n")),
+            "sweep.toml:5:14: task[0].max_output: " + ParseBytes("4G").status().message());
+  EXPECT_EQ(TomlError(OneTask("max_output = 0\n")),
+            "sweep.toml:5:14: task[0].max_output: must be above zero (leave it out for the "
+            "server's default)");
+  EXPECT_EQ(TomlError(OneTask("max_ouptut = \"1GiB\"\n")),
+            "sweep.toml:5:1: task[0]: unknown key \"max_ouptut\" (did you mean \"max_output\"?)");
+  Result<core::JobSpec> from_json =
+      JobSpecFromJson(R"({"name":"j","task":[{"id":"p","command":["x"]},)"
+                      R"({"id":"u","command":["y"],"depends_on":["p"],"inputs":["q:a"]}]})");
+  ASSERT_FALSE(from_json.ok());
+  EXPECT_EQ(from_json.status().message(),
+            "task[1].inputs[0]: input \"q:a\" of task \"u\": \"q\" is not a task this one "
+            "depends on (depends_on: p)");
+}
+
 TEST(JobFileTest, WrongTypesAndMissingFields) {
   EXPECT_EQ(TomlError("name = \"j\"\n[[task]]\nid = \"a\"\n"),
             "sweep.toml:2:1: task[0]: missing \"command\"");

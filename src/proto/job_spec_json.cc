@@ -9,6 +9,7 @@
 
 #include "common/quantity.h"
 #include "core/dag.h"
+#include "core/input_select.h"
 #include "core/resources.h"
 #include "proto/job_file.h"
 
@@ -19,9 +20,9 @@ constexpr uint32_t kMaxRetries = 1000;
 
 const std::vector<std::string_view> kJobKeys = {"name", "user", "after", "task"};
 const std::vector<std::string_view> kTaskKeys = {
-    "id",         "command",       "array",   "env",      "resources",     "depends_on",
-    "retries",    "retry_backoff", "timeout", "priority", "vacate_signal", "vacate_grace",
-    "preemptible"};
+    "id",          "command",       "array",     "env",      "resources",     "depends_on",
+    "retries",     "retry_backoff", "timeout",   "priority", "vacate_signal", "vacate_grace",
+    "preemptible", "inputs",        "max_output"};
 
 // Signals a task may ask to be vacated with (`vacate_signal`), by name.
 const std::vector<std::pair<std::string_view, int32_t>> kVacateSignals = {
@@ -98,6 +99,8 @@ Json GroupJson(const core::TaskGroupSpec& g) {
     j["vacate_grace"] = ExactDuration(g.vacate_grace);
   }
   if (!g.preemptible) j["preemptible"] = false;
+  if (g.inputs) j["inputs"] = *g.inputs;  // [] (nothing) differs from absent (everything)
+  if (g.max_output_bytes != 0) j["max_output"] = g.max_output_bytes;
   return j;
 }
 
@@ -283,6 +286,17 @@ bool ReadGroup(const Json& j, const std::string& path, core::TaskGroupSpec* g, D
   if (const Json* d = r.Get("depends_on", Need::kOptional)) {
     if (!ReadStringList(*d, r.PathOf("depends_on"), &g->depends_on, ctx)) return false;
   }
+  if (const Json* in = r.Get("inputs", Need::kOptional)) {
+    // Checked against depends_on in CheckGroups.
+    if (!ReadStringList(*in, r.PathOf("inputs"), &g->inputs.emplace(), ctx)) return false;
+  }
+  if (const Json* m = r.Get("max_output", Need::kOptional)) {
+    if (!ReadBytes(*m, r.PathOf("max_output"), &g->max_output_bytes, ctx)) return false;
+    if (g->max_output_bytes == 0) {
+      return ctx.Fail(r.PathOf("max_output"),
+                      "must be above zero (leave it out for the server's default)");
+    }
+  }
   if (const Json* n = r.Get("retries", Need::kOptional)) {
     uint64_t retries = 0;
     if (!ReadUint64(*n, r.PathOf("retries"), kMaxRetries, &retries, ctx)) return false;
@@ -372,6 +386,16 @@ bool CheckGroups(const core::JobSpec& spec, DecodeContext& ctx) {
       }
       if (it->second == i) return ctx.Fail(path, "a task cannot depend on itself");
       deps[i].push_back(it->second);
+    }
+    const core::TaskGroupSpec& g = spec.groups[i];
+    for (size_t k = 0; g.inputs && k < g.inputs->size(); ++k) {
+      const std::string& text = (*g.inputs)[k];
+      Result<core::InputSelector> sel = core::ParseInputSelector(text, g.depends_on);
+      if (!sel.ok()) {
+        return ctx.Fail(
+            IndexPath(JoinPath(IndexPath("task", i), "inputs"), k),
+            "input \"" + text + "\" of task \"" + g.name + "\": " + sel.status().message());
+      }
     }
   }
   // Iterative depth-first search; a grey node reached again closes a cycle.

@@ -24,6 +24,7 @@ constexpr std::string_view Name(const Refused&) { return "refused"; }
 constexpr std::string_view Name(const LogChunk&) { return "log_chunk"; }
 constexpr std::string_view Name(const Drain&) { return "drain"; }
 constexpr std::string_view Name(const Owner&) { return "owner"; }
+constexpr std::string_view Name(const CheckpointSaved&) { return "checkpoint_saved"; }
 constexpr std::string_view Name(const HelloAck&) { return "hello_ack"; }
 constexpr std::string_view Name(const Assign&) { return "assign"; }
 constexpr std::string_view Name(const Ack&) { return "ack"; }
@@ -245,6 +246,41 @@ bool Read(ObjectReader& r, Owner* m, DecodeContext& ctx) {
   return true;
 }
 
+Json FileListJson(const std::vector<core::OutputFile>& files) {
+  Json out = Json::array();
+  for (const core::OutputFile& f : files) {
+    out.push_back(Json{{"name", f.name}, {"size", f.size}, {"sha256", f.sha256}});
+  }
+  return out;
+}
+// At most kMaxOutputFiles, each checked as an output (OutputNameProblem).
+bool ReadFileList(ObjectReader& r, const char* key, std::vector<core::OutputFile>* out,
+                  DecodeContext& ctx, Need need) {
+  const Json* files = r.Get(key, need);
+  if (files == nullptr) return r.ok();
+  if (files->is_array() && files->size() > core::kMaxOutputFiles) {
+    return ctx.Fail(r.PathOf(key), "has " + std::to_string(files->size()) +
+                                       " files, more than the limit of " +
+                                       std::to_string(core::kMaxOutputFiles));
+  }
+  return internal::ReadVector<core::OutputFile>(*files, r.PathOf(key), out, ctx,
+                                                internal::ReadOutputFile);
+}
+
+Json Body(const CheckpointSaved& m) {
+  Json j = AttemptJson(m.task, m.attempt);
+  j["files"] = FileListJson(m.files);
+  return j;
+}
+bool Read(ObjectReader& r, CheckpointSaved* m, DecodeContext& ctx) {
+  if (!r.Task("task", &m->task) || !r.Integer("attempt", &m->attempt) ||
+      !ReadFileList(r, "files", &m->files, ctx, Need::kRequired)) {
+    return false;
+  }
+  if (m->files.empty()) return ctx.Fail(r.PathOf("files"), "must not be empty");
+  return true;
+}
+
 // ---- server -> worker ------------------------------------------------------
 
 Json Body(const HelloAck& m) {
@@ -326,9 +362,17 @@ Json AssignmentJson(const Assignment& a) {
     for (const InputFile& f : a.files) files.push_back(InputFileJson(f));
     j["files"] = std::move(files);
   }
+  if (!a.checkpoint.empty()) {
+    j["checkpoint"] = FileListJson(a.checkpoint);
+    j["checkpoint_from"] = a.checkpoint_from;
+  }
   if (a.after) j["after"] = AttemptJson(a.after->task, a.after->attempt);
   j["vacate_signal"] = a.vacate_signal;
   j["vacate_grace_us"] = a.vacate_grace.count();
+  if (a.max_output_bytes != 0) {
+    j["max_output"] = a.max_output_bytes;
+    if (a.max_output_by_task) j["max_output_by_task"] = true;
+  }
   return j;
 }
 bool ReadAssignment(const Json& j, const std::string& path, Assignment* a, DecodeContext& ctx) {
@@ -344,7 +388,9 @@ bool ReadAssignment(const Json& j, const std::string& path, Assignment* a, Decod
       !r.String("job_name", &a->job_name, Need::kOptional) ||
       !r.String("group_name", &a->group_name, Need::kOptional) ||
       !r.Integer("vacate_signal", &a->vacate_signal, Need::kOptional) ||
-      !r.Micros("vacate_grace_us", &a->vacate_grace, Need::kOptional)) {
+      !r.Micros("vacate_grace_us", &a->vacate_grace, Need::kOptional) ||
+      !r.Integer("max_output", &a->max_output_bytes, Need::kOptional) ||
+      !r.Bool("max_output_by_task", &a->max_output_by_task, Need::kOptional)) {
     return false;
   }
   if (a->vacate_signal < 1 || a->vacate_signal > 64) {
@@ -364,6 +410,10 @@ bool ReadAssignment(const Json& j, const std::string& path, Assignment* a, Decod
     if (!ReadTaskAttempt(*after, r.PathOf("after"), &a->after.emplace(), ctx)) return false;
   }
   if (!ReadList(r, "files", &a->files, ctx, ReadInputFile, Need::kOptional)) return false;
+  if (!ReadFileList(r, "checkpoint", &a->checkpoint, ctx, Need::kOptional) ||
+      !r.Integer("checkpoint_from", &a->checkpoint_from, Need::kOptional)) {
+    return false;
+  }
   if (const Json* inputs = r.Get("inputs", Need::kOptional)) {
     return internal::ForEachMember(
         *inputs, r.PathOf("inputs"), ctx,

@@ -174,6 +174,19 @@ struct Refused {
   friend bool operator==(const Refused&, const Refused&) = default;
 };
 
+// The worker saved the attempt's $DROVER_CHECKPOINT_DIR: these files (names
+// relative to it, checked as output names) are in the server's file store
+// (PUT /api/v1/files/{sha256}). Sent while the attempt runs, every
+// --checkpoint-every, and once more when it ends (before its Finished),
+// whenever the set changed or a file had to be uploaded; the server keeps
+// the latest of the task's current attempt (core::CheckpointSaved).
+struct CheckpointSaved {
+  TaskId task;
+  uint32_t attempt = 0;
+  std::vector<core::OutputFile> files;  // never empty
+  friend bool operator==(const CheckpointSaved&, const CheckpointSaved&) = default;
+};
+
 enum class LogStream : uint8_t { kStdout = 0, kStderr = 1 };
 // "stdout" / "stderr".
 std::string_view LogStreamName(LogStream stream);
@@ -267,6 +280,15 @@ struct Assignment {
   // The dependencies' outputs, for $DROVER_INPUTS/<task id>/ (optional on
   // the wire, "files").
   std::vector<InputFile> files;
+  // The task's latest checkpoint, saved by an earlier attempt on worker
+  // `checkpoint_from`: the files to fetch from the server (GET
+  // /api/v1/files/{sha256}, the cluster token) and copy into
+  // $DROVER_CHECKPOINT_DIR before the start, replacing what is there;
+  // unless this worker saved it and its own directory for the task is not
+  // empty (then that is at least as new). Optional on the wire
+  // ("checkpoint", "checkpoint_from").
+  std::vector<core::OutputFile> checkpoint;
+  WorkerId checkpoint_from = 0;
   // Queue-ahead: run this attempt on the resources of `after`, an attempt
   // running on this worker, the moment that one exits (no server round
   // trip); when `after` does not run here, start at once. Optional on the
@@ -276,6 +298,12 @@ struct Assignment {
   // before KILL. Optional on the wire ("vacate_signal", "vacate_grace_us").
   int32_t vacate_signal = core::kDefaultVacateSignal;
   Duration vacate_grace = Seconds(30);
+  // The most its outputs may add up to (0 = no limit from the server): the
+  // task's `max_output` (max_output_by_task), else the server's
+  // --max-output. The worker's own --max-output applies too, when lower.
+  // Optional on the wire ("max_output", "max_output_by_task").
+  uint64_t max_output_bytes = 0;
+  bool max_output_by_task = false;
   friend bool operator==(const Assignment&, const Assignment&) = default;
 };
 struct Assign {
@@ -339,8 +367,8 @@ struct Error {
   friend bool operator==(const Error&, const Error&) = default;
 };
 
-using WorkerMessage =
-    std::variant<Hello, Heartbeat, Started, Finished, Refused, LogChunk, Drain, Owner>;
+using WorkerMessage = std::variant<Hello, Heartbeat, Started, Finished, Refused, LogChunk, Drain,
+                                   Owner, CheckpointSaved>;
 using ServerMessage =
     std::variant<HelloAck, Assign, Ack, Cancel, Kill, Withdraw, LogRequest, Drain, Error>;
 

@@ -375,5 +375,42 @@ TEST(MessagesTest, OutputNamesAndHashesAreChecked) {
   EXPECT_EQ(core::OutputNameProblem("..hidden"), "");
 }
 
+// The cap on a task's outputs (issue 21): absent on the wire when there is
+// none, and whose it is travels with it.
+TEST(MessagesTest, AnAssignmentsMaxOutputRoundTripsAndIsOptional) {
+  Assignment a = SampleAssignment();
+  EXPECT_EQ(Encode(ServerMessage(Assign{{a}})).find("max_output"), std::string::npos);
+  for (bool by_task : {false, true}) {
+    a.max_output_bytes = 3ull << 30;
+    a.max_output_by_task = by_task;
+    const std::string text = Encode(ServerMessage(Assign{{a}}));
+    Result<ServerMessage> back = DecodeServerMessage(text);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(std::get<Assign>(*back).tasks[0], a) << text;
+  }
+}
+
+TEST(MessagesTest, CheckpointsRoundTripAndTheirNamesAreChecked) {
+  const core::OutputFile step{"sub/step", 3, std::string(64, 'c')};
+  WorkerMessage saved = CheckpointSaved{{12, 3}, 2, {step}};
+  Result<WorkerMessage> back = DecodeWorkerMessage(Encode(saved));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, saved);
+  EXPECT_FALSE(DecodeWorkerMessage(Encode(WorkerMessage{CheckpointSaved{{12, 3}, 2, {}}})).ok());
+  WorkerMessage outside = CheckpointSaved{{12, 3}, 2, {{"../etc/passwd", 3, step.sha256}}};
+  Result<WorkerMessage> refused = DecodeWorkerMessage(Encode(outside));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("files[0].name"), std::string::npos)
+      << refused.status().message();
+
+  Assignment a{{1, 0}, 2, {}, 0, 0, {}, {"true"}};
+  a.checkpoint = {step};
+  a.checkpoint_from = 4;
+  ServerMessage assign = Assign{{a}};
+  Result<ServerMessage> assign_back = DecodeServerMessage(Encode(assign));
+  ASSERT_TRUE(assign_back.ok()) << assign_back.status().ToString();
+  EXPECT_EQ(*assign_back, assign);
+}
+
 }  // namespace
 }  // namespace drover::proto

@@ -55,6 +55,19 @@ Json RecordJson(const core::OutcomeRecord& r) {
               {"at_us", ToMicros(r.at)}};
 }
 
+Json RecordJson(const core::CheckpointRecord& r) {
+  Json files = Json::array();
+  for (const core::OutputFile& f : r.checkpoint.files) {
+    files.push_back(Json{{"name", f.name}, {"size", f.size}, {"sha256", f.sha256}});
+  }
+  return Json{{"type", "checkpoint"},
+              {"task", r.task.ToString()},
+              {"attempt", r.checkpoint.attempt},
+              {"worker", r.checkpoint.worker},
+              {"at_us", ToMicros(r.checkpoint.saved_at)},
+              {"files", std::move(files)}};
+}
+
 bool ReadState(ObjectReader& r, core::TaskState* out, DecodeContext& ctx) {
   std::string name;
   if (!r.String("state", &name)) return false;
@@ -115,6 +128,18 @@ bool Read(ObjectReader& r, core::OutcomeRecord* out, DecodeContext& ctx) {
          r.TimeMicros("at_us", &out->at);
 }
 
+bool Read(ObjectReader& r, core::CheckpointRecord* out, DecodeContext& ctx) {
+  if (!r.Task("task", &out->task) || !r.Integer("attempt", &out->checkpoint.attempt) ||
+      !r.Integer("worker", &out->checkpoint.worker) ||
+      !r.TimeMicros("at_us", &out->checkpoint.saved_at)) {
+    return false;
+  }
+  const Json* files = r.Get("files", Need::kRequired);
+  return r.ok() &&
+         internal::ReadVector<core::OutputFile>(*files, r.PathOf("files"), &out->checkpoint.files,
+                                                ctx, internal::ReadOutputFile);
+}
+
 template <typename T>
 Result<core::Record> ReadAs(ObjectReader& r, DecodeContext& ctx, std::string_view type) {
   T record{};
@@ -141,6 +166,7 @@ Result<core::Record> Decode(std::string_view bytes) {
   if (type == "job") return ReadAs<core::JobRecord>(r, ctx, type);
   if (type == "task") return ReadAs<core::TaskRecord>(r, ctx, type);
   if (type == "outcome") return ReadAs<core::OutcomeRecord>(r, ctx, type);
+  if (type == "checkpoint") return ReadAs<core::CheckpointRecord>(r, ctx, type);
   return DataLoss("journal record has unknown type \"" + type + "\"");
 }
 

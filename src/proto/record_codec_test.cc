@@ -100,6 +100,19 @@ TEST(RecordCodecTest, OutcomeRecordRoundTrips) {
   EXPECT_EQ(std::get<core::OutcomeRecord>(*back), outcome);
 }
 
+TEST(RecordCodecTest, CheckpointRecordRoundTrips) {
+  core::CheckpointRecord record;
+  record.task = {9, 2};
+  record.checkpoint.attempt = 3;
+  record.checkpoint.worker = 5;
+  record.checkpoint.saved_at = TimeFromMicros(77);
+  record.checkpoint.files = {{"step", 2, std::string(64, 'a')},
+                             {"d/state", 9, std::string(64, 'b')}};
+  Result<core::Record> back = DecodeRecord(EncodeRecord(record));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<core::CheckpointRecord>(*back), record);
+}
+
 TEST(RecordCodecTest, DamagedRecordsAreDataLoss) {
   std::string bytes = EncodeRecord(core::TaskRecord{});
   for (size_t n = 0; n < bytes.size(); ++n) {

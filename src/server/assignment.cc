@@ -2,7 +2,8 @@
 
 namespace drover::server {
 
-proto::Assignment BuildAssignment(const core::AssignTask& assign, const FileGrants* files) {
+proto::Assignment BuildAssignment(const core::AssignTask& assign, const FileGrants* files,
+                                  uint64_t default_max_output) {
   proto::Assignment a;
   a.task = assign.task;
   a.attempt = assign.attempt;
@@ -10,6 +11,7 @@ proto::Assignment BuildAssignment(const core::AssignTask& assign, const FileGran
   a.mem_limit_bytes = assign.mem_limit_bytes;
   a.gpus = assign.gpus;
   a.array_index = assign.array_index;
+  a.max_output_bytes = default_max_output;
   if (assign.after_attempt != 0) a.after = proto::TaskAttempt{assign.after, assign.after_attempt};
   if (assign.job != nullptr) {
     const core::TaskGroupSpec& spec = assign.Spec();
@@ -21,6 +23,10 @@ proto::Assignment BuildAssignment(const core::AssignTask& assign, const FileGran
     a.job_name = assign.job->name;
     a.vacate_signal = spec.vacate_signal;
     a.vacate_grace = spec.vacate_grace;
+    if (spec.max_output_bytes != 0) {
+      a.max_output_bytes = spec.max_output_bytes;
+      a.max_output_by_task = true;
+    }
   }
   if (assign.inputs) {
     for (const core::DependencyInput& in : *assign.inputs) {
@@ -36,6 +42,10 @@ proto::Assignment BuildAssignment(const core::AssignTask& assign, const FileGran
         if (files != nullptr) f.grant = files->grant(file.sha256, assign.worker);
       }
     }
+  }
+  if (assign.checkpoint) {
+    a.checkpoint = assign.checkpoint->files;
+    a.checkpoint_from = assign.checkpoint->worker;
   }
   return a;
 }

@@ -13,7 +13,10 @@
 //   its file service listens, and the certificate to pin) and a grant that
 //   lets this worker fetch it (docs/design.md, "Data plane"). Without
 //   FileGrants, or for a holder that serves no files, `sources` is empty
-//   and the worker fails the attempt with a reason naming the file.
+//   and the worker fails the attempt with a reason naming the file. Only
+//   the files the task's `inputs` select are there (the core chose them).
+// - max_output: the task's own `max_output`, else `default_max_output`
+//   (the server's --max-output; 0 = none).
 //
 // The command carries everything: nothing here asks the core again.
 //
@@ -22,6 +25,7 @@
 #ifndef DROVER_SERVER_ASSIGNMENT_H_
 #define DROVER_SERVER_ASSIGNMENT_H_
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -39,8 +43,8 @@ struct FileGrants {
   std::function<std::string(const std::string& sha256, WorkerId requester)> grant;
 };
 
-proto::Assignment BuildAssignment(const core::AssignTask& assign,
-                                  const FileGrants* files = nullptr);
+proto::Assignment BuildAssignment(const core::AssignTask& assign, const FileGrants* files = nullptr,
+                                  uint64_t default_max_output = 0);
 
 }  // namespace drover::server
 

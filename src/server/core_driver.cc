@@ -168,6 +168,7 @@ Status CoreDriver::Recover() {
         if (!restored.ok()) {
           return DataLoss("journal record " + std::to_string(i) + ": " + restored.ToString());
         }
+        if (record_observer_) record_observer_(*record);
       }
     }
   }
@@ -299,6 +300,7 @@ void CoreDriver::Release(const core::ReleaseLeases& release) {
 }
 
 void CoreDriver::Persist(const core::Record& record) {
+  if (record_observer_) record_observer_(record);
   ++stats_.records;
   ++appends_issued_;
   std::weak_ptr<bool> alive = alive_;

@@ -133,6 +133,12 @@ class CoreDriver : private core::EventPump::Shell {
   // the Flush call to the store's ack of the batch's last append (the
   // MemoryStore's background fsync, or the Redis durability ack).
   void SetDurableObserver(std::function<void(Duration)> fn) { durable_observer_ = std::move(fn); }
+  // Called with every record as it is journaled and as Recover replays it,
+  // so that what the shell derives from the journal (the file store's
+  // references, file_store.h) follows it. Set before Recover.
+  void SetRecordObserver(std::function<void(const core::Record&)> fn) {
+    record_observer_ = std::move(fn);
+  }
 
   // Stops ticking and flushing; later events are dropped.
   void Stop();
@@ -202,6 +208,7 @@ class CoreDriver : private core::EventPump::Shell {
 
   std::function<void()> after_turn_;
   std::function<void(Duration)> durable_observer_;
+  std::function<void(const core::Record&)> record_observer_;
   struct PendingFlush {
     uint64_t target;  // appends_issued_ at the flush
     Time at;

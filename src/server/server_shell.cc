@@ -15,6 +15,7 @@
 #include "server/core_driver.h"
 #include "server/dashboard.h"
 #include "server/event_stream.h"
+#include "server/file_store.h"
 #include "server/freezable_store.h"
 #include "server/lease_book.h"
 #include "server/log_relay.h"
@@ -78,6 +79,7 @@ struct ServerShell::Parts : CommandSink {
   std::unique_ptr<WorkerRegistry> registry;
   std::unique_ptr<CoreDriver> driver;
   std::unique_ptr<WorkerChannel> channel;
+  std::unique_ptr<FileStore> files;
   std::unique_ptr<EventStream> events;
   std::unique_ptr<LogRelay> logs;
   std::unique_ptr<Observability> observability;
@@ -172,9 +174,26 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   }
   p->driver = std::make_unique<CoreDriver>(loop, p->clock, *p->scheduler, *p->store, *p->book,
                                            *p, dopts);
+  ASSIGN_OR_RETURN(p->files, FileStore::Open(dir + "/files"));
+  {
+    // The store's references follow the journal: each task's latest
+    // checkpoint, and the tombstones of forgotten jobs.
+    FileStore* files = p->files.get();
+    p->driver->SetRecordObserver([files](const core::Record& record) {
+      if (const auto* c = std::get_if<core::CheckpointRecord>(&record)) {
+        std::vector<std::string> shas;
+        for (const core::OutputFile& f : c->checkpoint.files) shas.push_back(f.sha256);
+        files->SetTaskFiles(c->task, shas);
+      } else if (const auto* j = std::get_if<core::JobRecord>(&record); j && !j->spec) {
+        files->ForgetJob(j->job);
+      }
+    });
+  }
   WorkerChannelOptions wopts;
   wopts.server_instance = p->server_instance;
+  wopts.files = p->files.get();
   wopts.heartbeat_interval = cfg.heartbeat_interval;
+  wopts.max_output_bytes = cfg.max_output_bytes;
   wopts.lease_ttl = cfg.scheduler.lease_ttl;
   wopts.lost_grace =
       cfg.lost_grace > Duration::zero() ? cfg.lost_grace : 3 * cfg.heartbeat_interval;
@@ -196,7 +215,14 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   // assignment the journal never saw: the restored core holds placement
   // until they are back (restore_settle, --restore-settle).
   p->scheduler->ExpectWorkers(p->registry->Active());
+  p->files->SetReplaying(true);
   RETURN_IF_ERROR(p->driver->Recover());
+  p->files->SetReplaying(false);
+  // Blobs no checkpoint names: superseded during the replay, or uploaded
+  // by a save that never reported (an hour's grace for saves in flight).
+  if (const size_t swept = p->files->Sweep(p->clock.Now() - Seconds(3600)); swept > 0) {
+    spdlog::info("file store: deleted {} file(s) no checkpoint names", swept);
+  }
 
   net::ServerOptions sopts;
   sopts.bind_address = cfg.bind_address;
@@ -238,6 +264,7 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   status.connections = [parts] { return parts->server->connection_count(); };
   status.keep_finished = cfg.keep_finished;
   AddRestRoutes(*p->server, *p->driver, *p->channel, status);
+  AddFileRoutes(*p->server, *p->files, cfg.max_upload_bytes);
   AllocOptions aopts;
   aopts.state_dir = dir;
   aopts.interval = cfg.alloc_interval;

@@ -63,6 +63,12 @@ struct ServerConfig {
   Duration alloc_interval = Seconds(5);
   // How long GET .../logs waits for the worker.
   Duration log_fetch_timeout = Seconds(30);
+  // The most a task's outputs may add up to when its spec sets no
+  // max_output (`--max-output`; 0 = no limit): over it the attempt fails.
+  uint64_t max_output_bytes = 64ull << 30;
+  // The file store (file_store.h, <state_dir>/files): the most one upload
+  // may hold.
+  uint64_t max_upload_bytes = 64ull << 30;
   // When set, the store to run on instead of the MemoryStore in
   // <state_dir>/store (`--redis`: the RedisStore). Called once from Start,
   // before the loop runs; the store may read the scheduler (never change

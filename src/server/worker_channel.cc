@@ -158,6 +158,8 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
           // Shown in tables and kept per worker: a line, not a message's 16 MiB.
           if (m.note.size() > kMaxOwnerNoteBytes) m.note.resize(kMaxOwnerNoteBytes);
           driver_.Handle(core::WorkerPaused{worker, m.present, std::move(m.note), m.since});
+        } else if constexpr (std::is_same_v<T, proto::CheckpointSaved>) {
+          OnCheckpointSaved(worker, m);
         }
       },
       message);
@@ -303,6 +305,22 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
   AckWhenDurable(worker, std::move(results));
 }
 
+void WorkerChannel::OnCheckpointSaved(WorkerId worker, proto::CheckpointSaved& saved) {
+  for (const core::OutputFile& f : saved.files) {
+    if (options_.files == nullptr || !options_.files->Has(f.sha256)) {
+      // Deleted since the worker asked (superseded), or never uploaded: the
+      // worker's next round uploads it again and says so.
+      spdlog::warn(
+          "worker {}: checkpoint of {}#{} names {} ({}), which the file store lacks; "
+          "ignored",
+          worker, saved.task.ToString(), saved.attempt, net::Printable(f.name, 200),
+          f.sha256.substr(0, 12));
+      return;
+    }
+  }
+  driver_.Handle(core::CheckpointSaved{saved.task, saved.attempt, worker, std::move(saved.files)});
+}
+
 void WorkerChannel::OnFinished(WorkerId worker, std::vector<proto::FinishedTask> tasks) {
   if (tasks.empty()) return;
   proto::Ack ack;
@@ -360,7 +378,8 @@ void WorkerChannel::OnClosed(uint64_t conn, const Status& status) {
 }
 
 void WorkerChannel::Assign(const core::AssignTask& assign) {
-  pending_[assign.worker].push_back(BuildAssignment(assign, &file_grants_));
+  pending_[assign.worker].push_back(
+      BuildAssignment(assign, &file_grants_, options_.max_output_bytes));
   assign_flush_.Request();
 }
 

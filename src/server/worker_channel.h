@@ -18,6 +18,8 @@
 //   Heartbeat         -> WorkerHeartbeat
 //   Drain             -> WorkerDrained
 //   Owner             -> WorkerPaused (and the freeze time, owner_freeze)
+//   CheckpointSaved   -> core::CheckpointSaved, once every file it names is
+//                        in the file store (else dropped, logged)
 //   LogChunk, binary  -> the log handlers (log_relay.h)
 // A malformed message (or a message before Hello) gets an Error message and
 // closes that connection only, with a logged reason.
@@ -66,6 +68,7 @@
 #include "proto/messages.h"
 #include "server/assignment.h"
 #include "server/core_driver.h"
+#include "server/file_store.h"
 #include "server/handoff_stats.h"
 #include "server/once_per_turn.h"
 #include "server/worker_registry.h"
@@ -87,6 +90,13 @@ struct WorkerChannelOptions {
   // How long a file grant in an assignment stays valid (net/grant.h): the
   // worker fetches its inputs as the assignment arrives.
   Duration grant_ttl = Seconds(600);
+  // The server's file store: a CheckpointSaved naming a file it does not
+  // hold is dropped (the worker uploads it again next round). Null: every
+  // CheckpointSaved is dropped.
+  const FileStore* files = nullptr;
+  // The most a task's outputs may add up to when its spec sets no
+  // max_output (ServerConfig::max_output_bytes; 0 = none).
+  uint64_t max_output_bytes = 0;
 };
 
 // Where log traffic from workers goes (log_relay.h).
@@ -155,6 +165,7 @@ class WorkerChannel {
   void Reject(uint64_t conn, const Status& why);
   void OnHello(uint64_t conn, proto::Hello& hello);
   void OnFinished(WorkerId worker, std::vector<proto::FinishedTask> tasks);
+  void OnCheckpointSaved(WorkerId worker, proto::CheckpointSaved& saved);
   // Sends `ack` to the worker once every record appended so far is durable.
   void AckWhenDurable(WorkerId worker, proto::Ack ack);
   void ArmSilenceCheck();

@@ -63,6 +63,10 @@ std::string Describe(const core::Event& event) {
         if constexpr (std::is_same_v<T, core::WorkerPaused>) {
           return std::string(e.paused ? "pause" : "unpause") + " w" + std::to_string(e.worker);
         }
+        if constexpr (std::is_same_v<T, core::CheckpointSaved>) {
+          return "checkpoint " + e.task.ToString() + "#" + std::to_string(e.attempt) + " on w" +
+                 std::to_string(e.worker);
+        }
       },
       event);
 }
@@ -433,6 +437,12 @@ void SimDriver::RunAction(const Action& a) {
                                      : Between(Millis(100), Seconds(40));
     Schedule(finish, run);
     (void)Deliver(core::TaskStarted{a.task, a.attempt});
+    // Some save a checkpoint as they start (kept by the core, journaled,
+    // handed to the next attempt).
+    if (Chance(0.2)) {
+      (void)Deliver(core::CheckpointSaved{
+          a.task, a.attempt, a.worker, {core::OutputFile{"step", 8, std::string(64, 'c')}}});
+    }
     return;
   }
   w.tasks.erase(it);

@@ -182,6 +182,12 @@ uint64_t RunJobId(const std::string& output) {
   return std::stoull(m[1]);
 }
 
+uint64_t Post(Cluster& c, const nlohmann::json& spec) {
+  Result<nlohmann::json> posted = c.Api().Post("/api/v1/jobs", spec.dump());
+  EXPECT_TRUE(posted.ok()) << posted.status().ToString();
+  return posted.ok() ? (*posted)["id"].get<uint64_t>() : 0;
+}
+
 std::vector<std::string> Submit(std::vector<std::string> flags, std::vector<std::string> cmd) {
   std::vector<std::string> argv = {"submit"};
   argv.insert(argv.end(), flags.begin(), flags.end());

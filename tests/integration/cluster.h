@@ -109,6 +109,10 @@ uint64_t SubmittedJob(const RunResult& r);
 // there is none.
 uint64_t RunJobId(const std::string& output);
 
+// Submits the job `spec` through the API (POST /api/v1/jobs); its id, or 0
+// (and a test failure) when refused.
+uint64_t Post(Cluster& c, const nlohmann::json& spec);
+
 // The argument list of `drover submit FLAGS -- CMD`.
 std::vector<std::string> Submit(std::vector<std::string> flags, std::vector<std::string> cmd);
 

@@ -14,36 +14,11 @@
 #include <regex>
 
 #include "cluster.h"
+#include "file_service.h"
 #include "net/http_client.h"
-#include "net/tls_identity.h"
 
 namespace drover::testing {
 namespace {
-
-// The port a worker's file service listens on, from its start line.
-uint16_t FilesPort(Process& worker) {
-  // Printed before the worker attached (StartWorker waited for that).
-  const std::string& out = worker.output();
-  std::smatch m;
-  if (!std::regex_search(out, m, std::regex("file service on port ([0-9]+)"))) return 0;
-  return static_cast<uint16_t>(std::stoi(m[1]));
-}
-
-// A client for the file service of worker `name` (its certificate pinned).
-net::HttpClient FilesClient(Cluster& c, const std::string& name, uint16_t port) {
-  net::ClientOptions o = c.Api().options();
-  std::ifstream in(c.dir() + "/workers/" + name + "/work/.files-tls/server.crt");
-  std::string pem((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  Result<std::string> fingerprint = net::FingerprintOfPem(pem);
-  EXPECT_TRUE(fingerprint.ok()) << fingerprint.status().ToString();
-  o.host = "127.0.0.1";
-  o.port = port;
-  o.tls = true;
-  o.local_socket.clear();
-  o.alternates.clear();
-  o.fingerprint = fingerprint.ok() ? *fingerprint : "";
-  return net::HttpClient(o);
-}
 
 // True when no attempt of the task (from GET /api/v1/tasks/ID) failed.
 bool NoAttemptFailed(const nlohmann::json& task) {
@@ -51,20 +26,6 @@ bool NoAttemptFailed(const nlohmann::json& task) {
     if (a.value("state", "") == "failed") return false;
   }
   return true;
-}
-
-// Submits `spec` through the API; the job id (0 on failure).
-uint64_t Post(Cluster& c, const nlohmann::json& spec) {
-  Result<nlohmann::json> posted = c.Api().Post("/api/v1/jobs", spec.dump());
-  EXPECT_TRUE(posted.ok()) << posted.status().ToString();
-  return posted.ok() ? (*posted)["id"].get<uint64_t>() : 0;
-}
-
-nlohmann::json FilesStats(Cluster& c, const std::string& name, uint16_t port) {
-  Result<net::Response> r = FilesClient(c, name, port).Get("/v1/files-stats");
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  if (!r.ok()) return nlohmann::json();
-  return nlohmann::json::parse(r->body, nullptr, false);
 }
 
 // A three-step pipeline over three workers: prep on a writes a file (and

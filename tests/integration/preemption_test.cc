@@ -28,13 +28,6 @@ bool WaitUntil(Pred pred) {
   return pred();
 }
 
-// Submits `spec` through the API; the job id (0 on failure).
-uint64_t Post(Cluster& c, const nlohmann::json& spec) {
-  Result<nlohmann::json> posted = c.Api().Post("/api/v1/jobs", spec.dump());
-  EXPECT_TRUE(posted.ok()) << posted.status().ToString();
-  return posted.ok() ? (*posted)["id"].get<uint64_t>() : 0;
-}
-
 // Two low-priority tasks, each holding a worker's one core until DIR/go
 // exists; the vacate signal (SIGUSR1) leaves a line in DIR/vacated. Each
 // writes a line to DIR/ready once its handler is set (a signal before that

@@ -53,6 +53,9 @@ inline std::string Describe(const Record& r) {
                  " cores " + std::to_string(x.cores.size()) + " gpus " +
                  std::to_string(x.gpus.size()) + " after " + x.after.ToString() + "#" +
                  std::to_string(x.after_attempt) + " \"" + x.reason + "\"";
+        } else if constexpr (std::is_same_v<T, CheckpointRecord>) {
+          return "checkpoint " + x.task.ToString() + " #" + std::to_string(x.checkpoint.attempt) +
+                 " files " + std::to_string(x.checkpoint.files.size());
         } else {
           return "outcome " + x.task.ToString() + " #" + std::to_string(x.attempt) + " exit " +
                  std::to_string(x.outcome.exit_code) + " at " + std::to_string(ToMicros(x.at));
@@ -68,6 +71,7 @@ inline bool SameRecord(const Record& a, const Record& b) {
     return x->job == y.job && x->spec == y.spec && x->at == y.at;
   }
   if (const auto* x = std::get_if<TaskRecord>(&a)) return *x == std::get<TaskRecord>(b);
+  if (const auto* x = std::get_if<CheckpointRecord>(&a)) return *x == std::get<CheckpointRecord>(b);
   return std::get<OutcomeRecord>(a) == std::get<OutcomeRecord>(b);
 }
 
@@ -95,6 +99,10 @@ inline std::string FirstDifference(const Scheduler& a, const Scheduler& b) {
       if (p.worker != q.worker) return task + "worker";
       if (p.reason != q.reason) return task + "reason \"" + p.reason + "\" vs \"" + q.reason + "\"";
       if (p.outcome != q.outcome) return task + "outcome";
+      if ((p.checkpoint == nullptr) != (q.checkpoint == nullptr) ||
+          (p.checkpoint && *p.checkpoint != *q.checkpoint)) {
+        return task + "checkpoint";
+      }
       if (p.started_at != q.started_at) return task + "started_at";
       if (p.finished_at != q.finished_at) return task + "finished_at";
       if (p.retry_at != q.retry_at) return task + "retry_at";

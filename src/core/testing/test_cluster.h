@@ -90,6 +90,11 @@ class TaskBuilder {
   }
   TaskBuilder& Timeout(Duration d) { g_.timeout = d; return *this; }
   TaskBuilder& DependsOn(std::string name) { g_.depends_on.push_back(std::move(name)); return *this; }
+  // `inputs` (core/input_select.h): only these outputs of its dependencies.
+  TaskBuilder& Inputs(std::vector<std::string> selectors) {
+    g_.inputs = std::move(selectors);
+    return *this;
+  }
   TaskBuilder& Array(int64_t first, uint32_t count) {
     g_.array = ArrayRange{first, count, 1};
     return *this;

@@ -1,6 +1,7 @@
 #include "worker/agent/agent.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -114,7 +115,8 @@ class Agent::Impl {
         heartbeat_timer_(loop),
         fence_timer_(loop),
         watchdog_timer_(loop),
-        owner_timer_(loop) {}
+        owner_timer_(loop),
+        checkpoint_timer_(loop) {}
 
   ~Impl() { Stop(); }
 
@@ -127,6 +129,7 @@ class Agent::Impl {
   struct KnownLog {
     uint32_t attempt = 0;
     TaskDirs dirs;
+    OutputCap max_output;  // from its assignment (file_plane.h)
   };
 
   // Hands one event to the state machine (worker_state.h) at the clock's
@@ -165,6 +168,12 @@ class Agent::Impl {
   // after owner_poll.
   void PollOwner();
   void SendOwner(const worker::SendOwner& command);
+  // Checkpoints (file_plane.h): every running attempt's directory saved
+  // every checkpoint_every; an ended attempt's saved before its report.
+  void SaveCheckpoints();
+  void ReportAfterCheckpoint(const TaskResult& result, core::TaskOutcome outcome);
+  void SendCheckpoint(TaskId task, uint32_t attempt,
+                      Result<std::optional<std::vector<core::OutputFile>>> saved);
 
   net::EventLoop& loop_;
   AgentConfig config_;
@@ -221,6 +230,11 @@ class Agent::Impl {
   net::Timer fence_timer_;
   net::Timer watchdog_timer_;
   net::Timer owner_timer_;
+  net::Timer checkpoint_timer_;
+  // How to reach the server of the connection in progress over HTTP (the
+  // file store), and who a restored checkpoint's files belong to.
+  net::ClientOptions server_options_;
+  std::optional<std::pair<uid_t, gid_t>> task_owner_;
   size_t next_server_ = 0;
   // The leader a standby named (proto::Error::leader): the next attempt
   // goes there, once; then the list goes on.
@@ -411,6 +425,11 @@ Status Agent::Impl::Init() {
     state_config.files_fingerprint = files_->fingerprint();
     spdlog::info("worker {}: file service on port {} (cache {}/.cache)", name_, files_->port(),
                  config_.workdir);
+    if (::geteuid() == 0 && !config_.task_user.empty()) {
+      if (const passwd* pw = ::getpwnam(config_.task_user.c_str())) {
+        task_owner_ = std::pair(pw->pw_uid, pw->pw_gid);
+      }
+    }
   }
 
   LogSenderOptions log_options;
@@ -437,6 +456,9 @@ Status Agent::Impl::Init() {
   Run(AgentBegan{});
   if (input_) PollOwner();
   Connect();
+  if (files_ && config_.checkpoint_every > Duration::zero()) {
+    checkpoint_timer_.ArmAfter(config_.checkpoint_every, [this] { SaveCheckpoints(); });
+  }
   return Status::Ok();
 }
 
@@ -449,6 +471,7 @@ void Agent::Impl::Stop() {
   fence_timer_.Cancel();
   watchdog_timer_.Cancel();
   owner_timer_.Cancel();
+  checkpoint_timer_.Cancel();
   ++gen_;
   if (session_) {
     session_->Close("worker stopping");
@@ -612,6 +635,8 @@ void Agent::Impl::Connect() {
   // Pings every heartbeat interval; a server silent for two intervals is
   // gone (see the fencing note in agent.h).
   options.ws_idle_timeout = 2 * heartbeat;
+  server_options_ = options;
+  server_options_.timeout = Seconds(30);  // file transfers: without progress
   const uint64_t gen = ++gen_;
   std::weak_ptr<bool> alive = alive_;
   link_->Connect(options, [this, alive, gen](Result<std::shared_ptr<net::WsSession>> session) {
@@ -679,6 +704,7 @@ void Agent::Impl::OnText(uint64_t gen, const std::string& text) {
   }
   if (const auto* ack = std::get_if<proto::HelloAck>(&*decoded); ack && files_) {
     files_->Attached(ack->grant_key, ack->worker);
+    files_->SetServer(server_options_);
   }
   if (auto* assign = std::get_if<proto::Assign>(&*decoded); assign && !assign->tasks.empty()) {
     // An attempt whose input files are not all here yet reaches the state
@@ -786,7 +812,7 @@ void Agent::Impl::PrepareQueued(const proto::Assignment& a) {
   }
   // Without directories (a PrepareTask the state machine never asked for)
   // the task runs, and its logs are not served from here.
-  if (dirs) known_logs_[a.task] = KnownLog{a.attempt, *dirs};
+  if (dirs) known_logs_[a.task] = KnownLog{a.attempt, *dirs, OutputCapOf(a)};
   spdlog::debug("worker {}: started {}#{} (pid {}): process made at {} us, exec done {} us later",
                 name_, a.task.ToString(), a.attempt, *pid, ToMicros(times.spawned),
                 (times.exec_done - times.spawned).count());
@@ -844,7 +870,7 @@ void Agent::Impl::KillTask(const worker::KillTask& kill) {
     // result goes out once they are listed.
     std::weak_ptr<bool> alive = alive_;
     files_->CollectOutputs(
-        known->second.dirs.output,
+        known->second.dirs.output, known->second.max_output,
         [this, alive, result, outcome](Result<std::vector<core::OutputFile>> outputs) mutable {
           if (alive.expired() || !*alive.lock()) return;
           if (outputs.ok()) {
@@ -853,11 +879,11 @@ void Agent::Impl::KillTask(const worker::KillTask& kill) {
             outcome.reason = "outputs refused: " + outputs.status().message();
             spdlog::warn("worker {}: {} {}", name_, result.id.ToString(), outcome.reason);
           }
-          ReportDone(result, std::move(outcome));
+          ReportAfterCheckpoint(result, std::move(outcome));
         });
     return;
   }
-  ReportDone(result, std::move(outcome));
+  ReportAfterCheckpoint(result, std::move(outcome));
 }
 
 void Agent::Impl::ReportDone(const TaskResult& result, core::TaskOutcome outcome) {
@@ -869,10 +895,71 @@ void Agent::Impl::ReportDone(const TaskResult& result, core::TaskOutcome outcome
   if (logs_) logs_->TaskEnded(result.id, result.attempt);
 }
 
+void Agent::Impl::SaveCheckpoints() {
+  for (const auto& [task, known] : known_logs_) {
+    // Without a connection there is no server to save to (the first round
+    // after the reconnect saves what changed).
+    if (!session_ || state_->RunningAttempt(task) != known.attempt ||
+        !HasEntries(known.dirs.checkpoint)) {
+      continue;
+    }
+    std::weak_ptr<bool> alive = alive_;
+    files_->SaveCheckpoint(task, known.attempt, known.dirs.checkpoint, /*final=*/false,
+                           [this, alive, task = task, attempt = known.attempt](
+                               Result<std::optional<std::vector<core::OutputFile>>> saved) {
+                             if (alive.expired() || !*alive.lock()) return;
+                             SendCheckpoint(task, attempt, std::move(saved));
+                           });
+  }
+  checkpoint_timer_.ArmAfter(config_.checkpoint_every, [this] { SaveCheckpoints(); });
+}
+
+void Agent::Impl::SendCheckpoint(TaskId task, uint32_t attempt,
+                                 Result<std::optional<std::vector<core::OutputFile>>> saved) {
+  if (!saved.ok()) {
+    spdlog::warn("worker {}: checkpoint of {}#{} not saved: {}", name_, task.ToString(), attempt,
+                 saved.status().ToString());
+    return;
+  }
+  if (!*saved) return;
+  spdlog::info("worker {}: checkpoint of {}#{} saved ({} files)", name_, task.ToString(), attempt,
+               (*saved)->size());
+  Send(proto::CheckpointSaved{task, attempt, std::move(**saved)});
+}
+
+void Agent::Impl::ReportAfterCheckpoint(const TaskResult& result, core::TaskOutcome outcome) {
+  // An attempt that ended otherwise than in success while this worker
+  // lives (failed, timed out, canceled, vacated, drained) leaves its
+  // checkpoint to the next one: saved, and reported before its end, so the
+  // server has it before it places the retry.
+  auto known = known_logs_.find(result.id);
+  const bool succeeded = result.outcome == TaskOutcome::kSucceeded && outcome.reason.empty();
+  if (!files_ || succeeded || !session_ || known == known_logs_.end() ||
+      known->second.attempt != result.attempt || !HasEntries(known->second.dirs.checkpoint)) {
+    if (files_) files_->ForgetCheckpoint(result.id);
+    return ReportDone(result, std::move(outcome));
+  }
+  std::weak_ptr<bool> alive = alive_;
+  files_->SaveCheckpoint(result.id, result.attempt, known->second.dirs.checkpoint, /*final=*/true,
+                         [this, alive, result, outcome = std::move(outcome)](
+                             Result<std::optional<std::vector<core::OutputFile>>> saved) mutable {
+                           if (alive.expired() || !*alive.lock()) return;
+                           SendCheckpoint(result.id, result.attempt, std::move(saved));
+                           files_->ForgetCheckpoint(result.id);
+                           ReportDone(result, std::move(outcome));
+                         });
+}
+
 void Agent::Impl::HoldForInputs(proto::Assign& assign) {
   std::vector<proto::Assignment> now;
   for (proto::Assignment& a : assign.tasks) {
-    if (a.files.empty() || (files_ && files_->HasInputs(a))) {
+    // The checkpoint an earlier attempt saved is restored first, unless
+    // this worker saved it and its own directory for the task still holds
+    // something (at least as new as what it saved).
+    const bool own = a.checkpoint_from == worker_id_.load() &&
+                     HasEntries(CheckpointDirOf(config_.workdir, a.task));
+    const bool restore = files_ && !a.checkpoint.empty() && !own;
+    if ((a.files.empty() || (files_ && files_->HasInputs(a))) && !restore) {
       now.push_back(std::move(a));
       continue;
     }
@@ -880,21 +967,44 @@ void Agent::Impl::HoldForInputs(proto::Assign& assign) {
       Send(proto::Refused{a.task, a.attempt, "this worker does not fetch input files"});
       continue;
     }
-    spdlog::info("worker {}: fetching {} input file(s) of {}#{} before it starts", name_,
-                 a.files.size(), a.task.ToString(), a.attempt);
+    spdlog::info("worker {}: fetching {} input file(s){} of {}#{} before it starts", name_,
+                 a.files.size(),
+                 restore ? " and " + std::to_string(a.checkpoint.size()) + " checkpoint file(s)"
+                         : std::string(),
+                 a.task.ToString(), a.attempt);
     const uint64_t gen = gen_;
     std::weak_ptr<bool> alive = alive_;
     auto held = std::make_shared<proto::Assignment>(std::move(a));
-    files_->Fetch(*held, [this, alive, gen, held](Status fetched) {
+    // Both steps answer the same way: refused on failure (the attempt goes
+    // elsewhere without using a retry), else handed to the state machine.
+    auto then = [this, alive, gen, held](Status status, std::function<void()> next) {
       if (alive.expired() || !*alive.lock()) return;
       // A new connection: the server took the attempt back at its hello.
       if (gen != gen_ || !session_) return;
-      if (!fetched.ok()) {
+      if (!status.ok()) {
         spdlog::warn("worker {}: {}#{} not started: {}", name_, held->task.ToString(),
-                     held->attempt, fetched.message());
-        return Send(proto::Refused{held->task, held->attempt, fetched.message()});
+                     held->attempt, status.message());
+        return Send(proto::Refused{held->task, held->attempt, status.message()});
       }
-      Run(FromServer{proto::ServerMessage{proto::Assign{{*held}}}});
+      next();
+    };
+    auto start = [this, held] { Run(FromServer{proto::ServerMessage{proto::Assign{{*held}}}}); };
+    files_->Fetch(*held, [this, then, start, held, restore](Status fetched) {
+      then(fetched, [this, then, start, held, restore] {
+        if (!restore) return start();
+        files_->RestoreCheckpoint(
+            held->checkpoint, CheckpointDirOf(config_.workdir, held->task), task_owner_,
+            [this, then, start, held](Status restored) {
+              if (restored.code() == StatusCode::kNotFound) {
+                // Gone from the server for good: refusing would only move
+                // the attempt from worker to worker.
+                spdlog::warn("worker {}: {}#{} starts without its checkpoint: {}", name_,
+                             held->task.ToString(), held->attempt, restored.message());
+                restored = Status::Ok();
+              }
+              then(restored, start);
+            });
+      });
     });
   }
   assign.tasks = std::move(now);

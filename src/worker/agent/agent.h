@@ -191,6 +191,11 @@ struct AgentConfig {
   std::string files_bind = "0.0.0.0";  // the file service's address
   uint16_t files_port = 0;             // 0: any free port
   uint64_t max_output_bytes = 0;       // a task's outputs together; 0: no limit
+  // Checkpoints (file_plane.h): every running attempt's
+  // $DROVER_CHECKPOINT_DIR is saved to the server this often, and once
+  // more when an attempt ends other than in success while the worker
+  // lives (before its result is reported); zero: only then. Needs `files`.
+  Duration checkpoint_every = Seconds(60);
   // Called on the loop when the worker leaves (idle); the caller stops it.
   std::function<void(const std::string& reason)> on_leave;
   // The clock behind every "now" of the agent (the state machine's events,

@@ -23,6 +23,14 @@
 // $DROVER_OUTPUT_DIR (worker/files/output_scan.h) and takes each file into
 // the cache (a hard link: no copy), so peers can fetch it.
 //
+// Checkpoints. SaveCheckpoint() lists and hashes an attempt's
+// $DROVER_CHECKPOINT_DIR (the output scan's rules), uploads to the server
+// each file it lacks (HEAD, then PUT /api/v1/files/{sha256}), and hands
+// back the manifest to report when it is new. RestoreCheckpoint() fetches
+// a manifest's files from the server into the cache and copies them into
+// the next attempt's checkpoint directory (a copy: the task may change
+// them; inputs are linked read-only).
+//
 // Slow work (hashing, transfers) runs on threads of its own; every `done`
 // is called on the loop thread, and never after the FilePlane is gone.
 //
@@ -35,15 +43,20 @@
 #ifndef DROVER_WORKER_AGENT_FILE_PLANE_H_
 #define DROVER_WORKER_AGENT_FILE_PLANE_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/ids.h"
 #include "common/status.h"
 #include "core/model.h"
+#include "net/client_options.h"
 #include "net/event_loop.h"
 #include "proto/messages.h"
 
@@ -59,6 +72,15 @@ struct FilePlaneOptions {
   uint64_t max_output_bytes = 0;         // a task's outputs together; 0: no limit
   Duration fetch_timeout = Seconds(30);  // without progress
 };
+
+// A limit on what a task's outputs may add up to, and whose it is.
+struct OutputCap {
+  uint64_t bytes = 0;  // 0: none
+  std::string whose;   // "the task's", "the server's --max-output"
+};
+// What assignment `a` caps its task's outputs at (proto::Assignment::
+// max_output_bytes).
+OutputCap OutputCapOf(const proto::Assignment& a);
 
 struct FilePlaneStats {
   uint64_t served_files = 0;
@@ -98,8 +120,44 @@ class FilePlane {
 
   // The outputs of a succeeded task whose output directory is `dir`; a
   // refusal (a socket, a link outside, over max_output) as the error.
-  void CollectOutputs(const std::string& dir,
+  // `assigned` is the cap its assignment carried (OutputCapOf); the lower
+  // of it and FilePlaneOptions::max_output_bytes applies, and the refusal
+  // says whose it was: "outputs are 3.0 GiB, more than max_output 2 GiB
+  // (the task's)" / "(worker --max-output)".
+  void CollectOutputs(const std::string& dir, const OutputCap& assigned,
                       std::function<void(Result<std::vector<core::OutputFile>>)> done);
+
+  // The server this worker is attached to (its address, TLS pin, token):
+  // where checkpoints go and come from. Set at each HelloAck.
+  void SetServer(net::ClientOptions server);
+
+  // Saves the checkpoint directory `dir` of `attempt` of `task`: lists and
+  // hashes it (ScanOutputs: a link outside or a socket refuses the save),
+  // uploads what the server lacks, then checks that no file changed since
+  // the listing began. `done` gets the manifest to report (CheckpointSaved)
+  // when the set differs from the last one reported for this attempt or a
+  // file had to be uploaded; nullopt when there is nothing new, the
+  // directory is empty, or a file changed meanwhile (this round is
+  // skipped: tasks should write checkpoints atomically, a temporary file
+  // renamed into place); an error for a refused listing, an unreachable
+  // server or a refused upload. One save per task at a time: a periodic
+  // call while one runs gets nullopt at once; a `final` one (the attempt
+  // ended) runs after it.
+  using SaveDone = std::function<void(Result<std::optional<std::vector<core::OutputFile>>>)>;
+  void SaveCheckpoint(TaskId task, uint32_t attempt, const std::string& dir, bool final,
+                      SaveDone done);
+  // The attempt's end was saved and reported: forget what was reported.
+  void ForgetCheckpoint(TaskId task);
+
+  // Fetches `files` from the server into the cache (checked as inputs are)
+  // and copies them into `dir` (made 0700 with its parents as the executor
+  // makes them: 0711) in place of what it held (an older attempt's, from
+  // this worker), owned by `owner` when given. `done`:
+  // OK; kNotFound when the server no longer has a file (the attempt may
+  // start from nothing); else the fetch's or the copy's error.
+  void RestoreCheckpoint(const std::vector<core::OutputFile>& files, const std::string& dir,
+                         std::optional<std::pair<uid_t, gid_t>> owner,
+                         std::function<void(Status)> done);
 
   FilePlaneStats stats() const;
 

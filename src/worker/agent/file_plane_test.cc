@@ -69,11 +69,11 @@ class FilePlaneTest : public ::testing::Test {
   }
 
   // Collects the outputs of `dir` on the holder (on the loop thread).
-  Result<std::vector<core::OutputFile>> Collect(const std::string& dir) {
+  Result<std::vector<core::OutputFile>> Collect(const std::string& dir, const OutputCap& cap = {}) {
     std::promise<Result<std::vector<core::OutputFile>>> got;
     loop_.Post([&] {
       holder_->CollectOutputs(
-          dir, [&](Result<std::vector<core::OutputFile>> r) { got.set_value(std::move(r)); });
+          dir, cap, [&](Result<std::vector<core::OutputFile>> r) { got.set_value(std::move(r)); });
     });
     return got.get_future().get();
   }
@@ -235,6 +235,37 @@ TEST_F(FilePlaneTest, OutputsThatAreNotRegularFilesOrTooLargeAreRefused) {
   ASSERT_FALSE(over.ok());
   EXPECT_NE(over.status().message().find("max_output"), std::string::npos)
       << over.status().ToString();
+}
+
+// The cap an assignment carries (the task's max_output, else the
+// server's) meets the worker's own --max-output (8 MiB here): the lower
+// applies, and the reason says whose it was.
+TEST_F(FilePlaneTest, TheLowerOfTheAssignedAndTheWorkersOutputCapAppliesAndIsNamed) {
+  proto::Assignment a;
+  EXPECT_EQ(OutputCapOf(a).bytes, 0u);
+  a.max_output_bytes = 2 << 20;
+  EXPECT_EQ(OutputCapOf(a).whose, "the server's --max-output");
+  a.max_output_by_task = true;
+  const OutputCap task = OutputCapOf(a);
+  EXPECT_EQ(task.bytes, 2u << 20);
+  EXPECT_EQ(task.whose, "the task's");
+
+  const std::string out = dir_ / "three";
+  ::mkdir(out.c_str(), 0700);
+  WriteAll(out + "/three.bin", std::string(3 << 20, 't'));
+  Result<std::vector<core::OutputFile>> over = Collect(out, task);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().message(), "outputs are 3 MiB, more than max_output 2 MiB (the task's)");
+  EXPECT_TRUE(Collect(out, OutputCap{4 << 20, "the task's"}).ok());
+  EXPECT_TRUE(Collect(out).ok()) << "under the worker's 8 MiB";
+
+  const std::string big = dir_ / "nine";
+  ::mkdir(big.c_str(), 0700);
+  WriteAll(big + "/nine.bin", std::string(9 << 20, 'n'));
+  over = Collect(big, OutputCap{64 << 20, "the server's --max-output"});
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().message(),
+            "outputs are 9 MiB, more than max_output 8 MiB (worker --max-output)");
 }
 
 }  // namespace

@@ -266,6 +266,10 @@ Status Executor::MakeTaskDir(const std::string& job, const std::string& task) {
   return MakeDir(task, kPrivateDir);
 }
 
+std::string CheckpointDirOf(const std::string& workdir, TaskId id) {
+  return workdir + "/" + std::to_string(id.job) + "/" + std::to_string(id.index) + ".checkpoint";
+}
+
 Result<TaskDirs> Executor::PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs) {
   TaskDirs d;
   const std::string job = options_.workdir + "/" + std::to_string(id.job);
@@ -273,7 +277,7 @@ Result<TaskDirs> Executor::PrepareDirs(TaskId id, uint32_t attempt, bool with_in
   d.task = job + "/" + index + "." + std::to_string(attempt);
   d.inputs = with_inputs ? d.task + "/inputs" : no_inputs_;
   d.output = d.task + "/output";
-  d.checkpoint = job + "/" + index + ".checkpoint";
+  d.checkpoint = CheckpointDirOf(options_.workdir, id);
   d.result = d.task + "/result";
   d.stdout_path = d.task + "/stdout";
   d.stderr_path = d.task + "/stderr";

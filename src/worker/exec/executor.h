@@ -130,6 +130,10 @@ struct TaskDirs {
   std::string stderr_path;  // <task>/stderr, likewise; absent: the task wrote nothing
 };
 
+// A task's checkpoint directory under `workdir`, the same for every
+// attempt: <workdir>/<job>/<index>.checkpoint (TaskDirs::checkpoint).
+std::string CheckpointDirOf(const std::string& workdir, TaskId id);
+
 // When Start made a task's process, on the wall clock (microseconds).
 struct StartTimes {
   // The child process existed: its first step after clone reads

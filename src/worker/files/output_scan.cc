@@ -148,7 +148,8 @@ Result<std::vector<OutputEntry>> ScanOutputs(const std::string& dir, const Outpu
   RETURN_IF_ERROR(walker.Walk(root_fd.fd(), ""));
   if (limits.max_bytes != 0 && walker.total() > limits.max_bytes) {
     return ResourceExhausted("outputs are " + FormatBytes(walker.total()) +
-                             ", more than max_output " + FormatBytes(limits.max_bytes));
+                             ", more than max_output " + FormatBytes(limits.max_bytes) +
+                             (limits.whose.empty() ? "" : " (" + limits.whose + ")"));
   }
 
   std::vector<Found> found = walker.TakeFound();

@@ -18,7 +18,8 @@
 //   "output link: a symlink to /etc/passwd, outside the output directory"
 // Limits are checked from the sizes (lstat/stat) before any file is read, so
 // a task that wrote too much costs no hashing: kResourceExhausted
-//   "outputs are 3.0 GiB, more than max_output 2 GiB" (FormatBytes)
+//   "outputs are 3.0 GiB, more than max_output 2 GiB" (FormatBytes), and
+//   with OutputLimits::whose "... 2 GiB (the task's)"
 //   "outputs are more than max_files 10000 files"
 // A missing output directory is an empty list (the task wrote nothing).
 //
@@ -48,6 +49,9 @@ struct OutputEntry {
 struct OutputLimits {
   uint64_t max_bytes = 0;  // total of all entries; 0 = no limit
   size_t max_files = 10000;
+  // Whose limit max_bytes is, for the message ("the task's", "worker
+  // --max-output"); empty: not said.
+  std::string whose;
 };
 
 // Walks `dir` and hashes its files; see the rules above. Other failures

@@ -167,6 +167,9 @@ TEST(OutputScanTest, MaxBytesAllowsExactlyTheLimit) {
   EXPECT_EQ(got->size(), 2u);
   ExpectRefused(dir.path(), StatusCode::kResourceExhausted,
                 "outputs are 5 B, more than max_output 4 B", OutputLimits{4, 10});
+  ExpectRefused(dir.path(), StatusCode::kResourceExhausted,
+                "outputs are 5 B, more than max_output 4 B (the task's)",
+                OutputLimits{4, 10, "the task's"});
 }
 
 TEST(OutputScanTest, MaxFiles) {

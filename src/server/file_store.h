@@ -1,0 +1,110 @@
+// FileStore: the server's content-addressed store of files (docs/design.md,
+// "Data plane"): today the checkpoints that follow a task from worker to
+// worker; the same PUT/HEAD/GET serve client uploads next.
+//
+//   <state_dir>/files/<sha256>           a blob, mode 0400, named by its SHA-256
+//   <state_dir>/files/.upload-<random>   an upload in progress (net::Server)
+//
+// Blobs arrive through `PUT /api/v1/files/{sha256}` (AddFileRoutes below):
+// the body is streamed to a temporary file in the store's directory and
+// hashed on the way (net::Server::UploadRoute), then Commit checks the hash
+// against the name, syncs the file and renames it into place. A mismatch
+// or a full disk leaves no file behind.
+//
+// References. A blob is kept while some task's latest checkpoint names it
+// (SetTaskFiles, from the journal's checkpoint records as the core writes
+// or replays them) and deleted when its last reference goes: the task's
+// next checkpoint replaced it, or its job was forgotten (ForgetJob, from
+// the job's tombstone). A blob uploaded but not (yet) referenced stays: a
+// worker uploads first and names the files after. While the journal is
+// replayed at start nothing is deleted; afterwards Sweep removes the
+// unreferenced blobs older than a grace (uploads of a save that never
+// finished).
+//
+// Thread safety: none; the server's loop thread only.
+#ifndef DROVER_SERVER_FILE_STORE_H_
+#define DROVER_SERVER_FILE_STORE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/time.h"
+#include "net/server.h"
+
+namespace drover::server {
+
+struct FileStoreStats {
+  uint64_t blobs = 0;
+  uint64_t bytes = 0;
+  uint64_t deleted = 0;  // blobs deleted since start
+};
+
+class FileStore {
+ public:
+  // Opens (creates, 0700) the store in `dir`: removes leftover uploads,
+  // indexes the blobs. Fails when the directory cannot be made or read.
+  static Result<std::unique_ptr<FileStore>> Open(const std::string& dir);
+  FileStore(const FileStore&) = delete;
+  FileStore& operator=(const FileStore&) = delete;
+
+  // Where uploads are written (the same file system as the blobs).
+  const std::string& dir() const { return dir_; }
+  bool Has(const std::string& sha256) const { return blobs_.count(sha256) > 0; }
+  // The blob's path and size; kNotFound when absent.
+  Result<std::pair<std::string, uint64_t>> Find(const std::string& sha256) const;
+
+  // Takes the uploaded file as blob `sha256`. kInvalidArgument when the
+  // upload's hash differs ("the body's SHA-256 is ..., not ..."); an error
+  // naming the path when it cannot be synced or renamed
+  // (kResourceExhausted with "no space left on device" for a full disk).
+  // A blob already present makes this a no-op. Either way the caller's
+  // temporary file is the caller's to remove (net::Server does).
+  Status Commit(const net::Upload& upload, const std::string& sha256);
+
+  // The files of `task`'s latest checkpoint (replacing its earlier list);
+  // blobs left without a reference are deleted (not while replaying).
+  void SetTaskFiles(TaskId task, const std::vector<std::string>& sha256s);
+  // Drops the references of every task of `job`, as SetTaskFiles would.
+  void ForgetJob(JobId job);
+  // While true, no blob is deleted (the journal's replay at start).
+  void SetReplaying(bool replaying) { replaying_ = replaying; }
+  // Deletes the blobs no task references whose file is older than
+  // `before`; returns how many.
+  size_t Sweep(Time before);
+
+  FileStoreStats stats() const;
+  // How many references `sha256` has (tests).
+  uint32_t references(const std::string& sha256) const;
+
+ private:
+  explicit FileStore(std::string dir) : dir_(std::move(dir)) {}
+  void Unref(const std::string& sha256);
+  void Delete(const std::string& sha256);
+
+  const std::string dir_;
+  std::unordered_map<std::string, uint64_t> blobs_;  // sha256 -> size
+  std::unordered_map<std::string, uint32_t> refs_;
+  std::map<TaskId, std::vector<std::string>> by_task_;
+  bool replaying_ = false;
+  uint64_t bytes_ = 0;
+  uint64_t deleted_ = 0;
+};
+
+// The store's routes on `server`, behind the cluster token like every route:
+//   PUT  /api/v1/files/{sha256}  body streamed into the store (at most
+//        `max_upload_bytes`); 201 {"sha256","size"} (200 when it was there),
+//        400 for a malformed name or a body whose hash differs, 411, 413,
+//        507 as net::Server::UploadRoute says
+//   HEAD /api/v1/files/{sha256}  200 with X-Drover-Size, or 404 (no body)
+//   GET  /api/v1/files/{sha256}  the blob, streamed from disk, or 404
+void AddFileRoutes(net::Server& server, FileStore& store, uint64_t max_upload_bytes);
+
+}  // namespace drover::server
+
+#endif  // DROVER_SERVER_FILE_STORE_H_
