@@ -5,8 +5,11 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -176,6 +179,32 @@ TEST_P(UploadTest, MissingFileIsAnError) {
   HttpClient client(Client());
   Result<Response> r = client.Upload(Put("/files/x"), files_ / "absent");
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+}
+
+// A full disk: the partial file goes and the client is told why (507), or,
+// when the server closed before the client had sent the rest, the upload
+// fails; either way nothing is left (a 1 MiB tmpfs as the directory, root).
+TEST_P(UploadTest, AFullDiskIs507AndLeavesNothing) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a 1 MiB tmpfs";
+  if (::mount("tmpfs", uploads_.c_str(), "tmpfs", 0, "size=1m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (" << std::strerror(errno) << ")";
+  }
+  struct Unmount {
+    std::string dir;
+    ~Unmount() { ::umount2(dir.c_str(), MNT_DETACH); }
+  } unmount{uploads_};
+  const std::string path = WriteFile("big", std::string(3 << 20, 'f'));
+  HttpClient client(Client());
+  Result<Response> r = client.Upload(Put("/files/big"), path);
+  if (r.ok()) {
+    EXPECT_EQ(r->status, 507) << r->body;
+    EXPECT_NE(r->body.find("no space left on device"), std::string::npos) << r->body;
+  }
+  EXPECT_TRUE(Entries(uploads_).empty());
+  // The server is still there for the next one.
+  Result<Response> after = client.Upload(Put("/files/small"), WriteFile("small", "ok"));
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(after->status, 200);
 }
 
 INSTANTIATE_TEST_SUITE_P(TlsAndPlain, UploadTest, ::testing::Bool(),
