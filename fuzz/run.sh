@@ -34,7 +34,8 @@ net_sources="
   src/proto/api_json.cc
   src/net/boost_src.cc src/net/server.cc src/net/http_types.cc src/net/event_loop.cc src/net/tls_identity.cc
   src/net/token.cc src/net/local_socket.cc src/net/private_file.cc src/net/json_text.cc
-  src/net/accept_pause.cc src/net/fd_limit.cc src/net/ws_session_impl.cc src/net/read_pacer.cc"
+  src/net/accept_pause.cc src/net/fd_limit.cc src/net/ws_session_impl.cc src/net/read_pacer.cc
+  src/net/sha256.cc"
 # True when `obj` is missing or older than a file it was made from (as
 # listed in its dependency file).
 stale() {
