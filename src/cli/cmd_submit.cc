@@ -3,16 +3,16 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
-#include <nlohmann/json.hpp>
 
 #include "cli/cli11.h"
-
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/streams.h"
 #include "cli/submit_spec.h"
+#include "cli/upload_inputs.h"
 #include "cli/views.h"
 #include "cli/wait_job.h"
 #include "proto/job_file.h"
@@ -59,6 +59,16 @@ int RunSubmit(const SubmitOptions& o) {
   }
   Result<std::string> body = BuildSubmitBody(o.spec);
   if (!body.ok()) return ReportError(body.status(), /*usage_on_invalid=*/true);
+  if (!o.spec.inputs.empty()) {
+    // --input: the files go to the server first; the spec names them by hash.
+    Result<core::JobSpec> spec = proto::JobSpecFromJson(*body);
+    if (!spec.ok()) return ReportError(spec.status(), /*usage_on_invalid=*/true);
+    Result<ApiClient> api = Connect(o.client);
+    if (!api.ok()) return ReportError(api.status());
+    Status uploaded = UploadInputFiles(api->options(), *spec, "", std::cerr);
+    if (!uploaded.ok()) return ReportError(uploaded);
+    body = proto::JobSpecToJson(*spec);
+  }
   // The server makes exactly the spec's tasks: knowing their number here
   // saves --wait a request (a TLS connection) before the event stream.
   std::optional<uint64_t> task_count;
@@ -108,6 +118,11 @@ int RunFile(const RunOptions& o) {
   if (!spec.ok()) return ReportError(spec.status(), /*usage_on_invalid=*/true);
   Result<ApiClient> api = Connect(o.client);
   if (!api.ok()) return ReportError(api.status());
+  // input_files: paths relative to the job file, uploaded before the job.
+  const size_t slash = o.file.find_last_of('/');
+  Status uploaded = UploadInputFiles(
+      api->options(), *spec, slash == std::string::npos ? "" : o.file.substr(0, slash), std::cerr);
+  if (!uploaded.ok()) return ReportError(uploaded);
   Result<JobId> job = SendJob(*api, proto::JobSpecToJson(*spec));
   if (!job.ok()) return ReportError(job.status());
   std::cout << "job " << *job << " \"" << spec->name << "\": " << spec->TaskCount() << " tasks"
@@ -127,6 +142,9 @@ void AddSubmitCommand(CLI::App& root, int& exit_code) {
   auto s = std::make_shared<SubmitOptions>();
   CLI::App* submit = root.add_subcommand("submit", "Submit one command (or an array of it)");
   AddClientFlags(*submit, s->client, /*with_json=*/false);
+  // Each repeatable option takes one value per use: otherwise CLI11 goes on
+  // taking values through "--" and the command's own flags ("-- sh -c")
+  // are refused.
   submit->add_option("--name", s->spec.name, "Job name (default: the command's name)");
   submit->add_option("--cpus", s->spec.cpus, "CPUs per task: 2, 0.5, 500m (default 1)");
   submit->add_option("--mem", s->spec.mem, "Memory per task: 4GiB, 512MiB");
@@ -139,13 +157,23 @@ void AddSubmitCommand(CLI::App& root, int& exit_code) {
   submit->add_option("--max-output", s->spec.max_output,
                      "Most the task's outputs may add up to: 2GiB (default: the server's "
                      "--max-output)");
+  submit
+      ->add_option("--input", s->spec.inputs,
+                   "A local file for the task's directory, uploaded once (repeatable)")
+      ->allow_extra_args(false);
   submit->add_option("--priority", s->spec.priority, "Higher runs first");
-  submit->add_option("--after", s->spec.after, "Start after job ID or task ID.N succeeded");
-  submit->add_option("--env", s->spec.env, "Environment KEY=VALUE (repeatable)");
-  submit->add_option("--label", s->spec.labels,
-                     "Run only on workers with this label KEY=VALUE (repeatable)");
-  submit->add_option("--counter", s->spec.counters,
-                     "Custom counter per task NAME=COUNT, e.g. licenses=2 (repeatable)");
+  submit->add_option("--after", s->spec.after, "Start after job ID or task ID.N succeeded")
+      ->allow_extra_args(false);
+  submit->add_option("--env", s->spec.env, "Environment KEY=VALUE (repeatable)")
+      ->allow_extra_args(false);
+  submit
+      ->add_option("--label", s->spec.labels,
+                   "Run only on workers with this label KEY=VALUE (repeatable)")
+      ->allow_extra_args(false);
+  submit
+      ->add_option("--counter", s->spec.counters,
+                   "Custom counter per task NAME=COUNT, e.g. licenses=2 (repeatable)")
+      ->allow_extra_args(false);
   submit->add_option("--user", s->spec.user, "The job's user (as `user` in a job file)");
   submit->add_flag("--wait", s->wait, "Wait for the end; exit 1 if a task did not succeed");
   submit->add_option("command", s->spec.command, "The command, after --")->required();

@@ -107,6 +107,7 @@ Result<std::string> BuildSubmitBody(const SubmitFlags& flags) {
   if (!flags.array.empty()) task["array"] = flags.array;
   if (!flags.timeout.empty()) task["timeout"] = flags.timeout;
   if (!flags.max_output.empty()) task["max_output"] = flags.max_output;
+  if (!flags.inputs.empty()) task["input_files"] = flags.inputs;
   if (flags.retries < 0) return InvalidArgument("--retries: must not be negative");
   if (flags.retries != 0) task["retries"] = flags.retries;
   if (flags.priority != 0) task["priority"] = flags.priority;

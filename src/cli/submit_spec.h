@@ -24,6 +24,9 @@ struct SubmitFlags {
   std::string array;     // "0-7"
   std::string timeout;   // "2h"
   std::string max_output;  // "2GiB": the most the task's outputs may add up to
+  // Local files for the task's directory (--input); uploaded before the
+  // submit (upload_inputs.h).
+  std::vector<std::string> inputs;
   int retries = 0;
   int priority = 0;
   std::vector<std::string> after;  // "12", "12.3"

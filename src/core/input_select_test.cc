@@ -226,5 +226,25 @@ TEST(InputSelectTest, SubmitRefusesABadSelector) {
   EXPECT_THAT(out, IsEmpty());
 }
 
+// Files from the client (TaskGroupSpec::input_files): only uploaded ones,
+// and never under a name the executor uses in the task's directory.
+TEST(InputSelectTest, SubmitRefusesAClientFileNotUploadedOrNamedLikeTheExecutorsOwn) {
+  TestCluster c;
+  auto submit = [&](OutputFile f) {
+    core::JobSpec spec = *JobBuilder(TaskBuilder("train")).Build();
+    spec.groups[0].input_files = {std::move(f)};
+    Outbox out;
+    return c.scheduler().Submit(c.now(), std::make_shared<const core::JobSpec>(spec), out);
+  };
+  const std::string sha(64, 'a');
+  EXPECT_TRUE(submit(OutputFile{"data.csv", 1, sha}).ok());
+  EXPECT_THAT(submit(OutputFile{"data.csv", 1, ""}).status().message(),
+              HasSubstr("input file \"data.csv\" was not uploaded"));
+  EXPECT_THAT(submit(OutputFile{"output/x", 1, sha}).status().message(),
+              HasSubstr("\"output\" is Drover's own in the task's directory"));
+  EXPECT_THAT(submit(OutputFile{"stdout", 1, sha}).status().message(),
+              HasSubstr("\"stdout\" is Drover's own"));
+}
+
 }  // namespace
 }  // namespace drover::core

@@ -56,6 +56,25 @@ Result<ArrayRange> ParseArrayRange(std::string_view text);
 // SIGTERM on Linux; the core does not include <csignal>.
 inline constexpr int32_t kDefaultVacateSignal = 15;
 
+// One file a task left in $DROVER_OUTPUT_DIR when it succeeded (its
+// outputs; docs/design.md "Data plane"). `name` is the path relative to
+// that directory, '/'-separated, never absolute and without "..".
+struct OutputFile {
+  std::string name;
+  uint64_t size = 0;
+  std::string sha256;  // 64 lower-case hex digits
+  friend bool operator==(const OutputFile&, const OutputFile&) = default;
+};
+// At most this many outputs per task (a worker refuses more).
+inline constexpr size_t kMaxOutputFiles = 10000;
+// Why `name` cannot name an output (empty: it can): it must be a relative
+// '/'-separated path of at most 1,024 bytes, without empty, "." or ".."
+// parts and without control characters, so that it stays inside whatever
+// directory a worker puts it in.
+std::string OutputNameProblem(std::string_view name);
+// True for 64 lower-case hex digits.
+bool IsSha256Hex(std::string_view text);
+
 // One `[[task]]` of a job file.
 struct TaskGroupSpec {
   std::string name;                        // the group's `id` ("train"); unique in its job
@@ -85,6 +104,13 @@ struct TaskGroupSpec {
   // fails with a reason. 0: the server's default (`drover server
   // --max-output`). A worker's own --max-output, when lower, wins.
   uint64_t max_output_bytes = 0;
+  // Files uploaded from the client (`drover submit --input`, job files'
+  // `input_files`): each is placed, read-only, in the task's directory as
+  // `name`, fetched from the server's file store by its SHA-256. A client
+  // reading a job file holds a path in `name` and no sha256 until it has
+  // uploaded the file (cli/upload_inputs.h); the server takes only
+  // uploaded ones.
+  std::vector<OutputFile> input_files;
 
   friend bool operator==(const TaskGroupSpec&, const TaskGroupSpec&) = default;
   uint32_t TaskCount() const { return array ? array->count : 1; }
@@ -113,25 +139,6 @@ struct TaskUsage {
 
 // The largest result string a task may leave; longer ones are truncated.
 inline constexpr size_t kMaxResultBytes = 64 * 1024;
-
-// One file a task left in $DROVER_OUTPUT_DIR when it succeeded (its
-// outputs; docs/design.md "Data plane"). `name` is the path relative to
-// that directory, '/'-separated, never absolute and without "..".
-struct OutputFile {
-  std::string name;
-  uint64_t size = 0;
-  std::string sha256;  // 64 lower-case hex digits
-  friend bool operator==(const OutputFile&, const OutputFile&) = default;
-};
-// At most this many outputs per task (a worker refuses more).
-inline constexpr size_t kMaxOutputFiles = 10000;
-// Why `name` cannot name an output (empty: it can): it must be a relative
-// '/'-separated path of at most 1,024 bytes, without empty, "." or ".."
-// parts and without control characters, so that it stays inside whatever
-// directory a worker puts it in.
-std::string OutputNameProblem(std::string_view name);
-// True for 64 lower-case hex digits.
-bool IsSha256Hex(std::string_view text);
 
 // How one attempt ended, as the worker reported it.
 struct TaskOutcome {

@@ -407,6 +407,23 @@ Result<uint32_t> Scheduler::State::CreateJob(JobId id, std::shared_ptr<const Job
     if (g.command.empty()) {
       return InvalidArgument("task \"" + g.name + "\" has an empty command");
     }
+    for (const OutputFile& f : g.input_files) {
+      // The executor's own names in the task's directory.
+      const std::string first = f.name.substr(0, f.name.find('/'));
+      for (const char* own : {"output", "inputs", "result", "stdout", "stderr"}) {
+        if (first == own) {
+          return InvalidArgument("task \"" + g.name + "\": input file \"" + f.name + "\": \"" +
+                                 own +
+                                 "\" is Drover's own in the task's directory; upload it "
+                                 "under another name");
+        }
+      }
+      if (!IsSha256Hex(f.sha256)) {
+        return InvalidArgument("task \"" + g.name + "\": input file \"" + f.name +
+                               "\" was not uploaded (drover submit --input and drover run "
+                               "upload them)");
+      }
+    }
   }
   for (JobId after : spec->after_jobs) {
     if (!job_slots.count(after)) return NotFound("--after: no job " + std::to_string(after));

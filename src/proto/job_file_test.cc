@@ -146,6 +146,49 @@ TEST(JobFileTest, AmbiguousMemoryNamesFileLineColumnAndField) {
   EXPECT_NE(want.find("ambiguous"), std::string::npos);
 }
 
+// input_files: paths in a job file (the client uploads them, then sends
+// {name, size, sha256}); uploaded entries are checked where decoded.
+TEST(JobFileTest, InputFilesArePathsInAJobFileAndUploadedFilesInJson) {
+  Result<core::JobSpec> spec =
+      ParseJobToml(OneTask("input_files = [\"data/train.csv\"]\n"), "sweep.toml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_EQ(spec->groups[0].input_files.size(), 1u);
+  EXPECT_EQ(spec->groups[0].input_files[0].name, "data/train.csv");
+  EXPECT_TRUE(spec->groups[0].input_files[0].sha256.empty());
+  const std::string sha(64, 'a');
+  auto decode = [](const std::string& files) {
+    return JobSpecFromJson(R"({"name":"j","task":[{"id":"t","command":["x"],"input_files":)" +
+                           files + "}]}");
+  };
+  Result<core::JobSpec> uploaded =
+      decode(R"([{"name":"train.csv","size":3,"sha256":")" + sha + R"("}])");
+  ASSERT_TRUE(uploaded.ok()) << uploaded.status().ToString();
+  EXPECT_EQ(uploaded->groups[0].input_files[0], (core::OutputFile{"train.csv", 3, sha}));
+  Result<core::JobSpec> back = JobSpecFromJson(JobSpecToJson(*uploaded));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->groups[0].input_files, uploaded->groups[0].input_files);
+  EXPECT_NE(decode(R"([{"name":"../x","size":1,"sha256":")" + sha + R"("}])")
+                .status()
+                .message()
+                .find("task[0].input_files[0].name"),
+            std::string::npos);
+  EXPECT_NE(decode(R"([{"name":"x","size":1,"sha256":"abc"}])")
+                .status()
+                .message()
+                .find("task[0].input_files[0].sha256: expected 64 lower-case hex digits"),
+            std::string::npos);
+  EXPECT_NE(decode(R"([{"name":"x","sha":"abc"}])").status().message().find("unknown field"),
+            std::string::npos);
+  EXPECT_NE(decode(R"([{"name":"x","size":1,"sha256":")" + sha +
+                   R"("},{"name":"x","size":1,"sha256":")" + sha + R"("}])")
+                .status()
+                .message()
+                .find("a second input file named \"x\""),
+            std::string::npos);
+  EXPECT_NE(decode("[3]").status().message().find("expected a path or {name, size, sha256}"),
+            std::string::npos);
+}
+
 TEST(JobFileTest, UnknownKeyIsReportedAtTheKeyWithASuggestion) {
   EXPECT_EQ(TomlError("name = \"j\"\n[[task]]\nid = \"a\"\ncomand = [\"x\"]\n"),
             "sweep.toml:4:1: task[0]: unknown key \"comand\" (did you mean \"command\"?)");

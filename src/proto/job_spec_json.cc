@@ -20,9 +20,9 @@ constexpr uint32_t kMaxRetries = 1000;
 
 const std::vector<std::string_view> kJobKeys = {"name", "user", "after", "task"};
 const std::vector<std::string_view> kTaskKeys = {
-    "id",          "command",       "array",     "env",      "resources",     "depends_on",
-    "retries",     "retry_backoff", "timeout",   "priority", "vacate_signal", "vacate_grace",
-    "preemptible", "inputs",        "max_output"};
+    "id",          "command",       "array",      "env",        "resources",     "depends_on",
+    "retries",     "retry_backoff", "timeout",    "priority",   "vacate_signal", "vacate_grace",
+    "preemptible", "inputs",        "max_output", "input_files"};
 
 // Signals a task may ask to be vacated with (`vacate_signal`), by name.
 const std::vector<std::pair<std::string_view, int32_t>> kVacateSignals = {
@@ -101,6 +101,18 @@ Json GroupJson(const core::TaskGroupSpec& g) {
   if (!g.preemptible) j["preemptible"] = false;
   if (g.inputs) j["inputs"] = *g.inputs;  // [] (nothing) differs from absent (everything)
   if (g.max_output_bytes != 0) j["max_output"] = g.max_output_bytes;
+  if (!g.input_files.empty()) {
+    Json files = Json::array();
+    for (const core::OutputFile& f : g.input_files) {
+      // Not uploaded yet (a client's job file): the path alone.
+      if (f.sha256.empty()) {
+        files.push_back(f.name);
+      } else {
+        files.push_back({{"name", f.name}, {"size", f.size}, {"sha256", f.sha256}});
+      }
+    }
+    j["input_files"] = std::move(files);
+  }
   return j;
 }
 
@@ -153,6 +165,56 @@ bool ReadDurationString(const Json& j, const std::string& path, Duration* out, D
 bool ReadStringList(const Json& j, const std::string& path, std::vector<std::string>* out,
                     DecodeContext& ctx) {
   return ReadVector<std::string>(j, path, out, ctx, ReadString);
+}
+
+// `input_files`: each a path (a string: a client's, before it uploads the
+// file) or an uploaded file {name, size, sha256}; names unique.
+bool ReadInputFiles(const Json& j, const std::string& path, std::vector<core::OutputFile>* out,
+                    DecodeContext& ctx) {
+  const bool read = ForEachElement(j, path, ctx, [&](const Json& e, const std::string& p) {
+    core::OutputFile f;
+    if (e.is_string()) {
+      f.name = e.get<std::string>();
+      if (f.name.empty()) return ctx.Fail(p, "an empty path");
+      out->push_back(std::move(f));
+      return true;
+    }
+    if (!e.is_object()) {
+      return ctx.Fail(
+          p, std::string("expected a path or {name, size, sha256}, got ") + JsonTypeName(e));
+    }
+    for (auto it = e.begin(); it != e.end(); ++it) {
+      const std::string& key = it.key();
+      const std::string kp = JoinPath(p, key);
+      bool ok = true;
+      if (key == "name") {
+        ok = ReadString(it.value(), kp, &f.name, ctx);
+      } else if (key == "size") {
+        ok = ReadUint64(it.value(), kp, UINT64_MAX, &f.size, ctx);
+      } else if (key == "sha256") {
+        ok = ReadString(it.value(), kp, &f.sha256, ctx);
+      } else {
+        return ctx.Fail(kp, "unknown field (an input file has name, size and sha256)", key);
+      }
+      if (!ok) return false;
+    }
+    if (const std::string problem = core::OutputNameProblem(f.name); !problem.empty()) {
+      return ctx.Fail(JoinPath(p, "name"), problem);
+    }
+    if (!core::IsSha256Hex(f.sha256)) {
+      return ctx.Fail(JoinPath(p, "sha256"), "expected 64 lower-case hex digits");
+    }
+    out->push_back(std::move(f));
+    return true;
+  });
+  if (!read) return false;
+  for (size_t a = 0; a < out->size(); ++a) {
+    for (size_t b = 0; b < a; ++b) {
+      if ((*out)[a].sha256.empty() || (*out)[a].name != (*out)[b].name) continue;
+      return ctx.Fail(IndexPath(path, a), "a second input file named \"" + (*out)[a].name + "\"");
+    }
+  }
+  return true;
 }
 
 bool ReadResources(const Json& j, const std::string& path, core::ResourceRequest* r,
@@ -289,6 +351,9 @@ bool ReadGroup(const Json& j, const std::string& path, core::TaskGroupSpec* g, D
   if (const Json* in = r.Get("inputs", Need::kOptional)) {
     // Checked against depends_on in CheckGroups.
     if (!ReadStringList(*in, r.PathOf("inputs"), &g->inputs.emplace(), ctx)) return false;
+  }
+  if (const Json* f = r.Get("input_files", Need::kOptional)) {
+    if (!ReadInputFiles(*f, r.PathOf("input_files"), &g->input_files, ctx)) return false;
   }
   if (const Json* m = r.Get("max_output", Need::kOptional)) {
     if (!ReadBytes(*m, r.PathOf("max_output"), &g->max_output_bytes, ctx)) return false;

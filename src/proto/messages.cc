@@ -362,6 +362,7 @@ Json AssignmentJson(const Assignment& a) {
     for (const InputFile& f : a.files) files.push_back(InputFileJson(f));
     j["files"] = std::move(files);
   }
+  if (!a.uploads.empty()) j["uploads"] = FileListJson(a.uploads);
   if (!a.checkpoint.empty()) {
     j["checkpoint"] = FileListJson(a.checkpoint);
     j["checkpoint_from"] = a.checkpoint_from;
@@ -410,7 +411,8 @@ bool ReadAssignment(const Json& j, const std::string& path, Assignment* a, Decod
     if (!ReadTaskAttempt(*after, r.PathOf("after"), &a->after.emplace(), ctx)) return false;
   }
   if (!ReadList(r, "files", &a->files, ctx, ReadInputFile, Need::kOptional)) return false;
-  if (!ReadFileList(r, "checkpoint", &a->checkpoint, ctx, Need::kOptional) ||
+  if (!ReadFileList(r, "uploads", &a->uploads, ctx, Need::kOptional) ||
+      !ReadFileList(r, "checkpoint", &a->checkpoint, ctx, Need::kOptional) ||
       !r.Integer("checkpoint_from", &a->checkpoint_from, Need::kOptional)) {
     return false;
   }

@@ -289,6 +289,10 @@ struct Assignment {
   // ("checkpoint", "checkpoint_from").
   std::vector<core::OutputFile> checkpoint;
   WorkerId checkpoint_from = 0;
+  // Files uploaded from the client (core::TaskGroupSpec::input_files):
+  // fetched from the server's file store and linked, read-only, into the
+  // task's directory before the start. Optional on the wire ("uploads").
+  std::vector<core::OutputFile> uploads;
   // Queue-ahead: run this attempt on the resources of `after`, an attempt
   // running on this worker, the moment that one exits (no server round
   // trip); when `after` does not run here, start at once. Optional on the

@@ -23,6 +23,7 @@ proto::Assignment BuildAssignment(const core::AssignTask& assign, const FileGran
     a.job_name = assign.job->name;
     a.vacate_signal = spec.vacate_signal;
     a.vacate_grace = spec.vacate_grace;
+    a.uploads = spec.input_files;
     if (spec.max_output_bytes != 0) {
       a.max_output_bytes = spec.max_output_bytes;
       a.max_output_by_task = true;

@@ -1,6 +1,6 @@
 // FileStore: the server's content-addressed store of files (docs/design.md,
-// "Data plane"): today the checkpoints that follow a task from worker to
-// worker; the same PUT/HEAD/GET serve client uploads next.
+// "Data plane"): the checkpoints that follow a task from worker to worker,
+// and the files a client uploads for its tasks (input_files).
 //
 //   <state_dir>/files/<sha256>           a blob, mode 0400, named by its SHA-256
 //   <state_dir>/files/.upload-<random>   an upload in progress (net::Server)
@@ -11,7 +11,9 @@
 // against the name, syncs the file and renames it into place. A mismatch
 // or a full disk leaves no file behind.
 //
-// References. A blob is kept while some task's latest checkpoint names it
+// References. A job's uploaded input files are held under the task index
+// UINT32_MAX of the job (server_shell.cc, from its JobRecord) until the job
+// is forgotten. A blob is kept while some task's latest checkpoint names it
 // (SetTaskFiles, from the journal's checkpoint records as the core writes
 // or replays them) and deleted when its last reference goes: the task's
 // next checkpoint replaced it, or its job was forgotten (ForgetJob, from

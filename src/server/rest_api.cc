@@ -1,9 +1,8 @@
 #include "server/rest_api.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -11,6 +10,7 @@
 #include "net/json_text.h"
 #include "proto/api_json.h"
 #include "proto/job_file.h"
+#include "server/file_store.h"
 #include "server/paging.h"
 #include "server/sliced.h"
 
@@ -186,11 +186,38 @@ struct Submitted {
   }
 };
 
-Submitted Submit(CoreDriver& driver, Result<core::JobSpec> spec) {
+// The first of the spec's input files (client uploads) the store lacks, as
+// an error naming it and the field; OK when it holds them all.
+Status CheckUploaded(const core::JobSpec& spec, const FileStore* files, std::string* field) {
+  for (size_t g = 0; g < spec.groups.size(); ++g) {
+    const std::vector<core::OutputFile>& inputs = spec.groups[g].input_files;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (files != nullptr && files->Has(inputs[i].sha256)) continue;
+      *field = "task[" + std::to_string(g) + "].input_files[" + std::to_string(i) + "]";
+      if (inputs[i].sha256.empty()) {
+        return InvalidArgument("input file \"" + inputs[i].name +
+                               "\" is a path on the client, not an uploaded file {name, size, "
+                               "sha256}: upload it first (PUT /api/v1/files/{sha256}; drover "
+                               "submit --input does)");
+      }
+      return FailedPrecondition(
+          "input file \"" + inputs[i].name + "\" (sha256 " + inputs[i].sha256.substr(0, 12) +
+          "...) is not on the server: upload it first (PUT /api/v1/files/{sha256}; drover "
+          "submit --input does)");
+    }
+  }
+  return Status::Ok();
+}
+
+Submitted Submit(CoreDriver& driver, Result<core::JobSpec> spec, const FileStore* files) {
   Submitted out;
   if (!spec.ok()) {
     out.status = spec.status();
     out.field = FieldOf(spec.status());
+    return out;
+  }
+  if (Status uploaded = CheckUploaded(*spec, files, &out.field); !uploaded.ok()) {
+    out.status = uploaded;
     return out;
   }
   Result<JobId> id = driver.Submit(std::make_shared<const core::JobSpec>(std::move(*spec)));
@@ -269,37 +296,43 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                    StatusSource status) {
   const core::Scheduler& sched = driver.scheduler();
 
-  server.Route("POST", "/api/v1/jobs", [&driver](const net::Request& r, net::Responder done) {
-    Submitted job = Submit(driver, proto::JobSpecFromJson(r.body));
-    if (!job.status.ok()) return done(ApiError(job.status, job.field));
-    // Answer once the job is durable: an acknowledged job survives a crash.
-    driver.AfterDurable(
-        [done, job = std::move(job)](Status s) {
-          if (!s.ok()) return done(ApiError(s.WithContext("job " + std::to_string(job.id))));
-          done(Json(job.Answer()));
-        },
-        CoreDriver::Flush::kSoon);
-  });
+  const FileStore* files = channel.files();
+  server.Route("POST", "/api/v1/jobs",
+               [&driver, files](const net::Request& r, net::Responder done) {
+                 Submitted job = Submit(driver, proto::JobSpecFromJson(r.body), files);
+                 if (!job.status.ok()) return done(ApiError(job.status, job.field));
+                 // Answer once the job is durable: an acknowledged job survives a crash.
+                 driver.AfterDurable(
+                     [done, job = std::move(job)](Status s) {
+                       if (!s.ok())
+                         return done(ApiError(s.WithContext("job " + std::to_string(job.id))));
+                       done(Json(job.Answer()));
+                     },
+                     CoreDriver::Flush::kSoon);
+               });
 
   // Many jobs in one request, submitted in order and made durable by one
   // flush: a client submitting one task at a time in a loop (the Python
   // client) sends what piled up while its previous batch was answered.
   // Each job is answered on its own: a refused one does not stop the rest.
-  server.Route("POST", "/api/v1/jobs/batch", [&driver](const net::Request& r, net::Responder done) {
-    Result<std::vector<Result<core::JobSpec>>> specs = proto::JobSpecBatchFromJson(r.body);
-    if (!specs.ok()) return done(ApiError(specs.status(), FieldOf(specs.status())));
-    auto jobs = std::make_shared<std::vector<Submitted>>();
-    jobs->reserve(specs->size());
-    for (Result<core::JobSpec>& spec : *specs) jobs->push_back(Submit(driver, std::move(spec)));
-    driver.AfterDurable(
-        [done, jobs](Status s) {
-          if (!s.ok()) return done(ApiError(s.WithContext("batch of jobs")));
-          json answers = json::array();
-          for (const Submitted& job : *jobs) answers.push_back(job.Answer());
-          done(Json({{"jobs", std::move(answers)}}));
-        },
-        CoreDriver::Flush::kSoon);
-  });
+  server.Route(
+      "POST", "/api/v1/jobs/batch", [&driver, files](const net::Request& r, net::Responder done) {
+        Result<std::vector<Result<core::JobSpec>>> specs = proto::JobSpecBatchFromJson(r.body);
+        if (!specs.ok()) return done(ApiError(specs.status(), FieldOf(specs.status())));
+        auto jobs = std::make_shared<std::vector<Submitted>>();
+        jobs->reserve(specs->size());
+        for (Result<core::JobSpec>& spec : *specs) {
+          jobs->push_back(Submit(driver, std::move(spec), files));
+        }
+        driver.AfterDurable(
+            [done, jobs](Status s) {
+              if (!s.ok()) return done(ApiError(s.WithContext("batch of jobs")));
+              json answers = json::array();
+              for (const Submitted& job : *jobs) answers.push_back(job.Answer());
+              done(Json({{"jobs", std::move(answers)}}));
+            },
+            CoreDriver::Flush::kSoon);
+      });
 
   AddStateReadRoutes(server, [&sched]() -> const core::Scheduler& { return sched; });
 

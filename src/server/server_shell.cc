@@ -177,7 +177,8 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   ASSIGN_OR_RETURN(p->files, FileStore::Open(dir + "/files"));
   {
     // The store's references follow the journal: each task's latest
-    // checkpoint, and the tombstones of forgotten jobs.
+    // checkpoint, each job's files uploaded from its client (held under a
+    // task index no task has), and the tombstones of forgotten jobs.
     FileStore* files = p->files.get();
     p->driver->SetRecordObserver([files](const core::Record& record) {
       if (const auto* c = std::get_if<core::CheckpointRecord>(&record)) {
@@ -186,6 +187,12 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
         files->SetTaskFiles(c->task, shas);
       } else if (const auto* j = std::get_if<core::JobRecord>(&record); j && !j->spec) {
         files->ForgetJob(j->job);
+      } else if (j && j->spec) {
+        std::vector<std::string> shas;
+        for (const core::TaskGroupSpec& g : j->spec->groups) {
+          for (const core::OutputFile& f : g.input_files) shas.push_back(f.sha256);
+        }
+        if (!shas.empty()) files->SetTaskFiles(TaskId{j->job, UINT32_MAX}, shas);
       }
     });
   }

@@ -140,6 +140,8 @@ class WorkerChannel {
   // Where `worker` serves files, as its latest Hello said (kept after it
   // disconnects); nullopt when it serves none.
   std::optional<proto::FileSource> FileSourceOf(WorkerId worker) const;
+  // The server's file store (null when it keeps none).
+  const FileStore* files() const { return options_.files; }
   // A grant for `requester` ("w12", or "client" for `drover get`) to fetch
   // the file `sha256`, valid for options.grant_ttl; empty without a key.
   std::string Grant(const std::string& sha256, const std::string& requester) const;

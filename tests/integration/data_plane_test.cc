@@ -322,5 +322,67 @@ TEST(DataPlaneTest, KillingTheOnlyHolderReRunsTheProducer) {
   EXPECT_TRUE(NoAttemptFailed(c.Get("/api/v1/tasks/" + use)));
 }
 
+// Files from the client: `drover submit --input` and a job file's
+// `input_files` upload each file once (content-addressed: a second
+// submission sends nothing) and place it, read-only, in the task's
+// directory on whatever worker runs it; a spec naming a file the server
+// does not hold is refused.
+TEST(DataPlaneTest, FilesFromTheClientReachTheTasksDirectoryUploadedOnce) {
+  Cluster c;
+  c.StartServer();
+  c.StartWorker("a");
+  const std::string data = c.WriteFile("data.csv", "x,y\n1,2\n");
+  const std::vector<std::string> check = {"sh", "-c",
+                                          "test \"$(cat data.csv)\" = \"$(printf 'x,y\\n1,2')\" && "
+                                          "test -z \"$(find data.csv -perm /222)\" && test $A = 1"};
+  // --env too: repeatable options before "--" once took the command's "-c".
+  std::vector<std::string> argv = {"submit", "--wait", "--input", data, "--env", "A=1", "--"};
+  argv.insert(argv.end(), check.begin(), check.end());
+  RunResult first = c.Drover(argv);
+  ASSERT_EQ(first.status, 0) << first.output;
+  EXPECT_NE(first.output.find("uploaded " + data), std::string::npos) << first.output;
+  RunResult again = c.Drover(argv);
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_EQ(again.output.find("uploaded"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find(data + ": already on the server"), std::string::npos) << again.output;
+
+  // A job file's paths start at its own directory.
+  c.WriteFile("cfg.txt", "lr=0.1\n");
+  RunResult run = c.Drover({"run", c.WriteFile("uses-cfg.toml", R"toml(name = "uses-cfg"
+
+[[task]]
+id = "train"
+input_files = ["cfg.txt"]
+command = "grep -q lr=0.1 cfg.txt"
+)toml")});
+  ASSERT_EQ(run.status, 0) << run.output;
+
+  // A file never uploaded, and a path sent as if uploaded: refused, named.
+  Result<nlohmann::json> missing = c.Api().Post(
+      "/api/v1/jobs",
+      nlohmann::json{
+          {"name", "m"},
+          {"task",
+           {{{"id", "t"},
+             {"command", "true"},
+             {"input_files",
+              {{{"name", "gone.bin"}, {"size", 1}, {"sha256", std::string(64, 'e')}}}}}}}}
+          .dump());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("\"gone.bin\""), std::string::npos)
+      << missing.status().ToString();
+  EXPECT_NE(missing.status().message().find("not on the server"), std::string::npos)
+      << missing.status().ToString();
+  Result<nlohmann::json> path = c.Api().Post(
+      "/api/v1/jobs",
+      nlohmann::json{
+          {"name", "p"},
+          {"task", {{{"id", "t"}, {"command", "true"}, {"input_files", {"local/data.csv"}}}}}}
+          .dump());
+  ASSERT_FALSE(path.ok());
+  EXPECT_NE(path.status().message().find("a path on the client"), std::string::npos)
+      << path.status().ToString();
+}
+
 }  // namespace
 }  // namespace drover::testing

@@ -769,10 +769,11 @@ Result<TaskDirs> Agent::Impl::Prepare(const proto::Assignment& a, bool queued) {
     const std::string name = from.ToString() + (with_files.count(from) ? ".result" : "");
     RETURN_IF_ERROR(WriteFile(dirs.inputs + "/" + name, text));
   }
-  if (!a.files.empty()) {
+  if (!a.files.empty() || !a.uploads.empty()) {
     if (!files_)
       return FailedPrecondition("this worker does not fetch files (started without them)");
     RETURN_IF_ERROR(files_->LinkInputs(a, dirs.inputs));
+    RETURN_IF_ERROR(files_->LinkUploads(a, dirs.task));
   }
   return dirs;
 }
@@ -959,7 +960,8 @@ void Agent::Impl::HoldForInputs(proto::Assign& assign) {
     const bool own = a.checkpoint_from == worker_id_.load() &&
                      HasEntries(CheckpointDirOf(config_.workdir, a.task));
     const bool restore = files_ && !a.checkpoint.empty() && !own;
-    if ((a.files.empty() || (files_ && files_->HasInputs(a))) && !restore) {
+    if ((a.files.empty() || (files_ && files_->HasInputs(a))) &&
+        (a.uploads.empty() || (files_ && files_->HasUploads(a))) && !restore) {
       now.push_back(std::move(a));
       continue;
     }
@@ -968,7 +970,7 @@ void Agent::Impl::HoldForInputs(proto::Assign& assign) {
       continue;
     }
     spdlog::info("worker {}: fetching {} input file(s){} of {}#{} before it starts", name_,
-                 a.files.size(),
+                 a.files.size() + a.uploads.size(),
                  restore ? " and " + std::to_string(a.checkpoint.size()) + " checkpoint file(s)"
                          : std::string(),
                  a.task.ToString(), a.attempt);
@@ -991,19 +993,23 @@ void Agent::Impl::HoldForInputs(proto::Assign& assign) {
     auto start = [this, held] { Run(FromServer{proto::ServerMessage{proto::Assign{{*held}}}}); };
     files_->Fetch(*held, [this, then, start, held, restore](Status fetched) {
       then(fetched, [this, then, start, held, restore] {
-        if (!restore) return start();
-        files_->RestoreCheckpoint(
-            held->checkpoint, CheckpointDirOf(config_.workdir, held->task), task_owner_,
-            [this, then, start, held](Status restored) {
-              if (restored.code() == StatusCode::kNotFound) {
-                // Gone from the server for good: refusing would only move
-                // the attempt from worker to worker.
-                spdlog::warn("worker {}: {}#{} starts without its checkpoint: {}", name_,
-                             held->task.ToString(), held->attempt, restored.message());
-                restored = Status::Ok();
-              }
-              then(restored, start);
-            });
+        files_->FetchUploads(*held, [this, then, start, held, restore](Status uploaded) {
+          then(uploaded, [this, then, start, held, restore] {
+            if (!restore) return start();
+            files_->RestoreCheckpoint(
+                held->checkpoint, CheckpointDirOf(config_.workdir, held->task), task_owner_,
+                [this, then, start, held](Status restored) {
+                  if (restored.code() == StatusCode::kNotFound) {
+                    // Gone from the server for good: refusing would only move
+                    // the attempt from worker to worker.
+                    spdlog::warn("worker {}: {}#{} starts without its checkpoint: {}", name_,
+                                 held->task.ToString(), held->attempt, restored.message());
+                    restored = Status::Ok();
+                  }
+                  then(restored, start);
+                });
+          });
+        });
       });
     });
   }

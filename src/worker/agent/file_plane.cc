@@ -333,6 +333,57 @@ bool FilePlane::HasInputs(const proto::Assignment& a) {
   return true;
 }
 
+bool FilePlane::HasUploads(const proto::Assignment& a) {
+  for (const core::OutputFile& f : a.uploads) {
+    if (!impl_->cache->Has(f.sha256)) return false;
+  }
+  return true;
+}
+
+void FilePlane::FetchUploads(const proto::Assignment& a, std::function<void(Status)> done) {
+  if (HasUploads(a)) return done(Status::Ok());
+  if (!impl_->store_server) return done(Unavailable("not attached to a server"));
+  const net::ClientOptions server = *impl_->store_server;
+  FileCache* cache = impl_->cache.get();
+  Impl* self = impl_.get();
+  const std::vector<core::OutputFile> files = a.uploads;
+  impl_->OnThread<Status>(
+      [server, files, cache, self]() -> Status {
+        for (const core::OutputFile& f : files) {
+          if (self->stopping) return Unavailable("the worker is stopping");
+          if (cache->Has(f.sha256)) continue;
+          Source from_server = [&](const ChunkSink& sink) -> Status {
+            net::HttpClient http(server);
+            net::ClientRequest request;
+            request.target = "/api/v1/files/" + f.sha256;
+            Result<net::Response> got = http.Download(request, sink);
+            if (!got.ok()) return got.status().WithContext("the server");
+            return net::StatusFromResponse(*got).WithContext("the server");
+          };
+          const auto start = std::chrono::steady_clock::now();
+          Result<FetchReport> fetched = FetchIntoCache(*cache, f.sha256, f.size, {from_server});
+          if (!fetched.ok()) return fetched.status().WithContext("uploaded file " + f.name);
+          const double secs =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          spdlog::info("file service: fetched uploaded file {} ({}) from the server in {:.3f} s",
+                       f.name, FormatBytes(f.size), secs);
+        }
+        return Status::Ok();
+      },
+      std::move(done));
+}
+
+Status FilePlane::LinkUploads(const proto::Assignment& a, const std::string& task_dir) {
+  std::vector<std::string>& pinned = impl_->pins[{a.task, a.attempt}];
+  for (const core::OutputFile& f : a.uploads) {
+    RETURN_IF_ERROR(impl_->cache->LinkInto(f.sha256, task_dir + "/" + f.name)
+                        .WithContext("uploaded file " + f.name));
+    impl_->cache->Pin(f.sha256);
+    pinned.push_back(f.sha256);
+  }
+  return Status::Ok();
+}
+
 void FilePlane::Fetch(const proto::Assignment& a, std::function<void(Status)> done) {
   struct Gather {
     size_t left = 0;

@@ -108,6 +108,15 @@ class FilePlane {
 
   // True when every input file of `a` is in the cache.
   bool HasInputs(const proto::Assignment& a);
+  // True when every file uploaded from the client for `a` (a.uploads) is
+  // in the cache.
+  bool HasUploads(const proto::Assignment& a);
+  // Fetches a.uploads the cache lacks from the server's file store (checked
+  // by size and SHA-256 like inputs). `done` on the loop thread.
+  void FetchUploads(const proto::Assignment& a, std::function<void(Status)> done);
+  // Links a.uploads, read-only, into `task_dir`/<name> and pins them for
+  // the attempt (Release unpins).
+  Status LinkUploads(const proto::Assignment& a, const std::string& task_dir);
   // Fetches what the cache lacks; `done` gets the first failure: with
   // kResourceExhausted when the disk or the cache is full ("no space left
   // on device"), else kUnavailable naming the file and each source's error.
