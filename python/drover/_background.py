@@ -26,6 +26,7 @@ import threading
 import time
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
+from ._uploads import upload_input_files
 from ._connection import Transport
 from ._events import retryable
 from ._websocket import OP_TEXT, Closed, WebSocket
@@ -110,6 +111,9 @@ class Submitter:
         self._unobserved: List[PendingJob] = []
 
     def submit(self, body: Dict[str, Any]) -> PendingJob:
+        # Local files first, on the caller's thread: a file that cannot be
+        # read or sent is the caller's error, raised here.
+        upload_input_files(self._transport, body)
         pending = PendingJob(body, self)
         with self._cv:
             if self._closed:

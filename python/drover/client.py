@@ -263,6 +263,7 @@ def _task_spec(
     priority: Optional[int],
     max_output: Optional[Union[int, str]] = None,
     inputs: Optional[Sequence[str]] = None,
+    input_files: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
 ) -> Dict[str, Any]:
     spec: Dict[str, Any] = {"id": name, "command": _command(command)}
     if array is not None:
@@ -288,6 +289,11 @@ def _task_spec(
         if isinstance(inputs, str):
             raise TypeError('inputs: expected a list of selectors such as ["prep:a.csv"], got a str')
         spec["inputs"] = [str(s) for s in inputs]
+    if input_files:
+        if isinstance(input_files, (str, os.PathLike)):
+            raise TypeError("input_files: expected a list of paths, got one path")
+        # Uploaded when the job is submitted (_uploads.py).
+        spec["input_files"] = [os.fspath(p) for p in input_files]
     return spec
 
 
@@ -432,6 +438,7 @@ class Client:
         priority: Optional[int] = None,
         user: Optional[str] = None,
         max_output: Optional[Union[int, str]] = None,
+        input_files: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
     ) -> "Task":
         """Submits one task as a job of its own and returns it at once, before
         the server has answered (see the module doc: the job is sent in the
@@ -442,7 +449,9 @@ class Client:
         extra attempts after a failure; ``after`` holds tasks or jobs that
         must succeed first; ``max_output`` (``"2GiB"`` or bytes) is the most
         the task's outputs may add up to (default: the server's
-        ``--max-output``).
+        ``--max-output``); ``input_files`` are local files uploaded once
+        (by SHA-256) and placed, read-only, in the task's directory under
+        their last path part.
 
         The task's first use (``id``, ``result()``, ``wait()``, ...) raises
         the server's refusal: InvalidRequest, whose ``field`` says which part
@@ -452,7 +461,7 @@ class Client:
         job.task(command, name=name, cpus=cpus, mem=mem, gpus=gpus, gpu_mem=gpu_mem,
                  gpu_type=gpu_type, labels=labels, counters=counters, env=env, retries=retries,
                  retry_backoff=retry_backoff, timeout=timeout, priority=priority,
-                 max_output=max_output)
+                 max_output=max_output, input_files=input_files)
         job._pending = self._submitter.submit(job.spec())
         return Task(self, job=job)
 
@@ -944,6 +953,7 @@ class Job:
         priority: Optional[int] = None,
         max_output: Optional[Union[int, str]] = None,
         inputs: Optional[Sequence[str]] = None,
+        input_files: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
     ) -> TaskGroup:
         """Adds one task; returns its group, for ``after=`` of later ones.
 
@@ -980,6 +990,7 @@ class Job:
         priority: Optional[int] = None,
         max_output: Optional[Union[int, str]] = None,
         inputs: Optional[Sequence[str]] = None,
+        input_files: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
     ) -> TaskGroup:
         """Adds one task per index (``range(8)``, ``"0-99:2"``); each sees
         ``$DROVER_TASK_INDEX`` and ``{index}`` in its command is replaced."""
@@ -1171,7 +1182,8 @@ def _flush_at_exit() -> None:
 
 def _task_spec_args(scope: Dict[str, Any]) -> Dict[str, Any]:
     keys = ("cpus", "mem", "gpus", "gpu_mem", "gpu_type", "labels", "counters", "env",
-            "retries", "retry_backoff", "timeout", "priority", "max_output", "inputs")
+            "retries", "retry_backoff", "timeout", "priority", "max_output", "inputs",
+            "input_files")
     return {k: scope[k] for k in keys}
 
 

@@ -152,6 +152,23 @@ class PipelineTest(ClusterTest):
         with open(os.path.join(self.tmp, "all", t.id, "d", "x.txt")) as f:
             self.assertEqual(f.read(), "data")
 
+    def test_input_files_are_uploaded_once_and_placed_in_the_tasks_directory(self) -> None:
+        path = os.path.join(self.tmp, "params.txt")
+        with open(path, "w") as f:
+            f.write("lr=0.1")
+        first = self.client.submit(["sh", "-c", 'cat params.txt > "$DROVER_RESULT"'],
+                                   cpus=0.5, input_files=[path])
+        self.assertEqual(first.result(timeout=WAIT), "lr=0.1")
+        with self.client.job("again") as job:
+            t = job.task(["sh", "-c", 'test -z "$(find params.txt -perm /222)" && '
+                                      'cat params.txt > "$DROVER_RESULT"'],
+                         cpus=0.5, input_files=[path])
+        self.assertEqual(t.result(timeout=WAIT), "lr=0.1")
+        with self.assertRaises(drover.InvalidRequest):
+            self.client.submit(["true"], input_files=[os.path.join(self.tmp, "absent")])
+        with self.assertRaises(TypeError):
+            self.client.submit(["true"], input_files=path)
+
     def test_a_dependent_fetches_only_the_outputs_its_inputs_select(self) -> None:
         with self.client.job("select") as job:
             prep = job.task(["sh", "-c", 'printf a > "$DROVER_OUTPUT_DIR/a.txt" && '
