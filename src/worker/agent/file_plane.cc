@@ -30,6 +30,19 @@
 namespace drover::worker {
 namespace {
 
+// Blob `sha256` of the server's file store (GET /api/v1/files/{sha256}):
+// uploaded client files and checkpoints.
+Source ServerFileSource(const net::ClientOptions& server, const std::string& sha256) {
+  return [server, sha256](const ChunkSink& sink) -> Status {
+    net::HttpClient http(server);
+    net::ClientRequest request;
+    request.target = "/api/v1/files/" + sha256;
+    Result<net::Response> got = http.Download(request, sink);
+    if (!got.ok()) return got.status().WithContext("the server");
+    return net::StatusFromResponse(*got).WithContext("the server");
+  };
+}
+
 constexpr char kFilesRoute[] = "/v1/files/{sha256}";
 
 // A copy of `path` with its middle byte flipped (the corrupting test hook).
@@ -352,14 +365,7 @@ void FilePlane::FetchUploads(const proto::Assignment& a, std::function<void(Stat
         for (const core::OutputFile& f : files) {
           if (self->stopping) return Unavailable("the worker is stopping");
           if (cache->Has(f.sha256)) continue;
-          Source from_server = [&](const ChunkSink& sink) -> Status {
-            net::HttpClient http(server);
-            net::ClientRequest request;
-            request.target = "/api/v1/files/" + f.sha256;
-            Result<net::Response> got = http.Download(request, sink);
-            if (!got.ok()) return got.status().WithContext("the server");
-            return net::StatusFromResponse(*got).WithContext("the server");
-          };
+          const Source from_server = ServerFileSource(server, f.sha256);
           const auto start = std::chrono::steady_clock::now();
           Result<FetchReport> fetched = FetchIntoCache(*cache, f.sha256, f.size, {from_server});
           if (!fetched.ok()) return fetched.status().WithContext("uploaded file " + f.name);
@@ -643,14 +649,7 @@ void FilePlane::RestoreCheckpoint(const std::vector<core::OutputFile>& files,
             }
           }
           cache->Pin(f.sha256);
-          Source from_server = [&](const ChunkSink& sink) -> Status {
-            net::HttpClient http(server);
-            net::ClientRequest request;
-            request.target = "/api/v1/files/" + f.sha256;
-            Result<net::Response> got = http.Download(request, sink);
-            if (!got.ok()) return got.status().WithContext("the server");
-            return net::StatusFromResponse(*got).WithContext("the server");
-          };
+          const Source from_server = ServerFileSource(server, f.sha256);
           Result<FetchReport> fetched = FetchIntoCache(*cache, f.sha256, f.size, {from_server});
           Status copied = fetched.status();
           if (copied.ok()) {
