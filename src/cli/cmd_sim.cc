@@ -24,6 +24,8 @@ void AddSimCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"spread", "pack", "round-robin", "all"}))
       ->capture_default_str();
   sim->add_flag("--no-reservations", opts->no_reservations, "Replay without backfill reservations");
+  sim->add_flag("--no-locality", opts->no_locality,
+                "Replay without placing dependents near their inputs (to measure what it saves)");
   sim->add_flag("--json", opts->json, "One JSON object per policy");
   sim->add_flag("--idle-profile", opts->idle_profile,
                 "Also print where the free GPU time went (reservation, fragmentation, ...)");
@@ -42,6 +44,8 @@ void AddSimCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   sim->add_flag("--no-limits{false}", opts->generate.limits,
                 "--generate writes no time limits (the scheduler then plans without them)");
+  sim->add_flag("--outputs", opts->generate.outputs,
+                "--generate gives each pipeline's prep an output (1-16 GiB) its dependents read");
   sim->add_option("--owners", opts->generate.owners,
                   "--generate: workers gpu-1..gpu-N have their owner present 9h-17h each day")
       ->capture_default_str();

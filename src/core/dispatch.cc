@@ -180,7 +180,8 @@ void Scheduler::State::PlaceClass(uint32_t cls) {
       continue;
     }
     FlushLoads();
-    const uint32_t w = policy->Choose([&](uint32_t slot) { return CanPlace(slot, r); });
+    uint32_t w = policy->Choose([&](uint32_t slot) { return CanPlace(slot, r); });
+    if (w != kNoWorker) w = NearInputs(r, w);
     if (w == kNoWorker) {
       // The head waits; a worker that leaves may still take tasks behind it.
       for (uint32_t e : ending_workers) {

@@ -32,6 +32,23 @@ void Scheduler::State::NoteOutputsLost(uint32_t w) {
       }
     }
   }
+  // Tasks that jobs still running name in --after receive their files too.
+  // (A task both kinds of dependents wait for gets two timers; the second
+  // finds it rerun already and does nothing.)
+  for (const Job& watcher : jobs) {
+    if (watcher.forgotten || watcher.not_succeeded == 0) continue;
+    for (const TaskId& after : watcher.spec->after_tasks) {
+      Result<TaskRef> r = Find(after);
+      if (!r.ok() || jobs[r->job].forgotten) continue;
+      const Task& t = task(*r);
+      if (t.state != TaskState::kSucceeded) continue;
+      auto it = extras.find(ExtraKey(*r));
+      if (it == extras.end() || !it->second.outcome) continue;
+      const TaskOutcome& o = *it->second.outcome;
+      if (o.outputs.empty() || o.outputs_on != id) continue;
+      PushTimer(due, TimerKind::kOutputsLost, *r, t.attempt);
+    }
+  }
 }
 
 bool Scheduler::State::HolderGone(TaskRef r) const {
@@ -54,6 +71,15 @@ bool Scheduler::State::OutputsNeeded(TaskRef r) const {
       if (NotStarted(job.tasks[i].state)) return true;
     }
   }
+  const TaskId id = IdOf(r);
+  for (const Job& watcher : jobs) {
+    if (watcher.forgotten || watcher.not_succeeded == 0) continue;
+    const auto& after = watcher.spec->after_tasks;
+    if (std::find(after.begin(), after.end(), id) == after.end()) continue;
+    for (const Task& t : watcher.tasks) {
+      if (NotStarted(t.state)) return true;
+    }
+  }
   return false;
 }
 
@@ -67,6 +93,13 @@ void Scheduler::State::Rerun(TaskRef r) {
   Task& t = task(r);
   Job& job = jobs[r.job];
   const WorkerId holder = extras.at(ExtraKey(r)).outcome->outputs_on;
+  if (job.groups[t.group].doomed) {
+    // A dependency of its own failed (or its job was canceled): it cannot
+    // run again, so what has not started yet cannot get its files.
+    CancelNeedersOf(r, "dependency " + IdOf(r).ToString() + " lost its outputs with worker " +
+                           std::to_string(holder) + " and cannot run again");
+    return;
+  }
   const std::string reason = "rerun: outputs lost with worker " + std::to_string(holder);
   // The attempt that made them is history now, as a retried one is; it
   // ends for the record now, when its outputs stopped counting.
@@ -115,6 +148,28 @@ void Scheduler::State::Rerun(TaskRef r) {
   }
 }
 
+void Scheduler::State::CancelNeedersOf(TaskRef r, const std::string& reason) {
+  const Job& job = jobs[r.job];
+  std::vector<TaskRef> needers;
+  for (uint32_t d : job.groups[task(r).group].dependents) {
+    const Group& g = job.groups[d];
+    for (uint32_t i = g.first; i < g.first + g.count; ++i) {
+      if (NotStarted(job.tasks[i].state)) needers.push_back(TaskRef{r.job, i});
+    }
+  }
+  const TaskId id = IdOf(r);
+  for (uint32_t j = 0; j < jobs.size(); ++j) {
+    const Job& watcher = jobs[j];
+    if (watcher.forgotten || watcher.not_succeeded == 0) continue;
+    const auto& after = watcher.spec->after_tasks;
+    if (std::find(after.begin(), after.end(), id) == after.end()) continue;
+    for (uint32_t i = 0; i < watcher.tasks.size(); ++i) {
+      if (NotStarted(watcher.tasks[i].state)) needers.push_back(TaskRef{j, i});
+    }
+  }
+  for (TaskRef n : needers) Cancel(n, reason);
+}
+
 void Scheduler::State::Unready(TaskRef r) {
   Task& t = task(r);
   // A queued task without a backoff or a quota hold has an entry in its
@@ -134,6 +189,11 @@ void Scheduler::State::RerunLostInputsOf(TaskRef r) {
       const TaskRef p{r.job, i};
       if (task(p).state == TaskState::kSucceeded && HolderGone(p)) Rerun(p);
     }
+  }
+  for (const TaskId& after : job.spec->after_tasks) {
+    Result<TaskRef> p = Find(after);
+    if (!p.ok() || jobs[p->job].forgotten) continue;
+    if (task(*p).state == TaskState::kSucceeded && HolderGone(*p)) Rerun(*p);
   }
 }
 

@@ -217,5 +217,49 @@ TEST(LineageTest, TheRerunReachesBackThroughProducersOnTheSameLostWorker) {
   EXPECT_EQ(FirstDifference(*from_journal, *from_snapshot), "");
 }
 
+// mid's own dependency src ran again and failed after mid succeeded: mid
+// cannot run again, so when mid's outputs are lost too, use (which still
+// needs them) is canceled with the reason instead of waiting forever.
+TEST(LineageTest, AProducerThatCannotRunAgainCancelsWhatStillNeedsIt) {
+  TestCluster c(NoStartBound());
+  c.AddWorker(WorkerBuilder().Cpus(1).Label("at", "a"));  // 1
+  c.AddWorker(WorkerBuilder().Cpus(1).Label("at", "b"));  // 2
+  c.AddWorker(WorkerBuilder().Cpus(1).Label("at", "c"));  // 3
+  c.AddWorker(WorkerBuilder().Cpus(1).Label("at", "d"));  // 4
+  JobBuilder job;
+  job.Add(TaskBuilder("src").Label("at", "a"));
+  job.Add(TaskBuilder("mid").Label("at", "b").DependsOn("src"));
+  job.Add(TaskBuilder("other").Label("at", "d").DependsOn("src"));
+  job.Add(TaskBuilder("use").Label("at", "c").DependsOn("mid").Retries(1, Seconds(1)));
+  c.Submit(job);
+  c.Handle(WorkerDrained{4, true});  // other stays queued: it needs src
+  c.Run(T(1, 0));
+  c.FinishWith(T(1, 0), WithFile("src.bin"));
+  c.Run(T(1, 1));
+  c.FinishWith(T(1, 1), WithFile("mid.bin"));
+  c.Run(T(1, 3));  // use runs
+  c.Handle(WorkerLost{1});
+  c.Advance(kBound);
+  ASSERT_EQ(StateOf(c, T(1, 0)), TaskState::kQueued) << "src reruns for other";
+  c.AddWorker(WorkerBuilder().Cpus(1).Label("at", "a"));  // 5
+  c.Run(T(1, 0));
+  c.Finish(T(1, 0), 1);  // src fails for good: other is canceled
+  ASSERT_EQ(StateOf(c, T(1, 0)), TaskState::kFailed);
+  ASSERT_EQ(StateOf(c, T(1, 2)), TaskState::kCanceled);
+  c.Finish(T(1, 3), 1);  // use fails once; its retry waits for its backoff
+  ASSERT_EQ(StateOf(c, T(1, 3)), TaskState::kQueued);
+  c.Handle(WorkerLost{2});  // mid's outputs go
+  c.Advance(kBound);
+  EXPECT_EQ(StateOf(c, T(1, 1)), TaskState::kSucceeded);
+  EXPECT_EQ(StateOf(c, T(1, 3)), TaskState::kCanceled);
+  EXPECT_EQ(c.scheduler().GetTask(T(1, 3))->reason,
+            "dependency 1.1 lost its outputs with worker 2 and cannot run again");
+  std::unique_ptr<Scheduler> from_journal = RestoredFrom(c.journal(), c.now());
+  std::unique_ptr<Scheduler> from_snapshot = RestoredFrom(c.scheduler().Snapshot(), c.now());
+  ASSERT_NE(from_journal, nullptr);
+  ASSERT_NE(from_snapshot, nullptr);
+  EXPECT_EQ(FirstDifference(*from_journal, *from_snapshot), "");
+}
+
 }  // namespace
 }  // namespace drover::core

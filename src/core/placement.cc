@@ -1,5 +1,6 @@
 #include "core/placement.h"
 
+#include <algorithm>
 #include <array>
 #include <set>
 #include <vector>
@@ -8,9 +9,12 @@ namespace drover::core {
 
 std::string_view PolicyName(PolicyKind kind) {
   switch (kind) {
-    case PolicyKind::kSpread: return "spread";
-    case PolicyKind::kPack: return "pack";
-    case PolicyKind::kRoundRobin: return "round-robin";
+    case PolicyKind::kSpread:
+      return "spread";
+    case PolicyKind::kPack:
+      return "pack";
+    case PolicyKind::kRoundRobin:
+      return "round-robin";
   }
   return "unknown";
 }
@@ -60,9 +64,17 @@ class OrderedPolicy : public PlacementPolicy {
     }
     return kNoWorker;
   }
+  bool Comparable(uint32_t slot, uint32_t best) const override {
+    if (std::max(slot, best) >= keys_.size() || !keys_[slot].present || !keys_[best].present) {
+      return false;
+    }
+    return Near(keys_[slot].key, keys_[best].key);
+  }
 
  protected:
   virtual Key MakeKey(const WorkerLoad& load) const = 0;
+  // `key` is within the policy's tolerance of `best`'s.
+  virtual bool Near(const Key& key, const Key& best) const = 0;
 
  private:
   struct Entry {
@@ -81,9 +93,8 @@ class SpreadPolicy final : public OrderedPolicy {
   bool PreferFullGpus() const override { return true; }
 
  protected:
-  Key MakeKey(const WorkerLoad& l) const override {
-    return {l.running_tasks, l.cpu_percent, 0};
-  }
+  Key MakeKey(const WorkerLoad& l) const override { return {l.running_tasks, l.cpu_percent, 0}; }
+  bool Near(const Key& key, const Key& best) const override { return key[0] <= best[0] + 1; }
 };
 
 class PackPolicy final : public OrderedPolicy {
@@ -92,9 +103,8 @@ class PackPolicy final : public OrderedPolicy {
   bool PreferFullGpus() const override { return true; }
 
  protected:
-  Key MakeKey(const WorkerLoad& l) const override {
-    return {l.free_whole_gpus, l.free_cores, 0};
-  }
+  Key MakeKey(const WorkerLoad& l) const override { return {l.free_whole_gpus, l.free_cores, 0}; }
+  bool Near(const Key& key, const Key& best) const override { return key[0] == best[0]; }
 };
 
 class RoundRobinPolicy final : public PlacementPolicy {
@@ -104,6 +114,7 @@ class RoundRobinPolicy final : public PlacementPolicy {
   void Add(const WorkerLoad& load) override { slots_.insert(load.slot); }
   void Remove(uint32_t slot) override { slots_.erase(slot); }
   void Update(const WorkerLoad&) override {}
+  bool Comparable(uint32_t slot, uint32_t) const override { return slots_.count(slot) > 0; }
   uint32_t Choose(const std::function<bool(uint32_t)>& fits) override {
     if (slots_.empty()) return kNoWorker;
     // Start after the previous choice and wrap around once.
@@ -126,9 +137,12 @@ class RoundRobinPolicy final : public PlacementPolicy {
 
 std::unique_ptr<PlacementPolicy> MakePolicy(PolicyKind kind) {
   switch (kind) {
-    case PolicyKind::kPack: return std::make_unique<PackPolicy>();
-    case PolicyKind::kRoundRobin: return std::make_unique<RoundRobinPolicy>();
-    case PolicyKind::kSpread: break;
+    case PolicyKind::kPack:
+      return std::make_unique<PackPolicy>();
+    case PolicyKind::kRoundRobin:
+      return std::make_unique<RoundRobinPolicy>();
+    case PolicyKind::kSpread:
+      break;
   }
   return std::make_unique<SpreadPolicy>();
 }

@@ -69,6 +69,13 @@ class PlacementPolicy {
   // which `fits` returns true, or kNoWorker.
   virtual uint32_t Choose(const std::function<bool(uint32_t slot)>& fits) = 0;
 
+  // Data locality: is candidate `slot` as good a choice as `best` (the one
+  // Choose returned) within the policy's tolerance, so that a task may go
+  // there instead because its inputs are there? spread: it runs at most
+  // one task more; pack: it has as many free whole GPUs (no whole GPU is
+  // broken for locality); round-robin: always. Both must be present.
+  virtual bool Comparable(uint32_t slot, uint32_t best) const = 0;
+
   // Within one worker: should a GPU share go to the most-used GPU that still
   // fits (true, pack) or the least-used one (false)?
   virtual bool PreferFullGpus() const = 0;

@@ -17,8 +17,7 @@ namespace drover::core {
 Scheduler::State::State(SchedulerConfig c)
     : config(std::move(c)), policy(MakePolicy(config.policy)) {}
 
-Scheduler::Scheduler(SchedulerConfig config)
-    : state_(std::make_unique<State>(std::move(config))) {}
+Scheduler::Scheduler(SchedulerConfig config) : state_(std::make_unique<State>(std::move(config))) {}
 Scheduler::~Scheduler() = default;
 
 const SchedulerConfig& Scheduler::config() const { return state_->config; }
@@ -304,8 +303,8 @@ void Scheduler::State::StopUnfitting(uint32_t w) {
     const TaskRef r = act.task;
     Task& t = task(r);
     if (t.active != a) continue;
-    const std::string why = "worker " + std::to_string(worker.id) +
-                            " no longer offers its cores, memory or GPUs";
+    const std::string why =
+        "worker " + std::to_string(worker.id) + " no longer offers its cores, memory or GPUs";
     if (!act.granted && !act.lost) {
       // Never sent: give the claim back and place it again.
       EmitRelease(act);
@@ -352,7 +351,8 @@ Status Scheduler::State::OnHeartbeat(WorkerHeartbeat& e) {
 Status Scheduler::State::OnWorkerLost(const WorkerLost& e) {
   ASSIGN_OR_RETURN(uint32_t w, FindWorker(e.worker));
   Worker& worker = workers[w];
-  if (worker.lost) return FailedPrecondition("worker " + std::to_string(e.worker) + " already lost");
+  if (worker.lost)
+    return FailedPrecondition("worker " + std::to_string(e.worker) + " already lost");
   worker.lost = true;
   worker.lost_us = now_us;
   ++lost_workers;
@@ -483,7 +483,8 @@ Result<JobId> Scheduler::State::OnSubmit(JobId id, std::shared_ptr<const JobSpec
     const Job& dep = jobs[job_slots.at(after)];
     if (dep.not_succeeded == 0) continue;
     if (dep.counts[static_cast<int>(TaskState::kFailed)] +
-            dep.counts[static_cast<int>(TaskState::kCanceled)] > 0) {
+            dep.counts[static_cast<int>(TaskState::kCanceled)] >
+        0) {
       doom = "dependency job " + std::to_string(after) + " failed";
       continue;
     }
@@ -505,8 +506,7 @@ Result<JobId> Scheduler::State::OnSubmit(JobId id, std::shared_ptr<const JobSpec
   for (auto& count : job.counts) count = 0;
   for (uint32_t g = 0; g < job.groups.size(); ++g) {
     const Group& group = job.groups[g];
-    TaskState initial =
-        group.unmet == 0 && doom.empty() ? TaskState::kQueued : TaskState::kWaiting;
+    TaskState initial = group.unmet == 0 && doom.empty() ? TaskState::kQueued : TaskState::kWaiting;
     job.counts[static_cast<int>(initial)] += group.count;
     if (group.count > 0 && job.tasks[group.first].state == initial) continue;  // set by CreateJob
     for (uint32_t i = 0; i < group.count; ++i) job.tasks[group.first + i].state = initial;
@@ -531,7 +531,8 @@ void Scheduler::State::Enqueue(TaskRef r, bool front) {
   const Group& g = job.groups[task(r).group];
   // Started again (a retry, a refusal) after its inputs' only holder was
   // lost: their producers rerun first, and it waits for them (lineage.cc).
-  if (lost_workers > 0 && task(r).attempt > 0 && !g.deps.empty()) {
+  if (lost_workers > 0 && task(r).attempt > 0 &&
+      (!g.deps.empty() || !job.spec->after_tasks.empty())) {
     const bool stale = task(r).flags.Has(TaskFlag::kStaleEntry);
     RerunLostInputsOf(r);
     if (task(r).state != TaskState::kQueued) {
@@ -958,8 +959,9 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   if (flags.Has(TaskFlag::kResized)) {
     // Stopped because its worker's new offer lacks its resources: not the
     // task's failure.
-    AttemptFailed(r, "stopped: worker " + std::to_string(e.worker ? e.worker : t.worker) +
-                         " no longer offers its cores, memory or GPUs",
+    AttemptFailed(r,
+                  "stopped: worker " + std::to_string(e.worker ? e.worker : t.worker) +
+                      " no longer offers its cores, memory or GPUs",
                   false);
     return Status::Ok();
   }
@@ -969,8 +971,8 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   } else if (flags.Has(TaskFlag::kLeaseLost)) {
     reason = "lease expired while running";
   } else if (got.oom_killed) {
-    reason = "OOM-killed (limit " + (limit ? FormatBytes(limit) : std::string("none")) +
-             ", peak " + FormatBytes(got.usage.peak_mem_bytes) + ")";
+    reason = "OOM-killed (limit " + (limit ? FormatBytes(limit) : std::string("none")) + ", peak " +
+             FormatBytes(got.usage.peak_mem_bytes) + ")";
   } else if (got.signal != 0) {
     reason = "killed by signal " + std::to_string(got.signal);
   } else if (got.exit_code == -1 && !got.reason.empty()) {
@@ -1036,20 +1038,14 @@ Status Scheduler::State::OnGranted(const LeaseGranted& e) {
   // Still waiting behind another: the worker starts it as that one exits.
   const auto [after, after_attempt] = WaitsBehind(act);
   std::shared_ptr<std::vector<DependencyInput>> inputs;
-  for (uint32_t d : job.groups[t.group].deps) {
-    const Group& g = job.groups[d];
-    for (uint32_t i = g.first; i < g.first + g.count && !extras.empty(); ++i) {
-      auto it = extras.find(ExtraKey(TaskRef{r.job, i}));
-      if (it == extras.end() || !it->second.outcome) continue;
-      const TaskOutcome& o = *it->second.outcome;
-      // Only what its `inputs` select (all without them).
-      std::vector<OutputFile> files = SelectOutputs(spec, job.spec->groups[d].name, o.outputs);
-      if (o.result.empty() && files.empty()) continue;
-      if (!inputs) inputs = std::make_shared<std::vector<DependencyInput>>();
-      const WorkerId on = files.empty() ? 0 : o.outputs_on;
-      inputs->push_back(DependencyInput{TaskId{job.id, i}, o.result, std::move(files), on});
-    }
-  }
+  ForEachInput(r, [&](TaskId from, const TaskOutcome& o, const std::string* group) {
+    // Only what its `inputs` select (all without them, and from --after).
+    std::vector<OutputFile> files = group ? SelectOutputs(spec, *group, o.outputs) : o.outputs;
+    if (o.result.empty() && files.empty()) return;
+    if (!inputs) inputs = std::make_shared<std::vector<DependencyInput>>();
+    const WorkerId on = files.empty() ? 0 : o.outputs_on;
+    inputs->push_back(DependencyInput{from, o.result, std::move(files), on});
+  });
   out->emplace_back(std::in_place_type<AssignTask>, e.task, e.attempt, workers[act.worker].id,
                     act.alloc.cores, act.alloc.mem_bytes, act.alloc.gpus,
                     spec.IndexAt(r.index - job.groups[t.group].first), job.spec.get(), after,
@@ -1063,16 +1059,9 @@ Status Scheduler::State::OnGranted(const LeaseGranted& e) {
 
 Duration Scheduler::State::StartBoundOf(TaskRef r) const {
   uint64_t input_bytes = 0;
-  const Job& job = jobs[r.job];
-  for (uint32_t d : job.groups[task(r).group].deps) {
-    const Group& g = job.groups[d];
-    for (uint32_t i = g.first; i < g.first + g.count && !extras.empty(); ++i) {
-      auto it = extras.find(ExtraKey(TaskRef{r.job, i}));
-      if (it == extras.end() || !it->second.outcome) continue;
-      input_bytes +=
-          SelectedBytes(SpecOf(r), job.spec->groups[d].name, it->second.outcome->outputs);
-    }
-  }
+  ForEachInput(r, [&](TaskId, const TaskOutcome& o, const std::string* group) {
+    input_bytes += InputBytes(r, o, group);
+  });
   if (input_bytes == 0 || config.input_fetch_rate == 0) return config.start_timeout;
   // Whole seconds, so that the reason reads "within 50s".
   const int64_t fetch_s =

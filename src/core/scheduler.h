@@ -53,6 +53,14 @@ struct UserQuota {
   uint32_t max_tasks = 0;
 };
 
+// Data locality (SchedulerConfig::locality): inputs smaller than this do
+// not steer placement, and a task with more producers than
+// kLocalityMaxProducers is placed without looking at them (its inputs are
+// spread over many workers anyway, and counting them would cost each
+// placement a walk over all).
+inline constexpr uint64_t kLocalityMinBytes = 1ull << 20;
+inline constexpr uint32_t kLocalityMaxProducers = 256;
+
 struct SchedulerConfig {
   PolicyKind policy = PolicyKind::kSpread;
   Duration lease_ttl = Seconds(30);
@@ -68,7 +76,7 @@ struct SchedulerConfig {
   // starve it (backfill). Off only for comparison.
   bool reservations = true;
   std::map<std::string, UserQuota> quotas;  // per user
-  UserQuota default_quota;                   // everyone else
+  UserQuota default_quota;                  // everyone else
   // After a restore, placement is held this long (or until every expected
   // worker has attached, whichever is first): a worker may still run an
   // attempt the journal never saw, and placing that task elsewhere before
@@ -93,6 +101,12 @@ struct SchedulerConfig {
   // worker fetches them first (docs/design.md, "Data plane"). The
   // deadline above grows by their size at this many bytes per second.
   uint64_t input_fetch_rate = 8ull << 20;
+  // Data locality: among the workers where a ready task fits now and that
+  // its policy ranks equal within a tolerance (PlacementPolicy::Comparable),
+  // it goes to the one holding the most bytes of its input files, when that
+  // is at least kLocalityMinBytes (docs/design.md, "Data plane"). Never a
+  // reason to wait. Off only for comparison (drover sim --no-locality).
+  bool locality = true;
   // Preemption by priority (preemption.h). A queued task of at least this
   // priority that heads its class and fits no worker now stops tasks on one
   // worker so that it fits there once they end: assigned or running
@@ -131,8 +145,7 @@ class Scheduler {
   // Submits a job and returns its id (the same as Handle(JobSubmitted)).
   // Errors: invalid spec (unknown or cyclic depends_on, duplicate group
   // names, bad resources), unknown --after job or task, id already used.
-  Result<JobId> Submit(Time now, std::shared_ptr<const JobSpec> spec, Outbox& out,
-                       JobId job = 0);
+  Result<JobId> Submit(Time now, std::shared_ptr<const JobSpec> spec, Outbox& out, JobId job = 0);
 
   // --- restore --------------------------------------------------------------
   // Replays one journaled record into a fresh scheduler (before any other

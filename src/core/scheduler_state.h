@@ -89,8 +89,8 @@ struct Worker {
 };
 
 struct User {
-  UserAccount account;          // its quota and what it holds (user_account.h)
-  std::deque<TaskRef> parked;   // quota-blocked, in queue order
+  UserAccount account;         // its quota and what it holds (user_account.h)
+  std::deque<TaskRef> parked;  // quota-blocked, in queue order
 };
 
 struct Scheduler::State {
@@ -129,8 +129,8 @@ struct Scheduler::State {
   // skipped).
   std::unordered_set<JobId> restored_forgotten;
   RanOn ran_on;  // placements of ended attempts (Task::ran_on)
-  std::map<JobId, std::vector<uint32_t>> job_watchers;   // --after JOB: watcher job slots
-  std::map<TaskId, std::vector<uint32_t>> task_watchers; // --after JOB.TASK
+  std::map<JobId, std::vector<uint32_t>> job_watchers;    // --after JOB: watcher job slots
+  std::map<TaskId, std::vector<uint32_t>> task_watchers;  // --after JOB.TASK
 
   Reservation reservation;
   int64_t now_us = 0;
@@ -168,9 +168,40 @@ struct Scheduler::State {
   // plus the time to fetch its dependencies' output files at
   // input_fetch_rate.
   Duration StartBoundOf(TaskRef r) const;
-  const TaskGroupSpec& SpecOf(TaskRef r) const {
-    return jobs[r.job].spec->groups[task(r).group];
+  // Calls f(producer, outcome, group) for each task whose result and output
+  // files `r` receives, that has an outcome: the tasks of its group's
+  // dependency groups (`group`: the producer group's name, which r's
+  // `inputs` select files of) and the tasks its job names in --after
+  // (`group` null: all their files).
+  template <typename F>
+  void ForEachInput(TaskRef r, F&& f) const {
+    if (extras.empty()) return;
+    const Job& job = jobs[r.job];
+    for (uint32_t d : job.groups[task(r).group].deps) {
+      const Group& g = job.groups[d];
+      for (uint32_t i = g.first; i < g.first + g.count; ++i) {
+        auto it = extras.find(ExtraKey(TaskRef{r.job, i}));
+        if (it == extras.end() || !it->second.outcome) continue;
+        f(TaskId{job.id, i}, *it->second.outcome, &job.spec->groups[d].name);
+      }
+    }
+    for (const TaskId& after : job.spec->after_tasks) {
+      auto slot = job_slots.find(after.job);
+      if (slot == job_slots.end()) continue;
+      auto it = extras.find(ExtraKey(TaskRef{slot->second, after.index}));
+      if (it == extras.end() || !it->second.outcome) continue;
+      f(after, *it->second.outcome, static_cast<const std::string*>(nullptr));
+    }
   }
+  // The bytes of `o`'s files that r receives (see ForEachInput).
+  uint64_t InputBytes(TaskRef r, const TaskOutcome& o, const std::string* group) const;
+  // How many producers ForEachInput would visit at most.
+  uint64_t ProducerCount(TaskRef r) const;
+  // Worker slot `w` is the policy's choice for `r`: the worker holding the
+  // most of r's input bytes instead, when r fits there now and the policy
+  // ranks it equal within its tolerance (SchedulerConfig::locality).
+  uint32_t NearInputs(TaskRef r, uint32_t w);
+  const TaskGroupSpec& SpecOf(TaskRef r) const { return jobs[r.job].spec->groups[task(r).group]; }
   const ResourceRequest& RequestOf(TaskRef r) const { return SpecOf(r).resources; }
   uint32_t ClassOf(TaskRef r) const { return jobs[r.job].groups[task(r).group].cls; }
   Result<TaskRef> Find(TaskId id) const;
@@ -268,11 +299,15 @@ struct Scheduler::State {
   // The worker that holds r's outputs is lost past the lease bound (or r
   // has no outputs: false).
   bool HolderGone(TaskRef r) const;
-  // A task of a group depending on r's has not started yet.
+  // A task of a group depending on r's, or of a job naming r in --after,
+  // has not started yet.
   bool OutputsNeeded(TaskRef r) const;
   // Succeeded `r` runs again; so do the producers of its own inputs whose
   // holder is gone.
   void Rerun(TaskRef r);
+  // Succeeded `r` lost its outputs but cannot rerun (its group is doomed):
+  // every task still waiting for its files is canceled with `reason`.
+  void CancelNeedersOf(TaskRef r, const std::string& reason);
   // Queued `r` waits again (a dependency reruns): out of its queue, its
   // backoff, its quota list.
   void Unready(TaskRef r);

@@ -145,6 +145,7 @@ Status WriteSyntheticTrace(const GenerateOptions& options, std::ostream& out) {
     bursts[b].submit_ms = std::llround(at);
   }
 
+  Random sizes(options.seed ^ 0x6f75747075747321ull);  // "outputs!"
   std::string line;
   uint64_t prep_line = 0;
   for (size_t i = 0; i < tasks.size(); ++i) {
@@ -164,6 +165,9 @@ Status WriteSyntheticTrace(const GenerateOptions& options, std::ostream& out) {
       if (*shape.gpu_mem) line += ",\"gpu_mem\":\"" + std::string(shape.gpu_mem) + "\"";
     }
     line += ",\"user\":\"u" + std::to_string(burst.user + 1) + "\"";
+    if (options.outputs && t.prep) {
+      line += ",\"output\":\"" + std::to_string(1 + sizes.Below(16)) + "GiB\"";
+    }
     if (burst.priority != 0) line += ",\"priority\":" + std::to_string(burst.priority);
     if (t.after_prep) line += ",\"deps\":[\"t" + std::to_string(prep_line) + "\"]";
     line += "}\n";

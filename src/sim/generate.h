@@ -15,6 +15,8 @@
 // is `load` times what `gpus` GPUs can do in it (load above 1 keeps the
 // cluster busy and a queue growing, which is what a comparison needs).
 //
+// With `outputs`, pipeline preps leave files their dependents read.
+//
 // With `owners` N, the trace ends with owner-presence lines: workers gpu-1
 // .. gpu-N (the standard cluster's names) have their owner present 9h-17h
 // of every day from the first through two days past the last submit.
@@ -40,6 +42,10 @@ struct GenerateOptions {
   double load = 1.2;    // offered GPU work / capacity over the arrival window
   bool limits = true;   // write each task's time limit (`limit`)
   uint32_t owners = 0;  // workers gpu-1..gpu-N owner-present 9h-17h each day
+  // Each pipeline's prep task leaves an output of 1 to 16 GiB (whole GiB,
+  // uniform) that the rest of its burst reads (`output`; data locality).
+  // Drawn from a stream of its own: the other fields stay as without it.
+  bool outputs = false;
 };
 
 // Writes a trace of exactly `options.tasks` task lines to `out` (then the

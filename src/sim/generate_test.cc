@@ -46,7 +46,8 @@ TEST(GenerateTest, TraceHasTheDocumentedMix) {
     with_priority += task.priority != 0;
     durations.push_back(task.duration.count());
     submits.insert(task.submit.count());
-    gpu_seconds += static_cast<double>(r.gpus) / 100 * static_cast<double>(task.duration.count()) / 1e6;
+    gpu_seconds +=
+        static_cast<double>(r.gpus) / 100 * static_cast<double>(task.duration.count()) / 1e6;
     EXPECT_GE(task.duration, Seconds(30));
     EXPECT_LE(task.duration, Seconds(4 * 3600));
   }
@@ -90,6 +91,31 @@ TEST(GenerateTest, RejectsBadOptions) {
   EXPECT_EQ(WriteSyntheticTrace({1, 10, 0, 1.2}, out).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(WriteSyntheticTrace({1, 10, 16, 0}, out).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(out.str().empty());
+}
+
+TEST(GenerateTest, OutputsGoOnPipelinePrepsAndChangeNothingElse) {
+  GenerateOptions plain{1, 2000, 16, 1.2};
+  GenerateOptions with = plain;
+  with.outputs = true;
+  const Trace a = ParseOrDie(Generate(plain));
+  const Trace b = ParseOrDie(Generate(with));
+  ASSERT_EQ(a.tasks.size(), b.tasks.size());
+  uint64_t producers = 0;
+  for (size_t i = 0; i < b.tasks.size(); ++i) {
+    EXPECT_EQ(a.tasks[i].submit, b.tasks[i].submit);
+    EXPECT_EQ(a.tasks[i].duration, b.tasks[i].duration);
+    EXPECT_EQ(a.tasks[i].deps_count, b.tasks[i].deps_count);
+    EXPECT_EQ(a.tasks[i].output_bytes, 0u);
+    if (b.tasks[i].output_bytes == 0) continue;
+    ++producers;
+    EXPECT_GE(b.tasks[i].output_bytes, 1ull << 30);
+    EXPECT_LE(b.tasks[i].output_bytes, 16ull << 30);
+    // A producer is a prep: the next line depends on it.
+    ASSERT_LT(i + 1, b.tasks.size());
+    ASSERT_EQ(b.tasks[i + 1].deps_count, 1u);
+    EXPECT_EQ(b.deps[b.tasks[i + 1].deps_begin], i);
+  }
+  EXPECT_GT(producers, 5u);
 }
 
 }  // namespace

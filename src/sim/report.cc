@@ -60,6 +60,12 @@ std::string FormatText(const SimResult& r, const MakespanBound& b, const Cluster
        " GPU-s outside reservations, " + Fixed(r.idle_reservation_gpu_s) +
        " GPU-s held for a reservation\n";
   if (r.owners.presences > 0) s += FormatOwners(r);
+  if (r.input_bytes > 0) {
+    s += "inputs      " + FormatBytes(r.input_bytes) + " read by dependents, " +
+         FormatBytes(r.moved_bytes) + " of it (" +
+         Percent(static_cast<double>(r.moved_bytes) / static_cast<double>(r.input_bytes)) +
+         ") from another worker" + (r.locality ? "" : " (locality off)") + "\n";
+  }
   return s;
 }
 
@@ -144,6 +150,9 @@ std::string FormatJson(const SimResult& r, const MakespanBound& b) {
   j["canceled_tasks"] = o.canceled_tasks;
   j["useful_gpu_s"] = o.useful_gpu_s;
   j["throughput_kept"] = o.throughput_kept;
+  j["locality"] = r.locality;
+  j["input_bytes"] = r.input_bytes;
+  j["moved_bytes"] = r.moved_bytes;
   return j.dump();
 }
 

@@ -60,9 +60,9 @@ int RunSimCommand(const SimCommandOptions& options, std::ostream& out, std::ostr
   const MakespanBound bound = ComputeBound(*trace, *cluster);
   std::vector<SimResult> results;
   for (core::PolicyKind policy : policies) {
-    Result<SimResult> r =
-        Simulate(*trace, *cluster,
-                 SimOptions{policy, !options.no_reservations, *suspend_for, options.checkpoint});
+    Result<SimResult> r = Simulate(*trace, *cluster,
+                                   SimOptions{policy, !options.no_reservations, *suspend_for,
+                                              options.checkpoint, !options.no_locality});
     if (!r.ok()) return Fail(err, r.status());
     results.push_back(std::move(*r));
   }

@@ -38,6 +38,7 @@ struct SimCommandOptions {
   std::string suspend_for = "10m";  // owner present this long: tasks vacated
                                     // (SimOptions::suspend_for; "0" at once)
   bool checkpoint = false;          // vacated tasks keep their progress
+  bool no_locality = false;         // replay without the data-locality term
   std::string generate_path;        // non-empty: write a synthetic trace there
                                     // ("-" = `out`) instead of replaying
   GenerateOptions generate;

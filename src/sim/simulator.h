@@ -75,6 +75,9 @@ struct SimOptions {
   // A vacated task keeps its progress (it checkpoints): its next attempt
   // runs only what was left. Default: it runs again in full.
   bool checkpoint = false;
+  // SchedulerConfig::locality: place dependents near their inputs (off
+  // only to measure what it saves: drover sim --no-locality).
+  bool locality = true;
 };
 
 struct WaitStats {
@@ -145,6 +148,12 @@ struct SimResult {
   double idle_other_gpu_s = 0;
   IdleProfile idle;  // idle.reservation/other_gpu_s equal the two above
   OwnerFigures owners;
+  // Data locality: bytes of their dependencies' outputs (trace "output")
+  // that started attempts read, and of those the bytes held by another
+  // worker than the one the attempt ran on, which cross the network.
+  bool locality = true;
+  uint64_t input_bytes = 0;
+  uint64_t moved_bytes = 0;
   // Per task, in trace order: queue wait (every stretch it was queued: a
   // vacated task waits again), and the start of its last attempt since the
   // trace start; 0 for a task that never started (canceled). Wait

@@ -7,6 +7,7 @@
 
 #include "sim/bound.h"
 #include "sim/generate.h"
+#include "sim/report.h"
 
 namespace drover::sim {
 namespace {
@@ -441,6 +442,61 @@ TEST(SimulatorTest, WaitStatsUseNearestRank) {
   EXPECT_DOUBLE_EQ(s.p50_s, 10.0);
   EXPECT_DOUBLE_EQ(s.p95_s, 19.0);
   EXPECT_DOUBLE_EQ(s.max_s, 20.0);
+}
+
+}  // namespace
+}  // namespace drover::sim
+
+namespace drover::sim {
+namespace {
+
+// Data locality, by hand: pack fills worker a first. prep (1 cpu, leaves
+// 1 GiB) and hold (1 cpu) go to a; big (3 cpus) fits only b. When prep ends
+// at 10, a has 3 free cores and b 1, so pack alone sends its dependent to
+// b, the fuller, and the gigabyte crosses; with the locality term (pack's
+// tolerance: no whole GPU broken, and there are none) it stays on a.
+TEST(SimulatorTest, LocalityKeepsAnInputOnItsWorker) {
+  const Trace trace = TraceFrom(R"({"id":"prep","submit":0,"duration":10,"output":"1GiB"}
+{"id":"hold","submit":0,"duration":100}
+{"id":"big","submit":0,"duration":100,"cpus":3}
+{"id":"use","submit":0,"duration":30,"deps":["prep"]}
+)");
+  EXPECT_EQ(trace.tasks[0].output_bytes, 1ull << 30);
+  const Cluster cluster = ClusterFrom(
+      R"({"workers":[{"name":"a","cpus":4,"mem":"16GiB"},{"name":"b","cpus":4,"mem":"16GiB"}]})");
+  SimOptions off;
+  off.policy = core::PolicyKind::kPack;
+  off.locality = false;
+  SimOptions on = off;
+  on.locality = true;
+  const SimResult without = Replay(trace, cluster, off);
+  const SimResult with = Replay(trace, cluster, on);
+  EXPECT_EQ(without.input_bytes, 1ull << 30);
+  EXPECT_EQ(without.moved_bytes, 1ull << 30);
+  EXPECT_EQ(with.input_bytes, 1ull << 30);
+  EXPECT_EQ(with.moved_bytes, 0u);
+  EXPECT_TRUE(with.locality);
+  EXPECT_FALSE(without.locality);
+  EXPECT_DOUBLE_EQ(with.makespan_s, 100.0);
+  EXPECT_DOUBLE_EQ(without.makespan_s, 100.0);
+  const MakespanBound bound = ComputeBound(trace, cluster);
+  EXPECT_NE(FormatText(without, bound, cluster)
+                .find("\ninputs      1 GiB read by dependents, 1 GiB of it (100.0%) from another "
+                      "worker (locality off)\n"),
+            std::string::npos)
+      << FormatText(without, bound, cluster);
+  EXPECT_NE(
+      FormatJson(with, bound).find(R"("locality":true,"input_bytes":1073741824,"moved_bytes":0)"),
+      std::string::npos)
+      << FormatJson(with, bound);
+}
+
+TEST(SimulatorTest, ATraceOutputMustBeAQuantityOfBytes) {
+  std::istringstream in(R"({"id":"p","submit":0,"duration":1,"output":"lots"})");
+  Result<Trace> t = ParseTrace(in, "t.jsonl");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("t.jsonl:1: output"), std::string::npos)
+      << t.status().ToString();
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ class LineReader {
     if (line.is_object() && line.contains("owner")) return ReadOwner(line, line_no);
     RETURN_IF_ERROR(
         internal::CheckKeys(line, {"id", "submit", "duration", "cpus", "mem", "gpus", "gpu_type",
-                                   "gpu_mem", "deps", "priority", "user", "limit"}));
+                                   "gpu_mem", "deps", "priority", "user", "limit", "output"}));
     TraceTask task;
     std::string id = "line " + std::to_string(line_no);
     if (auto it = line.find("id"); it != line.end()) {
@@ -94,6 +94,9 @@ class LineReader {
     if (Status s = req.Validate(); !s.ok()) return s;
     task.request = requests_.Add(std::move(req));
 
+    if (auto it = line.find("output"); it != line.end()) {
+      ASSIGN_OR_RETURN(task.output_bytes, internal::ReadBytes(*it, "output"));
+    }
     if (auto it = line.find("priority"); it != line.end()) {
       ASSIGN_OR_RETURN(int64_t p, internal::ReadInt(*it, "priority", INT32_MIN, INT32_MAX));
       task.priority = static_cast<int32_t>(p);

@@ -6,6 +6,9 @@
 //   {"id":"prep","submit":0,"duration":"5m","cpus":2,"mem":"4GiB"}
 //   {"id":"train","submit":0,"duration":3600,"gpus":0.5,"gpu_mem":"20GiB","deps":["prep"]}
 //
+// "output" (bytes, "2GiB") is the size of the files a task leaves for its
+// dependents, which read them from wherever it ran.
+//
 // Lines are in submission order (submit never decreases) and dependencies
 // name tasks on earlier lines, so a trace can be read and replayed in one
 // pass. A line with "owner" instead says when a lent workstation's owner is
@@ -40,6 +43,10 @@ struct TraceTask {
   int32_t priority = 0;                  // higher runs first
   uint32_t deps_begin = 0;               // its dependencies are
   uint32_t deps_count = 0;               // Trace::deps[begin, begin + count)
+  // Bytes of the output files it leaves; its dependents read them all, and
+  // what they read from another worker moves over the network (data
+  // locality, SimResult::moved_bytes). 0: none.
+  uint64_t output_bytes = 0;
 };
 
 // The owner of worker `worker` is present over [from, to): the worker takes

@@ -111,5 +111,31 @@ TEST(DataSelectTest, MaxOutputOfTheTaskTheServerOrTheWorkerFailsItNamingWhose) {
   }
 }
 
+// A job submitted --after a task receives that task's outputs like a
+// dependency of its own job, and is placed on the worker that holds them:
+// the producer runs on b, the second worker, which spread alone ranks
+// after a when both are idle.
+TEST(DataSelectTest, AJobAfterATaskGetsItsFilesAndRunsWhereTheyAre) {
+  Cluster c;
+  c.StartServer();
+  c.StartWorker("a", {"--label", "node=a"});
+  c.StartWorker("b", {"--label", "node=b"});
+  RunResult prep = c.Drover({"submit", "--label", "node=b", "--wait", "--", "sh", "-c",
+                             "head -c 2097152 /dev/urandom > \"$DROVER_OUTPUT_DIR/model.bin\""});
+  ASSERT_EQ(prep.status, 0) << prep.output;
+  const std::string p = std::to_string(std::stoull(prep.output)) + ".0";
+  RunResult use = c.Drover({"submit", "--after", p, "--wait", "--", "sh", "-c",
+                            "sha256sum \"$DROVER_INPUTS/" + p +
+                                "/model.bin\" | cut -c1-64 | tr -d '\\n' > \"$DROVER_RESULT\""});
+  ASSERT_EQ(use.status, 0) << use.output;
+  const std::string u = std::to_string(std::stoull(use.output)) + ".0";
+  nlohmann::json producer = c.Get("/api/v1/tasks/" + p);
+  nlohmann::json consumer = c.Get("/api/v1/tasks/" + u);
+  ASSERT_EQ(producer["outcome"]["outputs"].size(), 1u) << producer.dump(2);
+  EXPECT_EQ(consumer["outcome"]["result"], producer["outcome"]["outputs"][0]["sha256"])
+      << consumer.dump(2);
+  EXPECT_EQ(consumer["worker"], producer["worker"]) << "placed where model.bin is";
+}
+
 }  // namespace
 }  // namespace drover::testing
