@@ -264,6 +264,7 @@ def _task_spec(
     max_output: Optional[Union[int, str]] = None,
     inputs: Optional[Sequence[str]] = None,
     input_files: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
+    replicas: Optional[int] = None,
 ) -> Dict[str, Any]:
     spec: Dict[str, Any] = {"id": name, "command": _command(command)}
     if array is not None:
@@ -285,6 +286,8 @@ def _task_spec(
         spec["priority"] = priority
     if max_output is not None:
         spec["max_output"] = max_output
+    if replicas is not None:
+        spec["replicas"] = replicas
     if inputs is not None:
         if isinstance(inputs, str):
             raise TypeError('inputs: expected a list of selectors such as ["prep:a.csv"], got a str')
@@ -439,6 +442,7 @@ class Client:
         user: Optional[str] = None,
         max_output: Optional[Union[int, str]] = None,
         input_files: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
+        replicas: Optional[int] = None,
     ) -> "Task":
         """Submits one task as a job of its own and returns it at once, before
         the server has answered (see the module doc: the job is sent in the
@@ -451,7 +455,8 @@ class Client:
         the task's outputs may add up to (default: the server's
         ``--max-output``); ``input_files`` are local files uploaded once
         (by SHA-256) and placed, read-only, in the task's directory under
-        their last path part.
+        their last path part; ``replicas=2`` keeps a copy of its outputs on
+        a second worker.
 
         The task's first use (``id``, ``result()``, ``wait()``, ...) raises
         the server's refusal: InvalidRequest, whose ``field`` says which part
@@ -461,7 +466,7 @@ class Client:
         job.task(command, name=name, cpus=cpus, mem=mem, gpus=gpus, gpu_mem=gpu_mem,
                  gpu_type=gpu_type, labels=labels, counters=counters, env=env, retries=retries,
                  retry_backoff=retry_backoff, timeout=timeout, priority=priority,
-                 max_output=max_output, input_files=input_files)
+                 max_output=max_output, input_files=input_files, replicas=replicas)
         job._pending = self._submitter.submit(job.spec())
         return Task(self, job=job)
 
@@ -954,6 +959,7 @@ class Job:
         max_output: Optional[Union[int, str]] = None,
         inputs: Optional[Sequence[str]] = None,
         input_files: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
+        replicas: Optional[int] = None,
     ) -> TaskGroup:
         """Adds one task; returns its group, for ``after=`` of later ones.
 
@@ -966,6 +972,8 @@ class Job:
         is all of its outputs; ``[]`` none; default all). A file named
         without a glob that a dependency did not write fails the task.
         ``max_output``: the most its outputs may add up to (``"2GiB"``).
+        ``replicas``: copies of its outputs to keep, each on its own worker
+        (1 to 4; with 2, losing one worker loses none of its work).
         """
         return self._add(command, None, name, after, _task_spec_args(locals()))
 
@@ -991,6 +999,7 @@ class Job:
         max_output: Optional[Union[int, str]] = None,
         inputs: Optional[Sequence[str]] = None,
         input_files: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
+        replicas: Optional[int] = None,
     ) -> TaskGroup:
         """Adds one task per index (``range(8)``, ``"0-99:2"``); each sees
         ``$DROVER_TASK_INDEX`` and ``{index}`` in its command is replaced."""
@@ -1183,7 +1192,7 @@ def _flush_at_exit() -> None:
 def _task_spec_args(scope: Dict[str, Any]) -> Dict[str, Any]:
     keys = ("cpus", "mem", "gpus", "gpu_mem", "gpu_type", "labels", "counters", "env",
             "retries", "retry_backoff", "timeout", "priority", "max_output", "inputs",
-            "input_files")
+            "input_files", "replicas")
     return {k: scope[k] for k in keys}
 
 

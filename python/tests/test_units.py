@@ -179,6 +179,17 @@ class SpecTest(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "inputs: expected a list"):
             job.task(["true"], after=[prep], inputs="prep:a.txt")
 
+    def test_replicas(self) -> None:
+        c = drover.Client("h:1", token="t", tls=False)
+        job = c.job("copies")
+        job.task(["true"], name="plain")
+        job.task(["true"], name="kept", replicas=2)
+        job.array(["true"], range(2), name="many", replicas=3)
+        spec = job.spec()
+        self.assertNotIn("replicas", spec["task"][0])
+        self.assertEqual(spec["task"][1]["replicas"], 2)
+        self.assertEqual(spec["task"][2]["replicas"], 3)
+
 
 class ErrorMappingTest(unittest.TestCase):
     def test_error_bodies_become_typed_exceptions(self) -> None:

@@ -154,6 +154,8 @@ void AddSubmitCommand(CLI::App& root, int& exit_code) {
   submit->add_option("--array", s->spec.array, "Array of tasks: 0-99, 0-99:2 ({index} in CMD)");
   submit->add_option("--retries", s->spec.retries, "Extra attempts after a failure");
   submit->add_option("--timeout", s->spec.timeout, "Per attempt: 90s, 2h");
+  submit->add_option("--replicas", s->spec.replicas,
+                     "Copies of the task's outputs to keep, each on its own worker (1-4)");
   submit->add_option("--max-output", s->spec.max_output,
                      "Most the task's outputs may add up to: 2GiB (default: the server's "
                      "--max-output)");

@@ -110,6 +110,8 @@ Result<std::string> BuildSubmitBody(const SubmitFlags& flags) {
   if (!flags.inputs.empty()) task["input_files"] = flags.inputs;
   if (flags.retries < 0) return InvalidArgument("--retries: must not be negative");
   if (flags.retries != 0) task["retries"] = flags.retries;
+  // Checked by the server's job parser, which names the flag (below).
+  if (flags.replicas != 1) task["replicas"] = flags.replicas;
   if (flags.priority != 0) task["priority"] = flags.priority;
   if (!flags.env.empty()) {
     ASSIGN_OR_RETURN(task["env"], KeyValues(flags.env, "--env"));

@@ -28,6 +28,7 @@ struct SubmitFlags {
   // submit (upload_inputs.h).
   std::vector<std::string> inputs;
   int retries = 0;
+  int replicas = 1;  // copies of its outputs to keep (job files' `replicas`)
   int priority = 0;
   std::vector<std::string> after;  // "12", "12.3"
   std::vector<std::string> env;    // "KEY=VALUE"

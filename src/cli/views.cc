@@ -201,7 +201,12 @@ std::string TaskView(const json& task, int64_t now_ms) {
         files.AddRow({Str(f, "name"), size >= 0 ? FormatBytes(static_cast<uint64_t>(size)) : "-",
                       Str(f, "sha256").substr(0, 16) + "..."});
       }
-      out += "\noutputs (on worker " + Str(outcome, "outputs_on") + "):\n" + files.Render();
+      std::string where = "on worker " + Str(outcome, "outputs_on");
+      const json& copies = Array(outcome, "replicas");
+      for (size_t i = 0; i < copies.size(); ++i) {
+        where += (i == 0 ? ", copies on " : ", ") + copies[i].dump();
+      }
+      out += "\noutputs (" + where + "):\n" + files.Render();
     }
   }
   // The latest saved $DROVER_CHECKPOINT_DIR, which the next attempt starts

@@ -105,6 +105,13 @@ std::string Describe(const TaskStateChanged& c) {
   return s;
 }
 
+std::string Describe(const ReplicateOutputs& c) {
+  std::string s =
+      "replicate " + Attempt(c.task, c.attempt) + " to w" + std::to_string(c.to) + " from";
+  for (WorkerId w : c.from) s += " w" + std::to_string(w);
+  return s + " (" + std::to_string(c.files.size()) + " files)";
+}
+
 }  // namespace
 
 std::string DescribeCommand(const Command& command) {

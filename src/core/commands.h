@@ -70,6 +70,7 @@ struct DependencyInput {
   std::string result;               // its $DROVER_RESULT, may be empty
   std::vector<OutputFile> outputs;  // its outputs, held on `outputs_on`
   WorkerId outputs_on = 0;
+  std::vector<WorkerId> replicas;  // and copies of them on these
   friend bool operator==(const DependencyInput&, const DependencyInput&) = default;
 };
 
@@ -163,8 +164,22 @@ struct TaskStateChanged {
   friend bool operator==(const TaskStateChanged&, const TaskStateChanged&) = default;
 };
 
-using Command = std::variant<ClaimLeases, AssignTask, KillTask, RenewLeases, ReleaseLeases,
-                             Persist, TaskStateChanged>;
+// Worker `to` should fetch `files`, the outputs of attempt `attempt` of
+// `task`, from the workers that hold them (`from`: the holder first, then
+// copies), keep them like its own outputs, and report OutputsReplicated.
+// No answer is needed when it cannot: a copy that never arrives is not
+// counted, and the next chance to make one comes when a holder is lost.
+struct ReplicateOutputs {
+  TaskId task;
+  uint32_t attempt = 0;
+  WorkerId to = 0;
+  std::vector<WorkerId> from;
+  std::vector<OutputFile> files;
+  friend bool operator==(const ReplicateOutputs&, const ReplicateOutputs&) = default;
+};
+
+using Command = std::variant<ClaimLeases, AssignTask, KillTask, RenewLeases, ReleaseLeases, Persist,
+                             TaskStateChanged, ReplicateOutputs>;
 
 // The scheduler appends; the shell drains and clears (keeping capacity, so a
 // driver loop allocates nothing for the outbox itself).

@@ -183,15 +183,23 @@ struct CheckpointSaved {
   WorkerId worker = 0;
   std::vector<OutputFile> files;
 };
+// Worker `worker` holds a complete, checked copy of the outputs of attempt
+// `attempt` of `task`, as a ReplicateOutputs asked. Stale (ignored) unless
+// that attempt is the task's succeeded one and the worker not a holder yet.
+struct OutputsReplicated {
+  TaskId task;
+  uint32_t attempt = 0;
+  WorkerId worker = 0;
+};
 // Time passed; drives retry backoffs, timeouts, lease renewal and the
 // lost-worker expiry fallback. The shell sends one at least every renewal
 // interval (SchedulerConfig::renew_interval).
 struct Tick {};
 
-using Event =
-    std::variant<WorkerJoined, WorkerHeartbeat, WorkerLost, WorkerDrained, JobSubmitted, CancelJob,
-                 CancelTask, TaskStarted, TaskFinished, LeaseGranted, LeaseRejected, LeaseFreed,
-                 Tick, WorkerAttached, TaskRefused, WorkerPaused, CheckpointSaved>;
+using Event = std::variant<WorkerJoined, WorkerHeartbeat, WorkerLost, WorkerDrained, JobSubmitted,
+                           CancelJob, CancelTask, TaskStarted, TaskFinished, LeaseGranted,
+                           LeaseRejected, LeaseFreed, Tick, WorkerAttached, TaskRefused,
+                           WorkerPaused, CheckpointSaved, OutputsReplicated>;
 
 }  // namespace drover::core
 

@@ -1,5 +1,9 @@
 // Lineage: a succeeded task whose outputs were lost with their only holder
 // runs again while a dependent still needs them (scheduler_state.h).
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "core/scheduler_state.h"
 
 namespace drover::core {
@@ -10,6 +14,22 @@ bool NotStarted(TaskState s) {
   return s == TaskState::kWaiting || s == TaskState::kQueued || s == TaskState::kAssigned;
 }
 
+bool Holds(const TaskOutcome& o, WorkerId w) {
+  if (o.outputs.empty()) return false;
+  return o.outputs_on == w ||
+         std::find(o.replicas.begin(), o.replicas.end(), w) != o.replicas.end();
+}
+
+// "worker 3", or "workers 3, 5" when copies were lost with it.
+std::string WorkersText(const std::vector<WorkerId>& holders) {
+  std::string s = holders.size() == 1 ? "worker " : "workers ";
+  for (size_t i = 0; i < holders.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(holders[i]);
+  }
+  return s;
+}
+
 }  // namespace
 
 void Scheduler::State::NoteOutputsLost(uint32_t w) {
@@ -18,16 +38,19 @@ void Scheduler::State::NoteOutputsLost(uint32_t w) {
   const int64_t due = now_us + (config.lease_ttl + config.expiry_grace).count();
   for (uint32_t j = 0; j < jobs.size(); ++j) {
     Job& job = jobs[j];
-    if (job.forgotten || job.not_succeeded == 0) continue;
-    for (const Group& g : job.groups) {
-      if (g.dependents.empty()) continue;
+    if (job.forgotten) continue;
+    for (uint32_t gi = 0; gi < job.groups.size(); ++gi) {
+      const Group& g = job.groups[gi];
+      // Outputs a dependent of a running job may need, and copies to keep
+      // (replicas.cc) as long as the job is held.
+      const bool needed = job.not_succeeded != 0 && !g.dependents.empty();
+      if (!needed && job.spec->groups[gi].replicas < 2) continue;
       for (uint32_t i = g.first; i < g.first + g.count; ++i) {
         const Task& t = job.tasks[i];
         if (t.state != TaskState::kSucceeded) continue;
         auto it = extras.find(ExtraKey(TaskRef{j, i}));
         if (it == extras.end() || !it->second.outcome) continue;
-        const TaskOutcome& o = *it->second.outcome;
-        if (o.outputs.empty() || o.outputs_on != id) continue;
+        if (!Holds(*it->second.outcome, id)) continue;
         PushTimer(due, TimerKind::kOutputsLost, TaskRef{j, i}, t.attempt);
       }
     }
@@ -44,8 +67,7 @@ void Scheduler::State::NoteOutputsLost(uint32_t w) {
       if (t.state != TaskState::kSucceeded) continue;
       auto it = extras.find(ExtraKey(*r));
       if (it == extras.end() || !it->second.outcome) continue;
-      const TaskOutcome& o = *it->second.outcome;
-      if (o.outputs.empty() || o.outputs_on != id) continue;
+      if (!Holds(*it->second.outcome, id)) continue;
       PushTimer(due, TimerKind::kOutputsLost, *r, t.attempt);
     }
   }
@@ -54,12 +76,12 @@ void Scheduler::State::NoteOutputsLost(uint32_t w) {
 bool Scheduler::State::HolderGone(TaskRef r) const {
   auto it = extras.find(ExtraKey(r));
   if (it == extras.end() || !it->second.outcome) return false;
-  const TaskOutcome& o = *it->second.outcome;
-  if (o.outputs.empty() || o.outputs_on == 0) return false;
-  auto slot = worker_slots.find(o.outputs_on);
-  if (slot == worker_slots.end()) return false;  // not seen since a restart: cannot tell
-  const Worker& holder = workers[slot->second];
-  return holder.lost && now_us >= holder.lost_us + (config.lease_ttl + config.expiry_grace).count();
+  const std::vector<WorkerId> holders = HoldersOf(*it->second.outcome);
+  if (holders.empty()) return false;
+  for (WorkerId h : holders) {
+    if (!HolderLostPastBound(h)) return false;
+  }
+  return true;
 }
 
 bool Scheduler::State::OutputsNeeded(TaskRef r) const {
@@ -86,21 +108,28 @@ bool Scheduler::State::OutputsNeeded(TaskRef r) const {
 void Scheduler::State::OutputsLostExpired(TaskRef r, uint32_t attempt) {
   const Task& t = task(r);
   if (t.state != TaskState::kSucceeded || t.attempt != attempt) return;
-  if (HolderGone(r) && OutputsNeeded(r)) Rerun(r);
+  if (HolderGone(r)) {
+    if (OutputsNeeded(r)) Rerun(r);
+    return;
+  }
+  // A copy lives: the lost holders are dropped and new copies asked for.
+  for (WorkerId h : HoldersOf(*extras.at(ExtraKey(r)).outcome)) {
+    if (HolderLostPastBound(h)) DropHolder(r, h);
+  }
 }
 
 void Scheduler::State::Rerun(TaskRef r) {
   Task& t = task(r);
   Job& job = jobs[r.job];
-  const WorkerId holder = extras.at(ExtraKey(r)).outcome->outputs_on;
+  const std::string holders = WorkersText(HoldersOf(*extras.at(ExtraKey(r)).outcome));
   if (job.groups[t.group].doomed) {
     // A dependency of its own failed (or its job was canceled): it cannot
     // run again, so what has not started yet cannot get its files.
-    CancelNeedersOf(r, "dependency " + IdOf(r).ToString() + " lost its outputs with worker " +
-                           std::to_string(holder) + " and cannot run again");
+    CancelNeedersOf(r, "dependency " + IdOf(r).ToString() + " lost its outputs with " + holders +
+                           " and cannot run again");
     return;
   }
-  const std::string reason = "rerun: outputs lost with worker " + std::to_string(holder);
+  const std::string reason = "rerun: outputs lost with " + holders;
   // The attempt that made them is history now, as a retried one is; it
   // ends for the record now, when its outputs stopped counting.
   NotePastAttempt(r, TaskState::kRunning, now_us, reason);

@@ -1,5 +1,7 @@
 // Data locality: a ready task goes where its input files already are, when
 // that costs nothing else (scheduler_state.h, NearInputs).
+#include <algorithm>
+
 #include "core/input_select.h"
 #include "core/scheduler_state.h"
 
@@ -26,17 +28,19 @@ uint32_t Scheduler::State::NearInputs(TaskRef r, uint32_t w) {
   std::vector<std::pair<uint64_t, uint32_t>> held;
   ForEachInput(r, [&](TaskId, const TaskOutcome& o, const std::string* group) {
     if (o.outputs.empty() || o.outputs_on == 0) return;
-    auto slot = worker_slots.find(o.outputs_on);
-    if (slot == worker_slots.end()) return;
     const uint64_t bytes = InputBytes(r, o, group);
     if (bytes == 0) return;
-    for (auto& [sum, s] : held) {
-      if (s == slot->second) {
-        sum += bytes;
-        return;
+    for (WorkerId holder : HoldersOf(o)) {
+      auto slot = worker_slots.find(holder);
+      if (slot == worker_slots.end()) continue;
+      auto same = std::find_if(held.begin(), held.end(),
+                               [&](const auto& h) { return h.second == slot->second; });
+      if (same != held.end()) {
+        same->first += bytes;
+      } else {
+        held.emplace_back(bytes, slot->second);
       }
     }
-    held.emplace_back(bytes, slot->second);
   });
   if (held.empty()) return w;
   // Most bytes first; among equals the lower slot, so the choice is stable.

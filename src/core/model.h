@@ -76,6 +76,9 @@ std::string OutputNameProblem(std::string_view name);
 bool IsSha256Hex(std::string_view text);
 
 // One `[[task]]` of a job file.
+// The most copies of a task's outputs (TaskGroupSpec::replicas).
+inline constexpr uint32_t kMaxReplicas = 4;
+
 struct TaskGroupSpec {
   std::string name;                        // the group's `id` ("train"); unique in its job
   std::vector<std::string> command;        // argv; "{index}" is replaced by the array index
@@ -111,6 +114,10 @@ struct TaskGroupSpec {
   // uploaded the file (cli/upload_inputs.h); the server takes only
   // uploaded ones.
   std::vector<OutputFile> input_files;
+  // Copies of its outputs to keep, on as many workers (1 to kMaxReplicas):
+  // with 2, a second worker fetches them when the task succeeds, and
+  // losing one worker loses no work (core/replicas.cc).
+  uint32_t replicas = 1;
 
   friend bool operator==(const TaskGroupSpec&, const TaskGroupSpec&) = default;
   uint32_t TaskCount() const { return array ? array->count : 1; }
@@ -155,6 +162,9 @@ struct TaskOutcome {
   // from the worker that reported the outcome; 0 = none).
   std::vector<OutputFile> outputs;
   WorkerId outputs_on = 0;
+  // Further workers that hold copies of them (`replicas`; set by the core
+  // as each reports its copy, OutputsReplicated).
+  std::vector<WorkerId> replicas;
   friend bool operator==(const TaskOutcome&, const TaskOutcome&) = default;
 };
 

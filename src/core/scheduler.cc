@@ -47,6 +47,7 @@ Status Scheduler::Handle(Time now, Event event, Outbox& out) {
         if constexpr (std::is_same_v<T, TaskRefused>) return s.OnRefused(e);
         if constexpr (std::is_same_v<T, LeaseGranted>) return s.OnGranted(e);
         if constexpr (std::is_same_v<T, CheckpointSaved>) return s.OnCheckpointSaved(e);
+        if constexpr (std::is_same_v<T, OutputsReplicated>) return s.OnOutputsReplicated(e);
         if constexpr (std::is_same_v<T, LeaseRejected>) return s.OnRejected(e);
         if constexpr (std::is_same_v<T, LeaseFreed>) return s.OnFreed(e);
         if constexpr (std::is_same_v<T, Tick>) {
@@ -406,6 +407,10 @@ Result<uint32_t> Scheduler::State::CreateJob(JobId id, std::shared_ptr<const Job
     RETURN_IF_ERROR(g.resources.Validate().WithContext("task \"" + g.name + "\""));
     if (g.command.empty()) {
       return InvalidArgument("task \"" + g.name + "\" has an empty command");
+    }
+    if (g.replicas == 0 || g.replicas > kMaxReplicas) {
+      return InvalidArgument("task \"" + g.name + "\": replicas " + std::to_string(g.replicas) +
+                             ": expected 1 to " + std::to_string(kMaxReplicas));
     }
     for (const OutputFile& f : g.input_files) {
       // The executor's own names in the task's directory.
@@ -986,6 +991,7 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   }
   if (reason.empty()) {
     Transition(r, TaskState::kSucceeded, "");
+    if (!got.outputs.empty() && SpecOf(r).replicas > 1) Replicate(r);
   } else {
     AttemptFailed(r, std::move(reason), true);
   }
@@ -1044,7 +1050,8 @@ Status Scheduler::State::OnGranted(const LeaseGranted& e) {
     if (o.result.empty() && files.empty()) return;
     if (!inputs) inputs = std::make_shared<std::vector<DependencyInput>>();
     const WorkerId on = files.empty() ? 0 : o.outputs_on;
-    inputs->push_back(DependencyInput{from, o.result, std::move(files), on});
+    inputs->push_back(DependencyInput{from, o.result, std::move(files), on,
+                                      on == 0 ? std::vector<WorkerId>{} : o.replicas});
   });
   out->emplace_back(std::in_place_type<AssignTask>, e.task, e.attempt, workers[act.worker].id,
                     act.alloc.cores, act.alloc.mem_bytes, act.alloc.gpus,

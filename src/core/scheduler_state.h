@@ -292,7 +292,8 @@ struct Scheduler::State {
   // dependents' queued tasks go back to waiting (Unready); Enqueue sends a
   // task whose group is unmet to waiting instead of its queue.
   // Worker slot `w` was just lost: arms a kOutputsLost timer for each
-  // succeeded task whose outputs it holds, in jobs still running.
+  // succeeded task whose outputs it holds, in jobs still running, and in
+  // any job held for a task with replicas (its copies are kept).
   void NoteOutputsLost(uint32_t w);
   // The kOutputsLost timer of attempt `attempt` of `r`.
   void OutputsLostExpired(TaskRef r, uint32_t attempt);
@@ -314,6 +315,26 @@ struct Scheduler::State {
   // Queued `r` starts again (a retry, a refusal): the producers of its
   // inputs whose holder is gone rerun first.
   void RerunLostInputsOf(TaskRef r);
+
+  // --- replicas (replicas.cc) ---
+  // Copies of a succeeded task's outputs on further workers (`replicas` in
+  // its spec). Its outcome lists the holders: outputs_on, then replicas,
+  // each added when its worker reports a complete copy (journaled as the
+  // outcome again). The outputs are lost only when every holder is.
+  //
+  // Asks workers that hold nothing of `r`'s outputs yet for the copies its
+  // spec wants beyond those it has: the policy's order, live, not drained
+  // or paused workers only; fewer (or none) when the pool has fewer.
+  void Replicate(TaskRef r);
+  Status OnOutputsReplicated(const OutputsReplicated& e);
+  // Every worker that holds `o`'s outputs (outputs_on first).
+  static std::vector<WorkerId> HoldersOf(const TaskOutcome& o);
+  // Holder `w` of r's outputs is lost past the lease bound while another
+  // holder lives: it is dropped from the outcome (journaled) and a new copy
+  // is asked for.
+  void DropHolder(TaskRef r, WorkerId w);
+  // Holders of r's outputs lost past the lease bound.
+  bool HolderLostPastBound(WorkerId w) const;
 
   // --- re-attach and adoption (adoption.cc) ---
   // A re-attach's report is the truth about its worker: every attempt the

@@ -41,6 +41,7 @@ Json OutcomeJson(const std::optional<core::TaskOutcome>& outcome) {
   }
   j["outputs"] = std::move(files);
   if (o.outputs_on != 0) j["outputs_on"] = o.outputs_on;
+  if (!o.replicas.empty()) j["replicas"] = o.replicas;
   return j;
 }
 
@@ -148,6 +149,11 @@ bool ReadOutcomeApi(const Json& j, const std::string& path, core::TaskOutcome* o
       !r.Integer("outputs_on", &out->outputs_on, Need::kOptional) ||
       !ReadList(r, "outputs", &out->outputs, ctx, internal::ReadOutputFile)) {
     return false;
+  }
+  if (const Json* replicas = r.Get("replicas", Need::kOptional)) {
+    if (!internal::ReadWorkerIds(*replicas, r.PathOf("replicas"), &out->replicas, ctx)) {
+      return false;
+    }
   }
   out->usage.wall = Millis(wall_ms);
   out->usage.cpu = Millis(cpu_ms);

@@ -34,8 +34,25 @@ Json OutcomeJson(const core::TaskOutcome& outcome) {
     }
     j["outputs"] = std::move(files);
     if (outcome.outputs_on != 0) j["outputs_on"] = outcome.outputs_on;
+    if (!outcome.replicas.empty()) j["replicas"] = outcome.replicas;
   }
   return j;
+}
+
+bool ReadWorkerIds(const Json& j, const std::string& path, std::vector<WorkerId>* out,
+                   DecodeContext& ctx) {
+  if (j.is_array() && j.size() > core::kMaxReplicas) {
+    return ctx.Fail(path, "has " + std::to_string(j.size()) + " workers, more than " +
+                              std::to_string(core::kMaxReplicas));
+  }
+  return ReadVector<WorkerId>(
+      j, path, out, ctx, [](const Json& e, const std::string& p, WorkerId* id, DecodeContext& c) {
+        uint64_t v = 0;
+        if (!ReadUint64(e, p, UINT32_MAX, &v, c)) return false;
+        if (v == 0) return c.Fail(p, "is not a worker id (0)");
+        *id = static_cast<WorkerId>(v);
+        return true;
+      });
 }
 
 bool ReadOutputFile(const Json& j, const std::string& path, core::OutputFile* out,
@@ -76,6 +93,9 @@ bool ReadOutcome(const Json& j, const std::string& path, core::TaskOutcome* out,
                                       ReadOutputFile)) {
       return false;
     }
+  }
+  if (const Json* replicas = r.Get("replicas", Need::kOptional)) {
+    if (!ReadWorkerIds(*replicas, r.PathOf("replicas"), &out->replicas, ctx)) return false;
   }
   if (out->result.size() > core::kMaxResultBytes) {
     return ctx.Fail(r.PathOf("result"), "is " + std::to_string(out->result.size()) +

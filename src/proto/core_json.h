@@ -23,6 +23,9 @@ bool ReadGpuGrant(const Json& j, const std::string& path, core::GpuGrant* out, D
 Json OutcomeJson(const core::TaskOutcome& outcome);
 bool ReadOutputFile(const Json& j, const std::string& path, core::OutputFile* out,
                     DecodeContext& ctx);
+// A list of worker ids (an outcome's `replicas`): at most kMaxReplicas, none 0.
+bool ReadWorkerIds(const Json& j, const std::string& path, std::vector<WorkerId>* out,
+                   DecodeContext& ctx);
 bool ReadOutcome(const Json& j, const std::string& path, core::TaskOutcome* out,
                  DecodeContext& ctx);
 

@@ -277,6 +277,19 @@ TEST(JobFileTest, InputsAndMaxOutputAreReadCheckedAndRoundTrip) {
   EXPECT_EQ(ParseJobToml(two + "max_output = \"4GB\"\n", "j")->groups[1].max_output_bytes,
             4'000'000'000u);
 
+  Result<core::JobSpec> copies = ParseJobToml(two + "replicas = 2\n", "j");
+  ASSERT_TRUE(copies.ok()) << copies.status().ToString();
+  EXPECT_EQ(copies->groups[1].replicas, 2u);
+  EXPECT_EQ(copies->groups[0].replicas, 1u) << "absent: one copy, the holder's";
+  back = JobSpecFromJson(JobSpecToJson(*copies));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, *copies);
+  EXPECT_EQ(TomlError(two + "replicas = 0\n"),
+            "sweep.toml:9:12: task[1].replicas: must be 1 to 4 (the copies of its outputs to "
+            "keep, the first included)");
+  EXPECT_EQ(TomlError(two + "replicas = 5\n"),
+            "sweep.toml:9:12: task[1].replicas: 5 is out of range (0 to 4)");
+
   EXPECT_EQ(TomlError(two + "inputs = [\"prep:a\", \"prepp:b\"]\n"),
             "sweep.toml:9:21: task[1].inputs[1]: input \"prepp:b\" of task \"use\": \"prepp\" is "
             "not a task this one depends on (depends_on: prep)");

@@ -20,9 +20,9 @@ constexpr uint32_t kMaxRetries = 1000;
 
 const std::vector<std::string_view> kJobKeys = {"name", "user", "after", "task"};
 const std::vector<std::string_view> kTaskKeys = {
-    "id",          "command",       "array",      "env",        "resources",     "depends_on",
-    "retries",     "retry_backoff", "timeout",    "priority",   "vacate_signal", "vacate_grace",
-    "preemptible", "inputs",        "max_output", "input_files"};
+    "id",          "command",       "array",      "env",         "resources",     "depends_on",
+    "retries",     "retry_backoff", "timeout",    "priority",    "vacate_signal", "vacate_grace",
+    "preemptible", "inputs",        "max_output", "input_files", "replicas"};
 
 // Signals a task may ask to be vacated with (`vacate_signal`), by name.
 const std::vector<std::pair<std::string_view, int32_t>> kVacateSignals = {
@@ -101,6 +101,7 @@ Json GroupJson(const core::TaskGroupSpec& g) {
   if (!g.preemptible) j["preemptible"] = false;
   if (g.inputs) j["inputs"] = *g.inputs;  // [] (nothing) differs from absent (everything)
   if (g.max_output_bytes != 0) j["max_output"] = g.max_output_bytes;
+  if (g.replicas != 1) j["replicas"] = g.replicas;
   if (!g.input_files.empty()) {
     Json files = Json::array();
     for (const core::OutputFile& f : g.input_files) {
@@ -361,6 +362,16 @@ bool ReadGroup(const Json& j, const std::string& path, core::TaskGroupSpec* g, D
       return ctx.Fail(r.PathOf("max_output"),
                       "must be above zero (leave it out for the server's default)");
     }
+  }
+  if (const Json* n = r.Get("replicas", Need::kOptional)) {
+    uint64_t replicas = 0;
+    if (!ReadUint64(*n, r.PathOf("replicas"), core::kMaxReplicas, &replicas, ctx)) return false;
+    if (replicas == 0) {
+      return ctx.Fail(r.PathOf("replicas"),
+                      "must be 1 to " + std::to_string(core::kMaxReplicas) +
+                          " (the copies of its outputs to keep, the first included)");
+    }
+    g->replicas = static_cast<uint32_t>(replicas);
   }
   if (const Json* n = r.Get("retries", Need::kOptional)) {
     uint64_t retries = 0;

@@ -35,6 +35,7 @@ core::JobSpec FullSpec() {
   train.retry_backoff = Seconds(30);
   train.timeout = Seconds(7200);
   train.priority = 5;
+  train.replicas = 2;
   spec.groups = {prep, train};
   return spec;
 }
@@ -98,6 +99,31 @@ TEST(RecordCodecTest, OutcomeRecordRoundTrips) {
   Result<core::Record> back = DecodeRecord(EncodeRecord(outcome));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(std::get<core::OutcomeRecord>(*back), outcome);
+}
+
+// Where a success's files are: the holder and the workers with copies.
+TEST(RecordCodecTest, AnOutcomeWithCopiesRoundTripsAndBadWorkerListsAreRefused) {
+  core::OutcomeRecord outcome;
+  outcome.task = {9, 0};
+  outcome.attempt = 2;
+  outcome.outcome.outputs = {core::OutputFile{"model.bin", 10, std::string(64, 'f')}};
+  outcome.outcome.outputs_on = 3;
+  outcome.outcome.replicas = {5, 7};
+  std::string bytes = EncodeRecord(outcome);
+  Result<core::Record> back = DecodeRecord(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<core::OutcomeRecord>(*back), outcome);
+  for (const std::string& bad :
+       {std::string("[0]"), std::string("[1,2,3,4,5]"), std::string("[\"w\"]"), std::string("7")}) {
+    std::string damaged = bytes;
+    const std::string key = "\"replicas\":[5,7]";
+    ASSERT_NE(damaged.find(key), std::string::npos) << bytes;
+    damaged.replace(damaged.find(key), key.size(), "\"replicas\":" + bad);
+    Result<core::Record> refused = DecodeRecord(damaged);
+    EXPECT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find("replicas"), std::string::npos)
+        << refused.status().message();
+  }
 }
 
 TEST(RecordCodecTest, CheckpointRecordRoundTrips) {

@@ -238,6 +238,8 @@ void CoreDriver::Execute(core::Command& command) {
           Release(c);
         } else if constexpr (std::is_same_v<T, core::Persist>) {
           Persist(c.record);
+        } else if constexpr (std::is_same_v<T, core::ReplicateOutputs>) {
+          sink_.Replicate(c);
         } else {
           sink_.StateChanged(c, last_now_);
         }

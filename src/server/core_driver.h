@@ -66,6 +66,9 @@ class CommandSink {
   virtual void Assign(const core::AssignTask& assign) = 0;
   virtual void Kill(const core::KillTask& kill) = 0;
   virtual void StateChanged(const core::TaskStateChanged& change, Time at) = 0;
+  // A worker should copy a task's outputs (replicas). Sinks that move no
+  // files (tests of other parts) ignore it.
+  virtual void Replicate(const core::ReplicateOutputs&) {}
 };
 
 struct DriverOptions {

@@ -245,14 +245,30 @@ void Ledger::OnStateChanged(const core::TaskStateChanged& change) {
   ++transitions_[to];
   if (change.from == TaskState::kSucceeded) {
     // Lineage: only a worker the shell lost can have taken its outputs.
-    const std::string prefix = "rerun: outputs lost with worker ";
+    // "worker 3", or "workers 3, 5" with copies (core/replicas.cc): every
+    // holder must be lost.
+    const std::string prefix = "rerun: outputs lost with worker";
     if (change.reason.rfind(prefix, 0) != 0) {
       return Fail(id + " left succeeded without a rerun reason: " + change.reason);
     }
-    const WorkerBook* holder = Worker(std::stoull(change.reason.substr(prefix.size())));
-    if (holder == nullptr || !holder->lost) {
-      return Fail(id + " reran for the outputs of a worker that is not lost: " + change.reason);
-    }
+    std::string list = change.reason.substr(prefix.size());
+    if (!list.empty() && list[0] == 's') list.erase(0, 1);
+    size_t pos = 0;
+    do {
+      size_t used = 0;
+      const std::string rest = list.substr(pos);
+      const WorkerBook* holder = nullptr;
+      try {
+        holder = Worker(std::stoull(rest, &used));
+      } catch (const std::exception&) {
+        return Fail(id + " rerun reason names no worker: " + change.reason);
+      }
+      if (holder == nullptr || !holder->lost) {
+        return Fail(id + " reran for the outputs of a worker that is not lost: " + change.reason);
+      }
+      pos += used;
+      if (pos < list.size() && list[pos] == ',') ++pos;
+    } while (pos < list.size());
     if (change.to == TaskState::kQueued && !DependenciesMet(change.task)) {
       return Fail(id + " rerun queued before its dependencies succeeded");
     }

@@ -67,6 +67,10 @@ std::string Describe(const core::Event& event) {
           return "checkpoint " + e.task.ToString() + "#" + std::to_string(e.attempt) + " on w" +
                  std::to_string(e.worker);
         }
+        if constexpr (std::is_same_v<T, core::OutputsReplicated>) {
+          return "replicated " + e.task.ToString() + "#" + std::to_string(e.attempt) + " on w" +
+                 std::to_string(e.worker);
+        }
       },
       event);
 }
@@ -74,17 +78,17 @@ std::string Describe(const core::Event& event) {
 }  // namespace
 
 std::string SimReport::ToString() const {
-  std::string s = std::to_string(events) + " events (" + std::to_string(random_events) +
-                  " random), " + std::to_string(jobs) + " jobs, " + std::to_string(tasks) +
-                  " tasks, " + std::to_string(claims) + " claims (" + std::to_string(rejections) +
-                  " rejected), " + std::to_string(assigns) + " assigns, " + std::to_string(kills) +
-                  " kills (" + std::to_string(vacates) + " vacates), " + std::to_string(losses) +
-                  " losses, " + std::to_string(rejoins) + " rejoins, " + std::to_string(expiries) +
-                  " expiries (" + std::to_string(dropped_notifications) +
-                  " notifications dropped), " + std::to_string(jumps) + " clock jumps, " +
-                  std::to_string(errors) + " refused events, " + std::to_string(reruns) +
-                  " reruns, " + std::to_string(restore_checks) + " restore checks, " +
-                  FormatDuration(simulated) + " simulated; into:";
+  std::string s =
+      std::to_string(events) + " events (" + std::to_string(random_events) + " random), " +
+      std::to_string(jobs) + " jobs, " + std::to_string(tasks) + " tasks, " +
+      std::to_string(claims) + " claims (" + std::to_string(rejections) + " rejected), " +
+      std::to_string(assigns) + " assigns, " + std::to_string(kills) + " kills (" +
+      std::to_string(vacates) + " vacates), " + std::to_string(losses) + " losses, " +
+      std::to_string(rejoins) + " rejoins, " + std::to_string(expiries) + " expiries (" +
+      std::to_string(dropped_notifications) + " notifications dropped), " + std::to_string(jumps) +
+      " clock jumps, " + std::to_string(errors) + " refused events, " + std::to_string(reruns) +
+      " reruns, " + std::to_string(copies) + " copies, " + std::to_string(restore_checks) +
+      " restore checks, " + FormatDuration(simulated) + " simulated; into:";
   for (int i = 0; i < core::kTaskStateCount; ++i) {
     s += " " + std::string(core::TaskStateName(static_cast<TaskState>(i))) + "=" +
          std::to_string(transitions[i]);
@@ -231,6 +235,7 @@ std::shared_ptr<const core::JobSpec> SimDriver::RandomJob() {
       group.array = core::ArrayRange{Uniform(0, 10), static_cast<uint32_t>(Uniform(1, 12)),
                                      Chance(0.3) ? 2 : 1};
     }
+    if (Chance(0.2)) group.replicas = 2;  // copies of its outputs (core/replicas.cc)
     spec->groups.push_back(std::move(group));
   }
   const std::vector<JobId> jobs = ledger_.JobIds();
@@ -350,6 +355,26 @@ void SimDriver::Apply(const core::Command& command) {
     a.attempt = claim->attempt;
     a.flag = granted;
     Schedule(a, Between(Duration::zero(), Millis(200)));
+  } else if (const auto* copy = std::get_if<core::ReplicateOutputs>(&command)) {
+    // The worker fetches the files from a live holder and reports its copy;
+    // one that dies meanwhile, or finds no holder up, never does.
+    if (copy->to == 0 || copy->to > workers_.size()) return Fail("replicate to unknown worker");
+    if (std::find(copy->from.begin(), copy->from.end(), copy->to) != copy->from.end()) {
+      return Fail("replicate to a worker that holds the files: " + core::DescribeCommand(command));
+    }
+    const SimWorker& to = workers_[copy->to - 1];
+    bool source = false;
+    for (WorkerId from : copy->from) {
+      source = source || (from >= 1 && from <= workers_.size() && workers_[from - 1].alive);
+    }
+    if (!to.alive || !source) return;
+    Action a;
+    a.kind = ActionKind::kReplicated;
+    a.task = copy->task;
+    a.attempt = copy->attempt;
+    a.worker = copy->to;
+    a.incarnation = to.incarnation;
+    Schedule(a, Between(Millis(100), Seconds(5)));
   } else if (const auto* assign = std::get_if<core::AssignTask>(&command)) {
     ++report_.assigns;
     if (assign->worker == 0 || assign->worker > workers_.size()) return Fail("assign to unknown worker");
@@ -413,6 +438,14 @@ void SimDriver::RunAction(const Action& a) {
     case ActionKind::kFreed:
       (void)Deliver(core::LeaseFreed{a.task, a.attempt, a.flag});
       return;
+    case ActionKind::kReplicated: {
+      const SimWorker& to = workers_[a.worker - 1];
+      if (to.alive && to.incarnation == a.incarnation) {
+        ++report_.copies;
+        (void)Deliver(core::OutputsReplicated{a.task, a.attempt, a.worker});
+      }
+      return;
+    }
     case ActionKind::kStart:
     case ActionKind::kFinish:
       break;

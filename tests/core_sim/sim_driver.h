@@ -77,6 +77,7 @@ struct SimReport {
   uint64_t errors = 0;         // events the core refused (stale, unknown, ...)
   uint64_t restore_checks = 0;
   uint64_t reruns = 0;  // succeeded tasks run again for lost outputs (lineage)
+  uint64_t copies = 0;  // copies of outputs reported (replicas), accepted or not
   std::array<uint64_t, core::kTaskStateCount> transitions{};
   std::array<uint64_t, core::kTaskStateCount> final_states{};
   Duration simulated = Duration::zero();
@@ -96,7 +97,7 @@ class SimDriver : private core::EventPump::Shell {
   const SimReport& report() const { return report_; }
 
  private:
-  enum class ActionKind : uint8_t { kAnswer, kStart, kFinish, kFreed };
+  enum class ActionKind : uint8_t { kAnswer, kStart, kFinish, kFreed, kReplicated };
   enum class Ending : uint8_t { kSuccess, kExitCode, kOom, kSignal, kKilled };
   // Something the world does later: the store answers, a worker reports,
   // a notification arrives.

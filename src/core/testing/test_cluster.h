@@ -89,6 +89,10 @@ class TaskBuilder {
     return *this;
   }
   TaskBuilder& Timeout(Duration d) { g_.timeout = d; return *this; }
+  TaskBuilder& Replicas(uint32_t n) {
+    g_.replicas = n;
+    return *this;
+  }
   TaskBuilder& DependsOn(std::string name) { g_.depends_on.push_back(std::move(name)); return *this; }
   // `inputs` (core/input_select.h): only these outputs of its dependencies.
   TaskBuilder& Inputs(std::vector<std::string> selectors) {
