@@ -60,6 +60,11 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
                  "Forget a finished job this long after its last change (0 keeps every job "
                  "forever); a forgotten job's id then answers 404 \"expired\"")
       ->capture_default_str();
+  app.add_option("--keep-outputs", flags.keep_outputs,
+                 "Workers keep a job's output files (for dependents and drover get) until this "
+                 "long after the job ended, then they may be evicted from the worker's cache "
+                 "(0: as soon as it ended); never longer than --keep-finished")
+      ->capture_default_str();
   app.add_option("--policy", flags.policy, "Placement policy: spread, pack or round-robin")
       ->capture_default_str();
   app.add_flag("--queue-ahead,!--no-queue-ahead", flags.queue_ahead,
@@ -128,6 +133,12 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
   } else {
     ASSIGN_OR_RETURN(config.keep_finished, FlagDuration("--keep-finished", flags.keep_finished));
   }
+  Result<Duration> keep_outputs = ParseDuration(flags.keep_outputs);
+  if (!keep_outputs.ok()) return keep_outputs.status().WithContext("--keep-outputs");
+  if (*keep_outputs < Duration::zero()) {
+    return InvalidArgument("--keep-outputs: must not be negative");
+  }
+  config.keep_outputs = *keep_outputs;
   Result<core::PolicyKind> policy = core::ParsePolicy(flags.policy);
   if (!policy.ok()) return policy.status().WithContext("--policy");
   config.scheduler.policy = *policy;

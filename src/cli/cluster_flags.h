@@ -27,6 +27,7 @@ struct ServerFlags {
   std::string lease_ttl = "30s";
   std::string restore_settle = "10s";
   std::string keep_finished = "7d";  // ServerConfig::keep_finished; "0": forever
+  std::string keep_outputs = "1d";   // ServerConfig::keep_outputs; "0": until the job ends
   std::string alloc_interval = "5s";  // ServerConfig::alloc_interval
   std::string policy = "spread";
   bool queue_ahead = true;  // SchedulerConfig::queue_ahead
@@ -44,7 +45,7 @@ struct ServerFlags {
 };
 
 // Adds --state-dir --port --no-tls --heartbeat --lease-ttl --policy
-// --keep-finished --access-file --no-local-socket --quota
+// --keep-finished --keep-outputs --access-file --no-local-socket --quota
 // --preempt-priority --preempt-gap --preempt-cooldown --max-preemptions
 // --max-output, and --bind when `with_bind`.
 void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind);

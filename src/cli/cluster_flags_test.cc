@@ -103,5 +103,25 @@ TEST(ServerFlagsTest, BadPreemptionFlagsAreRefusedByName) {
   }
 }
 
+TEST(ServerFlagsTest, KeepOutputsIsADayByDefaultZeroOrADuration) {
+  ServerCommand c;
+  Result<server::ServerConfig> config = c.Parse({});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->keep_outputs, Seconds(24 * 3600));
+  ServerCommand hours;
+  config = hours.Parse({"--keep-outputs", "6h"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->keep_outputs, Seconds(6 * 3600));
+  ServerCommand zero;
+  config = zero.Parse({"--keep-outputs", "0"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->keep_outputs, Duration::zero());
+  ServerCommand bad;
+  config = bad.Parse({"--keep-outputs", "soon"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message().rfind("--keep-outputs: ", 0), 0u)
+      << config.status().ToString();
+}
+
 }  // namespace
 }  // namespace drover::cli

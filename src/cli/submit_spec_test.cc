@@ -95,6 +95,16 @@ TEST(SubmitSpecTest, ErrorsNameTheFlag) {
   EXPECT_NE(body->find("\"max_output\":2147483648"), std::string::npos) << *body;
 
   f.max_output.clear();
+  f.replicas = 5;
+  body = BuildSubmitBody(f);
+  ASSERT_FALSE(body.ok());
+  EXPECT_EQ(body.status().message(), "--replicas: 5 is out of range (0 to 4)");
+  f.replicas = 2;
+  body = BuildSubmitBody(f);
+  ASSERT_TRUE(body.ok()) << body.status().ToString();
+  EXPECT_NE(body->find("\"replicas\":2"), std::string::npos) << *body;
+
+  f.replicas = 1;
   f.env = {"NOEQUALS"};
   EXPECT_FALSE(BuildSubmitBody(f).ok());
 }

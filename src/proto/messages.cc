@@ -25,6 +25,10 @@ constexpr std::string_view Name(const LogChunk&) { return "log_chunk"; }
 constexpr std::string_view Name(const Drain&) { return "drain"; }
 constexpr std::string_view Name(const Owner&) { return "owner"; }
 constexpr std::string_view Name(const CheckpointSaved&) { return "checkpoint_saved"; }
+constexpr std::string_view Name(const OutputsKept&) { return "outputs_kept"; }
+constexpr std::string_view Name(const ReleaseOutputs&) { return "release_outputs"; }
+constexpr std::string_view Name(const OutputsReplicated&) { return "outputs_replicated"; }
+constexpr std::string_view Name(const Replicate&) { return "replicate"; }
 constexpr std::string_view Name(const HelloAck&) { return "hello_ack"; }
 constexpr std::string_view Name(const Assign&) { return "assign"; }
 constexpr std::string_view Name(const Ack&) { return "ack"; }
@@ -281,7 +285,33 @@ bool Read(ObjectReader& r, CheckpointSaved* m, DecodeContext& ctx) {
   return true;
 }
 
+// A list of job ids ("jobs"): each above zero.
+bool ReadJobList(ObjectReader& r, std::vector<JobId>* out, DecodeContext& ctx) {
+  if (!ReadList(r, "jobs", out, ctx, internal::ReadInteger<JobId>)) return false;
+  for (size_t i = 0; i < out->size(); ++i) {
+    if ((*out)[i] == 0) {
+      return ctx.Fail(r.PathOf("jobs") + "[" + std::to_string(i) + "]", "must be above zero");
+    }
+  }
+  return true;
+}
+
+Json Body(const OutputsKept& m) { return Json{{"jobs", m.jobs}}; }
+bool Read(ObjectReader& r, OutputsKept* m, DecodeContext& ctx) {
+  return ReadJobList(r, &m->jobs, ctx);
+}
+
+Json Body(const OutputsReplicated& m) { return AttemptJson(m.task, m.attempt); }
+bool Read(ObjectReader& r, OutputsReplicated* m, DecodeContext&) {
+  return r.Task("task", &m->task) && r.Integer("attempt", &m->attempt);
+}
+
 // ---- server -> worker ------------------------------------------------------
+
+Json Body(const ReleaseOutputs& m) { return Json{{"jobs", m.jobs}}; }
+bool Read(ObjectReader& r, ReleaseOutputs* m, DecodeContext& ctx) {
+  return ReadJobList(r, &m->jobs, ctx);
+}
 
 Json Body(const HelloAck& m) {
   return Json{{"worker", m.worker},
@@ -338,6 +368,22 @@ bool ReadInputFile(const Json& j, const std::string& path, InputFile* out, Decod
   ObjectReader r(j, path, ctx);
   return r.Task("from", &out->from) && r.String("grant", &out->grant) &&
          ReadList(r, "sources", &out->sources, ctx, ReadFileSource);
+}
+
+Json Body(const Replicate& m) {
+  Json j = AttemptJson(m.task, m.attempt);
+  Json files = Json::array();
+  for (const InputFile& f : m.files) files.push_back(InputFileJson(f));
+  j["files"] = std::move(files);
+  return j;
+}
+bool Read(ObjectReader& r, Replicate* m, DecodeContext& ctx) {
+  if (!r.Task("task", &m->task) || !r.Integer("attempt", &m->attempt) ||
+      !ReadList(r, "files", &m->files, ctx, ReadInputFile)) {
+    return false;
+  }
+  if (m->files.empty()) return ctx.Fail(r.PathOf("files"), "must not be empty");
+  return true;
 }
 
 Json AssignmentJson(const Assignment& a) {

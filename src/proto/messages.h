@@ -5,9 +5,9 @@
 // version). Log bytes travel in binary frames (log_frame.h).
 //
 //   worker -> server: hello, heartbeat, started, finished, refused,
-//                     log_chunk, drain, owner
+//                     log_chunk, drain, owner, checkpoint_saved, outputs_kept
 //   server -> worker: hello_ack, assign, ack, cancel, kill, withdraw,
-//                     log_request, drain, error
+//                     log_request, drain, error, release_outputs
 //
 // A session: the worker sends Hello (what it offers, what it still runs,
 // which results it buffered while disconnected); the server answers HelloAck
@@ -187,6 +187,24 @@ struct CheckpointSaved {
   friend bool operator==(const CheckpointSaved&, const CheckpointSaved&) = default;
 };
 
+// The jobs whose outputs this worker keeps in its cache (not evictable)
+// until the server releases them (ReleaseOutputs): sent right after each
+// HelloAck when there are any, so that a server (restarted, or one that
+// released a job while the worker was away) knows the holders. A Finished
+// with outputs says the same of its task's job.
+struct OutputsKept {
+  std::vector<JobId> jobs;  // ascending
+  friend bool operator==(const OutputsKept&, const OutputsKept&) = default;
+};
+
+// This worker holds a complete, checked copy of the outputs of attempt
+// `attempt` of `task`, as a Replicate asked (core::OutputsReplicated).
+struct OutputsReplicated {
+  TaskId task;
+  uint32_t attempt = 0;
+  friend bool operator==(const OutputsReplicated&, const OutputsReplicated&) = default;
+};
+
 enum class LogStream : uint8_t { kStdout = 0, kStderr = 1 };
 // "stdout" / "stderr".
 std::string_view LogStreamName(LogStream stream);
@@ -360,6 +378,28 @@ struct LogRequest {
   friend bool operator==(const LogRequest&, const LogRequest&) = default;
 };
 
+// The server no longer needs the outputs of these jobs kept on this worker
+// (each job ended, and `drover server --keep-outputs` has passed since, or
+// it was forgotten, or the server does not know it): the worker drops the
+// keep (FileCache::Unkeep), and the files become evictable like any cached
+// file.
+struct ReleaseOutputs {
+  std::vector<JobId> jobs;
+  friend bool operator==(const ReleaseOutputs&, const ReleaseOutputs&) = default;
+};
+
+// Keep a copy of the outputs of attempt `attempt` of `task` (its job file's
+// `replicas`): fetch each file like an input (from its sources, with its
+// grant, checked by SHA-256) into the cache, keep it under the task's job
+// like the worker's own outputs, then answer OutputsReplicated. A worker
+// that cannot says why in its log and answers nothing.
+struct Replicate {
+  TaskId task;
+  uint32_t attempt = 0;
+  std::vector<InputFile> files;  // never empty
+  friend bool operator==(const Replicate&, const Replicate&) = default;
+};
+
 // The server refuses the session (bad version, duplicate name) or reports a
 // protocol violation, then closes the connection.
 struct Error {
@@ -372,9 +412,9 @@ struct Error {
 };
 
 using WorkerMessage = std::variant<Hello, Heartbeat, Started, Finished, Refused, LogChunk, Drain,
-                                   Owner, CheckpointSaved>;
-using ServerMessage =
-    std::variant<HelloAck, Assign, Ack, Cancel, Kill, Withdraw, LogRequest, Drain, Error>;
+                                   Owner, CheckpointSaved, OutputsKept, OutputsReplicated>;
+using ServerMessage = std::variant<HelloAck, Assign, Ack, Cancel, Kill, Withdraw, LogRequest, Drain,
+                                   Error, ReleaseOutputs, Replicate>;
 
 // The "type" string of a message: "hello", "hello_ack", "log_request", ...
 std::string_view MessageTypeName(const WorkerMessage& message);

@@ -82,7 +82,9 @@ std::vector<WorkerMessage> AllWorkerMessages() {
           Finished{{{{12, 5}, 1, SampleOutcome(), TimeFromMicros(7), false, /*vacated=*/true}}},
           Owner{true, "owner present; offers work after 15m idle",
                 TimeFromMicros(1'700'000'000'000'000), 16'900},
-          Owner{false, "owner away", TimeFromMicros(1'700'000'900'000'000), 0}};
+          Owner{false, "owner away", TimeFromMicros(1'700'000'900'000'000), 0},
+          OutputsKept{{4, 12}},
+          OutputsReplicated{{12, 3}, 2}};
 }
 
 std::vector<ServerMessage> AllServerMessages() {
@@ -96,7 +98,9 @@ std::vector<ServerMessage> AllServerMessages() {
           Withdraw{{12, 3}, 1, "room freed first on worker 2"},
           LogRequest{{12, 3}, 0, LogStream::kStdout, true, false, 4096},
           Drain{false, ""},
-          Error{"failed_precondition", "protocol version 2 is not supported"}};
+          Error{"failed_precondition", "protocol version 2 is not supported"},
+          ReleaseOutputs{{4, 12}},
+          Replicate{{12, 0}, 1, SampleAssignment().files}};
 }
 
 TEST(MessagesTest, EveryWorkerMessageRoundTrips) {
@@ -410,6 +414,27 @@ TEST(MessagesTest, CheckpointsRoundTripAndTheirNamesAreChecked) {
   Result<ServerMessage> assign_back = DecodeServerMessage(Encode(assign));
   ASSERT_TRUE(assign_back.ok()) << assign_back.status().ToString();
   EXPECT_EQ(*assign_back, assign);
+}
+
+TEST(MessagesTest, OutputRetentionMessagesNameTheirJobsAndCheckThem) {
+  EXPECT_EQ(Encode(ServerMessage{ReleaseOutputs{{4, 12}}}),
+            R"({"jobs":[4,12],"type":"release_outputs","v":1})");
+  Result<WorkerMessage> zero = DecodeWorkerMessage(R"({"type":"outputs_kept","v":1,"jobs":[3,0]})");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().message(), "outputs_kept: jobs[1]: must be above zero");
+  Result<ServerMessage> text =
+      DecodeServerMessage(R"({"type":"release_outputs","v":1,"jobs":["4"]})");
+  ASSERT_FALSE(text.ok());
+  EXPECT_NE(text.status().message().find("jobs[0]"), std::string::npos) << text.status().message();
+  EXPECT_FALSE(DecodeServerMessage(R"({"type":"release_outputs","v":1})").ok());
+}
+
+TEST(MessagesTest, AReplicateNamesItsFiles) {
+  Result<ServerMessage> none =
+      DecodeServerMessage(R"({"type":"replicate","v":1,"task":"12.0","attempt":1,"files":[]})");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(), "replicate: files: must not be empty");
+  EXPECT_FALSE(DecodeWorkerMessage(R"({"type":"outputs_replicated","v":1,"task":"12"})").ok());
 }
 
 }  // namespace

@@ -33,13 +33,19 @@ proto::Assignment BuildAssignment(const core::AssignTask& assign, const FileGran
     for (const core::DependencyInput& in : *assign.inputs) {
       if (!in.result.empty()) a.inputs[in.task] = in.result;
       if (in.outputs.empty()) continue;
-      std::optional<proto::FileSource> holder;
-      if (files != nullptr && in.outputs_on != 0) holder = files->source_of(in.outputs_on);
+      // Every holder that serves files now, the original first.
+      std::vector<proto::FileSource> holders;
+      if (files != nullptr && in.outputs_on != 0) {
+        if (auto s = files->source_of(in.outputs_on)) holders.push_back(*s);
+        for (WorkerId copy : in.replicas) {
+          if (auto s = files->source_of(copy)) holders.push_back(*s);
+        }
+      }
       for (const core::OutputFile& file : in.outputs) {
         proto::InputFile& f = a.files.emplace_back();
         f.from = in.task;
         f.file = file;
-        if (holder) f.sources.push_back(*holder);
+        f.sources = holders;
         if (files != nullptr) f.grant = files->grant(file.sha256, assign.worker);
       }
     }

@@ -257,6 +257,17 @@ std::string Observability::MetricsText() {
     w.Sample("drover_http_body_bytes_total", {{"direction", "received"}},
              static_cast<double>(options_.body_bytes_received()));
   }
+  if (options_.relayed_bytes && options_.relayed_files) {
+    w.Family("drover_file_relay_bytes_total",
+             "Bytes the server fetched from holders for workers that could not reach them.",
+             MetricType::kCounter);
+    w.Sample("drover_file_relay_bytes_total", {}, static_cast<double>(options_.relayed_bytes()));
+    w.Family("drover_file_relay_files_total",
+             "Files the server fetched into its store for workers that could not reach the "
+             "holder.",
+             MetricType::kCounter);
+    w.Sample("drover_file_relay_files_total", {}, static_cast<double>(options_.relayed_files()));
+  }
   w.Family("drover_server_start_time_seconds", "When the server started (Unix seconds).",
            MetricType::kGauge);
   w.Sample("drover_server_start_time_seconds", {},

@@ -43,6 +43,11 @@ struct ObservabilityOptions {
   // files move between workers, and these show they did not come here.
   std::function<uint64_t()> body_bytes_sent;
   std::function<uint64_t()> body_bytes_received;
+  // Files fetched from a holder into the server's store for a worker that
+  // could not reach it (file_relay.h): bytes received from holders, and
+  // files relayed.
+  std::function<uint64_t()> relayed_bytes;
+  std::function<uint64_t()> relayed_files;
 };
 
 class Observability {

@@ -377,23 +377,42 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
   // and a grant for the client: `drover get` downloads from the worker, not
   // through the server.
   server.Route("GET", "/api/v1/tasks/{id}/outputs",
-               [&sched, &channel](const net::Request& r, net::Responder done) {
+               [&sched, &channel, &driver, released = status.outputs_released](
+                   const net::Request& r, net::Responder done) {
                  Result<TaskId> id = ParseTaskId(r.path_params.at("id"));
                  if (!id.ok()) return done(ApiError(id.status()));
                  Result<core::TaskInfo> info = sched.GetTask(*id);
                  if (!info.ok()) return done(JobNotFound(info.status(), id->job, sched));
+                 // Past --keep-outputs the holder may have evicted them: said
+                 // here rather than as a 404 from the worker.
+                 if (info->outcome && !info->outcome->outputs.empty() && released) {
+                   if (std::string note = released(*id, driver.Now()); !note.empty()) {
+                     net::Response gone = net::ErrorResponse(NotFound(note));
+                     gone.body = json{{"error",
+                                       {{"code", "not_found"},
+                                        {"released", true},
+                                        {"message", std::move(note)}}}}
+                                     .dump(-1, ' ', false, json::error_handler_t::replace);
+                     return done(std::move(gone));
+                   }
+                 }
                  json files = json::array();
                  if (info->outcome) {
-                   std::optional<proto::FileSource> holder =
-                       channel.FileSourceOf(info->outcome->outputs_on);
-                   for (const core::OutputFile& f : info->outcome->outputs) {
-                     json sources = json::array();
-                     if (holder) {
-                       sources.push_back(json{{"worker", holder->worker},
-                                              {"host", holder->host},
-                                              {"port", holder->port},
-                                              {"fingerprint", holder->fingerprint}});
+                   // Every holder serving files now: the original, then copies.
+                   json holders = json::array();
+                   std::vector<WorkerId> ids{info->outcome->outputs_on};
+                   ids.insert(ids.end(), info->outcome->replicas.begin(),
+                              info->outcome->replicas.end());
+                   for (WorkerId w : ids) {
+                     if (std::optional<proto::FileSource> s = channel.FileSourceOf(w)) {
+                       holders.push_back(json{{"worker", s->worker},
+                                              {"host", s->host},
+                                              {"port", s->port},
+                                              {"fingerprint", s->fingerprint}});
                      }
+                   }
+                   for (const core::OutputFile& f : info->outcome->outputs) {
+                     json sources = holders;
                      files.push_back(json{{"name", f.name},
                                           {"size", f.size},
                                           {"sha256", f.sha256},

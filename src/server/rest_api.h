@@ -24,6 +24,11 @@ struct StatusSource {
   Time started_at;
   std::function<uint64_t()> journal_bytes;
   std::function<size_t()> connections;
+  // Why a task's outputs are no longer kept on their holder
+  // (OutputRetention::ReleasedNote), empty while they are; GET
+  // /api/v1/tasks/{id}/outputs answers 404 with it ("released": true).
+  // Null: never released.
+  std::function<std::string(TaskId, Time)> outputs_released;
 };
 
 // Registers the routes that only read the jobs and tasks of `view()`:

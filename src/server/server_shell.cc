@@ -15,11 +15,13 @@
 #include "server/core_driver.h"
 #include "server/dashboard.h"
 #include "server/event_stream.h"
+#include "server/file_relay.h"
 #include "server/file_store.h"
 #include "server/freezable_store.h"
 #include "server/lease_book.h"
 #include "server/log_relay.h"
 #include "server/observability.h"
+#include "server/output_retention.h"
 #include "server/rest_api.h"
 #include "server/retention.h"
 #include "server/worker_channel.h"
@@ -34,6 +36,7 @@ struct ServerShell::Parts : CommandSink {
   Parts(net::EventLoop& l, ServerConfig c) : loop(l), config(std::move(c)) {}
 
   void Assign(const core::AssignTask& a) override { channel->Assign(a); }
+  void Replicate(const core::ReplicateOutputs& copy) override { channel->Replicate(copy); }
   void Kill(const core::KillTask& k) override { channel->Kill(k); }
   void StateChanged(const core::TaskStateChanged& c, Time at) override {
     events->Publish(c, at);
@@ -64,6 +67,14 @@ struct ServerShell::Parts : CommandSink {
                               [this] { PruneFinished(); });
   }
 
+  // Releases the outputs of jobs past --keep-outputs, then again after its
+  // interval.
+  void ReleaseOutputs() {
+    if (stopped) return;
+    outputs->Release(clock.Now());
+    outputs_timer->ArmAfter(outputs->interval(), [this] { ReleaseOutputs(); });
+  }
+
   net::EventLoop& loop;
   ServerConfig config;
   RealClock clock;
@@ -80,12 +91,15 @@ struct ServerShell::Parts : CommandSink {
   std::unique_ptr<CoreDriver> driver;
   std::unique_ptr<WorkerChannel> channel;
   std::unique_ptr<FileStore> files;
+  std::unique_ptr<FileRelay> relay;
   std::unique_ptr<EventStream> events;
   std::unique_ptr<LogRelay> logs;
   std::unique_ptr<Observability> observability;
   std::unique_ptr<net::Timer> expiry;
   std::unique_ptr<Retention> retention;
   std::unique_ptr<net::Timer> retention_timer;
+  std::unique_ptr<OutputRetention> outputs;
+  std::unique_ptr<net::Timer> outputs_timer;
   std::unique_ptr<AllocManager> allocs;
   std::unique_ptr<net::Server> server;
   // Claimed first thing, handed to `server` once it exists.
@@ -205,6 +219,14 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   wopts.lost_grace =
       cfg.lost_grace > Duration::zero() ? cfg.lost_grace : 3 * cfg.heartbeat_interval;
   p->channel = std::make_unique<WorkerChannel>(loop, *p->driver, *p->registry, wopts);
+  p->outputs = std::make_unique<OutputRetention>(
+      *p->scheduler, cfg.keep_outputs, cfg.keep_finished,
+      [channel = p->channel.get()](WorkerId w, const proto::ServerMessage& m) {
+        return channel->Send(w, m);
+      });
+  p->channel->SetOutputsKeptHandler([parts = p.get()](WorkerId w, const std::vector<JobId>& jobs) {
+    parts->outputs->Kept(w, jobs, parts->clock.Now());
+  });
   p->events = std::make_unique<EventStream>(*p->scheduler, loop, p->clock);
   p->logs = std::make_unique<LogRelay>(loop, *p->scheduler, *p->channel, cfg.log_fetch_timeout);
   p->logs->Install();
@@ -270,8 +292,15 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   status.journal_bytes = [parts] { return parts->store->LogBytes(); };
   status.connections = [parts] { return parts->server->connection_count(); };
   status.keep_finished = cfg.keep_finished;
+  status.outputs_released = [parts](TaskId task, Time now) {
+    return parts->outputs->ReleasedNote(task, now);
+  };
   AddRestRoutes(*p->server, *p->driver, *p->channel, status);
   AddFileRoutes(*p->server, *p->files, cfg.max_upload_bytes);
+  FileRelayOptions ropts;
+  ropts.token = p->token;
+  p->relay = std::make_unique<FileRelay>(loop, *p->scheduler, *p->channel, *p->files, ropts);
+  p->relay->AddRoutes(*p->server);
   AllocOptions aopts;
   aopts.state_dir = dir;
   aopts.interval = cfg.alloc_interval;
@@ -293,6 +322,8 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   oopts.journal_bytes = status.journal_bytes;
   oopts.body_bytes_sent = [parts] { return parts->server->body_bytes_sent(); };
   oopts.body_bytes_received = [parts] { return parts->server->body_bytes_received(); };
+  oopts.relayed_bytes = [parts] { return parts->relay->stats().relayed_bytes; };
+  oopts.relayed_files = [parts] { return parts->relay->stats().relayed_files; };
   p->observability = std::make_unique<Observability>(loop, *p->driver, *p->channel, oopts);
   p->observability->AddRoutes(*p->server);
   AddDashboardRoutes(*p->server);
@@ -301,6 +332,8 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   p->retention = std::make_unique<Retention>(*p->driver, cfg.keep_finished);
   p->retention_timer = std::make_unique<net::Timer>(loop);
   if (cfg.keep_finished > Duration::zero()) p->PruneFinished();
+  p->outputs_timer = std::make_unique<net::Timer>(loop);
+  p->ReleaseOutputs();
   p->fingerprint = p->server->fingerprint();
 
   if (cfg.access_file != "-") {
@@ -334,10 +367,12 @@ void ServerShell::Stop() {
   p.observability->Stop();
   p.expiry->Cancel();
   p.retention_timer->Cancel();
+  p.outputs_timer->Cancel();
   p.allocs->Stop();
   p.logs->Stop();
   p.events->Stop();
   p.channel->Stop();
+  p.relay->Stop();
   p.server->Stop();
 }
 

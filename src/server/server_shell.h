@@ -59,6 +59,10 @@ struct ServerConfig {
   // Finished jobs are forgotten this long after their last change
   // (Retention, retention.h); zero keeps them forever.
   Duration keep_finished = Seconds(7 * 24 * 3600);
+  // Workers keep a job's outputs this long after the job ended, then the
+  // server releases them (OutputRetention, output_retention.h); never
+  // longer than keep_finished. Zero: released as soon as the job ended.
+  Duration keep_outputs = Seconds(24 * 3600);
   // How often the allocation queues (alloc.h) ask Slurm and decide.
   Duration alloc_interval = Seconds(5);
   // How long GET .../logs waits for the worker.

@@ -47,6 +47,7 @@ class ServerShellTest : public ::testing::TestWithParam<bool> {
     cfg.tls = GetParam();
     cfg.access_file = dir_ / "access.json";
     cfg.keep_finished = keep_finished_;
+    cfg.keep_outputs = keep_outputs_;
     auto shell = loop_thread_->Call([&] { return ServerShell::Start(loop_, cfg); });
     ASSERT_TRUE(shell.ok()) << shell.status().ToString();
     shell_ = std::move(*shell);
@@ -152,6 +153,7 @@ class ServerShellTest : public ::testing::TestWithParam<bool> {
   std::unique_ptr<ServerShell> shell_;
   WorkerId worker_id_ = 0;
   Duration keep_finished_ = Seconds(7 * 24 * 3600);
+  Duration keep_outputs_ = Seconds(24 * 3600);
 };
 
 TEST_P(ServerShellTest, PipelineRunsOnAWorkerAndPassesResultsToDependents) {
@@ -516,6 +518,43 @@ TEST_P(ServerShellTest, AForgottenJobAnswersExpired) {
   EXPECT_EQ(Get("/api/v1/jobs/1", 404)["error"]["expired"], true);
   Get("/api/v1/jobs/2");
   EXPECT_EQ(Post("/api/v1/jobs", kPipeline)["id"], 3);
+}
+
+// Output retention (output_retention.h) with --keep-outputs 3s: the worker
+// that holds a finished job's outputs is told to release them by the
+// server's own timer, the outputs route then says they were released, and
+// a worker that names kept jobs as it attaches hears at once of those past
+// it or unknown.
+TEST_P(ServerShellTest, AJobsOutputsAreReleasedKeepOutputsAfterItEnded) {
+  StopShell();
+  keep_outputs_ = Seconds(3);
+  StartShell();
+  auto w = Worker("w1");
+  ASSERT_EQ(Post("/api/v1/jobs", R"({"name": "o", "task": [{"id": "a", "command": ["x"]}]})")["id"],
+            1);
+  auto assign = w->Expect<proto::Assign>();
+  ASSERT_TRUE(assign.has_value());
+  const proto::Assignment& a = assign->tasks.at(0);
+  w->Send(proto::Started{{{a.task, a.attempt, TimeFromMicros(1)}}});
+  proto::FinishedTask f{a.task, a.attempt, {}, TimeFromMicros(2)};
+  f.outcome.outputs = {{"o.bin", 3, std::string(64, 'a')}};
+  w->Send(proto::Finished{{f}});
+  ASSERT_TRUE(w->ExpectPassing<proto::Ack>().has_value());
+  EXPECT_EQ(Get("/api/v1/tasks/1.0/outputs")["outputs"].size(), 1u);
+
+  auto release = w->ExpectPassing<proto::ReleaseOutputs>();
+  ASSERT_TRUE(release.has_value());
+  EXPECT_EQ(release->jobs, (std::vector<JobId>{1}));
+  json gone = Get("/api/v1/tasks/1.0/outputs", 404);
+  EXPECT_EQ(gone["error"]["released"], true);
+  EXPECT_EQ(gone["error"]["message"],
+            "outputs of 1.0 were released 3s after job 1 ended (drover server --keep-outputs)");
+
+  auto w2 = Worker("w2");
+  w2->Send(proto::OutputsKept{{1, 42}});
+  auto at_once = w2->ExpectPassing<proto::ReleaseOutputs>();
+  ASSERT_TRUE(at_once.has_value());
+  EXPECT_EQ(at_once->jobs, (std::vector<JobId>{1, 42}));
 }
 
 TEST_P(ServerShellTest, ARefusedAssignmentIsPlacedAgainWithoutUsingARetry) {

@@ -160,6 +160,14 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
           driver_.Handle(core::WorkerPaused{worker, m.present, std::move(m.note), m.since});
         } else if constexpr (std::is_same_v<T, proto::CheckpointSaved>) {
           OnCheckpointSaved(worker, m);
+        } else if constexpr (std::is_same_v<T, proto::OutputsKept>) {
+          if (outputs_kept_) outputs_kept_(worker, m.jobs);
+        } else if constexpr (std::is_same_v<T, proto::OutputsReplicated>) {
+          spdlog::info("worker {} holds a copy of the outputs of {}#{}", worker, m.task.ToString(),
+                       m.attempt);
+          // It keeps them under their job: the job's release reaches it too.
+          if (outputs_kept_) outputs_kept_(worker, {m.task.job});
+          driver_.Handle(core::OutputsReplicated{m.task, m.attempt, worker});
         }
       },
       message);
@@ -276,6 +284,7 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
                                                      std::move(run.gpus), run.queued});
   }
   proto::Ack results;
+  NoteOutputs(worker, hello.finished);
   for (proto::FinishedTask& f : hello.finished) {
     results.tasks.push_back({f.task, f.attempt});
     attached.finished.push_back(core::TaskFinished{f.task, f.attempt, std::move(f.outcome), worker,
@@ -321,8 +330,21 @@ void WorkerChannel::OnCheckpointSaved(WorkerId worker, proto::CheckpointSaved& s
   driver_.Handle(core::CheckpointSaved{saved.task, saved.attempt, worker, std::move(saved.files)});
 }
 
+void WorkerChannel::NoteOutputs(WorkerId worker, const std::vector<proto::FinishedTask>& tasks) {
+  if (!outputs_kept_) return;
+  std::vector<JobId> jobs;
+  for (const proto::FinishedTask& t : tasks) {
+    if (!t.outcome.outputs.empty()) jobs.push_back(t.task.job);
+  }
+  if (jobs.empty()) return;
+  std::sort(jobs.begin(), jobs.end());
+  jobs.erase(std::unique(jobs.begin(), jobs.end()), jobs.end());
+  outputs_kept_(worker, jobs);
+}
+
 void WorkerChannel::OnFinished(WorkerId worker, std::vector<proto::FinishedTask> tasks) {
   if (tasks.empty()) return;
+  NoteOutputs(worker, tasks);
   proto::Ack ack;
   for (proto::FinishedTask& t : tasks) {
     ack.tasks.push_back({t.task, t.attempt});
@@ -412,6 +434,29 @@ void WorkerChannel::Kill(const core::KillTask& kill) {
   if (!sent.ok()) {
     spdlog::warn("cannot stop {}#{} on worker {}: {}", kill.task.ToString(), kill.attempt,
                  kill.worker, sent.ToString());
+  }
+}
+
+void WorkerChannel::Replicate(const core::ReplicateOutputs& copy) {
+  proto::Replicate message{copy.task, copy.attempt, {}};
+  std::vector<proto::FileSource> sources;
+  for (WorkerId holder : copy.from) {
+    if (std::optional<proto::FileSource> s = file_grants_.source_of(holder)) sources.push_back(*s);
+  }
+  if (sources.empty()) {
+    spdlog::warn("no copy of the outputs of {}#{}: no holder serves files now",
+                 copy.task.ToString(), copy.attempt);
+    return;
+  }
+  for (const core::OutputFile& file : copy.files) {
+    message.files.push_back(
+        proto::InputFile{copy.task, file, sources, file_grants_.grant(file.sha256, copy.to)});
+  }
+  spdlog::info("asking worker {} for a copy of the outputs of {}#{} ({} files)", copy.to,
+               copy.task.ToString(), copy.attempt, copy.files.size());
+  if (Status sent = Send(copy.to, message); !sent.ok()) {
+    spdlog::warn("no copy of the outputs of {}#{} on worker {}: {}", copy.task.ToString(),
+                 copy.attempt, copy.to, sent.ToString());
   }
 }
 

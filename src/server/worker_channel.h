@@ -20,6 +20,8 @@
 //   Owner             -> WorkerPaused (and the freeze time, owner_freeze)
 //   CheckpointSaved   -> core::CheckpointSaved, once every file it names is
 //                        in the file store (else dropped, logged)
+//   OutputsKept       -> the outputs-kept handler (output_retention.h), as
+//                        does each result with outputs (in Finished or Hello)
 //   LogChunk, binary  -> the log handlers (log_relay.h)
 // A malformed message (or a message before Hello) gets an Error message and
 // closes that connection only, with a logged reason.
@@ -55,6 +57,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "common/ids.h"
 #include "common/time.h"
@@ -115,6 +118,9 @@ class WorkerChannel {
   WorkerChannel& operator=(const WorkerChannel&) = delete;
 
   void SetLogHandlers(LogHandlers handlers) { log_ = std::move(handlers); }
+  // Told which jobs' outputs a worker keeps (OutputRetention::Kept).
+  using OutputsKeptHandler = std::function<void(WorkerId, const std::vector<JobId>&)>;
+  void SetOutputsKeptHandler(OutputsKeptHandler handler) { outputs_kept_ = std::move(handler); }
 
   // Takes over a freshly upgraded WebSocket (the route's open handler).
   void Attach(std::shared_ptr<net::WsSession> session);
@@ -122,6 +128,9 @@ class WorkerChannel {
   // The driver's commands for workers.
   void Assign(const core::AssignTask& assign);
   void Kill(const core::KillTask& kill);
+  // Asks the worker `copy.to` for a copy of a task's outputs (replicas):
+  // each file with the holders' file services and a grant for it.
+  void Replicate(const core::ReplicateOutputs& copy);
 
   // Sends `message` to a connected worker. kUnavailable when it is not
   // connected.
@@ -168,6 +177,8 @@ class WorkerChannel {
   void OnHello(uint64_t conn, proto::Hello& hello);
   void OnFinished(WorkerId worker, std::vector<proto::FinishedTask> tasks);
   void OnCheckpointSaved(WorkerId worker, proto::CheckpointSaved& saved);
+  // Tells the outputs-kept handler of the jobs of `tasks` with outputs.
+  void NoteOutputs(WorkerId worker, const std::vector<proto::FinishedTask>& tasks);
   // Sends `ack` to the worker once every record appended so far is durable.
   void AckWhenDurable(WorkerId worker, proto::Ack ack);
   void ArmSilenceCheck();
@@ -178,6 +189,7 @@ class WorkerChannel {
   WorkerRegistry& registry_;
   WorkerChannelOptions options_;
   LogHandlers log_;
+  OutputsKeptHandler outputs_kept_;
   bool stopped_ = false;
 
   std::unordered_map<uint64_t, Conn> conns_;     // by session id

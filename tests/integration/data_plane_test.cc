@@ -6,12 +6,19 @@
 // corrupted transfer is caught by the hash and retried; a worker whose cache
 // cannot hold an input refuses the attempt and another one runs it; the
 // file service refuses requests without a valid grant; a producer whose
-// only holder was killed runs again.
+// only holder was killed runs again; the server pulls a task's output from
+// its holder into its store for a worker that cannot reach it, and nothing
+// else (the worker's side of that fallback: tests/multihost).
 #include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <fstream>
 #include <regex>
+#include <thread>
 
 #include "cluster.h"
 #include "file_service.h"
@@ -277,6 +284,188 @@ TEST(DataPlaneTest, TheFileServiceRefusesRequestsWithoutAValidGrant) {
   EXPECT_TRUE(a.WaitForLine("file service: refused", In(kStartTimeout))) << a.output();
 }
 
+// The fallback through the server (server/file_relay.h): POST
+// /api/v1/files/{sha256}/pull makes the server fetch an output from its
+// holder into its file store, once; it refuses without the token, for a
+// malformed name, an unknown worker or task, and a file that is not an
+// output of that task held by that worker; each refusal is logged.
+TEST(DataPlaneTest, TheServerPullsOnlyATasksOutputFromItsHolder) {
+  Cluster c;
+  c.StartServer();
+  Process& a = c.StartWorker("a", {"--label", "node=a"});
+  c.StartWorker("b", {"--label", "node=b"});
+  const uint64_t job =
+      Post(c, {{"name", "relay"},
+               {"task",
+                {{{"id", "prep"},
+                  {"resources", {{"labels", {{"node", "a"}}}}},
+                  {"command", "head -c 3145728 /dev/urandom > $DROVER_OUTPUT_DIR/x.bin"}}}}});
+  ASSERT_GT(job, 0u);
+  const std::string prep = std::to_string(job) + ".0";
+  {
+    EventTap tap(c.Api().options(), job);
+    ASSERT_TRUE(tap.WaitForState(prep, "succeeded")) << c.Get("/api/v1/tasks/" + prep).dump(2);
+  }
+  const nlohmann::json task = c.Get("/api/v1/tasks/" + prep);
+  const std::string sha = task["outcome"]["outputs"][0]["sha256"];
+  const uint64_t holder = task["outcome"]["outputs_on"];
+  uint64_t other = 0;
+  const nlohmann::json workers = c.Get("/api/v1/workers");
+  for (const nlohmann::json& w : workers["workers"]) {
+    if (w["id"].get<uint64_t>() != holder) other = w["id"].get<uint64_t>();
+  }
+  ASSERT_NE(other, 0u) << workers.dump(2);
+
+  auto pull = [&](const std::string& target, const std::string& body,
+                  const std::string& token = "") -> net::Response {
+    net::ClientOptions o = c.Api().options();
+    if (!token.empty()) o.token = token;
+    net::ClientRequest r;
+    r.method = "POST";
+    r.target = target;
+    r.body = body;
+    Result<net::Response> got = net::HttpClient(o).Send(r);
+    EXPECT_TRUE(got.ok()) << got.status().ToString();
+    return got.ok() ? *got : net::Response{};
+  };
+  auto body = [](const std::string& t, uint64_t from) {
+    return nlohmann::json{{"task", t}, {"from", from}}.dump();
+  };
+  const std::string route = "/api/v1/files/" + sha + "/pull";
+  struct Case {
+    std::string what, target, body, token;
+    int status;
+  };
+  const std::vector<Case> cases = {
+      {"no token", route, body(prep, holder), "wrong-token", 401},
+      {"a malformed name", "/api/v1/files/abc/pull", body(prep, holder), "", 400},
+      {"upper-case hex", "/api/v1/files/" + std::string(64, 'A') + "/pull", body(prep, holder), "",
+       400},
+      {"no body", route, "", "", 400},
+      {"a body without from", route, R"({"task":")" + prep + R"("})", "", 400},
+      {"an unknown worker", route, body(prep, 999), "", 404},
+      {"an unknown task", route, body("99999.0", holder), "", 404},
+      {"a file no task output names", "/api/v1/files/" + std::string(64, 'a') + "/pull",
+       body(prep, holder), "", 403},
+      {"another worker than the holder", route, body(prep, other), "", 403},
+  };
+  for (const Case& k : cases) {
+    net::Response r = pull(k.target, k.body, k.token);
+    EXPECT_EQ(r.status, k.status) << k.what << ": " << r.body;
+  }
+  EXPECT_TRUE(c.server()->WaitForLine("file relay: refused", In(kStartTimeout)));
+
+  // The real thing, on loopback: the blob lands in the server's store,
+  // fetched once from a however many ask at once (a later pull finds it
+  // there).
+  net::Response first, second;
+  std::thread other_pull([&] { second = pull(route, body(prep, holder)); });
+  first = pull(route, body(prep, holder));
+  other_pull.join();
+  ASSERT_EQ(first.status, 200) << first.body;
+  ASSERT_EQ(second.status, 200) << second.body;
+  net::Response again = pull(route, body(prep, holder));
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(nlohmann::json::parse(again.body)["relayed"], false) << again.body;
+  Result<std::string> blob = c.Api().GetText("/api/v1/files/" + sha);
+  ASSERT_TRUE(blob.ok()) << blob.status().ToString();
+  EXPECT_EQ(blob->size(), 3145728u);
+  const std::string copy = c.WriteFile("copy.bin", *blob);
+  RunResult sum =
+      RunToEnd({"/bin/sh", "-c", "sha256sum < " + copy + " | cut -d' ' -f1"}, In(kStartTimeout));
+  EXPECT_EQ(sum.output, sha + "\n");
+  EXPECT_TRUE(a.WaitForLine("to server", In(kStartTimeout))) << a.output();
+  Result<std::string> metrics = c.Api().GetText("/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_NE(metrics->find("drover_file_relay_bytes_total 3145728"), std::string::npos) << *metrics;
+  EXPECT_NE(metrics->find("drover_file_relay_files_total 1"), std::string::npos);
+  // Nothing half-written is left in the store.
+  RunResult left =
+      RunToEnd({"/bin/sh", "-c", "ls -A " + c.dir() + "/state/files"}, In(kStartTimeout));
+  EXPECT_EQ(left.output.find(".upload"), std::string::npos) << left.output;
+}
+
+// The server's pull fails cleanly: a full disk answers 507 and leaves no
+// partial file (a 2 MiB tmpfs as the file store; root only), a holder the
+// server cannot reach answers 502 naming it.
+TEST(DataPlaneTest, AFailedPullThroughTheServerLeavesNothingAndSaysWhy) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs";
+  Cluster c;
+  const std::string files = c.dir() + "/state/files";
+  ASSERT_EQ(RunToEnd({"/bin/mkdir", "-p", files}, In(kStartTimeout)).status, 0);
+  if (::mount("tmpfs", files.c_str(), "tmpfs", 0, "size=2m,mode=0700") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (" << std::strerror(errno) << ")";
+  }
+  struct Unmount {
+    std::string dir;
+    ~Unmount() { ::umount2(dir.c_str(), MNT_DETACH); }
+  } unmount{files};
+  c.StartServer();
+  Process& a = c.StartWorker("a", {"--label", "node=a"});
+  const uint64_t job = Post(c, {{"name", "full"},
+                                {"task",
+                                 {{{"id", "big"},
+                                   {"resources", {{"labels", {{"node", "a"}}}}},
+                                   {"command",
+                                    "head -c 3145728 /dev/urandom > $DROVER_OUTPUT_DIR/big.bin && "
+                                    "echo small > $DROVER_OUTPUT_DIR/small.txt"}}}}});
+  ASSERT_GT(job, 0u);
+  const std::string big = std::to_string(job) + ".0";
+  {
+    EventTap tap(c.Api().options(), job);
+    ASSERT_TRUE(tap.WaitForState(big, "succeeded")) << c.Get("/api/v1/tasks/" + big).dump(2);
+  }
+  const nlohmann::json task = c.Get("/api/v1/tasks/" + big);
+  const nlohmann::json& outputs = task["outcome"]["outputs"];
+  ASSERT_EQ(outputs.size(), 2u) << task.dump(2);
+  const uint64_t holder = task["outcome"]["outputs_on"];
+  auto pull = [&](const std::string& sha) {
+    net::ClientRequest r;
+    r.method = "POST";
+    r.target = "/api/v1/files/" + sha + "/pull";
+    r.body = nlohmann::json{{"task", big}, {"from", holder}}.dump();
+    Result<net::Response> got = net::HttpClient(c.Api().options()).Send(r);
+    EXPECT_TRUE(got.ok()) << got.status().ToString();
+    return got.ok() ? *got : net::Response{};
+  };
+  net::Response full = pull(outputs[0]["sha256"]);
+  EXPECT_EQ(full.status, 507) << full.body;
+  EXPECT_NE(full.body.find("no space left on device"), std::string::npos) << full.body;
+  RunResult left = RunToEnd({"/bin/ls", "-A", files}, In(kStartTimeout));
+  EXPECT_EQ(left.output, "") << "a partial file was left";
+  // The store still takes what fits.
+  net::Response small = pull(outputs[1]["sha256"]);
+  EXPECT_EQ(small.status, 200) << small.body;
+
+  // The holder gone (killed; the server keeps where it served): 502, named.
+  a.Signal(SIGKILL);
+  ASSERT_TRUE(a.Wait(In(kStartTimeout)).has_value());
+  net::Response gone = pull(outputs[0]["sha256"]);
+  EXPECT_EQ(gone.status, 502) << gone.body;
+  EXPECT_NE(gone.body.find("worker " + std::to_string(holder)), std::string::npos) << gone.body;
+  EXPECT_TRUE(c.server()->WaitForLine("file relay: fetching", In(kStartTimeout)));
+}
+
+// prep (on a worker labelled node=a) writes a random x.bin and its SHA-256
+// as its result; use (node=b) checks the file it got against the result.
+nlohmann::json HolderPipeline(const std::string& name, int replicas) {
+  nlohmann::json prep = {{"id", "prep"},
+                         {"resources", {{"labels", {{"node", "a"}}}}},
+                         {"command",
+                          "head -c 2097152 /dev/urandom > $DROVER_OUTPUT_DIR/x.bin && "
+                          "sha256sum < $DROVER_OUTPUT_DIR/x.bin | cut -d' ' -f1 > $DROVER_RESULT"}};
+  if (replicas != 1) prep["replicas"] = replicas;
+  return {{"name", name},
+          {"task",
+           {prep,
+            {{"id", "use"},
+             {"depends_on", {"prep"}},
+             {"resources", {{"labels", {{"node", "b"}}}}},
+             {"command",
+              "cd $DROVER_INPUTS && for r in *.result; do test \"$(sha256sum < "
+              "${r%.result}/x.bin | cut -d' ' -f1)\" = \"$(cat $r)\"; done"}}}}};
+}
+
 // Kill -9 the only holder of an output before its dependent fetched it: once
 // the holder is lost past the lease bound the producer runs again on
 // another worker, the dependent succeeds, and `drover status` says why.
@@ -284,20 +473,7 @@ TEST(DataPlaneTest, KillingTheOnlyHolderReRunsTheProducer) {
   Cluster c(kFastLoss);
   c.StartServer();
   Process& a = c.StartWorker("a", {"--label", "node=a"});
-  const uint64_t job =
-      Post(c, {{"name", "lineage"},
-               {"task",
-                {{{"id", "prep"},
-                  {"resources", {{"labels", {{"node", "a"}}}}},
-                  {"command",
-                   "head -c 1048576 /dev/urandom > $DROVER_OUTPUT_DIR/x.bin && "
-                   "sha256sum < $DROVER_OUTPUT_DIR/x.bin | cut -d' ' -f1 > $DROVER_RESULT"}},
-                 {{"id", "use"},
-                  {"depends_on", {"prep"}},
-                  {"resources", {{"labels", {{"node", "b"}}}}},
-                  {"command",
-                   "cd $DROVER_INPUTS && for r in *.result; do test \"$(sha256sum < "
-                   "${r%.result}/x.bin | cut -d' ' -f1)\" = \"$(cat $r)\"; done"}}}}});
+  const uint64_t job = Post(c, HolderPipeline("lineage", 1));
   ASSERT_GT(job, 0u);
   const std::string prep = std::to_string(job) + ".0";
   const std::string use = std::to_string(job) + ".1";
@@ -319,6 +495,39 @@ TEST(DataPlaneTest, KillingTheOnlyHolderReRunsTheProducer) {
   ASSERT_EQ(status.status, 0) << status.output;
   EXPECT_NE(status.output.find("rerun: outputs lost with worker"), std::string::npos)
       << status.output;
+  EXPECT_TRUE(NoAttemptFailed(c.Get("/api/v1/tasks/" + use)));
+}
+
+// replicas = 2: a second worker fetches a copy of the outputs when the
+// task succeeds; kill -9 the first holder and a dependent still gets them,
+// from the copy, with no rerun.
+TEST(DataPlaneTest, WithACopyKillingTheFirstHolderLosesNoWork) {
+  Cluster c(kFastLoss);
+  c.StartServer();
+  Process& a = c.StartWorker("a", {"--label", "node=a"});
+  c.StartWorker("c", {"--label", "node=c"});
+  const uint64_t job = Post(c, HolderPipeline("copies", 2));
+  ASSERT_GT(job, 0u);
+  const std::string prep = std::to_string(job) + ".0";
+  const std::string use = std::to_string(job) + ".1";
+  // The server counts the copy (worker c, the only other one).
+  ASSERT_TRUE(c.server()
+                  ->WaitForLine("holds a copy of the outputs of " + prep + "#1", In(kJobTimeout))
+                  .has_value())
+      << c.server()->output();
+  nlohmann::json p = c.Get("/api/v1/tasks/" + prep);
+  ASSERT_EQ(p["outcome"]["replicas"].size(), 1u) << p.dump(2);
+  EXPECT_NE(p["outcome"]["replicas"][0], p["outcome"]["outputs_on"]) << p.dump(2);
+  RunResult status = c.Drover({"status", prep});
+  EXPECT_NE(status.output.find(", copies on "), std::string::npos) << status.output;
+  a.Signal(SIGKILL);
+  ASSERT_TRUE(a.Wait(In(kStartTimeout)).has_value());
+  c.StartWorker("b", {"--label", "node=b"});
+  EventTap tap(c.Api().options(), job);
+  ASSERT_TRUE(tap.WaitForState(use, "succeeded"))
+      << c.Get("/api/v1/tasks/" + use).dump(2) << c.Get("/api/v1/tasks/" + prep).dump(2);
+  p = c.Get("/api/v1/tasks/" + prep);
+  EXPECT_EQ(p["attempt"], 1) << "no rerun: " << p.dump(2);
   EXPECT_TRUE(NoAttemptFailed(c.Get("/api/v1/tasks/" + use)));
 }
 

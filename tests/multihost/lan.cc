@@ -99,6 +99,10 @@ Status Lan::SetLink(const std::string& host, bool up) {
   return Run({"ip", "-n", prefix_ + "-sw", "link", "set", "v-" + host, up ? "up" : "down"});
 }
 
+Status Lan::CutRoute(const std::string& from, const std::string& to) {
+  return Run({"ip", "-n", Netns(from), "route", "add", "unreachable", Address(to) + "/32"});
+}
+
 Status Lan::Netem(const std::string& host, const std::vector<std::string>& args) {
   std::vector<std::string> argv = {"tc", "qdisc", "replace", "dev", "eth0", "root", "netem"};
   argv.insert(argv.end(), args.begin(), args.end());

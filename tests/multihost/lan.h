@@ -15,8 +15,9 @@
 // whose pid is no longer alive.
 //
 // Processes run in a host with `ip netns exec` (argv from Exec()). Faults:
-// SetLink (the switch side of a host's veth, like pulling its cable) and
-// Netem (tc qdisc netem on the host's eth0).
+// SetLink (the switch side of a host's veth, like pulling its cable),
+// CutRoute (one host cannot reach another) and Netem (tc qdisc netem on the
+// host's eth0).
 //
 // Thread safety: the test's thread.
 #ifndef DROVER_TESTS_MULTIHOST_LAN_H_
@@ -57,6 +58,11 @@ class Lan {
   // Pulls (false) or plugs (true) the host's cable: the switch end of its
   // veth goes down or up.
   Status SetLink(const std::string& host, bool up);
+
+  // Host `from` can no longer reach host `to` (and only that): a route
+  // `unreachable <to's address>/32` in `from`, so its connects fail at once
+  // with "No route to host". Every other path, the server's included, stays.
+  Status CutRoute(const std::string& from, const std::string& to);
 
   // `tc qdisc replace dev eth0 root netem ARGS` in the host. Fails with
   // kUnavailable (holding tc's message) where the kernel has no netem.

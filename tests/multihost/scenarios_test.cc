@@ -446,6 +446,82 @@ TEST_F(MultiHost, AFileMovesBetweenHostsPeerToPeerNotThroughTheServer) {
              std::to_string((after - before) >> 10) + " KiB of bodies");
 }
 
+// 8. w2 cannot reach w1 (a route cut on w2), while the server reaches
+// both: the file w1 wrote reaches w2 through the server, checked by its
+// SHA-256; w2's log says so; the server fetched it once from w1 (its relay
+// counter is the file's size) and sent it to w2.
+TEST_F(MultiHost, AFileGoesThroughTheServerWhenTheHolderIsUnreachable) {
+  LanCluster& c = Cluster(kTiming);
+  c.StartServer();
+  for (const char* host : {"w1", "w2"}) {
+    WorkerStart how;
+    how.extra = kWorker;
+    how.extra.insert(how.extra.end(), {"--label", std::string("node=") + host});
+    c.StartWorker(host, how);
+  }
+  ASSERT_TRUE(lan_->CutRoute("w2", "w1").ok());
+  auto metric = [&](const std::string& pattern) -> uint64_t {
+    Result<std::string> metrics = c.Api().GetText("/metrics");
+    std::smatch m;
+    if (!metrics.ok() || !std::regex_search(*metrics, m, std::regex(pattern + " ([0-9]+)"))) {
+      return UINT64_MAX;
+    }
+    return std::stoull(m[1]);
+  };
+  const std::string sent = "drover_http_body_bytes_total\\{direction=\"sent\"\\}";
+  const uint64_t sent_before = metric(sent);
+  constexpr uint64_t kSize = 6 << 20;
+  nlohmann::json spec = {
+      {"name", "relay"},
+      {"task",
+       {{{"id", "prep"},
+         {"resources", {{"labels", {{"node", "w1"}}}}},
+         {"command", "head -c " + std::to_string(kSize) +
+                         " /dev/urandom > $DROVER_OUTPUT_DIR/model.bin && "
+                         "sha256sum < $DROVER_OUTPUT_DIR/model.bin | cut -d' ' -f1 > "
+                         "$DROVER_RESULT"}},
+        {{"id", "use"},
+         {"depends_on", {"prep"}},
+         {"resources", {{"labels", {{"node", "w2"}}}}},
+         {"command",
+          "cd \"$DROVER_INPUTS\" && for r in *.result; do d=\"${r%.result}\"; "
+          "test \"$(sha256sum < \"$d/model.bin\" | cut -d' ' -f1)\" = \"$(cat \"$r\")\" || exit 9; "
+          "done; echo checked > \"$DROVER_RESULT\""}}}}};
+  const int64_t t0 = NowMillis();
+  Result<nlohmann::json> posted = c.Api().Post("/api/v1/jobs", spec.dump());
+  ASSERT_TRUE(posted.ok()) << posted.status().ToString();
+  const std::string job = std::to_string((*posted)["id"].get<uint64_t>());
+  RunResult wait = c.Drover({"wait", job});
+  ASSERT_EQ(wait.status, 0) << wait.output << c.Get("/api/v1/jobs/" + job).dump(2) << "\nw2:\n"
+                            << c.worker("w2").output() << "\nserver:\n"
+                            << c.server().output();
+  const int64_t took = NowMillis() - t0;
+  nlohmann::json use = c.Get("/api/v1/tasks/" + job + ".1");
+  EXPECT_EQ(c.WorkerOf(use), "w2") << use.dump(2);
+  EXPECT_EQ(use["outcome"]["result"], "checked\n") << use.dump(2);
+  EXPECT_EQ(use["attempt"], 1) << "not refused first: " << use.dump(2);
+  std::optional<std::string> said =
+      c.worker("w2").WaitForLine("input " + job + ".0/model.bin: holder worker", In(seconds(5)));
+  ASSERT_TRUE(said) << c.worker("w2").output();
+  EXPECT_TRUE(std::regex_search(
+      *said, std::regex("holder worker [0-9]+ unreachable \\(.*No route to host.*\\); fetching "
+                        "through the server")))
+      << *said;
+  EXPECT_TRUE(c.worker("w2").WaitForLine("through the server (from worker", In(seconds(5))))
+      << c.worker("w2").output();
+  EXPECT_TRUE(c.server().WaitForLine("fetching it through the server", In(seconds(5))))
+      << c.server().output();
+  EXPECT_EQ(metric("drover_file_relay_bytes_total"), kSize);
+  EXPECT_EQ(metric("drover_file_relay_files_total"), 1u);
+  const uint64_t sent_after = metric(sent);
+  ASSERT_NE(sent_after, UINT64_MAX);
+  EXPECT_GE(sent_after - sent_before, kSize) << "w2 downloaded it from the server";
+  Timing("6 MiB file, w2 cannot reach its holder w1",
+         "through the server in " + Secs(took) + " (pipeline); the server relayed " +
+             std::to_string(kSize >> 10) + " KiB and sent " +
+             std::to_string((sent_after - sent_before) >> 10) + " KiB of bodies");
+}
+
 // Connections from the attacker host that hold the server's port busy.
 std::vector<int> Attack(const std::string& netns, int each) {
   std::vector<int> fds;

@@ -157,6 +157,9 @@ class Agent::Impl {
   // Takes out of `assign` the attempts whose input files must be fetched
   // first; each goes to the state machine once fetched, or is refused.
   void HoldForInputs(proto::Assign& assign);
+  // A copy of another worker's outputs (replicas): fetched, kept under its
+  // job, then reported; a failure only logged (the server counts no copy).
+  void OnReplicate(const proto::Replicate& copy);
   // The task's directories and $DROVER_INPUTS files; `queued`: also its
   // environment and program (Executor::PrepareStart), for a start later.
   Result<TaskDirs> Prepare(const proto::Assignment& assignment, bool queued);
@@ -706,6 +709,14 @@ void Agent::Impl::OnText(uint64_t gen, const std::string& text) {
     files_->Attached(ack->grant_key, ack->worker);
     files_->SetServer(server_options_);
   }
+  if (const auto* release = std::get_if<proto::ReleaseOutputs>(&*decoded); release && files_) {
+    std::string jobs;
+    for (JobId job : release->jobs) jobs += (jobs.empty() ? "" : ", ") + std::to_string(job);
+    spdlog::info("worker {}: released the outputs of job(s) {}: they may be evicted now", name_,
+                 jobs);
+    files_->ReleaseOutputs(release->jobs);
+  }
+  if (const auto* copy = std::get_if<proto::Replicate>(&*decoded)) return OnReplicate(*copy);
   if (auto* assign = std::get_if<proto::Assign>(&*decoded); assign && !assign->tasks.empty()) {
     // An attempt whose input files are not all here yet reaches the state
     // machine once they are (or is refused): only then can it start.
@@ -717,6 +728,13 @@ void Agent::Impl::OnText(uint64_t gen, const std::string& text) {
   if (hello_ack && !stopped_) {
     worker_id_ = state_->worker_id();
     backoff_.Reset();
+    // The jobs whose outputs this cache keeps (maybe from a previous run):
+    // the server releases those it no longer needs kept.
+    if (files_) {
+      if (std::vector<JobId> kept = files_->KeptJobs(); !kept.empty()) {
+        Send(proto::OutputsKept{std::move(kept)});
+      }
+    }
     if (config_.on_attached) config_.on_attached();
   }
 }
@@ -871,7 +889,7 @@ void Agent::Impl::KillTask(const worker::KillTask& kill) {
     // result goes out once they are listed.
     std::weak_ptr<bool> alive = alive_;
     files_->CollectOutputs(
-        known->second.dirs.output, known->second.max_output,
+        known->second.dirs.output, result.id.job, known->second.max_output,
         [this, alive, result, outcome](Result<std::vector<core::OutputFile>> outputs) mutable {
           if (alive.expired() || !*alive.lock()) return;
           if (outputs.ok()) {
@@ -949,6 +967,30 @@ void Agent::Impl::ReportAfterCheckpoint(const TaskResult& result, core::TaskOutc
                            files_->ForgetCheckpoint(result.id);
                            ReportDone(result, std::move(outcome));
                          });
+}
+
+void Agent::Impl::OnReplicate(const proto::Replicate& copy) {
+  const std::string what =
+      "a copy of the outputs of " + copy.task.ToString() + "#" + std::to_string(copy.attempt);
+  if (!files_) {
+    spdlog::warn("worker {}: no {}: this worker keeps no files", name_, what);
+    return;
+  }
+  spdlog::info("worker {}: fetching {} ({} file(s))", name_, what, copy.files.size());
+  const uint64_t gen = gen_;
+  std::weak_ptr<bool> alive = alive_;
+  files_->FetchCopy(copy.task.job, copy.files,
+                    [this, alive, gen, what, task = copy.task, attempt = copy.attempt](Status s) {
+                      if (alive.expired() || !*alive.lock()) return;
+                      if (!s.ok()) {
+                        spdlog::warn("worker {}: no {}: {}", name_, what, s.message());
+                        return;
+                      }
+                      spdlog::info("worker {}: holds {}", name_, what);
+                      // Said on the connection that asked; a later one finds
+                      // the core asking again when a holder is lost.
+                      if (gen == gen_ && session_) Send(proto::OutputsReplicated{task, attempt});
+                    });
 }
 
 void Agent::Impl::HoldForInputs(proto::Assign& assign) {

@@ -227,6 +227,34 @@ TEST_F(AgentTest, DependencyResultsAppearAsInputFiles) {
   EXPECT_EQ(finished.tasks[0].outcome.result, "forty-two\nseven\n");
 }
 
+// A succeeded task's outputs are kept for its job (docs/design.md, "Data
+// plane"): the agent names the job after each HelloAck until the server
+// releases it.
+TEST_F(AgentTest, NamesTheJobsItKeepsOutputsForAfterEachHelloUntilReleased) {
+  FakeServer server(/*tls=*/false);
+  Attach(server, Config(server));
+  server.Sync();
+  EXPECT_EQ(server.Pending<proto::OutputsKept>(), 0u) << "nothing is kept yet";
+  server.Send(proto::Assign{{Task(0, "echo out > \"$DROVER_OUTPUT_DIR/o.txt\"")}});
+  proto::Finished finished = server.Expect<proto::Finished>();
+  ASSERT_EQ(finished.tasks.size(), 1u);
+  ASSERT_EQ(finished.tasks[0].outcome.outputs.size(), 1u);
+
+  server.Drop();
+  server.ExpectHello();
+  server.Send(proto::HelloAck{kWorkerId, "test-server", Millis(100), Seconds(30)});
+  EXPECT_EQ(server.Expect<proto::OutputsKept>().jobs, (std::vector<JobId>{1}));
+
+  server.Send(proto::ReleaseOutputs{{1}});
+  server.Sync();
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "work/.cache/.keep/1"));
+  server.Drop();
+  server.ExpectHello();
+  server.Send(proto::HelloAck{kWorkerId, "test-server", Millis(100), Seconds(30)});
+  server.Sync();
+  EXPECT_EQ(server.Pending<proto::OutputsKept>(), 0u) << "released";
+}
+
 TEST_F(AgentTest, RefusesWhatDoesNotFitAndStopsTasksOnRequest) {
   FakeServer server(/*tls=*/false);
   Attach(server, Config(server));

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 #include <utility>
@@ -41,6 +42,47 @@ Source ServerFileSource(const net::ClientOptions& server, const std::string& sha
     if (!got.ok()) return got.status().WithContext("the server");
     return net::StatusFromResponse(*got).WithContext("the server");
   };
+}
+
+// Asks the server to fetch file `sha256`, output of task `from_task`, from
+// its holder `holder` into the server's file store (POST /api/v1/files/
+// {sha256}/pull, server/file_relay.h), and waits until it is there: the
+// server holds each request up to `wait` and answers 202 with the bytes it
+// has received while the transfer runs. Gives up when those stop growing
+// for four rounds in a row.
+Status PullThroughServer(const net::ClientOptions& server, const std::string& sha256,
+                         TaskId from_task, WorkerId holder, Duration wait,
+                         const std::atomic<bool>& stopping) {
+  net::ClientOptions o = server;
+  o.timeout = wait + std::max<Duration>(server.timeout, Seconds(10));
+  net::ClientRequest request;
+  request.method = "POST";
+  request.target = "/api/v1/files/" + sha256 + "/pull";
+  request.body =
+      nlohmann::json{
+          {"task", from_task.ToString()}, {"from", holder}, {"wait_ms", wait.count() / 1000}}
+          .dump();
+  uint64_t received = 0;
+  int stalled = 0;
+  for (;;) {
+    if (stopping) return Unavailable("the worker is stopping");
+    Result<net::Response> got = net::HttpClient(o).Send(request);
+    if (!got.ok()) return got.status().WithContext("the server");
+    if (got->status == 200) return Status::Ok();
+    if (got->status != 202) return net::StatusFromResponse(*got).WithContext("the server");
+    const nlohmann::json progress = nlohmann::json::parse(got->body, nullptr, false);
+    const uint64_t now = progress.is_object() && progress.contains("received") &&
+                                 progress["received"].is_number_unsigned()
+                             ? progress["received"].get<uint64_t>()
+                             : 0;
+    stalled = now > received ? 0 : stalled + 1;
+    received = std::max(received, now);
+    if (stalled >= 4) {
+      return Status(StatusCode::kDeadlineExceeded, "the server's transfer made no progress for " +
+                                                       FormatDuration(4 * wait) + " (" +
+                                                       FormatBytes(received) + " received)");
+    }
+  }
 }
 
 constexpr char kFilesRoute[] = "/v1/files/{sha256}";
@@ -211,8 +253,18 @@ struct FilePlane::Impl : std::enable_shared_from_this<FilePlane::Impl> {
     done(std::move(response));
   }
 
+  // How a peer source failed, as the source saw it (filled on the fetching
+  // thread): `unreachable` when no answer came from the holder (connect,
+  // TLS, a timeout, a connection dropped), as opposed to a refusal (an HTTP
+  // error), bytes that did not match, or this side stopping or failing.
+  struct PeerTry {
+    bool unreachable = false;
+    std::string why;
+  };
+
   // One source: the holder's file service, pinned by its fingerprint.
-  Source SourceFor(const proto::FileSource& from, const proto::InputFile& file) {
+  Source SourceFor(const proto::FileSource& from, const proto::InputFile& file,
+                   std::shared_ptr<PeerTry> outcome) {
     net::ClientOptions client;
     client.host = from.host;
     client.port = from.port;
@@ -226,54 +278,121 @@ struct FilePlane::Impl : std::enable_shared_from_this<FilePlane::Impl> {
     request.headers["X-Drover-Requester"] = requester;
     const std::string where = "worker " + std::to_string(from.worker) + " (" + from.host + ":" +
                               std::to_string(from.port) + ")";
-    return [client, request, where, this](const ChunkSink& sink) -> Status {
+    return [client, request, where, outcome, this](const ChunkSink& sink) -> Status {
       net::HttpClient http(client);
+      bool sink_failed = false;
       ChunkSink guarded = [&](std::string_view chunk) -> Status {
-        if (stopping) return Unavailable("the worker is stopping");
-        return sink(chunk);
+        Status s = stopping ? Unavailable("the worker is stopping") : sink(chunk);
+        if (!s.ok()) sink_failed = true;
+        return s;
       };
+      *outcome = PeerTry{};
       Result<net::Response> got = http.Download(request, guarded);
-      if (!got.ok()) return got.status().WithContext(where);
+      if (!got.ok()) {
+        if (!sink_failed) *outcome = PeerTry{true, got.status().message()};
+        return got.status().WithContext(where);
+      }
       Status answer = net::StatusFromResponse(*got);
       if (!answer.ok()) return answer.WithContext(where);
       return Status::Ok();
     };
   }
 
+  // How one input's fetch ended (on its thread).
+  struct Fetched {
+    Status status;
+    bool through_server = false;
+  };
+
   void StartFetch(const proto::InputFile& file) {
     std::vector<Source> sources;
-    for (const proto::FileSource& from : file.sources) sources.push_back(SourceFor(from, file));
+    std::vector<std::shared_ptr<PeerTry>> tries;
+    for (const proto::FileSource& from : file.sources) {
+      tries.push_back(std::make_shared<PeerTry>());
+      sources.push_back(SourceFor(from, file, tries.back()));
+    }
     const std::string sha = file.file.sha256;
     const uint64_t size = file.file.size;
     const std::string label = file.from.ToString() + "/" + file.file.name;
+    const TaskId producer = file.from;
     FileCache* c = cache.get();
+    std::vector<WorkerId> holders;
     std::vector<std::string> names;
     for (const proto::FileSource& from : file.sources) {
+      holders.push_back(from.worker);
       names.push_back("worker " + std::to_string(from.worker));
     }
-    OnThread<Status>(
-        [c, sha, size, sources, label, names]() -> Status {
+    // The fallback through the server needs one to ask.
+    const std::optional<net::ClientOptions> server = store_server;
+    const Duration wait = std::max<Duration>(options.fetch_timeout / 2, Seconds(1));
+    std::atomic<bool>* stop = &stopping;
+    OnThread<Fetched>(
+        [c, sha, size, sources, tries, label, producer, holders, names, server, wait,
+         stop]() -> Fetched {
           if (sources.empty()) {
-            return Unavailable("input " + label +
-                               ": no worker holds it (its holder serves no "
-                               "files or is unknown to the server)");
+            return {Unavailable("input " + label +
+                                ": no worker holds it (its holder serves no "
+                                "files or is unknown to the server)")};
           }
           const auto start = std::chrono::steady_clock::now();
           Result<FetchReport> report = FetchIntoCache(*c, sha, size, sources);
-          if (!report.ok()) return report.status().WithContext("input " + label);
-          const double secs =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          // bench/data.py reads this line.
-          spdlog::info("file service: fetched {} ({}) from {} in {:.3f} s ({:.0f} MiB/s)", label,
-                       FormatBytes(size), names[report->source_used], secs,
-                       secs > 0 ? static_cast<double>(size) / secs / (1 << 20) : 0.0);
-          return Status::Ok();
+          if (report.ok()) {
+            const double secs =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            // bench/data.py reads this line.
+            spdlog::info("file service: fetched {} ({}) from {} in {:.3f} s ({:.0f} MiB/s)", label,
+                         FormatBytes(size), names[report->source_used], secs,
+                         secs > 0 ? static_cast<double>(size) / secs / (1 << 20) : 0.0);
+            return {Status::Ok()};
+          }
+          const Status peers = report.status().WithContext("input " + label);
+          // The fallback: only when no holder could be reached at all (a
+          // holder that refused or sent other bytes is not bypassed), and
+          // not for a full disk.
+          bool all_unreachable = report.status().code() == StatusCode::kUnavailable;
+          for (const auto& t : tries) all_unreachable = all_unreachable && t->unreachable;
+          if (!all_unreachable || !server) return {peers};
+          std::string via_server;
+          for (size_t i = 0; i < holders.size(); ++i) {
+            if (*stop) return {Unavailable("the worker is stopping")};
+            spdlog::warn("input {}: holder worker {} unreachable ({}); fetching through the server",
+                         label, holders[i], tries[i]->why);
+            const auto relay_start = std::chrono::steady_clock::now();
+            Status pulled = PullThroughServer(*server, sha, producer, holders[i], wait, *stop);
+            if (pulled.ok()) {
+              Result<FetchReport> got =
+                  FetchIntoCache(*c, sha, size, {ServerFileSource(*server, sha)});
+              if (got.ok()) {
+                const double secs =
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - relay_start)
+                        .count();
+                spdlog::info(
+                    "file service: fetched {} ({}) through the server (from {}) in "
+                    "{:.3f} s",
+                    label, FormatBytes(size), names[i], secs);
+                return {Status::Ok(), true};
+              }
+              if (got.status().code() == StatusCode::kResourceExhausted) {
+                return {got.status().WithContext("input " + label)};
+              }
+              pulled = got.status();
+            }
+            spdlog::warn("input {}: fetching through the server failed: {}", label,
+                         pulled.ToString());
+            via_server += "; through the server: " + pulled.ToString();
+          }
+          return {Status(peers.code(), peers.message() + via_server)};
         },
-        [this, sha, size, label](Status status) {
+        [this, sha, size, label](Fetched fetched) {
+          const Status& status = fetched.status;
           if (status.ok()) {
             std::lock_guard lock(stats_mu);
             ++stats.fetched_files;
             stats.fetched_bytes += size;
+            if (fetched.through_server) {
+              ++stats.relayed_files;
+              stats.relayed_bytes += size;
+            }
           } else {
             spdlog::warn("file service: fetching {} failed: {}", label, status.ToString());
           }
@@ -314,7 +433,9 @@ Result<std::unique_ptr<FilePlane>> FilePlane::Start(net::EventLoop& loop,
                            ",\"served_bytes\":" + std::to_string(s.served_bytes) +
                            ",\"refused\":" + std::to_string(s.refused) +
                            ",\"fetched_files\":" + std::to_string(s.fetched_files) +
-                           ",\"fetched_bytes\":" + std::to_string(s.fetched_bytes) + "}"));
+                           ",\"fetched_bytes\":" + std::to_string(s.fetched_bytes) +
+                           ",\"relayed_files\":" + std::to_string(s.relayed_files) +
+                           ",\"relayed_bytes\":" + std::to_string(s.relayed_bytes) + "}"));
   });
   if (Status started = impl->server->Start(); !started.ok()) {
     return started.WithContext("file service");
@@ -443,7 +564,24 @@ OutputCap OutputCapOf(const proto::Assignment& a) {
                    a.max_output_by_task ? "the task's" : "the server's --max-output"};
 }
 
-void FilePlane::CollectOutputs(const std::string& dir, const OutputCap& assigned,
+std::vector<JobId> FilePlane::KeptJobs() const { return impl_->cache->KeptJobs(); }
+
+void FilePlane::FetchCopy(JobId job, const std::vector<proto::InputFile>& files,
+                          std::function<void(Status)> done) {
+  std::vector<std::string> shas;
+  for (const proto::InputFile& f : files) shas.push_back(f.file.sha256);
+  // Kept first, as a task's own outputs are: nothing evicts what arrives.
+  if (Status kept = impl_->cache->Keep(job, shas); !kept.ok()) return done(kept);
+  proto::Assignment a;
+  a.files = files;
+  Fetch(a, std::move(done));
+}
+
+void FilePlane::ReleaseOutputs(const std::vector<JobId>& jobs) {
+  for (JobId job : jobs) impl_->cache->Unkeep(job);
+}
+
+void FilePlane::CollectOutputs(const std::string& dir, JobId job, const OutputCap& assigned,
                                std::function<void(Result<std::vector<core::OutputFile>>)> done) {
   FileCache* c = impl_->cache.get();
   OutputLimits limits;
@@ -456,8 +594,16 @@ void FilePlane::CollectOutputs(const std::string& dir, const OutputCap& assigned
   }
   limits.max_files = core::kMaxOutputFiles;
   impl_->OnThread<Result<std::vector<core::OutputFile>>>(
-      [c, dir, limits]() -> Result<std::vector<core::OutputFile>> {
+      [c, dir, job, limits]() -> Result<std::vector<core::OutputFile>> {
         ASSIGN_OR_RETURN(std::vector<OutputEntry> entries, ScanOutputs(dir, limits));
+        // Kept for the job's dependents before they enter the cache: no
+        // fetch can evict them in between (docs/design.md, retention).
+        std::vector<std::string> shas;
+        for (const OutputEntry& e : entries) shas.push_back(e.sha256);
+        if (Status kept = c->Keep(job, shas); !kept.ok()) {
+          spdlog::warn("file service: outputs of job {} are kept until the worker stops only: {}",
+                       job, kept.ToString());
+        }
         std::vector<core::OutputFile> outputs;
         for (OutputEntry& e : entries) {
           if (std::string problem = core::OutputNameProblem(e.name); !problem.empty()) {

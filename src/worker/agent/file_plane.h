@@ -9,19 +9,29 @@
 // (header X-Drover-Grant, net/grant.h) signed by the server's key for that
 // file and for the requester named in X-Drover-Requester, not expired. Any
 // other request is refused (400 / 403 / 404) and logged with its reason.
-// `GET /v1/files-stats` answers what was served (JSON).
+// `GET /v1/files-stats` answers what was served and fetched (JSON, the
+// fields of FilePlaneStats).
 //
 // Fetching. Fetch() gets every input file of an assignment that the cache
 // lacks, each from its sources in order (the holder the server named),
 // verifying size and SHA-256 before the file enters the cache; the same
-// file asked for by several assignments is fetched once. LinkInputs() then
+// file asked for by several assignments is fetched once. When no holder
+// could be reached at all (connect, TLS, a timeout, a dropped connection;
+// not a refusal nor bytes that did not match), the worker asks the server
+// to fetch the file from the holder into its file store (POST /api/v1/files/
+// {sha256}/pull, server/file_relay.h), then downloads it from there, checked
+// the same way, and says so in its log ("input 3.0/model.bin: holder worker
+// 1 unreachable (...); fetching through the server"). LinkInputs() then
 // hard-links the files into the task's $DROVER_INPUTS/<task id>/ (the cached
 // copy is read-only, and re-hashed before reuse if it changed), and pins
 // them until Release().
 //
 // Outputs. CollectOutputs() lists and hashes a succeeded task's
 // $DROVER_OUTPUT_DIR (worker/files/output_scan.h) and takes each file into
-// the cache (a hard link: no copy), so peers can fetch it.
+// the cache (a hard link: no copy), so peers can fetch it, kept for its job
+// (FileCache::Keep: never evicted, across restarts) until the server
+// releases the job (ReleaseOutputs; KeptJobs() is what the worker reports
+// after each HelloAck).
 //
 // Checkpoints. SaveCheckpoint() lists and hashes an attempt's
 // $DROVER_CHECKPOINT_DIR (the output scan's rules), uploads to the server
@@ -88,6 +98,9 @@ struct FilePlaneStats {
   uint64_t refused = 0;
   uint64_t fetched_files = 0;
   uint64_t fetched_bytes = 0;
+  // Of those, fetched through the server (no holder could be reached).
+  uint64_t relayed_files = 0;
+  uint64_t relayed_bytes = 0;
 };
 
 class FilePlane {
@@ -133,8 +146,20 @@ class FilePlane {
   // of it and FilePlaneOptions::max_output_bytes applies, and the refusal
   // says whose it was: "outputs are 3.0 GiB, more than max_output 2 GiB
   // (the task's)" / "(worker --max-output)".
-  void CollectOutputs(const std::string& dir, const OutputCap& assigned,
+  // The files are kept for `job` (they are kept before they enter the
+  // cache, so no fetch can evict them in between); a keep that cannot be
+  // recorded on disk is logged and holds until the worker stops.
+  void CollectOutputs(const std::string& dir, JobId job, const OutputCap& assigned,
                       std::function<void(Result<std::vector<core::OutputFile>>)> done);
+
+  // The jobs whose outputs the cache keeps, ascending.
+  std::vector<JobId> KeptJobs() const;
+  // A copy of another worker's outputs (replicas, proto::Replicate): keeps
+  // them under `job` before they arrive, then fetches them like inputs.
+  void FetchCopy(JobId job, const std::vector<proto::InputFile>& files,
+                 std::function<void(Status)> done);
+  // The server released these jobs' outputs: they become evictable.
+  void ReleaseOutputs(const std::vector<JobId>& jobs);
 
   // The server this worker is attached to (its address, TLS pin, token):
   // where checkpoints go and come from. Set at each HelloAck.

@@ -4,7 +4,9 @@
 // into a task's inputs; fetched once however many tasks ask.
 #include "worker/agent/file_plane.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -12,11 +14,13 @@
 
 #include <fstream>
 #include <future>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "net/grant.h"
 #include "net/http_client.h"
 #include "net/net_test_util.h"
+#include "net/server.h"
 
 namespace drover::worker {
 namespace {
@@ -69,11 +73,13 @@ class FilePlaneTest : public ::testing::Test {
   }
 
   // Collects the outputs of `dir` on the holder (on the loop thread).
-  Result<std::vector<core::OutputFile>> Collect(const std::string& dir, const OutputCap& cap = {}) {
+  Result<std::vector<core::OutputFile>> Collect(const std::string& dir, const OutputCap& cap = {},
+                                                JobId job = 1) {
     std::promise<Result<std::vector<core::OutputFile>>> got;
     loop_.Post([&] {
-      holder_->CollectOutputs(
-          dir, cap, [&](Result<std::vector<core::OutputFile>> r) { got.set_value(std::move(r)); });
+      holder_->CollectOutputs(dir, job, cap, [&](Result<std::vector<core::OutputFile>> r) {
+        got.set_value(std::move(r));
+      });
     });
     return got.get_future().get();
   }
@@ -213,6 +219,103 @@ TEST_F(FilePlaneTest, FetchesVerifiesLinksAndFetchesEachFileOnce) {
   EXPECT_NE(failed.message().find("1.0/gone.bin"), std::string::npos) << failed.ToString();
 }
 
+// No holder could be reached: the fetcher asks the server to pull the file
+// (here a stand-in that answers 202 once, then 200) and downloads it from
+// the server's store, checked like any input. A holder that answers, with
+// a refusal, is not bypassed.
+TEST_F(FilePlaneTest, AnUnreachableHolderIsBypassedThroughTheServerARefusingOneIsNot) {
+  const std::string out = dir_ / "relayed";
+  ::mkdir(out.c_str(), 0700);
+  const std::string content(1 << 20, 'r');
+  WriteAll(out + "/m.bin", content);
+  Result<std::vector<core::OutputFile>> outputs = Collect(out);
+  ASSERT_TRUE(outputs.ok()) << outputs.status().ToString();
+  const core::OutputFile file = (*outputs)[0];
+
+  std::atomic<int> pulls{0};
+  std::string pull_body;
+  std::unique_ptr<net::Server> server;
+  std::promise<uint16_t> started;
+  loop_.Post([&] {
+    net::ServerOptions so;
+    so.bind_address = "127.0.0.1";
+    so.port = 0;
+    so.tls = false;
+    so.token = kToken;
+    server = std::make_unique<net::Server>(loop_, so);
+    server->Route("POST", "/api/v1/files/{sha256}/pull",
+                  [&](const net::Request& r, net::Responder done) {
+                    const int n = ++pulls;
+                    pull_body = r.body;
+                    done(n == 1 ? net::JsonResponse(R"({"received":1,"pulling":true})", 202)
+                                : net::JsonResponse(R"({"relayed":true})"));
+                  });
+    server->Route("GET", "/api/v1/files/{sha256}", [&](const net::Request& r, net::Responder done) {
+      if (r.path_params.at("sha256") != file.sha256) {
+        return done(net::ErrorResponse(NotFound("no such file")));
+      }
+      net::Response answer;
+      answer.content_type = "application/octet-stream";
+      answer.body = content;
+      done(std::move(answer));
+    });
+    Status s = server->Start();
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    net::ClientOptions to;
+    to.host = "127.0.0.1";
+    to.port = server->port();
+    to.tls = false;
+    to.token = kToken;
+    fetcher_->SetServer(to);
+    started.set_value(server->port());
+  });
+  ASSERT_NE(started.get_future().get(), 0);
+
+  // A port nobody listens on: "Connection refused".
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const uint16_t dead_port = ntohs(addr.sin_port);
+  ::close(fd);
+
+  proto::Assignment a;
+  a.task = TaskId{1, 4};
+  a.attempt = 1;
+  a.files = {Input(file)};
+  a.files[0].sources[0].port = dead_port;
+  Status fetched = Fetch(a);
+  ASSERT_TRUE(fetched.ok()) << fetched.ToString();
+  EXPECT_EQ(pulls.load(), 2) << "asked again after the 202";
+  const nlohmann::json asked = nlohmann::json::parse(pull_body, nullptr, false);
+  EXPECT_EQ(asked.value("task", ""), "1.0") << pull_body;
+  EXPECT_EQ(asked.value("from", 0), 1) << pull_body;
+  EXPECT_TRUE(fetcher_->HasInputs(a));
+  EXPECT_EQ(fetcher_->stats().relayed_files, 1u);
+  EXPECT_EQ(fetcher_->stats().relayed_bytes, content.size());
+  EXPECT_EQ(holder_->stats().served_files, 0u);
+
+  // The holder answers 404 (it lacks the file): a refusal, not bypassed.
+  core::OutputFile missing{"gone.bin", 10, std::string(64, 'e')};
+  proto::Assignment b;
+  b.task = TaskId{1, 5};
+  b.files = {Input(missing)};
+  Status refused = Fetch(b);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_EQ(refused.message().find("through the server"), std::string::npos) << refused.ToString();
+  EXPECT_EQ(pulls.load(), 2);
+
+  std::promise<void> stopped;
+  loop_.Post([&] {
+    server.reset();
+    stopped.set_value();
+  });
+  stopped.get_future().get();
+}
+
 TEST_F(FilePlaneTest, OutputsThatAreNotRegularFilesOrTooLargeAreRefused) {
   const std::string out = dir_ / "sock";
   ::mkdir(out.c_str(), 0700);
@@ -266,6 +369,30 @@ TEST_F(FilePlaneTest, TheLowerOfTheAssignedAndTheWorkersOutputCapAppliesAndIsNam
   ASSERT_FALSE(over.ok());
   EXPECT_EQ(over.status().message(),
             "outputs are 9 MiB, more than max_output 8 MiB (worker --max-output)");
+}
+
+// A succeeded task's outputs are kept for its job until the server
+// releases it, across a restart of the plane on the same cache.
+TEST_F(FilePlaneTest, CollectedOutputsAreKeptForTheirJobUntilReleased) {
+  const std::string out = dir_ / "kept";
+  ::mkdir(out.c_str(), 0700);
+  WriteAll(out + "/a.bin", "aaaa");
+  Result<std::vector<core::OutputFile>> outputs = Collect(out, {}, 5);
+  ASSERT_TRUE(outputs.ok()) << outputs.status().ToString();
+  ASSERT_TRUE(Collect(out, {}, 7).ok());  // the same file for another job
+  EXPECT_EQ(holder_->KeptJobs(), (std::vector<JobId>{5, 7}));
+  EXPECT_EQ(ReadAll(dir_ / "holder/cache/.keep/5"), (*outputs)[0].sha256 + "\n");
+
+  // Restarted on the same cache: still kept.
+  loop_.Stop();
+  thread_.join();
+  holder_.reset();
+  holder_ = StartPlane("holder");
+  ASSERT_NE(holder_, nullptr);
+  EXPECT_EQ(holder_->KeptJobs(), (std::vector<JobId>{5, 7}));
+  holder_->ReleaseOutputs({5, 99});
+  EXPECT_EQ(holder_->KeptJobs(), (std::vector<JobId>{7}));
+  EXPECT_EQ(::access((dir_ / "holder/cache/.keep/5").c_str(), F_OK), -1);
 }
 
 }  // namespace

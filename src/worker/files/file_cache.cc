@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <tuple>
 #include <vector>
 
@@ -28,6 +29,9 @@ namespace {
 
 constexpr mode_t kEntryMode = 0444;
 constexpr std::string_view kPartSuffix = ".part";
+// Where the keeps are recorded, one file per job (file_cache.h).
+constexpr char kKeepDir[] = ".keep";
+constexpr std::string_view kTmpSuffix = ".tmp";
 
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -39,6 +43,17 @@ int64_t Nanos(const struct timespec& ts) {
 
 // Whether linking failed in a way a copy can work around.
 bool LinkNeedsCopy(int err) { return err == EXDEV || err == EMLINK || err == EPERM; }
+
+// A job id as a keep record's name: decimal digits, no sign, no leading zero.
+Result<uint64_t> ParseJobNumber(const std::string& name) {
+  if (name.empty() || name.size() > 19 || name[0] == '0') return InvalidArgument("not a job id");
+  uint64_t value = 0;
+  for (char c : name) {
+    if (c < '0' || c > '9') return InvalidArgument("not a job id");
+    value = value * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return value;
+}
 
 }  // namespace
 
@@ -76,6 +91,7 @@ Result<std::unique_ptr<FileCache>> FileCache::Open(const std::string& dir,
   std::vector<Found> found;
   for (const std::string& name : names) {
     const std::string path = clean + "/" + name;
+    if (name == kKeepDir) continue;
     if (EndsWith(name, kPartSuffix)) {
       if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
         spdlog::warn("file cache: cannot remove leftover {}: {}", path, std::strerror(errno));
@@ -110,12 +126,25 @@ Result<std::unique_ptr<FileCache>> FileCache::Open(const std::string& dir,
 
   std::lock_guard<std::mutex> lock(cache->mu_);
   for (const Found& f : found) cache->InsertLocked(f.sha256, f.fp.size, f.fp);
+  RETURN_IF_ERROR(cache->LoadKeepsLocked());
   if (capacity_bytes != 0 && cache->stats_.bytes > capacity_bytes) {
-    // The capacity shrank since the last run: drop the oldest until it fits.
-    while (cache->stats_.bytes > capacity_bytes && !cache->lru_.empty()) {
-      std::string victim = cache->lru_.begin()->second;
+    // The capacity shrank since the last run: drop the oldest until it fits,
+    // except what is kept.
+    std::vector<std::string> victims;
+    uint64_t left = cache->stats_.bytes;
+    for (const auto& [tick, sha] : cache->lru_) {
+      if (left <= capacity_bytes) break;
+      if (cache->KeptLocked(sha)) continue;
+      victims.push_back(sha);
+      left -= cache->entries_.at(sha).size;
+    }
+    for (const std::string& victim : victims) {
       cache->RemoveLocked(victim);
       ++cache->stats_.evictions;
+    }
+    if (left > capacity_bytes) {
+      spdlog::warn("file cache {}: {} kept for unreleased jobs, over its capacity of {}", clean,
+                   FormatBytes(left), FormatBytes(capacity_bytes));
     }
   }
   return cache;
@@ -297,6 +326,7 @@ FileCacheStats FileCache::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   FileCacheStats s = stats_;
   s.entries = entries_.size();
+  s.kept_jobs = keeps_.size();
   return s;
 }
 
@@ -329,25 +359,143 @@ void FileCache::RemoveLocked(const std::string& sha256) {
 
 bool FileCache::PinnedLocked(const std::string& sha256) const { return pins_.count(sha256) != 0; }
 
+bool FileCache::KeptLocked(const std::string& sha256) const { return kept_.count(sha256) != 0; }
+
+void FileCache::KeepLocked(uint64_t job, const std::string& sha256) {
+  if (keeps_[job].insert(sha256).second) ++kept_[sha256];
+}
+
+std::string FileCache::KeepPathOf(uint64_t job) const {
+  return dir_ + "/" + kKeepDir + "/" + std::to_string(job);
+}
+
+Status FileCache::Keep(uint64_t job, const std::vector<std::string>& sha256s) {
+  for (const std::string& sha : sha256s) {
+    if (!IsSha256Hex(sha)) return InvalidArgument("not a SHA-256: \"" + sha + "\"");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string lines;
+  for (const std::string& sha : sha256s) {
+    if (keeps_[job].count(sha) != 0) continue;
+    KeepLocked(job, sha);
+    lines += sha + "\n";
+  }
+  if (lines.empty()) return Status::Ok();
+  // Under the lock: a few bytes, and it orders the record with Unkeep's
+  // removal of the file.
+  RETURN_IF_ERROR(MakeDirs(dir_ + "/" + kKeepDir, 0700));
+  const std::string path = KeepPathOf(job);
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!fd.valid()) return ErrnoStatus(errno, "cannot record kept outputs in " + path);
+  return WriteAll(fd.fd(), lines, path);
+}
+
+void FileCache::Unkeep(uint64_t job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = keeps_.find(job);
+  if (it == keeps_.end()) return;
+  for (const std::string& sha : it->second) {
+    auto k = kept_.find(sha);
+    if (k != kept_.end() && --k->second <= 0) kept_.erase(k);
+  }
+  keeps_.erase(it);
+  const std::string path = KeepPathOf(job);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    spdlog::warn("file cache: cannot remove {}: {}", path, std::strerror(errno));
+  }
+}
+
+std::vector<uint64_t> FileCache::KeptJobs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint64_t> jobs;
+  for (const auto& [job, shas] : keeps_) jobs.push_back(job);
+  return jobs;
+}
+
+bool FileCache::Kept(const std::string& sha256) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return KeptLocked(sha256);
+}
+
+Status FileCache::LoadKeepsLocked() {
+  const std::string dir = dir_ + "/" + kKeepDir;
+  UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir_fd.valid()) {
+    if (errno == ENOENT) return Status::Ok();
+    return ErrnoStatus(errno, "cannot list kept outputs " + dir);
+  }
+  ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir_fd.fd(), "kept outputs " + dir));
+  for (const std::string& name : names) {
+    const std::string path = dir + "/" + name;
+    if (EndsWith(name, kTmpSuffix)) {
+      ::unlink(path.c_str());  // a rewrite cut short; the record it replaced is still there
+      continue;
+    }
+    Result<uint64_t> job = ParseJobNumber(name);
+    if (!job.ok()) {
+      spdlog::warn("file cache: {} is not a record of kept outputs; left alone", path);
+      continue;
+    }
+    std::ifstream in(path);
+    if (!in) return ErrnoStatus(errno, "cannot read " + path);
+    std::string line;
+    size_t torn = 0;
+    // An empty record still names a job the server must release.
+    keeps_[*job];
+    while (std::getline(in, line)) {
+      if (IsSha256Hex(line)) {
+        KeepLocked(*job, line);
+      } else {
+        ++torn;
+      }
+    }
+    if (torn > 0) {
+      // Rewritten without them, or the next append would continue a torn
+      // line and be lost with it.
+      spdlog::warn("file cache: {}: {} line(s) that name no SHA-256 dropped (a write cut short)",
+                   path, torn);
+      std::string lines;
+      for (const std::string& sha : keeps_[*job]) lines += sha + "\n";
+      const std::string tmp = path + std::string(kTmpSuffix);
+      UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+      if (!fd.valid()) return ErrnoStatus(errno, "cannot rewrite " + path);
+      RETURN_IF_ERROR(WriteAll(fd.fd(), lines, tmp));
+      if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        return ErrnoStatus(errno, "cannot rename " + tmp + " to " + path);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 Status FileCache::MakeRoomLocked(const std::string& sha256, uint64_t size) {
   if (capacity_ == 0) return Status::Ok();
   const uint64_t used = stats_.bytes + reserved_bytes_;
   if (used + size <= capacity_ && size <= capacity_) return Status::Ok();
   uint64_t evictable = 0;
+  uint64_t pinned = 0;
   for (const auto& [sha, e] : entries_) {
-    if (!PinnedLocked(sha)) evictable += e.size;
+    if (PinnedLocked(sha)) {
+      pinned += e.size;
+    } else if (!KeptLocked(sha)) {
+      evictable += e.size;
+    }
   }
   if (size > capacity_ || used - evictable + size > capacity_) {
+    const uint64_t kept = stats_.bytes - evictable - pinned;
     return ResourceExhausted(
         "cache of " + FormatBytes(capacity_) + " cannot hold " + FormatBytes(size) + " for " +
-        ShortSha(sha256) + ": " + FormatBytes(stats_.bytes - evictable) +
-        " are pinned by running tasks and " + FormatBytes(reserved_bytes_) + " are being fetched");
+        ShortSha(sha256) + ": " + FormatBytes(pinned) + " are pinned by running tasks" +
+        (kept == 0 ? std::string(" and ")
+                   : ", " + FormatBytes(kept) +
+                         " are kept for unreleased jobs (drover server --keep-outputs) and ") +
+        FormatBytes(reserved_bytes_) + " are being fetched");
   }
   std::vector<std::string> victims;
   uint64_t freed = 0;
   for (const auto& [tick, sha] : lru_) {
     if (used - freed + size <= capacity_) break;
-    if (PinnedLocked(sha)) continue;
+    if (PinnedLocked(sha) || KeptLocked(sha)) continue;
     victims.push_back(sha);
     freed += entries_.at(sha).size;
   }

@@ -26,6 +26,16 @@
 // same file, and making the entry 0444 makes the task's file 0444 too.
 // Tasks get inputs read-only on purpose.
 //
+// Keeping (docs/design.md, "Data plane", retention): a succeeded task's
+// outputs are kept under its job id (Keep) until the server releases the
+// job (Unkeep). A kept entry is never evicted, like a pinned one; a fetch
+// that cannot make room past kept and pinned entries fails as usual
+// (kResourceExhausted). Keeps survive a restart: each job's are recorded
+// in `<dir>/.keep/<job id>`, one SHA-256 a line, appended (one write per
+// Keep call; a line torn by a crash is ignored at Open, and it belonged to
+// outputs whose task was never reported); Open() reads them back before it
+// evicts anything, and Unkeep removes the file.
+//
 // Thread safety: all methods are safe to call from any thread; one mutex
 // guards the index. Hashing and copying run outside it (the entry concerned
 // is held pinned meanwhile so that it cannot be evicted).
@@ -43,6 +53,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "common/status.h"
 
@@ -55,6 +66,7 @@ struct FileCacheStats {
   uint64_t hits = 0;    // Has() answered true
   uint64_t misses = 0;  // Has() answered false
   uint64_t evictions = 0;
+  uint64_t kept_jobs = 0;  // jobs whose outputs are kept (Keep, not yet Unkeep)
 };
 
 class FileCache {
@@ -62,8 +74,10 @@ class FileCache {
   // Opens the cache at `dir`, creating it (0700, parents too) if missing.
   // Removes "*.part" leftovers of interrupted fetches, indexes the files
   // named by a SHA-256 (other names are left alone, with a warning), and
-  // evicts down to `capacity_bytes` if the cache is over it. Fails when the
-  // directory cannot be created or read.
+  // reads back the keeps of `<dir>/.keep/`, and evicts down to
+  // `capacity_bytes` if the cache is over it (never a kept entry: then it
+  // stays over, with a warning). Fails when the directory cannot be created
+  // or read.
   static Result<std::unique_ptr<FileCache>> Open(const std::string& dir, uint64_t capacity_bytes);
 
   FileCache(const FileCache&) = delete;
@@ -95,11 +109,30 @@ class FileCache {
   void Pin(const std::string& sha256);
   void Unpin(const std::string& sha256);
 
+  // Keeps the entries `sha256s` for `job` (adding to what it keeps): none
+  // of them is evicted until Unkeep(job). As with Pin, an entry may be kept
+  // before it arrives. Records the keep in `<dir>/.keep/<job>` first; when
+  // that fails the keep still holds in memory (for this run only) and the
+  // error is returned. kInvalidArgument for a malformed sha256 (nothing is
+  // kept then).
+  Status Keep(uint64_t job, const std::vector<std::string>& sha256s);
+  // Drops `job`'s keep and its record: its entries that no other job keeps
+  // and no task pins become evictable (they are not removed now). Unknown
+  // jobs are ignored.
+  void Unkeep(uint64_t job);
+  // The jobs kept, ascending.
+  std::vector<uint64_t> KeptJobs() const;
+  // Whether some job keeps the entry.
+  bool Kept(const std::string& sha256) const;
+
   // Makes room for `size` more bytes, evicting least recently used unpinned
   // entries, reserves them, and returns a fresh temporary path
   // "<dir>/<sha256>.<random>.part" for the caller to create and write.
-  // Nothing is evicted when evicting could not make enough room; then
-  // kResourceExhausted: "cache of 50 MiB cannot hold 200 MiB for <sha>: ...".
+  // Kept entries are not evicted either. Nothing is evicted when evicting
+  // could not make enough room; then kResourceExhausted: "cache of 50 MiB
+  // cannot hold 200 MiB for <sha>: 10 MiB are pinned by running tasks, 40
+  // MiB are kept for unreleased jobs (drover server --keep-outputs) and 0 B
+  // are being fetched".
   // Every successful BeginFetch must end in CommitFetch or AbortFetch.
   Result<std::string> BeginFetch(const std::string& sha256, uint64_t size);
 
@@ -141,6 +174,11 @@ class FileCache {
   void InsertLocked(const std::string& sha256, uint64_t size, const Fingerprint& fp);
   void RemoveLocked(const std::string& sha256);  // from the index and the disk
   bool PinnedLocked(const std::string& sha256) const;
+  bool KeptLocked(const std::string& sha256) const;
+  void KeepLocked(uint64_t job, const std::string& sha256);
+  std::string KeepPathOf(uint64_t job) const;
+  // Reads `<dir>/.keep/` (at Open).
+  Status LoadKeepsLocked();
   // Evicts LRU unpinned entries until `size` more bytes fit, or fails
   // without evicting anything when they cannot.
   Status MakeRoomLocked(const std::string& sha256, uint64_t size);
@@ -152,7 +190,9 @@ class FileCache {
   std::unordered_map<std::string, Entry> entries_;
   std::set<std::pair<uint64_t, std::string>> lru_;  // (last_use, sha256), oldest first
   std::unordered_map<std::string, int> pins_;
-  std::map<std::string, uint64_t> reserved_;  // part path -> bytes promised
+  std::map<uint64_t, std::set<std::string>> keeps_;  // job -> entries it keeps
+  std::unordered_map<std::string, int> kept_;        // entry -> jobs keeping it
+  std::map<std::string, uint64_t> reserved_;         // part path -> bytes promised
   uint64_t reserved_bytes_ = 0;
   uint64_t clock_ = 0;
   std::mt19937_64 rng_;

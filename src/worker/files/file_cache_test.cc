@@ -393,6 +393,130 @@ TEST(FileCacheTest, ConcurrentFetchesKeepTheAccountsRight) {
   EXPECT_TRUE(PartFiles(tmp / "cache").empty());
 }
 
+// Outputs kept for a job are not evicted, by any number of fetches, until
+// the job is released; an entry two jobs keep stays until both are.
+TEST(FileCacheTest, KeptEntriesAreNotEvictedUntilTheirJobsAreReleased) {
+  TempDir tmp;
+  auto cache = OpenCache(tmp / "cache", 30);
+  ASSERT_NE(cache, nullptr);
+  const std::string a = Put(*cache, "aaaaaaaaaa");
+  const std::string b = Put(*cache, "bbbbbbbbbb");
+  const std::string c = Put(*cache, "cccccccccc");
+  ASSERT_TRUE(cache->Keep(1, {a}).ok());
+  ASSERT_TRUE(cache->Keep(2, {a, b}).ok());
+  EXPECT_EQ(cache->KeptJobs(), (std::vector<uint64_t>{1, 2}));
+  EXPECT_TRUE(cache->Kept(a));
+  EXPECT_FALSE(cache->Kept(c));
+
+  const std::string d = Put(*cache, "dddddddddd");  // c (unkept) goes, not a
+  EXPECT_FALSE(cache->Has(c));
+  const std::string e = Put(*cache, "eeeeeeeeee");  // then d
+  EXPECT_FALSE(cache->Has(d));
+  EXPECT_TRUE(cache->Has(a));
+  EXPECT_TRUE(cache->Has(b));
+
+  // 20 bytes cannot fit past 20 kept: refused, nothing evicted.
+  cache->Pin(e);
+  Result<std::string> no = cache->BeginFetch(Sha256Of("f"), 20);
+  ASSERT_FALSE(no.ok());
+  EXPECT_EQ(no.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(no.status().message(),
+            "cache of 30 B cannot hold 20 B for " + Sha256Of("f").substr(0, 12) +
+                "...: 10 B are pinned by running tasks, 20 B are kept for unreleased jobs "
+                "(drover server --keep-outputs) and 0 B are being fetched");
+  EXPECT_EQ(cache->stats().entries, 3u);
+  cache->Unpin(e);
+
+  cache->Unkeep(2);  // b is free; a is still job 1's
+  cache->Unkeep(2);  // again: ignored
+  EXPECT_EQ(cache->KeptJobs(), (std::vector<uint64_t>{1}));
+  Put(*cache, std::string(20, 'f'));
+  EXPECT_FALSE(cache->Has(b));
+  EXPECT_FALSE(cache->Has(e));
+  EXPECT_TRUE(cache->Has(a));
+
+  cache->Unkeep(1);
+  EXPECT_EQ(cache->stats().kept_jobs, 0u);
+  Put(*cache, std::string(20, 'g'));
+  EXPECT_FALSE(cache->Has(a));
+}
+
+TEST(FileCacheTest, KeepBeforeTheEntryArrivesAndRefuseAMalformedName) {
+  TempDir tmp;
+  auto cache = OpenCache(tmp / "cache", 20);
+  ASSERT_NE(cache, nullptr);
+  ASSERT_TRUE(cache->Keep(3, {Sha256Of("aaaaaaaaaa")}).ok());
+  const std::string a = Put(*cache, "aaaaaaaaaa");
+  Put(*cache, "bbbbbbbbbb");
+  Put(*cache, "cccccccccc");
+  EXPECT_TRUE(cache->Has(a));
+
+  Status bad = cache->Keep(4, {a, "../etc/passwd"});
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("../etc/passwd"), std::string::npos) << bad.message();
+  EXPECT_EQ(cache->KeptJobs(), (std::vector<uint64_t>{3}));
+}
+
+// A worker restarted on the same cache keeps what it kept: the records in
+// <cache>/.keep/ are read back before the capacity is enforced.
+TEST(FileCacheTest, KeepsSurviveAReopenAndUnkeepRemovesTheRecord) {
+  TempDir tmp;
+  std::string a, b;
+  {
+    auto cache = OpenCache(tmp / "cache", 0);
+    ASSERT_NE(cache, nullptr);
+    a = Put(*cache, "aaaaaaaaaa");
+    b = Put(*cache, "bbbbbbbbbb");
+    ASSERT_TRUE(cache->Keep(7, {a}).ok());
+    ASSERT_TRUE(cache->Keep(7, {b, a}).ok());  // a once only
+    ASSERT_TRUE(cache->Keep(9, {Sha256Of("never arrived")}).ok());
+  }
+  EXPECT_EQ(ReadFile(tmp / "cache/.keep/7"), a + "\n" + b + "\n");
+  EXPECT_EQ(Stat(tmp / "cache/.keep/7").st_mode & 07777, 0600u);
+  {
+    // Over its capacity, and nothing may go.
+    auto cache = OpenCache(tmp / "cache", 10);
+    ASSERT_NE(cache, nullptr);
+    EXPECT_EQ(cache->KeptJobs(), (std::vector<uint64_t>{7, 9}));
+    EXPECT_TRUE(cache->Has(a));
+    EXPECT_TRUE(cache->Has(b));
+    EXPECT_EQ(cache->stats().evictions, 0u);
+    EXPECT_FALSE(cache->BeginFetch(Sha256Of("c"), 1).ok());
+    cache->Unkeep(7);
+    EXPECT_EQ(::access((tmp / "cache/.keep/7").c_str(), F_OK), -1);
+  }
+  auto cache = OpenCache(tmp / "cache", 10);
+  ASSERT_NE(cache, nullptr);
+  EXPECT_EQ(cache->KeptJobs(), (std::vector<uint64_t>{9}));
+  EXPECT_EQ(cache->stats().entries, 1u);  // shrunk to its capacity now
+  EXPECT_EQ(cache->stats().evictions, 1u);
+}
+
+// A record whose last line a crash cut short keeps its whole lines, and is
+// rewritten without the torn one so that the next append starts a line.
+TEST(FileCacheTest, ATornKeepRecordKeepsItsWholeLines) {
+  TempDir tmp;
+  const std::string a = Sha256Of("a");
+  const std::string b = Sha256Of("b");
+  WriteFile(tmp / "cache/.keep/5", a + "\n" + b.substr(0, 20));
+  WriteFile(tmp / "cache/.keep/5.tmp", "a rewrite cut short");
+  WriteFile(tmp / "cache/.keep/notes", "not a record");
+  {
+    auto cache = OpenCache(tmp / "cache", 0);
+    ASSERT_NE(cache, nullptr);
+    EXPECT_EQ(cache->KeptJobs(), (std::vector<uint64_t>{5}));
+    EXPECT_TRUE(cache->Kept(a));
+    EXPECT_EQ(ReadFile(tmp / "cache/.keep/5"), a + "\n");
+    EXPECT_EQ(::access((tmp / "cache/.keep/5.tmp").c_str(), F_OK), -1);
+    EXPECT_EQ(ReadFile(tmp / "cache/.keep/notes"), "not a record");
+    ASSERT_TRUE(cache->Keep(5, {b}).ok());
+  }
+  auto cache = OpenCache(tmp / "cache", 0);
+  ASSERT_NE(cache, nullptr);
+  EXPECT_TRUE(cache->Kept(a));
+  EXPECT_TRUE(cache->Kept(b));
+}
+
 TEST(FileCacheTest, DefaultCapacityIsAQuarterOfFreeSpaceButAtLeastOneGiB) {
   TempDir tmp;
   struct statvfs vfs;
