@@ -98,7 +98,9 @@ TEST(SubmitSpecTest, ErrorsNameTheFlag) {
   f.replicas = 5;
   body = BuildSubmitBody(f);
   ASSERT_FALSE(body.ok());
-  EXPECT_EQ(body.status().message(), "--replicas: 5 is out of range (0 to 4)");
+  EXPECT_EQ(body.status().message(),
+            "--replicas: 5: expected 1 to 4 (the copies of its outputs to keep, the first "
+            "included)");
   f.replicas = 2;
   body = BuildSubmitBody(f);
   ASSERT_TRUE(body.ok()) << body.status().ToString();

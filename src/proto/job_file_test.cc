@@ -285,10 +285,11 @@ TEST(JobFileTest, InputsAndMaxOutputAreReadCheckedAndRoundTrip) {
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, *copies);
   EXPECT_EQ(TomlError(two + "replicas = 0\n"),
-            "sweep.toml:9:12: task[1].replicas: must be 1 to 4 (the copies of its outputs to "
+            "sweep.toml:9:12: task[1].replicas: 0: expected 1 to 4 (the copies of its outputs to "
             "keep, the first included)");
   EXPECT_EQ(TomlError(two + "replicas = 5\n"),
-            "sweep.toml:9:12: task[1].replicas: 5 is out of range (0 to 4)");
+            "sweep.toml:9:12: task[1].replicas: 5: expected 1 to 4 (the copies of its outputs to "
+            "keep, the first included)");
 
   EXPECT_EQ(TomlError(two + "inputs = [\"prep:a\", \"prepp:b\"]\n"),
             "sweep.toml:9:21: task[1].inputs[1]: input \"prepp:b\" of task \"use\": \"prepp\" is "

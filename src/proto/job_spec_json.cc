@@ -365,10 +365,11 @@ bool ReadGroup(const Json& j, const std::string& path, core::TaskGroupSpec* g, D
   }
   if (const Json* n = r.Get("replicas", Need::kOptional)) {
     uint64_t replicas = 0;
-    if (!ReadUint64(*n, r.PathOf("replicas"), core::kMaxReplicas, &replicas, ctx)) return false;
-    if (replicas == 0) {
+    if (!ReadUint64(*n, r.PathOf("replicas"), UINT32_MAX, &replicas, ctx)) return false;
+    if (replicas == 0 || replicas > core::kMaxReplicas) {
       return ctx.Fail(r.PathOf("replicas"),
-                      "must be 1 to " + std::to_string(core::kMaxReplicas) +
+                      std::to_string(replicas) + ": expected 1 to " +
+                          std::to_string(core::kMaxReplicas) +
                           " (the copies of its outputs to keep, the first included)");
     }
     g->replicas = static_cast<uint32_t>(replicas);
