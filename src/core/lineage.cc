@@ -84,26 +84,30 @@ bool Scheduler::State::HolderGone(TaskRef r) const {
   return true;
 }
 
-bool Scheduler::State::OutputsNeeded(TaskRef r) const {
+std::vector<TaskRef> Scheduler::State::AwaitingOutputsOf(TaskRef r) const {
+  std::vector<TaskRef> waiting;
   const Job& job = jobs[r.job];
   for (uint32_t d : job.groups[task(r).group].dependents) {
     const Group& g = job.groups[d];
-    if (g.doomed) continue;
+    if (g.doomed) continue;  // canceled already
     for (uint32_t i = g.first; i < g.first + g.count; ++i) {
-      if (NotStarted(job.tasks[i].state)) return true;
+      if (NotStarted(job.tasks[i].state)) waiting.push_back(TaskRef{r.job, i});
     }
   }
   const TaskId id = IdOf(r);
-  for (const Job& watcher : jobs) {
+  for (uint32_t j = 0; j < jobs.size(); ++j) {
+    const Job& watcher = jobs[j];
     if (watcher.forgotten || watcher.not_succeeded == 0) continue;
     const auto& after = watcher.spec->after_tasks;
     if (std::find(after.begin(), after.end(), id) == after.end()) continue;
-    for (const Task& t : watcher.tasks) {
-      if (NotStarted(t.state)) return true;
+    for (uint32_t i = 0; i < watcher.tasks.size(); ++i) {
+      if (NotStarted(watcher.tasks[i].state)) waiting.push_back(TaskRef{j, i});
     }
   }
-  return false;
+  return waiting;
 }
+
+bool Scheduler::State::OutputsNeeded(TaskRef r) const { return !AwaitingOutputsOf(r).empty(); }
 
 void Scheduler::State::OutputsLostExpired(TaskRef r, uint32_t attempt) {
   const Task& t = task(r);
@@ -178,25 +182,7 @@ void Scheduler::State::Rerun(TaskRef r) {
 }
 
 void Scheduler::State::CancelNeedersOf(TaskRef r, const std::string& reason) {
-  const Job& job = jobs[r.job];
-  std::vector<TaskRef> needers;
-  for (uint32_t d : job.groups[task(r).group].dependents) {
-    const Group& g = job.groups[d];
-    for (uint32_t i = g.first; i < g.first + g.count; ++i) {
-      if (NotStarted(job.tasks[i].state)) needers.push_back(TaskRef{r.job, i});
-    }
-  }
-  const TaskId id = IdOf(r);
-  for (uint32_t j = 0; j < jobs.size(); ++j) {
-    const Job& watcher = jobs[j];
-    if (watcher.forgotten || watcher.not_succeeded == 0) continue;
-    const auto& after = watcher.spec->after_tasks;
-    if (std::find(after.begin(), after.end(), id) == after.end()) continue;
-    for (uint32_t i = 0; i < watcher.tasks.size(); ++i) {
-      if (NotStarted(watcher.tasks[i].state)) needers.push_back(TaskRef{j, i});
-    }
-  }
-  for (TaskRef n : needers) Cancel(n, reason);
+  for (TaskRef n : AwaitingOutputsOf(r)) Cancel(n, reason);
 }
 
 void Scheduler::State::Unready(TaskRef r) {

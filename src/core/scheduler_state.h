@@ -300,8 +300,11 @@ struct Scheduler::State {
   // The worker that holds r's outputs is lost past the lease bound (or r
   // has no outputs: false).
   bool HolderGone(TaskRef r) const;
-  // A task of a group depending on r's, or of a job naming r in --after,
-  // has not started yet.
+  // The tasks that would receive r's files and have not started yet: of
+  // groups depending on r's (not doomed), and of running jobs naming r in
+  // --after.
+  std::vector<TaskRef> AwaitingOutputsOf(TaskRef r) const;
+  // AwaitingOutputsOf(r) is not empty.
   bool OutputsNeeded(TaskRef r) const;
   // Succeeded `r` runs again; so do the producers of its own inputs whose
   // holder is gone.

@@ -2,6 +2,15 @@
 
 namespace drover::server {
 
+std::vector<proto::FileSource> SourcesOf(const FileGrants& files,
+                                         const std::vector<WorkerId>& holders) {
+  std::vector<proto::FileSource> sources;
+  for (WorkerId w : holders) {
+    if (std::optional<proto::FileSource> s = files.source_of(w)) sources.push_back(*s);
+  }
+  return sources;
+}
+
 proto::Assignment BuildAssignment(const core::AssignTask& assign, const FileGrants* files,
                                   uint64_t default_max_output) {
   proto::Assignment a;
@@ -36,10 +45,9 @@ proto::Assignment BuildAssignment(const core::AssignTask& assign, const FileGran
       // Every holder that serves files now, the original first.
       std::vector<proto::FileSource> holders;
       if (files != nullptr && in.outputs_on != 0) {
-        if (auto s = files->source_of(in.outputs_on)) holders.push_back(*s);
-        for (WorkerId copy : in.replicas) {
-          if (auto s = files->source_of(copy)) holders.push_back(*s);
-        }
+        std::vector<WorkerId> ids{in.outputs_on};
+        ids.insert(ids.end(), in.replicas.begin(), in.replicas.end());
+        holders = SourcesOf(*files, ids);
       }
       for (const core::OutputFile& file : in.outputs) {
         proto::InputFile& f = a.files.emplace_back();

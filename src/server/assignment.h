@@ -29,6 +29,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/commands.h"
 #include "proto/messages.h"
@@ -42,6 +43,10 @@ struct FileGrants {
   // A grant that lets `requester` fetch the file `sha256`.
   std::function<std::string(const std::string& sha256, WorkerId requester)> grant;
 };
+
+// The file services of `holders` that serve files now, in their order.
+std::vector<proto::FileSource> SourcesOf(const FileGrants& files,
+                                         const std::vector<WorkerId>& holders);
 
 proto::Assignment BuildAssignment(const core::AssignTask& assign, const FileGrants* files = nullptr,
                                   uint64_t default_max_output = 0);

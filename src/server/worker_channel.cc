@@ -439,10 +439,7 @@ void WorkerChannel::Kill(const core::KillTask& kill) {
 
 void WorkerChannel::Replicate(const core::ReplicateOutputs& copy) {
   proto::Replicate message{copy.task, copy.attempt, {}};
-  std::vector<proto::FileSource> sources;
-  for (WorkerId holder : copy.from) {
-    if (std::optional<proto::FileSource> s = file_grants_.source_of(holder)) sources.push_back(*s);
-  }
+  const std::vector<proto::FileSource> sources = SourcesOf(file_grants_, copy.from);
   if (sources.empty()) {
     spdlog::warn("no copy of the outputs of {}#{}: no holder serves files now",
                  copy.task.ToString(), copy.attempt);
