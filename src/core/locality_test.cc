@@ -185,5 +185,25 @@ TEST(LocalityTest, AJobAfterATaskWhoseHolderIsLostRerunsIt) {
   EXPECT_EQ(testing::FirstDifference(*from_journal, *from_snapshot), "");
 }
 
+TEST(LocalityTest, ATaskWithMoreProducersThanTheCapIsPlacedWithoutLooking) {
+  for (uint32_t producers : {kLocalityMaxProducers, kLocalityMaxProducers + 1}) {
+    TestCluster c;
+    c.AddWorker(WorkerBuilder().Cpus(1));
+    c.AddWorker(WorkerBuilder().Cpus(1).Label("at", "b"));
+    JobBuilder job;
+    job.Add(TaskBuilder("prep").Label("at", "b").Array(0, producers));
+    job.Add(TaskBuilder("train").DependsOn("prep"));
+    c.Submit(job);
+    for (uint32_t i = 0; i < producers; ++i) {
+      ASSERT_EQ(WorkerOf(c, T(1, i)), 2u);
+      c.Run(T(1, i));
+      c.FinishWith(T(1, i), WithFile("part.bin", kBig));
+    }
+    // Every input is on worker 2; past the cap spread's choice stands.
+    EXPECT_EQ(WorkerOf(c, T(1, producers)), producers > kLocalityMaxProducers ? 1u : 2u)
+        << producers << " producers";
+  }
+}
+
 }  // namespace
 }  // namespace drover::core
