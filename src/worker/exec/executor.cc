@@ -461,6 +461,20 @@ bool SameLimits(const TaskSpec& made, const TaskSpec& spec) {
   task->done = std::move(done);
   task->dirs = dirs;
 
+  // Without cgroup trees for the reaper to kill, the process group it is
+  // told of is all that ends this task should the worker die; a Spawn
+  // returns only after the execve, so the program could run (and the
+  // worker die) before the reaper knows. Such a start is made parked too,
+  // and released once the reaper has been told. A setup step that fails
+  // is then reported by the exit (TaskResult::start_error), not here.
+  if (!parked && options_.watch != nullptr && isolator_->cgroup_roots().empty()) {
+    if (!command) {
+      ASSIGN_OR_RETURN(Command made, MakeCommand(spec, dirs));
+      command = std::move(made);
+    }
+    parked = Park(spec, dirs, *command);
+  }
+
   // Made ahead and still waiting: the start is one write to its gate. One
   // that died (a setup step failed, or it was killed) is dropped, and the
   // task starts as any other, which reports what fails.

@@ -287,6 +287,48 @@ TEST(ExecutorTest, ExecFailuresHaveClearMessages) {
   EXPECT_EQ(ReadFile(done.dirs.stdout_path), "hi\n");
 }
 
+// The reaper (the ProcessWatch) must know a task's process group before
+// its program can run: a worker killed between the execve and the watch's
+// Started would otherwise leave the task running (isolation none/rlimit
+// has no cgroup for the reaper to empty). So when Started is called the
+// task's process has not yet become its program.
+class CommAtStarted : public ProcessWatch {
+ public:
+  void Started(pid_t pid, const std::string& name) override {
+    names.push_back(name);
+    comms.push_back(ReadFile("/proc/" + std::to_string(pid) + "/comm"));
+  }
+  void Ended(pid_t) override { ++ended; }
+  std::vector<std::string> names;
+  std::vector<std::string> comms;
+  int ended = 0;
+};
+
+TEST(ExecutorTest, TheWatchIsToldBeforeTheProgramRuns) {
+  CommAtStarted watch;
+  ExecutorOptions options;
+  options.watch = &watch;
+  Harness h(MakeNoIsolator(), options);
+  // A start with nothing made ahead, and one made ahead by PrepareStart.
+  TaskResult r = h.Run(Task(1, {"sleep", "0"}));
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
+  ASSERT_EQ(watch.comms.size(), 1u);
+  EXPECT_NE(watch.comms[0], "sleep\n") << "the watch learned of the task after its execve";
+  EXPECT_EQ(watch.names[0], "7.1.1");
+
+  // A setup step that fails is still reported, by the exit.
+  TaskSpec spec = Task(2, {"true"});
+  spec.working_dir = "/x-drover-missing";
+  Result<pid_t> started =
+      h.executor().Start(spec, [&](const TaskResult& done) { h.results()[2] = done; });
+  if (started.ok()) {
+    h.WaitFor(2);
+    EXPECT_EQ(h.results()[2].start_error, "working directory missing: /x-drover-missing");
+  } else {
+    EXPECT_EQ(started.status().message(), "working directory missing: /x-drover-missing");
+  }
+}
+
 TEST(ExecutorTest, RootWithoutTaskUserOrFlagIsRefused) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root: the check is about a worker running as root";
   auto loop = EpollLoop::Create();
