@@ -144,8 +144,8 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
   config.scheduler.policy = *policy;
   config.scheduler.queue_ahead = flags.queue_ahead;
   ASSIGN_OR_RETURN(Quotas quotas, ParseQuotas(flags.quotas));
-  config.scheduler.quotas = std::move(quotas.per_user);
-  config.scheduler.default_quota = quotas.everyone;
+  config.scheduler.users.quotas = std::move(quotas.per_user);
+  config.scheduler.users.default_quota = quotas.everyone;
   if (!flags.preempt_priority.empty()) {
     const std::string& text = flags.preempt_priority;
     int32_t priority = 0;

@@ -102,9 +102,10 @@ Result<uint32_t> Scheduler::State::FindWorker(WorkerId id) const {
 uint32_t Scheduler::State::UserOf(const std::string& name) {
   auto [it, inserted] = user_ids.emplace(name, static_cast<uint32_t>(users.size()));
   if (inserted) {
-    auto q = config.quotas.find(name);
-    users.push_back(
-        User{UserAccount(name, q == config.quotas.end() ? config.default_quota : q->second), {}});
+    auto q = config.users.quotas.find(name);
+    users.push_back(User{
+        UserAccount(name, q == config.users.quotas.end() ? config.users.default_quota : q->second),
+        {}});
   }
   return it->second;
 }

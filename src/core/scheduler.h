@@ -46,11 +46,42 @@
 
 namespace drover::core {
 
-// Limits on what one user may run at once; 0 = unlimited.
+// Limits on what one user (or one group of users, together) may hold at
+// once; 0 = unlimited.
 struct UserQuota {
   int64_t max_cpus_milli = 0;
   int64_t max_gpus = 0;  // hundredths
   uint32_t max_tasks = 0;
+  uint64_t max_mem_bytes = 0;  // memory requested by running attempts
+  // Tasks queued (submitted, not yet assigned) at once: a submission that
+  // would pass it is refused, naming the limit.
+  uint64_t max_queued = 0;
+  friend bool operator==(const UserQuota&, const UserQuota&) = default;
+};
+
+// Fair share across users with work queued at the same priority (Slurm's
+// classic fair-share): each user's past use decays with `half_life`, and
+// among equal priorities the user whose decayed use is smallest for their
+// share goes first. Use is CPU-seconds plus `gpu_weight` x GPU-seconds.
+struct FairShareConfig {
+  bool enabled = true;
+  Duration half_life = Seconds(24 * 3600);
+  double gpu_weight = 1.0;
+  // Shares per user or group name (groups as in UserPolicy::groups); a
+  // user with none given has 1.
+  std::map<std::string, double> shares;
+  friend bool operator==(const FairShareConfig&, const FairShareConfig&) = default;
+};
+
+// Who may hold what, and how the pool is divided: set at start and
+// replaced whole at run time (a server's config file reloaded on SIGHUP).
+struct UserPolicy {
+  std::map<std::string, UserQuota> quotas;                 // per user
+  UserQuota default_quota;                                 // every user without a line
+  std::map<std::string, UserQuota> group_quotas;           // per group, its members together
+  std::map<std::string, std::vector<std::string>> groups;  // group -> member users
+  FairShareConfig fair_share;
+  friend bool operator==(const UserPolicy&, const UserPolicy&) = default;
 };
 
 // Data locality (SchedulerConfig::locality): inputs smaller than this do
@@ -75,8 +106,8 @@ struct SchedulerConfig {
   // Give the highest blocked task a reservation so smaller tasks cannot
   // starve it (backfill). Off only for comparison.
   bool reservations = true;
-  std::map<std::string, UserQuota> quotas;  // per user
-  UserQuota default_quota;                  // everyone else
+  // Quotas, groups and fair share (replaced at run time by a reload).
+  UserPolicy users;
   // After a restore, placement is held this long (or until every expected
   // worker has attached, whichever is first): a worker may still run an
   // attempt the journal never saw, and placing that task elsewhere before

@@ -228,7 +228,7 @@ TEST(ConstraintTest, GpuTypeLabelsAndCountersChooseTheWorker) {
 
 TEST(QuotaTest, UserQuotaHoldsTasksBackUntilTheirOwnTasksEnd) {
   SchedulerConfig config;
-  config.quotas["u1"] = UserQuota{0, 200, 0};
+  config.users.quotas["u1"] = UserQuota{0, 200, 0};
   TestCluster c(config);
   c.AddWorker(WorkerBuilder().Cpus(8).Gpus(4));
   c.Submit(JobBuilder(TaskBuilder().Gpus(1).Array(0, 3)).User("u1"));

@@ -520,8 +520,9 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                    return j;
                  };
                  json quotas = json::object();
-                 for (const auto& [user, q] : sched.config().quotas) quotas[user] = quota_json(q);
-                 const json everyone = quota_json(sched.config().default_quota);
+                 for (const auto& [user, q] : sched.config().users.quotas)
+                   quotas[user] = quota_json(q);
+                 const json everyone = quota_json(sched.config().users.default_quota);
                  if (!everyone.empty()) quotas["*"] = everyone;
                  body["quotas"] = quotas;
                  done(Json(body));

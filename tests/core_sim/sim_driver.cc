@@ -106,8 +106,8 @@ SimDriver::SimDriver(SimOptions options) : options_(options), rng_(options.seed)
   start_ = clock_.Now();
   core::SchedulerConfig config;
   config.max_retry_backoff = Seconds(60);
-  config.quotas["alice"] = core::UserQuota{0, 0, 5};
-  config.quotas["bob"] = core::UserQuota{6000, 200, 0};
+  config.users.quotas["alice"] = core::UserQuota{0, 0, 5};
+  config.users.quotas["bob"] = core::UserQuota{6000, 200, 0};
   if (options_.preempt) {
     config.preempt_priority = 2;
     config.preempt_gap = 2;
