@@ -26,6 +26,13 @@ void AddSimCommand(CLI::App& app, int& exit_code) {
   sim->add_flag("--no-reservations", opts->no_reservations, "Replay without backfill reservations");
   sim->add_flag("--no-locality", opts->no_locality,
                 "Replay without placing dependents near their inputs (to measure what it saves)");
+  sim->add_flag("--no-fair-share", opts->no_fair_share,
+                "Replay with each queue FIFO across users (to compare with fair share)");
+  sim->add_option("--half-life", opts->half_life,
+                  "Fair share: past use counts half after this long")
+      ->capture_default_str();
+  sim->add_option("--share", opts->shares, "Fair share: USER=N shares of a user (default 1)")
+      ->allow_extra_args(false);
   sim->add_flag("--json", opts->json, "One JSON object per policy");
   sim->add_flag("--idle-profile", opts->idle_profile,
                 "Also print where the free GPU time went (reservation, fragmentation, ...)");

@@ -199,12 +199,10 @@ void Scheduler::State::PlaceClass(uint32_t cls) {
     }
     // Overtaking an earlier blocked head of another class is a backfill.
     if (!queues.heads().empty()) {
-      const uint32_t top = std::get<2>(*queues.heads().begin());
+      const uint32_t top = TaskQueues::ClassOfKey(*queues.heads().begin());
       TaskRef first;
       if (top != cls && LiveHead(top, first)) {
-        const auto& [np, seq, c] = *queues.heads().begin();
-        const auto& mine = queues.Head(cls);
-        if (std::make_pair(np, seq) < std::make_pair(-int64_t{SpecOf(r).priority}, mine.seq)) {
+        if (*queues.heads().begin() < queues.HeadKeyOf(cls)) {
           Reserve(first, kNone);
           if (!CanPlace(w, r)) continue;  // the reservation just took that worker
         }

@@ -195,11 +195,20 @@ struct OutputsReplicated {
 // lost-worker expiry fallback. The shell sends one at least every renewal
 // interval (SchedulerConfig::renew_interval).
 struct Tick {};
+// The users' quotas, groups and fair share were replaced (a server's config
+// file reloaded on SIGHUP): they apply from now on. A raised limit takes
+// parked tasks back and places them at once; a lowered one only holds new
+// starts back (nothing running is stopped). Not journaled: the config file
+// is its source, and a restart reads it again. `policy` is never null.
+struct UserPolicy;
+struct UserPolicyChanged {
+  std::shared_ptr<const UserPolicy> policy;
+};
 
 using Event = std::variant<WorkerJoined, WorkerHeartbeat, WorkerLost, WorkerDrained, JobSubmitted,
                            CancelJob, CancelTask, TaskStarted, TaskFinished, LeaseGranted,
                            LeaseRejected, LeaseFreed, Tick, WorkerAttached, TaskRefused,
-                           WorkerPaused, CheckpointSaved, OutputsReplicated>;
+                           WorkerPaused, CheckpointSaved, OutputsReplicated, UserPolicyChanged>;
 
 }  // namespace drover::core
 

@@ -261,10 +261,9 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
   }
   const ResourceRequest& req = spec.resources;
   if (t.flags.Has(TaskFlag::kParked)) {
-    const UserAccount& account = s.users[job.user].account;
-    const QuotaLimit limit = account.Exceeds(req);
-    // Parked until its user's usage drops (Unpark): the limit it passes.
-    return account.Explain(limit == QuotaLimit::kNone ? QuotaLimit::kTasks : limit);
+    // Parked until its user's (or a group's) usage drops (Unpark): the
+    // limit it passes.
+    return s.users[job.user].account.Explain(req);
   }
 
   std::string left_out;

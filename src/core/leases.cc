@@ -35,6 +35,7 @@ uint32_t Scheduler::State::NewActive(TaskRef r, uint32_t w, uint32_t attempt) {
   }
   const ResourceRequest& req = RequestOf(r);
   users[jobs[r.job].user].account.Take(req);
+  HoldUse(jobs[r.job].user, req, true);
   task(r).active = a;
   return a;
 }
@@ -93,7 +94,8 @@ void Scheduler::State::EndActive(uint32_t a) {
   const uint32_t u = jobs[r.job].user;
   User& user = users[u];
   user.account.Give(req);
-  if (!user.parked.empty()) Unpark(u);
+  HoldUse(u, req, false);
+  UnparkFreed(u);
 }
 
 LeaseKeys Scheduler::State::KeysOf(const Active& act) const {

@@ -148,7 +148,7 @@ void Scheduler::State::PlaceBehindHeads(uint32_t w, uint32_t skip,
   const WorkerState& res = *workers[w].res;
   std::vector<std::pair<uint32_t, TaskRef>> picks;  // (class, task), in walk order
   for (const auto& key : queues.heads()) {
-    const uint32_t cls = std::get<2>(key);
+    const uint32_t cls = TaskQueues::ClassOfKey(key);
     if (cls == skip || !res.Fits(queues.request(cls), policy->PreferFullGpus())) continue;
     uint32_t seen = 0;
     queues.ForEach(cls, [&](const QueueEntry& e) {

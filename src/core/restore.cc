@@ -220,6 +220,7 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
     s.adoption.settle_until_us = s.now_us + s.config.restore_settle.count();
   }
   s.adoption.expected_workers.clear();
+  s.RecountQueued();
   s.Dispatch();
   s.out = nullptr;
 }

@@ -15,7 +15,9 @@
 namespace drover::core {
 
 Scheduler::State::State(SchedulerConfig c)
-    : config(std::move(c)), policy(MakePolicy(config.policy)) {}
+    : config(std::move(c)), policy(MakePolicy(config.policy)) {
+  ApplyUserPolicy(UserPolicy(config.users));  // the groups' accounts (quotas.cc)
+}
 
 Scheduler::Scheduler(SchedulerConfig config) : state_(std::make_unique<State>(std::move(config))) {}
 Scheduler::~Scheduler() = default;
@@ -50,6 +52,11 @@ Status Scheduler::Handle(Time now, Event event, Outbox& out) {
         if constexpr (std::is_same_v<T, OutputsReplicated>) return s.OnOutputsReplicated(e);
         if constexpr (std::is_same_v<T, LeaseRejected>) return s.OnRejected(e);
         if constexpr (std::is_same_v<T, LeaseFreed>) return s.OnFreed(e);
+        if constexpr (std::is_same_v<T, UserPolicyChanged>) {
+          s.ApplyUserPolicy(*e.policy);
+          s.UpdateStandings();  // new shares order the queues at once
+          return Status::Ok();
+        }
         if constexpr (std::is_same_v<T, Tick>) {
           s.OnTick();
           return Status::Ok();
@@ -101,12 +108,7 @@ Result<uint32_t> Scheduler::State::FindWorker(WorkerId id) const {
 
 uint32_t Scheduler::State::UserOf(const std::string& name) {
   auto [it, inserted] = user_ids.emplace(name, static_cast<uint32_t>(users.size()));
-  if (inserted) {
-    auto q = config.users.quotas.find(name);
-    users.push_back(User{
-        UserAccount(name, q == config.users.quotas.end() ? config.users.default_quota : q->second),
-        {}});
-  }
+  if (inserted) users.push_back(User{AccountFor(name), {}});
   return it->second;
 }
 
@@ -477,8 +479,13 @@ Result<uint32_t> Scheduler::State::CreateJob(JobId id, std::shared_ptr<const Job
 Result<JobId> Scheduler::State::OnSubmit(JobId id, std::shared_ptr<const JobSpec> spec) {
   Time at = TimeFromMicros(now_us);
   auto keep = spec;
+  // max_queued: the whole job is refused, before anything of it is made.
+  if (spec != nullptr) {
+    RETURN_IF_ERROR(users[UserOf(spec->user)].account.AdmitQueued(spec->TaskCount()));
+  }
   ASSIGN_OR_RETURN(uint32_t slot, CreateJob(id, std::move(spec), at));
   Job& job = jobs[slot];
+  users[job.user].account.AddQueued(static_cast<int64_t>(job.tasks.size()));
   out->push_back(Persist{JobRecord{job.id, job.spec, at}});
 
   // External dependencies: each unmet one holds every group back; one that
@@ -525,8 +532,8 @@ Result<JobId> Scheduler::State::OnSubmit(JobId id, std::shared_ptr<const JobSpec
   for (uint32_t g = 0; g < job.groups.size(); ++g) {
     const Group& group = job.groups[g];
     if (group.unmet != 0) continue;
-    queues.PushBackRange(group.cls, job.spec->groups[g].priority, TaskRef{slot, group.first},
-                         group.count);
+    queues.PushBackRange(group.cls, job.spec->groups[g].priority, job.user,
+                         TaskRef{slot, group.first}, group.count);
     MarkClassDirty(group.cls);
   }
   return job.id;
@@ -558,9 +565,9 @@ void Scheduler::State::Enqueue(TaskRef r, bool front) {
     // still queued: it goes back to that place instead of a second entry.
     task(r).flags.Clear(TaskFlag::kStaleEntry);
   } else if (front) {
-    queues.PushFront(g.cls, priority, r);
+    queues.PushFront(g.cls, priority, job.user, r);
   } else {
-    queues.PushBack(g.cls, priority, r);
+    queues.PushBack(g.cls, priority, job.user, r);
   }
   MarkClassDirty(g.cls);
 }
@@ -581,6 +588,10 @@ void Scheduler::State::Transition(TaskRef r, TaskState to, std::string reason) {
   job.changed_us = now_us;
   --job.counts[static_cast<int>(from)];
   ++job.counts[static_cast<int>(to)];
+  // Queued for the user's max_queued: waiting or queued (not yet assigned).
+  if ((from <= TaskState::kQueued) != (to <= TaskState::kQueued)) {
+    users[job.user].account.AddQueued(to <= TaskState::kQueued ? 1 : -1);
+  }
   t.state = to;
   if (!reason.empty()) {
     extras[ExtraKey(r)].reason = reason;
@@ -1151,6 +1162,7 @@ void Scheduler::State::PushTimer(int64_t at_us, TimerKind kind, TaskRef r, uint3
 }
 
 void Scheduler::State::OnTick() {
+  UpdateStandings();  // fair share: the order among users, as of now
   while (timers.Due(now_us)) {
     const Timer timer = timers.Pop();
     TaskRef r = timer.task;

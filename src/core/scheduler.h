@@ -42,6 +42,7 @@
 #include "core/events.h"
 #include "core/placement.h"
 #include "core/queries.h"
+#include "core/quota_report.h"
 #include "core/records.h"
 
 namespace drover::core {
@@ -237,7 +238,7 @@ class Scheduler {
 
   // Why the task is where it is, for people: for a queued task the first
   // thing that keeps it from running, e.g. "no worker offers gpu_type A100",
-  // "needs 2 GPUs, largest free is 1", "quota: user u1 at 8/8 gpus",
+  // "needs 2 GPUs, largest free is 1", "quota: gpus 8/8 for u1",
   // "held back: reservation for 12.7", "behind 5 tasks of its class",
   // "preempting 3.1, 3.4 on worker 2" (its victims are ending), "would
   // preempt 3.1, in cool-down until 2026-05-04 14:32:05 UTC" (its only
@@ -246,6 +247,10 @@ class Scheduler {
   // "waiting for dependency 12.0" for a waiting task; the state and reason
   // otherwise. Errors: unknown task.
   Result<std::string> Explain(TaskId task) const;
+
+  // Each user's and group's quota limits and what they hold and queue now
+  // (quota_report.h).
+  QuotaReport Quotas() const;
 
   // What no worker attached now could ever run, for the job's submitter:
   // one line per task group whose request no live worker offers (e.g.
@@ -261,6 +266,12 @@ class Scheduler {
   // the work a worker that leaves after `max_timeout` could take (the
   // server's allocation queues, alloc.h).
   size_t QueuedWithin(Duration max_timeout, size_t cap) const;
+
+  // The queued task that goes first among those asking exactly `request`
+  // (its class's head: priority, then fair-share standing, then arrival),
+  // leaving out tasks backing off or held by a quota; nullopt when there
+  // is none. `drover sim` asks why that one waits.
+  std::optional<TaskId> NextOfClass(const ResourceRequest& request) const;
 
   // Approximate heap bytes held by jobs, tasks, queues and workers (reasons
   // and results estimated from a sample: cheap at any size).

@@ -131,6 +131,22 @@ Result<std::shared_ptr<const JobSpec>> Scheduler::GetJobSpec(JobId id) const {
   return state_->jobs[it->second].spec;
 }
 
+std::optional<TaskId> Scheduler::NextOfClass(const ResourceRequest& request) const {
+  const State& s = *state_;
+  const std::optional<uint32_t> cls = s.queues.FindClass(request);
+  if (!cls) return std::nullopt;
+  std::optional<TaskId> next;
+  s.queues.ForEach(*cls, [&](const QueueEntry& e) {
+    const Task& t = s.task(e.task);
+    if (t.state != TaskState::kQueued || t.flags.Any(TaskFlag::kBackoff | TaskFlag::kParked)) {
+      return true;  // a dead entry, or one that does not take part now
+    }
+    next = s.IdOf(e.task);
+    return false;
+  });
+  return next;
+}
+
 size_t Scheduler::QueuedWithin(Duration max_timeout, size_t cap) const {
   const State& s = *state_;
   size_t n = 0;

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "core/adoption.h"
+#include "core/fair_share.h"
 #include "core/placement.h"
 #include "core/preemption.h"
 #include "core/queue_ahead.h"
@@ -106,6 +107,13 @@ struct Scheduler::State {
 
   std::vector<User> users;
   std::map<std::string, uint32_t> user_ids;
+  // Decayed use and standings (fair_share.h); standings go to `queues`
+  // every Tick (UpdateStandings).
+  FairShareBook fair_share;
+  std::vector<double> standings_scratch;
+  // Accounts of the groups in config.users (quotas.cc), shared with their
+  // members' accounts.
+  std::map<std::string, std::shared_ptr<GroupAccount>> group_accounts;
 
   std::vector<Worker> workers;  // dense slots in join order
   uint32_t lost_workers = 0;    // of them lost now (lineage.cc looks only then)
@@ -390,7 +398,7 @@ struct Scheduler::State {
   void WalkHeads(Visit visit) {
   restart:
     for (const auto& key : queues.heads()) {
-      const uint32_t cls = std::get<2>(key);
+      const uint32_t cls = TaskQueues::ClassOfKey(key);
       TaskRef r;
       const TaskRef head = queues.Head(cls).task;
       if (!LiveHead(cls, r) || !(r == head)) goto restart;  // popped dead entries
@@ -416,6 +424,30 @@ struct Scheduler::State {
   bool QuotaAllows(TaskRef r) const;
   void Park(uint32_t cls, TaskRef r);
   void Unpark(uint32_t user);
+  // --- fair share (fair_share.cc) ---
+  // User u's Active slot starts (hold) or stops holding `req`: the user's
+  // use is charged up to now. (Inline: twice per attempt, in B1's path.)
+  void HoldUse(uint32_t u, const ResourceRequest& req, bool hold) {
+    if (u >= fair_share.user_count()) SyncFairShareUsers();
+    if (hold) {
+      fair_share.Hold(u, req, now_us);
+    } else {
+      fair_share.Release(u, req, now_us);
+    }
+  }
+  // Every user's standing as of now, into the queues' order.
+  void UpdateStandings();
+  void SyncFairShareUsers();
+  // --- quotas (quotas.cc) ---
+  // A new user's account: its quota and its groups from config.users.
+  UserAccount AccountFor(const std::string& name);
+  // After `user` gave room back: Unpark it and the other members of its
+  // limited groups that have parked tasks.
+  void UnparkFreed(uint32_t user);
+  // UserPolicyChanged: the new limits and groups, each account's use kept.
+  void ApplyUserPolicy(const UserPolicy& policy);
+  // Each user's queued tasks counted again from the jobs (after a restore).
+  void RecountQueued();
   bool CanPlace(uint32_t w, TaskRef r);
   // Worker w stays long enough for r started at `from_us`: it has no end
   // (WorkerResources::ends_at), or r has a timeout that ends by then.

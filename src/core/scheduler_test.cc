@@ -239,7 +239,7 @@ TEST(QuotaTest, UserQuotaHoldsTasksBackUntilTheirOwnTasksEnd) {
                                     "state 1.1 queued->assigned #1",
                                     "claim 2.0#1 on w1 [lease:1:slot:2.0 lease:1:gpu:2]",
                                     "state 2.0 queued->assigned #1"));
-  EXPECT_EQ(*c.scheduler().Explain(T(1, 2)), "quota: user u1 at 2/2 gpus");
+  EXPECT_EQ(*c.scheduler().Explain(T(1, 2)), "quota: gpus 2/2 for u1");
   c.Run(T(1, 0));
   c.Take();
   c.Finish(T(1, 0));

@@ -1,5 +1,6 @@
 #include "sim/report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -65,6 +66,35 @@ std::string FormatText(const SimResult& r, const MakespanBound& b, const Cluster
          FormatBytes(r.moved_bytes) + " of it (" +
          Percent(static_cast<double>(r.moved_bytes) / static_cast<double>(r.input_bytes)) +
          ") from another worker" + (r.locality ? "" : " (locality off)") + "\n";
+  }
+  if (r.users.size() > 1) s += FormatUsers(r);
+  return s;
+}
+
+std::string FormatUsers(const SimResult& r) {
+  size_t width = 0;
+  for (const UserFigures& u : r.users) width = std::max(width, u.user.size());
+  std::string s = std::string("users       fair share ") + (r.fair_share ? "on" : "off") + "\n";
+  for (const UserFigures& u : r.users) {
+    s += "  " + u.user + std::string(width - u.user.size(), ' ') + "  " + std::to_string(u.tasks) +
+         (u.tasks == 1 ? " task, " : " tasks, ") + Fixed(u.gpu_s) + " GPU-s, " + Fixed(u.cpu_s) +
+         " core-s; wait mean " + Fixed(u.wait_mean_s) + " s, p95 " + Fixed(u.wait_p95_s) +
+         " s, max " + Fixed(u.wait_max_s) + " s\n";
+  }
+  const ShareFigures& sh = r.shares;
+  auto percents = [&](const std::vector<double>& shares) {
+    std::string line;
+    for (size_t u = 0; u < shares.size() && u < r.users.size(); ++u) {
+      line += (u == 0 ? "" : ", ") + r.users[u].user + " " + Fixed(shares[u] * 100) + "%";
+    }
+    return line;
+  };
+  if (!sh.busy.empty()) {
+    s += std::string("  share of ") + (sh.gpus ? "GPU-s" : "core-s") + " while all wait, " +
+         Fixed(sh.busy_from_s) + " s to " + Fixed(sh.busy_to_s) + " s: " + percents(sh.busy) + "\n";
+  }
+  for (const ShareFigures::Window& w : sh.windows) {
+    s += "  " + Fixed(w.from_s) + " s to " + Fixed(w.to_s) + " s: " + percents(w.shares) + "\n";
   }
   return s;
 }
@@ -153,6 +183,29 @@ std::string FormatJson(const SimResult& r, const MakespanBound& b) {
   j["locality"] = r.locality;
   j["input_bytes"] = r.input_bytes;
   j["moved_bytes"] = r.moved_bytes;
+  j["fair_share"] = r.fair_share;
+  nlohmann::ordered_json users = nlohmann::ordered_json::array();
+  for (const UserFigures& u : r.users) {
+    users.push_back({{"user", u.user},
+                     {"tasks", u.tasks},
+                     {"cpu_s", u.cpu_s},
+                     {"gpu_s", u.gpu_s},
+                     {"wait_mean_s", u.wait_mean_s},
+                     {"wait_p95_s", u.wait_p95_s},
+                     {"wait_max_s", u.wait_max_s}});
+  }
+  j["users"] = std::move(users);
+  if (!r.shares.busy.empty() || !r.shares.windows.empty()) {
+    nlohmann::ordered_json windows = nlohmann::ordered_json::array();
+    for (const ShareFigures::Window& w : r.shares.windows) {
+      windows.push_back({{"from_s", w.from_s}, {"to_s", w.to_s}, {"shares", w.shares}});
+    }
+    j["shares"] = {{"unit", r.shares.gpus ? "gpu_s" : "core_s"},
+                   {"busy_from_s", r.shares.busy_from_s},
+                   {"busy_to_s", r.shares.busy_to_s},
+                   {"busy", r.shares.busy},
+                   {"windows", std::move(windows)}};
+  }
   return j.dump();
 }
 

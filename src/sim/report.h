@@ -25,7 +25,8 @@ namespace drover::sim {
 //   utilization cpu 41.2%, mem 22.0%, gpu 96.9%
 //   GPU idle while a fitting task waited: 0.0 GPU-s outside reservations,
 //               1234.5 GPU-s held for a reservation
-// With owner presence in the trace, FormatOwners follows.
+// With owner presence in the trace, FormatOwners follows; with more than
+// one user, FormatUsers.
 std::string FormatText(const SimResult& result, const MakespanBound& bound, const Cluster& cluster);
 
 // What the owners' presence cost (SimResult::owners), three lines:
@@ -35,6 +36,11 @@ std::string FormatText(const SimResult& result, const MakespanBound& bound, cons
 //               killed at their limit (...), 0 canceled after them
 //               throughput kept 93.1% (... GPU-s of finished work over ...)
 std::string FormatOwners(const SimResult& result);
+
+// What each user got (SimResult::users), under whether fair share was on:
+//   users       fair share on
+//     u1  412 tasks, 1234.0 GPU-s, 567.0 core-s; wait mean 12.0 s, p95 40.0 s, max 60.0 s
+std::string FormatUsers(const SimResult& result);
 
 // Where the free GPU time went (SimResult::idle), one line per cause with
 // its GPU-seconds, its share and the makespan it stands for:
@@ -56,7 +62,9 @@ std::string FormatIdleProfile(const SimResult& result, const Cluster& cluster);
 // owner_capacity_gpu_s, suspended_attempts, suspended_gpu_s,
 // suspended_cpu_s, vacated_attempts, vacated_gpu_s, vacated_cpu_s,
 // timed_out_tasks, timed_out_gpu_s, canceled_tasks, useful_gpu_s,
-// throughput_kept.
+// throughput_kept, locality, input_bytes, moved_bytes, fair_share, and
+// users: one object per user of the trace (user, tasks, cpu_s, gpu_s,
+// wait_mean_s, wait_p95_s, wait_max_s).
 std::string FormatJson(const SimResult& result, const MakespanBound& bound);
 
 // One row per result, under a header line, with the bound written above

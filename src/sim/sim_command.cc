@@ -1,6 +1,10 @@
 #include "sim/sim_command.h"
 
+#include <charconv>
+#include <cmath>
 #include <fstream>
+#include <string>
+#include <system_error>
 #include <vector>
 
 #include "common/quantity.h"
@@ -34,6 +38,27 @@ int Generate(const SimCommandOptions& options, std::ostream& out, std::ostream& 
   return kSimExitOk;
 }
 
+// --share USER=N, each into `config.shares`.
+Status ParseShares(const std::vector<std::string>& shares, core::FairShareConfig& config) {
+  for (const std::string& text : shares) {
+    const size_t eq = text.find('=');
+    if (eq == 0 || eq == std::string::npos) {
+      return InvalidArgument("--share " + text + ": expected USER=N, e.g. ann=2");
+    }
+    const std::string number = text.substr(eq + 1);
+    double share = 0;
+    const char* end = number.data() + number.size();
+    const auto [ptr, ec] = std::from_chars(number.data(), end, share);
+    if (ec != std::errc() || ptr != end || number.empty() || !(share > 0) ||
+        !std::isfinite(share)) {
+      return InvalidArgument("--share " + text + ": " + (number.empty() ? "\"\"" : number) +
+                             " is not a number above 0");
+    }
+    config.shares[text.substr(0, eq)] = share;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 int RunSimCommand(const SimCommandOptions& options, std::ostream& out, std::ostream& err) {
@@ -52,6 +77,16 @@ int RunSimCommand(const SimCommandOptions& options, std::ostream& out, std::ostr
   }
   Result<Duration> suspend_for = ParseDuration(options.suspend_for);
   if (!suspend_for.ok()) return Fail(err, suspend_for.status().WithContext("--suspend-for"));
+  core::FairShareConfig fair_share;
+  fair_share.enabled = !options.no_fair_share;
+  Result<Duration> half_life = ParseDuration(options.half_life);
+  if (!half_life.ok()) return Fail(err, half_life.status().WithContext("--half-life"));
+  if (half_life->count() <= 0) {
+    return Fail(err, InvalidArgument("--half-life: " + options.half_life +
+                                     ": expected a duration above 0, e.g. 1d"));
+  }
+  fair_share.half_life = *half_life;
+  if (Status s = ParseShares(options.shares, fair_share); !s.ok()) return Fail(err, s);
   Result<Cluster> cluster = LoadCluster(options.cluster_path);
   if (!cluster.ok()) return Fail(err, cluster.status());
   Result<Trace> trace = LoadTrace(options.trace_path);
@@ -60,9 +95,10 @@ int RunSimCommand(const SimCommandOptions& options, std::ostream& out, std::ostr
   const MakespanBound bound = ComputeBound(*trace, *cluster);
   std::vector<SimResult> results;
   for (core::PolicyKind policy : policies) {
-    Result<SimResult> r = Simulate(*trace, *cluster,
-                                   SimOptions{policy, !options.no_reservations, *suspend_for,
-                                              options.checkpoint, !options.no_locality});
+    Result<SimResult> r =
+        Simulate(*trace, *cluster,
+                 SimOptions{policy, !options.no_reservations, *suspend_for, options.checkpoint,
+                            !options.no_locality, fair_share});
     if (!r.ok()) return Fail(err, r.status());
     results.push_back(std::move(*r));
   }

@@ -5,7 +5,8 @@
 //
 //   drover sim TRACE --cluster CLUSTER [--policy spread|pack|round-robin|all]
 //              [--no-reservations] [--json] [--idle-profile]
-//              [--suspend-for DUR] [--checkpoint]
+//              [--suspend-for DUR] [--checkpoint] [--no-locality]
+//              [--no-fair-share] [--half-life DUR] [--share USER=N]...
 //   drover sim --generate FILE [--seed N] [--tasks N] [--gpus N] [--load X]
 //              [--no-limits] [--owners N]
 //
@@ -16,6 +17,7 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "sim/generate.h"
 
@@ -39,6 +41,9 @@ struct SimCommandOptions {
                                     // (SimOptions::suspend_for; "0" at once)
   bool checkpoint = false;          // vacated tasks keep their progress
   bool no_locality = false;         // replay without the data-locality term
+  bool no_fair_share = false;       // replay with the queues FIFO across users
+  std::string half_life = "1d";     // fair share: use counts half this much later
+  std::vector<std::string> shares;  // fair share: "USER=N", N > 0; others have 1
   std::string generate_path;        // non-empty: write a synthetic trace there
                                     // ("-" = `out`) instead of replaying
   GenerateOptions generate;

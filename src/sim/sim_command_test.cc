@@ -120,5 +120,36 @@ TEST_F(SimCommandTest, BadInputIsAUsageErrorThatSaysWhere) {
   EXPECT_EQ(err_.str().rfind("drover sim: --policy: ", 0), 0u) << err_.str();
 }
 
+TEST_F(SimCommandTest, FairShareFlagsAreCheckedAndTheReportNamesEachUser) {
+  SimCommandOptions o;
+  o.cluster_path = cluster_;
+  o.trace_path = GenerateTrace(40);
+  o.shares = {"u1=2", "bob"};
+  EXPECT_EQ(Run(o), kSimExitUsage);
+  EXPECT_EQ(err_.str(), "drover sim: --share bob: expected USER=N, e.g. ann=2\n");
+  o.shares = {"u1=0"};
+  EXPECT_EQ(Run(o), kSimExitUsage);
+  EXPECT_EQ(err_.str(), "drover sim: --share u1=0: 0 is not a number above 0\n");
+  o.shares = {"u1=2x"};
+  EXPECT_EQ(Run(o), kSimExitUsage);
+  EXPECT_EQ(err_.str(), "drover sim: --share u1=2x: 2x is not a number above 0\n");
+  o.shares = {"u1=2"};
+  o.half_life = "0";
+  EXPECT_EQ(Run(o), kSimExitUsage);
+  EXPECT_EQ(err_.str(), "drover sim: --half-life: 0: expected a duration above 0, e.g. 1d\n");
+  o.half_life = "soon";
+  EXPECT_EQ(Run(o), kSimExitUsage);
+  EXPECT_EQ(err_.str().rfind("drover sim: --half-life: ", 0), 0u) << err_.str();
+
+  o.half_life = "6h";
+  ASSERT_EQ(Run(o), kSimExitOk) << err_.str();
+  EXPECT_NE(out_.str().find("\nusers       fair share on\n  u"), std::string::npos) << out_.str();
+  o.no_fair_share = true;
+  o.json = true;
+  ASSERT_EQ(Run(o), kSimExitOk) << err_.str();
+  EXPECT_NE(out_.str().find("\"fair_share\":false,\"users\":[{\"user\":\"u"), std::string::npos)
+      << out_.str();
+}
+
 }  // namespace
 }  // namespace drover::sim

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <string>
 #include <tuple>
@@ -95,6 +96,7 @@ class Replay : private core::EventPump::Shell {
     c.policy = options.policy;
     c.reservations = options.reservations;
     c.locality = options.locality;
+    c.users.fair_share = options.fair_share;
     return c;
   }
 
@@ -637,7 +639,10 @@ bool Replay::HeldForReservation(uint32_t cls) {
     heap.pop();
   }
   if (heap.empty()) return false;
-  Result<std::string> why = sched_.Explain(ids_[heap.top().task]);
+  // The core's head of the class, which fair share may have put before
+  // the replay's earliest: every other task of the class is "behind" it.
+  const std::optional<TaskId> head = sched_.NextOfClass(trace_.requests[cls]);
+  Result<std::string> why = sched_.Explain(head ? *head : ids_[heap.top().task]);
   return why.ok() && why->rfind("held back: reservation", 0) == 0;
 }
 
@@ -827,9 +832,11 @@ Result<SimResult> Replay::Run() {
   r.starts.resize(n);
   std::vector<Duration> started;  // the waits of tasks that ran
   started.reserve(n);
+  std::vector<bool> ran(n, false);
   for (size_t i = 0; i < n; ++i) {
     r.waits[i] = Duration(waited_us_[i]);
     r.starts[i] = Duration(start_us_[i]);
+    ran[i] = attempts_[i] > 0;
     if (attempts_[i] > 0) started.push_back(r.waits[i]);
     if (phase_[i] == Phase::kDone) {
       r.owners.useful_gpu_s += static_cast<double>(trace_.RequestOf(trace_.tasks[i]).gpus) /
@@ -838,6 +845,11 @@ Result<SimResult> Replay::Run() {
     }
   }
   r.wait = ComputeWaitStats(started);
+  r.fair_share = options_.fair_share.enabled;
+  r.users = ComputeUserFigures(trace_, r.waits, ran);
+  double first_submit_s =
+      trace_.tasks.empty() ? 0 : static_cast<double>(trace_.tasks.front().submit.count()) / 1e6;
+  r.shares = ComputeShares(trace_, r.starts, ran, first_submit_s + r.makespan_s);
   const double lent =
       static_cast<double>(cluster_.TotalGpus()) * r.makespan_s - r.owners.capacity_gpu_s;
   r.owners.throughput_kept = lent > 0 ? r.owners.useful_gpu_s / lent : 0;

@@ -60,8 +60,10 @@
 #include "common/status.h"
 #include "common/time.h"
 #include "core/placement.h"
+#include "core/scheduler.h"
 #include "sim/cluster.h"
 #include "sim/trace.h"
+#include "sim/user_figures.h"
 
 namespace drover::sim {
 
@@ -78,6 +80,10 @@ struct SimOptions {
   // SchedulerConfig::locality: place dependents near their inputs (off
   // only to measure what it saves: drover sim --no-locality).
   bool locality = true;
+  // SchedulerConfig::users.fair_share: the order among users with work
+  // queued at the same priority (drover sim --no-fair-share, --half-life,
+  // --share). Without groups, a share names a user.
+  core::FairShareConfig fair_share;
 };
 
 struct WaitStats {
@@ -160,6 +166,12 @@ struct SimResult {
   // statistics cover the tasks that started.
   std::vector<Duration> waits;
   std::vector<Duration> starts;
+  // Fair share was on (SimOptions::fair_share), and what each user of the
+  // trace got (user_figures.h).
+  bool fair_share = true;
+  std::vector<UserFigures> users;
+  // Each user's share of the pool over the busy period and over time.
+  ShareFigures shares;
 };
 
 // Replays `trace` on `cluster`. Errors: kInvalidArgument when a task fits no

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <sstream>
 #include <string>
 
@@ -23,6 +24,12 @@ Cluster ClusterFrom(const std::string& text) {
   Result<Cluster> c = ParseCluster(text, "cluster.json");
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   return std::move(c).value();
+}
+
+std::string Fixed1(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
 }
 
 uint32_t IndexOf(const Trace& trace, const std::string& id) {
@@ -444,6 +451,62 @@ TEST(SimulatorTest, WaitStatsUseNearestRank) {
   EXPECT_DOUBLE_EQ(s.max_s, 20.0);
 }
 
+// Issue 22's acceptance: three users with equal shares and unequal demand
+// on a contended pool each get a third of the GPU-seconds (within 5%) while
+// all of them have work waiting; without fair share the first to submit
+// takes the pool. A user who arrives late catches up, then levels off.
+TEST(SimulatorTest, FairShareGivesEachOfThreeUsersAThirdAndALateUserCatchesUp) {
+  std::string text;
+  const std::pair<const char*, int> demand[] = {{"ana", 90}, {"bob", 60}, {"cy", 30}};
+  for (const auto& [user, n] : demand) {
+    for (int i = 0; i < n; ++i) {
+      text += std::string(R"({"id":")") + user + std::to_string(i) +
+              R"(","submit":0,"duration":"1h","gpus":1,"user":")" + user + "\"}\n";
+    }
+  }
+  const Trace trace = TraceFrom(text);
+  const Cluster cluster = ClusterFrom(
+      R"({"workers":[{"name":"w","cpus":8,"mem":"64GiB","gpus":4,"gpu_mem":"80GiB"}]})");
+  SimOptions off;
+  off.fair_share.enabled = false;
+  const SimResult fifo = Replay(trace, cluster, off);
+  const SimResult fair = Replay(trace, cluster);
+  ASSERT_EQ(fair.shares.busy.size(), 3u);
+  EXPECT_GT(fair.shares.busy_to_s, 20 * 3600.0);  // cy's 30 hours of work at a third of 4 GPUs
+  for (double share : fair.shares.busy) EXPECT_NEAR(share, 1.0 / 3, 0.05 / 3) << FormatUsers(fair);
+  // First come, first served: ana holds the pool until her 90 tasks ran.
+  ASSERT_EQ(fifo.shares.busy.size(), 3u);
+  EXPECT_GT(fifo.shares.busy[0], 0.9) << FormatUsers(fifo);
+
+  // dee arrives at 10 h with as much work as ana: she gets more than a
+  // quarter while she catches up, then about a quarter.
+  std::string late = text;
+  for (int i = 0; i < 90; ++i) {
+    late += R"({"id":"dee)" + std::to_string(i) +
+            R"(","submit":"10h","duration":"1h","gpus":1,"user":"dee"})" + "\n";
+  }
+  SimOptions with;
+  const SimResult r = Replay(TraceFrom(late), cluster, with);
+  ASSERT_FALSE(r.shares.windows.empty());
+  const size_t dee = 3;
+  // The window she arrives in (at 10 h of its 6.8-13.6 h) and the ones
+  // after it while all four have work (cy, the smallest, still runs).
+  double arrival = -1, later = 0;
+  int later_windows = 0;
+  for (const ShareFigures::Window& w : r.shares.windows) {
+    if (w.from_s < 10 * 3600.0 && w.to_s > 10 * 3600.0) arrival = w.shares[dee];
+    if (w.from_s >= 10 * 3600.0 && w.shares[2] > 0.2) {
+      later += w.shares[dee];
+      ++later_windows;
+    }
+  }
+  // Present for the last 3.6 h of a 6.8 h window: 0.53 of it, so over a
+  // third of the window's GPU-seconds means she had most GPUs meanwhile.
+  EXPECT_GT(arrival, 0.34) << FormatUsers(r);
+  ASSERT_GT(later_windows, 0) << FormatUsers(r);
+  EXPECT_NEAR(later / later_windows, 0.25, 0.05) << FormatUsers(r);
+}
+
 }  // namespace
 }  // namespace drover::sim
 
@@ -497,6 +560,53 @@ TEST(SimulatorTest, ATraceOutputMustBeAQuantityOfBytes) {
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("t.jsonl:1: output"), std::string::npos)
       << t.status().ToString();
+}
+
+// Two cores. "heavy" queues 20 tasks of 100 s at 0; "light" queues 4 at 50.
+// First in, first out, light waits for all of heavy's (until 1000 s). With
+// fair share, light has used nothing when the first two cores free at 100,
+// so two of its tasks start then, and its mean wait falls below a quarter.
+TEST(SimulatorTest, FairShareLetsAUserWhoUsedLittlePassAFlood) {
+  std::string text;
+  for (int i = 0; i < 20; ++i) {
+    text +=
+        R"({"id":"h)" + std::to_string(i) + R"(","submit":0,"duration":100,"user":"heavy"})" + "\n";
+  }
+  for (int i = 0; i < 4; ++i) {
+    text += R"({"id":"l)" + std::to_string(i) + R"(","submit":50,"duration":100,"user":"light"})" +
+            "\n";
+  }
+  const Trace trace = TraceFrom(text);
+  const Cluster cluster = ClusterFrom(R"({"workers":[{"name":"w","cpus":2,"mem":"8GiB"}]})");
+
+  SimOptions off;
+  off.fair_share.enabled = false;
+  const SimResult fifo = Replay(trace, cluster, off);
+  const SimResult fair = Replay(trace, cluster);
+  EXPECT_FALSE(fifo.fair_share);
+  EXPECT_TRUE(fair.fair_share);
+  EXPECT_EQ(fifo.starts[IndexOf(trace, "l0")], Seconds(1000));
+  EXPECT_EQ(fair.starts[IndexOf(trace, "l0")], Seconds(100));
+  EXPECT_EQ(fair.starts[IndexOf(trace, "l1")], Seconds(100));
+  EXPECT_DOUBLE_EQ(fifo.makespan_s, fair.makespan_s);  // the same work, reordered
+
+  ASSERT_EQ(fair.users.size(), 2u);
+  const UserFigures& light = fair.users[1];
+  EXPECT_EQ(light.user, "light");
+  EXPECT_EQ(light.tasks, 4u);
+  EXPECT_DOUBLE_EQ(light.cpu_s, 400.0);
+  EXPECT_DOUBLE_EQ(fair.users[0].cpu_s, 2000.0);
+  EXPECT_DOUBLE_EQ(fifo.users[1].wait_mean_s, 1000.0);  // 950, 950, 1050, 1050
+  EXPECT_LT(light.wait_mean_s, fifo.users[1].wait_mean_s / 4);
+  EXPECT_EQ(FormatUsers(fair).substr(0, FormatUsers(fair).find("  share of")),
+            "users       fair share on\n"
+            "  heavy  20 tasks, 0.0 GPU-s, 2000.0 core-s; wait mean " +
+                Fixed1(fair.users[0].wait_mean_s) + " s, p95 " + Fixed1(fair.users[0].wait_p95_s) +
+                " s, max " + Fixed1(fair.users[0].wait_max_s) +
+                " s\n"
+                "  light  4 tasks, 0.0 GPU-s, 400.0 core-s; wait mean " +
+                Fixed1(light.wait_mean_s) + " s, p95 " + Fixed1(light.wait_p95_s) + " s, max " +
+                Fixed1(light.wait_max_s) + " s\n");
 }
 
 }  // namespace

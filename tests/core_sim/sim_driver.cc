@@ -71,6 +71,7 @@ std::string Describe(const core::Event& event) {
           return "replicated " + e.task.ToString() + "#" + std::to_string(e.attempt) + " on w" +
                  std::to_string(e.worker);
         }
+        if constexpr (std::is_same_v<T, core::UserPolicyChanged>) return "user policy";
       },
       event);
 }
