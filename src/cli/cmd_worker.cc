@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <tuple>
 
@@ -21,6 +22,7 @@
 #include "net/fd_limit.h"
 #include "worker/agent/agent.h"
 #include "worker/desktop/input_source.h"
+#include "worker/exec/task_account.h"
 
 namespace drover::cli {
 
@@ -187,6 +189,16 @@ int RunWorker(WorkerFlags& flags) {
       return ReportError(bytes.status().WithContext(flag), /*usage_on_invalid=*/true);
     *out = *bytes;
   }
+  // Who tasks run as (the agent checks the rest: root, the accounts).
+  if (Result<std::map<std::string, std::string>> map = worker::ParseUserMap(config.user_map);
+      !map.ok()) {
+    return ReportError(map.status(), /*usage_on_invalid=*/true);
+  }
+  if (!config.user_map.empty() && !config.task_user.empty()) {
+    return ReportError(InvalidArgument("--user runs every task as one account, --user-map each "
+                                       "task as its user's: give one of them"),
+                       /*usage_on_invalid=*/true);
+  }
   if (config.max_outside_load < 0) {
     return ReportError(InvalidArgument("--max-outside-load: must not be negative"),
                        /*usage_on_invalid=*/true);
@@ -284,14 +296,22 @@ void AddWorkerCommand(CLI::App& root, int& exit_code) {
   cmd->add_option("--gpu-mem", a.gpu_mem, "Memory per GPU, with --gpus");
   cmd->add_option("--label", a.labels, "Label key=value (repeatable)");
   cmd->add_option("--counter", a.counters, "Custom counter name=count (repeatable)");
-  cmd->add_option("--user", a.task_user, "Run tasks as this user (needed when running as root)");
+  cmd->add_option("--user", a.task_user,
+                  "As root: run every task as this account (without it, as root, each task runs "
+                  "as the account of its job's user)");
+  cmd->add_option("--user-map", a.user_map,
+                  "As root without --user: run the tasks of job user USER as ACCOUNT, "
+                  "USER=ACCOUNT (repeatable; unmapped users run as the account of their own "
+                  "name)");
   cmd->add_option("--log-cap", flags->log_cap,
                   "Most bytes kept of each task's stdout and of its stderr")
       ->capture_default_str();
   cmd->add_option("--log-rate", flags->log_rate,
                   "Bytes per second for all log transfers to the server together")
       ->capture_default_str();
-  cmd->add_flag("--run-as-root", a.run_as_root, "Allow tasks to run as root");
+  cmd->add_flag("--run-as-root", a.run_as_root,
+                "Allow tasks to run as root: alone, every task runs as root; with --user-map, "
+                "a user whose account is root may run");
   cmd->add_option("--lifetime", flags->lifetime,
                   "Leave this long after starting (a Slurm allocation's time limit, e.g. 1h); "
                   "only tasks with a timeout that ends by then are placed here")

@@ -420,6 +420,7 @@ Json AssignmentJson(const Assignment& a) {
     j["max_output"] = a.max_output_bytes;
     if (a.max_output_by_task) j["max_output_by_task"] = true;
   }
+  if (!a.user.empty()) j["user"] = a.user;
   return j;
 }
 bool ReadAssignment(const Json& j, const std::string& path, Assignment* a, DecodeContext& ctx) {
@@ -437,7 +438,8 @@ bool ReadAssignment(const Json& j, const std::string& path, Assignment* a, Decod
       !r.Integer("vacate_signal", &a->vacate_signal, Need::kOptional) ||
       !r.Micros("vacate_grace_us", &a->vacate_grace, Need::kOptional) ||
       !r.Integer("max_output", &a->max_output_bytes, Need::kOptional) ||
-      !r.Bool("max_output_by_task", &a->max_output_by_task, Need::kOptional)) {
+      !r.Bool("max_output_by_task", &a->max_output_by_task, Need::kOptional) ||
+      !r.String("user", &a->user, Need::kOptional)) {
     return false;
   }
   if (a->vacate_signal < 1 || a->vacate_signal > 64) {

@@ -326,6 +326,11 @@ struct Assignment {
   // Optional on the wire ("max_output", "max_output_by_task").
   uint64_t max_output_bytes = 0;
   bool max_output_by_task = false;
+  // The job's user (core::JobSpec::user): a worker in per-user mode runs
+  // the task as this user's Unix account (worker/exec/task_account.h).
+  // Optional on the wire ("user", written when not empty): a server that
+  // omits it leaves it empty, which such a worker refuses.
+  std::string user;
   friend bool operator==(const Assignment&, const Assignment&) = default;
 };
 struct Assign {

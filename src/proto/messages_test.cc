@@ -394,6 +394,32 @@ TEST(MessagesTest, AnAssignmentsMaxOutputRoundTripsAndIsOptional) {
   }
 }
 
+// The job's user (issue 22: per-user workers): written only when set, an
+// older server's assignment without it reads as empty, and it must be a
+// string.
+TEST(MessagesTest, AnAssignmentsUserRoundTripsAndIsOptional) {
+  Assignment a = SampleAssignment();
+  EXPECT_EQ(Encode(ServerMessage(Assign{{a}})).find("\"user\""), std::string::npos);
+  a.user = "ana";
+  const std::string text = Encode(ServerMessage(Assign{{a}}));
+  EXPECT_NE(text.find(R"("user":"ana")"), std::string::npos) << text;
+  Result<ServerMessage> back = DecodeServerMessage(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<Assign>(*back).tasks[0], a) << text;
+
+  Result<ServerMessage> old = DecodeServerMessage(
+      R"({"type":"assign","v":1,"tasks":[{"task":"1.0","attempt":1,"cores":[0],)"
+      R"("cpu_quota_milli":0,"mem_limit_bytes":0,"argv":["true"]}]})");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(std::get<Assign>(*old).tasks[0].user, "");
+  Result<ServerMessage> bad = DecodeServerMessage(
+      R"({"type":"assign","v":1,"tasks":[{"task":"1.0","attempt":1,"cores":[0],)"
+      R"("cpu_quota_milli":0,"mem_limit_bytes":0,"argv":["true"],"user":7}]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tasks[0].user"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(MessagesTest, CheckpointsRoundTripAndTheirNamesAreChecked) {
   const core::OutputFile step{"sub/step", 3, std::string(64, 'c')};
   WorkerMessage saved = CheckpointSaved{{12, 3}, 2, {step}};

@@ -30,6 +30,7 @@ proto::Assignment BuildAssignment(const core::AssignTask& assign, const FileGran
     a.env = spec.env;
     a.group_name = spec.name;
     a.job_name = assign.job->name;
+    a.user = assign.job->user;  // a per-user worker runs the task as its account
     a.vacate_signal = spec.vacate_signal;
     a.vacate_grace = spec.vacate_grace;
     a.uploads = spec.input_files;

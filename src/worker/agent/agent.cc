@@ -35,6 +35,7 @@
 #include "worker/exec/isolator.h"
 #include "worker/exec/life_record.h"
 #include "worker/exec/reaper.h"
+#include "worker/exec/task_account.h"
 #include "worker/resources/gpu_lock.h"
 #include "worker/resources/resources.h"
 #include "worker/resources/resources_host.h"
@@ -238,6 +239,8 @@ class Agent::Impl {
   // file store), and who a restored checkpoint's files belong to.
   net::ClientOptions server_options_;
   std::optional<std::pair<uid_t, gid_t>> task_owner_;
+  // Per-user mode: whose a restored checkpoint is, task by task.
+  std::optional<UserAccounts> accounts_;
   size_t next_server_ = 0;
   // The leader a standby named (proto::Error::leader): the next attempt
   // goes there, once; then the list goes on.
@@ -297,11 +300,21 @@ Status Agent::Impl::Init() {
   // started; the state machine made below applies it.
   RETURN_IF_ERROR(
       FencingPolicy::Create(config_.lease_ttl, config_.heartbeat_interval, clock_.Now()).status());
-  if (::geteuid() == 0 && config_.task_user.empty() && !config_.run_as_root) {
-    return FailedPrecondition(
-        "the worker runs as root: name the user tasks run as (--user NAME), or allow running "
-        "them as root (--run-as-root)");
+  // Who tasks run as (agent.h): one account, or each task's user's.
+  using UserMap = std::map<std::string, std::string>;  // one macro argument
+  ASSIGN_OR_RETURN(UserMap user_map, ParseUserMap(config_.user_map));
+  if (!user_map.empty() && !config_.task_user.empty()) {
+    return InvalidArgument(
+        "--user runs every task as one account, --user-map each task as its user's: give one "
+        "of them");
   }
+  if (!user_map.empty() && ::geteuid() != 0) {
+    return FailedPrecondition(
+        "--user-map needs a worker running as root (one that is not runs every task as "
+        "itself)");
+  }
+  const bool per_user =
+      ::geteuid() == 0 && config_.task_user.empty() && (!config_.run_as_root || !user_map.empty());
   ASSIGN_OR_RETURN(IsolationMode mode, ParseIsolationMode(config_.isolation));
 
   ASSIGN_OR_RETURN(WorkerResources resources, DetectOffer(config_, &sampler_));
@@ -391,6 +404,19 @@ Status Agent::Impl::Init() {
   options.workdir = config_.workdir;
   options.task_user = config_.task_user;
   options.run_as_root = config_.run_as_root;
+  options.per_user = per_user;
+  options.user_map = user_map;
+  options.worker_name = name_;
+  if (per_user) {
+    accounts_.emplace(user_map, config_.run_as_root, name_);
+    spdlog::info("worker {}: runs each task as its user's account{}{}", name_,
+                 user_map.empty()
+                     ? std::string()
+                     : " (" + std::to_string(user_map.size()) + " mapped by --user-map)",
+                 config_.run_as_root ? "; root allowed" : "");
+  } else if (!config_.task_user.empty()) {
+    spdlog::info("worker {}: runs every task as {}", name_, config_.task_user);
+  }
   options.output_cap_bytes = config_.log_cap_bytes;
   options.default_grace = config_.kill_grace;
   if (roots.empty()) {
@@ -777,8 +803,9 @@ void Agent::Impl::Send(const proto::WorkerMessage& message) {
 
 Result<TaskDirs> Agent::Impl::Prepare(const proto::Assignment& a, bool queued) {
   const bool with_inputs = !a.inputs.empty() || !a.files.empty();
-  ASSIGN_OR_RETURN(TaskDirs dirs, queued ? runner_->PrepareStart(SpecOf(a), with_inputs)
-                                         : runner_->PrepareDirs(a.task, a.attempt, with_inputs));
+  ASSIGN_OR_RETURN(TaskDirs dirs,
+                   queued ? runner_->PrepareStart(SpecOf(a), with_inputs)
+                          : runner_->PrepareDirs(a.task, a.attempt, with_inputs, a.user));
   // A dependency's result is $DROVER_INPUTS/<id>; one that also left files
   // has them in $DROVER_INPUTS/<id>/ and its result in <id>.result.
   std::set<TaskId> with_files;
@@ -1038,8 +1065,15 @@ void Agent::Impl::HoldForInputs(proto::Assign& assign) {
         files_->FetchUploads(*held, [this, then, start, held, restore](Status uploaded) {
           then(uploaded, [this, then, start, held, restore] {
             if (!restore) return start();
+            std::optional<std::pair<uid_t, gid_t>> owner = task_owner_;
+            if (accounts_) {
+              // A refused user: the start refuses it, with the reason.
+              Result<std::shared_ptr<const TaskAccount>> account = accounts_->For(held->user);
+              if (!account.ok()) return start();
+              owner = std::pair((*account)->ids.uid, (*account)->ids.gid);
+            }
             files_->RestoreCheckpoint(
-                held->checkpoint, CheckpointDirOf(config_.workdir, held->task), task_owner_,
+                held->checkpoint, CheckpointDirOf(config_.workdir, held->task), owner,
                 [this, then, start, held](Status restored) {
                   if (restored.code() == StatusCode::kNotFound) {
                     // Gone from the server for good: refusing would only move

@@ -77,8 +77,14 @@
 //                interval and closes after two silent intervals, so a server
 //                that stops answering is noticed within two heartbeats.
 //
-// Run-as-user rule: an agent running as root runs tasks as `task_user`;
-// running them as root needs `run_as_root`; with neither, Start fails.
+// Who tasks run as (worker/exec/task_account.h, docs/guide.md): an agent
+// that is not root runs them as itself. One running as root runs every
+// task as `task_user`; or, with `run_as_root` (and no `user_map`), as
+// root; or else, per user, each task as its job user's account (the same
+// name, or `user_map`'s), where `run_as_root` only allows a user whose
+// account is root. A per-user refusal ("user ana has no account on worker
+// w1 (...)") fails that task's start, which the server counts as a failed
+// attempt (its retries apply: another worker may have the account).
 //
 // Threading: Start, Stop and the destructor belong to the loop's thread, or
 // to a time when the loop is not running. Everything else happens on the
@@ -141,6 +147,8 @@ struct AgentConfig {
   // Who tasks run as when the agent is root (see the rule above).
   std::string task_user;
   bool run_as_root = false;
+  // Per-user mode's map, "user=account" each (`--user-map ana=alice`).
+  std::vector<std::string> user_map;
 
   // Used until a server's HelloAck says otherwise (fencing needs them
   // before the first contact too).
@@ -226,9 +234,11 @@ class Agent {
   //   InvalidArgument     no server, a bad address, bad override, bad
   //                       isolation word, non-positive heartbeat, lease_ttl
   //                       not above two heartbeats;
-  //   FailedPrecondition  root with neither task_user nor run_as_root, an
-  //                       unknown task_user, an unusable isolation mode,
-  //                       TLS without a fingerprint;
+  //   InvalidArgument     (also) a bad user_map entry, user_map with
+  //                       task_user;
+  //   FailedPrecondition  an unknown task_user, user_map on an agent that
+  //                       is not root, an unusable isolation mode, TLS
+  //                       without a fingerprint;
   //   Unavailable         the workdir cannot be created;
   //   detection errors    from DetectResources.
   static Result<std::unique_ptr<Agent>> Start(net::EventLoop& loop, AgentConfig config);

@@ -95,13 +95,13 @@ class FakeRunner final : public TaskRunner {
  public:
   explicit FakeRunner(const Clock& clock) : clock_(clock) {}
 
-  Result<TaskDirs> PrepareDirs(TaskId id, uint32_t attempt, bool) override {
+  Result<TaskDirs> PrepareDirs(TaskId id, uint32_t attempt, bool, const std::string&) override {
     TaskDirs dirs;
     dirs.task = "/nowhere/" + id.ToString() + "." + std::to_string(attempt);
     return dirs;
   }
   Result<TaskDirs> PrepareStart(const TaskSpec& spec, bool with_inputs) override {
-    return PrepareDirs(spec.id, spec.attempt, with_inputs);
+    return PrepareDirs(spec.id, spec.attempt, with_inputs, spec.user);
   }
   Result<pid_t> Start(const TaskSpec& spec, DoneCallback done, StartTimes* times) override {
     started.push_back(spec.id);

@@ -1,6 +1,8 @@
 #include "worker/agent/agent.h"
 
+#include <gtest/gtest.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -11,8 +13,6 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
-
-#include <gtest/gtest.h>
 
 #include "worker/agent/agent_test_util.h"
 #include "worker/exec/life_record.h"
@@ -724,17 +724,79 @@ TEST_F(AgentTest, ConfigurationErrorsAreClear) {
   EXPECT_EQ(StartAgent(c).code(), StatusCode::kInvalidArgument);
 }
 
-TEST_F(AgentTest, RootNeedsATaskUserOrRunAsRoot) {
-  if (::geteuid() != 0) GTEST_SKIP() << "the rule applies to a worker running as root";
+// Per-user mode (issue 22): a root agent with --user-map runs each task as
+// its assignment's user's account, queued ones too; a user without an
+// account here fails with the reason, without running anything.
+TEST_F(AgentTest, PerUserRunsEachTaskAsItsUsersAccountAndRefusesTheUnknown) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch users";
+  const passwd* nobody = ::getpwnam("nobody");
+  if (nobody == nullptr) GTEST_SKIP() << "no user \"nobody\" on this machine";
+  const std::string uid = std::to_string(nobody->pw_uid);
+  std::filesystem::permissions(dir_.path(), std::filesystem::perms(0711));
+  FakeServer server(/*tls=*/false);
+  AgentConfig c = Config(server);
+  c.run_as_root = false;
+  c.user_map = {"ana=nobody"};
+  Attach(server, c);
+
+  proto::Assignment carol = Task(2, "touch \"$DROVER_RESULT\"");
+  carol.user = "carol-drover-none";
+  server.Send(proto::Assign{{carol}});
+  proto::Finished refused = server.Expect<proto::Finished>();
+  ASSERT_EQ(refused.tasks.size(), 1u);
+  EXPECT_EQ(refused.tasks[0].task, (TaskId{1, 2}));
+  EXPECT_EQ(refused.tasks[0].outcome.exit_code, -1);
+  EXPECT_EQ(refused.tasks[0].outcome.reason,
+            "user carol-drover-none has no account on worker w1 (map it with --user-map "
+            "carol-drover-none=ACCOUNT, or run every task as one account with --user)");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "work/1/2.1"));
+
+  // In the test's directory (0711), where the account can open it.
+  Fifo gate(dir_ / "gate");
+  proto::Assignment first = Task(0, "read x < " + gate.path() + "; id -u > \"$DROVER_RESULT\"");
+  first.user = "ana";
+  server.Send(proto::Assign{{first}});
+  ASSERT_EQ(server.Expect<proto::Started>().tasks.size(), 1u);
+  // Queued behind it: made ahead as its own user's account.
+  proto::Assignment queued = After(Task(1, "id -u > \"$DROVER_RESULT\""), TaskId{1, 0});
+  queued.user = "ana";
+  server.Send(proto::Assign{{queued}});
+  server.Sync();
+  gate.Release();
+  std::map<TaskId, std::string> results;
+  while (results.size() < 2) {
+    for (const proto::FinishedTask& t : server.Expect<proto::Finished>().tasks) {
+      EXPECT_EQ(t.outcome.exit_code, 0) << t.task.ToString() << ": " << t.outcome.reason;
+      results[t.task] = t.outcome.result;
+    }
+  }
+  EXPECT_EQ(results[(TaskId{1, 0})], uid + "\n");
+  EXPECT_EQ(results[(TaskId{1, 1})], uid + "\n");
+}
+
+TEST_F(AgentTest, AUserMapExcludesOneAccountAndNeedsRoot) {
   AgentConfig c;
   c.servers = {"127.0.0.1:1"};
   c.tls = false;
   c.workdir = dir_ / "work";
   c.gpus = "none";
-  Status refused = StartAgent(c);
-  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(refused.message().find("--user"), std::string::npos) << refused.message();
-  EXPECT_NE(refused.message().find("--run-as-root"), std::string::npos) << refused.message();
+  c.user_map = {"ana=alice"};
+  c.task_user = "nobody";
+  Status both = StartAgent(c);
+  EXPECT_EQ(both.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(both.message(),
+            "--user runs every task as one account, --user-map each task as its user's: give "
+            "one of them");
+  c.task_user.clear();
+  c.user_map = {"ana"};
+  EXPECT_EQ(StartAgent(c).message(), "--user-map ana: expected USER=ACCOUNT (ana=alice)");
+  if (::geteuid() != 0) {
+    c.user_map = {"ana=alice"};
+    Status not_root = StartAgent(c);
+    EXPECT_EQ(not_root.code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(not_root.message().find("needs a worker running as root"), std::string::npos)
+        << not_root.message();
+  }
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "net/grant.h"
 #include "net/http_client.h"
 #include "net/server.h"
+#include "net/token.h"
 #include "worker/files/fetch.h"
 #include "worker/files/file_cache.h"
 #include "worker/files/file_util.h"
@@ -422,6 +423,26 @@ Result<std::unique_ptr<FilePlane>> FilePlane::Start(net::EventLoop& loop,
   server.tls = true;
   server.cert_dir = impl->options.tls_dir;
   server.token = impl->options.token;
+  // Who fetches here holds a token of the cluster's users (a peer worker
+  // with its own worker token, `drover get` with a user's), which this
+  // worker cannot check: the grant, signed by the server for this file and
+  // this requester, is what lets a fetch through. So this worker's own
+  // token may use every route, any other well-formed token only the files.
+  server.authenticate =
+      [own = impl->options.token](std::string_view token) -> std::optional<net::Identity> {
+    if (net::TokenEquals(token, own)) return net::Identity{"", net::Role::kAdmin};
+    if (token.size() == 64 &&
+        token.find_first_not_of("0123456789abcdef") == std::string_view::npos) {
+      return net::Identity{"peer", net::Role::kViewer};
+    }
+    return std::nullopt;
+  };
+  server.authorize = [](const net::Request& r) -> std::optional<net::Response> {
+    if (!r.identity || r.identity->role == net::Role::kAdmin) return std::nullopt;
+    if (r.method == "GET" && r.path.starts_with("/v1/files/")) return std::nullopt;
+    return net::ErrorResponse(403, StatusCode::kPermissionDenied,
+                              "only the worker's own token may use " + net::Printable(r.path));
+  };
   impl->server = std::make_unique<net::Server>(loop, server);
   Impl* raw = impl.get();
   impl->server->Route("GET", kFilesRoute, [raw](const net::Request& request, net::Responder done) {

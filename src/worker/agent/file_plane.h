@@ -4,9 +4,10 @@
 // it starts, and the collecting of a succeeded task's outputs.
 //
 // Serving. `GET /v1/files/<sha256>` on its own port (TLS with this worker's
-// certificate, which the server vouches for to fetchers; the cluster token
-// as everywhere) answers the file from the cache, and only against a grant
-// (header X-Drover-Grant, net/grant.h) signed by the server's key for that
+// certificate, which the server vouches for to fetchers; a token of the
+// cluster's users, any of which this worker cannot check, so any
+// well-formed one: its own alone reaches the other routes) answers the file from the cache, and
+// only against a grant (header X-Drover-Grant, net/grant.h) signed by the server's key for that
 // file and for the requester named in X-Drover-Requester, not expired. Any
 // other request is refused (400 / 403 / 404) and logged with its reason.
 // `GET /v1/files-stats` answers what was served and fetched (JSON, the

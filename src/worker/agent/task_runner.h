@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "common/ids.h"
@@ -38,9 +39,11 @@ class TaskRunner {
   TaskRunner(const TaskRunner&) = delete;
   TaskRunner& operator=(const TaskRunner&) = delete;
 
-  // The attempt's directories (inputs/ too with `with_inputs`); fails when
-  // they cannot be made.
-  virtual Result<TaskDirs> PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs) = 0;
+  // The attempt's directories (inputs/ too with `with_inputs`), owned by
+  // the account tasks of the job user `user` run as; fails when they cannot
+  // be made or that user is refused (per-user mode, task_account.h).
+  virtual Result<TaskDirs> PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs,
+                                       const std::string& user) = 0;
   // A queued task made ahead, up to its process waiting before its execve;
   // its later Start releases it. Fails as the start would (bad user, no
   // such command, no cage).
@@ -73,8 +76,9 @@ class ExecutorRunner final : public TaskRunner {
  public:
   explicit ExecutorRunner(std::unique_ptr<Executor> executor) : executor_(std::move(executor)) {}
 
-  Result<TaskDirs> PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs) override {
-    return executor_->PrepareDirs(id, attempt, with_inputs);
+  Result<TaskDirs> PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs,
+                               const std::string& user) override {
+    return executor_->PrepareDirs(id, attempt, with_inputs, user);
   }
   Result<TaskDirs> PrepareStart(const TaskSpec& spec, bool with_inputs) override {
     return executor_->PrepareStart(spec, with_inputs);

@@ -108,7 +108,7 @@ class Harness {
   explicit Harness(std::unique_ptr<Isolator> isolator, ExecutorOptions options = {}) {
     loop_ = std::move(EpollLoop::Create()).value();
     if (options.workdir.empty()) options.workdir = dir_.path() + "/work";
-    if (options.task_user.empty()) options.run_as_root = true;
+    if (options.task_user.empty() && !options.per_user) options.run_as_root = true;
     auto e = Executor::Create(options, loop_.get(), std::move(isolator));
     EXPECT_TRUE(e.ok()) << e.status().ToString();
     if (e.ok()) executor_ = std::move(e).value();

@@ -2,8 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <pwd.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -102,10 +100,11 @@ Duration FromTimeval(const timeval& tv) {
   return Duration(static_cast<int64_t>(tv.tv_sec) * 1000000 + tv.tv_usec);
 }
 
-Status ChownPath(const std::string& path, const std::optional<UserSwitch>& user) {
-  if (!user) return Status::Ok();
-  if (chown(path.c_str(), user->uid, user->gid) != 0) {
-    return Unavailable("cannot hand " + path + " to the task user: " + strerror(errno));
+Status ChownPath(const std::string& path, const TaskAccount* account) {
+  if (account == nullptr) return Status::Ok();
+  if (chown(path.c_str(), account->ids.uid, account->ids.gid) != 0) {
+    return Unavailable("cannot hand " + path + " to the task's account " + account->name + ": " +
+                       strerror(errno));
   }
   return Status::Ok();
 }
@@ -157,35 +156,34 @@ std::string FullDiskNote(const std::string& dir) {
 
 Result<std::unique_ptr<Executor>> Executor::Create(ExecutorOptions options, Reactor* reactor,
                                                    std::unique_ptr<Isolator> isolator) {
-  std::optional<UserSwitch> user;
-  std::string home;
+  std::shared_ptr<const TaskAccount> account;
+  std::optional<UserAccounts> accounts;
   const bool root = geteuid() == 0;
-  if (!options.task_user.empty()) {
+  if (options.per_user && !options.task_user.empty()) {
+    return FailedPrecondition("running tasks as one user (task_user \"" + options.task_user +
+                              "\") and as each task's user (per_user) exclude each other");
+  }
+  if (options.per_user) {
+    if (!root) {
+      return FailedPrecondition(
+          "running each task as its user's account (per_user) needs a worker running as root");
+    }
+    accounts.emplace(options.user_map, options.run_as_root, options.worker_name);
+  } else if (!options.task_user.empty()) {
     if (!root) {
       return FailedPrecondition("running tasks as user \"" + options.task_user +
                                 "\" needs a worker running as root");
     }
-    std::vector<char> buf(16384);
-    passwd pw;
-    passwd* found = nullptr;
-    getpwnam_r(options.task_user.c_str(), &pw, buf.data(), buf.size(), &found);
-    if (found == nullptr) {
+    Result<TaskAccount> found = LookUpAccount(options.task_user);
+    if (found.status().code() == StatusCode::kNotFound) {
       return FailedPrecondition("task user \"" + options.task_user + "\" does not exist");
     }
-    UserSwitch u{pw.pw_uid, pw.pw_gid, {}};
-    int n = 64;
-    u.groups.resize(n);
-    if (getgrouplist(pw.pw_name, pw.pw_gid, u.groups.data(), &n) < 0) {
-      u.groups.resize(n);
-      getgrouplist(pw.pw_name, pw.pw_gid, u.groups.data(), &n);
-    }
-    u.groups.resize(n);
-    home = pw.pw_dir;
-    user = std::move(u);
+    if (!found.ok()) return found.status();
+    account = std::make_shared<const TaskAccount>(std::move(found).value());
   } else if (root && !options.run_as_root) {
     return FailedPrecondition(
-        "the worker runs as root: name a task user (task_user) to run tasks as, or allow running "
-        "them as root explicitly (run_as_root)");
+        "the worker runs as root: name a task user (task_user) to run tasks as, run each task as "
+        "its user's account (per_user), or allow running them as root explicitly (run_as_root)");
   }
   if (options.workdir.empty()) return InvalidArgument("workdir is empty");
   RETURN_IF_ERROR(MakeDir(options.workdir, kPassDir));
@@ -203,8 +201,8 @@ Result<std::unique_ptr<Executor>> Executor::Create(ExecutorOptions options, Reac
   }
   std::unique_ptr<Executor> e(new Executor(std::move(options), reactor, std::move(isolator),
                                            std::move(spawner), std::move(dev_null)));
-  e->user_ = std::move(user);
-  e->user_home_ = std::move(home);
+  e->account_ = std::move(account);
+  e->accounts_ = std::move(accounts);
   e->no_inputs_ = no_inputs;
   return e;
 }
@@ -270,7 +268,16 @@ std::string CheckpointDirOf(const std::string& workdir, TaskId id) {
   return workdir + "/" + std::to_string(id.job) + "/" + std::to_string(id.index) + ".checkpoint";
 }
 
-Result<TaskDirs> Executor::PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs) {
+Result<std::shared_ptr<const TaskAccount>> Executor::AccountFor(const std::string& user) const {
+  if (!accounts_) return account_;  // one account: nothing to look up
+  return accounts_->For(user);
+}
+
+Result<TaskDirs> Executor::PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs,
+                                       const std::string& user) {
+  // Refused before anything is made for it.
+  ASSIGN_OR_RETURN(std::shared_ptr<const TaskAccount> account, AccountFor(user));
+  const TaskAccount* owner = account.get();
   TaskDirs d;
   const std::string job = options_.workdir + "/" + std::to_string(id.job);
   const std::string index = std::to_string(id.index);
@@ -282,25 +289,25 @@ Result<TaskDirs> Executor::PrepareDirs(TaskId id, uint32_t attempt, bool with_in
   d.stdout_path = d.task + "/stdout";
   d.stderr_path = d.task + "/stderr";
   RETURN_IF_ERROR(MakeTaskDir(job, d.task));
-  RETURN_IF_ERROR(ChownPath(d.task, user_));
+  RETURN_IF_ERROR(ChownPath(d.task, owner));
   for (const std::string* dir : {&d.output, &d.checkpoint}) {
     RETURN_IF_ERROR(MakeDir(*dir, kPrivateDir));
-    RETURN_IF_ERROR(ChownPath(*dir, user_));
+    RETURN_IF_ERROR(ChownPath(*dir, owner));
   }
   if (with_inputs) {
     RETURN_IF_ERROR(MakeDir(d.inputs, kPrivateDir));
-    RETURN_IF_ERROR(ChownPath(d.inputs, user_));
+    RETURN_IF_ERROR(ChownPath(d.inputs, owner));
   }
   if (prepared_.size() >= 1024) prepared_.erase(prepared_.begin());  // never started
-  prepared_[id] = Prepared{attempt, d, std::nullopt};
+  prepared_[id] = Prepared{attempt, d, user, std::move(account), std::nullopt, nullptr};
   return d;
 }
 
 Result<TaskDirs> Executor::PrepareStart(const TaskSpec& spec, bool with_inputs) {
-  ASSIGN_OR_RETURN(TaskDirs dirs, PrepareDirs(spec.id, spec.attempt, with_inputs));
-  ASSIGN_OR_RETURN(Command command, MakeCommand(spec, dirs));
+  ASSIGN_OR_RETURN(TaskDirs dirs, PrepareDirs(spec.id, spec.attempt, with_inputs, spec.user));
   Prepared& prepared = prepared_[spec.id];
-  if (options_.park_prepared) prepared.parked = Park(spec, dirs, command);
+  ASSIGN_OR_RETURN(Command command, MakeCommand(spec, dirs, prepared.account.get()));
+  if (options_.park_prepared) prepared.parked = Park(spec, dirs, command, prepared.account.get());
   prepared.command = std::move(command);
   return dirs;
 }
@@ -313,10 +320,11 @@ std::optional<Executor::ParkedInfo> Executor::ParkedProcessOf(TaskId id) const {
 }
 
 std::unique_ptr<Executor::Parked> Executor::Park(const TaskSpec& spec, const TaskDirs& dirs,
-                                                 const Command& command) {
+                                                 const Command& command,
+                                                 const TaskAccount* account) {
   if (!ParkSupported()) return nullptr;
   Launch launch;
-  if (!MakeLaunch(spec, dirs, command, launch).ok()) return nullptr;  // Start reports it
+  if (!MakeLaunch(spec, dirs, command, account, launch).ok()) return nullptr;  // Start reports it
   Result<std::unique_ptr<ParkedProcess>> process = spawner_->Park(launch.plan);
   // The child has its own copies (no CLONE_FILES).
   launch.cage->CloseJoinFds();
@@ -330,8 +338,8 @@ std::unique_ptr<Executor::Parked> Executor::Park(const TaskSpec& spec, const Tas
   return parked;
 }
 
-Result<Executor::Command> Executor::MakeCommand(const TaskSpec& spec,
-                                                const TaskDirs& dirs) const {
+Result<Executor::Command> Executor::MakeCommand(const TaskSpec& spec, const TaskDirs& dirs,
+                                                const TaskAccount* account) const {
   if (spec.argv.empty()) return InvalidArgument("task " + spec.id.ToString() + " has no command");
   Command c;
   c.argv = spec.argv;
@@ -341,7 +349,7 @@ Result<Executor::Command> Executor::MakeCommand(const TaskSpec& spec,
   // ("working directory missing: /x"), as a missing command with a '/' is
   // by its execve ("command not found: ./x"): no parent-side checks.
   const std::string& cwd = spec.working_dir.empty() ? dirs.task : spec.working_dir;
-  c.environment = BuildEnvironment(spec, dirs);
+  c.environment = BuildEnvironment(spec, dirs, account);
   c.exe = spec.argv[0];
   if (c.exe.find('/') == std::string::npos) {
     std::string path_env = "/usr/local/bin:/usr/bin:/bin";
@@ -372,8 +380,8 @@ void Executor::DiscardPrepared(TaskId id, uint32_t attempt) {
   rmdir(dirs.task.c_str());
 }
 
-std::vector<std::string> Executor::BuildEnvironment(const TaskSpec& spec,
-                                                    const TaskDirs& dirs) const {
+std::vector<std::string> Executor::BuildEnvironment(const TaskSpec& spec, const TaskDirs& dirs,
+                                                    const TaskAccount* account) const {
   std::vector<std::pair<std::string, std::string>> vars = base_env_;
   auto set = [&vars](const std::string& key, std::string value) {
     for (auto& kv : vars) {
@@ -384,10 +392,10 @@ std::vector<std::string> Executor::BuildEnvironment(const TaskSpec& spec,
     }
     vars.emplace_back(key, std::move(value));
   };
-  if (user_) {
-    set("HOME", user_home_);
-    set("USER", options_.task_user);
-    set("LOGNAME", options_.task_user);
+  if (account != nullptr) {
+    set("HOME", account->home);
+    set("USER", account->name);
+    set("LOGNAME", account->name);
   }
   for (const auto& [k, v] : spec.env) set(k, v);
   set("DROVER_JOB_ID", std::to_string(spec.id.job));
@@ -439,8 +447,12 @@ bool SameLimits(const TaskSpec& made, const TaskSpec& spec) {
   TaskDirs dirs;
   std::optional<Command> command;
   std::shared_ptr<Parked> parked;
-  if (auto p = prepared_.find(spec.id); p != prepared_.end() && p->second.attempt == spec.attempt) {
+  std::shared_ptr<const TaskAccount> account;
+  // Prepared for this attempt and user (one account: any user).
+  if (auto p = prepared_.find(spec.id); p != prepared_.end() && p->second.attempt == spec.attempt &&
+                                        (!accounts_ || p->second.user == spec.user)) {
     dirs = std::move(p->second.dirs);
+    account = std::move(p->second.account);
     // Made by PrepareStart for this very command: no PATH walk now.
     if (p->second.command && p->second.command->argv == spec.argv &&
         p->second.command->env == spec.env && p->second.command->working_dir == spec.working_dir) {
@@ -451,8 +463,10 @@ bool SameLimits(const TaskSpec& made, const TaskSpec& spec) {
     }
     prepared_.erase(p);
   } else {
-    ASSIGN_OR_RETURN(dirs, PrepareDirs(spec.id, spec.attempt));
-    prepared_.erase(spec.id);
+    ASSIGN_OR_RETURN(dirs, PrepareDirs(spec.id, spec.attempt, false, spec.user));
+    auto made = prepared_.find(spec.id);  // PrepareDirs' entry: its account
+    account = std::move(made->second.account);
+    prepared_.erase(made);
   }
 
   auto task = std::make_unique<Task>();
@@ -469,10 +483,14 @@ bool SameLimits(const TaskSpec& made, const TaskSpec& spec) {
   // is then reported by the exit (TaskResult::start_error), not here.
   if (!parked && options_.watch != nullptr && isolator_->cgroup_roots().empty()) {
     if (!command) {
-      ASSIGN_OR_RETURN(Command made, MakeCommand(spec, dirs));
+      ASSIGN_OR_RETURN(Command made, MakeCommand(spec, dirs, account.get()));
       command = std::move(made);
     }
-    parked = Park(spec, dirs, *command);
+    parked = Park(spec, dirs, *command, account.get());
+    // Released only once parked: its setsid done, the group the reaper is
+    // told of exists, and a kill of that group reaches it. A child that
+    // died in its setup is started anew below, which reports why.
+    if (parked && !parked->process->WaitParked(Seconds(10))) parked.reset();
   }
 
   // Made ahead and still waiting: the start is one write to its gate. One
@@ -498,11 +516,11 @@ bool SameLimits(const TaskSpec& made, const TaskSpec& spec) {
   parked.reset();
 
   if (!command) {
-    ASSIGN_OR_RETURN(Command made, MakeCommand(spec, dirs));
+    ASSIGN_OR_RETURN(Command made, MakeCommand(spec, dirs, account.get()));
     command = std::move(made);
   }
   Launch launch;
-  RETURN_IF_ERROR(MakeLaunch(spec, dirs, *command, launch));
+  RETURN_IF_ERROR(MakeLaunch(spec, dirs, *command, account.get(), launch));
   task->cage = std::move(launch.cage);
   for (int i = 0; i < 2; ++i) task->out[i] = std::move(launch.out[i]);
 
@@ -527,7 +545,7 @@ bool SameLimits(const TaskSpec& made, const TaskSpec& spec) {
 }
 
 Status Executor::MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Command& command,
-                            Launch& launch) {
+                            const TaskAccount* account, Launch& launch) {
   CageSpec cage_spec;
   cage_spec.name = CageName(spec);
   cage_spec.milli_cpus = spec.milli_cpus;
@@ -541,7 +559,7 @@ Status Executor::MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Co
       spec.output_cap_bytes > 0 ? spec.output_cap_bytes : options_.output_cap_bytes;
   const std::string* paths[2] = {&dirs.stdout_path, &dirs.stderr_path};
   std::optional<std::pair<uid_t, gid_t>> owner;
-  if (user_) owner.emplace(user_->uid, user_->gid);
+  if (account != nullptr) owner.emplace(account->ids.uid, account->ids.gid);
   for (int i = 0; i < 2; ++i) {
     Result<std::unique_ptr<OutputCapture>> out =
         OutputCapture::CreateDeferred(*paths[i], cap, kPrivateFile, owner);
@@ -582,7 +600,7 @@ Status Executor::MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Co
     }
     plan.cpus = set;
   }
-  plan.user = user_;
+  if (account != nullptr) plan.user = account->ids;
   plan.display_name = spec.argv[0];
   return Status::Ok();
 }

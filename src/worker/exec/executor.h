@@ -39,8 +39,12 @@
 // task (Kill, its grace, the executor's destruction, its own exit) lets
 // it go on first, so that its signals are delivered and it dies.
 //
-// Root: a worker running as root runs tasks as `task_user`; running them as
-// root needs `run_as_root`; neither is a configuration error at Create.
+// Who tasks run as (task_account.h): one account (`task_user`; root with
+// `run_as_root`; the worker's own when it is not root), or per user
+// (`per_user`: each task as its TaskSpec::user's account, looked up when
+// its directories are made, a refusal failing that call and so the
+// start). A worker running as root with none of the three is a
+// configuration error at Create.
 //
 // Threading: single-threaded. Every call, and every callback, happens on
 // the thread that runs the Reactor.
@@ -67,6 +71,7 @@
 #include "worker/exec/event_loop.h"
 #include "worker/exec/isolator.h"
 #include "worker/exec/spawn.h"
+#include "worker/exec/task_account.h"
 
 namespace drover::worker {
 
@@ -93,6 +98,14 @@ struct ExecutorOptions {
   uint64_t result_cap_bytes = 64 << 10;     // DROVER_RESULT read-back cap
   Duration default_grace = Seconds(10);     // TERM -> KILL
   bool inherit_environment = true;          // start from the worker's env
+  // Per-user mode (root only, without task_user): each task runs as the
+  // account of its TaskSpec::user, the same name or user_map's
+  // (UserAccounts); run_as_root then allows an account that is root.
+  bool per_user = false;
+  // Job user -> account, for per_user.
+  std::map<std::string, std::string> user_map;
+  // This worker's name, for per-user refusals ("... on worker w1").
+  std::string worker_name;
   // PrepareStart also makes the task's process, waiting before its execve
   // (Spawner::Park), so that Start is one write to a pipe.
   bool park_prepared = true;
@@ -106,6 +119,7 @@ struct TaskSpec {
   int64_t task_index = -1;  // DROVER_TASK_INDEX (array index); -1: id.index
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env;  // added/overridden
+  std::string user;                                      // the job's user (per-user mode)
   std::string working_dir;                               // empty: the task directory
   int64_t milli_cpus = 0;
   uint64_t memory_bytes = 0;
@@ -187,9 +201,10 @@ class Executor {
  public:
   using DoneCallback = std::function<void(const TaskResult&)>;
 
-  // Fails with FailedPrecondition when the worker runs as root with neither
-  // task_user nor run_as_root, when task_user does not exist, or when a
-  // user switch is asked for without root; with Unavailable when workdir
+  // Fails with FailedPrecondition when the worker runs as root with none of
+  // task_user, per_user and run_as_root, when task_user does not exist,
+  // when a user switch (task_user, per_user) is asked for without root, or
+  // when both task_user and per_user are; with Unavailable when workdir
   // cannot be created.
   static Result<std::unique_ptr<Executor>> Create(ExecutorOptions options, Reactor* reactor,
                                                   std::unique_ptr<Isolator> isolator);
@@ -202,8 +217,13 @@ class Executor {
   // Creates the task's directories (idempotent), so the caller can put
   // dependency results into `inputs` (made only `with_inputs`) before
   // Start. Start uses the directories of the last PrepareDirs of the same
-  // task attempt, or makes them itself (without inputs/).
-  Result<TaskDirs> PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs = false);
+  // task attempt, or makes them itself (without inputs/). The directories
+  // belong to the task's account: in per-user mode that of `user` (the
+  // job's, TaskSpec::user), whose refusal (UserAccounts::For: "user ana
+  // has no account on worker w1 (...)") is this call's error, as it is
+  // Start's and PrepareStart's.
+  Result<TaskDirs> PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs = false,
+                               const std::string& user = {});
 
   // PrepareDirs, and also what Start would do before the task's program
   // runs: its environment, its program found on PATH, and (park_prepared)
@@ -295,7 +315,8 @@ class Executor {
   Status Wake(Task* task);
   void OnLeftoverExit(Task* task, int pidfd);
   void Finish(Task* task);
-  std::vector<std::string> BuildEnvironment(const TaskSpec& spec, const TaskDirs& dirs) const;
+  std::vector<std::string> BuildEnvironment(const TaskSpec& spec, const TaskDirs& dirs,
+                                            const TaskAccount* account) const;
   // The environment and the path to execve for `spec` (Start's rules).
   struct Command {
     std::vector<std::string> argv;  // what it was made for
@@ -304,12 +325,18 @@ class Executor {
     std::vector<std::string> environment;  // "K=V", what the task gets
     std::string exe;
   };
-  Result<Command> MakeCommand(const TaskSpec& spec, const TaskDirs& dirs) const;
-  // The cage, output captures and spawn plan of a start of `spec`.
+  Result<Command> MakeCommand(const TaskSpec& spec, const TaskDirs& dirs,
+                              const TaskAccount* account) const;
+  // The cage, output captures and spawn plan of a start of `spec` as
+  // `account` (null: the worker's own).
   Status MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Command& command,
-                    Launch& launch);
+                    const TaskAccount* account, Launch& launch);
   // PrepareStart's process; nullptr if it cannot be made.
-  std::unique_ptr<Parked> Park(const TaskSpec& spec, const TaskDirs& dirs, const Command& command);
+  std::unique_ptr<Parked> Park(const TaskSpec& spec, const TaskDirs& dirs, const Command& command,
+                               const TaskAccount* account);
+  // The account tasks of the job user `user` run as: the one account
+  // (null: the worker's own), or per user UserAccounts::For's answer.
+  Result<std::shared_ptr<const TaskAccount>> AccountFor(const std::string& user) const;
   // Watches a started task; on failure undoes its start.
   Result<pid_t> Register(std::unique_ptr<Task> task);
   Status MakeTaskDir(const std::string& job, const std::string& task);
@@ -319,8 +346,10 @@ class Executor {
   std::unique_ptr<Isolator> isolator_;
   std::unique_ptr<Spawner> spawner_;
   UniqueFd dev_null_;
-  std::optional<UserSwitch> user_;
-  std::string user_home_;
+  // One-account mode: the account every task runs as (null: the worker's
+  // own). Per-user mode: accounts_ instead.
+  std::shared_ptr<const TaskAccount> account_;
+  std::optional<UserAccounts> accounts_;
   std::vector<std::pair<std::string, std::string>> base_env_;
   std::map<TaskId, std::unique_ptr<Task>> tasks_;
   // Directories made by PrepareDirs (and the command by PrepareStart) not
@@ -328,6 +357,8 @@ class Executor {
   struct Prepared {
     uint32_t attempt = 0;
     TaskDirs dirs;
+    std::string user;                            // the job user they were made for
+    std::shared_ptr<const TaskAccount> account;  // who owns them (null: the worker)
     std::optional<Command> command;
     std::shared_ptr<Parked> parked;  // PrepareStart's process
   };

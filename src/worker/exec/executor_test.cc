@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <string_view>
+#include <tuple>
 
 #include "worker/exec/cgroup_files.h"
 #include "worker/exec/exec_test_util.h"
@@ -339,11 +340,111 @@ TEST(ExecutorTest, RootWithoutTaskUserOrFlagIsRefused) {
   auto e = Executor::Create(options, loop->get(), MakeNoIsolator());
   EXPECT_EQ(e.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(e.status().message(),
-            "the worker runs as root: name a task user (task_user) to run tasks as, or allow "
-            "running them as root explicitly (run_as_root)");
+            "the worker runs as root: name a task user (task_user) to run tasks as, run each "
+            "task as its user's account (per_user), or allow running them as root explicitly "
+            "(run_as_root)");
   options.task_user = "no-such-drover-user";
   EXPECT_EQ(Executor::Create(options, loop->get(), MakeNoIsolator()).status().message(),
             "task user \"no-such-drover-user\" does not exist");
+  options.task_user = "nobody";
+  options.per_user = true;
+  EXPECT_EQ(Executor::Create(options, loop->get(), MakeNoIsolator()).status().message(),
+            "running tasks as one user (task_user \"nobody\") and as each task's user "
+            "(per_user) exclude each other");
+}
+
+// Per-user mode (issue 22): each task runs as its job user's account, the
+// map's or the same name's, and owns what it makes; a user that cannot be
+// run is refused by the start, with the reason, before anything is made.
+TEST(ExecutorTest, PerUserRunsEachTaskAsItsUsersAccount) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch users";
+  passwd* nobody = getpwnam("nobody");
+  if (nobody == nullptr) GTEST_SKIP() << "no user \"nobody\" on this machine";
+  if (nobody->pw_uid < kFirstUserUid) GTEST_SKIP() << "\"nobody\" is a system account here";
+  const uid_t uid = nobody->pw_uid;
+  const gid_t gid = nobody->pw_gid;
+  ExecutorOptions options;
+  options.per_user = true;
+  options.run_as_root = true;  // per user: only allows a user whose account is root
+  options.user_map = {{"ana", "nobody"}, {"boss", "root"}};
+  options.worker_name = "w1";
+  Harness h(MakeNoIsolator(), options);
+  auto as = [](uint32_t index, const std::string& user) {
+    TaskSpec spec =
+        Task(index, {"sh", "-c", "id -u; id -g; echo $USER; touch $DROVER_OUTPUT_DIR/made"});
+    spec.user = user;
+    return spec;
+  };
+  const std::string nobody_says = std::to_string(uid) + "\n" + std::to_string(gid) + "\nnobody\n";
+  for (const auto& [index, user, want_uid, says] :
+       {std::tuple{1u, "ana", uid, nobody_says}, std::tuple{2u, "nobody", uid, nobody_says},
+        std::tuple{3u, "boss", uid_t{0}, std::string("0\n0\nroot\n")}}) {
+    TaskResult r = h.Run(as(index, user));
+    EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded)
+        << user << ": " << Describe(r) << ReadFile(r.dirs.stderr_path);
+    EXPECT_EQ(ReadFile(r.dirs.stdout_path), says) << user;
+    for (const std::string& path : {r.dirs.task, r.dirs.output, r.dirs.checkpoint,
+                                    r.dirs.stdout_path, r.dirs.output + "/made"}) {
+      struct stat st {};
+      ASSERT_EQ(stat(path.c_str(), &st), 0) << path;
+      EXPECT_EQ(st.st_uid, want_uid) << user << ": " << path;
+    }
+  }
+
+  // A process made ahead switches to its own task's account.
+  TaskSpec queued = as(4, "ana");
+  ASSERT_TRUE(h.executor().PrepareStart(queued).ok());
+  if (ParkSupported()) {
+    ASSERT_TRUE(testing::WaitParked(h.executor(), queued.id));
+    struct stat st {};
+    const pid_t pid = h.executor().ParkedProcessOf(queued.id)->pid;
+    ASSERT_EQ(stat(("/proc/" + std::to_string(pid)).c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, uid);
+  }
+  TaskResult r = h.Run(queued);
+  EXPECT_EQ(ReadFile(r.dirs.stdout_path), nobody_says);
+
+  for (const auto& [index, user, why] : std::vector<std::tuple<uint32_t, std::string, std::string>>{
+           {5, "carol-drover-none",
+            "user carol-drover-none has no account on worker w1 (map it with --user-map "
+            "carol-drover-none=ACCOUNT, or run every task as one account with --user)"},
+           {6, "",
+            "the task has no user (its server sends none: it is older than this worker), and "
+            "worker w1 runs each task as its user's account (run every task as one account "
+            "with --user)"},
+           {7, "daemon",
+            "user daemon names a system account (uid 1) on worker w1: only --user-map "
+            "daemon=daemon can run tasks as it"}}) {
+    if (user == "daemon" && (getpwnam("daemon") == nullptr || getpwnam("daemon")->pw_uid != 1)) {
+      continue;
+    }
+    Result<pid_t> refused = h.Start(as(index, user));
+    ASSERT_FALSE(refused.ok()) << user;
+    EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(refused.status().message(), why);
+    EXPECT_EQ(h.executor().PrepareStart(as(index, user)).status().message(), why);
+    EXPECT_EQ(h.executor().PrepareDirs(TaskId{7, index}, 1, true, user).status().message(), why);
+    EXPECT_FALSE(std::filesystem::exists(h.dir() + "/work/7/" + std::to_string(index) + ".1"))
+        << "a refused task had its directory made";
+  }
+}
+
+TEST(ExecutorTest, PerUserRefusesAUserWhoseAccountIsRootUnlessAllowed) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: per-user mode runs as root";
+  ExecutorOptions options;
+  options.per_user = true;
+  options.user_map = {{"boss", "root"}};
+  options.worker_name = "w1";
+  Harness h(MakeNoIsolator(), options);
+  for (const std::string& user : {std::string("boss"), std::string("root")}) {
+    TaskSpec spec = Task(1, {"true"});
+    spec.user = user;
+    Result<pid_t> refused = h.Start(spec);
+    ASSERT_FALSE(refused.ok()) << user;
+    const std::string why =
+        "user " + user + " maps to root on worker w1: running tasks as root needs --run-as-root";
+    EXPECT_EQ(refused.status().message(), why);
+  }
 }
 
 TEST(ExecutorTest, RunsTasksAsTheConfiguredUser) {

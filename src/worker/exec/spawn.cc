@@ -1,6 +1,7 @@
 #include "worker/exec/spawn.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -258,6 +259,8 @@ int ChildMain(void* arg) {
     if (high > low + 1) Sys(SYS_close_range, low + 1, high - 1, 0);
     Sys(SYS_close_range, high + 1, ~0U, 0);
     args->parked.store(1, std::memory_order_release);
+    // Wakes a parent waiting for this (ParkedProcess::WaitParked).
+    Sys(SYS_futex, reinterpret_cast<long>(&args->parked), FUTEX_WAKE, 1, 0);
     // An eventfd, not a pipe: a pipe's write wakes its reader on the
     // writer's CPU (a "sync" wakeup, for a writer about to sleep), where it
     // waits for the worker's own work after the release; an eventfd's
@@ -444,6 +447,20 @@ ParkedProcess::~ParkedProcess() {
 
 bool ParkedProcess::parked() const {
   return storage_->args.parked.load(std::memory_order_acquire) != 0;
+}
+
+bool ParkedProcess::WaitParked(Duration max) {
+  const auto deadline = std::chrono::steady_clock::now() + max;
+  auto* word = reinterpret_cast<int*>(&storage_->args.parked);
+  while (!parked()) {
+    if (Dead()) return false;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    // Woken by the child once parked; a child that dies during its setup
+    // never wakes us, so look again each millisecond.
+    timespec wait{0, 1000000};
+    syscall(SYS_futex, word, FUTEX_WAIT, 0, &wait, nullptr, 0);
+  }
+  return true;
 }
 
 bool ParkedProcess::Dead() const {

@@ -128,6 +128,10 @@ class ParkedProcess {
   // The child is gone (it failed a setup step, or was killed) before its
   // release: do not Release it; destroy it and start the task anew.
   bool Dead() const;
+  // Waits (blocking, at most `max`) until the child has done its setup and
+  // waits at its gate: true; false when it died first or `max` passed.
+  // From then on its process group exists (setsid is part of the setup).
+  bool WaitParked(Duration max);
   // Lets the child go on to its execve. Returns the wall-clock time of the
   // release: the task's start.
   Result<Time> Release();

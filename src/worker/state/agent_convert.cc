@@ -94,6 +94,7 @@ core::WorkerUtilization ToCoreUtilization(const Utilization& sample) {
   spec.attempt = assignment.attempt;
   spec.task_index = assignment.array_index;
   spec.argv = assignment.argv;
+  spec.user = assignment.user;
   spec.env.assign(assignment.env.begin(), assignment.env.end());
   spec.milli_cpus = assignment.cpu_quota_milli;
   spec.memory_bytes = assignment.mem_limit_bytes;

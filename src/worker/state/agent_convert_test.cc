@@ -78,6 +78,7 @@ TEST(AgentConvertTest, AssignmentBecomesSlotRequestAndSpec) {
   a.argv = {"python", "train.py"};
   a.env = {{"SEED", "7"}};
   a.array_index = 5;
+  a.user = "ana";
   SlotRequest slot = ToSlotRequest(a);
   EXPECT_EQ(slot.milli_cpus, 1500);
   EXPECT_EQ(slot.cores, (std::vector<int>{1, 2}));
@@ -90,6 +91,7 @@ TEST(AgentConvertTest, AssignmentBecomesSlotRequestAndSpec) {
   EXPECT_EQ(spec.attempt, 2u);
   EXPECT_EQ(spec.task_index, 5);
   EXPECT_EQ(spec.argv, a.argv);
+  EXPECT_EQ(spec.user, "ana");
   EXPECT_EQ(spec.env, (std::vector<std::pair<std::string, std::string>>{{"SEED", "7"}}));
   EXPECT_EQ(spec.cores, (std::vector<int>{1, 2}));
   EXPECT_EQ(spec.gpus, (std::vector<int>{0}));

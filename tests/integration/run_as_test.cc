@@ -1,0 +1,140 @@
+// Tasks run as the Unix account of their job's user (issue 22, "Many users,
+// one pool"): a root worker in per-user mode (--user-map) runs ana's tasks
+// as ana's account and bob's as bob's, so bob's task cannot touch what
+// ana's wrote, and a user with no account here fails with the reason.
+// Real accounts, made for the test with useradd and deleted at its end.
+#include <gtest/gtest.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cluster.h"
+
+namespace drover::testing {
+namespace {
+
+constexpr const char* kUseradd = "/usr/sbin/useradd";
+constexpr const char* kUserdel = "/usr/sbin/userdel";
+
+// System accounts without a home, made for one test and deleted when it
+// ends, failed or not (declare it before the Cluster: its workers, and so
+// the accounts' processes, end first).
+class TestAccounts {
+ public:
+  // Adds each name; false (and a test failure) when one cannot be made.
+  bool Add(const std::vector<std::string>& names) {
+    for (const std::string& name : names) {
+      RunResult r =
+          RunToEnd({kUseradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name},
+                   In(kStartTimeout));
+      if (r.status != 0) {
+        ADD_FAILURE() << "useradd " << name << " failed:\n" << r.output;
+        return false;
+      }
+      made_.push_back(name);
+    }
+    return true;
+  }
+  ~TestAccounts() {
+    for (const std::string& name : made_) {
+      RunResult r = RunToEnd({kUserdel, name}, In(kStartTimeout));
+      if (r.status != 0) ADD_FAILURE() << "userdel " << name << " failed:\n" << r.output;
+    }
+  }
+
+ private:
+  std::vector<std::string> made_;
+};
+
+uid_t UidOf(const std::string& name) {
+  const passwd* pw = getpwnam(name.c_str());
+  return pw == nullptr ? static_cast<uid_t>(-1) : pw->pw_uid;
+}
+
+// The job id `drover submit --wait` printed first, whether or not the job
+// then succeeded; 0 when there is none.
+uint64_t JobOf(const RunResult& r) { return std::strtoull(r.output.c_str(), nullptr, 10); }
+
+uid_t OwnerOf(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 ? st.st_uid : static_cast<uid_t>(-1);
+}
+
+TEST(RunAsTest, EachTaskRunsAsItsUsersAccount) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: the worker switches to other accounts";
+  if (access(kUseradd, X_OK) != 0 || access(kUserdel, X_OK) != 0) {
+    GTEST_SKIP() << "needs " << kUseradd << " and " << kUserdel << " to make test accounts";
+  }
+  const std::string ana = "drvana" + std::to_string(getpid());
+  const std::string bob = "drvbob" + std::to_string(getpid());
+  TestAccounts accounts;
+  ASSERT_TRUE(accounts.Add({ana, bob}));
+
+  Cluster c;
+  // The accounts pass through the test's directory to their task
+  // directories (mkdtemp made it 0700), and share one directory, like /tmp.
+  ASSERT_EQ(chmod(c.dir().c_str(), 0711), 0);
+  const std::string shared = c.dir() + "/shared";
+  ASSERT_EQ(mkdir(shared.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(shared.c_str(), 01777), 0);
+  c.StartServer();
+  // Cluster workers carry --run-as-root: with --user-map that only lets a
+  // user whose account is root run; every task still runs as its user's.
+  Process& w = c.StartWorker("w1", {"--user-map", "ana=" + ana, "--user-map", "bob=" + bob});
+  EXPECT_NE(w.output().find("runs each task as its user's account (2 mapped by --user-map)"),
+            std::string::npos)
+      << w.output();
+
+  // ana's task runs as ana's account and writes a file in the shared
+  // directory (umask 022: others may read it, not write it).
+  const std::string file = shared + "/ana.txt";
+  RunResult first = c.Drover(Submit({"--user", "ana", "--retries", "0", "--wait"},
+                                    {"sh", "-c", "umask 022; id -un; echo from ana > " + file}));
+  ASSERT_EQ(first.status, 0) << first.output;
+  const std::string a = std::to_string(SubmittedJob(first)) + ".0";
+  RunResult ana_out = c.Drover({"logs", a});
+  EXPECT_EQ(ana_out.output, ana + "\n");
+  EXPECT_EQ(OwnerOf(file), UidOf(ana));
+  // Its task directory and output are the account's too.
+  const std::string task_dir =
+      c.dir() + "/workers/w1/work/" + std::to_string(SubmittedJob(first)) + "/0.1";
+  EXPECT_EQ(OwnerOf(task_dir), UidOf(ana));
+  EXPECT_EQ(OwnerOf(task_dir + "/stdout"), UidOf(ana));
+
+  // bob's task runs as bob's account, which may not append to ana's file.
+  RunResult second = c.Drover(Submit({"--user", "bob", "--retries", "0", "--wait"},
+                                     {"sh", "-c", "id -un; echo from bob >> " + file}));
+  EXPECT_EQ(second.status, 1) << second.output;
+  const std::string b = std::to_string(JobOf(second)) + ".0";
+  EXPECT_EQ(c.Drover({"logs", b}).output, bob + "\n");
+  RunResult bob_err = c.Drover({"logs", "--stderr", b});
+  EXPECT_NE(bob_err.output.find("Permission denied"), std::string::npos) << bob_err.output;
+  nlohmann::json bob_task = c.Get("/api/v1/tasks/" + b);
+  EXPECT_EQ(bob_task["state"], "failed") << bob_task.dump(2);
+  EXPECT_EQ(OwnerOf(task_dir), UidOf(ana));
+  {
+    RunResult cat = RunToEnd({"/bin/cat", file}, In(kStartTimeout));
+    EXPECT_EQ(cat.output, "from ana\n");
+  }
+
+  // carol has no account on w1: her task fails, saying so, and runs nothing.
+  RunResult third = c.Drover(
+      Submit({"--user", "carol", "--retries", "0", "--wait"}, {"sh", "-c", "touch " + file}));
+  EXPECT_EQ(third.status, 1) << third.output;
+  const std::string t = std::to_string(JobOf(third)) + ".0";
+  nlohmann::json carol = c.Get("/api/v1/tasks/" + t);
+  EXPECT_EQ(carol["state"], "failed") << carol.dump(2);
+  EXPECT_EQ(carol.value("reason", ""),
+            "user carol has no account on worker w1 (map it with --user-map carol=ACCOUNT, or "
+            "run every task as one account with --user)")
+      << carol.dump(2);
+  EXPECT_NE(third.output.find("user carol has no account on worker w1"), std::string::npos)
+      << third.output;
+}
+
+}  // namespace
+}  // namespace drover::testing
