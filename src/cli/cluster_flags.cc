@@ -75,6 +75,8 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
                  "then ~/.local/state/drover/access.json; \"-\" for none)");
   app.add_flag("--no-local-socket", flags.no_local_socket,
                "Do not serve local clients on <state dir>/api.sock (they use TCP then)");
+  app.add_flag("--hide-others", flags.hide_others,
+               "Users (role user) see only their own jobs; admins and viewers see all");
   app.add_option("--quota", flags.quotas,
                  "Most one user may run at once, USER:cpus=N,gpus=N,tasks=N (any of them); "
                  "USER * for everyone without a line of their own (repeatable)");
@@ -116,6 +118,7 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
   config.port = flags.port;
   config.tls = !flags.no_tls;
   config.local_socket = !flags.no_local_socket;
+  config.hide_others = flags.hide_others;
   ASSIGN_OR_RETURN(config.heartbeat_interval, FlagDuration("--heartbeat", flags.heartbeat));
   ASSIGN_OR_RETURN(Duration ttl, FlagDuration("--lease-ttl", flags.lease_ttl));
   if (ttl <= 2 * config.heartbeat_interval) {

@@ -33,6 +33,7 @@ struct ServerFlags {
   bool queue_ahead = true;  // SchedulerConfig::queue_ahead
   std::string access_file;  // default: $DROVER_ACCESS, then net's default path
   bool no_local_socket = false;  // no <state dir>/api.sock
+  bool hide_others = false;      // ServerConfig::hide_others
   std::vector<std::string> quotas;  // --quota USER:cpus=N,gpus=N,tasks=N (quota_flags.h)
   // Preemption by priority (SchedulerConfig::preempt_priority and the three
   // after it). An integer; empty: off.
@@ -45,7 +46,7 @@ struct ServerFlags {
 };
 
 // Adds --state-dir --port --no-tls --heartbeat --lease-ttl --policy
-// --keep-finished --keep-outputs --access-file --no-local-socket --quota
+// --keep-finished --keep-outputs --access-file --no-local-socket --hide-others --quota
 // --preempt-priority --preempt-gap --preempt-cooldown --max-preemptions
 // --max-output, and --bind when `with_bind`.
 void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind);

@@ -11,6 +11,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/config_file.h"
+#include "cli/policy_file.h"
 #include "proto/config_file.h"
 
 namespace drover::cli {
@@ -25,6 +26,14 @@ int CheckConfig(const std::string& file) {
   Result<std::vector<proto::ConfigSection>> sections = proto::ParseConfigToml(text.str(), file);
   if (!sections.ok()) return ReportError(sections.status(), true);
   for (const proto::ConfigSection& section : *sections) {
+    if (Status s = CheckTableName(section, file); !s.ok()) return ReportError(s, true);
+  }
+  // The server's user policy (policy_file.h), checked as a reload reads it.
+  if (Result<core::UserPolicy> policy = PolicyFromSections(*sections, file); !policy.ok()) {
+    return ReportError(policy.status(), true);
+  }
+  for (const proto::ConfigSection& section : *sections) {
+    if (IsPolicyTable(section.name)) continue;
     int exit_code = kExitOk;
     CLI::App app("drover", "drover");
     if (section.name == "server") {

@@ -1,26 +1,27 @@
 // `drover server`: the scheduler, API and journal in one process, until
-// SIGINT or SIGTERM.
+// SIGINT or SIGTERM. SIGHUP re-reads the --config file's user policy
+// (quotas, groups, fair share: cli/policy_file.h).
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
-
 #include <iostream>
 #include <memory>
 
 #include "cli/cli11.h"
-#include <spdlog/spdlog.h>
-
 #include "cli/cli_common.h"
 #include "cli/cluster_flags.h"
 #include "cli/commands.h"
 #include "cli/discovery.h"
+#include "cli/policy_file.h"
+#include "cli/quota_flags.h"
 #include "cli/stop_signals.h"
 #include "common/quantity.h"
+#include "net/access_file.h"
 #include "net/event_loop.h"
 #include "net/fd_limit.h"
 #include "net/token.h"
-#include "net/access_file.h"
 #include "proto/api_json.h"
 #include "server/server_shell.h"
 #include "server/standby_server.h"
@@ -154,9 +155,33 @@ Status UseRedis(const RedisFlags& redis, server::ServerConfig& config) {
   return Status::Ok();
 }
 
+// The user policy of `config_file` with the --quota lines over it.
+Result<core::UserPolicy> ReadPolicy(const std::string& config_file, const Quotas& quota_flags) {
+  ASSIGN_OR_RETURN(core::UserPolicy policy, ReadPolicyFile(config_file));
+  return WithQuotaFlags(std::move(policy), quota_flags);
+}
+
+// SIGHUP: the file's policy replaces the one in force, or, when the file
+// is wrong now, the error is logged and nothing changes.
+void ReloadPolicy(server::ServerShell& shell, const std::string& config_file,
+                  const Quotas& quota_flags, core::UserPolicy& current) {
+  if (config_file.empty()) {
+    spdlog::warn("SIGHUP: no --config file to reload quotas from");
+    return;
+  }
+  Result<core::UserPolicy> policy = ReadPolicy(config_file, quota_flags);
+  if (!policy.ok()) {
+    spdlog::error("quotas not reloaded: {} (the quotas in force stay)", policy.status().message());
+    return;
+  }
+  spdlog::info("quotas reloaded from {}: {}", config_file, DescribePolicy(current, *policy));
+  current = *policy;
+  shell.SetUserPolicy(std::move(policy).value());
+}
+
 int RunServer(const ServerFlags& flags, const RedisFlags& redis, const BeaconFlags& beacon,
-              bool check) {
-  BlockStopSignals();  // first: before any thread starts (stop_signals.h)
+              const std::string& config_file, bool check) {
+  BlockStopSignals(/*reload=*/true);  // first: before any thread starts (stop_signals.h)
   // Many connections, tasks and log files: the soft limit on open files
   // (often 1,024) goes up to the hard one (fd_limit.h).
   if (Result<uint64_t> files = net::RaiseOpenFileLimit(); !files.ok()) {
@@ -164,6 +189,14 @@ int RunServer(const ServerFlags& flags, const RedisFlags& redis, const BeaconFla
   }
   Result<server::ServerConfig> config = MakeServerConfig(flags);
   if (!config.ok()) return ReportError(config.status(), /*usage_on_invalid=*/true);
+  // MakeServerConfig checked them; the file's tables go under them.
+  const Quotas quota_flags = ParseQuotas(flags.quotas).value();
+  if (!config_file.empty()) {
+    Result<core::UserPolicy> policy = ReadPolicy(config_file, quota_flags);
+    if (!policy.ok()) return ReportError(policy.status(), /*usage_on_invalid=*/true);
+    config->scheduler.users = std::move(policy).value();
+  }
+  core::UserPolicy policy_in_force = config->scheduler.users;
   if (Status s = UseRedis(redis, *config); !s.ok()) {
     return ReportError(s, /*usage_on_invalid=*/true);
   }
@@ -174,11 +207,18 @@ int RunServer(const ServerFlags& flags, const RedisFlags& redis, const BeaconFla
   net::EventLoop loop;
   Result<std::unique_ptr<server::ServerShell>> shell = server::ServerShell::Start(loop, *config);
   if (!shell.ok()) return ReportError(shell.status().WithContext("server did not start"));
-  Result<std::unique_ptr<StopSignals>> signals = StopSignals::Watch(loop, [&](int signo) {
-    spdlog::info("signal {}: stopping", signo);
-    (*shell)->Stop();
-    loop.Stop();
-  });
+  Result<std::unique_ptr<StopSignals>> signals = StopSignals::Watch(
+      loop,
+      [&](int signo) {
+        if (signo == SIGHUP) {
+          ReloadPolicy(**shell, config_file, quota_flags, policy_in_force);
+          return;
+        }
+        spdlog::info("signal {}: stopping", signo);
+        (*shell)->Stop();
+        loop.Stop();
+      },
+      /*reload=*/true);
   if (!signals.ok()) return ReportError(signals.status());
   PrintListening(**shell, *config);
   RealClock clock;
@@ -219,13 +259,14 @@ void AddServerCommand(CLI::App& root, int& exit_code) {
   // --config is read by main.cc before the flags are parsed.
   auto config = std::make_shared<std::string>();
   cmd->add_option("--config", *config,
-                  "TOML file whose [server] table sets flags (the command line wins; "
-                  "docs/guide.md)");
+                  "TOML file whose [server] table sets flags (the command line wins) and "
+                  "whose [quota.USER], [group.NAME] and [fairshare] tables set the user policy, "
+                  "re-read on SIGHUP (docs/guide.md)");
   auto check = std::make_shared<bool>(false);
   cmd->add_flag("--check", *check, "Check the flags and --config, then exit without starting");
   // The callback owns what the options write to (config too).
   cmd->callback([flags, redis, beacon, config, check, &exit_code] {
-    exit_code = RunServer(*flags, *redis, *beacon, *check);
+    exit_code = RunServer(*flags, *redis, *beacon, *config, *check);
   });
 }
 

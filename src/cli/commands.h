@@ -29,6 +29,10 @@ void AddDrainCommand(CLI::App& root, int& exit_code);    // cmd_control.cc
 void AddReportCommand(CLI::App& root, int& exit_code);   // cmd_report.cc
 void AddConfigCommand(CLI::App& root, int& exit_code);   // cmd_config.cc
 void AddAllocCommand(CLI::App& root, int& exit_code);    // cmd_alloc.cc
+void AddQuotaCommand(CLI::App& root, int& exit_code);    // cmd_quota.cc
+void AddUserCommand(CLI::App& root, int& exit_code);     // cmd_user.cc
+void AddWhoamiCommand(CLI::App& root, int& exit_code);   // cmd_user.cc
+void AddAuditCommand(CLI::App& root, int& exit_code);    // cmd_user.cc
 
 }  // namespace drover::cli
 

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cli/cli11.h"
+#include "cli/policy_file.h"
 
 namespace drover::cli {
 
@@ -29,6 +30,26 @@ bool SetOnCommandLine(const CLI::Option& opt, const std::vector<std::string>& co
 }
 
 }  // namespace
+
+Status CheckTableName(const proto::ConfigSection& section, const std::string& file) {
+  const std::string where =
+      file + ":" + std::to_string(section.line) + ":" + std::to_string(section.column);
+  if (IsPolicyTable(section.name)) return Status::Ok();  // policy_file.h reads them
+  bool known = false;
+  for (const char* table : kConfigTables) known = known || section.name == table;
+  if (!known) {
+    return InvalidArgument(file + ":" + std::to_string(section.line) + ": unknown table [" +
+                           section.name +
+                           "]: a config file holds [server], [worker], [quota.USER], "
+                           "[group.NAME] and [fairshare]");
+  }
+  if (!section.sub.empty()) {
+    return InvalidArgument(where + ": [" + section.name + "] " + section.sub +
+                           ": a table is not a value here (tables nest no deeper than [" +
+                           section.name + "])");
+  }
+  return Status::Ok();
+}
 
 Result<ConfigFlags> FlagsFromSection(const CLI::App& cmd, const proto::ConfigSection& section,
                                      const std::string& file,
@@ -81,12 +102,7 @@ Result<ConfigFlags> ReadConfigFlags(const CLI::App& cmd, const std::string& file
                    proto::ParseConfigToml(text.str(), file));
   ConfigFlags flags;
   for (const proto::ConfigSection& section : sections) {
-    bool known = false;
-    for (const char* table : kConfigTables) known = known || section.name == table;
-    if (!known) {
-      return InvalidArgument(file + ":" + std::to_string(section.line) + ": unknown table [" +
-                             section.name + "]: a config file holds [server] and [worker]");
-    }
+    RETURN_IF_ERROR(CheckTableName(section, file));
     if (section.name != cmd.get_name()) continue;
     ASSIGN_OR_RETURN(flags, FlagsFromSection(cmd, section, file, command_line));
   }

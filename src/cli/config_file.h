@@ -7,6 +7,8 @@
 // wrong kind (a boolean for a flag that takes a value, an array for one
 // that takes one value), and a value a flag refuses are errors naming the
 // file and line. `drover config check FILE` checks every table of a file.
+// The server's user policy (quotas, groups, fair share) has tables of its
+// own in the same file: cli/policy_file.h.
 //
 // Thread safety: main thread only (the origins are process-wide, read by
 // ReportError).
@@ -34,6 +36,12 @@ struct ConfigFlags {
   std::vector<std::string> args;               // "--port=7210", in the file's key order
   std::map<std::string, std::string> origins;  // "--port" -> "FILE:3:1"
 };
+
+// OK for a table a config file may hold: [server], [worker], and the
+// server's user policy ([quota.USER], [group.NAME], [fairshare]: read by
+// policy_file.h). kInvalidArgument naming FILE:LINE:COL otherwise, and for
+// a table inside [server] or [worker].
+Status CheckTableName(const proto::ConfigSection& section, const std::string& file);
 
 // The flags `section` gives `cmd` (the subcommand that reads it), leaving
 // out those `command_line` (the command's own arguments) sets.

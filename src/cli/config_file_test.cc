@@ -106,5 +106,27 @@ TEST(ConfigFlagsTest, TheConfigPathComesFromEitherSpellingBeforeADoubleDash) {
   EXPECT_FALSE(ConfigPathIn({"--config"}).ok());
 }
 
+// The server's user policy has tables of its own beside [server] and
+// [worker]; a table inside those two, or a table nobody reads, is refused.
+TEST(ConfigFlagsTest, PolicyTablesAreKnownAndOnlyThey) {
+  auto section = [](std::string name, std::string sub) {
+    proto::ConfigSection s;
+    s.name = std::move(name);
+    s.sub = std::move(sub);
+    s.line = 4;
+    s.column = 8;
+    return s;
+  };
+  EXPECT_TRUE(CheckTableName(section("quota", "ana"), "f.toml").ok());
+  EXPECT_TRUE(CheckTableName(section("group", "vision"), "f.toml").ok());
+  EXPECT_TRUE(CheckTableName(section("fairshare", ""), "f.toml").ok());
+  EXPECT_TRUE(CheckTableName(section("server", ""), "f.toml").ok());
+  EXPECT_EQ(CheckTableName(section("server", "tls"), "f.toml").message(),
+            "f.toml:4:8: [server] tls: a table is not a value here (tables nest no deeper than "
+            "[server])");
+  EXPECT_EQ(CheckTableName(section("quotas", ""), "f.toml").message().substr(0, 33),
+            "f.toml:4: unknown table [quotas]:");
+}
+
 }  // namespace
 }  // namespace drover::cli

@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
       {"drain", drover::cli::AddDrainCommand},     {"report", drover::cli::AddReportCommand},
       {"sim", drover::cli::AddSimCommand},         {"config", drover::cli::AddConfigCommand},
       {"alloc", drover::cli::AddAllocCommand},     {"get", drover::cli::AddGetCommand},
+      {"quota", drover::cli::AddQuotaCommand},     {"user", drover::cli::AddUserCommand},
+      {"whoami", drover::cli::AddWhoamiCommand},   {"audit", drover::cli::AddAuditCommand},
   };
   const std::string_view first = argc > 1 ? argv[1] : "";
   const auto chosen = std::find_if(std::begin(commands), std::end(commands),

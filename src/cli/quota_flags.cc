@@ -28,6 +28,17 @@ Status ApplyLimit(const std::string& flag, const std::string& item, core::UserQu
     Result<int64_t> hundredths = ParseGpus(value);
     if (!hundredths.ok()) return Bad(flag, "gpus: " + hundredths.status().message());
     q.max_gpus = *hundredths;
+  } else if (key == "mem") {
+    Result<uint64_t> bytes = ParseBytes(value);
+    if (!bytes.ok()) return Bad(flag, "mem: " + bytes.status().message());
+    q.max_mem_bytes = *bytes;
+  } else if (key == "queued") {
+    uint64_t n = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc() || end != value.data() + value.size() || value.empty()) {
+      return Bad(flag, "queued: expected a whole number, got \"" + value + "\"");
+    }
+    q.max_queued = n;
   } else if (key == "tasks") {
     uint32_t n = 0;
     auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
@@ -36,7 +47,7 @@ Status ApplyLimit(const std::string& flag, const std::string& item, core::UserQu
     }
     q.max_tasks = n;
   } else {
-    return Bad(flag, "unknown limit \"" + key + "\" (cpus, gpus or tasks)");
+    return Bad(flag, "unknown limit \"" + key + "\" (cpus, gpus, mem, tasks or queued)");
   }
   return Status::Ok();
 }
@@ -64,6 +75,7 @@ Result<Quotas> ParseQuotas(const std::vector<std::string>& flags) {
       if (everyone_seen) return Bad(flag, "a second line for * (everyone)");
       everyone_seen = true;
       out.everyone = q;
+      out.everyone_set = true;
     } else if (!out.per_user.emplace(user, q).second) {
       return Bad(flag, "a second line for user " + user);
     }

@@ -11,18 +11,19 @@ namespace drover::cli {
 
 namespace {
 
-sigset_t StopSet() {
+sigset_t StopSet(bool reload) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  if (reload) sigaddset(&set, SIGHUP);
   return set;
 }
 
 }  // namespace
 
-void BlockStopSignals() {
-  sigset_t set = StopSet();
+void BlockStopSignals(bool reload) {
+  sigset_t set = StopSet(reload);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
@@ -30,8 +31,9 @@ StopSignals::StopSignals(int fd, std::function<void(int)> on_signal)
     : fd_(fd), on_signal_(std::move(on_signal)) {}
 
 Result<std::unique_ptr<StopSignals>> StopSignals::Watch(net::EventLoop& loop,
-                                                        std::function<void(int)> on_signal) {
-  sigset_t set = StopSet();
+                                                        std::function<void(int)> on_signal,
+                                                        bool reload) {
+  sigset_t set = StopSet(reload);
   const int fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   if (fd < 0) return Internal(std::string("signalfd: ") + std::strerror(errno));
   std::unique_ptr<StopSignals> s(new StopSignals(fd, std::move(on_signal)));

@@ -1,4 +1,5 @@
-// StopSignals: SIGINT and SIGTERM as events on an EventLoop (signalfd), so
+// StopSignals: SIGINT and SIGTERM (and SIGHUP, for a server's config
+// reload) as events on an EventLoop (signalfd), so
 // `drover server`, `worker` and `up` stop cleanly on the loop thread: the
 // journal is flushed and connections closed before exit.
 //
@@ -22,14 +23,18 @@ namespace drover::cli {
 
 // Blocks SIGINT and SIGTERM in the calling thread (and threads it starts
 // later). Children started by the worker get a clean mask from the
-// executor.
-void BlockStopSignals();
+// executor. With `reload`, SIGHUP too (`drover server` re-reads its config
+// file on it; without, SIGHUP keeps its default action).
+void BlockStopSignals(bool reload = false);
 
 class StopSignals {
  public:
+  // Calls `on_signal` on the loop for SIGINT and SIGTERM, and SIGHUP with
+  // `reload` (block them first: BlockStopSignals(reload)).
   // Errors: the signalfd cannot be made or watched (kInternal).
   static Result<std::unique_ptr<StopSignals>> Watch(net::EventLoop& loop,
-                                                    std::function<void(int signo)> on_signal);
+                                                    std::function<void(int signo)> on_signal,
+                                                    bool reload = false);
   ~StopSignals();
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;

@@ -8,10 +8,12 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "common/status.h"
+#include "net/identity.h"
 
 namespace drover::net {
 
@@ -25,6 +27,9 @@ struct Request {
   std::map<std::string, std::string> headers;      // names in lower case
   std::string body;
   std::string remote;  // peer "ip:port", for logs
+  // Server only: who sent it (ServerOptions::authenticate); null for a
+  // request to a public path without a token.
+  std::shared_ptr<const Identity> identity;
 };
 
 // An outgoing (server) or received (client) response.

@@ -130,6 +130,9 @@ struct Server::State {
   uint16_t port = 0;
   bool stopped = false;
   std::map<uint64_t, std::weak_ptr<Connection>> connections;
+  // The user each authenticated connection sent a token of, by connection
+  // id (CloseConnectionsOf); erased with the connection.
+  std::map<uint64_t, std::string> connection_users;
   // Server::body_bytes_sent / body_bytes_received; atomic because metrics
   // may read them from another thread.
   std::atomic<uint64_t> body_bytes_sent{0};
@@ -146,9 +149,23 @@ struct Server::State {
     return false;
   }
 
-  // Bearer header, or ?token= where `query_token` (browser WebSockets).
-  bool Authorized(const http::request_header<>& header, const std::map<std::string, std::string>& query,
-                  bool query_token) const {
+  // Who `token` belongs to: ServerOptions::authenticate, or the one token.
+  std::shared_ptr<const Identity> IdentityOf(std::string_view token) const {
+    if (options.authenticate) {
+      std::optional<Identity> who = options.authenticate(token);
+      if (!who) return nullptr;
+      return std::make_shared<const Identity>(std::move(*who));
+    }
+    if (!TokenEquals(token, options.token)) return nullptr;
+    static const auto kClusterToken = std::make_shared<const Identity>();
+    return kClusterToken;
+  }
+
+  // The identity of the Bearer header's token, or of ?token= where
+  // `query_token` (browser WebSockets); null when neither is valid.
+  std::shared_ptr<const Identity> Authorized(const http::request_header<>& header,
+                                             const std::map<std::string, std::string>& query,
+                                             bool query_token) const {
     auto auth = header[http::field::authorization];
     std::string_view value(auth.data(), auth.size());
     constexpr std::string_view kBearer = "bearer ";
@@ -157,13 +174,15 @@ struct Server::State {
       for (size_t i = 0; i < kBearer.size(); ++i) {
         if (std::tolower(static_cast<unsigned char>(value[i])) != kBearer[i]) prefix_ok = false;
       }
-      if (prefix_ok && TokenEquals(value.substr(kBearer.size()), options.token)) return true;
+      if (prefix_ok) {
+        if (auto who = IdentityOf(value.substr(kBearer.size()))) return who;
+      }
     }
     if (query_token) {
       auto it = query.find("token");
-      if (it != query.end() && TokenEquals(it->second, options.token)) return true;
+      if (it != query.end()) return IdentityOf(it->second);
     }
-    return false;
+    return nullptr;
   }
 
   // What to do with a request once its header is read: refuse it, upgrade
@@ -224,16 +243,31 @@ struct Server::State {
                                         "(tokens in URLs end up in logs)"),
                       "WebSocket upgrade to " + Printable(request.path) + " with ?token=");
       }
-      d.authenticated = Authorized(header, request.query, query_token);
+      request.identity = Authorized(header, request.query, query_token);
+      d.authenticated = request.identity != nullptr;
       if (!d.authenticated) return reject(Unauthorized(), "WebSocket upgrade without a valid token");
+      if (options.authorize) {
+        if (std::optional<Response> refused = options.authorize(request)) {
+          return reject(std::move(*refused), "WebSocket upgrade to " + Printable(request.path) +
+                                                 " refused for " +
+                                                 Printable(request.identity->name));
+        }
+      }
       request.path_params = std::move(match->params);
       d.kind = HeadDecision::Kind::kUpgrade;
       d.on_open = &match->target->on_open;
       return d;
     }
-    d.authenticated = Authorized(header, request.query, false);
+    request.identity = Authorized(header, request.query, false);
+    d.authenticated = request.identity != nullptr;
     if (!d.authenticated && !IsPublic(request.path)) {
       return reject(Unauthorized(), "request without a valid token");
+    }
+    if (d.authenticated && options.authorize) {
+      if (std::optional<Response> refused = options.authorize(request)) {
+        return reject(std::move(*refused), request.method + " " + Printable(request.path) +
+                                               " refused for " + Printable(request.identity->name));
+      }
     }
     if (!upload_routes.empty()) {
       auto match = upload_routes.Find(request.method, request.path);
@@ -315,7 +349,7 @@ struct Server::State {
 
   static Response Unauthorized() {
     return ErrorResponse(401, StatusCode::kUnauthenticated,
-                         "missing or wrong cluster token (send Authorization: Bearer <token>)");
+                         "missing, wrong or revoked token (send Authorization: Bearer <token>)");
   }
 
   // The answer to a failed read of a request, and why (for the log); nullopt
@@ -357,6 +391,7 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
 
   ~HttpSession() override {
     state_->connections.erase(id_);
+    state_->connection_users.erase(id_);
     state_->listeners[listener_].unauthenticated.erase(id_);
   }
 
@@ -423,7 +458,13 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
       authenticated_ = true;
       state_->listeners[listener_].unauthenticated.erase(id_);
     }
-    if (d.kind == Kind::kReject) return Reject(std::move(d.response), d.why);
+    if (request_.identity) state_->connection_users[id_] = request_.identity->name;
+    if (d.kind == Kind::kReject) {
+      // Refused by ServerOptions::authorize: a write that is recorded too.
+      if (d.response.status == 403 && IsAuditedWrite())
+        state_->options.on_write(request_, d.response);
+      return Reject(std::move(d.response), d.why);
+    }
     if (d.kind == Kind::kUpgrade) return Upgrade(*d.on_open);
     if (d.kind == Kind::kUpload) return StartUpload(*d.upload);
     const uint64_t max_body = state_->options.limits.max_body_bytes;
@@ -552,7 +593,7 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
     Lowest().expires_never();  // the handler may take its time
     auto remover = std::make_shared<LeftoverRemover>();
     remover->path = upload.path;
-    Responder inner = MakeResponder(keep_alive);
+    Responder inner = Audited(MakeResponder(keep_alive));
     Responder done = [inner, remover](Response r) {
       ::unlink(remover->path.c_str());
       inner(std::move(r));
@@ -565,7 +606,28 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
     const bool keep_alive = parser_->get().keep_alive();
     state_->body_bytes_received.fetch_add(request_.body.size(), std::memory_order_relaxed);
     Lowest().expires_never();  // the handler may take its time
-    state_->Dispatch(request_, MakeResponder(keep_alive));
+    state_->Dispatch(request_, Audited(MakeResponder(keep_alive)));
+  }
+
+  // A write (ServerOptions::on_write): `done` that tells of its answer first.
+  bool IsAuditedWrite() const {
+    return state_->options.on_write && request_.identity && request_.method != "GET" &&
+           request_.method != "HEAD";
+  }
+  Responder Audited(Responder done) {
+    if (!IsAuditedWrite()) return done;
+    auto seen = std::make_shared<Request>();
+    seen->method = request_.method;
+    seen->target = request_.target;
+    seen->path = request_.path;
+    seen->path_params = request_.path_params;
+    seen->query = request_.query;
+    seen->remote = request_.remote;
+    seen->identity = request_.identity;
+    return [state = state_, seen, done = std::move(done)](Response r) {
+      state->options.on_write(*seen, r);
+      done(std::move(r));
+    };
   }
 
   // The responder answers 500 if every copy is dropped unanswered, so a
@@ -744,14 +806,21 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
     std::weak_ptr<ServerState> weak_state = state_;
     uint64_t id = session->id();
     state_->connections[id] = session;
+    if (request_.identity) state_->connection_users[id] = request_.identity->name;
     session->SetFinishHook([weak_state, id] {
-      if (auto st = weak_state.lock()) st->connections.erase(id);
+      if (auto st = weak_state.lock()) {
+        st->connections.erase(id);
+        st->connection_users.erase(id);
+      }
     });
     ws.async_accept(parser_->release(), [session, on_open = std::move(on_open), request = std::move(request_),
                                          weak_state, id](error_code ec) mutable {
       if (ec) {
         spdlog::warn("websocket {}: handshake failed: {}", session->remote(), ec.message());
-        if (auto st = weak_state.lock()) st->connections.erase(id);
+        if (auto st = weak_state.lock()) {
+          st->connections.erase(id);
+          st->connection_users.erase(id);
+        }
         session->Abort();
         return;
       }
@@ -1019,6 +1088,26 @@ uint16_t Server::port() const { return state_->port; }
 const std::string& Server::fingerprint() const { return state_->fingerprint; }
 
 size_t Server::connection_count() const { return state_->connections.size(); }
+
+size_t Server::CloseConnectionsOf(const std::string& name) {
+  State& st = *state_;
+  std::vector<std::shared_ptr<Connection>> doomed;
+  for (const auto& [id, user] : st.connection_users) {
+    if (user != name) continue;
+    auto it = st.connections.find(id);
+    if (it == st.connections.end()) continue;
+    if (auto c = it->second.lock()) doomed.push_back(std::move(c));
+  }
+  // Closing may erase entries: collected first.
+  for (const std::shared_ptr<Connection>& c : doomed) {
+    if (auto* ws = dynamic_cast<WsSession*>(c.get())) {
+      ws->Close("access revoked for " + name);
+    } else {
+      c->Abort();
+    }
+  }
+  return doomed.size();
+}
 
 uint64_t Server::body_bytes_sent() const {
   return state_->body_bytes_sent.load(std::memory_order_relaxed);

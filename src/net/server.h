@@ -92,8 +92,24 @@ struct ServerOptions {
   uint16_t port = 7210;  // 0 picks a free port; see Server::port()
   bool tls = true;
   std::string cert_dir;  // where server.crt / server.key live (tls only)
-  std::string token;     // required, non-empty
+  std::string token;     // required, non-empty, unless `authenticate` is set
   ServerLimits limits;
+  // Who a bearer token belongs to (users with roles, server/user_book.h);
+  // nullopt refuses it (401). Unset: only `token` is accepted, as an
+  // Identity{"", kAdmin}. Called on the loop thread for every request and
+  // upgrade that carries a token.
+  std::function<std::optional<Identity>(std::string_view token)> authenticate;
+  // Whether the request's identity may use its route, asked after
+  // authentication and before the body is read or an upgrade answered:
+  // nullopt lets it through; a response (403) refuses it (and closes the
+  // connection: its body is not read). Not asked for public paths without
+  // a token.
+  std::function<std::optional<Response>(const Request&)> authorize;
+  // Told of every write: each request with a valid token whose method is
+  // neither GET nor HEAD, once, with its answer, as the answer is sent
+  // (refusals by `authorize` included; the request's body is empty here).
+  // For the audit log (server/audit_log.h).
+  std::function<void(const Request&, const Response&)> on_write;
 };
 
 // Called on the loop thread when a WebSocket upgrade on a registered path
@@ -179,6 +195,12 @@ class Server {
 
   // Open connections (HTTP and WebSocket), for metrics and tests.
   size_t connection_count() const;
+
+  // Closes at once every connection (keep-alive HTTP and WebSocket) that
+  // authenticated as user `name` (Identity::name): a revoked token must
+  // not keep an event stream or a worker session open. A WebSocket gets
+  // a close frame saying so. Returns how many were closed.
+  size_t CloseConnectionsOf(const std::string& name);
 
   // Bytes of HTTP bodies this server has sent (responses written in full,
   // files of Response::file_path included, error answers too) and received

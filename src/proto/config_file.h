@@ -13,6 +13,9 @@
 //   label = ["site=lab", "rack=2"]
 //   no_tls = false
 //
+//   [quota.ana]        # the server's user policy (cli/user_policy_file.h)
+//   gpus = 2
+//
 // Thread safety: a pure function.
 #ifndef DROVER_PROTO_CONFIG_FILE_H_
 #define DROVER_PROTO_CONFIG_FILE_H_
@@ -38,8 +41,13 @@ struct ConfigEntry {
 };
 
 struct ConfigSection {
-  std::string name;  // "server", "worker"
+  std::string name;  // "server", "worker", "quota"
+  // A table of a table ([quota.ana], [quota."*"], [fairshare.shares]): the
+  // key under `name` ("ana"); empty for a table of the file's top level.
+  // Each comes after its parent's own section.
+  std::string sub;
   uint32_t line = 0;
+  uint32_t column = 0;
   std::vector<ConfigEntry> entries;  // by key
 };
 
@@ -47,9 +55,11 @@ struct ConfigSection {
 inline constexpr size_t kMaxConfigBytes = 1 << 20;
 
 // The file's tables, by name. Errors ("FILE:LINE:COL: ...") for a
-// TOML syntax error, a key outside a table, a table inside a table, an
-// array of tables, a value that is a table, a date or a time, or an array
-// holding anything but strings, numbers and booleans.
+// TOML syntax error, a key outside a table, a table nested deeper than
+// [name.sub], an array of tables, a date or a time, or an array holding
+// anything but strings, numbers and booleans. Whether a table may hold
+// tables at all is the reader's to say (cli/config_file.h: [server] and
+// [worker] may not; [quota] and [group] hold nothing else).
 Result<std::vector<ConfigSection>> ParseConfigToml(std::string_view text,
                                                    std::string_view file_name);
 

@@ -192,38 +192,83 @@ Result<std::vector<ConfigSection>> ParseConfigToml(std::string_view text,
                            "\" is outside a table: put each key under the table of the command "
                            "that reads it, such as [server] or [worker]");
       }
-      ConfigSection& section = sections.emplace_back();
-      section.name = std::string(name.str());
-      section.line = name.source().begin.line;
-      for (const auto& [key, value] : *table) {
-        ConfigEntry entry;
-        entry.key = std::string(key.str());
-        entry.line = key.source().begin.line;
-        entry.column = key.source().begin.column;
-        const std::string where = "[" + section.name + "] " + entry.key;
-        if (const toml::array* array = value.as_array()) {
-          entry.kind = ConfigEntry::Kind::kArray;
-          for (const toml::node& item : *array) {
-            ConfigEntry::Kind item_kind;
-            std::optional<std::string> text_value = ScalarText(item, &item_kind);
-            if (!text_value) {
-              return ErrorAt(file, item.source().begin,
-                             where + ": an array of strings, numbers or booleans is expected");
+      struct Sub {
+        std::string key;
+        toml::source_position at;
+        const toml::table* table;
+      };
+      std::vector<Sub> subtables;
+      // The keys of `keys` into `section`; a table among them (only in a
+      // top-level table) is kept in `subtables`.
+      auto read_entries = [&](const toml::table& keys, ConfigSection& section, bool top) -> Status {
+        for (const auto& [key, value] : keys) {
+          ConfigEntry entry;
+          entry.key = std::string(key.str());
+          entry.line = key.source().begin.line;
+          entry.column = key.source().begin.column;
+          const std::string where = "[" + section.name + "] " + entry.key;
+          if (const toml::array* array = value.as_array()) {
+            entry.kind = ConfigEntry::Kind::kArray;
+            for (const toml::node& item : *array) {
+              ConfigEntry::Kind item_kind;
+              std::optional<std::string> text_value = ScalarText(item, &item_kind);
+              if (!text_value) {
+                return ErrorAt(file, item.source().begin,
+                               where + ": an array of strings, numbers or booleans is expected");
+              }
+              entry.values.push_back(std::move(*text_value));
             }
+          } else if (std::optional<std::string> text_value = ScalarText(value, &entry.kind)) {
             entry.values.push_back(std::move(*text_value));
+          } else if (const toml::table* pairs = value.as_table();
+                     pairs && pairs->is_inline() &&
+                     (section.name == "worker" || section.name == "server")) {
+            // A command's flag: `user_map = { ana = "alice" }` gives a
+            // repeatable KEY=VALUE flag its items, "ana=alice" each, as its
+            // array would.
+            entry.kind = ConfigEntry::Kind::kArray;
+            for (const auto& [item_key, item] : *pairs) {
+              ConfigEntry::Kind item_kind;
+              std::optional<std::string> text_value = ScalarText(item, &item_kind);
+              if (!text_value) {
+                return ErrorAt(file, item.source().begin,
+                               where + "." + std::string(item_key.str()) +
+                                   ": an inline table of strings, numbers or booleans is expected");
+              }
+              entry.values.push_back(std::string(item_key.str()) + "=" + *text_value);
+            }
+          } else if (const toml::table* sub = value.as_table(); sub != nullptr && top) {
+            // [quota.ana]: a table of its own, after its parent's keys.
+            subtables.push_back({std::string(key.str()), key.source().begin, sub});
+            continue;
+          } else if (value.is_table()) {
+            return ErrorAt(file, value.source().begin,
+                           where + ": a table is not a value here (tables nest no deeper than [" +
+                               section.name + "])");
+          } else {
+            return ErrorAt(file, value.source().begin,
+                           where + ": dates and times are not used (quote it as a string)");
           }
-        } else if (std::optional<std::string> text_value = ScalarText(value, &entry.kind)) {
-          entry.values.push_back(std::move(*text_value));
-        } else if (value.is_table()) {
-          return ErrorAt(file, value.source().begin,
-                         where +
-                             ": a table is not a value here (tables nest no deeper than "
-                             "[server] and [worker])");
-        } else {
-          return ErrorAt(file, value.source().begin,
-                         where + ": dates and times are not used (quote it as a string)");
+          section.entries.push_back(std::move(entry));
         }
-        section.entries.push_back(std::move(entry));
+        return Status::Ok();
+      };
+      const std::string section_name(name.str());
+      ConfigSection& section = sections.emplace_back();
+      section.name = section_name;
+      section.line = name.source().begin.line;
+      section.column = name.source().begin.column;
+      RETURN_IF_ERROR(read_entries(*table, section, true));
+      for (const Sub& sub : subtables) {
+        // Its keys' errors name it whole ("[quota.ana] gpus").
+        ConfigSection nested;
+        nested.name = section_name + "." + sub.key;
+        RETURN_IF_ERROR(read_entries(*sub.table, nested, false));
+        nested.name = section_name;
+        nested.sub = sub.key;
+        nested.line = sub.at.line;
+        nested.column = sub.at.column;
+        sections.push_back(std::move(nested));
       }
     }
     return sections;

@@ -41,8 +41,17 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
                    std::to_string(*job));
     return;
   }
+  std::optional<net::Identity> viewer;
+  if (request.identity && visibility_.filters && visibility_.filters(*request.identity)) {
+    viewer = *request.identity;
+  }
   std::vector<JobId> snapshot_jobs;
   if (job) {
+    if (viewer && visibility_.sees && !visibility_.sees(*viewer, *job)) {
+      session->Close("job " + std::to_string(*job) +
+                     " is another user's: the server hides other users' jobs (--hide-others)");
+      return;
+    }
     if (!scheduler_.GetJob(*job).ok()) {
       session->Close("job " + std::to_string(*job) + " not found");
       return;
@@ -51,7 +60,9 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
   } else if (snapshot && !watch) {
     for (JobId j : scheduler_.Jobs()) {
       Result<core::JobInfo> info = scheduler_.GetJob(j);
-      if (info.ok() && !info->done) snapshot_jobs.push_back(j);
+      if (info.ok() && !info->done && (!viewer || visibility_.sees(*viewer, j))) {
+        snapshot_jobs.push_back(j);
+      }
     }
   }
   const uint64_t id = session->id();
@@ -80,14 +91,15 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
   Sub& sub = subs_[id];
   sub.session = session;
   sub.job = job;
+  sub.viewer = std::move(viewer);
   sub.batch = batch;
   sub.watching = watch;
   if (snapshot && !watch) QueueSnapshot(id, std::move(session), std::move(snapshot_jobs));
 }
 
-bool EventStream::Wants(const Sub& sub, const TaskId& task) {
+bool EventStream::Wants(const Sub& sub, const TaskId& task) const {
   if (sub.watching) return sub.watched_jobs.count(task.job) || sub.watched_tasks.count(task);
-  return !sub.job || *sub.job == task.job;
+  return (!sub.job || *sub.job == task.job) && Sees(sub, task.job);
 }
 
 void EventStream::Watch(uint64_t id, const std::string& text) {
@@ -118,6 +130,11 @@ void EventStream::Watch(uint64_t id, const std::string& text) {
   // The id must name something now; its current state follows the watch,
   // so that a change just before it is not missed.
   Status found = scheduler_.GetJob(job).status();
+  if (found.ok() && !Sees(sub, job)) {
+    found =
+        PermissionDenied("job " + std::to_string(job) +
+                         " is another user's: the server hides other users' jobs (--hide-others)");
+  }
   if (found.ok() && request->task) {
     Result<core::TaskInfo> task = scheduler_.GetTask(TaskId{job, *request->task});
     found = task.status();

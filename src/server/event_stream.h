@@ -58,6 +58,7 @@
 #ifndef DROVER_SERVER_EVENT_STREAM_H_
 #define DROVER_SERVER_EVENT_STREAM_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -107,6 +108,15 @@ class EventStream {
   // Sends what Publish buffered.
   void Flush();
 
+  // Who may see which job: a subscriber whose identity `filters` hears
+  // only of the jobs `sees` allows (its snapshot, its live events, its
+  // watches and its ?job=). Unset: everyone hears of every job.
+  struct Visibility {
+    std::function<bool(const net::Identity&)> filters;
+    std::function<bool(const net::Identity&, JobId)> sees;
+  };
+  void SetVisibility(Visibility v) { visibility_ = std::move(v); }
+
   void Stop();
   size_t subscriber_count() const { return subs_.size(); }
   // Snapshots being sent, and how many times one waited for its
@@ -118,6 +128,7 @@ class EventStream {
   struct Sub {
     std::shared_ptr<net::WsSession> session;
     std::optional<JobId> job;
+    std::optional<net::Identity> viewer;  // set: only the jobs it may see
     bool batch = false;     // ?batch=true: JSON arrays of events
     bool watching = false;  // ?watch=true: only what it watches
     std::unordered_set<JobId> watched_jobs;
@@ -128,7 +139,11 @@ class EventStream {
     size_t held_bytes = 0;
   };
   // Whether `sub` hears of `task`'s changes.
-  static bool Wants(const Sub& sub, const TaskId& task);
+  bool Wants(const Sub& sub, const TaskId& task) const;
+  // Whether `sub` may see job `job` (Visibility).
+  bool Sees(const Sub& sub, JobId job) const {
+    return !sub.viewer || !visibility_.sees || visibility_.sees(*sub.viewer, job);
+  }
   // Applies a watch request from subscriber `id` (its text message).
   void Watch(uint64_t id, const std::string& text);
   // Adds `jobs` to subscriber `id`'s snapshot (starting one if none runs).
@@ -138,6 +153,7 @@ class EventStream {
   // Sends what a batching subscriber holds, unless its session is still
   // writing: then its drained callback does.
   void SendHeld(Sub& sub);
+  Visibility visibility_;
 
   // A snapshot being sent, a slice per loop turn (sliced.h).
   struct Snapshot {

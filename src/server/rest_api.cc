@@ -171,6 +171,7 @@ struct Submitted {
   Status status;
   std::string field;  // the part of the spec the error is about
   JobId id = 0;
+  std::string user;  // the job's user, as bound (BindUser)
   std::vector<std::string> warnings;
 
   // {"id": N, "warnings": [...]}, or the error body.
@@ -181,6 +182,7 @@ struct Submitted {
       return {{"error", std::move(error)}};
     }
     json answer = {{"id", id}};
+    if (!user.empty()) answer["user"] = user;
     if (!warnings.empty()) answer["warnings"] = warnings;
     return answer;
   }
@@ -209,13 +211,36 @@ Status CheckUploaded(const core::JobSpec& spec, const FileStore* files, std::str
   return Status::Ok();
 }
 
-Submitted Submit(CoreDriver& driver, Result<core::JobSpec> spec, const FileStore* files) {
+// The job's user is whoever sent it (issue 22): a user's job is their own,
+// and only an admin may name another user in it (a submission on that
+// user's behalf, which the audit log records). The bare cluster token of a
+// server without users (no name) leaves the job's user as written.
+Status BindUser(core::JobSpec& spec, const net::Identity* who) {
+  if (who == nullptr || who->name.empty()) return Status::Ok();
+  if (spec.user.empty()) {
+    spec.user = who->name;
+    return Status::Ok();
+  }
+  if (spec.user == who->name || who->role == net::Role::kAdmin) return Status::Ok();
+  return PermissionDenied("the job names user \"" + spec.user + "\" but the token is " + who->name +
+                          "'s: a user submits only as themselves (an admin may submit on another "
+                          "user's behalf)");
+}
+
+Submitted Submit(CoreDriver& driver, Result<core::JobSpec> spec, const FileStore* files,
+                 const net::Identity* who) {
   Submitted out;
   if (!spec.ok()) {
     out.status = spec.status();
     out.field = FieldOf(spec.status());
     return out;
   }
+  if (Status bound = BindUser(*spec, who); !bound.ok()) {
+    out.status = bound;
+    out.field = "user";
+    return out;
+  }
+  out.user = spec->user;
   if (Status uploaded = CheckUploaded(*spec, files, &out.field); !uploaded.ok()) {
     out.status = uploaded;
     return out;
@@ -236,19 +261,25 @@ Submitted Submit(CoreDriver& driver, Result<core::JobSpec> spec, const FileStore
 }  // namespace
 
 void AddStateReadRoutes(net::Server& server, std::function<const core::Scheduler&()> view,
-                        std::function<net::Handler(net::Handler)> wrap, bool explain) {
+                        std::function<net::Handler(net::Handler)> wrap, bool explain,
+                        const Access* access) {
   if (!wrap) wrap = [](net::Handler h) { return h; };
-  server.Route("GET", "/api/v1/jobs", wrap([view](const net::Request& r, net::Responder done) {
-    const core::Scheduler& sched = view();
-    auto filter = JobFilter(r);
-    if (!filter.ok()) return done(ApiError(filter.status()));
-    std::vector<core::JobInfo> jobs;
-    for (JobId id : sched.Jobs()) {
-      Result<core::JobInfo> info = sched.GetJob(id);
-      if (info.ok() && (*filter)(*info)) jobs.push_back(std::move(*info));
-    }
-    done(net::JsonResponse(proto::EncodeJobList(jobs)));
-  }));
+  server.Route("GET", "/api/v1/jobs",
+               wrap([view, access](const net::Request& r, net::Responder done) {
+                 const core::Scheduler& sched = view();
+                 auto filter = JobFilter(r);
+                 if (!filter.ok()) return done(ApiError(filter.status()));
+                 std::vector<core::JobInfo> jobs;
+                 for (JobId id : sched.Jobs()) {
+                   Result<core::JobInfo> info = sched.GetJob(id);
+                   if (!info.ok() || !(*filter)(*info)) continue;
+                   // --hide-others: a user lists only their own jobs.
+                   if (access != nullptr && r.identity && !access->MaySee(*r.identity, info->user))
+                     continue;
+                   jobs.push_back(std::move(*info));
+                 }
+                 done(net::JsonResponse(proto::EncodeJobList(jobs)));
+               }));
 
   server.Route("GET", "/api/v1/jobs/{id}", wrap([view](const net::Request& r, net::Responder done) {
                  const core::Scheduler& sched = view();
@@ -299,7 +330,8 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
   const FileStore* files = channel.files();
   server.Route("POST", "/api/v1/jobs",
                [&driver, files](const net::Request& r, net::Responder done) {
-                 Submitted job = Submit(driver, proto::JobSpecFromJson(r.body), files);
+                 Submitted job =
+                     Submit(driver, proto::JobSpecFromJson(r.body), files, r.identity.get());
                  if (!job.status.ok()) return done(ApiError(job.status, job.field));
                  // Answer once the job is durable: an acknowledged job survives a crash.
                  driver.AfterDurable(
@@ -322,7 +354,7 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
         auto jobs = std::make_shared<std::vector<Submitted>>();
         jobs->reserve(specs->size());
         for (Result<core::JobSpec>& spec : *specs) {
-          jobs->push_back(Submit(driver, std::move(spec), files));
+          jobs->push_back(Submit(driver, std::move(spec), files, r.identity.get()));
         }
         driver.AfterDurable(
             [done, jobs](Status s) {
@@ -334,7 +366,8 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
             CoreDriver::Flush::kSoon);
       });
 
-  AddStateReadRoutes(server, [&sched]() -> const core::Scheduler& { return sched; });
+  AddStateReadRoutes(
+      server, [&sched]() -> const core::Scheduler& { return sched; }, nullptr, true, status.access);
 
   server.Route("POST", "/api/v1/jobs/{id}/cancel",
                [&driver, &sched](const net::Request& r, net::Responder done) {
@@ -517,6 +550,8 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                    if (q.max_cpus_milli != 0) j["cpus"] = FormatCpus(q.max_cpus_milli);
                    if (q.max_gpus != 0) j["gpus"] = FormatGpus(q.max_gpus);
                    if (q.max_tasks != 0) j["tasks"] = q.max_tasks;
+                   if (q.max_mem_bytes != 0) j["mem_bytes"] = q.max_mem_bytes;
+                   if (q.max_queued != 0) j["queued"] = q.max_queued;
                    return j;
                  };
                  json quotas = json::object();

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "net/server.h"
+#include "server/access.h"
 #include "server/core_driver.h"
 #include "server/worker_channel.h"
 
@@ -29,6 +30,8 @@ struct StatusSource {
   // /api/v1/tasks/{id}/outputs answers 404 with it ("released": true).
   // Null: never released.
   std::function<std::string(TaskId, Time)> outputs_released;
+  // Who may see which job (--hide-others filters the job list); null: all.
+  const Access* access = nullptr;
 };
 
 // Registers the routes that only read the jobs and tasks of `view()`:
@@ -40,7 +43,7 @@ struct StatusSource {
 // the past attempts the scheduler kept, then the latest.
 void AddStateReadRoutes(net::Server& server, std::function<const core::Scheduler&()> view,
                         std::function<net::Handler(net::Handler)> wrap = nullptr,
-                        bool explain = true);
+                        bool explain = true, const Access* access = nullptr);
 
 // The API's error answer for `s`: its HTTP status and the JSON error body
 // (proto::EncodeErrorBody), naming `field` when the error is about one.

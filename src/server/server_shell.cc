@@ -1,5 +1,6 @@
 #include "server/server_shell.h"
 
+#include <pwd.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -11,7 +12,9 @@
 #include "net/local_socket.h"
 #include "net/server.h"
 #include "net/token.h"
+#include "server/access.h"
 #include "server/alloc.h"
+#include "server/audit_log.h"
 #include "server/core_driver.h"
 #include "server/dashboard.h"
 #include "server/event_stream.h"
@@ -22,8 +25,11 @@
 #include "server/log_relay.h"
 #include "server/observability.h"
 #include "server/output_retention.h"
+#include "server/quota_api.h"
 #include "server/rest_api.h"
 #include "server/retention.h"
+#include "server/user_api.h"
+#include "server/user_book.h"
 #include "server/worker_channel.h"
 #include "server/worker_registry.h"
 #include "store/memory_store.h"
@@ -101,6 +107,10 @@ struct ServerShell::Parts : CommandSink {
   std::unique_ptr<OutputRetention> outputs;
   std::unique_ptr<net::Timer> outputs_timer;
   std::unique_ptr<AllocManager> allocs;
+  std::unique_ptr<UserBook> users;
+  std::unique_ptr<AuditLog> audit;
+  std::unique_ptr<net::Timer> audit_sync;
+  std::unique_ptr<Access> access;
   std::unique_ptr<net::Server> server;
   // Claimed first thing, handed to `server` once it exists.
   std::optional<net::LocalSocketListener> local_socket;
@@ -253,12 +263,43 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
     spdlog::info("file store: deleted {} file(s) no checkpoint names", swept);
   }
 
+  // Users, their roles and the audit log (issue 22).
+  std::string first_admin = cfg.first_admin;
+  if (first_admin.empty()) {
+    if (const passwd* pw = getpwuid(geteuid()); pw != nullptr) first_admin = pw->pw_name;
+  }
+  ASSIGN_OR_RETURN(p->users,
+                   UserBook::Open(dir + "/users.json", first_admin, p->token, p->clock.Now()));
+  ASSIGN_OR_RETURN(p->audit, AuditLog::Open(dir + "/audit.log"));
+  p->audit_sync = std::make_unique<net::Timer>(loop);
+  AccessOptions access;
+  access.hide_others = cfg.hide_others;
+  access.owner_of = [sched = p->scheduler.get()](JobId job) -> std::optional<std::string> {
+    Result<core::JobInfo> j = sched->GetJob(job);
+    if (!j.ok()) return std::nullopt;
+    return j->user;
+  };
+  p->access = std::make_unique<Access>(std::move(access));
+
   net::ServerOptions sopts;
   sopts.bind_address = cfg.bind_address;
   sopts.port = cfg.port;
   sopts.tls = cfg.tls;
   sopts.cert_dir = dir;
   sopts.token = p->token;
+  sopts.authenticate = [parts](std::string_view token) {
+    return parts->users->Authenticate(token);
+  };
+  sopts.authorize = [parts](const net::Request& r) { return parts->access->Authorize(r); };
+  sopts.on_write = [parts](const net::Request& r, const net::Response& answer) {
+    // The cluster's own machinery (a worker's uploads and pulls) is not a
+    // person's write.
+    if (r.identity && r.identity->role == net::Role::kWorker && answer.status < 400) return;
+    parts->audit->Append(AuditEntryFor(r, answer, parts->clock.Now()));
+    if (!parts->audit_sync->armed()) {
+      parts->audit_sync->ArmAfter(Seconds(1), [parts] { parts->audit->Sync(); });
+    }
+  };
   p->server = std::make_unique<net::Server>(loop, sopts);
   if (p->local_socket) {
     p->server->ServeLocalSocket(std::move(*p->local_socket));
@@ -295,7 +336,14 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   status.outputs_released = [parts](TaskId task, Time now) {
     return parts->outputs->ReleasedNote(task, now);
   };
+  status.access = p->access.get();
+  p->events->SetVisibility(
+      {[parts](const net::Identity& who) { return parts->access->Filters(who); },
+       [parts](const net::Identity& who, JobId job) {
+         return parts->access->MaySeeJob(who, job);
+       }});
   AddRestRoutes(*p->server, *p->driver, *p->channel, status);
+  AddQuotaRoutes(*p->server, *p->driver);
   AddFileRoutes(*p->server, *p->files, cfg.max_upload_bytes);
   FileRelayOptions ropts;
   ropts.token = p->token;
@@ -327,6 +375,7 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   p->observability = std::make_unique<Observability>(loop, *p->driver, *p->channel, oopts);
   p->observability->AddRoutes(*p->server);
   AddDashboardRoutes(*p->server);
+  AddUserRoutes(*p->server, *p->users, *p->audit, p->clock);
   RETURN_IF_ERROR(p->server->Start());
   p->port = p->server->port();
   p->retention = std::make_unique<Retention>(*p->driver, cfg.keep_finished);
@@ -374,6 +423,11 @@ void ServerShell::Stop() {
   p.channel->Stop();
   p.relay->Stop();
   p.server->Stop();
+}
+
+void ServerShell::SetUserPolicy(core::UserPolicy policy) {
+  parts_->driver->Handle(
+      core::UserPolicyChanged{std::make_shared<const core::UserPolicy>(std::move(policy))});
 }
 
 uint16_t ServerShell::port() const { return parts_->port; }

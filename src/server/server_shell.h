@@ -73,6 +73,11 @@ struct ServerConfig {
   // The file store (file_store.h, <state_dir>/files): the most one upload
   // may hold.
   uint64_t max_upload_bytes = 64ull << 30;
+  // Users read only their own jobs (access.h); admins and viewers read all.
+  bool hide_others = false;
+  // The first admin's name when <state_dir>/users.json is made (user_book.h);
+  // empty: the account the server runs as.
+  std::string first_admin;
   // When set, the store to run on instead of the MemoryStore in
   // <state_dir>/store (`--redis`: the RedisStore). Called once from Start,
   // before the loop runs; the store may read the scheduler (never change
@@ -114,6 +119,11 @@ class ServerShell {
   // Flushes the journal, closes every connection and the listener.
   // Idempotent.
   void Stop();
+
+  // Replaces the users' quotas, groups and fair share (`drover server`
+  // reloading its config file on SIGHUP): the core applies it at once
+  // (core::UserPolicyChanged). Loop thread only; ignored once stopped.
+  void SetUserPolicy(core::UserPolicy policy);
 
   struct Parts;
 

@@ -1,0 +1,228 @@
+// Many users, one pool (issue 22): identities with roles, each person acting
+// on their own work, revocation, and the audit log; real processes over TLS.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "cli/connection.h"
+#include "cluster.h"
+#include "net/http_client.h"
+#include "net/ws_client.h"
+
+namespace drover::testing {
+namespace {
+
+using nlohmann::json;
+
+// `drover ARGS` as the holder of the access file `access`.
+RunResult As(Cluster& c, const std::string& access, std::vector<std::string> args) {
+  std::vector<std::string> argv = {c.binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunToEnd(argv, In(kJobTimeout), {"DROVER_ACCESS=" + access});
+}
+
+// Adds a user through the CLI as the cluster's admin; the access file's path.
+std::string AddUser(Cluster& c, const std::string& name, const std::string& role) {
+  const std::string path = c.dir() + "/" + name + ".access.json";
+  RunResult r = c.Drover({"user", "add", name, "--role", role, "--out", path});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("user " + name + " (" + role + "): access file " + path),
+            std::string::npos)
+      << r.output;
+  return path;
+}
+
+net::ClientOptions OptionsOf(const std::string& access) {
+  cli::ConnectionFlags flags;
+  flags.access = access;
+  Result<net::ClientOptions> o = cli::ResolveConnection(flags);
+  EXPECT_TRUE(o.ok()) << o.status().ToString();
+  return o.ok() ? *o : net::ClientOptions{};
+}
+
+// The audit entries (as the admin) whose method and path are these.
+size_t AuditCount(Cluster& c, const std::string& user, const std::string& method,
+                  const std::string& path, int status) {
+  json entries = c.Get("/api/v1/audit?limit=100000")["entries"];
+  size_t n = 0;
+  for (const json& e : entries) {
+    if (e["user"] == user && e["method"] == method && e["path"] == path && e["status"] == status)
+      ++n;
+  }
+  return n;
+}
+
+TEST(UsersTest, EachPersonActsOnTheirOwnWorkAndEveryWriteIsAuditedOnce) {
+  Cluster c({"--hide-others"});
+  c.StartServer();
+  c.StartWorker("w1", {"--cpus", "0-1"});
+  const std::string admin = c.Get("/api/v1/whoami")["name"];
+  EXPECT_EQ(c.Get("/api/v1/whoami")["role"], "admin");
+
+  const std::string ana = AddUser(c, "ana", "user");
+  const std::string bob = AddUser(c, "bob", "user");
+  const std::string vera = AddUser(c, "vera", "viewer");
+  const std::string w2 = AddUser(c, "w2", "worker");
+  RunResult who = As(c, ana, {"whoami"});
+  EXPECT_EQ(who.status, 0) << who.output;
+  EXPECT_NE(who.output.find("ana (user)"), std::string::npos) << who.output;
+
+  const std::string go = c.dir() + "/go";
+  const std::vector<std::string> hold = {
+      "sh", "-c", "while [ ! -e " + go + " ]; do sleep 0.05; done; echo out"};
+  const uint64_t job_a = SubmittedJob(As(c, ana, Submit({}, hold)));
+  const uint64_t job_b = SubmittedJob(As(c, bob, Submit({}, hold)));
+  ASSERT_NE(job_a, 0u);
+  ASSERT_NE(job_b, 0u);
+  EXPECT_EQ(c.Get("/api/v1/jobs/" + std::to_string(job_a))["user"], "ana");
+  const std::string b = std::to_string(job_b);
+
+  // ana may not cancel, retry or read the logs of bob's job (hidden).
+  RunResult cancel = As(c, ana, {"cancel", b});
+  EXPECT_EQ(cancel.status, 1) << cancel.output;
+  EXPECT_NE(cancel.output.find("ana may not cancel job " + b +
+                               " of bob: a user may cancel, retry and change only their own jobs"),
+            std::string::npos)
+      << cancel.output;
+  net::HttpClient ana_http(OptionsOf(ana));
+  Result<net::Response> retry = ana_http.Post("/api/v1/jobs/" + b + "/retry", "{}");
+  ASSERT_TRUE(retry.ok());
+  EXPECT_EQ(retry->status, 403) << retry->body;
+  EXPECT_NE(retry->body.find("ana may not retry job " + b + " of bob"), std::string::npos)
+      << retry->body;
+  RunResult logs = As(c, ana, {"logs", b + ".0"});
+  EXPECT_EQ(logs.status, 1) << logs.output;
+  EXPECT_NE(logs.output.find("ana may not read the logs of task " + b +
+                             ".0 of bob: the server hides other users' jobs (--hide-others)"),
+            std::string::npos)
+      << logs.output;
+  RunResult status = As(c, ana, {"status", "--json"});
+  EXPECT_EQ(status.status, 0) << status.output;
+  EXPECT_NE(status.output.find("\"user\": \"ana\""), std::string::npos) << status.output;
+  EXPECT_EQ(status.output.find("\"user\": \"bob\""), std::string::npos) << status.output;
+  // The viewer reads everyone's jobs, and writes nothing.
+  RunResult seen = As(c, vera, {"status", b});
+  EXPECT_EQ(seen.status, 0) << seen.output;
+  RunResult vera_submit = As(c, vera, Submit({}, {"true"}));
+  EXPECT_EQ(vera_submit.status, 1) << vera_submit.output;
+  EXPECT_NE(
+      vera_submit.output.find("vera (viewer) may not POST /api/v1/jobs: only admins and users may"),
+      std::string::npos)
+      << vera_submit.output;
+  EXPECT_EQ(As(c, vera, {"cancel", b}).status, 1);
+  // A worker's token joins as a worker, and submits nothing.
+  RunResult w2_submit = As(c, w2, Submit({}, {"true"}));
+  EXPECT_EQ(w2_submit.status, 1) << w2_submit.output;
+  EXPECT_NE(w2_submit.output.find("w2 (worker) may not POST /api/v1/jobs"), std::string::npos)
+      << w2_submit.output;
+  // A job naming another user is refused; the admin may submit on bob's behalf.
+  Result<net::Response> as_bob = ana_http.Post(
+      "/api/v1/jobs", R"({"name":"x","user":"bob","task":[{"id":"t","command":["true"]}]})");
+  ASSERT_TRUE(as_bob.ok());
+  EXPECT_EQ(as_bob->status, 403) << as_bob->body;
+  EXPECT_NE(as_bob->body.find("the job names user \\\"bob\\\" but the token is ana's"),
+            std::string::npos)
+      << as_bob->body;
+  const uint64_t for_bob = SubmittedJob(c.Drover(Submit({"--user", "bob"}, {"true"})));
+  ASSERT_NE(for_bob, 0u);
+  EXPECT_EQ(c.Get("/api/v1/jobs/" + std::to_string(for_bob))["user"], "bob");
+
+  // Nor may she follow the events of bob's job: the stream is closed
+  // before any of them (the reason, "another user's", is in the close
+  // frame).
+  {
+    net::EventLoop loop;
+    bool closed = false;
+    size_t texts = 0;
+    std::shared_ptr<net::WsSession> peek;
+    net::ConnectWebSocket(loop, OptionsOf(ana), "/api/v1/events?job=" + b,
+                          [&](Result<std::shared_ptr<net::WsSession>> s) {
+                            if (!s.ok()) {
+                              closed = true;
+                              return loop.Stop();
+                            }
+                            peek = *s;
+                            peek->OnText([&](std::string) { ++texts; });
+                            peek->OnClose([&](const Status&) {
+                              closed = true;
+                              loop.Stop();
+                            });
+                          });
+    net::Timer give_up(loop);
+    give_up.ArmAfter(Seconds(30), [&] { loop.Stop(); });
+    loop.Run();
+    EXPECT_TRUE(closed) << "ana follows the events of bob's job";
+    EXPECT_EQ(texts, 0u);
+  }
+
+  // ana acts on her own job: its logs, then cancel.
+  const std::string a = std::to_string(job_a);
+  RunResult own = As(c, ana, {"cancel", a});
+  EXPECT_EQ(own.status, 0) << own.output;
+
+  // Revoking bob refuses his token at once and closes his open event stream.
+  net::EventLoop loop;
+  std::atomic<bool> closed{false};
+  std::shared_ptr<net::WsSession> stream;
+  net::ConnectWebSocket(loop, OptionsOf(bob), "/api/v1/events",
+                        [&](Result<std::shared_ptr<net::WsSession>> s) {
+                          ASSERT_TRUE(s.ok()) << s.status().ToString();
+                          stream = *s;
+                          stream->OnText([](std::string) {});
+                          stream->OnClose([&](const Status&) {
+                            closed = true;
+                            loop.Stop();
+                          });
+                          loop.Stop();  // open: back to the test
+                        });
+  loop.Run();
+  ASSERT_TRUE(stream);
+  RunResult revoke = c.Drover({"user", "revoke", "bob"});
+  EXPECT_EQ(revoke.status, 0) << revoke.output;
+  EXPECT_NE(revoke.output.find("revoked bob (1 open connection(s) closed)"), std::string::npos)
+      << revoke.output;
+  net::Timer give_up(loop);
+  give_up.ArmAfter(Seconds(30), [&] { loop.Stop(); });
+  loop.Run();  // until the close arrives (or 30 s)
+  EXPECT_TRUE(closed) << "bob's event stream stayed open after his token was revoked";
+  net::HttpClient bob_http(OptionsOf(bob));
+  Result<net::Response> refused = bob_http.Get("/api/v1/jobs");
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->status, 401) << refused->body;
+  RunResult users = c.Drover({"user", "list"});
+  EXPECT_NE(users.output.find("revoked"), std::string::npos) << users.output;
+
+  // The audit log: each write once, refused ones included; it survives a
+  // server restart, whose own writes continue the numbering.
+  EXPECT_EQ(AuditCount(c, "ana", "POST", "/api/v1/jobs/" + b + "/cancel", 403), 1u);
+  EXPECT_EQ(AuditCount(c, "ana", "POST", "/api/v1/jobs/" + b + "/retry", 403), 1u);
+  EXPECT_EQ(AuditCount(c, "ana", "POST", "/api/v1/jobs/" + a + "/cancel", 200), 1u);
+  EXPECT_EQ(AuditCount(c, "vera", "POST", "/api/v1/jobs", 403), 1u);
+  EXPECT_EQ(AuditCount(c, "w2", "POST", "/api/v1/jobs", 403), 1u);
+  EXPECT_EQ(AuditCount(c, admin, "POST", "/api/v1/users/bob/revoke", 200), 1u);
+  EXPECT_EQ(AuditCount(c, admin, "POST", "/api/v1/users", 200), 4u);
+  json before = c.Get("/api/v1/audit?limit=100000");
+  bool on_behalf = false;
+  for (const json& e : before["entries"]) {
+    if (e["detail"] == "job " + std::to_string(for_bob) + " for bob" && e["user"] == admin)
+      on_behalf = true;
+  }
+  EXPECT_TRUE(on_behalf) << before.dump(1);
+  c.KillServer(SIGKILL);
+  c.StartServer();
+  json after = c.Get("/api/v1/audit?limit=100000");
+  EXPECT_EQ(after["entries"].size(), before["entries"].size());
+  EXPECT_EQ(AuditCount(c, "ana", "POST", "/api/v1/jobs/" + b + "/cancel", 403), 1u);
+  // Users survive the restart too: ana's token works, bob's does not.
+  EXPECT_EQ(As(c, ana, {"whoami"}).status, 0);
+  EXPECT_EQ(As(c, bob, {"whoami"}).status, 1);
+  RunResult audit = c.Drover({"audit", "--user", "ana"});
+  EXPECT_EQ(audit.status, 0) << audit.output;
+  EXPECT_NE(audit.output.find("POST /api/v1/jobs/" + b + "/cancel"), std::string::npos)
+      << audit.output;
+  EXPECT_EQ(As(c, ana, {"audit"}).status, 1);  // admins only
+  c.WriteFile("go", "");
+}
+
+}  // namespace
+}  // namespace drover::testing
