@@ -67,7 +67,7 @@ int WriteTokenFile(const UserOptions& o, const json& answer) {
   std::cout << "user " << Str(answer, "name") << " (" << Str(answer, "role") << "): access file "
             << path << " (server " << info.address << ")\n"
             << "  give it to " << Str(answer, "name")
-            << ", who uses it with `drover --access FILE ...`,\n"
+            << ", who uses it with `drover COMMAND --access FILE`,\n"
             << "  DROVER_ACCESS=FILE, or as ~/.local/state/drover/access.json" << std::endl;
   return kExitOk;
 }

@@ -189,6 +189,11 @@ TEST(UsersTest, EachPersonActsOnTheirOwnWorkAndEveryWriteIsAuditedOnce) {
   Result<net::Response> refused = bob_http.Get("/api/v1/jobs");
   ASSERT_TRUE(refused.ok());
   EXPECT_EQ(refused->status, 401) << refused->body;
+  // An admin cannot revoke themselves (nor the last admin: user_book_test).
+  RunResult self = c.Drover({"user", "revoke", admin});
+  EXPECT_EQ(self.status, 1) << self.output;
+  EXPECT_NE(self.output.find("you cannot revoke your own access"), std::string::npos)
+      << self.output;
   RunResult users = c.Drover({"user", "list"});
   EXPECT_NE(users.output.find("revoked"), std::string::npos) << users.output;
 
