@@ -23,6 +23,7 @@
 #include "net/grant.h"
 #include "net/http_client.h"
 #include "net/server.h"
+#include "net/sha256.h"
 #include "net/token.h"
 #include "worker/files/fetch.h"
 #include "worker/files/file_cache.h"
@@ -431,8 +432,7 @@ Result<std::unique_ptr<FilePlane>> FilePlane::Start(net::EventLoop& loop,
   server.authenticate =
       [own = impl->options.token](std::string_view token) -> std::optional<net::Identity> {
     if (net::TokenEquals(token, own)) return net::Identity{"", net::Role::kAdmin};
-    if (token.size() == 64 &&
-        token.find_first_not_of("0123456789abcdef") == std::string_view::npos) {
+    if (net::IsSha256Hex(token)) {  // a token's shape: 64 lower-case hex digits
       return net::Identity{"peer", net::Role::kViewer};
     }
     return std::nullopt;
