@@ -20,6 +20,16 @@
 //     token and accepts the right one;
 //   - the job's timeline highlights its critical path (from the report), and
 //     the utilization page charts the server's samples;
+//   - users and roles: the header names who is signed in; with a second user
+//     "bo" (role user) and a viewer "vi" added through the API, and one held
+//     job each for the admin and bo: each sees their own jobs first under
+//     "Your jobs", then the others', newest first; bo and vi see no drain
+//     button and no Users / Audit pages; bo sees Cancel on his job and its
+//     task (and it works) but not on the admin's, vi on neither, the admin
+//     on bo's job and on ana's task; bo opening #/audit reads the server's
+//     refusal (403); a worker's token gets the token form; the admin's Audit
+//     page lists bo's creation and his job, newest first, and the Users page
+//     lists bo and vi;
 //   - screenshots are kept in the artifacts folder (dashboard.png: the job
 //     page with its timeline).
 // Every wait is on an event (a printed line, text on the page) with a
@@ -163,6 +173,10 @@ async function main() {
     }
     const ca = fs.readFileSync(`${dir}/state/server.crt`);
     log(`server on port ${port}`);
+    const admin = await request(port, ca, token, 'GET', '/api/v1/whoami');
+    if (admin.role !== 'admin' || !admin.name) {
+      throw new Error(`the cluster token should be an admin's, whoami says ${JSON.stringify(admin)}`);
+    }
 
     for (const [name, cpu] of [['alpha', '0'], ['beta', '1']]) {
       const w = new Proc(`worker ${name}`, [opts.drover, 'worker', '--access', `${dir}/access.json`,
@@ -195,6 +209,10 @@ async function main() {
     await page.getByText('2 workers: 2 online').waitFor();
     await page.locator('#live[data-state="live"]').waitFor();  // the event stream is open
     log('the page shows 2 workers');
+    // Who is signed in, and the admins' pages in the navigation.
+    await page.locator('#whoami[data-role="admin"]', { hasText: `${admin.name} · admin` }).waitFor();
+    for (const nav of ['users', 'audit']) await page.locator(`a[data-nav="${nav}"]`).waitFor();
+    log(`the header says ${admin.name} · admin, with the Users and Audit pages`);
 
     // Drain from the page, then undrain.
     const alpha = page.locator('#workers [data-worker]', { hasText: 'alpha' });
@@ -230,6 +248,8 @@ async function main() {
     await page.click(`#tasks tr[data-task="${job}.2"] a`);
     await page.locator('#task-state[data-state="running"]').waitFor();
     await page.getByText('while [ ! -e').waitFor();  // its command is shown
+    // The admin may cancel any task (this one is ana's).
+    await page.locator('button[data-action="cancel-task"]').waitFor();
     await page.locator('#log', { hasText: 'first line' }).waitFor();
     const before = await page.locator('#log').textContent();
     if (before.includes('second line')) throw new Error('the second line came before the file existed');
@@ -293,6 +313,142 @@ async function main() {
     await fresh.getByText('3 workers: 2 online').waitFor();
     await fresh.close();
     log('the token form refuses a wrong token and accepts the right one');
+
+    // Users and roles (issue 22). Two more people through the API, as
+    // `drover user add` does; a held job each for the admin and bo (it waits
+    // for a file, so it stays cancelable while the pages are checked).
+    const bo = await request(port, ca, token, 'POST', '/api/v1/users', { name: 'bo', role: 'user' });
+    const vi = await request(port, ca, token, 'POST', '/api/v1/users', { name: 'vi', role: 'viewer' });
+    const release = path.join(dir, 'release');
+    const held = (name) => ({ name, task: [{ id: 'hold', resources: { cpus: 0.25 }, command: ['sh', '-c',
+      `while [ ! -e '${release}' ]; do sleep 0.05; done`] }] });
+    const { id: adminJob } = await request(port, ca, token, 'POST', '/api/v1/jobs', held('admins-job'));
+    const { id: boJob, user: boJobUser } = await request(port, ca, bo.token, 'POST', '/api/v1/jobs',
+      held('bos-job'));
+    if (boJobUser !== 'bo') throw new Error(`bo's job belongs to "${boJobUser}"`);
+    log(`added bo (user) and vi (viewer); job ${adminJob} is ${admin.name}'s, job ${boJob} bo's`);
+
+    // The jobs page of `tab`: `mine` under "Your jobs", then `theirs`
+    // under "Other users' jobs", each newest first.
+    const jobsInOrder = async (tab, mine, theirs) => {
+      await tab.click('a[data-nav="jobs"]');
+      await tab.locator('#jobs-mine-head', { hasText: 'Your jobs' }).waitFor();
+      for (const id of mine) await tab.locator(`#jobs-mine tr[data-job="${id}"]`).waitFor();
+      for (const id of theirs) await tab.locator(`#jobs-others tr[data-job="${id}"]`).waitFor();
+      const ids = await tab.locator('#jobs tr[data-job]')
+        .evaluateAll((rows) => rows.map((r) => r.dataset.job));
+      if (ids.join(',') !== [...mine, ...theirs].join(',')) {
+        throw new Error(`the jobs page lists ${ids.join(', ')}; expected ${mine.join(', ')} ` +
+          `(yours), then ${theirs.join(', ')}`);
+      }
+    };
+    // Opens a job from the jobs page; resolves once its head (with the
+    // Cancel button, where offered) is drawn.
+    const openJob = async (tab, id, name) => {
+      await tab.click('a[data-nav="jobs"]');
+      await tab.click(`#jobs tr[data-job="${id}"] a`);
+      await tab.locator('.job-head strong', { hasText: name }).waitFor();
+    };
+    const cancelButtons = (tab) => tab.locator('button[data-action="cancel-job"]').count();
+
+    // The admin: their own job first, bo's among the others with its user
+    // named, and Cancel on bo's job too.
+    await jobsInOrder(page, [adminJob], [boJob, job]);
+    await page.locator(`#jobs-others tr[data-job="${boJob}"]`).getByRole('cell', { name: 'bo', exact: true })
+      .waitFor();
+    await openJob(page, boJob, 'bos-job');
+    if (await cancelButtons(page) !== 1) throw new Error('the admin should see Cancel on bo\'s job');
+    log('the admin sees their job first and may cancel bo\'s');
+
+    // A tab signed in as `who`: the header names them and their role, the
+    // admins' pages are not in the navigation, and the workers page has no
+    // drain / undrain button.
+    const userTab = async (who) => {
+      const tab = await context.newPage();
+      tab.setDefaultTimeout(WAIT_MS);
+      tab.on('pageerror', (e) => pageErrors.push(String(e)));
+      await tab.goto(`https://127.0.0.1:${port}/#token=${who.token}`);
+      await tab.locator(`#whoami[data-role="${who.role}"]`, { hasText: `${who.name} · ${who.role}` })
+        .waitFor();
+      // The navigation is set together with the header.
+      for (const nav of ['users', 'audit']) {
+        if (await tab.locator(`a[data-nav="${nav}"]`).isVisible()) {
+          throw new Error(`${who.name} (${who.role}) should not see the ${nav} page in the navigation`);
+        }
+      }
+      // A worker's card is drawn whole, buttons included.
+      await tab.locator('#workers [data-worker]', { hasText: 'alpha' }).waitFor();
+      if (await tab.locator('#workers button').count() !== 0) {
+        throw new Error(`${who.name} (${who.role}) should see no drain / undrain button`);
+      }
+      return tab;
+    };
+
+    // bo: his job first; no Cancel on the admin's job or its task; Cancel on
+    // his own, which works.
+    const boTab = await userTab(bo);
+    await jobsInOrder(boTab, [boJob], [adminJob, job]);
+    await boTab.screenshot({ path: path.join(opts.artifacts, 'dashboard-user.png'), fullPage: true });
+    await boTab.locator(`#jobs-others tr[data-job="${adminJob}"]`)
+      .getByRole('cell', { name: admin.name, exact: true }).waitFor();
+    await openJob(boTab, adminJob, 'admins-job');
+    if (await cancelButtons(boTab) !== 0) throw new Error('bo should not see Cancel on the admin\'s job');
+    await boTab.click(`#tasks tr[data-task="${adminJob}.0"] a`);
+    await boTab.locator('#task-state').waitFor();
+    if (await boTab.locator('button[data-action="cancel-task"]').count() !== 0) {
+      throw new Error('bo should not see Cancel on a task of the admin\'s job');
+    }
+    await openJob(boTab, boJob, 'bos-job');
+    await boTab.click(`#tasks tr[data-task="${boJob}.0"] a`);
+    await boTab.locator('button[data-action="cancel-task"]').waitFor();
+    await openJob(boTab, boJob, 'bos-job');
+    await boTab.click('button[data-action="cancel-job"]');
+    await boTab.locator(`#tasks tr[data-task="${boJob}.0"][data-state="canceled"]`).waitFor();
+    // An admin's page typed into the address bar: the server's refusal.
+    await boTab.evaluate(() => { window.location.hash = '#/audit'; });
+    await boTab.locator('.error', { hasText: 'bo (user) may not GET /api/v1/audit: only admins may' })
+      .waitFor();
+    await boTab.close();
+    log('bo sees his job first, no drain, Cancel only on his own job, and cancels it; ' +
+      'the audit page shows him the server\'s refusal');
+
+    // vi, a viewer: no job of hers, and no Cancel on the admin's.
+    const viTab = await userTab(vi);
+    await viTab.click('a[data-nav="jobs"]');
+    await viTab.locator('#jobs-mine', { hasText: 'none of yours' }).waitFor();
+    await viTab.locator(`#jobs-others tr[data-job="${adminJob}"]`).waitFor();
+    await openJob(viTab, adminJob, 'admins-job');
+    if (await cancelButtons(viTab) !== 0) throw new Error('a viewer should not see Cancel');
+    await viTab.close();
+    log('vi (viewer) sees no drain and no Cancel');
+
+    // A worker's token does not open the dashboard.
+    const wk = await request(port, ca, token, 'POST', '/api/v1/users', { name: 'wk', role: 'worker' });
+    const wkTab = await context.newPage();
+    wkTab.setDefaultTimeout(WAIT_MS);
+    wkTab.on('pageerror', (e) => pageErrors.push(String(e)));
+    await wkTab.goto(`https://127.0.0.1:${port}/#token=${wk.token}`);
+    await wkTab.getByText('That token is wk\'s, a worker\'s').waitFor();
+    await wkTab.locator('#token-input').waitFor();
+    await wkTab.close();
+    log('a worker\'s token gets the token form');
+
+    // The admins' pages: bo's creation and his job in the audit log, bo and
+    // vi in the users.
+    await page.click('a[data-nav="audit"]');
+    await page.locator('#audit td', { hasText: /^user bo \(user\)$/ }).waitFor();
+    await page.locator('#audit td', { hasText: new RegExp(`^job ${boJob}$`) }).waitFor();
+    const seqs = await page.locator('#audit tr[data-seq]').evaluateAll((rows) =>
+      rows.map((r) => Number(r.dataset.seq)));
+    if (seqs.some((n, i) => i > 0 && n >= seqs[i - 1])) {
+      throw new Error(`the audit page should list the newest first: ${seqs.join(', ')}`);
+    }
+    await page.screenshot({ path: path.join(opts.artifacts, 'dashboard-audit.png'), fullPage: true });
+    await page.click('a[data-nav="users"]');
+    await page.locator('#users tr[data-user="bo"][data-role="user"]').waitFor();
+    await page.locator('#users tr[data-user="vi"][data-role="viewer"]').waitFor();
+    fs.writeFileSync(release, '');
+    log('the admin\'s Audit page lists bo\'s creation and his job; Users lists bo and vi');
 
     if (loads !== 1) throw new Error(`the page loaded ${loads} times; updates must not need a reload`);
     if (pageErrors.length) throw new Error(`errors in the page: ${pageErrors.join('; ')}`);

@@ -98,8 +98,12 @@ export class EventFeed {
     };
   }
 
+  // Stops for good: no more events, status changes or reconnects.
   close() {
     this.closed = true;
-    if (this.ws) this.ws.close();
+    if (!this.ws) return;
+    this.ws.onmessage = null;
+    this.ws.onclose = null;
+    this.ws.close();
   }
 }

@@ -1,15 +1,19 @@
-// Entry point: token handling, the hash router (#/, #/jobs, #/jobs/12,
-// #/tasks/12.3, #/utilization) and the one event stream every view listens
-// to, so pages update without reloading.
+// Entry point: token handling, who is signed in (session.js), the hash
+// router (#/, #/jobs, #/jobs/12, #/tasks/12.3, #/utilization, and for admins
+// #/users and #/audit) and the one event stream every view listens to, so
+// pages update without reloading.
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
-import { EventFeed, api, forgetToken, setToken, takeTokenFromUrl, token } from './api.js';
+import { EventFeed, forgetToken, setToken, takeTokenFromUrl, token } from './api.js';
 import { h, replace } from './dom.js';
+import { isAdmin, loadWhoami, whoami } from './session.js';
 import { workersView } from './views/workers.js';
 import { jobsView } from './views/jobs.js';
 import { jobView } from './views/job.js';
 import { taskView } from './views/task.js';
 import { utilizationView } from './views/utilization.js';
+import { usersView } from './views/users.js';
+import { auditView } from './views/audit.js';
 
 const routes = [
   [/^#?\/?$/, 'workers', () => workersView],
@@ -17,6 +21,8 @@ const routes = [
   [/^#\/jobs\/(\d+)$/, 'jobs', () => jobView],
   [/^#\/tasks\/(\d+\.\d+)$/, 'jobs', () => taskView],
   [/^#\/utilization$/, 'utilization', () => utilizationView],
+  [/^#\/users$/, 'users', () => usersView],
+  [/^#\/audit$/, 'audit', () => auditView],
 ];
 
 // Every task_state event seen since the page loaded, per task: the task
@@ -38,6 +44,24 @@ function setLive(state) {
   const el = document.getElementById('live');
   el.textContent = state;
   el.dataset.state = state;
+  // The server was out of reach when the page asked who it is: ask again.
+  if (state === 'live' && !whoami().known) {
+    loadWhoami().then(() => {
+      showWhoami();
+      route();
+    }).catch(() => {});
+  }
+}
+
+// "ana · user" in the header; the admins' pages in the navigation only for
+// admins.
+function showWhoami() {
+  const { name, role, known } = whoami();
+  const el = document.getElementById('whoami');
+  el.textContent = known ? `${name || 'cluster token'} · ${role}` : '';
+  el.dataset.user = name;
+  el.dataset.role = role;
+  for (const a of document.querySelectorAll('[data-admin-only]')) a.hidden = !isAdmin();
 }
 
 function tokenForm(message) {
@@ -76,13 +100,20 @@ function route() {
 async function start() {
   if (!token()) return tokenForm('Enter the cluster token to see this cluster.');
   try {
-    await api('/api/v1/status');
+    await loadWhoami();
   } catch (e) {
     if (e.status === 401) {
       forgetToken();
       return tokenForm('That token was refused by the server.');
     }
+    // Out of reach: the views say so, and setLive asks again once it answers.
   }
+  if (whoami().role === 'worker') {
+    forgetToken();
+    return tokenForm(`That token is ${whoami().name}'s, a worker's: it joins workers to the ` +
+      'cluster and cannot open the dashboard.');
+  }
+  showWhoami();
   if (!feed) {
     feed = new EventFeed((ev) => {
       recordEvent(ev);
@@ -94,7 +125,14 @@ async function start() {
 
 takeTokenFromUrl();
 window.addEventListener('hashchange', () => {
-  if (/token=/.test(window.location.hash)) takeTokenFromUrl();
-  if (token()) route();
+  if (/token=/.test(window.location.hash)) {
+    // Another token: another user, and an event stream opened with it.
+    takeTokenFromUrl();
+    if (feed) feed.close();
+    feed = null;
+    start();
+  } else if (token()) {
+    route();
+  }
 });
 start();

@@ -1,11 +1,14 @@
-// One job: its counts and progress, its tasks, and the timeline (Gantt)
-// with the critical path from /api/v1/jobs/{id}/report. Without a report
-// (an older server) the timeline comes from the tasks' own times.
+// One job: its counts and progress, its tasks, the timeline (Gantt) with
+// the critical path from /api/v1/jobs/{id}/report, and a Cancel button for
+// those who may cancel it (session.js: admins, and the job's own user).
+// Without a report (an older server) the timeline comes from the tasks' own
+// times.
 // The server pages a job's tasks (src/server/paging.h): the table and the
 // timeline show one page of PAGE tasks, with links to the others.
 import { ApiError, api } from '../api.js';
 import { h, morph, replace, seconds, stateBadge, time } from '../dom.js';
 import { gantt } from '../gantt.js';
+import { mayChange } from '../session.js';
 import { countsLine, progress } from './jobs.js';
 import { refresher } from './refresh.js';
 
@@ -38,15 +41,19 @@ export function jobView(el, [id]) {
     r.poke();
   } }, to > offset ? 'next' : 'previous');
   const err = h('p', { class: 'error' });
-  const cancel = h('button', { class: 'danger', onclick: async () => {
+  // A refused action's message stays until the next action (a refresh
+  // clears only its own errors).
+  const refused = h('p', { class: 'error', id: 'action-error' });
+  const cancel = h('button', { class: 'danger', 'data-action': 'cancel-job', onclick: async () => {
     try {
       await api(`/api/v1/jobs/${id}/cancel`, { method: 'POST' });
+      refused.textContent = '';
     } catch (e) {
-      err.textContent = `Cancel: ${e.message}`;
+      refused.textContent = `Cancel: ${e.message}`;
     }
     r.poke();
   } }, 'Cancel job');
-  replace(el, h('h2', {}, `Job ${id}`), head, err,
+  replace(el, h('h2', {}, `Job ${id}`), head, refused, err,
     h('h3', {}, 'Timeline'), timeline,
     h('h3', {}, 'Tasks'), pager,
     h('table', { class: 'table' },
@@ -71,7 +78,7 @@ export function jobView(el, [id]) {
       rep && rep.makespan_s !== undefined
         ? h('p', { class: 'muted' }, `makespan ${seconds(rep.makespan_s)}; critical path `,
           (rep.critical_path || []).join(' → ') || '–') : null,
-      job.done ? null : cancel);
+      job.done || !mayChange(job.user) ? null : cancel);
     morph(body, job.tasks.map((t) => h('tr', { 'data-task': t.id, 'data-state': t.state },
       h('td', {}, h('a', { href: `#/tasks/${t.id}` }, t.id)),
       h('td', {}, t.group + (t.array_index ? `[${t.array_index}]` : '')),

@@ -1,9 +1,11 @@
 // One task: command, resources, state, every attempt (from the server) and
 // the state changes seen while the page is open, and its
 // live log over /api/v1/tasks/{id}/logs/follow (opened once an attempt has
-// started; reopened when a new attempt starts).
+// started; reopened when a new attempt starts). A Cancel button for those
+// who may cancel it (session.js: admins, and the job's own user).
 import { api, wsUrl } from '../api.js';
 import { bytes, h, morph, replace, seconds, stateBadge, time } from '../dom.js';
+import { mayChange } from '../session.js';
 import { refresher } from './refresh.js';
 
 function kv(rows) {
@@ -65,18 +67,24 @@ export function taskView(el, [id], { history }) {
   const attempts = h('tbody', { id: 'attempts' });
   const changes = h('tbody', { id: 'changes' });
   const err = h('p', { class: 'error' });
+  // A refused cancel's message stays until the next click (a refresh clears
+  // only its own errors).
+  const refused = h('p', { class: 'error', id: 'action-error' });
   const pre = h('pre', { class: 'log', id: 'log' });
   const logStatus = h('span', { class: 'muted', id: 'log-status' }, 'waiting for the task to start');
   const streamSel = h('select', { id: 'log-stream' },
     h('option', { value: 'stdout' }, 'stdout'), h('option', { value: 'stderr' }, 'stderr'));
-  const cancel = h('button', { class: 'danger', onclick: async () => {
-    try { await api(`/api/v1/tasks/${id}/cancel`, { method: 'POST' }); } catch (e) {
-      err.textContent = `Cancel: ${e.message}`;
+  const cancel = h('button', { class: 'danger', 'data-action': 'cancel-task', onclick: async () => {
+    try {
+      await api(`/api/v1/tasks/${id}/cancel`, { method: 'POST' });
+      refused.textContent = '';
+    } catch (e) {
+      refused.textContent = `Cancel: ${e.message}`;
     }
   } }, 'Cancel task');
   const job = id.split('.')[0];
   replace(el, h('p', { class: 'crumbs' }, h('a', { href: `#/jobs/${job}` }, `Job ${job}`), ' / '),
-    h('h2', {}, `Task ${id}`), err, info,
+    h('h2', {}, `Task ${id}`), refused, err, info,
     h('h3', {}, 'Attempts'),
     h('table', { class: 'table' }, h('thead', {}, h('tr', {},
       ['Attempt', 'Worker', 'Started', 'Finished', 'Ended as', 'Outcome', 'Reason']
@@ -100,8 +108,13 @@ export function taskView(el, [id], { history }) {
     follow = new LogFollow(id, streamSel.value, pre, logStatus);
   };
 
+  // The job's user (a task's answer does not name it), asked once: it
+  // decides whether the Cancel button is offered.
+  let owner = null;
   const r = refresher(async () => {
-    const t = await api(`/api/v1/tasks/${id}`);
+    const [t, j] = await Promise.all([api(`/api/v1/tasks/${id}`),
+      owner === null ? api(`/api/v1/jobs/${job}?limit=0`) : null]);
+    if (j) owner = j.user || '';
     const spec = t.spec || {};
     const tries = spec.retries !== undefined ? ` of ${spec.retries + 1}` : '';
     morph(info, kv([
@@ -119,7 +132,7 @@ export function taskView(el, [id], { history }) {
       ['Outcome', outcome(t.outcome)],
       ['Cores', t.cores.length ? t.cores.join(',') : null],
       ['GPUs', t.gpus.length ? t.gpus.map((g) => `${g.index} (${g.share}%)`).join(', ') : null],
-    ]), ['succeeded', 'failed', 'canceled'].includes(t.state) ? null : cancel);
+    ]), ['succeeded', 'failed', 'canceled'].includes(t.state) || !mayChange(owner) ? null : cancel);
     // Every attempt, from the server (it keeps them across restarts).
     const all = t.attempts || [];
     morph(attempts, all.length === 0

@@ -1,7 +1,9 @@
 // Workers: state, CPU / memory / per-GPU utilization bars, running tasks,
-// and a drain / undrain button.
+// and for admins (the only ones the server lets drain) a drain / undrain
+// button.
 import { api } from '../api.js';
 import { bar, bytes, h, morph, replace } from '../dom.js';
+import { isAdmin } from '../session.js';
 import { refresher } from './refresh.js';
 
 function workerState(w) {
@@ -30,8 +32,8 @@ function card(w, onToggle) {
     h('div', { class: 'card-head' },
       h('h3', {}, w.name, h('span', { class: 'muted' }, ` #${w.id}`)),
       h('span', { class: `pill pill-${state}`, 'data-worker-state': state }, state),
-      h('button', { class: 'drain', 'data-action': w.drained ? 'undrain' : 'drain',
-        disabled: w.lost, onclick: () => onToggle(w) }, w.drained ? 'Undrain' : 'Drain')),
+      onToggle ? h('button', { class: 'drain', 'data-action': w.drained ? 'undrain' : 'drain',
+        disabled: w.lost, onclick: () => onToggle(w) }, w.drained ? 'Undrain' : 'Drain') : null),
     ownerNote(w),
     h('div', { class: 'metric' }, h('span', { class: 'k' }, 'CPU'),
       bar(u.cpu_percent / 100, `${u.cpu_percent}% busy (whole machine)`),
@@ -59,14 +61,17 @@ export function workersView(el) {
   const summary = h('p', { class: 'summary' });
   const grid = h('div', { class: 'grid', id: 'workers' });
   const err = h('p', { class: 'error' });
-  replace(el, h('h2', {}, 'Workers'), summary, err, grid);
+  // A refused drain's message stays until the next click (a refresh clears
+  // only its own errors).
+  const refused = h('p', { class: 'error', id: 'action-error' });
+  replace(el, h('h2', {}, 'Workers'), summary, refused, err, grid);
 
   const toggle = async (w) => {
     try {
       await api(`/api/v1/workers/${w.id}/${w.drained ? 'undrain' : 'drain'}`, { method: 'POST' });
-      err.textContent = '';
+      refused.textContent = '';
     } catch (e) {
-      err.textContent = `${w.drained ? 'Undrain' : 'Drain'} ${w.name}: ${e.message}`;
+      refused.textContent = `${w.drained ? 'Undrain' : 'Drain'} ${w.name}: ${e.message}`;
     }
     r.poke();
   };
@@ -78,7 +83,7 @@ export function workersView(el) {
       `${counts.drained} drained, ` +
       (counts.paused ? `${counts.paused} in use by their owners, ` : '') + `${counts.lost} lost`;
     summary.dataset.count = String(workers.length);
-    morph(grid, workers.map((w) => card(w, toggle)));
+    morph(grid, workers.map((w) => card(w, isAdmin() ? toggle : null)));
     err.textContent = '';
   }, { everyMs: 3000, onError: (e) => { err.textContent = `Workers: ${e.message}`; } });
   return { onEvent: () => r.poke(), dispose: () => r.dispose() };
