@@ -559,6 +559,13 @@ class Client:
         else:
             self._transport.json("POST", f"/api/v1/jobs/{int(target)}/cancel")
 
+    def retry(self, job: Union[int, "Job"]) -> int:
+        """Runs a job's failed and canceled tasks again (see Job.retry);
+        returns how many."""
+        job_id = job.id if isinstance(job, Job) else int(job)
+        answer = self._transport.json("POST", f"/api/v1/jobs/{job_id}/retry")
+        return int(answer["retried"])
+
     def status(self) -> Dict[str, Any]:
         """The server's ``/api/v1/status`` numbers, as a dict."""
         result: Dict[str, Any] = self._transport.json("GET", "/api/v1/status")
@@ -1095,6 +1102,18 @@ class Job:
     def cancel(self) -> None:
         """Cancels every task of the job that has not ended."""
         self._client._transport.json("POST", f"/api/v1/jobs/{self.id}/cancel")
+
+    def retry(self) -> int:
+        """Runs the job's failed and canceled tasks again, with their
+        retries unused; returns how many. Tasks that depend on them wait
+        for them again.
+
+        Raises:
+            FailedPrecondition: nothing to run again, a task still being
+                canceled, or a job it was submitted after has failed (the
+                message says which, and what to do first).
+        """
+        return self._client.retry(self.id)
 
     def wait(
         self, timeout: Optional[float] = None, progress: Union[bool, TextIO] = False

@@ -282,6 +282,24 @@ class LogsAndCancelTest(ClusterTest):
         self.assertEqual(blocker.wait(timeout=WAIT).state, "canceled")
 
 
+class RetryTest(ClusterTest):
+    def test_a_failed_job_runs_again_when_retried(self) -> None:
+        fixed = os.path.join(self.tmp, "fixed")
+        with self.client.job("flaky") as job:
+            check = job.task(["test", "-e", fixed], name="check")
+            job.task(["true"], name="after", after=check)
+        info = job.wait(timeout=WAIT)
+        self.assertEqual(info.counts.get("failed"), 1)
+        self.assertEqual(info.counts.get("canceled"), 1)
+        open(fixed, "w").close()
+        self.assertEqual(job.retry(), 2)
+        info = job.wait(timeout=WAIT)
+        self.assertEqual(info.counts.get("succeeded"), 2)
+        with self.assertRaises(drover.FailedPrecondition) as caught:
+            self.client.retry(job.id)
+        self.assertIn("has no failed or canceled tasks", str(caught.exception))
+
+
 class UnrunnableTest(ClusterTest):
     def test_a_job_no_worker_could_run_is_queued_with_a_warning(self) -> None:
         t = self.client.submit(["true"], name="huge", cpus=100000)

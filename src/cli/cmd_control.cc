@@ -1,5 +1,5 @@
-// `drover cancel JOB|TASK`, `drover wait JOB`, `drover drain [--undo]
-// WORKER`.
+// `drover cancel JOB|TASK`, `drover retry JOB`, `drover wait JOB`,
+// `drover drain [--undo] WORKER`.
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -65,6 +65,19 @@ int RunCancel(const TargetOptions& o) {
   return kExitOk;
 }
 
+int RunRetry(const TargetOptions& o) {
+  Result<JobId> id = ParseJobId(o.target);
+  if (!id.ok()) return ReportError(id.status(), /*usage_on_invalid=*/true);
+  Result<ApiClient> api = Connect(o.client);
+  if (!api.ok()) return ReportError(api.status());
+  Result<nlohmann::json> answer = api->Post("/api/v1/jobs/" + std::to_string(*id) + "/retry");
+  if (!answer.ok() || o.client.json) return PrintAnswer(o.client, answer, "");
+  const uint64_t n = answer->value("retried", uint64_t{0});
+  std::cout << "job " << *id << ": " << n << (n == 1 ? " task" : " tasks")
+            << " queued again (drover wait " << *id << " follows it)" << std::endl;
+  return kExitOk;
+}
+
 int RunWait(const TargetOptions& o) {
   Result<JobId> id = ParseJobId(o.target);
   if (!id.ok()) return ReportError(id.status(), /*usage_on_invalid=*/true);
@@ -107,6 +120,15 @@ void AddCancelCommand(CLI::App& root, int& exit_code) {
   AddClientFlags(*cancel, c->client, /*with_json=*/true);
   cancel->add_option("target", c->target, "Job or task id")->required();
   cancel->callback([c, &exit_code] { exit_code = RunCancel(*c); });
+}
+
+void AddRetryCommand(CLI::App& root, int& exit_code) {
+  auto c = std::make_shared<TargetOptions>();
+  CLI::App* retry = root.add_subcommand(
+      "retry", "Run a job's failed and canceled tasks again, with their retries unused");
+  AddClientFlags(*retry, c->client, /*with_json=*/true);
+  retry->add_option("job", c->target, "Job id")->required();
+  retry->callback([c, &exit_code] { exit_code = RunRetry(*c); });
 }
 
 void AddWaitCommand(CLI::App& root, int& exit_code) {

@@ -69,6 +69,19 @@ struct CancelJob {
 struct CancelTask {
   TaskId task;
 };
+// A person asked for a job's failed and canceled tasks to run again
+// (`drover retry`; Scheduler::CheckRetry says whether it can and how many
+// tasks would). Each goes back to queued, or to waiting while a dependency
+// of it has not succeeded yet, with its retries unused again and the reason
+// "retried by BY"; the attempt that failed becomes history. Groups canceled
+// because a dependency failed are no longer doomed. Refused (the event is
+// ignored, the check says why) while a task of the job is being canceled,
+// while a job or task it was submitted --after has failed or was canceled,
+// or past the user's max_queued.
+struct RetryJob {
+  JobId job = 0;
+  std::string by;  // who asked (the job's user or an admin); may be empty
+};
 // The worker started the process of this attempt. `worker`, when not 0, is
 // the worker that reports it: a report from any other worker than the one the
 // attempt is on is stale (fencing: after a server restart two workers may run
@@ -205,10 +218,11 @@ struct UserPolicyChanged {
   std::shared_ptr<const UserPolicy> policy;
 };
 
-using Event = std::variant<WorkerJoined, WorkerHeartbeat, WorkerLost, WorkerDrained, JobSubmitted,
-                           CancelJob, CancelTask, TaskStarted, TaskFinished, LeaseGranted,
-                           LeaseRejected, LeaseFreed, Tick, WorkerAttached, TaskRefused,
-                           WorkerPaused, CheckpointSaved, OutputsReplicated, UserPolicyChanged>;
+using Event =
+    std::variant<WorkerJoined, WorkerHeartbeat, WorkerLost, WorkerDrained, JobSubmitted, CancelJob,
+                 CancelTask, TaskStarted, TaskFinished, LeaseGranted, LeaseRejected, LeaseFreed,
+                 Tick, WorkerAttached, TaskRefused, WorkerPaused, CheckpointSaved,
+                 OutputsReplicated, UserPolicyChanged, RetryJob>;
 
 }  // namespace drover::core
 

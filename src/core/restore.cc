@@ -42,6 +42,9 @@ Status Scheduler::Restore(const Record& record) {
                      (r.state == TaskState::kQueued || r.state == TaskState::kWaiting)) {
             // A rerun (lineage.cc): the attempt that succeeded is history.
             s.NotePastAttempt(ref, TaskState::kRunning, ToMicros(r.at), r.reason);
+          } else if ((t.state == TaskState::kFailed || t.state == TaskState::kCanceled) &&
+                     !IsTerminal(r.state) && r.attempt == t.attempt) {
+            s.NoteRetriedAttempt(ref);  // RetryJob
           }
           const TaskState before = t.state;
           t.state = r.state;

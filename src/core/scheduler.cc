@@ -44,6 +44,7 @@ Status Scheduler::Handle(Time now, Event event, Outbox& out) {
         }
         if constexpr (std::is_same_v<T, CancelJob>) return s.OnCancelJob(e.job);
         if constexpr (std::is_same_v<T, CancelTask>) return s.OnCancelTask(e.task);
+        if constexpr (std::is_same_v<T, RetryJob>) return s.OnRetryJob(e);
         if constexpr (std::is_same_v<T, TaskStarted>) return s.OnStarted(e);
         if constexpr (std::is_same_v<T, TaskFinished>) return s.OnFinished(e);
         if constexpr (std::is_same_v<T, TaskRefused>) return s.OnRefused(e);
@@ -821,6 +822,110 @@ Status Scheduler::State::OnCancelTask(TaskId id) {
                               std::string(TaskStateName(task(r).state)));
   }
   Cancel(r, "canceled by user");
+  return Status::Ok();
+}
+
+Result<uint64_t> Scheduler::State::Retryable(uint32_t j) const {
+  const Job& job = jobs[j];
+  const std::string name = "job " + std::to_string(job.id);
+  for (JobId after : job.spec->after_jobs) {
+    auto it = job_slots.find(after);
+    if (it == job_slots.end()) continue;  // forgotten: it had succeeded
+    const Job& dep = jobs[it->second];
+    if (dep.counts[static_cast<int>(TaskState::kFailed)] +
+            dep.counts[static_cast<int>(TaskState::kCanceled)] >
+        0) {
+      return FailedPrecondition(name + " was submitted --after job " + std::to_string(after) +
+                                ", which has failed or canceled tasks: retry job " +
+                                std::to_string(after) + " first");
+    }
+  }
+  for (const TaskId& after : job.spec->after_tasks) {
+    Result<TaskRef> dep = Find(after);
+    if (!dep.ok()) continue;  // forgotten: it had succeeded
+    const TaskState st = task(*dep).state;
+    if (IsTerminal(st) && st != TaskState::kSucceeded) {
+      return FailedPrecondition(name + " was submitted --after task " + after.ToString() +
+                                ", which " + std::string(TaskStateName(st)) + ": retry job " +
+                                std::to_string(after.job) + " first");
+    }
+  }
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < job.tasks.size(); ++i) {
+    const Task& t = job.tasks[i];
+    if (t.flags.Has(TaskFlag::kCancel)) {
+      return FailedPrecondition(name + ": task " + TaskId{job.id, i}.ToString() +
+                                " is being canceled; retry when it has ended");
+    }
+    if (t.state == TaskState::kFailed || t.state == TaskState::kCanceled) ++n;
+  }
+  if (n == 0) return FailedPrecondition(name + " has no failed or canceled tasks");
+  RETURN_IF_ERROR(users[job.user].account.AdmitQueued(n));
+  return n;
+}
+
+void Scheduler::State::NoteRetriedAttempt(TaskRef r) {
+  Task& t = task(r);
+  auto p = past.find(ExtraKey(r));
+  // One canceled while queued again was noted when it was requeued.
+  const bool noted = p != past.end() && !p->second.empty() && p->second.back().attempt == t.attempt;
+  if (t.attempt > 0 && !noted) {
+    const bool ran = t.started_us != 0 && t.started_us <= t.finished_us;
+    NotePastAttempt(r, ran ? TaskState::kRunning : TaskState::kAssigned, t.finished_us,
+                    ReasonOf(r));
+    p = past.find(ExtraKey(r));
+  }
+  // Its latest end is its latest attempt's, as a snapshot restores it (a
+  // cancel of a queued task is no attempt's end).
+  t.finished_us = p != past.end() && !p->second.empty() ? ToMicros(p->second.back().ended_at) : 0;
+}
+
+Status Scheduler::State::OnRetryJob(const RetryJob& e) {
+  auto slot = job_slots.find(e.job);
+  if (slot == job_slots.end()) return NotFound("no job " + std::to_string(e.job));
+  const uint32_t j = slot->second;
+  RETURN_IF_ERROR(Retryable(j).status());
+  Job& job = jobs[j];
+  // Its dependencies are counted again as the invariant says (unmet: those
+  // not yet succeeded), and those outside the job watched again: a failure
+  // dropped their watchers, and a job submitted after one failed never
+  // counted it.
+  uint32_t external = 0;
+  auto watch = [](std::vector<uint32_t>& watchers, uint32_t j) {
+    if (std::find(watchers.begin(), watchers.end(), j) == watchers.end()) watchers.push_back(j);
+  };
+  for (JobId after : job.spec->after_jobs) {
+    auto it = job_slots.find(after);
+    if (it == job_slots.end() || jobs[it->second].not_succeeded == 0) continue;
+    ++external;
+    watch(job_watchers[after], j);
+  }
+  for (const TaskId& after : job.spec->after_tasks) {
+    Result<TaskRef> dep = Find(after);
+    if (!dep.ok() || task(*dep).state == TaskState::kSucceeded) continue;
+    ++external;
+    watch(task_watchers[after], j);
+  }
+  for (Group& g : job.groups) {
+    g.doomed = false;
+    g.unmet = external;
+    for (uint32_t d : g.deps) g.unmet += job.groups[d].not_succeeded > 0 ? 1 : 0;
+  }
+  const std::string reason = e.by.empty() ? "retried" : "retried by " + e.by;
+  for (uint32_t i = 0; i < job.tasks.size(); ++i) {
+    const TaskRef r{j, i};
+    Task& t = task(r);
+    if (t.state != TaskState::kFailed && t.state != TaskState::kCanceled) continue;
+    NoteRetriedAttempt(r);
+    t.failures = 0;
+    t.lost = 0;
+    if (job.groups[t.group].unmet != 0) {
+      Transition(r, TaskState::kWaiting, reason);
+    } else {
+      Transition(r, TaskState::kQueued, reason);
+      Enqueue(r, false);
+    }
+  }
   return Status::Ok();
 }
 

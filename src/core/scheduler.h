@@ -235,6 +235,10 @@ class Scheduler {
   // The spec a job was submitted with (shared: it outlives ForgetJob for
   // whoever holds it).
   Result<std::shared_ptr<const JobSpec>> GetJobSpec(JobId job) const;
+  // Whether RetryJob{job} would run anything again: the number of its
+  // failed and canceled tasks, or why not (FailedPrecondition naming what
+  // to do first; ResourceExhausted past max_queued; NotFound).
+  Result<uint64_t> CheckRetry(JobId job) const;
 
   // Why the task is where it is, for people: for a queued task the first
   // thing that keeps it from running, e.g. "no worker offers gpu_type A100",

@@ -131,6 +131,12 @@ Result<std::shared_ptr<const JobSpec>> Scheduler::GetJobSpec(JobId id) const {
   return state_->jobs[it->second].spec;
 }
 
+Result<uint64_t> Scheduler::CheckRetry(JobId id) const {
+  auto it = state_->job_slots.find(id);
+  if (it == state_->job_slots.end()) return NotFound("no job " + std::to_string(id));
+  return state_->Retryable(it->second);
+}
+
 std::optional<TaskId> Scheduler::NextOfClass(const ResourceRequest& request) const {
   const State& s = *state_;
   const std::optional<uint32_t> cls = s.queues.FindClass(request);

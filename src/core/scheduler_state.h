@@ -240,6 +240,13 @@ struct Scheduler::State {
   Result<JobId> OnSubmit(JobId id, std::shared_ptr<const JobSpec> spec);
   Status OnCancelJob(JobId job);
   Status OnCancelTask(TaskId task);
+  // RetryJob (events.h): Retryable checks it and counts the tasks.
+  Result<uint64_t> Retryable(uint32_t j) const;
+  Status OnRetryJob(const RetryJob& e);
+  // Failed or canceled `r` runs again: the attempt that ended it becomes
+  // history (as a retried one does), unless it already is, and its
+  // finished time is that of its latest attempt (0 if it never had one).
+  void NoteRetriedAttempt(TaskRef r);
   Status OnStarted(const TaskStarted& e);
   Status OnFinished(TaskFinished& e);
   Status OnRefused(const TaskRefused& e);

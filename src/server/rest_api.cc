@@ -392,6 +392,22 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                  });
                });
 
+  // Runs a job's failed and canceled tasks again (core::RetryJob): answers
+  // how many, or why not (412 naming what to do first, 429 past the user's
+  // max_queued). Who asked goes into each task's reason.
+  server.Route("POST", "/api/v1/jobs/{id}/retry",
+               [&driver, &sched](const net::Request& r, net::Responder done) {
+                 Result<JobId> id = ParseJobId(r.path_params.at("id"));
+                 if (!id.ok()) return done(ApiError(id.status()));
+                 if (!sched.GetJob(*id).ok()) {
+                   return done(JobNotFound(sched.GetJob(*id).status(), *id, sched));
+                 }
+                 Result<uint64_t> n = sched.CheckRetry(*id);
+                 if (!n.ok()) return done(ApiError(n.status()));
+                 driver.Handle(core::RetryJob{*id, r.identity ? r.identity->name : std::string()});
+                 done(Json({{"id", *id}, {"retried", *n}}));
+               });
+
   server.Route("POST", "/api/v1/tasks/{id}/cancel",
                [&driver, &sched](const net::Request& r, net::Responder done) {
                  Result<TaskId> id = ParseTaskId(r.path_params.at("id"));

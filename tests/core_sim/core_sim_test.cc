@@ -44,6 +44,7 @@ void RunSeed(uint64_t seed, bool preempt = false) {
     EXPECT_GT(r.transitions[static_cast<int>(core::TaskState::kFailed)], 10u);
     EXPECT_GT(r.transitions[static_cast<int>(core::TaskState::kCanceled)], 10u);
     EXPECT_GT(r.reruns, 0u);
+    EXPECT_GT(r.retried_tasks, 10u);
     if (preempt) {
       EXPECT_GT(r.vacates, 100u);
     }

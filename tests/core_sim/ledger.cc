@@ -239,7 +239,21 @@ void Ledger::OnStateChanged(const core::TaskStateChanged& change) {
     return Fail(id + " changed " + Name(from) + "->" + Name(to) + " but the ledger has it " +
                 Name(t->state));
   }
-  if (!ValidEdge(change.from, change.to)) {
+  const bool retried = (change.from == TaskState::kFailed || change.from == TaskState::kCanceled) &&
+                       (change.to == TaskState::kQueued || change.to == TaskState::kWaiting);
+  if (retried) {
+    // Only a person's RetryJob takes a task out of failed or canceled.
+    if (retry_job_ != change.task.job) {
+      return Fail(id + " left " + Name(from) + " without a retry of its job");
+    }
+    if (change.reason.rfind("retried", 0) != 0) {
+      return Fail(id + " retried with the reason \"" + change.reason + "\"");
+    }
+    if (change.to == TaskState::kQueued && !DependenciesMet(change.task)) {
+      return Fail(id + " retried into queued before its dependencies succeeded");
+    }
+    ++retried_;
+  } else if (!ValidEdge(change.from, change.to)) {
     return Fail(id + " made an invalid transition " + Name(from) + "->" + Name(to));
   }
   ++transitions_[to];
@@ -582,6 +596,7 @@ void Ledger::EndOfEvent(const core::Scheduler& scheduler, const LeaseTable& leas
     }
   }
   ended_attempts_.clear();
+  retry_job_ = 0;
   for (JobId j : new_jobs_) {
     JobBook& job = jobs_.at(j);
     for (uint32_t i = 0; i < job.tasks.size(); ++i) {

@@ -61,6 +61,9 @@ class Ledger {
   // --- what the core said ----------------------------------------------------
   // Every command of the outbox, in order, before the shell executes it.
   void OnCommand(const core::Command& command);
+  // The next event is a RetryJob of `job`: its failed and canceled tasks
+  // may go back to queued or waiting, during that event only.
+  void RetryAsked(JobId job) { retry_job_ = job; }
   // After the outbox was executed: lease and query checks for what changed.
   void EndOfEvent(const core::Scheduler& scheduler, const LeaseTable& leases);
   // Compares every task, job and worker with the core's queries.
@@ -82,6 +85,7 @@ class Ledger {
   const std::array<uint64_t, core::kTaskStateCount>& transitions() const { return transitions_; }
   // Succeeded tasks that ran again because their outputs' worker was lost.
   uint64_t reruns() const { return reruns_; }
+  uint64_t retried() const { return retried_; }
 
  private:
   // kUnknown: a task of a job just submitted, before its first state is known.
@@ -163,6 +167,7 @@ class Ledger {
   std::map<WorkerId, WorkerBook> workers_;
   uint64_t non_terminal_ = 0;
   uint64_t reruns_ = 0;
+  uint64_t retried_ = 0;  // tasks a RetryJob took out of failed or canceled
   uint64_t total_tasks_ = 0;
   std::array<uint64_t, core::kTaskStateCount> transitions_{};
 
@@ -170,6 +175,7 @@ class Ledger {
   std::set<TaskId> touched_tasks_;
   std::set<JobId> new_jobs_;
   std::vector<LeaseOwner> ended_attempts_;
+  JobId retry_job_ = 0;  // RetryAsked, until EndOfEvent
 };
 
 }  // namespace drover::core_sim

@@ -72,6 +72,8 @@ std::string Describe(const core::Event& event) {
                  std::to_string(e.worker);
         }
         if constexpr (std::is_same_v<T, core::UserPolicyChanged>) return "user policy";
+        if constexpr (std::is_same_v<T, core::RetryJob>)
+          return "retry job " + std::to_string(e.job);
       },
       event);
 }
@@ -79,17 +81,19 @@ std::string Describe(const core::Event& event) {
 }  // namespace
 
 std::string SimReport::ToString() const {
-  std::string s =
-      std::to_string(events) + " events (" + std::to_string(random_events) + " random), " +
-      std::to_string(jobs) + " jobs, " + std::to_string(tasks) + " tasks, " +
-      std::to_string(claims) + " claims (" + std::to_string(rejections) + " rejected), " +
-      std::to_string(assigns) + " assigns, " + std::to_string(kills) + " kills (" +
-      std::to_string(vacates) + " vacates), " + std::to_string(losses) + " losses, " +
-      std::to_string(rejoins) + " rejoins, " + std::to_string(expiries) + " expiries (" +
-      std::to_string(dropped_notifications) + " notifications dropped), " + std::to_string(jumps) +
-      " clock jumps, " + std::to_string(errors) + " refused events, " + std::to_string(reruns) +
-      " reruns, " + std::to_string(copies) + " copies, " + std::to_string(restore_checks) +
-      " restore checks, " + FormatDuration(simulated) + " simulated; into:";
+  std::string s = std::to_string(events) + " events (" + std::to_string(random_events) +
+                  " random), " + std::to_string(jobs) + " jobs, " + std::to_string(tasks) +
+                  " tasks, " + std::to_string(claims) + " claims (" + std::to_string(rejections) +
+                  " rejected), " + std::to_string(assigns) + " assigns, " + std::to_string(kills) +
+                  " kills (" + std::to_string(vacates) + " vacates), " + std::to_string(losses) +
+                  " losses, " + std::to_string(rejoins) + " rejoins, " + std::to_string(expiries) +
+                  " expiries (" + std::to_string(dropped_notifications) +
+                  " notifications dropped), " + std::to_string(jumps) + " clock jumps, " +
+                  std::to_string(errors) + " refused events, " + std::to_string(reruns) +
+                  " reruns, " + std::to_string(retried_jobs) + " jobs retried (" +
+                  std::to_string(retried_tasks) + " tasks), " + std::to_string(copies) +
+                  " copies, " + std::to_string(restore_checks) + " restore checks, " +
+                  FormatDuration(simulated) + " simulated; into:";
   for (int i = 0; i < core::kTaskStateCount; ++i) {
     s += " " + std::string(core::TaskStateName(static_cast<TaskState>(i))) + "=" +
          std::to_string(transitions[i]);
@@ -635,6 +639,20 @@ void SimDriver::CancelSomething() {
   if (state && !core::IsTerminal(*state) && !st.ok()) Fail("cancel refused: " + st.ToString());
 }
 
+void SimDriver::RetrySomething() {
+  const JobId j = RandomTask().job;
+  // The check and the event agree: what the check allows is done, what it
+  // refuses is refused, and nothing changes then (Handled).
+  const Result<uint64_t> check = scheduler_->CheckRetry(j);
+  ledger_.RetryAsked(j);
+  Status st = Deliver(core::RetryJob{j, "sim"});
+  if (check.ok() != st.ok()) {
+    Fail("CheckRetry said " + (check.ok() ? std::string("ok") : check.status().ToString()) +
+         " but RetryJob said " + st.ToString());
+  }
+  if (st.ok()) ++report_.retried_jobs;
+}
+
 void SimDriver::Stale() {
   const TaskId t = RandomTask();
   const uint32_t bogus = ledger_.AttemptOf(t) + 5;
@@ -659,8 +677,10 @@ void SimDriver::Step() {
     Submit();
   } else if (roll < 800) {
     Heartbeat();
-  } else if (roll < 830) {
+  } else if (roll < 822) {
     CancelSomething();
+  } else if (roll < 830) {
+    RetrySomething();
   } else if (roll < 845) {
     if (workers_.size() < options_.max_workers) JoinNew();
   } else if (roll < 857) {
@@ -739,6 +759,7 @@ Status SimDriver::Run() {
   Status st = Drain();
   report_.transitions = ledger_.transitions();
   report_.reruns = ledger_.reruns();
+  report_.retried_tasks = ledger_.retried();
   for (JobId j : ledger_.JobIds()) {
     for (uint32_t i = 0; i < ledger_.TaskCount(j); ++i) {
       if (auto s = ledger_.StateOf(TaskId{j, i})) ++report_.final_states[static_cast<int>(*s)];

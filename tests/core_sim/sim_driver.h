@@ -78,6 +78,8 @@ struct SimReport {
   uint64_t restore_checks = 0;
   uint64_t reruns = 0;  // succeeded tasks run again for lost outputs (lineage)
   uint64_t copies = 0;  // copies of outputs reported (replicas), accepted or not
+  uint64_t retried_jobs = 0;   // RetryJob events the core took
+  uint64_t retried_tasks = 0;  // tasks they took out of failed or canceled
   std::array<uint64_t, core::kTaskStateCount> transitions{};
   std::array<uint64_t, core::kTaskStateCount> final_states{};
   Duration simulated = Duration::zero();
@@ -169,6 +171,8 @@ class SimDriver : private core::EventPump::Shell {
   void Heartbeat();
   void Submit();
   void CancelSomething();
+  // A person retries a random recent job (RetryJob), checked against CheckRetry.
+  void RetrySomething();
   void Stale();
   TaskId RandomTask();
   SimWorker* RandomWorkerWhere(const std::function<bool(const SimWorker&)>& pred);

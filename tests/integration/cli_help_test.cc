@@ -13,7 +13,8 @@ namespace {
 
 const std::vector<std::string> kCommands = {"server", "worker",  "up",   "submit", "run",
                                             "status", "workers", "logs", "cancel", "wait",
-                                            "drain",  "report",  "sim",  "get"};
+                                            "drain",  "report",  "sim",  "get",
+                                            "retry",  "quota",   "user", "whoami", "audit"};
 
 TEST(CliHelpTest, EveryCommandHasItsHelpAndTheRootListsThemAll) {
   Cluster c;

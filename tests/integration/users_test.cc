@@ -1,5 +1,6 @@
 // Many users, one pool (issue 22): identities with roles, each person acting
-// on their own work, revocation, and the audit log; real processes over TLS.
+// on their own work (cancel, retry), revocation, and the audit log; real
+// processes over TLS.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -159,6 +160,23 @@ TEST(UsersTest, EachPersonActsOnTheirOwnWorkAndEveryWriteIsAuditedOnce) {
   const std::string a = std::to_string(job_a);
   RunResult own = As(c, ana, {"cancel", a});
   EXPECT_EQ(own.status, 0) << own.output;
+  // ...and retries it once its cancel has ended: it runs again, to success
+  // when the file it waits for exists. A job with nothing left to run
+  // again is refused, saying so.
+  EXPECT_EQ(As(c, ana, {"wait", "-q", a}).status, 1);  // canceled
+  RunResult again = As(c, ana, {"retry", a});
+  EXPECT_EQ(again.status, 0) << again.output;
+  EXPECT_NE(again.output.find("job " + a + ": 1 task queued again"), std::string::npos)
+      << again.output;
+  EXPECT_EQ(c.Get("/api/v1/tasks/" + a + ".0")["reason"], "retried by ana");
+  c.WriteFile("go", "");
+  RunResult ran = As(c, ana, {"wait", a});
+  EXPECT_EQ(ran.status, 0) << ran.output;
+  RunResult nothing = As(c, ana, {"retry", a});
+  EXPECT_EQ(nothing.status, 1) << nothing.output;
+  EXPECT_NE(nothing.output.find("job " + a + " has no failed or canceled tasks"),
+            std::string::npos)
+      << nothing.output;
 
   // Revoking bob refuses his token at once and closes his open event stream.
   net::EventLoop loop;
@@ -202,6 +220,8 @@ TEST(UsersTest, EachPersonActsOnTheirOwnWorkAndEveryWriteIsAuditedOnce) {
   EXPECT_EQ(AuditCount(c, "ana", "POST", "/api/v1/jobs/" + b + "/cancel", 403), 1u);
   EXPECT_EQ(AuditCount(c, "ana", "POST", "/api/v1/jobs/" + b + "/retry", 403), 1u);
   EXPECT_EQ(AuditCount(c, "ana", "POST", "/api/v1/jobs/" + a + "/cancel", 200), 1u);
+  EXPECT_EQ(AuditCount(c, "ana", "POST", "/api/v1/jobs/" + a + "/retry", 200), 1u);
+  EXPECT_EQ(AuditCount(c, "ana", "POST", "/api/v1/jobs/" + a + "/retry", 412), 1u);
   EXPECT_EQ(AuditCount(c, "vera", "POST", "/api/v1/jobs", 403), 1u);
   EXPECT_EQ(AuditCount(c, "w2", "POST", "/api/v1/jobs", 403), 1u);
   EXPECT_EQ(AuditCount(c, admin, "POST", "/api/v1/users/bob/revoke", 200), 1u);
@@ -226,7 +246,6 @@ TEST(UsersTest, EachPersonActsOnTheirOwnWorkAndEveryWriteIsAuditedOnce) {
   EXPECT_NE(audit.output.find("POST /api/v1/jobs/" + b + "/cancel"), std::string::npos)
       << audit.output;
   EXPECT_EQ(As(c, ana, {"audit"}).status, 1);  // admins only
-  c.WriteFile("go", "");
 }
 
 }  // namespace
