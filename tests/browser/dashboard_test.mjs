@@ -25,7 +25,8 @@
 //     job each for the admin and bo: each sees their own jobs first under
 //     "Your jobs", then the others', newest first; bo and vi see no drain
 //     button and no Users / Audit pages; bo sees Cancel on his job and its
-//     task (and it works) but not on the admin's, vi on neither, the admin
+//     task (and it works; then Retry runs it again) but not on the admin's,
+//     vi on neither, the admin
 //     on bo's job and on ana's task; bo opening #/audit reads the server's
 //     refusal (403); a worker's token gets the token form; the admin's Audit
 //     page lists bo's creation and his job, newest first, and the Users page
@@ -404,12 +405,19 @@ async function main() {
     await openJob(boTab, boJob, 'bos-job');
     await boTab.click('button[data-action="cancel-job"]');
     await boTab.locator(`#tasks tr[data-task="${boJob}.0"][data-state="canceled"]`).waitFor();
+    // Canceled, his job offers Retry, which runs the task again.
+    await boTab.click('button[data-action="retry-job"]');
+    await boTab.locator(`#tasks tr[data-task="${boJob}.0"]:not([data-state="canceled"])`,
+      { hasText: 'retried by bo' }).waitFor();
+    if (await boTab.locator('button[data-action="retry-job"]').count() !== 0) {
+      throw new Error('Retry should go once nothing of the job is failed or canceled');
+    }
     // An admin's page typed into the address bar: the server's refusal.
     await boTab.evaluate(() => { window.location.hash = '#/audit'; });
     await boTab.locator('.error', { hasText: 'bo (user) may not GET /api/v1/audit: only admins may' })
       .waitFor();
     await boTab.close();
-    log('bo sees his job first, no drain, Cancel only on his own job, and cancels it; ' +
+    log('bo sees his job first, no drain, Cancel only on his own job, cancels it and retries it; ' +
       'the audit page shows him the server\'s refusal');
 
     // vi, a viewer: no job of hers, and no Cancel on the admin's.

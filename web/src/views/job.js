@@ -1,6 +1,7 @@
 // One job: its counts and progress, its tasks, the timeline (Gantt) with
-// the critical path from /api/v1/jobs/{id}/report, and a Cancel button for
-// those who may cancel it (session.js: admins, and the job's own user).
+// the critical path from /api/v1/jobs/{id}/report, and Cancel and Retry
+// buttons for those who may change it (session.js: admins, and the job's
+// own user); Retry shows while the job has failed or canceled tasks.
 // Without a report (an older server) the timeline comes from the tasks' own
 // times.
 // The server pages a job's tasks (src/server/paging.h): the table and the
@@ -53,6 +54,15 @@ export function jobView(el, [id]) {
     }
     r.poke();
   } }, 'Cancel job');
+  const retry = h('button', { 'data-action': 'retry-job', onclick: async () => {
+    try {
+      await api(`/api/v1/jobs/${id}/retry`, { method: 'POST' });
+      refused.textContent = '';
+    } catch (e) {
+      refused.textContent = `Retry: ${e.message}`;
+    }
+    r.poke();
+  } }, 'Retry failed tasks');
   replace(el, h('h2', {}, `Job ${id}`), head, refused, err,
     h('h3', {}, 'Timeline'), timeline,
     h('h3', {}, 'Tasks'), pager,
@@ -78,7 +88,9 @@ export function jobView(el, [id]) {
       rep && rep.makespan_s !== undefined
         ? h('p', { class: 'muted' }, `makespan ${seconds(rep.makespan_s)}; critical path `,
           (rep.critical_path || []).join(' → ') || '–') : null,
-      job.done || !mayChange(job.user) ? null : cancel);
+      job.done || !mayChange(job.user) ? null : cancel,
+      (job.counts.failed || 0) + (job.counts.canceled || 0) > 0 && mayChange(job.user)
+        ? retry : null);
     morph(body, job.tasks.map((t) => h('tr', { 'data-task': t.id, 'data-state': t.state },
       h('td', {}, h('a', { href: `#/tasks/${t.id}` }, t.id)),
       h('td', {}, t.group + (t.array_index ? `[${t.array_index}]` : '')),
