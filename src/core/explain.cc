@@ -1,6 +1,8 @@
 // Explain: why a task is where it is, in words a person can act on.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 
 #include "common/quantity.h"
 #include "core/scheduler_state.h"
@@ -25,6 +27,21 @@ std::string FormatUtcTime(int64_t us) {
          two(static_cast<unsigned>(ymd.month())) + "-" + two(static_cast<unsigned>(ymd.day())) +
          " " + two(hms.hours().count()) + ":" + two(hms.minutes().count()) + ":" +
          two(hms.seconds().count()) + " UTC";
+}
+
+// Two significant digits below 10, no trailing zeros: "12", "3.2", "1",
+// "0.25", "0.017", "0" (fair-share use in hours, shares).
+std::string TwoDigits(double v) {
+  if (v >= 10) return std::to_string(std::llround(v));
+  int decimals = 1;
+  while (decimals < 6 && v * std::pow(10.0, decimals) < 10) ++decimals;
+  if (v * std::pow(10.0, decimals) < 0.5) return "0";
+  char buf[32];
+  const auto end = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, decimals);
+  std::string out(buf, end.ptr);
+  while (out.back() == '0') out.pop_back();
+  if (out.back() == '.') out.pop_back();
+  return out;
 }
 
 // "3.1, 3.4".
@@ -181,6 +198,51 @@ std::string Shortest(const std::vector<const WorkerState*>& fit, const ResourceR
   return "no single worker has all of " + req.ToString() + " free";
 }
 
+// "a", "a and b", "a, b and c".
+std::string AndList(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    out += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
+  }
+  return out;
+}
+
+// "fair share: ana has used 3.2 CPU-h (share 1), bob 0.4 CPU-h goes first":
+// each party's use as the standings that order the queues give it
+// (standing x share, as of the last Tick), for `user` and for the users
+// `first` whose lower standing puts their tasks ahead (a group with a share
+// once, as "group lab"; the first three named). name_of(u): user u's name.
+template <typename NameOf>
+std::string FairShareNote(const FairShareBook& book, const TaskQueues& queues, NameOf name_of,
+                          uint32_t user, const std::vector<uint32_t>& first) {
+  const auto party_of = [&](uint32_t u) {
+    return u < book.user_count() ? std::make_pair(book.PartyOf(u), book.ShareOf(u))
+                                 : book.PartyFor(name_of(u));
+  };
+  const auto use = [&](uint32_t u, double share) {
+    return TwoDigits(queues.Standing(u) * share / 3600) + " CPU-h";
+  };
+  const auto [party, share] = party_of(user);
+  const std::string& name = name_of(user);
+  std::string note = "fair share: " + (party == name ? name : name + "'s group " + party) +
+                     " has used " + use(user, share) + " (share " + TwoDigits(share) + "), ";
+  std::vector<std::string> parties;  // "bob", "group lab"
+  std::vector<std::string> ahead;
+  for (uint32_t u : first) {
+    const auto [other, other_share] = party_of(u);
+    const std::string label = other == name_of(u) ? other : "group " + other;
+    if (std::find(parties.begin(), parties.end(), label) != parties.end()) continue;
+    parties.push_back(label);
+    ahead.push_back(label + " " + use(u, other_share) +
+                    (other_share != 1 ? " (share " + TwoDigits(other_share) + ")" : ""));
+  }
+  constexpr size_t kNamed = 3;
+  const size_t more = ahead.size() > kNamed ? ahead.size() - kNamed : 0;
+  ahead.resize(ahead.size() - more);
+  if (more > 0) ahead.push_back(std::to_string(more) + " more");
+  return note + AndList(ahead) + (parties.size() == 1 ? " goes first" : " go first");
+}
+
 }  // namespace
 
 Result<std::string> Scheduler::Explain(TaskId id) const {
@@ -279,17 +341,36 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
     return leaving;
   }
 
-  // Queue position among live entries of its class.
+  // Queue position among live entries of its class, and the users of its
+  // priority there whose lower fair-share standing puts them first.
   uint64_t ahead = 0;
+  std::vector<uint32_t> first_by_standing;
+  const double standing = s.queues.Standing(job.user);
   s.queues.ForEach(job.groups[t.group].cls, [&](const QueueEntry& e) {
     if (e.task == r) return false;
     const Task& other = s.task(e.task);
-    if (other.state == TaskState::kQueued &&
-        !other.flags.Any(TaskFlag::kBackoff | TaskFlag::kParked))
-      ++ahead;
+    if (other.state != TaskState::kQueued ||
+        other.flags.Any(TaskFlag::kBackoff | TaskFlag::kParked)) {
+      return true;
+    }
+    ++ahead;
+    const uint32_t user = s.jobs[e.task.job].user;
+    if (s.fair_share.enabled() && s.queues.Standing(user) < standing &&
+        s.SpecOf(e.task).priority == spec.priority &&
+        std::find(first_by_standing.begin(), first_by_standing.end(), user) ==
+            first_by_standing.end()) {
+      first_by_standing.push_back(user);
+    }
     return true;
   });
-  if (ahead > 0) return "behind " + Plural(ahead, "task", "tasks") + " of its class";
+  if (ahead > 0) {
+    std::string why = "behind " + Plural(ahead, "task", "tasks") + " of its class";
+    if (first_by_standing.empty()) return why;
+    const auto name_of = [&](uint32_t u) -> const std::string& {
+      return s.users[u].account.name();
+    };
+    return why + "; " + FairShareNote(s.fair_share, s.queues, name_of, job.user, first_by_standing);
+  }
 
   // Preemption (preemption.h): its victims are ending, or the only ones it
   // could have are cooling down.

@@ -53,5 +53,61 @@ TEST(ExplainTest, UnrunnableNamesTheGroupsNoWorkerCouldRun) {
   EXPECT_EQ(*c.scheduler().Unrunnable(1), std::vector<std::string>{"all workers are drained"});
 }
 
+// One core; alice's job 1 (three tasks) ran an hour before bob's job 2
+// arrives; with no half-life alice's hour stays whole.
+void AliceRanAnHourThenBobSubmits(TestCluster& c) {
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 3)).User("alice"));
+  c.Run(T(1, 0));
+  c.Advance(Seconds(3600));
+  c.Submit(JobBuilder(TaskBuilder()).User("bob"));
+  c.Advance(Seconds(1));  // the standings as of now
+}
+
+TEST(ExplainTest, NamesTheFairShareThatPutsAnotherUserFirst) {
+  SchedulerConfig config;
+  config.users.fair_share.half_life = Duration(0);
+  TestCluster c(config);
+  AliceRanAnHourThenBobSubmits(c);
+  EXPECT_EQ(*c.scheduler().Explain(T(1, 1)),
+            "behind 1 task of its class; fair share: alice has used 1 CPU-h (share 1), bob 0 "
+            "CPU-h goes first");
+  EXPECT_EQ(*c.scheduler().Explain(T(1, 2)),
+            "behind 2 tasks of its class; fair share: alice has used 1 CPU-h (share 1), bob 0 "
+            "CPU-h goes first");
+  // Bob's own task is first in its class: it waits for the core.
+  EXPECT_EQ(*c.scheduler().Explain(T(2, 0)), "needs 1 cpu, largest free is 0");
+}
+
+TEST(ExplainTest, NamesGroupsAndSharesAndOnlyUsersAheadByStanding) {
+  SchedulerConfig config;
+  config.users.fair_share.half_life = Duration(0);
+  config.users.groups["lab"] = {"bob", "cid"};
+  config.users.fair_share.shares["lab"] = 2;
+  config.users.fair_share.shares["alice"] = 4;
+  TestCluster c(config);
+  AliceRanAnHourThenBobSubmits(c);
+  c.Submit(JobBuilder(TaskBuilder()).User("cid"));  // job 3: the lab's, once
+  c.Submit(JobBuilder(TaskBuilder()).User("dan"));  // job 4
+  c.Advance(Seconds(1));
+  EXPECT_EQ(*c.scheduler().Explain(T(1, 1)),
+            "behind 3 tasks of its class; fair share: alice has used 1 CPU-h (share 4), group lab "
+            "0 CPU-h (share 2) and dan 0 CPU-h go first");
+  // cid is behind bob of the same party: by arrival, not by standing.
+  EXPECT_EQ(*c.scheduler().Explain(T(3, 0)), "behind 1 task of its class");
+  // A higher priority goes first whatever the standings.
+  c.Submit(JobBuilder(TaskBuilder().Priority(5)).User("alice"));  // job 5
+  c.Advance(Seconds(1));
+  EXPECT_EQ(*c.scheduler().Explain(T(2, 0)), "behind 1 task of its class");
+}
+
+TEST(ExplainTest, SaysNothingOfFairShareWhenItIsOff) {
+  SchedulerConfig config;
+  config.users.fair_share.enabled = false;
+  TestCluster c(config);
+  AliceRanAnHourThenBobSubmits(c);
+  EXPECT_EQ(*c.scheduler().Explain(T(2, 0)), "behind 2 tasks of its class");
+}
+
 }  // namespace
 }  // namespace drover::core

@@ -1,6 +1,7 @@
 // Fair share across users (issue 22): among equal priorities, the user
 // whose decayed use is smallest for their share goes first; use decays
-// with the half-life; a group with a share is one party.
+// with the half-life; a group with a share is one party; a restart rebuilds
+// the use from the journal.
 #include "core/fair_share.h"
 
 #include <gmock/gmock.h>
@@ -8,10 +9,12 @@
 
 #include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/scheduler.h"
 #include "core/task_queue.h"
+#include "core/testing/restore_check.h"
 #include "core/testing/test_cluster.h"
 
 namespace drover::core {
@@ -19,6 +22,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using testing::JobBuilder;
+using testing::RestoredFrom;
 using testing::T;
 using testing::TaskBuilder;
 using testing::TestCluster;
@@ -89,6 +93,32 @@ TEST(FairShareBookTest, StandingIsUseOverShareAndAGroupWithAShareIsOneParty) {
   book.Configure(policy);
   book.Standings(200 * 1000 * 1000, standings);
   EXPECT_THAT(standings, ElementsAre(0.0, 0.0, 0.0, 0.0));
+}
+
+TEST(FairShareBookTest, APastSpanAddsWhatHoldingItLiveChargedInAnyOrder) {
+  UserPolicy policy;
+  policy.fair_share.half_life = Seconds(3600);
+  policy.fair_share.gpu_weight = 4;
+  ResourceRequest gpu = Cpus(1);
+  gpu.gpus = 100;
+  // Live: ann holds 2 cores over [0, 1 h] and a GPU task over [30 min, 2 h].
+  FairShareBook live;
+  live.Configure(policy);
+  live.AddUser(0, "ann");
+  live.Hold(0, Cpus(2), 0);
+  live.Hold(0, gpu, kHour / 2);
+  live.Release(0, Cpus(2), kHour);
+  live.Release(0, gpu, 2 * kHour);
+  // Replayed: the same spans, the later one first.
+  FairShareBook replayed;
+  replayed.Configure(policy);
+  replayed.AddUser(0, "ann");
+  replayed.AddPast(0, gpu, kHour / 2, 2 * kHour);
+  replayed.AddPast(0, Cpus(2), 0, kHour);
+  replayed.AddPast(0, Cpus(2), kHour, kHour);  // empty: nothing
+  for (int64_t at : {2 * kHour, 5 * kHour}) {
+    EXPECT_NEAR(replayed.UseAt(0, at), live.UseAt(0, at), 1e-9 * live.UseAt(0, at));
+  }
 }
 
 // --- the queues ---------------------------------------------------------------
@@ -302,6 +332,243 @@ TEST(FairShareTest, PastUseFadesWithTheHalfLife) {
       c.Take(),
       ElementsAre("release 2.0#1 on w1 [lease:1:slot:2.0]", "state 2.0 running->succeeded #1",
                   "claim 4.0#1 on w1 [lease:1:slot:4.0]", "state 4.0 queued->assigned #1"));
+}
+
+// --- across a restart -----------------------------------------------------------
+
+// Every user's use, share and standing agree at `now`.
+void ExpectSameUse(const Scheduler& live, const Scheduler& restored, Time now) {
+  const std::vector<FairShareLine> a = live.FairShares(now);
+  const std::vector<FairShareLine> b = restored.FairShares(now);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].user, b[i].user);
+    EXPECT_GT(a[i].use_s, 0) << a[i].user;
+    EXPECT_NEAR(a[i].use_s, b[i].use_s, 1e-9 * a[i].use_s) << a[i].user;
+    EXPECT_NEAR(a[i].standing, b[i].standing, 1e-9 * a[i].standing) << a[i].user;
+    EXPECT_EQ(a[i].share, b[i].share) << a[i].user;
+  }
+}
+
+double UseOf(const Scheduler& s, const std::string& user, Time now) {
+  for (const FairShareLine& line : s.FairShares(now)) {
+    if (line.user == user) return line.use_s;
+  }
+  return -1;
+}
+
+// After the restart (or without one): alice, then bob, queue two one-core
+// tasks each, then a one-core worker joins; each task runs ten minutes.
+// The tasks in the order they were placed.
+std::vector<std::string> RunContended(Scheduler& s, Time now) {
+  Outbox out;
+  const JobId alice =
+      s.Submit(now, JobBuilder(TaskBuilder().Array(0, 2)).User("alice").Build(), out).value();
+  const JobId bob =
+      s.Submit(now, JobBuilder(TaskBuilder().Array(0, 2)).User("bob").Build(), out).value();
+  EXPECT_EQ(bob, alice + 1);
+  EXPECT_TRUE(s.Handle(now, WorkerJoined{9, WorkerBuilder().Cpus(1).Build()}, out).ok());
+  std::vector<std::string> order;
+  for (int round = 0; round < 8 && order.size() < 4; ++round) {
+    const Outbox commands = std::move(out);
+    out.clear();
+    for (const Command& c : commands) {
+      const auto* claim = std::get_if<ClaimLeases>(&c);
+      if (claim == nullptr) continue;
+      order.push_back(claim->task.ToString());
+      EXPECT_TRUE(s.Handle(now, LeaseGranted{claim->task, claim->attempt}, out).ok());
+      EXPECT_TRUE(s.Handle(now, TaskStarted{claim->task, claim->attempt}, out).ok());
+      now += Seconds(600);
+      EXPECT_TRUE(s.Handle(now, Tick{}, out).ok());
+      EXPECT_TRUE(s.Handle(now, TaskFinished{claim->task, claim->attempt, {}}, out).ok());
+    }
+  }
+  return order;
+}
+
+TEST(FairShareRestartTest, UseIsRebuiltFromTheJournalAndOrdersTheQueuesAsBefore) {
+  SchedulerConfig config;
+  config.users.fair_share.half_life = Seconds(3600);
+  config.users.fair_share.gpu_weight = 2;
+  TestCluster c(config);
+  c.AddWorker(WorkerBuilder().Cpus(4).Gpus(1));
+  const Time t0 = c.now();
+  c.Submit(JobBuilder(TaskBuilder().Gpus(1).Retries(1, Seconds(60))).User("alice"));  // 1.0
+  c.Submit(JobBuilder(TaskBuilder().Cpus(2).Array(0, 2)).User("bob"));  // 2.0 runs, 2.1 waits
+  c.Run(T(2, 0));
+  c.Advance(Seconds(20));  // 1.0 held, not started yet: it counts from its assignment
+  c.Run(T(1, 0));
+  c.Advance(Seconds(3600));
+  c.Finish(T(1, 0), 3);  // fails; its retry comes after a minute
+  c.Finish(T(2, 0));
+  c.Run(T(2, 1));
+  c.Advance(Seconds(60));
+  c.Run(T(1, 0));
+  c.Advance(Seconds(1800));
+  c.Finish(T(1, 0));
+  c.Finish(T(2, 1));
+  c.Advance(Seconds(600));
+  c.Handle(WorkerLost{1});  // the restarted server has no workers yet either
+  c.Take();
+
+  std::unique_ptr<Scheduler> from_journal = RestoredFrom(c.journal(), c.now(), config);
+  ASSERT_NE(from_journal, nullptr);
+  ExpectSameUse(c.scheduler(), *from_journal, c.now());
+  ExpectSameUse(c.scheduler(), *from_journal, c.now() + Seconds(7200));  // decays alike
+
+  // A compaction keeps no assignment time: alice's first 20 s (a core and
+  // a GPU at weight 2) are not counted after it.
+  std::unique_ptr<Scheduler> from_snapshot =
+      RestoredFrom(c.scheduler().Snapshot(), c.now(), config);
+  ASSERT_NE(from_snapshot, nullptr);
+  const double h = 3600;
+  const double since_gap =
+      static_cast<double>(ToMicros(c.now()) - ToMicros(t0 + Seconds(20))) / 1e6;
+  const double gap = 3 * h / std::log(2.0) * (1 - std::exp2(-20 / h)) * std::exp2(-since_gap / h);
+  EXPECT_NEAR(UseOf(*from_snapshot, "alice", c.now()), UseOf(c.scheduler(), "alice", c.now()) - gap,
+              1e-6);
+  EXPECT_NEAR(UseOf(*from_snapshot, "bob", c.now()), UseOf(c.scheduler(), "bob", c.now()), 1e-6);
+
+  // Alice used more: bob's tasks go first, with the restart as without.
+  const std::vector<std::string> live = RunContended(c.scheduler(), c.now());
+  EXPECT_THAT(live, ElementsAre("4.0", "4.1", "3.0", "3.1"));
+  EXPECT_EQ(RunContended(*from_journal, c.now()), live);
+  EXPECT_EQ(RunContended(*from_snapshot, c.now()), live);
+}
+
+TEST(FairShareRestartTest, WithoutAHalfLifeTheWholePastComesBack) {
+  SchedulerConfig config;
+  config.users.fair_share.half_life = Duration(0);
+  TestCluster c(config);
+  c.AddWorker(WorkerBuilder().Cpus(2));
+  c.Submit(JobBuilder(TaskBuilder().Array(0, 3)).User("alice"));  // 1.0, 1.1; 1.2 waits
+  c.Submit(JobBuilder(TaskBuilder()).User("bob"));                // 2.0 waits
+  c.Run(T(1, 0));
+  c.Run(T(1, 1));
+  c.Advance(Seconds(3600));
+  c.Finish(T(1, 0));  // bob's 2.0 takes the core
+  c.Run(T(2, 0));
+  c.Finish(T(1, 1));  // then 1.2
+  c.Run(T(1, 2));
+  c.Advance(Seconds(600));
+  c.Finish(T(1, 2));
+  c.Finish(T(2, 0));
+  c.Advance(Seconds(24 * 3600));  // a day later nothing has faded
+  c.Handle(WorkerLost{1});
+  c.Take();
+
+  // 2 h + 10 min of a core for alice, 10 min for bob, from either source.
+  for (const std::vector<Record>& records : {c.journal(), c.scheduler().Snapshot()}) {
+    std::unique_ptr<Scheduler> restored = RestoredFrom(records, c.now(), config);
+    ASSERT_NE(restored, nullptr);
+    ExpectSameUse(c.scheduler(), *restored, c.now());
+    EXPECT_DOUBLE_EQ(UseOf(*restored, "alice", c.now()), 7800.0);
+    EXPECT_DOUBLE_EQ(UseOf(*restored, "bob", c.now()), 600.0);
+  }
+  const std::vector<std::string> live = RunContended(c.scheduler(), c.now());
+  EXPECT_THAT(live, ElementsAre("4.0", "4.1", "3.0", "3.1"));
+  EXPECT_EQ(RunContended(*RestoredFrom(c.journal(), c.now(), config), c.now()), live);
+}
+
+TEST(FairShareRestartTest, AnAttemptRunningAcrossTheRestartCountsFromItsAssignment) {
+  SchedulerConfig config;
+  config.users.fair_share.half_life = Seconds(3600);
+  TestCluster c(config);
+  c.AddWorker(WorkerBuilder().Cpus(4));
+  c.Submit(JobBuilder(TaskBuilder().Cpus(3)).User("alice"));  // 1.0
+  c.Submit(JobBuilder(TaskBuilder()).User("bob"));            // 2.0
+  c.Advance(Seconds(30));
+  c.Run(T(1, 0));
+  c.Run(T(2, 0));
+  c.Advance(Seconds(600));
+  c.Finish(T(2, 0));
+  c.Advance(Seconds(1200));  // the server restarts while 1.0 runs
+  c.Take();
+
+  std::unique_ptr<Scheduler> restored = RestoredFrom(c.journal(), c.now(), config);
+  ASSERT_NE(restored, nullptr);
+  ExpectSameUse(c.scheduler(), *restored, c.now());
+  // The worker comes back with it: it holds on, and is charged, as live.
+  Outbox out;
+  ASSERT_TRUE(restored
+                  ->Handle(c.now(),
+                           WorkerAttached{1,
+                                          WorkerBuilder().Cpus(4).Build(),
+                                          {ReportedAttempt{T(1, 0), 1, {0, 1, 2}, {}}},
+                                          {}},
+                           out)
+                  .ok());
+  EXPECT_EQ(restored->GetTask(T(1, 0))->state, TaskState::kRunning);
+  c.Advance(Seconds(1800));
+  ASSERT_TRUE(restored->Handle(c.now(), Tick{}, out).ok());
+  ExpectSameUse(c.scheduler(), *restored, c.now());
+
+  // A snapshot's running attempt counts from its start, 30 s later.
+  std::unique_ptr<Scheduler> from_snapshot =
+      RestoredFrom(c.scheduler().Snapshot(), c.now(), config);
+  ASSERT_NE(from_snapshot, nullptr);
+  const double h = 3600;
+  const double since_gap = 600 + 1200 + 1800;
+  const double gap = 3 * h / std::log(2.0) * (1 - std::exp2(-30 / h)) * std::exp2(-since_gap / h);
+  EXPECT_NEAR(UseOf(*from_snapshot, "alice", c.now()), UseOf(c.scheduler(), "alice", c.now()) - gap,
+              1e-6);
+}
+
+TEST(FairShareRestartTest, ACompactionKeepsNoAssignmentTimeOfAnAttemptNotStarted) {
+  SchedulerConfig config;
+  config.users.fair_share.half_life = Duration(0);
+  config.start_timeout = Duration::zero();
+  TestCluster c(config);
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.Submit(JobBuilder(TaskBuilder()).User("alice"));
+  c.Reject(T(1, 0));  // queued again and assigned again at once (#2)
+  c.Advance(Seconds(600));
+  c.Take();
+  ASSERT_EQ(c.scheduler().GetTask(T(1, 0))->state, TaskState::kAssigned);
+
+  // The journal has the assignment's time; a snapshot has the task's
+  // reason there instead, and the attempt counts from the restart.
+  std::unique_ptr<Scheduler> from_journal = RestoredFrom(c.journal(), c.now(), config);
+  ASSERT_NE(from_journal, nullptr);
+  ExpectSameUse(c.scheduler(), *from_journal, c.now());
+  EXPECT_DOUBLE_EQ(UseOf(*from_journal, "alice", c.now()), 600.0);
+  std::unique_ptr<Scheduler> from_snapshot =
+      RestoredFrom(c.scheduler().Snapshot(), c.now(), config);
+  ASSERT_NE(from_snapshot, nullptr);
+  EXPECT_EQ(UseOf(*from_snapshot, "alice", c.now()), 0.0);
+  EXPECT_DOUBLE_EQ(UseOf(*from_snapshot, "alice", c.now() + Seconds(60)), 60.0);
+}
+
+TEST(FairShareRestartTest, ACompactionCountsARerunSuccessForItsMeasuredRun) {
+  // prep succeeds after an hour, its worker is lost two hours later and
+  // it is to run again for its dependent: the snapshot keeps the rerun's
+  // time as its attempt's end, not the success's.
+  SchedulerConfig config;
+  config.users.fair_share.half_life = Duration(0);
+  TestCluster c(config);
+  c.AddWorker(WorkerBuilder().Cpus(1).Label("at", "a"));
+  c.Submit(JobBuilder()
+               .Add(TaskBuilder("prep").Label("at", "a"))
+               .Add(TaskBuilder("use").Label("at", "b").DependsOn("prep"))
+               .User("alice"));
+  c.Run(T(1, 0));
+  c.Advance(Seconds(3600));
+  TaskOutcome made;
+  made.outputs = {OutputFile{"train.csv", 1 << 20, std::string(64, 'a')}};
+  made.usage.wall = Seconds(3600);
+  c.FinishWith(T(1, 0), made);
+  c.Advance(Seconds(7200));
+  c.Handle(WorkerLost{1});
+  c.Advance(Seconds(60));  // past the lease bound: rerun
+  c.Take();
+  ASSERT_EQ(c.scheduler().GetTask(T(1, 0))->reason, "rerun: outputs lost with worker 1");
+
+  for (const std::vector<Record>& records : {c.journal(), c.scheduler().Snapshot()}) {
+    std::unique_ptr<Scheduler> restored = RestoredFrom(records, c.now(), config);
+    ASSERT_NE(restored, nullptr);
+    ExpectSameUse(c.scheduler(), *restored, c.now());
+    EXPECT_DOUBLE_EQ(UseOf(*restored, "alice", c.now()), 3600.0);
+  }
 }
 
 }  // namespace

@@ -46,6 +46,7 @@ Status Scheduler::Restore(const Record& record) {
                      !IsTerminal(r.state) && r.attempt == t.attempt) {
             s.NoteRetriedAttempt(ref);  // RetryJob
           }
+          s.ReplayUse(ref, r);  // fair share: the attempt's use, before r changes t
           const TaskState before = t.state;
           t.state = r.state;
           t.attempt = static_cast<uint16_t>(r.attempt);
@@ -223,6 +224,7 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
     s.adoption.settle_until_us = s.now_us + s.config.restore_settle.count();
   }
   s.adoption.expected_workers.clear();
+  s.FinishReplayUse();
   s.RecountQueued();
   s.Dispatch();
   s.out = nullptr;

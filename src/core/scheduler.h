@@ -40,6 +40,7 @@
 #include "common/time.h"
 #include "core/commands.h"
 #include "core/events.h"
+#include "core/fair_share_report.h"
 #include "core/placement.h"
 #include "core/queries.h"
 #include "core/quota_report.h"
@@ -243,7 +244,9 @@ class Scheduler {
   // Why the task is where it is, for people: for a queued task the first
   // thing that keeps it from running, e.g. "no worker offers gpu_type A100",
   // "needs 2 GPUs, largest free is 1", "quota: gpus 8/8 for u1",
-  // "held back: reservation for 12.7", "behind 5 tasks of its class",
+  // "held back: reservation for 12.7", "behind 5 tasks of its class" (and,
+  // when users of its priority go first by fair share, "; fair share: ana
+  // has used 3.2 CPU-h (share 1), bob 0.4 CPU-h goes first"),
   // "preempting 3.1, 3.4 on worker 2" (its victims are ending), "would
   // preempt 3.1, in cool-down until 2026-05-04 14:32:05 UTC" (its only
   // possible victims were preempted too often lately), "held back:
@@ -255,6 +258,9 @@ class Scheduler {
   // Each user's and group's quota limits and what they hold and queue now
   // (quota_report.h).
   QuotaReport Quotas() const;
+  // Every user's fair-share use decayed to `now` (or the latest event, if
+  // later), share and standing (fair_share_report.h), by name.
+  std::vector<FairShareLine> FairShares(Time now) const;
 
   // What no worker attached now could ever run, for the job's submitter:
   // one line per task group whose request no live worker offers (e.g.

@@ -445,6 +445,13 @@ struct Scheduler::State {
   // Every user's standing as of now, into the queues' order.
   void UpdateStandings();
   void SyncFairShareUsers();
+  // Restore: rebuilds use from the task records (fair_share.h, "Restarts").
+  // ReplayUse reads `record` before it changes task r: an assignment or
+  // start notes since when the attempt holds, its end charges the span
+  // (AddPast). FinishReplayUse charges the attempts still held up to now
+  // and sets the standings.
+  void ReplayUse(TaskRef r, const TaskRecord& record);
+  void FinishReplayUse();
   // --- quotas (quotas.cc) ---
   // A new user's account: its quota and its groups from config.users.
   UserAccount AccountFor(const std::string& name);
