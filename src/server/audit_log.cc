@@ -11,6 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "net/event_loop.h"
+
 namespace drover::server {
 
 using json = nlohmann::json;
@@ -39,7 +41,14 @@ std::optional<AuditEntry> ParseLine(const std::string& line) {
 
 }  // namespace
 
-Result<std::unique_ptr<AuditLog>> AuditLog::Open(std::string path) {
+AuditLog::AuditLog(std::string path, UniqueFd fd, uint64_t seq, net::EventLoop* loop)
+    : path_(std::move(path)), fd_(std::move(fd)), seq_(seq) {
+  if (loop != nullptr) sync_timer_ = std::make_unique<net::Timer>(*loop);
+}
+
+AuditLog::~AuditLog() = default;
+
+Result<std::unique_ptr<AuditLog>> AuditLog::Open(std::string path, net::EventLoop* loop) {
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (!fd.valid())
     return Internal("cannot open the audit log " + path + ": " + std::strerror(errno));
@@ -72,7 +81,7 @@ Result<std::unique_ptr<AuditLog>> AuditLog::Open(std::string path) {
         return Internal("cannot write " + path + ": " + std::strerror(errno));
     }
   }
-  return std::unique_ptr<AuditLog>(new AuditLog(std::move(path), std::move(fd), seq));
+  return std::unique_ptr<AuditLog>(new AuditLog(std::move(path), std::move(fd), seq, loop));
 }
 
 void AuditLog::Append(AuditEntry e) {
@@ -92,6 +101,9 @@ void AuditLog::Append(AuditEntry e) {
   }
   seq_ = e.seq;
   dirty_ = true;
+  // Armed once per unsynced batch, not per entry: a steady trickle of writes
+  // must not put the sync off.
+  if (sync_timer_ && !sync_timer_->armed()) sync_timer_->ArmAfter(kSyncPeriod, [this] { Sync(); });
 }
 
 void AuditLog::Sync() {
@@ -100,7 +112,9 @@ void AuditLog::Sync() {
   if (fdatasync(fd_.fd()) != 0) {
     ++write_errors_;
     spdlog::error("audit log {}: fdatasync: {}", path_, std::strerror(errno));
+    return;
   }
+  synced_seq_ = seq_;
 }
 
 Result<std::vector<AuditEntry>> AuditLog::Read(const AuditQuery& q) const {

@@ -109,7 +109,6 @@ struct ServerShell::Parts : CommandSink {
   std::unique_ptr<AllocManager> allocs;
   std::unique_ptr<UserBook> users;
   std::unique_ptr<AuditLog> audit;
-  std::unique_ptr<net::Timer> audit_sync;
   std::unique_ptr<Access> access;
   std::unique_ptr<net::Server> server;
   // Claimed first thing, handed to `server` once it exists.
@@ -270,8 +269,7 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   }
   ASSIGN_OR_RETURN(p->users,
                    UserBook::Open(dir + "/users.json", first_admin, p->token, p->clock.Now()));
-  ASSIGN_OR_RETURN(p->audit, AuditLog::Open(dir + "/audit.log"));
-  p->audit_sync = std::make_unique<net::Timer>(loop);
+  ASSIGN_OR_RETURN(p->audit, AuditLog::Open(dir + "/audit.log", &loop));
   AccessOptions access;
   access.hide_others = cfg.hide_others;
   access.owner_of = [sched = p->scheduler.get()](JobId job) -> std::optional<std::string> {
@@ -296,9 +294,6 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
     // person's write.
     if (r.identity && r.identity->role == net::Role::kWorker && answer.status < 400) return;
     parts->audit->Append(AuditEntryFor(r, answer, parts->clock.Now()));
-    if (!parts->audit_sync->armed()) {
-      parts->audit_sync->ArmAfter(Seconds(1), [parts] { parts->audit->Sync(); });
-    }
   };
   p->server = std::make_unique<net::Server>(loop, sopts);
   if (p->local_socket) {

@@ -7,6 +7,7 @@
 #include "net/json_text.h"
 #include "proto/api_json.h"
 #include "server/rest_api.h"
+#include "server/user_requests.h"
 
 namespace drover::server {
 
@@ -20,30 +21,6 @@ net::Response Json(const json& j, int status = 200) {
 
 json TokenAnswer(const std::string& name, net::Role role, const std::string& token) {
   return {{"name", name}, {"role", std::string(net::RoleName(role))}, {"token", token}};
-}
-
-// A body {"name": "...", "role": "..."}; errors name the field.
-Status ParseNewUser(const std::string& body, std::string* name, net::Role* role) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    return InvalidArgument("expected a JSON object {\"name\", \"role\"}");
-  for (const auto& [key, value] : j.items()) {
-    if (key != "name" && key != "role")
-      return InvalidArgument("unknown field \"" + key + "\" (name, role)");
-  }
-  if (!j.contains("name") || !j["name"].is_string())
-    return InvalidArgument("\"name\" must be text");
-  *name = j["name"].get<std::string>();
-  std::string role_text = "user";
-  if (j.contains("role")) {
-    if (!j["role"].is_string()) return InvalidArgument("\"role\" must be text");
-    role_text = j["role"].get<std::string>();
-  }
-  std::optional<net::Role> r = net::ParseRole(role_text);
-  if (!r)
-    return InvalidArgument("role \"" + role_text + "\": expected admin, user, viewer or worker");
-  *role = *r;
-  return Status::Ok();
 }
 
 }  // namespace
@@ -109,15 +86,13 @@ void AddUserRoutes(net::Server& server, UserBook& users, AuditLog& audit, Clock&
   });
   server.Route("POST", "/api/v1/users",
                [&users, &clock](const net::Request& r, net::Responder done) {
-                 std::string name;
-                 net::Role role = net::Role::kUser;
-                 if (Status s = ParseNewUser(r.body, &name, &role); !s.ok())
-                   return done(ApiError(s));
-                 Result<std::string> token = users.Add(name, role, clock.Now());
+                 Result<UserAddRequest> add = ParseUserAddRequest(r.body);
+                 if (!add.ok()) return done(ApiError(add.status()));
+                 Result<std::string> token = users.Add(add->name, add->role, clock.Now());
                  if (!token.ok()) return done(ApiError(token.status()));
-                 spdlog::info("user {} added with role {} by {}", name, net::RoleName(role),
-                              r.identity ? r.identity->name : "");
-                 done(Json(TokenAnswer(name, role, *token)));
+                 spdlog::info("user {} added with role {} by {}", add->name,
+                              net::RoleName(add->role), r.identity ? r.identity->name : "");
+                 done(Json(TokenAnswer(add->name, add->role, *token)));
                });
   server.Route("POST", "/api/v1/users/{name}/rotate",
                [&users, &clock, &server](const net::Request& r, net::Responder done) {
@@ -145,26 +120,9 @@ void AddUserRoutes(net::Server& server, UserBook& users, AuditLog& audit, Clock&
                  done(Json({{"name", name}, {"revoked", true}, {"closed", closed}}));
                });
   server.Route("GET", "/api/v1/audit", [&audit](const net::Request& r, net::Responder done) {
-    AuditQuery q;
-    auto number = [&](const char* key, uint64_t* out) -> Status {
-      auto it = r.query.find(key);
-      if (it == r.query.end()) return Status::Ok();
-      const std::string& v = it->second;
-      if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) {
-        return InvalidArgument(std::string(key) + ": expected a number, got \"" +
-                               net::Printable(v) + "\"");
-      }
-      *out = std::stoull(v);
-      return Status::Ok();
-    };
-    uint64_t limit = q.limit, since_us = 0;
-    if (Status s = number("after", &q.after_seq); !s.ok()) return done(ApiError(s));
-    if (Status s = number("limit", &limit); !s.ok()) return done(ApiError(s));
-    if (Status s = number("since_us", &since_us); !s.ok()) return done(ApiError(s));
-    q.limit = static_cast<size_t>(std::min<uint64_t>(limit, 100000));
-    if (since_us > 0) q.since = TimeFromMicros(static_cast<int64_t>(since_us));
-    if (auto it = r.query.find("user"); it != r.query.end()) q.user = it->second;
-    Result<std::vector<AuditEntry>> entries = audit.Read(q);
+    Result<AuditQuery> q = ParseAuditQuery(r.query);
+    if (!q.ok()) return done(ApiError(q.status()));
+    Result<std::vector<AuditEntry>> entries = audit.Read(*q);
     if (!entries.ok()) return done(ApiError(entries.status()));
     json list = json::array();
     for (const AuditEntry& e : *entries) {

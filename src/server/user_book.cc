@@ -1,14 +1,12 @@
 #include "server/user_book.h"
 
-#include <nlohmann/json.hpp>
+#include <filesystem>
 
 #include "net/private_file.h"
 #include "net/sha256.h"
 #include "net/token.h"
 
 namespace drover::server {
-
-using json = nlohmann::json;
 
 namespace {
 
@@ -18,92 +16,31 @@ std::string HashOf(std::string_view token) {
   return h.HexDigest();
 }
 
-// Times are kept as microseconds since the epoch ("created_us").
-Result<Time> ParseTimeField(const json& j, const char* key, const std::string& where) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer()) {
-    return InvalidArgument(where + ": \"" + key + "\" must be microseconds since the epoch");
-  }
-  return TimeFromMicros(it->get<int64_t>());
-}
-
 }  // namespace
-
-std::string UserBook::CheckName(std::string_view name) {
-  auto bad = [&] {
-    return "user name \"" + std::string(name.substr(0, 64)) +
-           "\" is not valid: a lower-case letter or '_', then up to 31 of a-z, 0-9, '_', '-', '.'";
-  };
-  if (name.empty() || name.size() > 32) return bad();
-  if (!(name[0] == '_' || (name[0] >= 'a' && name[0] <= 'z'))) return bad();
-  for (char c : name) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.')) {
-      return bad();
-    }
-  }
-  return "";
-}
 
 Result<std::unique_ptr<UserBook>> UserBook::Open(std::string path, const std::string& first_admin,
                                                  const std::string& cluster_token, Time now) {
   std::unique_ptr<UserBook> book(new UserBook(path));
   if (!net::PathExists(path)) {
     std::string name = first_admin;
-    if (!CheckName(name).empty()) name = "admin";
+    if (!CheckUserName(name).empty()) name = "admin";
     Entry e;
     e.name = name;
     e.role = net::Role::kAdmin;
     e.token_sha256 = HashOf(cluster_token);
     e.created = e.changed = now;
-    std::map<std::string, Entry> first;
+    UserMap first;
     first[name] = std::move(e);
     RETURN_IF_ERROR(book->Commit(std::move(first)));
     return book;
   }
+  // A file past the limit is refused unread: reading it could take all memory.
+  std::error_code size_error;
+  const uintmax_t bytes = std::filesystem::file_size(path, size_error);
+  if (!size_error) RETURN_IF_ERROR(CheckUsersFileSize(bytes, path));
   ASSIGN_OR_RETURN(std::string text, net::ReadWholeFile(path));
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object() || !doc.contains("users") ||
-      !doc["users"].is_array()) {
-    return InvalidArgument(path + ": not a users file (expected {\"users\": [...]})");
-  }
-  size_t admins = 0;
-  for (size_t i = 0; i < doc["users"].size(); ++i) {
-    const json& u = doc["users"][i];
-    const std::string where = path + ": users[" + std::to_string(i) + "]";
-    if (!u.is_object()) return InvalidArgument(where + ": expected an object");
-    Entry e;
-    if (!u.contains("name") || !u["name"].is_string())
-      return InvalidArgument(where + ": \"name\" must be text");
-    e.name = u["name"].get<std::string>();
-    if (std::string why = CheckName(e.name); !why.empty())
-      return InvalidArgument(where + ": " + why);
-    if (!u.contains("role") || !u["role"].is_string() ||
-        !net::ParseRole(u["role"].get<std::string>())) {
-      return InvalidArgument(where + ": \"role\" must be admin, user, viewer or worker");
-    }
-    e.role = *net::ParseRole(u["role"].get<std::string>());
-    e.revoked = u.value("revoked", false);
-    if (!e.revoked) {
-      if (!u.contains("token_sha256") || !u["token_sha256"].is_string() ||
-          !net::IsSha256Hex(u["token_sha256"].get<std::string>())) {
-        return InvalidArgument(where + ": \"token_sha256\" must be 64 lower-case hex digits");
-      }
-      e.token_sha256 = u["token_sha256"].get<std::string>();
-      if (e.role == net::Role::kAdmin) ++admins;
-    }
-    ASSIGN_OR_RETURN(e.created, ParseTimeField(u, "created_us", where));
-    ASSIGN_OR_RETURN(e.changed, ParseTimeField(u, "changed_us", where));
-    if (book->users_.count(e.name) > 0)
-      return InvalidArgument(where + ": user " + e.name + " is named twice");
-    book->users_[e.name] = std::move(e);
-  }
-  if (admins == 0) return InvalidArgument(path + ": no admin that is not revoked");
+  ASSIGN_OR_RETURN(book->users_, ParseUsersFile(text, path));
   book->Reindex();
-  // Each active user is one entry of the index unless two share a hash.
-  size_t active = 0;
-  for (const auto& [name, e] : book->users_) active += !e.revoked;
-  if (book->by_hash_.size() != active)
-    return InvalidArgument(path + ": two users have the same token");
   return book;
 }
 
@@ -114,18 +51,8 @@ void UserBook::Reindex() {
   }
 }
 
-Status UserBook::Commit(std::map<std::string, Entry> next) {
-  json list = json::array();
-  for (const auto& [name, e] : next) {
-    json u = {{"name", e.name},
-              {"role", std::string(net::RoleName(e.role))},
-              {"created_us", ToMicros(e.created)},
-              {"changed_us", ToMicros(e.changed)},
-              {"revoked", e.revoked}};
-    if (!e.revoked) u["token_sha256"] = e.token_sha256;
-    list.push_back(std::move(u));
-  }
-  RETURN_IF_ERROR(net::WritePrivateFile(path_, json{{"users", std::move(list)}}.dump(1) + "\n"));
+Status UserBook::Commit(UserMap next) {
+  RETURN_IF_ERROR(net::WritePrivateFile(path_, UsersFileText(next)));
   users_ = std::move(next);
   Reindex();
   return Status::Ok();
@@ -140,14 +67,18 @@ std::optional<net::Identity> UserBook::Authenticate(std::string_view token) cons
 }
 
 Result<std::string> UserBook::Add(const std::string& name, net::Role role, Time now) {
-  if (std::string why = CheckName(name); !why.empty()) return InvalidArgument(why);
+  if (std::string why = CheckUserName(name); !why.empty()) return InvalidArgument(why);
   auto it = users_.find(name);
   if (it != users_.end() && !it->second.revoked) {
     return AlreadyExists("user " + name + " exists (drover user rotate " + name +
                          " gives a new token)");
   }
+  if (it == users_.end() && users_.size() >= kMaxUsers) {
+    return FailedPrecondition("the server has the most users it may have (" +
+                              std::to_string(kMaxUsers) + ", revoked ones included)");
+  }
   ASSIGN_OR_RETURN(std::string token, net::GenerateToken());
-  std::map<std::string, Entry> next = users_;
+  UserMap next = users_;
   Entry& e = next[name];
   if (it == users_.end()) e.created = now;
   e.name = name;
@@ -171,7 +102,7 @@ Status UserBook::Revoke(const std::string& name, Time now) {
                                 name);
     }
   }
-  std::map<std::string, Entry> next = users_;
+  UserMap next = users_;
   Entry& e = next[name];
   e.revoked = true;
   e.token_sha256.clear();
@@ -187,7 +118,7 @@ Result<std::string> UserBook::Rotate(const std::string& name, Time now) {
                               " makes it again)");
   }
   ASSIGN_OR_RETURN(std::string token, net::GenerateToken());
-  std::map<std::string, Entry> next = users_;
+  UserMap next = users_;
   Entry& e = next[name];
   e.token_sha256 = HashOf(token);
   e.changed = now;

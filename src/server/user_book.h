@@ -2,13 +2,10 @@
 // roles in net/identity.h). Requests are authenticated against it
 // (Authenticate, ServerOptions::authenticate).
 //
-// File: <state_dir>/users.json, mode 0600, rewritten whole (atomically,
-// net::WritePrivateFile) at every change, before the change takes effect in
-// memory: a change that cannot be written (a full disk) is refused and
-// changes nothing.
-//
-//   {"users":[{"name":"ana","role":"user","token_sha256":"<64 hex>",
-//              "created_us":1764738600000000,"changed_us":...,"revoked":false}]}
+// File: <state_dir>/users.json, mode 0600 (its text: server/users_file.h),
+// rewritten whole (atomically, net::WritePrivateFile) at every change,
+// before the change takes effect in memory: a change that cannot be written
+// (a full disk) is refused and changes nothing.
 //
 // Tokens are 256 random bits written as 64 hex digits, like the cluster
 // token; only their SHA-256 is kept, and a presented token is looked up by
@@ -39,23 +36,18 @@
 #include "common/status.h"
 #include "common/time.h"
 #include "net/identity.h"
+#include "server/users_file.h"
 
 namespace drover::server {
 
 class UserBook {
  public:
-  struct Entry {
-    std::string name;
-    net::Role role = net::Role::kUser;
-    std::string token_sha256;  // empty once revoked
-    Time created;
-    Time changed;  // the last add, rotate or revoke
-    bool revoked = false;
-  };
+  using Entry = UserEntry;
 
   // Reads `path`, or makes it with the first admin when it does not exist.
-  // Errors: a file that is not a users file as above (naming the path and
-  // what is wrong), or one that cannot be written.
+  // Errors: a file that is not a users file (ParseUsersFile: naming the
+  // path, the entry and what is wrong), or one that cannot be read or
+  // written.
   static Result<std::unique_ptr<UserBook>> Open(std::string path, const std::string& first_admin,
                                                 const std::string& cluster_token, Time now);
 
@@ -63,7 +55,8 @@ class UserBook {
   std::optional<net::Identity> Authenticate(std::string_view token) const;
 
   // A new user (or a revoked one made again), and its token. Errors:
-  // InvalidArgument for a bad name, AlreadyExists for an active user.
+  // InvalidArgument for a bad name, AlreadyExists for an active user,
+  // FailedPrecondition for a new name when the book holds kMaxUsers.
   Result<std::string> Add(const std::string& name, net::Role role, Time now);
   // Ends the user's token at once. Errors: NotFound; FailedPrecondition for
   // the last admin or a user already revoked.
@@ -76,17 +69,14 @@ class UserBook {
   std::vector<Entry> List() const;  // by name
   const std::string& path() const { return path_; }
 
-  // "" when `name` may name a user, else why not.
-  static std::string CheckName(std::string_view name);
-
  private:
   UserBook(std::string path) : path_(std::move(path)) {}
   // Writes `next` to the file, then makes it the book.
-  Status Commit(std::map<std::string, Entry> next);
+  Status Commit(UserMap next);
   void Reindex();
 
   std::string path_;
-  std::map<std::string, Entry> users_;                       // by name
+  UserMap users_;                                            // by name
   std::map<std::string, std::string, std::less<>> by_hash_;  // token hash -> name (active only)
 };
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -95,6 +96,35 @@ TEST(UserBookTest, AFileThatIsNotAUsersFileIsRefusedNamingIt) {
   book = UserBook::Open(path, "root", kCluster, Time{});
   ASSERT_FALSE(book.ok());
   EXPECT_NE(book.status().message().find("not a users file"), std::string::npos);
+}
+
+TEST(UserBookTest, RefusesAFilePastTheLimitUnreadAndANewUserPastTheMost) {
+  TempDir dir;
+  const std::string path = dir.path() + "/users.json";
+  // Sparse: refused by its size, unread.
+  std::ofstream(path).close();
+  ASSERT_EQ(truncate(path.c_str(), kMaxUsersFileBytes + 1), 0);
+  auto book = UserBook::Open(path, "root", kCluster, Time{});
+  ASSERT_FALSE(book.ok());
+  EXPECT_EQ(book.status().message(), path + ": " + std::to_string(kMaxUsersFileBytes + 1) +
+                                         " bytes, more than a users file may have (" +
+                                         std::to_string(kMaxUsersFileBytes) + ")");
+
+  UserMap full;  // every other one revoked
+  for (size_t i = 0; i < kMaxUsers; ++i) {
+    const std::string n = std::to_string(i);
+    UserEntry& e = full["u" + n];
+    e.name = "u" + n;
+    e.role = i == 0 ? Role::kAdmin : Role::kUser;
+    e.revoked = i % 2 == 1;
+    if (!e.revoked) e.token_sha256 = std::string(64 - n.size(), 'f') + n;
+  }
+  ASSERT_TRUE(net::WritePrivateFile(path, UsersFileText(full)).ok());
+  book = UserBook::Open(path, "root", kCluster, Time{});
+  ASSERT_TRUE(book.ok()) << book.status().ToString();
+  EXPECT_EQ((*book)->Add("ana", Role::kUser, Time{}).status().code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_TRUE((*book)->Add("u1", Role::kUser, Time{}).ok());  // made again: not a new user
 }
 
 TEST(UserBookTest, AChangeThatCannotBeWrittenChangesNothing) {
