@@ -1,6 +1,7 @@
 #include "core_sim/sim_driver.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <type_traits>
 
@@ -317,6 +318,22 @@ void SimDriver::CheckRestore() {
   std::unique_ptr<core::Scheduler> from_snapshot =
       core::testing::RestoredFrom(scheduler_->Snapshot(), clock_.Now(), config, &error);
   if (!from_snapshot) return Fail("the snapshot does not restore: " + error);
+  // Fair-share use comes back from the journal as the live core charged it
+  // (a snapshot keeps no assignment times, so only the journal is exact).
+  const std::vector<core::FairShareLine> live = scheduler_->FairShares(clock_.Now());
+  const std::vector<core::FairShareLine> back = from_journal->FairShares(clock_.Now());
+  if (live.size() != back.size()) {
+    return Fail("the journal restores " + std::to_string(back.size()) + " fair-share users, live " +
+                std::to_string(live.size()));
+  }
+  for (size_t i = 0; i < live.size(); ++i) {
+    if (live[i].user != back[i].user ||
+        std::abs(live[i].use_s - back[i].use_s) > 1e-6 * std::max(1.0, live[i].use_s)) {
+      return Fail("fair-share use of " + live[i].user + " restored from the journal is " +
+                  std::to_string(back[i].use_s) + " (" + back[i].user + "), live " +
+                  std::to_string(live[i].use_s));
+    }
+  }
   const std::string diff = core::testing::FirstDifference(*from_journal, *from_snapshot);
   if (diff.empty()) return;
   // The differing task's records, from the journal and from the snapshot.
