@@ -97,6 +97,8 @@ Status UseRedis(const RedisFlags& redis, server::ServerConfig& config) {
   standby.port = config.port;
   standby.tls = config.tls;
   standby.cert_dir = config.state_dir;
+  standby.users_file = config.state_dir + "/users.json";
+  standby.hide_others = config.hide_others;
   standby.scheduler = config.scheduler;
   standby.version = server::kServerVersion;
   config.open_store = [options, standby, down = redis.stepped_down](

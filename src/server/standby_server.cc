@@ -1,17 +1,22 @@
 #include "server/standby_server.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <array>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "net/json_text.h"
+#include "net/private_file.h"
 #include "net/server.h"
+#include "net/sha256.h"
 #include "proto/api_json.h"
 #include "proto/messages.h"
 #include "proto/record_codec.h"
+#include "server/access.h"
 #include "server/rest_api.h"
+#include "server/users_file.h"
 
 namespace drover::server {
 
@@ -111,6 +116,46 @@ struct StandbyServer::State {
     return true;
   }
 
+  // The users file again when its size or modification time changed since
+  // the last read; one that does not parse keeps the users read before
+  // (the leader writes it whole, by rename, so a half-written one is rare).
+  void ReloadUsers() {
+    struct stat st {};
+    if (::stat(options.users_file.c_str(), &st) != 0) return;
+    const int64_t mtime_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+    if (users_read && mtime_ns == users_mtime_ns && st.st_size == users_size) return;
+    Status ok = CheckUsersFileSize(static_cast<uint64_t>(st.st_size), options.users_file);
+    Result<std::string> text =
+        ok.ok() ? net::ReadWholeFile(options.users_file) : Result<std::string>(ok);
+    Result<UserMap> parsed =
+        text.ok() ? ParseUsersFile(*text, options.users_file) : Result<UserMap>(text.status());
+    if (!parsed.ok()) {
+      spdlog::warn("standby: keeping the users read before: {}", parsed.status().ToString());
+      return;
+    }
+    by_hash.clear();
+    for (const auto& [name, user] : *parsed) {
+      if (!user.revoked) by_hash[user.token_sha256] = net::Identity{user.name, user.role};
+    }
+    users_read = true;
+    users_mtime_ns = mtime_ns;
+    users_size = st.st_size;
+  }
+
+  std::optional<net::Identity> Authenticate(std::string_view token) {
+    ReloadUsers();
+    if (!users_read) {
+      if (!token.empty() && token == options.token) return net::Identity{"", net::Role::kAdmin};
+      return std::nullopt;
+    }
+    if (token.size() != 64) return std::nullopt;
+    net::Sha256 h;
+    h.Update(token);
+    auto it = by_hash.find(h.HexDigest());
+    if (it == by_hash.end()) return std::nullopt;
+    return it->second;
+  }
+
   void RefuseSession(const std::shared_ptr<net::WsSession>& session) {
     proto::Error error{"unavailable", StandbyMessage(), leader};
     session->OnText([](std::string) {});
@@ -137,6 +182,12 @@ struct StandbyServer::State {
   std::string last_error;
   uint64_t rebuilds = 0;
   bool stopped = false;
+  // Users (StandbyOptions::users_file): identity by token hash, as read.
+  std::map<std::string, net::Identity> by_hash;
+  bool users_read = false;
+  int64_t users_mtime_ns = 0;
+  int64_t users_size = 0;
+  std::unique_ptr<Access> access;
 };
 
 std::string StandbyServer::LeaderAddress(const std::string& owner) {
@@ -159,6 +210,20 @@ Result<std::unique_ptr<StandbyServer>> StandbyServer::Start(net::EventLoop& loop
   sopts.tls = s->options.tls;
   sopts.cert_dir = s->options.cert_dir;
   sopts.token = s->options.token;
+  if (!s->options.users_file.empty()) {
+    // As the leader: a token is a user's, and the access rules apply (a
+    // standby serves reads only; writes are sent to the leader).
+    AccessOptions access;
+    access.hide_others = s->options.hide_others;
+    access.owner_of = [s](JobId job) -> std::optional<std::string> {
+      Result<core::JobInfo> info = s->view->GetJob(job);
+      if (!info.ok()) return std::nullopt;
+      return info->user;
+    };
+    s->access = std::make_unique<Access>(std::move(access));
+    sopts.authenticate = [s](std::string_view token) { return s->Authenticate(token); };
+    sopts.authorize = [s](const net::Request& r) { return s->access->Authorize(r); };
+  }
   s->server = std::make_unique<net::Server>(loop, sopts);
   net::Server& server = *s->server;
 
@@ -186,7 +251,7 @@ Result<std::unique_ptr<StandbyServer>> StandbyServer::Start(net::EventLoop& loop
   }
   AddStateReadRoutes(
       server, [s]() -> const core::Scheduler& { return *s->view; },
-      [s](net::Handler h) { return s->Checked(std::move(h)); }, /*explain=*/false);
+      [s](net::Handler h) { return s->Checked(std::move(h)); }, /*explain=*/false, s->access.get());
   server.Route("GET", "/api/v1/workers",
                s->Checked([s](const net::Request& request, net::Responder done) {
                  if (s->workers.empty()) return done(s->Redirect(request));

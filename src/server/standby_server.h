@@ -60,6 +60,12 @@ struct StandbyOptions {
   bool tls = true;
   std::string cert_dir;  // the state directory: server.crt / server.key
   std::string token;     // the cluster token (required)
+  // The leader's <state>/users.json (the state directory is shared): each
+  // user's token is taken with its role, as on the leader, and the file is
+  // read again when it changes (a user added, rotated or revoked). Empty:
+  // only the cluster token is taken.
+  std::string users_file;
+  bool hide_others = false;  // as the leader's --hide-others
   core::SchedulerConfig scheduler;
   std::string version;
   // The oldest copy reads are served from (see "Staleness").

@@ -340,5 +340,41 @@ TEST(RedisStandbyTest, SubmitWaitGivenOnlyTheStandbyIsSentToTheLeaderOnce) {
   EXPECT_EQ((*info)["tasks"][0]["state"], "succeeded") << info->dump(2);
 }
 
+// A standby takes each user's own token, with its role, as the leader does
+// (it reads the users file of the shared state directory again when it
+// changes): a user added on the leader reads from the standby, a viewer is
+// refused an admin route there, and once revoked the user's token is
+// refused there too.
+TEST(RedisStandbyTest, StandbyTakesUsersTokensAndForgetsRevokedOnes) {
+  LeaderAndStandby servers;
+  ASSERT_NO_FATAL_FAILURE(StartLeaderAndStandby(&servers));
+  Cluster& c = *servers.cluster;
+  const uint16_t b = servers.b;
+  auto add = [&](const std::string& name, const std::string& role) {
+    const std::string path = c.dir() + "/" + name + ".access.json";
+    RunResult r = c.Drover({"user", "add", name, "--role", role, "--out", path});
+    EXPECT_EQ(r.status, 0) << r.output;
+    return ReadJson(path)["token"].get<std::string>();
+  };
+  const std::string ana = add("ana", "user");
+  const std::string vera = add("vera", "viewer");
+  auto on_b = [&](const std::string& token, const std::string& path) {
+    net::ClientOptions o = Only(c, b);
+    o.token = token;
+    Result<net::Response> r = net::HttpClient(o).Get(path);
+    return r.ok() ? r->status : -1;
+  };
+  // Fresh once the standby has read the journal (every 250 ms).
+  ASSERT_TRUE(Eventually([&] { return on_b(ana, "/api/v1/jobs") == 200; }, milliseconds(10000)))
+      << on_b(ana, "/api/v1/jobs");
+  EXPECT_EQ(on_b(vera, "/api/v1/jobs"), 200);
+  EXPECT_EQ(on_b(vera, "/api/v1/audit"), 403);  // admins only, there too
+  EXPECT_EQ(on_b(std::string(64, 'f'), "/api/v1/jobs"), 401);
+  EXPECT_EQ(on_b(ReadJson(c.access_file())["token"], "/api/v1/jobs"), 200);  // the cluster's
+  RunResult revoke = c.Drover({"user", "revoke", "ana"});
+  ASSERT_EQ(revoke.status, 0) << revoke.output;
+  EXPECT_EQ(on_b(ana, "/api/v1/jobs"), 401);
+}
+
 }  // namespace
 }  // namespace drover::testing
