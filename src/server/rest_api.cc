@@ -399,10 +399,10 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                [&driver, &sched](const net::Request& r, net::Responder done) {
                  Result<JobId> id = ParseJobId(r.path_params.at("id"));
                  if (!id.ok()) return done(ApiError(id.status()));
-                 if (!sched.GetJob(*id).ok()) {
-                   return done(JobNotFound(sched.GetJob(*id).status(), *id, sched));
-                 }
                  Result<uint64_t> n = sched.CheckRetry(*id);
+                 if (n.status().code() == StatusCode::kNotFound) {
+                   return done(JobNotFound(n.status(), *id, sched));
+                 }
                  if (!n.ok()) return done(ApiError(n.status()));
                  driver.Handle(core::RetryJob{*id, r.identity ? r.identity->name : std::string()});
                  done(Json({{"id", *id}, {"retried", *n}}));

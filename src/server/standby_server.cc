@@ -10,7 +10,6 @@
 #include "net/json_text.h"
 #include "net/private_file.h"
 #include "net/server.h"
-#include "net/sha256.h"
 #include "proto/api_json.h"
 #include "proto/messages.h"
 #include "proto/record_codec.h"
@@ -149,9 +148,7 @@ struct StandbyServer::State {
       return std::nullopt;
     }
     if (token.size() != 64) return std::nullopt;
-    net::Sha256 h;
-    h.Update(token);
-    auto it = by_hash.find(h.HexDigest());
+    auto it = by_hash.find(TokenHash(token));
     if (it == by_hash.end()) return std::nullopt;
     return it->second;
   }

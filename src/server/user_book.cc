@@ -3,20 +3,9 @@
 #include <filesystem>
 
 #include "net/private_file.h"
-#include "net/sha256.h"
 #include "net/token.h"
 
 namespace drover::server {
-
-namespace {
-
-std::string HashOf(std::string_view token) {
-  net::Sha256 h;
-  h.Update(token);
-  return h.HexDigest();
-}
-
-}  // namespace
 
 Result<std::unique_ptr<UserBook>> UserBook::Open(std::string path, const std::string& first_admin,
                                                  const std::string& cluster_token, Time now) {
@@ -27,7 +16,7 @@ Result<std::unique_ptr<UserBook>> UserBook::Open(std::string path, const std::st
     Entry e;
     e.name = name;
     e.role = net::Role::kAdmin;
-    e.token_sha256 = HashOf(cluster_token);
+    e.token_sha256 = TokenHash(cluster_token);
     e.created = e.changed = now;
     UserMap first;
     first[name] = std::move(e);
@@ -60,7 +49,7 @@ Status UserBook::Commit(UserMap next) {
 
 std::optional<net::Identity> UserBook::Authenticate(std::string_view token) const {
   if (token.size() != 64) return std::nullopt;
-  auto it = by_hash_.find(HashOf(token));
+  auto it = by_hash_.find(TokenHash(token));
   if (it == by_hash_.end()) return std::nullopt;
   const Entry& e = users_.at(it->second);
   return net::Identity{e.name, e.role};
@@ -83,7 +72,7 @@ Result<std::string> UserBook::Add(const std::string& name, net::Role role, Time 
   if (it == users_.end()) e.created = now;
   e.name = name;
   e.role = role;
-  e.token_sha256 = HashOf(token);
+  e.token_sha256 = TokenHash(token);
   e.changed = now;
   e.revoked = false;
   RETURN_IF_ERROR(Commit(std::move(next)));
@@ -120,7 +109,7 @@ Result<std::string> UserBook::Rotate(const std::string& name, Time now) {
   ASSIGN_OR_RETURN(std::string token, net::GenerateToken());
   UserMap next = users_;
   Entry& e = next[name];
-  e.token_sha256 = HashOf(token);
+  e.token_sha256 = TokenHash(token);
   e.changed = now;
   RETURN_IF_ERROR(Commit(std::move(next)));
   return token;

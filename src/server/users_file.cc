@@ -57,6 +57,12 @@ Result<UserEntry> ParseUser(const json& u, const std::string& where) {
 
 }  // namespace
 
+std::string TokenHash(std::string_view token) {
+  net::Sha256 h;
+  h.Update(token);
+  return h.HexDigest();
+}
+
 std::string CheckUserName(std::string_view name) {
   auto bad = [&] {
     return "user name \"" + std::string(name.substr(0, 64)) +

@@ -69,6 +69,9 @@ Result<UserMap> ParseUsersFile(std::string_view text, const std::string& path);
 // user's token hash is not written.
 std::string UsersFileText(const UserMap& users);
 
+// What a users file keeps of a token: its SHA-256, 64 lower-case hex digits.
+std::string TokenHash(std::string_view token);
+
 }  // namespace drover::server
 
 #endif  // DROVER_SERVER_USERS_FILE_H_
