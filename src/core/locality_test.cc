@@ -108,6 +108,33 @@ TEST(LocalityTest, AHolderBusierThanTheToleranceIsPassedOver) {
   EXPECT_EQ(WorkerOf(c, T(1, 1)), 1u);
 }
 
+// The claim in design.md's "Locality": a worker whose slot frees takes its
+// queue's head whatever its inputs. train waits at the head while the
+// holder of its input (worker 2) is busy; when worker 1 frees, train takes
+// it rather than leaving it to a task behind it without inputs (and
+// rather than waiting for worker 2).
+TEST(LocalityTest, AFreedSlotTakesTheQueuesHeadWhateverItsInputs) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(1));
+  c.AddWorker(WorkerBuilder().Cpus(1).Label("at", "b"));
+  c.Submit(JobBuilder(TaskBuilder("long")));
+  c.Submit(PrepThenTrain());
+  c.Submit(JobBuilder(TaskBuilder("hog").Label("at", "b").Priority(5)));
+  ASSERT_EQ(WorkerOf(c, T(1, 0)), 1u);
+  ASSERT_EQ(WorkerOf(c, T(2, 0)), 2u);
+  c.Run(T(1, 0));
+  c.Run(T(2, 0));
+  c.FinishWith(T(2, 0), WithFile("data.bin", kBig));
+  ASSERT_EQ(WorkerOf(c, T(3, 0)), 2u) << "the higher priority takes the holder's freed slot";
+  ASSERT_EQ(c.scheduler().GetTask(T(2, 1))->state, TaskState::kQueued);
+  // filler arrives behind train (the queue is FIFO by arrival when ready).
+  c.Submit(JobBuilder(TaskBuilder("filler")));
+  c.Finish(T(1, 0));
+  EXPECT_EQ(c.scheduler().GetTask(T(2, 1))->state, TaskState::kAssigned);
+  EXPECT_EQ(WorkerOf(c, T(2, 1)), 1u) << "the head takes worker 1 though its input is on worker 2";
+  EXPECT_EQ(c.scheduler().GetTask(T(4, 0))->state, TaskState::kQueued);
+}
+
 TEST(LocalityTest, PackDoesNotBreakAWholeGpuForLocality) {
   SchedulerConfig config;
   config.policy = PolicyKind::kPack;
