@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -127,7 +128,20 @@ void FileStore::Delete(const std::string& sha256) {
   }
   bytes_ -= it->second;
   blobs_.erase(it);
+  holders_.erase(sha256);
   ++deleted_;
+}
+
+void FileStore::AddHolder(const std::string& sha256, const std::string& user) {
+  if (!Has(sha256) || user.empty()) return;
+  std::vector<std::string>& users = holders_[sha256];
+  if (std::find(users.begin(), users.end(), user) == users.end()) users.push_back(user);
+}
+
+bool FileStore::HeldBy(const std::string& sha256, const std::string& user) const {
+  auto it = holders_.find(sha256);
+  if (it == holders_.end() || !Has(sha256)) return false;
+  return std::find(it->second.begin(), it->second.end(), user) != it->second.end();
 }
 
 size_t FileStore::Sweep(Time before) {
@@ -152,7 +166,8 @@ uint32_t FileStore::references(const std::string& sha256) const {
   return it == refs_.end() ? 0 : it->second;
 }
 
-void AddFileRoutes(net::Server& server, FileStore& store, uint64_t max_upload_bytes) {
+void AddFileRoutes(net::Server& server, FileStore& store, uint64_t max_upload_bytes,
+                   std::function<bool(const net::Identity&)> filtered) {
   constexpr char kRoute[] = "/api/v1/files/{sha256}";
   auto sha_of = [](const net::Request& r) -> Result<std::string> {
     auto it = r.path_params.find("sha256");
@@ -162,12 +177,32 @@ void AddFileRoutes(net::Server& server, FileStore& store, uint64_t max_upload_by
     return it->second;
   };
   FileStore* files = &store;
+  // The requester's name when their reads follow the holders; null otherwise.
+  auto holder_of = [filtered](const net::Request& r) -> const std::string* {
+    if (!filtered || !r.identity || !filtered(*r.identity)) return nullptr;
+    return &r.identity->name;
+  };
+  // The blob as the requester may see it: absent when they do not hold it.
+  auto find = [files, sha_of,
+               holder_of](const net::Request& r) -> Result<std::pair<std::string, uint64_t>> {
+    Result<std::string> sha = sha_of(r);
+    if (!sha.ok()) return sha.status();
+    Result<std::pair<std::string, uint64_t>> found = files->Find(*sha);
+    if (!found.ok()) return found.status();
+    if (const std::string* user = holder_of(r); user != nullptr && !files->HeldBy(*sha, *user)) {
+      return NotFound("no file " + sha->substr(0, 12) + "... on the server");
+    }
+    return found;
+  };
   server.UploadRoute(
       "PUT", kRoute, store.dir(), max_upload_bytes,
-      [files, sha_of](const net::Request& r, const net::Upload& upload, net::Responder done) {
+      [files, sha_of, holder_of](const net::Request& r, const net::Upload& upload,
+                                 net::Responder done) {
         Result<std::string> sha = sha_of(r);
         if (!sha.ok()) return done(net::ErrorResponse(sha.status()));
-        const bool had = files->Has(*sha);
+        const std::string* user = holder_of(r);
+        // Whether it was here, as far as this requester may know.
+        const bool had = files->Has(*sha) && (user == nullptr || files->HeldBy(*sha, *user));
         if (Status kept = files->Commit(upload, *sha); !kept.ok()) {
           spdlog::warn("file store: upload from {} refused: {}", r.remote, kept.ToString());
           if (kept.code() == StatusCode::kResourceExhausted) {
@@ -175,26 +210,23 @@ void AddFileRoutes(net::Server& server, FileStore& store, uint64_t max_upload_by
           }
           return done(net::ErrorResponse(kept));
         }
+        if (user != nullptr) files->AddHolder(*sha, *user);
         nlohmann::json j = {{"sha256", *sha}, {"size", upload.size}};
         done(net::JsonResponse(net::JsonText(j), had ? 200 : 201));
       });
-  server.Route("HEAD", kRoute, [files, sha_of](const net::Request& r, net::Responder done) {
+  server.Route("HEAD", kRoute, [find](const net::Request& r, net::Responder done) {
     net::Response answer;
     answer.content_type = "application/octet-stream";
-    Result<std::string> sha = sha_of(r);
-    Result<std::pair<std::string, uint64_t>> found =
-        sha.ok() ? files->Find(*sha) : Result<std::pair<std::string, uint64_t>>(sha.status());
+    Result<std::pair<std::string, uint64_t>> found = find(r);
     if (!found.ok()) {
-      answer.status = sha.ok() ? 404 : 400;
+      answer.status = found.status().code() == StatusCode::kNotFound ? 404 : 400;
     } else {
       answer.headers["X-Drover-Size"] = std::to_string(found->second);
     }
     done(std::move(answer));
   });
-  server.Route("GET", kRoute, [files, sha_of](const net::Request& r, net::Responder done) {
-    Result<std::string> sha = sha_of(r);
-    if (!sha.ok()) return done(net::ErrorResponse(sha.status()));
-    Result<std::pair<std::string, uint64_t>> found = files->Find(*sha);
+  server.Route("GET", kRoute, [find](const net::Request& r, net::Responder done) {
+    Result<std::pair<std::string, uint64_t>> found = find(r);
     if (!found.ok()) return done(net::ErrorResponse(found.status()));
     net::Response answer;
     answer.content_type = "application/octet-stream";

@@ -23,11 +23,21 @@
 // unreferenced blobs older than a grace (uploads of a save that never
 // finished).
 //
+// Holders. Under --hide-others (issue 22) a user reads only the blobs they
+// hold: those they uploaded in this server's life (PUT) and those a job of
+// theirs names (its input_files, also replayed from the journal at start).
+// To anyone else a held blob is absent (HEAD and GET answer 404, as for no
+// blob), so a user cannot learn whether another's file is here by its
+// hash, nor name it in a job: they upload it again, which is a no-op on the
+// disk and makes them a holder. Admins and workers are not filtered
+// (viewers may not read files at all).
+//
 // Thread safety: none; the server's loop thread only.
 #ifndef DROVER_SERVER_FILE_STORE_H_
 #define DROVER_SERVER_FILE_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -80,6 +90,11 @@ class FileStore {
   // `before`; returns how many.
   size_t Sweep(Time before);
 
+  // Makes `user` a holder of `sha256` (a no-op when the blob is absent).
+  void AddHolder(const std::string& sha256, const std::string& user);
+  // Whether `user` holds `sha256` (false when the blob is absent).
+  bool HeldBy(const std::string& sha256, const std::string& user) const;
+
   FileStoreStats stats() const;
   // How many references `sha256` has (tests).
   uint32_t references(const std::string& sha256) const;
@@ -93,6 +108,7 @@ class FileStore {
   std::unordered_map<std::string, uint64_t> blobs_;  // sha256 -> size
   std::unordered_map<std::string, uint32_t> refs_;
   std::map<TaskId, std::vector<std::string>> by_task_;
+  std::unordered_map<std::string, std::vector<std::string>> holders_;  // sha256 -> users
   bool replaying_ = false;
   uint64_t bytes_ = 0;
   uint64_t deleted_ = 0;
@@ -105,7 +121,11 @@ class FileStore {
 //        507 as net::Server::UploadRoute says
 //   HEAD /api/v1/files/{sha256}  200 with X-Drover-Size, or 404 (no body)
 //   GET  /api/v1/files/{sha256}  the blob, streamed from disk, or 404
-void AddFileRoutes(net::Server& server, FileStore& store, uint64_t max_upload_bytes);
+// `filtered`, when set, says whose reads follow the holders (a user under
+// --hide-others): their PUT makes them a holder, and HEAD and GET answer 404
+// for a blob they do not hold.
+void AddFileRoutes(net::Server& server, FileStore& store, uint64_t max_upload_bytes,
+                   std::function<bool(const net::Identity&)> filtered = nullptr);
 
 }  // namespace drover::server
 

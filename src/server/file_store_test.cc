@@ -76,6 +76,27 @@ TEST_F(FileStoreTest, SupersededAndForgottenBlobsAreDeleted) {
   EXPECT_EQ(store_->stats().blobs, 0u);
 }
 
+TEST_F(FileStoreTest, HoldersAreKeptPerBlobAndGoWithIt) {
+  const std::string a = Put("ana's");
+  const std::string absent(64, 'c');
+  store_->AddHolder(a, "ana");
+  store_->AddHolder(a, "ana");
+  store_->AddHolder(absent, "ana");  // no blob: nothing to hold
+  EXPECT_TRUE(store_->HeldBy(a, "ana"));
+  EXPECT_FALSE(store_->HeldBy(a, "bob"));
+  EXPECT_FALSE(store_->HeldBy(absent, "ana"));
+  store_->AddHolder(a, "bob");
+  EXPECT_TRUE(store_->HeldBy(a, "bob"));
+  // Deleted with its last reference: held by no one, also once the same
+  // bytes come back.
+  store_->SetTaskFiles(TaskId{1, 0}, {a});
+  store_->ForgetJob(1);
+  ASSERT_FALSE(store_->Has(a));
+  EXPECT_EQ(Put("ana's"), a);
+  EXPECT_FALSE(store_->HeldBy(a, "ana"));
+  EXPECT_FALSE(store_->HeldBy(a, "bob"));
+}
+
 TEST_F(FileStoreTest, ReplayDeletesNothingAndSweepTakesTheUnreferenced) {
   const std::string a = Put("a");
   const std::string b = Put("b");

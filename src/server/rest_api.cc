@@ -189,12 +189,18 @@ struct Submitted {
 };
 
 // The first of the spec's input files (client uploads) the store lacks, as
-// an error naming it and the field; OK when it holds them all.
-Status CheckUploaded(const core::JobSpec& spec, const FileStore* files, std::string* field) {
+// an error naming it and the field; OK when it holds them all. With
+// `holder` (a user under --hide-others) a file only others hold counts as
+// lacking: they may not name another's file without uploading it.
+Status CheckUploaded(const core::JobSpec& spec, const FileStore* files, const std::string* holder,
+                     std::string* field) {
   for (size_t g = 0; g < spec.groups.size(); ++g) {
     const std::vector<core::OutputFile>& inputs = spec.groups[g].input_files;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (files != nullptr && files->Has(inputs[i].sha256)) continue;
+      if (files != nullptr && (holder == nullptr ? files->Has(inputs[i].sha256)
+                                                 : files->HeldBy(inputs[i].sha256, *holder))) {
+        continue;
+      }
       *field = "task[" + std::to_string(g) + "].input_files[" + std::to_string(i) + "]";
       if (inputs[i].sha256.empty()) {
         return InvalidArgument("input file \"" + inputs[i].name +
@@ -228,7 +234,7 @@ Status BindUser(core::JobSpec& spec, const net::Identity* who) {
 }
 
 Submitted Submit(CoreDriver& driver, Result<core::JobSpec> spec, const FileStore* files,
-                 const net::Identity* who) {
+                 const net::Identity* who, const Access* access) {
   Submitted out;
   if (!spec.ok()) {
     out.status = spec.status();
@@ -241,7 +247,9 @@ Submitted Submit(CoreDriver& driver, Result<core::JobSpec> spec, const FileStore
     return out;
   }
   out.user = spec->user;
-  if (Status uploaded = CheckUploaded(*spec, files, &out.field); !uploaded.ok()) {
+  const std::string* holder =
+      access != nullptr && who != nullptr && access->Filters(*who) ? &who->name : nullptr;
+  if (Status uploaded = CheckUploaded(*spec, files, holder, &out.field); !uploaded.ok()) {
     out.status = uploaded;
     return out;
   }
@@ -329,9 +337,10 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
 
   const FileStore* files = channel.files();
   server.Route("POST", "/api/v1/jobs",
-               [&driver, files](const net::Request& r, net::Responder done) {
-                 Submitted job =
-                     Submit(driver, proto::JobSpecFromJson(r.body), files, r.identity.get());
+               [&driver, files, access = status.access](const net::Request& r,
+                                                        net::Responder done) {
+                 Submitted job = Submit(driver, proto::JobSpecFromJson(r.body), files,
+                                        r.identity.get(), access);
                  if (!job.status.ok()) return done(ApiError(job.status, job.field));
                  // Answer once the job is durable: an acknowledged job survives a crash.
                  driver.AfterDurable(
@@ -348,13 +357,14 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
   // client) sends what piled up while its previous batch was answered.
   // Each job is answered on its own: a refused one does not stop the rest.
   server.Route(
-      "POST", "/api/v1/jobs/batch", [&driver, files](const net::Request& r, net::Responder done) {
+      "POST", "/api/v1/jobs/batch",
+      [&driver, files, access = status.access](const net::Request& r, net::Responder done) {
         Result<std::vector<Result<core::JobSpec>>> specs = proto::JobSpecBatchFromJson(r.body);
         if (!specs.ok()) return done(ApiError(specs.status(), FieldOf(specs.status())));
         auto jobs = std::make_shared<std::vector<Submitted>>();
         jobs->reserve(specs->size());
         for (Result<core::JobSpec>& spec : *specs) {
-          jobs->push_back(Submit(driver, std::move(spec), files, r.identity.get()));
+          jobs->push_back(Submit(driver, std::move(spec), files, r.identity.get(), access));
         }
         driver.AfterDurable(
             [done, jobs](Status s) {

@@ -216,6 +216,7 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
           for (const core::OutputFile& f : g.input_files) shas.push_back(f.sha256);
         }
         if (!shas.empty()) files->SetTaskFiles(TaskId{j->job, UINT32_MAX}, shas);
+        for (const std::string& sha : shas) files->AddHolder(sha, j->spec->user);
       }
     });
   }
@@ -339,7 +340,8 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
        }});
   AddRestRoutes(*p->server, *p->driver, *p->channel, status);
   AddQuotaRoutes(*p->server, *p->driver);
-  AddFileRoutes(*p->server, *p->files, cfg.max_upload_bytes);
+  AddFileRoutes(*p->server, *p->files, cfg.max_upload_bytes,
+                [parts](const net::Identity& who) { return parts->access->Filters(who); });
   FileRelayOptions ropts;
   ropts.token = p->token;
   p->relay = std::make_unique<FileRelay>(loop, *p->scheduler, *p->channel, *p->files, ropts);

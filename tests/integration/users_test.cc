@@ -8,6 +8,7 @@
 #include "cli/connection.h"
 #include "cluster.h"
 #include "net/http_client.h"
+#include "net/sha256.h"
 #include "net/ws_client.h"
 
 namespace drover::testing {
@@ -246,6 +247,71 @@ TEST(UsersTest, EachPersonActsOnTheirOwnWorkAndEveryWriteIsAuditedOnce) {
   EXPECT_NE(audit.output.find("POST /api/v1/jobs/" + b + "/cancel"), std::string::npos)
       << audit.output;
   EXPECT_EQ(As(c, ana, {"audit"}).status, 1);  // admins only
+}
+
+// HEAD /api/v1/files/SHA as the holder of `access`: the HTTP status.
+int HeadFile(const std::string& access, const std::string& sha) {
+  net::ClientRequest head;
+  head.method = "HEAD";
+  head.target = "/api/v1/files/" + sha;
+  Result<net::Response> r = net::HttpClient(OptionsOf(access)).Send(head);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? r->status : 0;
+}
+
+// Under --hide-others a user reads only the uploaded files they hold: to
+// ana, bob's file is absent (she cannot confirm its content by its hash nor
+// name it in a job); she holds it once she uploads the same bytes herself,
+// and still after a restart (from her job's record in the journal).
+TEST(UsersTest, UnderHideOthersAUserReadsOnlyTheFilesTheyHold) {
+  Cluster c({"--hide-others"});
+  c.StartServer();
+  c.StartWorker("w1", {"--cpus", "0-1"});
+  const std::string ana = AddUser(c, "ana", "user");
+  const std::string bob = AddUser(c, "bob", "user");
+  const std::string cy = AddUser(c, "cy", "user");
+  const std::string text = "bob's notes\n";
+  const std::string notes = c.WriteFile("notes.txt", text);
+  net::Sha256 hash;
+  hash.Update(text);
+  const std::string sha = hash.HexDigest();
+
+  const uint64_t by_bob =
+      SubmittedJob(As(c, bob, Submit({"--input", notes}, {"cat", "notes.txt"})));
+  ASSERT_NE(by_bob, 0u);
+  EXPECT_EQ(As(c, bob, {"wait", std::to_string(by_bob)}).status, 0);
+  EXPECT_EQ(HeadFile(bob, sha), 200);
+  EXPECT_EQ(HeadFile(ana, sha), 404) << "ana learns that bob's file is on the server";
+  Result<net::Response> got = net::HttpClient(OptionsOf(ana)).Get("/api/v1/files/" + sha);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->status, 404) << "ana reads bob's file by its hash";
+  EXPECT_EQ(got->body.find(text), std::string::npos);
+  // Nor may she name it in a job without uploading it.
+  const json named = {
+      {"name", "peek"},
+      {"task",
+       {{{"id", "t"},
+         {"command", {"cat", "notes.txt"}},
+         {"input_files", {{{"name", "notes.txt"}, {"size", text.size()}, {"sha256", sha}}}}}}}};
+  Result<net::Response> peek = net::HttpClient(OptionsOf(ana)).Post("/api/v1/jobs", named.dump());
+  ASSERT_TRUE(peek.ok());
+  EXPECT_EQ(peek->status, 412) << peek->body;
+  EXPECT_NE(peek->body.find("is not on the server: upload it first"), std::string::npos)
+      << peek->body;
+  // With the same bytes of her own she uploads them (a no-op on the disk)
+  // and holds them.
+  const std::string mine = c.WriteFile("mine.txt", text);
+  const uint64_t by_ana = SubmittedJob(As(c, ana, Submit({"--input", mine}, {"cat", "mine.txt"})));
+  ASSERT_NE(by_ana, 0u);
+  EXPECT_EQ(As(c, ana, {"wait", std::to_string(by_ana)}).status, 0);
+  EXPECT_EQ(HeadFile(ana, sha), 200);
+  EXPECT_EQ(HeadFile(c.access_file(), sha), 200) << "the admin is not filtered";
+
+  c.KillServer(SIGKILL);
+  c.StartServer();
+  EXPECT_EQ(HeadFile(ana, sha), 200) << "her job's record makes her a holder again";
+  EXPECT_EQ(HeadFile(bob, sha), 200);
+  EXPECT_EQ(HeadFile(cy, sha), 404);
 }
 
 }  // namespace
