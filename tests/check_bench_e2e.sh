@@ -17,7 +17,7 @@ by = {d["bench"]: d for d in lines}
 need = {
     "B2": ["wall_s", "xargs_wall_s", "ratio_vs_xargs", "spawn_loop_wall_s",
            "spawn_loop_over_drover", "drover_cpu_ms_per_task"],
-    "B3": ["makespan_s", "ratio_vs_xargs", "spawn_loop_ratio_vs_xargs",
+    "B3": ["makespan_s", "ratio_vs_xargs", "spawn_loop_ratio_vs_xargs", "ratio_vs_spawn_loop",
            "handoff_p50_us", "handoff_p99_us", "handoff_samples"],
     "B4": ["api_median_ms", "cli_median_ms", "spawn_median_ms",
            "api_minus_spawn_ms", "cli_minus_spawn_ms"],
