@@ -306,12 +306,24 @@ TEST(UsersTest, UnderHideOthersAUserReadsOnlyTheFilesTheyHold) {
   EXPECT_EQ(As(c, ana, {"wait", std::to_string(by_ana)}).status, 0);
   EXPECT_EQ(HeadFile(ana, sha), 200);
   EXPECT_EQ(HeadFile(c.access_file(), sha), 200) << "the admin is not filtered";
+  // cy's own upload of the same bytes answers as a new file (201), then
+  // as one she has (200).
+  net::ClientRequest put;
+  put.method = "PUT";
+  put.target = "/api/v1/files/" + sha;
+  put.content_type = "application/octet-stream";
+  for (int expected : {201, 200}) {
+    Result<net::Response> sent = net::HttpClient(OptionsOf(cy)).Upload(put, notes);
+    ASSERT_TRUE(sent.ok()) << sent.status().ToString();
+    EXPECT_EQ(sent->status, expected) << sent->body;
+  }
+  EXPECT_EQ(HeadFile(cy, sha), 200);
 
   c.KillServer(SIGKILL);
   c.StartServer();
   EXPECT_EQ(HeadFile(ana, sha), 200) << "her job's record makes her a holder again";
   EXPECT_EQ(HeadFile(bob, sha), 200);
-  EXPECT_EQ(HeadFile(cy, sha), 404);
+  EXPECT_EQ(HeadFile(cy, sha), 404) << "an upload no job names is held until a restart";
 }
 
 }  // namespace
