@@ -79,14 +79,29 @@ int main(int argc, char** argv) {
     const std::vector<CLI::App*> named =
         app.get_subcommands([&](CLI::App* a) { return a->get_name() == first; });
     if (CLI::App* sub = named.empty() ? nullptr : named.front(); sub != nullptr) {
+      // The command and the subcommands named after it (`user add`): a
+      // flag is known when one of them takes it.
+      std::vector<CLI::App*> chain = {sub};
+      std::string command(first);
       for (int i = 2; i < argc; ++i) {
         const std::string_view arg = argv[i];
         if (arg == "--") break;
+        const std::vector<CLI::App*> nested =
+            chain.back()->get_subcommands([&](CLI::App* a) { return a->get_name() == arg; });
+        if (!nested.empty()) {
+          chain.push_back(nested.front());
+          command += " " + std::string(arg);
+          continue;
+        }
         // Flags only; "-1" is a value (--priority -1).
         if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9')) continue;
         const std::string name(arg.substr(0, arg.find('=')));
-        if (name == "-h" || name == "--help" || sub->get_option_no_throw(name) != nullptr) continue;
-        std::cerr << "drover: the flag " << name << " is not expected by drover " << first
+        if (name == "-h" || name == "--help" ||
+            std::any_of(chain.begin(), chain.end(),
+                        [&](CLI::App* a) { return a->get_option_no_throw(name) != nullptr; })) {
+          continue;
+        }
+        std::cerr << "drover: the flag " << name << " is not expected by drover " << command
                   << " (see drover --help)" << std::endl;
         return drover::cli::kExitUsage;
       }

@@ -85,6 +85,17 @@ TEST(CliHelpTest, AnUnknownFlagIsNamed) {
   r = c.Drover({"submit", "--priority", "-1", "--nme=x", "--", "true"});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("the flag --nme is not expected"), std::string::npos) << r.output;
+  // A subcommand's own flags count as known: a bad value of one is said as
+  // such, and an unknown flag is named with the whole command.
+  r = c.Drover({"user", "add", "ana", "--role", "superuser"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--role: superuser not in {admin,user,viewer,worker}"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("not expected"), std::string::npos) << r.output;
+  r = c.Drover({"user", "add", "ana", "--rol", "user"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("the flag --rol is not expected by drover user add"), std::string::npos)
+      << r.output;
 }
 
 TEST(CliHelpTest, VersionAloneAndAfterACommand) {
