@@ -10,6 +10,7 @@ namespace drover::server {
 Result<std::unique_ptr<UserBook>> UserBook::Open(std::string path, const std::string& first_admin,
                                                  const std::string& cluster_token, Time now) {
   std::unique_ptr<UserBook> book(new UserBook(path));
+  book->cluster_hash_ = TokenHash(cluster_token);
   if (!net::PathExists(path)) {
     std::string name = first_admin;
     if (!CheckUserName(name).empty()) name = "admin";
@@ -91,6 +92,7 @@ Status UserBook::Revoke(const std::string& name, Time now) {
                                 name);
     }
   }
+  RETURN_IF_ERROR(ClusterTokenRule(name, it->second, "revoked"));
   UserMap next = users_;
   Entry& e = next[name];
   e.revoked = true;
@@ -106,6 +108,7 @@ Result<std::string> UserBook::Rotate(const std::string& name, Time now) {
     return FailedPrecondition("user " + name + " is revoked (drover user add " + name +
                               " makes it again)");
   }
+  RETURN_IF_ERROR(ClusterTokenRule(name, it->second, "rotated"));
   ASSIGN_OR_RETURN(std::string token, net::GenerateToken());
   UserMap next = users_;
   Entry& e = next[name];
@@ -113,6 +116,16 @@ Result<std::string> UserBook::Rotate(const std::string& name, Time now) {
   e.changed = now;
   RETURN_IF_ERROR(Commit(std::move(next)));
   return token;
+}
+
+Status UserBook::ClusterTokenRule(const std::string& name, const Entry& e,
+                                  const char* change) const {
+  if (e.token_sha256 != cluster_hash_) return Status::Ok();
+  return FailedPrecondition(name +
+                            "'s token is the cluster token (the server's token file), which " +
+                            "workers, Slurm allocations and drover up's access file hold: it " +
+                            "cannot be " + change + " without locking them out; give people " +
+                            "tokens of their own (drover user add NAME --role admin)");
 }
 
 const UserBook::Entry* UserBook::Find(const std::string& name) const {

@@ -17,6 +17,11 @@
 // everything that holds the cluster token today (workers, `drover up`'s
 // clients, the access file) goes on working, as that admin.
 //
+// The cluster token's user (whoever holds the hash of <state_dir>/token:
+// the first admin) is neither rotated nor revoked here: workers, Slurm
+// allocations and `drover up`'s access file hold that token, and would be
+// locked out at their next connection (ClusterTokenRule).
+//
 // Invariants: names are unique and shaped like Unix account names (a
 // lower-case letter or '_', then up to 31 of [a-z0-9_.-]); every user not
 // revoked has one token hash, different from every other user's; at least
@@ -75,7 +80,11 @@ class UserBook {
   Status Commit(UserMap next);
   void Reindex();
 
+  // Refuses changing the token of `e` when it is the cluster token.
+  Status ClusterTokenRule(const std::string& name, const Entry& e, const char* change) const;
+
   std::string path_;
+  std::string cluster_hash_;                                 // TokenHash of the cluster token
   UserMap users_;                                            // by name
   std::map<std::string, std::string, std::less<>> by_hash_;  // token hash -> name (active only)
 };

@@ -83,6 +83,26 @@ TEST(UserBookTest, RefusesWhatWouldBreakItsRules) {
   EXPECT_FALSE(book->Authenticate("short").has_value());
 }
 
+// The cluster token's admin keeps it: workers and drover up's access file
+// hold it. Another admin is rotated and revoked as usual.
+TEST(UserBookTest, TheClusterTokensAdminIsNeitherRotatedNorRevoked) {
+  TempDir dir;
+  auto book =
+      std::move(UserBook::Open(dir.path() + "/users.json", "root", kCluster, Time{})).value();
+  ASSERT_TRUE(book->Add("ada", Role::kAdmin, Time{}).ok());
+  for (Status s : {book->Rotate("root", Time{}).status(), book->Revoke("root", Time{})}) {
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(s.message().find("root's token is the cluster token"), std::string::npos)
+        << s.message();
+  }
+  EXPECT_EQ(book->Authenticate(kCluster)->name, "root");
+  EXPECT_TRUE(book->Rotate("ada", Time{}).ok());
+  EXPECT_TRUE(book->Revoke("ada", Time{}).ok());
+  // Also after a restart, from the file.
+  book = std::move(UserBook::Open(dir.path() + "/users.json", "x", kCluster, Time{})).value();
+  EXPECT_EQ(book->Rotate("root", Time{}).status().code(), StatusCode::kFailedPrecondition);
+}
+
 TEST(UserBookTest, AFileThatIsNotAUsersFileIsRefusedNamingIt) {
   TempDir dir;
   const std::string path = dir.path() + "/users.json";
