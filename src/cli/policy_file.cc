@@ -1,5 +1,6 @@
 #include "cli/policy_file.h"
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <map>
@@ -167,8 +168,10 @@ Result<core::UserPolicy> PolicyFromSections(const std::vector<proto::ConfigSecti
     bool has_members = false;
     for (const proto::ConfigEntry& entry : section.entries) {
       if (group && entry.key == "members") {
-        if (entry.kind != Kind::kArray && entry.kind != Kind::kString) {
-          return PolicyError(file, section, entry, "expected an array of user names");
+        const bool strings = std::all_of(entry.item_kinds.begin(), entry.item_kinds.end(),
+                                         [](Kind k) { return k == Kind::kString; });
+        if ((entry.kind != Kind::kArray && entry.kind != Kind::kString) || !strings) {
+          return PolicyError(file, section, entry, "expected an array of user names (strings)");
         }
         std::vector<std::string>& members = policy.groups[section.sub];
         for (const std::string& user : entry.values) {

@@ -59,6 +59,8 @@ TEST(PolicyFileTest, EveryMistakeIsRefusedWithFileLineAndColumn) {
       {"[group]\ngpus = 2\n", "f.toml:2:1: [group] gpus: a group's keys go in its own table"},
       {"[group.g]\ngpus = 2\n", "f.toml:1:8: [group.g]: a group needs members"},
       {"[group.g]\nmembers = 3\n", "f.toml:2:1: [group.g] members: expected an array"},
+      {"[group.g]\nmembers = [\"ana\", 3]\n",
+       "f.toml:2:1: [group.g] members: expected an array of user names (strings)"},
       {"[group.a]\nmembers = [\"ana\"]\n[group.b]\nmembers = [\"ana\"]\n",
        "f.toml:4:1: [group.b] members: ana is already a member of group a (f.toml:2)"},
       {"[fairshare]\nhalf_life = \"0s\"\n", "f.toml:2:1: [fairshare] half_life: must be above 0"},

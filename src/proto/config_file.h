@@ -36,6 +36,7 @@ struct ConfigEntry {
   std::string key;
   Kind kind = Kind::kString;
   std::vector<std::string> values;  // one, or an array's items; bools "true"/"false"
+  std::vector<Kind> item_kinds;     // an array's: each item's kind (values' order)
   uint32_t line = 0;
   uint32_t column = 0;
 };

@@ -217,6 +217,7 @@ Result<std::vector<ConfigSection>> ParseConfigToml(std::string_view text,
                                where + ": an array of strings, numbers or booleans is expected");
               }
               entry.values.push_back(std::move(*text_value));
+              entry.item_kinds.push_back(item_kind);
             }
           } else if (std::optional<std::string> text_value = ScalarText(value, &entry.kind)) {
             entry.values.push_back(std::move(*text_value));
