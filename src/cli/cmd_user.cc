@@ -8,7 +8,10 @@
 // this command reached it (--address for the one they should use, e.g. the
 // server's LAN name when this command ran on the server itself), and the
 // token, which the server shows only this once.
+#include <cctype>
+#include <cstdint>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -136,16 +139,30 @@ int RunWhoami(const ClientFlags& client) {
 struct AuditOptions {
   ClientFlags client;
   std::string user;
-  uint64_t after = 0;
-  uint64_t limit = 100;
+  int64_t after = 0;
+  int64_t limit = 100;
 };
+
+// `text` as a query value: every byte but A-Z a-z 0-9 - . _ ~ as %XX.
+std::string QueryValue(const std::string& text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += {'%', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
+  return out;
+}
 
 int RunAudit(const AuditOptions& o) {
   Result<ApiClient> api = Connect(o.client);
   if (!api.ok()) return ReportError(api.status());
   std::string target = "/api/v1/audit?limit=" + std::to_string(o.limit);
   if (o.after > 0) target += "&after=" + std::to_string(o.after);
-  if (!o.user.empty()) target += "&user=" + o.user;
+  if (!o.user.empty()) target += "&user=" + QueryValue(o.user);
   Result<json> answer = api->Get(target);
   if (!answer.ok()) return ReportError(answer.status());
   if (o.client.json) {
@@ -157,7 +174,7 @@ int RunAudit(const AuditOptions& o) {
     table.AddRow({Str(e, "seq"), Str(e, "at"), Str(e, "user"), Str(e, "role"), Str(e, "from"),
                   Str(e, "method") + " " + Str(e, "path"), Str(e, "status"), Str(e, "detail")});
   }
-  std::cout << table.Render();
+  std::cout << (table.rows() == 0 ? std::string("no audit entries\n") : table.Render());
   return kExitOk;
 }
 
@@ -212,8 +229,10 @@ void AddAuditCommand(CLI::App& root, int& exit_code) {
       root.add_subcommand("audit", "The audit log: every write, who, when, from where (admins)");
   AddClientFlags(*audit, a->client, /*with_json=*/true);
   audit->add_option("--user", a->user, "Only this user's writes");
-  audit->add_option("--after", a->after, "Only entries after this sequence number");
-  audit->add_option("--limit", a->limit, "The newest this many (default 100)");
+  audit->add_option("--after", a->after, "Only entries after this sequence number")
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
+  audit->add_option("--limit", a->limit, "The newest this many (default 100, at most 100000)")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}));
   audit->callback([a, &exit_code] { exit_code = RunAudit(*a); });
 }
 

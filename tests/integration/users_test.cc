@@ -247,6 +247,15 @@ TEST(UsersTest, EachPersonActsOnTheirOwnWorkAndEveryWriteIsAuditedOnce) {
   EXPECT_NE(audit.output.find("POST /api/v1/jobs/" + b + "/cancel"), std::string::npos)
       << audit.output;
   EXPECT_EQ(As(c, ana, {"audit"}).status, 1);  // admins only
+  RunResult none = c.Drover({"audit", "--user", "nobody"});
+  EXPECT_EQ(none.status, 0) << none.output;
+  EXPECT_EQ(none.output, "no audit entries\n");
+  RunResult odd = c.Drover({"audit", "--user", "a b&limit=1"});  // sent encoded
+  EXPECT_EQ(odd.output, "no audit entries\n");
+  RunResult negative = c.Drover({"audit", "--limit", "-1"});
+  EXPECT_EQ(negative.status, 2) << negative.output;
+  EXPECT_NE(negative.output.find("--limit: Value -1 not in range 1 to 100000"), std::string::npos)
+      << negative.output;
 }
 
 // HEAD /api/v1/files/SHA as the holder of `access`: the HTTP status.
