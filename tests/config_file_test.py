@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Config files end to end (docs/guide.md "Config files"), with the real
 binary: `drover server --config` starts with the file's settings and the
-command line wins; `drover worker --config ... --check` and `drover config
+command line wins; `drover up --config` takes the [server] table and the
+quotas, and re-reads the quotas on SIGHUP; `drover worker --config ... --check` and `drover config
 check` accept a good file and refuse bad ones naming the file and line.
 
 Usage: config_file_test.py DROVER_BINARY. Waits on the server's own
@@ -121,6 +122,66 @@ label = ["site=lab", "rack=2"]
     r = run("server", "--config", os.path.join(tmp, "missing.toml"))
     check(r.returncode == 2 and "missing.toml: cannot be read" in r.stderr,
           f"server --config of a missing file: {r.stderr!r}")
+
+# `drover up --config`: the [server] table sets its flags, the policy
+# tables its quotas, and SIGHUP re-reads them.
+with tempfile.TemporaryDirectory(prefix="drover-config-up-") as tmp:
+    port = free_port()
+    access = os.path.join(tmp, "access.json")
+    conf = os.path.join(tmp, "up.toml")
+
+    def write_up(cpus):
+        with open(conf, "w") as f:
+            f.write(f"""[server]
+port = {port}
+state_dir = "{tmp}/state"
+access_file = "{access}"
+
+[worker]
+label = ["read-by-drover-worker-only"]
+
+[quota.ana]
+cpus = {cpus}
+""")
+
+    def quota_of_ana():
+        r = subprocess.run([DROVER, "quota", "ana"], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, DROVER_ACCESS=access))
+        return r.stdout + r.stderr
+
+    write_up(1)
+    proc = subprocess.Popen([DROVER, "up", "--config", conf, "--workers", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("drover: listening on "):
+                break
+        check(f"listening on 127.0.0.1:{port} " in (lines[-1] if lines else ""),
+              f"up listens where the file's [server] table says: {''.join(lines)!r}")
+        got = quota_of_ana()
+        check("cpus 0/1" in got, f"up takes the file's [quota.ana]: {got!r}")
+        write_up(2)
+        proc.send_signal(signal.SIGHUP)
+        reloaded = ""
+        for line in proc.stdout:
+            if "quotas reloaded from" in line or "quotas not reloaded" in line:
+                reloaded = line
+                break
+        check("quotas reloaded from " + conf in reloaded, f"up reloads on SIGHUP: {reloaded!r}")
+        got = quota_of_ana()
+        check("cpus 0/2" in got, f"the reloaded quota is in force: {got!r}")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    # A server-only key in [server] is refused naming drover up.
+    bad = os.path.join(tmp, "bad.toml")
+    with open(bad, "w") as f:
+        f.write('[server]\nredis = "redis://127.0.0.1:1/0"\n')
+    r = run("up", "--config", bad)
+    check(r.returncode == 2 and f"{bad}:2:1: [server] redis: unknown key: drover up has no --redis flag"
+          in r.stderr, f"up --config with a server-only key: {r.returncode} {r.stderr!r}")
 
 if failures:
     sys.exit(f"config_file_test: {len(failures)} failed")

@@ -1,5 +1,7 @@
 #include "cli/cluster_flags.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
@@ -7,9 +9,8 @@
 #include <iostream>
 
 #include "cli/cli11.h"
-
+#include "cli/policy_file.h"
 #include "cli/quota_flags.h"
-
 #include "common/quantity.h"
 #include "core/placement.h"
 #include "net/access_file.h"
@@ -213,6 +214,27 @@ void PrintListening(const server::ServerShell& shell, const server::ServerConfig
     return;
   }
   std::cout << "drover: to add a machine, run there:\n  " << shell.JoinCommand() << std::endl;
+}
+
+Result<core::UserPolicy> ReadPolicy(const std::string& config_file, const Quotas& quota_flags) {
+  ASSIGN_OR_RETURN(core::UserPolicy policy, ReadPolicyFile(config_file));
+  return WithQuotaFlags(std::move(policy), quota_flags);
+}
+
+void ReloadPolicy(server::ServerShell& shell, const std::string& config_file,
+                  const Quotas& quota_flags, core::UserPolicy& current) {
+  if (config_file.empty()) {
+    spdlog::warn("SIGHUP: no --config file to reload quotas from");
+    return;
+  }
+  Result<core::UserPolicy> policy = ReadPolicy(config_file, quota_flags);
+  if (!policy.ok()) {
+    spdlog::error("quotas not reloaded: {} (the quotas in force stay)", policy.status().message());
+    return;
+  }
+  spdlog::info("quotas reloaded from {}: {}", config_file, DescribePolicy(current, *policy));
+  current = *policy;
+  shell.SetUserPolicy(std::move(policy).value());
 }
 
 }  // namespace drover::cli

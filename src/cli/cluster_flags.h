@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/quota_flags.h"
 #include "common/status.h"
+#include "core/scheduler.h"
 #include "server/server_shell.h"
 
 namespace CLI {
@@ -61,6 +63,16 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags);
 // wait for it), the dashboard URL with the token in its fragment, where the
 // access file is, and the join command.
 void PrintListening(const server::ServerShell& shell, const server::ServerConfig& config);
+
+// The user policy of `config_file` (its [quota.USER], [group.NAME] and
+// [fairshare] tables: policy_file.h) with the --quota lines over it.
+Result<core::UserPolicy> ReadPolicy(const std::string& config_file, const Quotas& quota_flags);
+
+// SIGHUP for `drover server` and `drover up`: the file's policy replaces
+// `current` (the one in force), or, when the file is wrong now, the error
+// is logged and nothing changes.
+void ReloadPolicy(server::ServerShell& shell, const std::string& config_file,
+                  const Quotas& quota_flags, core::UserPolicy& current);
 
 }  // namespace drover::cli
 

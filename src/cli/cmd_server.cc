@@ -14,7 +14,6 @@
 #include "cli/cluster_flags.h"
 #include "cli/commands.h"
 #include "cli/discovery.h"
-#include "cli/policy_file.h"
 #include "cli/quota_flags.h"
 #include "cli/stop_signals.h"
 #include "common/quantity.h"
@@ -155,30 +154,6 @@ Status UseRedis(const RedisFlags& redis, server::ServerConfig& config) {
     return std::unique_ptr<store::Store>(std::move(s).value());
   };
   return Status::Ok();
-}
-
-// The user policy of `config_file` with the --quota lines over it.
-Result<core::UserPolicy> ReadPolicy(const std::string& config_file, const Quotas& quota_flags) {
-  ASSIGN_OR_RETURN(core::UserPolicy policy, ReadPolicyFile(config_file));
-  return WithQuotaFlags(std::move(policy), quota_flags);
-}
-
-// SIGHUP: the file's policy replaces the one in force, or, when the file
-// is wrong now, the error is logged and nothing changes.
-void ReloadPolicy(server::ServerShell& shell, const std::string& config_file,
-                  const Quotas& quota_flags, core::UserPolicy& current) {
-  if (config_file.empty()) {
-    spdlog::warn("SIGHUP: no --config file to reload quotas from");
-    return;
-  }
-  Result<core::UserPolicy> policy = ReadPolicy(config_file, quota_flags);
-  if (!policy.ok()) {
-    spdlog::error("quotas not reloaded: {} (the quotas in force stay)", policy.status().message());
-    return;
-  }
-  spdlog::info("quotas reloaded from {}: {}", config_file, DescribePolicy(current, *policy));
-  current = *policy;
-  shell.SetUserPolicy(std::move(policy).value());
 }
 
 int RunServer(const ServerFlags& flags, const RedisFlags& redis, const BeaconFlags& beacon,

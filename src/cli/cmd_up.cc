@@ -6,9 +6,14 @@
 // contiguous shares, the first workers one longer, so with fewer GPUs than
 // workers the last workers offer none).
 //
+// `--config FILE` works as the server's: its [server] table gives up's
+// flags (main.cc), its policy tables the quotas, re-read on SIGHUP.
+//
 // Running as root without --user, the local workers run tasks as root:
 // `up` is an explicit single-machine mode where the person starting it
 // already owns the machine. A one-line notice says so.
+#include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,8 +23,6 @@
 #include <system_error>
 
 #include "cli/cli11.h"
-#include <spdlog/spdlog.h>
-
 #include "cli/cli_common.h"
 #include "cli/cluster_flags.h"
 #include "cli/commands.h"
@@ -39,6 +42,7 @@ struct UpFlags {
   int workers = 2;
   std::string isolation = "auto";
   std::string user;
+  std::string config;  // --config: read by main.cc ([server]) and here (the policy)
 };
 
 std::string HostName() {
@@ -55,7 +59,7 @@ std::string LocalAddress(const std::string& bind) {
 }
 
 int RunUp(UpFlags& flags) {
-  BlockStopSignals();  // first: before any thread starts (stop_signals.h)
+  BlockStopSignals(/*reload=*/true);  // first: before any thread starts (stop_signals.h)
   // Many connections, tasks and log files: the soft limit on open files
   // (often 1,024) goes up to the hard one (fd_limit.h).
   if (Result<uint64_t> files = net::RaiseOpenFileLimit(); !files.ok()) {
@@ -63,6 +67,14 @@ int RunUp(UpFlags& flags) {
   }
   Result<server::ServerConfig> config = MakeServerConfig(flags.server);
   if (!config.ok()) return ReportError(config.status(), /*usage_on_invalid=*/true);
+  // MakeServerConfig checked them; the file's tables go under them.
+  const Quotas quota_flags = ParseQuotas(flags.server.quotas).value();
+  if (!flags.config.empty()) {
+    Result<core::UserPolicy> policy = ReadPolicy(flags.config, quota_flags);
+    if (!policy.ok()) return ReportError(policy.status(), /*usage_on_invalid=*/true);
+    config->scheduler.users = std::move(policy).value();
+  }
+  core::UserPolicy policy_in_force = config->scheduler.users;
   Result<std::vector<int>> cores = AvailableCores();
   if (!cores.ok()) return ReportError(cores.status());
   Result<std::vector<std::string>> split = SplitCores(*cores, flags.workers);
@@ -135,12 +147,19 @@ int RunUp(UpFlags& flags) {
     agents.push_back(std::move(*agent));
   }
 
-  Result<std::unique_ptr<StopSignals>> signals = StopSignals::Watch(loop, [&](int signo) {
-    spdlog::info("signal {}: stopping", signo);
-    for (auto& agent : agents) agent->Stop();
-    (*shell)->Stop();
-    loop.Stop();
-  });
+  Result<std::unique_ptr<StopSignals>> signals = StopSignals::Watch(
+      loop,
+      [&](int signo) {
+        if (signo == SIGHUP) {
+          ReloadPolicy(**shell, flags.config, quota_flags, policy_in_force);
+          return;
+        }
+        spdlog::info("signal {}: stopping", signo);
+        for (auto& agent : agents) agent->Stop();
+        (*shell)->Stop();
+        loop.Stop();
+      },
+      /*reload=*/true);
   if (!signals.ok()) return ReportError(signals.status());
   if (attached.empty()) announce();
   loop.Run();
@@ -164,6 +183,10 @@ void AddUpCommand(CLI::App& root, int& exit_code) {
   cmd->add_option("--isolation", flags->isolation, "auto, cgroup2, cgroup1, rlimit or none")
       ->capture_default_str();
   cmd->add_option("--user", flags->user, "Run tasks as this user (as root: default root)");
+  cmd->add_option("--config", flags->config,
+                  "TOML file whose [server] table sets flags (the command line wins) and "
+                  "whose [quota.USER], [group.NAME] and [fairshare] tables set the user policy, "
+                  "re-read on SIGHUP, as drover server's (docs/guide.md)");
   cmd->callback([flags, &exit_code] { exit_code = RunUp(*flags); });
 }
 

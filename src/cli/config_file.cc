@@ -101,9 +101,12 @@ Result<ConfigFlags> ReadConfigFlags(const CLI::App& cmd, const std::string& file
   ASSIGN_OR_RETURN(std::vector<proto::ConfigSection> sections,
                    proto::ParseConfigToml(text.str(), file));
   ConfigFlags flags;
+  // `drover up` is a server with local workers: it takes the server's table
+  // (as its own flags; a server-only key is refused naming drover up).
+  const std::string table = cmd.get_name() == "up" ? "server" : cmd.get_name();
   for (const proto::ConfigSection& section : sections) {
     RETURN_IF_ERROR(CheckTableName(section, file));
-    if (section.name != cmd.get_name()) continue;
+    if (section.name != table) continue;
     ASSIGN_OR_RETURN(flags, FlagsFromSection(cmd, section, file, command_line));
   }
   return flags;

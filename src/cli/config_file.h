@@ -1,6 +1,7 @@
 // Config files for the long-running commands: `drover server --config FILE`
 // reads the file's [server] table, `drover worker --config FILE` its
-// [worker] table (proto/config_file.h parses the TOML). Each key is one of
+// [worker] table, `drover up --config FILE` the [server] table as its own
+// flags (proto/config_file.h parses the TOML). Each key is one of
 // the command's flags without its dashes (`heartbeat_interval` or
 // `heartbeat-interval` for --heartbeat-interval); a flag given on the
 // command line wins over the file. An unknown table or key, a value of the
@@ -49,8 +50,8 @@ Result<ConfigFlags> FlagsFromSection(const CLI::App& cmd, const proto::ConfigSec
                                      const std::string& file,
                                      const std::vector<std::string>& command_line);
 
-// Reads `file` and returns the flags of its [cmd] table (none when it has
-// none); an unknown table is an error.
+// Reads `file` and returns the flags of its [cmd] table ([server] for up;
+// none when it has none); an unknown table is an error.
 Result<ConfigFlags> ReadConfigFlags(const CLI::App& cmd, const std::string& file,
                                     const std::vector<std::string>& command_line);
 
