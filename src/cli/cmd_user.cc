@@ -68,8 +68,14 @@ int WriteTokenFile(const UserOptions& o, const json& answer) {
     return kExitOk;
   }
   std::cout << "user " << Str(answer, "name") << " (" << Str(answer, "role") << "): access file "
-            << path << " (server " << info.address << ")\n"
-            << "  give it to " << Str(answer, "name")
+            << path << " (server " << info.address << ")\n";
+  if (Str(answer, "role") == "worker") {
+    // A worker's token joins a machine, and does nothing else.
+    std::cout << "  copy it to the machine that joins, and run there `drover worker --access FILE`"
+              << std::endl;
+    return kExitOk;
+  }
+  std::cout << "  give it to " << Str(answer, "name")
             << ", who uses it with `drover COMMAND --access FILE`,\n"
             << "  DROVER_ACCESS=FILE, or as ~/.local/state/drover/access.json" << std::endl;
   return kExitOk;

@@ -335,5 +335,21 @@ TEST(UsersTest, UnderHideOthersAUserReadsOnlyTheFilesTheyHold) {
   EXPECT_EQ(HeadFile(cy, sha), 404) << "an upload no job names is held until a restart";
 }
 
+// A worker's access file is for joining: `drover user add` says how, and
+// `drover worker --access FILE` joins with it.
+TEST(UsersTest, AWorkersAccessFileJoinsAMachine) {
+  Cluster c;
+  c.StartServer();
+  const std::string path = c.dir() + "/w9.access.json";
+  RunResult added = c.Drover({"user", "add", "w9", "--role", "worker", "--out", path});
+  ASSERT_EQ(added.status, 0) << added.output;
+  EXPECT_NE(added.output.find("run there `drover worker --access FILE`"), std::string::npos)
+      << added.output;
+  Process worker({c.binary(), "worker", "--access", path, "--name", "w9", "--workdir",
+                  c.dir() + "/w9", "--isolation", "none", "--run-as-root"});
+  ASSERT_TRUE(worker.WaitForLine("attached as worker", In(kStartTimeout))) << worker.output();
+  EXPECT_EQ(c.Get("/api/v1/workers")["workers"][0]["name"], "w9");
+}
+
 }  // namespace
 }  // namespace drover::testing
