@@ -207,7 +207,10 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
   Status Declined() const {
     const int code = static_cast<int>(response_.result_int());
     const std::string where = Where();
-    if (code == 401) return Unauthenticated("server " + where + " refused the cluster token");
+    if (code == 401) {
+      return Unauthenticated("server " + where +
+                             " refused the token (not this cluster's, or revoked or rotated)");
+    }
     if (code == 404) return NotFound("server " + where + " has no WebSocket endpoint at " + target_);
     return Unavailable("server " + where + " declined the WebSocket upgrade with HTTP " +
                        std::to_string(code));

@@ -349,6 +349,11 @@ TEST(UsersTest, AWorkersAccessFileJoinsAMachine) {
                   c.dir() + "/w9", "--isolation", "none", "--run-as-root"});
   ASSERT_TRUE(worker.WaitForLine("attached as worker", In(kStartTimeout))) << worker.output();
   EXPECT_EQ(c.Get("/api/v1/workers")["workers"][0]["name"], "w9");
+  // Revoked: its session closes and its next connection is refused, saying so.
+  ASSERT_EQ(c.Drover({"user", "revoke", "w9"}).status, 0);
+  EXPECT_TRUE(worker.WaitForLine("refused the token (not this cluster's, or revoked or rotated)",
+                                 In(kStartTimeout)))
+      << worker.output();
 }
 
 }  // namespace
