@@ -8,7 +8,6 @@
 // this command reached it (--address for the one they should use, e.g. the
 // server's LAN name when this command ran on the server itself), and the
 // token, which the server shows only this once.
-#include <cctype>
 #include <cstdint>
 #include <iostream>
 #include <limits>
@@ -22,6 +21,7 @@
 #include "cli/table.h"
 #include "common/time.h"
 #include "net/access_file.h"
+#include "net/http_types.h"
 
 namespace drover::cli {
 
@@ -149,26 +149,12 @@ struct AuditOptions {
   int64_t limit = 100;
 };
 
-// `text` as a query value: every byte but A-Z a-z 0-9 - . _ ~ as %XX.
-std::string QueryValue(const std::string& text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += {'%', kHex[c >> 4], kHex[c & 15]};
-    }
-  }
-  return out;
-}
-
 int RunAudit(const AuditOptions& o) {
   Result<ApiClient> api = Connect(o.client);
   if (!api.ok()) return ReportError(api.status());
   std::string target = "/api/v1/audit?limit=" + std::to_string(o.limit);
   if (o.after > 0) target += "&after=" + std::to_string(o.after);
-  if (!o.user.empty()) target += "&user=" + QueryValue(o.user);
+  if (!o.user.empty()) target += "&user=" + net::PercentEncode(o.user);
   Result<json> answer = api->Get(target);
   if (!answer.ok()) return ReportError(answer.status());
   if (o.client.json) {

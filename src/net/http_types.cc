@@ -1,5 +1,6 @@
 #include "net/http_types.h"
 
+#include <cctype>
 #include <nlohmann/json.hpp>
 
 #include "net/json_text.h"
@@ -168,6 +169,21 @@ Status StatusFromResponse(const Response& response) {
   std::string msg = "HTTP " + std::to_string(response.status);
   if (!response.body.empty()) msg += ": " + response.body.substr(0, 200);
   return Status(CodeFromHttp(response.status), msg);
+}
+
+std::string PercentEncode(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size());
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += ch;
+    } else {
+      out += {'%', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
+  return out;
 }
 
 std::string PercentDecode(std::string_view text, bool plus_is_space) {

@@ -85,6 +85,9 @@ bool IsCleanText(std::string_view text);
 
 // Percent-decoding ("%20" and '+' in queries) and query splitting.
 std::string PercentDecode(std::string_view text, bool plus_is_space);
+// `text` as a path segment or query value: every byte but A-Z a-z 0-9 - . _ ~
+// as %XX.
+std::string PercentEncode(std::string_view text);
 std::map<std::string, std::string> ParseQuery(std::string_view query);
 
 }  // namespace drover::net

@@ -48,5 +48,12 @@ TEST(JsonTextTest, NeverThrows) {
   EXPECT_EQ(JsonText(nlohmann::json{{"a", 1}}, 1), "{\n \"a\": 1\n}");
 }
 
+TEST(PercentEncodeTest, KeepsUnreservedBytesAndRoundTrips) {
+  EXPECT_EQ(PercentEncode("ana_1.b-c~"), "ana_1.b-c~");
+  EXPECT_EQ(PercentEncode("a b&limit=1"), "a%20b%26limit%3D1");
+  const std::string bytes("\x00\xff/%+\n", 6);
+  EXPECT_EQ(PercentDecode(PercentEncode(bytes), true), bytes);
+}
+
 }  // namespace
 }  // namespace drover::net

@@ -189,7 +189,7 @@ void AddFileRoutes(net::Server& server, FileStore& store, uint64_t max_upload_by
     if (!sha.ok()) return sha.status();
     Result<std::pair<std::string, uint64_t>> found = files->Find(*sha);
     if (!found.ok()) return found.status();
-    if (const std::string* user = holder_of(r); user != nullptr && !files->HeldBy(*sha, *user)) {
+    if (!files->HasFor(*sha, holder_of(r))) {
       return NotFound("no file " + sha->substr(0, 12) + "... on the server");
     }
     return found;
@@ -201,8 +201,7 @@ void AddFileRoutes(net::Server& server, FileStore& store, uint64_t max_upload_by
         Result<std::string> sha = sha_of(r);
         if (!sha.ok()) return done(net::ErrorResponse(sha.status()));
         const std::string* user = holder_of(r);
-        // Whether it was here, as far as this requester may know.
-        const bool had = files->Has(*sha) && (user == nullptr || files->HeldBy(*sha, *user));
+        const bool had = files->HasFor(*sha, user);  // as far as this requester may know
         if (Status kept = files->Commit(upload, *sha); !kept.ok()) {
           spdlog::warn("file store: upload from {} refused: {}", r.remote, kept.ToString());
           if (kept.code() == StatusCode::kResourceExhausted) {

@@ -94,6 +94,11 @@ class FileStore {
   void AddHolder(const std::string& sha256, const std::string& user);
   // Whether `user` holds `sha256` (false when the blob is absent).
   bool HeldBy(const std::string& sha256, const std::string& user) const;
+  // Whether the blob is here as `user` may see it: Has without a user (not
+  // filtered), HeldBy with one.
+  bool HasFor(const std::string& sha256, const std::string* user) const {
+    return user == nullptr ? Has(sha256) : HeldBy(sha256, *user);
+  }
 
   FileStoreStats stats() const;
   // How many references `sha256` has (tests).

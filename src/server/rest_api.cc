@@ -197,10 +197,7 @@ Status CheckUploaded(const core::JobSpec& spec, const FileStore* files, const st
   for (size_t g = 0; g < spec.groups.size(); ++g) {
     const std::vector<core::OutputFile>& inputs = spec.groups[g].input_files;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (files != nullptr && (holder == nullptr ? files->Has(inputs[i].sha256)
-                                                 : files->HeldBy(inputs[i].sha256, *holder))) {
-        continue;
-      }
+      if (files != nullptr && files->HasFor(inputs[i].sha256, holder)) continue;
       *field = "task[" + std::to_string(g) + "].input_files[" + std::to_string(i) + "]";
       if (inputs[i].sha256.empty()) {
         return InvalidArgument("input file \"" + inputs[i].name +
