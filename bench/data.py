@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""B7 (../shared/BENCH.md): moving files between workers (issue 21).
+"""B7 (../shared/BENCH.md): moving files between workers.
 
 Workers in network namespaces of their own (b7w0, b7w1, ... on a bridge,
 10.214.0.0/24; the server in the root namespace at 10.214.0.1), as

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Loop stall under a big job (issue 18 item 5).
+"""Loop stall under a big job.
 
 Starts `drover server` (no workers) in a temporary state directory, submits
 one array job of --tasks tasks (it stays queued), and while a prober thread

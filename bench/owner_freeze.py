@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Idle-desktop mode (issue 23): how fast an owner gets the machine back.
+"""Idle-desktop mode: how fast an owner gets the machine back.
 
 A server and one `drover worker --desktop` (its owner's input is a file this
 script touches, `--idle-source file:PATH`; cgroup v1 isolation when this

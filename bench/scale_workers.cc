@@ -1,5 +1,5 @@
-// scale_workers: the fake-worker load generator of bench/scale (issue 24,
-// shared BENCH.md B6). One process, one thread, N worker connections to a
+// scale_workers: the fake-worker load generator of bench/scale (shared
+// BENCH.md B6). One process, one thread, N worker connections to a
 // real server over the real protocol (TLS with the pinned fingerprint, or
 // the server's local socket, and the cluster token from the access file).
 //

@@ -1,4 +1,4 @@
-# bench/scale's fake workers (issue 24, BENCH.md B6): N worker connections
+# bench/scale's fake workers (BENCH.md B6): N worker connections
 # in one process, each the agent's own state machine with a shell that runs
 # nothing.
 find_package(CLI11 REQUIRED)

@@ -1,4 +1,4 @@
-# drover sim's benchmark (issue #9): the standard synthetic trace (seed 1,
+# drover sim's benchmark: the standard synthetic trace (seed 1,
 # 2,000 tasks, 4 workers x 4 GPUs) against its makespan lower bound, and the
 # replay time of a 1,000,000-task trace. Run: build/bench/sim_bench (see
 # bench/README.md).

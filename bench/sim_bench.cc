@@ -1,4 +1,4 @@
-// drover sim's benchmark (issue #9, bench/README.md).
+// drover sim's benchmark (bench/README.md).
 //
 // Quality: the standard synthetic trace (seed 1, 2,000 tasks, load 1.2 for
 // 16 GPUs) is replayed on the standard cluster (4 workers x 32 cores,
@@ -9,7 +9,7 @@
 // Speed: a trace of --big-tasks tasks (1,000,000) from the same generator is
 // written to a scratch file, then read and replayed as `drover sim` does.
 // The baseline, in the same run, is reading the trace alone; the replay is
-// printed beside it, and as a fraction of the 30 s the issue allows. CPU
+// printed beside it, and as a fraction of the 30 s it may take. CPU
 // time is printed too: on a shared machine it is steadier than wall time.
 //
 // The last line has the default policy's figures at top level:

@@ -72,9 +72,9 @@ Status UseRedis(const RedisFlags& redis, server::ServerConfig& config) {
   options.leader_id = self + std::to_string(::getpid()) + ":" + nonce.substr(0, 8);
   // A leader lease held by this address on this host under a process id
   // that no longer exists is this server's previous run (a crash or kill
-  // -9): take it back at once rather than wait out its TTL as a standby
-  // (issue 18.7). A live process there (a standby or leader sharing the
-  // address) is never taken from.
+  // -9): take it back at once rather than wait out its TTL as a standby.
+  // A live process there (a standby or leader sharing the address) is
+  // never taken from.
   options.previous_self = [self](const std::string& owner) {
     if (!owner.starts_with(self)) return false;
     const std::string rest = owner.substr(self.size());

@@ -1,4 +1,4 @@
-// Fair share across users (issue 22): among equal priorities, the user
+// Fair share across users: among equal priorities, the user
 // whose decayed use is smallest for their share goes first; use decays
 // with the half-life; a group with a share is one party; a restart rebuilds
 // the use from the journal.
@@ -521,7 +521,7 @@ TEST(FairShareRestartTest, ACompactionKeepsNoAssignmentTimeOfAnAttemptNotStarted
   TestCluster c(config);
   c.AddWorker(WorkerBuilder().Cpus(1));
   c.Submit(JobBuilder(TaskBuilder()).User("alice"));
-  c.Reject(T(1, 0));  // queued again and assigned again at once (#2)
+  c.Reject(T(1, 0));  // queued again and assigned again at once (attempt 2)
   c.Advance(Seconds(600));
   c.Take();
   ASSERT_EQ(c.scheduler().GetTask(T(1, 0))->state, TaskState::kAssigned);

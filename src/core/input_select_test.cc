@@ -1,4 +1,4 @@
-// Input selection (issue 21): the selectors of `inputs`, which outputs they
+// Input selection: the selectors of `inputs`, which outputs they
 // pick, and what the scheduler does with them: only those files in the
 // assignment and in the start bound, and a dependent that fails at once
 // when a file it names was never written.

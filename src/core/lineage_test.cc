@@ -1,4 +1,4 @@
-// Lineage (issue 21): a succeeded task whose outputs were lost with their
+// Lineage: a succeeded task whose outputs were lost with their
 // only holder runs again while a dependent still needs them.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Data locality (issue 21): a ready task goes to the worker that holds the
+// Data locality: a ready task goes to the worker that holds the
 // most of its input bytes when it fits there now and the policy ranks that
 // worker equal within its tolerance; never a reason to wait. Jobs submitted
 // --after a task receive its files too.

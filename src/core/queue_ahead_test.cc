@@ -465,7 +465,7 @@ TEST(QueueAheadTest, AHigherPriorityTaskGetsTheFreedRoomInsteadOfTheWaiter) {
   EXPECT_EQ(c.scheduler().GetTask(T(3, 0))->after, T(1, 0));
 }
 
-// Queue-ahead never overtakes priority (issue 19): a head of higher
+// Queue-ahead never overtakes priority: a head of higher
 // priority that cannot queue anywhere takes the place of a lower waiter,
 // which is withdrawn and goes back to its queue without a failure.
 TEST(QueueAheadTest, AHigherPriorityHeadTakesTheLowerWaitersPlace) {

@@ -277,7 +277,7 @@ TEST(ReattachTest, AnAttemptNeverStartedWithinTheBoundIsTakenBack) {
 }
 
 // A task whose dependencies left files gets longer to start: its worker
-// fetches them first (issue 21), at input_fetch_rate.
+// fetches them first, at input_fetch_rate.
 TEST(ReattachTest, TheStartBoundGrowsWithTheInputFilesToFetch) {
   SchedulerConfig config;
   config.start_timeout = Seconds(30);
@@ -300,7 +300,7 @@ TEST(ReattachTest, TheStartBoundGrowsWithTheInputFilesToFetch) {
               ::testing::Contains("kill 1.1#1 on w1: worker 1 did not start it within 50s"));
 }
 
-// --- adoption only for what the server may have assigned (issue 18.6) -------
+// --- adoption only for what the server may have assigned --------------------
 
 TEST(ReattachTest, AttemptsTheJournalNeverSawAreAdoptedOnlyFromAnExpectedWorkersFirstAttach) {
   TestCluster c;

@@ -1,4 +1,4 @@
-// Replicas (issue 21): `replicas = 2` keeps a copy of a task's outputs on a
+// Replicas: `replicas = 2` keeps a copy of a task's outputs on a
 // second worker, so losing one worker loses no work.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -192,7 +192,7 @@ TEST(RestoreTest, ManyWorkersRejoiningKeepEveryRestoredTaskOnItsOwnResources) {
   EXPECT_EQ(restored.GetTask(T(1, placed))->cores, before[done].cores);
 }
 
-// A finished task keeps what it ran on (issue 19 item 15), live and after a
+// A finished task keeps what it ran on, live and after a
 // restart from its journal; tasks on one placement share one entry.
 TEST(RestoreTest, EndedTaskKeepsItsCoresAndGpus) {
   TestCluster c;

@@ -17,7 +17,7 @@ using testing::TaskBuilder;
 using testing::TestCluster;
 using testing::WorkerBuilder;
 
-// An assignment carries everything its worker needs (issue 20): the job's
+// An assignment carries everything its worker needs: the job's
 // name and the results of the tasks its group depends on, so the shell
 // never asks the core again.
 TEST(AssignTest, AnAssignmentCarriesItsJobNameAndItsDependenciesResults) {

@@ -27,7 +27,7 @@ TEST(WorkerStateTest, HandsOutDistinctCoresAndTakesExactlyThoseBack) {
   EXPECT_EQ(c.cores, (std::vector<uint32_t>{0, 3}));
 }
 
-// Below one CPU, requests share a core (issue 19): the fullest shared core
+// Below one CPU, requests share a core: the fullest shared core
 // with room first, up to one CPU on a core; a whole-core request never gets
 // a shared core, and a core comes back whole when its last share ends.
 TEST(WorkerStateTest, CoreSharesFillOneCoreBeforeTakingAnother) {

@@ -33,7 +33,7 @@ TEST(PrintableTest, CleanTextIsUtf8WithoutControls) {
 }
 
 TEST(ErrorResponseTest, InvalidUtf8InTheMessageIsReplacedNotThrown) {
-  // The message of the crash in issue 18: "no dashboard file at /assets/\xff".
+  // The message that once crashed the server: "no dashboard file at /assets/\xff".
   Response r = ErrorResponse(404, StatusCode::kNotFound, "no dashboard file at /assets/\xff");
   EXPECT_EQ(r.status, 404);
   nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);

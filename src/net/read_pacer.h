@@ -8,7 +8,7 @@
 // sending as fast as the server answers, one pass holds a message from every
 // worker (hundreds of milliseconds of work), and a request from a person
 // (`drover status`, the dashboard) waits a whole pass for each of its steps
-// (issue 24, B6 scenario c).
+// (bench/README.md, B6 scenario c).
 //
 // A paced session asks Next() before it reads again. At most `per_turn`
 // reads go through at once; the rest wait in order and go on `per_turn` at

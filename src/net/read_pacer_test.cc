@@ -47,7 +47,7 @@ TEST(ReadPacerTest, WhatWaitsGoesInOrderOneBatchAtATime) {
   EXPECT_EQ(pacer->batches(), 3u);  // {2, 3}, {4, 5}, {6}
 }
 
-// The point of it (issue 24, scenario c): a socket that becomes readable
+// The point of it (bench/README.md, B6 scenario c): a socket that becomes readable
 // while many reads wait is served after at most two batches of them, not
 // after all of them.
 TEST(ReadPacerTest, ASocketReadableMeanwhileWaitsForAtMostTwoBatches) {

@@ -190,7 +190,7 @@ TEST_P(ServerTest, GarbageAndHalfOpenConnectionsDoNotDisturbGoodClients) {
   EXPECT_EQ(client.Get("/api/v1/echo/6")->status, 200);
 }
 
-// Issue 18: "GET /assets/%FF" with no token aborted the server (nlohmann
+// "GET /assets/%FF" with no token once aborted the server (nlohmann
 // type_error.316 serialising the 404 message that named the path).
 TEST_P(ServerTest, BytesThatAreNotTextGet400AndValidJson) {
   StartServer();

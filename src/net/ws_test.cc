@@ -188,7 +188,7 @@ TEST_P(WsTest, OversizedMessageClosesOnlyThatConnection) {
   EXPECT_TRUE(good.closed.Pop().has_value());
 }
 
-// Issue 18: a frame that declares 2^63 bytes (and sends none of them) is
+// Hostile input: a frame that declares 2^63 bytes (and sends none of them) is
 // refused at its header: close 1009 and the connection ends at once, not
 // held open while the server waits for the bytes.
 TEST_P(WsTest, FrameDeclaringMoreThanTheLimitIsClosedAtItsHeader) {

@@ -244,7 +244,7 @@ TEST(JobFileTest, HowATaskIsVacatedIsReadCheckedAndRoundTrips) {
 }
 
 // Which outputs a dependent fetches, and how much its outputs may add up
-// to (issue 21): read, checked with positions, and round-tripped through
+// to: read, checked with positions, and round-tripped through
 // the journal's JSON, where [] (nothing) stays apart from absent (all).
 TEST(JobFileTest, InputsAndMaxOutputAreReadCheckedAndRoundTrip) {
   const std::string two =

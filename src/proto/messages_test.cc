@@ -379,7 +379,7 @@ TEST(MessagesTest, OutputNamesAndHashesAreChecked) {
   EXPECT_EQ(core::OutputNameProblem("..hidden"), "");
 }
 
-// The cap on a task's outputs (issue 21): absent on the wire when there is
+// The cap on a task's outputs: absent on the wire when there is
 // none, and whose it is travels with it.
 TEST(MessagesTest, AnAssignmentsMaxOutputRoundTripsAndIsOptional) {
   Assignment a = SampleAssignment();
@@ -394,7 +394,7 @@ TEST(MessagesTest, AnAssignmentsMaxOutputRoundTripsAndIsOptional) {
   }
 }
 
-// The job's user (issue 22: per-user workers): written only when set, an
+// The job's user (for per-user workers): written only when set, an
 // older server's assignment without it reads as empty, and it must be a
 // string.
 TEST(MessagesTest, AnAssignmentsUserRoundTripsAndIsOptional) {

@@ -1,5 +1,5 @@
 // AuditLog: every write to the cluster, once, with who, what, when and from
-// where (issue 22): each request other than GET and HEAD that carried a
+// where: each request other than GET and HEAD that carried a
 // valid token (submit, cancel, drain, allocation queues, user changes, file
 // uploads, ...), refused ones included (a 403 is recorded with its reason).
 // Requests without a valid token are not recorded: anyone who can reach the

@@ -1,5 +1,5 @@
 // OutputRetention: how long a succeeded task's output files stay kept on
-// the worker that holds them (docs/design.md, "Data plane", issue 21).
+// the worker that holds them (docs/design.md, "Data plane", Retention).
 //
 // The rule: a worker keeps the outputs of a job's tasks (not evictable from
 // its cache, across its restarts) until the server releases the job. The

@@ -1,7 +1,7 @@
 // Retention: finished jobs are forgotten some time after they ended
 // (`drover server --keep-finished`, default 7 days; 0 keeps every job), so
 // neither the server's memory nor the journal's snapshot grows with all of
-// history (issue 18 item 7).
+// history.
 //
 // A job is due when every task is terminal and its last change (its latest
 // journal record, Scheduler::LastChange) is `keep` or more before now. A

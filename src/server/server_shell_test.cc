@@ -774,7 +774,7 @@ TEST_P(ServerShellTest, AnAttemptTheJournalNeverSawIsAdoptedFromTheWorkersReport
   EXPECT_EQ(task["attempt"], 1);
 }
 
-// Issue 18.6: a process with the token but no history claims attempt 7 of a
+// A process with the token but no history claims attempt 7 of a
 // queued task and reports it finished. Nothing of it counts.
 TEST_P(ServerShellTest, AWorkerCannotReportAnAttemptItWasNeverGiven) {
   Post("/api/v1/jobs",

@@ -2,7 +2,7 @@
 //
 // A read or a cancel of a million-task job done in one go would hold the
 // loop for seconds, and everything else waits meanwhile: worker heartbeats
-// and results, lease renewals, other requests (issue 18 item 5). Such work
+// and results, lease renewals, other requests. Such work
 // is written as a step that does one bounded slice and says whether it is
 // done; RunSliced runs the first slice at once (small work finishes inside
 // the call, as before) and each further one from a post, so whatever became

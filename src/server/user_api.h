@@ -1,4 +1,4 @@
-// The routes about users and the audit log (issue 22; shapes in
+// The routes about users and the audit log (shapes in
 // src/server/README.md), all but whoami the admin's (access.h):
 //
 //   GET  /api/v1/whoami               {"name","role"} of the token

@@ -1,5 +1,5 @@
-// UserBook: the server's users, each with a role and a token (issue 22;
-// roles in net/identity.h). Requests are authenticated against it
+// UserBook: the server's users, each with a role and a token (roles in
+// net/identity.h). Requests are authenticated against it
 // (Authenticate, ServerOptions::authenticate).
 //
 // File: <state_dir>/users.json, mode 0600 (its text: server/users_file.h),

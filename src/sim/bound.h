@@ -9,9 +9,9 @@
 //   chain     the longest path through the dependencies, where a task can
 //             start no earlier than its submit time and its dependencies'
 //             earliest finish.
-// The issue's plain bound leaves release times out: max(all GPU-seconds /
-// GPUs, chain), never above value_s(); the goal of issue 9 is stated
-// against it.
+// The plain bound leaves release times out: max(all GPU-seconds /
+// GPUs, chain), never above value_s(); drover sim's makespan goal
+// (docs/sim.md) is stated against it.
 // A ratio of the simulated makespan to this bound near 1 means the policy
 // left little on the table; it ignores fragmentation (a 4-GPU task needs
 // one worker with 4 free GPUs), so 1.0 is not always reachable.

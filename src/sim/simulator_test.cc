@@ -451,7 +451,7 @@ TEST(SimulatorTest, WaitStatsUseNearestRank) {
   EXPECT_DOUBLE_EQ(s.max_s, 20.0);
 }
 
-// Issue 22's acceptance: three users with equal shares and unequal demand
+// What fair share promises: three users with equal shares and unequal demand
 // on a contended pool each get a third of the GPU-seconds (within 5%) while
 // all of them have work waiting; without fair share the first to submit
 // takes the pool. A user who arrives late catches up, then levels off.

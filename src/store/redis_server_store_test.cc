@@ -265,7 +265,7 @@ TEST_F(RedisServerStoreTest, JournalResendAfterARedisRestartStoresEachRecordOnce
   EXPECT_EQ(range->elements[1].elements[1].elements[1].str, "second");
 }
 
-// Issue 18.7: a leader restarted after a crash finds the leader lease still
+// A leader restarted after a crash finds the leader lease still
 // held by its previous run. That one is gone (previous_self says so), so the
 // new run takes the lease over at once instead of waiting out its TTL; an
 // owner previous_self does not recognise is waited for as before.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check for a machine with NVIDIA GPUs (issue 19), one script, a few
+# The GPU check for a machine with NVIDIA GPUs, one script, a few
 # minutes: builds drover, then
 #   1. detects the GPUs through NVML (the worker's offer) and through
 #      nvidia-smi, and compares index, UUID, model and memory;

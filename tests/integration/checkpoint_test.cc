@@ -1,4 +1,4 @@
-// Checkpoints that follow a task (issue 21; docs/design.md, "Data plane"):
+// Checkpoints that follow a task (docs/design.md, "Data plane"):
 // a worker saves $DROVER_CHECKPOINT_DIR to the server's file store while
 // the task runs (--checkpoint-every) and when an attempt ends, and the next
 // attempt, on any worker, starts from the latest saved set.

@@ -1,5 +1,5 @@
 // Tasks below one CPU share a core: four 0.25-CPU tasks on a one-core
-// worker run at the same time (issue 19).
+// worker run at the same time.
 #include <gtest/gtest.h>
 
 #include "cluster.h"

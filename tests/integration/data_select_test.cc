@@ -1,4 +1,4 @@
-// Choosing what moves on the data plane, with real processes (issue 21): a
+// Choosing what moves on the data plane, with real processes: a
 // dependent's `inputs` select which outputs of its dependencies it fetches
 // (only those cross the network), a file named there that was never written
 // fails the dependent with a reason, and `max_output` (the task's, else the

@@ -1,4 +1,4 @@
-// Hostile input against a real `drover server` (issue 18): requests with
+// Hostile input against a real `drover server`: requests with
 // bytes that are not text, with and without the token, over TLS and over
 // the local socket; a NUL byte in a command; a token in the worker
 // channel's URL; and a flood of idle connections against a small limit on
@@ -193,7 +193,7 @@ double CpuSeconds(pid_t pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
-// Issue 18, item 4: more idle connections than the server may open files.
+// More idle connections than the server may open files.
 // Before the fix the accept loop spun on EMFILE (10 s of CPU in 14 s),
 // logged a line per try (148 MB) and stalled every client.
 TEST(HostileInputTest, IdleConnectionsBeyondTheFileLimitNeitherSpinNorLockOut) {

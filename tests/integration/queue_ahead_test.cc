@@ -152,7 +152,7 @@ TEST(QueueAheadTest, AWaiterMovesToTheWorkerThatFreesFirst) {
   ASSERT_TRUE(long_tap.WaitForState(long_task, "succeeded"));
 }
 
-// "Higher runs first" holds with queue-ahead on (issue 19): the low task
+// "Higher runs first" holds with queue-ahead on: the low task
 // waiting behind the running one makes way for a later task of higher
 // priority, which then starts first.
 TEST(QueueAheadTest, AHigherPriorityTaskStartsBeforeALowerOneQueuedAhead) {

@@ -1,4 +1,4 @@
-// A worker's re-attach is the truth about it (issues 18.2, 19.5, 19.4): a
+// A worker's re-attach is the truth about it: a
 // worker killed and started again under its name, and `drover up`
 // restarted, get their lost tasks back at once, not at lease expiry; and
 // what a process with only the cluster token may claim in its hello (18.6).
@@ -125,7 +125,7 @@ TEST(ReattachTest, DroverUpRestartedRunsItsLostTasksAtOnce) {
 }
 
 // A worker restarted with another size takes the new offer at once, and
-// `drover workers` flags the change (issue 19.4).
+// `drover workers` flags the change.
 TEST(ReattachTest, AWorkerRestartedWithAnotherSizeIsTakenAtItsNewSize) {
   Cluster c;
   c.StartServer();
@@ -143,7 +143,7 @@ TEST(ReattachTest, AWorkerRestartedWithAnotherSizeIsTakenAtItsNewSize) {
   EXPECT_NE(listed.output.find("2/2 free"), std::string::npos) << listed.output;
 }
 
-// --- hostile hellos (issue 18.6) -------------------------------------------
+// --- hostile hellos --------------------------------------------------------
 
 // One hello sent on the worker channel with the cluster token, over a raw
 // WebSocket; the server's first answer (or "closed: ..." / "timeout").

@@ -222,7 +222,7 @@ TEST(RecoveryTest, EveryAttemptOfARetriedTaskIsListedAndSurvivesARestart) {
     EXPECT_EQ(attempts[1]["state"], "succeeded");
     EXPECT_EQ(attempts[1]["reason"], "") << task.dump(2);
     EXPECT_EQ(attempts[1]["worker"], attempts[0]["worker"]);
-    // What it ran on stays after the end (issue 19 item 15).
+    // What it ran on stays after the end.
     ASSERT_TRUE(task["cores"].is_array()) << task.dump(2);
     EXPECT_EQ(task["cores"].size(), 1u) << task.dump(2);
   };

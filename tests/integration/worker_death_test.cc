@@ -1,4 +1,4 @@
-// A worker killed with kill -9 leaves no task running (issue 18, item 3):
+// A worker killed with kill -9 leaves no task running:
 // its reaper ends the task's process tree at once; with the reaper killed
 // too, the worker's next start ends the tree before it takes any work.
 // Both with cgroup isolation (v1, where this machine has it) and without

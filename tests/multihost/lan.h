@@ -1,5 +1,5 @@
 // Lan: several "hosts" on this one machine, for tests of Drover across a
-// real network (issue 7, docs/lan.md). Each host is a network namespace
+// real network (docs/lan.md). Each host is a network namespace
 // with one veth link to a Linux bridge that lives in a switch namespace of
 // its own, so nothing (no address, no link, no route) is added to the
 // machine's own namespace and tearing down is deleting the namespaces:

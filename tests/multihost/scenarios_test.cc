@@ -1,4 +1,4 @@
-// Fault scenarios on a LAN of network namespaces (issue 7): every task ends
+// Fault scenarios on a LAN of network namespaces: every task ends
 // exactly once in the right state, counted in a side file per task that
 // each attempt appends to ("start ATTEMPT PID EPOCH_MS DIR", "done ATTEMPT").
 //
@@ -379,7 +379,7 @@ TEST_F(MultiHost, FullWorkDirectoryFailsTheTaskWithNoSpaceAndTheWorkerCarriesOn)
              Secs(failed_after) + "; the worker ran the next two tasks");
 }
 
-// 7. Files between hosts (issue 21): prep on w1 writes 200 MiB, train on w2
+// 7. Files between hosts: prep on w1 writes 200 MiB, train on w2
 // checks it and writes a model, eval on w3 checks both; the bytes go worker
 // to worker, and the server's body counters show they did not pass through
 // it.

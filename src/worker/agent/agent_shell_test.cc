@@ -1,4 +1,4 @@
-// The agent's shell on its seams (issue 20 item 1): a fake ServerLink, a
+// The agent's shell on its seams: a fake ServerLink, a
 // fake TaskRunner and a SimulatedClock in place of the WebSocket, the
 // Executor and the wall clock. No TLS, no socket, no task process: what
 // the shell does with one assignment is read off the fake session's

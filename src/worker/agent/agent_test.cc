@@ -674,7 +674,7 @@ TEST_F(AgentTest, AQueuedTaskIsInTheHelloAndStartsOnceWhenAssignedAgain) {
 }
 
 // A worker's next life ends what its previous life left running before it
-// says hello (issue 18), and records each task it runs for its own next
+// says hello, and records each task it runs for its own next
 // life (isolation none: the tasks log of life_record.h).
 TEST_F(AgentTest, ARestartEndsWhatThePreviousLifeLeftBeforeItsHello) {
   const std::string state = dir_ / "work/.worker";
@@ -724,7 +724,7 @@ TEST_F(AgentTest, ConfigurationErrorsAreClear) {
   EXPECT_EQ(StartAgent(c).code(), StatusCode::kInvalidArgument);
 }
 
-// Per-user mode (issue 22): a root agent with --user-map runs each task as
+// Per-user mode: a root agent with --user-map runs each task as
 // its assignment's user's account, queued ones too; a user without an
 // account here fails with the reason, without running anything.
 TEST_F(AgentTest, PerUserRunsEachTaskAsItsUsersAccountAndRefusesTheUnknown) {

@@ -353,7 +353,7 @@ TEST(ExecutorTest, RootWithoutTaskUserOrFlagIsRefused) {
             "(per_user) exclude each other");
 }
 
-// Per-user mode (issue 22): each task runs as its job user's account, the
+// Per-user mode: each task runs as its job user's account, the
 // map's or the same name's, and owns what it makes; a user that cannot be
 // run is refused by the start, with the reason, before anything is made.
 TEST(ExecutorTest, PerUserRunsEachTaskAsItsUsersAccount) {
@@ -765,7 +765,7 @@ TEST(ExecutorDirsTest, ATaskUserOwnsItsLateFilesButNotTheSharedInputs) {
   EXPECT_EQ(st.st_uid, nobody->pw_uid);
 }
 
-// Task data is its user's alone (issue 18): nobody else may list or read a
+// Task data is its user's alone: nobody else may list or read a
 // task's directories, output or results.
 TEST(ExecutorDirsTest, TaskDataIsReadableByTheTasksUserOnly) {
   Harness h(MakeNoIsolator());

@@ -25,7 +25,7 @@
 // Every kill goes through a pidfd opened before the process is checked,
 // so a process that died and whose pid was reused in between is not hit.
 //
-// Decision (issue 18): leftovers are killed, not adopted. Adoption would
+// Decision: leftovers are killed, not adopted. Adoption would
 // need the exit status of a process that is not the new life's child, its
 // output pipes (gone with the old life) and its cgroup accounting: the
 // simple honest answer is to end it, and not to list it in the hello, so

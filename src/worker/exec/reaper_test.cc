@@ -194,7 +194,7 @@ TEST(ReaperTest, ADeadReaperIsReportedWhenTold) {
   EXPECT_NE(s.message().find("reaper"), std::string::npos) << s.message();
 }
 
-// The watchdog (issue 18): a worker that stops renewing its deadline
+// The watchdog: a worker that stops renewing its deadline
 // (SIGSTOP, a stall) has its tasks killed by then, as its own fencing would;
 // the reaper stays for the worker and counts the fence.
 TEST(ReaperTest, AWorkerSilentPastItsDeadlineHasItsTasksKilledAndTheReaperStays) {

@@ -35,7 +35,7 @@ TEST(SlotsTest, RefusesACoreInUseWithTheHolderNamed) {
   EXPECT_EQ(slots.free_milli_cpus(), 3000);  // the refusal booked nothing
 }
 
-// Below one CPU, tasks share a core up to one CPU in all (issue 19: four
+// Below one CPU, tasks share a core up to one CPU in all (four
 // 0.25-CPU tasks on a one-core worker run at once).
 TEST(SlotsTest, CoreSharesFitUpToOneCpu) {
   Slots slots(SlotCapacity{{0}, 0, {}});
