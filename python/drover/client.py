@@ -69,6 +69,7 @@ from .errors import (
     DroverError,
     DroverWarning,
     FailedPrecondition,
+    PermissionDenied,
     TaskCanceled,
     TaskFailed,
     api_error,
@@ -695,6 +696,8 @@ class Task:
         Raises:
             TaskFailed: it failed (``reason``, ``exit_code``).
             TaskCanceled: it was canceled.
+            PermissionDenied: it is another user's, whose results this
+                client's user may not read.
             WaitTimeout: ``timeout`` seconds passed first.
         """
         return _result_of(self.wait(timeout))
@@ -816,6 +819,11 @@ class Task:
 
 
 def _result_of(info: TaskInfo) -> str:
+    if info.contents_hidden:
+        raise PermissionDenied(
+            "permission_denied",
+            f"the result of task {info.id} is private: a job's logs, results and files are "
+            "for its user, admins and viewers")
     if info.state == SUCCEEDED:
         return info.result
     o = info.outcome

@@ -101,6 +101,10 @@ class TaskInfo:
     cores: List[int]
     gpus: List[GpuGrant]
     explain: str = ""  # the scheduler's explanation (single-task queries only)
+    # Another user's task: the server left out its result, outputs and
+    # checkpoint files (a job's contents are its user's, admins' and
+    # viewers'; docs/guide.md, "Users, roles and the audit log").
+    contents_hidden: bool = False
 
     @property
     def done(self) -> bool:
@@ -132,6 +136,7 @@ class TaskInfo:
             gpus=[GpuGrant(int(g["index"]), int(g["share"]), int(g["mem_bytes"]))
                   for g in d.get("gpus", [])],
             explain=str(d.get("explain", "")),
+            contents_hidden=bool(d.get("contents_hidden", False)),
         )
 
 

@@ -522,6 +522,35 @@ class ErrorsTest(ClusterTest):
         self.assertEqual(followed, ["late"])
 
 
+class ContentsTest(ClusterTest):
+    def test_another_users_result_outputs_and_logs_are_private(self) -> None:
+        # A second user, as `drover user add` makes one.
+        added = self.client._transport.json(
+            "POST", "/api/v1/users", {"name": f"pyuser{os.getpid()}", "role": "user"})
+        other = drover.Client(f"127.0.0.1:{cluster().port}", token=added["token"],
+                              fingerprint=self.client.endpoint.fingerprint)
+        self.addCleanup(other.close)
+        task = self.client.submit(
+            ["sh", "-c", 'echo py-secret-log; echo py-secret > "$DROVER_RESULT"; '
+             'echo x > "$DROVER_OUTPUT_DIR/py-secret.txt"'])
+        self.assertEqual(task.result(timeout=WAIT), "py-secret\n")
+        theirs = other.task(task.id)
+        info = theirs.wait(timeout=WAIT)
+        self.assertEqual(info.state, "succeeded")  # the queue is everyone's
+        self.assertTrue(info.contents_hidden)
+        self.assertEqual(info.result, "")
+        self.assertEqual(info.outcome.outputs if info.outcome else [], [])
+        with self.assertRaises(drover.PermissionDenied) as caught:
+            theirs.result(timeout=WAIT)
+        self.assertIn("private", str(caught.exception))
+        with self.assertRaises(drover.PermissionDenied):
+            list(theirs.logs())
+        self.assertEqual(theirs.outputs, [])
+        with self.assertRaises(drover.PermissionDenied):
+            theirs.download(self.tmp)
+        self.assertFalse(task.info().contents_hidden)
+
+
 class AccessTest(ClusterTest):
     def test_client_reads_drover_access_like_the_cli(self) -> None:
         old = os.environ.get("DROVER_ACCESS")

@@ -87,7 +87,7 @@ Status ReadLimit(const std::string& file, const proto::ConfigSection& section,
   } else {
     return PolicyError(file, section, entry,
                        "unknown key (cpus, gpus, mem, tasks, queued" +
-                           std::string(section.name == "group" ? " or members)" : ")"));
+                           std::string(section.name == "group" ? ", members or share_outputs)" : ")"));
   }
   return Status::Ok();
 }
@@ -190,6 +190,13 @@ Result<core::UserPolicy> PolicyFromSections(const std::vector<proto::ConfigSecti
         has_members = true;
         continue;
       }
+      if (group && entry.key == "share_outputs") {
+        if (entry.kind != Kind::kBool) {
+          return PolicyError(file, section, entry, "expected true or false");
+        }
+        if (entry.values.front() == "true") policy.sharing_groups.insert(section.sub);
+        continue;
+      }
       RETURN_IF_ERROR(ReadLimit(file, section, entry, q));
     }
     if (group) {
@@ -241,6 +248,7 @@ std::string DescribePolicy(const core::UserPolicy& before, const core::UserPolic
   if (!(before.default_quota == after.default_quota)) changed.push_back("*");
   compare(before.group_quotas, after.group_quotas, "group ");
   compare(before.groups, after.groups, "members of ");
+  if (before.sharing_groups != after.sharing_groups) changed.push_back("share_outputs");
   if (!(before.fair_share == after.fair_share)) changed.push_back("fairshare");
   if (changed.empty()) return out + "; nothing changed";
   out += "; changed:";

@@ -14,6 +14,7 @@
 //   [group.vision]
 //   members = ["ana", "bob"]
 //   gpus = 6             # the members together
+//   share_outputs = true # members read each other's logs, results, files
 //   [fairshare]
 //   half_life = "1d"
 //   gpu_weight = 10.0

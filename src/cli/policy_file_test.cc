@@ -22,7 +22,7 @@ TEST(PolicyFileTest, TablesBecomeQuotasGroupsAndFairShare) {
       "[quota.\"*\"]\ngpus = 4\n"
       "[quota.ana]\ncpus = 8\ngpus = 0.5\nmem = \"64GiB\"\ntasks = 10\nqueued = 1000\n"
       "[quota.bob]\ncpus = \"500m\"\n"
-      "[group.vision]\nmembers = [\"ana\", \"bob\"]\ngpus = 6\n"
+      "[group.vision]\nmembers = [\"ana\", \"bob\"]\ngpus = 6\nshare_outputs = true\n"
       "[fairshare]\nhalf_life = \"1d\"\ngpu_weight = 10.0\nenabled = false\n"
       "[fairshare.shares]\nana = 2\nvision = 1.5\n");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
@@ -38,6 +38,7 @@ TEST(PolicyFileTest, TablesBecomeQuotasGroupsAndFairShare) {
   EXPECT_EQ(p->fair_share.half_life, Seconds(24 * 3600));
   EXPECT_EQ(p->fair_share.gpu_weight, 10.0);
   EXPECT_FALSE(p->fair_share.enabled);
+  EXPECT_EQ(p->sharing_groups, std::set<std::string>{"vision"});
   EXPECT_EQ(p->fair_share.shares, (std::map<std::string, double>{{"ana", 2}, {"vision", 1.5}}));
 }
 
@@ -63,6 +64,8 @@ TEST(PolicyFileTest, EveryMistakeIsRefusedWithFileLineAndColumn) {
        "f.toml:2:1: [group.g] members: expected an array of user names (strings)"},
       {"[group.a]\nmembers = [\"ana\"]\n[group.b]\nmembers = [\"ana\"]\n",
        "f.toml:4:1: [group.b] members: ana is already a member of group a (f.toml:2)"},
+      {"[group.g]\nmembers = [\"ana\"]\nshare_outputs = \"yes\"\n",
+       "f.toml:3:1: [group.g] share_outputs: expected true or false"},
       {"[fairshare]\nhalf_life = \"0s\"\n", "f.toml:2:1: [fairshare] half_life: must be above 0"},
       {"[fairshare]\nweight = 2\n", "f.toml:2:1: [fairshare] weight: unknown key"},
       {"[fairshare.shares]\nana = 0\n",

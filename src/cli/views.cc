@@ -185,6 +185,11 @@ std::string TaskView(const json& task, int64_t now_ms) {
     row("peak mem", peak >= 0 ? FormatBytes(static_cast<uint64_t>(peak)) : "-");
   }
   std::string out = table.Render();
+  // Another user's task: the server left out what only its job's readers see.
+  if (Bool(task, "contents_hidden")) {
+    out += "\ncontents: private (a job's logs, result and files are for its user, admins and "
+           "viewers)\n";
+  }
   if (outcome.is_object()) {
     std::string result = Str(outcome, "result");
     if (result != "-" && !result.empty()) {

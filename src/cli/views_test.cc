@@ -74,6 +74,16 @@ TEST(ViewsTest, TaskViewShowsOutcomeResultAndExplain) {
   EXPECT_NE(text.find("\ncpu time   0.0s\n"), std::string::npos) << text;
   EXPECT_NE(text.find("result:\npi ~ 3.1416\n"), std::string::npos) << text;
   EXPECT_NE(text.find("explain:\nfinished\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("private"), std::string::npos) << text;
+  // Another user's task, as the server shows it: says why there is no result.
+  task["contents_hidden"] = true;
+  task["outcome"]["result"] = "";
+  const std::string hidden = TaskView(task, 0);
+  EXPECT_NE(hidden.find("\ncontents: private (a job's logs, result and files are for its user, "
+                        "admins and viewers)\n"),
+            std::string::npos)
+      << hidden;
+  EXPECT_EQ(hidden.find("result:"), std::string::npos) << hidden;
 }
 
 TEST(ViewsTest, TaskViewListsEveryAttemptWhenThereWereSeveral) {

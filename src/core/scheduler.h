@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -82,6 +83,10 @@ struct UserPolicy {
   UserQuota default_quota;                                 // every user without a line
   std::map<std::string, UserQuota> group_quotas;           // per group, its members together
   std::map<std::string, std::vector<std::string>> groups;  // group -> member users
+  // Groups whose members read each other's job contents (logs, results,
+  // files: `share_outputs = true`); the server's access rules, not the core,
+  // use it.
+  std::set<std::string> sharing_groups;
   FairShareConfig fair_share;
   friend bool operator==(const UserPolicy&, const UserPolicy&) = default;
 };

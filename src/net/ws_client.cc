@@ -7,6 +7,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "net/client_tls.h"
@@ -212,6 +213,17 @@ class ConnectOp : public std::enable_shared_from_this<ConnectOp<NextLayer>> {
                              " refused the token (not this cluster's, or revoked or rotated)");
     }
     if (code == 404) return NotFound("server " + where + " has no WebSocket endpoint at " + target_);
+    if (code == 403) {
+      // The access rules' refusal says who may not do what, and why.
+      const nlohmann::json body = nlohmann::json::parse(response_.body(), nullptr, false);
+      const nlohmann::json* error =
+          body.is_object() && body.contains("error") ? &body["error"] : nullptr;
+      if (error != nullptr && error->is_object() && error->contains("message") &&
+          (*error)["message"].is_string()) {
+        return PermissionDenied((*error)["message"].get<std::string>());
+      }
+      return PermissionDenied("server " + where + " refused the WebSocket upgrade (HTTP 403)");
+    }
     return Unavailable("server " + where + " declined the WebSocket upgrade with HTTP " +
                        std::to_string(code));
   }

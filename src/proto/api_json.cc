@@ -339,6 +339,34 @@ nlohmann::json TaskInfoJson(const core::TaskInfo& task) {
   return j;
 }
 
+namespace {
+void HideOutcome(Json& outcome) {
+  if (!outcome.is_object()) return;
+  outcome["result"] = "";
+  outcome["outputs"] = Json::array();
+  outcome.erase("outputs_on");
+  outcome.erase("replicas");
+}
+}  // namespace
+
+void HideContents(nlohmann::json& task) {
+  if (!task.is_object()) return;
+  if (auto o = task.find("outcome"); o != task.end()) HideOutcome(*o);
+  if (auto c = task.find("checkpoint"); c != task.end() && c->is_object()) {
+    (*c)["files"] = Json::array();
+  }
+  if (auto a = task.find("attempts"); a != task.end() && a->is_array()) {
+    for (Json& attempt : *a) {
+      if (auto o = attempt.find("outcome"); o != attempt.end()) HideOutcome(*o);
+    }
+  }
+  if (auto spec = task.find("spec"); spec != task.end() && spec->is_object()) {
+    spec->erase("env");
+    spec->erase("input_files");
+  }
+  task["contents_hidden"] = true;
+}
+
 nlohmann::json AttemptJson(const AttemptView& a) {
   Json j{{"attempt", a.attempt},
          {"worker", a.worker ? Json(*a.worker) : Json()},
@@ -443,9 +471,10 @@ std::string EncodeTaskEvent(const core::TaskStateChanged& change, Time at) {
 }
 
 std::string EncodeTaskEvent(const core::TaskStateChanged& change, Time at,
-                            const core::TaskInfo& info) {
+                            const core::TaskInfo& info, bool hide_contents) {
   Json j = TaskEventJson(change, at);
   j["info"] = TaskInfoJson(info);
+  if (hide_contents) HideContents(j["info"]);
   return internal::Dump(j);
 }
 

@@ -15,7 +15,8 @@
 //            "outcome":{"exit_code":3,"signal":0,"oom_killed":false,
 //                       "wall_ms":..,"cpu_ms":..,"peak_mem_bytes":..,
 //                       "result":"..."} (or null),
-//            "cores":[0,1], "gpus":[{"index":0,"share":100,"mem_bytes":0}]}
+//            "cores":[0,1], "gpus":[{"index":0,"share":100,"mem_bytes":0}],
+//            "contents_hidden":true (only where HideContents took them out)}
 //   worker: {"id":3, "name":"gpu1", "cpu_cores":[0,1,..], "mem_bytes":..,
 //            "gpus":[{"index":0,"uuid":..,"model":..,"memory_bytes":..,
 //                     "free_share":100,"free_mem_bytes":..}],
@@ -77,6 +78,15 @@ struct AttemptView {
 };
 nlohmann::json AttemptJson(const AttemptView& attempt);
 
+// Takes out of a task's JSON (TaskInfoJson, with the "attempts" and "spec"
+// GET /api/v1/tasks/{id} adds) what only those who may read its job's
+// contents see (server/access.h): each outcome's "result" (emptied),
+// "outputs" (emptied), "outputs_on" and "replicas"; the checkpoint's
+// "files" (emptied); the spec's "env" and "input_files". Sets
+// "contents_hidden": true, so a client can say why they are missing. What
+// the queue shows stays: states, reasons, times, resources, exit codes.
+void HideContents(nlohmann::json& task);
+
 // As compact JSON text.
 std::string EncodeJobInfo(const core::JobInfo& job);
 std::string EncodeTaskInfo(const core::TaskInfo& task);
@@ -89,7 +99,7 @@ std::string EncodeTaskEvent(const core::TaskStateChanged& change, Time at);
 // The same with "info": TaskInfoJson(info), for a watcher of one task that
 // ended (its result and outcome without another request).
 std::string EncodeTaskEvent(const core::TaskStateChanged& change, Time at,
-                            const core::TaskInfo& info);
+                            const core::TaskInfo& info, bool hide_contents = false);
 // The error body for `status` (which must not be OK); `field` is the field
 // path the error is about, if any.
 std::string EncodeErrorBody(const Status& status, std::string_view field = {});

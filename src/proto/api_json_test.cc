@@ -1,7 +1,10 @@
 #include "proto/api_json.h"
 
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "core/checkpoint.h"
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -124,6 +127,55 @@ TEST(ApiJsonTest, TaskEventRoundTrips) {
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->change, change);
   EXPECT_EQ(back->at, kAt);
+}
+
+// Another user's task as the queue shows it: what only its job's readers
+// see is gone from the task, its attempts, its spec and a watcher's event.
+TEST(ApiJsonTest, HideContentsLeavesTheQueueAndTakesTheContents) {
+  core::TaskInfo task;
+  task.id = {12, 3};
+  task.state = core::TaskState::kSucceeded;
+  task.attempt = 1;
+  task.reason = "";
+  task.outcome = core::TaskOutcome{0, 0, false, {Millis(1500), Millis(700), 123}, "secret result"};
+  task.outcome->outputs = {{"secret-name.bin", 5, std::string(64, 'a')}};
+  task.outcome->outputs_on = 2;
+  task.outcome->replicas = {3};
+  auto cp = std::make_shared<core::Checkpoint>();
+  cp->attempt = 1;
+  cp->worker = 2;
+  cp->saved_at = kAt;
+  cp->files = {{"secret-step.ckpt", 7, std::string(64, 'b')}};
+  task.checkpoint = cp;
+  nlohmann::json j = TaskInfoJson(task);
+  j["attempts"] = nlohmann::json::array({nlohmann::json{{"attempt", 1}, {"outcome", j["outcome"]}}});
+  j["spec"] = {{"command", {"train"}},
+               {"env", {{"TOKEN", "secret-env"}}},
+               {"input_files", {{{"name", "secret-input"}}}}};
+  ASSERT_NE(j.dump().find("secret"), std::string::npos);
+  HideContents(j);
+  const std::string text = j.dump();
+  EXPECT_EQ(text.find("secret"), std::string::npos) << text;
+  EXPECT_EQ(j["contents_hidden"], true);
+  EXPECT_EQ(j["outcome"]["exit_code"], 0);
+  EXPECT_EQ(j["outcome"]["wall_ms"], 1500);
+  EXPECT_EQ(j["outcome"]["result"], "");
+  EXPECT_TRUE(j["outcome"]["outputs"].empty());
+  EXPECT_FALSE(j["outcome"].contains("outputs_on"));
+  EXPECT_EQ(j["checkpoint"]["attempt"], 1);
+  EXPECT_EQ(j["spec"]["command"][0], "train");
+  EXPECT_EQ(j["state"], "succeeded");
+  // Still a task to the decoder.
+  Result<core::TaskInfo> back = DecodeTaskInfo(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->outcome->result, "");
+
+  core::TaskStateChanged change{
+      {12, 3}, core::TaskState::kRunning, core::TaskState::kSucceeded, 1, ""};
+  EXPECT_NE(EncodeTaskEvent(change, kAt, task).find("secret result"), std::string::npos);
+  const std::string hidden = EncodeTaskEvent(change, kAt, task, /*hide_contents=*/true);
+  EXPECT_EQ(hidden.find("secret"), std::string::npos) << hidden;
+  EXPECT_NE(hidden.find("\"contents_hidden\":true"), std::string::npos) << hidden;
 }
 
 TEST(ApiJsonTest, ErrorBody) {

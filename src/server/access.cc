@@ -1,5 +1,7 @@
 #include "server/access.h"
 
+#include <algorithm>
+
 #include "common/status.h"
 #include "net/http_types.h"
 
@@ -9,6 +11,20 @@ using net::Role;
 
 net::Response Forbidden(const std::string& message) {
   return net::ErrorResponse(403, StatusCode::kPermissionDenied, message);
+}
+
+bool SharesContents(const core::UserPolicy& policy, const std::string& reader,
+                    const std::string& owner) {
+  for (const std::string& group : policy.sharing_groups) {
+    auto members = policy.groups.find(group);
+    if (members == policy.groups.end()) continue;
+    const std::vector<std::string>& m = members->second;
+    if (std::find(m.begin(), m.end(), reader) != m.end() &&
+        std::find(m.begin(), m.end(), owner) != m.end()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 Access::Access(AccessOptions options) : options_(std::move(options)) {
@@ -26,9 +42,9 @@ Access::Access(AccessOptions options) : options_(std::move(options)) {
   Add("POST", "/api/v1/jobs/{id}/retry", Need::kChange, Scope::kJob, "retry");
   Add("GET", "/api/v1/tasks/{id}", Need::kRead, Scope::kTask, "read");
   Add("POST", "/api/v1/tasks/{id}/cancel", Need::kChange, Scope::kTask, "cancel");
-  Add("GET", "/api/v1/tasks/{id}/logs", Need::kRead, Scope::kTask, "read the logs of");
-  Add("GET", "/api/v1/tasks/{id}/logs/follow", Need::kRead, Scope::kTask, "follow the logs of");
-  Add("GET", "/api/v1/tasks/{id}/outputs", Need::kRead, Scope::kTask, "read the outputs of");
+  Add("GET", "/api/v1/tasks/{id}/logs", Need::kContents, Scope::kTask, "read the logs of");
+  Add("GET", "/api/v1/tasks/{id}/logs/follow", Need::kContents, Scope::kTask, "follow the logs of");
+  Add("GET", "/api/v1/tasks/{id}/outputs", Need::kContents, Scope::kTask, "read the outputs of");
   Add("GET", "/api/v1/events", Need::kRead);
   Add("GET", "/api/v1/status", Need::kRead);
   Add("GET", "/api/v1/workers", Need::kRead);
@@ -61,7 +77,8 @@ bool Access::HasRule(const std::string& method, const std::string& path) const {
 }
 
 bool Access::MaySee(const net::Identity& who, const std::string& owner) const {
-  return who.role != Role::kUser || !options_.hide_others || who.name == owner;
+  // A group that shares its contents sees its members' jobs too.
+  return !Filters(who) || MayReadContents(who, owner);
 }
 
 bool Access::Filters(const net::Identity& who) const {
@@ -72,7 +89,25 @@ bool Access::MaySeeJob(const net::Identity& who, JobId job) const {
   if (!Filters(who)) return true;
   if (!options_.owner_of) return false;
   std::optional<std::string> owner = options_.owner_of(job);
-  return owner && *owner == who.name;
+  return owner && MaySee(who, *owner);
+}
+
+bool Access::MayReadContents(const net::Identity& who, const std::string& owner) const {
+  if (who.role != Role::kUser) return true;
+  if (who.name == owner) return true;
+  return options_.shares_contents && !owner.empty() && options_.shares_contents(who.name, owner);
+}
+
+std::function<bool(const std::string&)> Access::ContentsReader(const net::Identity& who) const {
+  if (who.role != Role::kUser) return nullptr;
+  return [this, who](const std::string& owner) { return MayReadContents(who, owner); };
+}
+
+bool Access::MayReadContentsOfJob(const net::Identity& who, JobId job) const {
+  if (who.role != Role::kUser) return true;
+  if (!options_.owner_of) return false;
+  std::optional<std::string> owner = options_.owner_of(job);
+  return owner && MayReadContents(who, *owner);
 }
 
 namespace {
@@ -82,6 +117,7 @@ std::string_view NeedText(Need need) {
     case Need::kAny:
       return "everyone";
     case Need::kRead:
+    case Need::kContents:
       return "admins, users and viewers";
     case Need::kSubmit:
     case Need::kChange:
@@ -102,6 +138,7 @@ bool RoleMeets(Role role, Need need) {
     case Need::kAny:
       return true;
     case Need::kRead:
+    case Need::kContents:
       return role == Role::kUser || role == Role::kViewer;
     case Need::kSubmit:
     case Need::kChange:
@@ -137,7 +174,7 @@ std::optional<net::Response> Access::Authorize(const net::Request& r) const {
   }
   if (rule.scope == Scope::kNone || who.role != Role::kUser) return std::nullopt;
   if (rule.need == Need::kRead && !options_.hide_others) return std::nullopt;
-  // A user and one job: theirs?
+  // A user and one job: theirs (or, to read it, their sharing group's)?
   auto id = match->params.find("id");
   if (id == match->params.end() || !options_.owner_of) return std::nullopt;
   JobId job = 0;
@@ -155,9 +192,13 @@ std::optional<net::Response> Access::Authorize(const net::Request& r) const {
   }
   std::optional<std::string> owner = options_.owner_of(job);
   if (!owner || *owner == who.name) return std::nullopt;
-  const std::string why = rule.need == Need::kRead
-                              ? "the server hides other users' jobs (--hide-others)"
-                              : "a user may cancel, retry and change only their own jobs";
+  if (rule.need != Need::kChange && MayReadContents(who, *owner)) return std::nullopt;
+  const std::string why =
+      options_.hide_others && rule.need != Need::kChange
+          ? "the server hides other users' jobs (--hide-others)"
+      : rule.need == Need::kContents
+          ? "a job's logs, results and files are for its user, admins and viewers"
+          : "a user may cancel, retry and change only their own jobs";
   return Forbidden(name + " may not " + rule.what + " " + shown + " of " +
                    (owner->empty() ? std::string("another user") : *owner) + ": " + why);
 }

@@ -92,6 +92,7 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
   sub.session = session;
   sub.job = job;
   sub.viewer = std::move(viewer);
+  if (request.identity) sub.who = *request.identity;
   sub.batch = batch;
   sub.watching = watch;
   if (snapshot && !watch) QueueSnapshot(id, std::move(session), std::move(snapshot_jobs));
@@ -141,8 +142,9 @@ void EventStream::Watch(uint64_t id, const std::string& text) {
     if (task.ok()) {
       sub.watched_tasks.insert(task->id);
       core::TaskStateChanged entry{task->id, task->state, task->state, task->attempt, task->reason};
-      Add(sub, core::IsTerminal(task->state) ? proto::EncodeTaskEvent(entry, clock_.Now(), *task)
-                                             : proto::EncodeTaskEvent(entry, clock_.Now()));
+      Add(sub, core::IsTerminal(task->state)
+                   ? proto::EncodeTaskEvent(entry, clock_.Now(), *task, !Reads(sub, job))
+                   : proto::EncodeTaskEvent(entry, clock_.Now()));
       SendHeld(sub);
       return;
     }
@@ -231,17 +233,20 @@ bool EventStream::SendSnapshotSlice(Snapshot& snap) {
 void EventStream::Publish(const core::TaskStateChanged& change, Time at) {
   if (subs_.empty()) return;
   std::shared_ptr<const std::string> text;
-  std::shared_ptr<const std::string> with_info;  // for watchers of the task
+  // For watchers of the task: with its contents, and without them.
+  std::shared_ptr<const std::string> with_info[2];
   for (auto& [id, sub] : subs_) {
     if (!Wants(sub, change.task)) continue;
     if (sub.watching && core::IsTerminal(change.to) && sub.watched_tasks.count(change.task)) {
-      if (!with_info) {
+      const bool hide = !Reads(sub, change.task.job);
+      std::shared_ptr<const std::string>& text_with_info = with_info[hide ? 1 : 0];
+      if (!text_with_info) {
         Result<core::TaskInfo> info = scheduler_.GetTask(change.task);
-        with_info = std::make_shared<const std::string>(
-            info.ok() ? proto::EncodeTaskEvent(change, at, *info)
+        text_with_info = std::make_shared<const std::string>(
+            info.ok() ? proto::EncodeTaskEvent(change, at, *info, hide)
                       : proto::EncodeTaskEvent(change, at));
       }
-      pending_.push_back(Pending{id, with_info});
+      pending_.push_back(Pending{id, text_with_info});
       continue;
     }
     if (!text) text = std::make_shared<const std::string>(proto::EncodeTaskEvent(change, at));

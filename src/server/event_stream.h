@@ -110,10 +110,14 @@ class EventStream {
 
   // Who may see which job: a subscriber whose identity `filters` hears
   // only of the jobs `sees` allows (its snapshot, its live events, its
-  // watches and its ?job=). Unset: everyone hears of every job.
+  // watches and its ?job=). Unset: everyone hears of every job. A watched
+  // task's "info" carries its result and outputs only to a subscriber that
+  // `reads` the contents of its job (server/access.h); to others it comes
+  // as proto::HideContents leaves it. Unset `reads`: to everyone.
   struct Visibility {
     std::function<bool(const net::Identity&)> filters;
     std::function<bool(const net::Identity&, JobId)> sees;
+    std::function<bool(const net::Identity&, JobId)> reads;
   };
   void SetVisibility(Visibility v) { visibility_ = std::move(v); }
 
@@ -129,6 +133,7 @@ class EventStream {
     std::shared_ptr<net::WsSession> session;
     std::optional<JobId> job;
     std::optional<net::Identity> viewer;  // set: only the jobs it may see
+    std::optional<net::Identity> who;     // who subscribed (contents: Reads)
     bool batch = false;     // ?batch=true: JSON arrays of events
     bool watching = false;  // ?watch=true: only what it watches
     std::unordered_set<JobId> watched_jobs;
@@ -143,6 +148,10 @@ class EventStream {
   // Whether `sub` may see job `job` (Visibility).
   bool Sees(const Sub& sub, JobId job) const {
     return !sub.viewer || !visibility_.sees || visibility_.sees(*sub.viewer, job);
+  }
+  // Whether `sub` may read the contents of job `job` (Visibility::reads).
+  bool Reads(const Sub& sub, JobId job) const {
+    return !sub.who || !visibility_.reads || visibility_.reads(*sub.who, job);
   }
   // Applies a watch request from subscriber `id` (its text message).
   void Watch(uint64_t id, const std::string& text);

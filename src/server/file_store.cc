@@ -144,6 +144,13 @@ bool FileStore::HeldBy(const std::string& sha256, const std::string& user) const
   return std::find(it->second.begin(), it->second.end(), user) != it->second.end();
 }
 
+bool FileStore::HasFor(const std::string& sha256, const Readable& reads) const {
+  if (!reads) return Has(sha256);
+  auto it = holders_.find(sha256);
+  if (it == holders_.end() || !Has(sha256)) return false;
+  return std::any_of(it->second.begin(), it->second.end(), reads);
+}
+
 size_t FileStore::Sweep(Time before) {
   std::vector<std::string> unreferenced;
   for (const auto& [sha, size] : blobs_) {
@@ -167,7 +174,7 @@ uint32_t FileStore::references(const std::string& sha256) const {
 }
 
 void AddFileRoutes(net::Server& server, FileStore& store, uint64_t max_upload_bytes,
-                   std::function<bool(const net::Identity&)> filtered) {
+                   std::function<FileStore::Readable(const net::Identity&)> reads_of) {
   constexpr char kRoute[] = "/api/v1/files/{sha256}";
   auto sha_of = [](const net::Request& r) -> Result<std::string> {
     auto it = r.path_params.find("sha256");
@@ -177,10 +184,10 @@ void AddFileRoutes(net::Server& server, FileStore& store, uint64_t max_upload_by
     return it->second;
   };
   FileStore* files = &store;
-  // The requester's name when their reads follow the holders; null otherwise.
-  auto holder_of = [filtered](const net::Request& r) -> const std::string* {
-    if (!filtered || !r.identity || !filtered(*r.identity)) return nullptr;
-    return &r.identity->name;
+  // Whose blobs the requester reads; empty when they read every blob.
+  auto holder_of = [reads_of](const net::Request& r) -> FileStore::Readable {
+    if (!reads_of || !r.identity) return nullptr;
+    return reads_of(*r.identity);
   };
   // The blob as the requester may see it: absent when they do not hold it.
   auto find = [files, sha_of,
@@ -200,8 +207,8 @@ void AddFileRoutes(net::Server& server, FileStore& store, uint64_t max_upload_by
                                  net::Responder done) {
         Result<std::string> sha = sha_of(r);
         if (!sha.ok()) return done(net::ErrorResponse(sha.status()));
-        const std::string* user = holder_of(r);
-        const bool had = files->HasFor(*sha, user);  // as far as this requester may know
+        const FileStore::Readable reads = holder_of(r);
+        const bool had = files->HasFor(*sha, reads);  // as far as this requester may know
         if (Status kept = files->Commit(upload, *sha); !kept.ok()) {
           spdlog::warn("file store: upload from {} refused: {}", r.remote, kept.ToString());
           if (kept.code() == StatusCode::kResourceExhausted) {
@@ -209,7 +216,7 @@ void AddFileRoutes(net::Server& server, FileStore& store, uint64_t max_upload_by
           }
           return done(net::ErrorResponse(kept));
         }
-        if (user != nullptr) files->AddHolder(*sha, *user);
+        if (reads) files->AddHolder(*sha, r.identity->name);
         nlohmann::json j = {{"sha256", *sha}, {"size", upload.size}};
         done(net::JsonResponse(net::JsonText(j), had ? 200 : 201));
       });

@@ -23,13 +23,15 @@
 // unreferenced blobs older than a grace (uploads of a save that never
 // finished).
 //
-// Holders. Under --hide-others (issue 22) a user reads only the blobs they
-// hold: those they uploaded in this server's life (PUT) and those a job of
-// theirs names (its input_files, also replayed from the journal at start).
-// To anyone else a held blob is absent (HEAD and GET answer 404, as for no
-// blob), so a user cannot learn whether another's file is here by its
-// hash, nor name it in a job: they upload it again, which is a no-op on the
-// disk and makes them a holder. Admins and workers are not filtered
+// Holders. A job's files are its user's (server/access.h, "Contents"), so
+// a user reads only the blobs they may read as a holder's: those they
+// uploaded in this server's life (PUT), those a job of theirs names (its
+// input_files, also replayed from the journal at start) or a checkpoint of
+// theirs is made of, and those of the members of a group that shares its
+// contents. To anyone else a held blob is absent (HEAD and GET answer 404,
+// as for no blob), so a user cannot learn whether another's file is here by
+// its hash, nor name it in a job: they upload it again, which is a no-op on
+// the disk and makes them a holder. Admins and workers are not filtered
 // (viewers may not read files at all).
 //
 // Thread safety: none; the server's loop thread only.
@@ -94,11 +96,12 @@ class FileStore {
   void AddHolder(const std::string& sha256, const std::string& user);
   // Whether `user` holds `sha256` (false when the blob is absent).
   bool HeldBy(const std::string& sha256, const std::string& user) const;
-  // Whether the blob is here as `user` may see it: Has without a user (not
-  // filtered), HeldBy with one.
-  bool HasFor(const std::string& sha256, const std::string* user) const {
-    return user == nullptr ? Has(sha256) : HeldBy(sha256, *user);
-  }
+  // Whose blobs a requester may read: true for a holder whose blobs they
+  // may read. Empty: every blob (an admin, a worker).
+  using Readable = std::function<bool(const std::string& holder)>;
+  // Whether the blob is here as a requester who reads `reads` may see it:
+  // Has when `reads` is empty, else some holder of it `reads` is true of.
+  bool HasFor(const std::string& sha256, const Readable& reads) const;
 
   FileStoreStats stats() const;
   // How many references `sha256` has (tests).
@@ -126,11 +129,11 @@ class FileStore {
 //        507 as net::Server::UploadRoute says
 //   HEAD /api/v1/files/{sha256}  200 with X-Drover-Size, or 404 (no body)
 //   GET  /api/v1/files/{sha256}  the blob, streamed from disk, or 404
-// `filtered`, when set, says whose reads follow the holders (a user under
-// --hide-others): their PUT makes them a holder, and HEAD and GET answer 404
-// for a blob they do not hold.
+// `reads_of`, when set, gives a requester's Readable: for one whose reads
+// follow the holders (a user) a non-empty one, and their PUT makes them a
+// holder; HEAD and GET answer 404 for a blob no holder they read holds.
 void AddFileRoutes(net::Server& server, FileStore& store, uint64_t max_upload_bytes,
-                   std::function<bool(const net::Identity&)> filtered = nullptr);
+                   std::function<FileStore::Readable(const net::Identity&)> reads_of = nullptr);
 
 }  // namespace drover::server
 

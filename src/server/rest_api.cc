@@ -190,10 +190,10 @@ struct Submitted {
 
 // The first of the spec's input files (client uploads) the store lacks, as
 // an error naming it and the field; OK when it holds them all. With
-// `holder` (a user under --hide-others) a file only others hold counts as
-// lacking: they may not name another's file without uploading it.
-Status CheckUploaded(const core::JobSpec& spec, const FileStore* files, const std::string* holder,
-                     std::string* field) {
+// `holder` (a user's: whose files they read) a file only others hold counts
+// as lacking: they may not name another's file without uploading it.
+Status CheckUploaded(const core::JobSpec& spec, const FileStore* files,
+                     const FileStore::Readable& holder, std::string* field) {
   for (size_t g = 0; g < spec.groups.size(); ++g) {
     const std::vector<core::OutputFile>& inputs = spec.groups[g].input_files;
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -214,7 +214,26 @@ Status CheckUploaded(const core::JobSpec& spec, const FileStore* files, const st
   return Status::Ok();
 }
 
-// The job's user is whoever sent it (issue 22): a user's job is their own,
+// A task named in `after` hands its result and outputs to the job's tasks
+// ($DROVER_INPUTS): a user may name only tasks whose contents they read
+// (access.h). A job named there is only waited for, anyone's.
+Status CheckAfter(const core::JobSpec& spec, const core::Scheduler& sched, const Access* access,
+                  const net::Identity* who, std::string* field) {
+  if (access == nullptr || who == nullptr) return Status::Ok();
+  for (const TaskId& t : spec.after_tasks) {
+    Result<core::JobInfo> job = sched.GetJob(t.job);
+    if (!job.ok() || access->MayReadContents(*who, job->user)) continue;
+    *field = "after";
+    return PermissionDenied("after " + t.ToString() + ": that task is " +
+                            (job->user.empty() ? std::string("another user") : job->user) +
+                            "'s, and its result and outputs would be handed to this job; a user "
+                            "may name only tasks whose results they may read (name its job, " +
+                            std::to_string(t.job) + ", to wait for it without them)");
+  }
+  return Status::Ok();
+}
+
+// The job's user is whoever sent it: a user's job is their own,
 // and only an admin may name another user in it (a submission on that
 // user's behalf, which the audit log records). The bare cluster token of a
 // server without users (no name) leaves the job's user as written.
@@ -244,10 +263,14 @@ Submitted Submit(CoreDriver& driver, Result<core::JobSpec> spec, const FileStore
     return out;
   }
   out.user = spec->user;
-  const std::string* holder =
-      access != nullptr && who != nullptr && access->Filters(*who) ? &who->name : nullptr;
+  const FileStore::Readable holder =
+      access != nullptr && who != nullptr ? access->ContentsReader(*who) : nullptr;
   if (Status uploaded = CheckUploaded(*spec, files, holder, &out.field); !uploaded.ok()) {
     out.status = uploaded;
+    return out;
+  }
+  if (Status after = CheckAfter(*spec, driver.scheduler(), access, who, &out.field); !after.ok()) {
+    out.status = after;
     return out;
   }
   Result<JobId> id = driver.Submit(std::make_shared<const core::JobSpec>(std::move(*spec)));
@@ -286,7 +309,13 @@ void AddStateReadRoutes(net::Server& server, std::function<const core::Scheduler
                  done(net::JsonResponse(proto::EncodeJobList(jobs)));
                }));
 
-  server.Route("GET", "/api/v1/jobs/{id}", wrap([view](const net::Request& r, net::Responder done) {
+  // Whether the requester reads the contents of a job of `owner`
+  // (access.h); the queue's view of it otherwise.
+  auto reads = [access](const net::Request& r, const std::string& owner) {
+    return access == nullptr || !r.identity || access->MayReadContents(*r.identity, owner);
+  };
+  server.Route("GET", "/api/v1/jobs/{id}",
+               wrap([view, reads](const net::Request& r, net::Responder done) {
                  const core::Scheduler& sched = view();
                  Result<JobId> id = ParseJobId(r.path_params.at("id"));
                  if (!id.ok()) return done(ApiError(id.status()));
@@ -297,10 +326,13 @@ void AddStateReadRoutes(net::Server& server, std::function<const core::Scheduler
                  Result<std::vector<TaskId>> ids = sched.JobTasks(*id, page->offset, page->limit);
                  if (!ids.ok()) return done(ApiError(ids.status()));
                  json body = proto::JobInfoJson(*job);
+                 const bool hide = !reads(r, job->user);
                  json tasks = json::array();
                  for (const TaskId& t : *ids) {
                    Result<core::TaskInfo> info = sched.GetTask(t);
-                   if (info.ok()) tasks.push_back(proto::TaskInfoJson(*info));
+                   if (!info.ok()) continue;
+                   tasks.push_back(proto::TaskInfoJson(*info));
+                   if (hide) proto::HideContents(tasks.back());
                  }
                  body["tasks"] = std::move(tasks);
                  PutPage(body, *page, job->task_count);
@@ -308,7 +340,7 @@ void AddStateReadRoutes(net::Server& server, std::function<const core::Scheduler
                }));
 
   server.Route("GET", "/api/v1/tasks/{id}",
-               wrap([view, explain](const net::Request& r, net::Responder done) {
+               wrap([view, explain, reads](const net::Request& r, net::Responder done) {
                  const core::Scheduler& sched = view();
                  Result<TaskId> id = ParseTaskId(r.path_params.at("id"));
                  if (!id.ok()) return done(ApiError(id.status()));
@@ -323,6 +355,10 @@ void AddStateReadRoutes(net::Server& server, std::function<const core::Scheduler
                  // dashboard's task page.
                  if (Result<const core::TaskGroupSpec*> spec = sched.GetSpec(*id); spec.ok()) {
                    body["spec"] = proto::TaskGroupSpecJson(**spec);
+                 }
+                 if (Result<core::JobInfo> job = sched.GetJob(id->job);
+                     !job.ok() || !reads(r, job->user)) {
+                   proto::HideContents(body);
                  }
                  done(Json(body));
                }));

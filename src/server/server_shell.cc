@@ -203,11 +203,16 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
     // checkpoint, each job's files uploaded from its client (held under a
     // task index no task has), and the tombstones of forgotten jobs.
     FileStore* files = p->files.get();
-    p->driver->SetRecordObserver([files](const core::Record& record) {
+    const core::Scheduler* sched = p->scheduler.get();
+    p->driver->SetRecordObserver([files, sched](const core::Record& record) {
       if (const auto* c = std::get_if<core::CheckpointRecord>(&record)) {
         std::vector<std::string> shas;
         for (const core::OutputFile& f : c->checkpoint.files) shas.push_back(f.sha256);
         files->SetTaskFiles(c->task, shas);
+        // A checkpoint is its job's user's to read, as the job's outputs.
+        if (Result<core::JobInfo> job = sched->GetJob(c->task.job); job.ok()) {
+          for (const std::string& sha : shas) files->AddHolder(sha, job->user);
+        }
       } else if (const auto* j = std::get_if<core::JobRecord>(&record); j && !j->spec) {
         files->ForgetJob(j->job);
       } else if (j && j->spec) {
@@ -263,7 +268,7 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
     spdlog::info("file store: deleted {} file(s) no checkpoint names", swept);
   }
 
-  // Users, their roles and the audit log (issue 22).
+  // Users, their roles and the audit log.
   std::string first_admin = cfg.first_admin;
   if (first_admin.empty()) {
     if (const passwd* pw = getpwuid(geteuid()); pw != nullptr) first_admin = pw->pw_name;
@@ -277,6 +282,10 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
     Result<core::JobInfo> j = sched->GetJob(job);
     if (!j.ok()) return std::nullopt;
     return j->user;
+  };
+  access.shares_contents = [sched = p->scheduler.get()](const std::string& reader,
+                                                       const std::string& owner) {
+    return SharesContents(sched->config().users, reader, owner);
   };
   p->access = std::make_unique<Access>(std::move(access));
 
@@ -337,11 +346,14 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
       {[parts](const net::Identity& who) { return parts->access->Filters(who); },
        [parts](const net::Identity& who, JobId job) {
          return parts->access->MaySeeJob(who, job);
+       },
+       [parts](const net::Identity& who, JobId job) {
+         return parts->access->MayReadContentsOfJob(who, job);
        }});
   AddRestRoutes(*p->server, *p->driver, *p->channel, status);
   AddQuotaRoutes(*p->server, *p->driver);
   AddFileRoutes(*p->server, *p->files, cfg.max_upload_bytes,
-                [parts](const net::Identity& who) { return parts->access->Filters(who); });
+                [parts](const net::Identity& who) { return parts->access->ContentsReader(who); });
   FileRelayOptions ropts;
   ropts.token = p->token;
   p->relay = std::make_unique<FileRelay>(loop, *p->scheduler, *p->channel, *p->files, ropts);

@@ -217,6 +217,9 @@ Result<std::unique_ptr<StandbyServer>> StandbyServer::Start(net::EventLoop& loop
       if (!info.ok()) return std::nullopt;
       return info->user;
     };
+    access.shares_contents = [s](const std::string& reader, const std::string& owner) {
+      return SharesContents(s->view->config().users, reader, owner);
+    };
     s->access = std::make_unique<Access>(std::move(access));
     sopts.authenticate = [s](std::string_view token) { return s->Authenticate(token); };
     sopts.authorize = [s](const net::Request& r) { return s->access->Authorize(r); };

@@ -30,7 +30,8 @@
 //     on bo's job and on ana's task; bo opening #/audit reads the server's
 //     refusal (403); a worker's token gets the token form; the admin's Audit
 //     page lists bo's creation and his job, newest first, and the Users page
-//     lists bo and vi;
+//     lists bo and vi; bo's page of the admin's task says its log is
+//     private and shows none of it, vi's shows it;
 //   - screenshots are kept in the artifacts folder (dashboard.png: the job
 //     page with its timeline).
 // Every wait is on an event (a printed line, text on the page) with a
@@ -315,14 +316,14 @@ async function main() {
     await fresh.close();
     log('the token form refuses a wrong token and accepts the right one');
 
-    // Users and roles (issue 22). Two more people through the API, as
+    // Users and roles. Two more people through the API, as
     // `drover user add` does; a held job each for the admin and bo (it waits
     // for a file, so it stays cancelable while the pages are checked).
     const bo = await request(port, ca, token, 'POST', '/api/v1/users', { name: 'bo', role: 'user' });
     const vi = await request(port, ca, token, 'POST', '/api/v1/users', { name: 'vi', role: 'viewer' });
     const release = path.join(dir, 'release');
     const held = (name) => ({ name, task: [{ id: 'hold', resources: { cpus: 0.25 }, command: ['sh', '-c',
-      `while [ ! -e '${release}' ]; do sleep 0.05; done`] }] });
+      `echo ${name}-says-hello; while [ ! -e '${release}' ]; do sleep 0.05; done`] }] });
     const { id: adminJob } = await request(port, ca, token, 'POST', '/api/v1/jobs', held('admins-job'));
     const { id: boJob, user: boJobUser } = await request(port, ca, bo.token, 'POST', '/api/v1/jobs',
       held('bos-job'));
@@ -399,6 +400,12 @@ async function main() {
     if (await boTab.locator('button[data-action="cancel-task"]').count() !== 0) {
       throw new Error('bo should not see Cancel on a task of the admin\'s job');
     }
+    // Nor its log: another user's job's contents are private.
+    await boTab.locator('#log-status', { hasText: 'private: a job\'s logs, results and files are for its user' })
+      .waitFor();
+    if ((await boTab.locator('#log').textContent()).includes('admins-job-says-hello')) {
+      throw new Error('bo reads the log of the admin\'s task');
+    }
     await openJob(boTab, boJob, 'bos-job');
     await boTab.click(`#tasks tr[data-task="${boJob}.0"] a`);
     await boTab.locator('button[data-action="cancel-task"]').waitFor();
@@ -427,8 +434,11 @@ async function main() {
     await viTab.locator(`#jobs-others tr[data-job="${adminJob}"]`).waitFor();
     await openJob(viTab, adminJob, 'admins-job');
     if (await cancelButtons(viTab) !== 0) throw new Error('a viewer should not see Cancel');
+    // A viewer reads every job's contents: the admin's task's log.
+    await viTab.click(`#tasks tr[data-task="${adminJob}.0"] a`);
+    await viTab.locator('#log', { hasText: 'admins-job-says-hello' }).waitFor();
     await viTab.close();
-    log('vi (viewer) sees no drain and no Cancel');
+    log('vi (viewer) sees no drain and no Cancel, and reads the admin\'s log; bo does not');
 
     // A worker's token does not open the dashboard.
     const wk = await request(port, ca, token, 'POST', '/api/v1/users', { name: 'wk', role: 'worker' });

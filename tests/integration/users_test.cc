@@ -1,9 +1,13 @@
-// Many users, one pool (issue 22): identities with roles, each person acting
+// Many users, one pool: identities with roles, each person acting
 // on their own work (cancel, retry), revocation, and the audit log; real
 // processes over TLS.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
+#include <fstream>
 
 #include "cli/connection.h"
 #include "cluster.h"
@@ -268,12 +272,147 @@ int HeadFile(const std::string& access, const std::string& sha) {
   return r.ok() ? r->status : 0;
 }
 
-// Under --hide-others a user reads only the uploaded files they hold: to
-// ana, bob's file is absent (she cannot confirm its content by its hash nor
-// name it in a job); she holds it once she uploads the same bytes herself,
-// and still after a restart (from her job's record in the journal).
-TEST(UsersTest, UnderHideOthersAUserReadsOnlyTheFilesTheyHold) {
-  Cluster c({"--hide-others"});
+// The first text message of the event stream opened with ?watch=true after
+// sending `watch` ({"watch":"12.3"}), as the holder of `access`; empty when
+// none came in 30 s or the stream closed.
+std::string FirstWatched(const std::string& access, const std::string& watch) {
+  net::EventLoop loop;
+  std::string first;
+  std::shared_ptr<net::WsSession> stream;
+  net::ConnectWebSocket(loop, OptionsOf(access), "/api/v1/events?watch=true",
+                        [&](Result<std::shared_ptr<net::WsSession>> s) {
+                          if (!s.ok()) return loop.Stop();
+                          stream = *s;
+                          stream->OnText([&](std::string text) {
+                            if (first.empty()) first = std::move(text);
+                            loop.Stop();
+                          });
+                          stream->OnClose([&](const Status&) { loop.Stop(); });
+                          stream->SendText(watch);
+                        });
+  net::Timer give_up(loop);
+  give_up.ArmAfter(Seconds(30), [&] { loop.Stop(); });
+  loop.Run();
+  if (stream) stream->Close("done");
+  return first;
+}
+
+// A job's contents are its user's: without --hide-others everyone sees the
+// queue (who runs what, states, times, reasons) but only the job's user,
+// the members of a group that shares its contents, admins and viewers read
+// its logs, result, outputs, uploaded inputs and environment, through every
+// route, the event stream and the CLI.
+TEST(UsersTest, AJobsContentsAreItsUsersTheQueueIsEveryones) {
+  const std::string config = ::testing::TempDir() + "/drover-share-" +
+                             std::to_string(::getpid()) + ".toml";
+  {
+    std::ofstream out(config);
+    out << "[group.lab]\nmembers = [\"ana\", \"cy\"]\nshare_outputs = true\n";
+  }
+  Cluster c({"--config", config});
+  c.StartServer();
+  c.StartWorker("w1", {"--cpus", "0-1"});
+  const std::string ana = AddUser(c, "ana", "user");
+  const std::string bob = AddUser(c, "bob", "user");
+  const std::string cy = AddUser(c, "cy", "user");
+  const std::string vera = AddUser(c, "vera", "viewer");
+
+  const std::string input_text = "ana-secret-input\n";
+  const std::string input = c.WriteFile("ana-input.txt", input_text);
+  net::Sha256 hash;
+  hash.Update(input_text);
+  const std::string input_sha = hash.HexDigest();
+  const uint64_t job = SubmittedJob(As(
+      c, ana,
+      Submit({"--input", input, "--env", "ANA_KEY=ana-secret"},
+             {"sh", "-c",
+              "echo $ANA_KEY-log; echo $ANA_KEY-result > \"$DROVER_RESULT\"; "
+              "echo data > \"$DROVER_OUTPUT_DIR/$ANA_KEY-output.txt\""})));
+  ASSERT_NE(job, 0u);
+  const std::string j = std::to_string(job);
+  const std::string t = j + ".0";
+  ASSERT_EQ(As(c, ana, {"wait", j}).status, 0);
+
+  // ana reads all of it.
+  RunResult own = As(c, ana, {"status", t});
+  EXPECT_NE(own.output.find("ana-secret-result"), std::string::npos) << own.output;
+  EXPECT_NE(own.output.find("ana-secret-output.txt"), std::string::npos) << own.output;
+  EXPECT_NE(As(c, ana, {"logs", t}).output.find("ana-secret-log"), std::string::npos);
+
+  // bob sees the queue: the job, its user, its state.
+  RunResult queue = As(c, bob, {"status"});
+  EXPECT_EQ(queue.status, 0) << queue.output;
+  EXPECT_NE(queue.output.find("ana"), std::string::npos) << queue.output;
+  RunResult task = As(c, bob, {"status", t});
+  EXPECT_EQ(task.status, 0) << task.output;
+  EXPECT_NE(task.output.find("succeeded"), std::string::npos) << task.output;
+  EXPECT_NE(task.output.find("contents: private"), std::string::npos) << task.output;
+  // ...and none of its contents, through any route.
+  const std::string refused =
+      "a job's logs, results and files are for its user, admins and viewers";
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"logs", t}, {"logs", "-f", t}, {"get", t, "-o",
+                                                                              c.dir() + "/bob"}}) {
+    RunResult r = As(c, bob, args);
+    EXPECT_EQ(r.status, 1) << args[0] << ": " << r.output;
+    EXPECT_NE(r.output.find("bob may not"), std::string::npos) << args[0] << ": " << r.output;
+    EXPECT_NE(r.output.find(refused), std::string::npos) << args[0] << ": " << r.output;
+    EXPECT_EQ(r.output.find("ana-secret"), std::string::npos) << args[0] << ": " << r.output;
+  }
+  net::HttpClient bob_http(OptionsOf(bob));
+  for (const std::string& route :
+       {"/api/v1/jobs/" + j, "/api/v1/tasks/" + t, "/api/v1/jobs/" + j + "/report",
+        std::string("/metrics"), std::string("/api/v1/jobs"), std::string("/api/v1/status")}) {
+    Result<net::Response> r = bob_http.Get(route);
+    ASSERT_TRUE(r.ok()) << route;
+    EXPECT_EQ(r->status, 200) << route << ": " << r->body;
+    EXPECT_EQ(r->body.find("ana-secret"), std::string::npos) << route << ": " << r->body;
+    EXPECT_EQ(r->body.find(input_sha), std::string::npos) << route << ": " << r->body;
+  }
+  for (const std::string& route :
+       {"/api/v1/tasks/" + t + "/logs", "/api/v1/tasks/" + t + "/outputs"}) {
+    Result<net::Response> r = bob_http.Get(route);
+    ASSERT_TRUE(r.ok()) << route;
+    EXPECT_EQ(r->status, 403) << route << ": " << r->body;
+  }
+  EXPECT_EQ(HeadFile(bob, input_sha), 404) << "bob reads the file ana uploaded for her job";
+  RunResult waited = As(c, bob, {"wait", "--json", j});
+  EXPECT_EQ(waited.status, 0) << waited.output;
+  EXPECT_NE(waited.output.find("contents_hidden"), std::string::npos) << waited.output;
+  EXPECT_EQ(waited.output.find("ana-secret"), std::string::npos) << waited.output;
+  const std::string watched = FirstWatched(bob, R"({"watch":")" + t + R"("})");
+  EXPECT_NE(watched.find("\"contents_hidden\":true"), std::string::npos) << watched;
+  EXPECT_EQ(watched.find("ana-secret"), std::string::npos) << watched;
+  EXPECT_NE(FirstWatched(ana, R"({"watch":")" + t + R"("})").find("ana-secret-result"),
+            std::string::npos);
+  // Nor may he have it handed to a task of his: a task named in --after
+  // gives its result and outputs; a job named there is only waited for.
+  RunResult after = As(c, bob, Submit({"--after", t}, {"true"}));
+  EXPECT_EQ(after.status, 1) << after.output;
+  EXPECT_NE(after.output.find("after " + t + ": that task is ana's"), std::string::npos)
+      << after.output;
+  EXPECT_NE(SubmittedJob(As(c, bob, Submit({"--after", j}, {"true"}))), 0u);
+
+  // The viewer and the admin read it; so does cy, in ana's sharing group.
+  for (const std::string& reader : {vera, cy, c.access_file()}) {
+    RunResult r = As(c, reader, {"status", t});
+    EXPECT_NE(r.output.find("ana-secret-result"), std::string::npos) << reader << r.output;
+    EXPECT_NE(As(c, reader, {"logs", t}).output.find("ana-secret-log"), std::string::npos)
+        << reader;
+  }
+  EXPECT_EQ(HeadFile(cy, input_sha), 200) << "cy reads the files of her group";
+  RunResult got = As(c, cy, {"get", t, "-o", c.dir() + "/cy"});
+  EXPECT_EQ(got.status, 0) << got.output;
+  std::remove(config.c_str());
+}
+
+// A user reads only the uploaded files they hold (with or without
+// --hide-others): to ana, bob's file is absent (she cannot confirm its
+// content by its hash nor name it in a job); she holds it once she uploads
+// the same bytes herself, and still after a restart (from her job's record
+// in the journal).
+TEST(UsersTest, AUserReadsOnlyTheFilesTheyHold) {
+  Cluster c;
   c.StartServer();
   c.StartWorker("w1", {"--cpus", "0-1"});
   const std::string ana = AddUser(c, "ana", "user");

@@ -1,8 +1,9 @@
 // One task: command, resources, state, every attempt (from the server) and
 // the state changes seen while the page is open, and its
 // live log over /api/v1/tasks/{id}/logs/follow (opened once an attempt has
-// started; reopened when a new attempt starts). A Cancel button for those
-// who may cancel it (session.js: admins, and the job's own user).
+// started; reopened when a new attempt starts; not for another user's task,
+// whose log is private). A Cancel button for those who may cancel it
+// (session.js: admins, and the job's own user).
 import { api, wsUrl } from '../api.js';
 import { bytes, h, morph, replace, seconds, stateBadge, time } from '../dom.js';
 import { mayChange } from '../session.js';
@@ -97,6 +98,15 @@ export function taskView(el, [id], { history }) {
   let follow = null;
   let followKey = '';
   const openFollow = (task) => {
+    // Another user's task: its log is theirs (and admins' and viewers').
+    if (task.contents_hidden) {
+      if (follow) follow.close();
+      follow = null;
+      pre.textContent = '';
+      logStatus.textContent = `private: a job's logs, results and files are for its user${
+        owner ? ` (${owner})` : ''}, admins and viewers`;
+      return;
+    }
     const started = task.attempt > 0 && task.state !== 'assigned' &&
       task.state !== 'queued' && task.state !== 'waiting';
     const key = `${task.attempt}/${streamSel.value}`;
