@@ -60,13 +60,28 @@ Result<LogRelay::Key> LogRelay::Resolve(const net::Request& request) {
     }
   }
   ASSIGN_OR_RETURN(core::TaskInfo info, scheduler_.GetTask(task));
+  // Why there is no log to ask for: its state, and its reason when it has
+  // one ("failed: command not found: trian.py").
+  const std::string why = std::string(core::TaskStateName(info.state)) +
+                          (info.reason.empty() ? "" : ": " + info.reason);
+  // A task none of whose attempts started wrote nothing, and no worker
+  // keeps a log for it: it waits, or every attempt failed before its
+  // program ran (no such command, no working directory, an input it could
+  // not get).
+  if (!info.started_at) {
+    return FailedPrecondition("task " + task.ToString() +
+                              (core::IsTerminal(info.state)
+                                   ? " wrote no output: it never started ("
+                                   : " has written no output: it has not started yet (") +
+                              why + ")");
+  }
   // An assigned attempt has not started yet: its worker may not have the
   // assignment yet (it goes out once the lease claim is granted), so it
-  // would not know the log. A follower waits for the start as for a queued
-  // task.
+  // would not know the log. (A task queued again after an attempt that ran
+  // shows that attempt's log.)
   if (!info.worker || info.attempt == 0 || info.state == core::TaskState::kAssigned) {
-    return FailedPrecondition("task " + task.ToString() + " has not run yet (" +
-                              std::string(core::TaskStateName(info.state)) + ")");
+    return FailedPrecondition("task " + task.ToString() + " has not started attempt " +
+                              std::to_string(info.attempt) + " yet (" + why + ")");
   }
   if (!channel_.connected(*info.worker)) {
     return Unavailable("worker " + std::to_string(*info.worker) + " of task " + task.ToString() +

@@ -98,5 +98,39 @@ TEST(ResultsTest, WorkerLogCapCutsOutputAtTheGivenSize) {
   EXPECT_EQ(logs.output, std::string(1024, 'z') + "\n[drover: output truncated at 1 KiB]\n");
 }
 
+// `drover logs` of a task that never started says so, with its reason,
+// instead of the worker's "no such task on this worker": one that failed
+// before its program ran, and one still queued.
+TEST(ResultsTest, LogsOfATaskThatNeverStartedSayWhyThereAreNone) {
+  Cluster c;
+  c.StartServer();
+  c.StartWorker("w", {"--cpus", "0"});
+  const uint64_t failed = SubmittedJob(c.Drover(Submit({}, {"drover-no-such-command"})));
+  ASSERT_NE(failed, 0u);
+  EXPECT_EQ(c.Drover({"wait", "-q", std::to_string(failed)}).status, 1);
+  const std::string t = std::to_string(failed) + ".0";
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"logs", t}, {"logs", "--stderr", t}, {"logs", "-f", t}}) {
+    RunResult logs = c.Drover(args);
+    EXPECT_EQ(logs.status, 1) << logs.output;
+    EXPECT_NE(logs.output.find("task " + t + " wrote no output: it never started (failed: "),
+              std::string::npos)
+        << logs.output;
+    EXPECT_NE(logs.output.find("command not found: drover-no-such-command"), std::string::npos)
+        << logs.output;
+    EXPECT_EQ(logs.output.find("no such task"), std::string::npos) << logs.output;
+  }
+  // Two CPUs on a one-CPU pool: queued for good.
+  const uint64_t queued = SubmittedJob(c.Drover(Submit({"--cpus", "2"}, {"true"})));
+  ASSERT_NE(queued, 0u);
+  const std::string q = std::to_string(queued) + ".0";
+  RunResult waiting = c.Drover({"logs", q});
+  EXPECT_EQ(waiting.status, 1) << waiting.output;
+  EXPECT_NE(waiting.output.find("task " + q + " has written no output: it has not started yet (queued"),
+            std::string::npos)
+      << waiting.output;
+  EXPECT_EQ(c.Drover({"cancel", std::to_string(queued)}).status, 0);
+}
+
 }  // namespace
 }  // namespace drover::testing
