@@ -28,6 +28,7 @@ flags="-std=c++20 ${FUZZ_OPT:--O1} -g -fsanitize=fuzzer${sanitize:+,$sanitize} $
 case $sanitize in *undefined*) flags="$flags -fno-sanitize-recover=undefined" ;; esac
 proto_sources="
   src/common/status.cc src/common/ids.cc src/common/quantity.cc src/common/time.cc
+  src/common/suggest.cc
   src/core/model.cc src/core/resources.cc src/core/dag.cc src/core/input_select.cc
   src/proto/json_util.cc src/proto/json_type_name.cc src/proto/core_json.cc
   src/proto/job_spec_json.cc src/proto/job_toml.cc src/proto/messages.cc src/proto/log_frame.cc"

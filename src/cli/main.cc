@@ -3,13 +3,50 @@
 #include <algorithm>
 #include <iostream>
 #include <iterator>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "cli/cli11.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/config_file.h"
+#include "common/suggest.h"
 #include "server/server_shell.h"
+
+namespace {
+
+// The first word where a command expects one of its subcommands and finds
+// none of them, as a usage error naming it (and the nearest name); nullopt
+// when every such word names one. CLI11 would take `drover sbumit --help`
+// for the general help and exit 0.
+std::optional<std::string> UnknownCommand(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* current = &app;
+  std::string path = "drover";
+  for (int i = 1; i < argc && current->get_require_subcommand_min() > 0; ++i) {
+    const std::string_view word = argv[i];
+    if (word.empty() || word[0] == '-') return std::nullopt;  // a flag: --help, --version
+    std::vector<const CLI::App*> subs =
+        current->get_subcommands([](const CLI::App*) { return true; });
+    auto named = std::find_if(subs.begin(), subs.end(),
+                              [&](const CLI::App* a) { return a->get_name() == word; });
+    if (named != subs.end()) {
+      current = *named;
+      path += " " + std::string(word);
+      continue;
+    }
+    std::vector<std::string_view> names;
+    for (const CLI::App* a : subs) names.push_back(a->get_name());
+    const std::string nearest = drover::ClosestName(word, names);
+    return "drover: \"" + std::string(word) + "\" is not a command of " + path +
+           (nearest.empty() ? "" : "; did you mean \"" + nearest + "\"?") + " (see " + path +
+           " --help)";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app("drover: run command-line tasks and pipelines on the machines you have", "drover");
@@ -47,6 +84,10 @@ int main(int argc, char** argv) {
     chosen->add(app, exit_code);
   } else if (!(argc == 2 && first == "--version")) {
     for (const Command& c : commands) c.add(app, exit_code);
+  }
+  if (std::optional<std::string> unknown = UnknownCommand(app, argc, argv)) {
+    std::cerr << *unknown << std::endl;
+    return drover::cli::kExitUsage;
   }
   // The arguments, with a --config file's flags put before the command's
   // own (which win: the file's are left out where a flag is given).

@@ -1,5 +1,7 @@
 #include "proto/json_util.h"
 
+#include "common/suggest.h"
+
 #include <algorithm>
 #include <exception>
 
@@ -98,38 +100,8 @@ std::string IndexPath(std::string_view path, size_t index) {
   return std::string(path) + "[" + std::to_string(index) + "]";
 }
 
-namespace {
-
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t above = row[j];
-      size_t substitute = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
-      row[j] = std::min({above + 1, row[j - 1] + 1, substitute});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-}  // namespace
-
 std::string SuggestKey(std::string_view key, const std::vector<std::string_view>& known) {
-  if (key.size() > 64) return "";
-  std::string_view best;
-  size_t best_distance = 3;  // only suggest at distance 1 or 2
-  for (std::string_view candidate : known) {
-    size_t d = EditDistance(key, candidate);
-    if (d < best_distance && d < key.size()) {
-      best_distance = d;
-      best = candidate;
-    }
-  }
-  return std::string(best);
+  return ClosestName(key, known);
 }
 
 bool ReadString(const Json& j, const std::string& path, std::string* out, DecodeContext& ctx) {

@@ -28,10 +28,33 @@ TEST(CliHelpTest, EveryCommandHasItsHelpAndTheRootListsThemAll) {
     EXPECT_NE(help.output.find("Usage: drover " + name), std::string::npos)
         << name << "\n" << help.output;
   }
-  // An unknown command is a usage error, as before.
-  RunResult unknown = c.Drover({"sbumit"});
-  EXPECT_EQ(unknown.status, 2) << unknown.output;
-  EXPECT_NE(unknown.output.find("see drover --help"), std::string::npos) << unknown.output;
+  // An unknown command is a usage error naming it, with --help too (which
+  // printed the general help and exited 0), and the nearest name.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"sbumit"}, {"sbumit", "--help"}, {"sbumit", "-h", "--", "true"}}) {
+    RunResult unknown = c.Drover(args);
+    EXPECT_EQ(unknown.status, 2) << unknown.output;
+    EXPECT_NE(unknown.output.find("drover: \"sbumit\" is not a command of drover; did you mean "
+                                  "\"submit\"? (see drover --help)"),
+              std::string::npos)
+        << unknown.output;
+    EXPECT_EQ(unknown.output.find("Usage:"), std::string::npos) << unknown.output;
+  }
+  RunResult far = c.Drover({"NOSUCHCOMMAND", "--help"});
+  EXPECT_EQ(far.status, 2) << far.output;
+  EXPECT_NE(far.output.find("drover: \"NOSUCHCOMMAND\" is not a command of drover (see drover "
+                            "--help)"),
+            std::string::npos)
+      << far.output;
+  // The same one level down: `drover user ad --help`.
+  RunResult nested = c.Drover({"user", "ad", "--help"});
+  EXPECT_EQ(nested.status, 2) << nested.output;
+  EXPECT_NE(nested.output.find("drover: \"ad\" is not a command of drover user; did you mean "
+                               "\"add\"? (see drover user --help)"),
+            std::string::npos)
+      << nested.output;
+  EXPECT_EQ(c.Drover({"user", "add", "--help"}).status, 0);
+  EXPECT_EQ(c.Drover({"user", "--help"}).status, 0);
 }
 
 // With no server (and so no access file), a command whose flags parse
@@ -75,7 +98,7 @@ TEST(CliHelpTest, EachCommandParsesItsOwnFlagsAndNoOtherCommandsFlags) {
 }
 
 // An unknown flag is named in the error, not the argument CLI11 could not
-// place after it (issue 19 item 10).
+// place after it.
 TEST(CliHelpTest, AnUnknownFlagIsNamed) {
   Cluster c;
   RunResult r = c.Drover({"submit", "--labl", "os=linux", "--", "true"});
