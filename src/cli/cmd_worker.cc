@@ -59,7 +59,13 @@ struct WorkerFlags {
   worker::AgentConfig agent;  // the overrides are parsed straight into it
 };
 
-std::string DefaultWorkdir() {
+// The default --workdir: the account's own state directory; for a root
+// worker whose tasks run as other accounts, /var/lib/drover-worker (the
+// Debian package's), which they can reach: root's home is private to root.
+std::string DefaultWorkdir(const worker::AgentConfig& config) {
+  if (::geteuid() == 0 && (worker::RunsTasksPerUser(config) || !config.task_user.empty())) {
+    return "/var/lib/drover-worker";
+  }
   if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
     return std::string(home) + "/.local/state/drover/work";
   }
@@ -127,7 +133,7 @@ int RunWorker(WorkerFlags& flags) {
     // Absolute: task directories and the life record are found by it.
     std::error_code ec;
     config.workdir =
-        std::filesystem::absolute(flags.workdir.empty() ? DefaultWorkdir() : flags.workdir, ec)
+        std::filesystem::absolute(flags.workdir.empty() ? DefaultWorkdir(config) : flags.workdir, ec)
             .lexically_normal()
             .string();
     if (ec) return ReportError(InvalidArgument("--workdir " + flags.workdir + ": " + ec.message()),
@@ -220,6 +226,10 @@ int RunWorker(WorkerFlags& flags) {
                 << "; offers work after " << FormatDuration(config.idle_after) << " without input"
                 << std::endl;
     }
+    // Tasks that run as other accounts must reach their directories.
+    Result<std::string> workdir = worker::CheckWorkdir(config);
+    if (!workdir.ok()) return ReportError(workdir.status());
+    if (!workdir->empty()) std::cout << "drover: at start it " << *workdir << std::endl;
     if (!no_server.empty())
       std::cout << "drover: to start it needs a server: " << no_server << std::endl;
     return kExitOk;
@@ -286,7 +296,9 @@ void AddWorkerCommand(CLI::App& root, int& exit_code) {
                   "Longest wait between attempts to reach a lost server")
       ->capture_default_str();
   cmd->add_option("--name", a.name, "Worker name (default: host name); keeps its id across restarts");
-  cmd->add_option("--workdir", flags->workdir, "Task directories (default ~/.local/state/drover/work)");
+  cmd->add_option("--workdir", flags->workdir,
+                  "Task directories (default ~/.local/state/drover/work; as root running tasks as "
+                  "other accounts, /var/lib/drover-worker)");
   cmd->add_option("--isolation", a.isolation, "auto, cgroup2, cgroup1, rlimit or none")
       ->capture_default_str();
   cmd->add_option("--cpus", a.cpus, "Cores to offer, as a list: 0-7,16");

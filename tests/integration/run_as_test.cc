@@ -1,5 +1,5 @@
-// Tasks run as the Unix account of their job's user (issue 22, "Many users,
-// one pool"): a root worker in per-user mode (--user-map) runs ana's tasks
+// Tasks run as the Unix account of their job's user (docs/guide.md, "Who
+// tasks run as"): a root worker in per-user mode (--user-map) runs ana's tasks
 // as ana's account and bob's as bob's, so bob's task cannot touch what
 // ana's wrote, and a user with no account here fails with the reason.
 // Real accounts, made for the test with useradd and deleted at its end.
@@ -134,6 +134,54 @@ TEST(RunAsTest, EachTaskRunsAsItsUsersAccount) {
       << carol.dump(2);
   EXPECT_NE(third.output.find("user carol has no account on worker w1"), std::string::npos)
       << third.output;
+}
+
+// A per-user worker whose --workdir lies under a directory other accounts
+// cannot pass (mkdtemp's 0700 test directory, as a private /tmp or /root
+// would be) refuses to start, naming it and its mode, and --check says the
+// same; a work directory of its own that lacks the bit is given it.
+TEST(RunAsTest, APerUserWorkerRefusesAWorkdirItsTasksCannotReach) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: per-user mode is a root worker's";
+  Cluster c;
+  c.StartServer();
+  struct stat st {};
+  ASSERT_EQ(stat(c.dir().c_str(), &st), 0);
+  ASSERT_EQ(st.st_mode & 07777, 0700u) << "mkdtemp makes it private";
+  const std::string workdir = c.dir() + "/w1";
+  const std::vector<std::string> flags = {
+      c.binary(),  "worker",       "--access",   c.access_file(), "--name",        "w1",
+      "--workdir", workdir,        "--isolation", "none",          "--run-as-root", "--user-map",
+      "ana=nobody"};
+  const std::string refusal = "tasks run as other accounts cannot reach --workdir " + workdir +
+                              ": " + c.dir() + " (mode 0700, owner root) does not let them pass";
+  std::vector<std::string> check = flags;
+  check.push_back("--check");
+  RunResult checked = RunToEnd(check, In(kStartTimeout));
+  EXPECT_EQ(checked.status, 1) << checked.output;
+  EXPECT_NE(checked.output.find(refusal), std::string::npos) << checked.output;
+  Process worker(flags);
+  std::optional<int> exited = worker.Wait(In(kStartTimeout));
+  ASSERT_TRUE(exited.has_value()) << worker.output();
+  EXPECT_NE(*exited, 0) << worker.output();
+  EXPECT_NE(worker.output().find(refusal), std::string::npos) << worker.output();
+
+  // Passable above, a private work directory of its own: given the bit.
+  ASSERT_EQ(chmod(c.dir().c_str(), 0711), 0);
+  ASSERT_EQ(mkdir(workdir.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(workdir.c_str(), 0700), 0);
+  RunResult fine = RunToEnd(check, In(kStartTimeout));
+  EXPECT_EQ(fine.status, 0) << fine.output;
+  EXPECT_NE(fine.output.find("at start it would give " + workdir +
+                             " the search bit for other accounts (mode 0700 -> 0711)"),
+            std::string::npos)
+      << fine.output;
+  Process started(flags);
+  EXPECT_TRUE(started.WaitForLine("gave " + workdir + " the search bit for other accounts",
+                                  In(kStartTimeout)))
+      << started.output();
+  EXPECT_TRUE(started.WaitForLine("attached as worker", In(kStartTimeout))) << started.output();
+  ASSERT_EQ(stat(workdir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0711u);
 }
 
 }  // namespace

@@ -36,6 +36,7 @@
 #include "worker/exec/life_record.h"
 #include "worker/exec/reaper.h"
 #include "worker/exec/task_account.h"
+#include "worker/exec/workdir_access.h"
 #include "worker/resources/gpu_lock.h"
 #include "worker/resources/resources.h"
 #include "worker/resources/resources_host.h"
@@ -251,6 +252,26 @@ class Agent::Impl {
   std::atomic<WorkerId> worker_id_{0};
 };
 
+bool RunsTasksPerUser(const AgentConfig& config) {
+  return ::geteuid() == 0 && config.task_user.empty() &&
+         (!config.run_as_root || !config.user_map.empty());
+}
+
+Result<std::string> CheckWorkdir(const AgentConfig& config) {
+  std::optional<TaskAccount> one;
+  if (::geteuid() == 0 && !config.task_user.empty()) {
+    Result<TaskAccount> found = LookUpAccount(config.task_user);
+    if (!found.ok()) return found.status().WithContext("--user " + config.task_user);
+    one = std::move(found).value();
+  } else if (!RunsTasksPerUser(config)) {
+    return std::string();  // tasks run as the worker's own account
+  }
+  ASSIGN_OR_RETURN(WorkdirFix fix, CheckWorkdirReachable(config.workdir,
+                                                         one ? &one->ids : nullptr,
+                                                         /*fix=*/false));
+  return fix.note;
+}
+
 Result<WorkerResources> DetectOffer(const AgentConfig& config,
                                     std::unique_ptr<UtilizationSampler>* sampler) {
   DetectOptions detect;
@@ -313,8 +334,7 @@ Status Agent::Impl::Init() {
         "--user-map needs a worker running as root (one that is not runs every task as "
         "itself)");
   }
-  const bool per_user =
-      ::geteuid() == 0 && config_.task_user.empty() && (!config_.run_as_root || !user_map.empty());
+  const bool per_user = RunsTasksPerUser(config_);
   ASSIGN_OR_RETURN(IsolationMode mode, ParseIsolationMode(config_.isolation));
 
   ASSIGN_OR_RETURN(WorkerResources resources, DetectOffer(config_, &sampler_));
@@ -363,6 +383,9 @@ Status Agent::Impl::Init() {
   // Before any work: end what a previous life of this worker left running
   // (its work directory holds the record), then fork the reaper that ends
   // this life's tasks should it die (DESIGN.md section 4, the timing rule).
+  // Before anything is made there: tasks that run as other accounts must
+  // reach it (the executor gives the directory itself what it lacks).
+  RETURN_IF_ERROR(CheckWorkdir(config_).status());
   if (::mkdir(config_.workdir.c_str(), 0711) != 0 && errno != EEXIST) {
     return Unavailable("cannot create " + config_.workdir + ": " + std::strerror(errno));
   }
@@ -430,6 +453,9 @@ Status Agent::Impl::Init() {
     reactor_ = std::make_unique<AsioReactor>(loop_);
     ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor,
                      Executor::Create(options, reactor_.get(), std::move(isolator)));
+    if (!executor->workdir_note().empty()) {
+      spdlog::info("worker {}: {}", name_, executor->workdir_note());
+    }
     own_runner_ = std::make_unique<ExecutorRunner>(std::move(executor));
     runner_ = own_runner_.get();
   }

@@ -226,6 +226,16 @@ struct AgentConfig {
 Result<WorkerResources> DetectOffer(const AgentConfig& config,
                                     std::unique_ptr<UtilizationSampler>* sampler = nullptr);
 
+// Whether the agent runs each task as its job user's account (per user,
+// worker/exec/task_account.h): as root, without --user, and without
+// --run-as-root unless a --user-map is given.
+bool RunsTasksPerUser(const AgentConfig& config);
+
+// What `drover worker --check` says of the work directory: whether the
+// accounts tasks run as can reach it (worker/exec/workdir_access.h), as a
+// note (empty: nothing to say) or the error the start would fail with.
+Result<std::string> CheckWorkdir(const AgentConfig& config);
+
 class Agent {
  public:
   // Validates the configuration, detects resources, creates the executor
@@ -239,6 +249,9 @@ class Agent {
   //   FailedPrecondition  an unknown task_user, user_map on an agent that
   //                       is not root, an unusable isolation mode, TLS
   //                       without a fingerprint;
+  //   FailedPrecondition  (also) tasks that run as other accounts could
+  //                       not reach the workdir (a parent they cannot
+  //                       pass: CheckWorkdirReachable);
   //   Unavailable         the workdir cannot be created;
   //   detection errors    from DetectResources.
   static Result<std::unique_ptr<Agent>> Start(net::EventLoop& loop, AgentConfig config);

@@ -19,6 +19,7 @@
 #include "common/quantity.h"
 #include "worker/exec/cgroup_files.h"
 #include "worker/exec/output_capture.h"
+#include "worker/exec/workdir_access.h"
 
 extern char** environ;
 
@@ -186,6 +187,13 @@ Result<std::unique_ptr<Executor>> Executor::Create(ExecutorOptions options, Reac
         "its user's account (per_user), or allow running them as root explicitly (run_as_root)");
   }
   if (options.workdir.empty()) return InvalidArgument("workdir is empty");
+  // Tasks that run as other accounts must reach their directories (checked
+  // before anything is made: a refused start leaves nothing behind).
+  WorkdirFix fixed;
+  if (options.per_user || account) {
+    ASSIGN_OR_RETURN(fixed, CheckWorkdirReachable(options.workdir,
+                                                  account ? &account->ids : nullptr, /*fix=*/true));
+  }
   RETURN_IF_ERROR(MakeDir(options.workdir, kPassDir));
   // DROVER_INPUTS of every task without inputs: empty, and read-only to a
   // task user, so that no task can leave files there for another.
@@ -204,6 +212,7 @@ Result<std::unique_ptr<Executor>> Executor::Create(ExecutorOptions options, Reac
   e->account_ = std::move(account);
   e->accounts_ = std::move(accounts);
   e->no_inputs_ = no_inputs;
+  e->workdir_note_ = std::move(fixed.note);
   return e;
 }
 

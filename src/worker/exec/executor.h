@@ -206,8 +206,13 @@ class Executor {
   // when a user switch (task_user, per_user) is asked for without root, or
   // when both task_user and per_user are; with Unavailable when workdir
   // cannot be created.
+  // Also FailedPrecondition when tasks that run as other accounts
+  // (task_user, per_user) could not reach workdir (workdir_access.h).
   static Result<std::unique_ptr<Executor>> Create(ExecutorOptions options, Reactor* reactor,
                                                   std::unique_ptr<Isolator> isolator);
+  // What Create changed so that task accounts reach workdir, for the log
+  // ("gave /var/w1 the search bit ..."); empty when nothing.
+  const std::string& workdir_note() const { return workdir_note_; }
   // Kills every running task with SIGKILL (no grace) and removes their
   // cages; callbacks are not called.
   ~Executor();
@@ -367,6 +372,7 @@ class Executor {
   // search once).
   mutable CommandCache commands_;
   std::string no_inputs_;  // <workdir>/.no-inputs
+  std::string workdir_note_;  // Create's change to workdir, if any
   // Cages whose removal failed (a dying process still inside); retried
   // whenever a task finishes.
   std::vector<std::unique_ptr<TaskCage>> stale_cages_;
