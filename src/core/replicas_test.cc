@@ -47,17 +47,34 @@ std::vector<ReplicateOutputs> Copies(const std::vector<Command>& commands) {
   return copies;
 }
 
+// The pool most tests start from: worker 1 (label at=a) and `others`
+// plain one-CPU workers (2, 3, ...), and job 1: prep (1.0, on worker 1,
+// `replicas` copies of its outputs), then, unless `alone`, use (1.1,
+// needing a worker labelled at=b, none yet) after it. prep runs; its
+// assignment's commands are taken.
+struct ReplicaPool {
+  explicit ReplicaPool(int others, uint32_t replicas = 2, bool alone = false) : c(NoStartBound()) {
+    c.AddWorker(WorkerBuilder().Cpus(1).Label("at", "a"));
+    for (int i = 0; i < others; ++i) c.AddWorker(WorkerBuilder().Cpus(1));
+    JobBuilder job;
+    job.Add(TaskBuilder("prep").Label("at", "a").Replicas(replicas));
+    if (!alone) job.Add(TaskBuilder("use").Label("at", "b").DependsOn("prep"));
+    c.Submit(job);
+    c.Run(T(1, 0));
+    c.TakeRaw();
+  }
+  // prep succeeds with one output; worker 2 reports its copy when `copied`.
+  void PrepSucceeds(bool copied) {
+    c.FinishWith(T(1, 0), WithFile("data.bin"));
+    if (copied) c.Handle(OutputsReplicated{T(1, 0), 1, 2});
+  }
+  TestCluster c;
+};
+
 TEST(ReplicasTest, ASuccessAsksAnotherWorkerForACopyAndCountsItWhenReported) {
-  TestCluster c(NoStartBound());
-  c.AddWorker(WorkerBuilder().Cpus(1).Label("at", "a"));
-  c.AddWorker(WorkerBuilder().Cpus(1));
-  JobBuilder job;
-  job.Add(TaskBuilder("prep").Label("at", "a").Replicas(2));
-  job.Add(TaskBuilder("use").Label("at", "b").DependsOn("prep"));
-  c.Submit(job);
-  c.Run(T(1, 0));
-  c.TakeRaw();
-  c.FinishWith(T(1, 0), WithFile("data.bin"));
+  ReplicaPool pool(1);
+  TestCluster& c = pool.c;
+  pool.PrepSucceeds(/*copied=*/false);
   std::vector<ReplicateOutputs> copies = Copies(c.TakeRaw());
   ASSERT_EQ(copies.size(), 1u);
   EXPECT_EQ(copies[0].task, T(1, 0));
@@ -83,30 +100,16 @@ TEST(ReplicasTest, ASuccessAsksAnotherWorkerForACopyAndCountsItWhenReported) {
 
 TEST(ReplicasTest, WithoutReplicasOrAnotherWorkerNoCopyIsAsked) {
   for (uint32_t replicas : {1u, 2u}) {
-    TestCluster c(NoStartBound());
-    c.AddWorker(WorkerBuilder().Cpus(1).Label("at", "a"));
-    JobBuilder job;
-    job.Add(TaskBuilder("prep").Label("at", "a").Replicas(replicas));
-    c.Submit(job);
-    c.Run(T(1, 0));
-    c.TakeRaw();
-    c.FinishWith(T(1, 0), WithFile("data.bin"));
-    EXPECT_THAT(Copies(c.TakeRaw()), IsEmpty()) << replicas;
+    ReplicaPool pool(0, replicas, /*alone=*/true);
+    pool.PrepSucceeds(/*copied=*/false);
+    EXPECT_THAT(Copies(pool.c.TakeRaw()), IsEmpty()) << replicas;
   }
 }
 
 TEST(ReplicasTest, LosingTheFirstHolderLosesNoWorkAndAFreshCopyIsMade) {
-  TestCluster c(NoStartBound());
-  c.AddWorker(WorkerBuilder().Cpus(1).Label("at", "a"));
-  c.AddWorker(WorkerBuilder().Cpus(1));
-  c.AddWorker(WorkerBuilder().Cpus(1));
-  JobBuilder job;
-  job.Add(TaskBuilder("prep").Label("at", "a").Replicas(2));
-  job.Add(TaskBuilder("use").Label("at", "b").DependsOn("prep"));
-  c.Submit(job);
-  c.Run(T(1, 0));
-  c.FinishWith(T(1, 0), WithFile("data.bin"));
-  c.Handle(OutputsReplicated{T(1, 0), 1, 2});
+  ReplicaPool pool(2);
+  TestCluster& c = pool.c;
+  pool.PrepSucceeds(/*copied=*/true);
   c.TakeRaw();
   c.Handle(WorkerLost{1});
   c.Advance(kBound);
@@ -137,16 +140,9 @@ TEST(ReplicasTest, LosingTheFirstHolderLosesNoWorkAndAFreshCopyIsMade) {
 }
 
 TEST(ReplicasTest, AssignmentsNameEveryHolder) {
-  TestCluster c(NoStartBound());
-  c.AddWorker(WorkerBuilder().Cpus(1).Label("at", "a"));
-  c.AddWorker(WorkerBuilder().Cpus(1));
-  JobBuilder job;
-  job.Add(TaskBuilder("prep").Label("at", "a").Replicas(2));
-  job.Add(TaskBuilder("use").Label("at", "b").DependsOn("prep"));
-  c.Submit(job);
-  c.Run(T(1, 0));
-  c.FinishWith(T(1, 0), WithFile("data.bin"));
-  c.Handle(OutputsReplicated{T(1, 0), 1, 2});
+  ReplicaPool pool(1);
+  TestCluster& c = pool.c;
+  pool.PrepSucceeds(/*copied=*/true);
   c.AddWorker(WorkerBuilder().Cpus(1).Label("at", "b"));
   c.TakeRaw();
   c.Grant(T(1, 1));
@@ -162,16 +158,9 @@ TEST(ReplicasTest, AssignmentsNameEveryHolder) {
 }
 
 TEST(ReplicasTest, LosingEveryHolderRerunsTheProducerNamingThemAll) {
-  TestCluster c(NoStartBound());
-  c.AddWorker(WorkerBuilder().Cpus(1).Label("at", "a"));
-  c.AddWorker(WorkerBuilder().Cpus(1));
-  JobBuilder job;
-  job.Add(TaskBuilder("prep").Label("at", "a").Replicas(2));
-  job.Add(TaskBuilder("use").Label("at", "b").DependsOn("prep"));
-  c.Submit(job);
-  c.Run(T(1, 0));
-  c.FinishWith(T(1, 0), WithFile("data.bin"));
-  c.Handle(OutputsReplicated{T(1, 0), 1, 2});
+  ReplicaPool pool(1);
+  TestCluster& c = pool.c;
+  pool.PrepSucceeds(/*copied=*/true);
   c.Take();
   c.Handle(WorkerLost{1});
   c.Handle(WorkerLost{2});
@@ -192,14 +181,9 @@ TEST(ReplicasTest, ReplicasOutsideOneToFourAreRefusedAtSubmit) {
 }
 
 TEST(ReplicasTest, CopiesOfAFinishedJobsOutputsAreKeptToo) {
-  TestCluster c(NoStartBound());
-  c.AddWorker(WorkerBuilder().Cpus(1).Label("at", "a"));
-  c.AddWorker(WorkerBuilder().Cpus(1));
-  c.AddWorker(WorkerBuilder().Cpus(1));
-  c.Submit(JobBuilder(TaskBuilder("model").Label("at", "a").Replicas(2)));
-  c.Run(T(1, 0));
-  c.FinishWith(T(1, 0), WithFile("model.bin"));
-  c.Handle(OutputsReplicated{T(1, 0), 1, 2});
+  ReplicaPool pool(2, 2, /*alone=*/true);
+  TestCluster& c = pool.c;
+  pool.PrepSucceeds(/*copied=*/true);
   c.TakeRaw();
   c.Handle(WorkerLost{2});  // the copy goes
   c.Advance(kBound);

@@ -1,6 +1,7 @@
 #include "server/quota_api.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "common/quantity.h"
 #include "net/json_text.h"

@@ -6,7 +6,7 @@
 #ifndef DROVER_SERVER_QUOTA_API_H_
 #define DROVER_SERVER_QUOTA_API_H_
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "core/quota_report.h"

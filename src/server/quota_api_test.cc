@@ -2,6 +2,7 @@
 #include "server/quota_api.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/scheduler.h"
 
