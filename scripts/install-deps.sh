@@ -11,6 +11,9 @@ packages=(
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   redis-server iproute2 procps util-linux python3
+  # Python functions as tasks (python/drover/functions.py): cloudpickle
+  # carries lambdas and closures; workers unpickle them with it.
+  python3-cloudpickle
   chromium
   # The Debian package's test (packaging/): lintian checks the .deb,
   # systemd-analyze the units.

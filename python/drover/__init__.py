@@ -1,6 +1,7 @@
 """Drover from Python: submit tasks and pipelines to a Drover cluster.
 
-Standard library only. See :mod:`drover.client` for an overview; the
+Standard library only (cloudpickle, where installed, for Python functions
+as tasks: :mod:`drover.functions`). See :mod:`drover.client` for an overview; the
 exceptions are in :mod:`drover.errors` and the typed views of the API in
 :mod:`drover.models`.
 """
@@ -23,6 +24,7 @@ from .errors import (
     Unavailable,
     WaitTimeout,
 )
+from .functions import Executor, Future, RemoteError, RemoteFunction, function
 from .models import (
     TERMINAL,
     GpuGrant,
@@ -46,8 +48,10 @@ __all__ = [
     "ConnectionFailed",
     "DroverError",
     "DroverWarning",
+    "Executor",
     "FailedPrecondition",
     "FingerprintMismatch",
+    "Future",
     "GpuGrant",
     "InvalidRequest",
     "Job",
@@ -56,6 +60,8 @@ __all__ = [
     "Outcome",
     "OutputFile",
     "PermissionDenied",
+    "RemoteError",
+    "RemoteFunction",
     "TERMINAL",
     "Task",
     "TaskCanceled",
@@ -68,5 +74,6 @@ __all__ = [
     "WaitTimeout",
     "WorkerGpu",
     "WorkerInfo",
+    "function",
     "progress_line",
 ]

@@ -24,7 +24,7 @@ import random
 import select
 import threading
 import time
-from typing import Any, Deque, Dict, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple, TypeVar
 
 from ._uploads import upload_input_files
 from ._connection import Transport
@@ -32,6 +32,8 @@ from ._events import retryable
 from ._websocket import OP_TEXT, Closed, WebSocket
 from .errors import ApiError, ConnectionFailed, DroverError, NotFound, WaitTimeout, api_error
 from .models import TERMINAL, TaskEvent
+
+_T = TypeVar("_T")
 
 # Jobs per batch request; the server takes up to 10,000 (and 16 MiB).
 _MAX_BATCH = 1000
@@ -263,6 +265,9 @@ class Watcher:
         # to send (made with the first wait).
         self._wake_r = self._wake_w = -1
         self._closed = False
+        # wait_any's watches by tag, and the tags whose wait was interrupted.
+        self._tagged: Dict[object, Dict[str, _Watch]] = {}
+        self._interrupted: Set[object] = set()
 
     def close(self) -> None:
         with self._cv:
@@ -295,48 +300,115 @@ class Watcher:
             ConnectionFailed, AuthenticationError: no stream to be had.
         """
         with self._cv:
-            if self._closed:
-                raise DroverError("the client is closed")
-            if self._wake_r < 0:
-                self._wake_r, self._wake_w = os.pipe()
-            w = self._watches.get(task)
-            if w is None:
-                w = self._watches[task] = _Watch()
-                self._outbox.append(json.dumps({"watch": task}))
-                self._wake()
-            w.waiters += 1
+            w = self._add_watch(task)
         try:
-            while True:
-                with self._cv:
-                    if w.latest is not None and w.latest.to_state in TERMINAL:
-                        return w.latest, w.info
-                    if w.error is not None:
-                        raise NotFound("not_found", f"task {task}: {w.error}")
-                    if self._closed:
-                        raise DroverError("the client is closed")
-                    left = None if deadline is None else deadline - time.monotonic()
-                    if left is not None and left <= 0:
-                        raise WaitTimeout(f"task {task} did not end in time")
-                    if self._reading:
-                        self._cv.wait(left)
-                        continue
-                    self._reading = True
-                try:
-                    self._read_once(deadline)
-                finally:
-                    with self._cv:
-                        self._reading = False
-                        if self._closed:
-                            self._release()
-                        # Another waiter may take the role (or has its event).
-                        self._cv.notify_all()
+            def ended() -> Optional[Tuple[TaskEvent, Optional[Dict[str, Any]]]]:
+                if w.latest is not None and w.latest.to_state in TERMINAL:
+                    return w.latest, w.info
+                if w.error is not None:
+                    raise NotFound("not_found", f"task {task}: {w.error}")
+                return None
+
+            return self._wait_until(ended, deadline, f"task {task} did not end in time")
         finally:
             with self._cv:
-                w.waiters -= 1
-                if w.waiters == 0:
-                    del self._watches[task]
-                    if not self._closed:
-                        self._outbox.append(json.dumps({"unwatch": task}))
+                self._drop_watch(task, w)
+
+    def watch(self, task: str, tag: object) -> None:
+        """Watches ``task`` for a caller of :meth:`wait_any` with ``tag`` (an
+        Executor's collector), until wait_any has returned it."""
+        with self._cv:
+            w = self._add_watch(task)
+            self._tagged.setdefault(tag, {})[task] = w
+
+    def wait_any(self, tag: object,
+                 deadline: Optional[float]) -> List[Tuple[str, Optional[TaskEvent],
+                                                          Optional[Dict[str, Any]], str]]:
+        """Waits until some tasks watched with ``tag`` have ended (or are not
+        there), or :meth:`interrupt` was called for ``tag``; returns them as
+        (task, terminal event or None, info, error: "" or why it is not
+        there) and stops watching them. [] when interrupted.
+
+        Raises:
+            WaitTimeout: ``deadline`` passed first.
+            ConnectionFailed, AuthenticationError: no stream to be had.
+        """
+        def ended() -> Optional[List[Tuple[str, Optional[TaskEvent],
+                                           Optional[Dict[str, Any]], str]]]:
+            if tag in self._interrupted:
+                self._interrupted.discard(tag)
+                return []
+            mine = self._tagged.get(tag, {})
+            done = [(t, w) for t, w in mine.items()
+                    if w.error is not None or (w.latest is not None
+                                               and w.latest.to_state in TERMINAL)]
+            if not done:
+                return None
+            out = []
+            for t, w in done:
+                del mine[t]
+                out.append((t, w.latest if w.error is None else None, w.info, w.error or ""))
+                self._drop_watch(t, w)
+            return out
+
+        return self._wait_until(ended, deadline, "no watched task ended in time")
+
+    def interrupt(self, tag: object) -> None:
+        """Makes the current (or next) :meth:`wait_any` of ``tag`` return []."""
+        with self._cv:
+            self._interrupted.add(tag)
+            self._cv.notify_all()
+            self._wake()
+
+    def _add_watch(self, task: str) -> "_Watch":
+        """(Lock held.) The task's watch, asked of the server when new."""
+        if self._closed:
+            raise DroverError("the client is closed")
+        if self._wake_r < 0:
+            self._wake_r, self._wake_w = os.pipe()
+        w = self._watches.get(task)
+        if w is None:
+            w = self._watches[task] = _Watch()
+            self._outbox.append(json.dumps({"watch": task}))
+            self._wake()
+        w.waiters += 1
+        return w
+
+    def _drop_watch(self, task: str, w: "_Watch") -> None:
+        """(Lock held.) One waiter fewer; unwatched when none is left."""
+        w.waiters -= 1
+        if w.waiters == 0 and self._watches.get(task) is w:
+            del self._watches[task]
+            if not self._closed:
+                self._outbox.append(json.dumps({"unwatch": task}))
+
+    def _wait_until(self, check: Callable[[], Optional[_T]], deadline: Optional[float],
+                    timed_out: str) -> _T:
+        """Until ``check()`` (called with the lock held) returns something:
+        waits for the reader, or is the reader itself."""
+        while True:
+            with self._cv:
+                found = check()
+                if found is not None:
+                    return found
+                if self._closed:
+                    raise DroverError("the client is closed")
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise WaitTimeout(timed_out)
+                if self._reading:
+                    self._cv.wait(left)
+                    continue
+                self._reading = True
+            try:
+                self._read_once(deadline)
+            finally:
+                with self._cv:
+                    self._reading = False
+                    if self._closed:
+                        self._release()
+                    # Another waiter may take the role (or has its event).
+                    self._cv.notify_all()
 
     def _wake(self) -> None:
         if self._reading and self._wake_w >= 0:

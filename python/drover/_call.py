@@ -1,0 +1,170 @@
+"""What runs a Python function as a task: the runner on the worker, and the
+encoding of calls and values that it and the client share.
+
+A call travels as one pickle, ``(header, fn, args, kwargs)``: the header
+names the client's Python version and whether cloudpickle made it. Drover
+futures among the arguments, at any depth, are pickled as persistent ids
+(:func:`future_id`); the task depends on their tasks (``after``), whose
+results arrive in ``$DROVER_INPUTS``, and the runner's unpickler puts each
+value in its place. The call
+comes inline in the environment (``DROVER_CALL``, base64) when small, else
+as an uploaded input file (``drover-call.pkl``) through the data plane.
+
+The value (or the exception, with its remote traceback) goes back the same
+way: ``$DROVER_RESULT`` holds ``drover-call:v1:value:<base64>`` (or
+``...:error:<base64>``) when it fits in the result limit, else
+``drover-call:v1:file`` and the pickle is the task's output
+``drover-value.pkl``, which a dependent on any worker receives through the
+data plane and the client downloads. A function that raised makes its task
+fail (exit code 1), so retries apply as to any task.
+
+Unpickling runs code: a call is unpickled only inside its task's process, as
+the job's user, and a value only in the client that submitted it (or in a
+dependent task of the same user).
+
+The runner (:data:`RUNNER`) is standard-library Python (cloudpickle only
+when the call was made with it) passed to ``python -c``, so a worker needs
+no Drover package of its own.
+"""
+
+import base64
+import sys
+from typing import Tuple
+
+PREFIX = "drover-call:v1:"
+CALL_ENV = "DROVER_CALL"
+CALL_FILE = "drover-call.pkl"
+VALUE_FILE = "drover-value.pkl"
+# The server keeps 64 KiB of $DROVER_RESULT; base64 grows a pickle by 4/3.
+INLINE_LIMIT = 48 * 1024
+# The most of a call the environment carries; above it, an input file.
+INLINE_CALL_LIMIT = 32 * 1024
+
+
+def future_id(task: str) -> str:
+    """The pickle persistent id that stands for task ``task``'s value among
+    a call's arguments (the runner reads it from ``$DROVER_INPUTS``)."""
+    return "drover-future:" + task
+
+
+def encode_inline(kind: str, data: bytes) -> str:
+    """The ``$DROVER_RESULT`` text of a value or error pickle."""
+    return PREFIX + kind + ":" + base64.b64encode(data).decode("ascii")
+
+
+def decode_result(text: str) -> Tuple[str, bytes]:
+    """(kind, pickle) of a result text: kind "value" or "error" with the
+    pickle inline, "file" (the pickle is the output VALUE_FILE), or "" when
+    the text is not a function call's."""
+    if not text.startswith(PREFIX):
+        return "", b""
+    rest = text[len(PREFIX):].strip()
+    kind, _, data = rest.partition(":")
+    if kind == "file":
+        return "file", b""
+    if kind not in ("value", "error"):
+        return "", b""
+    return kind, base64.b64decode(data)
+
+
+# The runner, run as `python -c RUNNER` in the task's directory. It reads the
+# call, fills in the values of the futures it was given, calls the function
+# and writes what came of it (see the module doc). Exit codes: 0 the function
+# returned, 1 it raised, 2 the call could not be read or run (its message on
+# stderr and in the result).
+RUNNER = r'''
+import base64, io, os, pickle, sys, traceback
+try:
+    import cloudpickle as dumper
+except ImportError:
+    dumper = pickle
+PREFIX = "drover-call:v1:"
+LIMIT = 48 * 1024
+def emit(kind, data):
+    path = os.environ.get("DROVER_RESULT")
+    if len(data) <= LIMIT:
+        text = PREFIX + kind + ":" + base64.b64encode(data).decode("ascii")
+    else:
+        out = os.environ["DROVER_OUTPUT_DIR"]
+        with open(os.path.join(out, "drover-value.pkl"), "wb") as f:
+            f.write(data)
+        text = PREFIX + "file"
+    if path:
+        with open(path, "w") as f:
+            f.write(text)
+def fail(message):
+    sys.stderr.write("drover: " + message + "\n")
+    emit("error", pickle.dumps((RuntimeError(message), "")))
+    sys.exit(2)
+def value_of(task):
+    inputs = os.environ.get("DROVER_INPUTS", "")
+    here = os.path.join(inputs, task)
+    text = None
+    for path in (here + ".result", here):
+        if os.path.isfile(path):
+            with open(path) as f:
+                text = f.read()
+            break
+    if text is None or not text.startswith(PREFIX):
+        fail("the value of task " + task + " did not arrive in $DROVER_INPUTS")
+    kind, _, data = text[len(PREFIX):].strip().partition(":")
+    if kind == "file":
+        with open(os.path.join(here, "drover-value.pkl"), "rb") as f:
+            return pickle.load(f)
+    if kind != "value":
+        fail("task " + task + " left no value")
+    return pickle.loads(base64.b64decode(data))
+class Call(pickle.Unpickler):
+    # A future among the arguments: its task's value (persistent_id on the
+    # client's side), read once.
+    memo = {}
+    def persistent_load(self, pid):
+        if not isinstance(pid, str) or not pid.startswith("drover-future:"):
+            raise pickle.UnpicklingError("unknown persistent id " + repr(pid))
+        task = pid[len("drover-future:"):]
+        if task not in Call.memo:
+            Call.memo[task] = value_of(task)
+        return Call.memo[task]
+def main():
+    inline = os.environ.get("DROVER_CALL")
+    try:
+        if inline:
+            data = base64.b64decode(inline)
+        else:
+            with open("drover-call.pkl", "rb") as f:
+                data = f.read()
+        header, fn, args, kwargs = Call(io.BytesIO(data)).load()
+    except ModuleNotFoundError as e:
+        fail("cannot read the call: " + str(e) + " (install it on the worker; a function "
+             "submitted with cloudpickle needs python3-cloudpickle there)")
+    except Exception as e:
+        fail("cannot read the call: " + type(e).__name__ + ": " + str(e))
+    mine = "%d.%d" % sys.version_info[:2]
+    if header.get("cloudpickle") and header.get("python") != mine:
+        fail("the client runs Python " + str(header.get("python")) + " and this worker's "
+             + sys.executable + " is Python " + mine + ": functions pickled by cloudpickle "
+             "need the same minor version (name another interpreter with python=...)")
+    try:
+        value = fn(*args, **kwargs)
+    except BaseException as e:
+        tb = traceback.format_exc()
+        try:
+            data = pickle.dumps((e, tb))
+            pickle.loads(data)
+        except Exception:
+            data = pickle.dumps((RuntimeError(type(e).__name__ + ": " + str(e)), tb))
+        emit("error", data)
+        sys.stderr.write(tb)
+        sys.exit(1)
+    try:
+        data = dumper.dumps(value)
+    except Exception as e:
+        fail("the function returned a value that cannot be pickled: " + type(e).__name__ + ": "
+             + str(e))
+    emit("value", data)
+main()
+'''
+
+
+def python_version() -> str:
+    return "%d.%d" % sys.version_info[:2]

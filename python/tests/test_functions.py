@@ -1,0 +1,278 @@
+"""Python functions as tasks (drover.Executor, @drover.function) against a
+real local cluster (``drover up``, two workers), and the runner on its own.
+
+Every wait is on a future (the task's terminal event); timeouts only bound a
+failing test.
+"""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures as cf
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+from typing import Any, List, Optional
+
+import drover
+from drover import _call
+
+from cluster import LocalCluster
+
+WAIT = 120.0
+_cluster: Optional[LocalCluster] = None
+
+
+def setUpModule() -> None:
+    global _cluster
+    _cluster = LocalCluster(workers=2)
+
+
+def tearDownModule() -> None:
+    if _cluster is not None:
+        _cluster.stop()
+
+
+def cluster() -> LocalCluster:
+    assert _cluster is not None
+    return _cluster
+
+
+# Module-level functions, so that ProcessPoolExecutor (which pickles by
+# reference) can run them too.
+def square(x: int) -> int:
+    return x * x
+
+
+def add(a: int, b: int = 0) -> int:
+    return a + b
+
+
+def fails(message: str) -> None:
+    raise ValueError(message)
+
+
+def where_am_i() -> str:
+    return os.getcwd()
+
+
+def exercise(ex: cf.Executor) -> None:
+    """What code written for ProcessPoolExecutor does with its executor;
+    raises AssertionError when a result differs."""
+    f = ex.submit(add, 2, b=3)
+    assert f.result(timeout=WAIT) == 5, f.result()
+    assert list(ex.map(square, range(6), timeout=WAIT)) == [0, 1, 4, 9, 16, 25]
+    assert list(ex.map(add, [1, 2], [10, 20])) == [11, 22]
+    futures = [ex.submit(square, i) for i in range(4)]
+    assert sorted(f.result() for f in cf.as_completed(futures, timeout=WAIT)) == [0, 1, 4, 9]
+    done, not_done = cf.wait(futures, timeout=WAIT, return_when=cf.ALL_COMPLETED)
+    assert len(done) == 4 and not not_done
+    called = threading.Event()
+    seen: List[Any] = []
+    last = ex.submit(square, 7)
+    last.add_done_callback(lambda fut: (seen.append(fut.result()), called.set()))
+    assert called.wait(WAIT) and seen == [49]
+    bad = ex.submit(fails, "no good")
+    try:
+        bad.result(timeout=WAIT)
+    except ValueError as e:
+        assert str(e) == "no good", str(e)
+    else:
+        raise AssertionError("the exception did not come back")
+    assert isinstance(bad.exception(timeout=WAIT), ValueError)
+
+
+class ExecutorTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.client = drover.Client(access_file=cluster().access_file)
+        self.addCleanup(self.client.close)
+
+    def executor(self, **defaults: Any) -> drover.Executor:
+        ex = drover.Executor(self.client, **defaults)
+        self.addCleanup(ex.shutdown)
+        return ex
+
+    def test_code_written_for_process_pool_executor_runs_unchanged(self) -> None:
+        with cf.ProcessPoolExecutor(max_workers=2) as pool:
+            exercise(pool)  # the semantics it is written against
+        with drover.Executor(self.client, max_workers=2) as ex:
+            exercise(ex)
+        with self.assertRaises(RuntimeError):
+            ex.submit(square, 1)  # after shutdown
+
+    def test_each_call_is_a_task_in_its_own_directory(self) -> None:
+        ex = self.executor()
+        f = ex.submit(where_am_i)
+        here = f.result(timeout=WAIT)
+        assert f.task is not None
+        info = f.task.info()
+        self.assertEqual(info.state, "succeeded")
+        # <workdir>/<job>/<index>.<attempt>
+        self.assertTrue(here.endswith(f"/{info.job}/0.1"), here)
+        self.assertNotEqual(here, os.getcwd())
+
+    def test_lambdas_closures_and_futures_as_arguments_build_the_graph(self) -> None:
+        ex = self.executor()
+        offset = 10
+        a = ex.submit(lambda: [1, 2, 3])
+        b = ex.submit(lambda: 4)
+        # Futures at any depth; the new task depends on both.
+        c = ex.submit(lambda d, k=0: sum(d["xs"]) + d["y"] + k + offset, {"xs": a, "y": b}, k=b)
+        self.assertEqual(c.result(timeout=WAIT), 1 + 2 + 3 + 4 + 4 + 10)
+        assert c.task is not None and a.task is not None and b.task is not None
+        # Its inputs were its dependencies' results.
+        self.assertEqual(c.task.info().state, "succeeded")
+
+    def test_a_value_over_the_result_limit_travels_as_an_output_file(self) -> None:
+        ex = self.executor()
+        big = ex.submit(lambda: os.urandom(200_000))
+        size = ex.submit(len, big)
+        self.assertEqual(size.result(timeout=WAIT), 200_000)
+        self.assertEqual(len(big.result(timeout=WAIT)), 200_000)
+        assert big.task is not None
+        self.assertEqual([o.name for o in big.task.outputs], [_call.VALUE_FILE])
+        # A large argument goes through the file store, not the job's body.
+        blob = os.urandom(100_000)
+        echoed = ex.submit(len, blob)
+        self.assertEqual(echoed.result(timeout=WAIT), 100_000)
+        assert echoed.task is not None
+        spec_env = self.client._transport.json("GET", f"/api/v1/tasks/{echoed.task.id}")
+        self.assertNotIn(_call.CALL_ENV, spec_env.get("spec", {}).get("env", {}))
+
+    def test_a_remote_exception_comes_back_with_its_traceback(self) -> None:
+        ex = self.executor()
+
+        def deep() -> None:
+            raise KeyError("missing-key")
+
+        f = ex.submit(deep)
+        with self.assertRaises(KeyError) as caught:
+            f.result(timeout=WAIT)
+        cause = caught.exception.__cause__
+        self.assertIsInstance(cause, drover.functions.RemoteTraceback)
+        self.assertIn("in deep", str(cause))
+        self.assertIn("KeyError: 'missing-key'", str(cause))
+        # The task failed (retries apply to it as to any task).
+        assert f.task is not None
+        self.assertEqual(f.task.info().state, "failed")
+
+    def test_a_dependent_of_a_failed_call_fails_naming_it(self) -> None:
+        ex = self.executor()
+        a = ex.submit(fails, "first")
+        b = ex.submit(add, a, 1)
+        with self.assertRaises(drover.TaskFailed) as caught:
+            b.result(timeout=WAIT)
+        assert a.task is not None
+        self.assertIn(a.task.id, caught.exception.reason)
+
+    def test_a_call_past_its_timeout_fails_with_the_reason(self) -> None:
+        ex = self.executor()
+        import time
+
+        f = ex.submit(time.sleep, 60, drover_resources={"timeout": "1s"})
+        with self.assertRaises(drover.TaskFailed) as caught:
+            f.result(timeout=WAIT)
+        self.assertIn("timed out after 1s", caught.exception.reason)
+
+    def test_what_cannot_be_pickled_is_refused_at_submit_naming_it(self) -> None:
+        ex = self.executor()
+        with self.assertRaises(TypeError) as caught:
+            ex.submit(add, 1, threading.Lock())
+        self.assertIn("argument 2 of add (lock) cannot be sent to a worker", str(caught.exception))
+        with self.assertRaises(TypeError) as caught:
+            ex.submit(add, 1, drover_resources={"gpu": 1})
+        self.assertIn("unknown key(s) gpu", str(caught.exception))
+
+    def test_cancel_cancels_the_task(self) -> None:
+        ex = self.executor()
+        import time
+
+        f = ex.submit(time.sleep, 60)
+        assert f.task is not None
+        self.assertTrue(f.cancel())
+        self.assertTrue(f.cancelled())
+        self.assertEqual(f.task.wait(WAIT).state, "canceled")
+
+    def test_shutdown_cancel_futures_cancels_what_has_not_ended(self) -> None:
+        ex = drover.Executor(self.client)
+        import time
+
+        f = ex.submit(time.sleep, 60)
+        ex.shutdown(wait=True, cancel_futures=True)
+        self.assertTrue(f.cancelled())
+
+    def test_the_decorator_keeps_a_local_call_and_submits_with_its_defaults(self) -> None:
+        ex = self.executor()
+
+        @drover.function(executor=ex, cpus=0.5, retries=1)
+        def double(x: int) -> int:
+            return 2 * x
+
+        self.assertEqual(double(4), 8)  # here
+        f = double.submit(5)
+        self.assertEqual(f.result(timeout=WAIT), 10)
+        self.assertEqual(list(double.map([1, 2, 3])), [2, 4, 6])
+        assert f.task is not None
+        spec = self.client._transport.json("GET", f"/api/v1/tasks/{f.task.id}")["spec"]
+        self.assertEqual(spec["retries"], 1)
+        self.assertEqual(spec["resources"]["cpus"], 0.5)
+
+    def test_another_users_executor_may_not_read_the_value(self) -> None:
+        added = self.client._transport.json(
+            "POST", "/api/v1/users", {"name": f"fnuser{os.getpid()}", "role": "user"})
+        other = drover.Client(f"127.0.0.1:{cluster().port}", token=added["token"],
+                              fingerprint=self.client.endpoint.fingerprint)
+        self.addCleanup(other.close)
+        mine = self.executor().submit(lambda: "private value")
+        self.assertEqual(mine.result(timeout=WAIT), "private value")
+        assert mine.task is not None
+        with self.assertRaises(drover.PermissionDenied):
+            other.task(mine.task.id).result(timeout=WAIT)
+
+
+def run_runner(call: bytes, env: Optional[dict] = None) -> subprocess.CompletedProcess:
+    """The runner as a worker runs it, in a fresh directory."""
+    folder = tempfile.mkdtemp()
+    result = os.path.join(folder, "result")
+    out = os.path.join(folder, "output")
+    os.mkdir(out)
+    full = dict(os.environ, DROVER_RESULT=result, DROVER_OUTPUT_DIR=out,
+                DROVER_INPUTS=os.path.join(folder, "inputs"),
+                **{_call.CALL_ENV: base64.b64encode(call).decode()})
+    full.update(env or {})
+    p = subprocess.run([sys.executable, "-c", _call.RUNNER], cwd=folder, env=full,
+                       capture_output=True, text=True, timeout=60)
+    with open(result) as f:
+        p.stdout = f.read()  # the result text, in place of the (empty) stdout
+    return p
+
+
+class RunnerTest(unittest.TestCase):
+    def test_a_python_version_mismatch_is_refused_with_a_clear_message(self) -> None:
+        call = pickle.dumps(({"python": "2.7", "cloudpickle": True}, len, ("abc",), {}))
+        p = run_runner(call)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("the client runs Python 2.7", p.stderr)
+        self.assertIn("need the same minor version (name another interpreter with python=...)",
+                      p.stderr)
+        kind, data = _call.decode_result(p.stdout)
+        self.assertEqual(kind, "error")
+        exc, _tb = pickle.loads(data)
+        self.assertIn("Python 2.7", str(exc))
+
+    def test_a_call_that_cannot_be_read_says_why(self) -> None:
+        p = run_runner(b"not a pickle")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("drover: cannot read the call:", p.stderr)
+
+    def test_a_value_that_cannot_be_pickled_is_named(self) -> None:
+        call = pickle.dumps(({"python": _call.python_version(), "cloudpickle": False},
+                             threading.Lock, (), {}))
+        p = run_runner(call)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("returned a value that cannot be pickled", p.stderr)
+
