@@ -46,7 +46,7 @@ import pickle
 import shutil
 import tempfile
 import threading
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set
 
 from . import _call
 from .client import Client, Task, _result_of
@@ -194,7 +194,9 @@ class Executor(concurrent.futures.Executor):
         self._defaults: Dict[str, Any] = {"cpus": 1, "python": "python3"}
         self._defaults.update(defaults)
         self._lock = threading.Lock()
-        self._pending: Dict[str, Future] = {}
+        self._pending: Dict[str, Future] = {}  # by task id, watched
+        self._unregistered: List[Future] = []  # submitted, id not asked yet
+        self._live: Set[Future] = set()  # every call not ended yet
         self._shutdown = False
         self._tag = object()
         self._collector: Optional[threading.Thread] = None
@@ -234,19 +236,26 @@ class Executor(concurrent.futures.Executor):
         python = str(options.pop("python"))
         name = options.pop("name", None) or _name_of(fn)
         future = Future(self)
-        task = self._client.submit([python, "-c", _call.RUNNER], name=name,
-                                   after=list(dependencies.values()) or None, env=env,
-                                   input_files=input_files or None, **options)
-        future.task = task
-        task_id = task.id  # the server's answer (raises its refusal)
+        future.task = self._client.submit([python, "-c", _call.RUNNER], name=name,
+                                          after=list(dependencies.values()) or None, env=env,
+                                          input_files=input_files or None, **options)
+        # The collector learns its id from the server's answer, which comes
+        # batched with other submissions: submit does not wait for it.
         with self._lock:
-            self._client._watcher.watch(task_id, self._tag)
-            self._pending[task_id] = future
+            self._live.add(future)
+            self._unregistered.append(future)
             if self._collector is None:
                 self._collector = threading.Thread(target=self._collect,
                                                    name="drover-executor", daemon=True)
                 self._collector.start()
+            else:
+                self._client._watcher.interrupt(self._tag)
+        future.add_done_callback(self._ended)
         return future
+
+    def _ended(self, future: concurrent.futures.Future) -> None:  # type: ignore[type-arg]
+        with self._lock:
+            self._live.discard(future)  # type: ignore[arg-type]
 
     def map(self, fn: Callable[..., Any], *iterables: Iterable[Any],  # type: ignore[override]
             timeout: Optional[float] = None, chunksize: int = 1) -> Iterator[Any]:
@@ -260,7 +269,7 @@ class Executor(concurrent.futures.Executor):
         are canceled; with ``wait`` returns once every call has ended."""
         with self._lock:
             self._shutdown = True
-            pending = list(self._pending.values())
+            pending = list(self._live)
         if cancel_futures:
             for f in pending:
                 f.cancel()
@@ -280,12 +289,32 @@ class Executor(concurrent.futures.Executor):
 
     # ---- the collector: one thread, every pending call ------------------
 
+    def _register(self) -> None:
+        """Watches the calls submitted since the last look, by their ids."""
+        with self._lock:
+            fresh, self._unregistered = self._unregistered, []
+        watcher = self._client._watcher
+        for future in fresh:
+            assert future.task is not None
+            try:
+                task_id = future.task.id  # the server's answer, or its refusal
+            except BaseException as e:
+                _settle(future, exception=e)
+                continue
+            with self._lock:
+                watcher.watch(task_id, self._tag)
+                self._pending[task_id] = future
+
     def _collect(self) -> None:
         watcher = self._client._watcher
         while True:
+            self._register()
             with self._lock:
-                if self._collector is None or (self._shutdown and not self._pending):
+                if self._collector is None or (self._shutdown and not self._pending
+                                               and not self._unregistered):
                     return
+                if self._unregistered:
+                    continue
             try:
                 ended = watcher.wait_any(self._tag, None)
             except DroverError as e:
