@@ -1,67 +1,22 @@
 // Job files (TOML) and the JSON body of the submit API: both describe a
-// core::JobSpec with the same structure (DESIGN.md section 8).
+// core::JobSpec with the same structure, read by one set of rules. Every
+// key, its values and defaults: docs/guide.md, "Job files"; how the reading
+// decides (a `command` string runs under `sh -c`, other integer keys in
+// `resources` are counters, unknown keys are typos): src/proto/README.md.
 //
-//   name = "sweep"            # required
-//   user = "ana"              # optional; the server may override it
-//   after = ["12", "12.3"]    # optional: jobs / tasks that must succeed first
-//
-//   [[task]]                  # one or more
-//   id = "train"              # required, unique in the job
-//   command = ["python", "train.py", "--seed", "{index}"]
-//                             # required: an array of strings (argv, no
-//                             # shell), or a string, which is run as
-//                             # ["sh", "-c", string]
-//   array = "0-7"             # optional: "0-7", "5", "0-99:2"
-//   env = { FOO = "bar" }     # optional; values are strings
-//   resources = { cpus = 2, mem = "4GiB", gpus = 1, gpu_mem = "16GiB",
-//                 gpu_type = ["A100", "H100"], licenses = 2,
-//                 labels = { os = "linux" } }
-//   depends_on = ["prep"]     # ids of other [[task]] entries of this job
-//   retries = 2               # extra attempts after a failure (0..1000)
-//   retry_backoff = "10s"     # before the first retry, doubling after
-//   timeout = "2h"            # per attempt; absent or "0" = none
-//   priority = 10             # higher runs first (int32)
-//   vacate_signal = "SIGUSR1" # sent first when the attempt is vacated (its
-//                             # workstation's owner returned, or preemption):
-//                             # SIGTERM (default), SIGINT, SIGHUP, SIGUSR1,
-//                             # SIGUSR2, SIGQUIT; "USR1" works too
-//   vacate_grace = "2m"       # then KILL after this long (default 30s)
-//   preemptible = false       # never chosen as a priority-preemption victim
-//   inputs = ["prep:train.csv"]  # which outputs of depends_on groups it
-//                             # fetches: "prep" (all of prep's),
-//                             # "prep:NAME", "prep:*.csv" (fnmatch, '*'
-//                             # stops at '/'); absent = all, [] = none
-//                             # (core/input_select.h)
-//   max_output = "2GiB"       # most its outputs may add up to, like mem;
-//                             # absent = the server's --max-output
-//
-// Resources:
-//   cpus     number (2, 0.5) or string ("2", "0.5", "500m"); default 1
-//   mem      string with a unit ("4GiB", "512MB") or an integer of bytes;
-//            "4G" is rejected as ambiguous (common/quantity.h)
-//   gpus     number (1, 0.25) or string; above 1 only whole GPUs
-//   gpu_mem  like mem (per GPU)
-//   gpu_type string or array of strings (accepted GPU models)
-//   labels   table of strings the worker's labels must equal
-//   counters table of positive integers (custom named counters), and, as a
-//            shorthand, any other key whose value is an integer is a counter
-//            (`licenses = 2`). A key that looks like a misspelt resource
-//            (`cpu = 2`, `mems = 4`) is rejected with a suggestion instead;
-//            write `counters = { cpu = 2 }` if that is really meant.
-//
-// Unknown keys are errors, with a suggestion when one is close. The spec is
-// checked as a whole here (not left to the scheduler) so that people see
-// every problem with its line: duplicate ids, unknown depends_on ids (with a
+// The spec is checked as a whole here (not left to the scheduler) so that
+// people see every problem with its place: unknown keys (with a suggestion
+// when one is close), duplicate ids, unknown depends_on ids (with a
 // suggestion), dependency cycles (named), inputs naming a group outside
 // depends_on or a file name that could leave a directory, and
 // ResourceRequest::Validate.
 //
-// Error messages name where: TOML errors start with `file:line:col: ` and
-// then the field path; JSON errors start with the field path:
+// Every error is kInvalidArgument and names where: TOML errors start with
+// `file:line:col: ` and then the field path; JSON errors start with the
+// field path:
 //   sweep.toml:12:14: task[1].resources.mem: memory quantity "4G" is ambiguous: ...
 //   sweep.toml:7:1: task[0]: unknown key "comand" (did you mean "command"?)
 //   task[1].resources.mem: memory quantity "4G" is ambiguous: ...
-// All are kInvalidArgument.
 //
 // Thread safety: pure functions.
 #ifndef DROVER_PROTO_JOB_FILE_H_

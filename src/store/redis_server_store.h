@@ -1,60 +1,26 @@
-// RedisServerStore: the RedisStore as `drover server --redis` runs on it — a
-// Store decorator that (1) opens the RedisStore before the server's loop
-// runs, so the server's synchronous startup (subscribe, recover, list
-// leases) works unchanged; (2) keeps workers' liveness keys; and (3)
-// reconciles the leases the server holds with those in Redis, both ways
-// (DESIGN.md section 4):
+// RedisServerStore: the RedisStore as `drover server --redis` runs on it. A
+// Store decorator that opens the RedisStore before the server's loop runs,
+// so the server's synchronous startup (subscribe, recover, list leases)
+// works unchanged; keeps workers' liveness keys; elects a leader among
+// servers sharing one Redis; and reconciles the leases the server holds
+// with those in Redis, both ways. What each does, seen from outside:
+// docs/redis.md ("What happens when…", "Several servers", "Fencing"); the
+// lease rules it serves: docs/design.md section 4.
 //
-//   server ─ Claim/Renew/Release ─► RedisServerStore ─► RedisStore ─► Redis
-//                                   │ held: key -> owner, ttl, last touch
-//   listener ◄─ frees (filtered) ───┤
-//                                   └ every reconcile_interval, and at once
-//                                     after a reconnection: ListLeases and
-//     lease in Redis, not held by us (or no longer)  -> Release (compare-and-delete)
-//     held by us, missing from Redis                 -> Claim again, same owner
-//     held by us, the key now someone else's         -> kill: FreeEvent{key, kExpired}
-//
-// A lease is "held" from the Claim that took it until its Release, and stays
-// so while the server keeps renewing it (touched within its TTL). A `del`
-// of a held lease that the server did not release (someone ran DEL, or a
-// reconciler elsewhere) is repaired at once by the same re-claim rather than
-// passed on; an `expired` one is passed on (the lease ran out: the task must
-// stop, DESIGN.md's timing rule). Keys other than `lease:...` (liveness, the
-// leader) are never reconciled.
-//
-// Claims and releases wait through an outage: one made while Redis is
-// unreachable, or lost in flight with the connection, is sent (again) once
-// reconnected, releases first — both are idempotent — so an outage never
-// turns into a storm of rejected claims, nor into a claim that took effect
-// unseen.
-//
-// Liveness: every `liveness_interval`, each worker that `live_workers`
-// names gets `worker:{id}:hb` claimed or extended for `liveness_ttl`
-// (owner "server"); a worker that is gone stops being refreshed and its key
-// expires by itself.
-//
-// Leader (with `leader_id`): several servers may share one Redis; the one
-// holding the `leader` key (owner = its leader_id, TTL leader_ttl, renewed
-// every third of it) is the leader. Open claims it before reading anything;
-// a standby blocks in Open — subscribed first, then claiming, then waiting
-// for the key's `del`/`expired` event (or a third of the TTL) and claiming
-// again — so it takes over within the TTL plus a notification's delay of
-// the leader's death, and only then reads the journal. As leader, every
-// lease claim, journal append and compaction runs a script that checks the
-// leader key in the same atomic step (RedisStore::SetFence): a leader paused past its
-// TTL (SIGSTOP) can change nothing when it wakes; the refusal, a renewal
-// that finds the key someone else's, a free of the key, or no successful
-// renewal for a whole TTL make it call on_lost_leadership.
-//
-// Standby reads: while it waits, a standby with `on_standby_update` reads,
-// every `standby_poll`, what the leader wrote — the journal entries after
-// the last one it read (the whole stream at first, and again after a
-// compaction, seen as a change of the stream's first entry), the leader
-// key's owner, and the worker list the leader publishes (`worker_view`,
-// key `view:workers`, refreshed with the liveness keys and living 3 of
-// their intervals) — and hands them to on_standby_update, so the standby
-// can answer reads (server/standby_server.h). A failed read is handed on
-// as the error; the standby decides how stale it may serve.
+// What its users see:
+// - A lease is "held" from the Claim that took it until its Release, and
+//   stays so while the server keeps renewing it (touched within its TTL).
+//   The listener gets the `expired` of a held lease (the lease ran out: the
+//   task must stop), never a `del` the server did not cause (someone ran
+//   DEL, or a reconciler elsewhere): that one is repaired at once by the
+//   reconciler's re-claim. A held lease found to be someone else's reaches
+//   the listener as FreeEvent{key, kExpired}. Only `lease:...` keys are
+//   reconciled, never liveness keys nor the leader key.
+// - Claims and releases wait through an outage: one made while Redis is
+//   unreachable, or lost in flight with the connection, is sent (again)
+//   once reconnected, releases first (both are idempotent), so an outage
+//   turns neither into a storm of rejected claims nor into a claim that
+//   took effect unseen.
 //
 // Thread safety: none; the loop's thread, like every Store.
 #ifndef DROVER_STORE_REDIS_SERVER_STORE_H_
@@ -78,7 +44,7 @@
 
 namespace drover::store {
 
-// One standby read (see "Standby reads").
+// One standby read (RedisServerStoreOptions::on_standby_update).
 struct StandbyUpdate {
   // The records are the whole journal (the first read, or a compaction
   // replaced the stream): forget what came before.
@@ -96,7 +62,10 @@ struct RedisServerStoreOptions {
   // How often the leases are compared with Redis; zero = never (a
   // reconnection still triggers a pass).
   Duration reconcile_interval = Seconds(10);
-  // Liveness keys; no keys without `live_workers`.
+  // Liveness keys: every liveness_interval, each worker that live_workers
+  // names gets `worker:{id}:hb` claimed or extended for liveness_ttl (owner
+  // "server"); a worker no longer named is not refreshed and its key
+  // expires by itself. No keys without `live_workers`.
   std::function<std::vector<WorkerId>()> live_workers;
   Duration liveness_interval = Seconds(2);
   Duration liveness_ttl = Seconds(6);
@@ -104,11 +73,21 @@ struct RedisServerStoreOptions {
   Duration open_timeout = Seconds(20);
 
   // Leader election among servers sharing this Redis and prefix; empty
-  // leader_id: none (one server). See "Leader" above.
+  // leader_id: none (one server). The server holding the `leader` key
+  // (owner leader_id, TTL leader_ttl, renewed every third of it) leads.
+  // Open claims it before reading anything; a standby blocks in Open
+  // (subscribed first, then claiming, then waiting for the key's
+  // `del`/`expired` event or a third of the TTL, and claiming again) until
+  // it holds the key, and only then reads the journal. As leader, every
+  // lease claim, journal append and compaction checks the leader key in the
+  // same atomic step (RedisStore::SetFence). docs/redis.md, "Several
+  // servers" and "Fencing".
   std::string leader_id;
   Duration leader_ttl = Seconds(10);
   // Called once, on the loop, when this server finds it is no longer the
-  // leader; it must stop serving (the process steps down).
+  // leader: a fenced call refused, a renewal that finds the key someone
+  // else's, a free of the key, or no successful renewal for a whole
+  // leader_ttl. It must stop serving (the process steps down).
   std::function<void(const std::string& why)> on_lost_leadership;
   // True when `owner` (the leader key's holder) is this server's own
   // previous run, known to be gone (same address and host, a process that
@@ -117,10 +96,18 @@ struct RedisServerStoreOptions {
   std::function<bool(const std::string& owner)> previous_self;
   // Called once when Open finds another leader and waits as a standby.
   std::function<void(const std::string& leader)> on_standby;
-  // See "Standby reads"; null: the standby reads nothing.
+  // Standby reads: while Open waits, every standby_poll, what the leader
+  // wrote: the journal entries after the last one read (the whole stream
+  // at first, and again after a compaction, seen as a change of the
+  // stream's first entry), the leader key's owner and the leader's
+  // worker_view. A failed read is handed on as the error; the standby
+  // decides how stale it may serve (server/standby_server.h,
+  // docs/redis.md "What a standby serves"). Null: the standby reads nothing.
   std::function<void(Result<StandbyUpdate>)> on_standby_update;
   Duration standby_poll = Millis(250);
-  // The leader's worker list (JSON) to publish for standbys; null: none.
+  // The leader's worker list (JSON) to publish for standbys under
+  // kWorkerViewKey, refreshed with the liveness keys and living 3 of their
+  // intervals; null: none.
   std::function<std::string()> worker_view;
 };
 

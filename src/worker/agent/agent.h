@@ -1,90 +1,20 @@
 // Agent: the worker shell (`drover worker`). It ties the executor, the local
-// admission check (Slots), resource detection and fencing to one server
-// over the worker channel (proto/messages.h, DESIGN.md sections 4, 5, 7).
-// The decisions below (what to start, queue, refuse, kill, report and
-// when) are WorkerState's (worker_state.h, pure, tested on a simulated
+// admission check (Slots), resource detection, fencing and the data plane
+// (file_plane.h) to one server over the worker channel (proto/messages.h).
+// The decisions (what to start, queue, refuse, kill, report and when) are
+// WorkerState's (worker/state/worker_state.h, pure, tested on a simulated
 // clock); the Agent carries out its commands and feeds it what happens.
+// Each step of the protocol (connect, heartbeat, assign, queue-ahead,
+// finished, cancel, logs, a lost link, fencing): src/worker/README.md, "The
+// agent, step by step"; why it works so: docs/design.md sections 1, 4, 5.
 //
-//   Start        detect resources (with the overrides below), make the
-//                isolator and the Executor on the loop (AsioReactor), and
-//                connect to the first reachable server of `servers`.
-//   connect      WebSocket /api/v1/worker, TLS with the pinned fingerprint
-//                (or plain TCP), the cluster token; then Hello with the
-//                worker's identity key (key_file), the resources, the
-//                attempts still running here and every finished result not
-//                yet acknowledged. HelloAck gives the
-//                worker id, the heartbeat interval and the lease TTL.
-//   heartbeat    every interval: utilization (UtilizationSampler) and the
-//                attempts running.
-//   assign       per assignment: Slots admission (Refused with the reason
-//                when there is no room or a core/GPU is taken), the
-//                dependency results written to $DROVER_INPUTS/<task id>,
-//                Executor::Start; Started is batched per loop turn. A start
-//                failure ("command not found: x") is reported as Finished
-//                with exit code -1 and the reason as the result.
-//                started_at is the moment the task's process existed: the
-//                spawned child reads CLOCK_REALTIME as its first step, before
-//                its setup and execve (StartTimes::spawned in executor.h;
-//                the later "exec done" time is logged at debug level); for
-//                a queued task whose process was made ahead, the moment it
-//                was released.
-//   queue-ahead  an assignment with `after` naming an attempt running here
-//                (and not fenced) is not started: its directories, inputs,
-//                environment and program path are made (Executor::
-//                PrepareStart, which also makes its process, waiting before
-//                its execve; a failure there is reported Finished at
-//                once), and it waits behind that attempt, at most
-//                one per attempt (a second different one, or another
-//                attempt of a queued task, is Refused). When the predecessor
-//                exits, the agent reads the exit time, frees its slot and
-//                starts the successor (admission, Executor::Start) before
-//                it reports anything. With `after` naming an attempt not
-//                running here, the task starts at once. A re-sent queued
-//                assignment is ignored. Cancel/Kill of a queued attempt
-//                removes it and reports it Finished (exit code -1, result
-//                "canceled before it started: <reason>"); it never starts.
-//                Hello lists queued attempts with `queued` = true (the server
-//                confirms or kills them); heartbeats list only started ones.
-//                The queue survives reconnects; Stop drops it.
-//   finished     Finished (batched per loop turn) with exit code or signal,
-//                OOM, usage and the $DROVER_RESULT text; finished_at is when
-//                the agent saw the exit. Each result stays
-//                buffered until the server's Ack and goes out again in every
-//                Hello until then, so a lost connection or a server restart
-//                loses nothing. In a batch Finished goes before Started (the
-//                server books a successor on its predecessor's room only once
-//                it knows that one ended, and pairs each start with an
-//                earlier exit for the handoff figure), except that an
-//                attempt started and ended in the same batch is reported
-//                started first.
-//   cancel/kill  Executor::Kill with the configured grace / at once.
-//   log_request  LogSender (agent_logs.h): file bytes as binary frames,
-//                followed with inotify, under a rate limit.
-//   lost link    tasks keep running; reconnect with exponential backoff and
-//                jitter (net/backoff.h), trying the servers in turn (an
-//                entry "a:7210,b:7210" counts as two). A standby refuses
-//                the session with an Error naming the leader, which is
-//                tried next (docs/redis.md).
-//   fencing      with no server contact for lease_ttl - 2 * heartbeat
-//                (FencingPolicy), every queued successor is dropped first
-//                (reported finished, exit code -1, the fence reason as the
-//                result), so no fenced exit starts one; then every running
-//                task is killed, since its
-//                leases may soon be someone else's, and reported finished
-//                (signal 9, result "fenced: no contact with the server for
-//                N s") once a server is reachable again. An open connection
-//                counts as contact: the WebSocket pings every heartbeat
-//                interval and closes after two silent intervals, so a server
-//                that stops answering is noticed within two heartbeats.
-//
-// Who tasks run as (worker/exec/task_account.h, docs/guide.md): an agent
-// that is not root runs them as itself. One running as root runs every
-// task as `task_user`; or, with `run_as_root` (and no `user_map`), as
-// root; or else, per user, each task as its job user's account (the same
-// name, or `user_map`'s), where `run_as_root` only allows a user whose
-// account is root. A per-user refusal ("user ana has no account on worker
-// w1 (...)") fails that task's start, which the server counts as a failed
-// attempt (its retries apply: another worker may have the account).
+// What a caller can rely on: once started, the agent connects and
+// reconnects by itself (an unreachable server is not an error); tasks keep
+// running while no server is reachable, and every result is reported until
+// a server acknowledges it. With no server contact for lease_ttl - 2 *
+// heartbeat_interval it fences: it kills its tasks, whose leases may soon
+// be someone else's. Who the tasks run as (task_user, run_as_root,
+// user_map): docs/guide.md, "Who tasks run as".
 //
 // Threading: Start, Stop and the destructor belong to the loop's thread, or
 // to a time when the loop is not running. Everything else happens on the
@@ -144,7 +74,8 @@ struct AgentConfig {
   std::vector<std::string> labels;    // key=value
   std::vector<std::string> counters;  // name=count
 
-  // Who tasks run as when the agent is root (see the rule above).
+  // Who tasks run as when the agent is root (docs/guide.md, "Who tasks run
+  // as"; RunsTasksPerUser below).
   std::string task_user;
   bool run_as_root = false;
   // Per-user mode's map, "user=account" each (`--user-map ana=alice`).

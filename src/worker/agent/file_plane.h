@@ -1,56 +1,25 @@
-// FilePlane: the worker's side of the data plane (docs/design.md, "Data
-// plane"): its content-addressed cache of files (worker/files), the TLS file
-// service other workers fetch from, the fetching of a task's inputs before
-// it starts, and the collecting of a succeeded task's outputs.
+// FilePlane: the worker's side of the data plane: its content-addressed
+// cache of files (worker/files), the TLS file service other workers fetch
+// from, the fetching of a task's inputs and uploads before it starts (peer
+// to peer; through the server only when no holder could be reached), the
+// collecting of a succeeded task's outputs (kept for their job until the
+// server releases it), and the checkpoints saved to and restored from the
+// server. The rules it carries out, and why: docs/design.md, "Data plane";
+// the cache and the checked download: src/worker/files/README.md.
 //
-// Serving. `GET /v1/files/<sha256>` on its own port (TLS with this worker's
-// certificate, which the server vouches for to fetchers; a token of the
-// cluster's users, any of which this worker cannot check, so any
-// well-formed one: its own alone reaches the other routes) answers the file from the cache, and
-// only against a grant (header X-Drover-Grant, net/grant.h) signed by the server's key for that
-// file and for the requester named in X-Drover-Requester, not expired. Any
-// other request is refused (400 / 403 / 404) and logged with its reason.
-// `GET /v1/files-stats` answers what was served and fetched (JSON, the
-// fields of FilePlaneStats).
-//
-// Fetching. Fetch() gets every input file of an assignment that the cache
-// lacks, each from its sources in order (the holder the server named),
-// verifying size and SHA-256 before the file enters the cache; the same
-// file asked for by several assignments is fetched once. When no holder
-// could be reached at all (connect, TLS, a timeout, a dropped connection;
-// not a refusal nor bytes that did not match), the worker asks the server
-// to fetch the file from the holder into its file store (POST /api/v1/files/
-// {sha256}/pull, server/file_relay.h), then downloads it from there, checked
-// the same way, and says so in its log ("input 3.0/model.bin: holder worker
-// 1 unreachable (...); fetching through the server"). LinkInputs() then
-// hard-links the files into the task's $DROVER_INPUTS/<task id>/ (the cached
-// copy is read-only, and re-hashed before reuse if it changed), and pins
-// them until Release().
-//
-// Outputs. CollectOutputs() lists and hashes a succeeded task's
-// $DROVER_OUTPUT_DIR (worker/files/output_scan.h) and takes each file into
-// the cache (a hard link: no copy), so peers can fetch it, kept for its job
-// (FileCache::Keep: never evicted, across restarts) until the server
-// releases the job (ReleaseOutputs; KeptJobs() is what the worker reports
-// after each HelloAck).
-//
-// Checkpoints. SaveCheckpoint() lists and hashes an attempt's
-// $DROVER_CHECKPOINT_DIR (the output scan's rules), uploads to the server
-// each file it lacks (HEAD, then PUT /api/v1/files/{sha256}), and hands
-// back the manifest to report when it is new. RestoreCheckpoint() fetches
-// a manifest's files from the server into the cache and copies them into
-// the next attempt's checkpoint directory (a copy: the task may change
-// them; inputs are linked read-only).
-//
-// Slow work (hashing, transfers) runs on threads of its own; every `done`
-// is called on the loop thread, and never after the FilePlane is gone.
+// Serving: `GET /v1/files/<sha256>` answers a file from the cache only
+// against a grant (header X-Drover-Grant, net/grant.h) signed by the
+// server's key for that file and for the requester named in
+// X-Drover-Requester, not expired. Any other request is refused (400 / 403
+// / 404) and logged with its reason.
 //
 // Test hook: the environment variable DROVER_TEST_CORRUPT_SERVES=N makes the
 // service flip one byte of the first N files it serves (for tests of the
 // fetcher's check).
 //
-// Thread safety: everything but the threads' own work belongs to the loop
-// thread.
+// Thread safety: slow work (hashing, transfers) runs on threads of its own;
+// everything else belongs to the loop thread. Every `done` is called on the
+// loop thread, and never after the FilePlane is gone.
 #ifndef DROVER_WORKER_AGENT_FILE_PLANE_H_
 #define DROVER_WORKER_AGENT_FILE_PLANE_H_
 
@@ -93,6 +62,7 @@ struct OutputCap {
 // max_output_bytes).
 OutputCap OutputCapOf(const proto::Assignment& a);
 
+// What the service's `GET /v1/files-stats` answers (JSON, these fields).
 struct FilePlaneStats {
   uint64_t served_files = 0;
   uint64_t served_bytes = 0;
@@ -153,7 +123,8 @@ class FilePlane {
   void CollectOutputs(const std::string& dir, JobId job, const OutputCap& assigned,
                       std::function<void(Result<std::vector<core::OutputFile>>)> done);
 
-  // The jobs whose outputs the cache keeps, ascending.
+  // The jobs whose outputs the cache keeps, ascending (what the worker
+  // reports after each HelloAck).
   std::vector<JobId> KeptJobs() const;
   // A copy of another worker's outputs (replicas, proto::Replicate): keeps
   // them under `job` before they arrive, then fetches them like inputs.
