@@ -182,7 +182,7 @@ Status CoreDriver::Recover() {
   for (const store::Lease& lease : **leases) {
     std::optional<AttemptRef> owner = LeaseBook::ParseOwner(lease.owner);
     if (!owner || lease.owner != book_.OwnerOf(*owner)) continue;
-    if (LeaseBook::TaskOfSlotKey(lease.key)) book_.Granted(*owner);
+    if (LeaseBook::TaskOfSlotKey(lease.key)) book_.Granted(*owner, lease.key);
   }
 
   RETURN_IF_ERROR(pump_.Run([&](Time now, core::Outbox& out) {
@@ -250,12 +250,16 @@ void CoreDriver::Execute(core::Command& command) {
 void CoreDriver::Claim(const core::ClaimLeases& claim) {
   const AttemptRef attempt{claim.task, claim.attempt};
   ++stats_.lease_claims;
+  std::string slot_key;
+  for (const core::LeaseKey& k : claim.keys) {
+    if (k.kind == core::LeaseKind::kSlot) slot_key = k.ToString();
+  }
   std::weak_ptr<bool> alive = alive_;
   store_.Claim(LeaseBook::StoreKeys(claim.keys), book_.OwnerOf(attempt), claim.ttl,
-               [this, alive, attempt](Result<store::ClaimOutcome> outcome) {
+               [this, alive, attempt, slot_key](Result<store::ClaimOutcome> outcome) {
                  if (alive.expired()) return;
                  if (outcome.ok() && outcome->claimed) {
-                   book_.Granted(attempt);
+                   book_.Granted(attempt, slot_key);
                    Handle(core::LeaseGranted{attempt.task, attempt.attempt});
                    return;
                  }

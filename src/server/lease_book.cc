@@ -45,14 +45,16 @@ std::vector<store::LeaseKey> LeaseBook::StoreKeys(const std::vector<core::LeaseK
   return out;
 }
 
-void LeaseBook::Granted(const AttemptRef& a) { held_[a.task] = a.attempt; }
+void LeaseBook::Granted(const AttemptRef& a, std::string slot_key) {
+  held_[a.task] = Held{a.attempt, std::move(slot_key)};
+}
 
 std::optional<AttemptRef> LeaseBook::Freed(std::string_view key) {
   std::optional<TaskId> task = TaskOfSlotKey(key);
   if (!task) return std::nullopt;
   auto it = held_.find(*task);
-  if (it == held_.end()) return std::nullopt;
-  AttemptRef a{*task, it->second};
+  if (it == held_.end() || it->second.slot_key != key) return std::nullopt;
+  AttemptRef a{*task, it->second.attempt};
   held_.erase(it);
   return a;
 }
@@ -65,7 +67,7 @@ std::vector<LeaseBook::RenewBatch> LeaseBook::SplitRenew(
     if (k.kind == core::LeaseKind::kSlot) {
       auto it = held_.find(k.task);
       skipping = it == held_.end();
-      if (!skipping) out.push_back({OwnerOf({k.task, it->second}), {}});
+      if (!skipping) out.push_back({OwnerOf({k.task, it->second.attempt}), {}});
     }
     if (!skipping) out.back().keys.push_back(k.ToString());
   }

@@ -50,11 +50,15 @@ class LeaseBook {
 
   static std::vector<store::LeaseKey> StoreKeys(const std::vector<core::LeaseKey>& keys);
 
-  // Records that `attempt` now holds its lease set (the claim was granted,
-  // or a lease found in the store at startup).
-  void Granted(const AttemptRef& attempt);
+  // Records that `attempt` now holds its lease set, whose slot key is
+  // `slot_key` (the claim was granted, or a lease found in the store at
+  // startup).
+  void Granted(const AttemptRef& attempt, std::string slot_key);
   // Forgets the attempt's entry if `key` is its slot key and returns the
-  // attempt; nullopt for keys that are not slot keys we know.
+  // attempt; nullopt for keys that are not slot keys we know, and for the
+  // slot key of an earlier attempt of the task (its store event may come
+  // after the next attempt's grant, another worker's key: it is not that
+  // attempt's).
   std::optional<AttemptRef> Freed(std::string_view key);
 
   // The owner-grouped batches for a RenewLeases command: keys come in task
@@ -71,7 +75,11 @@ class LeaseBook {
 
  private:
   std::string server_id_;
-  std::unordered_map<TaskId, uint32_t> held_;  // task -> attempt holding its slot
+  struct Held {
+    uint32_t attempt = 0;
+    std::string slot_key;  // "lease:3:slot:12.4"
+  };
+  std::unordered_map<TaskId, Held> held_;  // task -> the attempt holding its slot
 };
 
 }  // namespace drover::server

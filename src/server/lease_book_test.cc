@@ -27,17 +27,31 @@ TEST(LeaseBookTest, SlotKeysNameTheirTask) {
 
 TEST(LeaseBookTest, FreedSlotKeyGivesTheHoldingAttemptOnce) {
   LeaseBook book("s");
-  book.Granted({TaskId{1, 0}, 2});
+  book.Granted({TaskId{1, 0}, 2}, "lease:1:slot:1.0");
   EXPECT_EQ(book.Freed("lease:1:gpu:0"), std::nullopt);
   EXPECT_EQ(book.Freed("lease:1:slot:1.0"), (AttemptRef{TaskId{1, 0}, 2}));
   EXPECT_EQ(book.Freed("lease:1:slot:1.0"), std::nullopt);
   EXPECT_EQ(book.size(), 0u);
 }
 
+// Attempt 1 ran on worker 1; it was withdrawn and attempt 2 granted on
+// worker 2. The store's event for worker 1's key, which can come after that
+// grant (Redis notifies on another connection), is not attempt 2's: before,
+// the book answered with the task's current attempt, and the server killed
+// a live attempt for "lease expired".
+TEST(LeaseBookTest, AnEarlierAttemptsKeyFreedLateIsNotTheCurrentAttempts) {
+  LeaseBook book("s");
+  book.Granted({TaskId{6, 2}, 1}, "lease:1:slot:6.2");
+  book.Granted({TaskId{6, 2}, 2}, "lease:2:slot:6.2");
+  EXPECT_EQ(book.Freed("lease:1:slot:6.2"), std::nullopt);
+  EXPECT_EQ(book.size(), 1u);
+  EXPECT_EQ(book.Freed("lease:2:slot:6.2"), (AttemptRef{TaskId{6, 2}, 2}));
+}
+
 TEST(LeaseBookTest, RenewIsSplitPerOwnerAndSkipsUnknownTasks) {
   LeaseBook book("s");
-  book.Granted({TaskId{1, 0}, 1});
-  book.Granted({TaskId{1, 2}, 4});
+  book.Granted({TaskId{1, 0}, 1}, "lease:7:slot:1.0");
+  book.Granted({TaskId{1, 2}, 4}, "lease:7:slot:1.2");
   const std::vector<core::LeaseKey> keys = {
       {LeaseKind::kSlot, 7, 0, TaskId{1, 0}},
       {LeaseKind::kGpu, 7, 1, TaskId{}},
