@@ -1072,6 +1072,9 @@ void Agent::Impl::HoldForInputs(proto::Assign& assign) {
     const uint64_t gen = gen_;
     std::weak_ptr<bool> alive = alive_;
     auto held = std::make_shared<proto::Assignment>(std::move(a));
+    // The state machine knows the attempt from now on: a stop that comes
+    // during the fetch drops it there, and its end is then ignored.
+    Run(InputsFetching{held->task, held->attempt});
     // Both steps answer the same way: refused on failure (the attempt goes
     // elsewhere without using a retry), else handed to the state machine.
     auto then = [this, alive, gen, held](Status status, std::function<void()> next) {
@@ -1081,11 +1084,11 @@ void Agent::Impl::HoldForInputs(proto::Assign& assign) {
       if (!status.ok()) {
         spdlog::warn("worker {}: {}#{} not started: {}", name_, held->task.ToString(),
                      held->attempt, status.message());
-        return Send(proto::Refused{held->task, held->attempt, status.message()});
+        return Run(InputsFetched{*held, status.message()});
       }
       next();
     };
-    auto start = [this, held] { Run(FromServer{proto::ServerMessage{proto::Assign{{*held}}}}); };
+    auto start = [this, held] { Run(InputsFetched{*held, ""}); };
     files_->Fetch(*held, [this, then, start, held, restore](Status fetched) {
       then(fetched, [this, then, start, held, restore] {
         files_->FetchUploads(*held, [this, then, start, held, restore](Status uploaded) {

@@ -205,6 +205,22 @@ uint32_t WorkerState::RunningAttempt(TaskId task) const {
           Flush(out);
         } else if constexpr (std::is_same_v<T, OwnerSample>) {
           if (config_.desktop.enabled) OnOwnerSample(now, e, out);
+        } else if constexpr (std::is_same_v<T, InputsFetching>) {
+          fetching_[e.task] = e.attempt;
+        } else if constexpr (std::is_same_v<T, InputsFetched>) {
+          const proto::Assignment& a = e.assignment;
+          auto f = fetching_.find(a.task);
+          if (f == fetching_.end() || f->second != a.attempt) {
+            Log(out, LogLevel::kInfo,
+                AttemptName(a.task, a.attempt) + " was stopped while its inputs were fetched");
+            return;
+          }
+          fetching_.erase(f);
+          if (!e.error.empty()) {
+            out.push_back(SendMessage{proto::Refused{a.task, a.attempt, e.error}});
+            return;
+          }
+          OnAssignment(now, a, out);
         }
       },
       event);
@@ -238,6 +254,9 @@ void WorkerState::OnLinkDown(Time now, WorkerOutbox& out) {
   }
   established_ = false;
   sent_this_session_.clear();
+  // The next server takes back what was fetching at its hello (the shell
+  // drops those fetches).
+  fetching_.clear();
   out.push_back(CancelTimer{WorkerTimer::kHeartbeat});
 }
 
@@ -469,8 +488,22 @@ void WorkerState::DropQueued(Time now, const proto::Assignment& a, std::string r
                  out);
 }
 
+bool WorkerState::DropFetching(Time now, TaskId task, uint32_t attempt, const std::string& why,
+                               WorkerOutbox& out) {
+  auto f = fetching_.find(task);
+  if (f == fetching_.end() || f->second != attempt) return false;
+  fetching_.erase(f);
+  Log(out, LogLevel::kInfo, "dropping " + AttemptName(task, attempt) + " (fetching its inputs): " +
+                                why);
+  RecordFinished(proto::FinishedTask{task, attempt, FailureOutcome(why), now,
+                                     /*never_started=*/true},
+                 out);
+  return true;
+}
+
 void WorkerState::OnWithdraw(Time now, TaskId task, uint32_t attempt, const std::string& reason,
                              WorkerOutbox& out) {
+  if (DropFetching(now, task, attempt, "withdrawn before it started: " + reason, out)) return;
   auto q = FindQueued(task);
   if (q == queued_.end() || q->second.attempt != attempt) {
     // Started already (its Started report says so), or ended: it stays.
@@ -485,6 +518,7 @@ void WorkerState::OnWithdraw(Time now, TaskId task, uint32_t attempt, const std:
 
 void WorkerState::OnStopRequest(Time now, TaskId task, uint32_t attempt, Duration grace,
                                 const std::string& reason, bool vacate, WorkerOutbox& out) {
+  if (DropFetching(now, task, attempt, "canceled before it started: " + reason, out)) return;
   if (auto q = FindQueued(task); q != queued_.end() && q->second.attempt == attempt) {
     Log(out, LogLevel::kInfo, "dropping queued " + AttemptName(task, attempt) + ": " + reason);
     const proto::Assignment dropped = std::move(q->second);

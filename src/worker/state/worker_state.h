@@ -125,9 +125,25 @@ struct OwnerSample {
   double outside_load = 0;
 };
 
-using WorkerEvent = std::variant<AgentBegan, LinkUp, LinkDown, FromServer, TaskStarted,
-                                 TaskStartFailed, TaskPrepareFailed, TaskExited, TaskReported,
-                                 HeartbeatDue, FenceDue, WatchdogDue, FlushDue, OwnerSample>;
+// The shell holds an assignment from the server while it fetches its input
+// files (and checkpoint); the attempt is this worker's from now on: a
+// Cancel, Kill or Withdraw of it before InputsFetched drops it, reported
+// as never started, and its InputsFetched is then ignored.
+struct InputsFetching {
+  TaskId task;
+  uint32_t attempt = 0;
+};
+// The fetch of InputsFetching ended: with `error` empty the assignment is
+// handled as if it had just arrived; else it is refused with that reason.
+struct InputsFetched {
+  proto::Assignment assignment;
+  std::string error;
+};
+
+using WorkerEvent =
+    std::variant<AgentBegan, LinkUp, LinkDown, FromServer, TaskStarted, TaskStartFailed,
+                 TaskPrepareFailed, TaskExited, TaskReported, HeartbeatDue, FenceDue, WatchdogDue,
+                 FlushDue, OwnerSample, InputsFetching, InputsFetched>;
 
 // ---- commands --------------------------------------------------------------
 
@@ -347,6 +363,10 @@ class WorkerState {
 
   std::map<TaskId, proto::Assignment>::iterator FindQueued(TaskId successor);
   void DropQueued(Time now, const proto::Assignment& a, std::string reason, WorkerOutbox& out);
+  // Drops the attempt if its inputs are being fetched (InputsFetching),
+  // reporting it never started with `why`; false when it is not.
+  bool DropFetching(Time now, TaskId task, uint32_t attempt, const std::string& why,
+                    WorkerOutbox& out);
   void RecordFinished(proto::FinishedTask finished, WorkerOutbox& out);
   void PostFlush(WorkerOutbox& out);
   void Contact(Time when, WorkerOutbox& out);
@@ -371,6 +391,8 @@ class WorkerState {
   // Queue-ahead successors by their predecessor's task (at most one each;
   // the predecessor's attempt is the one in running_).
   std::map<TaskId, proto::Assignment> queued_;
+  // Attempts whose inputs the shell is fetching (InputsFetching), by task.
+  std::map<TaskId, uint32_t> fetching_;
   // Exited, their TaskReported not yet in (one, or none: the report comes
   // at once): when, and why fenced if so.
   struct Exited {

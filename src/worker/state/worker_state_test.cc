@@ -17,7 +17,9 @@
 namespace drover::worker {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 TaskId T(uint32_t index) { return TaskId{7, index}; }
@@ -431,6 +433,46 @@ TEST(WorkerStateTest, ACanceledQueuedTaskNeverStartsAndIsReportedNeverStarted) {
   w.Server(proto::Kill{T(3), 1, "lease lost"});
   w.Server(proto::Kill{T(3), 2, "stale attempt"});
   EXPECT_THAT(w.Take(), ElementsAre("kill 7.2#1 grace 10000ms", "kill 7.3#1 grace 0ms"));
+}
+
+// An attempt whose inputs the shell fetches is this worker's: a kill that
+// comes meanwhile drops it, reported never started, and the fetch's end
+// then starts nothing. Before, the kill found it neither queued nor running
+// and was ignored, and the task ran to its end after the server had counted
+// the attempt lost and run it again elsewhere.
+TEST(WorkerStateTest, AKillDuringTheInputFetchDropsTheAttemptAndItNeverStarts) {
+  TestWorker w;
+  w.Attach();
+  w.Take();
+  const proto::Assignment held = AssignmentBuilder(0).Build();
+  w.Feed(InputsFetching{held.task, held.attempt});
+  EXPECT_THAT(w.Take(), IsEmpty());
+  w.Server(proto::Kill{T(0), 1, "lease expired"});
+  w.Feed(FlushDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("schedule flush",
+                                    "send finished 7.0#1 (never started) (canceled before it "
+                                    "started: lease expired)"));
+  w.Feed(InputsFetched{held, ""});
+  EXPECT_THAT(w.Take(), IsEmpty());
+  EXPECT_THAT(w.TakeLogs(), Contains(HasSubstr("7.0#1 was stopped while its inputs were fetched")));
+  // A withdrawal too; and a fetch that ends first starts it as usual, or
+  // refuses it with the fetch's error.
+  const proto::Assignment second = AssignmentBuilder(1).Build();
+  w.Feed(InputsFetching{second.task, second.attempt});
+  w.Server(proto::Withdraw{T(1), 1, "room freed first on worker 2"});
+  w.Feed(InputsFetched{second, ""});
+  w.Feed(FlushDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("schedule flush",
+                                    "send finished 7.1#1 (never started) (withdrawn before it "
+                                    "started: room freed first on worker 2)"));
+  const proto::Assignment third = AssignmentBuilder(2).Build();
+  w.Feed(InputsFetching{third.task, third.attempt});
+  w.Feed(InputsFetched{third, ""});
+  EXPECT_THAT(w.Take(), ElementsAre("start 7.2#1"));
+  const proto::Assignment fourth = AssignmentBuilder(3).Build();
+  w.Feed(InputsFetching{fourth.task, fourth.attempt});
+  w.Feed(InputsFetched{fourth, "fetch failed: no holder answered"});
+  EXPECT_THAT(w.Take(), ElementsAre("send refused 7.3#1: fetch failed: no holder answered"));
 }
 
 TEST(WorkerStateTest, AWithdrawnQueuedTaskNeverStartsAndAStartedOneIgnoresIt) {
