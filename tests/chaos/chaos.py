@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Randomized chaos test (issue 18): a real `drover server` and three real
-`drover worker`s, a few hundred short tasks that record each run in a ledger
-outside Drover, and a seeded schedule of kill -9 and restart of the workers
-and the server, and SIGSTOP/SIGCONT of workers (alive, not running: they
-cannot fence, their reapers must), on the memory store or on Redis.
+"""Randomized chaos test: a real `drover server` and three real `drover
+worker`s, a few hundred short tasks that record each run in a ledger outside
+Drover, and a seeded schedule of kill -9 and restart of the workers and the
+server, and SIGSTOP/SIGCONT of workers (alive, not running: they cannot
+fence, their reapers must), on the memory store or on Redis.
 
 After the faults stop it checks that every task succeeded, none is stuck,
 none ran to its end twice unless its worker died while holding it, and no
@@ -26,6 +26,10 @@ in between is not fixed, so a failure may need a few runs of its seed to
 come back. Exit status: 0 all runs passed, 1 a run failed, 2 the harness
 could not run (a process did not start), 77 redis-server is missing (for
 --store redis; ctest reports a skip).
+
+The harness (Schedule, Run, the command line) serves every chaos test: what
+the tasks are and what more is judged of them is a workload's (SleepWorkload
+here; chaos_files.py's for the data plane).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ import tempfile
 import time
 import traceback
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -55,7 +59,7 @@ from drover.errors import DroverWarning  # noqa: E402
 
 from chaos_cluster import Cluster, Proc, RedisServer  # noqa: E402
 from chaos_ledger import (  # noqa: E402
-    TERMINAL, ApiTask, Fault, LedgerMonitor, analyze, task_command)
+    TERMINAL, ApiTask, Attempt, Copy, Fault, LedgerMonitor, Problem, analyze, task_command)
 
 EXIT_FAILED, EXIT_HARNESS, EXIT_SKIP = 1, 2, 77
 WORKERS = ("w0", "w1", "w2")
@@ -66,35 +70,130 @@ class HarnessError(Exception):
     verdict on Drover's fault handling."""
 
 
-# ---- the schedule ------------------------------------------------------------
+# ---- the workload ------------------------------------------------------------
 
 
-class Schedule:
-    """Everything the seed decides, made before the run starts."""
+@dataclasses.dataclass
+class Judgement:
+    """What a workload finds beyond the ledger's common verdict: figures for
+    the summary line, faulty tasks for the report, and whether it passed."""
 
-    def __init__(self, seed: int, a: argparse.Namespace) -> None:
-        rng = random.Random(seed)
+    figures: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    problems: List[Problem] = dataclasses.field(default_factory=list)
+    ok: bool = True
+
+
+class Workload:
+    """What a run's tasks are. Made with the options, the seed's generator
+    (drawn from before the faults are) and the ledger's path, a workload
+    names the tasks (``keys``, each its group's name in its job) and the
+    jobs (``batches``: when each is submitted, and its body for ``POST
+    /api/v1/jobs``); it may add flags to the processes and events to the
+    schedule, and judges what the common verdict does not."""
+
+    name = "chaos"  # the run directory's prefix
+    keys: List[str]
+    batches: List[Tuple[float, Dict[str, Any]]]
+
+    @staticmethod
+    def add_args(p: argparse.ArgumentParser) -> None:
+        """Its own options."""
+
+    @staticmethod
+    def defaults(a: argparse.Namespace) -> Dict[str, Any]:
+        """Its defaults for common options not given (retries, kills)."""
+        return {}
+
+    @staticmethod
+    def check_args(p: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+        """Refuses (p.error) options that do not fit together."""
+
+    @staticmethod
+    def rerun_flags(a: argparse.Namespace) -> str:
+        """Its options, for the command line that runs a seed again."""
+        return ""
+
+    def server_flags(self) -> List[str]:
+        return []
+
+    def worker_flags(self, name: str, directory: str) -> List[str]:
+        """Flags of worker ``name`` alone; ``directory`` is the run's."""
+        return []
+
+    def schedule(self, run: "Run") -> None:
+        """Adds the workload's own events to the run's schedule (run.at)."""
+
+    def pick_worker(self, run: "Run", up: List[str], pick: float) -> str:
+        """The worker a kill hits, among those ``up``; ``pick`` in [0, 1)
+        is the seed's choice."""
+        return up[int(pick * len(up))]
+
+    def judge(self, copies: Dict[str, List[Copy]], view: Dict[str, ApiTask],
+              attempts: Dict[str, List[Attempt]], workers: Dict[int, str],
+              faults: Sequence[Fault]) -> Judgement:
+        """Its verdict beyond chaos_ledger.analyze()'s, from the ledger's
+        copies, the server's final view and attempts, the workers' names
+        by id and the faults."""
+        return Judgement()
+
+
+class SleepWorkload(Workload):
+    """Short tasks that only sleep: ``--tasks`` of them in ``--batches``
+    jobs, a few of them long."""
+
+    def __init__(self, a: argparse.Namespace, rng: random.Random, ledger: str) -> None:
+        self.a = a
         # A few long tasks: their copies orphaned by a worker kill still run
-        # when the task is placed again (issue 18 item 3).
+        # when the task is placed again.
         self.durations = [
             round(rng.uniform(a.long_min, a.long_max) if rng.random() < a.long_fraction
                   else rng.uniform(a.min_duration, a.max_duration), 2)
             for _ in range(a.tasks)]
+        self.keys = [f"t{i}" for i in range(a.tasks)]
         # Batch 0 goes in before the first fault; the others during them.
         cuts = sorted(rng.sample(range(1, a.tasks), a.batches - 1)) if a.batches > 1 else []
         bounds = [0] + cuts + [a.tasks]
-        self.batches: List[Tuple[float, range]] = [(0.0, range(bounds[0], bounds[1]))]
-        for b in range(1, a.batches):
-            self.batches.append((rng.uniform(0.5, a.window * 0.6),
-                                 range(bounds[b], bounds[b + 1])))
+        times = [0.0] + [rng.uniform(0.5, a.window * 0.6) for _ in range(1, a.batches)]
+        self.batches: List[Tuple[float, Dict[str, Any]]] = []
+        for b in range(a.batches):
+            tasks = [{"id": self.keys[i],
+                      "command": task_command(ledger, self.keys[i], self.durations[i]),
+                      "retries": a.retries, "retry_backoff": "200ms"}
+                     for i in range(bounds[b], bounds[b + 1])]
+            self.batches.append((times[b], {"name": f"chaos-{b}", "task": tasks}))
+
+    @staticmethod
+    def add_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--tasks", type=int, default=150)
+        p.add_argument("--batches", type=int, default=3, help="jobs the tasks are split into")
+
+    @staticmethod
+    def check_args(p: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+        if a.tasks < a.batches or a.batches < 1:
+            p.error("--tasks must be at least --batches (>= 1)")
+
+    @staticmethod
+    def rerun_flags(a: argparse.Namespace) -> str:
+        return f"--tasks {a.tasks} --batches {a.batches}"
+
+
+# ---- the schedule ------------------------------------------------------------
+
+
+class Schedule:
+    """The faults the seed decides, drawn after the workload's plan (from the
+    same generator), before the run starts."""
+
+    def __init__(self, seed: int, a: argparse.Namespace, rng: random.Random) -> None:
         # Kills: (time, role, restart delay, a number that picks the worker
         # among those running then). A worker is sometimes down for longer
-        # than the lease TTL, so the server gives up on it; mostly it comes
-        # back within a second or two, while its old tasks may still run.
+        # than the lease TTL, so the server gives up on it (--long-down);
+        # mostly it comes back within a second or two, while its old tasks
+        # may still run.
         self.kills: List[Tuple[float, str, float, float]] = []
         for _ in range(a.worker_kills):
-            down = (rng.uniform(a.lease_ttl * 0.6, a.lease_ttl * 1.5) if rng.random() < 0.25
-                    else rng.uniform(0.05, 2.0))
+            down = (rng.uniform(a.lease_ttl * a.long_down_min, a.lease_ttl * a.long_down_max)
+                    if rng.random() < a.long_down_share else rng.uniform(0.05, 2.0))
             self.kills.append((rng.uniform(0.5, a.window), "worker", down, rng.random()))
         # Server kills in the first 60% of the window, so worker kills also
         # come after the last one (a server restart re-places what a worker
@@ -120,27 +219,35 @@ class Schedule:
 
 
 class Run:
-    def __init__(self, seed: int, a: argparse.Namespace, root: str) -> None:
+    def __init__(self, seed: int, a: argparse.Namespace, root: str,
+                 workload: Callable[..., Workload]) -> None:
         self.seed = seed
         self.a = a
         self.dir = root
-        self.sched = Schedule(seed, a)
         self.ledger_path = os.path.join(root, "ledger")
+        rng = random.Random(seed)
+        self.work = workload(a, rng, self.ledger_path)
+        self.sched = Schedule(seed, a, rng)
         self.redis: Optional[RedisServer] = None
         server_flags = ["--heartbeat", a.heartbeat_s, "--lease-ttl", f"{a.lease_ttl:g}s",
-                        "--restore-settle", a.restore_settle]
-        worker_flags = ["--isolation", a.isolation]
+                        "--restore-settle", a.restore_settle] + self.work.server_flags()
+        # Loopback only, the file service too (other workers fetch outputs
+        # from it).
+        worker_flags = ["--isolation", a.isolation, "--files-bind", "127.0.0.1"]
         if os.geteuid() == 0:
             worker_flags.append("--run-as-root")
-        self.cluster = Cluster(a.binary, root, server_flags, worker_flags)
+        self.cluster = Cluster(a.binary, root, server_flags, worker_flags,
+                               {n: self.work.worker_flags(n, root) for n in WORKERS})
         self.faults: List[Fault] = []
         self.t0_ns = 0
         self.jobs: Dict[int, int] = {}  # batch -> job id
         self.kill_counts = {"worker": 0, "server": 0, "skipped": 0, "stop": 0}
         self.stopped: Dict[str, Any] = {}  # worker name -> the stopped Proc
         self.log: List[str] = []  # what the schedule did, with times
-        self.down: set = set()  # killed by the test, restart pending
+        self.down: Set[str] = set()  # killed by the test, restart pending
         self.crashes: List[str] = []  # processes that exited without being killed
+        self._heap: List[Tuple[float, int, str, Callable[[], None]]] = []
+        self._seq = 0
 
     # -- helpers
 
@@ -165,16 +272,23 @@ class Run:
         p = self.cluster.start_server()
         self.record("start", "server", p, p.start_ns)
 
+    def elapsed(self) -> float:
+        """Seconds since the schedule started."""
+        return (time.time_ns() - self.t0_ns) / 1e9
+
+    def at(self, t: float, what: str, fn: Callable[[], None]) -> None:
+        """Runs ``fn`` at ``t`` seconds into the schedule (while chaos() runs)."""
+        heapq.heappush(self._heap, (t, self._seq, what, fn))
+        self._seq += 1
+
     # -- submission
 
-    def key(self, i: int) -> str:
-        return f"t{i}"
-
     def submit(self, batch: int) -> bool:
-        """Submits batch ``batch`` as job "chaos-<batch>"; False if the server
-        could not be reached (try again later). A job whose POST broke may
-        exist: it is looked up by name before submitting again."""
-        name = f"chaos-{batch}"
+        """Submits batch ``batch``; False if the server could not be reached
+        (try again later). A job whose POST broke may exist: it is looked up
+        by name before submitting again."""
+        spec = self.work.batches[batch][1]
+        name = spec["name"]
         try:
             with self.client() as c:
                 for j in c.jobs():
@@ -182,13 +296,9 @@ class Run:
                         self.jobs[batch] = j.id
                         self.note(f"batch {batch} found as job {j.id} after a broken submit")
                         return True
-                job = c.job(name)
-                for i in self.sched.batches[batch][1]:
-                    job.task(task_command(self.ledger_path, self.key(i), self.sched.durations[i]),
-                             name=self.key(i), retries=self.a.retries, retry_backoff="200ms")
-                job.submit()
+                job = c.submit_spec(spec)
                 self.jobs[batch] = job.id
-                self.note(f"batch {batch}: job {job.id}, {len(self.sched.batches[batch][1])} tasks")
+                self.note(f"batch {batch}: job {job.id}, {len(spec['task'])} tasks")
                 return True
         except (ConnectionFailed, drover.errors.ApiError) as e:
             self.note(f"batch {batch}: not submitted yet ({e})")
@@ -199,13 +309,7 @@ class Run:
     def chaos(self) -> None:
         """Runs the schedule: submissions, kills and restarts at their times
         (the times are the test's input, not synchronisation)."""
-        heap: List[Tuple[float, int, str, Callable[[], None]]] = []
-        seq = 0
-
-        def at(t: float, what: str, fn: Callable[[], None]) -> None:
-            nonlocal seq
-            heapq.heappush(heap, (t, seq, what, fn))
-            seq += 1
+        at, elapsed = self.at, self.elapsed
 
         def submit_at(batch: int, t: float) -> None:
             def go() -> None:
@@ -214,9 +318,6 @@ class Run:
                         raise HarnessError(f"batch {batch} could not be submitted")
                     at(elapsed() + 0.25, f"submit {batch}", go)
             at(t, f"submit {batch}", go)
-
-        def elapsed() -> float:
-            return (time.time_ns() - self.t0_ns) / 1e9
 
         def restart(name: str) -> None:
             self.down.discard(name)
@@ -240,7 +341,7 @@ class Run:
                     self.kill_counts["skipped"] += 1
                     self.note("worker kill skipped: none is up")
                     return
-                name = up[int(pick * len(up))]
+                name = self.work.pick_worker(self, up, pick)
                 p = self.cluster.workers[name]
             self.record("kill", role, p, p.kill9())
             self.kill_counts[role] += 1
@@ -271,14 +372,15 @@ class Run:
                 p.popen.send_signal(signal.SIGCONT)
                 self.record("cont", "worker", p, time.time_ns())
 
-        for b, (t, _) in enumerate(self.sched.batches):
+        for b, (t, _) in enumerate(self.work.batches):
             submit_at(b, t)
         for t, down, pick in self.sched.stops:
             at(t, "stop worker", lambda down=down, pick=pick: stop(down, pick))
         for t, role, down, pick in self.sched.kills:
             at(t, f"kill {role}", lambda role=role, down=down, pick=pick: kill(role, down, pick))
-        while heap:
-            t, _, _, fn = heapq.heappop(heap)
+        self.work.schedule(self)
+        while self._heap:
+            t, _, _, fn = heapq.heappop(self._heap)
             wait = t - elapsed()
             if wait > 0:
                 time.sleep(wait)  # the schedule's own timing: the fault is the input
@@ -332,11 +434,30 @@ class Run:
             now = time.monotonic()
             if sig != last_sig:
                 last_sig, last_change = sig, now
-            if len(view) == self.a.tasks and all(t.state in TERMINAL for t in view.values()):
+            if (len(view) == len(self.work.keys)
+                    and all(t.state in TERMINAL for t in view.values())):
                 return view, now - start
             if now - last_change > self.a.stall or now - start > self.a.deadline:
                 return view, float("inf")
             time.sleep(0.25)  # polling a condition, with the deadlines above
+
+    def history(self, view: Dict[str, ApiTask]) -> Tuple[Dict[str, List[Attempt]], Dict[int, str]]:
+        """Every task's attempts as the server keeps them, and the workers'
+        names by id. Raises HarnessError if the server does not answer."""
+        for tries in range(5):
+            try:
+                attempts: Dict[str, List[Attempt]] = {}
+                with self.client() as c:
+                    # The client has no typed view of "attempts": the raw answer.
+                    for key, t in view.items():
+                        d = c._transport.json("GET", f"/api/v1/tasks/{t.id}")
+                        attempts[key] = [Attempt.from_json(x) for x in d.get("attempts", [])]
+                    workers = {w.id: w.name for w in c.workers()}
+                return attempts, workers
+            except DroverError as e:
+                self.note(f"reading the attempts failed: {e}")
+                time.sleep(1)  # the server is up (it answered the wait): a moment
+        raise HarnessError("the server did not answer for the tasks' attempts")
 
     # -- the whole run
 
@@ -370,14 +491,20 @@ class Run:
             view, recovery = self.wait_all_terminal()
             self.note("all terminal" if recovery != float("inf") else "gave up waiting")
             monitor.finish()
-            explain = {}
-            verdict = analyze([self.key(i) for i in range(a.tasks)], monitor.ledger.copies,
-                              view, self.faults)
-            # What the verdict read, beside the ledger, to judge it again.
+            attempts, workers = self.history(view)
+            verdict = analyze(self.work.keys, monitor.ledger.copies, view, self.faults,
+                              attempts, workers)
+            more = self.work.judge(monitor.ledger.copies, view, attempts, workers, self.faults)
+            problems = merge_problems(verdict.problems + more.problems)
+            # What the verdicts read, beside the ledger, to judge them again.
             with open(os.path.join(self.dir, "verdict_input.json"), "w") as f:
                 json.dump({"faults": [dataclasses.asdict(x) for x in self.faults],
-                           "api": {k: dataclasses.asdict(t) for k, t in view.items()}}, f)
-            for p in verdict.problems[: a.report_limit]:
+                           "api": {k: dataclasses.asdict(t) for k, t in view.items()},
+                           "attempts": {k: [dataclasses.asdict(x) for x in v]
+                                        for k, v in attempts.items()},
+                           "workers": workers}, f)
+            explain = {}
+            for p in problems[: a.report_limit]:
                 t = view.get(p.key)
                 if t is not None and t.state not in TERMINAL:
                     try:
@@ -392,7 +519,7 @@ class Run:
             if self.redis is not None:
                 self.redis.stop()
         summary: Dict[str, Any] = {
-            "seed": self.seed, "store": a.store, "tasks": a.tasks,
+            "seed": self.seed, "store": a.store, "tasks": len(self.work.keys),
             "kills": {"worker": self.kill_counts["worker"], "server": self.kill_counts["server"],
                       "worker_stops": self.kill_counts["stop"]},
             "duplicates": verdict.duplicates, "overlaps": verdict.overlaps,
@@ -402,29 +529,32 @@ class Run:
             "orphan_completions": verdict.orphan_completions,
             "orphan_reruns": verdict.orphan_reruns,
             "copies": verdict.copies,
+            "reruns": verdict.reruns, "unwarranted_reruns": verdict.unwarranted_reruns,
+            "worker_lost_failures": verdict.worker_lost_failures,
+            **more.figures,
             "recovery_s": None if recovery == float("inf") else round(recovery, 1),
             "faults_s": round(faults_end - wall, 1),
             "wall_s": round(time.monotonic() - wall, 1),
             "crashes": len(self.crashes),
-            "ok": verdict.ok and not self.crashes,
+            "ok": verdict.ok and more.ok and not self.crashes,
         }
         if monitor.ledger.bad_lines:
             summary["bad_ledger_lines"] = len(monitor.ledger.bad_lines)
         if not summary["ok"]:
-            self.report(verdict, view, monitor, explain)
+            self.report(problems, view, monitor, explain)
         return summary
 
-    def report(self, verdict: Any, view: Dict[str, ApiTask], monitor: LedgerMonitor,
+    def report(self, problems: List[Problem], view: Dict[str, ApiTask], monitor: LedgerMonitor,
                explain: Dict[str, str]) -> None:
         """Each faulty task: what went wrong, its copies, the server's view,
         the faults around it and the log lines that name it."""
         err = sys.stderr
-        print(f"\n=== seed {self.seed} store {self.a.store}: {len(verdict.problems)} faulty tasks, "
+        print(f"\n=== seed {self.seed} store {self.a.store}: {len(problems)} faulty tasks, "
               f"{len(self.crashes)} crashes (times from the schedule's start)\n"
               f"rerun: {self.rerun()}", file=err)
         for c in self.crashes:
             print(f"\n--- crash: {c}", file=err)
-        for p in verdict.problems[: self.a.report_limit]:
+        for p in problems[: self.a.report_limit]:
             t = view.get(p.key)
             print(f"\n--- task {t.id if t else '?'} ({p.key}): {', '.join(p.kinds)}", file=err)
             for n in p.notes:
@@ -461,53 +591,84 @@ class Run:
                 task_rx = r"(?<![\d.])" + t.id.replace(".", r"\.") + r"(?![\d])"
                 for line in self.cluster.grep(task_rx, limit=self.a.log_lines):
                     print(f"    log: {line}", file=err)
-        if len(verdict.problems) > self.a.report_limit:
-            print(f"\n(and {len(verdict.problems) - self.a.report_limit} more faulty tasks)",
-                  file=err)
+        if len(problems) > self.a.report_limit:
+            print(f"\n(and {len(problems) - self.a.report_limit} more faulty tasks)", file=err)
         print("\n--- schedule as run:", file=err)
         for line in self.log:
             print(f"    {line}", file=err)
 
     def rerun(self) -> str:
         a = self.a
-        return (f"tests/chaos/chaos.py --binary {a.binary} --store {a.store} --seeds {self.seed} "
-                f"--tasks {a.tasks} --batches {a.batches} --worker-kills {a.worker_kills} "
+        return (f"{a.command} --binary {a.binary} --store {a.store} --seeds {self.seed} "
+                f"{self.work.rerun_flags(a)} --worker-kills {a.worker_kills} "
                 f"--server-kills {a.server_kills} --worker-stops {a.worker_stops} "
-                f"--window {a.window:g} "
+                f"--window {a.window:g} --long-down {a.long_down} "
                 f"--min-duration {a.min_duration:g} --max-duration {a.max_duration:g} "
                 f"--long-fraction {a.long_fraction:g} --long-min {a.long_min:g} "
-                f"--long-max {a.long_max:g} --retries {a.retries} "
+                f"--long-max {a.long_max:g} "
+                f"--retries {a.retries} "
                 f"--lease-ttl {a.lease_ttl:g} --heartbeat {a.heartbeat_s} "
                 f"--restore-settle {a.restore_settle} --isolation {a.isolation} --keep always")
+
+
+def merge_problems(problems: List[Problem]) -> List[Problem]:
+    """One entry per task, its kinds and notes from every verdict."""
+    by_key: Dict[str, Problem] = {}
+    for p in problems:
+        if p.key in by_key:
+            q = by_key[p.key]
+            q.kinds = sorted(set(q.kinds) | set(p.kinds))
+            q.notes = q.notes + p.notes
+        else:
+            by_key[p.key] = Problem(p.key, list(p.kinds), list(p.notes))
+    return list(by_key.values())
 
 
 # ---- command line ------------------------------------------------------------
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+# Options whose default a workload may change (Workload.defaults).
+COMMON_DEFAULTS: Dict[str, Any] = {
+    "retries": 5, "worker_kills": 6, "server_kills": 1, "worker_stops": 3,
+    "long_down": "0.25,0.6,1.5", "long_fraction": 0.05, "long_min": 3.0, "long_max": 6.0,
+    "lease_ttl": 8.0}
+
+
+def parse_args(argv: Optional[List[str]], workload: Any, description: str,
+               command: str) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--binary", default=os.environ.get("DROVER_BINARY", "build/drover"),
                    help="the drover binary (default $DROVER_BINARY, then build/drover)")
     p.add_argument("--store", choices=("memory", "redis"), default="memory")
     p.add_argument("--seeds", default="1", help="comma-separated seeds, one run each")
-    p.add_argument("--tasks", type=int, default=150)
-    p.add_argument("--batches", type=int, default=3, help="jobs the tasks are split into")
-    p.add_argument("--retries", type=int, default=5)
+    # Defaults of those without one here: the workload's, else COMMON_DEFAULTS.
+    p.add_argument("--retries", type=int, help=f"default {COMMON_DEFAULTS['retries']}")
     p.add_argument("--min-duration", type=float, default=0.2, help="seconds")
     p.add_argument("--max-duration", type=float, default=1.5, help="seconds")
-    p.add_argument("--long-fraction", type=float, default=0.05,
-                   help="share of tasks that run --long-min..--long-max seconds instead")
-    p.add_argument("--long-min", type=float, default=3.0)
-    p.add_argument("--long-max", type=float, default=6.0)
-    p.add_argument("--worker-kills", type=int, default=6)
-    p.add_argument("--server-kills", type=int, default=1)
-    p.add_argument("--worker-stops", type=int, default=3,
-                   help="SIGSTOP of a worker, SIGCONT later (sometimes past the lease TTL)")
+    p.add_argument("--worker-kills", type=int,
+                   help=f"default {COMMON_DEFAULTS['worker_kills']}")
+    p.add_argument("--server-kills", type=int,
+                   help=f"default {COMMON_DEFAULTS['server_kills']}")
+    p.add_argument("--worker-stops", type=int,
+                   help="SIGSTOP of a worker, SIGCONT later (sometimes past the lease TTL); "
+                        f"default {COMMON_DEFAULTS['worker_stops']}")
     p.add_argument("--window", type=float, default=20.0,
                    help="seconds from the first submission in which the faults happen")
+    p.add_argument("--long-down",
+                   help="SHARE,MIN,MAX: this share of the killed workers stay down MIN..MAX "
+                        "lease TTLs, the others 0.05-2 s; default "
+                        f"{COMMON_DEFAULTS['long_down']}")
+    p.add_argument("--long-fraction", type=float,
+                   help="share of tasks that run --long-min..--long-max seconds instead; "
+                        f"default {COMMON_DEFAULTS['long_fraction']}")
+    p.add_argument("--long-min", type=float,
+                   help=f"seconds, default {COMMON_DEFAULTS['long_min']}")
+    p.add_argument("--long-max", type=float,
+                   help=f"seconds, default {COMMON_DEFAULTS['long_max']}")
     p.add_argument("--heartbeat", dest="heartbeat_s", default="1s")
-    p.add_argument("--lease-ttl", type=float, default=8.0, help="seconds")
+    p.add_argument("--lease-ttl", type=float,
+                   help=f"seconds, default {COMMON_DEFAULTS['lease_ttl']}")
     p.add_argument("--restore-settle", default="4s")
     p.add_argument("--isolation", default="none", help="the workers' --isolation")
     p.add_argument("--stall", type=float, default=0.0,
@@ -520,16 +681,27 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help="keep the run's directory (logs, ledger, state)")
     p.add_argument("--report-limit", type=int, default=15, help="faulty tasks described per run")
     p.add_argument("--log-lines", type=int, default=12, help="log lines shown per faulty task")
+    workload.add_args(p)
     a = p.parse_args(argv)
+    a.command = command
+    for k, v in {**COMMON_DEFAULTS, **workload.defaults(a)}.items():
+        if getattr(a, k) is None:
+            setattr(a, k, v)
     if a.stall <= 0:
         a.stall = a.lease_ttl + 25
-    if a.tasks < a.batches or a.batches < 1:
-        p.error("--tasks must be at least --batches (>= 1)")
+    try:
+        a.long_down_share, a.long_down_min, a.long_down_max = (
+            float(x) for x in a.long_down.split(","))
+    except ValueError:
+        p.error("--long-down: want SHARE,MIN,MAX (MIN and MAX in lease TTLs), e.g. 0.25,0.6,1.5")
+    workload.check_args(p, a)
     return a
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    a = parse_args(argv)
+def main(argv: Optional[List[str]] = None, workload: Any = SleepWorkload,
+         description: str = __doc__.split("\n\n")[0],
+         command: str = "tests/chaos/chaos.py") -> int:
+    a = parse_args(argv, workload, description, command)
     # "queued until a worker that can run it joins": expected while all the
     # workers are down.
     warnings.simplefilter("ignore", DroverWarning)
@@ -543,10 +715,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_SKIP
     status = 0
     for seed in [int(s) for s in a.seeds.split(",") if s.strip()]:
-        root = tempfile.mkdtemp(prefix=f"drover_chaos_{a.store}_{seed}_")
+        root = tempfile.mkdtemp(prefix=f"drover_{workload.name}_{a.store}_{seed}_")
         ok = False
         try:
-            summary = Run(seed, a, root).execute()
+            summary = Run(seed, a, root, workload).execute()
             ok = bool(summary["ok"])
             print(json.dumps(summary), flush=True)
             status = max(status, 0 if ok else EXIT_FAILED)

@@ -130,11 +130,13 @@ class Cluster:
     """The server and the workers, restartable by name, in ``directory``."""
 
     def __init__(self, binary: str, directory: str, server_flags: List[str],
-                 worker_flags: List[str]) -> None:
+                 worker_flags: List[str],
+                 flags_of: Optional[Dict[str, List[str]]] = None) -> None:
         self.binary = binary
         self.dir = directory
         self.server_flags = server_flags
-        self.worker_flags = worker_flags
+        self.worker_flags = worker_flags  # every worker's
+        self.flags_of = flags_of or {}  # one worker's own, by name
         self.access_file = os.path.join(directory, "access.json")
         self.port = 0
         self.server: Optional[Proc] = None
@@ -174,7 +176,7 @@ class Cluster:
 
     def start_worker(self, name: str) -> Proc:
         argv = [self.binary, "worker", "--access", self.access_file, "--name", name,
-                "--workdir", self.workdir(name)] + self.worker_flags
+                "--workdir", self.workdir(name)] + self.worker_flags + self.flags_of.get(name, [])
         p = self._start(name, argv)
         self.workers[name] = p
         return p

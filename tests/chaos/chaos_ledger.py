@@ -1,4 +1,4 @@
-"""The chaos test's record of task runs, kept outside Drover, and its verdict.
+"""The chaos tests' record of task runs, kept outside Drover, and its verdict.
 
 Each task runs ``sh -c SCRIPT`` (task_command) that appends two lines to one
 ledger file, each a single small ``write`` with O_APPEND (atomic):
@@ -9,38 +9,55 @@ ledger file, each a single small ``write`` with O_APPEND (atomic):
 NS is ``date +%s%N`` (CLOCK_REALTIME, the clock the test stamps its faults
 with); PID is the shell's; PWD is the task directory, which names the worker
 (``<workdir>/<job>/<index>.<attempt>``). One such start is a *copy* of the
-task.
+task. The data-plane test's tasks (chaos_data.py) also write, between the
+two, a line per file they read or wrote:
+
+    read KEY ATTEMPT PID PATH SIZE SHA256    an input, PATH relative to $DROVER_INPUTS
+    wrote KEY ATTEMPT PID NAME SIZE SHA256   an output, NAME relative to $DROVER_OUTPUT_DIR
+
+which the ledger keeps with the copy that wrote them.
 
 LedgerMonitor follows the file while the test runs and holds a pidfd per
 copy that has started and not ended, so a copy killed without its end line
 (by its worker, by fencing, or never, as an orphan) gets the moment its
 process was seen gone. analyze() is pure: it takes the copies, the fault
-events and the server's final view of each task, and counts what the issue
-forbids (issue 18, "Tests to add"):
+events and the server's final view of each task, and counts what must never
+happen:
 
 - stuck: a task not terminal when the wait after the faults ended;
 - lost: a task that did not succeed (failed, canceled, or unknown to the
-  server);
+  server), unless the server failed it because it lost the task's worker
+  N times in a row ("worker lost (N attempts)") and each time the test had
+  killed or stopped that worker while it held the attempt, or canceled it
+  because a dependency failed so (counted apart, as a worker-lost failure:
+  the server's rule, not a fault of its own);
 - false success: a task the server calls succeeded with no copy that ran to
   its end;
 - duplicate: two copies ran to their end, and the earlier one's outcome
   could not have been lost to a worker kill (the start of the worker that
-  ran it was not killed before the next copy's start);
+  ran it was not killed before the next copy's start), nor set aside by the
+  server because its output files were lost (a "rerun" attempt);
 - overlap: two copies of one task ran at the same time (a copy without an
   end line runs until its process was seen gone, or to the end of the test
-  when it still runs then).
+  when it still runs then);
+- unwarranted rerun: the server set a success aside ("rerun" in its
+  attempts: its output files were lost) although some worker that held
+  them (``outputs_on`` and ``replicas``) was not killed between the end of
+  that attempt's copy (when the files were whole) and the start of the
+  next attempt's.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import select
 import shlex
 import signal
 import threading
 import time
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 INF = float("inf")
 
@@ -54,6 +71,15 @@ def task_command(ledger: str, key: str, seconds: float) -> List[str]:
         f'printf "end {key} %s %s %s\\n" "$DROVER_ATTEMPT" $$ "$(date +%s%N)" >> {path}'
     )
     return ["sh", "-c", script]
+
+
+@dataclasses.dataclass(frozen=True)
+class FileRecord:
+    """A file a copy read or wrote, as its own ``sha256sum`` saw it."""
+
+    name: str  # an output's name; for an input, "<producer task id>/<name>"
+    size: int
+    sha256: str
 
 
 @dataclasses.dataclass
@@ -72,6 +98,8 @@ class Copy:
     death_ns: Optional[int] = None
     alive_at_end: bool = False
     lines: List[str] = dataclasses.field(default_factory=list)
+    read: List[FileRecord] = dataclasses.field(default_factory=list)  # its inputs
+    wrote: List[FileRecord] = dataclasses.field(default_factory=list)  # its outputs
 
     def stop_ns(self) -> float:
         """When this copy stopped running (INF while it still runs)."""
@@ -108,6 +136,41 @@ class ApiTask:
     reason: str
 
 
+@dataclasses.dataclass(frozen=True)
+class Attempt:
+    """One attempt of a task as the server's history has it (``attempts``
+    of ``GET /api/v1/tasks/{id}``): ``state`` is ``retried``, ``preempted``,
+    ``rerun`` (a success whose output files were lost) or, for the latest,
+    the task's state. ``holders`` are the workers that held its outputs
+    (``outputs_on``, then ``replicas``)."""
+
+    attempt: int
+    state: str
+    worker: Optional[int]
+    reason: str
+    started_ns: Optional[int] = None
+    finished_ns: Optional[int] = None
+    outputs: Tuple[FileRecord, ...] = ()
+    holders: Tuple[int, ...] = ()
+
+    @classmethod
+    def from_json(cls, d: Dict) -> "Attempt":
+        outcome = d.get("outcome") or {}
+        holders = ([int(outcome["outputs_on"])] if outcome.get("outputs_on") else []) + [
+            int(w) for w in outcome.get("replicas", [])]
+
+        def ns(key: str) -> Optional[int]:
+            ms = d.get(key + "_ms")
+            return None if ms is None else int(ms) * 1_000_000
+
+        return cls(int(d["attempt"]), str(d["state"]),
+                   None if d.get("worker") is None else int(d["worker"]), str(d.get("reason", "")),
+                   ns("started_at"), ns("finished_at"),
+                   tuple(FileRecord(str(f["name"]), int(f["size"]), str(f["sha256"]))
+                         for f in outcome.get("outputs", [])),
+                   tuple(holders))
+
+
 TERMINAL = ("succeeded", "failed", "canceled")
 
 
@@ -120,7 +183,8 @@ def worker_of(workdir: str, workdirs: Dict[str, str]) -> str:
 
 
 def parse_line(line: str) -> Optional[Tuple[str, str, int, int, int, str]]:
-    """(kind, key, attempt, pid, ns, pwd) of a ledger line; None if torn."""
+    """(kind, key, attempt, pid, ns, pwd) of a start or end line; None if
+    torn or of another kind."""
     parts = line.split(" ", 5)
     try:
         if parts[0] == "start" and len(parts) == 6:
@@ -130,6 +194,19 @@ def parse_line(line: str) -> Optional[Tuple[str, str, int, int, int, str]]:
     except ValueError:
         return None
     return None
+
+
+def parse_file_line(line: str) -> Optional[Tuple[str, str, int, int, FileRecord]]:
+    """(kind, key, attempt, pid, file) of a read or wrote line; None if torn
+    or of another kind."""
+    parts = line.split(" ")
+    if len(parts) != 7 or parts[0] not in ("read", "wrote") or len(parts[6]) != 64:
+        return None
+    try:
+        return parts[0], parts[1], int(parts[2]), int(parts[3]), FileRecord(
+            parts[4], int(parts[5]), parts[6])
+    except ValueError:
+        return None
 
 
 class Ledger:
@@ -144,7 +221,7 @@ class Ledger:
         """Adds one line; returns the copy a start line made."""
         parsed = parse_line(line)
         if parsed is None:
-            self.bad_lines.append(line)
+            self._add_file(line)
             return None
         kind, key, attempt, pid, ns, pwd = parsed
         if kind == "start":
@@ -158,6 +235,19 @@ class Ledger:
                 return None
         self.bad_lines.append(line + "   <- an end with no start")
         return None
+
+    def _add_file(self, line: str) -> None:
+        parsed = parse_file_line(line)
+        if parsed is None:
+            self.bad_lines.append(line)
+            return
+        kind, key, attempt, pid, record = parsed
+        for c in reversed(self.copies.get(key, [])):
+            if c.pid == pid and c.attempt == attempt:
+                (c.read if kind == "read" else c.wrote).append(record)
+                c.lines.append(line)
+                return
+        self.bad_lines.append(line + "   <- a file of no started copy")
 
 
 def _cmdline(pid: int) -> bytes:
@@ -318,12 +408,17 @@ class Verdict:
     orphan_completions: int = 0  # copies that ran to their end after their worker was killed
     orphan_reruns: int = 0  # tasks with such a copy and another copy that ran to its end
     copies: int = 0
+    reruns: int = 0  # successes the server set aside, their output files lost
+    # Failed: its worker killed under it N times in a row (or canceled for
+    # a dependency that failed so).
+    worker_lost_failures: int = 0
+    unwarranted_reruns: int = 0
     problems: List[Problem] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not (self.stuck or self.lost or self.false_successes or self.duplicates
-                    or self.overlaps or self.orphans_alive_at_end)
+                    or self.overlaps or self.orphans_alive_at_end or self.unwarranted_reruns)
 
 
 def incarnation_kill(faults: Sequence[Fault], worker: str, at_ns: int) -> Optional[int]:
@@ -366,14 +461,102 @@ def stopped_between(faults: Sequence[Fault], worker: str, lo_ns: int, hi_ns: int
     return stopped
 
 
+def killed_between(faults: Sequence[Fault], worker: str, lo: float, hi: float) -> bool:
+    """Whether the test killed ``worker`` (or saw it crash) in [lo, hi]."""
+    return any(f.role == "worker" and f.name == worker and f.kind in ("kill", "crash")
+               and lo <= f.t_ns <= hi for f in faults)
+
+
+def unwarranted_rerun(runs: Sequence[Copy], a: Attempt, workers: Dict[int, str],
+                      faults: Sequence[Fault]) -> Optional[str]:
+    """Why setting aside the success ``a`` (a "rerun" attempt) was not
+    called for, or None if it was: every worker holding its outputs must
+    have been killed after the attempt's copy wrote them (its end) and
+    before the next attempt started (the server decided in between)."""
+    lo = max((c.end_ns for c in runs if c.attempt == a.attempt and c.end_ns is not None),
+             default=-INF)
+    hi = min((c.start_ns for c in runs if c.attempt > a.attempt), default=INF)
+    names = [workers.get(w, f"worker {w}") for w in a.holders]
+    alive = [n for n in names if not killed_between(faults, n, lo, hi)]
+    if a.holders and not alive:
+        return None
+    return (f"attempt {a.attempt} was set aside ({a.reason!r}), its outputs held by {names}, of "
+            f"which {alive or 'none'} not killed between its end and the next attempt's start")
+
+
+def down_between(faults: Sequence[Fault], worker: str, lo: float, hi: float) -> bool:
+    """Whether ``worker`` went down in [lo, hi] (killed, crashed, or
+    stopped: a stopped worker's leases expire like a dead one's), or was
+    down at ``lo`` (not started or continued since)."""
+    events = [f for f in faults if f.role == "worker" and f.name == worker
+              and f.kind in ("start", "kill", "crash", "stop", "cont")]
+    if any(lo <= f.t_ns <= hi and f.kind in ("kill", "crash", "stop") for f in events):
+        return True
+    before = [f for f in events if f.t_ns <= lo]
+    return bool(before) and max(before, key=lambda f: f.t_ns).kind not in ("start", "cont")
+
+
+def lost_with_killed_workers(history: Sequence[Attempt], workers: Dict[int, str],
+                             faults: Sequence[Fault]) -> bool:
+    """Whether the task failed because the server lost its worker N times
+    in a row ("worker lost (N attempts)", its rule), each time a worker the
+    test had killed or stopped while that attempt was out (from the end of
+    the attempt before it to its own end; a worker the server placed it on
+    before it noticed counts too)."""
+    m = re.fullmatch(r"worker lost \((\d+) attempts\)", history[-1].reason) if history else None
+    if m is None or history[-1].state != "failed" or len(history) < int(m.group(1)):
+        return False
+    n = int(m.group(1))
+    since = history[-n - 1].finished_ns if len(history) > n else None
+    for a in history[-n:]:
+        name = workers.get(a.worker) if a.worker is not None else None
+        if name is None or a.finished_ns is None or not down_between(
+                faults, name, -INF if since is None else since, a.finished_ns):
+            return False
+        since = a.finished_ns
+    return True
+
+
+def worker_lost_failures(keys: Sequence[str], api: Dict[str, ApiTask],
+                         attempts: Dict[str, List[Attempt]], workers: Dict[int, str],
+                         faults: Sequence[Fault]) -> Set[str]:
+    """The tasks that failed for losing killed workers (see
+    lost_with_killed_workers), and those canceled because a dependency of
+    theirs failed so ("dependency 12.4 failed"), and so on down ("dependency
+    12.5 canceled")."""
+    out = {k for k in keys if k in api and api[k].state == "failed"
+           and lost_with_killed_workers(attempts.get(k, []), workers, faults)}
+    key_of = {t.id: k for k, t in api.items()}
+    while True:
+        more = set()
+        for k in keys:
+            t = api.get(k)
+            m = re.fullmatch(r"dependency (\S+) (?:failed|canceled)", t.reason) if t else None
+            if m and t.state == "canceled" and key_of.get(m.group(1)) in out and k not in out:
+                more.add(k)
+        if not more:
+            return out
+        out |= more
+
+
 def analyze(
     keys: Iterable[str],
     copies: Dict[str, List[Copy]],
     api: Dict[str, ApiTask],
     faults: Sequence[Fault],
+    attempts: Optional[Dict[str, List[Attempt]]] = None,
+    workers: Optional[Dict[int, str]] = None,
 ) -> Verdict:
-    """The verdict over every task ``keys`` names (see the module comment)."""
+    """The verdict over every task ``keys`` names (see the module comment).
+    ``attempts``: by key, the server's history; a success it set aside
+    because its output files were lost (a "rerun" attempt) must have had
+    every worker holding them killed (``workers`` names them by id), and a
+    copy of it that ran to its end is no duplicate of the copy after it."""
     v = Verdict()
+    attempts = attempts or {}
+    workers = workers or {}
+    keys = list(keys)
+    excused = worker_lost_failures(keys, api, attempts, workers, faults)
     for key in keys:
         runs = sorted(copies.get(key, []), key=lambda c: c.start_ns)
         v.copies += len(runs)
@@ -386,6 +569,8 @@ def analyze(
         elif t.state not in TERMINAL:
             kinds.append("stuck")
             notes.append(f"still {t.state} (attempt {t.attempt}, worker {t.worker})")
+        elif key in excused:
+            v.worker_lost_failures += 1
         elif t.state != "succeeded":
             kinds.append("lost")
             notes.append(f"ended {t.state} (attempt {t.attempt}): {t.reason}")
@@ -402,11 +587,21 @@ def analyze(
         # the worker spawned the task just before it was killed.)
         counted: List[Copy] = []
         orphaned = 0
+        # The success each rerun set aside: its attempt's last complete copy.
+        last = {c.attempt: i for i, c in enumerate(runs) if c.end_ns is not None}
+        reruns = [a for a in attempts.get(key, []) if a.state == "rerun"]
+        set_aside = {last[a.attempt] for a in reruns if a.attempt in last}
+        v.reruns += len(reruns)
+        for a in reruns:
+            why = unwarranted_rerun(runs, a, workers, faults)
+            if why is not None:
+                kinds.append("unwarranted_rerun")
+                notes.append(why)
         for i, c in enumerate(runs):
             killed = incarnation_kill(faults, c.worker, c.start_ns)
             if c.end_ns is not None and killed is not None and killed <= c.end_ns:
                 orphaned += 1
-            if c.end_ns is None:
+            if c.end_ns is None or i in set_aside:
                 continue
             # (Only a copy with a later one can have been re-run for that.)
             if i + 1 < len(runs) and killed is not None and killed <= runs[i + 1].start_ns:
@@ -449,6 +644,7 @@ def analyze(
         v.duplicates += "duplicate" in kinds
         v.overlaps += "overlap" in kinds
         v.orphans_alive_at_end += "orphan_alive" in kinds
+        v.unwarranted_reruns += kinds.count("unwarranted_rerun")
         if kinds:
             v.problems.append(Problem(key, sorted(set(kinds)), notes))
     return v

@@ -1,4 +1,4 @@
-"""The chaos test's own checks (chaos_ledger.py), without Drover: the verdict
+"""The chaos tests' own checks (chaos_ledger.py), without Drover: the verdict
 on made-up ledgers, and the monitor on real task commands run by sh."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import time
 import unittest
 from typing import Callable, Dict, List
 
-from chaos_ledger import (ApiTask, Copy, Fault, Ledger, LedgerMonitor, analyze, task_command,
-                          worker_of)
+from chaos_ledger import (ApiTask, Attempt, Copy, Fault, FileRecord, Ledger, LedgerMonitor,
+                          analyze, task_command, worker_of)
 
 S = 1_000_000_000  # ns per second
 
@@ -37,6 +37,15 @@ def worker_start(t: float, name: str = "w0", n: int = 1) -> Fault:
 
 def worker_kill(t: float, name: str = "w0", n: int = 1) -> Fault:
     return Fault(int(t * S), "kill", "worker", name, n, 10 + n)
+
+
+WORKER_IDS = {1: "w0", 2: "w1", 3: "w2"}
+
+
+def rerun(attempt: int, holders: List[int]) -> Attempt:
+    """A success the server set aside, its outputs lost with ``holders``."""
+    return Attempt(attempt, "rerun", holders[0] if holders else 1,
+                   "rerun: outputs lost with workers", holders=tuple(holders))
 
 
 class VerdictTest(unittest.TestCase):
@@ -103,6 +112,48 @@ class VerdictTest(unittest.TestCase):
                  Fault(int(17.0 * S), "cont", "worker", "w1", 3, 11)]
         self.assertEqual(analyze(["t0"], {"t0": runs}, done(attempt=2), early).duplicates, 1)
 
+    def test_a_rerun_needs_every_holder_killed_between_the_two_attempts(self) -> None:
+        # Attempt 1 succeeded on w0 with a copy of its outputs on w1; both
+        # were lost, and the server ran the task again ("rerun"): no
+        # duplicate, if both were killed after attempt 1 ended and before
+        # attempt 2 started.
+        runs = [copy("t0", 1, "w0", 1, 2), copy("t0", 2, "w2", 20, 21)]
+        history = {"t0": [rerun(1, [1, 2]), Attempt(2, "succeeded", 3, "")]}
+        starts = [worker_start(0), worker_start(0, "w1"), worker_start(0, "w2")]
+        both = starts + [worker_kill(3), worker_kill(4, "w1")]
+        v = analyze(["t0"], {"t0": runs}, done(attempt=2), both, history, WORKER_IDS)
+        self.assertTrue(v.ok, v)
+        self.assertEqual((v.reruns, v.unwarranted_reruns, v.duplicates), (1, 0, 0))
+        # The copy on w1 lived: its files were not lost.
+        v = analyze(["t0"], {"t0": runs}, done(attempt=2), both[:-1], history, WORKER_IDS)
+        self.assertEqual(v.unwarranted_reruns, 1)
+        self.assertIn("['w1']", " ".join(v.problems[0].notes))
+        # A kill before the attempt's copy ended (its files were not whole
+        # yet), or after the next attempt started, is no cause.
+        early = starts + [worker_kill(1.5), worker_kill(4, "w1")]
+        self.assertEqual(analyze(["t0"], {"t0": runs}, done(attempt=2), early, history,
+                                 WORKER_IDS).unwarranted_reruns, 1)
+        late = starts + [worker_kill(3), worker_kill(20.5, "w1")]
+        self.assertEqual(analyze(["t0"], {"t0": runs}, done(attempt=2), late, history,
+                                 WORKER_IDS).unwarranted_reruns, 1)
+        # A crash loses them as well as a kill.
+        crash = starts + [worker_kill(3), Fault(int(4 * S), "crash", "worker", "w1", 1, 11)]
+        self.assertTrue(analyze(["t0"], {"t0": runs}, done(attempt=2), crash, history,
+                                WORKER_IDS).ok)
+        # A task without outputs has nothing to lose.
+        bare = {"t0": [rerun(1, []), Attempt(2, "succeeded", 3, "")]}
+        self.assertEqual(analyze(["t0"], {"t0": runs}, done(attempt=2), both, bare,
+                                 WORKER_IDS).unwarranted_reruns, 1)
+
+    def test_only_the_success_a_rerun_set_aside_is_excused(self) -> None:
+        runs = [copy("t0", 1, "w0", 1, 2), copy("t0", 2, "w2", 20, 21),
+                copy("t0", 3, "w2", 30, 31)]
+        history = {"t0": [rerun(1, [1]), Attempt(2, "retried", 3, ""),
+                          Attempt(3, "succeeded", 3, "")]}
+        faults = [worker_start(0), worker_start(0, "w2"), worker_kill(3)]
+        v = analyze(["t0"], {"t0": runs}, done(attempt=3), faults, history, WORKER_IDS)
+        self.assertEqual(v.duplicates, 1)
+
     def test_a_kill_of_a_later_start_of_the_worker_excuses_nothing(self) -> None:
         runs = [copy("t0", 1, "w0", 1, 2), copy("t0", 2, "w0", 5, 6)]
         faults = [worker_start(0), worker_kill(0.5), worker_start(0.8, n=2),
@@ -111,7 +162,7 @@ class VerdictTest(unittest.TestCase):
         self.assertEqual(v.duplicates, 1)
 
     def test_an_orphan_that_ends_after_the_retry_started_is_an_overlap(self) -> None:
-        # Issue 18 item 3: the killed worker's copy runs on while the retry runs.
+        # The killed worker's copy runs on while the retry runs.
         runs = [copy("t0", 1, "w0", 1, 3), copy("t0", 2, "w1", 2, 4)]
         faults = [worker_start(0), worker_start(0, "w1"), worker_kill(1.5)]
         v = analyze(["t0"], {"t0": runs}, done(attempt=2), faults)
@@ -136,6 +187,41 @@ class VerdictTest(unittest.TestCase):
                      "t1": ApiTask("1.1", "failed", 6, 2, "exit code 1")}, [])
         self.assertEqual((v.stuck, v.lost), (1, 2))  # t2 is unknown to the server
 
+    def test_a_task_failed_for_losing_workers_the_test_killed_is_not_lost(self) -> None:
+        # The server's rule: a task whose worker is lost 3 times in a row
+        # fails. Each of those workers was killed while it held the attempt.
+        history = [Attempt(1, "retried", 1, "worker 1 re-attached without it", None, 2 * S),
+                   Attempt(2, "retried", 2, "worker 2 re-attached without it", None, 5 * S),
+                   Attempt(3, "retried", 2, "worker 2 re-attached without it", None, 8 * S),
+                   Attempt(4, "failed", 2, "worker lost (3 attempts)", None, 11 * S)]
+        api = {"t0": ApiTask("1.0", "failed", 4, 2, "worker lost (3 attempts)")}
+        kills = [worker_kill(4, "w1"), worker_kill(7, "w1", 2), worker_kill(10, "w1", 3)]
+        v = analyze(["t0"], {}, api, kills, {"t0": history}, WORKER_IDS)
+        self.assertTrue(v.ok, v)
+        self.assertEqual((v.lost, v.worker_lost_failures), (0, 1))
+        # One of them was not killed in its attempt's time: lost.
+        v = analyze(["t0"], {}, api, kills[1:], {"t0": history}, WORKER_IDS)
+        self.assertEqual((v.lost, v.worker_lost_failures), (1, 0))
+        # Placed on a worker already killed (the server had not noticed yet)
+        # and still down: lost with it all the same.
+        down = [worker_kill(1.5, "w1"), worker_start(7.5, "w1", 2), worker_kill(7.7, "w1", 2),
+                worker_start(8.5, "w1", 3), worker_kill(10, "w1", 3)]
+        v = analyze(["t0"], {}, api, down, {"t0": history}, WORKER_IDS)
+        self.assertEqual((v.lost, v.worker_lost_failures), (0, 1))
+        # Stopped past its lease instead of killed: lost all the same.
+        stopped = [Fault(int(3 * S), "stop", "worker", "w1", 1, 11)] + kills[1:]
+        v = analyze(["t0"], {}, api, stopped, {"t0": history}, WORKER_IDS)
+        self.assertEqual((v.lost, v.worker_lost_failures), (0, 1))
+        # So are the tasks canceled because they depended on it.
+        api["t1"] = ApiTask("1.1", "canceled", 0, None, "dependency 1.0 failed")
+        api["t2"] = ApiTask("1.2", "canceled", 0, None, "dependency 1.1 canceled")
+        v = analyze(["t0", "t1", "t2"], {}, api, kills, {"t0": history}, WORKER_IDS)
+        self.assertEqual((v.lost, v.worker_lost_failures), (0, 3))
+        # Failed otherwise: lost, kills or not, and its dependents with it.
+        other = history[:3] + [Attempt(4, "failed", 2, "exit code 1", None, 11 * S)]
+        v = analyze(["t0", "t1", "t2"], {}, api, kills, {"t0": other}, WORKER_IDS)
+        self.assertEqual(v.lost, 3)
+
     def test_success_without_a_complete_run_is_false(self) -> None:
         v = analyze(["t0"], {"t0": [copy("t0", 1, "w0", 1, death=2)]}, done(), [])
         self.assertEqual(v.false_successes, 1)
@@ -152,6 +238,19 @@ class LedgerTest(unittest.TestCase):
         self.assertEqual((a.worker, a.end_ns), ("w1", 3000))
         self.assertEqual((b.worker, b.end_ns), ("w0", None))
         self.assertEqual(led.bad_lines, ["end t3 2"])
+
+    def test_file_lines_go_with_their_copy(self) -> None:
+        led = Ledger({"w0": "/d/work-w0"})
+        h = "ab" * 32
+        led.add("start p1 2 50 1000 /d/work-w0/4/1.2")
+        led.add(f"read p1 2 50 4.0/d/f0.bin 10 {h}")
+        led.add(f"wrote p1 2 50 f1.bin 0 {h}")
+        led.add(f"wrote p1 2 51 f1.bin 0 {h}")  # no such copy
+        led.add("wrote p1 2 50 f1.bin 0 abc")  # torn
+        (c,) = led.copies["p1"]
+        self.assertEqual(c.read, [FileRecord("4.0/d/f0.bin", 10, h)])
+        self.assertEqual(c.wrote, [FileRecord("f1.bin", 0, h)])
+        self.assertEqual(len(led.bad_lines), 2)
 
     def test_worker_of_needs_the_whole_directory_name(self) -> None:
         dirs = {"w1": "/d/work-w1", "w10": "/d/work-w10"}
