@@ -1,14 +1,17 @@
 # Drover's two entry points:
-#   make test   install missing dependencies, build, run every test
+#   make test   install missing dependencies, build, run the tests (all but
+#               the long rounds: fuzzing and the randomized chaos tests)
 #   make demo   install, build, start a local cluster and run the example pipeline
-# and `make build` to build everything into build/, `make deb` the Debian
+# and `make test-long` for the long rounds (ctest label "long"; CI runs it
+# after `make test`),
+# `make build` to build everything into build/, `make deb` the Debian
 # package (build/deb/drover_VERSION_ARCH.deb; packaging/), `make image` the
 # OCI image (drover:VERSION in the local container storage, as root, and
 # build/image/drover_VERSION.oci.tar).
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build test bench clean demo deb image
+.PHONY: all deps configure build test test-long bench clean demo deb image
 
 all: build
 
@@ -25,7 +28,11 @@ build: configure
 
 test: deps
 	$(MAKE) build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600 -LE long
+
+test-long: deps
+	$(MAKE) build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 1200 -L long
 
 demo: deps
 	$(MAKE) configure
