@@ -34,7 +34,9 @@ proto_sources="
   src/proto/job_spec_json.cc src/proto/job_toml.cc src/proto/messages.cc src/proto/log_frame.cc"
 net_sources="
   src/proto/api_json.cc
-  src/net/boost_src.cc src/net/server.cc src/net/http_types.cc src/net/event_loop.cc src/net/tls_identity.cc
+  src/net/boost_src.cc src/net/server.cc src/net/server_admission.cc src/net/server_listen.cc
+  src/net/server_routing.cc src/net/http_session.cc src/net/upload_sink.cc src/net/file_send.cc
+  src/net/http_types.cc src/net/event_loop.cc src/net/tls_identity.cc
   src/net/token.cc src/net/local_socket.cc src/net/private_file.cc src/net/json_text.cc
   src/net/accept_pause.cc src/net/fd_limit.cc src/net/ws_session_impl.cc src/net/read_pacer.cc
   src/net/sha256.cc"

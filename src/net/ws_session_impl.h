@@ -1,6 +1,7 @@
 // Internal to src/net: the Beast implementation of WsSession, shared by the
-// server (server.cc) and the client (ws_client.cc). It is a template over the
-// layer under the WebSocket (plain TCP, TLS over TCP, or the local socket).
+// server (http_session.cc) and the client (ws_client.cc). It is a template
+// over the layer under the WebSocket (plain TCP, TLS over TCP, or the local
+// socket).
 // Its reading, writing and closing are defined in ws_session_impl.cc and
 // compiled there once for each of the three layers (for build time);
 // both users see only the declarations below.
@@ -21,6 +22,7 @@
 #include <boost/beast/websocket/ssl.hpp>
 #include <deque>
 
+#include "net/connection.h"
 #include "net/read_pacer.h"
 #include "net/ws_session.h"
 
@@ -32,24 +34,6 @@ namespace websocket = beast::websocket;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 // Plain HTTP over the server's local Unix-domain socket (local_socket.h).
 using LocalStream = beast::basic_stream<asio::local::stream_protocol>;
-
-inline uint64_t NextConnectionId() {
-  static std::atomic<uint64_t> next{1};
-  return next.fetch_add(1);
-}
-
-inline std::string EndpointText(const asio::ip::tcp::endpoint& ep) {
-  std::string addr = ep.address().to_string();
-  if (ep.address().is_v6()) addr = "[" + addr + "]";
-  return addr + ":" + std::to_string(ep.port());
-}
-
-// Something the server can drop at once when it stops.
-class Connection {
- public:
-  virtual ~Connection() = default;
-  virtual void Abort() = 0;
-};
 
 template <class NextLayer>
 class WsSessionImpl final : public WsSession,
