@@ -105,7 +105,8 @@ struct SchedulerConfig {
   Duration renew_interval = Seconds(10);
   // Fallback expiry of a lost worker's leases: last renewal + ttl + grace.
   Duration expiry_grace = Seconds(10);
-  // A task whose worker was lost this many times in a row fails with
+  // A task whose worker was lost this many times (over all its attempts;
+  // a withdrawn or preempted attempt does not count) fails with
   // "worker lost (N attempts)".
   uint32_t max_lost_attempts = 3;
   // Ceiling of the exponential retry backoff.

@@ -27,7 +27,7 @@ happen:
 - stuck: a task not terminal when the wait after the faults ended;
 - lost: a task that did not succeed (failed, canceled, or unknown to the
   server), unless the server failed it because it lost the task's worker
-  N times in a row ("worker lost (N attempts)") and each time the test had
+  N times ("worker lost (N attempts)") and each time the test had
   killed or stopped that worker while it held the attempt, or canceled it
   because a dependency failed so (counted apart, as a worker-lost failure:
   the server's rule, not a fault of its own);
@@ -86,7 +86,9 @@ class FileRecord:
 class Copy:
     """One run of a task's command: from its start line to its end line, or
     to the moment its process was seen gone (``death_ns``), or still running
-    when the test ended (``alive_at_end``)."""
+    when the test ended (``alive_at_end``). A copy that died without an end
+    line was last seen alive at ``alive_ns`` (the monitor's last look before
+    it saw it gone): it surely ran until then, and maybe until death_ns."""
 
     key: str
     attempt: int
@@ -96,17 +98,32 @@ class Copy:
     worker: str = ""  # the worker's name, from workdir
     end_ns: Optional[int] = None
     death_ns: Optional[int] = None
+    alive_ns: Optional[int] = None
     alive_at_end: bool = False
     lines: List[str] = dataclasses.field(default_factory=list)
     read: List[FileRecord] = dataclasses.field(default_factory=list)  # its inputs
     wrote: List[FileRecord] = dataclasses.field(default_factory=list)  # its outputs
 
     def stop_ns(self) -> float:
-        """When this copy stopped running (INF while it still runs)."""
+        """When this copy stopped running (INF while it still runs): for one
+        seen gone, the latest it may have run until."""
         if self.end_ns is not None:
             return self.end_ns
         if self.death_ns is not None:
             return self.death_ns
+        return INF
+
+    def surely_ran_until_ns(self) -> float:
+        """Until when this copy surely ran: its end line, or the last time it
+        was seen alive (its start line at least) for one seen gone; INF while
+        it still runs. Two copies ran at once only if one started before
+        the other surely stopped: a death is seen up to a tick late (and
+        later on a loaded machine), while its worker may have started the
+        next attempt at once after the exit it saw."""
+        if self.end_ns is not None:
+            return self.end_ns
+        if self.death_ns is not None:
+            return max(self.start_ns, self.alive_ns or self.start_ns)
         return INF
 
 
@@ -305,9 +322,16 @@ class LedgerMonitor(threading.Thread):
         try:
             while not self._stop_event.is_set():
                 ready = self._poller.poll(self.tick * 1000)
+                looked = time.time_ns()
                 self._read()
                 now = time.time_ns()
-                for fd, _ in ready:
+                gone = {fd for fd, _ in ready}
+                with self.lock:
+                    # Not readable when poll returned: alive then.
+                    for fd, copy in self._open.items():
+                        if fd not in gone:
+                            copy.alive_ns = looked
+                for fd in gone:
                     self._close(fd, now)
             self._read()
         except BaseException as e:  # reported by finish()
@@ -350,6 +374,8 @@ class LedgerMonitor(threading.Thread):
             # The pid may already belong to another process: the copy is
             # ours only if its command line names the copy's task.
             if fd >= 0 and f" {c.key} ".encode() in _cmdline(c.pid) and not _is_zombie(c.pid):
+                with self.lock:
+                    c.alive_ns = time.time_ns()
                 self._open[fd] = c
                 self._poller.register(fd, select.POLLIN)
                 continue
@@ -409,7 +435,7 @@ class Verdict:
     orphan_reruns: int = 0  # tasks with such a copy and another copy that ran to its end
     copies: int = 0
     reruns: int = 0  # successes the server set aside, their output files lost
-    # Failed: its worker killed under it N times in a row (or canceled for
+    # Failed: its worker killed under it N times (or canceled for
     # a dependency that failed so).
     worker_lost_failures: int = 0
     unwarranted_reruns: int = 0
@@ -499,22 +525,24 @@ def down_between(faults: Sequence[Fault], worker: str, lo: float, hi: float) -> 
 def lost_with_killed_workers(history: Sequence[Attempt], workers: Dict[int, str],
                              faults: Sequence[Fault]) -> bool:
     """Whether the task failed because the server lost its worker N times
-    in a row ("worker lost (N attempts)", its rule), each time a worker the
-    test had killed or stopped while that attempt was out (from the end of
-    the attempt before it to its own end; a worker the server placed it on
-    before it noticed counts too)."""
+    ("worker lost (N attempts)", its rule: over all the task's attempts,
+    not counting those withdrawn or preempted), each time a worker the test
+    had killed or stopped while that attempt was out (from the end of the
+    attempt before it to its own end; a worker the server placed it on
+    before it noticed counts too): at least N attempts, the last among
+    them, had their worker go down so."""
     m = re.fullmatch(r"worker lost \((\d+) attempts\)", history[-1].reason) if history else None
     if m is None or history[-1].state != "failed" or len(history) < int(m.group(1)):
         return False
     n = int(m.group(1))
-    since = history[-n - 1].finished_ns if len(history) > n else None
-    for a in history[-n:]:
+    downed = []
+    since: Optional[float] = None
+    for a in history:
         name = workers.get(a.worker) if a.worker is not None else None
-        if name is None or a.finished_ns is None or not down_between(
-                faults, name, -INF if since is None else since, a.finished_ns):
-            return False
+        downed.append(name is not None and a.finished_ns is not None and down_between(
+            faults, name, -INF if since is None else since, a.finished_ns))
         since = a.finished_ns
-    return True
+    return downed[-1] and sum(downed) >= n
 
 
 def worker_lost_failures(keys: Sequence[str], api: Dict[str, ApiTask],
@@ -622,9 +650,9 @@ def analyze(
 
         for i, a in enumerate(runs):
             for b in runs[i + 1 :]:
-                if b.start_ns < a.stop_ns():
+                if b.start_ns < a.surely_ran_until_ns():
                     end = "still running at the end" if a.stop_ns() == INF else (
-                        f"{(a.stop_ns() - b.start_ns) / 1e6:.0f} ms")
+                        f"{(a.surely_ran_until_ns() - b.start_ns) / 1e6:.0f} ms")
                     kinds.append("overlap")
                     notes.append(
                         f"attempt {a.attempt} (pid {a.pid} on {a.worker}) was still running when "

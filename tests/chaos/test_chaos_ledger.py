@@ -19,10 +19,15 @@ S = 1_000_000_000  # ns per second
 
 
 def copy(key: str, attempt: int, worker: str, start: float, end: float = None,
-         death: float = None, alive: bool = False, pid: int = 100) -> Copy:
+         death: float = None, alive: bool = False, pid: int = 100,
+         seen_alive: float = None) -> Copy:
+    """A copy; one that died (``death``) was last seen alive at
+    ``seen_alive``, by default just at its death."""
     c = Copy(key, attempt, pid + attempt, int(start * S), f"/w/{worker}/1/0.{attempt}", worker)
     c.end_ns = None if end is None else int(end * S)
     c.death_ns = None if death is None else int(death * S)
+    if death is not None:
+        c.alive_ns = int((death if seen_alive is None else seen_alive) * S)
     c.alive_at_end = alive
     return c
 
@@ -95,6 +100,17 @@ class VerdictTest(unittest.TestCase):
         overlap = [copy("t0", 1, "w0", 1, death=12.5), copy("t0", 2, "w1", 12, 13)]
         v = analyze(["t0"], {"t0": overlap}, done(attempt=2), faults)
         self.assertEqual(v.overlaps, 1)
+
+    def test_a_death_seen_late_is_no_overlap_with_a_start_after_it_was_last_seen_alive(
+            self) -> None:
+        # Attempt 1 was vacated: last seen alive at 1.0 s, seen gone at
+        # 1.02 s; its worker started attempt 2 at 1.01 s, after the exit it
+        # saw. Only a start before 1.0 s proves they ran at once.
+        runs = [copy("t0", 1, "w0", 0.5, death=1.02, seen_alive=1.0),
+                copy("t0", 2, "w0", 1.01, 2)]
+        self.assertEqual(analyze(["t0"], {"t0": runs}, done(attempt=2), []).overlaps, 0)
+        runs[1] = copy("t0", 2, "w0", 0.9, 2)
+        self.assertEqual(analyze(["t0"], {"t0": runs}, done(attempt=2), []).overlaps, 1)
 
     def test_a_run_spawned_just_before_its_worker_was_stopped_is_excused(self) -> None:
         # The shell wrote its start line 6 ms after the SIGSTOP: the worker
@@ -188,8 +204,8 @@ class VerdictTest(unittest.TestCase):
         self.assertEqual((v.stuck, v.lost), (1, 2))  # t2 is unknown to the server
 
     def test_a_task_failed_for_losing_workers_the_test_killed_is_not_lost(self) -> None:
-        # The server's rule: a task whose worker is lost 3 times in a row
-        # fails. Each of those workers was killed while it held the attempt.
+        # The server's rule: a task whose worker is lost 3 times fails.
+        # Each of those workers was killed while it held the attempt.
         history = [Attempt(1, "retried", 1, "worker 1 re-attached without it", None, 2 * S),
                    Attempt(2, "retried", 2, "worker 2 re-attached without it", None, 5 * S),
                    Attempt(3, "retried", 2, "worker 2 re-attached without it", None, 8 * S),
@@ -217,6 +233,12 @@ class VerdictTest(unittest.TestCase):
         api["t2"] = ApiTask("1.2", "canceled", 0, None, "dependency 1.1 canceled")
         v = analyze(["t0", "t1", "t2"], {}, api, kills, {"t0": history}, WORKER_IDS)
         self.assertEqual((v.lost, v.worker_lost_failures), (0, 3))
+        # The rule counts lost attempts over the task's life: an attempt
+        # withdrawn in between (its worker up) neither counts nor resets it.
+        withdrawn = [history[1], Attempt(3, "retried", 1, "room freed first on worker 2", None,
+                                          6 * S), history[2], history[3]]
+        v = analyze(["t0"], {}, {"t0": api["t0"]}, kills, {"t0": withdrawn}, WORKER_IDS)
+        self.assertEqual((v.lost, v.worker_lost_failures), (0, 1))
         # Failed otherwise: lost, kills or not, and its dependents with it.
         other = history[:3] + [Attempt(4, "failed", 2, "exit code 1", None, 11 * S)]
         v = analyze(["t0", "t1", "t2"], {}, api, kills, {"t0": other}, WORKER_IDS)
