@@ -1,0 +1,430 @@
+// Attempt events: a task attempt starts, finishes, is refused, its leases
+// are granted, rejected or freed; how an attempt that failed or never
+// started goes back; every task state change (Transition) and the past
+// attempts it keeps.
+#include <algorithm>
+
+#include "common/quantity.h"
+#include "core/input_select.h"
+#include "core/scheduler_state.h"
+
+namespace drover::core {
+
+namespace {
+
+Status Stale(const char* what, TaskId id, uint32_t attempt) {
+  return FailedPrecondition(std::string(what) + " for " + id.ToString() + "#" +
+                            std::to_string(attempt) + " which is not current");
+}
+
+}  // namespace
+
+Status Scheduler::State::OnStarted(const TaskStarted& e) {
+  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
+  Task& t = task(r);
+  if (t.state != TaskState::kAssigned || actives[t.active].attempt != e.attempt ||
+      (e.worker != 0 && e.worker != t.worker)) {
+    return Stale("started", e.task, e.attempt);
+  }
+  Active& act = actives[t.active];
+  if (act.lost && act.worker != kNone && workers[act.worker].lost) {
+    return Stale("started from a lost worker", e.task, e.attempt);
+  }
+  act.granted = true;  // a restored task reporting in holds its lease
+  if (t.flags.Has(TaskFlag::kWithdraw)) {
+    // Its predecessor ended before the withdrawal arrived: it runs here.
+    t.flags.Clear(TaskFlag::kWithdraw);
+    DropHold(r);
+  }
+  t.started_us = now_us;
+  if (act.worker != kNone) WorkerTasksChanged(act.worker);  // its limit counts from now
+  Transition(r, TaskState::kRunning, "");
+  const Duration timeout = SpecOf(r).timeout;
+  if (timeout > Duration::zero()) {
+    PushTimer(now_us + timeout.count(), TimerKind::kTimeout, r, e.attempt);
+  }
+  return Status::Ok();
+}
+
+Duration Scheduler::State::BackoffFor(TaskRef r) const {
+  Duration d = SpecOf(r).retry_backoff;
+  for (uint32_t i = 1; i < task(r).failures && d < config.max_retry_backoff; ++i) d *= 2;
+  return std::min(d, config.max_retry_backoff);
+}
+
+void Scheduler::State::AttemptFailed(TaskRef r, std::string reason, bool counts_as_failure) {
+  Task& t = task(r);
+  if (counts_as_failure) ++t.failures;
+  const uint32_t retries = SpecOf(r).retries;
+  if (counts_as_failure && t.failures > retries) {
+    Transition(r, TaskState::kFailed, std::move(reason));
+    return;
+  }
+  if (!counts_as_failure) {
+    Transition(r, TaskState::kQueued, std::move(reason));
+    Enqueue(r, true);
+    return;
+  }
+  const Duration backoff = BackoffFor(r);
+  t.flags.Set(TaskFlag::kBackoff);
+  Transition(r, TaskState::kQueued,
+             reason + "; retry " + std::to_string(t.failures) + " of " + std::to_string(retries) +
+                 " in " + FormatDuration(backoff));
+  PushTimer(now_us + backoff.count(), TimerKind::kRetry, r, t.attempt);
+}
+
+void Scheduler::State::NeverStarted(TaskRef r, std::string reason) {
+  Task& t = task(r);
+  t.flags.KeepOnly(TaskFlag::kStaleEntry);  // an entry left in its queue is still there
+  DropHold(r);
+  Transition(r, TaskState::kQueued, std::move(reason));
+  Enqueue(r, true);
+}
+
+namespace {
+
+// The outcome equals a default TaskOutcome: exit 0, nothing measured, no
+// result. Such an outcome is neither journaled nor kept.
+bool IsPlainSuccess(const TaskOutcome& o) {
+  return o.exit_code == 0 && o.signal == 0 && !o.oom_killed && o.usage == TaskUsage{} &&
+         o.result.empty() && o.reason.empty() && o.outputs.empty();
+}
+
+}  // namespace
+
+Status Scheduler::State::OnFinished(TaskFinished& e) {
+  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
+  Task& t = task(r);
+  if ((t.state != TaskState::kAssigned && t.state != TaskState::kRunning) ||
+      actives[t.active].attempt != e.attempt || (e.worker != 0 && e.worker != t.worker)) {
+    return Stale("finished", e.task, e.attempt);
+  }
+  TaskOutcome& o = e.outcome;
+  if (o.result.size() > kMaxResultBytes) o.result.resize(kMaxResultBytes);
+  // Outputs count only from a success, and are held where it ran.
+  const bool succeeded = o.exit_code == 0 && o.signal == 0 && !o.oom_killed && o.reason.empty();
+  if (!succeeded) o.outputs.clear();
+  o.outputs_on = o.outputs.empty() ? 0 : t.worker;
+  const uint32_t a = t.active;
+  // Released even when restored assigned (granted unknown): a worker that
+  // reports the end had the assignment, so the claim was granted, and a
+  // release is compare-and-delete by owner, harmless where nothing is held.
+  EmitRelease(actives[a]);
+  const uint64_t limit = actives[a].alloc.mem_bytes;
+  EndActive(a);
+  if (e.never_started && !t.flags.Has(TaskFlag::kCancel)) {
+    // Dropped from its worker's queue before it started: it never ran.
+    // The worker's reason (a worker before 2026-12 sent it as the result).
+    const std::string& why = !o.reason.empty() ? o.reason : o.result;
+    NeverStarted(r, why.empty() ? std::string("dropped before it started") : why);
+    return Status::Ok();
+  }
+  t.finished_us = now_us;
+  t.lost = 0;
+  static const TaskOutcome kEmpty;
+  const bool plain = IsPlainSuccess(o);
+  if (!plain) {
+    out->push_back(Persist{OutcomeRecord{e.task, e.attempt, o, TimeFromMicros(now_us)}});
+    Extra& extra = extras[ExtraKey(r)];
+    extra.outcome = std::move(o);
+    extra.outcome_attempt = e.attempt;
+    jobs[r.job].changed_us = now_us;
+  } else if (!extras.empty()) {
+    auto it = extras.find(ExtraKey(r));
+    if (it != extras.end()) it->second.outcome.reset();
+  }
+  const TaskOutcome& got = plain ? kEmpty : *extras[ExtraKey(r)].outcome;
+  const TaskFlags flags = t.flags;
+  t.flags.KeepOnly(TaskFlag::kStaleEntry);  // an entry left in its queue is still there
+  if (flags.Has(TaskFlag::kWithdraw)) DropHold(r);
+  if (flags.Has(TaskFlag::kCancel)) {
+    Transition(r, TaskState::kCanceled, std::string(CancelReasonOf(r)));
+    return Status::Ok();
+  }
+  if (flags.Has(TaskFlag::kPreempted) &&
+      (e.vacated || got.exit_code != 0 || got.signal != 0 || got.oom_killed)) {
+    // Stopped for a task of higher priority (vacated, or killed by a worker
+    // that does not vacate): not its failure. One that ended well before
+    // the stop reached it succeeded.
+    AttemptFailed(r, PreemptedReason(r), false);
+    return Status::Ok();
+  }
+  if (e.vacated) {
+    // Its worker took the room back (the owner returned): not the task's
+    // failure, and the worker's reason says so.
+    AttemptFailed(r,
+                  got.reason.empty() ? std::string("preempted: vacated by its worker") : got.reason,
+                  false);
+    return Status::Ok();
+  }
+  if (flags.Has(TaskFlag::kResized)) {
+    // Stopped because its worker's new offer lacks its resources: not the
+    // task's failure.
+    AttemptFailed(r,
+                  "stopped: worker " + std::to_string(e.worker ? e.worker : t.worker) +
+                      " no longer offers its cores, memory or GPUs",
+                  false);
+    return Status::Ok();
+  }
+  std::string reason;
+  if (flags.Has(TaskFlag::kTimedOut)) {
+    reason = "timed out after " + FormatDuration(SpecOf(r).timeout);
+  } else if (flags.Has(TaskFlag::kLeaseLost)) {
+    reason = "lease expired while running";
+  } else if (got.oom_killed) {
+    reason = "OOM-killed (limit " + (limit ? FormatBytes(limit) : std::string("none")) + ", peak " +
+             FormatBytes(got.usage.peak_mem_bytes) + ")";
+  } else if (got.signal != 0) {
+    reason = "killed by signal " + std::to_string(got.signal);
+  } else if (got.exit_code == -1 && !got.reason.empty()) {
+    // No exit status (no process can exit with -1): the attempt did not run
+    // normally, and the worker's reason below says why.
+  } else if (got.exit_code != 0) {
+    reason = "exit code " + std::to_string(got.exit_code);
+  }
+  if (!got.reason.empty() && !flags.Any(TaskFlag::kTimedOut | TaskFlag::kLeaseLost)) {
+    reason = reason.empty() ? got.reason : reason + "; " + got.reason;
+  }
+  if (reason.empty()) {
+    Transition(r, TaskState::kSucceeded, "");
+    if (!got.outputs.empty() && SpecOf(r).replicas > 1) Replicate(r);
+  } else {
+    AttemptFailed(r, std::move(reason), true);
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::State::OnRefused(const TaskRefused& e) {
+  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
+  Task& t = task(r);
+  if (t.state != TaskState::kAssigned || actives[t.active].attempt != e.attempt ||
+      (e.worker != 0 && e.worker != t.worker)) {
+    return Stale("refused", e.task, e.attempt);
+  }
+  const uint32_t w = actives[t.active].worker;
+  EmitRelease(actives[t.active]);
+  EndActive(t.active);
+  if (w != kNone && !workers[w].lost) HoldRefusing(w);
+  if (t.flags.Has(TaskFlag::kCancel)) {
+    t.flags.KeepOnly(TaskFlag::kStaleEntry);
+    DropHold(r);
+    Transition(r, TaskState::kCanceled, std::string(CancelReasonOf(r)));
+    return Status::Ok();
+  }
+  NeverStarted(r, "refused by worker " + std::to_string(t.worker) + ": " + e.reason);
+  return Status::Ok();
+}
+
+void Scheduler::State::HoldRefusing(uint32_t w) {
+  workers[w].refusing = true;
+  SyncPolicy(w);
+}
+
+Status Scheduler::State::OnGranted(const LeaseGranted& e) {
+  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
+  Task& t = task(r);
+  if (t.state == TaskState::kRunning && actives[t.active].attempt == e.attempt &&
+      !actives[t.active].granted && actives[t.active].worker != kNone) {
+    actives[t.active].granted = true;  // an adopted attempt: it runs already
+    return Status::Ok();
+  }
+  if (t.state != TaskState::kAssigned || actives[t.active].attempt != e.attempt ||
+      actives[t.active].granted || actives[t.active].worker == kNone) {
+    return Stale("lease granted", e.task, e.attempt);
+  }
+  Active& act = actives[t.active];
+  act.granted = true;
+  if (act.lost) return Status::Ok();  // the worker is gone; wait for expiry
+  const TaskGroupSpec& spec = SpecOf(r);
+  const Job& job = jobs[r.job];
+  // Still waiting behind another: the worker starts it as that one exits.
+  const auto [after, after_attempt] = WaitsBehind(act);
+  std::shared_ptr<std::vector<DependencyInput>> inputs;
+  ForEachInput(r, [&](TaskId from, const TaskOutcome& o, const std::string* group) {
+    // Only what its `inputs` select (all without them, and from --after).
+    std::vector<OutputFile> files = group ? SelectOutputs(spec, *group, o.outputs) : o.outputs;
+    if (o.result.empty() && files.empty()) return;
+    if (!inputs) inputs = std::make_shared<std::vector<DependencyInput>>();
+    const WorkerId on = files.empty() ? 0 : o.outputs_on;
+    inputs->push_back(DependencyInput{from, o.result, std::move(files), on,
+                                      on == 0 ? std::vector<WorkerId>{} : o.replicas});
+  });
+  out->emplace_back(std::in_place_type<AssignTask>, e.task, e.attempt, workers[act.worker].id,
+                    act.alloc.cores, act.alloc.mem_bytes, act.alloc.gpus,
+                    spec.IndexAt(r.index - job.groups[t.group].first), job.spec.get(), after,
+                    after_attempt, t.group, std::move(inputs));
+  std::get<AssignTask>(out->back()).checkpoint = CheckpointOf(r);
+  if (config.start_timeout > Duration::zero()) {
+    PushTimer(now_us + StartBoundOf(r).count(), TimerKind::kStartDeadline, r, e.attempt);
+  }
+  return Status::Ok();
+}
+
+Duration Scheduler::State::StartBoundOf(TaskRef r) const {
+  uint64_t input_bytes = 0;
+  ForEachInput(r, [&](TaskId, const TaskOutcome& o, const std::string* group) {
+    input_bytes += InputBytes(r, o, group);
+  });
+  if (input_bytes == 0 || config.input_fetch_rate == 0) return config.start_timeout;
+  // Whole seconds, so that the reason reads "within 50s".
+  const int64_t fetch_s =
+      static_cast<int64_t>((input_bytes + config.input_fetch_rate - 1) / config.input_fetch_rate);
+  return config.start_timeout + Seconds(fetch_s);
+}
+
+Status Scheduler::State::OnRejected(const LeaseRejected& e) {
+  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
+  Task& t = task(r);
+  if (t.state == TaskState::kRunning && actives[t.active].attempt == e.attempt &&
+      !actives[t.active].granted && actives[t.active].worker != kNone) {
+    // An adopted attempt whose keys someone else holds: it may not run on.
+    // Its end comes back as TaskFinished and is retried as a lost lease.
+    if (!t.flags.Any(TaskFlag::kCancel | TaskFlag::kLeaseLost | TaskFlag::kTimedOut)) {
+      t.flags.Set(TaskFlag::kLeaseLost);
+      out->push_back(KillTask{e.task, e.attempt, t.worker, "lease claim rejected", true});
+    }
+    return Status::Ok();
+  }
+  if (t.state != TaskState::kAssigned || actives[t.active].attempt != e.attempt ||
+      actives[t.active].granted) {
+    return Stale("lease rejected", e.task, e.attempt);
+  }
+  EndActive(t.active);
+  Transition(r, TaskState::kQueued, "lease claim rejected");
+  Enqueue(r, true);
+  return Status::Ok();
+}
+
+void Scheduler::State::LostAttemptEnded(TaskRef r, std::string reason) {
+  Task& t = task(r);
+  EndActive(t.active);
+  if (t.flags.Has(TaskFlag::kWithdraw)) DropHold(r);
+  if (t.flags.Has(TaskFlag::kCancel)) {
+    t.flags.KeepOnly(TaskFlag::kStaleEntry);
+    Transition(r, TaskState::kCanceled, std::string(CancelReasonOf(r)));
+    return;
+  }
+  const bool preempted = t.flags.Has(TaskFlag::kPreempted);
+  t.flags.KeepOnly(TaskFlag::kStaleEntry);  // an entry left in its queue is still there
+  if (preempted) {
+    // It was being stopped for a task of higher priority anyway: gone
+    // with its worker, it is not the worker's loss either.
+    AttemptFailed(r, PreemptedReason(r), false);
+    return;
+  }
+  ++t.lost;
+  if (t.lost >= config.max_lost_attempts) {
+    Transition(r, TaskState::kFailed, "worker lost (" + std::to_string(t.lost) + " attempts)");
+    return;
+  }
+  AttemptFailed(r, std::move(reason), false);
+}
+
+Status Scheduler::State::OnFreed(const LeaseFreed& e) {
+  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
+  Task& t = task(r);
+  if ((t.state != TaskState::kAssigned && t.state != TaskState::kRunning) ||
+      actives[t.active].attempt != e.attempt) {
+    return Status::Ok();  // our own release, or an attempt already ended
+  }
+  Active& act = actives[t.active];
+  if (act.lost) {
+    LostAttemptEnded(r);
+    return Status::Ok();
+  }
+  if (!act.granted) return Status::Ok();  // a key vanished before the grant: the grant decides
+  // The lease vanished under a live task: it may no longer run safely.
+  if (!t.flags.Any(TaskFlag::kCancel | TaskFlag::kLeaseLost | TaskFlag::kTimedOut)) {
+    t.flags.Set(TaskFlag::kLeaseLost);
+    out->push_back(KillTask{e.task, e.attempt, workers[act.worker].id, "lease expired", true});
+  }
+  return Status::Ok();
+}
+
+void Scheduler::State::Transition(TaskRef r, TaskState to, std::string reason) {
+  Job& job = jobs[r.job];
+  Task& t = job.tasks[r.index];
+  TaskState from = t.state;
+  const bool attempt_ended = to == TaskState::kQueued && t.attempt > 0 &&
+                             (from == TaskState::kAssigned || from == TaskState::kRunning);
+  // A preemptor that leaves its queue (placed, canceled) needs its room no
+  // longer.
+  if (from == TaskState::kQueued && to != from && !preemption.in_flight.empty()) EndPreemption(r);
+  if (attempt_ended) NotePastAttempt(r, from, now_us, reason);
+  // When it left its attempt, its success became history (a rerun,
+  // lineage.cc) or it ended, as Restore reads it from the record.
+  if (attempt_ended || from == TaskState::kSucceeded || IsTerminal(to)) t.finished_us = now_us;
+  job.changed_us = now_us;
+  --job.counts[static_cast<int>(from)];
+  ++job.counts[static_cast<int>(to)];
+  // Queued for the user's max_queued: waiting or queued (not yet assigned).
+  if ((from <= TaskState::kQueued) != (to <= TaskState::kQueued)) {
+    users[job.user].account.AddQueued(to <= TaskState::kQueued ? 1 : -1);
+  }
+  t.state = to;
+  if (!reason.empty()) {
+    extras[ExtraKey(r)].reason = reason;
+  } else if (to == TaskState::kSucceeded && !extras.empty()) {
+    auto it = extras.find(ExtraKey(r));
+    if (it != extras.end()) it->second.reason.clear();
+  }
+  const TaskId id{job.id, r.index};
+  // Both commands are built in place from their fields: a command emplaced
+  // with no arguments is value-initialised, i.e. zero-filled first, and that
+  // was most of this function's cost.
+  {
+    TaskStateChanged& changed = std::get<TaskStateChanged>(
+        out->emplace_back(std::in_place_type<TaskStateChanged>, id, from, to, uint32_t{t.attempt}));
+    if (!reason.empty()) changed.reason = reason;
+  }
+  // Every field is given: one left out (the vectors) is value-initialised,
+  // which zero-fills the whole record first.
+  std::vector<uint32_t> cores;
+  std::vector<GpuGrant> gpus;
+  std::pair<TaskId, uint32_t> after;  // queue-ahead: the attempt it waits behind
+  if (to == TaskState::kAssigned && t.active != kNone) {
+    const Active& act = actives[t.active];
+    cores.assign(act.alloc.cores.begin(), act.alloc.cores.end());
+    if (!act.alloc.gpus.empty()) gpus.assign(act.alloc.gpus.begin(), act.alloc.gpus.end());
+    after = WaitsBehind(act);
+  } else if (IsTerminal(to)) {
+    // What it ran on, so a restored server still shows it (Restore).
+    if (const RanOn::Entry* ran = ran_on.Get(t.ran_on)) {
+      cores = ran->cores;
+      gpus = ran->gpus;
+    }
+  }
+  const Time started = (to == TaskState::kQueued || IsTerminal(to)) && t.started_us != 0
+                           ? TimeFromMicros(t.started_us)
+                           : Time();
+  out->emplace_back(std::in_place_type<Persist>, std::in_place_type<TaskRecord>, id, to,
+                    uint32_t{t.attempt}, t.worker, TimeFromMicros(now_us), std::move(reason),
+                    uint32_t{t.failures}, std::move(cores), std::move(gpus), after.first,
+                    after.second, started);
+  if (to == TaskState::kSucceeded) {
+    OnSucceeded(r);
+  } else if (to == TaskState::kFailed || to == TaskState::kCanceled) {
+    const std::string verb = to == TaskState::kFailed ? " failed" : " canceled";
+    OnEndedBadly(r, "dependency " + id.ToString() + verb);
+  }
+}
+
+void Scheduler::State::NotePastAttempt(TaskRef r, TaskState from, int64_t at_us,
+                                       const std::string& reason) {
+  const Task& t = task(r);
+  PastAttempt p;
+  p.attempt = t.attempt;
+  p.worker = t.worker;
+  if (from == TaskState::kRunning) p.started_at = TimeFromMicros(t.started_us);
+  p.ended_at = TimeFromMicros(at_us);
+  p.reason = reason;
+  if (auto e = extras.find(ExtraKey(r));
+      e != extras.end() && e->second.outcome && e->second.outcome_attempt == t.attempt) {
+    p.outcome = e->second.outcome;
+  }
+  std::vector<PastAttempt>& kept = past[ExtraKey(r)];
+  if (kept.size() >= kMaxPastAttempts) kept.erase(kept.begin());
+  kept.push_back(std::move(p));
+}
+
+}  // namespace drover::core

@@ -1,0 +1,456 @@
+// The job lifecycle: submit (a job's groups, tasks and dependencies),
+// queueing, a task's success or bad end and what it does to its
+// dependents, cancel and retry.
+#include <algorithm>
+
+#include "core/dag.h"
+#include "core/input_select.h"
+#include "core/scheduler_state.h"
+
+namespace drover::core {
+
+Result<uint32_t> Scheduler::State::CreateJob(JobId id, std::shared_ptr<const JobSpec> spec,
+                                             Time at) {
+  if (!spec) return InvalidArgument("job without a spec");
+  if (id == 0) id = next_job_id;
+  if (job_slots.count(id)) return AlreadyExists("job " + std::to_string(id) + " exists");
+  ASSIGN_OR_RETURN(GroupGraph graph, BuildGroupGraph(*spec));
+  uint64_t total = spec->TaskCount();
+  if (total == 0 || total > UINT32_MAX) return InvalidArgument("job has no tasks or too many");
+  for (const TaskGroupSpec& g : spec->groups) {
+    RETURN_IF_ERROR(g.resources.Validate().WithContext("task \"" + g.name + "\""));
+    if (g.command.empty()) {
+      return InvalidArgument("task \"" + g.name + "\" has an empty command");
+    }
+    if (g.replicas == 0 || g.replicas > kMaxReplicas) {
+      return InvalidArgument("task \"" + g.name + "\": replicas " + std::to_string(g.replicas) +
+                             ": expected 1 to " + std::to_string(kMaxReplicas));
+    }
+    for (const OutputFile& f : g.input_files) {
+      // The executor's own names in the task's directory.
+      const std::string first = f.name.substr(0, f.name.find('/'));
+      for (const char* own : {"output", "inputs", "result", "stdout", "stderr"}) {
+        if (first == own) {
+          return InvalidArgument("task \"" + g.name + "\": input file \"" + f.name + "\": \"" +
+                                 own +
+                                 "\" is Drover's own in the task's directory; upload it "
+                                 "under another name");
+        }
+      }
+      if (!IsSha256Hex(f.sha256)) {
+        return InvalidArgument("task \"" + g.name + "\": input file \"" + f.name +
+                               "\" was not uploaded (drover submit --input and drover run "
+                               "upload them)");
+      }
+    }
+  }
+  for (JobId after : spec->after_jobs) {
+    if (!job_slots.count(after)) return NotFound("--after: no job " + std::to_string(after));
+  }
+  for (const TaskId& after : spec->after_tasks) {
+    RETURN_IF_ERROR(Find(after).status().WithContext("--after"));
+  }
+
+  const uint32_t slot = static_cast<uint32_t>(jobs.size());
+  Job& job = jobs.emplace_back();
+  job.id = id;
+  job.user = UserOf(spec->user);
+  job.submitted = at;
+  job.changed_us = ToMicros(at);
+  job.groups.resize(spec->groups.size());
+  // Each task is written once: a million-task array is 40 MB of fresh
+  // memory, and every extra pass over it showed in B1.
+  job.tasks.reserve(total);
+  const bool external = !spec->after_jobs.empty() || !spec->after_tasks.empty();
+  uint32_t first = 0;
+  for (size_t g = 0; g < spec->groups.size(); ++g) {
+    Group& group = job.groups[g];
+    group.first = first;
+    group.count = spec->groups[g].TaskCount();
+    group.not_succeeded = group.count;
+    group.cls = queues.ClassOf(spec->groups[g].resources);
+    group.deps = std::move(graph.deps[g]);
+    group.dependents = std::move(graph.dependents[g]);
+    group.unmet = static_cast<uint32_t>(group.deps.size());
+    Task proto;
+    proto.group = static_cast<uint16_t>(g);
+    // The likely first state (OnSubmit corrects it; Restore overwrites it).
+    proto.state = group.unmet == 0 && !external ? TaskState::kQueued : TaskState::kWaiting;
+    job.tasks.insert(job.tasks.end(), group.count, proto);
+    first += group.count;
+  }
+  if (class_dirty.size() < queues.class_count()) class_dirty.resize(queues.class_count(), 0);
+  job.not_succeeded = total;
+  job.spec = std::move(spec);
+  job_slots.emplace(id, slot);
+  next_job_id = std::max(next_job_id, id + 1);
+  return slot;
+}
+
+Result<JobId> Scheduler::State::OnSubmit(JobId id, std::shared_ptr<const JobSpec> spec) {
+  Time at = TimeFromMicros(now_us);
+  auto keep = spec;
+  // max_queued: the whole job is refused, before anything of it is made.
+  if (spec != nullptr) {
+    RETURN_IF_ERROR(users[UserOf(spec->user)].account.AdmitQueued(spec->TaskCount()));
+  }
+  ASSIGN_OR_RETURN(uint32_t slot, CreateJob(id, std::move(spec), at));
+  Job& job = jobs[slot];
+  users[job.user].account.AddQueued(static_cast<int64_t>(job.tasks.size()));
+  out->push_back(Persist{JobRecord{job.id, job.spec, at}});
+
+  // External dependencies: each unmet one holds every group back; one that
+  // already failed dooms the job at once.
+  std::string doom;
+  uint32_t external = 0;
+  for (JobId after : job.spec->after_jobs) {
+    const Job& dep = jobs[job_slots.at(after)];
+    if (dep.not_succeeded == 0) continue;
+    if (dep.counts[static_cast<int>(TaskState::kFailed)] +
+            dep.counts[static_cast<int>(TaskState::kCanceled)] >
+        0) {
+      doom = "dependency job " + std::to_string(after) + " failed";
+      continue;
+    }
+    ++external;
+    job_watchers[after].push_back(slot);
+  }
+  for (const TaskId& after : job.spec->after_tasks) {
+    TaskRef ref = Find(after).value();
+    TaskState st = task(ref).state;
+    if (st == TaskState::kSucceeded) continue;
+    if (IsTerminal(st)) {
+      doom = "dependency " + after.ToString() + " " + std::string(TaskStateName(st));
+      continue;
+    }
+    ++external;
+    task_watchers[after].push_back(slot);
+  }
+  for (Group& g : job.groups) g.unmet += external;
+  for (auto& count : job.counts) count = 0;
+  for (uint32_t g = 0; g < job.groups.size(); ++g) {
+    const Group& group = job.groups[g];
+    TaskState initial = group.unmet == 0 && doom.empty() ? TaskState::kQueued : TaskState::kWaiting;
+    job.counts[static_cast<int>(initial)] += group.count;
+    if (group.count > 0 && job.tasks[group.first].state == initial) continue;  // set by CreateJob
+    for (uint32_t i = 0; i < group.count; ++i) job.tasks[group.first + i].state = initial;
+  }
+  if (!doom.empty()) {
+    DoomJob(slot, doom);
+    return job.id;
+  }
+  // A whole group goes in as one run: O(1) however large the array.
+  for (uint32_t g = 0; g < job.groups.size(); ++g) {
+    const Group& group = job.groups[g];
+    if (group.unmet != 0) continue;
+    queues.PushBackRange(group.cls, job.spec->groups[g].priority, job.user,
+                         TaskRef{slot, group.first}, group.count);
+    MarkClassDirty(group.cls);
+  }
+  return job.id;
+}
+
+void Scheduler::State::Enqueue(TaskRef r, bool front) {
+  const Job& job = jobs[r.job];
+  const Group& g = job.groups[task(r).group];
+  // Started again (a retry, a refusal) after its inputs' only holder was
+  // lost: their producers rerun first, and it waits for them (lineage.cc).
+  if (lost_workers > 0 && task(r).attempt > 0 &&
+      (!g.deps.empty() || !job.spec->after_tasks.empty())) {
+    const bool stale = task(r).flags.Has(TaskFlag::kStaleEntry);
+    RerunLostInputsOf(r);
+    if (task(r).state != TaskState::kQueued) {
+      // Unready took it back to waiting, taking it for a task with an entry.
+      if (!stale) task(r).flags.Clear(TaskFlag::kStaleEntry);
+      return;
+    }
+  }
+  if (g.unmet != 0) {
+    task(r).flags.Clear(TaskFlag::kBackoff | TaskFlag::kParked);
+    Transition(r, TaskState::kWaiting, "");
+    return;
+  }
+  int32_t priority = job.spec->groups[task(r).group].priority;
+  if (task(r).flags.Has(TaskFlag::kStaleEntry)) {
+    // Placed by backfill from behind its class head, and its entry there is
+    // still queued: it goes back to that place instead of a second entry.
+    task(r).flags.Clear(TaskFlag::kStaleEntry);
+  } else if (front) {
+    queues.PushFront(g.cls, priority, job.user, r);
+  } else {
+    queues.PushBack(g.cls, priority, job.user, r);
+  }
+  MarkClassDirty(g.cls);
+}
+
+void Scheduler::State::OnSucceeded(TaskRef r) {
+  Job& job = jobs[r.job];
+  Group& g = job.groups[task(r).group];
+  if (--g.not_succeeded == 0) {
+    for (uint32_t d : g.dependents) SatisfyGroup(r.job, d);
+  }
+  if (!task_watchers.empty()) {
+    auto it = task_watchers.find(TaskId{job.id, r.index});
+    if (it != task_watchers.end()) {
+      std::vector<uint32_t> watchers = std::move(it->second);
+      task_watchers.erase(it);
+      for (uint32_t j : watchers) {
+        for (uint32_t d = 0; d < jobs[j].groups.size(); ++d) SatisfyGroup(j, d);
+      }
+    }
+  }
+  if (--job.not_succeeded == 0 && !job_watchers.empty()) {
+    auto it = job_watchers.find(job.id);
+    if (it != job_watchers.end()) {
+      std::vector<uint32_t> watchers = std::move(it->second);
+      job_watchers.erase(it);
+      for (uint32_t j : watchers) {
+        for (uint32_t d = 0; d < jobs[j].groups.size(); ++d) SatisfyGroup(j, d);
+      }
+    }
+  }
+}
+
+void Scheduler::State::SatisfyGroup(uint32_t j, uint32_t g) {
+  Group& group = jobs[j].groups[g];
+  if (group.unmet == 0 || --group.unmet != 0 || group.doomed) return;
+  // A file its `inputs` name that a dependency did not write: running
+  // cannot bring it, so its tasks fail now, without using their retries.
+  const std::string missing = [&]() -> std::string {
+    const Job& job = jobs[j];
+    const TaskGroupSpec& spec = job.spec->groups[g];
+    if (!spec.inputs) return {};
+    static const std::vector<OutputFile> kNone;
+    for (uint32_t d : group.deps) {
+      const Group& dep = job.groups[d];
+      const TaskGroupSpec& dep_spec = job.spec->groups[d];
+      for (uint32_t i = dep.first; i < dep.first + dep.count; ++i) {
+        auto it = extras.find(ExtraKey(TaskRef{j, i}));
+        const bool has = it != extras.end() && it->second.outcome;
+        const std::string label =
+            dep_spec.name +
+            (dep_spec.array ? "[" + std::to_string(dep_spec.IndexAt(i - dep.first)) + "]" : "") +
+            " (" + TaskId{job.id, i}.ToString() + ")";
+        std::string why =
+            MissingInput(spec, dep_spec.name, label, has ? it->second.outcome->outputs : kNone);
+        if (!why.empty()) return why;
+      }
+    }
+    return {};
+  }();
+  for (uint32_t i = 0; i < group.count; ++i) {
+    // Queuing one may rerun a producer whose outputs it needs (lineage.cc):
+    // then the rest wait again.
+    if (group.unmet != 0) return;
+    TaskRef r{j, group.first + i};
+    if (task(r).state != TaskState::kWaiting) continue;
+    if (!missing.empty()) {
+      Transition(r, TaskState::kFailed, missing);
+      continue;
+    }
+    Transition(r, TaskState::kQueued, "");
+    Enqueue(r, false);
+  }
+}
+
+void Scheduler::State::OnEndedBadly(TaskRef r, const std::string& reason) {
+  Job& job = jobs[r.job];
+  const std::vector<uint32_t> dependents = job.groups[task(r).group].dependents;
+  for (uint32_t d : dependents) DoomGroup(r.job, d, reason);
+  const TaskId id{job.id, r.index};
+  if (!task_watchers.empty()) {
+    auto it = task_watchers.find(id);
+    if (it != task_watchers.end()) {
+      std::vector<uint32_t> watchers = std::move(it->second);
+      task_watchers.erase(it);
+      for (uint32_t j : watchers) DoomJob(j, reason);
+    }
+  }
+  if (!job_watchers.empty()) {
+    auto it = job_watchers.find(job.id);
+    if (it != job_watchers.end()) {
+      std::vector<uint32_t> watchers = std::move(it->second);
+      job_watchers.erase(it);
+      for (uint32_t j : watchers) DoomJob(j, reason);
+    }
+  }
+}
+
+void Scheduler::State::DoomJob(uint32_t j, const std::string& reason) {
+  for (uint32_t g = 0; g < jobs[j].groups.size(); ++g) DoomGroup(j, g, reason);
+}
+
+void Scheduler::State::DoomGroup(uint32_t j, uint32_t g, const std::string& reason) {
+  Group& group = jobs[j].groups[g];
+  if (group.doomed) return;
+  group.doomed = true;
+  for (uint32_t i = 0; i < group.count; ++i) {
+    TaskRef r{j, jobs[j].groups[g].first + i};
+    if (!IsTerminal(task(r).state)) Cancel(r, reason);
+  }
+}
+
+void Scheduler::State::Cancel(TaskRef r, const std::string& reason) {
+  Task& t = task(r);
+  switch (t.state) {
+    case TaskState::kWaiting:
+    case TaskState::kQueued:
+      // Queue entries and parked entries are dropped lazily.
+      t.flags.Clear(TaskFlag::kBackoff | TaskFlag::kParked);
+      if (reservation.IsFor(r)) EndReservation();
+      Transition(r, TaskState::kCanceled, reason);
+      return;
+    case TaskState::kAssigned:
+    case TaskState::kRunning: {
+      Active& act = actives[t.active];
+      if (act.lost) {
+        t.flags.Set(TaskFlag::kCancel);  // ends when the lease is gone
+        extras[ExtraKey(r)].cancel_reason = reason;
+        return;
+      }
+      if (!act.granted) {
+        // Nothing was sent to the worker yet: give the claim back now.
+        EmitRelease(act);
+        uint32_t a = t.active;
+        EndActive(a);
+        Transition(r, TaskState::kCanceled, reason);
+        return;
+      }
+      if (!t.flags.Has(TaskFlag::kCancel)) {
+        t.flags.Set(TaskFlag::kCancel);
+        extras[ExtraKey(r)].cancel_reason = reason;
+        out->push_back(KillTask{IdOf(r), act.attempt, workers[act.worker].id, reason});
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+Status Scheduler::State::OnCancelJob(JobId id) {
+  auto it = job_slots.find(id);
+  if (it == job_slots.end()) return NotFound("no job " + std::to_string(id));
+  const uint32_t j = it->second;
+  for (uint32_t g = 0; g < jobs[j].groups.size(); ++g) jobs[j].groups[g].doomed = true;
+  for (uint32_t i = 0; i < jobs[j].tasks.size(); ++i) {
+    if (!IsTerminal(jobs[j].tasks[i].state)) Cancel(TaskRef{j, i}, "canceled by user");
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::State::OnCancelTask(TaskId id) {
+  ASSIGN_OR_RETURN(TaskRef r, Find(id));
+  if (IsTerminal(task(r).state)) {
+    return FailedPrecondition("task " + id.ToString() + " already " +
+                              std::string(TaskStateName(task(r).state)));
+  }
+  Cancel(r, "canceled by user");
+  return Status::Ok();
+}
+
+Result<uint64_t> Scheduler::State::Retryable(uint32_t j) const {
+  const Job& job = jobs[j];
+  const std::string name = "job " + std::to_string(job.id);
+  for (JobId after : job.spec->after_jobs) {
+    auto it = job_slots.find(after);
+    if (it == job_slots.end()) continue;  // forgotten: it had succeeded
+    const Job& dep = jobs[it->second];
+    if (dep.counts[static_cast<int>(TaskState::kFailed)] +
+            dep.counts[static_cast<int>(TaskState::kCanceled)] >
+        0) {
+      return FailedPrecondition(name + " was submitted --after job " + std::to_string(after) +
+                                ", which has failed or canceled tasks: retry job " +
+                                std::to_string(after) + " first");
+    }
+  }
+  for (const TaskId& after : job.spec->after_tasks) {
+    Result<TaskRef> dep = Find(after);
+    if (!dep.ok()) continue;  // forgotten: it had succeeded
+    const TaskState st = task(*dep).state;
+    if (IsTerminal(st) && st != TaskState::kSucceeded) {
+      return FailedPrecondition(name + " was submitted --after task " + after.ToString() +
+                                ", which " + std::string(TaskStateName(st)) + ": retry job " +
+                                std::to_string(after.job) + " first");
+    }
+  }
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < job.tasks.size(); ++i) {
+    const Task& t = job.tasks[i];
+    if (t.flags.Has(TaskFlag::kCancel)) {
+      return FailedPrecondition(name + ": task " + TaskId{job.id, i}.ToString() +
+                                " is being canceled; retry when it has ended");
+    }
+    if (t.state == TaskState::kFailed || t.state == TaskState::kCanceled) ++n;
+  }
+  if (n == 0) return FailedPrecondition(name + " has no failed or canceled tasks");
+  RETURN_IF_ERROR(users[job.user].account.AdmitQueued(n));
+  return n;
+}
+
+void Scheduler::State::NoteRetriedAttempt(TaskRef r) {
+  Task& t = task(r);
+  auto p = past.find(ExtraKey(r));
+  // One canceled while queued again was noted when it was requeued.
+  const bool noted = p != past.end() && !p->second.empty() && p->second.back().attempt == t.attempt;
+  if (t.attempt > 0 && !noted) {
+    const bool ran = t.started_us != 0 && t.started_us <= t.finished_us;
+    NotePastAttempt(r, ran ? TaskState::kRunning : TaskState::kAssigned, t.finished_us,
+                    ReasonOf(r));
+    p = past.find(ExtraKey(r));
+  }
+  // Its latest end is its latest attempt's, as a snapshot restores it (a
+  // cancel of a queued task is no attempt's end).
+  t.finished_us = p != past.end() && !p->second.empty() ? ToMicros(p->second.back().ended_at) : 0;
+}
+
+Status Scheduler::State::OnRetryJob(const RetryJob& e) {
+  auto slot = job_slots.find(e.job);
+  if (slot == job_slots.end()) return NotFound("no job " + std::to_string(e.job));
+  const uint32_t j = slot->second;
+  RETURN_IF_ERROR(Retryable(j).status());
+  Job& job = jobs[j];
+  // Its dependencies are counted again as the invariant says (unmet: those
+  // not yet succeeded), and those outside the job watched again: a failure
+  // dropped their watchers, and a job submitted after one failed never
+  // counted it.
+  uint32_t external = 0;
+  auto watch = [](std::vector<uint32_t>& watchers, uint32_t j) {
+    if (std::find(watchers.begin(), watchers.end(), j) == watchers.end()) watchers.push_back(j);
+  };
+  for (JobId after : job.spec->after_jobs) {
+    auto it = job_slots.find(after);
+    if (it == job_slots.end() || jobs[it->second].not_succeeded == 0) continue;
+    ++external;
+    watch(job_watchers[after], j);
+  }
+  for (const TaskId& after : job.spec->after_tasks) {
+    Result<TaskRef> dep = Find(after);
+    if (!dep.ok() || task(*dep).state == TaskState::kSucceeded) continue;
+    ++external;
+    watch(task_watchers[after], j);
+  }
+  for (Group& g : job.groups) {
+    g.doomed = false;
+    g.unmet = external;
+    for (uint32_t d : g.deps) g.unmet += job.groups[d].not_succeeded > 0 ? 1 : 0;
+  }
+  const std::string reason = e.by.empty() ? "retried" : "retried by " + e.by;
+  for (uint32_t i = 0; i < job.tasks.size(); ++i) {
+    const TaskRef r{j, i};
+    Task& t = task(r);
+    if (t.state != TaskState::kFailed && t.state != TaskState::kCanceled) continue;
+    NoteRetriedAttempt(r);
+    t.failures = 0;
+    t.lost = 0;
+    if (job.groups[t.group].unmet != 0) {
+      Transition(r, TaskState::kWaiting, reason);
+    } else {
+      Transition(r, TaskState::kQueued, reason);
+      Enqueue(r, false);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace drover::core
