@@ -15,7 +15,7 @@ import signal
 import subprocess
 import tempfile
 import threading
-from typing import List, Optional
+from typing import Any, List, Optional
 
 START_TIMEOUT = 60.0
 
@@ -124,3 +124,33 @@ class LocalCluster:
         self._reader.join(timeout=10)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+class ModuleCluster:
+    """One LocalCluster for a test module: ``setUpModule = c.start``,
+    ``tearDownModule = c.stop``, and ``c()`` the running cluster."""
+
+    def __init__(self, workers: int = 2) -> None:
+        self._workers = workers
+        self._cluster: Optional[LocalCluster] = None
+
+    def start(self) -> None:
+        self._cluster = LocalCluster(workers=self._workers)
+
+    def stop(self) -> None:
+        if self._cluster is not None:
+            self._cluster.stop()
+
+    def __call__(self) -> LocalCluster:
+        assert self._cluster is not None
+        return self._cluster
+
+
+def another_user(admin: Any, port: int, name: str) -> Any:
+    """A drover.Client of a new user ``name`` (role user), added by the
+    admin's client ``admin`` as ``drover user add`` does."""
+    import drover  # the client under test, on PYTHONPATH
+
+    added = admin._transport.json("POST", "/api/v1/users", {"name": name, "role": "user"})
+    return drover.Client(f"127.0.0.1:{port}", token=added["token"],
+                         fingerprint=admin.endpoint.fingerprint)

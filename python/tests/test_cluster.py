@@ -16,27 +16,14 @@ from typing import List, Optional
 
 import drover
 
-from cluster import LocalCluster
+from cluster import LocalCluster, ModuleCluster, another_user
 
 WAIT = 120.0  # bounds a failing wait; a passing one returns on its event
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-_cluster: Optional[LocalCluster] = None
-
-
-def setUpModule() -> None:
-    global _cluster
-    _cluster = LocalCluster(workers=2)
-
-
-def tearDownModule() -> None:
-    if _cluster is not None:
-        _cluster.stop()
-
-
-def cluster() -> LocalCluster:
-    assert _cluster is not None
-    return _cluster
+cluster = ModuleCluster(workers=2)
+setUpModule = cluster.start
+tearDownModule = cluster.stop
 
 
 class ClusterTest(unittest.TestCase):
@@ -525,10 +512,7 @@ class ErrorsTest(ClusterTest):
 class ContentsTest(ClusterTest):
     def test_another_users_result_outputs_and_logs_are_private(self) -> None:
         # A second user, as `drover user add` makes one.
-        added = self.client._transport.json(
-            "POST", "/api/v1/users", {"name": f"pyuser{os.getpid()}", "role": "user"})
-        other = drover.Client(f"127.0.0.1:{cluster().port}", token=added["token"],
-                              fingerprint=self.client.endpoint.fingerprint)
+        other = another_user(self.client, cluster().port, f"pyuser{os.getpid()}")
         self.addCleanup(other.close)
         task = self.client.submit(
             ["sh", "-c", 'echo py-secret-log; echo py-secret > "$DROVER_RESULT"; '

@@ -21,25 +21,12 @@ from typing import Any, List, Optional
 import drover
 from drover import _call
 
-from cluster import LocalCluster
+from cluster import ModuleCluster, another_user
 
 WAIT = 120.0
-_cluster: Optional[LocalCluster] = None
-
-
-def setUpModule() -> None:
-    global _cluster
-    _cluster = LocalCluster(workers=2)
-
-
-def tearDownModule() -> None:
-    if _cluster is not None:
-        _cluster.stop()
-
-
-def cluster() -> LocalCluster:
-    assert _cluster is not None
-    return _cluster
+cluster = ModuleCluster(workers=2)
+setUpModule = cluster.start
+tearDownModule = cluster.stop
 
 
 # Module-level functions, so that ProcessPoolExecutor (which pickles by
@@ -222,10 +209,7 @@ class ExecutorTest(unittest.TestCase):
         self.assertEqual(spec["resources"]["cpus"], 0.5)
 
     def test_another_users_executor_may_not_read_the_value(self) -> None:
-        added = self.client._transport.json(
-            "POST", "/api/v1/users", {"name": f"fnuser{os.getpid()}", "role": "user"})
-        other = drover.Client(f"127.0.0.1:{cluster().port}", token=added["token"],
-                              fingerprint=self.client.endpoint.fingerprint)
+        other = another_user(self.client, cluster().port, f"fnuser{os.getpid()}")
         self.addCleanup(other.close)
         mine = self.executor().submit(lambda: "private value")
         self.assertEqual(mine.result(timeout=WAIT), "private value")
