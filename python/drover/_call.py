@@ -35,8 +35,6 @@ PREFIX = "drover-call:v1:"
 CALL_ENV = "DROVER_CALL"
 CALL_FILE = "drover-call.pkl"
 VALUE_FILE = "drover-value.pkl"
-# The server keeps 64 KiB of $DROVER_RESULT; base64 grows a pickle by 4/3.
-INLINE_LIMIT = 48 * 1024
 # The most of a call the environment carries; above it, an input file.
 INLINE_CALL_LIMIT = 32 * 1024
 
@@ -45,11 +43,6 @@ def future_id(task: str) -> str:
     """The pickle persistent id that stands for task ``task``'s value among
     a call's arguments (the runner reads it from ``$DROVER_INPUTS``)."""
     return "drover-future:" + task
-
-
-def encode_inline(kind: str, data: bytes) -> str:
-    """The ``$DROVER_RESULT`` text of a value or error pickle."""
-    return PREFIX + kind + ":" + base64.b64encode(data).decode("ascii")
 
 
 def decode_result(text: str) -> Tuple[str, bytes]:
@@ -85,7 +78,7 @@ def dumps(value):
             raise
         return cloudpickle.dumps(value)
 PREFIX = "drover-call:v1:"
-LIMIT = 48 * 1024
+LIMIT = 48 * 1024  # the server keeps 64 KiB of $DROVER_RESULT; base64 adds 1/3
 def emit(kind, data):
     path = os.environ.get("DROVER_RESULT")
     if len(data) <= LIMIT:

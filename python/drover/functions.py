@@ -163,10 +163,6 @@ def _what_cannot_be_pickled(fn: Callable[..., Any], args: tuple, kwargs: dict,
     return f"the call of {name} cannot be sent to a worker: {type(error).__name__}: {error}"
 
 
-def _load(data: bytes) -> Any:
-    return pickle.loads(data)
-
-
 class Executor(concurrent.futures.Executor):
     """Runs calls as Drover tasks (see the module doc).
 
@@ -345,9 +341,9 @@ class Executor(concurrent.futures.Executor):
         kind, data = _call.decode_result(info.outcome.result if info.outcome else "")
         if info.state == SUCCEEDED:
             if kind == "value":
-                return _load(data)
+                return pickle.loads(data)
             if kind == "file":
-                return _load(self._download_value(task))
+                return pickle.loads(self._download_value(task))
             raise DroverError(f"task {info.id} succeeded without the value of a function call")
         if kind == "error":
             raise _remote_exception(data)
