@@ -36,7 +36,6 @@ void Scheduler::State::TakeBackUnreported(uint32_t w, const WorkerAttached& e) {
   // first would hand its resources to a waiter that is gone too.
   std::stable_partition(gone.begin(), gone.end(),
                         [&](uint32_t a) { return actives[a].prev != kNone; });
-  const std::string who = "worker " + std::to_string(workers[w].id);
   for (uint32_t a : gone) {
     const TaskRef r = actives[a].task;
     Task& t = task(r);
@@ -44,17 +43,17 @@ void Scheduler::State::TakeBackUnreported(uint32_t w, const WorkerAttached& e) {
     const bool started = t.state == TaskState::kRunning;
     EmitRelease(actives[a]);
     if (started) {
-      LostAttemptEnded(r, who + " re-attached without it");
+      LostAttemptEnded(r, why::ReattachedWithout(workers[w].id, /*ran=*/true));
       continue;
     }
     EndActive(a);
     if (t.flags.Has(TaskFlag::kCancel)) {
       t.flags.KeepOnly(TaskFlag::kStaleEntry);
       DropHold(r);
-      Transition(r, TaskState::kCanceled, std::string(CancelReasonOf(r)));
+      Transition(r, TaskState::kCanceled, CancelReasonOf(r));
       continue;
     }
-    NeverStarted(r, who + " re-attached without it (the assignment did not reach it)");
+    NeverStarted(r, why::ReattachedWithout(workers[w].id, /*ran=*/false));
   }
 }
 
@@ -69,16 +68,16 @@ bool Scheduler::State::Adoptable(TaskRef r, uint32_t attempt) const {
 
 void Scheduler::State::ReconcileRunning(uint32_t w, const ReportedAttempt& run) {
   const WorkerId id = workers[w].id;
-  auto kill = [&](std::string why) {
-    out->push_back(KillTask{run.task, run.attempt, id, std::move(why), true});
+  auto kill = [&](why::Fence fence) {
+    out->push_back(KillTask{run.task, run.attempt, id, why::Fenced(fence), true});
   };
   Result<TaskRef> found = Find(run.task);
-  if (!found.ok()) return kill("unknown task");
+  if (!found.ok()) return kill(why::Fence::kUnknownTask);
   const TaskRef r = *found;
   Task& t = task(r);
   if (t.active != kNone && actives[t.active].attempt == run.attempt && t.worker == id) {
     Active& act = actives[t.active];
-    if (act.worker != w) return kill("not current on the server");  // not re-booked (defensive)
+    if (act.worker != w) return kill(why::Fence::kNotCurrent);  // not re-booked (defensive)
     // Its worker has it: renew its leases again (a restored or lost attempt
     // would otherwise be requeued at its lease expiry while it runs).
     act.lost = false;
@@ -89,7 +88,7 @@ void Scheduler::State::ReconcileRunning(uint32_t w, const ReportedAttempt& run) 
     if (run.queued) act.granted = true;
     if (run.queued && t.flags.Has(TaskFlag::kWithdraw)) {
       // The withdrawal may have been lost with the connection: again.
-      out->push_back(KillTask{run.task, run.attempt, id, "room freed first on another worker",
+      out->push_back(KillTask{run.task, run.attempt, id, why::RoomFreedElsewhere(),
                               /*hard=*/false, /*only_queued=*/true});
     }
     return;
@@ -99,12 +98,12 @@ void Scheduler::State::ReconcileRunning(uint32_t w, const ReportedAttempt& run) 
     // back behind that one, or (no such place) it is dropped, which costs
     // nothing since it never started.
     if (Adoptable(r, run.attempt) && AdoptQueued(r, w, run)) return;
-    kill("queued, not current on the server");
+    kill(why::Fence::kQueuedNotCurrent);
   } else if (Adoptable(r, run.attempt) && workers[w].res->CanEverFit(RequestOf(r))) {
     if (Adopt(r, w, run.attempt, &run)) return;
-    kill("its resources are taken on this worker");
+    kill(why::Fence::kResourcesTaken);
   } else {
-    kill("not current on the server");
+    kill(why::Fence::kNotCurrent);
   }
   // The killed attempt's number is used up: the task's next attempt gets a
   // higher one, so the killed one's end (reported by this same worker) can
@@ -145,10 +144,10 @@ bool Scheduler::State::Adopt(TaskRef r, uint32_t w, uint32_t attempt, const Repo
   } else {
     act.lost = true;  // ended already: nothing held, nothing to release
   }
-  Transition(r, TaskState::kAssigned, "");
+  Transition(r, TaskState::kAssigned);
   t.started_us = now_us;
   WorkerTasksChanged(w);  // its time limit counts from now
-  Transition(r, TaskState::kRunning, "");
+  Transition(r, TaskState::kRunning);
   const Duration timeout = SpecOf(r).timeout;
   if (run != nullptr && timeout > Duration::zero()) {
     PushTimer(now_us + timeout.count(), TimerKind::kTimeout, r, attempt);
@@ -191,7 +190,7 @@ bool Scheduler::State::AdoptQueued(TaskRef r, uint32_t w, const ReportedAttempt&
   LinkBehind(a, prev, UINT64_MAX);
   out->emplace_back(std::in_place_type<ClaimLeases>, IdOf(r), run.attempt, workers[w].id,
                     KeysOf(act), config.lease_ttl);
-  Transition(r, TaskState::kAssigned, "");
+  Transition(r, TaskState::kAssigned);
   return true;
 }
 

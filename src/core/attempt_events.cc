@@ -38,7 +38,7 @@ Status Scheduler::State::OnStarted(const TaskStarted& e) {
   }
   t.started_us = now_us;
   if (act.worker != kNone) WorkerTasksChanged(act.worker);  // its limit counts from now
-  Transition(r, TaskState::kRunning, "");
+  Transition(r, TaskState::kRunning);
   const Duration timeout = SpecOf(r).timeout;
   if (timeout > Duration::zero()) {
     PushTimer(now_us + timeout.count(), TimerKind::kTimeout, r, e.attempt);
@@ -52,32 +52,30 @@ Duration Scheduler::State::BackoffFor(TaskRef r) const {
   return std::min(d, config.max_retry_backoff);
 }
 
-void Scheduler::State::AttemptFailed(TaskRef r, std::string reason, bool counts_as_failure) {
+void Scheduler::State::AttemptFailed(TaskRef r, Reason why, bool counts_as_failure) {
   Task& t = task(r);
   if (counts_as_failure) ++t.failures;
   const uint32_t retries = SpecOf(r).retries;
   if (counts_as_failure && t.failures > retries) {
-    Transition(r, TaskState::kFailed, std::move(reason));
+    Transition(r, TaskState::kFailed, std::move(why));
     return;
   }
   if (!counts_as_failure) {
-    Transition(r, TaskState::kQueued, std::move(reason));
+    Transition(r, TaskState::kQueued, std::move(why));
     Enqueue(r, true);
     return;
   }
   const Duration backoff = BackoffFor(r);
   t.flags.Set(TaskFlag::kBackoff);
-  Transition(r, TaskState::kQueued,
-             reason + "; retry " + std::to_string(t.failures) + " of " + std::to_string(retries) +
-                 " in " + FormatDuration(backoff));
+  Transition(r, TaskState::kQueued, why::WithRetry(std::move(why), t.failures, retries, backoff));
   PushTimer(now_us + backoff.count(), TimerKind::kRetry, r, t.attempt);
 }
 
-void Scheduler::State::NeverStarted(TaskRef r, std::string reason) {
+void Scheduler::State::NeverStarted(TaskRef r, Reason why) {
   Task& t = task(r);
   t.flags.KeepOnly(TaskFlag::kStaleEntry);  // an entry left in its queue is still there
   DropHold(r);
-  Transition(r, TaskState::kQueued, std::move(reason));
+  Transition(r, TaskState::kQueued, std::move(why));
   Enqueue(r, true);
 }
 
@@ -115,8 +113,7 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   if (e.never_started && !t.flags.Has(TaskFlag::kCancel)) {
     // Dropped from its worker's queue before it started: it never ran.
     // The worker's reason (a worker before 2026-12 sent it as the result).
-    const std::string& why = !o.reason.empty() ? o.reason : o.result;
-    NeverStarted(r, why.empty() ? std::string("dropped before it started") : why);
+    NeverStarted(r, why::DroppedBeforeStart(!o.reason.empty() ? o.reason : o.result));
     return Status::Ok();
   }
   t.finished_us = now_us;
@@ -138,7 +135,7 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   t.flags.KeepOnly(TaskFlag::kStaleEntry);  // an entry left in its queue is still there
   if (flags.Has(TaskFlag::kWithdraw)) DropHold(r);
   if (flags.Has(TaskFlag::kCancel)) {
-    Transition(r, TaskState::kCanceled, std::string(CancelReasonOf(r)));
+    Transition(r, TaskState::kCanceled, CancelReasonOf(r));
     return Status::Ok();
   }
   if (flags.Has(TaskFlag::kPreempted) &&
@@ -152,44 +149,23 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   if (e.vacated) {
     // Its worker took the room back (the owner returned): not the task's
     // failure, and the worker's reason says so.
-    AttemptFailed(r,
-                  got.reason.empty() ? std::string("preempted: vacated by its worker") : got.reason,
-                  false);
+    AttemptFailed(r, why::Vacated(got.reason), false);
     return Status::Ok();
   }
   if (flags.Has(TaskFlag::kResized)) {
     // Stopped because its worker's new offer lacks its resources: not the
     // task's failure.
-    AttemptFailed(r,
-                  "stopped: worker " + std::to_string(e.worker ? e.worker : t.worker) +
-                      " no longer offers its cores, memory or GPUs",
-                  false);
+    AttemptFailed(r, why::Resized(e.worker ? e.worker : t.worker, /*ran=*/true), false);
     return Status::Ok();
   }
-  std::string reason;
-  if (flags.Has(TaskFlag::kTimedOut)) {
-    reason = "timed out after " + FormatDuration(SpecOf(r).timeout);
-  } else if (flags.Has(TaskFlag::kLeaseLost)) {
-    reason = "lease expired while running";
-  } else if (got.oom_killed) {
-    reason = "OOM-killed (limit " + (limit ? FormatBytes(limit) : std::string("none")) + ", peak " +
-             FormatBytes(got.usage.peak_mem_bytes) + ")";
-  } else if (got.signal != 0) {
-    reason = "killed by signal " + std::to_string(got.signal);
-  } else if (got.exit_code == -1 && !got.reason.empty()) {
-    // No exit status (no process can exit with -1): the attempt did not run
-    // normally, and the worker's reason below says why.
-  } else if (got.exit_code != 0) {
-    reason = "exit code " + std::to_string(got.exit_code);
-  }
-  if (!got.reason.empty() && !flags.Any(TaskFlag::kTimedOut | TaskFlag::kLeaseLost)) {
-    reason = reason.empty() ? got.reason : reason + "; " + got.reason;
-  }
-  if (reason.empty()) {
-    Transition(r, TaskState::kSucceeded, "");
+  Reason why = flags.Has(TaskFlag::kTimedOut)    ? why::TimedOut(SpecOf(r).timeout)
+               : flags.Has(TaskFlag::kLeaseLost) ? why::LeaseExpiredWhileRunning()
+                                                 : why::Failed(got, limit);
+  if (why.empty()) {
+    Transition(r, TaskState::kSucceeded);
     if (!got.outputs.empty() && SpecOf(r).replicas > 1) Replicate(r);
   } else {
-    AttemptFailed(r, std::move(reason), true);
+    AttemptFailed(r, std::move(why), true);
   }
   return Status::Ok();
 }
@@ -208,10 +184,10 @@ Status Scheduler::State::OnRefused(const TaskRefused& e) {
   if (t.flags.Has(TaskFlag::kCancel)) {
     t.flags.KeepOnly(TaskFlag::kStaleEntry);
     DropHold(r);
-    Transition(r, TaskState::kCanceled, std::string(CancelReasonOf(r)));
+    Transition(r, TaskState::kCanceled, CancelReasonOf(r));
     return Status::Ok();
   }
-  NeverStarted(r, "refused by worker " + std::to_string(t.worker) + ": " + e.reason);
+  NeverStarted(r, why::RefusedBy(t.worker, e.reason));
   return Status::Ok();
 }
 
@@ -281,7 +257,7 @@ Status Scheduler::State::OnRejected(const LeaseRejected& e) {
     // Its end comes back as TaskFinished and is retried as a lost lease.
     if (!t.flags.Any(TaskFlag::kCancel | TaskFlag::kLeaseLost | TaskFlag::kTimedOut)) {
       t.flags.Set(TaskFlag::kLeaseLost);
-      out->push_back(KillTask{e.task, e.attempt, t.worker, "lease claim rejected", true});
+      out->push_back(KillTask{e.task, e.attempt, t.worker, why::LeaseRejected(/*ran=*/true), true});
     }
     return Status::Ok();
   }
@@ -290,18 +266,18 @@ Status Scheduler::State::OnRejected(const LeaseRejected& e) {
     return Stale("lease rejected", e.task, e.attempt);
   }
   EndActive(t.active);
-  Transition(r, TaskState::kQueued, "lease claim rejected");
+  Transition(r, TaskState::kQueued, why::LeaseRejected(/*ran=*/false));
   Enqueue(r, true);
   return Status::Ok();
 }
 
-void Scheduler::State::LostAttemptEnded(TaskRef r, std::string reason) {
+void Scheduler::State::LostAttemptEnded(TaskRef r, Reason why) {
   Task& t = task(r);
   EndActive(t.active);
   if (t.flags.Has(TaskFlag::kWithdraw)) DropHold(r);
   if (t.flags.Has(TaskFlag::kCancel)) {
     t.flags.KeepOnly(TaskFlag::kStaleEntry);
-    Transition(r, TaskState::kCanceled, std::string(CancelReasonOf(r)));
+    Transition(r, TaskState::kCanceled, CancelReasonOf(r));
     return;
   }
   const bool preempted = t.flags.Has(TaskFlag::kPreempted);
@@ -314,10 +290,10 @@ void Scheduler::State::LostAttemptEnded(TaskRef r, std::string reason) {
   }
   ++t.lost;
   if (t.lost >= config.max_lost_attempts) {
-    Transition(r, TaskState::kFailed, "worker lost (" + std::to_string(t.lost) + " attempts)");
+    Transition(r, TaskState::kFailed, why::WorkerLostTooOften(t.lost));
     return;
   }
-  AttemptFailed(r, std::move(reason), false);
+  AttemptFailed(r, std::move(why), false);
 }
 
 Status Scheduler::State::OnFreed(const LeaseFreed& e) {
@@ -336,12 +312,12 @@ Status Scheduler::State::OnFreed(const LeaseFreed& e) {
   // The lease vanished under a live task: it may no longer run safely.
   if (!t.flags.Any(TaskFlag::kCancel | TaskFlag::kLeaseLost | TaskFlag::kTimedOut)) {
     t.flags.Set(TaskFlag::kLeaseLost);
-    out->push_back(KillTask{e.task, e.attempt, workers[act.worker].id, "lease expired", true});
+    out->push_back(KillTask{e.task, e.attempt, workers[act.worker].id, why::LeaseExpired(), true});
   }
   return Status::Ok();
 }
 
-void Scheduler::State::Transition(TaskRef r, TaskState to, std::string reason) {
+void Scheduler::State::Transition(TaskRef r, TaskState to, Reason why) {
   Job& job = jobs[r.job];
   Task& t = job.tasks[r.index];
   TaskState from = t.state;
@@ -350,7 +326,7 @@ void Scheduler::State::Transition(TaskRef r, TaskState to, std::string reason) {
   // A preemptor that leaves its queue (placed, canceled) needs its room no
   // longer.
   if (from == TaskState::kQueued && to != from && !preemption.in_flight.empty()) EndPreemption(r);
-  if (attempt_ended) NotePastAttempt(r, from, now_us, reason);
+  if (attempt_ended) NotePastAttempt(r, from, now_us, why);
   // When it left its attempt, its success became history (a rerun,
   // lineage.cc) or it ended, as Restore reads it from the record.
   if (attempt_ended || from == TaskState::kSucceeded || IsTerminal(to)) t.finished_us = now_us;
@@ -362,11 +338,16 @@ void Scheduler::State::Transition(TaskRef r, TaskState to, std::string reason) {
     users[job.user].account.AddQueued(to <= TaskState::kQueued ? 1 : -1);
   }
   t.state = to;
-  if (!reason.empty()) {
-    extras[ExtraKey(r)].reason = reason;
+  if (!why.empty()) {
+    Extra& extra = extras[ExtraKey(r)];
+    extra.reason = why.text;
+    extra.reason_kind = why.kind;
   } else if (to == TaskState::kSucceeded && !extras.empty()) {
     auto it = extras.find(ExtraKey(r));
-    if (it != extras.end()) it->second.reason.clear();
+    if (it != extras.end()) {
+      it->second.reason.clear();
+      it->second.reason_kind = EndKind::kNone;
+    }
   }
   const TaskId id{job.id, r.index};
   // Both commands are built in place from their fields: a command emplaced
@@ -375,7 +356,10 @@ void Scheduler::State::Transition(TaskRef r, TaskState to, std::string reason) {
   {
     TaskStateChanged& changed = std::get<TaskStateChanged>(
         out->emplace_back(std::in_place_type<TaskStateChanged>, id, from, to, uint32_t{t.attempt}));
-    if (!reason.empty()) changed.reason = reason;
+    if (!why.empty()) {
+      changed.reason = why.text;
+      changed.kind = why.kind;
+    }
   }
   // Every field is given: one left out (the vectors) is value-initialised,
   // which zero-fills the whole record first.
@@ -398,26 +382,26 @@ void Scheduler::State::Transition(TaskRef r, TaskState to, std::string reason) {
                            ? TimeFromMicros(t.started_us)
                            : Time();
   out->emplace_back(std::in_place_type<Persist>, std::in_place_type<TaskRecord>, id, to,
-                    uint32_t{t.attempt}, t.worker, TimeFromMicros(now_us), std::move(reason),
+                    uint32_t{t.attempt}, t.worker, TimeFromMicros(now_us), std::move(why.text),
                     uint32_t{t.failures}, std::move(cores), std::move(gpus), after.first,
-                    after.second, started);
+                    after.second, started, why.kind);
   if (to == TaskState::kSucceeded) {
     OnSucceeded(r);
   } else if (to == TaskState::kFailed || to == TaskState::kCanceled) {
-    const std::string verb = to == TaskState::kFailed ? " failed" : " canceled";
-    OnEndedBadly(r, "dependency " + id.ToString() + verb);
+    OnEndedBadly(r, why::DependencyEnded(id, to));
   }
 }
 
 void Scheduler::State::NotePastAttempt(TaskRef r, TaskState from, int64_t at_us,
-                                       const std::string& reason) {
+                                       const Reason& why) {
   const Task& t = task(r);
   PastAttempt p;
   p.attempt = t.attempt;
   p.worker = t.worker;
   if (from == TaskState::kRunning) p.started_at = TimeFromMicros(t.started_us);
   p.ended_at = TimeFromMicros(at_us);
-  p.reason = reason;
+  p.reason = why.text;
+  p.kind = why.kind;
   if (auto e = extras.find(ExtraKey(r));
       e != extras.end() && e->second.outcome && e->second.outcome_attempt == t.attempt) {
     p.outcome = e->second.outcome;

@@ -62,7 +62,7 @@ std::string Describe(const KillTask& k) {
   return (k.only_queued ? "withdraw "
           : k.vacate    ? "vacate "
                         : "kill ") +
-         Attempt(k.task, k.attempt) + " on w" + std::to_string(k.worker) + ": " + k.reason;
+         Attempt(k.task, k.attempt) + " on w" + std::to_string(k.worker) + ": " + k.reason.text;
 }
 
 std::string Describe(const RenewLeases& r) {

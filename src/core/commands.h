@@ -26,6 +26,7 @@
 #include "common/ids.h"
 #include "common/time.h"
 #include "core/model.h"
+#include "core/reasons.h"
 #include "core/records.h"
 #include "core/small_vector.h"
 
@@ -110,7 +111,7 @@ struct KillTask {
   TaskId task;
   uint32_t attempt = 0;
   WorkerId worker = 0;
-  std::string reason;  // "timed out after 2h", "canceled by user"
+  Reason reason;  // why: kTimedOut "timed out after 2h", kCanceled "canceled by user"
   // Stop at once (KILL), not gracefully: the attempt must not run (its lease
   // expired, or the server does not count it as current).
   bool hard = false;
@@ -161,6 +162,7 @@ struct TaskStateChanged {
   TaskState to = TaskState::kQueued;
   uint32_t attempt = 0;
   std::string reason;
+  EndKind kind = EndKind::kNone;  // what `reason` says, for code
   friend bool operator==(const TaskStateChanged&, const TaskStateChanged&) = default;
 };
 

@@ -169,7 +169,7 @@ void Scheduler::State::Place(uint32_t cls, TaskRef r, uint32_t w, bool head) {
   // Built from its fields: emplacing with no arguments would zero it first.
   out->emplace_back(std::in_place_type<ClaimLeases>, IdOf(r), uint32_t{t.attempt}, worker.id,
                     KeysOf(act), config.lease_ttl);
-  Transition(r, TaskState::kAssigned, "");
+  Transition(r, TaskState::kAssigned);
 }
 
 void Scheduler::State::PlaceClass(uint32_t cls) {

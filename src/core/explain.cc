@@ -250,7 +250,7 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
   ASSIGN_OR_RETURN(TaskRef r, s.Find(id));
   const Job& job = s.jobs[r.job];
   const Task& t = s.task(r);
-  const std::string& reason = s.ReasonOf(r);
+  const std::string reason = s.ReasonOf(r).text;
   switch (t.state) {
     case TaskState::kSucceeded:
       return std::string("succeeded");

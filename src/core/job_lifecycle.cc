@@ -101,7 +101,7 @@ Result<JobId> Scheduler::State::OnSubmit(JobId id, std::shared_ptr<const JobSpec
 
   // External dependencies: each unmet one holds every group back; one that
   // already failed dooms the job at once.
-  std::string doom;
+  Reason doom;
   uint32_t external = 0;
   for (JobId after : job.spec->after_jobs) {
     const Job& dep = jobs[job_slots.at(after)];
@@ -109,7 +109,7 @@ Result<JobId> Scheduler::State::OnSubmit(JobId id, std::shared_ptr<const JobSpec
     if (dep.counts[static_cast<int>(TaskState::kFailed)] +
             dep.counts[static_cast<int>(TaskState::kCanceled)] >
         0) {
-      doom = "dependency job " + std::to_string(after) + " failed";
+      doom = why::DependencyJobFailed(after);
       continue;
     }
     ++external;
@@ -120,7 +120,7 @@ Result<JobId> Scheduler::State::OnSubmit(JobId id, std::shared_ptr<const JobSpec
     TaskState st = task(ref).state;
     if (st == TaskState::kSucceeded) continue;
     if (IsTerminal(st)) {
-      doom = "dependency " + after.ToString() + " " + std::string(TaskStateName(st));
+      doom = why::DependencyEnded(after, st);
       continue;
     }
     ++external;
@@ -167,7 +167,7 @@ void Scheduler::State::Enqueue(TaskRef r, bool front) {
   }
   if (g.unmet != 0) {
     task(r).flags.Clear(TaskFlag::kBackoff | TaskFlag::kParked);
-    Transition(r, TaskState::kWaiting, "");
+    Transition(r, TaskState::kWaiting);
     return;
   }
   int32_t priority = job.spec->groups[task(r).group].priority;
@@ -245,15 +245,15 @@ void Scheduler::State::SatisfyGroup(uint32_t j, uint32_t g) {
     TaskRef r{j, group.first + i};
     if (task(r).state != TaskState::kWaiting) continue;
     if (!missing.empty()) {
-      Transition(r, TaskState::kFailed, missing);
+      Transition(r, TaskState::kFailed, why::MissingInput(missing));
       continue;
     }
-    Transition(r, TaskState::kQueued, "");
+    Transition(r, TaskState::kQueued);
     Enqueue(r, false);
   }
 }
 
-void Scheduler::State::OnEndedBadly(TaskRef r, const std::string& reason) {
+void Scheduler::State::OnEndedBadly(TaskRef r, const Reason& reason) {
   Job& job = jobs[r.job];
   const std::vector<uint32_t> dependents = job.groups[task(r).group].dependents;
   for (uint32_t d : dependents) DoomGroup(r.job, d, reason);
@@ -276,11 +276,11 @@ void Scheduler::State::OnEndedBadly(TaskRef r, const std::string& reason) {
   }
 }
 
-void Scheduler::State::DoomJob(uint32_t j, const std::string& reason) {
+void Scheduler::State::DoomJob(uint32_t j, const Reason& reason) {
   for (uint32_t g = 0; g < jobs[j].groups.size(); ++g) DoomGroup(j, g, reason);
 }
 
-void Scheduler::State::DoomGroup(uint32_t j, uint32_t g, const std::string& reason) {
+void Scheduler::State::DoomGroup(uint32_t j, uint32_t g, const Reason& reason) {
   Group& group = jobs[j].groups[g];
   if (group.doomed) return;
   group.doomed = true;
@@ -290,7 +290,7 @@ void Scheduler::State::DoomGroup(uint32_t j, uint32_t g, const std::string& reas
   }
 }
 
-void Scheduler::State::Cancel(TaskRef r, const std::string& reason) {
+void Scheduler::State::Cancel(TaskRef r, const Reason& reason) {
   Task& t = task(r);
   switch (t.state) {
     case TaskState::kWaiting:
@@ -334,7 +334,7 @@ Status Scheduler::State::OnCancelJob(JobId id) {
   const uint32_t j = it->second;
   for (uint32_t g = 0; g < jobs[j].groups.size(); ++g) jobs[j].groups[g].doomed = true;
   for (uint32_t i = 0; i < jobs[j].tasks.size(); ++i) {
-    if (!IsTerminal(jobs[j].tasks[i].state)) Cancel(TaskRef{j, i}, "canceled by user");
+    if (!IsTerminal(jobs[j].tasks[i].state)) Cancel(TaskRef{j, i}, why::CanceledByUser());
   }
   return Status::Ok();
 }
@@ -345,7 +345,7 @@ Status Scheduler::State::OnCancelTask(TaskId id) {
     return FailedPrecondition("task " + id.ToString() + " already " +
                               std::string(TaskStateName(task(r).state)));
   }
-  Cancel(r, "canceled by user");
+  Cancel(r, why::CanceledByUser());
   return Status::Ok();
 }
 
@@ -435,7 +435,7 @@ Status Scheduler::State::OnRetryJob(const RetryJob& e) {
     g.unmet = external;
     for (uint32_t d : g.deps) g.unmet += job.groups[d].not_succeeded > 0 ? 1 : 0;
   }
-  const std::string reason = e.by.empty() ? "retried" : "retried by " + e.by;
+  const Reason reason = why::Retried(e.by);
   for (uint32_t i = 0; i < job.tasks.size(); ++i) {
     const TaskRef r{j, i};
     Task& t = task(r);

@@ -20,16 +20,6 @@ bool Holds(const TaskOutcome& o, WorkerId w) {
          std::find(o.replicas.begin(), o.replicas.end(), w) != o.replicas.end();
 }
 
-// "worker 3", or "workers 3, 5" when copies were lost with it.
-std::string WorkersText(const std::vector<WorkerId>& holders) {
-  std::string s = holders.size() == 1 ? "worker " : "workers ";
-  for (size_t i = 0; i < holders.size(); ++i) {
-    if (i > 0) s += ", ";
-    s += std::to_string(holders[i]);
-  }
-  return s;
-}
-
 }  // namespace
 
 void Scheduler::State::NoteOutputsLost(uint32_t w) {
@@ -125,15 +115,14 @@ void Scheduler::State::OutputsLostExpired(TaskRef r, uint32_t attempt) {
 void Scheduler::State::Rerun(TaskRef r) {
   Task& t = task(r);
   Job& job = jobs[r.job];
-  const std::string holders = WorkersText(HoldersOf(*extras.at(ExtraKey(r)).outcome));
+  const std::vector<WorkerId> holders = HoldersOf(*extras.at(ExtraKey(r)).outcome);
   if (job.groups[t.group].doomed) {
     // A dependency of its own failed (or its job was canceled): it cannot
     // run again, so what has not started yet cannot get its files.
-    CancelNeedersOf(r, "dependency " + IdOf(r).ToString() + " lost its outputs with " + holders +
-                           " and cannot run again");
+    CancelNeedersOf(r, why::DependencyCannotRerun(IdOf(r), holders));
     return;
   }
-  const std::string reason = "rerun: outputs lost with " + holders;
+  const Reason reason = why::Rerun(holders);
   // The attempt that made them is history now, as a retried one is; it
   // ends for the record now, when its outputs stopped counting.
   NotePastAttempt(r, TaskState::kRunning, now_us, reason);
@@ -181,7 +170,7 @@ void Scheduler::State::Rerun(TaskRef r) {
   }
 }
 
-void Scheduler::State::CancelNeedersOf(TaskRef r, const std::string& reason) {
+void Scheduler::State::CancelNeedersOf(TaskRef r, const Reason& reason) {
   for (TaskRef n : AwaitingOutputsOf(r)) Cancel(n, reason);
 }
 
@@ -193,7 +182,7 @@ void Scheduler::State::Unready(TaskRef r) {
   if (!t.flags.Any(TaskFlag::kBackoff | TaskFlag::kParked)) t.flags.Set(TaskFlag::kStaleEntry);
   t.flags.Clear(TaskFlag::kBackoff | TaskFlag::kParked);
   if (reservation.IsFor(r)) EndReservation();
-  Transition(r, TaskState::kWaiting, "");
+  Transition(r, TaskState::kWaiting);
 }
 
 void Scheduler::State::RerunLostInputsOf(TaskRef r) {

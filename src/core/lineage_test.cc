@@ -72,6 +72,7 @@ TEST(LineageTest, AProducerWhoseHolderIsLostRunsAgainBeforeItsDependentStarts) {
   EXPECT_EQ(c.scheduler().GetTask(T(1, 0))->reason, "rerun: outputs lost with worker 1");
   ASSERT_EQ(c.scheduler().PastAttempts(T(1, 0)).size(), 1u);
   EXPECT_EQ(c.scheduler().PastAttempts(T(1, 0))[0].reason, "rerun: outputs lost with worker 1");
+  EXPECT_EQ(c.scheduler().PastAttempts(T(1, 0))[0].kind, EndKind::kRerun);
   // The dependent's fetch fails; refused, it waits for the rerun instead of
   // being placed again.
   c.Handle(TaskRefused{T(1, 1), c.Attempt(T(1, 1)), 2, "fetch failed: worker 1 unreachable"});
@@ -91,7 +92,8 @@ TEST(LineageTest, AProducerWhoseHolderIsLostRunsAgainBeforeItsDependentStarts) {
   std::unique_ptr<Scheduler> from_journal = RestoredFrom(c.journal(), c.now());
   ASSERT_NE(from_journal, nullptr);
   EXPECT_EQ(from_journal->GetTask(T(1, 0))->attempt, 2u);
-  EXPECT_EQ(from_journal->PastAttempts(T(1, 0)).size(), 1u);
+  ASSERT_EQ(from_journal->PastAttempts(T(1, 0)).size(), 1u);
+  EXPECT_EQ(from_journal->PastAttempts(T(1, 0))[0].kind, EndKind::kRerun);
   std::unique_ptr<Scheduler> from_snapshot = RestoredFrom(c.scheduler().Snapshot(), c.now());
   ASSERT_NE(from_snapshot, nullptr);
   EXPECT_EQ(FirstDifference(*from_journal, *from_snapshot), "");

@@ -255,11 +255,10 @@ void Scheduler::State::SettlePreemption(uint32_t w) {
   }
 }
 
-std::string Scheduler::State::PreemptedReason(TaskRef r) const {
+Reason Scheduler::State::PreemptedReason(TaskRef r) const {
   auto it = preemption.preempted.find(ExtraKey(r));
-  if (it == preemption.preempted.end()) return "preempted";
-  return "preempted by " + it->second.by.ToString() + " (priority " +
-         std::to_string(it->second.by_priority) + ")";
+  if (it == preemption.preempted.end()) return why::PreemptedBy(std::nullopt, 0);
+  return why::PreemptedBy(it->second.by, it->second.by_priority);
 }
 
 }  // namespace drover::core

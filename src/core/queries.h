@@ -40,6 +40,7 @@ struct TaskInfo {
   uint32_t attempt = 0;     // attempts started so far (0 before the first)
   std::optional<WorkerId> worker;  // while assigned or running, else the last one
   std::string reason;       // why it failed / was canceled / is retrying
+  EndKind reason_kind = EndKind::kNone;  // what `reason` says, for code
   Time submitted_at;
   std::optional<Time> started_at;   // of the latest attempt
   std::optional<Time> finished_at;  // of the latest attempt
@@ -90,6 +91,7 @@ struct PastAttempt {
   std::optional<Time> started_at;  // unset: it never started
   Time ended_at;
   std::string reason;
+  EndKind kind = EndKind::kNone;  // what `reason` says: preempted, rerun, ...
   std::optional<TaskOutcome> outcome;  // when the worker reported one
   friend bool operator==(const PastAttempt&, const PastAttempt&) = default;
 };

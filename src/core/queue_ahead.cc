@@ -109,7 +109,7 @@ void Scheduler::State::PlaceBehind(uint32_t cls, TaskRef r, uint32_t p) {
   if (reservation.IsFor(r)) EndReservation();
   out->emplace_back(std::in_place_type<ClaimLeases>, IdOf(r), uint32_t{t.attempt}, workers[w].id,
                     KeysOf(act), config.lease_ttl);
-  Transition(r, TaskState::kAssigned, "");
+  Transition(r, TaskState::kAssigned);
 }
 
 void Scheduler::State::LinkBehind(uint32_t a, uint32_t prev, uint64_t seq) {
@@ -175,7 +175,7 @@ void Scheduler::State::TakeBack(uint32_t w) {
     });
     if (head_first) return;  // and so for every later waiter
     waiters.erase(it);
-    Withdraw(r, "room freed first on worker " + std::to_string(workers[w].id), w);
+    Withdraw(r, why::RoomFreedOn(workers[w].id), w);
     return;
   }
 }
@@ -188,7 +188,7 @@ bool Scheduler::State::Movable(const Task& t) const {
          !t.flags.Any(TaskFlag::kWithdraw | TaskFlag::kCancel | TaskFlag::kPreempted);
 }
 
-void Scheduler::State::Withdraw(TaskRef r, const std::string& why, uint32_t hold) {
+void Scheduler::State::Withdraw(TaskRef r, const Reason& why, uint32_t hold) {
   Task& t = task(r);
   const uint32_t a = t.active;
   Active& act = actives[a];
@@ -196,7 +196,7 @@ void Scheduler::State::Withdraw(TaskRef r, const std::string& why, uint32_t hold
     // Not sent to its worker yet: give the claim back and place it now.
     EmitRelease(act);
     EndActive(a);
-    NeverStarted(r, "moved before it was sent: " + why);
+    NeverStarted(r, why::MovedBeforeSent(why));
     return;
   }
   t.flags.Set(TaskFlag::kWithdraw);
@@ -239,10 +239,7 @@ void Scheduler::State::Displace(TaskRef r) {
         !CanEverRun(w, r)) {
       continue;
     }
-    Withdraw(waiter,
-             "task " + IdOf(r).ToString() + " of higher priority (" +
-                 std::to_string(SpecOf(r).priority) + ") takes its place",
-             kNone);
+    Withdraw(waiter, why::DisplacedBy(IdOf(r), SpecOf(r).priority), kNone);
     if (task(waiter).flags.Has(TaskFlag::kWithdraw)) queue_ahead.displaced[waiter] = r;
     return;
   }

@@ -20,6 +20,7 @@
 #include "common/time.h"
 #include "core/checkpoint.h"
 #include "core/model.h"
+#include "core/reasons.h"
 #include "core/resources.h"
 
 namespace drover::core {
@@ -54,6 +55,7 @@ struct TaskRecord {
   // started (zero: none did), so a restore from a snapshot, which keeps no
   // running record of an ended attempt, still knows it.
   Time started;
+  EndKind kind = EndKind::kNone;  // what `reason` says, for code
   friend bool operator==(const TaskRecord&, const TaskRecord&) = default;
 };
 

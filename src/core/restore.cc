@@ -37,11 +37,11 @@ Status Scheduler::Restore(const Record& record) {
           // As Transition notes it live.
           if (r.state == TaskState::kQueued && r.attempt > 0 && t.attempt == r.attempt &&
               (t.state == TaskState::kAssigned || t.state == TaskState::kRunning)) {
-            s.NotePastAttempt(ref, t.state, ToMicros(r.at), r.reason);
+            s.NotePastAttempt(ref, t.state, ToMicros(r.at), Reason{r.kind, r.reason});
           } else if (t.state == TaskState::kSucceeded && r.attempt == t.attempt &&
                      (r.state == TaskState::kQueued || r.state == TaskState::kWaiting)) {
             // A rerun (lineage.cc): the attempt that succeeded is history.
-            s.NotePastAttempt(ref, TaskState::kRunning, ToMicros(r.at), r.reason);
+            s.NotePastAttempt(ref, TaskState::kRunning, ToMicros(r.at), Reason{r.kind, r.reason});
           } else if ((t.state == TaskState::kFailed || t.state == TaskState::kCanceled) &&
                      !IsTerminal(r.state) && r.attempt == t.attempt) {
             s.NoteRetriedAttempt(ref);  // RetryJob
@@ -64,11 +64,14 @@ Status Scheduler::Restore(const Record& record) {
           }
           if (r.started != Time()) t.started_us = ToMicros(r.started);
           if (!r.reason.empty()) {
-            s.extras[State::ExtraKey(ref)].reason = r.reason;
+            Extra& extra = s.extras[State::ExtraKey(ref)];
+            extra.reason = r.reason;
+            extra.reason_kind = r.kind;
           } else if (r.state == TaskState::kSucceeded) {
             // As Transition does live: a success clears a retry's reason.
             if (auto e = s.extras.find(State::ExtraKey(ref)); e != s.extras.end()) {
               e->second.reason.clear();
+              e->second.reason_kind = EndKind::kNone;
             }
           }
           if (r.state == TaskState::kSucceeded) {

@@ -113,16 +113,17 @@ uint32_t Scheduler::State::UserOf(const std::string& name) {
   return it->second;
 }
 
-const std::string& Scheduler::State::CancelReasonOf(TaskRef r) const {
+Reason Scheduler::State::CancelReasonOf(TaskRef r) const {
   auto it = extras.find(ExtraKey(r));
-  if (it != extras.end() && !it->second.cancel_reason.empty()) return it->second.cancel_reason;
-  return ReasonOf(r);
+  if (it == extras.end()) return {};
+  if (!it->second.cancel_reason.empty()) return it->second.cancel_reason;
+  return {it->second.reason_kind, it->second.reason};
 }
 
-const std::string& Scheduler::State::ReasonOf(TaskRef r) const {
-  static const std::string kEmpty;
+Reason Scheduler::State::ReasonOf(TaskRef r) const {
   auto it = extras.find(ExtraKey(r));
-  return it == extras.end() ? kEmpty : it->second.reason;
+  if (it == extras.end()) return {};
+  return {it->second.reason_kind, it->second.reason};
 }
 
 }  // namespace drover::core

@@ -368,6 +368,7 @@ TEST(LifecycleTest, AVacatedAttemptIsRequeuedWithoutARetryAndAPausedWorkerGetsNo
   std::vector<PastAttempt> past = c.scheduler().PastAttempts(T(1, 0));
   ASSERT_EQ(past.size(), 1u);
   EXPECT_EQ(past[0].reason, "preempted: owner returned on w1");
+  EXPECT_EQ(past[0].kind, EndKind::kVacated);
 }
 
 }  // namespace

@@ -56,6 +56,7 @@ Result<TaskInfo> Scheduler::GetTask(TaskId id) const {
   auto it = s.extras.find(State::ExtraKey(r));
   if (it != s.extras.end()) {
     info.reason = it->second.reason;
+    info.reason_kind = it->second.reason_kind;
     info.outcome = it->second.outcome;
     info.checkpoint = it->second.checkpoint;
   }

@@ -215,10 +215,9 @@ struct Scheduler::State {
   Result<TaskRef> Find(TaskId id) const;
   Result<uint32_t> FindWorker(WorkerId id) const;
   uint32_t UserOf(const std::string& name);
-  const std::string& ReasonOf(TaskRef r) const;
-  // Why a kill for a cancel was sent (Cancel), for the record that ends it;
-  // its current reason until then.
-  const std::string& CancelReasonOf(TaskRef r) const;
+  Reason ReasonOf(TaskRef r) const;
+  // Why a kill for a cancel was sent (Cancel), for the record that ends it.
+  Reason CancelReasonOf(TaskRef r) const;
 
   // --- lifecycle (scheduler.cc) ---
   Status OnWorkerJoined(WorkerJoined& e);
@@ -263,35 +262,35 @@ struct Scheduler::State {
   // and restore.
   Result<uint32_t> CreateJob(JobId id, std::shared_ptr<const JobSpec> spec, Time at);
   // Moves a task to `to`, updating counts, and emits StateChanged + Persist.
-  void Transition(TaskRef r, TaskState to, std::string reason);
+  void Transition(TaskRef r, TaskState to, Reason why = {});
   // The attempt of `r` that was `from` (assigned or running) ended at
   // `at_us` with the task queued again for `reason`: kept in `past`.
-  void NotePastAttempt(TaskRef r, TaskState from, int64_t at_us, const std::string& reason);
+  void NotePastAttempt(TaskRef r, TaskState from, int64_t at_us, const Reason& why);
   // Drops a job's slot (ForgetJob, or a tombstone while restoring).
   void DropJob(uint32_t slot);
   // Called when a task succeeded: satisfies dependents.
   void OnSucceeded(TaskRef r);
   // Called when a task ended failed or canceled for good: cancels what
   // depends on it.
-  void OnEndedBadly(TaskRef r, const std::string& reason);
+  void OnEndedBadly(TaskRef r, const Reason& why);
   void SatisfyGroup(uint32_t job, uint32_t group);
-  void DoomJob(uint32_t job, const std::string& reason);
-  void DoomGroup(uint32_t job, uint32_t group, const std::string& reason);
+  void DoomJob(uint32_t job, const Reason& why);
+  void DoomGroup(uint32_t job, uint32_t group, const Reason& why);
   // Cancels one task, whatever its state (kill and wait for the worker if it
   // runs). Returns true if it is now canceled or will be.
-  void Cancel(TaskRef r, const std::string& reason);
+  void Cancel(TaskRef r, const Reason& why);
   // Makes a queued task ready: into its class queue.
   void Enqueue(TaskRef r, bool front);
   void PushTimer(int64_t at_us, TimerKind kind, TaskRef r, uint32_t attempt);
   // An attempt failed (outcome or loss); retries or fails the task.
-  void AttemptFailed(TaskRef r, std::string reason, bool counts_as_failure);
+  void AttemptFailed(TaskRef r, Reason why, bool counts_as_failure);
   // The lost (or unreported) attempt of `r` is gone: requeued as a lost
   // attempt with `reason`, failed after max_lost_attempts, or canceled.
-  void LostAttemptEnded(TaskRef r, std::string reason = "worker lost");
+  void LostAttemptEnded(TaskRef r, Reason why = why::WorkerLost());
   // The current attempt of `r` ended before it started (dropped from its
   // worker's queue: withdrawn, or fenced): back to the front of its class,
   // no failure counted.
-  void NeverStarted(TaskRef r, std::string reason);
+  void NeverStarted(TaskRef r, Reason why);
   // Worker slot `w` takes nothing new until its next heartbeat or attach.
   void HoldRefusing(uint32_t w);
   Duration BackoffFor(TaskRef r) const;
@@ -326,7 +325,7 @@ struct Scheduler::State {
   void Rerun(TaskRef r);
   // Succeeded `r` lost its outputs but cannot rerun (its group is doomed):
   // every task still waiting for its files is canceled with `reason`.
-  void CancelNeedersOf(TaskRef r, const std::string& reason);
+  void CancelNeedersOf(TaskRef r, const Reason& why);
   // Queued `r` waits again (a dependency reruns): out of its queue, its
   // backoff, its quota list.
   void Unready(TaskRef r);
@@ -564,7 +563,7 @@ struct Scheduler::State {
   // Takes waiter `r` back from its worker: at once when its assignment was
   // not sent yet (back to its queue), else by a withdrawal (TaskFlag::kWithdraw),
   // holding the room of `hold` (kNone: none) for it until the answer.
-  void Withdraw(TaskRef r, const std::string& why, uint32_t hold);
+  void Withdraw(TaskRef r, const Reason& why, uint32_t hold);
   // Waiter `t` (assigned, behind another) may be taken back: not lost,
   // neither restored nor adopted, not already being withdrawn, canceled or
   // preempted.
@@ -609,7 +608,7 @@ struct Scheduler::State {
   // have all ended is over (its preemptor took the room, or could not).
   void SettlePreemption(uint32_t w);
   // "preempted by 14.2 (priority 90)": why the victim `r` went back.
-  std::string PreemptedReason(TaskRef r) const;
+  Reason PreemptedReason(TaskRef r) const;
 };
 
 }  // namespace drover::core

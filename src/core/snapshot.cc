@@ -15,13 +15,13 @@ namespace {
 // Built in place from every field: a copied or value-initialised record
 // trips GCC's maybe-uninitialized inside the variant.
 void AddTaskRecord(std::vector<Record>& out, TaskId task, TaskState state, uint32_t attempt,
-                   WorkerId worker, int64_t at_us, std::string reason, uint32_t failures,
+                   WorkerId worker, int64_t at_us, Reason reason, uint32_t failures,
                    std::vector<uint32_t> cores = {}, std::vector<GpuGrant> gpus = {},
                    TaskId after = {}, uint32_t after_attempt = 0, int64_t started_us = 0) {
   out.emplace_back(std::in_place_type<TaskRecord>, task, state, attempt, worker,
-                   TimeFromMicros(at_us), std::move(reason), failures, std::move(cores),
+                   TimeFromMicros(at_us), std::move(reason.text), failures, std::move(cores),
                    std::move(gpus), after, after_attempt,
-                   started_us != 0 ? TimeFromMicros(started_us) : Time());
+                   started_us != 0 ? TimeFromMicros(started_us) : Time(), reason.kind);
 }
 
 }  // namespace
@@ -51,16 +51,16 @@ std::vector<Record> Scheduler::Snapshot() const {
           const int64_t ended = ToMicros(a.ended_at);
           AddTaskRecord(out, task, a.started_at ? TaskState::kRunning : TaskState::kAssigned,
                         a.attempt, a.worker, a.started_at ? ToMicros(*a.started_at) : ended,
-                        std::string(), 0);
-          AddTaskRecord(out, task, TaskState::kQueued, a.attempt, a.worker, ended, a.reason, 0);
+                        Reason(), 0);
+          AddTaskRecord(out, task, TaskState::kQueued, a.attempt, a.worker, ended,
+                        Reason{a.kind, a.reason}, 0);
         }
       }
       const Extra* extra = nullptr;
       if (!s.extras.empty()) {
         if (auto e = s.extras.find(State::ExtraKey(ref)); e != s.extras.end()) extra = &e->second;
       }
-      static const std::string kNoReason;
-      const std::string& reason = extra ? extra->reason : kNoReason;
+      const Reason reason = extra ? Reason{extra->reason_kind, extra->reason} : Reason();
       if (extra && extra->outcome) {
         out.emplace_back(std::in_place_type<OutcomeRecord>, task, extra->outcome_attempt,
                          *extra->outcome, TimeFromMicros(t.finished_us));
@@ -93,7 +93,7 @@ std::vector<Record> Scheduler::Snapshot() const {
           }
           const bool running = t.state == TaskState::kRunning;
           AddTaskRecord(out, task, TaskState::kAssigned, t.attempt, t.worker,
-                        std::max(t.started_us, t.finished_us), running ? std::string() : reason,
+                        std::max(t.started_us, t.finished_us), running ? Reason() : reason,
                         t.failures, std::move(cores), std::move(gpus), after.first, after.second);
           if (running) {
             AddTaskRecord(out, task, TaskState::kRunning, t.attempt, t.worker, t.started_us, reason,

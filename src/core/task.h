@@ -52,6 +52,7 @@
 #include "core/checkpoint.h"
 #include "core/model.h"
 #include "core/ran_on.h"
+#include "core/reasons.h"
 #include "core/task_queue.h"
 #include "core/worker_state.h"
 
@@ -174,9 +175,10 @@ struct Active {
 // outcome that is not a plain success. Keyed by State::ExtraKey.
 struct Extra {
   std::string reason;
+  EndKind reason_kind = EndKind::kNone;
   // Set by a cancel whose kill is on its way; the reason only once the task
   // is canceled (journaled then: until then the record keeps the old one).
-  std::string cancel_reason;
+  Reason cancel_reason;
   std::optional<TaskOutcome> outcome;
   uint32_t outcome_attempt = 0;  // the attempt `outcome` came from
   std::shared_ptr<const Checkpoint> checkpoint;  // the latest saved (checkpoints.cc)

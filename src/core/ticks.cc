@@ -29,7 +29,7 @@ void Scheduler::State::OnTick() {
             !t.flags.Any(TaskFlag::kTimedOut | TaskFlag::kCancel) && !actives[t.active].lost) {
           t.flags.Set(TaskFlag::kTimedOut);
           out->push_back(KillTask{IdOf(r), timer.attempt, workers[actives[t.active].worker].id,
-                                  "timed out after " + FormatDuration(SpecOf(r).timeout)});
+                                  why::TimedOut(SpecOf(r).timeout)});
         }
         break;
       case TimerKind::kStartDeadline: {
@@ -43,18 +43,19 @@ void Scheduler::State::OnTick() {
                     timer.attempt);
           break;
         }
-        const std::string why = "worker " + std::to_string(workers[act.worker].id) +
-                                " did not start it within " + FormatDuration(StartBoundOf(r));
-        out->push_back(KillTask{IdOf(r), timer.attempt, workers[act.worker].id, why, true});
+        const WorkerId on = workers[act.worker].id;
+        const Duration bound = StartBoundOf(r);
+        out->push_back(
+            KillTask{IdOf(r), timer.attempt, on, why::NotStartedWithin(on, bound), true});
         const uint32_t w = act.worker;
         EmitRelease(act);
         EndActive(t.active);
         HoldRefusing(w);  // so the task goes elsewhere if it can
         if (t.flags.Has(TaskFlag::kCancel)) {
           t.flags.KeepOnly(TaskFlag::kStaleEntry);
-          Transition(r, TaskState::kCanceled, std::string(CancelReasonOf(r)));
+          Transition(r, TaskState::kCanceled, CancelReasonOf(r));
         } else {
-          NeverStarted(r, why + "; taken back");
+          NeverStarted(r, why::NotStartedWithinTakenBack(on, bound));
         }
         break;
       }

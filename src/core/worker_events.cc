@@ -105,13 +105,16 @@ Status Scheduler::State::OnWorkerAttached(WorkerAttached& e) {
       continue;
     }
     if (t.flags.Any(TaskFlag::kLeaseLost | TaskFlag::kResized)) {
-      out->push_back(KillTask{run.task, run.attempt, e.worker, "stopped before it re-attached",
+      out->push_back(KillTask{run.task, run.attempt, e.worker,
+                              why::StoppedBeforeReattach(t.flags.Has(TaskFlag::kLeaseLost)
+                                                             ? EndKind::kLeaseLost
+                                                             : EndKind::kResized),
                               /*hard=*/true});
     } else if (t.flags.Any(TaskFlag::kCancel | TaskFlag::kTimedOut)) {
       out->push_back(KillTask{run.task, run.attempt, e.worker,
                               t.flags.Has(TaskFlag::kCancel)
                                   ? CancelReasonOf(*r)
-                                  : "timed out after " + FormatDuration(SpecOf(*r).timeout)});
+                                  : why::TimedOut(SpecOf(*r).timeout)});
     }
   }
   if (!joins && new_offer) {
@@ -189,8 +192,7 @@ void Scheduler::State::StopUnfitting(uint32_t w) {
     const TaskRef r = act.task;
     Task& t = task(r);
     if (t.active != a) continue;
-    const std::string why =
-        "worker " + std::to_string(worker.id) + " no longer offers its cores, memory or GPUs";
+    const Reason why = why::Resized(worker.id, /*ran=*/false);
     if (!act.granted && !act.lost) {
       // Never sent: give the claim back and place it again.
       EmitRelease(act);

@@ -44,6 +44,7 @@ Json RecordJson(const core::TaskRecord& r) {
     j["after_attempt"] = r.after_attempt;
   }
   if (r.started != Time()) j["started_us"] = ToMicros(r.started);
+  if (r.kind != core::EndKind::kNone) j["kind"] = core::EndKindName(r.kind);
   return j;
 }
 
@@ -118,6 +119,13 @@ bool Read(ObjectReader& r, core::TaskRecord* out, DecodeContext& ctx) {
     if (out->after_attempt == 0) return ctx.Fail("after_attempt", "must be at least 1");
   }
   if (!r.TimeMicros("started_us", &out->started, Need::kOptional)) return false;
+  std::string kind;
+  if (!r.String("kind", &kind, Need::kOptional)) return false;
+  if (!kind.empty()) {
+    std::optional<core::EndKind> k = core::EndKindFromName(kind);
+    if (!k) return ctx.Fail("kind", "unknown reason kind \"" + kind + "\"");
+    out->kind = *k;
+  }
   return r.ok();
 }
 

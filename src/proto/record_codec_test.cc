@@ -68,6 +68,7 @@ TEST(RecordCodecTest, TaskRecordsOfEveryStateRoundTrip) {
     task.worker = 3;
     task.at = TimeFromMicros(1'700'000'000'000'001 + s);
     task.reason = s == 5 ? "exit code 3" : "";
+    if (s == 5) task.kind = core::EndKind::kFailed;
     task.failures = 1;
     task.cores = {0, 7};
     task.gpus = {{1, 100, 0}, {2, 25, 1ULL << 30}};
@@ -150,6 +151,11 @@ TEST(RecordCodecTest, DamagedRecordsAreDataLoss) {
       R"({"v":1,"type":"task","task":"1.2","state":"sleeping","attempt":0,"worker":0,"at_us":0})");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "task record: state: unknown task state \"sleeping\"");
+  r = DecodeRecord(
+      R"({"v":1,"type":"task","task":"1.2","state":"queued","attempt":1,"worker":0,"at_us":0,)"
+      R"("kind":"bored"})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "task record: kind: unknown reason kind \"bored\"");
   r = DecodeRecord(R"({"v":1,"type":"job","job":1,"at_us":0,"spec":{"name":"x","task":[]}})");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "job record: spec.task: a job needs at least one [[task]]");

@@ -106,9 +106,9 @@ json AttemptsJson(const std::vector<core::PastAttempt>& past, const core::TaskIn
     // priority took its room): not a failure, and said so.
     // A success whose outputs were lost with their worker ran again
     // (lineage): "rerun".
-    a.state = p.reason.rfind("preempted", 0) == 0 ? "preempted"
-              : p.reason.rfind("rerun:", 0) == 0  ? "rerun"
-                                                   : "retried";
+    a.state = p.kind == core::EndKind::kPreempted || p.kind == core::EndKind::kVacated ? "preempted"
+              : p.kind == core::EndKind::kRerun                                        ? "rerun"
+                                                                                       : "retried";
     a.reason = p.reason;
     a.outcome = p.outcome;
     attempts.push_back(proto::AttemptJson(a));

@@ -421,14 +421,14 @@ void WorkerChannel::Kill(const core::KillTask& kill) {
   proto::ServerMessage message;
   if (kill.only_queued) {
     spdlog::info("withdrawing {}#{} from worker {}: {}", kill.task.ToString(), kill.attempt,
-                 kill.worker, kill.reason);
-    message = proto::Withdraw{kill.task, kill.attempt, kill.reason};
+                 kill.worker, kill.reason.text);
+    message = proto::Withdraw{kill.task, kill.attempt, kill.reason.text};
   } else if (kill.hard) {
     spdlog::warn("killing {}#{} on worker {}: {}", kill.task.ToString(), kill.attempt,
-                 kill.worker, kill.reason);
-    message = proto::Kill{kill.task, kill.attempt, kill.reason};
+                 kill.worker, kill.reason.text);
+    message = proto::Kill{kill.task, kill.attempt, kill.reason.text};
   } else {
-    message = proto::Cancel{kill.task, kill.attempt, kill.reason, kill.vacate};
+    message = proto::Cancel{kill.task, kill.attempt, kill.reason.text, kill.vacate};
   }
   Status sent = Send(kill.worker, message);
   if (!sent.ok()) {

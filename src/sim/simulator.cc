@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "core/event_pump.h"
+#include "core/reasons.h"
 #include "core/scheduler.h"
 #include "core/worker_state.h"
 
@@ -270,9 +271,9 @@ Status Replay::KillAtLimit(const core::KillTask& kill) {
                                      running_[slot].attempt == kill.attempt)) {
     ++slot;
   }
-  if (slot == running_.size() || kill.reason.rfind("timed out", 0) != 0 ||
+  if (slot == running_.size() || kill.reason.kind != core::EndKind::kTimedOut ||
       (!running_[slot].suspended && running_[slot].suspended_us == 0)) {
-    return Internal("the core killed " + kill.task.ToString() + " (" + kill.reason +
+    return Internal("the core killed " + kill.task.ToString() + " (" + kill.reason.text +
                     "), but no task of a replay can time out or be canceled unless its owner "
                     "suspended it");
   }
@@ -299,7 +300,7 @@ Status Replay::OnEnded(const core::TaskStateChanged& c) {
     return Status::Ok();
   }
   if (c.to == core::TaskState::kCanceled && phase_[i] == Phase::kWaiting &&
-      owners_.timed_out_tasks > 0 && c.reason.find("dependency") != std::string::npos) {
+      owners_.timed_out_tasks > 0 && c.kind == core::EndKind::kDependency) {
     if (trace_.RequestOf(trace_.tasks[i]).gpus > 0) --gpu_waiting_;
     phase_[i] = Phase::kCanceled;
     ++owners_.canceled_tasks;
@@ -532,7 +533,7 @@ Status Replay::Vacate(uint32_t slot) {
   core::TaskOutcome outcome;
   outcome.signal = 15;
   outcome.usage.wall = Duration(now_us_ - start_us_[i]);
-  outcome.reason = "preempted: owner returned on " + name;
+  outcome.reason = core::why::OwnerReturnedText(name);
   return Deliver(core::TaskFinished{ids_[i], attempt, std::move(outcome), worker,
                                     /*never_started=*/false, /*vacated=*/true});
 }

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/quantity.h"
+#include "core/reasons.h"
 #include "worker/state/worker_state.h"
 
 namespace drover::worker {
@@ -121,7 +122,7 @@ void WorkerState::ResumeAll(WorkerOutbox& out) {
 void WorkerState::VacateAll(Time now, WorkerOutbox& out) {
   frozen_ = false;
   vacate_at_.reset();
-  const std::string reason = "preempted: owner returned on " + config_.name;
+  const std::string reason = core::why::OwnerReturnedText(config_.name);
   out.push_back(LogLine{
       LogLevel::kInfo, "owner present for " + Whole(now - owner_since_) + ": vacating every task"});
   for (auto& [task, run] : running_) {
@@ -177,7 +178,7 @@ void WorkerState::CheckMemory(uint64_t available, WorkerOutbox& out) {
   auto suspended = youngest([](const Running& run) { return run.memory_suspended; });
   if (suspended != running_.end()) {
     VacateOne(suspended->first, suspended->second,
-              "preempted: memory low on " + config_.name + " (" + figures + ")", out);
+              core::why::MemoryLowText(config_.name, figures), out);
     return;
   }
   auto running = youngest([](const Running& run) { return !run.suspended; });
