@@ -9,13 +9,10 @@
 #include "common/quantity.h"
 #include "core/reasons.h"
 #include "worker/state/worker_state.h"
+#include "worker/state/worker_state_text.h"
 
 namespace drover::worker {
 namespace {
-
-std::string Attempt(TaskId task, uint32_t attempt) {
-  return task.ToString() + "#" + std::to_string(attempt);
-}
 
 std::string Whole(Duration d) {
   return FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(d));
@@ -137,7 +134,7 @@ void WorkerState::VacateOne(TaskId task, Running& run, const std::string& reason
   run.suspended = false;  // the kill resumes it, so that its signal arrives
   run.memory_suspended = false;
   out.push_back(
-      LogLine{LogLevel::kInfo, "vacating " + Attempt(task, run.attempt) + ": " + run.vacate_reason +
+      LogLine{LogLevel::kInfo, "vacating " + internal::AttemptName(task, run.attempt) + ": " + run.vacate_reason +
                                    " (signal " + std::to_string(run.vacate_signal) +
                                    ", then KILL after " + FormatDuration(run.vacate_grace) + ")"});
   out.push_back(KillTask{task, run.attempt, run.vacate_grace, /*fenced=*/false, run.vacate_signal});
@@ -186,7 +183,7 @@ void WorkerState::CheckMemory(uint64_t available, WorkerOutbox& out) {
   running->second.suspended = true;
   running->second.memory_suspended = true;
   out.push_back(LogLine{LogLevel::kWarn, "memory low (" + figures + "): suspended " +
-                                             Attempt(running->first, running->second.attempt) +
+                                             internal::AttemptName(running->first, running->second.attempt) +
                                              ", the youngest task"});
   out.push_back(SuspendTask{running->first, running->second.attempt});
 }
