@@ -291,6 +291,10 @@ TEST(PreemptionTest, TheFreedRoomWaitsForThePreemptor) {
     const std::vector<PastAttempt> past = c.scheduler().PastAttempts(T(1, i));
     ASSERT_EQ(past.size(), 1u);
     EXPECT_EQ(past[0].reason, "preempted by 3.0 (priority 90)");
+    EXPECT_EQ(past[0].kind, EndKind::kPreempted);
+    std::unique_ptr<Scheduler> restored = RestoredFrom(c.journal(), c.now());
+    ASSERT_NE(restored, nullptr);
+    EXPECT_EQ(restored->PastAttempts(T(1, i)).at(0).kind, EndKind::kPreempted);
   }
 
   // When the preemptor ends, its room goes to the queues as usual: the
@@ -482,16 +486,17 @@ TEST(PreemptionTest, ARestartInTheMiddleOfAVacate) {
   EXPECT_FALSE(victim.retry_at.has_value());
   ASSERT_EQ(s->PastAttempts(T(1, 0)).size(), 1u);
   EXPECT_EQ(s->PastAttempts(T(1, 0))[0].reason, "preempted by 2.0 (priority 90)");
-  EXPECT_EQ(s->PastAttempts(T(1, 0))[0].kind, EndKind::kPreempted);
-  EXPECT_EQ(victim.reason_kind, EndKind::kPreempted);
+  // Known from the worker's report alone: a vacate, in its words.
+  EXPECT_EQ(s->PastAttempts(T(1, 0))[0].kind, EndKind::kVacated);
+  EXPECT_EQ(victim.reason_kind, EndKind::kVacated);
   // Its journal and its snapshot restore alike.
   std::unique_ptr<Scheduler> from_journal = RestoredFrom(journal, c.now(), config);
   std::unique_ptr<Scheduler> from_snapshot = RestoredFrom(s->Snapshot(), c.now(), config);
   ASSERT_NE(from_journal, nullptr);
   ASSERT_NE(from_snapshot, nullptr);
   EXPECT_EQ(FirstDifference(*from_journal, *from_snapshot), "");
-  EXPECT_EQ(from_journal->PastAttempts(T(1, 0)).at(0).kind, EndKind::kPreempted);
-  EXPECT_EQ(from_journal->GetTask(T(1, 0))->reason_kind, EndKind::kPreempted);
+  EXPECT_EQ(from_journal->PastAttempts(T(1, 0)).at(0).kind, EndKind::kVacated);
+  EXPECT_EQ(from_journal->GetTask(T(1, 0))->reason_kind, EndKind::kVacated);
   EXPECT_EQ(FirstDifference(*s, *from_snapshot), "");
 }
 
