@@ -107,7 +107,7 @@ Result<std::string> ApiClient::Send(const std::string& method, const std::string
   }
   // With several servers a client rides out a leader change: it cycles
   // through them with backoff for up to the request timeout.
-  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  const Deadline deadline(options_.timeout);
   std::mt19937 rng(std::random_device{}());
   net::Backoff backoff({Millis(100), Seconds(2), 2.0, 0.5},
                        [&rng] { return std::uniform_real_distribution<double>(0, 1)(rng); });
@@ -126,7 +126,7 @@ Result<std::string> ApiClient::Send(const std::string& method, const std::string
                                                    "is a standby") != std::string::npos;
       if (!retry) return last;
     }
-    if (order.size() < 2 || std::chrono::steady_clock::now() >= deadline) return last;
+    if (order.size() < 2 || deadline.Passed()) return last;
     std::this_thread::sleep_for(backoff.Next());
   }
 }

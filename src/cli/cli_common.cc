@@ -41,9 +41,7 @@ Result<ApiClient> Connect(const ClientFlags& flags) {
 }
 
 int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return ToMicros(SystemClock().Now()) / 1000;
 }
 
 bool StdoutIsTty() { return isatty(STDOUT_FILENO) == 1; }

@@ -198,7 +198,7 @@ int RunServer(const ServerFlags& flags, const RedisFlags& redis, const BeaconFla
       /*reload=*/true);
   if (!signals.ok()) return ReportError(signals.status());
   PrintListening(**shell, *config);
-  RealClock clock;
+  Clock& clock = SystemClock();
   Result<std::unique_ptr<net::BeaconSender>> beacon_sender =
       StartBeacon(loop, beacon, **shell, *config, clock);
   if (!beacon_sender.ok()) return ReportError(beacon_sender.status(), /*usage_on_invalid=*/true);

@@ -69,7 +69,7 @@ Status DiscoverServer(uint16_t port, Duration timeout, worker::AgentConfig& conf
   if (!listener.ok()) return listener.status().WithContext("--discover");
   std::cout << "drover: waiting for a server's beacon on UDP port " << (*listener)->port()
             << std::endl;
-  RealClock clock;
+  Clock& clock = SystemClock();
   Result<net::DiscoveredServer> found = (*listener)->Next(
       config.token, timeout, clock, [](const std::string& from, const Status& why) {
         spdlog::warn("discovery: ignored a beacon from {}: {}", from, why.ToString());

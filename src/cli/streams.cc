@@ -25,10 +25,7 @@ bool Permanent(const Status& s) {
          s.code() == StatusCode::kInvalidArgument;
 }
 
-Time SteadyNow() {
-  return Time(std::chrono::duration_cast<Duration>(
-      std::chrono::steady_clock::now().time_since_epoch()));
-}
+Time SteadyNow() { return Time(SystemClock().Monotonic()); }
 
 // Connects, feeds events to the watch and reconnects until done or out of
 // time. Everything runs on the loop thread.

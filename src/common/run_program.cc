@@ -112,14 +112,13 @@ Result<std::string> RunProgram(const std::vector<std::string>& argv, Duration ti
   out_write.Reset();
   err_write.Reset();
 
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const Deadline deadline(timeout);
   std::string out;
   std::string err;
   bool out_open = true;
   bool err_open = true;
   while (out_open || err_open) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.Left());
     if (left.count() <= 0) {
       return DeadlineExceeded(program + " did not finish within " +
                               std::to_string(timeout.count() / 1000) + " ms");
@@ -149,8 +148,7 @@ Result<std::string> RunProgram(const std::vector<std::string>& argv, Duration ti
   if (pidfd >= 0) {
     UniqueFd owned(pidfd);
     while (true) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.Left());
       if (left.count() <= 0) {
         return DeadlineExceeded(program + " closed its output but did not exit in time");
       }

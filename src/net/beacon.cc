@@ -243,15 +243,13 @@ BeaconListener::~BeaconListener() { ::close(fd_); }
 Result<DiscoveredServer> BeaconListener::Next(std::string_view token, Duration timeout,
                                               const Clock& clock, const RejectFn& on_reject,
                                               Duration max_age) {
-  using Steady = std::chrono::steady_clock;
   const bool forever = timeout <= Duration::zero();
-  const Steady::time_point deadline = Steady::now() + timeout;
+  const Deadline deadline(timeout);
   std::string buf(kMaxBeaconBytes, '\0');
   for (;;) {
     int wait_ms = -1;
     if (!forever) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                              Steady::now());
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.Left());
       if (left.count() <= 0) {
         return Status(StatusCode::kDeadlineExceeded,
                       "no beacon verified with the cluster token on UDP port " +

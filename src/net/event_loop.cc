@@ -141,8 +141,7 @@ void Timer::ArmAfter(Duration delay, std::function<void()> fn) {
 }
 
 void Timer::ArmAt(Time when, std::function<void()> fn) {
-  auto now = std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
-  ArmAfter(when - now, std::move(fn));
+  ArmAfter(when - SystemClock().Now(), std::move(fn));
 }
 
 void Timer::Cancel() {

@@ -50,9 +50,7 @@ namespace drover::net {
 namespace internal {
 
 // For the log limiters and the accept pauses, which count in wall time.
-inline Time WallNow() {
-  return std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
-}
+inline Time WallNow() { return SystemClock().Now(); }
 
 struct WsRoute {
   WsOpenHandler on_open;

@@ -25,7 +25,7 @@ struct FileRelay::Transfer {
   uint64_t size = 0;
   std::string label;  // "3.0/model.bin from worker 1 (10.0.0.5:7211)"
   std::atomic<uint64_t> received{0};
-  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  Stopwatch started;
   struct Waiter {
     net::Responder done;
     std::unique_ptr<net::Timer> timer;
@@ -318,12 +318,11 @@ void FileRelay::Finished(const std::string& sha256, uint64_t id, Result<std::str
     status = store_.Commit(net::Upload{*part, t->size, t->sha256}, t->sha256);
     ::unlink(part->c_str());  // gone when committed (renamed); else the leftover
   }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t->started).count();
+  const double secs = t->started.ElapsedSeconds();
   net::Response answer;
   if (status.ok()) {
     ++relayed_files_;
-    relayed_[t->sha256] = RealClock().Now();
+    relayed_[t->sha256] = options_.clock->Now();
     ArmSweep();
     spdlog::info("file relay: fetched {} into the file store in {:.3f} s", t->label, secs);
     answer = net::JsonResponse(
@@ -352,9 +351,9 @@ void FileRelay::ArmSweep() {
   if (sweep_timer_.armed() || relayed_.empty()) return;
   Time oldest = relayed_.begin()->second;
   for (const auto& [sha, at] : relayed_) oldest = std::min(oldest, at);
-  const Duration in = std::max<Duration>(oldest + options_.keep - RealClock().Now(), Seconds(1));
+  const Duration in = std::max<Duration>(oldest + options_.keep - options_.clock->Now(), Seconds(1));
   sweep_timer_.ArmAfter(in, [this] {
-    const Time now = RealClock().Now();
+    const Time now = options_.clock->Now();
     const Time before = now - options_.keep;
     for (auto it = relayed_.begin(); it != relayed_.end();) {
       it = it->second <= before ? relayed_.erase(it) : std::next(it);

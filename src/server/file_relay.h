@@ -71,6 +71,7 @@ struct FileRelayOptions {
   Duration default_wait = Seconds(15);  // a request without wait_ms
   Duration max_wait = Seconds(60);
   Duration keep = Seconds(3600);  // relayed blobs, then swept
+  const Clock* clock = &SystemClock();  // when a blob was relayed, and the sweep
 };
 
 struct FileRelayStats {

@@ -39,7 +39,7 @@ namespace drover::server {
 
 // Everything the shell owns, in construction order (destroyed in reverse).
 struct ServerShell::Parts : CommandSink {
-  Parts(net::EventLoop& l, ServerConfig c) : loop(l), config(std::move(c)) {}
+  Parts(net::EventLoop& l, ServerConfig c) : loop(l), config(std::move(c)), clock(*config.clock) {}
 
   void Assign(const core::AssignTask& a) override { channel->Assign(a); }
   void Replicate(const core::ReplicateOutputs& copy) override { channel->Replicate(copy); }
@@ -83,7 +83,7 @@ struct ServerShell::Parts : CommandSink {
 
   net::EventLoop& loop;
   ServerConfig config;
-  RealClock clock;
+  Clock& clock;  // config.clock
   Time started_at;
   std::string token;
   std::string server_id;
@@ -231,6 +231,7 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   wopts.heartbeat_interval = cfg.heartbeat_interval;
   wopts.max_output_bytes = cfg.max_output_bytes;
   wopts.lease_ttl = cfg.scheduler.lease_ttl;
+  wopts.clock = &p->clock;
   wopts.lost_grace =
       cfg.lost_grace > Duration::zero() ? cfg.lost_grace : 3 * cfg.heartbeat_interval;
   p->channel = std::make_unique<WorkerChannel>(loop, *p->driver, *p->registry, wopts);
@@ -356,6 +357,7 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
                 [parts](const net::Identity& who) { return parts->access->ContentsReader(who); });
   FileRelayOptions ropts;
   ropts.token = p->token;
+  ropts.clock = &p->clock;
   p->relay = std::make_unique<FileRelay>(loop, *p->scheduler, *p->channel, *p->files, ropts);
   p->relay->AddRoutes(*p->server);
   AllocOptions aopts;

@@ -84,6 +84,9 @@ struct ServerConfig {
   // it) as long as it lives. Its error fails Start.
   std::function<Result<std::unique_ptr<store::Store>>(net::EventLoop&, const core::Scheduler&)>
       open_store;
+  // The clock every part of the server reads (the core's `now`, leases,
+  // grants, retention windows, workers' silence). Must outlive the server.
+  Clock* clock = &SystemClock();
 };
 
 class ServerShell {

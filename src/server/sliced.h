@@ -28,6 +28,7 @@
 #include <memory>
 #include <utility>
 
+#include "common/time.h"
 #include "net/event_loop.h"
 
 namespace drover::server {
@@ -40,14 +41,14 @@ class SliceBudget {
   static constexpr std::chrono::microseconds kSlice{4000};
   static constexpr uint32_t kCheckEvery = 64;
 
-  SliceBudget() : end_(std::chrono::steady_clock::now() + kSlice) {}
+  SliceBudget() : end_(kSlice) {}
   bool Spent() {
     if (++count_ % kCheckEvery != 0) return false;
-    return std::chrono::steady_clock::now() >= end_;
+    return end_.Passed();
   }
 
  private:
-  std::chrono::steady_clock::time_point end_;
+  Deadline end_;
   uint32_t count_ = 0;
 };
 

@@ -33,7 +33,7 @@ core::SchedulerConfig ViewConfig(core::SchedulerConfig config) {
 struct StandbyServer::State {
   State(net::EventLoop& l, StandbyOptions o) : loop(l), options(std::move(o)) {}
 
-  Time Now() { return (options.clock != nullptr ? *options.clock : real_clock).Now(); }
+  Time Now() { return options.clock->Now(); }
 
   // Milliseconds since the last successful read; -1 before the first.
   int64_t LagMs() {
@@ -164,7 +164,6 @@ struct StandbyServer::State {
 
   net::EventLoop& loop;
   StandbyOptions options;
-  RealClock real_clock;
   std::unique_ptr<net::Server> server;
   // Every record read so far, replayed (a scheduler that never finishes
   // restoring); `view` is rebuilt from its snapshot.

@@ -70,8 +70,8 @@ struct StandbyOptions {
   std::string version;
   // The oldest copy reads are served from (see "Staleness").
   Duration max_lag = Seconds(2);
-  // Reads "now"; null: the system clock. Must outlive the server.
-  Clock* clock = nullptr;
+  // Reads "now". Must outlive the server.
+  Clock* clock = &SystemClock();
 };
 
 class StandbyServer {

@@ -53,7 +53,7 @@ std::optional<proto::FileSource> WorkerChannel::FileSourceOf(WorkerId worker) co
 
 std::string WorkerChannel::Grant(const std::string& sha256, const std::string& requester) const {
   if (!grants_) return {};
-  return grants_->Sign(net::Grant{sha256, requester, RealClock().Now() + options_.grant_ttl});
+  return grants_->Sign(net::Grant{sha256, requester, options_.clock->Now() + options_.grant_ttl});
 }
 
 WorkerChannel::~WorkerChannel() {
@@ -78,7 +78,7 @@ void WorkerChannel::Attach(std::shared_ptr<net::WsSession> session) {
     if (!alive.expired()) OnClosed(id, s);
   });
   session->PaceReads(pacer_);
-  conns_[id] = Conn{std::move(session), 0, std::chrono::steady_clock::now()};
+  conns_[id] = Conn{std::move(session), 0, options_.clock->Monotonic()};
   if (!silence_timer_.armed()) ArmSilenceCheck();
 }
 
@@ -87,7 +87,7 @@ void WorkerChannel::ArmSilenceCheck() {
 }
 
 void WorkerChannel::CheckSilence() {
-  const auto now = std::chrono::steady_clock::now();
+  const Duration now = options_.clock->Monotonic();
   std::vector<uint64_t> silent;
   for (const auto& [id, conn] : conns_) {
     if (conn.worker != 0 && now - conn.last_heard > options_.silence_limit) silent.push_back(id);
@@ -119,7 +119,7 @@ void WorkerChannel::Reject(uint64_t conn, const Status& why) {
 void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
   auto it = conns_.find(conn);
   if (it == conns_.end()) return;
-  it->second.last_heard = std::chrono::steady_clock::now();
+  it->second.last_heard = options_.clock->Monotonic();
   Result<proto::WorkerMessage> decoded = proto::DecodeWorkerMessage(text);
   if (!decoded.ok()) return Reject(conn, decoded.status());
   proto::WorkerMessage& message = *decoded;
@@ -176,7 +176,7 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
 void WorkerChannel::OnBinary(uint64_t conn, const std::string& data) {
   auto it = conns_.find(conn);
   if (it == conns_.end()) return;
-  it->second.last_heard = std::chrono::steady_clock::now();
+  it->second.last_heard = options_.clock->Monotonic();
   if (it->second.worker == 0) return Reject(conn, FailedPrecondition("log frame before hello"));
   Result<proto::LogFrame> frame = proto::DecodeLogFrame(data);
   if (!frame.ok()) return Reject(conn, frame.status());

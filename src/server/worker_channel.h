@@ -100,6 +100,8 @@ struct WorkerChannelOptions {
   // The most a task's outputs may add up to when its spec sets no
   // max_output (ServerConfig::max_output_bytes; 0 = none).
   uint64_t max_output_bytes = 0;
+  // Reads the time for grants (Now) and for workers' silence (Monotonic).
+  const Clock* clock = &SystemClock();
 };
 
 // Where log traffic from workers goes (log_relay.h).
@@ -167,7 +169,7 @@ class WorkerChannel {
   struct Conn {
     std::shared_ptr<net::WsSession> session;
     WorkerId worker = 0;  // 0 until Hello
-    std::chrono::steady_clock::time_point last_heard;
+    Duration last_heard;  // Clock::Monotonic
   };
 
   void OnText(uint64_t conn, const std::string& text);

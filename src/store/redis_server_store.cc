@@ -108,6 +108,7 @@ RedisServerStore::RedisServerStore(net::EventLoop& loop, RedisServerStoreOptions
     : loop_(loop),
       options_(std::move(options)),
       redis_(std::move(redis)),
+      clock_(options_.redis.clock ? *options_.redis.clock : SystemClock()),
       reconcile_timer_(loop),
       liveness_timer_(loop),
       leader_timer_(loop),

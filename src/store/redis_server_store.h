@@ -207,7 +207,7 @@ class RedisServerStore final : public Store {
   net::EventLoop& loop_;
   RedisServerStoreOptions options_;
   std::unique_ptr<RedisStore> redis_;
-  RealClock clock_;
+  Clock& clock_;  // options.redis.clock, or the system clock
   std::map<LeaseKey, Held> held_;
   // Keys released while renewals were in flight, with release_seq_ at their
   // release: a renewal sent before a release must not put the key back in

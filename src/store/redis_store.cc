@@ -59,7 +59,7 @@ RedisStore::RedisStore(net::EventLoop& loop, RedisStoreOptions options, RedisUrl
       options_(std::move(options)),
       url_(std::move(url)),
       keys_(options_.prefix, url_.db),
-      clock_(options_.clock ? *options_.clock : real_clock_),
+      clock_(options_.clock ? *options_.clock : SystemClock()),
       backoff_(options_.reconnect, JitterSource()),
       timer_(loop),
       journal_(keys_.journal()) {}

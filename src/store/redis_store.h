@@ -164,7 +164,6 @@ class RedisStore final : public Store {
   RedisStoreOptions options_;
   RedisUrl url_;
   RedisKeys keys_;
-  RealClock real_clock_;
   Clock& clock_;
   net::Backoff backoff_;
   net::Timer timer_;  // the connect timeout, or the reconnect delay

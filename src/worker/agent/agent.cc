@@ -254,6 +254,7 @@ Status Agent::Impl::Init() {
     files.port = config_.files_port;
     files.token = config_.token;
     files.max_output_bytes = config_.max_output_bytes;
+    files.clock = &clock_;
     ASSIGN_OR_RETURN(files_, FilePlane::Start(loop_, std::move(files)));
     state_config.files_port = files_->port();
     state_config.files_fingerprint = files_->fingerprint();

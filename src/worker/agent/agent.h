@@ -139,7 +139,7 @@ struct AgentConfig {
   std::function<void(const std::string& reason)> on_leave;
   // The clock behind every "now" of the agent (the state machine's events,
   // the fencing check, the log sender's rate limit); it must outlive the
-  // Agent. Null: a RealClock the agent owns. Timers still run on the loop.
+  // Agent. Null: the system clock. Timers still run on the loop.
   Clock* clock = nullptr;
   // How the agent reaches a server (server_link.h); it must outlive the
   // Agent. Null: a WebSocket (WebSocketLink) the agent owns.

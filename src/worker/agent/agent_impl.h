@@ -80,7 +80,7 @@ class Agent::Impl {
   Impl(net::EventLoop& loop, AgentConfig config)
       : loop_(loop),
         config_(std::move(config)),
-        clock_(config_.clock ? *config_.clock : own_clock_),
+        clock_(config_.clock ? *config_.clock : SystemClock()),
         backoff_(config_.reconnect,
                  [rng = std::make_shared<std::mt19937_64>(std::random_device{}())] {
                    return std::uniform_real_distribution<double>(0.0, 1.0)(*rng);
@@ -154,7 +154,6 @@ class Agent::Impl {
 
   net::EventLoop& loop_;
   AgentConfig config_;
-  RealClock own_clock_;  // used when config_.clock is null
   Clock& clock_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   bool stopped_ = false;

@@ -200,10 +200,10 @@ TEST_F(LogSenderTest, RateLimitSpreadsALargeLogOverTime) {
 // a slow machine, where time passes between its own steps.
 class TickingClock final : public Clock {
  public:
-  Time Now() const override { return real_.Now() + Millis(++reads_); }
+  Time Now() const override { return SystemClock().Now() + Millis(++reads_); }
+  Duration Monotonic() const override { return SystemClock().Monotonic() + Millis(reads_); }
 
  private:
-  RealClock real_;
   mutable int64_t reads_ = 0;
 };
 

@@ -51,6 +51,7 @@ struct FilePlaneOptions {
   std::string token;                     // the cluster token
   uint64_t max_output_bytes = 0;         // a task's outputs together; 0: no limit
   Duration fetch_timeout = Seconds(30);  // without progress
+  const Clock* clock = &SystemClock();   // checks grants' expiry; must outlive the plane
 };
 
 // A limit on what a task's outputs may add up to, and whose it is.

@@ -41,7 +41,7 @@ Result<SaveRound> SaveOnThread(const net::ClientOptions& server, const std::stri
                                const std::atomic<bool>& stopping) {
   SaveRound round;
   timespec began{};
-  ::clock_gettime(CLOCK_REALTIME, &began);
+  ::clock_gettime(CLOCK_REALTIME, &began);  // reads the system clock: files' mtimes
   OutputLimits limits;
   limits.max_files = core::kMaxOutputFiles;
   ASSIGN_OR_RETURN(std::vector<OutputEntry> entries, ScanOutputs(dir, limits));

@@ -134,11 +134,11 @@ void FilePlane::Impl::StartFetch(const proto::InputFile& file) {
                               ": no worker holds it (its holder serves no "
                               "files or is unknown to the server)")};
         }
-        const auto start = std::chrono::steady_clock::now();
+        const Stopwatch start;
         Result<FetchReport> report = FetchIntoCache(*c, sha, size, sources);
         if (report.ok()) {
           const double secs =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+              start.ElapsedSeconds();
           // bench/data.py reads this line.
           spdlog::info("file service: fetched {} ({}) from {} in {:.3f} s ({:.0f} MiB/s)", label,
                        FormatBytes(size), names[report->source_used], secs,
@@ -157,15 +157,14 @@ void FilePlane::Impl::StartFetch(const proto::InputFile& file) {
           if (*stop) return {Unavailable("the worker is stopping")};
           spdlog::warn("input {}: holder worker {} unreachable ({}); fetching through the server",
                        label, holders[i], tries[i]->why);
-          const auto relay_start = std::chrono::steady_clock::now();
+          const Stopwatch relay_start;
           Status pulled = PullThroughServer(*server, sha, producer, holders[i], wait, *stop);
           if (pulled.ok()) {
             Result<FetchReport> got =
                 FetchIntoCache(*c, sha, size, {ServerFileSource(*server, sha)});
             if (got.ok()) {
               const double secs =
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - relay_start)
-                      .count();
+                  relay_start.ElapsedSeconds();
               spdlog::info(
                   "file service: fetched {} ({}) through the server (from {}) in "
                   "{:.3f} s",
@@ -229,11 +228,11 @@ void FilePlane::FetchUploads(const proto::Assignment& a, std::function<void(Stat
           if (self->stopping) return Unavailable("the worker is stopping");
           if (cache->Has(f.sha256)) continue;
           const Source from_server = ServerFileSource(server, f.sha256);
-          const auto start = std::chrono::steady_clock::now();
+          const Stopwatch start;
           Result<FetchReport> fetched = FetchIntoCache(*cache, f.sha256, f.size, {from_server});
           if (!fetched.ok()) return fetched.status().WithContext("uploaded file " + f.name);
           const double secs =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+              start.ElapsedSeconds();
           spdlog::info("file service: fetched uploaded file {} ({}) from the server in {:.3f} s",
                        f.name, FormatBytes(f.size), secs);
         }

@@ -83,7 +83,7 @@ void FilePlane::Impl::Serve(const net::Request& request, net::Responder done) {
   if (grant_key.empty()) {
     return refuse(503, StatusCode::kUnavailable, "no grant key yet (not attached to a server)");
   }
-  Result<net::Grant> checked = net::VerifyGrant(grant_key, grant, sha, who, RealClock().Now());
+  Result<net::Grant> checked = net::VerifyGrant(grant_key, grant, sha, who, options.clock->Now());
   if (!checked.ok()) {
     return refuse(403, StatusCode::kPermissionDenied, checked.status().message());
   }

@@ -35,8 +35,7 @@ constexpr std::string_view kDefaultEvdevDir = "/dev/input";
 }  // namespace
 
 Result<std::unique_ptr<InputSource>> MakeInputSource(std::string_view spec, InputSourceEnv env) {
-  static const RealClock real_clock;
-  if (env.clock == nullptr) env.clock = &real_clock;
+  if (env.clock == nullptr) env.clock = &SystemClock();
   if (!env.run_program) env.run_program = RunProgram;
 
   if (spec.starts_with("file:")) {

@@ -67,7 +67,7 @@ class InputSource {
 // What a source needs from outside; tests put fakes here.
 struct InputSourceEnv {
   // Paces logind's queries and evdev's look for new devices, and is "now"
-  // for a logind session that is not idle. Null: a RealClock. Must outlive
+  // for a logind session that is not idle. Null: the system clock. Must outlive
   // the source.
   const Clock* clock = nullptr;
   // Runs loginctl. Empty: RunProgram (common/run_program.h).

@@ -91,13 +91,13 @@ constexpr Duration kKillFreezeWait = Millis(100);
 // unfrozen in between stays so until the next (seen on 6.x: a vfork
 // parent whose child froze before its exec leaves the cgroup FREEZING).
 Result<bool> FreezeAndWait(const std::string& state, Duration bound) {
-  const auto deadline = std::chrono::steady_clock::now() + bound;
+  const Deadline deadline(bound);
   for (int tries = 0;; ++tries) {
     if (tries % 16 == 0) RETURN_IF_ERROR(WriteCgroupFile(state, "FROZEN"));
     Result<std::string> now = ReadCgroupFile(state);
     if (!now.ok()) return false;
     if (now->rfind("FROZEN", 0) == 0) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (deadline.Passed()) return false;
     if (tries < 1000) {
       sched_yield();
     } else {

@@ -61,11 +61,10 @@ class CgroupV2Cage final : public TaskCage {
       watch.Reset();
     }
     RETURN_IF_ERROR(WriteCgroupFile(dir_ + "/cgroup.freeze", "1"));
-    const auto deadline = std::chrono::steady_clock::now() + kFreezeWait;
+    const Deadline deadline(kFreezeWait);
     for (;;) {
       if (ReadKeyedValue(events, "frozen") == 1u) return Status::Ok();
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.Left());
       if (left.count() <= 0) {
         return Unavailable(dir_ + " is not frozen after " +
                            std::to_string(kFreezeWait.count() / 1000) +

@@ -25,8 +25,8 @@ bool HasRelativeEntry(const std::string& path_env) {
 
 }  // namespace
 
-CommandCache::CommandCache(Duration max_age, SteadyNow now)
-    : max_age_(max_age), now_(std::move(now)) {}
+CommandCache::CommandCache(Duration max_age, const Clock& clock)
+    : max_age_(max_age), clock_(clock) {}
 
 Result<std::string> CommandCache::Resolve(const std::string& command,
                                           const std::string& path_env, const std::string& cwd) {
@@ -36,7 +36,7 @@ Result<std::string> CommandCache::Resolve(const std::string& command,
   std::string key = command;
   key += '\0';
   key += path_env;
-  const auto now = now_();
+  const Duration now = clock_.Monotonic();
   if (auto it = entries_.find(key); it != entries_.end()) {
     if (now - it->second.found <= max_age_ && CheckExecutable(it->second.path) == 0) {
       return it->second.path;

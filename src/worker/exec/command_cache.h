@@ -33,12 +33,9 @@ namespace drover::worker {
 
 class CommandCache {
  public:
-  using SteadyNow = std::function<std::chrono::steady_clock::time_point()>;
-
-  // `now` reads the time that hits age by (the steady clock; tests pass
-  // their own).
-  explicit CommandCache(Duration max_age = Seconds(2),
-                        SteadyNow now = [] { return std::chrono::steady_clock::now(); });
+  // `clock` reads the time that hits age by (its Monotonic reading; tests
+  // pass a SimulatedClock). It must outlive the cache.
+  explicit CommandCache(Duration max_age = Seconds(2), const Clock& clock = SystemClock());
 
   // ResolveCommand(command, path_env, cwd) (spawn.h), answered from the
   // cache when it holds a fresh hit that is still an executable file.
@@ -52,10 +49,10 @@ class CommandCache {
  private:
   struct Entry {
     std::string path;
-    std::chrono::steady_clock::time_point found;
+    Duration found;  // Clock::Monotonic
   };
   Duration max_age_;
-  SteadyNow now_;
+  const Clock& clock_;
   std::unordered_map<std::string, Entry> entries_;  // key: command '\0' PATH
 };
 

@@ -22,7 +22,7 @@ class CommandCacheTest : public ::testing::Test {
         b_(dir_.path() + "/b"),
         c_(dir_.path() + "/c"),
         path_(a_ + ":" + b_ + ":" + c_),
-        cache_(Seconds(2), [this] { return now_; }) {
+        cache_(Seconds(2), clock_) {
     for (const std::string* d : {&a_, &b_, &c_}) mkdir(d->c_str(), 0755);
   }
 
@@ -37,9 +37,9 @@ class CommandCacheTest : public ::testing::Test {
     return cache_.Resolve(command, path_, "/");
   }
 
+  SimulatedClock clock_;
   TempDir dir_;
   std::string a_, b_, c_, path_;
-  std::chrono::steady_clock::time_point now_{};
   CommandCache cache_;
 };
 
@@ -74,10 +74,10 @@ TEST_F(CommandCacheTest, AHitIsTrustedForMaxAgeThenPathIsSearchedAgain) {
   // A copy earlier on PATH: the remembered hit is still used within max_age
   // (that is what saves the search)...
   Install(a_ + "/tool");
-  now_ += Seconds(1);
+  clock_.Advance(Seconds(1));
   EXPECT_EQ(*Resolve("tool"), b_ + "/tool");
   // ...and the search finds the earlier copy once it is older.
-  now_ += Seconds(2);
+  clock_.Advance(Seconds(2));
   EXPECT_EQ(*Resolve("tool"), a_ + "/tool");
 }
 

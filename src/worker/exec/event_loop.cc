@@ -63,9 +63,9 @@ Result<int> EpollLoop::RunOnce(Duration timeout) {
 }
 
 Status EpollLoop::RunUntil(const std::function<bool()>& done, Duration deadline) {
-  auto end = std::chrono::steady_clock::now() + deadline;
+  const Deadline end(deadline);
   while (!done()) {
-    auto left = std::chrono::duration_cast<Duration>(end - std::chrono::steady_clock::now());
+    const Duration left = end.Left();
     if (left.count() <= 0)
       return Status(StatusCode::kDeadlineExceeded, "event loop deadline passed");
     ASSIGN_OR_RETURN(int ran, RunOnce(left));

@@ -84,8 +84,7 @@ void Executor::OnOutput(Task* task, int which) {
 [[gnu::hot]] void Executor::OnExit(Task* task) {
   reactor_->Unwatch(task->pidfd.fd());
   task->exited = true;
-  task->result.wall =
-      std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - task->started);
+  task->result.wall = task->started.Elapsed();
   // While the leader is an unreaped zombie its pid cannot be reused, so this
   // reaches exactly the task's own group: background jobs it left running.
   killpg(task->pid, SIGKILL);

@@ -38,7 +38,7 @@ struct Executor::Task {
   UniqueFd pidfd;
   std::unique_ptr<OutputCapture> out[2];  // stdout, stderr
   std::unique_ptr<TaskCage> cage;
-  std::chrono::steady_clock::time_point started;
+  Stopwatch started;
   UniqueFd timer_fd;  // the grace period of a stop, once one was asked
   // How Suspend stopped it, until Resume (or its ending) let it go on.
   std::optional<SuspendHow> suspended;

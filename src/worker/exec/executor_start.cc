@@ -113,7 +113,7 @@ std::unique_ptr<Executor::Parked> Executor::Park(const TaskSpec& spec, const Tas
   // that died (a setup step failed, or it was killed) is dropped, and the
   // task starts as any other, which reports what fails.
   if (parked && !parked->process->Dead()) {
-    task->started = std::chrono::steady_clock::now();
+    task->started = Stopwatch();
     // Told before the release: from then on the program may run.
     const pid_t pid = parked->process->pid();
     if (options_.watch != nullptr) options_.watch->Started(pid, CageName(spec));
@@ -140,7 +140,7 @@ std::unique_ptr<Executor::Parked> Executor::Park(const TaskSpec& spec, const Tas
   task->cage = std::move(launch.cage);
   for (int i = 0; i < 2; ++i) task->out[i] = std::move(launch.out[i]);
 
-  task->started = std::chrono::steady_clock::now();
+  task->started = Stopwatch();
   Result<SpawnedProcess> proc = spawner_->Spawn(launch.plan);
   if (!proc.ok()) {
     task->cage->CloseJoinFds();
@@ -150,7 +150,7 @@ std::unique_ptr<Executor::Parked> Executor::Park(const TaskSpec& spec, const Tas
   }
   if (times != nullptr) {
     times->spawned = proc->spawned_at;
-    times->exec_done = std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
+    times->exec_done = SystemClock().Now();
   }
   task->pid = proc->pid;
   task->pidfd = std::move(proc->pidfd);

@@ -118,12 +118,11 @@ int OpenChecked(pid_t pid, const std::string& proc_root, Check ok) {
 
 // Waits until every pidfd has fired (its process exited) or the deadline
 // passes; closes them all.
-void WaitAndClose(std::vector<UniqueFd>& fds, std::chrono::steady_clock::time_point deadline) {
+void WaitAndClose(std::vector<UniqueFd>& fds, const Deadline& deadline) {
   for (const UniqueFd& fd : fds) {
     pollfd p{fd.fd(), POLLIN, 0};
     for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.Left());
       const int r = poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
       if (r < 0 && errno == EINTR) continue;
       break;
@@ -188,10 +187,10 @@ Result<std::unique_ptr<LifeRecord>> LifeRecord::Open(const std::string& dir, Dur
   // A previous life's reaper holds the lock until it has sent its kills
   // (microseconds after the worker's death); flock has no timed wait, so
   // this polls for that short while.
-  const auto deadline = std::chrono::steady_clock::now() + wait;
+  const Deadline deadline(wait);
   while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
-    if (errno != EWOULDBLOCK || std::chrono::steady_clock::now() >= deadline) {
+    if (errno != EWOULDBLOCK || deadline.Passed()) {
       const std::string holder = ReadWhole(lock).value_or("");
       close(fd);
       std::string who = SplitLines(holder).empty() ? "" : " (pid " + SplitLines(holder)[0] + ")";
@@ -216,7 +215,7 @@ LifeRecord::~LifeRecord() {
 
 Result<LeftoverReport> LifeRecord::EndPreviousLife(Duration wait) {
   LeftoverReport report;
-  const auto deadline = std::chrono::steady_clock::now() + wait;
+  const Deadline deadline(wait);
   std::vector<UniqueFd> dying;  // pidfds of the processes killed
 
   // The cgroup trees: everything in them is the previous life's.

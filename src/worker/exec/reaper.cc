@@ -222,7 +222,7 @@ int AboveStdio(int fd) { return fd < 0 || fd > 2 ? fd : fcntl(fd, F_DUPFD_CLOEXE
 
 int64_t BootMillis() {
   timespec ts{};
-  clock_gettime(CLOCK_BOOTTIME, &ts);
+  clock_gettime(CLOCK_BOOTTIME, &ts);  // reads the system clock: a reaper process of its own
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 

@@ -190,7 +190,9 @@ int ChildMain(void* arg) {
   auto* args = static_cast<ChildArgs*>(arg);
   // First of all: the moment the process exists (one vDSO call, async-
   // signal-safe), for the handoff figure (SpawnedProcess::spawned_at).
-  if (args->gate_fd < 0) clock_gettime(CLOCK_REALTIME, &args->spawned_at);
+  if (args->gate_fd < 0) {
+    clock_gettime(CLOCK_REALTIME, &args->spawned_at);  // reads the system clock: the child
+  }
   const SpawnPlan& p = *args->plan;
 
   // Handlers installed by the worker must not run in the child (they would
@@ -392,7 +394,7 @@ Result<SpawnedProcess> Spawner::Spawn(const SpawnPlan& plan) {
   Time spawned_at = TimeFromMicros(static_cast<int64_t>(args.spawned_at.tv_sec) * 1000000 +
                                    args.spawned_at.tv_nsec / 1000);
   if (args.spawned_at.tv_sec == 0) {
-    spawned_at = std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
+    spawned_at = SystemClock().Now();
   }
   return SpawnedProcess{pid, std::move(pidfd), spawned_at};
 }
@@ -450,11 +452,11 @@ bool ParkedProcess::parked() const {
 }
 
 bool ParkedProcess::WaitParked(Duration max) {
-  const auto deadline = std::chrono::steady_clock::now() + max;
+  const Deadline deadline(max);
   auto* word = reinterpret_cast<int*>(&storage_->args.parked);
   while (!parked()) {
     if (Dead()) return false;
-    if (std::chrono::steady_clock::now() > deadline) return false;
+    if (deadline.Passed()) return false;
     // Woken by the child once parked; a child that dies during its setup
     // never wakes us, so look again each millisecond.
     timespec wait{0, 1000000};
@@ -470,7 +472,7 @@ bool ParkedProcess::Dead() const {
 
 [[gnu::hot]] Result<Time> ParkedProcess::Release() {
   if (released_) return FailedPrecondition("released twice");
-  const Time at = std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
+  const Time at = SystemClock().Now();
   const uint64_t one = 1;
   ssize_t n;
   do {
