@@ -5,8 +5,20 @@
 #include <algorithm>
 
 #include "common/quantity.h"
+#include "core/attempt_events_ops.h"
+#include "core/checkpoints_ops.h"
 #include "core/input_select.h"
+#include "core/job_lifecycle_ops.h"
+#include "core/leases_ops.h"
+#include "core/locality_ops.h"
+#include "core/lookup_ops.h"
+#include "core/preemption_ops.h"
+#include "core/queue_ahead_ops.h"
+#include "core/replicas_ops.h"
+#include "core/reservation_ops.h"
 #include "core/scheduler_state.h"
+#include "core/ticks_ops.h"
+#include "core/worker_events_ops.h"
 
 namespace drover::core {
 
@@ -19,64 +31,65 @@ Status Stale(const char* what, TaskId id, uint32_t attempt) {
 
 }  // namespace
 
-Status Scheduler::State::OnStarted(const TaskStarted& e) {
-  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
-  Task& t = task(r);
-  if (t.state != TaskState::kAssigned || actives[t.active].attempt != e.attempt ||
+Status OnStarted(State& s, const TaskStarted& e) {
+  ASSIGN_OR_RETURN(TaskRef r, s.Find(e.task));
+  Task& t = s.task(r);
+  if (t.state != TaskState::kAssigned || s.actives[t.active].attempt != e.attempt ||
       (e.worker != 0 && e.worker != t.worker)) {
     return Stale("started", e.task, e.attempt);
   }
-  Active& act = actives[t.active];
-  if (act.lost && act.worker != kNone && workers[act.worker].lost) {
+  Active& act = s.actives[t.active];
+  if (act.lost && act.worker != kNone && s.workers[act.worker].lost) {
     return Stale("started from a lost worker", e.task, e.attempt);
   }
   act.granted = true;  // a restored task reporting in holds its lease
   if (t.flags.Has(TaskFlag::kWithdraw)) {
     // Its predecessor ended before the withdrawal arrived: it runs here.
     t.flags.Clear(TaskFlag::kWithdraw);
-    DropHold(r);
+    DropHold(s, r);
   }
-  t.started_us = now_us;
-  if (act.worker != kNone) WorkerTasksChanged(act.worker);  // its limit counts from now
-  Transition(r, TaskState::kRunning);
-  const Duration timeout = SpecOf(r).timeout;
+  t.started_us = s.now_us;
+  if (act.worker != kNone) WorkerTasksChanged(s, act.worker);  // its limit counts from now
+  Transition(s, r, TaskState::kRunning);
+  const Duration timeout = s.SpecOf(r).timeout;
   if (timeout > Duration::zero()) {
-    PushTimer(now_us + timeout.count(), TimerKind::kTimeout, r, e.attempt);
+    PushTimer(s, s.now_us + timeout.count(), TimerKind::kTimeout, r, e.attempt);
   }
   return Status::Ok();
 }
 
-Duration Scheduler::State::BackoffFor(TaskRef r) const {
-  Duration d = SpecOf(r).retry_backoff;
-  for (uint32_t i = 1; i < task(r).failures && d < config.max_retry_backoff; ++i) d *= 2;
-  return std::min(d, config.max_retry_backoff);
+Duration BackoffFor(const State& s, TaskRef r) {
+  Duration d = s.SpecOf(r).retry_backoff;
+  for (uint32_t i = 1; i < s.task(r).failures && d < s.config.max_retry_backoff; ++i) d *= 2;
+  return std::min(d, s.config.max_retry_backoff);
 }
 
-void Scheduler::State::AttemptFailed(TaskRef r, Reason why, bool counts_as_failure) {
-  Task& t = task(r);
+void AttemptFailed(State& s, TaskRef r, Reason why, bool counts_as_failure) {
+  Task& t = s.task(r);
   if (counts_as_failure) ++t.failures;
-  const uint32_t retries = SpecOf(r).retries;
+  const uint32_t retries = s.SpecOf(r).retries;
   if (counts_as_failure && t.failures > retries) {
-    Transition(r, TaskState::kFailed, std::move(why));
+    Transition(s, r, TaskState::kFailed, std::move(why));
     return;
   }
   if (!counts_as_failure) {
-    Transition(r, TaskState::kQueued, std::move(why));
-    Enqueue(r, true);
+    Transition(s, r, TaskState::kQueued, std::move(why));
+    Enqueue(s, r, true);
     return;
   }
-  const Duration backoff = BackoffFor(r);
+  const Duration backoff = BackoffFor(s, r);
   t.flags.Set(TaskFlag::kBackoff);
-  Transition(r, TaskState::kQueued, why::WithRetry(std::move(why), t.failures, retries, backoff));
-  PushTimer(now_us + backoff.count(), TimerKind::kRetry, r, t.attempt);
+  Transition(s, r, TaskState::kQueued,
+             why::WithRetry(std::move(why), t.failures, retries, backoff));
+  PushTimer(s, s.now_us + backoff.count(), TimerKind::kRetry, r, t.attempt);
 }
 
-void Scheduler::State::NeverStarted(TaskRef r, Reason why) {
-  Task& t = task(r);
+void NeverStarted(State& s, TaskRef r, Reason why) {
+  Task& t = s.task(r);
   t.flags.KeepOnly(TaskFlag::kStaleEntry);  // an entry left in its queue is still there
-  DropHold(r);
-  Transition(r, TaskState::kQueued, std::move(why));
-  Enqueue(r, true);
+  DropHold(s, r);
+  Transition(s, r, TaskState::kQueued, std::move(why));
+  Enqueue(s, r, true);
 }
 
 namespace {
@@ -90,11 +103,11 @@ bool IsPlainSuccess(const TaskOutcome& o) {
 
 }  // namespace
 
-Status Scheduler::State::OnFinished(TaskFinished& e) {
-  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
-  Task& t = task(r);
+Status OnFinished(State& s, TaskFinished& e) {
+  ASSIGN_OR_RETURN(TaskRef r, s.Find(e.task));
+  Task& t = s.task(r);
   if ((t.state != TaskState::kAssigned && t.state != TaskState::kRunning) ||
-      actives[t.active].attempt != e.attempt || (e.worker != 0 && e.worker != t.worker)) {
+      s.actives[t.active].attempt != e.attempt || (e.worker != 0 && e.worker != t.worker)) {
     return Stale("finished", e.task, e.attempt);
   }
   TaskOutcome& o = e.outcome;
@@ -107,35 +120,35 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
   // Released even when restored assigned (granted unknown): a worker that
   // reports the end had the assignment, so the claim was granted, and a
   // release is compare-and-delete by owner, harmless where nothing is held.
-  EmitRelease(actives[a]);
-  const uint64_t limit = actives[a].alloc.mem_bytes;
-  EndActive(a);
+  EmitRelease(s, s.actives[a]);
+  const uint64_t limit = s.actives[a].alloc.mem_bytes;
+  EndActive(s, a);
   if (e.never_started && !t.flags.Has(TaskFlag::kCancel)) {
     // Dropped from its worker's queue before it started: it never ran.
     // The worker's reason (a worker before 2026-12 sent it as the result).
-    NeverStarted(r, why::DroppedBeforeStart(!o.reason.empty() ? o.reason : o.result));
+    NeverStarted(s, r, why::DroppedBeforeStart(!o.reason.empty() ? o.reason : o.result));
     return Status::Ok();
   }
-  t.finished_us = now_us;
+  t.finished_us = s.now_us;
   t.lost = 0;
   static const TaskOutcome kEmpty;
   const bool plain = IsPlainSuccess(o);
   if (!plain) {
-    out->push_back(Persist{OutcomeRecord{e.task, e.attempt, o, TimeFromMicros(now_us)}});
-    Extra& extra = extras[ExtraKey(r)];
+    s.out->push_back(Persist{OutcomeRecord{e.task, e.attempt, o, TimeFromMicros(s.now_us)}});
+    Extra& extra = s.extras[ExtraKey(r)];
     extra.outcome = std::move(o);
     extra.outcome_attempt = e.attempt;
-    jobs[r.job].changed_us = now_us;
-  } else if (!extras.empty()) {
-    auto it = extras.find(ExtraKey(r));
-    if (it != extras.end()) it->second.outcome.reset();
+    s.jobs[r.job].changed_us = s.now_us;
+  } else if (!s.extras.empty()) {
+    auto it = s.extras.find(ExtraKey(r));
+    if (it != s.extras.end()) it->second.outcome.reset();
   }
-  const TaskOutcome& got = plain ? kEmpty : *extras[ExtraKey(r)].outcome;
+  const TaskOutcome& got = plain ? kEmpty : *s.extras[ExtraKey(r)].outcome;
   const TaskFlags flags = t.flags;
   t.flags.KeepOnly(TaskFlag::kStaleEntry);  // an entry left in its queue is still there
-  if (flags.Has(TaskFlag::kWithdraw)) DropHold(r);
+  if (flags.Has(TaskFlag::kWithdraw)) DropHold(s, r);
   if (flags.Has(TaskFlag::kCancel)) {
-    Transition(r, TaskState::kCanceled, CancelReasonOf(r));
+    Transition(s, r, TaskState::kCanceled, CancelReasonOf(s, r));
     return Status::Ok();
   }
   if (flags.Has(TaskFlag::kPreempted) &&
@@ -143,80 +156,80 @@ Status Scheduler::State::OnFinished(TaskFinished& e) {
     // Stopped for a task of higher priority (vacated, or killed by a worker
     // that does not vacate): not its failure. One that ended well before
     // the stop reached it succeeded.
-    AttemptFailed(r, PreemptedReason(r), false);
+    AttemptFailed(s, r, PreemptedReason(s, r), false);
     return Status::Ok();
   }
   if (e.vacated) {
     // Its worker took the room back (the owner returned): not the task's
     // failure, and the worker's reason says so.
-    AttemptFailed(r, why::Vacated(got.reason), false);
+    AttemptFailed(s, r, why::Vacated(got.reason), false);
     return Status::Ok();
   }
   if (flags.Has(TaskFlag::kResized)) {
     // Stopped because its worker's new offer lacks its resources: not the
     // task's failure.
-    AttemptFailed(r, why::Resized(e.worker ? e.worker : t.worker, /*ran=*/true), false);
+    AttemptFailed(s, r, why::Resized(e.worker ? e.worker : t.worker, /*ran=*/true), false);
     return Status::Ok();
   }
-  Reason why = flags.Has(TaskFlag::kTimedOut)    ? why::TimedOut(SpecOf(r).timeout)
+  Reason why = flags.Has(TaskFlag::kTimedOut)    ? why::TimedOut(s.SpecOf(r).timeout)
                : flags.Has(TaskFlag::kLeaseLost) ? why::LeaseExpiredWhileRunning()
                                                  : why::Failed(got, limit);
   if (why.empty()) {
-    Transition(r, TaskState::kSucceeded);
-    if (!got.outputs.empty() && SpecOf(r).replicas > 1) Replicate(r);
+    Transition(s, r, TaskState::kSucceeded);
+    if (!got.outputs.empty() && s.SpecOf(r).replicas > 1) Replicate(s, r);
   } else {
-    AttemptFailed(r, std::move(why), true);
+    AttemptFailed(s, r, std::move(why), true);
   }
   return Status::Ok();
 }
 
-Status Scheduler::State::OnRefused(const TaskRefused& e) {
-  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
-  Task& t = task(r);
-  if (t.state != TaskState::kAssigned || actives[t.active].attempt != e.attempt ||
+Status OnRefused(State& s, const TaskRefused& e) {
+  ASSIGN_OR_RETURN(TaskRef r, s.Find(e.task));
+  Task& t = s.task(r);
+  if (t.state != TaskState::kAssigned || s.actives[t.active].attempt != e.attempt ||
       (e.worker != 0 && e.worker != t.worker)) {
     return Stale("refused", e.task, e.attempt);
   }
-  const uint32_t w = actives[t.active].worker;
-  EmitRelease(actives[t.active]);
-  EndActive(t.active);
-  if (w != kNone && !workers[w].lost) HoldRefusing(w);
+  const uint32_t w = s.actives[t.active].worker;
+  EmitRelease(s, s.actives[t.active]);
+  EndActive(s, t.active);
+  if (w != kNone && !s.workers[w].lost) HoldRefusing(s, w);
   if (t.flags.Has(TaskFlag::kCancel)) {
     t.flags.KeepOnly(TaskFlag::kStaleEntry);
-    DropHold(r);
-    Transition(r, TaskState::kCanceled, CancelReasonOf(r));
+    DropHold(s, r);
+    Transition(s, r, TaskState::kCanceled, CancelReasonOf(s, r));
     return Status::Ok();
   }
-  NeverStarted(r, why::RefusedBy(t.worker, e.reason));
+  NeverStarted(s, r, why::RefusedBy(t.worker, e.reason));
   return Status::Ok();
 }
 
-void Scheduler::State::HoldRefusing(uint32_t w) {
-  workers[w].refusing = true;
-  SyncPolicy(w);
+void HoldRefusing(State& s, uint32_t w) {
+  s.workers[w].refusing = true;
+  SyncPolicy(s, w);
 }
 
-Status Scheduler::State::OnGranted(const LeaseGranted& e) {
-  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
-  Task& t = task(r);
-  if (t.state == TaskState::kRunning && actives[t.active].attempt == e.attempt &&
-      !actives[t.active].granted && actives[t.active].worker != kNone) {
-    actives[t.active].granted = true;  // an adopted attempt: it runs already
+Status OnGranted(State& s, const LeaseGranted& e) {
+  ASSIGN_OR_RETURN(TaskRef r, s.Find(e.task));
+  Task& t = s.task(r);
+  if (t.state == TaskState::kRunning && s.actives[t.active].attempt == e.attempt &&
+      !s.actives[t.active].granted && s.actives[t.active].worker != kNone) {
+    s.actives[t.active].granted = true;  // an adopted attempt: it runs already
     return Status::Ok();
   }
-  if (t.state != TaskState::kAssigned || actives[t.active].attempt != e.attempt ||
-      actives[t.active].granted || actives[t.active].worker == kNone) {
+  if (t.state != TaskState::kAssigned || s.actives[t.active].attempt != e.attempt ||
+      s.actives[t.active].granted || s.actives[t.active].worker == kNone) {
     return Stale("lease granted", e.task, e.attempt);
   }
-  Active& act = actives[t.active];
+  Active& act = s.actives[t.active];
   act.granted = true;
   if (act.lost) return Status::Ok();  // the worker is gone; wait for expiry
-  const TaskGroupSpec& spec = SpecOf(r);
-  const Job& job = jobs[r.job];
+  const TaskGroupSpec& spec = s.SpecOf(r);
+  const Job& job = s.jobs[r.job];
   // Still waiting behind another: the worker starts it as that one exits.
-  const auto [after, after_attempt] = WaitsBehind(act);
+  const auto [after, after_attempt] = WaitsBehind(s, act);
   std::shared_ptr<std::vector<DependencyInput>> inputs;
-  ForEachInput(r, [&](TaskId from, const TaskOutcome& o, const std::string* group) {
+  ForEachInput(s, r, [&](TaskId from, const TaskOutcome& o, const std::string* group) {
     // Only what its `inputs` select (all without them, and from --after).
     std::vector<OutputFile> files = group ? SelectOutputs(spec, *group, o.outputs) : o.outputs;
     if (o.result.empty() && files.empty()) return;
@@ -225,59 +238,60 @@ Status Scheduler::State::OnGranted(const LeaseGranted& e) {
     inputs->push_back(DependencyInput{from, o.result, std::move(files), on,
                                       on == 0 ? std::vector<WorkerId>{} : o.replicas});
   });
-  out->emplace_back(std::in_place_type<AssignTask>, e.task, e.attempt, workers[act.worker].id,
-                    act.alloc.cores, act.alloc.mem_bytes, act.alloc.gpus,
-                    spec.IndexAt(r.index - job.groups[t.group].first), job.spec.get(), after,
-                    after_attempt, t.group, std::move(inputs));
-  std::get<AssignTask>(out->back()).checkpoint = CheckpointOf(r);
-  if (config.start_timeout > Duration::zero()) {
-    PushTimer(now_us + StartBoundOf(r).count(), TimerKind::kStartDeadline, r, e.attempt);
+  s.out->emplace_back(std::in_place_type<AssignTask>, e.task, e.attempt, s.workers[act.worker].id,
+                      act.alloc.cores, act.alloc.mem_bytes, act.alloc.gpus,
+                      spec.IndexAt(r.index - job.groups[t.group].first), job.spec.get(), after,
+                      after_attempt, t.group, std::move(inputs));
+  std::get<AssignTask>(s.out->back()).checkpoint = CheckpointOf(s, r);
+  if (s.config.start_timeout > Duration::zero()) {
+    PushTimer(s, s.now_us + StartBoundOf(s, r).count(), TimerKind::kStartDeadline, r, e.attempt);
   }
   return Status::Ok();
 }
 
-Duration Scheduler::State::StartBoundOf(TaskRef r) const {
+Duration StartBoundOf(const State& s, TaskRef r) {
   uint64_t input_bytes = 0;
-  ForEachInput(r, [&](TaskId, const TaskOutcome& o, const std::string* group) {
-    input_bytes += InputBytes(r, o, group);
+  ForEachInput(s, r, [&](TaskId, const TaskOutcome& o, const std::string* group) {
+    input_bytes += InputBytes(s, r, o, group);
   });
-  if (input_bytes == 0 || config.input_fetch_rate == 0) return config.start_timeout;
+  if (input_bytes == 0 || s.config.input_fetch_rate == 0) return s.config.start_timeout;
   // Whole seconds, so that the reason reads "within 50s".
-  const int64_t fetch_s =
-      static_cast<int64_t>((input_bytes + config.input_fetch_rate - 1) / config.input_fetch_rate);
-  return config.start_timeout + Seconds(fetch_s);
+  const int64_t fetch_s = static_cast<int64_t>((input_bytes + s.config.input_fetch_rate - 1) /
+                                               s.config.input_fetch_rate);
+  return s.config.start_timeout + Seconds(fetch_s);
 }
 
-Status Scheduler::State::OnRejected(const LeaseRejected& e) {
-  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
-  Task& t = task(r);
-  if (t.state == TaskState::kRunning && actives[t.active].attempt == e.attempt &&
-      !actives[t.active].granted && actives[t.active].worker != kNone) {
+Status OnRejected(State& s, const LeaseRejected& e) {
+  ASSIGN_OR_RETURN(TaskRef r, s.Find(e.task));
+  Task& t = s.task(r);
+  if (t.state == TaskState::kRunning && s.actives[t.active].attempt == e.attempt &&
+      !s.actives[t.active].granted && s.actives[t.active].worker != kNone) {
     // An adopted attempt whose keys someone else holds: it may not run on.
     // Its end comes back as TaskFinished and is retried as a lost lease.
     if (!t.flags.Any(TaskFlag::kCancel | TaskFlag::kLeaseLost | TaskFlag::kTimedOut)) {
       t.flags.Set(TaskFlag::kLeaseLost);
-      out->push_back(KillTask{e.task, e.attempt, t.worker, why::LeaseRejected(/*ran=*/true), true});
+      s.out->push_back(
+          KillTask{e.task, e.attempt, t.worker, why::LeaseRejected(/*ran=*/true), true});
     }
     return Status::Ok();
   }
-  if (t.state != TaskState::kAssigned || actives[t.active].attempt != e.attempt ||
-      actives[t.active].granted) {
+  if (t.state != TaskState::kAssigned || s.actives[t.active].attempt != e.attempt ||
+      s.actives[t.active].granted) {
     return Stale("lease rejected", e.task, e.attempt);
   }
-  EndActive(t.active);
-  Transition(r, TaskState::kQueued, why::LeaseRejected(/*ran=*/false));
-  Enqueue(r, true);
+  EndActive(s, t.active);
+  Transition(s, r, TaskState::kQueued, why::LeaseRejected(/*ran=*/false));
+  Enqueue(s, r, true);
   return Status::Ok();
 }
 
-void Scheduler::State::LostAttemptEnded(TaskRef r, Reason why) {
-  Task& t = task(r);
-  EndActive(t.active);
-  if (t.flags.Has(TaskFlag::kWithdraw)) DropHold(r);
+void LostAttemptEnded(State& s, TaskRef r, Reason why) {
+  Task& t = s.task(r);
+  EndActive(s, t.active);
+  if (t.flags.Has(TaskFlag::kWithdraw)) DropHold(s, r);
   if (t.flags.Has(TaskFlag::kCancel)) {
     t.flags.KeepOnly(TaskFlag::kStaleEntry);
-    Transition(r, TaskState::kCanceled, CancelReasonOf(r));
+    Transition(s, r, TaskState::kCanceled, CancelReasonOf(s, r));
     return;
   }
   const bool preempted = t.flags.Has(TaskFlag::kPreempted);
@@ -285,66 +299,69 @@ void Scheduler::State::LostAttemptEnded(TaskRef r, Reason why) {
   if (preempted) {
     // It was being stopped for a task of higher priority anyway: gone
     // with its worker, it is not the worker's loss either.
-    AttemptFailed(r, PreemptedReason(r), false);
+    AttemptFailed(s, r, PreemptedReason(s, r), false);
     return;
   }
   ++t.lost;
-  if (t.lost >= config.max_lost_attempts) {
-    Transition(r, TaskState::kFailed, why::WorkerLostTooOften(t.lost));
+  if (t.lost >= s.config.max_lost_attempts) {
+    Transition(s, r, TaskState::kFailed, why::WorkerLostTooOften(t.lost));
     return;
   }
-  AttemptFailed(r, std::move(why), false);
+  AttemptFailed(s, r, std::move(why), false);
 }
 
-Status Scheduler::State::OnFreed(const LeaseFreed& e) {
-  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
-  Task& t = task(r);
+Status OnFreed(State& s, const LeaseFreed& e) {
+  ASSIGN_OR_RETURN(TaskRef r, s.Find(e.task));
+  Task& t = s.task(r);
   if ((t.state != TaskState::kAssigned && t.state != TaskState::kRunning) ||
-      actives[t.active].attempt != e.attempt) {
+      s.actives[t.active].attempt != e.attempt) {
     return Status::Ok();  // our own release, or an attempt already ended
   }
-  Active& act = actives[t.active];
+  Active& act = s.actives[t.active];
   if (act.lost) {
-    LostAttemptEnded(r);
+    LostAttemptEnded(s, r);
     return Status::Ok();
   }
   if (!act.granted) return Status::Ok();  // a key vanished before the grant: the grant decides
   // The lease vanished under a live task: it may no longer run safely.
   if (!t.flags.Any(TaskFlag::kCancel | TaskFlag::kLeaseLost | TaskFlag::kTimedOut)) {
     t.flags.Set(TaskFlag::kLeaseLost);
-    out->push_back(KillTask{e.task, e.attempt, workers[act.worker].id, why::LeaseExpired(), true});
+    s.out->push_back(
+        KillTask{e.task, e.attempt, s.workers[act.worker].id, why::LeaseExpired(), true});
   }
   return Status::Ok();
 }
 
-void Scheduler::State::Transition(TaskRef r, TaskState to, Reason why) {
-  Job& job = jobs[r.job];
+void Transition(State& s, TaskRef r, TaskState to, Reason why) {
+  Job& job = s.jobs[r.job];
   Task& t = job.tasks[r.index];
   TaskState from = t.state;
   const bool attempt_ended = to == TaskState::kQueued && t.attempt > 0 &&
                              (from == TaskState::kAssigned || from == TaskState::kRunning);
   // A preemptor that leaves its queue (placed, canceled) needs its room no
   // longer.
-  if (from == TaskState::kQueued && to != from && !preemption.in_flight.empty()) EndPreemption(r);
-  if (attempt_ended) NotePastAttempt(r, from, now_us, why);
+  if (from == TaskState::kQueued && to != from && !s.preemption.in_flight.empty()) {
+    EndPreemption(s, r);
+  }
+  if (attempt_ended) NotePastAttempt(s, r, from, s.now_us, why);
   // When it left its attempt, its success became history (a rerun,
   // lineage.cc) or it ended, as Restore reads it from the record.
-  if (attempt_ended || from == TaskState::kSucceeded || IsTerminal(to)) t.finished_us = now_us;
-  job.changed_us = now_us;
+  if (attempt_ended || from == TaskState::kSucceeded || IsTerminal(to)) t.finished_us = s.now_us;
+  job.changed_us = s.now_us;
   --job.counts[static_cast<int>(from)];
   ++job.counts[static_cast<int>(to)];
   // Queued for the user's max_queued: waiting or queued (not yet assigned).
   if ((from <= TaskState::kQueued) != (to <= TaskState::kQueued)) {
-    users[job.user].account.AddQueued(to <= TaskState::kQueued ? 1 : -1);
+    s.users[job.user].account.AddQueued(to <= TaskState::kQueued ? 1 : -1);
   }
   t.state = to;
   if (!why.empty()) {
-    Extra& extra = extras[ExtraKey(r)];
+    Extra& extra = s.extras[ExtraKey(r)];
     extra.reason = why.text;
     extra.reason_kind = why.kind;
-  } else if (to == TaskState::kSucceeded && !extras.empty()) {
-    auto it = extras.find(ExtraKey(r));
-    if (it != extras.end()) {
+  } else if (to == TaskState::kSucceeded && !s.extras.empty()) {
+    auto it = s.extras.find(ExtraKey(r));
+    if (it != s.extras.end()) {
       it->second.reason.clear();
       it->second.reason_kind = EndKind::kNone;
     }
@@ -354,8 +371,8 @@ void Scheduler::State::Transition(TaskRef r, TaskState to, Reason why) {
   // with no arguments is value-initialised, i.e. zero-filled first, and that
   // was most of this function's cost.
   {
-    TaskStateChanged& changed = std::get<TaskStateChanged>(
-        out->emplace_back(std::in_place_type<TaskStateChanged>, id, from, to, uint32_t{t.attempt}));
+    TaskStateChanged& changed = std::get<TaskStateChanged>(s.out->emplace_back(
+        std::in_place_type<TaskStateChanged>, id, from, to, uint32_t{t.attempt}));
     if (!why.empty()) {
       changed.reason = why.text;
       changed.kind = why.kind;
@@ -367,13 +384,13 @@ void Scheduler::State::Transition(TaskRef r, TaskState to, Reason why) {
   std::vector<GpuGrant> gpus;
   std::pair<TaskId, uint32_t> after;  // queue-ahead: the attempt it waits behind
   if (to == TaskState::kAssigned && t.active != kNone) {
-    const Active& act = actives[t.active];
+    const Active& act = s.actives[t.active];
     cores.assign(act.alloc.cores.begin(), act.alloc.cores.end());
     if (!act.alloc.gpus.empty()) gpus.assign(act.alloc.gpus.begin(), act.alloc.gpus.end());
-    after = WaitsBehind(act);
+    after = WaitsBehind(s, act);
   } else if (IsTerminal(to)) {
     // What it ran on, so a restored server still shows it (Restore).
-    if (const RanOn::Entry* ran = ran_on.Get(t.ran_on)) {
+    if (const RanOn::Entry* ran = s.ran_on.Get(t.ran_on)) {
       cores = ran->cores;
       gpus = ran->gpus;
     }
@@ -381,20 +398,19 @@ void Scheduler::State::Transition(TaskRef r, TaskState to, Reason why) {
   const Time started = (to == TaskState::kQueued || IsTerminal(to)) && t.started_us != 0
                            ? TimeFromMicros(t.started_us)
                            : Time();
-  out->emplace_back(std::in_place_type<Persist>, std::in_place_type<TaskRecord>, id, to,
-                    uint32_t{t.attempt}, t.worker, TimeFromMicros(now_us), std::move(why.text),
-                    uint32_t{t.failures}, std::move(cores), std::move(gpus), after.first,
-                    after.second, started, why.kind);
+  s.out->emplace_back(std::in_place_type<Persist>, std::in_place_type<TaskRecord>, id, to,
+                      uint32_t{t.attempt}, t.worker, TimeFromMicros(s.now_us), std::move(why.text),
+                      uint32_t{t.failures}, std::move(cores), std::move(gpus), after.first,
+                      after.second, started, why.kind);
   if (to == TaskState::kSucceeded) {
-    OnSucceeded(r);
+    OnSucceeded(s, r);
   } else if (to == TaskState::kFailed || to == TaskState::kCanceled) {
-    OnEndedBadly(r, why::DependencyEnded(id, to));
+    OnEndedBadly(s, r, why::DependencyEnded(id, to));
   }
 }
 
-void Scheduler::State::NotePastAttempt(TaskRef r, TaskState from, int64_t at_us,
-                                       const Reason& why) {
-  const Task& t = task(r);
+void NotePastAttempt(State& s, TaskRef r, TaskState from, int64_t at_us, const Reason& why) {
+  const Task& t = s.task(r);
   PastAttempt p;
   p.attempt = t.attempt;
   p.worker = t.worker;
@@ -402,12 +418,12 @@ void Scheduler::State::NotePastAttempt(TaskRef r, TaskState from, int64_t at_us,
   p.ended_at = TimeFromMicros(at_us);
   p.reason = why.text;
   p.kind = why.kind;
-  if (auto e = extras.find(ExtraKey(r));
-      e != extras.end() && e->second.outcome && e->second.outcome_attempt == t.attempt) {
+  if (auto e = s.extras.find(ExtraKey(r));
+      e != s.extras.end() && e->second.outcome && e->second.outcome_attempt == t.attempt) {
     p.outcome = e->second.outcome;
   }
-  std::vector<PastAttempt>& kept = past[ExtraKey(r)];
-  if (kept.size() >= kMaxPastAttempts) kept.erase(kept.begin());
+  std::vector<PastAttempt>& kept = s.past[ExtraKey(r)];
+  if (kept.size() >= Scheduler::kMaxPastAttempts) kept.erase(kept.begin());
   kept.push_back(std::move(p));
 }
 

@@ -3,13 +3,14 @@
 // and handed to the next attempt.
 #include <memory>
 
+#include "core/checkpoints_ops.h"
 #include "core/scheduler_state.h"
 
 namespace drover::core {
 
-Status Scheduler::State::OnCheckpointSaved(const CheckpointSaved& e) {
-  ASSIGN_OR_RETURN(TaskRef r, Find(e.task));
-  const Task& t = task(r);
+Status OnCheckpointSaved(State& s, const CheckpointSaved& e) {
+  ASSIGN_OR_RETURN(TaskRef r, s.Find(e.task));
+  const Task& t = s.task(r);
   // Only the task's latest attempt, from the worker it ran on, may say what
   // the next one starts from: a save that arrives after a newer attempt was
   // assigned (or from anyone else) is stale. The attempt itself may have
@@ -19,7 +20,7 @@ Status Scheduler::State::OnCheckpointSaved(const CheckpointSaved& e) {
     return FailedPrecondition("checkpoint of " + e.task.ToString() + "#" +
                               std::to_string(e.attempt) + " which is not current");
   }
-  Extra& extra = extras[ExtraKey(r)];
+  Extra& extra = s.extras[ExtraKey(r)];
   if (extra.checkpoint && extra.checkpoint->attempt > e.attempt) {
     return FailedPrecondition("checkpoint of " + e.task.ToString() + "#" +
                               std::to_string(e.attempt) + " older than the one kept");
@@ -27,25 +28,25 @@ Status Scheduler::State::OnCheckpointSaved(const CheckpointSaved& e) {
   auto saved = std::make_shared<Checkpoint>();
   saved->attempt = e.attempt;
   saved->worker = t.worker;
-  saved->saved_at = TimeFromMicros(now_us);
+  saved->saved_at = TimeFromMicros(s.now_us);
   saved->files = e.files;
   extra.checkpoint = saved;
-  jobs[r.job].changed_us = std::max(jobs[r.job].changed_us, now_us);
-  out->push_back(Persist{CheckpointRecord{e.task, *saved}});
+  s.jobs[r.job].changed_us = std::max(s.jobs[r.job].changed_us, s.now_us);
+  s.out->push_back(Persist{CheckpointRecord{e.task, *saved}});
   return Status::Ok();
 }
 
-void Scheduler::State::RestoreCheckpoint(const CheckpointRecord& record) {
-  if (restored_forgotten.count(record.task.job)) return;
-  Result<TaskRef> r = Find(record.task);
+void RestoreCheckpoint(State& s, const CheckpointRecord& record) {
+  if (s.restored_forgotten.count(record.task.job)) return;
+  Result<TaskRef> r = s.Find(record.task);
   if (!r.ok()) return;
-  extras[ExtraKey(*r)].checkpoint = std::make_shared<Checkpoint>(record.checkpoint);
+  s.extras[ExtraKey(*r)].checkpoint = std::make_shared<Checkpoint>(record.checkpoint);
 }
 
-std::shared_ptr<const Checkpoint> Scheduler::State::CheckpointOf(TaskRef r) const {
-  if (extras.empty()) return nullptr;
-  auto it = extras.find(ExtraKey(r));
-  return it == extras.end() ? nullptr : it->second.checkpoint;
+std::shared_ptr<const Checkpoint> CheckpointOf(const State& s, TaskRef r) {
+  if (s.extras.empty()) return nullptr;
+  auto it = s.extras.find(ExtraKey(r));
+  return it == s.extras.end() ? nullptr : it->second.checkpoint;
 }
 
 }  // namespace drover::core

@@ -26,96 +26,104 @@
 // of lower priority on one worker, which is held for it until they end.
 #include <algorithm>
 
+#include "core/attempt_events_ops.h"
+#include "core/dispatch_ops.h"
+#include "core/job_lifecycle_ops.h"
+#include "core/leases_ops.h"
+#include "core/locality_ops.h"
+#include "core/preemption_ops.h"
+#include "core/queue_ahead_ops.h"
+#include "core/reservation_ops.h"
 #include "core/scheduler_state.h"
 
 namespace drover::core {
 
-void Scheduler::State::MarkClassDirty(uint32_t cls) {
-  if (class_dirty.size() <= cls) class_dirty.resize(queues.class_count(), 0);
-  if (class_dirty[cls]) return;
-  class_dirty[cls] = 1;
-  dirty_classes.push_back(cls);
+void MarkClassDirty(State& s, uint32_t cls) {
+  if (s.class_dirty.size() <= cls) s.class_dirty.resize(s.queues.class_count(), 0);
+  if (s.class_dirty[cls]) return;
+  s.class_dirty[cls] = 1;
+  s.dirty_classes.push_back(cls);
 }
 
-void Scheduler::State::Dispatch() {
-  if (adoption.settling) {  // after a restore: dirty classes/workers wait for EndSettle
-    FlushLoads();
+void Dispatch(State& s) {
+  if (s.adoption.settling) {  // after a restore: dirty classes/workers wait for EndSettle
+    FlushLoads(s);
     return;
   }
   for (;;) {
-    while (!dirty_classes.empty() || !dirty_workers.empty()) {
-      if (!dirty_classes.empty()) {
+    while (!s.dirty_classes.empty() || !s.dirty_workers.empty()) {
+      if (!s.dirty_classes.empty()) {
         // Class order, not arrival order, so the result does not depend on
         // which event touched which class first within one handling.
         std::vector<uint32_t> classes;
-        classes.swap(dirty_classes);
+        classes.swap(s.dirty_classes);
         std::sort(classes.begin(), classes.end());
         for (uint32_t cls : classes) {
-          class_dirty[cls] = 0;
-          PlaceClass(cls);
+          s.class_dirty[cls] = 0;
+          PlaceClass(s, cls);
         }
         continue;
       }
       std::vector<uint32_t> ws;
-      ws.swap(dirty_workers);
+      ws.swap(s.dirty_workers);
       for (uint32_t w : ws) {
-        workers[w].dirty = false;
-        PlaceOnWorker(w);
+        s.workers[w].dirty = false;
+        PlaceOnWorker(s, w);
       }
       ws.clear();
-      if (dirty_workers.empty()) dirty_workers.swap(ws);  // keep the capacity
+      if (s.dirty_workers.empty()) s.dirty_workers.swap(ws);  // keep the capacity
     }
     // After placement, so only heads that still fit nowhere preempt.
-    if (!preempt_due) break;
-    preempt_due = false;
-    PreemptBlockedHeads();
+    if (!s.preempt_due) break;
+    s.preempt_due = false;
+    PreemptBlockedHeads(s);
   }
-  FlushLoads();
+  FlushLoads(s);
 }
 
-bool Scheduler::State::LiveHead(uint32_t cls, TaskRef& out_ref) {
-  while (!queues.Empty(cls)) {
-    TaskRef r = queues.Head(cls).task;
-    const Task& t = task(r);
+bool LiveHead(State& s, uint32_t cls, TaskRef& out_ref) {
+  while (!s.queues.Empty(cls)) {
+    TaskRef r = s.queues.Head(cls).task;
+    const Task& t = s.task(r);
     if (t.state == TaskState::kQueued && !t.flags.Any(TaskFlag::kBackoff | TaskFlag::kParked)) {
       out_ref = r;
       return true;
     }
     // Canceled or moved on since it was queued; a task placed past the heads
     // (BackfillBehindHeads) has no other entry left.
-    if (t.flags.Has(TaskFlag::kStaleEntry)) task(r).flags.Clear(TaskFlag::kStaleEntry);
-    queues.PopHead(cls);
+    if (t.flags.Has(TaskFlag::kStaleEntry)) s.task(r).flags.Clear(TaskFlag::kStaleEntry);
+    s.queues.PopHead(cls);
   }
   return false;
 }
 
-bool Scheduler::State::QuotaAllows(TaskRef r) const {
-  return users[jobs[r.job].user].account.Exceeds(RequestOf(r)) == QuotaLimit::kNone;
+bool QuotaAllows(const State& s, TaskRef r) {
+  return s.users[s.jobs[r.job].user].account.Exceeds(s.RequestOf(r)) == QuotaLimit::kNone;
 }
 
-void Scheduler::State::Park(uint32_t cls, TaskRef r) {
-  queues.PopHead(cls);
+void Park(State& s, uint32_t cls, TaskRef r) {
+  s.queues.PopHead(cls);
   // A parked task is no class head: it must not hold resources back.
-  if (reservation.IsFor(r)) EndReservation();
-  EndPreemption(r);
-  task(r).flags.Set(TaskFlag::kParked);
-  users[jobs[r.job].user].parked.push_back(r);
+  if (s.reservation.IsFor(r)) EndReservation(s);
+  EndPreemption(s, r);
+  s.task(r).flags.Set(TaskFlag::kParked);
+  s.users[s.jobs[r.job].user].parked.push_back(r);
 }
 
-void Scheduler::State::Unpark(uint32_t u) {
+void Unpark(State& s, uint32_t u) {
   // Put back, in order, as many parked tasks as the freed quota could take;
   // the rest stay parked so a long parked list costs nothing per event.
-  User& user = users[u];
+  User& user = s.users[u];
   QuotaUsage usage = user.account.used();  // with the tasks taken back so far
   std::vector<TaskRef> back;
   while (!user.parked.empty()) {
     TaskRef r = user.parked.front();
-    Task& t = task(r);
+    Task& t = s.task(r);
     if (t.state != TaskState::kQueued || !t.flags.Has(TaskFlag::kParked)) {
       user.parked.pop_front();
       continue;
     }
-    const ResourceRequest& req = RequestOf(r);
+    const ResourceRequest& req = s.RequestOf(r);
     if (user.account.Exceeds(req, usage) != QuotaLimit::kNone) break;
     usage.Add(req);
     t.flags.Clear(TaskFlag::kParked);
@@ -123,119 +131,119 @@ void Scheduler::State::Unpark(uint32_t u) {
     user.parked.pop_front();
   }
   for (auto it = back.rbegin(); it != back.rend(); ++it) {
-    if (task(*it).state != TaskState::kQueued) {
+    if (s.task(*it).state != TaskState::kQueued) {
       // Queuing one before it reran a producer this one needs too
       // (lineage.cc): it waits, and has no queue entry for Unready to keep.
-      task(*it).flags.Clear(TaskFlag::kStaleEntry);
+      s.task(*it).flags.Clear(TaskFlag::kStaleEntry);
       continue;
     }
-    Enqueue(*it, true);
+    Enqueue(s, *it, true);
   }
 }
 
-bool Scheduler::State::LastsFor(uint32_t w, TaskRef r, int64_t from_us) const {
-  return workers[w].res->resources().EndsInTime(SpecOf(r).timeout, TimeFromMicros(from_us));
+bool LastsFor(const State& s, uint32_t w, TaskRef r, int64_t from_us) {
+  return s.workers[w].res->resources().EndsInTime(s.SpecOf(r).timeout, TimeFromMicros(from_us));
 }
 
-bool Scheduler::State::CanPlace(uint32_t w, TaskRef r) {
-  if (!Schedulable(w) || (workers[w].ending && !LastsFor(w, r, now_us))) return false;
-  const ResourceRequest& req = RequestOf(r);
-  if (!workers[w].res->Fits(req, policy->PreferFullGpus())) return false;
+bool CanPlace(State& s, uint32_t w, TaskRef r) {
+  if (!Schedulable(s, w) || (s.workers[w].ending && !LastsFor(s, w, r, s.now_us))) return false;
+  const ResourceRequest& req = s.RequestOf(r);
+  if (!s.workers[w].res->Fits(req, s.policy->PreferFullGpus())) return false;
   // Nothing held for a preemptor (always, with preemption off): no call.
-  if (!preemption.in_flight.empty() && !PreemptionAllows(w, r)) return false;
-  if (reservation.IsOn(w) && !(reservation.task == r)) {
+  if (!s.preemption.in_flight.empty() && !PreemptionAllows(s, w, r)) return false;
+  if (s.reservation.IsOn(w) && !(s.reservation.task == r)) {
     // A task of the reserved one's own class asked here is its class head,
     // so it is ahead of the reserved task (a higher priority arrived, or it
     // was put back at the front): it may take what is held for that shape.
     // Holding it back too would idle the worker until the reserved task is
     // head again, and no free on this worker may follow to offer it then.
-    if (ClassOf(r) == ClassOf(reservation.task)) return HoldAllows(w, r);
-    if (!ReservationAllows(w, r)) return false;
+    if (s.ClassOf(r) == s.ClassOf(s.reservation.task)) return HoldAllows(s, w, r);
+    if (!ReservationAllows(s, w, r)) return false;
   }
-  return HoldAllows(w, r);
+  return HoldAllows(s, w, r);
 }
 
-void Scheduler::State::Place(uint32_t cls, TaskRef r, uint32_t w, bool head) {
-  const ResourceRequest& req = queues.request(cls);
-  Worker& worker = workers[w];
-  Task& t = task(r);
-  if (head) queues.PopHead(cls);
+void Place(State& s, uint32_t cls, TaskRef r, uint32_t w, bool head) {
+  const ResourceRequest& req = s.queues.request(cls);
+  Worker& worker = s.workers[w];
+  Task& t = s.task(r);
+  if (head) s.queues.PopHead(cls);
   ++t.attempt;
   t.worker = worker.id;
-  const uint32_t a = NewActive(r, w, t.attempt);
-  Active& act = actives[a];
-  act.booked = worker.res->Allocate(req, policy->PreferFullGpus(), act.alloc);
-  if (reservation.IsFor(r)) EndReservation();
+  const uint32_t a = NewActive(s, r, w, t.attempt);
+  Active& act = s.actives[a];
+  act.booked = worker.res->Allocate(req, s.policy->PreferFullGpus(), act.alloc);
+  if (s.reservation.IsFor(r)) EndReservation(s);
   // Built from its fields: emplacing with no arguments would zero it first.
-  out->emplace_back(std::in_place_type<ClaimLeases>, IdOf(r), uint32_t{t.attempt}, worker.id,
-                    KeysOf(act), config.lease_ttl);
-  Transition(r, TaskState::kAssigned);
+  s.out->emplace_back(std::in_place_type<ClaimLeases>, s.IdOf(r), uint32_t{t.attempt}, worker.id,
+                      KeysOf(s, act), s.config.lease_ttl);
+  Transition(s, r, TaskState::kAssigned);
 }
 
-void Scheduler::State::PlaceClass(uint32_t cls) {
+void PlaceClass(State& s, uint32_t cls) {
   TaskRef r;
-  while (LiveHead(cls, r)) {
-    if (!QuotaAllows(r)) {
-      Park(cls, r);
+  while (LiveHead(s, cls, r)) {
+    if (!QuotaAllows(s, r)) {
+      Park(s, cls, r);
       continue;
     }
-    FlushLoads();
-    uint32_t w = policy->Choose([&](uint32_t slot) { return CanPlace(slot, r); });
-    if (w != kNoWorker) w = NearInputs(r, w);
+    FlushLoads(s);
+    uint32_t w = s.policy->Choose([&](uint32_t slot) { return CanPlace(s, slot, r); });
+    if (w != kNoWorker) w = NearInputs(s, r, w);
     if (w == kNoWorker) {
       // The head waits; a worker that leaves may still take tasks behind it.
-      for (uint32_t e : ending_workers) {
-        if (Schedulable(e)) MarkWorkerDirty(e);
+      for (uint32_t e : s.ending_workers) {
+        if (Schedulable(s, e)) MarkWorkerDirty(s, e);
       }
       // Before queue-ahead: a task that may preempt starts where its
       // victims end rather than waiting behind a task of any length.
-      const bool preempting = Preempt(r);
-      if (config.queue_ahead) {
-        QueueAheadAnywhere();
+      const bool preempting = Preempt(s, r);
+      if (s.config.queue_ahead) {
+        QueueAheadAnywhere(s);
         TaskRef still;
-        if (!preempting && LiveHead(cls, still) && still == r) Displace(r);
+        if (!preempting && LiveHead(s, cls, still) && still == r) Displace(s, r);
       }
       return;
     }
     // Overtaking an earlier blocked head of another class is a backfill.
-    if (!queues.heads().empty()) {
-      const uint32_t top = TaskQueues::ClassOfKey(*queues.heads().begin());
+    if (!s.queues.heads().empty()) {
+      const uint32_t top = TaskQueues::ClassOfKey(*s.queues.heads().begin());
       TaskRef first;
-      if (top != cls && LiveHead(top, first)) {
-        if (*queues.heads().begin() < queues.HeadKeyOf(cls)) {
-          Reserve(first, kNone);
-          if (!CanPlace(w, r)) continue;  // the reservation just took that worker
+      if (top != cls && LiveHead(s, top, first)) {
+        if (*s.queues.heads().begin() < s.queues.HeadKeyOf(cls)) {
+          Reserve(s, first, kNone);
+          if (!CanPlace(s, w, r)) continue;  // the reservation just took that worker
         }
       }
     }
-    Place(cls, r, w);
+    Place(s, cls, r, w);
   }
 }
 
-void Scheduler::State::PlaceOnWorker(uint32_t w) {
-  if (!Schedulable(w)) return;
-  if (config.queue_ahead) TakeBack(w);
+void PlaceOnWorker(State& s, uint32_t w) {
+  if (!Schedulable(s, w)) return;
+  if (s.config.queue_ahead) TakeBack(s, w);
   TaskRef blocked;
   bool have_blocked = false;
-  WalkHeads([&](uint32_t cls, TaskRef r) {
-    if (CanPlace(w, r)) {
+  WalkHeads(s, [&](uint32_t cls, TaskRef r) {
+    if (CanPlace(s, w, r)) {
       if (have_blocked && !(blocked == r)) {
-        Reserve(blocked, w);
-        if (!CanPlace(w, r)) return Walk::kNext;
+        Reserve(s, blocked, w);
+        if (!CanPlace(s, w, r)) return Walk::kNext;
       }
-      Place(cls, r, w);
+      Place(s, cls, r, w);
       return Walk::kRestart;
     }
-    if (!have_blocked && CanEverRun(w, r)) {
+    if (!have_blocked && CanEverRun(s, w, r)) {
       blocked = r;
       have_blocked = true;
     }
     return Walk::kNext;
   });
-  if (reservation.IsOn(w)) BackfillBehindHeads(w);
-  if (Ending(w)) FillLeavingWorker(w);
-  if (config.queue_ahead) QueueAhead(w);
-  if (!preemption.in_flight.empty()) SettlePreemption(w);
+  if (s.reservation.IsOn(w)) BackfillBehindHeads(s, w);
+  if (Ending(s, w)) FillLeavingWorker(s, w);
+  if (s.config.queue_ahead) QueueAhead(s, w);
+  if (!s.preemption.in_flight.empty()) SettlePreemption(s, w);
 }
 
 }  // namespace drover::core

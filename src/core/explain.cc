@@ -5,6 +5,10 @@
 #include <cmath>
 
 #include "common/quantity.h"
+#include "core/attempt_events_ops.h"
+#include "core/leases_ops.h"
+#include "core/lookup_ops.h"
+#include "core/preemption_ops.h"
 #include "core/scheduler_state.h"
 
 namespace drover::core {
@@ -250,7 +254,7 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
   ASSIGN_OR_RETURN(TaskRef r, s.Find(id));
   const Job& job = s.jobs[r.job];
   const Task& t = s.task(r);
-  const std::string reason = s.ReasonOf(r).text;
+  const std::string reason = ReasonOf(s, r).text;
   switch (t.state) {
     case TaskState::kSucceeded:
       return std::string("succeeded");
@@ -316,7 +320,7 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
   }
   const TaskGroupSpec& spec = s.SpecOf(r);
   if (t.flags.Has(TaskFlag::kBackoff)) {
-    const int64_t at = t.finished_us + s.BackoffFor(r).count();
+    const int64_t at = t.finished_us + BackoffFor(s, r).count();
     return "backing off: retry " + std::to_string(t.failures) + " of " +
            std::to_string(spec.retries) + " in " +
            FormatDuration(Duration(std::max<int64_t>(0, at - s.now_us)));
@@ -380,8 +384,8 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
     return "preempting " + TaskList(ids) + " on worker " + std::to_string(s.workers[p->worker].id);
   }
   if (s.config.preempt_priority && spec.priority >= *s.config.preempt_priority &&
-      s.ChooseVictims(r, false).worker == kNone) {
-    const State::VictimChoice cooling = s.ChooseVictims(r, true);
+      ChooseVictims(s, r, false).worker == kNone) {
+    const VictimChoice cooling = ChooseVictims(s, r, true);
     if (cooling.worker != kNone && cooling.cooldown_until > 0) {
       std::vector<TaskId> ids;
       for (uint32_t a : cooling.actives) ids.push_back(s.IdOf(s.actives[a].task));
@@ -392,9 +396,9 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
 
   // It fits now on worker slot w and on no other live worker.
   const auto only_room_on = [&](uint32_t w) {
-    if (!s.Schedulable(w) || !s.workers[w].res->Fits(req, false)) return false;
+    if (!Schedulable(s, w) || !s.workers[w].res->Fits(req, false)) return false;
     for (uint32_t v = 0; v < s.workers.size(); ++v) {
-      if (v != w && s.Schedulable(v) && s.workers[v].res->Fits(req, false)) return false;
+      if (v != w && Schedulable(s, v) && s.workers[v].res->Fits(req, false)) return false;
     }
     return true;
   };

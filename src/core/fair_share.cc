@@ -1,5 +1,6 @@
-// Fair share (fair_share.h): the book of decayed use, and the State
-// functions that charge it and hand the standings to the queues.
+// Fair share (fair_share.h): the book of decayed use, and the functions
+// over State that charge it and hand the standings to the queues
+// (fair_share_ops.h).
 #include "core/fair_share.h"
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <numbers>
 #include <tuple>
 
+#include "core/fair_share_ops.h"
 #include "core/fair_share_report.h"
 #include "core/scheduler_state.h"
 
@@ -115,21 +117,21 @@ const std::string& FairShareBook::PartyOf(uint32_t u) const {
 
 // --- State ----------------------------------------------------------------------
 
-void Scheduler::State::SyncFairShareUsers() {
-  while (fair_share.user_count() < users.size()) {
-    const auto u = static_cast<uint32_t>(fair_share.user_count());
-    fair_share.AddUser(u, users[u].account.name());
+void SyncFairShareUsers(State& s) {
+  while (s.fair_share.user_count() < s.users.size()) {
+    const auto u = static_cast<uint32_t>(s.fair_share.user_count());
+    s.fair_share.AddUser(u, s.users[u].account.name());
   }
 }
 
-void Scheduler::State::ReplayUse(TaskRef r, const TaskRecord& record) {
-  const Task& t = task(r);  // as the records before this one left it
+void ReplayUse(State& s, TaskRef r, const TaskRecord& record) {
+  const Task& t = s.task(r);  // as the records before this one left it
   const uint64_t key = ExtraKey(r);
   const int64_t at = ToMicros(record.at);
   const auto charge = [&](int64_t start_us, int64_t end_us) {
-    const uint32_t u = jobs[r.job].user;
-    if (u >= fair_share.user_count()) SyncFairShareUsers();
-    fair_share.AddPast(u, RequestOf(r), start_us, end_us);
+    const uint32_t u = s.jobs[r.job].user;
+    if (u >= s.fair_share.user_count()) SyncFairShareUsers(s);
+    s.fair_share.AddPast(u, s.RequestOf(r), start_us, end_us);
   };
   if (record.state == TaskState::kAssigned || record.state == TaskState::kRunning) {
     // A snapshot's record of an attempt assigned and not started
@@ -140,10 +142,10 @@ void Scheduler::State::ReplayUse(TaskRef r, const TaskRecord& record) {
     if (record.state == TaskState::kAssigned && (record.at == Time() || !record.reason.empty())) {
       return;
     }
-    fair_share.ReplayHeld(key, record.attempt, at);
+    s.fair_share.ReplayHeld(key, record.attempt, at);
     return;
   }
-  const std::optional<int64_t> since = fair_share.ReplayEnded(key);
+  const std::optional<int64_t> since = s.fair_share.ReplayEnded(key);
   if (t.state == TaskState::kAssigned || t.state == TaskState::kRunning) {
     if (!since) return;
     int64_t end = at;
@@ -153,8 +155,8 @@ void Scheduler::State::ReplayUse(TaskRef r, const TaskRecord& record) {
     // anything; its success's time is not kept, so the worker's measure of
     // its run stands in (nothing when there is none).
     if (t.state == TaskState::kRunning && record.started == Time()) {
-      auto e = extras.find(key);
-      if (e != extras.end() && e->second.outcome && e->second.outcome_attempt == record.attempt) {
+      auto e = s.extras.find(key);
+      if (e != s.extras.end() && e->second.outcome && e->second.outcome_attempt == record.attempt) {
         const TaskOutcome& o = *e->second.outcome;
         if (o.exit_code == 0 && o.signal == 0 && !o.oom_killed && o.reason.empty()) {
           end = std::min(at, *since + o.usage.wall.count());
@@ -173,25 +175,25 @@ void Scheduler::State::ReplayUse(TaskRef r, const TaskRecord& record) {
   }
 }
 
-void Scheduler::State::FinishReplayUse() {
+void FinishReplayUse(State& s) {
   // Attempts still held at the restart held since their assignment; they
   // hold again from now (NewActive).
-  fair_share.TakeReplayHeld([&](uint64_t key, int64_t since_us) {
+  s.fair_share.TakeReplayHeld([&](uint64_t key, int64_t since_us) {
     const TaskRef r{static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key)};
-    if (r.job >= jobs.size() || jobs[r.job].forgotten) return;
-    if (task(r).state != TaskState::kAssigned && task(r).state != TaskState::kRunning) return;
-    const uint32_t u = jobs[r.job].user;
-    if (u >= fair_share.user_count()) SyncFairShareUsers();
-    fair_share.AddPast(u, RequestOf(r), since_us, now_us);
+    if (r.job >= s.jobs.size() || s.jobs[r.job].forgotten) return;
+    if (s.task(r).state != TaskState::kAssigned && s.task(r).state != TaskState::kRunning) return;
+    const uint32_t u = s.jobs[r.job].user;
+    if (u >= s.fair_share.user_count()) SyncFairShareUsers(s);
+    s.fair_share.AddPast(u, s.RequestOf(r), since_us, s.now_us);
   });
-  UpdateStandings();  // the first placements already follow the past use
+  UpdateStandings(s);  // the first placements already follow the past use
 }
 
-void Scheduler::State::UpdateStandings() {
-  SyncFairShareUsers();
-  fair_share.Standings(now_us, standings_scratch);
-  for (uint32_t u = 0; u < standings_scratch.size(); ++u) {
-    queues.SetStanding(u, standings_scratch[u]);
+void UpdateStandings(State& s) {
+  SyncFairShareUsers(s);
+  s.fair_share.Standings(s.now_us, s.standings_scratch);
+  for (uint32_t u = 0; u < s.standings_scratch.size(); ++u) {
+    s.queues.SetStanding(u, s.standings_scratch[u]);
   }
 }
 

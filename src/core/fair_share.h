@@ -21,7 +21,7 @@
 // hold nothing. With fair share off every standing is 0.
 //
 // Restarts: the book is not journaled; Restore rebuilds it from the task
-// records it replays (restore.cc: State::ReplayUse, FinishReplayUse). An
+// records it replays (restore.cc: ReplayUse, FinishReplayUse). An
 // attempt counts from its assignment record to the record that ends it,
 // with its request and the settings at the restart; one still assigned or
 // running at the restart counts from its assignment to then, and holds
@@ -115,9 +115,9 @@ class FairShareBook {
   // known (AddUser) before.
   void AddPast(uint32_t u, const ResourceRequest& req, int64_t start_us, int64_t end_us);
 
-  // While records are replayed: the attempts that hold now, by task (the
-  // scheduler's State::ExtraKey), and since when. ReplayHeld notes attempt
-  // `attempt` of `task` as held since `since_us` unless that attempt is
+  // While records are replayed: the attempts that hold now, by task (its
+  // ExtraKey, task.h), and since when. ReplayHeld notes attempt `attempt`
+  // of `task` as held since `since_us` unless that attempt is
   // noted already (its assignment came before its start). ReplayEnded
   // forgets the task's attempt and says since when it held (nullopt: none
   // noted). TakeReplayHeld calls f(task, since_us) for every attempt still

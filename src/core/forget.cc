@@ -1,4 +1,5 @@
 // Scheduler::ForgetJob: retention of finished jobs (scheduler.h).
+#include "core/job_lifecycle_ops.h"
 #include "core/scheduler_state.h"
 
 namespace drover::core {
@@ -16,7 +17,7 @@ Status Scheduler::ForgetJob(JobId id) {
   if (terminal != job.tasks.size()) {
     return FailedPrecondition("job " + std::to_string(id) + " is not done");
   }
-  s.DropJob(slot);
+  DropJob(s, slot);
   if (id >= s.forgotten_top) {
     s.forgotten_top = id;
     s.forgotten_top_us = s.now_us;
@@ -24,32 +25,32 @@ Status Scheduler::ForgetJob(JobId id) {
   return Status::Ok();
 }
 
-void Scheduler::State::DropJob(uint32_t slot) {
-  Job& job = jobs[slot];
+void DropJob(State& s, uint32_t slot) {
+  Job& job = s.jobs[slot];
   const JobId id = job.id;
   const uint32_t count = static_cast<uint32_t>(job.tasks.size());
-  if (extras.size() < count) {
-    for (auto e = extras.begin(); e != extras.end();) {
-      e = (e->first >> 32) == slot ? extras.erase(e) : std::next(e);
+  if (s.extras.size() < count) {
+    for (auto e = s.extras.begin(); e != s.extras.end();) {
+      e = (e->first >> 32) == slot ? s.extras.erase(e) : std::next(e);
     }
   } else {
-    for (uint32_t i = 0; i < count; ++i) extras.erase(ExtraKey(TaskRef{slot, i}));
+    for (uint32_t i = 0; i < count; ++i) s.extras.erase(ExtraKey(TaskRef{slot, i}));
   }
   // Few tasks have past attempts: one pass over them all.
-  for (auto e = past.begin(); e != past.end();) {
-    e = (e->first >> 32) == slot ? past.erase(e) : std::next(e);
+  for (auto e = s.past.begin(); e != s.past.end();) {
+    e = (e->first >> 32) == slot ? s.past.erase(e) : std::next(e);
   }
   // Fewer still were preempted.
-  auto& preempted = preemption.preempted;
+  auto& preempted = s.preemption.preempted;
   for (auto e = preempted.begin(); e != preempted.end();) {
     e = (e->first >> 32) == slot ? preempted.erase(e) : std::next(e);
   }
-  job_watchers.erase(id);
-  task_watchers.erase(task_watchers.lower_bound(TaskId{id, 0}),
-                      task_watchers.lower_bound(TaskId{id + 1, 0}));
-  job_slots.erase(id);
+  s.job_watchers.erase(id);
+  s.task_watchers.erase(s.task_watchers.lower_bound(TaskId{id, 0}),
+                        s.task_watchers.lower_bound(TaskId{id + 1, 0}));
+  s.job_slots.erase(id);
   job.forgotten = true;
-  if (restoring) {
+  if (s.restoring) {
     // Nothing names its tasks yet (no queue, timer or active): free them.
     job.tasks = {};
     job.groups = {};

@@ -3,17 +3,23 @@
 // dependents, cancel and retry.
 #include <algorithm>
 
+#include "core/attempt_events_ops.h"
 #include "core/dag.h"
+#include "core/dispatch_ops.h"
 #include "core/input_select.h"
+#include "core/job_lifecycle_ops.h"
+#include "core/leases_ops.h"
+#include "core/lineage_ops.h"
+#include "core/lookup_ops.h"
+#include "core/reservation_ops.h"
 #include "core/scheduler_state.h"
 
 namespace drover::core {
 
-Result<uint32_t> Scheduler::State::CreateJob(JobId id, std::shared_ptr<const JobSpec> spec,
-                                             Time at) {
+Result<uint32_t> CreateJob(State& s, JobId id, std::shared_ptr<const JobSpec> spec, Time at) {
   if (!spec) return InvalidArgument("job without a spec");
-  if (id == 0) id = next_job_id;
-  if (job_slots.count(id)) return AlreadyExists("job " + std::to_string(id) + " exists");
+  if (id == 0) id = s.next_job_id;
+  if (s.job_slots.count(id)) return AlreadyExists("job " + std::to_string(id) + " exists");
   ASSIGN_OR_RETURN(GroupGraph graph, BuildGroupGraph(*spec));
   uint64_t total = spec->TaskCount();
   if (total == 0 || total > UINT32_MAX) return InvalidArgument("job has no tasks or too many");
@@ -45,16 +51,16 @@ Result<uint32_t> Scheduler::State::CreateJob(JobId id, std::shared_ptr<const Job
     }
   }
   for (JobId after : spec->after_jobs) {
-    if (!job_slots.count(after)) return NotFound("--after: no job " + std::to_string(after));
+    if (!s.job_slots.count(after)) return NotFound("--after: no job " + std::to_string(after));
   }
   for (const TaskId& after : spec->after_tasks) {
-    RETURN_IF_ERROR(Find(after).status().WithContext("--after"));
+    RETURN_IF_ERROR(s.Find(after).status().WithContext("--after"));
   }
 
-  const uint32_t slot = static_cast<uint32_t>(jobs.size());
-  Job& job = jobs.emplace_back();
+  const uint32_t slot = static_cast<uint32_t>(s.jobs.size());
+  Job& job = s.jobs.emplace_back();
   job.id = id;
-  job.user = UserOf(spec->user);
+  job.user = UserOf(s, spec->user);
   job.submitted = at;
   job.changed_us = ToMicros(at);
   job.groups.resize(spec->groups.size());
@@ -68,7 +74,7 @@ Result<uint32_t> Scheduler::State::CreateJob(JobId id, std::shared_ptr<const Job
     group.first = first;
     group.count = spec->groups[g].TaskCount();
     group.not_succeeded = group.count;
-    group.cls = queues.ClassOf(spec->groups[g].resources);
+    group.cls = s.queues.ClassOf(spec->groups[g].resources);
     group.deps = std::move(graph.deps[g]);
     group.dependents = std::move(graph.dependents[g]);
     group.unmet = static_cast<uint32_t>(group.deps.size());
@@ -79,32 +85,34 @@ Result<uint32_t> Scheduler::State::CreateJob(JobId id, std::shared_ptr<const Job
     job.tasks.insert(job.tasks.end(), group.count, proto);
     first += group.count;
   }
-  if (class_dirty.size() < queues.class_count()) class_dirty.resize(queues.class_count(), 0);
+  if (s.class_dirty.size() < s.queues.class_count()) {
+    s.class_dirty.resize(s.queues.class_count(), 0);
+  }
   job.not_succeeded = total;
   job.spec = std::move(spec);
-  job_slots.emplace(id, slot);
-  next_job_id = std::max(next_job_id, id + 1);
+  s.job_slots.emplace(id, slot);
+  s.next_job_id = std::max(s.next_job_id, id + 1);
   return slot;
 }
 
-Result<JobId> Scheduler::State::OnSubmit(JobId id, std::shared_ptr<const JobSpec> spec) {
-  Time at = TimeFromMicros(now_us);
+Result<JobId> OnSubmit(State& s, JobId id, std::shared_ptr<const JobSpec> spec) {
+  Time at = TimeFromMicros(s.now_us);
   auto keep = spec;
   // max_queued: the whole job is refused, before anything of it is made.
   if (spec != nullptr) {
-    RETURN_IF_ERROR(users[UserOf(spec->user)].account.AdmitQueued(spec->TaskCount()));
+    RETURN_IF_ERROR(s.users[UserOf(s, spec->user)].account.AdmitQueued(spec->TaskCount()));
   }
-  ASSIGN_OR_RETURN(uint32_t slot, CreateJob(id, std::move(spec), at));
-  Job& job = jobs[slot];
-  users[job.user].account.AddQueued(static_cast<int64_t>(job.tasks.size()));
-  out->push_back(Persist{JobRecord{job.id, job.spec, at}});
+  ASSIGN_OR_RETURN(uint32_t slot, CreateJob(s, id, std::move(spec), at));
+  Job& job = s.jobs[slot];
+  s.users[job.user].account.AddQueued(static_cast<int64_t>(job.tasks.size()));
+  s.out->push_back(Persist{JobRecord{job.id, job.spec, at}});
 
   // External dependencies: each unmet one holds every group back; one that
   // already failed dooms the job at once.
   Reason doom;
   uint32_t external = 0;
   for (JobId after : job.spec->after_jobs) {
-    const Job& dep = jobs[job_slots.at(after)];
+    const Job& dep = s.jobs[s.job_slots.at(after)];
     if (dep.not_succeeded == 0) continue;
     if (dep.counts[static_cast<int>(TaskState::kFailed)] +
             dep.counts[static_cast<int>(TaskState::kCanceled)] >
@@ -113,18 +121,18 @@ Result<JobId> Scheduler::State::OnSubmit(JobId id, std::shared_ptr<const JobSpec
       continue;
     }
     ++external;
-    job_watchers[after].push_back(slot);
+    s.job_watchers[after].push_back(slot);
   }
   for (const TaskId& after : job.spec->after_tasks) {
-    TaskRef ref = Find(after).value();
-    TaskState st = task(ref).state;
+    TaskRef ref = s.Find(after).value();
+    TaskState st = s.task(ref).state;
     if (st == TaskState::kSucceeded) continue;
     if (IsTerminal(st)) {
       doom = why::DependencyEnded(after, st);
       continue;
     }
     ++external;
-    task_watchers[after].push_back(slot);
+    s.task_watchers[after].push_back(slot);
   }
   for (Group& g : job.groups) g.unmet += external;
   for (auto& count : job.counts) count = 0;
@@ -136,88 +144,88 @@ Result<JobId> Scheduler::State::OnSubmit(JobId id, std::shared_ptr<const JobSpec
     for (uint32_t i = 0; i < group.count; ++i) job.tasks[group.first + i].state = initial;
   }
   if (!doom.empty()) {
-    DoomJob(slot, doom);
+    DoomJob(s, slot, doom);
     return job.id;
   }
   // A whole group goes in as one run: O(1) however large the array.
   for (uint32_t g = 0; g < job.groups.size(); ++g) {
     const Group& group = job.groups[g];
     if (group.unmet != 0) continue;
-    queues.PushBackRange(group.cls, job.spec->groups[g].priority, job.user,
-                         TaskRef{slot, group.first}, group.count);
-    MarkClassDirty(group.cls);
+    s.queues.PushBackRange(group.cls, job.spec->groups[g].priority, job.user,
+                           TaskRef{slot, group.first}, group.count);
+    MarkClassDirty(s, group.cls);
   }
   return job.id;
 }
 
-void Scheduler::State::Enqueue(TaskRef r, bool front) {
-  const Job& job = jobs[r.job];
-  const Group& g = job.groups[task(r).group];
+void Enqueue(State& s, TaskRef r, bool front) {
+  const Job& job = s.jobs[r.job];
+  const Group& g = job.groups[s.task(r).group];
   // Started again (a retry, a refusal) after its inputs' only holder was
   // lost: their producers rerun first, and it waits for them (lineage.cc).
-  if (lost_workers > 0 && task(r).attempt > 0 &&
+  if (s.lost_workers > 0 && s.task(r).attempt > 0 &&
       (!g.deps.empty() || !job.spec->after_tasks.empty())) {
-    const bool stale = task(r).flags.Has(TaskFlag::kStaleEntry);
-    RerunLostInputsOf(r);
-    if (task(r).state != TaskState::kQueued) {
+    const bool stale = s.task(r).flags.Has(TaskFlag::kStaleEntry);
+    RerunLostInputsOf(s, r);
+    if (s.task(r).state != TaskState::kQueued) {
       // Unready took it back to waiting, taking it for a task with an entry.
-      if (!stale) task(r).flags.Clear(TaskFlag::kStaleEntry);
+      if (!stale) s.task(r).flags.Clear(TaskFlag::kStaleEntry);
       return;
     }
   }
   if (g.unmet != 0) {
-    task(r).flags.Clear(TaskFlag::kBackoff | TaskFlag::kParked);
-    Transition(r, TaskState::kWaiting);
+    s.task(r).flags.Clear(TaskFlag::kBackoff | TaskFlag::kParked);
+    Transition(s, r, TaskState::kWaiting);
     return;
   }
-  int32_t priority = job.spec->groups[task(r).group].priority;
-  if (task(r).flags.Has(TaskFlag::kStaleEntry)) {
+  int32_t priority = job.spec->groups[s.task(r).group].priority;
+  if (s.task(r).flags.Has(TaskFlag::kStaleEntry)) {
     // Placed by backfill from behind its class head, and its entry there is
     // still queued: it goes back to that place instead of a second entry.
-    task(r).flags.Clear(TaskFlag::kStaleEntry);
+    s.task(r).flags.Clear(TaskFlag::kStaleEntry);
   } else if (front) {
-    queues.PushFront(g.cls, priority, job.user, r);
+    s.queues.PushFront(g.cls, priority, job.user, r);
   } else {
-    queues.PushBack(g.cls, priority, job.user, r);
+    s.queues.PushBack(g.cls, priority, job.user, r);
   }
-  MarkClassDirty(g.cls);
+  MarkClassDirty(s, g.cls);
 }
 
-void Scheduler::State::OnSucceeded(TaskRef r) {
-  Job& job = jobs[r.job];
-  Group& g = job.groups[task(r).group];
+void OnSucceeded(State& s, TaskRef r) {
+  Job& job = s.jobs[r.job];
+  Group& g = job.groups[s.task(r).group];
   if (--g.not_succeeded == 0) {
-    for (uint32_t d : g.dependents) SatisfyGroup(r.job, d);
+    for (uint32_t d : g.dependents) SatisfyGroup(s, r.job, d);
   }
-  if (!task_watchers.empty()) {
-    auto it = task_watchers.find(TaskId{job.id, r.index});
-    if (it != task_watchers.end()) {
+  if (!s.task_watchers.empty()) {
+    auto it = s.task_watchers.find(TaskId{job.id, r.index});
+    if (it != s.task_watchers.end()) {
       std::vector<uint32_t> watchers = std::move(it->second);
-      task_watchers.erase(it);
+      s.task_watchers.erase(it);
       for (uint32_t j : watchers) {
-        for (uint32_t d = 0; d < jobs[j].groups.size(); ++d) SatisfyGroup(j, d);
+        for (uint32_t d = 0; d < s.jobs[j].groups.size(); ++d) SatisfyGroup(s, j, d);
       }
     }
   }
-  if (--job.not_succeeded == 0 && !job_watchers.empty()) {
-    auto it = job_watchers.find(job.id);
-    if (it != job_watchers.end()) {
+  if (--job.not_succeeded == 0 && !s.job_watchers.empty()) {
+    auto it = s.job_watchers.find(job.id);
+    if (it != s.job_watchers.end()) {
       std::vector<uint32_t> watchers = std::move(it->second);
-      job_watchers.erase(it);
+      s.job_watchers.erase(it);
       for (uint32_t j : watchers) {
-        for (uint32_t d = 0; d < jobs[j].groups.size(); ++d) SatisfyGroup(j, d);
+        for (uint32_t d = 0; d < s.jobs[j].groups.size(); ++d) SatisfyGroup(s, j, d);
       }
     }
   }
 }
 
-void Scheduler::State::SatisfyGroup(uint32_t j, uint32_t g) {
-  Group& group = jobs[j].groups[g];
+void SatisfyGroup(State& s, uint32_t j, uint32_t g) {
+  Group& group = s.jobs[j].groups[g];
   if (group.unmet == 0 || --group.unmet != 0 || group.doomed) return;
   // A file its `inputs` name that a dependency did not write: running
   // cannot bring it, so its tasks fail now, without using their retries.
   const std::string missing = [&]() -> std::string {
-    const Job& job = jobs[j];
+    const Job& job = s.jobs[j];
     const TaskGroupSpec& spec = job.spec->groups[g];
     if (!spec.inputs) return {};
     static const std::vector<OutputFile> kNone;
@@ -225,8 +233,8 @@ void Scheduler::State::SatisfyGroup(uint32_t j, uint32_t g) {
       const Group& dep = job.groups[d];
       const TaskGroupSpec& dep_spec = job.spec->groups[d];
       for (uint32_t i = dep.first; i < dep.first + dep.count; ++i) {
-        auto it = extras.find(ExtraKey(TaskRef{j, i}));
-        const bool has = it != extras.end() && it->second.outcome;
+        auto it = s.extras.find(ExtraKey(TaskRef{j, i}));
+        const bool has = it != s.extras.end() && it->second.outcome;
         const std::string label =
             dep_spec.name +
             (dep_spec.array ? "[" + std::to_string(dep_spec.IndexAt(i - dep.first)) + "]" : "") +
@@ -243,83 +251,83 @@ void Scheduler::State::SatisfyGroup(uint32_t j, uint32_t g) {
     // then the rest wait again.
     if (group.unmet != 0) return;
     TaskRef r{j, group.first + i};
-    if (task(r).state != TaskState::kWaiting) continue;
+    if (s.task(r).state != TaskState::kWaiting) continue;
     if (!missing.empty()) {
-      Transition(r, TaskState::kFailed, why::MissingInput(missing));
+      Transition(s, r, TaskState::kFailed, why::MissingInput(missing));
       continue;
     }
-    Transition(r, TaskState::kQueued);
-    Enqueue(r, false);
+    Transition(s, r, TaskState::kQueued);
+    Enqueue(s, r, false);
   }
 }
 
-void Scheduler::State::OnEndedBadly(TaskRef r, const Reason& reason) {
-  Job& job = jobs[r.job];
-  const std::vector<uint32_t> dependents = job.groups[task(r).group].dependents;
-  for (uint32_t d : dependents) DoomGroup(r.job, d, reason);
+void OnEndedBadly(State& s, TaskRef r, const Reason& reason) {
+  Job& job = s.jobs[r.job];
+  const std::vector<uint32_t> dependents = job.groups[s.task(r).group].dependents;
+  for (uint32_t d : dependents) DoomGroup(s, r.job, d, reason);
   const TaskId id{job.id, r.index};
-  if (!task_watchers.empty()) {
-    auto it = task_watchers.find(id);
-    if (it != task_watchers.end()) {
+  if (!s.task_watchers.empty()) {
+    auto it = s.task_watchers.find(id);
+    if (it != s.task_watchers.end()) {
       std::vector<uint32_t> watchers = std::move(it->second);
-      task_watchers.erase(it);
-      for (uint32_t j : watchers) DoomJob(j, reason);
+      s.task_watchers.erase(it);
+      for (uint32_t j : watchers) DoomJob(s, j, reason);
     }
   }
-  if (!job_watchers.empty()) {
-    auto it = job_watchers.find(job.id);
-    if (it != job_watchers.end()) {
+  if (!s.job_watchers.empty()) {
+    auto it = s.job_watchers.find(job.id);
+    if (it != s.job_watchers.end()) {
       std::vector<uint32_t> watchers = std::move(it->second);
-      job_watchers.erase(it);
-      for (uint32_t j : watchers) DoomJob(j, reason);
+      s.job_watchers.erase(it);
+      for (uint32_t j : watchers) DoomJob(s, j, reason);
     }
   }
 }
 
-void Scheduler::State::DoomJob(uint32_t j, const Reason& reason) {
-  for (uint32_t g = 0; g < jobs[j].groups.size(); ++g) DoomGroup(j, g, reason);
+void DoomJob(State& s, uint32_t j, const Reason& reason) {
+  for (uint32_t g = 0; g < s.jobs[j].groups.size(); ++g) DoomGroup(s, j, g, reason);
 }
 
-void Scheduler::State::DoomGroup(uint32_t j, uint32_t g, const Reason& reason) {
-  Group& group = jobs[j].groups[g];
+void DoomGroup(State& s, uint32_t j, uint32_t g, const Reason& reason) {
+  Group& group = s.jobs[j].groups[g];
   if (group.doomed) return;
   group.doomed = true;
   for (uint32_t i = 0; i < group.count; ++i) {
-    TaskRef r{j, jobs[j].groups[g].first + i};
-    if (!IsTerminal(task(r).state)) Cancel(r, reason);
+    TaskRef r{j, s.jobs[j].groups[g].first + i};
+    if (!IsTerminal(s.task(r).state)) Cancel(s, r, reason);
   }
 }
 
-void Scheduler::State::Cancel(TaskRef r, const Reason& reason) {
-  Task& t = task(r);
+void Cancel(State& s, TaskRef r, const Reason& reason) {
+  Task& t = s.task(r);
   switch (t.state) {
     case TaskState::kWaiting:
     case TaskState::kQueued:
       // Queue entries and parked entries are dropped lazily.
       t.flags.Clear(TaskFlag::kBackoff | TaskFlag::kParked);
-      if (reservation.IsFor(r)) EndReservation();
-      Transition(r, TaskState::kCanceled, reason);
+      if (s.reservation.IsFor(r)) EndReservation(s);
+      Transition(s, r, TaskState::kCanceled, reason);
       return;
     case TaskState::kAssigned:
     case TaskState::kRunning: {
-      Active& act = actives[t.active];
+      Active& act = s.actives[t.active];
       if (act.lost) {
         t.flags.Set(TaskFlag::kCancel);  // ends when the lease is gone
-        extras[ExtraKey(r)].cancel_reason = reason;
+        s.extras[ExtraKey(r)].cancel_reason = reason;
         return;
       }
       if (!act.granted) {
         // Nothing was sent to the worker yet: give the claim back now.
-        EmitRelease(act);
+        EmitRelease(s, act);
         uint32_t a = t.active;
-        EndActive(a);
-        Transition(r, TaskState::kCanceled, reason);
+        EndActive(s, a);
+        Transition(s, r, TaskState::kCanceled, reason);
         return;
       }
       if (!t.flags.Has(TaskFlag::kCancel)) {
         t.flags.Set(TaskFlag::kCancel);
-        extras[ExtraKey(r)].cancel_reason = reason;
-        out->push_back(KillTask{IdOf(r), act.attempt, workers[act.worker].id, reason});
+        s.extras[ExtraKey(r)].cancel_reason = reason;
+        s.out->push_back(KillTask{s.IdOf(r), act.attempt, s.workers[act.worker].id, reason});
       }
       return;
     }
@@ -328,34 +336,34 @@ void Scheduler::State::Cancel(TaskRef r, const Reason& reason) {
   }
 }
 
-Status Scheduler::State::OnCancelJob(JobId id) {
-  auto it = job_slots.find(id);
-  if (it == job_slots.end()) return NotFound("no job " + std::to_string(id));
+Status OnCancelJob(State& s, JobId id) {
+  auto it = s.job_slots.find(id);
+  if (it == s.job_slots.end()) return NotFound("no job " + std::to_string(id));
   const uint32_t j = it->second;
-  for (uint32_t g = 0; g < jobs[j].groups.size(); ++g) jobs[j].groups[g].doomed = true;
-  for (uint32_t i = 0; i < jobs[j].tasks.size(); ++i) {
-    if (!IsTerminal(jobs[j].tasks[i].state)) Cancel(TaskRef{j, i}, why::CanceledByUser());
+  for (uint32_t g = 0; g < s.jobs[j].groups.size(); ++g) s.jobs[j].groups[g].doomed = true;
+  for (uint32_t i = 0; i < s.jobs[j].tasks.size(); ++i) {
+    if (!IsTerminal(s.jobs[j].tasks[i].state)) Cancel(s, TaskRef{j, i}, why::CanceledByUser());
   }
   return Status::Ok();
 }
 
-Status Scheduler::State::OnCancelTask(TaskId id) {
-  ASSIGN_OR_RETURN(TaskRef r, Find(id));
-  if (IsTerminal(task(r).state)) {
+Status OnCancelTask(State& s, TaskId id) {
+  ASSIGN_OR_RETURN(TaskRef r, s.Find(id));
+  if (IsTerminal(s.task(r).state)) {
     return FailedPrecondition("task " + id.ToString() + " already " +
-                              std::string(TaskStateName(task(r).state)));
+                              std::string(TaskStateName(s.task(r).state)));
   }
-  Cancel(r, why::CanceledByUser());
+  Cancel(s, r, why::CanceledByUser());
   return Status::Ok();
 }
 
-Result<uint64_t> Scheduler::State::Retryable(uint32_t j) const {
-  const Job& job = jobs[j];
+Result<uint64_t> Retryable(const State& s, uint32_t j) {
+  const Job& job = s.jobs[j];
   const std::string name = "job " + std::to_string(job.id);
   for (JobId after : job.spec->after_jobs) {
-    auto it = job_slots.find(after);
-    if (it == job_slots.end()) continue;  // forgotten: it had succeeded
-    const Job& dep = jobs[it->second];
+    auto it = s.job_slots.find(after);
+    if (it == s.job_slots.end()) continue;  // forgotten: it had succeeded
+    const Job& dep = s.jobs[it->second];
     if (dep.counts[static_cast<int>(TaskState::kFailed)] +
             dep.counts[static_cast<int>(TaskState::kCanceled)] >
         0) {
@@ -365,9 +373,9 @@ Result<uint64_t> Scheduler::State::Retryable(uint32_t j) const {
     }
   }
   for (const TaskId& after : job.spec->after_tasks) {
-    Result<TaskRef> dep = Find(after);
+    Result<TaskRef> dep = s.Find(after);
     if (!dep.ok()) continue;  // forgotten: it had succeeded
-    const TaskState st = task(*dep).state;
+    const TaskState st = s.task(*dep).state;
     if (IsTerminal(st) && st != TaskState::kSucceeded) {
       return FailedPrecondition(name + " was submitted --after task " + after.ToString() +
                                 ", which " + std::string(TaskStateName(st)) + ": retry job " +
@@ -384,32 +392,33 @@ Result<uint64_t> Scheduler::State::Retryable(uint32_t j) const {
     if (t.state == TaskState::kFailed || t.state == TaskState::kCanceled) ++n;
   }
   if (n == 0) return FailedPrecondition(name + " has no failed or canceled tasks");
-  RETURN_IF_ERROR(users[job.user].account.AdmitQueued(n));
+  RETURN_IF_ERROR(s.users[job.user].account.AdmitQueued(n));
   return n;
 }
 
-void Scheduler::State::NoteRetriedAttempt(TaskRef r) {
-  Task& t = task(r);
-  auto p = past.find(ExtraKey(r));
+void NoteRetriedAttempt(State& s, TaskRef r) {
+  Task& t = s.task(r);
+  auto p = s.past.find(ExtraKey(r));
   // One canceled while queued again was noted when it was requeued.
-  const bool noted = p != past.end() && !p->second.empty() && p->second.back().attempt == t.attempt;
+  const bool noted =
+      p != s.past.end() && !p->second.empty() && p->second.back().attempt == t.attempt;
   if (t.attempt > 0 && !noted) {
     const bool ran = t.started_us != 0 && t.started_us <= t.finished_us;
-    NotePastAttempt(r, ran ? TaskState::kRunning : TaskState::kAssigned, t.finished_us,
-                    ReasonOf(r));
-    p = past.find(ExtraKey(r));
+    NotePastAttempt(s, r, ran ? TaskState::kRunning : TaskState::kAssigned, t.finished_us,
+                    ReasonOf(s, r));
+    p = s.past.find(ExtraKey(r));
   }
   // Its latest end is its latest attempt's, as a snapshot restores it (a
   // cancel of a queued task is no attempt's end).
-  t.finished_us = p != past.end() && !p->second.empty() ? ToMicros(p->second.back().ended_at) : 0;
+  t.finished_us = p != s.past.end() && !p->second.empty() ? ToMicros(p->second.back().ended_at) : 0;
 }
 
-Status Scheduler::State::OnRetryJob(const RetryJob& e) {
-  auto slot = job_slots.find(e.job);
-  if (slot == job_slots.end()) return NotFound("no job " + std::to_string(e.job));
+Status OnRetryJob(State& s, const RetryJob& e) {
+  auto slot = s.job_slots.find(e.job);
+  if (slot == s.job_slots.end()) return NotFound("no job " + std::to_string(e.job));
   const uint32_t j = slot->second;
-  RETURN_IF_ERROR(Retryable(j).status());
-  Job& job = jobs[j];
+  RETURN_IF_ERROR(Retryable(s, j).status());
+  Job& job = s.jobs[j];
   // Its dependencies are counted again as the invariant says (unmet: those
   // not yet succeeded), and those outside the job watched again: a failure
   // dropped their watchers, and a job submitted after one failed never
@@ -419,16 +428,16 @@ Status Scheduler::State::OnRetryJob(const RetryJob& e) {
     if (std::find(watchers.begin(), watchers.end(), j) == watchers.end()) watchers.push_back(j);
   };
   for (JobId after : job.spec->after_jobs) {
-    auto it = job_slots.find(after);
-    if (it == job_slots.end() || jobs[it->second].not_succeeded == 0) continue;
+    auto it = s.job_slots.find(after);
+    if (it == s.job_slots.end() || s.jobs[it->second].not_succeeded == 0) continue;
     ++external;
-    watch(job_watchers[after], j);
+    watch(s.job_watchers[after], j);
   }
   for (const TaskId& after : job.spec->after_tasks) {
-    Result<TaskRef> dep = Find(after);
-    if (!dep.ok() || task(*dep).state == TaskState::kSucceeded) continue;
+    Result<TaskRef> dep = s.Find(after);
+    if (!dep.ok() || s.task(*dep).state == TaskState::kSucceeded) continue;
     ++external;
-    watch(task_watchers[after], j);
+    watch(s.task_watchers[after], j);
   }
   for (Group& g : job.groups) {
     g.doomed = false;
@@ -438,16 +447,16 @@ Status Scheduler::State::OnRetryJob(const RetryJob& e) {
   const Reason reason = why::Retried(e.by);
   for (uint32_t i = 0; i < job.tasks.size(); ++i) {
     const TaskRef r{j, i};
-    Task& t = task(r);
+    Task& t = s.task(r);
     if (t.state != TaskState::kFailed && t.state != TaskState::kCanceled) continue;
-    NoteRetriedAttempt(r);
+    NoteRetriedAttempt(s, r);
     t.failures = 0;
     t.lost = 0;
     if (job.groups[t.group].unmet != 0) {
-      Transition(r, TaskState::kWaiting, reason);
+      Transition(s, r, TaskState::kWaiting, reason);
     } else {
-      Transition(r, TaskState::kQueued, reason);
-      Enqueue(r, false);
+      Transition(s, r, TaskState::kQueued, reason);
+      Enqueue(s, r, false);
     }
   }
   return Status::Ok();

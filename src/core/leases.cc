@@ -3,82 +3,88 @@
 // worker, and the per-user usage counted against quotas.
 #include <algorithm>
 
+#include "core/fair_share_ops.h"
+#include "core/leases_ops.h"
+#include "core/preemption_ops.h"
+#include "core/queue_ahead_ops.h"
+#include "core/quotas_ops.h"
+#include "core/reservation_ops.h"
 #include "core/scheduler_state.h"
 
 namespace drover::core {
 
-uint32_t Scheduler::State::NewActive(TaskRef r, uint32_t w, uint32_t attempt) {
+uint32_t NewActive(State& s, TaskRef r, uint32_t w, uint32_t attempt) {
   uint32_t a;
-  if (free_actives.empty()) {
-    a = static_cast<uint32_t>(actives.size());
-    actives.emplace_back();
+  if (s.free_actives.empty()) {
+    a = static_cast<uint32_t>(s.actives.size());
+    s.actives.emplace_back();
   } else {
-    a = free_actives.back();
-    free_actives.pop_back();
+    a = s.free_actives.back();
+    s.free_actives.pop_back();
   }
-  Active& act = actives[a];
+  Active& act = s.actives[a];
   act.task = r;
   act.worker = w;
   act.attempt = attempt;
   act.granted = false;
   act.lost = false;
   act.booked = false;
-  act.lease_from_us = now_us;
+  act.lease_from_us = s.now_us;
   act.prev = kNone;
   act.next = kNone;
   if (w != kNone) {
-    act.pos = static_cast<uint32_t>(workers[w].actives.size());
-    workers[w].actives.push_back(a);
-    MarkLoadDirty(w);
-    WorkerTasksChanged(w);
-    NoteTail(w);
+    act.pos = static_cast<uint32_t>(s.workers[w].actives.size());
+    s.workers[w].actives.push_back(a);
+    MarkLoadDirty(s, w);
+    WorkerTasksChanged(s, w);
+    NoteTail(s, w);
   }
-  const ResourceRequest& req = RequestOf(r);
-  users[jobs[r.job].user].account.Take(req);
-  HoldUse(jobs[r.job].user, req, true);
-  task(r).active = a;
+  const ResourceRequest& req = s.RequestOf(r);
+  s.users[s.jobs[r.job].user].account.Take(req);
+  HoldUse(s, s.jobs[r.job].user, req, true);
+  s.task(r).active = a;
   return a;
 }
 
-void Scheduler::State::EndActive(uint32_t a) {
-  Active& act = actives[a];
+void EndActive(State& s, uint32_t a) {
+  Active& act = s.actives[a];
   const TaskRef r = act.task;
-  const ResourceRequest& req = RequestOf(r);
-  task(r).ran_on = ran_on.Intern({act.alloc.cores.data(), act.alloc.cores.size()},
-                                 {act.alloc.gpus.data(), act.alloc.gpus.size()});
-  if (task(r).flags.Has(TaskFlag::kPreempted)) VictimEnded(r, act.attempt);
+  const ResourceRequest& req = s.RequestOf(r);
+  s.task(r).ran_on = s.ran_on.Intern({act.alloc.cores.data(), act.alloc.cores.size()},
+                                     {act.alloc.gpus.data(), act.alloc.gpus.size()});
+  if (s.task(r).flags.Has(TaskFlag::kPreempted)) VictimEnded(s, r, act.attempt);
   if (act.worker != kNone) {
-    Worker& worker = workers[act.worker];
+    Worker& worker = s.workers[act.worker];
     if (act.booked) worker.res->Free(req, act.alloc);
     // Swap-remove from the worker's list.
     uint32_t last = worker.actives.back();
     worker.actives[act.pos] = last;
-    actives[last].pos = act.pos;
+    s.actives[last].pos = act.pos;
     worker.actives.pop_back();
-    MarkLoadDirty(act.worker);
-    WorkerTasksChanged(act.worker);
-    if (act.booked && !worker.lost) MarkWorkerDirty(act.worker);
+    MarkLoadDirty(s, act.worker);
+    WorkerTasksChanged(s, act.worker);
+    if (act.booked && !worker.lost) MarkWorkerDirty(s, act.worker);
   }
   // Queue-ahead: the attempt waiting behind this one takes over its part of
   // the resources just freed (the worker starts it as this one exits).
   if (act.next != kNone) {
-    Active& next = actives[act.next];
-    UnlistWaiter(next);
+    Active& next = s.actives[act.next];
+    UnlistWaiter(s, next);
     next.prev = kNone;
     if (next.worker != kNone && next.worker == act.worker) {
-      next.booked = workers[next.worker].res->AllocateExact(RequestOf(next.task), next.alloc);
-      NoteTail(next.worker);
+      next.booked = s.workers[next.worker].res->AllocateExact(s.RequestOf(next.task), next.alloc);
+      NoteTail(s, next.worker);
     }
   }
   if (act.prev != kNone) {
     // It ended while waiting (canceled, refused, withdrawn): its predecessor
     // may take another one.
-    UnlistWaiter(act);
-    actives[act.prev].next = kNone;
-    const uint32_t w = actives[act.prev].worker;
+    UnlistWaiter(s, act);
+    s.actives[act.prev].next = kNone;
+    const uint32_t w = s.actives[act.prev].worker;
     if (w != kNone) {
-      NoteTail(w);
-      if (Schedulable(w)) MarkWorkerDirty(w);
+      NoteTail(s, w);
+      if (Schedulable(s, w)) MarkWorkerDirty(s, w);
     }
   }
   act.prev = kNone;
@@ -88,21 +94,21 @@ void Scheduler::State::EndActive(uint32_t a) {
   act.alloc.gpus.clear();
   act.attempt = 0;
   act.worker = kNone;
-  free_actives.push_back(a);
-  task(r).active = kNone;
+  s.free_actives.push_back(a);
+  s.task(r).active = kNone;
 
-  const uint32_t u = jobs[r.job].user;
-  User& user = users[u];
+  const uint32_t u = s.jobs[r.job].user;
+  User& user = s.users[u];
   user.account.Give(req);
-  HoldUse(u, req, false);
-  UnparkFreed(u);
+  HoldUse(s, u, req, false);
+  UnparkFreed(s, u);
 }
 
-LeaseKeys Scheduler::State::KeysOf(const Active& act) const {
+LeaseKeys KeysOf(const State& s, const Active& act) {
   LeaseKeys keys;
   keys.reserve(1 + act.alloc.gpus.size());
-  const WorkerId worker = task(act.task).worker;
-  const TaskId id = IdOf(act.task);
+  const WorkerId worker = s.task(act.task).worker;
+  const TaskId id = s.IdOf(act.task);
   keys.push_back(LeaseKey{LeaseKind::kSlot, worker, 0, id});
   for (const GpuGrant& g : act.alloc.gpus) {
     if (g.share >= kWholeGpu) {
@@ -114,57 +120,58 @@ LeaseKeys Scheduler::State::KeysOf(const Active& act) const {
   return keys;
 }
 
-void Scheduler::State::EmitRelease(const Active& act) {
-  out->emplace_back(std::in_place_type<ReleaseLeases>, IdOf(act.task), act.attempt,
-                    task(act.task).worker, KeysOf(act));
+void EmitRelease(State& s, const Active& act) {
+  s.out->emplace_back(std::in_place_type<ReleaseLeases>, s.IdOf(act.task), act.attempt,
+                      s.task(act.task).worker, KeysOf(s, act));
 }
 
-void Scheduler::State::RenewAll() {
-  for (uint32_t w = 0; w < workers.size(); ++w) {
-    Worker& worker = workers[w];
+void RenewAll(State& s) {
+  for (uint32_t w = 0; w < s.workers.size(); ++w) {
+    Worker& worker = s.workers[w];
     if (worker.lost || worker.actives.empty()) continue;
-    RenewLeases renew{worker.id, {}, config.lease_ttl};
+    RenewLeases renew{worker.id, {}, s.config.lease_ttl};
     // In task order, so the command does not depend on completion order.
     std::vector<std::pair<TaskId, uint32_t>> held;
     for (uint32_t a : worker.actives) {
-      if (actives[a].granted && !actives[a].lost) held.push_back({IdOf(actives[a].task), a});
+      if (s.actives[a].granted && !s.actives[a].lost)
+        held.push_back({s.IdOf(s.actives[a].task), a});
     }
     if (held.empty()) continue;
     std::sort(held.begin(), held.end());
     for (const auto& [id, a] : held) {
-      actives[a].lease_from_us = now_us;
-      const LeaseKeys keys = KeysOf(actives[a]);
+      s.actives[a].lease_from_us = s.now_us;
+      const LeaseKeys keys = KeysOf(s, s.actives[a]);
       renew.keys.insert(renew.keys.end(), keys.begin(), keys.end());
     }
-    out->push_back(std::move(renew));
+    s.out->push_back(std::move(renew));
   }
 }
 
-void Scheduler::State::MarkWorkerDirty(uint32_t w) {
-  if (workers[w].dirty) return;
-  workers[w].dirty = true;
-  dirty_workers.push_back(w);
+void MarkWorkerDirty(State& s, uint32_t w) {
+  if (s.workers[w].dirty) return;
+  s.workers[w].dirty = true;
+  s.dirty_workers.push_back(w);
 }
 
-void Scheduler::State::MarkLoadDirty(uint32_t w) {
-  if (workers[w].load_dirty) return;
-  workers[w].load_dirty = true;
-  load_dirty.push_back(w);
+void MarkLoadDirty(State& s, uint32_t w) {
+  if (s.workers[w].load_dirty) return;
+  s.workers[w].load_dirty = true;
+  s.load_dirty.push_back(w);
 }
 
-WorkerLoad Scheduler::State::LoadOf(uint32_t w) const {
-  const Worker& worker = workers[w];
+WorkerLoad LoadOf(const State& s, uint32_t w) {
+  const Worker& worker = s.workers[w];
   uint32_t cpu = worker.util.cpu_percent;
   return WorkerLoad{w, static_cast<uint32_t>(worker.actives.size()), cpu,
                     worker.res->free_core_count(), worker.res->free_whole_gpus()};
 }
 
-void Scheduler::State::FlushLoads() {
-  for (uint32_t w : load_dirty) {
-    workers[w].load_dirty = false;
-    if (workers[w].in_policy) policy->Update(LoadOf(w));
+void FlushLoads(State& s) {
+  for (uint32_t w : s.load_dirty) {
+    s.workers[w].load_dirty = false;
+    if (s.workers[w].in_policy) s.policy->Update(LoadOf(s, w));
   }
-  load_dirty.clear();
+  s.load_dirty.clear();
 }
 
 }  // namespace drover::core

@@ -73,7 +73,7 @@ struct Preempted {
 
 struct PreemptionBook {
   std::vector<Preemption> in_flight;                  // few: one per waiting preemptor
-  std::unordered_map<uint64_t, Preempted> preempted;  // key: State::ExtraKey
+  std::unordered_map<uint64_t, Preempted> preempted;  // key: ExtraKey (task.h)
 
   // The preemption in flight for `preemptor` / on worker slot `w`; null
   // when none.

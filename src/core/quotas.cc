@@ -5,6 +5,8 @@
 // (user_account.h); placement parks and unparks in dispatch.cc.
 #include <algorithm>
 
+#include "core/dispatch_ops.h"
+#include "core/quotas_ops.h"
 #include "core/scheduler_state.h"
 
 namespace drover::core {
@@ -37,41 +39,41 @@ QuotaLine LineOf(const std::string& name, const UserQuota& q, const QuotaUsage& 
 
 }  // namespace
 
-UserAccount Scheduler::State::AccountFor(const std::string& name) {
-  const UserPolicy& policy = config.users;
+UserAccount AccountFor(State& s, const std::string& name) {
+  const UserPolicy& policy = s.config.users;
   auto q = policy.quotas.find(name);
   std::vector<std::shared_ptr<GroupAccount>> groups;
   for (const auto& [group, members] : policy.groups) {
     if (std::find(members.begin(), members.end(), name) == members.end()) continue;
-    auto account = group_accounts.find(group);
-    if (account != group_accounts.end()) groups.push_back(account->second);
+    auto account = s.group_accounts.find(group);
+    if (account != s.group_accounts.end()) groups.push_back(account->second);
   }
   return UserAccount(name, q == policy.quotas.end() ? policy.default_quota : q->second,
                      std::move(groups));
 }
 
-void Scheduler::State::UnparkFreed(uint32_t u) {
-  if (!users[u].parked.empty()) Unpark(u);
+void UnparkFreed(State& s, uint32_t u) {
+  if (!s.users[u].parked.empty()) Unpark(s, u);
   // Room a member gave back to a limited group may be what another
   // member's parked tasks wait for.
-  for (const auto& group : users[u].account.groups()) {
+  for (const auto& group : s.users[u].account.groups()) {
     if (group->quota == UserQuota{}) continue;
-    auto members = config.users.groups.find(group->name);
-    if (members == config.users.groups.end()) continue;
+    auto members = s.config.users.groups.find(group->name);
+    if (members == s.config.users.groups.end()) continue;
     for (const std::string& member : members->second) {
-      auto it = user_ids.find(member);
-      if (it == user_ids.end() || it->second == u || users[it->second].parked.empty()) continue;
-      Unpark(it->second);
+      auto it = s.user_ids.find(member);
+      if (it == s.user_ids.end() || it->second == u || s.users[it->second].parked.empty()) continue;
+      Unpark(s, it->second);
     }
   }
 }
 
-void Scheduler::State::ApplyUserPolicy(const UserPolicy& policy) {
-  config.users = policy;
-  fair_share.Configure(config.users);
-  group_accounts.clear();
+void ApplyUserPolicy(State& s, const UserPolicy& policy) {
+  s.config.users = policy;
+  s.fair_share.Configure(s.config.users);
+  s.group_accounts.clear();
   auto add_group = [&](const std::string& name) {
-    auto& account = group_accounts[name];
+    auto& account = s.group_accounts[name];
     if (account != nullptr) return;
     account = std::make_shared<GroupAccount>();
     account->name = name;
@@ -82,8 +84,8 @@ void Scheduler::State::ApplyUserPolicy(const UserPolicy& policy) {
   for (const auto& [name, members] : policy.groups) add_group(name);
   // Each account keeps what its user holds and queues; the groups' use is
   // their members' again.
-  for (User& user : users) {
-    UserAccount fresh = AccountFor(user.account.name());
+  for (User& user : s.users) {
+    UserAccount fresh = AccountFor(s, user.account.name());
     user.account.Reset(fresh.quota(), fresh.groups());
     for (const auto& group : user.account.groups()) {
       AddUse(group->used, user.account.used());
@@ -92,18 +94,18 @@ void Scheduler::State::ApplyUserPolicy(const UserPolicy& policy) {
   }
   // A raised limit: parked tasks that fit now go back to their queues (and
   // Dispatch places them). A lowered one parks only what has not started.
-  for (uint32_t u = 0; u < users.size(); ++u) {
-    if (!users[u].parked.empty()) Unpark(u);
+  for (uint32_t u = 0; u < s.users.size(); ++u) {
+    if (!s.users[u].parked.empty()) Unpark(s, u);
   }
 }
 
-void Scheduler::State::RecountQueued() {
-  for (User& user : users) user.account.AddQueued(-user.account.queued());
-  for (const Job& job : jobs) {
+void RecountQueued(State& s) {
+  for (User& user : s.users) user.account.AddQueued(-user.account.queued());
+  for (const Job& job : s.jobs) {
     if (job.forgotten) continue;
     const uint64_t queued = job.counts[static_cast<int>(TaskState::kWaiting)] +
                             job.counts[static_cast<int>(TaskState::kQueued)];
-    if (queued != 0) users[job.user].account.AddQueued(static_cast<int64_t>(queued));
+    if (queued != 0) s.users[job.user].account.AddQueued(static_cast<int64_t>(queued));
   }
 }
 

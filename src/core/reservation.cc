@@ -3,26 +3,29 @@
 // from behind their class heads that fit before its planned start.
 #include <algorithm>
 
+#include "core/dispatch_ops.h"
+#include "core/leases_ops.h"
+#include "core/reservation_ops.h"
 #include "core/scheduler_state.h"
 
 namespace drover::core {
 
-int64_t Scheduler::State::FitTime(uint32_t w, const ResourceRequest& req) const {
-  const Worker& worker = workers[w];
-  if (worker.res->Fits(req, policy->PreferFullGpus())) return now_us;
+int64_t FitTime(const State& s, uint32_t w, const ResourceRequest& req) {
+  const Worker& worker = s.workers[w];
+  if (worker.res->Fits(req, s.policy->PreferFullGpus())) return s.now_us;
   // Free the tasks with a time limit in the order their limits end, on a
   // copy, until the request fits. A task past its limit is being killed.
   std::vector<std::pair<int64_t, uint32_t>> ends;  // (end, active)
   for (uint32_t a : worker.actives) {
-    const Active& act = actives[a];
-    const int64_t limit = SpecOf(act.task).timeout.count();
+    const Active& act = s.actives[a];
+    const int64_t limit = s.SpecOf(act.task).timeout.count();
     if (!act.booked || limit <= 0) continue;
-    const Task& t = task(act.task);
-    const int64_t from = t.state == TaskState::kRunning ? t.started_us : now_us;
-    int64_t end = std::max(from + limit, now_us);
+    const Task& t = s.task(act.task);
+    const int64_t from = t.state == TaskState::kRunning ? t.started_us : s.now_us;
+    int64_t end = std::max(from + limit, s.now_us);
     if (act.next != kNone) {
       // The task queued behind it holds the room on until its own limit.
-      const int64_t then = SpecOf(actives[act.next].task).timeout.count();
+      const int64_t then = s.SpecOf(s.actives[act.next].task).timeout.count();
       if (then <= 0) continue;
       end += then;
     }
@@ -32,34 +35,34 @@ int64_t Scheduler::State::FitTime(uint32_t w, const ResourceRequest& req) const 
   std::sort(ends.begin(), ends.end());
   WorkerState after = *worker.res;
   for (const auto& [end, a] : ends) {
-    after.Free(RequestOf(actives[a].task), actives[a].alloc);
-    if (after.Fits(req, policy->PreferFullGpus())) return end;
+    after.Free(s.RequestOf(s.actives[a].task), s.actives[a].alloc);
+    if (after.Fits(req, s.policy->PreferFullGpus())) return end;
   }
   return kNever;
 }
 
-int64_t Scheduler::State::ReservationShadow() {
-  if (!reservation.shadow_valid) {
-    reservation.shadow_us = FitTime(reservation.worker, RequestOf(reservation.task));
-    reservation.shadow_valid = true;
+int64_t ReservationShadow(State& s) {
+  if (!s.reservation.shadow_valid) {
+    s.reservation.shadow_us = FitTime(s, s.reservation.worker, s.RequestOf(s.reservation.task));
+    s.reservation.shadow_valid = true;
   }
   // As time passes, tasks past their limit count as ending now; that keeps
   // the order FitTime freed them in, so its answer moves to max(it, now).
-  const int64_t shadow = reservation.shadow_us;
-  return shadow == kNever ? kNever : std::max(shadow, now_us);
+  const int64_t shadow = s.reservation.shadow_us;
+  return shadow == kNever ? kNever : std::max(shadow, s.now_us);
 }
 
-bool Scheduler::State::ReservationAllows(uint32_t w, TaskRef r) {
+bool ReservationAllows(State& s, uint32_t w, TaskRef r) {
   // Backfill by time (EASY): a task whose time limit ends before the
   // reserved task could start here anyway delays nothing.
-  const int64_t limit = SpecOf(r).timeout.count();
+  const int64_t limit = s.SpecOf(r).timeout.count();
   if (limit > 0) {
-    const int64_t shadow = ReservationShadow();
-    if (shadow != kNever && now_us + limit <= shadow) return true;
+    const int64_t shadow = ReservationShadow(s);
+    if (shadow != kNever && s.now_us + limit <= shadow) return true;
   }
-  WorkerState& res = *workers[w].res;
-  const ResourceRequest& reserved = RequestOf(reservation.task);
-  const ResourceRequest& req = RequestOf(r);
+  WorkerState& res = *s.workers[w].res;
+  const ResourceRequest& reserved = s.RequestOf(s.reservation.task);
+  const ResourceRequest& req = s.RequestOf(r);
   const uint32_t short_now = res.Shortfall(reserved);
   uint32_t uses = 0;
   if (req.CoreCount() > 0) uses |= kDimCores;
@@ -68,62 +71,62 @@ bool Scheduler::State::ReservationAllows(uint32_t w, TaskRef r) {
   if (!req.counters.empty()) uses |= kDimCounters;
   if (uses & short_now) return false;
   // Try it: placing r must not make the reserved task short of anything new.
-  return AfterPlacing(w, r, [&] { return res.Shortfall(reserved) == short_now; });
+  return AfterPlacing(s, w, r, [&] { return res.Shortfall(reserved) == short_now; });
 }
 
-void Scheduler::State::EndReservation() {
-  if (!reservation.active) return;
-  reservation.active = false;
-  if (Schedulable(reservation.worker)) MarkWorkerDirty(reservation.worker);
+void EndReservation(State& s) {
+  if (!s.reservation.active) return;
+  s.reservation.active = false;
+  if (Schedulable(s, s.reservation.worker)) MarkWorkerDirty(s, s.reservation.worker);
 }
 
-void Scheduler::State::Reserve(TaskRef r, uint32_t hint) {
-  if (!config.reservations) return;
-  if (preemption.For(r) != nullptr) return;  // the worker it preempts on is held for it
-  if (reservation.active) {
-    if (reservation.task == r) return;
+void Reserve(State& s, TaskRef r, uint32_t hint) {
+  if (!s.config.reservations) return;
+  if (s.preemption.For(r) != nullptr) return;  // the worker it preempts on is held for it
+  if (s.reservation.active) {
+    if (s.reservation.task == r) return;
     // Keep an existing reservation for a task that runs before r.
-    const Task& held = task(reservation.task);
+    const Task& held = s.task(s.reservation.task);
     if (held.state == TaskState::kQueued) {
-      const int32_t p_held = SpecOf(reservation.task).priority;
-      const int32_t p_new = SpecOf(r).priority;
-      if (p_held > p_new || (p_held == p_new && reservation.task < r)) return;
+      const int32_t p_held = s.SpecOf(s.reservation.task).priority;
+      const int32_t p_new = s.SpecOf(r).priority;
+      if (p_held > p_new || (p_held == p_new && s.reservation.task < r)) return;
     }
   }
-  const ResourceRequest& req = RequestOf(r);
+  const ResourceRequest& req = s.RequestOf(r);
   uint32_t chosen = kNone;
   // The worker where it can start first, by the time limits of what runs
   // there (ties: the hint, then join order); without limits, the hint.
   int64_t best = kNever;
-  for (uint32_t w = 0; w < workers.size(); ++w) {
+  for (uint32_t w = 0; w < s.workers.size(); ++w) {
     // A worker held for a preemptor is not to be had.
-    if (!Schedulable(w) || !CanEverRun(w, r) || preemption.On(w) != nullptr) continue;
-    const int64_t at = FitTime(w, req);
+    if (!Schedulable(s, w) || !CanEverRun(s, w, r) || s.preemption.On(w) != nullptr) continue;
+    const int64_t at = FitTime(s, w, req);
     // A worker that leaves is held only for a task that ends there in time.
-    if (Ending(w) && (at == kNever || !LastsFor(w, r, at))) continue;
+    if (Ending(s, w) && (at == kNever || !LastsFor(s, w, r, at))) continue;
     if (at < best || (at == best && at != kNever && w == hint)) {
       best = at;
       chosen = w;
     }
   }
   const auto holdable = [&](uint32_t w) {
-    return Schedulable(w) && !Ending(w) && workers[w].res->CanEverFit(req) &&
-           preemption.On(w) == nullptr;
+    return Schedulable(s, w) && !Ending(s, w) && s.workers[w].res->CanEverFit(req) &&
+           s.preemption.On(w) == nullptr;
   };
   if (chosen == kNone && hint != kNone && holdable(hint)) chosen = hint;
-  for (uint32_t w = 0; w < workers.size() && chosen == kNone; ++w) {
+  for (uint32_t w = 0; w < s.workers.size() && chosen == kNone; ++w) {
     if (holdable(w)) chosen = w;
   }
   if (chosen == kNone) return;
-  EndReservation();
-  reservation = Reservation{true, r, chosen};
+  EndReservation(s);
+  s.reservation = Reservation{true, r, chosen};
   // Offer the worker again: the reserved task fits there now (a worker that
   // changed this instant), or tasks behind their class heads may backfill
   // what it waits for (BackfillBehindHeads).
-  MarkWorkerDirty(chosen);
+  MarkWorkerDirty(s, chosen);
 }
 
-void Scheduler::State::BackfillBehindHeads(uint32_t w) {
+void BackfillBehindHeads(State& s, uint32_t w) {
   // EASY backfill reaches past the class heads here: the heads were just
   // offered this worker and those held back cannot use its free room without
   // delaying the reserved task. A queued task further back whose time limit
@@ -131,29 +134,29 @@ void Scheduler::State::BackfillBehindHeads(uint32_t w) {
   // not at all, and the tasks ahead of it in its class not either (they
   // could not have used this room before the planned start, and after it the
   // reserved task takes it).
-  const int64_t shadow = ReservationShadow();
-  if (shadow == kNever || shadow <= now_us) return;
-  PlaceBehindHeads(w, ClassOf(reservation.task), [&](TaskRef r) {
-    const int64_t limit = SpecOf(r).timeout.count();
-    return limit > 0 && now_us + limit <= shadow;
+  const int64_t shadow = ReservationShadow(s);
+  if (shadow == kNever || shadow <= s.now_us) return;
+  PlaceBehindHeads(s, w, s.ClassOf(s.reservation.task), [&](TaskRef r) {
+    const int64_t limit = s.SpecOf(r).timeout.count();
+    return limit > 0 && s.now_us + limit <= shadow;
   });
 }
 
-void Scheduler::State::FillLeavingWorker(uint32_t w) {
-  PlaceBehindHeads(w, kNone, [&](TaskRef r) { return LastsFor(w, r, now_us); });
+void FillLeavingWorker(State& s, uint32_t w) {
+  PlaceBehindHeads(s, w, kNone, [&](TaskRef r) { return LastsFor(s, w, r, s.now_us); });
 }
 
-void Scheduler::State::PlaceBehindHeads(uint32_t w, uint32_t skip,
-                                        const std::function<bool(TaskRef)>& pick) {
-  const WorkerState& res = *workers[w].res;
+void PlaceBehindHeads(State& s, uint32_t w, uint32_t skip,
+                      const std::function<bool(TaskRef)>& pick) {
+  const WorkerState& res = *s.workers[w].res;
   std::vector<std::pair<uint32_t, TaskRef>> picks;  // (class, task), in walk order
-  for (const auto& key : queues.heads()) {
+  for (const auto& key : s.queues.heads()) {
     const uint32_t cls = TaskQueues::ClassOfKey(key);
-    if (cls == skip || !res.Fits(queues.request(cls), policy->PreferFullGpus())) continue;
+    if (cls == skip || !res.Fits(s.queues.request(cls), s.policy->PreferFullGpus())) continue;
     uint32_t seen = 0;
-    queues.ForEach(cls, [&](const QueueEntry& e) {
+    s.queues.ForEach(cls, [&](const QueueEntry& e) {
       if (++seen > kBackfillScan) return false;
-      const Task& t = task(e.task);
+      const Task& t = s.task(e.task);
       if (t.state != TaskState::kQueued || t.flags.Any(TaskFlag::kBackoff | TaskFlag::kParked))
         return true;
       if (pick(e.task)) picks.emplace_back(cls, e.task);
@@ -161,12 +164,12 @@ void Scheduler::State::PlaceBehindHeads(uint32_t w, uint32_t skip,
     });
   }
   for (const auto& [cls, r] : picks) {
-    const Task& t = task(r);
-    if (t.state != TaskState::kQueued || !QuotaAllows(r) || !CanPlace(w, r)) continue;
+    const Task& t = s.task(r);
+    if (t.state != TaskState::kQueued || !QuotaAllows(s, r) || !CanPlace(s, w, r)) continue;
     TaskRef head;
-    const bool is_head = LiveHead(cls, head) && head == r;
-    if (!is_head) task(r).flags.Set(TaskFlag::kStaleEntry);  // its entry stays queued
-    Place(cls, r, w, is_head);
+    const bool is_head = LiveHead(s, cls, head) && head == r;
+    if (!is_head) s.task(r).flags.Set(TaskFlag::kStaleEntry);  // its entry stays queued
+    Place(s, cls, r, w, is_head);
   }
 }
 

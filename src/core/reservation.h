@@ -25,9 +25,9 @@
 //    the queue or parks), and `worker` is Schedulable (SyncPolicy and
 //    OnWorkerLost end it when the worker leaves placement).
 //  - `shadow_valid` is false whenever the attempts on `worker` changed
-//    since `shadow_us` was computed (State::WorkerTasksChanged).
+//    since `shadow_us` was computed (WorkerTasksChanged).
 //
-// Changed by State::Reserve and EndReservation (reservation.cc), and the
+// Changed by Reserve and EndReservation (reservation_ops.h), and the
 // handlers named above.
 //
 // Thread safety: none, like Scheduler.

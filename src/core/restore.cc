@@ -6,7 +6,16 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "core/attempt_events_ops.h"
+#include "core/checkpoints_ops.h"
+#include "core/dispatch_ops.h"
+#include "core/fair_share_ops.h"
+#include "core/job_lifecycle_ops.h"
+#include "core/leases_ops.h"
+#include "core/queue_ahead_ops.h"
+#include "core/quotas_ops.h"
 #include "core/scheduler_state.h"
+#include "core/ticks_ops.h"
 
 namespace drover::core {
 
@@ -20,14 +29,14 @@ Status Scheduler::Restore(const Record& record) {
           if (!r.spec) {  // a tombstone: the job was forgotten
             s.next_job_id = std::max(s.next_job_id, r.job + 1);
             s.restored_forgotten.insert(r.job);
-            if (auto it = s.job_slots.find(r.job); it != s.job_slots.end()) s.DropJob(it->second);
+            if (auto it = s.job_slots.find(r.job); it != s.job_slots.end()) DropJob(s, it->second);
             if (r.job >= s.forgotten_top) {
               s.forgotten_top = r.job;
               s.forgotten_top_us = ToMicros(r.at);
             }
             return Status::Ok();
           }
-          return s.CreateJob(r.job, r.spec, r.at).status();
+          return CreateJob(s, r.job, r.spec, r.at).status();
         } else if constexpr (std::is_same_v<T, TaskRecord>) {
           if (s.restored_forgotten.count(r.task.job)) return Status::Ok();
           ASSIGN_OR_RETURN(TaskRef ref, s.Find(r.task));
@@ -37,16 +46,16 @@ Status Scheduler::Restore(const Record& record) {
           // As Transition notes it live.
           if (r.state == TaskState::kQueued && r.attempt > 0 && t.attempt == r.attempt &&
               (t.state == TaskState::kAssigned || t.state == TaskState::kRunning)) {
-            s.NotePastAttempt(ref, t.state, ToMicros(r.at), Reason{r.kind, r.reason});
+            NotePastAttempt(s, ref, t.state, ToMicros(r.at), Reason{r.kind, r.reason});
           } else if (t.state == TaskState::kSucceeded && r.attempt == t.attempt &&
                      (r.state == TaskState::kQueued || r.state == TaskState::kWaiting)) {
             // A rerun (lineage.cc): the attempt that succeeded is history.
-            s.NotePastAttempt(ref, TaskState::kRunning, ToMicros(r.at), Reason{r.kind, r.reason});
+            NotePastAttempt(s, ref, TaskState::kRunning, ToMicros(r.at), Reason{r.kind, r.reason});
           } else if ((t.state == TaskState::kFailed || t.state == TaskState::kCanceled) &&
                      !IsTerminal(r.state) && r.attempt == t.attempt) {
-            s.NoteRetriedAttempt(ref);  // RetryJob
+            NoteRetriedAttempt(s, ref);  // RetryJob
           }
-          s.ReplayUse(ref, r);  // fair share: the attempt's use, before r changes t
+          ReplayUse(s, ref, r);  // fair share: the attempt's use, before r changes t
           const TaskState before = t.state;
           t.state = r.state;
           t.attempt = static_cast<uint16_t>(r.attempt);
@@ -64,12 +73,12 @@ Status Scheduler::Restore(const Record& record) {
           }
           if (r.started != Time()) t.started_us = ToMicros(r.started);
           if (!r.reason.empty()) {
-            Extra& extra = s.extras[State::ExtraKey(ref)];
+            Extra& extra = s.extras[ExtraKey(ref)];
             extra.reason = r.reason;
             extra.reason_kind = r.kind;
           } else if (r.state == TaskState::kSucceeded) {
             // As Transition does live: a success clears a retry's reason.
-            if (auto e = s.extras.find(State::ExtraKey(ref)); e != s.extras.end()) {
+            if (auto e = s.extras.find(ExtraKey(ref)); e != s.extras.end()) {
               e->second.reason.clear();
               e->second.reason_kind = EndKind::kNone;
             }
@@ -80,7 +89,7 @@ Status Scheduler::Restore(const Record& record) {
             // not come back with this one's success.
             auto seen = s.adoption.restored_outcome_attempts.find(ref);
             if (seen == s.adoption.restored_outcome_attempts.end() || seen->second != r.attempt) {
-              if (auto e = s.extras.find(State::ExtraKey(ref)); e != s.extras.end()) {
+              if (auto e = s.extras.find(ExtraKey(ref)); e != s.extras.end()) {
                 e->second.outcome.reset();
               }
             }
@@ -102,14 +111,14 @@ Status Scheduler::Restore(const Record& record) {
           if (IsTerminal(r.state)) t.ran_on = s.ran_on.Intern(r.cores, r.gpus);
           return Status::Ok();
         } else if constexpr (std::is_same_v<T, CheckpointRecord>) {
-          s.RestoreCheckpoint(r);
+          RestoreCheckpoint(s, r);
           return Status::Ok();
         } else {
           if (s.restored_forgotten.count(r.task.job)) return Status::Ok();
           ASSIGN_OR_RETURN(TaskRef ref, s.Find(r.task));
           Job& job = s.jobs[ref.job];
           job.changed_us = std::max(job.changed_us, ToMicros(r.at));
-          Extra& extra = s.extras[State::ExtraKey(ref)];
+          Extra& extra = s.extras[ExtraKey(ref)];
           extra.outcome = r.outcome;
           extra.outcome_attempt = r.attempt;
           s.adoption.restored_outcome_attempts[ref] = r.attempt;
@@ -180,24 +189,24 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
         if (t.state != TaskState::kQueued) continue;
         if (t.failures > 0 && t.finished_us != 0) {
           t.flags.Set(TaskFlag::kBackoff);
-          s.PushTimer(t.finished_us + s.BackoffFor(r).count(), TimerKind::kRetry, r, t.attempt);
+          PushTimer(s, t.finished_us + BackoffFor(s, r).count(), TimerKind::kRetry, r, t.attempt);
         } else {
-          s.Enqueue(r, false);
+          Enqueue(s, r, false);
         }
         continue;
       }
       ++job.counts[static_cast<int>(t.state)];
       if (IsTerminal(t.state)) continue;
       // Assigned or running on a worker we have not heard from yet.
-      const uint32_t a = s.NewActive(r, kNone, t.attempt);
+      const uint32_t a = NewActive(s, r, kNone, t.attempt);
       Active& act = s.actives[a];
       act.lost = true;
       act.granted = t.state == TaskState::kRunning;
       auto it = s.adoption.restored_allocs.find(r);
       if (it != s.adoption.restored_allocs.end()) act.alloc = it->second;
       s.adoption.orphans[t.worker].push_back(a);
-      s.PushTimer(s.now_us + (s.config.lease_ttl + s.config.expiry_grace).count(),
-                  TimerKind::kLostExpiry, r, t.attempt);
+      PushTimer(s, s.now_us + (s.config.lease_ttl + s.config.expiry_grace).count(),
+                TimerKind::kLostExpiry, r, t.attempt);
     }
   }
   // Queue-ahead links whose predecessor is still assigned or running there:
@@ -211,7 +220,7 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
         s.actives[p.active].next != kNone) {
       continue;
     }
-    s.LinkBehind(t.active, p.active, UINT64_MAX);
+    LinkBehind(s, t.active, p.active, UINT64_MAX);
   }
   s.adoption.restored_after.clear();
   s.adoption.restored_allocs.clear();
@@ -227,9 +236,9 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
     s.adoption.settle_until_us = s.now_us + s.config.restore_settle.count();
   }
   s.adoption.expected_workers.clear();
-  s.FinishReplayUse();
-  s.RecountQueued();
-  s.Dispatch();
+  FinishReplayUse(s);
+  RecountQueued(s);
+  Dispatch(s);
   s.out = nullptr;
 }
 

@@ -10,13 +10,23 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "core/attempt_events_ops.h"
+#include "core/checkpoints_ops.h"
+#include "core/dispatch_ops.h"
+#include "core/fair_share_ops.h"
+#include "core/job_lifecycle_ops.h"
+#include "core/lookup_ops.h"
+#include "core/quotas_ops.h"
+#include "core/replicas_ops.h"
 #include "core/scheduler_state.h"
+#include "core/ticks_ops.h"
+#include "core/worker_events_ops.h"
 
 namespace drover::core {
 
 Scheduler::State::State(SchedulerConfig c)
     : config(std::move(c)), policy(MakePolicy(config.policy)) {
-  ApplyUserPolicy(UserPolicy(config.users));  // the groups' accounts (quotas.cc)
+  ApplyUserPolicy(*this, UserPolicy(config.users));  // the groups' accounts (quotas.cc)
 }
 
 Scheduler::Scheduler(SchedulerConfig config) : state_(std::make_unique<State>(std::move(config))) {}
@@ -32,39 +42,39 @@ Status Scheduler::Handle(Time now, Event event, Outbox& out) {
   Status status = std::visit(
       [&](auto& e) -> Status {
         using T = std::decay_t<decltype(e)>;
-        if constexpr (std::is_same_v<T, WorkerJoined>) return s.OnWorkerJoined(e);
-        if constexpr (std::is_same_v<T, WorkerAttached>) return s.OnWorkerAttached(e);
-        if constexpr (std::is_same_v<T, WorkerHeartbeat>) return s.OnHeartbeat(e);
-        if constexpr (std::is_same_v<T, WorkerLost>) return s.OnWorkerLost(e);
-        if constexpr (std::is_same_v<T, WorkerDrained>) return s.OnDrained(e);
-        if constexpr (std::is_same_v<T, WorkerPaused>) return s.OnPaused(e);
+        if constexpr (std::is_same_v<T, WorkerJoined>) return OnWorkerJoined(s, e);
+        if constexpr (std::is_same_v<T, WorkerAttached>) return OnWorkerAttached(s, e);
+        if constexpr (std::is_same_v<T, WorkerHeartbeat>) return OnHeartbeat(s, e);
+        if constexpr (std::is_same_v<T, WorkerLost>) return OnWorkerLost(s, e);
+        if constexpr (std::is_same_v<T, WorkerDrained>) return OnDrained(s, e);
+        if constexpr (std::is_same_v<T, WorkerPaused>) return OnPaused(s, e);
         if constexpr (std::is_same_v<T, JobSubmitted>) {
-          Result<JobId> id = s.OnSubmit(e.job, std::move(e.spec));
+          Result<JobId> id = OnSubmit(s, e.job, std::move(e.spec));
           return id.ok() ? Status::Ok() : id.status();
         }
-        if constexpr (std::is_same_v<T, CancelJob>) return s.OnCancelJob(e.job);
-        if constexpr (std::is_same_v<T, CancelTask>) return s.OnCancelTask(e.task);
-        if constexpr (std::is_same_v<T, RetryJob>) return s.OnRetryJob(e);
-        if constexpr (std::is_same_v<T, TaskStarted>) return s.OnStarted(e);
-        if constexpr (std::is_same_v<T, TaskFinished>) return s.OnFinished(e);
-        if constexpr (std::is_same_v<T, TaskRefused>) return s.OnRefused(e);
-        if constexpr (std::is_same_v<T, LeaseGranted>) return s.OnGranted(e);
-        if constexpr (std::is_same_v<T, CheckpointSaved>) return s.OnCheckpointSaved(e);
-        if constexpr (std::is_same_v<T, OutputsReplicated>) return s.OnOutputsReplicated(e);
-        if constexpr (std::is_same_v<T, LeaseRejected>) return s.OnRejected(e);
-        if constexpr (std::is_same_v<T, LeaseFreed>) return s.OnFreed(e);
+        if constexpr (std::is_same_v<T, CancelJob>) return OnCancelJob(s, e.job);
+        if constexpr (std::is_same_v<T, CancelTask>) return OnCancelTask(s, e.task);
+        if constexpr (std::is_same_v<T, RetryJob>) return OnRetryJob(s, e);
+        if constexpr (std::is_same_v<T, TaskStarted>) return OnStarted(s, e);
+        if constexpr (std::is_same_v<T, TaskFinished>) return OnFinished(s, e);
+        if constexpr (std::is_same_v<T, TaskRefused>) return OnRefused(s, e);
+        if constexpr (std::is_same_v<T, LeaseGranted>) return OnGranted(s, e);
+        if constexpr (std::is_same_v<T, CheckpointSaved>) return OnCheckpointSaved(s, e);
+        if constexpr (std::is_same_v<T, OutputsReplicated>) return OnOutputsReplicated(s, e);
+        if constexpr (std::is_same_v<T, LeaseRejected>) return OnRejected(s, e);
+        if constexpr (std::is_same_v<T, LeaseFreed>) return OnFreed(s, e);
         if constexpr (std::is_same_v<T, UserPolicyChanged>) {
-          s.ApplyUserPolicy(*e.policy);
-          s.UpdateStandings();  // new shares order the queues at once
+          ApplyUserPolicy(s, *e.policy);
+          UpdateStandings(s);  // new shares order the queues at once
           return Status::Ok();
         }
         if constexpr (std::is_same_v<T, Tick>) {
-          s.OnTick();
+          OnTick(s);
           return Status::Ok();
         }
       },
       event);
-  s.Dispatch();
+  Dispatch(s);
   s.out = nullptr;
   return status;
 }
@@ -84,8 +94,8 @@ Result<JobId> Scheduler::Submit(Time now, std::shared_ptr<const JobSpec> spec, O
   s.restoring = false;
   s.now_us = std::max(s.now_us, ToMicros(now));
   s.out = &out;
-  Result<JobId> id = s.OnSubmit(job, std::move(spec));
-  s.Dispatch();
+  Result<JobId> id = OnSubmit(s, job, std::move(spec));
+  Dispatch(s);
   s.out = nullptr;
   return id;
 }
@@ -107,22 +117,22 @@ Result<uint32_t> Scheduler::State::FindWorker(WorkerId id) const {
   return it->second;
 }
 
-uint32_t Scheduler::State::UserOf(const std::string& name) {
-  auto [it, inserted] = user_ids.emplace(name, static_cast<uint32_t>(users.size()));
-  if (inserted) users.push_back(User{AccountFor(name), {}});
+uint32_t UserOf(State& s, const std::string& name) {
+  auto [it, inserted] = s.user_ids.emplace(name, static_cast<uint32_t>(s.users.size()));
+  if (inserted) s.users.push_back(User{AccountFor(s, name), {}});
   return it->second;
 }
 
-Reason Scheduler::State::CancelReasonOf(TaskRef r) const {
-  auto it = extras.find(ExtraKey(r));
-  if (it == extras.end()) return {};
+Reason CancelReasonOf(const State& s, TaskRef r) {
+  auto it = s.extras.find(ExtraKey(r));
+  if (it == s.extras.end()) return {};
   if (!it->second.cancel_reason.empty()) return it->second.cancel_reason;
   return {it->second.reason_kind, it->second.reason};
 }
 
-Reason Scheduler::State::ReasonOf(TaskRef r) const {
-  auto it = extras.find(ExtraKey(r));
-  if (it == extras.end()) return {};
+Reason ReasonOf(const State& s, TaskRef r) {
+  auto it = s.extras.find(ExtraKey(r));
+  if (it == s.extras.end()) return {};
   return {it->second.reason_kind, it->second.reason};
 }
 

@@ -307,8 +307,12 @@ class Scheduler {
 
   const SchedulerConfig& config() const;
 
- private:
+  // Everything the scheduler knows; opaque here. core/scheduler_state.h,
+  // internal to src/core, defines it, and the core's handlers are free
+  // functions that take it first, so they must be able to name it.
   struct State;
+
+ private:
   std::unique_ptr<State> state_;
 };
 

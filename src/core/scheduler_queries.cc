@@ -1,6 +1,9 @@
 // Queries for the API: jobs, tasks, workers, memory.
 #include <algorithm>
 
+#include "core/attempt_events_ops.h"
+#include "core/job_lifecycle_ops.h"
+#include "core/queue_ahead_ops.h"
 #include "core/scheduler_state.h"
 
 namespace drover::core {
@@ -51,9 +54,9 @@ Result<TaskInfo> Scheduler::GetTask(TaskId id) const {
     info.finished_at = TimeFromMicros(t.finished_us);
   }
   if (t.state == TaskState::kQueued && t.flags.Has(TaskFlag::kBackoff)) {
-    info.retry_at = TimeFromMicros(t.finished_us + s.BackoffFor(r).count());
+    info.retry_at = TimeFromMicros(t.finished_us + BackoffFor(s, r).count());
   }
-  auto it = s.extras.find(State::ExtraKey(r));
+  auto it = s.extras.find(ExtraKey(r));
   if (it != s.extras.end()) {
     info.reason = it->second.reason;
     info.reason_kind = it->second.reason_kind;
@@ -63,7 +66,7 @@ Result<TaskInfo> Scheduler::GetTask(TaskId id) const {
   if (t.active != kNone) {
     info.cores = s.actives[t.active].alloc.cores;
     info.gpus = s.actives[t.active].alloc.gpus;
-    const auto [after, attempt] = s.WaitsBehind(s.actives[t.active]);
+    const auto [after, attempt] = WaitsBehind(s, s.actives[t.active]);
     if (attempt != 0) info.after = after;
   } else if (const RanOn::Entry* ran = IsTerminal(t.state) ? s.ran_on.Get(t.ran_on) : nullptr) {
     info.cores = ran->cores;
@@ -135,7 +138,7 @@ Result<std::shared_ptr<const JobSpec>> Scheduler::GetJobSpec(JobId id) const {
 Result<uint64_t> Scheduler::CheckRetry(JobId id) const {
   auto it = state_->job_slots.find(id);
   if (it == state_->job_slots.end()) return NotFound("no job " + std::to_string(id));
-  return state_->Retryable(it->second);
+  return Retryable(*state_, it->second);
 }
 
 std::optional<TaskId> Scheduler::NextOfClass(const ResourceRequest& request) const {

@@ -6,6 +6,7 @@
 // fields (restore.cc), in the order replay would meet them.
 #include <algorithm>
 
+#include "core/queue_ahead_ops.h"
 #include "core/scheduler_state.h"
 
 namespace drover::core {
@@ -41,7 +42,7 @@ std::vector<Record> Scheduler::Snapshot() const {
       const TaskRef ref{slot, i};
       const Task& t = job.tasks[i];
       const TaskId task{id, i};
-      if (auto p = s.past.find(State::ExtraKey(ref)); p != s.past.end()) {
+      if (auto p = s.past.find(ExtraKey(ref)); p != s.past.end()) {
         for (const PastAttempt& a : p->second) {
           // The records this attempt was noted from, in their order.
           if (a.outcome) {
@@ -58,7 +59,7 @@ std::vector<Record> Scheduler::Snapshot() const {
       }
       const Extra* extra = nullptr;
       if (!s.extras.empty()) {
-        if (auto e = s.extras.find(State::ExtraKey(ref)); e != s.extras.end()) extra = &e->second;
+        if (auto e = s.extras.find(ExtraKey(ref)); e != s.extras.end()) extra = &e->second;
       }
       const Reason reason = extra ? Reason{extra->reason_kind, extra->reason} : Reason();
       if (extra && extra->outcome) {
@@ -83,7 +84,7 @@ std::vector<Record> Scheduler::Snapshot() const {
             const Active& act = s.actives[t.active];
             cores.assign(act.alloc.cores.begin(), act.alloc.cores.end());
             gpus.assign(act.alloc.gpus.begin(), act.alloc.gpus.end());
-            after = s.WaitsBehind(act);
+            after = WaitsBehind(s, act);
           } else if (s.restoring) {
             if (auto a = s.adoption.restored_allocs.find(ref); a != s.adoption.restored_allocs.end()) {
               cores.assign(a->second.cores.begin(), a->second.cores.end());
@@ -127,7 +128,7 @@ std::vector<PastAttempt> Scheduler::PastAttempts(TaskId task) const {
   const State& s = *state_;
   Result<TaskRef> ref = s.Find(task);
   if (!ref.ok()) return {};
-  auto it = s.past.find(State::ExtraKey(*ref));
+  auto it = s.past.find(ExtraKey(*ref));
   return it == s.past.end() ? std::vector<PastAttempt>() : it->second;
 }
 

@@ -171,8 +171,12 @@ struct Active {
   Allocation alloc;
 };
 
+// The key of a task's entries in State's side tables (Extra, past attempts,
+// preemption counts).
+inline uint64_t ExtraKey(TaskRef r) { return (uint64_t{r.job} << 32) | r.index; }
+
 // What only some tasks have: a reason (failed, canceled, retried) and an
-// outcome that is not a plain success. Keyed by State::ExtraKey.
+// outcome that is not a plain success. Keyed by ExtraKey.
 struct Extra {
   std::string reason;
   EndKind reason_kind = EndKind::kNone;

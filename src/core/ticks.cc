@@ -2,80 +2,89 @@
 // deadlines, lost outputs and lost-worker expiry), the settle hold's end
 // and lease renewal.
 #include "common/quantity.h"
+#include "core/adoption_ops.h"
+#include "core/attempt_events_ops.h"
+#include "core/fair_share_ops.h"
+#include "core/job_lifecycle_ops.h"
+#include "core/leases_ops.h"
+#include "core/lineage_ops.h"
+#include "core/lookup_ops.h"
 #include "core/scheduler_state.h"
+#include "core/ticks_ops.h"
 
 namespace drover::core {
 
-void Scheduler::State::PushTimer(int64_t at_us, TimerKind kind, TaskRef r, uint32_t attempt) {
-  timers.Push(at_us, kind, r, attempt);
+void PushTimer(State& s, int64_t at_us, TimerKind kind, TaskRef r, uint32_t attempt) {
+  s.timers.Push(at_us, kind, r, attempt);
 }
 
-void Scheduler::State::OnTick() {
-  UpdateStandings();  // fair share: the order among users, as of now
-  while (timers.Due(now_us)) {
-    const Timer timer = timers.Pop();
+void OnTick(State& s) {
+  UpdateStandings(s);  // fair share: the order among users, as of now
+  while (s.timers.Due(s.now_us)) {
+    const Timer timer = s.timers.Pop();
     TaskRef r = timer.task;
-    Task& t = task(r);
+    Task& t = s.task(r);
     switch (timer.kind) {
       case TimerKind::kRetry:
         if (t.state == TaskState::kQueued && t.flags.Has(TaskFlag::kBackoff) &&
             t.attempt == timer.attempt) {
           t.flags.Clear(TaskFlag::kBackoff);
-          Enqueue(r, false);
+          Enqueue(s, r, false);
         }
         break;
       case TimerKind::kTimeout:
-        if (t.state == TaskState::kRunning && actives[t.active].attempt == timer.attempt &&
-            !t.flags.Any(TaskFlag::kTimedOut | TaskFlag::kCancel) && !actives[t.active].lost) {
+        if (t.state == TaskState::kRunning && s.actives[t.active].attempt == timer.attempt &&
+            !t.flags.Any(TaskFlag::kTimedOut | TaskFlag::kCancel) && !s.actives[t.active].lost) {
           t.flags.Set(TaskFlag::kTimedOut);
-          out->push_back(KillTask{IdOf(r), timer.attempt, workers[actives[t.active].worker].id,
-                                  why::TimedOut(SpecOf(r).timeout)});
+          s.out->push_back(KillTask{s.IdOf(r), timer.attempt,
+                                    s.workers[s.actives[t.active].worker].id,
+                                    why::TimedOut(s.SpecOf(r).timeout)});
         }
         break;
       case TimerKind::kStartDeadline: {
-        if (t.state != TaskState::kAssigned || actives[t.active].attempt != timer.attempt) break;
-        Active& act = actives[t.active];
+        if (t.state != TaskState::kAssigned || s.actives[t.active].attempt != timer.attempt) break;
+        Active& act = s.actives[t.active];
         if (act.lost || act.worker == kNone) break;  // a lost worker's attempts wait for expiry
         if (act.prev != kNone || t.flags.Has(TaskFlag::kWithdraw)) {
           // Waiting behind another on its worker, or being withdrawn: that
           // is not a failure to start; look again one bound later.
-          PushTimer(now_us + config.start_timeout.count(), TimerKind::kStartDeadline, r,
+          PushTimer(s, s.now_us + s.config.start_timeout.count(), TimerKind::kStartDeadline, r,
                     timer.attempt);
           break;
         }
-        const WorkerId on = workers[act.worker].id;
-        const Duration bound = StartBoundOf(r);
-        out->push_back(
-            KillTask{IdOf(r), timer.attempt, on, why::NotStartedWithin(on, bound), true});
+        const WorkerId on = s.workers[act.worker].id;
+        const Duration bound = StartBoundOf(s, r);
+        s.out->push_back(
+            KillTask{s.IdOf(r), timer.attempt, on, why::NotStartedWithin(on, bound), true});
         const uint32_t w = act.worker;
-        EmitRelease(act);
-        EndActive(t.active);
-        HoldRefusing(w);  // so the task goes elsewhere if it can
+        EmitRelease(s, act);
+        EndActive(s, t.active);
+        HoldRefusing(s, w);  // so the task goes elsewhere if it can
         if (t.flags.Has(TaskFlag::kCancel)) {
           t.flags.KeepOnly(TaskFlag::kStaleEntry);
-          Transition(r, TaskState::kCanceled, CancelReasonOf(r));
+          Transition(s, r, TaskState::kCanceled, CancelReasonOf(s, r));
         } else {
-          NeverStarted(r, why::NotStartedWithinTakenBack(on, bound));
+          NeverStarted(s, r, why::NotStartedWithinTakenBack(on, bound));
         }
         break;
       }
       case TimerKind::kOutputsLost:
-        OutputsLostExpired(r, timer.attempt);
+        OutputsLostExpired(s, r, timer.attempt);
         break;
       case TimerKind::kLostExpiry:
         if ((t.state == TaskState::kAssigned || t.state == TaskState::kRunning) &&
-            actives[t.active].attempt == timer.attempt && actives[t.active].lost) {
-          LostAttemptEnded(r);
+            s.actives[t.active].attempt == timer.attempt && s.actives[t.active].lost) {
+          LostAttemptEnded(s, r);
         }
         break;
     }
   }
-  if (adoption.settling && now_us >= adoption.settle_until_us) EndSettle();
+  if (s.adoption.settling && s.now_us >= s.adoption.settle_until_us) EndSettle(s);
   // Cool-downs end and victims appear with time: waiting heads look again.
-  preempt_due = config.preempt_priority.has_value();
-  if (now_us >= next_renew_us) {
-    RenewAll();
-    next_renew_us = now_us + config.renew_interval.count();
+  s.preempt_due = s.config.preempt_priority.has_value();
+  if (s.now_us >= s.next_renew_us) {
+    RenewAll(s);
+    s.next_renew_us = s.now_us + s.config.renew_interval.count();
   }
 }
 

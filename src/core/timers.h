@@ -2,8 +2,8 @@
 // expiry, start deadlines), fired by Tick in time order.
 //
 // Internal to src/core. The core reads no clock: a timer is a time in the
-// same microseconds as the events' `now`, and State::OnTick pops the ones
-// that are due.
+// same microseconds as the events' `now`, and OnTick (ticks_ops.h) pops
+// the ones that are due.
 //
 // Invariants: timers fire in (at_us, push order): two due at the same time
 // fire in the order they were pushed, so a run does not depend on the
@@ -12,7 +12,7 @@
 // timer was set for (queued with that attempt in backoff, running that
 // attempt, ...); a stale timer does nothing.
 //
-// Changed by State::PushTimer (scheduler.cc, restore.cc) and State::OnTick.
+// Changed by PushTimer (ticks.cc, restore.cc) and OnTick.
 //
 // Thread safety: none, like Scheduler.
 #ifndef DROVER_CORE_TIMERS_H_

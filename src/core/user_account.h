@@ -106,7 +106,7 @@ class UserAccount {
   Status AdmitQueued(uint64_t n) const;
 
   // A policy reload: the user's quota and groups are replaced; the caller
-  // rebuilds the groups' use from their members (State::ApplyUserPolicy).
+  // rebuilds the groups' use from their members (ApplyUserPolicy, quotas_ops.h).
   void Reset(UserQuota quota, std::vector<std::shared_ptr<GroupAccount>> groups) {
     quota_ = quota;
     groups_ = std::move(groups);
