@@ -9,7 +9,9 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "net/event_loop_asio.h"
@@ -23,11 +25,19 @@ struct EventLoop::Impl {
   asio::io_context io{1};
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::vector<std::function<void()>> idle;  // PostWhenIdle, in order
+  // Virtual time: the clock, and the armed timers by (deadline, arm order).
+  SimulatedClock* sim = nullptr;
+  std::map<std::pair<Time, uint64_t>, std::function<void()>> timers;
+  uint64_t timer_seq = 0;
 };
 
 asio::io_context& IoContextOf(EventLoop& loop) { return loop.impl().io; }
 
 EventLoop::EventLoop() : impl_(std::make_unique<Impl>()) {}
+
+EventLoop::EventLoop(SimulatedClock& clock) : impl_(std::make_unique<Impl>()) {
+  impl_->sim = &clock;
+}
 
 EventLoop::~EventLoop() = default;
 
@@ -51,9 +61,50 @@ void RunReadyThenIdle(EventLoop::Impl& impl) {
   if (!io.stopped()) RunIdle(impl);
 }
 
+// Runs what is ready now (posted callbacks, I/O that epoll reports ready,
+// idle callbacks) without blocking; returns how many ran. Stops early once
+// the loop is stopped.
+size_t PollReady(EventLoop::Impl& impl) {
+  asio::io_context& io = impl.io;
+  size_t n = io.poll();
+  while (!io.stopped() && !impl.idle.empty()) {
+    n += RunIdle(impl);
+    n += io.poll();
+  }
+  return n;
+}
+
+// Virtual time: fires the earliest timer if it is due by `limit` (none:
+// any), moving the clock to its deadline. False when there is none.
+bool FireNextTimer(EventLoop::Impl& impl, std::optional<Time> limit) {
+  if (impl.timers.empty()) return false;
+  auto it = impl.timers.begin();
+  const Time at = it->first.first;
+  if (limit && at > *limit) return false;
+  if (at > impl.sim->Now()) impl.sim->Set(at);
+  std::function<void()> fn = std::move(it->second);
+  impl.timers.erase(it);
+  fn();
+  return true;
+}
+
 }  // namespace
 
 void EventLoop::Run() {
+  if (impl_->sim != nullptr && !impl_->io.stopped()) {
+    // Discrete events: what is ready runs; when nothing is, the clock jumps
+    // to the next timer; with no timer left, the loop waits for I/O.
+    asio::io_context& io = impl_->io;
+    impl_->work.emplace(asio::make_work_guard(io));
+    while (!io.stopped()) {
+      if (PollReady(*impl_) > 0 || io.stopped()) continue;
+      if (FireNextTimer(*impl_, std::nullopt)) continue;
+      if (io.run_one() > 0 && !impl_->idle.empty()) RunReadyThenIdle(*impl_);
+    }
+    impl_->work.reset();
+    io.restart();
+    return;
+  }
   if (impl_->io.stopped()) {
     // A Stop() before Run() wins once, then the loop becomes usable again.
     impl_->io.restart();
@@ -107,6 +158,42 @@ size_t RunOneFor(EventLoop& loop, Duration timeout) {
 
 void EventLoop::Stop() { impl_->io.stop(); }
 
+Clock& EventLoop::clock() const {
+  if (impl_->sim != nullptr) return *impl_->sim;
+  return SystemClock();
+}
+
+bool EventLoop::virtual_time() const { return impl_->sim != nullptr; }
+
+size_t EventLoop::AdvanceTo(Time until) {
+  size_t n = Poll();
+  while (FireNextTimer(*impl_, until)) n += 1 + Poll();
+  if (impl_->sim->Now() < until) impl_->sim->Set(until);
+  return n + Poll();
+}
+
+size_t EventLoop::AdvanceBy(Duration d) { return AdvanceTo(impl_->sim->Now() + d); }
+
+bool EventLoop::RunUntil(const std::function<bool()>& done, Time limit, Duration settle) {
+  for (;;) {
+    Poll();
+    if (done()) return true;
+    // Work in flight (I/O, another thread's Post) lands before time moves.
+    if (RunOneFor(*this, settle) > 0) continue;
+    if (done()) return true;
+    if (!FireNextTimer(*impl_, limit)) {
+      if (impl_->sim->Now() < limit) impl_->sim->Set(limit);
+      Poll();
+      return done();
+    }
+  }
+}
+
+std::optional<Time> EventLoop::NextTimer() const {
+  if (impl_->timers.empty()) return std::nullopt;
+  return impl_->timers.begin()->first.first;
+}
+
 void EventLoop::Post(std::function<void()> fn) { asio::post(impl_->io, std::move(fn)); }
 
 bool EventLoop::InLoopThread() const { return impl_->io.get_executor().running_in_this_thread(); }
@@ -114,13 +201,16 @@ bool EventLoop::InLoopThread() const { return impl_->io.get_executor().running_i
 // Timer: the generation counter makes Cancel() final even when the timer
 // already expired and its completion is queued but not yet run.
 struct Timer::State {
-  explicit State(asio::io_context& io) : timer(io) {}
+  explicit State(EventLoop::Impl& i) : impl(i), timer(i.io) {}
+  EventLoop::Impl& impl;
   asio::steady_timer timer;
   uint64_t generation = 0;
   bool armed = false;
+  // Virtual time: its entry in the loop's timers while armed.
+  std::optional<std::pair<Time, uint64_t>> key;
 };
 
-Timer::Timer(EventLoop& loop) : state_(std::make_shared<State>(IoContextOf(loop))) {}
+Timer::Timer(EventLoop& loop) : state_(std::make_shared<State>(loop.impl())) {}
 
 Timer::~Timer() { Cancel(); }
 
@@ -129,9 +219,21 @@ void Timer::ArmAfter(Duration delay, std::function<void()> fn) {
   if (delay < Duration::zero()) delay = Duration::zero();
   State& s = *state_;
   s.armed = true;
-  s.timer.expires_after(delay);
   uint64_t gen = s.generation;
   std::weak_ptr<State> weak = state_;
+  if (s.impl.sim != nullptr) {
+    const std::pair<Time, uint64_t> key{s.impl.sim->Now() + delay, ++s.impl.timer_seq};
+    s.key = key;
+    s.impl.timers.emplace(key, [weak, gen, fn = std::move(fn)] {
+      auto state = weak.lock();
+      if (!state || state->generation != gen) return;
+      state->key.reset();
+      state->armed = false;
+      fn();
+    });
+    return;
+  }
+  s.timer.expires_after(delay);
   s.timer.async_wait([weak, gen, fn = std::move(fn)](const boost::system::error_code& ec) {
     auto state = weak.lock();
     if (ec || !state || state->generation != gen) return;
@@ -141,12 +243,18 @@ void Timer::ArmAfter(Duration delay, std::function<void()> fn) {
 }
 
 void Timer::ArmAt(Time when, std::function<void()> fn) {
-  ArmAfter(when - SystemClock().Now(), std::move(fn));
+  const Clock& clock =
+      state_->impl.sim != nullptr ? static_cast<const Clock&>(*state_->impl.sim) : SystemClock();
+  ArmAfter(when - clock.Now(), std::move(fn));
 }
 
 void Timer::Cancel() {
   ++state_->generation;
   state_->armed = false;
+  if (state_->key) {
+    state_->impl.timers.erase(*state_->key);
+    state_->key.reset();
+  }
   state_->timer.cancel();
 }
 

@@ -8,6 +8,12 @@
 //   FdWatch pidfd(loop, fd, [&] { ... });    // fd became readable
 //   loop.Run();                              // until loop.Stop()
 //
+// Virtual time, for tests: EventLoop(SimulatedClock&) runs its timers on
+// that clock instead of the steady clock. The clock moves only as the loop
+// runs out of ready work: Run() then jumps it to the next timer's deadline
+// (a discrete-event simulation), and AdvanceTo / RunUntil move it under the
+// test's control. I/O still works as usual, in real time.
+//
 // Boost stays out of this header; other files of src/net reach the
 // io_context through event_loop_asio.h.
 //
@@ -20,6 +26,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "common/status.h"
 #include "common/time.h"
@@ -29,6 +36,8 @@ namespace drover::net {
 class EventLoop {
  public:
   EventLoop();
+  // Timers on `clock`, which must outlive the loop (see above).
+  explicit EventLoop(SimulatedClock& clock);
   ~EventLoop();
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
@@ -51,6 +60,26 @@ class EventLoop {
   // True while the calling thread is inside Run() / Poll() of this loop.
   bool InLoopThread() const;
 
+  // The loop's clock: the SimulatedClock it was made with, else the system
+  // clock. A shell on this loop reads time from it.
+  Clock& clock() const;
+  bool virtual_time() const;
+
+  // Virtual time only. Runs what is ready, then each timer due at or before
+  // `until` in deadline order (the clock set to each deadline as it fires,
+  // and what it made ready run before the next), then sets the clock to
+  // `until` and runs what is ready. Returns how many callbacks ran.
+  size_t AdvanceTo(Time until);
+  size_t AdvanceBy(Duration d);
+  // Virtual time only. Runs ready work and fires timers in order, as Run()
+  // does, until `done()` holds (true) or the next timer is past `limit`
+  // (false, the clock set to `limit`). Between timers it waits up to
+  // `settle` of real time for I/O or another thread's Post when nothing is
+  // ready, so work in flight lands before time jumps.
+  bool RunUntil(const std::function<bool()>& done, Time limit, Duration settle = Millis(2));
+  // The earliest armed timer's deadline (virtual time only).
+  std::optional<Time> NextTimer() const;
+
   struct Impl;
   Impl& impl() { return *impl_; }
 
@@ -60,8 +89,9 @@ class EventLoop {
 
 // A one-shot timer. Re-arming replaces the pending callback. Destroying the
 // timer or calling Cancel() guarantees the callback will not run. Times are
-// read from the steady clock; ArmAt converts a wall-clock Time into a delay
-// from now (so a wall-clock jump after arming does not move the timer).
+// read from the steady clock (on a virtual-time loop, its clock); ArmAt
+// converts a wall-clock Time into a delay from now (so a wall-clock jump
+// after arming does not move the timer).
 class Timer {
  public:
   explicit Timer(EventLoop& loop);

@@ -258,5 +258,79 @@ TEST(EventLoopTest, IdleCallbacksLeftByAStopRunInTheNextRun) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
+// Virtual time: a day of timers runs in no real time, in deadline order,
+// each seeing the clock at its own deadline.
+TEST(EventLoopTest, VirtualTimeFiresTimersInOrderAtTheirDeadlines) {
+  SimulatedClock clock;
+  const Time start = clock.Now();
+  EventLoop loop(clock);
+  EXPECT_TRUE(loop.virtual_time());
+  EXPECT_EQ(&loop.clock(), &clock);
+  std::vector<std::pair<std::string, Duration>> fired;
+  Timer hour(loop), minute(loop), day(loop), canceled(loop);
+  auto note = [&](std::string name) { fired.emplace_back(std::move(name), clock.Now() - start); };
+  day.ArmAfter(Seconds(86400), [&] { note("day"); });
+  hour.ArmAfter(Seconds(3600), [&] {
+    note("hour");
+    // A timer armed by a timer counts from that timer's deadline.
+    minute.ArmAfter(Seconds(60), [&] { note("hour+minute"); });
+  });
+  canceled.ArmAfter(Seconds(10), [&] { note("canceled"); });
+  canceled.Cancel();
+  EXPECT_EQ(loop.NextTimer(), start + Seconds(3600));
+  loop.AdvanceTo(start + Seconds(3600 + 59));
+  EXPECT_EQ(fired, (std::vector<std::pair<std::string, Duration>>{{"hour", Seconds(3600)}}));
+  EXPECT_EQ(clock.Now(), start + Seconds(3659));
+  EXPECT_TRUE(minute.armed());
+  loop.AdvanceBy(Seconds(86400));
+  EXPECT_EQ(fired, (std::vector<std::pair<std::string, Duration>>{
+                       {"hour", Seconds(3600)}, {"hour+minute", Seconds(3660)},
+                       {"day", Seconds(86400)}}));
+  EXPECT_FALSE(loop.NextTimer().has_value());
+  EXPECT_FALSE(day.armed());
+}
+
+// Run() on virtual time jumps to the next timer whenever nothing is ready,
+// and a re-armed timer replaces its earlier deadline.
+TEST(EventLoopTest, VirtualRunJumpsToTheNextTimerAndStops) {
+  SimulatedClock clock;
+  const Time start = clock.Now();
+  EventLoop loop(clock);
+  Timer a(loop), b(loop);
+  std::vector<Duration> seen;
+  int ticks = 0;
+  std::function<void()> tick = [&] {
+    seen.push_back(clock.Now() - start);
+    if (++ticks < 3) a.ArmAfter(Seconds(30), tick);
+  };
+  a.ArmAfter(Seconds(5), tick);
+  a.ArmAfter(Seconds(30), tick);  // replaces the 5 s deadline
+  b.ArmAt(start + Seconds(1000), [&] { loop.Stop(); });
+  loop.Post([&] { seen.push_back(Duration::zero()); });
+  loop.Run();
+  EXPECT_EQ(seen, (std::vector<Duration>{Duration::zero(), Seconds(30), Seconds(60),
+                                         Seconds(90)}));
+  EXPECT_EQ(clock.Now(), start + Seconds(1000));
+}
+
+// RunUntil stops at the condition, or at the limit with the clock there;
+// work posted from another thread lands before time moves on.
+TEST(EventLoopTest, VirtualRunUntilStopsAtTheConditionOrTheLimit) {
+  SimulatedClock clock;
+  const Time start = clock.Now();
+  EventLoop loop(clock);
+  Timer t(loop);
+  bool fired = false;
+  t.ArmAfter(Seconds(20), [&] { fired = true; });
+  EXPECT_FALSE(loop.RunUntil([&] { return fired; }, start + Seconds(10)));
+  EXPECT_EQ(clock.Now(), start + Seconds(10));
+  EXPECT_TRUE(loop.RunUntil([&] { return fired; }, start + Seconds(60)));
+  EXPECT_EQ(clock.Now(), start + Seconds(20));
+  bool posted = false;
+  std::thread other([&] { loop.Post([&] { posted = true; }); });
+  other.join();
+  EXPECT_TRUE(loop.RunUntil([&] { return posted; }, start + Seconds(20)));
+}
+
 }  // namespace
 }  // namespace drover::net
