@@ -39,7 +39,8 @@ namespace drover::server {
 
 // Everything the shell owns, in construction order (destroyed in reverse).
 struct ServerShell::Parts : CommandSink {
-  Parts(net::EventLoop& l, ServerConfig c) : loop(l), config(std::move(c)), clock(*config.clock) {}
+  Parts(net::EventLoop& l, ServerConfig c)
+      : loop(l), config(std::move(c)), clock(l.virtual_time() ? l.clock() : *config.clock) {}
 
   void Assign(const core::AssignTask& a) override { channel->Assign(a); }
   void Replicate(const core::ReplicateOutputs& copy) override { channel->Replicate(copy); }
@@ -177,8 +178,12 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
     // the loop goes on placing and assigning while a batch becomes durable,
     // and what waits for durability (job submission answers, result acks)
     // still waits.
+    // (On virtual time it stays on the loop: a write in flight on another
+    // thread would land at whatever simulated time the loop reached.)
     net::EventLoop* l = &loop;
-    memory->SyncInBackground([l](std::function<void()> fn) { l->Post(std::move(fn)); });
+    if (!loop.virtual_time()) {
+      memory->SyncInBackground([l](std::function<void()> fn) { l->Post(std::move(fn)); });
+    }
     p->memory = memory.get();
     p->store = std::move(memory);
   }
@@ -435,6 +440,12 @@ void ServerShell::Stop() {
   p.relay->Stop();
   p.server->Stop();
 }
+
+void ServerShell::AttachWorker(std::shared_ptr<net::WsSession> session) {
+  parts_->channel->Attach(std::move(session));
+}
+
+CoreDriver& ServerShell::driver() { return *parts_->driver; }
 
 void ServerShell::SetUserPolicy(core::UserPolicy policy) {
   parts_->driver->Handle(

@@ -32,7 +32,13 @@
 #include "net/event_loop.h"
 #include "store/store.h"
 
+namespace drover::net {
+class WsSession;
+}  // namespace drover::net
+
 namespace drover::server {
+
+class CoreDriver;
 
 inline constexpr char kServerVersion[] = "0.1.0";
 
@@ -86,6 +92,8 @@ struct ServerConfig {
       open_store;
   // The clock every part of the server reads (the core's `now`, leases,
   // grants, retention windows, workers' silence). Must outlive the server.
+  // On a virtual-time loop (net::EventLoop(SimulatedClock&)) the loop's
+  // clock is used instead, and the journal is written on the loop thread.
   Clock* clock = &SystemClock();
 };
 
@@ -122,6 +130,14 @@ class ServerShell {
   // Flushes the journal, closes every connection and the listener.
   // Idempotent.
   void Stop();
+
+  // In-process parts, for a harness that runs the server and its workers
+  // in one process on one (virtual-time) loop: attaches `session` as a
+  // worker's connection, as if it had come through /api/v1/worker with the
+  // cluster token; and the driver of the core (submissions, the scheduler's
+  // read-only view). Loop thread only.
+  void AttachWorker(std::shared_ptr<net::WsSession> session);
+  CoreDriver& driver();
 
   // Replaces the users' quotas, groups and fair share (`drover server`
   // reloading its config file on SIGHUP): the core applies it at once

@@ -20,11 +20,13 @@
 #include "worker/agent/agent.h"
 #include "worker/agent/server_link.h"
 #include "worker/agent/task_runner.h"
+#include "worker/agent/testing/fake_runner.h"
 
 namespace drover::worker {
 namespace {
 
 using net::testing::TempDir;
+using testing::FakeRunner;
 
 // One connection: records what the agent sends; the test plays the server
 // through Receive.
@@ -88,67 +90,6 @@ class FakeLink final : public ServerLink {
 
  private:
   ConnectCallback pending_;
-};
-
-// Starts nothing: remembers each start, and ends a task when the test says.
-class FakeRunner final : public TaskRunner {
- public:
-  explicit FakeRunner(const Clock& clock) : clock_(clock) {}
-
-  Result<TaskDirs> PrepareDirs(TaskId id, uint32_t attempt, bool, const std::string&) override {
-    TaskDirs dirs;
-    dirs.task = "/nowhere/" + id.ToString() + "." + std::to_string(attempt);
-    return dirs;
-  }
-  Result<TaskDirs> PrepareStart(const TaskSpec& spec, bool with_inputs) override {
-    return PrepareDirs(spec.id, spec.attempt, with_inputs, spec.user);
-  }
-  Result<pid_t> Start(const TaskSpec& spec, DoneCallback done, StartTimes* times) override {
-    started.push_back(spec.id);
-    done_[spec.id] = std::move(done);
-    attempts_[spec.id] = spec.attempt;
-    if (times) times->spawned = times->exec_done = clock_.Now();
-    return 4242;
-  }
-  void DiscardPrepared(TaskId, uint32_t) override {}
-  Status Kill(TaskId id, std::optional<Duration>, int signal) override {
-    killed.push_back(id);
-    kill_signals.push_back(signal);
-    return Status::Ok();
-  }
-  Result<SuspendHow> Suspend(TaskId id) override {
-    suspended.push_back(id);
-    return SuspendHow::kFreezer;
-  }
-  Status Resume(TaskId id) override {
-    resumed.push_back(id);
-    return Status::Ok();
-  }
-  Status OpenOutputFiles(TaskId) override { return Status::Ok(); }
-
-  // Task `id` exits with `exit_code`, having written `result`.
-  void Exit(TaskId id, int exit_code, std::string result) {
-    TaskResult r;
-    r.id = id;
-    r.attempt = attempts_[id];
-    r.outcome = exit_code == 0 ? TaskOutcome::kSucceeded : TaskOutcome::kFailed;
-    r.exit_code = exit_code;
-    r.result_text = std::move(result);
-    DoneCallback done = std::move(done_[id]);
-    done_.erase(id);
-    done(r);
-  }
-
-  std::vector<TaskId> started;
-  std::vector<TaskId> killed;
-  std::vector<int> kill_signals;  // the first signal of each Kill
-  std::vector<TaskId> suspended;
-  std::vector<TaskId> resumed;
-
- private:
-  const Clock& clock_;
-  std::map<TaskId, DoneCallback> done_;
-  std::map<TaskId, uint32_t> attempts_;
 };
 
 TEST(AgentShellTest, RunsAnAssignmentThroughFakesOnASimulatedClock) {
