@@ -20,6 +20,16 @@ install -d "$stage/DEBIAN" "$stage/usr/bin" "$stage/usr/share/man/man1" \
 # The binary without its debug sections (the build keeps them).
 objcopy --strip-debug --strip-unneeded "$drover" "$stage/usr/bin/drover"
 chmod 755 "$stage/usr/bin/drover"
+# The Python client (`import drover`), where Debian's python3 finds
+# modules, at the binary's version.
+py_version=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$root/python/drover/__init__.py")
+[ "$py_version" = "$version" ] || {
+  echo "build-deb: the Python client is version $py_version, the binary $version" >&2
+  exit 1
+}
+install -d "$stage/usr/lib/python3/dist-packages/drover"
+install -m 644 "$root"/python/drover/*.py "$root/python/drover/py.typed" \
+  "$stage/usr/lib/python3/dist-packages/drover/"
 docs=$(mktemp -d)
 python3 "$root/packaging/gen_docs.py" "$stage/usr/bin/drover" "$docs"
 gzip -9n -c "$docs/drover.1" > "$stage/usr/share/man/man1/drover.1.gz"

@@ -55,7 +55,9 @@ for path in ("./usr/bin/drover", "./lib/systemd/system/drover-server.service",
              "./lib/systemd/system/drover-worker.service", "./etc/drover/drover.toml",
              "./usr/lib/systemd/user/drover-desktop.service",
              "./usr/share/man/man1/drover.1.gz", "./usr/share/bash-completion/completions/drover",
-             "./usr/share/zsh/vendor-completions/_drover"):
+             "./usr/share/zsh/vendor-completions/_drover",
+             "./usr/lib/python3/dist-packages/drover/__init__.py",
+             "./usr/lib/python3/dist-packages/drover/functions.py"):
     check(path in contents, f"the package holds {path}")
 check(contents.splitlines()[0].startswith("drwxr-xr-x"), "the package's root is mode 755")
 
@@ -77,6 +79,15 @@ try:
     r = run("dpkg", "-i", deb)
     check(r.returncode == 0, f"dpkg -i: {r.stdout} {r.stderr}")
     check(run("/usr/bin/drover", "--version").returncode == 0, "/usr/bin/drover runs")
+    # The Python client comes with it, at the binary's version, for
+    # Debian's python3 with no checkout on its path.
+    r = run("/usr/bin/python3", "-I", "-c",
+            "import drover, drover.functions; print(drover.__version__, drover.__file__)",
+            cwd="/")
+    binary_version = run("/usr/bin/drover", "--version").stdout.split()[-1]
+    check(r.returncode == 0 and r.stdout.split()[:1] == [binary_version] and
+          r.stdout.split()[1].startswith("/usr/lib/python3/dist-packages/drover/"),
+          f"import drover from the package: {r.stdout} {r.stderr}")
     check(run("getent", "passwd", "drover").returncode == 0, "the drover user exists")
     r = run("bash", "-c", "source /usr/share/bash-completion/completions/drover; "
             "COMP_WORDS=(drover ser); COMP_CWORD=1; _drover; echo ${COMPREPLY[@]}; "
@@ -163,6 +174,8 @@ try:
     r = run("dpkg", "-r", "drover")
     check(r.returncode == 0, f"dpkg -r: {r.stdout} {r.stderr}")
     check(not os.path.exists("/usr/bin/drover"), "remove takes the binary")
+    check(not os.path.exists("/usr/lib/python3/dist-packages/drover"),
+          "remove takes the Python client, byte code and all")
     check(os.path.exists("/etc/drover/drover.toml"), "remove keeps the config")
     r = run("dpkg", "-P", "drover")
     check(r.returncode == 0, f"dpkg -P: {r.stdout} {r.stderr}")
