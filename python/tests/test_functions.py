@@ -47,6 +47,26 @@ def where_am_i() -> str:
     return os.getcwd()
 
 
+def produce_when_both_run(gate: str, name: str, size: int) -> bytes:
+    """Marks `name` as running in `gate`, waits until both producers are
+    (at most a minute), and returns `size` random bytes."""
+    import time
+
+    open(os.path.join(gate, name), "w").close()
+    deadline = time.monotonic() + 60
+    while len(os.listdir(gate)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return os.urandom(size)
+
+
+def hog(mib: int) -> int:
+    """Touches `mib` MiB of memory."""
+    block = bytearray(mib << 20)
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    return len(block)
+
+
 def exercise(ex: cf.Executor) -> None:
     """What code written for ProcessPoolExecutor does with its executor;
     raises AssertionError when a result differs."""
@@ -129,6 +149,39 @@ class ExecutorTest(unittest.TestCase):
         assert echoed.task is not None
         spec_env = self.client._transport.json("GET", f"/api/v1/tasks/{echoed.task.id}")
         self.assertNotIn(_call.CALL_ENV, spec_env.get("spec", {}).get("env", {}))
+
+    def test_futures_pass_values_between_the_two_workers_one_over_the_result_limit(self) -> None:
+        ex = self.executor()
+        # Each producer holds a whole core until both have started, so the
+        # two run at once, one on each worker of one core each.
+        gate = tempfile.mkdtemp(prefix="drover-gate-")
+        big = ex.submit(produce_when_both_run, gate, "big", 200_000, drover_resources={"cpus": 1})
+        small = ex.submit(produce_when_both_run, gate, "small", 10, drover_resources={"cpus": 1})
+        total = ex.submit(lambda a, b: len(a) + len(b), big, small)
+        self.assertEqual(total.result(timeout=WAIT), 200_010)
+        assert big.task is not None and small.task is not None
+        ran_on = {big.task.info().worker, small.task.info().worker}
+        self.assertEqual(len(ran_on), 2, "the producers ran on one worker")
+        # So the sum, wherever it ran, read one value from the other worker:
+        # the big one as an output file, the small one inline.
+        self.assertEqual([o.name for o in big.task.outputs], [_call.VALUE_FILE])
+        self.assertEqual(small.task.outputs, [])
+
+    def test_a_call_past_its_memory_limit_fails_and_the_next_call_runs(self) -> None:
+        ex = self.executor()
+        f = ex.submit(hog, 512, drover_resources={"mem": "64MiB"})
+        try:
+            f.result(timeout=WAIT)
+        except drover.TaskFailed as e:
+            # Killed by the kernel for its cgroup limit.
+            self.assertIn("OOM-killed (limit 64 MiB", e.reason)
+        except MemoryError:
+            # A worker without a memory cgroup caps the address space
+            # instead (isolation rlimit): the allocation fails in the call.
+            pass
+        else:
+            self.fail("a call over its memory limit succeeded")
+        self.assertEqual(ex.submit(square, 12).result(timeout=WAIT), 144)
 
     def test_a_remote_exception_comes_back_with_its_traceback(self) -> None:
         ex = self.executor()
