@@ -1,5 +1,6 @@
-// `drover submit [flags] -- CMD...` and `drover run FILE.toml`: send a job,
-// and (submit --wait, run) follow it to its end.
+// `drover submit [flags] -- CMD...`, `drover run FILE.toml` and `drover
+// call MODULE:NAME`: send a job, and (submit --wait, run, call) follow it to
+// its end.
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "cli/upload_inputs.h"
 #include "cli/views.h"
 #include "cli/wait_job.h"
+#include "proto/function_task.h"
 #include "proto/job_file.h"
 
 namespace drover::cli {
@@ -136,7 +138,99 @@ int RunFile(const RunOptions& o) {
   return ExitFor(*watch);
 }
 
+struct CallOptions {
+  ClientFlags client;
+  SubmitFlags spec;
+  std::string function;
+  std::string args = "[]";
+  std::string kwargs = "{}";
+  std::string python = "python3";
+};
+
+// `flag`'s JSON text, which must hold a value of `want` ("array", "object").
+Result<nlohmann::json> JsonFlag(const std::string& flag, const std::string& text,
+                                const char* want, const char* example) {
+  nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) {
+    return InvalidArgument(flag + ": not JSON: " + text + " (for example " + example + ")");
+  }
+  if (value.type_name() != std::string_view(want)) {
+    return InvalidArgument(flag + ": expected a JSON " + want + ", as in " + example + ", got " +
+                           value.type_name());
+  }
+  return value;
+}
+
+// Calls the function as a task (each task of --array), waits, and prints
+// each task's result (the JSON of its return value), one line per task.
+int RunCall(CallOptions o) {
+  if (Status s = proto::CheckFunctionName(o.function); !s.ok()) {
+    return ReportError(s.WithContext("drover call"), /*usage_on_invalid=*/true);
+  }
+  Result<nlohmann::json> args = JsonFlag("--args", o.args, "array", "'[3, 1000]'");
+  if (!args.ok()) return ReportError(args.status(), /*usage_on_invalid=*/true);
+  Result<nlohmann::json> kwargs = JsonFlag("--kwargs", o.kwargs, "object", "'{\"scale\": 2}'");
+  if (!kwargs.ok()) return ReportError(kwargs.status(), /*usage_on_invalid=*/true);
+  o.spec.command = proto::FunctionCommand(o.python, o.function, args->dump(), kwargs->dump());
+  if (o.spec.name.empty()) o.spec.name = o.function.substr(o.function.find(':') + 1);
+  Result<std::string> body = BuildSubmitBody(o.spec);
+  if (!body.ok()) return ReportError(body.status(), /*usage_on_invalid=*/true);
+  Result<core::JobSpec> spec = proto::JobSpecFromJson(*body);
+  if (!spec.ok()) return ReportError(spec.status(), /*usage_on_invalid=*/true);
+  Result<ApiClient> api = Connect(o.client);
+  if (!api.ok()) return ReportError(api.status());
+  Result<JobId> job = SendJob(*api, std::move(*body));
+  if (!job.ok()) return ReportError(job.status());
+  Result<JobWatch> watch = WaitForJob(*api, *job, Progress::kNone, spec->TaskCount());
+  if (!watch.ok()) return ReportError(watch.status());
+  int exit = kExitOk;
+  for (uint64_t i = 0; i < spec->TaskCount(); ++i) {
+    const std::string id = std::to_string(*job) + "." + std::to_string(i);
+    Result<nlohmann::json> task = api->Get("/api/v1/tasks/" + id);
+    if (!task.ok()) return ReportError(task.status());
+    const std::string state = task->value("state", "");
+    const nlohmann::json outcome = task->value("outcome", nlohmann::json::object());
+    const std::string result = outcome.is_object() ? outcome.value("result", "") : "";
+    const std::string prefix = spec->TaskCount() > 1 ? id + ": " : "";
+    if (state == "succeeded") {
+      std::cout << prefix << (result.empty() ? "null" : result) << std::endl;
+      continue;
+    }
+    exit = kExitFailure;
+    std::cerr << "drover: " << id << " " << state << ": " << task->value("reason", "")
+              << (result.empty() ? std::string() : " (" + result + ")") << " (drover logs " << id
+              << ")"
+              << std::endl;
+  }
+  return exit;
+}
+
 }  // namespace
+
+void AddCallCommand(CLI::App& root, int& exit_code) {
+  auto c = std::make_shared<CallOptions>();
+  CLI::App* call = root.add_subcommand(
+      "call", "Call a Python function on the cluster and print its result (JSON)");
+  AddClientFlags(*call, c->client, /*with_json=*/false);
+  call->add_option("function", c->function,
+                   "module:name of a function importable on the workers, e.g. mypkg.tasks:heavy")
+      ->required();
+  call->add_option("--args", c->args, "Its arguments, a JSON array: '[3, 1000]' ({index} too)");
+  call->add_option("--kwargs", c->kwargs, "Its keyword arguments, a JSON object");
+  call->add_option("--python", c->python, "The interpreter on the worker (default python3)");
+  call->add_option("--name", c->spec.name, "Job name (default: the function's name)");
+  call->add_option("--cpus", c->spec.cpus, "CPUs per call: 2, 0.5, 500m (default 1)");
+  call->add_option("--mem", c->spec.mem, "Memory per call: 4GiB, 512MiB");
+  call->add_option("--gpus", c->spec.gpus, "GPUs per call: 1, 2, 0.25");
+  call->add_option("--array", c->spec.array, "One call per index: 0-99 ({index} in --args)");
+  call->add_option("--retries", c->spec.retries, "Extra attempts after a failure");
+  call->add_option("--timeout", c->spec.timeout, "Per attempt: 90s, 2h");
+  call->add_option("--env", c->spec.env, "Environment KEY=VALUE (repeatable)")
+      ->allow_extra_args(false);
+  call->add_option("--label", c->spec.labels, "Run only on workers with this label KEY=VALUE")
+      ->allow_extra_args(false);
+  call->callback([c, &exit_code] { exit_code = RunCall(*c); });
+}
 
 void AddSubmitCommand(CLI::App& root, int& exit_code) {
   auto s = std::make_shared<SubmitOptions>();

@@ -19,6 +19,7 @@ void AddUpCommand(CLI::App& root, int& exit_code);       // cmd_up.cc
 void AddSimCommand(CLI::App& root, int& exit_code);      // cmd_sim.cc
 void AddSubmitCommand(CLI::App& root, int& exit_code);   // cmd_submit.cc
 void AddRunCommand(CLI::App& root, int& exit_code);      // cmd_submit.cc
+void AddCallCommand(CLI::App& root, int& exit_code);     // cmd_submit.cc
 void AddStatusCommand(CLI::App& root, int& exit_code);   // cmd_status.cc
 void AddWorkersCommand(CLI::App& root, int& exit_code);  // cmd_status.cc
 void AddLogsCommand(CLI::App& root, int& exit_code);     // cmd_logs.cc

@@ -218,6 +218,66 @@ TEST(JobFileTest, BadDurationNamesTheField) {
             "\"90s\", got integer");
 }
 
+// A Python function by reference: the task calls it through the runner with
+// its JSON arguments, under the interpreter named (python3 by default).
+TEST(JobFileTest, AFunctionTaskCallsItWithItsJsonArguments) {
+  Result<core::JobSpec> spec = ParseJobToml(R"(name = "calls"
+[[task]]
+id = "heavy"
+function = "mypkg.tasks:heavy"
+args = [3, 1000, "{index}"]
+kwargs = { scale = 0.5, tags = ["a"] }
+array = "0-1"
+
+[[task]]
+id = "plain"
+function = "mypkg.tasks:Runner.go"
+python = "/opt/venv/bin/python"
+)",
+                                            "calls.toml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const std::vector<std::string>& heavy = spec->groups[0].command;
+  ASSERT_EQ(heavy.size(), 6u);
+  EXPECT_EQ(heavy[0], "python3");
+  EXPECT_EQ(heavy[1], "-c");
+  EXPECT_EQ(heavy[3], "mypkg.tasks:heavy");
+  EXPECT_EQ(heavy[4], R"([3,1000,"{index}"])");  // {index} expands per array task
+  EXPECT_EQ(heavy[5], R"({"scale":0.5,"tags":["a"]})");
+  EXPECT_EQ(core::ExpandCommand(heavy, 1)[4], R"([3,1000,"1"])");
+  const std::vector<std::string>& plain = spec->groups[1].command;
+  EXPECT_EQ(plain[0], "/opt/venv/bin/python");
+  EXPECT_EQ(plain[4], "[]");
+  EXPECT_EQ(plain[5], "{}");
+  // The same from the submit API's JSON.
+  Result<core::JobSpec> json = JobSpecFromJson(
+      R"({"name":"calls","task":[{"id":"heavy","function":"mypkg.tasks:heavy","args":[3,1000]}]})");
+  ASSERT_TRUE(json.ok()) << json.status().ToString();
+  EXPECT_EQ(json->groups[0].command[4], "[3,1000]");
+}
+
+TEST(JobFileTest, AFunctionTaskIsCheckedNamingTheField) {
+  auto fn = [](const std::string& lines) {
+    return "name = \"j\"\n[[task]]\nid = \"a\"\n" + lines;
+  };
+  EXPECT_EQ(TomlError(fn("function = \"heavy\"\n")),
+            "sweep.toml:4:12: task[0].function: \"heavy\" is not a function name: expected "
+            "module:name, as in \"mypkg.tasks:heavy\"");
+  EXPECT_NE(TomlError(fn("function = \"my-pkg:run\"\n")).find("is not a function name"),
+            std::string::npos);
+  EXPECT_NE(TomlError(fn("function = \"m:run\"\ncommand = [\"x\"]\n"))
+                .find("task[0].function: a task runs a command or a function, not both"),
+            std::string::npos);
+  EXPECT_NE(TomlError(fn("function = \"m:run\"\nargs = { a = 1 }\n"))
+                .find("task[0].args: expected an array of the function's arguments, got object"),
+            std::string::npos);
+  EXPECT_NE(TomlError(fn("function = \"m:run\"\nkwargs = [1]\n"))
+                .find("task[0].kwargs: expected a table of keyword arguments, got array"),
+            std::string::npos);
+  EXPECT_NE(TomlError(fn("command = [\"x\"]\nargs = [1]\n"))
+                .find("task[0].args: only with function"),
+            std::string::npos);
+}
+
 TEST(JobFileTest, HowATaskIsVacatedIsReadCheckedAndRoundTrips) {
   Result<core::JobSpec> spec = ParseJobToml(
       OneTask("vacate_signal = \"usr1\"\nvacate_grace = \"2m\"\npreemptible = false\n"), "j");

@@ -11,6 +11,7 @@
 #include "core/dag.h"
 #include "core/input_select.h"
 #include "core/resources.h"
+#include "proto/function_task.h"
 #include "proto/job_file.h"
 
 namespace drover::proto::internal {
@@ -22,7 +23,8 @@ const std::vector<std::string_view> kJobKeys = {"name", "user", "after", "task"}
 const std::vector<std::string_view> kTaskKeys = {
     "id",          "command",       "array",      "env",         "resources",     "depends_on",
     "retries",     "retry_backoff", "timeout",    "priority",    "vacate_signal", "vacate_grace",
-    "preemptible", "inputs",        "max_output", "input_files", "replicas"};
+    "preemptible", "inputs",        "max_output", "input_files", "replicas",      "function",
+    "args",        "kwargs",        "python"};
 
 // Signals a task may ask to be vacated with (`vacate_signal`), by name.
 const std::vector<std::pair<std::string_view, int32_t>> kVacateSignals = {
@@ -316,13 +318,67 @@ bool ReadCommand(const Json& j, const std::string& path, std::vector<std::string
   return true;
 }
 
+// `function` (with `args`, `kwargs`, `python`) instead of `command`: the
+// command that calls it (function_task.h).
+bool ReadFunction(ObjectReader& r, std::vector<std::string>* out, DecodeContext& ctx) {
+  std::string function;
+  std::string python = "python3";
+  if (!r.String("function", &function) || !r.String("python", &python, Need::kOptional)) {
+    return false;
+  }
+  if (Status s = CheckFunctionName(function); !s.ok()) {
+    return ctx.Fail(r.PathOf("function"), s.message());
+  }
+  if (python.empty()) return ctx.Fail(r.PathOf("python"), "is empty: name an interpreter");
+  if (!RefuseNul(python, r.PathOf("python"), "the interpreter", ctx)) return false;
+  Json args = Json::array();
+  Json kwargs = Json::object();
+  if (const Json* a = r.Get("args", Need::kOptional)) {
+    if (!a->is_array()) {
+      return ctx.Fail(r.PathOf("args"),
+                      std::string("expected an array of the function's arguments, got ") +
+                          JsonTypeName(*a));
+    }
+    args = *a;
+  }
+  if (const Json* k = r.Get("kwargs", Need::kOptional)) {
+    if (!k->is_object()) {
+      return ctx.Fail(r.PathOf("kwargs"),
+                      std::string("expected a table of keyword arguments, got ") +
+                          JsonTypeName(*k));
+    }
+    kwargs = *k;
+  }
+  if (!r.ok()) return false;
+  const std::string args_json = args.dump(-1, ' ', false, Json::error_handler_t::replace);
+  const std::string kwargs_json = kwargs.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (!RefuseNul(args_json, r.PathOf("args"), "an argument", ctx) ||
+      !RefuseNul(kwargs_json, r.PathOf("kwargs"), "an argument", ctx)) {
+    return false;
+  }
+  *out = FunctionCommand(python, function, args_json, kwargs_json);
+  return true;
+}
+
 bool ReadGroup(const Json& j, const std::string& path, core::TaskGroupSpec* g, DecodeContext& ctx) {
   ObjectReader r(j, path, ctx);
   if (!r.RejectUnknown(kTaskKeys)) return false;
   if (!r.String("id", &g->name, Need::kOptional)) return false;
-  if (const Json* c = r.Get("command", Need::kRequired);
-      !r.ok() || !ReadCommand(*c, r.PathOf("command"), &g->command, ctx)) {
-    return false;
+  if (r.Get("function", Need::kOptional) != nullptr) {
+    if (r.Get("command", Need::kOptional) != nullptr) {
+      return ctx.Fail(r.PathOf("function"), "a task runs a command or a function, not both");
+    }
+    if (!ReadFunction(r, &g->command, ctx)) return false;
+  } else {
+    for (std::string_view key : {"args", "kwargs", "python"}) {
+      if (r.Get(key, Need::kOptional) != nullptr) {
+        return ctx.Fail(r.PathOf(key), "only with function (a task that calls a Python function)");
+      }
+    }
+    if (const Json* c = r.Get("command", Need::kRequired);
+        !r.ok() || !ReadCommand(*c, r.PathOf("command"), &g->command, ctx)) {
+      return false;
+    }
   }
   if (const Json* a = r.Get("array", Need::kOptional)) {
     std::string text;

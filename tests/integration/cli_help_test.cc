@@ -14,7 +14,8 @@ namespace {
 const std::vector<std::string> kCommands = {"server", "worker",  "up",   "submit", "run",
                                             "status", "workers", "logs", "cancel", "wait",
                                             "drain",  "report",  "sim",  "get",
-                                            "retry",  "quota",   "user", "whoami", "audit"};
+                                            "retry",  "quota",   "user", "whoami", "audit",
+                                            "call"};
 
 TEST(CliHelpTest, EveryCommandHasItsHelpAndTheRootListsThemAll) {
   Cluster c;
