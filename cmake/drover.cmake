@@ -19,8 +19,8 @@ endfunction()
 # in the default RelWithDebInfo build, -O1 with line tables only: GCC spends
 # half of a test file's time optimizing and describing it (bench/README.md,
 # "Build time"), and a failing test still shows its file and line. The
-# libraries under test keep -O2 -g. (A precompiled header for the test
-# binaries was tried and measured a loss.)
+# libraries under test keep -O2 (with -g1, CMakeLists.txt). (A precompiled
+# header for the test binaries was tried and measured a loss.)
 function(drover_test_code target)
   target_compile_options(${target} PRIVATE ${DROVER_WARNINGS})
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")

@@ -4,7 +4,9 @@
 #   - with DROVER_UNITY_BUILD=ON (the default) each target compiles in
 #     unity batches of at most eight sources;
 #   - with DROVER_UNITY_BUILD=OFF every source compiles on its own;
-#   - the worker's four folders each make their own library and test binary.
+#   - the worker's four folders each make their own library and test binary;
+#   - RelWithDebInfo compiles the libraries at -O2 with line tables only
+#     (-g1) unless DROVER_FULL_DEBUG_INFO=ON asks for -g.
 # The given build directory is checked as configured; a scratch directory
 # is configured the other way and checked too. Fails naming what is wrong.
 set -u
@@ -60,4 +62,9 @@ cmake -S "$src" -B "$scratch" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 }
 rm -f "$scratch.log"
 check "$scratch" "$other"
+# The scratch directory is RelWithDebInfo without DROVER_FULL_DEBUG_INFO.
+grep -q -- '-O2 -g1 -DNDEBUG' "$scratch/build.ninja" ||
+  fail "RelWithDebInfo does not compile at -O2 -g1"
+grep -q -- '-O2 -g -DNDEBUG' "$scratch/build.ninja" &&
+  fail "RelWithDebInfo still compiles something at -O2 -g"
 echo "build modes: $mode in $bin and $other in a scratch configure, as promised"
