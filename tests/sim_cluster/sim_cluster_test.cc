@@ -5,8 +5,13 @@
 // shorter, are in tests/integration.
 #include "sim_cluster/sim_cluster.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <fstream>
+
+#include "net/net_test_util.h"
 #include "server/core_driver.h"
 
 namespace drover::testing {
@@ -226,6 +231,75 @@ TEST(SimClusterTest, AServerRestartKeepsTheRunningTaskOnItsWorker) {
   ASSERT_TRUE(c.WaitForState(T(*job, 0), TaskState::kSucceeded, Seconds(10)));
   EXPECT_EQ(c.Task(T(*job, 0))->attempt, 1u);
   EXPECT_EQ(c.runner(on).started.size(), 1u);
+}
+
+// The owner's input as the file: input source reads it: the file's mtime,
+// set to a simulated time.
+void OwnerInputAt(const std::string& path, Time at) {
+  std::ofstream(path, std::ios::app).close();
+  const int64_t us = ToMicros(at);
+  const timespec times[2] = {{us / 1000000, (us % 1000000) * 1000},
+                             {us / 1000000, (us % 1000000) * 1000}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
+}
+
+// A lent workstation (idle-desktop mode): its owner comes back while a task
+// runs there; the task is frozen at once, and vacated when the owner stays
+// past --suspend-for; it goes back to the queue without using a retry and
+// runs again once the owner has been away for --idle-after. Minutes of an
+// owner's presence, in simulated time.
+TEST(SimClusterTest, AnOwnerWhoStaysGetsTheTaskFrozenThenVacatedAndItRunsAgainLater) {
+  net::testing::TempDir owner_dir;
+  const std::string owner = owner_dir / "owner";
+  SimClusterOptions o;
+  o.workers = 1;
+  o.worker = [&](worker::AgentConfig& config) {
+    config.desktop = true;
+    config.idle_source = "file:" + owner;
+    config.idle_after = Seconds(15 * 60);
+    config.resume_after = Seconds(3600);
+    config.suspend_for = Seconds(10 * 60);
+    config.max_outside_load = 1000;  // the machine's real load is not an owner
+    config.owner_poll = Seconds(1);
+  };
+  // Away for an hour before the worker starts (the simulated clock's start).
+  OwnerInputAt(owner, SimulatedClock().Now() - Seconds(3600));
+  SimCluster c(o);
+  Result<JobId> job = c.Submit(kOneBigTask);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  // A worker counts its owner present until it has seen --idle-after
+  // without input since it started.
+  ASSERT_TRUE(c.WaitForState(T(*job, 0), TaskState::kRunning, Seconds(20 * 60)));
+
+  OwnerInputAt(owner, c.clock().Now());
+  ASSERT_TRUE(c.RunUntil([&] { return !c.runner(0).suspended.empty(); }, Seconds(5)));
+  EXPECT_EQ(c.StateOf(T(*job, 0)), TaskState::kRunning);  // frozen, not ended
+  // The owner stays (input every minute): vacated after --suspend-for.
+  const Time returned = c.clock().Now();
+  Time last_input = returned;
+  ASSERT_TRUE(c.RunUntil(
+      [&] {
+        if (c.clock().Now() - last_input >= Seconds(60)) {
+          last_input = c.clock().Now();
+          OwnerInputAt(owner, last_input);
+        }
+        return c.StateOf(T(*job, 0)) == TaskState::kQueued;
+      },
+      Seconds(20 * 60)));
+  EXPECT_GE(c.clock().Now() - returned, Seconds(10 * 60));
+  const core::TaskInfo vacated = *c.Task(T(*job, 0));
+  EXPECT_EQ(vacated.reason, "preempted: owner returned on w0");
+  EXPECT_EQ(vacated.reason_kind, core::EndKind::kVacated);
+  EXPECT_FALSE(vacated.retry_at.has_value());
+  // Away again (no input since): it runs there once more, its second
+  // attempt, --idle-after after the last input.
+  ASSERT_TRUE(c.WaitForState(T(*job, 0), TaskState::kRunning, Seconds(30 * 60)));
+  EXPECT_GE(c.clock().Now() - last_input, Seconds(15 * 60));
+  c.Exit(T(*job, 0));
+  ASSERT_TRUE(c.WaitForState(T(*job, 0), TaskState::kSucceeded, Seconds(5)));
+  EXPECT_EQ(c.Task(T(*job, 0))->attempt, 2u);
+  ASSERT_EQ(c.scheduler().PastAttempts(T(*job, 0)).size(), 1u);
+  EXPECT_EQ(c.scheduler().PastAttempts(T(*job, 0))[0].kind, core::EndKind::kVacated);
 }
 
 }  // namespace

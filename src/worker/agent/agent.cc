@@ -149,7 +149,9 @@ Status Agent::Impl::Init() {
     state_config.desktop.resume_after = config_.resume_after;
     state_config.desktop.suspend_for = config_.suspend_for;
     state_config.desktop.max_outside_load = config_.max_outside_load;
-    Result<std::unique_ptr<InputSource>> input = MakeInputSource(config_.idle_source);
+    InputSourceEnv input_env;
+    input_env.clock = &clock_;
+    Result<std::unique_ptr<InputSource>> input = MakeInputSource(config_.idle_source, input_env);
     if (!input.ok())
       return input.status().WithContext("--desktop: --idle-source " + config_.idle_source);
     input_ = std::move(input).value();
