@@ -114,6 +114,40 @@ std::string MemoryLowText(std::string_view worker, std::string_view figures) {
   return "preempted: memory low on " + std::string(worker) + " (" + std::string(figures) + ")";
 }
 
+std::string FencedText(Duration without_contact) {
+  const int64_t tenths =
+      std::chrono::duration_cast<std::chrono::milliseconds>(without_contact).count() / 100;
+  std::string seconds = std::to_string(tenths / 10);
+  if (tenths % 10 != 0) seconds += "." + std::to_string(tenths % 10);
+  return "fenced: no contact with the server for " + seconds + " s";
+}
+
+std::string FencedByWatchdogText() {
+  return "fenced: the worker was stopped or stalled past its fencing deadline, so its reaper "
+         "killed the task before its lease could expire";
+}
+
+std::string CanceledBeforeStartText(std::string_view why) {
+  return "canceled before it started: " + std::string(why);
+}
+
+std::string WithdrawnBeforeStartText(std::string_view why) {
+  return "withdrawn before it started: " + std::string(why);
+}
+
+std::string OwnerPresentBeforeStartText(std::string_view worker) {
+  return "dropped before it started: its owner is at " + std::string(worker);
+}
+
+std::string PredecessorEndedInsteadText(TaskId predecessor, uint32_t attempt) {
+  return CanceledBeforeStartText("attempt " + std::to_string(attempt) + " of " +
+                                 predecessor.ToString() + " ended instead");
+}
+
+std::string OutputsRefusedText(std::string_view why) {
+  return "outputs refused: " + std::string(why);
+}
+
 Reason Resized(WorkerId worker, bool ran) {
   std::string text = Worker(worker) + " no longer offers its cores, memory or GPUs";
   if (ran) return {EndKind::kResized, "stopped: " + text};

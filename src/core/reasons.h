@@ -86,9 +86,24 @@ Reason MissingInput(std::string detail);  // the input selector's own words
 Reason PreemptedBy(std::optional<TaskId> by, int32_t by_priority);
 // A vacate, in the worker's words ("preempted: owner returned on ws-ana").
 Reason Vacated(std::string_view worker_text);
-// The worker's words for its vacates.
+// The worker's words for how an attempt ended there, carried as the
+// outcome's reason (with `vacated` or `never_started` where they apply):
+// its vacates,
 std::string OwnerReturnedText(std::string_view worker);
 std::string MemoryLowText(std::string_view worker, std::string_view figures);
+// its fencing ("fenced: no contact with the server for 26 s"; by the
+// reaper's watchdog when the worker itself did not run),
+std::string FencedText(Duration without_contact);
+std::string FencedByWatchdogText();
+// what it dropped before it started ("canceled before it started: WHY",
+// "withdrawn before it started: WHY"; a successor whose predecessor's
+// other attempt ended; one queued on a workstation whose owner came back),
+std::string CanceledBeforeStartText(std::string_view why);
+std::string WithdrawnBeforeStartText(std::string_view why);
+std::string PredecessorEndedInsteadText(TaskId predecessor, uint32_t attempt);
+std::string OwnerPresentBeforeStartText(std::string_view worker);
+// and outputs it would not keep ("outputs refused: WHY").
+std::string OutputsRefusedText(std::string_view why);
 
 // "stopped: worker 3 no longer offers its cores, memory or GPUs" for one that
 // ran; without "stopped: " for one that never started.

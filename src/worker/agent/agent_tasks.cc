@@ -16,6 +16,7 @@
 #include <utility>
 #include <variant>
 
+#include "core/reasons.h"
 #include "worker/agent/agent_impl.h"
 #include "worker/resources/resources_host.h"
 #include "worker/state/agent_convert.h"
@@ -293,7 +294,7 @@ void Agent::Impl::KillTask(const worker::KillTask& kill) {
           if (outputs.ok()) {
             outcome.outputs = std::move(outputs).value();
           } else {
-            outcome.reason = "outputs refused: " + outputs.status().message();
+            outcome.reason = core::why::OutputsRefusedText(outputs.status().message());
             spdlog::warn("worker {}: {} {}", name_, result.id.ToString(), outcome.reason);
           }
           ReportAfterCheckpoint(result, std::move(outcome));

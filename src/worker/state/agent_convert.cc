@@ -139,11 +139,4 @@ core::TaskOutcome FailureOutcome(std::string reason, int exit_code, int signal) 
   return out;
 }
 
-std::string FenceReason(Duration without_contact) {
-  const int64_t tenths = std::chrono::duration_cast<std::chrono::milliseconds>(without_contact).count() / 100;
-  std::string seconds = std::to_string(tenths / 10);
-  if (tenths % 10 != 0) seconds += "." + std::to_string(tenths % 10);
-  return "fenced: no contact with the server for " + seconds + " s";
-}
-
 }  // namespace drover::worker

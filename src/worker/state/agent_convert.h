@@ -56,9 +56,6 @@ core::TaskOutcome ToOutcome(const TaskResult& result);
 // attempt's reason ("command not found: trian.py").
 core::TaskOutcome FailureOutcome(std::string reason, int exit_code = -1, int signal = 0);
 
-// "fenced: no contact with the server for 12 s".
-std::string FenceReason(Duration without_contact);
-
 }  // namespace drover::worker
 
 #endif  // DROVER_WORKER_STATE_AGENT_CONVERT_H_

@@ -1,8 +1,10 @@
 #include "worker/state/agent_convert.h"
 
+#include <gtest/gtest.h>
+
 #include <csignal>
 
-#include <gtest/gtest.h>
+#include "core/reasons.h"
 
 namespace drover::worker {
 namespace {
@@ -136,8 +138,8 @@ TEST(AgentConvertTest, AStartErrorIsReportedAsAFailedStart) {
 }
 
 TEST(AgentConvertTest, FenceReasonSaysHowLong) {
-  EXPECT_EQ(FenceReason(Seconds(26)), "fenced: no contact with the server for 26 s");
-  EXPECT_EQ(FenceReason(Millis(1250)), "fenced: no contact with the server for 1.2 s");
+  EXPECT_EQ(core::why::FencedText(Seconds(26)), "fenced: no contact with the server for 26 s");
+  EXPECT_EQ(core::why::FencedText(Millis(1250)), "fenced: no contact with the server for 1.2 s");
   core::TaskOutcome out = FailureOutcome("command not found: trian.py");
   EXPECT_EQ(out.exit_code, -1);
   EXPECT_EQ(out.reason, "command not found: trian.py");

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/quantity.h"
+#include "core/reasons.h"
 #include "worker/state/agent_convert.h"
 #include "worker/state/worker_state_text.h"
 
@@ -290,7 +291,7 @@ bool WorkerState::DropFetching(Time now, TaskId task, uint32_t attempt, const st
 
 void WorkerState::OnWithdraw(Time now, TaskId task, uint32_t attempt, const std::string& reason,
                              WorkerOutbox& out) {
-  if (DropFetching(now, task, attempt, "withdrawn before it started: " + reason, out)) return;
+  if (DropFetching(now, task, attempt, core::why::WithdrawnBeforeStartText(reason), out)) return;
   auto q = FindQueued(task);
   if (q == queued_.end() || q->second.attempt != attempt) {
     // Started already (its Started report says so), or ended: it stays.
@@ -300,17 +301,17 @@ void WorkerState::OnWithdraw(Time now, TaskId task, uint32_t attempt, const std:
   Log(out, LogLevel::kInfo, "withdrawing queued " + AttemptName(task, attempt) + ": " + reason);
   const proto::Assignment dropped = std::move(q->second);
   queued_.erase(q);
-  DropQueued(now, dropped, "withdrawn before it started: " + reason, out);
+  DropQueued(now, dropped, core::why::WithdrawnBeforeStartText(reason), out);
 }
 
 void WorkerState::OnStopRequest(Time now, TaskId task, uint32_t attempt, Duration grace,
                                 const std::string& reason, bool vacate, WorkerOutbox& out) {
-  if (DropFetching(now, task, attempt, "canceled before it started: " + reason, out)) return;
+  if (DropFetching(now, task, attempt, core::why::CanceledBeforeStartText(reason), out)) return;
   if (auto q = FindQueued(task); q != queued_.end() && q->second.attempt == attempt) {
     Log(out, LogLevel::kInfo, "dropping queued " + AttemptName(task, attempt) + ": " + reason);
     const proto::Assignment dropped = std::move(q->second);
     queued_.erase(q);
-    DropQueued(now, dropped, "canceled before it started: " + reason, out);
+    DropQueued(now, dropped, core::why::CanceledBeforeStartText(reason), out);
     return;
   }
   auto it = running_.find(task);
@@ -335,9 +336,7 @@ void WorkerState::OnStopRequest(Time now, TaskId task, uint32_t attempt, Duratio
     vacate_reason = std::move(it->second.vacate_reason);
     if (fence_reason.empty() && exited.watchdog_fences != it->second.watchdog_fences) {
       // Killed by the reaper's watchdog while this worker did not run.
-      fence_reason =
-          "fenced: the worker was stopped or stalled past its fencing deadline, so its reaper "
-          "killed the task before its lease could expire";
+      fence_reason = core::why::FencedByWatchdogText();
     }
     spare_running_ = running_.extract(it);
   }
@@ -353,10 +352,9 @@ void WorkerState::OnStopRequest(Time now, TaskId task, uint32_t attempt, Duratio
       // Fencing drops the queue before it kills (OnFence); this is only a
       // guard.
       DropQueued(now, next,
-                 fence_reason.empty() ? "canceled before it started: attempt " +
-                                            std::to_string(exited.attempt) + " of " +
-                                            exited.task.ToString() + " ended instead"
-                                      : fence_reason,
+                 fence_reason.empty()
+                     ? core::why::PredecessorEndedInsteadText(exited.task, exited.attempt)
+                     : fence_reason,
                  out);
     }
   }

@@ -64,7 +64,7 @@ void WorkerState::OwnerCame(Time now, std::optional<Time> input_at, WorkerOutbox
   for (auto it = queued_.begin(); it != queued_.end();) {
     const proto::Assignment dropped = std::move(it->second);
     it = queued_.erase(it);
-    DropQueued(now, dropped, "dropped before it started: its owner is at " + config_.name, out);
+    DropQueued(now, dropped, core::why::OwnerPresentBeforeStartText(config_.name), out);
   }
   const size_t suspended = SuspendAll(out);
   frozen_ = suspended > 0;

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <utility>
 #include "common/quantity.h"
+#include "core/reasons.h"
 #include "worker/state/agent_convert.h"
 #include "worker/state/worker_state_text.h"
 
@@ -145,7 +146,7 @@ void WorkerState::OnFence(Time now, WorkerOutbox& out) {
     return Contact(now, out);
   }
   if (!fence_.ShouldFence(now)) return ArmFence(out);
-  const std::string reason = FenceReason(now - last_contact_);
+  const std::string reason = core::why::FencedText(now - last_contact_);
   // Queued successors first, so that no fenced predecessor's exit can
   // start one: they never run, and are reported finished with the reason.
   if (!queued_.empty()) {
