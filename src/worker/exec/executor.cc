@@ -3,10 +3,12 @@
 // rest is defined by concept, on the private types of executor_internal.h:
 // executor_prepare.cc (task directories, command, environment),
 // executor_start.cc (parking and starting), executor_exit.cc (output,
-// exit, reaping, the result), executor_kill.cc (kill, suspend, resume).
+// exit, reaping, the result), executor_kill.cc (kill, suspend, resume), executor_warm.cc (calls in warm
+// interpreters).
 #include "worker/exec/executor.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -96,6 +98,11 @@ Executor::Executor(ExecutorOptions options, Reactor* reactor, std::unique_ptr<Is
       isolator_(std::move(isolator)),
       spawner_(std::move(spawner)),
       dev_null_(std::move(dev_null)) {
+  // A warm call without pinned cores may use what the worker may.
+  if (sched_getaffinity(0, sizeof(all_cpus_), &all_cpus_) != 0) {
+    CPU_ZERO(&all_cpus_);
+    for (int c = 0; c < CPU_SETSIZE; ++c) CPU_SET(c, &all_cpus_);
+  }
   if (options_.inherit_environment) {
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
       std::string_view kv(*e);
@@ -123,6 +130,7 @@ Executor::~Executor() {
       if (out) reactor_->Unwatch(out->read_fd());
     }
     if (task->timer_fd.valid()) reactor_->Unwatch(task->timer_fd.fd());
+    if (task->warm) reactor_->Unwatch(task->warm->socket.fd());
     for (const UniqueFd& fd : task->leftovers) reactor_->Unwatch(fd.fd());
     if (task->cage) {
       // The killed members may still be dying; removal is best effort.
@@ -130,6 +138,13 @@ Executor::~Executor() {
       (void)s;
     }
   }
+  for (auto& w : idle_) {
+    reactor_->Unwatch(w->pidfd.fd());
+    EndWarm(*w);
+  }
+  idle_.clear();
+  if (idle_timer_.valid()) reactor_->Unwatch(idle_timer_.fd());
+  if (warm_home_) (void)warm_home_->Remove();
   for (auto& cage : stale_cages_) {
     Status s = cage->Remove();
     (void)s;

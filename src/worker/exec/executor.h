@@ -75,6 +75,8 @@
 
 namespace drover::worker {
 
+struct WarmInterpreter;
+
 // Told of each task's process group, so that something outside the worker
 // can end it should the worker die (reaper.h) or its next life find it
 // (life_record.h). Called on the executor's thread; must not call back
@@ -111,6 +113,13 @@ struct ExecutorOptions {
   bool park_prepared = true;
   // Not owned; must outlive the executor. Null: nobody is told.
   ProcessWatch* watch = nullptr;
+  // Warm interpreters (warm_interpreter.h): a task with DROVER_WARM=1 in
+  // its environment runs as a call in an interpreter kept from an earlier
+  // task of the same key, moved into the task's cage and onto its cores
+  // for the call. Off: such a task starts its own process like any other.
+  bool warm_interpreters = true;
+  Duration warm_idle = Seconds(300);  // an idle interpreter is ended after this
+  size_t warm_max_idle = 8;           // idle ones kept; the oldest is ended first
 };
 
 struct TaskSpec {
@@ -344,6 +353,28 @@ class Executor {
   Result<std::shared_ptr<const TaskAccount>> AccountFor(const std::string& user) const;
   // Watches a started task; on failure undoes its start.
   Result<pid_t> Register(std::unique_ptr<Task> task);
+  // What OnExit does once the task's process is reaped, and a warm call's
+  // end: kills what the task left in its cage, then Finish.
+  void KillLeftovers(Task* task);
+
+  // Warm interpreters (executor_warm.cc).
+  Result<pid_t> StartWarm(const TaskSpec& spec, const TaskDirs& dirs, const Command& command,
+                          const TaskAccount* account, std::unique_ptr<Task> task,
+                          StartTimes* times);
+  // The task's interpreter replied: the call has ended. False when no
+  // reply is there (yet, or ever: the interpreter died).
+  bool OnWarmReply(Task* task);
+  // An idle interpreter of `key`, out of the idle list; null when none.
+  std::unique_ptr<WarmInterpreter> TakeIdle(const std::string& key);
+  // An idle interpreter, or one that will exit, back under watch.
+  void ReturnWarm(std::unique_ptr<WarmInterpreter> w);
+  void OnIdleExit(WarmInterpreter* w);
+  void OnIdleTimer();
+  void ArmIdleTimer();
+  // SIGKILL to the interpreter's group, and its reaping (it is not watched).
+  void EndWarm(WarmInterpreter& w);
+  // The cage idle interpreters live in between calls (cgroups only).
+  Result<TaskCage*> WarmHome();
   Status MakeTaskDir(const std::string& job, const std::string& task);
 
   ExecutorOptions options_;
@@ -376,6 +407,13 @@ class Executor {
   // Cages whose removal failed (a dying process still inside); retried
   // whenever a task finishes.
   std::vector<std::unique_ptr<TaskCage>> stale_cages_;
+  // Warm interpreters between calls, oldest first (one that is retiring
+  // stays until reaped); the cage they wait in; the timer that ends those
+  // idle for warm_idle; the cores a call without pinned cores may use.
+  std::vector<std::unique_ptr<WarmInterpreter>> idle_;
+  std::unique_ptr<TaskCage> warm_home_;
+  UniqueFd idle_timer_;
+  cpu_set_t all_cpus_;
 };
 
 }  // namespace drover::worker

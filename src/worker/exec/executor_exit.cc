@@ -82,6 +82,9 @@ void Executor::OnOutput(Task* task, int which) {
 }
 
 [[gnu::hot]] void Executor::OnExit(Task* task) {
+  // A warm interpreter that replied and then exited (its last call): the
+  // reply says how the call ended.
+  if (task->warm && OnWarmReply(task)) return;
   reactor_->Unwatch(task->pidfd.fd());
   task->exited = true;
   task->result.wall = task->started.Elapsed();
@@ -112,10 +115,18 @@ void Executor::OnOutput(Task* task, int which) {
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   r.oom_killed = usage.oom_killed && r.exit_code != 0;
+  if (task->warm) {
+    // Died in the call: the interpreter is replaced by the next call.
+    reactor_->Unwatch(task->warm->socket.fd());
+    task->warm.reset();
+  }
+  KillLeftovers(task);
+}
 
+void Executor::KillLeftovers(Task* task) {
   Result<std::vector<UniqueFd>> left = task->cage->KillAll();
   if (left.ok()) task->leftovers = std::move(left).value();
-  r.leftovers_killed = task->leftovers.size();
+  task->result.leftovers_killed = task->leftovers.size();
   std::vector<UniqueFd> waiting;
   for (UniqueFd& fd : task->leftovers) {
     const int raw = fd.fd();

@@ -26,6 +26,7 @@
 #include "worker/exec/isolator.h"
 #include "worker/exec/output_capture.h"
 #include "worker/exec/spawn.h"
+#include "worker/exec/warm_interpreter.h"
 
 namespace drover::worker {
 
@@ -49,6 +50,9 @@ struct Executor::Task {
   // Made ahead by PrepareStart: kept until the process is reaped (it owns
   // the memory the child used before its execve).
   std::unique_ptr<ParkedProcess> parked;
+  // The warm interpreter running this task's call (pid and pidfd are its
+  // own for the call's length); null for a task of its own process.
+  std::unique_ptr<WarmInterpreter> warm;
 };
 
 // The cage, output captures and spawn plan of one start; the plan points

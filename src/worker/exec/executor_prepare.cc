@@ -94,7 +94,9 @@ Result<TaskDirs> Executor::PrepareStart(const TaskSpec& spec, bool with_inputs) 
   ASSIGN_OR_RETURN(TaskDirs dirs, PrepareDirs(spec.id, spec.attempt, with_inputs, spec.user));
   Prepared& prepared = prepared_[spec.id];
   ASSIGN_OR_RETURN(Command command, MakeCommand(spec, dirs, prepared.account.get()));
-  if (options_.park_prepared) prepared.parked = Park(spec, dirs, command, prepared.account.get());
+  // A warm call's process is its interpreter, found at the start.
+  const bool warm = options_.warm_interpreters && WantsWarm(spec);
+  if (options_.park_prepared && !warm) prepared.parked = Park(spec, dirs, command, prepared.account.get());
   prepared.command = std::move(command);
   return dirs;
 }

@@ -91,6 +91,14 @@ std::unique_ptr<Executor::Parked> Executor::Park(const TaskSpec& spec, const Tas
   task->done = std::move(done);
   task->dirs = dirs;
 
+  if (options_.warm_interpreters && WantsWarm(spec)) {
+    if (!command) {
+      ASSIGN_OR_RETURN(Command made, MakeCommand(spec, dirs, account.get()));
+      command = std::move(made);
+    }
+    return StartWarm(spec, dirs, *command, account.get(), std::move(task), times);
+  }
+
   // Without cgroup trees for the reaper to kill, the process group it is
   // told of is all that ends this task should the worker die; a Spawn
   // returns only after the execve, so the program could run (and the

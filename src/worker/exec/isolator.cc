@@ -2,6 +2,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <string>
+
 #include "worker/exec/cgroup_files.h"
 #include "worker/exec/cgroup_v1.h"
 #include "worker/exec/cgroup_v2.h"
@@ -16,6 +20,17 @@ void TaskCage::CloseJoinFds() {
     for (int fd : join_fds_) close(fd);
   }
   join_fds_.clear();
+}
+
+Status TaskCage::Adopt(pid_t pid) {
+  const std::string text = std::to_string(pid);
+  for (int fd : join_fds_) {
+    if (write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+      return Unavailable("cannot move process " + text + " into its task's cgroup: " +
+                         strerror(errno));
+    }
+  }
+  return Status::Ok();
 }
 
 Result<IsolationMode> ParseIsolationMode(std::string_view text) {

@@ -79,6 +79,11 @@ class TaskCage {
   // Closes the join fds once the child has started (they are no longer
   // needed, and fds are a per-task cost).
   void CloseJoinFds();
+  // Moves the running process `pid`, all its threads, into the cage, as a
+  // child's write of "0" to the join fds does: a warm interpreter taking
+  // its task's call (warm_interpreter.h). Call before CloseJoinFds. Ok
+  // where there are no join fds (rlimit, none).
+  Status Adopt(pid_t pid);
 
   // True when KillAll reaches every process the task made, daemonized
   // grandchildren included.

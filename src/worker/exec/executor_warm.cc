@@ -1,0 +1,248 @@
+// Executor's warm interpreters (warm_interpreter.h): a task's call handed
+// to an interpreter kept from an earlier task of the same key, which is
+// moved into the task's cage and onto its cores first, and moved out to
+// the warm cage when it replies; the idle ones watched, aged and ended.
+//
+// Between calls an interpreter is stopped (SIGSTOP): nothing of a call runs
+// once it has replied, outside its task's cage.
+//
+// A call's task is an ordinary Task whose pid and pidfd are its
+// interpreter's for the call's length, so a kill, a suspend, a timeout or
+// an OOM kill reaches the interpreter as it would a task's own process;
+// one that dies in a call is reaped by OnExit and not reused.
+#include <signal.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "worker/exec/executor.h"
+#include "worker/exec/executor_internal.h"
+#include "worker/exec/warm_interpreter.h"
+
+namespace drover::worker {
+
+Result<TaskCage*> Executor::WarmHome() {
+  if (!warm_home_) {
+    CageSpec spec;
+    spec.name = "warm";
+    ASSIGN_OR_RETURN(warm_home_, isolator_->CreateCage(spec));
+  }
+  return warm_home_.get();
+}
+
+Result<pid_t> Executor::StartWarm(const TaskSpec& spec, const TaskDirs& dirs,
+                                  const Command& command, const TaskAccount* account,
+                                  std::unique_ptr<Task> task, StartTimes* times) {
+  const bool cgroups = !isolator_->cgroup_roots().empty();
+  const uid_t uid = account != nullptr ? account->ids.uid : geteuid();
+  const std::string key = WarmKey(spec, command.exe, uid, /*limits=*/!cgroups);
+  Launch launch;
+  RETURN_IF_ERROR(MakeLaunch(spec, dirs, command, account, launch));
+  task->cage = std::move(launch.cage);
+  for (int i = 0; i < 2; ++i) task->out[i] = std::move(launch.out[i]);
+  auto undo = [&](Status why) {
+    task->cage->CloseJoinFds();
+    Status r = task->cage->Remove();
+    (void)r;  // emptied: the interpreter, if any, was ended
+    return why;
+  };
+  const cpu_set_t cpus = launch.plan.cpus.value_or(all_cpus_);
+
+  task->started = Stopwatch();
+  const Time began = SystemClock().Now();
+  // An idle one, moved into the cage and onto the task's cores; one that
+  // cannot be (it died meanwhile) is ended, and the next one tried.
+  std::unique_ptr<WarmInterpreter> w;
+  while ((w = TakeIdle(key)) != nullptr) {
+    Status moved = task->cage->Adopt(w->pid);
+    if (moved.ok()) moved = PinThreads(w->pid, cpus);
+    if (moved.ok() && killpg(w->pid, SIGCONT) == 0) break;
+    EndWarm(*w);
+  }
+  if (!w) {
+    // A new one, made as the task's own process would be, serving calls on
+    // its stdin.
+    Result<std::pair<UniqueFd, UniqueFd>> socket = MakeWarmSocket();
+    if (!socket.ok()) return undo(socket.status());
+    static char kServe[] = "DROVER_WARM_SERVE=1";
+    launch.envp.insert(launch.envp.end() - 1, kServe);
+    launch.plan.envp = launch.envp.data();
+    launch.plan.stdin_fd = socket->second.fd();
+    Result<SpawnedProcess> proc = spawner_->Spawn(launch.plan);
+    if (!proc.ok()) return undo(proc.status());
+    w = std::make_unique<WarmInterpreter>();
+    w->key = key;
+    w->pid = proc->pid;
+    w->pidfd = std::move(proc->pidfd);
+    w->socket = std::move(socket->first);
+    if (options_.watch != nullptr) {
+      options_.watch->Started(w->pid, spec.id.ToString() + "." + std::to_string(spec.attempt));
+    }
+  }
+  task->cage->CloseJoinFds();
+  Status sent = SendCall(w->socket.fd(), launch.cwd, command.environment,
+                         task->out[0]->write_fd(), task->out[1]->write_fd());
+  for (auto& out : task->out) out->CloseWriteEnd();
+  if (!sent.ok()) {
+    EndWarm(*w);
+    return undo(sent);
+  }
+  if (times != nullptr) times->spawned = times->exec_done = began;
+  task->pid = w->pid;
+  task->pidfd = std::move(w->pidfd);
+  const int socket = w->socket.fd();
+  task->warm = std::move(w);
+  Task* t = task.get();
+  ASSIGN_OR_RETURN(pid_t pid, Register(std::move(task)));
+  Status watched = reactor_->Watch(socket, [this, t] { (void)OnWarmReply(t); });
+  if (!watched.ok()) {
+    // Ended like a task whose process died: reported through `done`.
+    killpg(pid, SIGKILL);
+  }
+  return pid;
+}
+
+bool Executor::OnWarmReply(Task* task) {
+  WarmInterpreter& w = *task->warm;
+  Result<WarmReply> reply = ReadReply(w.socket.fd());
+  if (!reply.ok()) {
+    if (reply.status().code() == StatusCode::kUnavailable) return false;
+    // Closed, or nonsense: the interpreter is ended and the call with it;
+    // OnExit reports how.
+    reactor_->Unwatch(w.socket.fd());
+    killpg(task->pid, SIGKILL);
+    return false;
+  }
+  reactor_->Unwatch(w.socket.fd());
+  reactor_->Unwatch(task->pidfd.fd());
+  task->exited = true;
+  TaskResult& r = task->result;
+  r.wall = task->started.Elapsed();
+  r.exit_code = reply->exit_code;
+  r.signal = reply->signal;
+  // Stopped until its next call: code of the call that goes on after its
+  // reply (a thread, or a reply sent early on purpose) must not run outside
+  // a task's cage and cores. Then out of the task's cage before its
+  // accounting is read and what the call left in it is killed. One that
+  // cannot be stopped or moved is not reused.
+  bool keep = !reply->last && !task->canceled && killpg(w.pid, SIGSTOP) == 0;
+  if (!isolator_->cgroup_roots().empty()) {
+    Result<TaskCage*> home = WarmHome();
+    keep = keep && home.ok() && (*home)->Adopt(w.pid).ok();
+  }
+  for (auto& out : task->out) {
+    if (out->Drain()) reactor_->Unwatch(out->read_fd());
+  }
+  CageUsage usage = task->cage->Usage();
+  r.cpu = usage.cpu.value_or(reply->cpu);
+  r.peak_memory = usage.peak_memory.value_or(reply->peak_memory);
+  r.oom_killed = usage.oom_killed && (r.exit_code != 0 || r.signal != 0);
+
+  std::unique_ptr<WarmInterpreter> back = std::move(task->warm);
+  back->pidfd = std::move(task->pidfd);
+  back->calls++;
+  if (!keep) {
+    back->retiring = true;
+    killpg(back->pid, SIGKILL);
+  }
+  ReturnWarm(std::move(back));
+  KillLeftovers(task);
+  return true;
+}
+
+std::unique_ptr<WarmInterpreter> Executor::TakeIdle(const std::string& key) {
+  // The most recently used first: its caches are the warmest.
+  for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
+    if ((*it)->retiring || (*it)->key != key) continue;
+    std::unique_ptr<WarmInterpreter> w = std::move(*it);
+    idle_.erase(std::next(it).base());
+    reactor_->Unwatch(w->pidfd.fd());
+    return w;
+  }
+  return nullptr;
+}
+
+void Executor::ReturnWarm(std::unique_ptr<WarmInterpreter> w) {
+  WarmInterpreter* raw = w.get();
+  if (!reactor_->Watch(raw->pidfd.fd(), [this, raw] { OnIdleExit(raw); }).ok()) {
+    EndWarm(*raw);
+    return;
+  }
+  raw->idle_since = Stopwatch();
+  idle_.push_back(std::move(w));
+  // Too many waiting: the one idle longest goes.
+  size_t waiting = 0;
+  for (const auto& i : idle_) waiting += i->retiring ? 0 : 1;
+  for (auto& i : idle_) {
+    if (waiting <= options_.warm_max_idle) break;
+    if (i->retiring) continue;
+    i->retiring = true;
+    killpg(i->pid, SIGKILL);
+    --waiting;
+  }
+  ArmIdleTimer();
+}
+
+void Executor::OnIdleExit(WarmInterpreter* w) {
+  auto it = std::find_if(idle_.begin(), idle_.end(), [w](const auto& i) { return i.get() == w; });
+  if (it == idle_.end()) return;
+  reactor_->Unwatch(w->pidfd.fd());
+  EndWarm(*w);
+  idle_.erase(it);
+}
+
+void Executor::EndWarm(WarmInterpreter& w) {
+  killpg(w.pid, SIGKILL);
+  if (options_.watch != nullptr) options_.watch->Ended(w.pid);
+  int status;
+  while (waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  w.pid = -1;
+}
+
+void Executor::ArmIdleTimer() {
+  if (!idle_timer_.valid()) {
+    idle_timer_.Reset(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+    if (!idle_timer_.valid()) return;  // idle ones then wait for the next call or the end
+    if (!reactor_->Watch(idle_timer_.fd(), [this] { OnIdleTimer(); }).ok()) {
+      idle_timer_.Reset();
+      return;
+    }
+  }
+  itimerspec current{};
+  timerfd_gettime(idle_timer_.fd(), &current);
+  if (current.it_value.tv_sec != 0 || current.it_value.tv_nsec != 0) return;  // armed
+  Duration soonest = options_.warm_idle;
+  for (const auto& i : idle_) {
+    if (!i->retiring) soonest = std::min(soonest, options_.warm_idle - i->idle_since.Elapsed());
+  }
+  soonest = std::max(soonest, Duration(1000));
+  itimerspec when{};
+  when.it_value.tv_sec = soonest.count() / 1000000;
+  when.it_value.tv_nsec = (soonest.count() % 1000000) * 1000;
+  timerfd_settime(idle_timer_.fd(), 0, &when, nullptr);
+}
+
+void Executor::OnIdleTimer() {
+  uint64_t expirations;
+  (void)!read(idle_timer_.fd(), &expirations, sizeof(expirations));
+  bool left = false;
+  for (auto& i : idle_) {
+    if (i->retiring) continue;
+    if (i->idle_since.Elapsed() >= options_.warm_idle) {
+      i->retiring = true;
+      killpg(i->pid, SIGKILL);
+    } else {
+      left = true;
+    }
+  }
+  if (left) ArmIdleTimer();
+}
+
+}  // namespace drover::worker

@@ -1,0 +1,271 @@
+// Warm interpreters in the Executor (warm_interpreter.h, executor_warm.cc),
+// with a small python3 program that speaks the worker's side of the
+// protocol in place of the Python client's runner: reuse and its key, each
+// call's own output, directory and exit code, the interpreter stopped
+// between calls, the idle count (a reply sent early does not let the call run on), a
+// reply that does not parse, a kill in the middle of a call, the idle
+// timeout and the executor's end. The reply parser on hostile bytes, and
+// the call message, over a socket pair.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "worker/exec/exec_test_util.h"
+#include "worker/exec/warm_interpreter.h"
+
+namespace drover::worker::testing {
+namespace {
+
+constexpr char kPython[] = "/usr/bin/python3";
+
+// The interpreter: each call writes "pid PID cwd DIR task ID" to the
+// call's stdout and replies with $CODE; MODE=spin replies and then keeps a
+// thread spinning, MODE=garbage replies nonsense, MODE=hang never replies.
+constexpr char kServe[] = R"PY(
+import os, socket, threading
+sock = socket.socket(fileno=os.dup(0))
+os.dup2(os.open(os.devnull, os.O_RDWR), 0)
+while True:
+    msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
+    if not msg:
+        break
+    parts = msg.split(b"\0")
+    env = dict(kv.split(b"=", 1) for kv in parts[1:] if b"=" in kv)
+    os.write(fds[0], b"pid %d cwd %s task %s" % (os.getpid(), parts[0], env[b"DROVER_TASK_ID"]))
+    for fd in fds:
+        os.close(fd)
+    mode = env.get(b"MODE", b"")
+    if mode == b"hang":
+        threading.Event().wait()
+    if mode == b"garbage":
+        sock.send(b"nonsense")
+        continue
+    if mode == b"spin":
+        threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()
+    sock.send(b"exit %d 1000 2048 0" % int(env.get(b"CODE", b"0")))
+)PY";
+
+TaskSpec Call(uint32_t index, std::vector<std::pair<std::string, std::string>> env = {}) {
+  TaskSpec spec = Task(index, {kPython, "-c", kServe});
+  spec.env = std::move(env);
+  spec.env.emplace_back("DROVER_WARM", "1");
+  return spec;
+}
+
+// "pid PID ..." of a call's stdout: the interpreter that ran it.
+pid_t PidOf(const TaskResult& r) {
+  const std::string out = ReadFile(r.dirs.stdout_path);
+  return out.rfind("pid ", 0) == 0 ? std::atoi(out.c_str() + 4) : -1;
+}
+
+// The state letter of /proc/PID/stat ('T': stopped); '?' when gone.
+char StateOf(pid_t pid) {
+  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ? '?' : stat[close + 2];
+}
+
+// Waits (10 s at most) until SIGSTOP, which the kernel delivers a moment
+// after it is sent, has stopped `pid` (a child of this process: the
+// executor's spawn), then checks that every thread of it is stopped.
+bool Stopped(pid_t pid) {
+  const Deadline deadline(Seconds(10));
+  siginfo_t info{};
+  for (;;) {
+    info.si_pid = 0;
+    if (waitid(P_PID, pid, &info, WSTOPPED | WNOHANG | WNOWAIT) != 0) return false;
+    if (info.si_pid == pid) break;
+    if (deadline.Passed()) return false;
+    sched_yield();
+  }
+  std::error_code ec;
+  int threads = 0;
+  for (const auto& t : std::filesystem::directory_iterator(
+           "/proc/" + std::to_string(pid) + "/task", ec)) {
+    const std::string stat = ReadFile(t.path().string() + "/stat");
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos || stat.compare(close, 4, ") T ") != 0) return false;
+    ++threads;
+  }
+  return !ec && threads > 0;
+}
+
+class ExecutorWarmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access(kPython, X_OK) != 0) GTEST_SKIP() << "needs " << kPython;
+  }
+};
+
+TEST_F(ExecutorWarmTest, SuccessiveCallsShareAnInterpreterEachWithItsOwnOutputAndDirectory) {
+  Harness h(MakeNoIsolator());
+  const TaskResult first = h.Run(Call(1));
+  ASSERT_EQ(first.outcome, TaskOutcome::kSucceeded) << Describe(first);
+  const pid_t pid = PidOf(first);
+  ASSERT_GT(pid, 0) << ReadFile(first.dirs.stdout_path);
+  EXPECT_EQ(ReadFile(first.dirs.stdout_path),
+            "pid " + std::to_string(pid) + " cwd " + first.dirs.task + " task 7.1");
+  EXPECT_EQ(first.cpu, Duration(1000));  // the interpreter's own figures without cgroups
+  EXPECT_EQ(first.peak_memory, 2048u * 1024);
+  // Stopped while it waits: nothing of the call runs on.
+  EXPECT_TRUE(Stopped(pid));
+
+  const TaskResult second = h.Run(Call(2, {{"CODE", "3"}}));
+  EXPECT_EQ(second.exit_code, 3) << Describe(second);
+  EXPECT_EQ(second.outcome, TaskOutcome::kFailed);
+  EXPECT_EQ(PidOf(second), pid);
+  EXPECT_EQ(ReadFile(second.dirs.stdout_path),
+            "pid " + std::to_string(pid) + " cwd " + second.dirs.task + " task 7.2");
+
+  // Another preload list is another key: another interpreter.
+  const TaskResult other = h.Run(Call(3, {{"DROVER_PRELOAD", "json"}}));
+  EXPECT_EQ(other.outcome, TaskOutcome::kSucceeded) << Describe(other);
+  EXPECT_NE(PidOf(other), pid);
+  EXPECT_GT(PidOf(other), 0);
+}
+
+TEST_F(ExecutorWarmTest, ACallThatRepliesEarlyDoesNotRunOnBetweenCalls) {
+  Harness h(MakeNoIsolator());
+  const TaskResult r = h.Run(Call(1, {{"MODE", "spin"}}));
+  ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
+  const pid_t pid = PidOf(r);
+  ASSERT_GT(pid, 0);
+  EXPECT_TRUE(Stopped(pid));  // its spinning thread too: the whole process
+  EXPECT_GE(std::distance(std::filesystem::directory_iterator("/proc/" + std::to_string(pid) +
+                                                              "/task"),
+                          std::filesystem::directory_iterator()),
+            2);
+}
+
+TEST_F(ExecutorWarmTest, AReplyThatDoesNotParseEndsTheInterpreter) {
+  Harness h(MakeNoIsolator());
+  const TaskResult bad = h.Run(Call(1, {{"MODE", "garbage"}}));
+  EXPECT_EQ(bad.outcome, TaskOutcome::kFailed);
+  EXPECT_EQ(bad.signal, SIGKILL) << Describe(bad);
+  const pid_t pid = PidOf(bad);
+  const TaskResult next = h.Run(Call(2));
+  EXPECT_EQ(next.outcome, TaskOutcome::kSucceeded) << Describe(next);
+  EXPECT_NE(PidOf(next), pid);
+}
+
+TEST_F(ExecutorWarmTest, AKillInTheMiddleOfACallEndsItsInterpreter) {
+  Harness h(MakeNoIsolator());
+  const TaskResult first = h.Run(Call(1));
+  const pid_t pid = PidOf(first);
+  ASSERT_TRUE(h.Start(Call(2, {{"MODE", "hang"}})).ok());
+  // Its output says it has the call.
+  Status s = h.loop().RunUntil(
+      [&] { return ReadFile(h.dir() + "/work/7/2.1/stdout").find("task 7.2") != std::string::npos; },
+      Seconds(30));
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(h.executor().Kill(TaskId{7, 2}, Duration(0)).ok());
+  h.WaitFor(2);
+  EXPECT_EQ(h.results()[2].outcome, TaskOutcome::kCanceled) << Describe(h.results()[2]);
+  EXPECT_EQ(StateOf(pid), '?');  // reaped
+  const TaskResult next = h.Run(Call(3));
+  EXPECT_EQ(next.outcome, TaskOutcome::kSucceeded) << Describe(next);
+  EXPECT_NE(PidOf(next), pid);
+}
+
+TEST_F(ExecutorWarmTest, AnIdleInterpreterEndsAfterTheIdleTimeAndWithTheExecutor) {
+  ExecutorOptions options;
+  options.warm_idle = Millis(50);
+  pid_t timed_out = -1;
+  {
+    Harness h(MakeNoIsolator(), options);
+    timed_out = PidOf(h.Run(Call(1)));
+    ASSERT_GT(timed_out, 0);
+    Status s = h.loop().RunUntil([&] { return StateOf(timed_out) == '?'; }, Seconds(30));
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  pid_t kept = -1;
+  {
+    Harness h(MakeNoIsolator());
+    kept = PidOf(h.Run(Call(1)));
+    ASSERT_GT(kept, 0);
+    EXPECT_TRUE(Stopped(kept));
+  }
+  EXPECT_EQ(StateOf(kept), '?');  // killed and reaped by the executor's end
+}
+
+TEST_F(ExecutorWarmTest, OverTheIdleCountTheOneIdleLongestEnds) {
+  ExecutorOptions options;
+  options.warm_max_idle = 1;
+  Harness h(MakeNoIsolator(), options);
+  const pid_t first = PidOf(h.Run(Call(1, {{"DROVER_PRELOAD", "a"}})));
+  const pid_t second = PidOf(h.Run(Call(2, {{"DROVER_PRELOAD", "b"}})));
+  ASSERT_GT(first, 0);
+  ASSERT_GT(second, 0);
+  Status s = h.loop().RunUntil([&] { return StateOf(first) == '?'; }, Seconds(30));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(Stopped(second));
+  EXPECT_EQ(PidOf(h.Run(Call(3, {{"DROVER_PRELOAD", "b"}}))), second);
+}
+
+TEST(WarmProtocolTest, ReplyParsingRefusesWhatIsNotAReply) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, fds), 0);
+  UniqueFd mine(fds[0]), theirs(fds[1]);
+  EXPECT_EQ(ReadReply(mine.fd()).status().code(), StatusCode::kUnavailable);
+  for (const char* bad : {"exit", "exit 0 1 2", "quit 0 0 0 0", "exit x 0 0 0",
+                          "exit 0 -5 0 0", "signal 9 0 -1 0", "\xff\xfe\x00garbage"}) {
+    ASSERT_GE(send(theirs.fd(), bad, strlen(bad), 0), 0);
+    Result<WarmReply> r = ReadReply(mine.fd());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << "\"" << bad << "\"";
+  }
+  const std::string big(4096, '7');
+  ASSERT_GE(send(theirs.fd(), big.data(), big.size(), 0), 0);
+  EXPECT_FALSE(ReadReply(mine.fd()).ok());
+
+  ASSERT_GE(send(theirs.fd(), "signal 9 2500 100 1", 19, 0), 0);
+  Result<WarmReply> r = ReadReply(mine.fd());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->signal, 9);
+  EXPECT_EQ(r->exit_code, -1);
+  EXPECT_EQ(r->cpu, Duration(2500));
+  EXPECT_EQ(r->peak_memory, 100u * 1024);
+  EXPECT_TRUE(r->last);
+  theirs.Reset();
+  EXPECT_EQ(ReadReply(mine.fd()).status().code(), StatusCode::kAborted);
+}
+
+TEST(WarmProtocolTest, ACallCarriesItsDirectoryEnvironmentAndTwoDescriptors) {
+  Result<std::pair<UniqueFd, UniqueFd>> pair = MakeWarmSocket();
+  ASSERT_TRUE(pair.ok()) << pair.status().ToString();
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  UniqueFd r(out[0]), w(out[1]);
+  ASSERT_TRUE(SendCall(pair->first.fd(), "/work/7/1.1", {"A=1", "B=two words"}, w.fd(), w.fd()).ok());
+  char buf[256];
+  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))];
+  iovec iov{buf, sizeof(buf)};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  const ssize_t n = recvmsg(pair->second.fd(), &msg, MSG_CMSG_CLOEXEC);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(buf, n), std::string("/work/7/1.1\0A=1\0B=two words", 27));
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->cmsg_type, SCM_RIGHTS);
+  int got[2];
+  memcpy(got, CMSG_DATA(c), sizeof(got));
+  ASSERT_EQ(write(got[0], "x", 1), 1);  // the pipe's write end
+  close(got[0]);
+  close(got[1]);
+  char x = 0;
+  EXPECT_EQ(read(r.fd(), &x, 1), 1);
+  EXPECT_EQ(x, 'x');
+}
+
+}  // namespace
+}  // namespace drover::worker::testing
