@@ -161,7 +161,130 @@ def main():
         fail("the function returned a value that cannot be pickled: " + type(e).__name__ + ": "
              + str(e))
     emit("value", data)
-main()
+def one(cwd, env, fds, null):
+    # One call in this interpreter: the task's stdout and stderr, directory
+    # and environment, then the call; its exit code.
+    code = 2
+    try:
+        os.dup2(fds[0], 1)
+        os.dup2(fds[1], 2)
+        for fd in fds:
+            os.close(fd)
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        Call.memo = {}
+        try:
+            main()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        leftovers()
+    return code
+def leftovers():
+    # What the call started and left: killed and reaped (with cgroups the
+    # worker also kills what is left in the task's cage).
+    import signal
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        tids = []
+    for tid in tids:
+        try:
+            with open("/proc/self/task/%s/children" % tid) as f:
+                kids = [int(k) for k in f.read().split()]
+        except (OSError, ValueError):
+            continue
+        for kid in kids:
+            try:
+                os.kill(kid, signal.SIGKILL)
+                os.waitpid(kid, 0)
+            except OSError:
+                pass
+    for sig in ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGCONT"):
+        signal.signal(getattr(signal, sig), signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.alarm(0)
+def usage():
+    import resource
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+    return cpu, max(s.ru_maxrss, c.ru_maxrss)
+def serve():
+    # A warm interpreter (the worker's warm_interpreter.h): calls arrive on
+    # stdin, a socket, one message each (directory, environment, and the
+    # call's stdout and stderr), and each gets its reply.
+    import socket
+    sock = socket.socket(fileno=os.dup(0))
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    for name in os.environ.get("DROVER_PRELOAD", "").split(","):
+        if name.strip():
+            try:
+                __import__(name.strip())
+            except BaseException as e:
+                sys.stderr.write("drover: cannot preload %s: %s: %s\n"
+                                 % (name.strip(), type(e).__name__, e))
+    try:
+        import cloudpickle  # noqa: F401 (once here, not in each call or fresh child)
+    except ImportError:
+        pass
+    limit = int(os.environ.get("DROVER_MAX_CALLS") or 0)
+    calls = 0
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
+        except OSError:
+            break
+        if not msg or len(fds) != 2:
+            break
+        parts = msg.split(b"\0")
+        env = {}
+        for kv in parts[1:]:
+            k, _, v = kv.partition(b"=")
+            if k:
+                env[os.fsdecode(k)] = os.fsdecode(v)
+        cpu0, _ = usage()
+        if env.get("DROVER_FRESH") == "1":
+            # A clean process per call: a child forked from this one.
+            pid = os.fork()
+            if pid == 0:
+                code = 2
+                try:
+                    sock.close()
+                    code = one(parts[0], env, fds, null)
+                finally:
+                    os._exit(code)
+            for fd in fds:
+                os.close(fd)
+            _, status = os.waitpid(pid, 0)
+            if os.WIFSIGNALED(status):
+                how = "signal %d" % os.WTERMSIG(status)
+            else:
+                how = "exit %d" % os.WEXITSTATUS(status)
+        else:
+            how = "exit %d" % one(parts[0], env, fds, null)
+        cpu1, rss = usage()
+        calls += 1
+        last = limit > 0 and calls >= limit
+        sock.send(("%s %d %d %d" % (how, (cpu1 - cpu0) * 1e6, rss, last)).encode())
+        if last:
+            break
+if os.environ.get("DROVER_WARM_SERVE") == "1":
+    serve()
+else:
+    main()
 '''
 
 

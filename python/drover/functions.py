@@ -30,8 +30,16 @@ failed otherwise (killed for memory, timed out, its worker lost, a
 dependency failed) raises :class:`~drover.TaskFailed` with the reason the
 CLI shows, after its retries.
 
-What is not there yet: calls start a fresh interpreter each (no warm
-interpreters), ``drover call`` and job-file ``function = ...`` entries.
+Warm interpreters (default ``warm=True``): a worker keeps the interpreter
+of a finished call and gives it the next call with the same key (account,
+interpreter, ``preload`` list, GPU set, ``max_calls``), moved into that
+task's cgroup and onto its cores for the call, with that task's directory,
+environment, stdout and stderr. ``preload=["numpy", "mypkg.tasks"]`` is
+imported when the interpreter starts; ``max_calls=N`` replaces it after N
+calls; ``fresh=True`` runs each call in a child forked from the warm
+interpreter (a clean process per call, slower); ``warm=False`` starts a new
+interpreter per call. What stays between calls of one interpreter: imported
+modules and their global state. See docs/design.md, "Python functions".
 See _call.py for the wire format.
 """
 
@@ -61,7 +69,7 @@ except ImportError:  # pragma: no cover - depends on the machine
 # What a call may ask for, per call (drover_resources=) or per executor.
 _RESOURCE_KEYS = ("cpus", "mem", "gpus", "gpu_mem", "gpu_type", "labels", "counters",
                   "retries", "retry_backoff", "timeout", "priority", "max_output", "env",
-                  "python", "name")
+                  "python", "name", "user", "warm", "preload", "max_calls", "fresh")
 
 
 class RemoteError(DroverError):
@@ -172,7 +180,10 @@ class Executor(concurrent.futures.Executor):
     ``mem``, ``gpus``, ``gpu_mem``, ``gpu_type``, ``labels``, ``counters``,
     ``retries``, ``retry_backoff``, ``timeout`` (per attempt), ``priority``,
     ``max_output``, ``env`` and ``python`` (the interpreter on the worker,
-    default ``python3``). ``max_workers`` is accepted for code written for
+    default ``python3``), and how the worker runs calls: ``warm`` (True),
+    ``preload`` (modules a warm interpreter imports first), ``max_calls``
+    (calls before it is replaced; 0: no limit) and ``fresh`` (a forked
+    child per call). ``max_workers`` is accepted for code written for
     ``ProcessPoolExecutor`` and ignored: the cluster decides how many run.
 
     Thread safety: submit, map and shutdown may be called from any thread.
@@ -229,6 +240,7 @@ class Executor(concurrent.futures.Executor):
             with open(path, "wb") as f:
                 f.write(data)
             input_files.append(path)
+        env.update(_warm_env(options))
         python = str(options.pop("python"))
         name = options.pop("name", None) or _name_of(fn)
         future = Future(self)
@@ -359,6 +371,30 @@ class Executor(concurrent.futures.Executor):
                 return f.read()
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _warm_env(options: Dict[str, Any]) -> Dict[str, str]:
+    """The environment that asks the worker for a warm interpreter (its
+    warm_interpreter.h); pops the options that say how."""
+    warm = options.pop("warm", True)
+    preload = options.pop("preload", None) or ()
+    max_calls = options.pop("max_calls", None) or 0
+    fresh = options.pop("fresh", False)
+    if isinstance(preload, str) or not all(isinstance(m, str) and m and "," not in m
+                                           for m in preload):
+        raise TypeError(f"preload: a list of module names, not {preload!r}")
+    if not isinstance(max_calls, int) or max_calls < 0:
+        raise TypeError(f"max_calls: a count of calls (0: no limit), not {max_calls!r}")
+    if not warm:
+        return {}
+    env = {"DROVER_WARM": "1"}
+    if preload:
+        env["DROVER_PRELOAD"] = ",".join(preload)
+    if max_calls:
+        env["DROVER_MAX_CALLS"] = str(max_calls)
+    if fresh:
+        env["DROVER_FRESH"] = "1"
+    return env
 
 
 def _settle(future: Future, result: Any = None, exception: Optional[BaseException] = None) -> None:

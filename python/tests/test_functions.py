@@ -67,6 +67,91 @@ def hog(mib: int) -> int:
     return len(block)
 
 
+def pid_and_place(i: int) -> tuple:
+    print(f"call-{i}")
+    return os.getpid(), os.getppid(), os.getcwd()
+
+
+def killed_on_its_first_attempt() -> int:
+    if os.environ["DROVER_ATTEMPT"] == "1":
+        os.kill(os.getpid(), 9)  # the interpreter, in the middle of the call
+    return os.getpid()
+
+
+def imported(name: str) -> bool:
+    return name in sys.modules
+
+
+def leave_a_handler_and_a_child() -> int:
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    child = subprocess.Popen(["sleep", "1000"])
+    print("started", child.pid)
+    return child.pid
+
+
+def what_a_call_sees() -> tuple:
+    import signal
+
+    return (os.getpid(), signal.getsignal(signal.SIGTERM) == signal.SIG_DFL, os.getcwd(),
+            os.environ.get("ONLY_IN_THE_FIRST_CALL"))
+
+
+def kill_myself() -> None:
+    os.kill(os.getpid(), 9)
+
+
+class WarmRunner:
+    """The runner in serve mode (python -c RUNNER with DROVER_WARM_SERVE=1),
+    driven as the worker drives it (worker/exec/warm_interpreter.h)."""
+
+    def __init__(self, **env: str) -> None:
+        import socket
+
+        self.dir = tempfile.mkdtemp(prefix="drover-warm-")
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.proc = subprocess.Popen([sys.executable, "-c", _call.RUNNER], stdin=theirs,
+                                     env=dict(os.environ, DROVER_WARM_SERVE="1", **env))
+        theirs.close()
+
+    def close(self) -> None:
+        self.sock.close()
+        self.proc.wait(timeout=60)
+        import shutil
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def call(self, fn: Any, *args: Any, **env: str) -> tuple:
+        """(reply words, stdout, stderr, value or exception, task dir)."""
+        import socket
+
+        task = tempfile.mkdtemp(dir=self.dir)
+        os.mkdir(os.path.join(task, "output"))
+        data = pickle.dumps(({"python": _call.python_version(), "cloudpickle": False},
+                             fn, args, {}))
+        call_env = dict(env, DROVER_CALL=base64.b64encode(data).decode(),
+                        DROVER_RESULT=os.path.join(task, "result"),
+                        DROVER_OUTPUT_DIR=os.path.join(task, "output"),
+                        PYTHONPATH=os.environ.get("PYTHONPATH", ""))
+        message = task.encode() + b"".join(b"\0" + f"{k}={v}".encode()
+                                           for k, v in call_env.items())
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        socket.send_fds(self.sock, [message], [out_w, err_w])
+        os.close(out_w)
+        os.close(err_w)
+        reply = self.sock.recv(256).decode().split()
+        with os.fdopen(out_r) as o, os.fdopen(err_r) as e:
+            stdout, stderr = o.read(), e.read()
+        value: Any = None
+        path = os.path.join(task, "result")
+        if os.path.exists(path):
+            with open(path) as f:
+                kind, blob = _call.decode_result(f.read())
+            value = pickle.loads(blob)
+        return reply, stdout, stderr, value, task
+
+
 def exercise(ex: cf.Executor) -> None:
     """What code written for ProcessPoolExecutor does with its executor;
     raises AssertionError when a result differs."""
@@ -286,6 +371,116 @@ def run_runner(call: bytes, env: Optional[dict] = None) -> subprocess.CompletedP
     with open(result) as f:
         p.stdout = f.read()  # the result text, in place of the (empty) stdout
     return p
+
+
+class WarmInterpreterTest(unittest.TestCase):
+    """Calls in warm interpreters (the default), on the cluster's two
+    workers; the cgroup, cpuset, GPU and account checks are in the
+    integration test warm_interpreter_test.cc (root, cgroup v1)."""
+
+    def setUp(self) -> None:
+        self.client = drover.Client(access_file=cluster().access_file)
+        self.addCleanup(self.client.close)
+
+    def run_calls(self, n: int, **defaults: Any) -> List[tuple]:
+        with drover.Executor(self.client, **defaults) as ex:
+            futures = []
+            for i in range(n):
+                # One after another: each waits for the one before.
+                futures.append(ex.submit(pid_and_place, i))
+                futures[-1].result(timeout=WAIT)
+            for i, f in enumerate(futures):
+                assert f.task is not None
+                self.assertEqual(list(f.task.logs()), [f"call-{i}"])  # its own stdout
+            return [f.result() for f in futures]
+
+    def test_successive_calls_share_an_interpreter_each_in_its_own_task(self) -> None:
+        calls = self.run_calls(6)
+        pids = {pid for pid, _, _ in calls}
+        self.assertLessEqual(len(pids), 2, calls)  # one per worker at most
+        self.assertEqual(len({cwd for _, _, cwd in calls}), 6, calls)
+
+    def test_warm_false_max_calls_and_fresh(self) -> None:
+        cold = self.run_calls(3, warm=False)
+        self.assertEqual(len({pid for pid, _, _ in cold}), 3, cold)
+        replaced = self.run_calls(3, max_calls=1)
+        self.assertEqual(len({pid for pid, _, _ in replaced}), 3, replaced)
+        fresh = self.run_calls(4, fresh=True)
+        # A child per call, forked from a warm interpreter (its parent).
+        self.assertEqual(len({pid for pid, _, _ in fresh}), 4, fresh)
+        self.assertLessEqual(len({ppid for _, ppid, _ in fresh}), 2, fresh)
+
+    def test_preload_is_imported_before_the_first_call(self) -> None:
+        with drover.Executor(self.client, preload=["colorsys"]) as ex:
+            self.assertTrue(ex.submit(imported, "colorsys").result(timeout=WAIT))
+        with drover.Executor(self.client) as ex:
+            self.assertFalse(ex.submit(imported, "colorsys").result(timeout=WAIT))
+        with self.assertRaises(TypeError):
+            drover.Executor(self.client, preload="numpy").submit(square, 1)
+
+    def test_an_interpreter_killed_mid_call_is_replaced_and_the_call_retried(self) -> None:
+        with drover.Executor(self.client, retries=1, retry_backoff="0s") as ex:
+            f = ex.submit(killed_on_its_first_attempt)
+            pid = f.result(timeout=WAIT)
+            assert f.task is not None
+            raw = self.client._transport.json("GET", f"/api/v1/tasks/{f.task.id}")
+            self.assertEqual(raw["attempt"], 2, raw)
+            self.assertIn("killed by signal 9", raw["attempts"][0]["reason"], raw)
+            self.assertGreater(pid, 0)
+            self.assertEqual(ex.submit(square, 5).result(timeout=WAIT), 25)
+
+
+class WarmRunnerTest(unittest.TestCase):
+    """The runner's serve mode on its own, without a worker."""
+
+    def runner(self, **env: str) -> WarmRunner:
+        r = WarmRunner(**env)
+        self.addCleanup(r.close)
+        return r
+
+    def test_successive_calls_each_get_their_own_directory_environment_and_output(self) -> None:
+        r = self.runner()
+        reply, out, err, child, first_dir = r.call(leave_a_handler_and_a_child,
+                                                   ONLY_IN_THE_FIRST_CALL="yes")
+        self.assertEqual(reply[:2], ["exit", "0"], (reply, err))
+        self.assertEqual(out, f"started {child}\n")
+        # The child it left was killed and reaped when the call ended.
+        with self.assertRaises(ProcessLookupError):
+            os.kill(child, 0)
+        reply, out, err, seen, second_dir = r.call(what_a_call_sees)
+        self.assertEqual(reply[:2], ["exit", "0"], (reply, err))
+        self.assertEqual((out, err), ("", ""))
+        pid, default_handler, cwd, leftover = seen
+        self.assertEqual(pid, r.proc.pid)  # the same interpreter
+        self.assertTrue(default_handler)  # the handler the last call set is gone
+        self.assertEqual(os.path.realpath(cwd), os.path.realpath(second_dir))
+        self.assertNotEqual(first_dir, second_dir)
+        self.assertIsNone(leftover)  # the environment is the call's, whole
+
+    def test_an_exception_exits_1_and_the_interpreter_serves_on(self) -> None:
+        r = self.runner()
+        reply, _, err, exc, _ = r.call(fails, "broken")
+        self.assertEqual(reply[:2], ["exit", "1"])
+        self.assertIn("ValueError: broken", err)
+        self.assertEqual(str(exc[0]), "broken")
+        self.assertEqual(r.call(square, 9)[3], 81)
+
+    def test_preload_max_calls_and_fresh(self) -> None:
+        r = self.runner(DROVER_PRELOAD="colorsys", DROVER_MAX_CALLS="2")
+        reply, _, _, value, _ = r.call(imported, "colorsys")
+        self.assertTrue(value)
+        self.assertEqual(reply[-1], "0")
+        reply, _, _, _, _ = r.call(square, 2)
+        self.assertEqual(reply[-1], "1")  # the last call: it exits now
+        self.assertEqual(r.proc.wait(timeout=60), 0)
+
+        f = self.runner()
+        reply, _, _, _, _ = f.call(kill_myself, DROVER_FRESH="1")
+        self.assertEqual(reply[:2], ["signal", "9"])  # its child died, not the interpreter
+        reply, _, _, value, _ = f.call(what_a_call_sees, DROVER_FRESH="1")
+        self.assertEqual(reply[:2], ["exit", "0"])
+        self.assertNotEqual(value[0], f.proc.pid)
+        self.assertIsNone(f.proc.poll())
 
 
 class RunnerTest(unittest.TestCase):
