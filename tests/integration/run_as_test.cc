@@ -13,47 +13,10 @@
 #include <vector>
 
 #include "cluster.h"
+#include "test_accounts.h"
 
 namespace drover::testing {
 namespace {
-
-constexpr const char* kUseradd = "/usr/sbin/useradd";
-constexpr const char* kUserdel = "/usr/sbin/userdel";
-
-// System accounts without a home, made for one test and deleted when it
-// ends, failed or not (declare it before the Cluster: its workers, and so
-// the accounts' processes, end first).
-class TestAccounts {
- public:
-  // Adds each name; false (and a test failure) when one cannot be made.
-  bool Add(const std::vector<std::string>& names) {
-    for (const std::string& name : names) {
-      RunResult r =
-          RunToEnd({kUseradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name},
-                   In(kStartTimeout));
-      if (r.status != 0) {
-        ADD_FAILURE() << "useradd " << name << " failed:\n" << r.output;
-        return false;
-      }
-      made_.push_back(name);
-    }
-    return true;
-  }
-  ~TestAccounts() {
-    for (const std::string& name : made_) {
-      RunResult r = RunToEnd({kUserdel, name}, In(kStartTimeout));
-      if (r.status != 0) ADD_FAILURE() << "userdel " << name << " failed:\n" << r.output;
-    }
-  }
-
- private:
-  std::vector<std::string> made_;
-};
-
-uid_t UidOf(const std::string& name) {
-  const passwd* pw = getpwnam(name.c_str());
-  return pw == nullptr ? static_cast<uid_t>(-1) : pw->pw_uid;
-}
 
 // The job id `drover submit --wait` printed first, whether or not the job
 // then succeeded; 0 when there is none.
@@ -65,9 +28,9 @@ uid_t OwnerOf(const std::string& path) {
 }
 
 TEST(RunAsTest, EachTaskRunsAsItsUsersAccount) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root: the worker switches to other accounts";
-  if (access(kUseradd, X_OK) != 0 || access(kUserdel, X_OK) != 0) {
-    GTEST_SKIP() << "needs " << kUseradd << " and " << kUserdel << " to make test accounts";
+  if (!CanMakeAccounts()) {
+    GTEST_SKIP() << "needs root (the worker switches to other accounts), " << kUseradd << " and "
+                 << kUserdel;
   }
   const std::string ana = "drvana" + std::to_string(getpid());
   const std::string bob = "drvbob" + std::to_string(getpid());
