@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds Drover's OCI image from scratch with buildah: no base image, only
-# the drover binary, exactly the shared libraries it loads, and the few
-# files a process expects (/etc/passwd, /tmp). Usage:
+# the drover binary, exactly the shared libraries it loads, the Python
+# client's files, and the few files a process expects (/etc/passwd, /tmp).
+# Usage:
 #   packaging/build-image.sh BUILD_DIR OUT_DIR [NAME]
 # It commits the image to the local container storage as NAME (default
 # drover:VERSION)
@@ -39,6 +40,19 @@ install -d -m 750 -o "$uid" -g "$uid" "$root/var/lib/drover"
 install -d -m 755 "$root/var/lib/drover-worker"
 objcopy --strip-debug --strip-unneeded "$drover" "$root/usr/bin/drover"
 chmod 755 "$root/usr/bin/drover"
+# The Python client (`import drover`), where Debian's python3 looks, at the
+# binary's version: the image holds no interpreter, but one built FROM it
+# that adds python3 (and python3-cloudpickle) has the client, and its
+# workers run function tasks.
+src=$(cd "$(dirname "$0")/.." && pwd)
+py_version=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$src/python/drover/__init__.py")
+[ "$py_version" = "$version" ] || {
+  echo "build-image: the Python client is version $py_version, the binary $version" >&2
+  exit 1
+}
+install -d -m 755 "$root/usr/lib/python3/dist-packages/drover"
+install -m 644 "$src"/python/drover/*.py "$src/python/drover/py.typed" \
+  "$root/usr/lib/python3/dist-packages/drover/"
 
 # Exactly what the dynamic loader maps for the binary, at the same paths,
 # and the loader itself.

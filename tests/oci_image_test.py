@@ -97,7 +97,8 @@ try:
     check(config.get("Cmd", [])[:1] == ["server"], f"the default role is the server: {config.get('Cmd')}")
     check("7210/tcp" in config.get("ExposedPorts", {}), "port 7210 is exposed")
 
-    # Exactly the binary, the libraries it loads and a few files of /etc.
+    # Exactly the binary, the libraries it loads, the Python client and a
+    # few files of /etc.
     ctr = run("buildah", "from", image).stdout.strip()
     try:
         root = run("buildah", "mount", ctr).stdout.strip()
@@ -107,8 +108,14 @@ try:
         run("buildah", "rm", ctr)
     ldd = run("ldd", os.path.join(build, "drover")).stdout.split()
     libs = sorted(w for w in ldd if w.startswith("/"))
-    expected = sorted(["/usr/bin/drover", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf"] + libs)
+    client = sorted("/usr/lib/python3/dist-packages/drover/" + n
+                    for n in os.listdir(os.path.join(src, "python", "drover"))
+                    if n.endswith(".py") or n == "py.typed")
+    expected = sorted(["/usr/bin/drover", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf"]
+                      + libs + client)
     check(files == expected, f"the image holds exactly {expected}, not {files}")
+    check("/usr/lib/python3/dist-packages/drover/__init__.py" in files,
+          "the image holds the Python client")
 
     # Can rootful podman run a container here? Asked of a probe image (one
     # static program), so that a broken drover image fails rather than
