@@ -170,6 +170,8 @@ class CgroupV1Cage final : public TaskCage {
     return fds;
   }
 
+  void HolderLeft() override { holder_left_ = true; }
+
   Status Freeze(bool frozen) override {
     const std::string state = Dir(kFreezer) + "/freezer.state";
     if (!frozen) {
@@ -247,13 +249,13 @@ class CgroupV1Cage final : public TaskCage {
   }
 
  private:
+  std::string Dir(Ctl ctl) { return Find(ctl)->dir; }
   Group* Find(Ctl ctl) {
     for (auto& [c, g] : groups_) {
       if (c == ctl) return &g;
     }
     return nullptr;
   }
-  std::string Dir(Ctl ctl) { return Find(ctl)->dir; }
 
   // Makes the memory cgroup fit for the next task: what the last one left
   // charged goes (when more than kStaleChargeBytes), and the peak starts
@@ -267,6 +269,9 @@ class CgroupV1Cage final : public TaskCage {
     std::optional<uint64_t> usage = now ? ParseNumber(*now) : std::nullopt;
     if (!usage) return false;
     if (*usage > kStaleChargeBytes) {
+      // Held by a process that lives on elsewhere: nothing to reclaim, and
+      // force_empty would try hard (~100 ms) before it gave up.
+      if (holder_left_) return false;
       if (!WriteCgroupFile(mem + "/memory.force_empty", "0").ok()) return false;
       usage = ReadNumber(mem + "/memory.usage_in_bytes");
       if (!usage || *usage > kStaleChargeBytes) return false;
@@ -278,6 +283,7 @@ class CgroupV1Cage final : public TaskCage {
   std::vector<std::pair<Ctl, Group>> groups_;  // in creation order
   bool measured_ = false;                      // Usage read the counters' ends
   bool reusable_ = true;
+  bool holder_left_ = false;  // HolderLeft: a warm interpreter moved out
   bool left_behind_ = false;  // KillAll found processes
   bool frozen_ = false;       // Freeze(true) wrote FROZEN, not thawed since
 };
@@ -370,7 +376,7 @@ class CgroupV1Isolator final : public Isolator {
       if (file != nullptr) g.limit = value;
       if (ctl == kDevices) {
         for (int i = 0; i < gpu_count_; ++i) {
-          bool assigned = false;
+          bool assigned = spec.holding;
           for (int gpu : spec.gpus) assigned |= gpu == i;
           if (assigned) continue;
           Status w = WriteCgroupFile(g.dir + "/devices.deny", "c 195:" + std::to_string(i) + " rwm");
@@ -390,6 +396,17 @@ class CgroupV1Isolator final : public Isolator {
                            "-1"));
       RETURN_IF_ERROR(take(kCpuacct, nullptr, "", ""));
       RETURN_IF_ERROR(take(kFreezer, nullptr, "", ""));
+      if (spec.holding) {
+        // A cgroup in every hierarchy, without limits: a process moved in
+        // leaves every task cgroup it was in.
+        if (h_[kCpu].present) RETURN_IF_ERROR(take(kCpu, "cpu.cfs_quota_us", "-1", "-1"));
+        if (h_[kCpuset].present) {
+          ASSIGN_OR_RETURN(std::string all, ReadCgroupFile(h_[kCpuset].base + "/cpuset.cpus"));
+          while (!all.empty() && (all.back() == '\n' || all.back() == ' ')) all.pop_back();
+          RETURN_IF_ERROR(take(kCpuset, "cpuset.cpus", all, ""));
+        }
+        if (h_[kPids].present) RETURN_IF_ERROR(take(kPids, "pids.max", "max", "max"));
+      }
       // Pinned to exactly as many cores as it asked CPUs, the task is
       // capped by its cpuset already: a quota of the same size would only
       // add a cgroup to join (~60 us of every start on a VM).

@@ -31,6 +31,7 @@ Result<TaskCage*> Executor::WarmHome() {
   if (!warm_home_) {
     CageSpec spec;
     spec.name = "warm";
+    spec.holding = true;
     ASSIGN_OR_RETURN(warm_home_, isolator_->CreateCage(spec));
   }
   return warm_home_.get();
@@ -135,6 +136,8 @@ bool Executor::OnWarmReply(Task* task) {
   if (!isolator_->cgroup_roots().empty()) {
     Result<TaskCage*> home = WarmHome();
     keep = keep && home.ok() && (*home)->Adopt(w.pid).ok();
+    // What it holds stays charged to the task's memory cgroup.
+    task->cage->HolderLeft();
   }
   for (auto& out : task->out) {
     if (out->Drain()) reactor_->Unwatch(out->read_fd());

@@ -14,9 +14,14 @@
 #include <cstring>
 #include <filesystem>
 #include <iterator>
+#include <map>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "worker/exec/cgroup_files.h"
+#include "worker/exec/cgroup_v1.h"
 #include "worker/exec/exec_test_util.h"
 #include "worker/exec/warm_interpreter.h"
 
@@ -26,7 +31,8 @@ namespace {
 constexpr char kPython[] = "/usr/bin/python3";
 
 // The interpreter: each call writes "pid PID cwd DIR task ID" to the
-// call's stdout and replies with $CODE; MODE=spin replies and then keeps a
+// call's stdout and replies with $CODE; MODE=hold keeps 32 MiB and writes
+// its /proc/self/cgroup to the call's stderr; MODE=spin replies and then keeps a
 // thread spinning, MODE=garbage replies nonsense, MODE=hang never replies.
 constexpr char kServe[] = R"PY(
 import os, socket, threading
@@ -39,9 +45,13 @@ while True:
     parts = msg.split(b"\0")
     env = dict(kv.split(b"=", 1) for kv in parts[1:] if b"=" in kv)
     os.write(fds[0], b"pid %d cwd %s task %s" % (os.getpid(), parts[0], env[b"DROVER_TASK_ID"]))
+    mode = env.get(b"MODE", b"")
+    if mode == b"hold":
+        held = [b"x" * (32 << 20)]
+        with open("/proc/self/cgroup", "rb") as f:
+            os.write(fds[1], f.read())
     for fd in fds:
         os.close(fd)
-    mode = env.get(b"MODE", b"")
     if mode == b"hang":
         threading.Event().wait()
     if mode == b"garbage":
@@ -207,6 +217,56 @@ TEST_F(ExecutorWarmTest, OverTheIdleCountTheOneIdleLongestEnds) {
   EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(Stopped(second));
   EXPECT_EQ(PidOf(h.Run(Call(3, {{"DROVER_PRELOAD", "b"}}))), second);
+}
+
+// controller -> cgroup path, from /proc/PID/cgroup's "N:ctl,ctl:path" lines.
+std::map<std::string, std::string> CgroupsIn(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::istringstream ctls(line.substr(a + 1, b - a - 1));
+    for (std::string ctl; std::getline(ctls, ctl, ',');) out[ctl] = line.substr(b + 1);
+  }
+  return out;
+}
+
+TEST_F(ExecutorWarmTest, UnderCgroupV1ACallIsInEachCgroupOfItsTaskAndNoLaterTaskInheritsIt) {
+  auto isolator = MakeCgroupV1Isolator(CgroupV1Options{"/sys/fs/cgroup", /*gpu_count=*/0});
+  if (!isolator.ok()) GTEST_SKIP() << "cgroup v1 is not usable here: " << isolator.status().message();
+  Harness h(std::move(isolator).value());
+  TaskSpec first = Call(1, {{"MODE", "hold"}});
+  first.cores = {0};
+  first.milli_cpus = 500;  // a quota: the cpu hierarchy too
+  first.max_pids = 64;
+  first.memory_bytes = 256 << 20;
+  const TaskResult held = h.Run(first);
+  ASSERT_EQ(held.outcome, TaskOutcome::kSucceeded) << Describe(held);
+  const pid_t pid = PidOf(held);
+  const auto during = CgroupsIn(ReadFile(held.dirs.stderr_path));
+  const auto after = CgroupsIn(ReadFile("/proc/" + std::to_string(pid) + "/cgroup"));
+  for (const char* ctl : {"memory", "cpuacct", "freezer", "cpuset", "pids", "cpu"}) {
+    ASSERT_TRUE(during.count(ctl)) << ctl;
+    EXPECT_NE(during.at(ctl).find("/drover/w"), std::string::npos) << ctl << " " << during.at(ctl);
+    EXPECT_NE(after.at(ctl), during.at(ctl)) << ctl << ": still in the task's cgroup";
+  }
+  // The 32 MiB it holds stay charged to that task's memory cgroup, which
+  // no later task inherits: a command after it counts only its own.
+  TaskSpec command = Task(3, {Helper(), "alloc", "1"});
+  command.memory_bytes = 256 << 20;
+  const TaskResult alone = h.Run(command);
+  ASSERT_EQ(alone.outcome, TaskOutcome::kSucceeded) << Describe(alone);
+  EXPECT_LT(alone.peak_memory, 16u << 20);
+
+  // The next call, without pinned cores, runs in the same interpreter and
+  // is in no cpuset of an earlier task's.
+  const TaskResult next = h.Run(Call(2, {{"MODE", "hold"}}));
+  ASSERT_EQ(next.outcome, TaskOutcome::kSucceeded) << Describe(next);
+  EXPECT_EQ(PidOf(next), pid);
+  const auto during_next = CgroupsIn(ReadFile(next.dirs.stderr_path));
+  EXPECT_EQ(during_next.at("cpuset"), after.at("cpuset"));
+  EXPECT_NE(during_next.at("memory"), after.at("memory"));
 }
 
 TEST(WarmProtocolTest, ReplyParsingRefusesWhatIsNotAReply) {

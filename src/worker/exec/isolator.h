@@ -51,6 +51,12 @@ struct CageSpec {
   int64_t max_pids = 0;       // process/thread count limit
   std::vector<int> cores;     // cpuset (affinity is set by the executor too)
   std::vector<int> gpus;      // GPU indices the task may open
+  // A cage for processes between tasks (warm interpreters): a cgroup in
+  // every hierarchy the isolator uses, without limits (every core, every
+  // GPU), so that a process moved in leaves every task cgroup it was in.
+  // (The memory it holds stays charged where it was charged: kernels since
+  // 6.x move no charges between cgroups.)
+  bool holding = false;
 };
 
 // How long TaskCage::Freeze waits for the kernel to report a cage stopped.
@@ -84,6 +90,12 @@ class TaskCage {
   // its task's call (warm_interpreter.h). Call before CloseJoinFds. Ok
   // where there are no join fds (rlimit, none).
   Status Adopt(pid_t pid);
+
+  // A process moved out of the cage (a warm interpreter after its call)
+  // still holds memory charged to it: the cage is not emptied for reuse
+  // by a later task when that is more than a little (cgroup v1 keeps
+  // cages for reuse; the others need nothing).
+  virtual void HolderLeft() {}
 
   // True when KillAll reaches every process the task made, daemonized
   // grandchildren included.
