@@ -244,7 +244,7 @@ class Executor(concurrent.futures.Executor):
         python = str(options.pop("python"))
         name = options.pop("name", None) or _name_of(fn)
         future = Future(self)
-        future.task = self._client.submit([python, "-c", _call.RUNNER], name=name,
+        future.task = self._client.submit([python, "-c", _call.COMMAND_RUNNER], name=name,
                                           after=list(dependencies.values()) or None, env=env,
                                           input_files=input_files or None, **options)
         # The collector learns its id from the server's answer, which comes
