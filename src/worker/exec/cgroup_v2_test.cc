@@ -69,6 +69,23 @@ TEST_F(FakeCgroupV2, WritesLimitsAndEnablesControllers) {
   EXPECT_EQ(ReadFile(dir + "/cgroup.procs"), "0");
 }
 
+TEST_F(FakeCgroupV2, AHoldingCageHasNoLimitsAndAdoptMovesARunningProcessIn) {
+  auto isolator = MakeCgroupV2Isolator(root_);
+  ASSERT_TRUE(isolator.ok()) << isolator.status().ToString();
+  CageSpec spec;
+  spec.name = "warm";
+  spec.holding = true;
+  auto cage = (*isolator)->CreateCage(spec);
+  ASSERT_TRUE(cage.ok()) << cage.status().ToString();
+  const std::string dir = base() + "/warm";
+  for (const char* limit : {"memory.max", "cpu.max", "pids.max", "cpuset.cpus"}) {
+    EXPECT_FALSE(std::filesystem::exists(dir + "/" + limit)) << limit;
+  }
+  // A warm interpreter between calls: its pid, written as the kernel wants.
+  ASSERT_TRUE((*cage)->Adopt(4242).ok());
+  EXPECT_EQ(ReadFile(dir + "/cgroup.procs"), "4242");
+}
+
 TEST_F(FakeCgroupV2, ReadsAccountingAndOom) {
   auto isolator = MakeCgroupV2Isolator(root_);
   ASSERT_TRUE(isolator.ok());
