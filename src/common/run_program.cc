@@ -74,7 +74,23 @@ class Child {
 
 }  // namespace
 
+bool ProgramRun::ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+std::string ProgramRun::How() const {
+  return WIFEXITED(status) ? "exited with code " + std::to_string(WEXITSTATUS(status))
+                           : "was killed by signal " + std::to_string(WTERMSIG(status));
+}
+
+std::string ProgramRun::FirstLine() const { return drover::FirstLine(out.empty() ? err : out); }
+
 Result<std::string> RunProgram(const std::vector<std::string>& argv, Duration timeout) {
+  ASSIGN_OR_RETURN(ProgramRun run, RunProgramToEnd(argv, timeout));
+  if (run.ok()) return std::move(run.out);
+  const std::string said = run.FirstLine();
+  return FailedPrecondition(argv[0] + " " + run.How() + (said.empty() ? "" : ": " + said));
+}
+
+Result<ProgramRun> RunProgramToEnd(const std::vector<std::string>& argv, Duration timeout) {
   if (argv.empty()) return InvalidArgument("no program to run");
   const std::string& program = argv[0];
   int out_pipe[2];
@@ -159,11 +175,7 @@ Result<std::string> RunProgram(const std::vector<std::string>& argv, Duration ti
     }
   }
   ASSIGN_OR_RETURN(int status, child.Wait());
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return out;
-  std::string said = FirstLine(out.empty() ? err : out);
-  std::string how = WIFEXITED(status) ? "exited with code " + std::to_string(WEXITSTATUS(status))
-                                      : "was killed by signal " + std::to_string(WTERMSIG(status));
-  return FailedPrecondition(program + " " + how + (said.empty() ? "" : ": " + said));
+  return ProgramRun{status, std::move(out), std::move(err)};
 }
 
 }  // namespace drover

@@ -26,6 +26,22 @@ namespace drover {
 // ResourceExhausted (above 1 MiB of output), Internal (a system call).
 Result<std::string> RunProgram(const std::vector<std::string>& argv, Duration timeout);
 
+// How a program that ran to its end ended, for callers that judge the exit
+// themselves (a health check): its wait status and what it wrote. The
+// errors are RunProgram's, but for a non-zero exit or a signal, which are
+// this answer.
+struct ProgramRun {
+  int status = 0;  // as waitpid gives it
+  std::string out;
+  std::string err;
+  bool ok() const;  // exited with 0
+  // "exited with code 1" or "was killed by signal 9".
+  std::string How() const;
+  // The first line of its output: stdout first, else stderr ("" if none).
+  std::string FirstLine() const;
+};
+Result<ProgramRun> RunProgramToEnd(const std::vector<std::string>& argv, Duration timeout);
+
 }  // namespace drover
 
 #endif  // DROVER_COMMON_RUN_PROGRAM_H_
