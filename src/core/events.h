@@ -35,6 +35,10 @@ struct WorkerJoined {
 struct WorkerHeartbeat {
   WorkerId worker = 0;
   WorkerUtilization utilization;
+  // Why the worker takes no new work by its own checks (a health-check
+  // program, its disk); empty: healthy. Nothing new goes to it meanwhile;
+  // what runs there goes on.
+  std::string unhealthy;
 };
 // The shell decided the worker is gone (connection closed and liveness key
 // expired). Its tasks are requeued only after their leases expire.

@@ -55,29 +55,34 @@ std::string TaskList(const std::vector<TaskId>& ids) {
   return out;
 }
 
-// The workers placement may use (neither lost, drained nor paused by its
-// owner); `left_out` says why the others were, when none is live: "all
-// workers are drained" (or "in use by their owners", or both), else "".
+// The workers placement may use (neither lost, drained, paused by its
+// owner nor unhealthy); `left_out` says why the others were, when none is
+// live: "all workers are drained" (or "in use by their owners", or
+// "unhealthy (w3: /scratch not mounted)", or several of these), else "".
 std::vector<const WorkerState*> LiveWorkers(const std::vector<Worker>& workers,
                                             std::string& left_out) {
   std::vector<const WorkerState*> live;
   bool drained = false;
   bool paused = false;
+  std::string unhealthy;  // the first one's reason
   for (const Worker& worker : workers) {
     if (worker.lost) continue;
-    if (worker.drained || worker.paused) {
+    if (worker.drained || worker.paused || !worker.unhealthy.empty()) {
       drained = drained || worker.drained;
       paused = paused || (worker.paused && !worker.drained);
+      if (unhealthy.empty() && !worker.drained && !worker.paused) unhealthy = worker.unhealthy;
       continue;
     }
     live.push_back(worker.res.get());
   }
   left_out.clear();
-  if (live.empty() && (drained || paused)) {
-    left_out =
-        std::string("all workers are ") + (drained && paused ? "drained or in use by their owners"
-                                           : drained         ? "drained"
-                                                             : "in use by their owners");
+  if (live.empty() && (drained || paused || !unhealthy.empty())) {
+    std::vector<std::string> why;
+    if (drained) why.push_back("drained");
+    if (paused) why.push_back("in use by their owners");
+    if (!unhealthy.empty()) why.push_back("unhealthy (" + unhealthy + ")");
+    left_out = "all workers are " + why[0];
+    for (size_t i = 1; i < why.size(); ++i) left_out += (i + 1 == why.size() ? " or " : ", ") + why[i];
   }
   return live;
 }

@@ -77,6 +77,9 @@ struct WorkerInfo {
   Time last_heartbeat;
   // It refused an assignment; takes nothing new until its next heartbeat.
   bool refusing = false;
+  // Its own checks say it should take no work: why, since when ("" healthy).
+  std::string unhealthy;
+  Time unhealthy_since;
   // Times it re-attached offering other resources than before, and when it
   // last did (0 / epoch: never).
   uint32_t offer_changes = 0;

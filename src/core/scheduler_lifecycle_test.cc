@@ -373,3 +373,45 @@ TEST(LifecycleTest, AVacatedAttemptIsRequeuedWithoutARetryAndAPausedWorkerGetsNo
 
 }  // namespace
 }  // namespace drover::core
+
+namespace drover::core {
+namespace {
+
+// A worker whose own health checks fail (its heartbeats say why) is
+// offered nothing new; what runs there goes on; `explain` and GetWorker
+// say why, and a heartbeat without the complaint lets work in again. A
+// re-attach forgets it until the worker says it again.
+TEST(LifecycleTest, AnUnhealthyWorkerGetsNothingNewUntilItsHeartbeatsSayItIsWell) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(2));
+  c.Submit(JobBuilder(TaskBuilder("long")));
+  c.Run(T(1, 0));
+  c.Take();
+  c.Advance(Seconds(1));
+  const Time since = c.now();
+  c.Handle(WorkerHeartbeat{1, {}, "/scratch not mounted"});
+  c.Take();  // the heartbeat's lease renewal
+  c.Submit(JobBuilder(TaskBuilder("next")));
+  EXPECT_THAT(c.Take(), ::testing::IsEmpty());  // the free core is not offered
+  EXPECT_EQ(c.scheduler().GetTask(T(2, 0))->state, TaskState::kQueued);
+  EXPECT_EQ(*c.scheduler().Explain(T(2, 0)), "all workers are unhealthy (/scratch not mounted)");
+  Result<WorkerInfo> worker = c.scheduler().GetWorker(1);
+  ASSERT_TRUE(worker.ok());
+  EXPECT_EQ(worker->unhealthy, "/scratch not mounted");
+  EXPECT_EQ(worker->unhealthy_since, since);
+  // The running task ends as it would.
+  c.FinishWith(T(1, 0), TaskOutcome{});
+  EXPECT_EQ(c.scheduler().GetTask(T(1, 0))->state, TaskState::kSucceeded);
+  // Another complaint keeps the first one's time.
+  c.Advance(Seconds(1));
+  c.Handle(WorkerHeartbeat{1, {}, "disk full"});
+  EXPECT_EQ(c.scheduler().GetWorker(1)->unhealthy_since, since);
+  // Well again: the queued task is placed.
+  c.Handle(WorkerHeartbeat{1, {}, ""});
+  c.Run(T(2, 0));
+  EXPECT_EQ(c.scheduler().GetTask(T(2, 0))->state, TaskState::kRunning);
+  EXPECT_TRUE(c.scheduler().GetWorker(1)->unhealthy.empty());
+}
+
+}  // namespace
+}  // namespace drover::core

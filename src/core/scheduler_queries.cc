@@ -105,6 +105,8 @@ Result<WorkerInfo> Scheduler::GetWorker(WorkerId id) const {
   info.drained = worker.drained;
   info.lost = worker.lost;
   info.paused = worker.paused;
+  info.unhealthy = worker.unhealthy;
+  info.unhealthy_since = worker.unhealthy_since;
   info.note = worker.note;
   info.note_since = worker.note_since;
   info.free_cores = res.free_cores();

@@ -85,6 +85,10 @@ struct Worker {
   // core's books): nothing new goes to it until its next heartbeat or
   // attach, so a refused task is placed elsewhere rather than bounced back.
   bool refusing = false;
+  // Its own checks say it should take no work (WorkerHeartbeat::unhealthy):
+  // why, and since when; empty: healthy.
+  std::string unhealthy;
+  Time unhealthy_since;
   // Its offer has an end (WorkerResources::ends_at): kept here, beside the
   // flags CanPlace reads anyway, so placement on the others pays one test.
   bool ending = false;

@@ -52,6 +52,7 @@ Status OnWorkerJoined(State& s, WorkerJoined& e) {
   worker.drained = false;
   worker.paused = false;  // a desktop worker says again after its hello
   worker.refusing = false;
+  worker.unhealthy.clear();  // it says again in its first heartbeat
   worker.last_heartbeat = TimeFromMicros(s.now_us);
   // Tasks still on it from before (lost, leases not yet expired) keep their
   // resources booked on the new incarnation, so nothing is handed out twice.
@@ -236,13 +237,21 @@ void SyncPolicy(State& s, uint32_t w) {
 Status OnHeartbeat(State& s, WorkerHeartbeat& e) {
   ASSIGN_OR_RETURN(uint32_t w, s.FindWorker(e.worker));
   if (s.workers[w].lost) return FailedPrecondition("heartbeat from lost worker");
-  s.workers[w].util = std::move(e.utilization);
-  s.workers[w].last_heartbeat = TimeFromMicros(s.now_us);
+  Worker& worker = s.workers[w];
+  worker.util = std::move(e.utilization);
+  worker.last_heartbeat = TimeFromMicros(s.now_us);
   MarkLoadDirty(s, w);
-  if (s.workers[w].refusing) {
-    s.workers[w].refusing = false;  // it has caught up (or refuses again)
-    SyncPolicy(s, w);
+  bool sync = false;
+  if (worker.refusing) {
+    worker.refusing = false;  // it has caught up (or refuses again)
+    sync = true;
   }
+  if (worker.unhealthy != e.unhealthy) {
+    if (worker.unhealthy.empty()) worker.unhealthy_since = worker.last_heartbeat;
+    worker.unhealthy = std::move(e.unhealthy);
+    sync = true;
+  }
+  if (sync) SyncPolicy(s, w);
   return Status::Ok();
 }
 

@@ -420,6 +420,10 @@ nlohmann::json WorkerInfoJson(const core::WorkerInfo& worker) {
   PutTime(j, "ends_at", res.ends_at);
   j["refusing"] = worker.refusing;
   j["paused"] = worker.paused;
+  if (!worker.unhealthy.empty()) {
+    j["unhealthy"] = worker.unhealthy;
+    PutTime(j, "unhealthy_since", worker.unhealthy_since);
+  }
   if (!worker.note.empty()) {
     j["note"] = worker.note;
     PutTime(j, "note_since", worker.note_since);

@@ -172,13 +172,16 @@ bool Read(ObjectReader& r, Hello* m, DecodeContext& ctx) {
 }
 
 Json Body(const Heartbeat& m) {
-  return Json{{"utilization", internal::UtilizationJson(m.utilization)},
-              {"running", AttemptListJson(m.running)}};
+  Json j{{"utilization", internal::UtilizationJson(m.utilization)},
+         {"running", AttemptListJson(m.running)}};
+  if (!m.unhealthy.empty()) j["unhealthy"] = m.unhealthy;
+  return j;
 }
 bool Read(ObjectReader& r, Heartbeat* m, DecodeContext& ctx) {
   const Json* u = r.Get("utilization", Need::kRequired);
   return r.ok() && internal::ReadUtilization(*u, "utilization", &m->utilization, ctx) &&
-         ReadList(r, "running", &m->running, ctx, ReadTaskAttempt, Need::kOptional);
+         ReadList(r, "running", &m->running, ctx, ReadTaskAttempt, Need::kOptional) &&
+         r.String("unhealthy", &m->unhealthy, Need::kOptional);
 }
 
 Json Body(const Started& m) {

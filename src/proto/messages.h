@@ -145,6 +145,10 @@ struct Hello {
 struct Heartbeat {
   core::WorkerUtilization utilization;
   std::vector<TaskAttempt> running;
+  // Why this worker takes no new work by its own health checks ("/scratch
+  // not mounted"); empty: healthy. Optional on the wire (absent: healthy),
+  // so a server that predates it ignores it.
+  std::string unhealthy;
   friend bool operator==(const Heartbeat&, const Heartbeat&) = default;
 };
 

@@ -73,6 +73,7 @@ Assignment SampleAssignment() {
 std::vector<WorkerMessage> AllWorkerMessages() {
   return {SampleHello(),
           Heartbeat{{37, 1ULL << 30, {{0, 90, 1ULL << 30}}}, {{{12, 3}, 1}}},
+          Heartbeat{{37, 1ULL << 30, {}}, {}, "/scratch not mounted"},
           Started{{{{12, 3}, 1, TimeFromMicros(1'700'000'000'000'001)}, {{12, 4}, 1, {}}}},
           Finished{{{{12, 3}, 1, SampleOutcome(), TimeFromMicros(5)},
                     {{12, 4}, 2, SampleOutcome(), TimeFromMicros(6), /*never_started=*/true}}},
@@ -461,6 +462,30 @@ TEST(MessagesTest, AReplicateNamesItsFiles) {
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().message(), "replicate: files: must not be empty");
   EXPECT_FALSE(DecodeWorkerMessage(R"({"type":"outputs_replicated","v":1,"task":"12"})").ok());
+}
+
+}  // namespace
+}  // namespace drover::proto
+
+namespace drover::proto {
+namespace {
+
+// A heartbeat of a worker that predates health checks (no "unhealthy")
+// reads as healthy, and a healthy one says nothing of it on the wire.
+TEST(MessagesTest, AHeartbeatWithoutUnhealthyIsHealthy) {
+  const std::string healthy = Encode(WorkerMessage{Heartbeat{{1, 2, {}}, {}}});
+  EXPECT_EQ(healthy.find("unhealthy"), std::string::npos) << healthy;
+  Result<WorkerMessage> back = DecodeWorkerMessage(healthy);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<Heartbeat>(*back).unhealthy, "");
+  const std::string base =
+      R"({"type":"heartbeat","v":1,"utilization":{"cpu_percent":1,"mem_used_bytes":2},)";
+  Result<WorkerMessage> sick = DecodeWorkerMessage(base + R"("unhealthy":"disk full"})");
+  ASSERT_TRUE(sick.ok()) << sick.status().ToString();
+  EXPECT_EQ(std::get<Heartbeat>(*sick).unhealthy, "disk full");
+  Result<WorkerMessage> bad = DecodeWorkerMessage(base + R"("unhealthy":7})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("unhealthy"), std::string::npos) << bad.status().ToString();
 }
 
 }  // namespace

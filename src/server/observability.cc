@@ -125,20 +125,21 @@ std::string Observability::MetricsText() {
     if (info.ok()) workers.push_back(std::move(*info));
   }
   std::map<std::string, uint64_t> by_state{
-      {"idle", 0}, {"busy", 0}, {"drained", 0}, {"paused", 0}, {"lost", 0}};
+      {"idle", 0}, {"busy", 0}, {"drained", 0}, {"paused", 0}, {"unhealthy", 0}, {"lost", 0}};
   uint64_t connected = 0;
   for (const core::WorkerInfo& wi : workers) {
     const char* state = wi.lost            ? "lost"
                         : wi.drained       ? "drained"
                         : wi.paused        ? "paused"
+                        : !wi.unhealthy.empty() ? "unhealthy"
                         : wi.tasks.empty() ? "idle"
                                            : "busy";
     ++by_state[state];
     connected += channel_.connected(wi.id) ? 1 : 0;
   }
   w.Family("drover_workers",
-           "Workers by state: lost, else drained, else paused (its owner is at it), else busy "
-           "(running tasks) or idle.",
+           "Workers by state: lost, else drained, else paused (its owner is at it), else "
+           "unhealthy (its health checks fail), else busy (running tasks) or idle.",
            MetricType::kGauge);
   for (const auto& [state, n] : by_state) {
     w.Sample("drover_workers", {{"state", state}}, static_cast<double>(n));

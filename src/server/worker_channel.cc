@@ -135,7 +135,17 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
           if (worker != 0) return Reject(conn, FailedPrecondition("second hello"));
           OnHello(conn, m);
         } else if constexpr (std::is_same_v<T, proto::Heartbeat>) {
-          driver_.Handle(core::WorkerHeartbeat{worker, std::move(m.utilization)});
+          if (m.unhealthy != it->second.unhealthy) {
+            if (m.unhealthy.empty()) {
+              spdlog::info("worker {} is healthy again: taking work", worker);
+            } else {
+              spdlog::warn("worker {} is unhealthy: {}; it takes no new work", worker,
+                           m.unhealthy);
+            }
+            it->second.unhealthy = m.unhealthy;
+          }
+          driver_.Handle(
+              core::WorkerHeartbeat{worker, std::move(m.utilization), std::move(m.unhealthy)});
         } else if constexpr (std::is_same_v<T, proto::Started>) {
           for (const proto::StartedTask& t : m.tasks) {
             handoffs_.Started(worker, t.started_at);

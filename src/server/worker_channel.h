@@ -170,6 +170,7 @@ class WorkerChannel {
     std::shared_ptr<net::WsSession> session;
     WorkerId worker = 0;  // 0 until Hello
     Duration last_heard;  // Clock::Monotonic
+    std::string unhealthy;  // as its last heartbeat said, for the log
   };
 
   void OnText(uint64_t conn, const std::string& text);
