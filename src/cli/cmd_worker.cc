@@ -52,6 +52,11 @@ struct WorkerFlags {
   std::string resume_after = "1m";
   std::string suspend_for = "10m";
   std::string min_available_mem = "0";  // memory pressure from other programs (0: off)
+  // Health checks (AgentConfig::health_*): how often, how long a run may
+  // take, the free-space floor ("0": the smaller of 1 GiB and 1%).
+  std::string health_interval = "5m";
+  std::string health_timeout = "60s";
+  std::string min_free_disk = "0";
   // The data plane: cache size ("0": a quarter of the free disk) and the
   // cap on a task's outputs ("0": none).
   std::string cache_size = "0";
@@ -163,7 +168,8 @@ int RunWorker(WorkerFlags& flags) {
   for (auto [flag, text, out] :
        {std::tuple{"--lifetime", &flags.lifetime, &config.lifetime},
         std::tuple{"--idle-timeout", &flags.idle_timeout, &config.idle_timeout},
-        std::tuple{"--checkpoint-every", &flags.checkpoint_every, &config.checkpoint_every}}) {
+        std::tuple{"--checkpoint-every", &flags.checkpoint_every, &config.checkpoint_every},
+        std::tuple{"--health-interval", &flags.health_interval, &config.health_interval}}) {
     Result<Duration> d = ParseDuration(*text);  // "0" is none
     if (!d.ok() || *d < Duration::zero()) {
       return ReportError(InvalidArgument(std::string(flag) +
@@ -175,7 +181,8 @@ int RunWorker(WorkerFlags& flags) {
     *out = *d;
   }
   for (auto [flag, text, out] :
-       {std::tuple{"--idle-after", &flags.idle_after, &config.idle_after},
+       {std::tuple{"--health-timeout", &flags.health_timeout, &config.health_timeout},
+        std::tuple{"--idle-after", &flags.idle_after, &config.idle_after},
         std::tuple{"--resume-after", &flags.resume_after, &config.resume_after},
         std::tuple{"--suspend-for", &flags.suspend_for, &config.suspend_for}}) {
     Result<Duration> d = ParseDuration(*text);
@@ -188,6 +195,7 @@ int RunWorker(WorkerFlags& flags) {
   }
   for (auto [flag, text, out] :
        {std::tuple{"--min-available-mem", &flags.min_available_mem, &config.min_available_bytes},
+        std::tuple{"--min-free-disk", &flags.min_free_disk, &config.min_free_disk_bytes},
         std::tuple{"--cache-size", &flags.cache_size, &config.cache_bytes},
         std::tuple{"--max-output", &flags.max_output, &config.max_output_bytes}}) {
     Result<uint64_t> bytes = ParseBytes(*text);
@@ -352,6 +360,24 @@ void AddWorkerCommand(CLI::App& root, int& exit_code) {
   cmd->add_option("--min-available-mem", flags->min_available_mem,
                   "When other programs leave less memory available than this (e.g. 2GiB), "
                   "suspend the youngest task, then vacate it, and so on; 0: off")
+      ->capture_default_str();
+  cmd->add_option("--health-check", a.health_check,
+                  "A program (run with sh -c, as this worker's account) that says whether this "
+                  "machine may take work: at start and every --health-interval; a non-zero exit "
+                  "or a run past --health-timeout stops new work, its first line of output "
+                  "the reason, until a run passes")
+      ->capture_default_str();
+  cmd->add_option("--health-interval", flags->health_interval,
+                  "How often the health checks run (the program, and the work directory's "
+                  "file system: read-only or below --min-free-disk stops new work); 0: never")
+      ->capture_default_str();
+  cmd->add_option("--health-timeout", flags->health_timeout,
+                  "The longest a --health-check run may take; past it, it is killed with its "
+                  "process group and counts as failed")
+      ->capture_default_str();
+  cmd->add_option("--min-free-disk", flags->min_free_disk,
+                  "Take no new work while the work directory's file system has less free than "
+                  "this (e.g. 5GiB); 0: the smaller of 1GiB and 1% of its size")
       ->capture_default_str();
   cmd->add_option("--cache-size", flags->cache_size,
                   "Largest size of this worker's file cache (inputs fetched from other workers, "

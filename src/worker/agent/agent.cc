@@ -292,6 +292,17 @@ Status Agent::Impl::Init() {
   }
   Run(AgentBegan{});
   if (input_) PollOwner();
+  if (config_.health_interval > Duration::zero()) {
+    HealthOptions health;
+    health.program = config_.health_check;
+    health.interval = config_.health_interval;
+    health.timeout = config_.health_timeout;
+    health.workdir = config_.workdir;
+    health.min_free_bytes = config_.min_free_disk_bytes;
+    health_ = std::make_unique<HealthMonitor>(std::move(health), loop_, [this](std::string why) {
+      if (!stopped_) Run(HealthChecked{std::move(why)});
+    });
+  }
   Connect();
   if (files_ && config_.checkpoint_every > Duration::zero()) {
     checkpoint_timer_.ArmAfter(config_.checkpoint_every, [this] { SaveCheckpoints(); });
@@ -303,6 +314,7 @@ void Agent::Impl::Stop() {
   if (stopped_) return;
   stopped_ = true;
   *alive_ = false;
+  health_.reset();
   reconnect_timer_.Cancel();
   heartbeat_timer_.Cancel();
   fence_timer_.Cancel();

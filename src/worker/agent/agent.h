@@ -130,6 +130,16 @@ struct AgentConfig {
   std::string files_bind = "0.0.0.0";  // the file service's address
   uint16_t files_port = 0;             // 0: any free port
   uint64_t max_output_bytes = 0;       // a task's outputs together; 0: no limit
+  // Health (health_monitor.h): the work directory's file system is checked
+  // (read-only, below `min_free_disk_bytes` free; 0: the smaller of 1 GiB
+  // and 1%), and `health_check` run with sh -c (empty: none), at start and
+  // every `health_interval`, each run bounded by `health_timeout`; while
+  // either fails the worker takes no new work. `health_interval` zero: no
+  // checks at all.
+  std::string health_check;
+  Duration health_interval = Seconds(300);
+  Duration health_timeout = Seconds(60);
+  uint64_t min_free_disk_bytes = 0;
   // Checkpoints (file_plane.h): every running attempt's
   // $DROVER_CHECKPOINT_DIR is saved to the server this often, and once
   // more when an attempt ends other than in success while the worker

@@ -33,6 +33,7 @@
 #include "worker/agent/agent_logs.h"
 #include "worker/agent/asio_reactor.h"
 #include "worker/agent/file_plane.h"
+#include "worker/agent/health_monitor.h"
 #include "worker/agent/server_link.h"
 #include "worker/agent/task_runner.h"
 #include "worker/desktop/input_source.h"
@@ -178,6 +179,7 @@ class Agent::Impl {
   // Idle-desktop mode (config_.desktop): where the owner's input is read,
   // and the load outside the tasks' cgroups (none: not measured).
   std::unique_ptr<InputSource> input_;
+  std::unique_ptr<HealthMonitor> health_;
   std::unique_ptr<OutsideLoad> outside_;
   std::vector<std::string> task_cgroups_;
   Duration tasks_cpu_ = Duration::zero();  // CgroupCpuTime at the last load sample

@@ -103,6 +103,8 @@ uint32_t WorkerState::RunningAttempt(TaskId task) const {
           Flush(out);
         } else if constexpr (std::is_same_v<T, OwnerSample>) {
           if (config_.desktop.enabled) OnOwnerSample(now, e, out);
+        } else if constexpr (std::is_same_v<T, HealthChecked>) {
+          OnHealth(e, out);
         } else if constexpr (std::is_same_v<T, InputsFetching>) {
           fetching_[e.task] = e.attempt;
         } else if constexpr (std::is_same_v<T, InputsFetched>) {
@@ -154,6 +156,12 @@ void WorkerState::OnAssignment(Time now, const proto::Assignment& a, WorkerOutbo
     // Sent before the server learnt that the owner came back.
     out.push_back(
         SendMessage{proto::Refused{a.task, a.attempt, "its owner is at " + config_.name}});
+    return;
+  }
+  if (!unhealthy_.empty()) {
+    // Sent before the server learnt it.
+    out.push_back(SendMessage{
+        proto::Refused{a.task, a.attempt, config_.name + " is unhealthy: " + unhealthy_}});
     return;
   }
   if (memory_low_) {

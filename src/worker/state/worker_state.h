@@ -125,6 +125,14 @@ struct OwnerSample {
   double outside_load = 0;
 };
 
+// The shell's health checks (health_monitor.h) ended: why this worker
+// should take no new work, or empty when it is healthy. On a change it is
+// logged and the server told at once (a heartbeat); every heartbeat
+// carries it, and an assignment that crossed it is refused.
+struct HealthChecked {
+  std::string unhealthy;
+};
+
 // The shell holds an assignment from the server while it fetches its input
 // files (and checkpoint); the attempt is this worker's from now on: a
 // Cancel, Kill or Withdraw of it before InputsFetched drops it, reported
@@ -143,7 +151,7 @@ struct InputsFetched {
 using WorkerEvent =
     std::variant<AgentBegan, LinkUp, LinkDown, FromServer, TaskStarted, TaskStartFailed,
                  TaskPrepareFailed, TaskExited, TaskReported, HeartbeatDue, FenceDue, WatchdogDue,
-                 FlushDue, OwnerSample, InputsFetching, InputsFetched>;
+                 FlushDue, OwnerSample, InputsFetching, InputsFetched, HealthChecked>;
 
 // ---- commands --------------------------------------------------------------
 
@@ -344,6 +352,9 @@ class WorkerState {
   void OnExited(Time now, const TaskExited& exited, WorkerOutbox& out);
   void OnReported(Time now, const TaskReported& reported, WorkerOutbox& out);
   void OnHeartbeat(Time now, const HeartbeatDue& due, WorkerOutbox& out);
+  void OnHealth(const HealthChecked& e, WorkerOutbox& out);
+  // The heartbeat message now (its utilization: the last one sampled).
+  proto::Heartbeat MakeHeartbeat() const;
   void CheckIdle(Time now, WorkerOutbox& out);
   void OnFence(Time now, WorkerOutbox& out);
   void OnWatchdog(Time now, WorkerOutbox& out);
@@ -427,6 +438,10 @@ class WorkerState {
   std::optional<Time> vacate_at_;   // this presence's vacate deadline
   // The last heartbeat found available memory below min_available_bytes.
   bool memory_low_ = false;
+  // HealthChecked: why it takes no new work ("" healthy), and the
+  // utilization of the last HeartbeatDue, for a heartbeat sent between.
+  std::string unhealthy_;
+  core::WorkerUtilization utilization_;
 };
 
 }  // namespace drover::worker

@@ -48,6 +48,7 @@ std::string DescribeMessage(const proto::WorkerMessage& message, Time now) {
         } else if constexpr (std::is_same_v<T, proto::Heartbeat>) {
           std::string line = "heartbeat";
           for (const proto::TaskAttempt& a : m.running) line += " " + AttemptName(a.task, a.attempt);
+          if (!m.unhealthy.empty()) line += " unhealthy: " + m.unhealthy;
           return line;
         } else if constexpr (std::is_same_v<T, proto::Started>) {
           std::string line = "started";

@@ -86,15 +86,35 @@ void WorkerState::OnHelloAck(Time now, const proto::HelloAck& ack, WorkerOutbox&
   if (leaving_) out.push_back(SendMessage{proto::Drain{true, "leaving"}});
   // Where the owner is: the server counts a worker that joins as offering.
   if (config_.desktop.enabled) out.push_back(SendOwner{OwnerMessage(), std::nullopt});
+  // Unhealthy: said before the server places anything here.
+  if (!unhealthy_.empty()) out.push_back(SendMessage{MakeHeartbeat()});
   out.push_back(ArmTimer{WorkerTimer::kHeartbeat, now + heartbeat_});
+}
+
+proto::Heartbeat WorkerState::MakeHeartbeat() const {
+  proto::Heartbeat heartbeat;
+  heartbeat.utilization = utilization_;
+  heartbeat.running = RunningAttempts();
+  heartbeat.unhealthy = unhealthy_;
+  return heartbeat;
+}
+
+void WorkerState::OnHealth(const HealthChecked& e, WorkerOutbox& out) {
+  if (e.unhealthy == unhealthy_) return;
+  if (e.unhealthy.empty()) {
+    Log(out, LogLevel::kInfo, "healthy again: taking work");
+  } else {
+    Log(out, LogLevel::kWarn,
+        "unhealthy: " + e.unhealthy + "; taking no new work, running tasks go on");
+  }
+  unhealthy_ = e.unhealthy;
+  if (established_) out.push_back(SendMessage{MakeHeartbeat()});
 }
 
 void WorkerState::OnHeartbeat(Time now, const HeartbeatDue& due, WorkerOutbox& out) {
   if (!established_) return;
-  proto::Heartbeat heartbeat;
-  if (due.utilization) heartbeat.utilization = *due.utilization;
-  heartbeat.running = RunningAttempts();
-  out.push_back(SendMessage{std::move(heartbeat)});
+  if (due.utilization) utilization_ = *due.utilization;
+  out.push_back(SendMessage{MakeHeartbeat()});
   if (config_.min_available_bytes > 0 && due.available_bytes) {
     CheckMemory(*due.available_bytes, out);
   }

@@ -888,3 +888,36 @@ TEST(WorkerStateDesktopTest, MemoryPressureSuspendsThenVacatesYoungestFirstAndRe
 
 }  // namespace
 }  // namespace drover::worker
+
+namespace drover::worker {
+namespace {
+
+// Health checks that fail: said in the log and to the server at once (a
+// heartbeat), in every heartbeat after, and again right after a re-attach;
+// an assignment that crossed it is refused; running tasks go on; well
+// again, said once.
+TEST(WorkerStateHealthTest, AnUnhealthyWorkerSaysSoAndRefusesNewWork) {
+  TestWorker w;
+  w.Feed(HealthChecked{"/scratch not mounted"});  // before the link: nothing is sent
+  EXPECT_THAT(w.Take(), ::testing::IsEmpty());
+  EXPECT_THAT(w.TakeLogs(), ElementsAre(HasSubstr("unhealthy: /scratch not mounted; taking no new "
+                                                  "work, running tasks go on")));
+  w.Attach();
+  EXPECT_THAT(w.Take(), ::testing::Contains("send heartbeat unhealthy: /scratch not mounted"));
+  w.Assign(AssignmentBuilder(0));
+  EXPECT_THAT(w.Take(), ElementsAre("send refused 7.0#1: w is unhealthy: /scratch not mounted"));
+  w.Feed(HealthChecked{"/scratch not mounted"});  // the same: nothing new
+  EXPECT_THAT(w.Take(), ::testing::IsEmpty());
+  w.Feed(HeartbeatDue{});
+  EXPECT_THAT(w.Take(), ElementsAre("send heartbeat unhealthy: /scratch not mounted",
+                                    "arm heartbeat +1000ms"));
+  w.Feed(HealthChecked{""});
+  EXPECT_THAT(w.Take(), ElementsAre("send heartbeat"));
+  EXPECT_THAT(w.TakeLogs(), Contains(HasSubstr("healthy again: taking work")));
+  w.Run(AssignmentBuilder(1));
+  w.Feed(HeartbeatDue{});
+  EXPECT_THAT(w.Take(), ::testing::Contains("send heartbeat 7.1#1"));
+}
+
+}  // namespace
+}  // namespace drover::worker

@@ -1,0 +1,84 @@
+// The worker's health checks (health_monitor.h).
+#include "worker/agent/health_monitor.h"
+
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "common/quantity.h"
+#include "common/run_program.h"
+
+namespace drover::worker {
+
+std::string DiskTrouble(const std::string& dir, uint64_t min_free_bytes) {
+  struct statvfs fs {};
+  if (statvfs(dir.c_str(), &fs) != 0) return "";
+  if ((fs.f_flag & ST_RDONLY) != 0) {
+    return "the work directory's file system is read-only (" + dir + ")";
+  }
+  const uint64_t size = static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize;
+  const uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  const uint64_t floor = min_free_bytes > 0 ? min_free_bytes : std::min<uint64_t>(1ull << 30, size / 100);
+  if (free < floor) {
+    return "the work directory's file system has " + FormatBytes(free) + " free, below " +
+           FormatBytes(floor) + " (" + dir + ")";
+  }
+  return "";
+}
+
+std::string ProgramTrouble(const std::string& program, Duration timeout) {
+  Result<ProgramRun> run = RunProgramToEnd({"/bin/sh", "-c", program}, timeout);
+  if (!run.ok()) {
+    if (run.status().code() == StatusCode::kDeadlineExceeded) {
+      return "the health check did not finish within " + FormatDuration(timeout) + " (" +
+             program + ")";
+    }
+    return "the health check could not run: " + run.status().message();
+  }
+  if (run->ok()) return "";
+  std::string said = run->FirstLine();
+  while (!said.empty() && (said.back() == ' ' || said.back() == '\t' || said.back() == '\r')) {
+    said.pop_back();
+  }
+  return said.empty() ? "the health check " + run->How() + " (" + program + ")" : said;
+}
+
+HealthMonitor::HealthMonitor(HealthOptions options, net::EventLoop& loop, Report report)
+    : options_(std::move(options)), loop_(loop), report_(std::move(report)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+HealthMonitor::~HealthMonitor() {
+  *alive_ = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void HealthMonitor::Loop() {
+  for (;;) {
+    std::string trouble = DiskTrouble(options_.workdir, options_.min_free_bytes);
+    if (trouble.empty() && !options_.program.empty()) {
+      trouble = ProgramTrouble(options_.program, options_.timeout);
+    }
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stop_) return;
+      loop_.Post([alive = alive_, report = report_, trouble = std::move(trouble)]() mutable {
+        if (*alive) report(std::move(trouble));
+      });
+      wake_.wait_for(lock, std::chrono::microseconds(options_.interval.count()),
+                     [this] { return stop_; });
+      if (stop_) return;
+    }
+  }
+}
+
+}  // namespace drover::worker
