@@ -257,11 +257,16 @@ std::string TaskView(const json& task, int64_t now_ms) {
 std::string WorkersView(const json& list) {
   Table table({"ID", "NAME", "STATE", "CORES", "MEM", "GPUS", "TASKS", "CPU%"});
   for (const json& w : Array(list, "workers")) {
+    const std::string unhealthy = Str(w, "unhealthy");
+    const bool sick = unhealthy != "-" && !unhealthy.empty();
     std::string state = Bool(w, "lost")       ? "lost"
                         : Bool(w, "drained")  ? "drained"
                         : Bool(w, "paused")   ? "paused"
+                        : sick                ? "unhealthy"
                         : Bool(w, "refusing") ? "refusing"
                                               : "ready";
+    // Its own health checks fail: why, since when.
+    if (sick) state += " (" + unhealthy + ", since " + ShortTime(w, "unhealthy_since") + ")";
     // A workstation in idle-desktop mode says where its owner is.
     if (std::string note = Str(w, "note"); note != "-" && !note.empty()) {
       state += " (" + note + ", since " + ShortTime(w, "note_since") + ")";

@@ -10,6 +10,7 @@
 //   - the link the server printed (token in the URL fragment) opens the
 //     dashboard, which drops the token from the address bar;
 //   - the workers page shows 2 workers; drain and undrain work from the page;
+//   - a worker whose health check fails shows unhealthy, with the reason;
 //   - a third worker in idle-desktop mode whose owner is present shows
 //     paused, with its owner note, and the summary counts it;
 //   - a job submitted through the HTTP API afterwards appears on the jobs
@@ -294,6 +295,20 @@ async function main() {
     await page.getByText('3 workers: 2 online, 0 drained, 1 in use by their owners, 0 lost').waitFor();
     await desk.stop();
     log('a desktop worker whose owner is present shows paused, with its owner note');
+
+    // A worker whose health check fails: its card says unhealthy, and why.
+    const sick = new Proc('worker sick', [opts.drover, 'worker', '--access', `${dir}/access.json`,
+      '--name', 'sick', '--workdir', `${dir}/work-sick`, '--isolation', 'none', '--run-as-root',
+      '--cpus', '0', '--mem', '1GiB', '--gpus', 'none',
+      '--health-check', 'echo /scratch not mounted; exit 1']);
+    procs.push(sick);
+    await sick.waitForLine('attached as worker');
+    const sickCard = page.locator('#workers [data-worker]', { hasText: 'sick' });
+    await sickCard.locator('[data-worker-state="unhealthy"]').waitFor();
+    await sickCard.locator('[data-health-note="/scratch not mounted"]').waitFor();
+    await page.getByText('1 unhealthy', { exact: false }).waitFor();
+    await sick.stop();
+    log('a worker whose health check fails shows unhealthy, with the reason');
     await page.click('a[data-nav="utilization"]');
     await page.locator('#chart-resources').waitFor();
     // Samples from the server's ring buffer reach the chart.
@@ -311,8 +326,8 @@ async function main() {
     await fresh.getByText('That token was refused by the server.').waitFor();
     await fresh.fill('#token-input', token);
     await fresh.press('#token-input', 'Enter');
-    // The desktop worker above has left (stopped): still listed, not online.
-    await fresh.getByText('3 workers: 2 online').waitFor();
+    // The desktop and sick workers above have left (stopped): still listed, not online.
+    await fresh.getByText('4 workers: 2 online').waitFor();
     await fresh.close();
     log('the token form refuses a wrong token and accepts the right one');
 

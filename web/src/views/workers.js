@@ -10,7 +10,16 @@ function workerState(w) {
   if (w.lost) return 'lost';
   if (w.drained) return 'drained';
   if (w.paused) return 'paused';
+  if (w.unhealthy) return 'unhealthy';
   return 'online';
+}
+
+// Its own health checks fail: why, and since when.
+function healthNote(w) {
+  if (!w.unhealthy) return null;
+  const since = w.unhealthy_since_ms ? new Date(w.unhealthy_since_ms).toLocaleTimeString() : '';
+  return h('p', { class: 'muted health-note', 'data-health-note': w.unhealthy },
+    since ? `takes no work: ${w.unhealthy}, since ${since}` : `takes no work: ${w.unhealthy}`);
 }
 
 // Idle-desktop mode: where the workstation's owner is, and since when.
@@ -35,6 +44,7 @@ function card(w, onToggle) {
       onToggle ? h('button', { class: 'drain', 'data-action': w.drained ? 'undrain' : 'drain',
         disabled: w.lost, onclick: () => onToggle(w) }, w.drained ? 'Undrain' : 'Drain') : null),
     ownerNote(w),
+    healthNote(w),
     h('div', { class: 'metric' }, h('span', { class: 'k' }, 'CPU'),
       bar(u.cpu_percent / 100, `${u.cpu_percent}% busy (whole machine)`),
       bar(cores ? usedCores / cores : 0, `${usedCores}/${cores} cores allocated`, 'alloc')),
@@ -77,11 +87,12 @@ export function workersView(el) {
   };
   const r = refresher(async () => {
     const { workers } = await api('/api/v1/workers');
-    const counts = { online: 0, drained: 0, paused: 0, lost: 0 };
+    const counts = { online: 0, drained: 0, paused: 0, unhealthy: 0, lost: 0 };
     for (const w of workers) counts[workerState(w)]++;
     summary.textContent = `${workers.length} workers: ${counts.online} online, ` +
       `${counts.drained} drained, ` +
-      (counts.paused ? `${counts.paused} in use by their owners, ` : '') + `${counts.lost} lost`;
+      (counts.paused ? `${counts.paused} in use by their owners, ` : '') +
+      (counts.unhealthy ? `${counts.unhealthy} unhealthy, ` : '') + `${counts.lost} lost`;
     summary.dataset.count = String(workers.length);
     morph(grid, workers.map((w) => card(w, isAdmin() ? toggle : null)));
     err.textContent = '';

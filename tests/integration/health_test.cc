@@ -1,0 +1,139 @@
+// Unhealthy workers (docs/guide.md, "Unhealthy workers"), through real
+// processes: a worker's health-check program that fails stops new work
+// there, with its first line of output as the reason in `drover workers`
+// and in the task's explanation, while what runs goes on; a passing run
+// lets work in again; a program that hangs is killed at its timeout, its
+// process group with it; a work directory whose file system fills up (a
+// small tmpfs of the test's own) does the same. The checks' own words
+// (a read-only file system among them): worker/agent/health_monitor_test.cc.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cluster.h"
+
+namespace drover::testing {
+namespace {
+
+void Touch(const std::string& path) { std::ofstream(path) << "ok\n"; }
+
+TEST(HealthTest, AFailingCheckStopsNewWorkWithItsReasonAndAPassingOneLetsItIn) {
+  Cluster c;
+  Process& server = c.StartServer();
+  const std::string mounted = c.dir() + "/scratch-mounted";
+  Touch(mounted);
+  c.StartWorker("w1", {"--health-check",
+                       "test -e " + mounted + " || { echo /scratch not mounted; exit 1; }",
+                       "--health-interval", "100ms"});
+  RunResult first = c.Drover(Submit({"--wait"}, {"true"}));
+  ASSERT_EQ(first.status, 0) << first.output;
+
+  // The long task runs on while the worker is unhealthy.
+  const std::string go = c.dir() + "/go";
+  const uint64_t running = SubmittedJob(c.Drover(Submit(
+      {}, {"sh", "-c", "while [ ! -e " + go + " ]; do sleep 0.05; done"})));
+  EventTap tap(c.Api().options(), running);
+  ASSERT_TRUE(tap.WaitForState(std::to_string(running) + ".0", "running"));
+
+  ASSERT_EQ(unlink(mounted.c_str()), 0);
+  ASSERT_TRUE(server.WaitForLine("worker 1 is unhealthy: /scratch not mounted", In(kJobTimeout)))
+      << server.output();
+  RunResult workers = c.Drover({"workers"});
+  EXPECT_NE(workers.output.find("unhealthy (/scratch not mounted, since"), std::string::npos)
+      << workers.output;
+  const uint64_t waiting = SubmittedJob(c.Drover(Submit({}, {"true"})));
+  const std::string task = std::to_string(waiting) + ".0";
+  nlohmann::json info = c.Get("/api/v1/tasks/" + task);
+  EXPECT_EQ(info["state"], "queued") << info.dump(2);
+  EXPECT_NE(info.value("explain", "").find("all workers are unhealthy (/scratch not mounted)"),
+            std::string::npos)
+      << info.dump(2);
+  nlohmann::json w = c.Get("/api/v1/workers")["workers"][0];
+  EXPECT_EQ(w.value("unhealthy", ""), "/scratch not mounted") << w.dump(2);
+
+  // Healthy again: the queued task runs; the long one ends as it would.
+  Touch(mounted);
+  ASSERT_TRUE(server.WaitForLine("worker 1 is healthy again", In(kJobTimeout)))
+      << server.output();
+  EventTap after(c.Api().options(), waiting);
+  EXPECT_TRUE(after.WaitForState(task, "succeeded"));
+  Touch(go);
+  EXPECT_TRUE(tap.WaitForState(std::to_string(running) + ".0", "succeeded"));
+}
+
+TEST(HealthTest, ACheckThatHangsIsKilledWithItsProcessGroupAtItsTimeout) {
+  Cluster c;
+  Process& server = c.StartServer();
+  const std::string pid_file = c.dir() + "/sleeper";
+  c.StartWorker("w1", {"--health-check",
+                       "sleep 1000 & echo $! > " + pid_file + ".tmp && mv " + pid_file + ".tmp " +
+                           pid_file + "; wait",
+                       "--health-timeout", "300ms", "--health-interval", "1h"});
+  ASSERT_TRUE(server.WaitForLine(
+      "worker 1 is unhealthy: the health check did not finish within 300ms", In(kJobTimeout)))
+      << server.output();
+  std::ifstream in(pid_file);
+  pid_t sleeper = 0;
+  ASSERT_TRUE(in >> sleeper) << "the check did not start its sleep";
+  // Killed with the group before the verdict; gone (or a zombie its
+  // parent has not reaped) once the signal has landed.
+  const Deadline deadline = In(std::chrono::seconds(30));
+  auto dead = [&] {
+    std::ifstream stat("/proc/" + std::to_string(sleeper) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return true;
+    const size_t close = line.rfind(')');
+    return close != std::string::npos && line.compare(close, 4, ") Z ") == 0;
+  };
+  while (!dead() && std::chrono::steady_clock::now() < deadline) sched_yield();
+  EXPECT_TRUE(dead()) << "the health check's sleep " << sleeper << " still runs";
+}
+
+TEST(HealthTest, AWorkDirectoryThatFillsUpStopsNewWorkUntilThereIsRoomAgain) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a small file system";
+  Cluster c;
+  const std::string disk = c.dir() + "/disk";
+  ASSERT_EQ(mkdir(disk.c_str(), 0755), 0);
+  if (mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=4m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here: " << strerror(errno);
+  }
+  struct Unmount {
+    std::string at;
+    ~Unmount() { umount2(at.c_str(), MNT_DETACH); }
+  } unmount{disk};
+  Process& server = c.StartServer();
+  Process worker({c.binary(), "worker", "--access", c.access_file(), "--name", "w1", "--workdir",
+                  disk + "/work", "--isolation", "none", "--run-as-root", "--min-free-disk",
+                  "2MiB", "--health-interval", "100ms"});
+  ASSERT_TRUE(worker.WaitForLine("attached as worker", In(kStartTimeout))) << worker.output();
+  RunResult first = c.Drover(Submit({"--wait"}, {"true"}));
+  ASSERT_EQ(first.status, 0) << first.output;
+
+  // 3 of its 4 MiB taken: below the floor.
+  {
+    std::ofstream fill(disk + "/filler", std::ios::binary);
+    const std::string mib(1 << 20, 'x');
+    for (int i = 0; i < 3; ++i) fill << mib;
+  }
+  ASSERT_TRUE(server.WaitForLine("worker 1 is unhealthy: the work directory's file system has",
+                                 In(kJobTimeout)))
+      << server.output();
+  EXPECT_NE(server.output().find("free, below 2 MiB (" + disk + "/work)"), std::string::npos)
+      << server.output();
+  ASSERT_EQ(unlink((disk + "/filler").c_str()), 0);
+  ASSERT_TRUE(server.WaitForLine("worker 1 is healthy again", In(kJobTimeout))) << server.output();
+  RunResult after = c.Drover(Submit({"--wait"}, {"true"}));
+  EXPECT_EQ(after.status, 0) << after.output;
+}
+
+}  // namespace
+}  // namespace drover::testing
