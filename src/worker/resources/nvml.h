@@ -10,6 +10,7 @@
 #ifndef DROVER_WORKER_RESOURCES_NVML_H_
 #define DROVER_WORKER_RESOURCES_NVML_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,15 @@ class NvmlGpuSource final : public GpuSource {
   // not support utilization reports nullopt. Other errors are Unavailable.
   Result<std::vector<GpuSample>> Sample() override;
 
+  // The GPUs that are sick, by index, with why: uncorrectable ECC errors
+  // (the volatile count), retired pages or remapped rows pending (the GPU
+  // needs a reset), a row remapping that failed, a critical Xid event
+  // (nvmlEventTypeXidCriticalError) since the first call (kept: a GPU that
+  // threw one stays sick for this source's life), or one fallen off the
+  // bus (NVML_ERROR_GPU_IS_LOST from any of these). A check the library
+  // lacks, or a device does not support, is skipped.
+  std::map<int, std::string> Health();
+
  private:
   struct Api;  // the resolved entry points; defined in nvml.cc
 
@@ -49,6 +59,9 @@ class NvmlGpuSource final : public GpuSource {
   void* library_;
   std::unique_ptr<Api> api_;
   std::vector<void*> devices_;  // nvmlDevice_t handles, valid until shutdown
+  void* events_ = nullptr;      // Health's Xid event set; null: none (yet)
+  bool events_tried_ = false;
+  std::map<int, std::string> xids_;  // GPUs that threw a critical Xid
 };
 
 }  // namespace drover::worker

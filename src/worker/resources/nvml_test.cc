@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
 
 #include "common/quantity.h"
 #include "worker/resources/resources_host.h"
@@ -121,6 +123,42 @@ TEST(NvmlTest, DefaultNameResolvesThroughLdLibraryPath) {
   ASSERT_TRUE(output.ok());
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << *output;
   EXPECT_THAT(*output, HasSubstr("[  PASSED  ] 1 test."));
+}
+
+// Health: each fake hook makes exactly its GPU sick with its words; a
+// critical Xid is delivered once and keeps its GPU sick; the others are
+// well; a second source in the process (NVML counts its users) works too.
+TEST(NvmlTest, HealthNamesEachSickGpuAndWhy) {
+  const std::string dir = ::testing::TempDir() + "/nvml-health-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  testing::ScopedEnv devices("FAKE_NVML_DEVICES", "6");
+  testing::ScopedEnv health("FAKE_NVML_HEALTH_DIR", dir);
+  Result<std::unique_ptr<NvmlGpuSource>> nvml = NvmlGpuSource::Open(FAKE_NVML_GOOD);
+  ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
+  Result<std::unique_ptr<NvmlGpuSource>> second = NvmlGpuSource::Open(FAKE_NVML_GOOD);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  second->reset();  // its shutdown leaves the first one's NVML up
+  EXPECT_TRUE((*nvml)->Health().empty());
+  auto put = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+  };
+  put("1.ecc", "3");
+  put("2.pending", "");
+  put("3.remap-failed", "");
+  put("4.lost", "");
+  put("5.xid", "79");
+  std::map<int, std::string> sick = (*nvml)->Health();
+  EXPECT_EQ(sick, (std::map<int, std::string>{{1, "3 uncorrectable ECC errors"},
+                                              {2, "retired pages pending (the GPU needs a reset)"},
+                                              {3, "a row remapping failed"},
+                                              {4, "fallen off the bus (GPU is lost)"},
+                                              {5, "Xid 79 (critical)"}}));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/5.xid"));  // delivered
+  for (const char* f : {"1.ecc", "2.pending", "3.remap-failed", "4.lost"}) {
+    std::filesystem::remove(dir + "/" + f);
+  }
+  EXPECT_EQ((*nvml)->Health(), (std::map<int, std::string>{{5, "Xid 79 (critical)"}}));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
