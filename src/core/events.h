@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <map>
 #include <string>
 #include <variant>
 #include <vector>
@@ -39,6 +40,9 @@ struct WorkerHeartbeat {
   // program, its disk); empty: healthy. Nothing new goes to it meanwhile;
   // what runs there goes on.
   std::string unhealthy;
+  // Its GPUs that its checks found sick (NVML index -> why): out of the
+  // offer while so; the others go on. Empty: none.
+  std::map<uint32_t, std::string> sick_gpus;
 };
 // The shell decided the worker is gone (connection closed and liveness key
 // expired). Its tasks are requeued only after their leases expire.

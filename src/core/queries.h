@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -80,6 +81,8 @@ struct WorkerInfo {
   // Its own checks say it should take no work: why, since when ("" healthy).
   std::string unhealthy;
   Time unhealthy_since;
+  // Its GPUs out of the offer, found sick by its checks: index -> why.
+  std::map<uint32_t, std::string> sick_gpus;
   // Times it re-attached offering other resources than before, and when it
   // last did (0 / epoch: never).
   uint32_t offer_changes = 0;

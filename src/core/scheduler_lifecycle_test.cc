@@ -415,3 +415,41 @@ TEST(LifecycleTest, AnUnhealthyWorkerGetsNothingNewUntilItsHeartbeatsSayItIsWell
 
 }  // namespace
 }  // namespace drover::core
+
+namespace drover::core {
+namespace {
+
+// A GPU its worker found sick is out of the offer: nothing new goes to it,
+// the task holding another GPU goes on, and a task wanting a GPU waits
+// for the sick one to be well (or another worker); GetWorker names it.
+TEST(LifecycleTest, ASickGpuIsOutOfTheOfferAndTheOthersGoOn) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(4).Gpus(2));
+  c.Submit(JobBuilder(TaskBuilder("a").Gpus(1)));
+  c.Run(T(1, 0));
+  ASSERT_EQ(c.scheduler().GetTask(T(1, 0))->gpus.size(), 1u);
+  const uint32_t held = c.scheduler().GetTask(T(1, 0))->gpus[0].index;
+  const uint32_t other = 1 - held;
+  c.Take();
+  c.Handle(WorkerHeartbeat{1, {}, "", {{other, "3 uncorrectable ECC errors"}}});
+  c.Take();  // the renewal
+  c.Submit(JobBuilder(TaskBuilder("b").Gpus(1)));
+  EXPECT_THAT(c.Take(), ::testing::IsEmpty());
+  EXPECT_EQ(c.scheduler().GetTask(T(2, 0))->state, TaskState::kQueued);
+  Result<WorkerInfo> worker = c.scheduler().GetWorker(1);
+  ASSERT_TRUE(worker.ok());
+  EXPECT_EQ(worker->sick_gpus, (std::map<uint32_t, std::string>{{other, "3 uncorrectable ECC errors"}}));
+  EXPECT_EQ(worker->gpu_free_share[other], 0);
+  // The holder ends: its GPU is free again and b runs there, not on the sick one.
+  c.FinishWith(T(1, 0), TaskOutcome{});
+  c.Run(T(2, 0));
+  EXPECT_EQ(c.scheduler().GetTask(T(2, 0))->gpus[0].index, held);
+  // Well again: a third task gets it.
+  c.Handle(WorkerHeartbeat{1, {}, "", {}});
+  c.Submit(JobBuilder(TaskBuilder("c").Gpus(1)));
+  c.Run(T(3, 0));
+  EXPECT_EQ(c.scheduler().GetTask(T(3, 0))->gpus[0].index, other);
+}
+
+}  // namespace
+}  // namespace drover::core

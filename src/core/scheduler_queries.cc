@@ -107,6 +107,7 @@ Result<WorkerInfo> Scheduler::GetWorker(WorkerId id) const {
   info.paused = worker.paused;
   info.unhealthy = worker.unhealthy;
   info.unhealthy_since = worker.unhealthy_since;
+  info.sick_gpus = worker.sick_gpus;
   info.note = worker.note;
   info.note_since = worker.note_since;
   info.free_cores = res.free_cores();

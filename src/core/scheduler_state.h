@@ -89,6 +89,8 @@ struct Worker {
   // why, and since when; empty: healthy.
   std::string unhealthy;
   Time unhealthy_since;
+  // Its GPUs out of the offer (WorkerHeartbeat::sick_gpus): index -> why.
+  std::map<uint32_t, std::string> sick_gpus;
   // Its offer has an end (WorkerResources::ends_at): kept here, beside the
   // flags CanPlace reads anyway, so placement on the others pays one test.
   bool ending = false;

@@ -53,6 +53,7 @@ Status OnWorkerJoined(State& s, WorkerJoined& e) {
   worker.paused = false;  // a desktop worker says again after its hello
   worker.refusing = false;
   worker.unhealthy.clear();  // it says again in its first heartbeat
+  worker.sick_gpus.clear();  // likewise (its offer's GPUs are all in, above)
   worker.last_heartbeat = TimeFromMicros(s.now_us);
   // Tasks still on it from before (lost, leases not yet expired) keep their
   // resources booked on the new incarnation, so nothing is handed out twice.
@@ -244,6 +245,14 @@ Status OnHeartbeat(State& s, WorkerHeartbeat& e) {
   bool sync = false;
   if (worker.refusing) {
     worker.refusing = false;  // it has caught up (or refuses again)
+    sync = true;
+  }
+  if (worker.sick_gpus != e.sick_gpus) {
+    for (const auto& [index, why] : worker.sick_gpus) {
+      if (!e.sick_gpus.count(index)) worker.res->SetGpuOut(index, false);
+    }
+    for (const auto& [index, why] : e.sick_gpus) worker.res->SetGpuOut(index, true);
+    worker.sick_gpus = std::move(e.sick_gpus);
     sync = true;
   }
   if (worker.unhealthy != e.unhealthy) {

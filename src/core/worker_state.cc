@@ -55,7 +55,7 @@ int WorkerState::PickShareGpu(const ResourceRequest& r, bool prefer_full) const 
   int best = -1;
   for (size_t i = 0; i < gpus_.size(); ++i) {
     const Gpu& g = gpus_[i];
-    if (g.whole || g.share_used + r.gpus > kWholeGpu || !GpuMatches(i, r)) continue;
+    if (g.out || g.whole || g.share_used + r.gpus > kWholeGpu || !GpuMatches(i, r)) continue;
     if (g.mem_used + r.gpu_mem_bytes > resources_.gpus[i].memory_bytes) continue;
     if (best < 0 || (prefer_full ? g.share_used > gpus_[best].share_used
                                  : g.share_used < gpus_[best].share_used)) {
@@ -68,7 +68,7 @@ int WorkerState::PickShareGpu(const ResourceRequest& r, bool prefer_full) const 
 uint32_t WorkerState::MatchingFreeWholeGpus(const ResourceRequest& r) const {
   uint32_t n = 0;
   for (size_t i = 0; i < gpus_.size(); ++i) {
-    if (!gpus_[i].whole && gpus_[i].share_used == 0 && GpuMatches(i, r)) ++n;
+    if (!gpus_[i].out && !gpus_[i].whole && gpus_[i].share_used == 0 && GpuMatches(i, r)) ++n;
   }
   return n;
 }
@@ -150,7 +150,7 @@ bool WorkerState::Allocate(const ResourceRequest& r, bool prefer_full_gpus, Allo
     uint32_t need = r.GpuCount();
     for (size_t i = 0; i < gpus_.size() && need > 0; ++i) {
       Gpu& g = gpus_[i];
-      if (g.whole || g.share_used != 0 || !GpuMatches(i, r)) continue;
+      if (g.out || g.whole || g.share_used != 0 || !GpuMatches(i, r)) continue;
       g.whole = true;
       g.share_used = kWholeGpu;
       g.mem_used = resources_.gpus[i].memory_bytes;
@@ -197,7 +197,7 @@ bool WorkerState::AllocateExact(const ResourceRequest& r, const Allocation& a) {
                             [&](const GpuDevice& d) { return d.index == grant.index; }) -
                resources_.gpus.begin();
     Gpu& g = gpus_[i];
-    if (g.share_used == 0) --free_whole_gpus_;
+    if (g.share_used == 0 && !g.out) --free_whole_gpus_;
     g.share_used += grant.share;
     g.mem_used += grant.mem_bytes;
     g.whole = grant.share >= kWholeGpu;
@@ -227,7 +227,7 @@ void WorkerState::Free(const ResourceRequest& r, const Allocation& a) {
       g.share_used -= grant.share;
       g.mem_used -= grant.mem_bytes;
       g.whole = false;
-      if (g.share_used == 0) ++free_whole_gpus_;
+      if (g.share_used == 0 && !g.out) ++free_whole_gpus_;
       break;
     }
   }
@@ -238,7 +238,26 @@ std::vector<uint32_t> WorkerState::free_cores() const {
   return std::vector<uint32_t>(free_cores_.rbegin(), free_cores_.rend());
 }
 
-int64_t WorkerState::gpu_free_share(size_t i) const { return kWholeGpu - gpus_[i].share_used; }
+int64_t WorkerState::gpu_free_share(size_t i) const {
+  return gpus_[i].out ? 0 : kWholeGpu - gpus_[i].share_used;
+}
+
+void WorkerState::SetGpuOut(uint32_t index, bool out) {
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    if (resources_.gpus[i].index != index) continue;
+    Gpu& g = gpus_[i];
+    if (g.out == out) return;
+    if (g.share_used == 0 && !g.whole) {
+      if (out) {
+        --free_whole_gpus_;
+      } else {
+        ++free_whole_gpus_;
+      }
+    }
+    g.out = out;
+    return;
+  }
+}
 uint64_t WorkerState::gpu_free_mem(size_t i) const {
   return resources_.gpus[i].memory_bytes - gpus_[i].mem_used;
 }

@@ -77,12 +77,18 @@ class WorkerState {
   const std::map<std::string, int64_t>& free_counters() const { return free_counters_; }
   // Largest number of whole GPUs free that match the request's type and memory.
   uint32_t MatchingFreeWholeGpus(const ResourceRequest& request) const;
+  // Takes the GPU of NVML index `index` out of the offer (its worker found
+  // it sick) or puts it back: nothing new is placed on a GPU that is out;
+  // what holds it keeps it. An index not offered is ignored.
+  void SetGpuOut(uint32_t index, bool out);
+  bool gpu_out(size_t i) const { return gpus_[i].out; }
 
  private:
   struct Gpu {
     int64_t share_used = 0;  // hundredths
     uint64_t mem_used = 0;
     bool whole = false;      // held whole by one task
+    bool out = false;        // SetGpuOut: not offered (nor counted free)
   };
   bool LabelsMatch(const ResourceRequest& request) const;
   bool GpuMatches(size_t i, const ResourceRequest& request) const;

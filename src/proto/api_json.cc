@@ -391,6 +391,10 @@ nlohmann::json WorkerInfoJson(const core::WorkerInfo& worker) {
              {"free_share", i < worker.gpu_free_share.size() ? worker.gpu_free_share[i] : 0},
              {"free_mem_bytes",
               i < worker.gpu_free_mem_bytes.size() ? worker.gpu_free_mem_bytes[i] : 0}});
+    // Out of the offer: its worker's checks found it sick.
+    if (auto sick = worker.sick_gpus.find(gpu.index); sick != worker.sick_gpus.end()) {
+      gpus.back()["sick"] = sick->second;
+    }
   }
   Json tasks = Json::array();
   for (const TaskId& t : worker.tasks) tasks.push_back(t.ToString());

@@ -175,13 +175,29 @@ Json Body(const Heartbeat& m) {
   Json j{{"utilization", internal::UtilizationJson(m.utilization)},
          {"running", AttemptListJson(m.running)}};
   if (!m.unhealthy.empty()) j["unhealthy"] = m.unhealthy;
+  if (!m.sick_gpus.empty()) {
+    Json sick = Json::array();
+    for (const auto& [index, why] : m.sick_gpus) sick.push_back(Json{{"index", index}, {"why", why}});
+    j["sick_gpus"] = std::move(sick);
+  }
   return j;
+}
+bool ReadSickGpu(const Json& j, const std::string& path, std::pair<uint32_t, std::string>* out,
+                 DecodeContext& ctx) {
+  ObjectReader r(j, path, ctx);
+  return r.Integer("index", &out->first) && r.String("why", &out->second);
+}
+bool ReadSickGpus(ObjectReader& r, Heartbeat* m, DecodeContext& ctx) {
+  std::vector<std::pair<uint32_t, std::string>> sick;
+  if (!ReadList(r, "sick_gpus", &sick, ctx, ReadSickGpu, Need::kOptional)) return false;
+  for (auto& [index, why] : sick) m->sick_gpus[index] = std::move(why);
+  return true;
 }
 bool Read(ObjectReader& r, Heartbeat* m, DecodeContext& ctx) {
   const Json* u = r.Get("utilization", Need::kRequired);
   return r.ok() && internal::ReadUtilization(*u, "utilization", &m->utilization, ctx) &&
          ReadList(r, "running", &m->running, ctx, ReadTaskAttempt, Need::kOptional) &&
-         r.String("unhealthy", &m->unhealthy, Need::kOptional);
+         r.String("unhealthy", &m->unhealthy, Need::kOptional) && ReadSickGpus(r, m, ctx);
 }
 
 Json Body(const Started& m) {

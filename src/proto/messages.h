@@ -149,6 +149,9 @@ struct Heartbeat {
   // not mounted"); empty: healthy. Optional on the wire (absent: healthy),
   // so a server that predates it ignores it.
   std::string unhealthy;
+  // Its GPUs its checks found sick, by NVML index, with why ("3
+  // uncorrectable ECC errors"); optional on the wire, as above.
+  std::map<uint32_t, std::string> sick_gpus;
   friend bool operator==(const Heartbeat&, const Heartbeat&) = default;
 };
 

@@ -144,8 +144,22 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
             }
             it->second.unhealthy = m.unhealthy;
           }
-          driver_.Handle(
-              core::WorkerHeartbeat{worker, std::move(m.utilization), std::move(m.unhealthy)});
+          if (m.sick_gpus != it->second.sick_gpus) {
+            for (const auto& [index, why] : m.sick_gpus) {
+              if (it->second.sick_gpus.count(index) == 0) {
+                spdlog::warn("worker {}: GPU {} is sick: {}; it takes no new work", worker, index,
+                             why);
+              }
+            }
+            for (const auto& [index, why] : it->second.sick_gpus) {
+              if (m.sick_gpus.count(index) == 0) {
+                spdlog::info("worker {}: GPU {} is well again", worker, index);
+              }
+            }
+            it->second.sick_gpus = m.sick_gpus;
+          }
+          driver_.Handle(core::WorkerHeartbeat{worker, std::move(m.utilization),
+                                               std::move(m.unhealthy), std::move(m.sick_gpus)});
         } else if constexpr (std::is_same_v<T, proto::Started>) {
           for (const proto::StartedTask& t : m.tasks) {
             handoffs_.Started(worker, t.started_at);

@@ -171,6 +171,7 @@ class WorkerChannel {
     WorkerId worker = 0;  // 0 until Hello
     Duration last_heard;  // Clock::Monotonic
     std::string unhealthy;  // as its last heartbeat said, for the log
+    std::map<uint32_t, std::string> sick_gpus;  // likewise
   };
 
   void OnText(uint64_t conn, const std::string& text);
