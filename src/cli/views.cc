@@ -290,6 +290,10 @@ std::string WorkersView(const json& list) {
     for (const json& g : Array(w, "gpus")) {
       if (!gpus.empty()) gpus += ", ";
       gpus += Str(g, "index") + ":" + Str(g, "model");
+      // Out of the offer: its worker found it sick.
+      if (std::string sick = Str(g, "sick"); sick != "-" && !sick.empty()) {
+        gpus += " (sick: " + sick + ")";
+      }
     }
     const json util = w.value("utilization", json());
     table.AddRow({Str(w, "id"), Str(w, "name"), state,

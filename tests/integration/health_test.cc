@@ -4,7 +4,8 @@
 // and in the task's explanation, while what runs goes on; a passing run
 // lets work in again; a program that hangs is killed at its timeout, its
 // process group with it; a work directory whose file system fills up (a
-// small tmpfs of the test's own) does the same. The checks' own words
+// small tmpfs of the test's own) does the same; a GPU the (fake) NVML
+// library reports sick leaves the offer while the other goes on. The checks' own words
 // (a read-only file system among them): worker/agent/health_monitor_test.cc.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -133,6 +134,72 @@ TEST(HealthTest, AWorkDirectoryThatFillsUpStopsNewWorkUntilThereIsRoomAgain) {
   ASSERT_TRUE(server.WaitForLine("worker 1 is healthy again", In(kJobTimeout))) << server.output();
   RunResult after = c.Drover(Submit({"--wait"}, {"true"}));
   EXPECT_EQ(after.status, 0) << after.output;
+}
+
+}  // namespace
+}  // namespace drover::testing
+
+namespace drover::testing {
+namespace {
+
+// GPU health through NVML (the fake library's hooks): a GPU with
+// uncorrectable ECC errors is out of the offer, said by the server and in
+// `drover workers`, while the task on the other GPU runs on; a task that
+// wants a GPU waits for that one; a critical Xid on it takes it out too.
+TEST(HealthTest, ASickGpuIsOutOfTheOfferWhileTheTaskOnTheOtherRunsOn) {
+  Cluster c;
+  Process& server = c.StartServer();
+  const std::string health = c.dir() + "/gpu-health";
+  ASSERT_EQ(mkdir(health.c_str(), 0755), 0);
+  c.StartWorker("w1", {"--health-interval", "100ms"},
+                {"FAKE_NVML_DEVICES=2", "LD_LIBRARY_PATH=" + std::string(FAKE_NVML_DIR),
+                 "FAKE_NVML_HEALTH_DIR=" + health, "DROVER_LOCK_DIR=" + c.dir()});
+  const std::string go = c.dir() + "/go";
+  const uint64_t holder = SubmittedJob(c.Drover(Submit(
+      {"--gpus", "1"}, {"sh", "-c", "while [ ! -e " + go + " ]; do sleep 0.05; done"})));
+  EventTap tap(c.Api().options(), holder);
+  const std::string held_task = std::to_string(holder) + ".0";
+  ASSERT_TRUE(tap.WaitForState(held_task, "running"));
+  const int held = c.Get("/api/v1/tasks/" + held_task)["gpus"][0]["index"];
+  const int other = 1 - held;
+
+  // Written whole before the fake library can read it: into place by rename.
+  {
+    std::ofstream(health + "/ecc.tmp") << "2";
+  }
+  ASSERT_EQ(rename((health + "/ecc.tmp").c_str(),
+                   (health + "/" + std::to_string(other) + ".ecc").c_str()),
+            0);
+  ASSERT_TRUE(server.WaitForLine("worker 1: GPU " + std::to_string(other) +
+                                     " is sick: 2 uncorrectable ECC errors",
+                                 In(kJobTimeout)))
+      << server.output();
+  RunResult workers = c.Drover({"workers"});
+  EXPECT_NE(workers.output.find(std::to_string(other) +
+                                ":NVIDIA A100-SXM4-80GB (sick: 2 uncorrectable ECC errors)"),
+            std::string::npos)
+      << workers.output;
+  const uint64_t waiting = SubmittedJob(c.Drover(Submit({"--gpus", "1"}, {"true"})));
+  const std::string waiting_task = std::to_string(waiting) + ".0";
+  EXPECT_EQ(c.Get("/api/v1/tasks/" + waiting_task)["state"], "queued");
+
+  // The holder ends as it would; the waiting task gets its GPU, not the sick one.
+  Touch(go);
+  EXPECT_TRUE(tap.WaitForState(held_task, "succeeded"));
+  EventTap after(c.Api().options(), waiting);
+  ASSERT_TRUE(after.WaitForState(waiting_task, "succeeded"));
+  EXPECT_EQ(c.Get("/api/v1/tasks/" + waiting_task)["gpus"][0]["index"], held);
+
+  // A critical Xid on the other one takes it out too.
+  {
+    std::ofstream(health + "/xid.tmp") << "79";
+  }
+  ASSERT_EQ(rename((health + "/xid.tmp").c_str(),
+                   (health + "/" + std::to_string(held) + ".xid").c_str()),
+            0);
+  EXPECT_TRUE(server.WaitForLine("worker 1: GPU " + std::to_string(held) + " is sick: Xid 79",
+                                 In(kJobTimeout)))
+      << server.output();
 }
 
 }  // namespace

@@ -137,7 +137,10 @@ Status Agent::Impl::Init() {
   state_config.resources = ToCoreResources(resources, name_);
   state_config.capacity.cores = resources.cpu_ids;
   state_config.capacity.memory_bytes = resources.memory_bytes;
-  for (const GpuInfo& gpu : resources.gpus) state_config.capacity.gpus.push_back(gpu.index);
+  for (const GpuInfo& gpu : resources.gpus) {
+    state_config.capacity.gpus.push_back(gpu.index);
+    health_gpus_.push_back(gpu.index);
+  }
   state_config.heartbeat_interval = config_.heartbeat_interval;
   state_config.lease_ttl = config_.lease_ttl;
   state_config.kill_grace = config_.kill_grace;
@@ -299,9 +302,14 @@ Status Agent::Impl::Init() {
     health.timeout = config_.health_timeout;
     health.workdir = config_.workdir;
     health.min_free_bytes = config_.min_free_disk_bytes;
-    health_ = std::make_unique<HealthMonitor>(std::move(health), loop_, [this](std::string why) {
-      if (!stopped_) Run(HealthChecked{std::move(why)});
-    });
+    health.nvml_library = config_.nvml_library;
+    health.gpus = health_gpus_;
+    health_ = std::make_unique<HealthMonitor>(
+        std::move(health), loop_, [this](HealthVerdict verdict) {
+          if (!stopped_) {
+            Run(HealthChecked{std::move(verdict.unhealthy), std::move(verdict.sick_gpus)});
+          }
+        });
   }
   Connect();
   if (files_ && config_.checkpoint_every > Duration::zero()) {

@@ -180,6 +180,7 @@ class Agent::Impl {
   // and the load outside the tasks' cgroups (none: not measured).
   std::unique_ptr<InputSource> input_;
   std::unique_ptr<HealthMonitor> health_;
+  std::vector<int> health_gpus_;  // the offered GPUs it watches
   std::unique_ptr<OutsideLoad> outside_;
   std::vector<std::string> task_cgroups_;
   Duration tasks_cpu_ = Duration::zero();  // CgroupCpuTime at the last load sample

@@ -11,6 +11,7 @@
 
 #include "common/quantity.h"
 #include "common/run_program.h"
+#include "worker/resources/nvml.h"
 
 namespace drover::worker {
 
@@ -63,16 +64,30 @@ HealthMonitor::~HealthMonitor() {
 }
 
 void HealthMonitor::Loop() {
+  // NVML's own handle, on this thread (the library counts its users).
+  std::unique_ptr<NvmlGpuSource> nvml;
+  if (!options_.nvml_library.empty() && !options_.gpus.empty()) {
+    Result<std::unique_ptr<NvmlGpuSource>> opened = NvmlGpuSource::Open(options_.nvml_library);
+    if (opened.ok()) nvml = std::move(opened).value();
+  }
   for (;;) {
-    std::string trouble = DiskTrouble(options_.workdir, options_.min_free_bytes);
-    if (trouble.empty() && !options_.program.empty()) {
-      trouble = ProgramTrouble(options_.program, options_.timeout);
+    HealthVerdict verdict;
+    verdict.unhealthy = DiskTrouble(options_.workdir, options_.min_free_bytes);
+    if (verdict.unhealthy.empty() && !options_.program.empty()) {
+      verdict.unhealthy = ProgramTrouble(options_.program, options_.timeout);
+    }
+    if (nvml) {
+      for (auto& [index, why] : nvml->Health()) {
+        if (std::find(options_.gpus.begin(), options_.gpus.end(), index) != options_.gpus.end()) {
+          verdict.sick_gpus[static_cast<uint32_t>(index)] = std::move(why);
+        }
+      }
     }
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (stop_) return;
-      loop_.Post([alive = alive_, report = report_, trouble = std::move(trouble)]() mutable {
-        if (*alive) report(std::move(trouble));
+      loop_.Post([alive = alive_, report = report_, verdict = std::move(verdict)]() mutable {
+        if (*alive) report(std::move(verdict));
       });
       wake_.wait_for(lock, std::chrono::microseconds(options_.interval.count()),
                      [this] { return stop_; });

@@ -6,9 +6,12 @@
 //   - the health-check program (`--health-check`, run by `sh -c` as the
 //     worker's account, in its own process group, with a timeout that
 //     kills the group): a non-zero exit is unhealthy, with the first line
-//     it wrote as the reason; a run past the timeout too.
-// The answer (empty: healthy) goes to `report` on the worker's loop after
-// every round; the state machine (HealthChecked) acts on changes.
+//     it wrote as the reason; a run past the timeout too;
+//   - each offered GPU through NVML (NvmlGpuSource::Health: ECC, pending
+//     retirement or remapping, critical Xid events, fallen off the bus): a
+//     sick GPU is out of the offer, the others go on.
+// The verdict goes to `report` on the worker's loop after every round; the
+// state machine (HealthChecked) acts on changes.
 //
 // Threading: constructed and destroyed on the loop's thread; `report` is
 // posted to the loop.
@@ -18,10 +21,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/time.h"
 #include "net/event_loop.h"
@@ -34,6 +39,13 @@ struct HealthOptions {
   Duration timeout = Seconds(60);
   std::string workdir;          // its file system is checked
   uint64_t min_free_bytes = 0;  // 0: the smaller of 1 GiB and 1% of the file system
+  std::string nvml_library;     // "": no GPU checks
+  std::vector<int> gpus;        // the offered GPUs' indices; others are not reported
+};
+
+struct HealthVerdict {
+  std::string unhealthy;                     // "": healthy
+  std::map<uint32_t, std::string> sick_gpus;  // offered GPU index -> why
 };
 
 // Why the file system holding `dir` makes a worker unhealthy: read-only,
@@ -47,7 +59,7 @@ std::string ProgramTrouble(const std::string& program, Duration timeout);
 
 class HealthMonitor {
  public:
-  using Report = std::function<void(std::string unhealthy)>;
+  using Report = std::function<void(HealthVerdict verdict)>;
   HealthMonitor(HealthOptions options, net::EventLoop& loop, Report report);
   // Stops the thread; a program running is let finish or time out first.
   ~HealthMonitor();

@@ -74,12 +74,13 @@ TEST(HealthMonitorTest, ReportsEachRoundOnTheLoopAndStopsWithIt) {
   options.workdir = dir.path();
   options.min_free_bytes = 1;
   {
-    HealthMonitor monitor(options, loop, [&](std::string why) {
-      reports.push_back(why);
+    HealthMonitor monitor(options, loop, [&](HealthVerdict verdict) {
+      reports.push_back(verdict.unhealthy);
+      EXPECT_TRUE(verdict.sick_gpus.empty());  // no GPU checks asked for
       if (reports.size() == 2) {
         std::ofstream(flag) << "1";
       }
-      if (!why.empty()) loop.Stop();
+      if (!verdict.unhealthy.empty()) loop.Stop();
     });
     loop.Run();
   }

@@ -164,6 +164,14 @@ void WorkerState::OnAssignment(Time now, const proto::Assignment& a, WorkerOutbo
         proto::Refused{a.task, a.attempt, config_.name + " is unhealthy: " + unhealthy_}});
     return;
   }
+  for (const core::GpuGrant& gpu : a.gpus) {
+    if (auto sick = sick_gpus_.find(gpu.index); sick != sick_gpus_.end()) {
+      out.push_back(SendMessage{proto::Refused{
+          a.task, a.attempt,
+          "GPU " + std::to_string(gpu.index) + " of " + config_.name + " is sick: " + sick->second}});
+      return;
+    }
+  }
   if (memory_low_) {
     out.push_back(SendMessage{proto::Refused{
         a.task, a.attempt,

@@ -131,6 +131,9 @@ struct OwnerSample {
 // carries it, and an assignment that crossed it is refused.
 struct HealthChecked {
   std::string unhealthy;
+  // Its GPUs found sick (NVML index -> why): out of the offer, the others
+  // go on; logged and told on a change, like `unhealthy`.
+  std::map<uint32_t, std::string> sick_gpus;
 };
 
 // The shell holds an assignment from the server while it fetches its input
@@ -441,6 +444,7 @@ class WorkerState {
   // HealthChecked: why it takes no new work ("" healthy), and the
   // utilization of the last HeartbeatDue, for a heartbeat sent between.
   std::string unhealthy_;
+  std::map<uint32_t, std::string> sick_gpus_;
   core::WorkerUtilization utilization_;
 };
 

@@ -49,6 +49,9 @@ std::string DescribeMessage(const proto::WorkerMessage& message, Time now) {
           std::string line = "heartbeat";
           for (const proto::TaskAttempt& a : m.running) line += " " + AttemptName(a.task, a.attempt);
           if (!m.unhealthy.empty()) line += " unhealthy: " + m.unhealthy;
+          for (const auto& [index, why] : m.sick_gpus) {
+            line += " sick GPU " + std::to_string(index) + ": " + why;
+          }
           return line;
         } else if constexpr (std::is_same_v<T, proto::Started>) {
           std::string line = "started";

@@ -87,7 +87,7 @@ void WorkerState::OnHelloAck(Time now, const proto::HelloAck& ack, WorkerOutbox&
   // Where the owner is: the server counts a worker that joins as offering.
   if (config_.desktop.enabled) out.push_back(SendOwner{OwnerMessage(), std::nullopt});
   // Unhealthy: said before the server places anything here.
-  if (!unhealthy_.empty()) out.push_back(SendMessage{MakeHeartbeat()});
+  if (!unhealthy_.empty() || !sick_gpus_.empty()) out.push_back(SendMessage{MakeHeartbeat()});
   out.push_back(ArmTimer{WorkerTimer::kHeartbeat, now + heartbeat_});
 }
 
@@ -96,18 +96,33 @@ proto::Heartbeat WorkerState::MakeHeartbeat() const {
   heartbeat.utilization = utilization_;
   heartbeat.running = RunningAttempts();
   heartbeat.unhealthy = unhealthy_;
+  heartbeat.sick_gpus = sick_gpus_;
   return heartbeat;
 }
 
 void WorkerState::OnHealth(const HealthChecked& e, WorkerOutbox& out) {
-  if (e.unhealthy == unhealthy_) return;
-  if (e.unhealthy.empty()) {
-    Log(out, LogLevel::kInfo, "healthy again: taking work");
-  } else {
-    Log(out, LogLevel::kWarn,
-        "unhealthy: " + e.unhealthy + "; taking no new work, running tasks go on");
+  if (e.unhealthy == unhealthy_ && e.sick_gpus == sick_gpus_) return;
+  if (e.unhealthy != unhealthy_) {
+    if (e.unhealthy.empty()) {
+      Log(out, LogLevel::kInfo, "healthy again: taking work");
+    } else {
+      Log(out, LogLevel::kWarn,
+          "unhealthy: " + e.unhealthy + "; taking no new work, running tasks go on");
+    }
+  }
+  for (const auto& [index, why] : e.sick_gpus) {
+    if (sick_gpus_.count(index) == 0) {
+      Log(out, LogLevel::kWarn,
+          "GPU " + std::to_string(index) + " is sick: " + why + "; out of the offer");
+    }
+  }
+  for (const auto& [index, why] : sick_gpus_) {
+    if (e.sick_gpus.count(index) == 0) {
+      Log(out, LogLevel::kInfo, "GPU " + std::to_string(index) + " is well again");
+    }
   }
   unhealthy_ = e.unhealthy;
+  sick_gpus_ = e.sick_gpus;
   if (established_) out.push_back(SendMessage{MakeHeartbeat()});
 }
 

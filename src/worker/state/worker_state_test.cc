@@ -38,6 +38,10 @@ class AssignmentBuilder {
   AssignmentBuilder& Attempt(uint32_t n) { a_.attempt = n; return *this; }
   AssignmentBuilder& Core(uint32_t core) { a_.cores = {core}; return *this; }
   AssignmentBuilder& Mem(uint64_t bytes) { a_.mem_limit_bytes = bytes; return *this; }
+  AssignmentBuilder& Gpu(uint32_t index) {
+    a_.gpus = {core::GpuGrant{index, 100, 0}};
+    return *this;
+  }
   AssignmentBuilder& Vacate(int32_t signal, Duration grace) {
     a_.vacate_signal = signal;
     a_.vacate_grace = grace;
@@ -917,6 +921,24 @@ TEST(WorkerStateHealthTest, AnUnhealthyWorkerSaysSoAndRefusesNewWork) {
   w.Run(AssignmentBuilder(1));
   w.Feed(HeartbeatDue{});
   EXPECT_THAT(w.Take(), ::testing::Contains("send heartbeat 7.1#1"));
+}
+
+// A sick GPU: logged, in the heartbeats, an assignment on it refused; well
+// again, said once.
+TEST(WorkerStateHealthTest, ASickGpuIsSaidAndNothingNewRunsOnIt) {
+  TestWorker w;
+  w.Attach();
+  w.Take();
+  w.TakeLogs();
+  w.Feed(HealthChecked{"", {{1, "Xid 79 (critical)"}}});
+  EXPECT_THAT(w.Take(), ElementsAre("send heartbeat sick GPU 1: Xid 79 (critical)"));
+  EXPECT_THAT(w.TakeLogs(), ElementsAre(HasSubstr("GPU 1 is sick: Xid 79 (critical); out of the offer")));
+  w.Assign(AssignmentBuilder(0).Gpu(1));
+  EXPECT_THAT(w.Take(), ElementsAre("send refused 7.0#1: GPU 1 of w is sick: Xid 79 (critical)"));
+  w.TakeLogs();
+  w.Feed(HealthChecked{"", {}});
+  EXPECT_THAT(w.Take(), ElementsAre("send heartbeat"));
+  EXPECT_THAT(w.TakeLogs(), ElementsAre(HasSubstr("GPU 1 is well again")));
 }
 
 }  // namespace

@@ -55,7 +55,8 @@ function card(w, onToggle) {
     w.gpus.map((g, i) => {
       const use = gpuUse.get(g.index) || { util_percent: 0, mem_used_bytes: 0 };
       return h('div', { class: 'metric' },
-        h('span', { class: 'k', title: g.uuid }, `GPU ${g.index}`),
+        h('span', { class: 'k', title: g.sick ? `sick: ${g.sick}` : g.uuid, 'data-gpu-sick': g.sick || null },
+          g.sick ? `GPU ${g.index} (sick)` : `GPU ${g.index}`),
         bar(use.util_percent / 100, `${use.util_percent}% ${g.model}`),
         bar(g.memory_bytes ? use.mem_used_bytes / g.memory_bytes : 0,
           `${bytes(use.mem_used_bytes)} / ${bytes(g.memory_bytes)}`),
