@@ -13,6 +13,7 @@
 #include "core/locality_ops.h"
 #include "core/lookup_ops.h"
 #include "core/preemption_ops.h"
+#include "core/quarantine_ops.h"
 #include "core/queue_ahead_ops.h"
 #include "core/replicas_ops.h"
 #include "core/reservation_ops.h"
@@ -117,6 +118,7 @@ Status OnFinished(State& s, TaskFinished& e) {
   if (!succeeded) o.outputs.clear();
   o.outputs_on = o.outputs.empty() ? 0 : t.worker;
   const uint32_t a = t.active;
+  const uint32_t on = s.actives[a].worker;  // its slot, for the quarantine's evidence
   // Released even when restored assigned (granted unknown): a worker that
   // reports the end had the assignment, so the claim was granted, and a
   // release is compare-and-delete by owner, harmless where nothing is held.
@@ -175,10 +177,14 @@ Status OnFinished(State& s, TaskFinished& e) {
                : flags.Has(TaskFlag::kLeaseLost) ? why::LeaseExpiredWhileRunning()
                                                  : why::Failed(got, limit);
   if (why.empty()) {
+    NoteAttemptEnd(s, on, r, /*failure=*/false);
     Transition(s, r, TaskState::kSucceeded);
     if (!got.outputs.empty() && s.SpecOf(r).replicas > 1) Replicate(s, r);
   } else {
-    AttemptFailed(s, r, std::move(why), true);
+    // On a black hole (quarantined now, by this attempt or before) it uses
+    // no retry: the machine failed it.
+    const bool black_hole = NoteAttemptEnd(s, on, r, /*failure=*/true);
+    AttemptFailed(s, r, std::move(why), !black_hole);
   }
   return Status::Ok();
 }

@@ -65,22 +65,28 @@ std::vector<const WorkerState*> LiveWorkers(const std::vector<Worker>& workers,
   bool drained = false;
   bool paused = false;
   std::string unhealthy;  // the first one's reason
+  std::string quarantined;  // likewise
   for (const Worker& worker : workers) {
     if (worker.lost) continue;
-    if (worker.drained || worker.paused || !worker.unhealthy.empty()) {
+    if (worker.drained || worker.paused || !worker.unhealthy.empty() || worker.quarantined) {
       drained = drained || worker.drained;
       paused = paused || (worker.paused && !worker.drained);
       if (unhealthy.empty() && !worker.drained && !worker.paused) unhealthy = worker.unhealthy;
+      if (quarantined.empty() && !worker.drained && !worker.paused && worker.unhealthy.empty() &&
+          worker.quarantined) {
+        quarantined = worker.quarantine_why;
+      }
       continue;
     }
     live.push_back(worker.res.get());
   }
   left_out.clear();
-  if (live.empty() && (drained || paused || !unhealthy.empty())) {
+  if (live.empty() && (drained || paused || !unhealthy.empty() || !quarantined.empty())) {
     std::vector<std::string> why;
     if (drained) why.push_back("drained");
     if (paused) why.push_back("in use by their owners");
     if (!unhealthy.empty()) why.push_back("unhealthy (" + unhealthy + ")");
+    if (!quarantined.empty()) why.push_back("quarantined (" + quarantined + ")");
     left_out = "all workers are " + why[0];
     for (size_t i = 1; i < why.size(); ++i) left_out += (i + 1 == why.size() ? " or " : ", ") + why[i];
   }

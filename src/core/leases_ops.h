@@ -26,7 +26,7 @@ WorkerLoad LoadOf(const State& s, uint32_t w);
 void FlushLoads(State& s);
 inline bool Schedulable(const State& s, uint32_t w) {
   return !s.workers[w].lost && !s.workers[w].drained && !s.workers[w].paused &&
-         !s.workers[w].refusing && s.workers[w].unhealthy.empty();
+         !s.workers[w].refusing && s.workers[w].unhealthy.empty() && !s.workers[w].quarantined;
 }
 
 }  // namespace drover::core

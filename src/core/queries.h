@@ -83,6 +83,9 @@ struct WorkerInfo {
   Time unhealthy_since;
   // Its GPUs out of the offer, found sick by its checks: index -> why.
   std::map<uint32_t, std::string> sick_gpus;
+  // Quarantined as a black hole: until when, why ("" when not).
+  std::string quarantine_why;
+  Time quarantined_until;
   // Times it re-attached offering other resources than before, and when it
   // last did (0 / epoch: never).
   uint32_t offer_changes = 0;

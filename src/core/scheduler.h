@@ -39,6 +39,7 @@
 #include "common/ids.h"
 #include "common/status.h"
 #include "common/time.h"
+#include "core/quarantine.h"
 #include "core/commands.h"
 #include "core/events.h"
 #include "core/fair_share_report.h"
@@ -163,6 +164,8 @@ struct SchedulerConfig {
   // on at most once per cool-down), so two tasks cannot thrash.
   uint32_t max_preemptions = 3;
   Duration preempt_cooldown = Seconds(600);
+  // Black-hole quarantine (quarantine.h): on unless switched off.
+  QuarantineConfig quarantine;
 };
 
 class Scheduler {

@@ -108,6 +108,10 @@ Result<WorkerInfo> Scheduler::GetWorker(WorkerId id) const {
   info.unhealthy = worker.unhealthy;
   info.unhealthy_since = worker.unhealthy_since;
   info.sick_gpus = worker.sick_gpus;
+  if (worker.quarantined) {
+    info.quarantine_why = worker.quarantine_why;
+    info.quarantined_until = worker.quarantined_until;
+  }
   info.note = worker.note;
   info.note_since = worker.note_since;
   info.free_cores = res.free_cores();

@@ -11,6 +11,7 @@
 //   reservation.h    the reservation and its backfill rules
 //   queue_ahead.h    QueueAheadBook: waiters, holds, take-backs
 //   preemption.h     PreemptionBook: preemptions in flight, counts
+//   quarantine.h     QuarantineBook: black-hole evidence per worker
 //   adoption.h       Adoption: orphans, adoption and the settle hold after
 //                    a restart
 //   task_queue.h, worker_state.h, placement.h, ran_on.h (their own types)
@@ -29,7 +30,7 @@
 //   dispatch_ops.h        placement: class heads, CanPlace, Place
 //   quotas_ops.h, fair_share_ops.h, reservation_ops.h, queue_ahead_ops.h,
 //   preemption_ops.h, adoption_ops.h, lineage_ops.h, replicas_ops.h,
-//   locality_ops.h, checkpoints_ops.h, lookup_ops.h
+//   locality_ops.h, checkpoints_ops.h, lookup_ops.h, quarantine_ops.h
 //
 // Replay is in restore.cc, queries in scheduler_queries.cc and explain.cc.
 //
@@ -57,6 +58,7 @@
 #include "core/fair_share.h"
 #include "core/placement.h"
 #include "core/preemption.h"
+#include "core/quarantine.h"
 #include "core/queue_ahead.h"
 #include "core/ran_on.h"
 #include "core/reservation.h"
@@ -91,6 +93,10 @@ struct Worker {
   Time unhealthy_since;
   // Its GPUs out of the offer (WorkerHeartbeat::sick_gpus): index -> why.
   std::map<uint32_t, std::string> sick_gpus;
+  // Quarantined as a black hole (quarantine.h): until when, and why.
+  bool quarantined = false;
+  Time quarantined_until;
+  std::string quarantine_why;
   // Its offer has an end (WorkerResources::ends_at): kept here, beside the
   // flags CanPlace reads anyway, so placement on the others pays one test.
   bool ending = false;
@@ -168,6 +174,7 @@ struct Scheduler::State {
   std::vector<uint32_t> ending_workers;
   QueueAheadBook queue_ahead;  // waiters, holds, take-backs (queue_ahead.h)
   PreemptionBook preemption;   // preemptions in flight, counts (preemption.h)
+  QuarantineBook quarantine;   // black-hole evidence (quarantine.h)
   // A Tick came: Dispatch offers the waiting heads preemption again.
   bool preempt_due = false;
   std::vector<uint32_t> dirty_classes;

@@ -9,6 +9,7 @@
 #include "core/leases_ops.h"
 #include "core/lineage_ops.h"
 #include "core/lookup_ops.h"
+#include "core/quarantine_ops.h"
 #include "core/scheduler_state.h"
 #include "core/ticks_ops.h"
 
@@ -80,6 +81,7 @@ void OnTick(State& s) {
     }
   }
   if (s.adoption.settling && s.now_us >= s.adoption.settle_until_us) EndSettle(s);
+  if (!s.quarantine.quarantined.empty()) EndQuarantines(s);
   // Cool-downs end and victims appear with time: waiting heads look again.
   s.preempt_due = s.config.preempt_priority.has_value();
   if (s.now_us >= s.next_renew_us) {

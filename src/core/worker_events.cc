@@ -10,6 +10,7 @@
 #include "core/lineage_ops.h"
 #include "core/lookup_ops.h"
 #include "core/preemption_ops.h"
+#include "core/quarantine_ops.h"
 #include "core/queue_ahead_ops.h"
 #include "core/reservation_ops.h"
 #include "core/scheduler_state.h"
@@ -292,6 +293,7 @@ Status OnDrained(State& s, const WorkerDrained& e) {
   ASSIGN_OR_RETURN(uint32_t w, s.FindWorker(e.worker));
   Worker& worker = s.workers[w];
   worker.drained = e.drained;
+  if (!e.drained) LiftQuarantine(s, w);  // an admin's undrain lifts it too
   if (worker.lost) return Status::Ok();
   SyncPolicy(s, w);
   return Status::Ok();

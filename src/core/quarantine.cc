@@ -1,0 +1,147 @@
+// Black-hole quarantine (quarantine.h).
+#include <algorithm>
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include "common/quantity.h"
+#include "core/leases_ops.h"
+#include "core/worker_events_ops.h"
+#include "core/quarantine_ops.h"
+#include "core/scheduler_state.h"
+
+namespace drover::core {
+namespace {
+
+QuarantineBook::PerWorker& BookOf(State& s, uint32_t w) {
+  if (s.quarantine.workers.size() <= w) s.quarantine.workers.resize(w + 1);
+  return s.quarantine.workers[w];
+}
+
+// The other workers `group` succeeded on within the window.
+void SucceededElsewhere(const State& s, uint64_t group, uint32_t w, int64_t since_us,
+                        std::set<uint32_t>& out) {
+  auto it = s.quarantine.successes.find(group);
+  if (it == s.quarantine.successes.end()) return;
+  for (const QuarantineBook::Success& ok : it->second) {
+    if (ok.worker != w && ok.at_us >= since_us) out.insert(ok.worker);
+  }
+}
+
+// Quarantines `w` when its recent attempts are the evidence (quarantine.h).
+bool Judge(State& s, uint32_t w) {
+  const QuarantineConfig& c = s.config.quarantine;
+  Worker& worker = s.workers[w];
+  if (worker.quarantined) return true;
+  QuarantineBook::PerWorker& book = BookOf(s, w);
+  const int64_t since = s.now_us - c.window.count();
+  while (!book.recent.empty() && book.recent.front().at_us < since) book.recent.pop_front();
+  uint32_t failures = 0;
+  std::set<uint32_t> elsewhere;
+  for (const QuarantineBook::Ended& e : book.recent) {
+    if (!e.short_failure) continue;
+    std::set<uint32_t> ok;
+    SucceededElsewhere(s, e.group, w, since, ok);
+    if (ok.empty()) continue;
+    ++failures;
+    elsewhere.insert(ok.begin(), ok.end());
+  }
+  if (failures < c.min_failures ||
+      failures < c.min_fraction * static_cast<double>(book.recent.size())) {
+    return false;
+  }
+  // Quiet stretches since the last one forget doublings.
+  if (book.last_end_us > 0) {
+    int64_t quiet = s.now_us - book.last_end_us;
+    while (book.repeats > 0 && quiet >= 2 * book.last_length_us) {
+      --book.repeats;
+      quiet -= 2 * book.last_length_us;
+    }
+  }
+  Duration length = c.cooldown;
+  for (uint32_t i = 0; i < book.repeats && length < c.max_cooldown; ++i) length *= 2;
+  length = std::min(length, c.max_cooldown);
+  ++book.repeats;
+  book.last_length_us = length.count();
+  worker.quarantined = true;
+  worker.quarantined_until = TimeFromMicros(s.now_us + length.count());
+  worker.quarantine_why =
+      std::to_string(failures) + " of its last " + std::to_string(book.recent.size()) +
+      " attempts failed in under " + FormatDuration(c.short_attempt) +
+      "; the same groups succeeded on " + std::to_string(elsewhere.size()) + " other worker" +
+      (elsewhere.size() == 1 ? "" : "s");
+  book.recent.clear();
+  s.quarantine.quarantined.push_back(w);
+  SyncPolicy(s, w);
+  return true;
+}
+
+}  // namespace
+
+bool NoteAttemptEnd(State& s, uint32_t w, TaskRef r, bool failure) {
+  const QuarantineConfig& c = s.config.quarantine;
+  if (!c.enabled || w == kNone || w >= s.workers.size()) return false;
+  const Task& t = s.task(r);
+  const uint64_t group = GroupKey(r.job, t.group);
+  const bool short_failure = failure && s.now_us - t.started_us < c.short_attempt.count();
+  QuarantineBook::PerWorker& book = BookOf(s, w);
+  book.recent.push_back({s.now_us, group, short_failure});
+  while (book.recent.size() > c.recent) book.recent.pop_front();
+  if (short_failure) {
+    std::vector<uint32_t>& on = s.quarantine.failed_on[group];
+    if (std::find(on.begin(), on.end(), w) == on.end()) {
+      if (on.size() >= 4 * QuarantineBook::kSuccessWorkers) on.erase(on.begin());
+      on.push_back(w);
+    }
+    return Judge(s, w);
+  }
+  if (failure) return s.workers[w].quarantined;
+  // A success: where the group succeeded, and a judgement of the workers
+  // where it failed quickly.
+  std::vector<QuarantineBook::Success>& ok = s.quarantine.successes[group];
+  auto same = std::find_if(ok.begin(), ok.end(), [&](const auto& x) { return x.worker == w; });
+  if (same != ok.end()) {
+    same->at_us = s.now_us;
+  } else {
+    if (ok.size() >= QuarantineBook::kSuccessWorkers) {
+      ok.erase(std::min_element(ok.begin(), ok.end(),
+                                [](const auto& a, const auto& b) { return a.at_us < b.at_us; }));
+    }
+    ok.push_back({w, s.now_us});
+  }
+  if (auto failed = s.quarantine.failed_on.find(group); failed != s.quarantine.failed_on.end()) {
+    const std::vector<uint32_t> judge = failed->second;
+    for (uint32_t other : judge) {
+      if (other != w) Judge(s, other);
+    }
+  }
+  return false;
+}
+
+void EndQuarantines(State& s) {
+  std::vector<uint32_t>& q = s.quarantine.quarantined;
+  for (size_t i = 0; i < q.size();) {
+    Worker& worker = s.workers[q[i]];
+    if (worker.quarantined && ToMicros(worker.quarantined_until) > s.now_us) {
+      ++i;
+      continue;
+    }
+    if (worker.quarantined) {
+      worker.quarantined = false;
+      BookOf(s, q[i]).last_end_us = s.now_us;
+      SyncPolicy(s, q[i]);
+    }
+    q.erase(q.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+}
+
+void LiftQuarantine(State& s, uint32_t w) {
+  Worker& worker = s.workers[w];
+  if (!worker.quarantined) return;
+  worker.quarantined = false;
+  BookOf(s, w).last_end_us = s.now_us;
+  std::erase(s.quarantine.quarantined, w);
+  SyncPolicy(s, w);
+}
+
+}  // namespace drover::core

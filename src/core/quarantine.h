@@ -1,0 +1,76 @@
+// Black-hole quarantine (docs/design.md, "Quarantine"): a worker whose
+// attempts fail quickly where the same task groups succeed on other workers
+// takes nothing new for a cool-down, so one sick machine cannot drain a
+// queue into failures and burn every task's retries.
+//
+// The evidence, per worker, is its last `QuarantineConfig::recent`
+// attempts that ended within `window`: those that failed in under
+// `short_attempt` (the task's own failure: not a vacate, preemption or
+// cancel) and whose group succeeded on another worker within the window
+// (before or after). A worker with at least `min_failures` such attempts,
+// making at least `min_fraction` of its recent ones, is quarantined for
+// `cooldown`, doubled for each earlier quarantine (at most `max_cooldown`);
+// each quiet stretch of twice its last cool-down forgets one doubling. A
+// bad job that fails everywhere is never evidence: it succeeds nowhere.
+//
+// Internal to src/core: the state (QuarantineBook) lives in State; the
+// reactor functions are in quarantine_ops.h.
+#ifndef DROVER_CORE_QUARANTINE_H_
+#define DROVER_CORE_QUARANTINE_H_
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/time.h"
+
+namespace drover::core {
+
+struct QuarantineConfig {
+  bool enabled = true;
+  // The evidence: the last `recent` attempts within `window`.
+  uint32_t recent = 10;
+  Duration window = Seconds(30 * 60);
+  // A failure this quick is a black hole's kind (a start that fails: a
+  // missing mount, a broken driver); a long task's failure is not.
+  Duration short_attempt = Seconds(30);
+  uint32_t min_failures = 5;
+  double min_fraction = 0.7;
+  Duration cooldown = Seconds(10 * 60);
+  Duration max_cooldown = Seconds(8 * 60 * 60);
+};
+
+struct QuarantineBook {
+  struct Ended {
+    int64_t at_us = 0;
+    uint64_t group = 0;  // GroupKey
+    bool short_failure = false;
+  };
+  struct PerWorker {
+    std::deque<Ended> recent;  // oldest first, at most QuarantineConfig::recent
+    uint32_t repeats = 0;      // quarantines so far, less those forgotten
+    int64_t last_end_us = 0;   // when the last one ended (0: none)
+    int64_t last_length_us = 0;
+  };
+  // Up to kSuccessWorkers distinct workers a group last succeeded on.
+  static constexpr size_t kSuccessWorkers = 4;
+  struct Success {
+    uint32_t worker = 0;
+    int64_t at_us = 0;
+  };
+  std::vector<PerWorker> workers;  // by worker slot, grown on demand
+  std::unordered_map<uint64_t, std::vector<Success>> successes;
+  // Workers with a recent short failure of the group: judged again when
+  // it succeeds somewhere else (at most kSuccessWorkers * 4 kept).
+  std::unordered_map<uint64_t, std::vector<uint32_t>> failed_on;
+  std::vector<uint32_t> quarantined;  // slots in quarantine now (OnTick ends them)
+};
+
+// A task group across jobs: the job's slot and the group's index.
+inline uint64_t GroupKey(uint32_t job, uint16_t group) { return (uint64_t{job} << 16) | group; }
+
+}  // namespace drover::core
+
+#endif  // DROVER_CORE_QUARANTINE_H_

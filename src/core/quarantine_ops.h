@@ -1,0 +1,23 @@
+// The quarantine's reactor functions over State (quarantine.h).
+#ifndef DROVER_CORE_QUARANTINE_OPS_H_
+#define DROVER_CORE_QUARANTINE_OPS_H_
+
+#include <cstdint>
+
+#include "core/scheduler_state.h"
+
+namespace drover::core {
+
+// Notes how an attempt of `r` on worker slot `w` ended (`failure`: the
+// task's own failure, not a vacate, preemption or cancel), and judges the
+// workers it bears on. True when `w` is quarantined now: its attempt then
+// uses no retry.
+bool NoteAttemptEnd(State& s, uint32_t w, TaskRef r, bool failure);
+// Ends the quarantines whose cool-down is over (OnTick).
+void EndQuarantines(State& s);
+// Ends `w`'s quarantine now (an admin's undrain).
+void LiftQuarantine(State& s, uint32_t w);
+
+}  // namespace drover::core
+
+#endif  // DROVER_CORE_QUARANTINE_OPS_H_
