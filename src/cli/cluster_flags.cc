@@ -71,6 +71,9 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
   app.add_flag("--queue-ahead,!--no-queue-ahead", flags.queue_ahead,
                "Assign a waiting CPU task to a worker behind a running one whose cores it fits, "
                "so the worker starts it the moment that one exits (default on)");
+  app.add_flag("--quarantine,!--no-quarantine", flags.quarantine,
+               "Quarantine a worker whose attempts fail quickly where the same task groups "
+               "succeed on other workers: nothing new goes there for a cool-down (default on)");
   app.add_option("--access-file", flags.access_file,
                  "Where to write the access file for local clients (default $DROVER_ACCESS, "
                  "then ~/.local/state/drover/access.json; \"-\" for none)");
@@ -147,6 +150,7 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
   if (!policy.ok()) return policy.status().WithContext("--policy");
   config.scheduler.policy = *policy;
   config.scheduler.queue_ahead = flags.queue_ahead;
+  config.scheduler.quarantine.enabled = flags.quarantine;
   ASSIGN_OR_RETURN(Quotas quotas, ParseQuotas(flags.quotas));
   config.scheduler.users.quotas = std::move(quotas.per_user);
   config.scheduler.users.default_quota = quotas.everyone;

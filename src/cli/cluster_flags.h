@@ -33,6 +33,7 @@ struct ServerFlags {
   std::string alloc_interval = "5s";  // ServerConfig::alloc_interval
   std::string policy = "spread";
   bool queue_ahead = true;  // SchedulerConfig::queue_ahead
+  bool quarantine = true;   // SchedulerConfig::quarantine.enabled
   std::string access_file;  // default: $DROVER_ACCESS, then net's default path
   bool no_local_socket = false;  // no <state dir>/api.sock
   bool hide_others = false;      // ServerConfig::hide_others

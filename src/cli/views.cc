@@ -259,14 +259,19 @@ std::string WorkersView(const json& list) {
   for (const json& w : Array(list, "workers")) {
     const std::string unhealthy = Str(w, "unhealthy");
     const bool sick = unhealthy != "-" && !unhealthy.empty();
+    const std::string quarantine = Str(w, "quarantined");
+    const bool held = quarantine != "-" && !quarantine.empty();
     std::string state = Bool(w, "lost")       ? "lost"
                         : Bool(w, "drained")  ? "drained"
                         : Bool(w, "paused")   ? "paused"
                         : sick                ? "unhealthy"
+                        : held                ? "quarantined"
                         : Bool(w, "refusing") ? "refusing"
                                               : "ready";
     // Its own health checks fail: why, since when.
     if (sick) state += " (" + unhealthy + ", since " + ShortTime(w, "unhealthy_since") + ")";
+    // A black hole: until when, and the evidence.
+    if (held) state += " (until " + ShortTime(w, "quarantined_until") + ": " + quarantine + ")";
     // A workstation in idle-desktop mode says where its owner is.
     if (std::string note = Str(w, "note"); note != "-" && !note.empty()) {
       state += " (" + note + ", since " + ShortTime(w, "note_since") + ")";

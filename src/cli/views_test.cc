@@ -124,6 +124,29 @@ TEST(ViewsTest, WorkersAndEmptyListsAndOddShapes) {
   workers["workers"][0]["ends_at_ms"] = 1796212800000;
   EXPECT_NE(WorkersView(workers).find("ready (leaves 2026-12-02 12:00:00Z)"), std::string::npos)
       << WorkersView(workers);
+  // Its own checks fail; a GPU of it is sick; quarantined as a black hole.
+  workers["workers"][0].erase("ends_at");
+  workers["workers"][0].erase("ends_at_ms");
+  workers["workers"][0]["unhealthy"] = "/scratch not mounted";
+  workers["workers"][0]["unhealthy_since"] = "2026-12-02T12:00:00.000Z";
+  workers["workers"][0]["unhealthy_since_ms"] = 1796212800000;
+  EXPECT_NE(WorkersView(workers).find(
+                "unhealthy (/scratch not mounted, since 2026-12-02 12:00:00Z)"),
+            std::string::npos)
+      << WorkersView(workers);
+  workers["workers"][0].erase("unhealthy");
+  workers["workers"][0]["quarantined"] = "5 of its last 5 attempts failed in under 30s";
+  workers["workers"][0]["quarantined_until"] = "2026-12-02T12:10:00.000Z";
+  workers["workers"][0]["quarantined_until_ms"] = 1796213400000;
+  EXPECT_NE(WorkersView(workers).find("quarantined (until 2026-12-02 12:10:00Z: 5 of its last 5 "
+                                      "attempts failed in under 30s)"),
+            std::string::npos)
+      << WorkersView(workers);
+  workers["workers"][0]["gpus"] = json::array(
+      {{{"index", 1}, {"model", "A100"}, {"sick", "2 uncorrectable ECC errors"}}});
+  EXPECT_NE(WorkersView(workers).find("1:A100 (sick: 2 uncorrectable ECC errors)"),
+            std::string::npos)
+      << WorkersView(workers);
   EXPECT_EQ(WorkersView(json{{"workers", json::array()}}), "no workers\n");
   EXPECT_EQ(JobsView(json::object()), "no jobs\n");
   // A field of an unexpected type prints as "-" instead of failing.

@@ -428,6 +428,10 @@ nlohmann::json WorkerInfoJson(const core::WorkerInfo& worker) {
     j["unhealthy"] = worker.unhealthy;
     PutTime(j, "unhealthy_since", worker.unhealthy_since);
   }
+  if (!worker.quarantine_why.empty()) {
+    j["quarantined"] = worker.quarantine_why;
+    PutTime(j, "quarantined_until", worker.quarantined_until);
+  }
   if (!worker.note.empty()) {
     j["note"] = worker.note;
     PutTime(j, "note_since", worker.note_since);

@@ -125,13 +125,15 @@ std::string Observability::MetricsText() {
     if (info.ok()) workers.push_back(std::move(*info));
   }
   std::map<std::string, uint64_t> by_state{
-      {"idle", 0}, {"busy", 0}, {"drained", 0}, {"paused", 0}, {"unhealthy", 0}, {"lost", 0}};
+      {"idle", 0},      {"busy", 0},        {"drained", 0}, {"paused", 0},
+      {"unhealthy", 0}, {"quarantined", 0}, {"lost", 0}};
   uint64_t connected = 0;
   for (const core::WorkerInfo& wi : workers) {
     const char* state = wi.lost            ? "lost"
                         : wi.drained       ? "drained"
                         : wi.paused        ? "paused"
                         : !wi.unhealthy.empty() ? "unhealthy"
+                        : !wi.quarantine_why.empty() ? "quarantined"
                         : wi.tasks.empty() ? "idle"
                                            : "busy";
     ++by_state[state];
@@ -139,7 +141,8 @@ std::string Observability::MetricsText() {
   }
   w.Family("drover_workers",
            "Workers by state: lost, else drained, else paused (its owner is at it), else "
-           "unhealthy (its health checks fail), else busy (running tasks) or idle.",
+           "unhealthy (its health checks fail), else quarantined (a black hole), else busy "
+           "(running tasks) or idle.",
            MetricType::kGauge);
   for (const auto& [state, n] : by_state) {
     w.Sample("drover_workers", {{"state", state}}, static_cast<double>(n));

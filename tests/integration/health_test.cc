@@ -204,3 +204,51 @@ TEST(HealthTest, ASickGpuIsOutOfTheOfferWhileTheTaskOnTheOtherRunsOn) {
 
 }  // namespace
 }  // namespace drover::testing
+
+namespace drover::testing {
+namespace {
+
+// A black hole through real processes: every task fails at once on w1
+// (its work directory gives it away) and succeeds on w2 and w3; w1 is
+// quarantined with the evidence in `drover workers`, every task succeeds
+// (the attempt that tipped it used no retry), and an undrain lifts it.
+TEST(HealthTest, AWorkerWhoseTasksFailWhereTheySucceedElsewhereIsQuarantined) {
+  Cluster c;
+  c.StartServer();
+  c.StartWorker("w1");
+  c.StartWorker("w2");
+  c.StartWorker("w3");
+  const uint64_t job =
+      Post(c, {{"name", "black-hole"},
+               {"task",
+                {{{"id", "t"},
+                  {"array", "0-29"},
+                  {"command", {"sh", "-c", "case $PWD in */workers/w1/*) exit 1;; esac"}},
+                  {"retries", 3},
+                  {"retry_backoff", "100ms"}}}}});
+  ASSERT_GT(job, 0u);
+  RunResult run = c.Drover({"wait", std::to_string(job)});
+  EXPECT_EQ(run.status, 0) << run.output;
+  RunResult workers = c.Drover({"workers"});
+  EXPECT_NE(workers.output.find("quarantined (until "), std::string::npos) << workers.output;
+  EXPECT_NE(workers.output.find("attempts failed in under 30s; the same groups succeeded on"),
+            std::string::npos)
+      << workers.output;
+  nlohmann::json list = c.Get("/api/v1/workers")["workers"];
+  std::vector<std::string> quarantined;
+  for (const nlohmann::json& w : list) {
+    if (w.contains("quarantined")) {
+      quarantined.push_back(std::to_string(w["id"].get<uint64_t>()));
+      EXPECT_EQ(w["name"], "w1") << w.dump(2);
+    }
+  }
+  ASSERT_EQ(quarantined.size(), 1u) << list.dump(2);
+  RunResult undo = c.Drover({"drain", "--undo", quarantined[0]});
+  EXPECT_EQ(undo.status, 0) << undo.output;
+  for (const nlohmann::json& w : c.Get("/api/v1/workers")["workers"]) {
+    EXPECT_FALSE(w.contains("quarantined")) << w.dump(2);
+  }
+}
+
+}  // namespace
+}  // namespace drover::testing
