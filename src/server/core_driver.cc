@@ -128,6 +128,12 @@ Status CoreDriver::Recover() {
       [this](const store::FreeEvent& free) {
         std::optional<AttemptRef> a = book_.Freed(free.key);
         if (!a) return;
+        // The store names the holder: a free it says was another attempt's
+        // lease is not this attempt's.
+        if (std::optional<AttemptRef> named = LeaseBook::ParseOwner(free.owner);
+            named && !(*named == *a)) {
+          return;
+        }
         Handle(core::LeaseFreed{a->task, a->attempt, free.reason == store::FreeReason::kExpired});
       },
       [&](Status s) {

@@ -7,9 +7,11 @@
 // can renew and release) the leases its previous run claimed.
 //
 // The book maps each granted slot key ("lease:3:slot:12.4") to the attempt
-// that holds it, which turns a store FreeEvent back into the core's
-// LeaseFreed{task, attempt}; and it splits the core's per-worker
-// RenewLeases into one store Renew per owner.
+// that holds it: the core's RenewLeases names keys, not attempts, and the
+// book splits it into one store Renew per owner. A store FreeEvent names
+// its holder itself (FreeEvent::owner); the book forgets the key then, and
+// a free whose owner is not the attempt the book has (an earlier one's,
+// late) is not passed on.
 //
 // Thread safety: none; the server's event loop owns it.
 #ifndef DROVER_SERVER_LEASE_BOOK_H_

@@ -42,10 +42,13 @@ struct Lease {
 enum class FreeReason { kReleased, kExpired };
 const char* FreeReasonName(FreeReason reason);  // "released" / "expired"
 
-// Delivered to the free listener once per lease that ends.
+// Delivered to the free listener once per lease that ends. `owner`: who
+// held it; empty where the store cannot know (a notification of a key it
+// does not hold itself, as the bare Redis connection sees them).
 struct FreeEvent {
   LeaseKey key;
   FreeReason reason;
+  Owner owner;
   friend bool operator==(const FreeEvent&, const FreeEvent&) = default;
 };
 

@@ -289,7 +289,7 @@ void MemoryStore::Release(std::vector<LeaseKey> keys, Owner owner, Callback<Rele
       continue;
     }
     leases_.erase(it);
-    events.push_back(FreeEvent{key, FreeReason::kReleased});
+    events.push_back(FreeEvent{key, FreeReason::kReleased, owner});
     released.push_back(std::move(key));
   }
   if (!released.empty()) JournalLeaseChange(EncodeFree(released));
@@ -316,9 +316,11 @@ void MemoryStore::ExpireDue(Time now) {
     Deadline d = std::move(heap_.back());
     heap_.pop_back();
     if (!IsLive(d)) continue;
+    auto held = leases_.find(d.key);
+    Owner owner = held != leases_.end() ? std::move(held->second.owner) : Owner();
     leases_.erase(d.key);
     expired.push_back(d.key);
-    events.push_back(FreeEvent{std::move(d.key), FreeReason::kExpired});
+    events.push_back(FreeEvent{std::move(d.key), FreeReason::kExpired, std::move(owner)});
   }
   if (events.empty()) return;
   // Not strictly needed (a restart restores expired leases for one more TTL,

@@ -162,8 +162,8 @@ TEST_F(MemoryStoreTest, NextExpiryArmsOneTimerForTheEarliestLease) {
   EXPECT_THAT(Holdings(), ElementsAre("late=a"));
   clock_.Advance(Micros(1));
   store_->ExpireDue(clock_.Now());
-  EXPECT_THAT(frees_, ElementsAre(FreeEvent{"early", FreeReason::kReleased},
-                                  FreeEvent{"late", FreeReason::kExpired}));
+  EXPECT_THAT(frees_, ElementsAre(FreeEvent{"early", FreeReason::kReleased, "b"},
+                                  FreeEvent{"late", FreeReason::kExpired, "a"}));
   EXPECT_EQ(store_->NextExpiry(), std::nullopt);
   EXPECT_EQ(store_->lease_count(), 0u);
 }
@@ -188,7 +188,7 @@ TEST_F(MemoryStoreTest, LateTimerStillNeverReportsAnExpiredLeaseAsHeld) {
   clock_.Advance(Seconds(11));  // the shell's timer has not fired yet
   ClaimOutcome b = Claim({"gpu"}, "b", Seconds(10));
   EXPECT_TRUE(b.claimed);
-  EXPECT_THAT(frees_, ElementsAre(FreeEvent{"gpu", FreeReason::kExpired}));
+  EXPECT_THAT(frees_, ElementsAre(FreeEvent{"gpu", FreeReason::kExpired, "a"}));
   store_->ExpireDue(clock_.Now());  // the late timer finds nothing more
   EXPECT_EQ(frees_.size(), 1u);
 }

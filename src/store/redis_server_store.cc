@@ -165,13 +165,15 @@ void RedisServerStore::OnFree(const FreeEvent& free) {
   }
   auto it = held_.find(free.key);
   if (it == held_.end() || !IsLeaseKey(free.key)) {
+    FreeEvent named = free;
     if (free.reason == FreeReason::kReleased) {
-      if (auto own = own_releases_.find(free.key);
-          own != own_releases_.end() && --own->second.unseen == 0) {
-        own_releases_.erase(own);
+      // Our own release: we know who held it.
+      if (auto own = own_releases_.find(free.key); own != own_releases_.end()) {
+        named.owner = own->second.owner;
+        if (--own->second.unseen == 0) own_releases_.erase(own);
       }
     }
-    return Deliver(free);
+    return Deliver(named);
   }
   Held& held = it->second;
   if (free.reason == FreeReason::kReleased) {
@@ -190,8 +192,10 @@ void RedisServerStore::OnFree(const FreeEvent& free) {
                  held.owner);
     return Repair({free.key}, held.owner);
   }
+  FreeEvent named = free;
+  named.owner = held.owner;
   if (!held.pending) held_.erase(it);
-  Deliver(free);
+  Deliver(named);
 }
 
 // ---- Leases ----
@@ -286,6 +290,7 @@ void RedisServerStore::Release(std::vector<LeaseKey> keys, Owner owner,
       OwnRelease& own = own_releases_[key];
       own.last = now;
       ++own.unseen;
+      own.owner = owner;
     }
     if (renews_in_flight_ > 0) released_[key] = release_seq_;
   }
@@ -340,9 +345,10 @@ void RedisServerStore::Repair(std::vector<LeaseKey> keys, Owner owner) {
         continue;
       }
       // Someone else holds it: the task may no longer run.
+      const Owner holder = it->second.owner;
       held_.erase(it);
       ++stats_.conflicts;
-      Deliver(FreeEvent{key, FreeReason::kExpired});
+      Deliver(FreeEvent{key, FreeReason::kExpired, holder});
     }
     if (!r->claimed) {
       spdlog::warn("redis: {} is held by {}; stopping the task of {}", r->conflict_key,
@@ -391,9 +397,9 @@ void RedisServerStore::Reconcile(std::function<void()> done) {
         if (Live(held, now)) {
           spdlog::warn("redis: lease {} of {} is held by {}; stopping the task", lease.key,
                        held.owner, lease.owner);
+          gone.push_back(FreeEvent{lease.key, FreeReason::kExpired, held.owner});
           held_.erase(it);
           ++stats_.conflicts;
-          gone.push_back(FreeEvent{lease.key, FreeReason::kExpired});
           continue;  // the other holder's lease is released by a later pass
         }
         held_.erase(it);
@@ -413,7 +419,7 @@ void RedisServerStore::Reconcile(std::function<void()> done) {
       if (!Live(held, now)) {
         // Expired while its notification could not reach us (an outage):
         // the task must stop, as if the event had come.
-        gone.push_back(FreeEvent{it->first, FreeReason::kExpired});
+        gone.push_back(FreeEvent{it->first, FreeReason::kExpired, held.owner});
         it = held_.erase(it);
         continue;
       }

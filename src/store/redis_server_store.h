@@ -223,6 +223,7 @@ class RedisServerStore final : public Store {
   struct OwnRelease {
     Time last;          // the latest release sent
     uint32_t unseen;    // releases whose `del` has not come yet
+    Owner owner;        // who released it last, for its FreeEvent
   };
   std::map<LeaseKey, OwnRelease> own_releases_;
   FreeListener listener_;

@@ -146,7 +146,8 @@ TEST_F(RedisServerStoreTest, LeaseWithoutHolderIsReleasedAndOursAreKept) {
   // Its release's `del` is passed on (nobody here held it).
   ASSERT_TRUE(RunLoopUntil(
       loop_, [&] { return !frees_.empty(); }, kWait));
-  EXPECT_THAT(frees_, ElementsAre(FreeEvent{"lease:9:gpu:0", FreeReason::kReleased}));
+  // Released by the reconciliation, for nobody here: no holder named.
+  EXPECT_THAT(frees_, ElementsAre(FreeEvent{"lease:9:gpu:0", FreeReason::kReleased, ""}));
 }
 
 TEST_F(RedisServerStoreTest, LeaseNowSomeoneElsesStopsTheTask) {
@@ -155,7 +156,8 @@ TEST_F(RedisServerStoreTest, LeaseNowSomeoneElsesStopsTheTask) {
   ASSERT_TRUE(Claim(*store, {"lease:1:slot:1.0"}, "t#1@s"));
   ASSERT_TRUE(Raw({"HSET", prefix_ + "lease:1:slot:1.0", "owner", "intruder"}).ok());
   Reconcile(*store);
-  EXPECT_THAT(frees_, ElementsAre(FreeEvent{"lease:1:slot:1.0", FreeReason::kExpired}));
+  // The task's lease, named by its holder here.
+  EXPECT_THAT(frees_, ElementsAre(FreeEvent{"lease:1:slot:1.0", FreeReason::kExpired, "t#1@s"}));
   EXPECT_EQ(store->stats().conflicts, 1u);
   // The intruder's lease now has no holder here: the next pass releases it.
   Reconcile(*store);
@@ -172,7 +174,7 @@ TEST_F(RedisServerStoreTest, ReleasedLeaseIsForgotten) {
   ASSERT_TRUE(released && released->ok());
   ASSERT_TRUE(RunLoopUntil(
       loop_, [&] { return !frees_.empty(); }, kWait));
-  EXPECT_THAT(frees_, ElementsAre(FreeEvent{"lease:1:slot:1.0", FreeReason::kReleased}));
+  EXPECT_THAT(frees_, ElementsAre(FreeEvent{"lease:1:slot:1.0", FreeReason::kReleased, "t#1@s"}));
   Reconcile(*store);
   EXPECT_TRUE(OwnerOf("lease:1:slot:1.0").empty());
   EXPECT_EQ(store->stats().reclaimed, 0u);
@@ -200,7 +202,8 @@ TEST_F(RedisServerStoreTest, HandoffOfAKeyClaimsItOnce) {
   ASSERT_EQ(Raw({"DEL", prefix_ + "lease:9:slot:9.0"})->integer, 1);
   ASSERT_TRUE(RunLoopUntil(
       loop_, [&] { return !frees_.empty(); }, kWait));
-  EXPECT_THAT(frees_, ElementsAre(FreeEvent{"lease:9:slot:9.0", FreeReason::kReleased}));
+  // Someone else's delete of a key nobody here held: no owner known.
+  EXPECT_THAT(frees_, ElementsAre(FreeEvent{"lease:9:slot:9.0", FreeReason::kReleased, ""}));
   EXPECT_EQ(store->stats().reclaimed, 0u);
   EXPECT_EQ(OwnerOf("lease:1:gpu:0"), "t#6@s");
   // A real delete afterwards is still repaired.
@@ -225,7 +228,7 @@ TEST_F(RedisServerStoreTest, ARenewalAnsweredAfterAReleaseDoesNotBringTheLeaseBa
   store->Release({"lease:1:slot:1.0"}, "t#1@s", [&](Result<ReleaseOutcome>) { released = true; });
   ASSERT_TRUE(RunLoopUntil(
       loop_, [&] { return renewed && released && !frees_.empty(); }, kWait));
-  EXPECT_THAT(frees_, ElementsAre(FreeEvent{"lease:1:slot:1.0", FreeReason::kReleased}));
+  EXPECT_THAT(frees_, ElementsAre(FreeEvent{"lease:1:slot:1.0", FreeReason::kReleased, "t#1@s"}));
   Reconcile(*store);  // the pass also answers after anything the del caused
   EXPECT_TRUE(OwnerOf("lease:1:slot:1.0").empty());
   EXPECT_EQ(store->stats().reclaimed, 0u);

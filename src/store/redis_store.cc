@@ -237,7 +237,7 @@ void RedisStore::OnPush(const RedisReply& push) {
       channel == keys_.DelChannel() ? FreeReason::kReleased : FreeReason::kExpired;
   // Copied: the listener may replace itself.
   FreeListener listener = listener_;
-  listener(FreeEvent{std::move(*key), reason});
+  listener(FreeEvent{std::move(*key), reason, Owner()});  // the holder is not in the event
 }
 
 void RedisStore::MaybeReady(uint64_t attempt) {
