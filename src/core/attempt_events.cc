@@ -50,7 +50,10 @@ Status OnStarted(State& s, const TaskStarted& e) {
     DropHold(s, r);
   }
   t.started_us = s.now_us;
-  if (act.worker != kNone) WorkerTasksChanged(s, act.worker);  // its limit counts from now
+  if (act.worker != kNone) {
+    WorkerTasksChanged(s, act.worker);  // its limit counts from now
+    NoteAttemptStart(s, act.worker, r);
+  }
   Transition(s, r, TaskState::kRunning);
   const Duration timeout = s.SpecOf(r).timeout;
   if (timeout > Duration::zero()) {

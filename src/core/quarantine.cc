@@ -6,9 +6,9 @@
 
 #include "common/quantity.h"
 #include "core/leases_ops.h"
-#include "core/worker_events_ops.h"
 #include "core/quarantine_ops.h"
 #include "core/scheduler_state.h"
+#include "core/worker_events_ops.h"
 
 namespace drover::core {
 namespace {
@@ -18,17 +18,36 @@ QuarantineBook::PerWorker& BookOf(State& s, uint32_t w) {
   return s.quarantine.workers[w];
 }
 
-// The other workers `group` succeeded on within the window.
-void SucceededElsewhere(const State& s, uint64_t group, uint32_t w, int64_t since_us,
-                        std::set<uint32_t>& out) {
+// Records that `group` does not fail quickly on `w` from `since_us` on.
+void NoteWell(State& s, uint64_t group, uint32_t w, int64_t since_us) {
+  std::vector<QuarantineBook::Success>& ok = s.quarantine.successes[group];
+  auto same = std::find_if(ok.begin(), ok.end(), [&](const auto& x) { return x.worker == w; });
+  if (same != ok.end()) {
+    same->since_us = std::min(same->since_us, since_us);
+    return;
+  }
+  if (ok.size() >= QuarantineBook::kSuccessWorkers) {
+    ok.erase(std::min_element(ok.begin(), ok.end(), [](const auto& a, const auto& b) {
+      return a.since_us < b.since_us;
+    }));
+  }
+  ok.push_back({w, since_us});
+}
+
+// The other workers where `group` did not fail quickly, as of now, within
+// the window.
+void WellElsewhere(const State& s, uint64_t group, uint32_t w, int64_t window_start_us,
+                   std::set<uint32_t>& out) {
   auto it = s.quarantine.successes.find(group);
   if (it == s.quarantine.successes.end()) return;
   for (const QuarantineBook::Success& ok : it->second) {
-    if (ok.worker != w && ok.at_us >= since_us) out.insert(ok.worker);
+    if (ok.worker != w && ok.since_us <= s.now_us && ok.since_us >= window_start_us) {
+      out.insert(ok.worker);
+    }
   }
 }
 
-// Quarantines `w` when its recent attempts are the evidence (quarantine.h).
+// Quarantines `w` when its recent endings are the evidence (quarantine.h).
 bool Judge(State& s, uint32_t w) {
   const QuarantineConfig& c = s.config.quarantine;
   Worker& worker = s.workers[w];
@@ -37,23 +56,29 @@ bool Judge(State& s, uint32_t w) {
   const int64_t since = s.now_us - c.window.count();
   while (!book.recent.empty() && book.recent.front().at_us < since) book.recent.pop_front();
   uint32_t failures = 0;
+  uint32_t others = 0;  // endings that were not quick failures
   std::set<uint32_t> elsewhere;
   for (const QuarantineBook::Ended& e : book.recent) {
-    if (!e.short_failure) continue;
+    if (!e.short_failure) {
+      ++others;
+      continue;
+    }
     std::set<uint32_t> ok;
-    SucceededElsewhere(s, e.group, w, since, ok);
-    if (ok.empty()) continue;
+    WellElsewhere(s, e.group, w, since, ok);
+    // Not judged (yet): it may fail everywhere; but a worker on probation
+    // (released, no success since) is judged by its own failures.
+    if (ok.empty() && !book.probation) continue;
     ++failures;
     elsewhere.insert(ok.begin(), ok.end());
   }
-  if (failures < c.min_failures ||
-      failures < c.min_fraction * static_cast<double>(book.recent.size())) {
+  const uint32_t needed = book.probation ? 1 : c.min_failures;
+  if (failures < needed || failures < c.min_fraction * static_cast<double>(failures + others)) {
     return false;
   }
   // Quiet stretches since the last one forget doublings.
   if (book.last_end_us > 0) {
     int64_t quiet = s.now_us - book.last_end_us;
-    while (book.repeats > 0 && quiet >= 2 * book.last_length_us) {
+    while (book.repeats > 0 && book.last_length_us > 0 && quiet >= 2 * book.last_length_us) {
       --book.repeats;
       quiet -= 2 * book.last_length_us;
     }
@@ -66,10 +91,11 @@ bool Judge(State& s, uint32_t w) {
   worker.quarantined = true;
   worker.quarantined_until = TimeFromMicros(s.now_us + length.count());
   worker.quarantine_why =
-      std::to_string(failures) + " of its last " + std::to_string(book.recent.size()) +
-      " attempts failed in under " + FormatDuration(c.short_attempt) +
-      "; the same groups succeeded on " + std::to_string(elsewhere.size()) + " other worker" +
-      (elsewhere.size() == 1 ? "" : "s");
+      std::to_string(failures) + (failures == 1 ? " attempt" : " attempts") + " failed in under " +
+      FormatDuration(c.short_attempt) +
+      " where the same groups ran well on " + std::to_string(elsewhere.size()) + " other worker" +
+      (elsewhere.size() == 1 ? "" : "s") + "; " + std::to_string(others) +
+      " ended otherwise (in " + FormatDuration(c.window) + ")";
   book.recent.clear();
   s.quarantine.quarantined.push_back(w);
   SyncPolicy(s, w);
@@ -77,6 +103,12 @@ bool Judge(State& s, uint32_t w) {
 }
 
 }  // namespace
+
+void NoteAttemptStart(State& s, uint32_t w, TaskRef r) {
+  const QuarantineConfig& c = s.config.quarantine;
+  if (!c.enabled || w == kNone || w >= s.workers.size()) return;
+  NoteWell(s, GroupKey(r.job, s.task(r).group), w, s.now_us + c.short_attempt.count());
+}
 
 bool NoteAttemptEnd(State& s, uint32_t w, TaskRef r, bool failure) {
   const QuarantineConfig& c = s.config.quarantine;
@@ -88,6 +120,10 @@ bool NoteAttemptEnd(State& s, uint32_t w, TaskRef r, bool failure) {
   book.recent.push_back({s.now_us, group, short_failure});
   while (book.recent.size() > c.recent) book.recent.pop_front();
   if (short_failure) {
+    // It failed quickly here: no evidence that the group does well here.
+    if (auto it = s.quarantine.successes.find(group); it != s.quarantine.successes.end()) {
+      std::erase_if(it->second, [&](const auto& x) { return x.worker == w; });
+    }
     std::vector<uint32_t>& on = s.quarantine.failed_on[group];
     if (std::find(on.begin(), on.end(), w) == on.end()) {
       if (on.size() >= 4 * QuarantineBook::kSuccessWorkers) on.erase(on.begin());
@@ -96,19 +132,10 @@ bool NoteAttemptEnd(State& s, uint32_t w, TaskRef r, bool failure) {
     return Judge(s, w);
   }
   if (failure) return s.workers[w].quarantined;
-  // A success: where the group succeeded, and a judgement of the workers
-  // where it failed quickly.
-  std::vector<QuarantineBook::Success>& ok = s.quarantine.successes[group];
-  auto same = std::find_if(ok.begin(), ok.end(), [&](const auto& x) { return x.worker == w; });
-  if (same != ok.end()) {
-    same->at_us = s.now_us;
-  } else {
-    if (ok.size() >= QuarantineBook::kSuccessWorkers) {
-      ok.erase(std::min_element(ok.begin(), ok.end(),
-                                [](const auto& a, const auto& b) { return a.at_us < b.at_us; }));
-    }
-    ok.push_back({w, s.now_us});
-  }
+  // A success: evidence at once, a probation passed, and a judgement of
+  // the workers where the group failed quickly.
+  book.probation = false;
+  NoteWell(s, group, w, s.now_us);
   if (auto failed = s.quarantine.failed_on.find(group); failed != s.quarantine.failed_on.end()) {
     const std::vector<uint32_t> judge = failed->second;
     for (uint32_t other : judge) {
@@ -128,7 +155,9 @@ void EndQuarantines(State& s) {
     }
     if (worker.quarantined) {
       worker.quarantined = false;
-      BookOf(s, q[i]).last_end_us = s.now_us;
+      QuarantineBook::PerWorker& book = BookOf(s, q[i]);
+      book.last_end_us = s.now_us;
+      book.probation = true;
       SyncPolicy(s, q[i]);
     }
     q.erase(q.begin() + static_cast<std::ptrdiff_t>(i));

@@ -1,17 +1,21 @@
 // Black-hole quarantine (docs/design.md, "Quarantine"): a worker whose
-// attempts fail quickly where the same task groups succeed on other workers
-// takes nothing new for a cool-down, so one sick machine cannot drain a
-// queue into failures and burn every task's retries.
+// attempts fail quickly where the same task groups do not fail quickly on
+// other workers takes nothing new for a cool-down, so one sick machine
+// cannot drain a queue into failures and burn every task's retries.
 //
-// The evidence, per worker, is its last `QuarantineConfig::recent`
-// attempts that ended within `window`: those that failed in under
-// `short_attempt` (the task's own failure: not a vacate, preemption or
-// cancel) and whose group succeeded on another worker within the window
-// (before or after). A worker with at least `min_failures` such attempts,
-// making at least `min_fraction` of its recent ones, is quarantined for
-// `cooldown`, doubled for each earlier quarantine (at most `max_cooldown`);
-// each quiet stretch of twice its last cool-down forgets one doubling. A
-// bad job that fails everywhere is never evidence: it succeeds nowhere.
+// The evidence, per worker, is its attempts that ended within `window`
+// (at most `recent` of them): quick failures (under `short_attempt`; the
+// task's own failure, not a vacate, preemption or cancel) whose group
+// another worker ran for longer than `short_attempt` without failing, or
+// finished well, within the window (before or after), against its other
+// endings (successes, slow failures). A worker with at least
+// `min_failures` such failures, making at least `min_fraction` of those
+// two together, is quarantined for `cooldown`, doubled for each earlier
+// quarantine (at most `max_cooldown`); each quiet stretch of twice its
+// last cool-down forgets one doubling, and a worker released from one
+// (on probation) is quarantined again at its first quick failure, whatever
+// its group, until it has done well once. A bad job that fails quickly
+// everywhere is never evidence against a worker not on probation.
 //
 // Internal to src/core: the state (QuarantineBook) lives in State; the
 // reactor functions are in quarantine_ops.h.
@@ -30,8 +34,8 @@ namespace drover::core {
 
 struct QuarantineConfig {
   bool enabled = true;
-  // The evidence: the last `recent` attempts within `window`.
-  uint32_t recent = 10;
+  // The evidence: the last `recent` attempt endings within `window`.
+  uint32_t recent = 256;
   Duration window = Seconds(30 * 60);
   // A failure this quick is a black hole's kind (a start that fails: a
   // missing mount, a broken driver); a long task's failure is not.
@@ -53,12 +57,15 @@ struct QuarantineBook {
     uint32_t repeats = 0;      // quarantines so far, less those forgotten
     int64_t last_end_us = 0;   // when the last one ended (0: none)
     int64_t last_length_us = 0;
+    bool probation = false;    // released, and no success since
   };
-  // Up to kSuccessWorkers distinct workers a group last succeeded on.
+  // Up to kSuccessWorkers distinct workers where a group last did not fail
+  // quickly: an attempt that started there (evidence from `since_us`, a
+  // short attempt later, unless it fails quickly first) or ended well.
   static constexpr size_t kSuccessWorkers = 4;
   struct Success {
     uint32_t worker = 0;
-    int64_t at_us = 0;
+    int64_t since_us = 0;
   };
   std::vector<PerWorker> workers;  // by worker slot, grown on demand
   std::unordered_map<uint64_t, std::vector<Success>> successes;

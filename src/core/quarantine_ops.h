@@ -13,6 +13,10 @@ namespace drover::core {
 // workers it bears on. True when `w` is quarantined now: its attempt then
 // uses no retry.
 bool NoteAttemptEnd(State& s, uint32_t w, TaskRef r, bool failure);
+// Notes that an attempt of `r` started on worker slot `w`: once it has run
+// a short attempt's length without failing, its group does not fail
+// quickly there.
+void NoteAttemptStart(State& s, uint32_t w, TaskRef r);
 // Ends the quarantines whose cool-down is over (OnTick).
 void EndQuarantines(State& s);
 // Ends `w`'s quarantine now (an admin's undrain).
