@@ -33,6 +33,11 @@ void AddSimCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   sim->add_option("--share", opts->shares, "Fair share: USER=N shares of a user (default 1)")
       ->allow_extra_args(false);
+  sim->add_option("--black-hole", opts->black_hole,
+                  "Make this worker of the cluster a black hole: every attempt there fails 1 s "
+                  "after it starts (to measure what quarantine saves)");
+  sim->add_flag("--no-quarantine", opts->no_quarantine,
+                "Replay with the black-hole quarantine off (to compare with it on)");
   sim->add_flag("--json", opts->json, "One JSON object per policy");
   sim->add_flag("--idle-profile", opts->idle_profile,
                 "Also print where the free GPU time went (reservation, fragmentation, ...)");

@@ -58,6 +58,13 @@ Status Replay::Apply(const core::Command& command) {
               return Internal("task " + trace_.ids[i] + " became queued twice");
             }
             MakeReady(i);
+          } else if (c.to == core::TaskState::kQueued && phase_[TraceIndex(c.task)] == Phase::kFailed) {
+            // Its failure on the black hole is retried (at once when it used
+            // no retry, its worker quarantined; else after a backoff, whose
+            // possible ends get a Tick each).
+            MakeReady(TraceIndex(c.task), /*front=*/true);
+            const int64_t backoff = ::drover::Seconds(10).count();
+            for (int k = 0; k < 3; ++k) wakeups_.push(now_us_ + (backoff << k) + 1);
           } else if (c.to == core::TaskState::kFailed || c.to == core::TaskState::kCanceled) {
             return OnEnded(c);
           }
@@ -106,11 +113,17 @@ Status Replay::OnEnded(const core::TaskStateChanged& c) {
     ++done_;
     return Status::Ok();
   }
+  if (c.to == core::TaskState::kFailed && phase_[i] == Phase::kFailed) {
+    ++black_.failed_tasks;
+    ++done_;
+    return Status::Ok();
+  }
   if (c.to == core::TaskState::kCanceled && phase_[i] == Phase::kWaiting &&
-      owners_.timed_out_tasks > 0 && c.kind == core::EndKind::kDependency) {
+      (owners_.timed_out_tasks > 0 || black_.failed_tasks > 0) &&
+      c.kind == core::EndKind::kDependency) {
     if (trace_.RequestOf(trace_.tasks[i]).gpus > 0) --gpu_waiting_;
     phase_[i] = Phase::kCanceled;
-    ++owners_.canceled_tasks;
+    ++(black_.failed_tasks > 0 ? black_.canceled_tasks : owners_.canceled_tasks);
     ++done_;
     return Status::Ok();
   }
@@ -181,6 +194,8 @@ Status Replay::OnAssign(const core::AssignTask& a) {
   for (const core::GpuGrant& g : run.alloc.gpus) busy_gpus_ += g.share;
   run.start_us = now_us_;
   run.finish_us = now_us_ + t.duration.count() - (progress_us_.empty() ? 0 : progress_us_[i]);
+  run.doomed = static_cast<int64_t>(w) == black_hole_;
+  if (run.doomed) run.finish_us = now_us_ + ::drover::Seconds(1).count();  // it fails then
   finishes_.push(Finish{run.finish_us, finish_seq_++, slot, run.gen});
   (void)pump_.Push(core::TaskStarted{a.task, a.attempt});
   return Status::Ok();
@@ -214,6 +229,17 @@ Status Replay::FinishDue() {
     const uint32_t attempt = running_[slot].attempt;
     if (phase_[i] != Phase::kRunning) {
       return Internal("task " + trace_.ids[i] + " finished, but it is not running");
+    }
+    if (running_[slot].doomed) {
+      // The black hole: the attempt fails; the core says how the task ends.
+      EndAttempt(slot);
+      phase_[i] = Phase::kFailed;
+      ++black_.failed_attempts;
+      core::TaskOutcome failed;
+      failed.exit_code = 1;
+      failed.usage.wall = Duration(now_us_ - start_us_[i]);
+      RETURN_IF_ERROR(Deliver(core::TaskFinished{ids_[i], attempt, std::move(failed)}));
+      continue;
     }
     EndAttempt(slot);
     phase_[i] = Phase::kDone;
@@ -282,6 +308,9 @@ Status Replay::SubmitDue() {
         g.priority = t.priority;
         g.timeout = t.limit;  // the core plans backfill with it
         g.array = core::ArrayRange{0, 1, 1};
+        // With a black hole every task may retry twice, as people would
+        // set it up: the question is whether the black hole burns them.
+        if (black_hole_ >= 0) g.retries = 2;
       }
       ids_[i] = TaskId{job, i - first};
     }
@@ -417,6 +446,17 @@ Result<SimResult> Replay::Run() {
   }
   RETURN_IF_ERROR(CheckEverFits());
   RETURN_IF_ERROR(BuildOwnerEvents());
+  black_.worker = options_.black_hole;
+  black_.quarantine = options_.quarantine;
+  if (!options_.black_hole.empty()) {
+    for (size_t w = 0; w < cluster_.workers.size(); ++w) {
+      if (cluster_.workers[w].name == options_.black_hole) black_hole_ = static_cast<int64_t>(w);
+    }
+    if (black_hole_ < 0) {
+      return InvalidArgument("--black-hole: no worker \"" + options_.black_hole +
+                             "\" in the cluster");
+    }
+  }
   paused_.assign(cluster_.workers.size(), false);
   phase_.assign(n, Phase::kPending);
   ready_us_.assign(n, 0);
@@ -447,13 +487,15 @@ Result<SimResult> Replay::Run() {
   // Owner steps matter only while tasks are left: a suspended task has no
   // finish queued, and a queued one may wait for an owner to leave.
   for (SkipStale(finishes_), SkipStale(deadlines_);
-       next_submit_ < n || !finishes_.empty() || (done_ < n && next_owner_ < owner_events_.size());
+       next_submit_ < n || !finishes_.empty() || (done_ < n && !wakeups_.empty()) ||
+       (done_ < n && next_owner_ < owner_events_.size());
        SkipStale(finishes_), SkipStale(deadlines_)) {
     int64_t t = INT64_MAX;
     if (next_submit_ < n) t = trace_.tasks[next_submit_].submit.count();
     if (!finishes_.empty()) t = std::min(t, finishes_.top().at_us);
     if (!deadlines_.empty()) t = std::min(t, deadlines_.top().at_us);
     if (next_owner_ < owner_events_.size()) t = std::min(t, owner_events_[next_owner_].at_us);
+    if (!wakeups_.empty()) t = std::min(t, wakeups_.top());
     Account(t);
     now_us_ = t;
     clock_.Set(At(t));
@@ -462,10 +504,16 @@ Result<SimResult> Replay::Run() {
     RETURN_IF_ERROR(SubmitDue());
     // The renewal Tick rides on instants that happen anyway: between them
     // the core has no timer that could change a decision (no task of a
-    // trace can fail or time out, see simulator.h, and the replay's leases
-    // never expire), so
+    // trace can fail or time out, see simulator.h, but on a black hole,
+    // whose retries' backoffs get wakeups of their own; and the replay's
+    // leases never expire), so
     // a Tick of its own every 10 s of a simulated week would only cost time.
-    if (DeadlineDue() || t >= next_tick_us) {
+    bool woken = false;
+    while (!wakeups_.empty() && wakeups_.top() <= t) {
+      wakeups_.pop();
+      woken = true;
+    }
+    if (DeadlineDue() || woken || t >= next_tick_us) {
       RETURN_IF_ERROR(Deliver(core::Tick{}));
       next_tick_us = t + renew_us;
     }
@@ -530,6 +578,11 @@ Result<SimResult> Replay::Run() {
     }
   }
   r.wait = ComputeWaitStats(started);
+  r.black_hole = black_;
+  r.black_hole.goodput =
+      cluster_.TotalGpus() == 0
+          ? 0
+          : r.owners.useful_gpu_s / (static_cast<double>(cluster_.TotalGpus()) * span);
   r.fair_share = options_.fair_share.enabled;
   r.users = ComputeUserFigures(trace_, r.waits, ran);
   double first_submit_s =

@@ -35,7 +35,10 @@ constexpr size_t kMaxGroupsPerJob = 1024;
 
 // kTimedOut: killed at its limit (the core then fails it); kCanceled: a
 // dependency timed out. Both end the task, as kDone does.
-enum class Phase : uint8_t { kPending, kWaiting, kReady, kRunning, kDone, kTimedOut, kCanceled };
+enum class Phase : uint8_t {
+  kPending, kWaiting, kReady, kRunning, kDone, kTimedOut, kCanceled,
+  kFailed,  // its attempt on the black hole failed (SimOptions::black_hole)
+};
 
 // A class head candidate: priority (higher first), then readiness order
 // (negative for a task put back at the front). `attempts` tells a current
@@ -76,6 +79,7 @@ struct Running {
   int64_t remaining_us = 0;  // when suspended
   int64_t suspended_since_us = 0;
   int64_t suspended_us = 0;  // this attempt's suspended time, so far
+  bool doomed = false;       // on the black hole: it fails at finish_us
   core::Allocation alloc;
 };
 
@@ -105,6 +109,7 @@ class Replay : private core::EventPump::Shell {
     c.reservations = options.reservations;
     c.locality = options.locality;
     c.users.fair_share = options.fair_share;
+    c.quarantine.enabled = options.quarantine;
     return c;
   }
 
@@ -193,6 +198,11 @@ class Replay : private core::EventPump::Shell {
   int64_t suspended_gpus_ = 0;  // hundredths
   int64_t suspended_cpus_milli_ = 0;
   OwnerFigures owners_;
+  // The black hole: its worker index (-1: none) and what it cost.
+  int64_t black_hole_ = -1;
+  BlackHoleFigures black_;
+  // Instants a retry's backoff may end (a Tick is due then), soonest first.
+  std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> wakeups_;
 
   // Accounting: what is held now, and the integrals since the first submit.
   int64_t last_us_ = 0;

@@ -61,6 +61,15 @@ std::string FormatText(const SimResult& r, const MakespanBound& b, const Cluster
        " GPU-s outside reservations, " + Fixed(r.idle_reservation_gpu_s) +
        " GPU-s held for a reservation\n";
   if (r.owners.presences > 0) s += FormatOwners(r);
+  if (!r.black_hole.worker.empty()) {
+    const BlackHoleFigures& h = r.black_hole;
+    s += "black hole  " + h.worker + " (quarantine " + (h.quarantine ? "on" : "off") + "): " +
+         std::to_string(h.failed_attempts) + " attempts failed there, " +
+         std::to_string(h.failed_tasks) + " tasks failed (" +
+         Percent(r.tasks ? static_cast<double>(h.failed_tasks) / static_cast<double>(r.tasks) : 0) +
+         "), " + std::to_string(h.canceled_tasks) + " dependents canceled; goodput " +
+         Percent(h.goodput) + "\n";
+  }
   if (r.input_bytes > 0) {
     s += "inputs      " + FormatBytes(r.input_bytes) + " read by dependents, " +
          FormatBytes(r.moved_bytes) + " of it (" +
@@ -180,6 +189,14 @@ std::string FormatJson(const SimResult& r, const MakespanBound& b) {
   j["canceled_tasks"] = o.canceled_tasks;
   j["useful_gpu_s"] = o.useful_gpu_s;
   j["throughput_kept"] = o.throughput_kept;
+  if (!r.black_hole.worker.empty()) {
+    j["black_hole"] = r.black_hole.worker;
+    j["quarantine"] = r.black_hole.quarantine;
+    j["black_hole_failed_attempts"] = r.black_hole.failed_attempts;
+    j["black_hole_failed_tasks"] = r.black_hole.failed_tasks;
+    j["black_hole_canceled_tasks"] = r.black_hole.canceled_tasks;
+    j["goodput"] = r.black_hole.goodput;
+  }
   j["locality"] = r.locality;
   j["input_bytes"] = r.input_bytes;
   j["moved_bytes"] = r.moved_bytes;

@@ -98,7 +98,8 @@ int RunSimCommand(const SimCommandOptions& options, std::ostream& out, std::ostr
     Result<SimResult> r =
         Simulate(*trace, *cluster,
                  SimOptions{policy, !options.no_reservations, *suspend_for, options.checkpoint,
-                            !options.no_locality, fair_share});
+                            !options.no_locality, fair_share, options.black_hole,
+                            !options.no_quarantine});
     if (!r.ok()) return Fail(err, r.status());
     results.push_back(std::move(*r));
   }

@@ -44,6 +44,8 @@ struct SimCommandOptions {
   bool no_fair_share = false;       // replay with the queues FIFO across users
   std::string half_life = "1d";     // fair share: use counts half this much later
   std::vector<std::string> shares;  // fair share: "USER=N", N > 0; others have 1
+  std::string black_hole;           // a worker whose every attempt fails in 1 s
+  bool no_quarantine = false;       // replay with the black-hole quarantine off
   std::string generate_path;        // non-empty: write a synthetic trace there
                                     // ("-" = `out`) instead of replaying
   GenerateOptions generate;

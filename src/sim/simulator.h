@@ -84,6 +84,22 @@ struct SimOptions {
   // queued at the same priority (drover sim --no-fair-share, --half-life,
   // --share). Without groups, a share names a user.
   core::FairShareConfig fair_share;
+  // A black hole (drover sim --black-hole NAME): every attempt on this
+  // worker fails one second after it starts; "" : none. `quarantine`:
+  // SchedulerConfig::quarantine.enabled (drover sim --no-quarantine).
+  std::string black_hole;
+  bool quarantine = true;
+};
+
+// What a black hole cost (SimOptions::black_hole).
+struct BlackHoleFigures {
+  std::string worker;  // "" : no black hole
+  bool quarantine = true;
+  uint64_t failed_attempts = 0;  // attempts that ran on it (each failed)
+  uint64_t failed_tasks = 0;     // tasks that ended failed there
+  uint64_t canceled_tasks = 0;   // dependents of those, canceled
+  // GPU-seconds of the tasks that succeeded, over GPUs x makespan.
+  double goodput = 0;
 };
 
 struct WaitStats {
@@ -172,6 +188,7 @@ struct SimResult {
   std::vector<UserFigures> users;
   // Each user's share of the pool over the busy period and over time.
   ShareFigures shares;
+  BlackHoleFigures black_hole;
 };
 
 // Replays `trace` on `cluster`. Errors: kInvalidArgument when a task fits no

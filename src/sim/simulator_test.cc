@@ -611,3 +611,44 @@ TEST(SimulatorTest, FairShareLetsAUserWhoUsedLittlePassAFlood) {
 
 }  // namespace
 }  // namespace drover::sim
+
+namespace drover::sim {
+namespace {
+
+// A black hole (SimOptions::black_hole): every attempt there fails in a
+// second, and each task may retry twice. Without quarantine it burns
+// tasks' retries until they fail; with it, a handful of attempts fail
+// there before it takes nothing more, and nearly every task succeeds.
+TEST(SimulatorTest, ABlackHoleBurnsTasksWithoutQuarantineAndAFewWithIt) {
+  std::string text;
+  for (int i = 0; i < 200; ++i) {
+    text += R"({"id":"t)" + std::to_string(i) + R"(","submit":)" + std::to_string(i / 20 * 60) +
+            R"(,"duration":120,"cpus":1})" + "\n";
+  }
+  const Trace trace = TraceFrom(text);
+  const Cluster cluster =
+      ClusterFrom(R"({"workers":[{"name":"w","count":4,"cpus":4,"mem":"16GiB"}]})");
+  SimOptions on;
+  on.black_hole = "w-2";
+  Result<SimResult> with = Simulate(trace, cluster, on);
+  ASSERT_TRUE(with.ok()) << with.status().ToString();
+  SimOptions off = on;
+  off.quarantine = false;
+  Result<SimResult> without = Simulate(trace, cluster, off);
+  ASSERT_TRUE(without.ok()) << without.status().ToString();
+  EXPECT_EQ(with->black_hole.worker, "w-2");
+  EXPECT_TRUE(with->black_hole.quarantine);
+  EXPECT_FALSE(without->black_hole.quarantine);
+  EXPECT_GT(without->black_hole.failed_tasks, 20u);
+  EXPECT_LE(with->black_hole.failed_tasks, 4u);  // at most 2% of 200
+  EXPECT_LT(with->black_hole.failed_attempts, without->black_hole.failed_attempts / 4);
+  // An unknown worker is named.
+  SimOptions bad;
+  bad.black_hole = "nope";
+  Result<SimResult> none = Simulate(trace, cluster, bad);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("no worker \"nope\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace drover::sim
