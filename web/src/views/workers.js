@@ -11,11 +11,18 @@ function workerState(w) {
   if (w.drained) return 'drained';
   if (w.paused) return 'paused';
   if (w.unhealthy) return 'unhealthy';
+  if (w.quarantined) return 'quarantined';
   return 'online';
 }
 
-// Its own health checks fail: why, and since when.
+// Its own health checks fail, or it is quarantined as a black hole: why,
+// and since or until when.
 function healthNote(w) {
+  if (!w.unhealthy && w.quarantined) {
+    const until = w.quarantined_until_ms ? new Date(w.quarantined_until_ms).toLocaleTimeString() : '';
+    return h('p', { class: 'muted health-note', 'data-quarantine-note': w.quarantined },
+      until ? `quarantined until ${until}: ${w.quarantined}` : `quarantined: ${w.quarantined}`);
+  }
   if (!w.unhealthy) return null;
   const since = w.unhealthy_since_ms ? new Date(w.unhealthy_since_ms).toLocaleTimeString() : '';
   return h('p', { class: 'muted health-note', 'data-health-note': w.unhealthy },
@@ -88,12 +95,13 @@ export function workersView(el) {
   };
   const r = refresher(async () => {
     const { workers } = await api('/api/v1/workers');
-    const counts = { online: 0, drained: 0, paused: 0, unhealthy: 0, lost: 0 };
+    const counts = { online: 0, drained: 0, paused: 0, unhealthy: 0, quarantined: 0, lost: 0 };
     for (const w of workers) counts[workerState(w)]++;
     summary.textContent = `${workers.length} workers: ${counts.online} online, ` +
       `${counts.drained} drained, ` +
       (counts.paused ? `${counts.paused} in use by their owners, ` : '') +
-      (counts.unhealthy ? `${counts.unhealthy} unhealthy, ` : '') + `${counts.lost} lost`;
+      (counts.unhealthy ? `${counts.unhealthy} unhealthy, ` : '') +
+      (counts.quarantined ? `${counts.quarantined} quarantined, ` : '') + `${counts.lost} lost`;
     summary.dataset.count = String(workers.length);
     morph(grid, workers.map((w) => card(w, isAdmin() ? toggle : null)));
     err.textContent = '';
