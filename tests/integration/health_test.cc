@@ -60,6 +60,10 @@ TEST(HealthTest, AFailingCheckStopsNewWorkWithItsReasonAndAPassingOneLetsItIn) {
       << info.dump(2);
   nlohmann::json w = c.Get("/api/v1/workers")["workers"][0];
   EXPECT_EQ(w.value("unhealthy", ""), "/scratch not mounted") << w.dump(2);
+  Result<std::string> metrics = c.Api().GetText("/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
+  EXPECT_NE(metrics->find("drover_workers{state=\"unhealthy\"} 1\n"), std::string::npos)
+      << *metrics;
 
   // Healthy again: the queued task runs; the long one ends as it would.
   Touch(mounted);
@@ -243,6 +247,10 @@ TEST(HealthTest, AWorkerWhoseTasksFailWhereTheySucceedElsewhereIsQuarantined) {
     }
   }
   ASSERT_EQ(quarantined.size(), 1u) << list.dump(2);
+  Result<std::string> metrics = c.Api().GetText("/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
+  EXPECT_NE(metrics->find("drover_workers{state=\"quarantined\"} 1\n"), std::string::npos)
+      << *metrics;
   RunResult undo = c.Drover({"drain", "--undo", quarantined[0]});
   EXPECT_EQ(undo.status, 0) << undo.output;
   for (const nlohmann::json& w : c.Get("/api/v1/workers")["workers"]) {
