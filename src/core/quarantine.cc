@@ -98,6 +98,7 @@ bool Judge(State& s, uint32_t w) {
       " ended otherwise (in " + FormatDuration(c.window) + ")";
   book.recent.clear();
   s.quarantine.quarantined.push_back(w);
+  ++s.quarantine.total;
   SyncPolicy(s, w);
   return true;
 }

@@ -73,6 +73,7 @@ struct QuarantineBook {
   // it succeeds somewhere else (at most kSuccessWorkers * 4 kept).
   std::unordered_map<uint64_t, std::vector<uint32_t>> failed_on;
   std::vector<uint32_t> quarantined;  // slots in quarantine now (OnTick ends them)
+  uint64_t total = 0;                 // quarantines so far
 };
 
 // A task group across jobs: the job's slot and the group's index.

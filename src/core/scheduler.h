@@ -238,6 +238,8 @@ class Scheduler {
   Result<std::vector<TaskId>> JobTasks(JobId job, uint32_t offset = 0,
                                        uint32_t limit = UINT32_MAX) const;
   std::vector<WorkerId> Workers() const;  // ascending
+  // Workers quarantined as black holes since the start (quarantine.h).
+  uint64_t QuarantineCount() const;
   Result<WorkerInfo> GetWorker(WorkerId worker) const;
   // The group spec a task belongs to (argv, env, resources). The pointer is
   // valid until the job is forgotten (ForgetJob).

@@ -210,4 +210,6 @@ size_t Scheduler::ApproxBytes() const {
   return bytes;
 }
 
+uint64_t Scheduler::QuarantineCount() const { return state_->quarantine.total; }
+
 }  // namespace drover::core

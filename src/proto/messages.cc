@@ -175,6 +175,7 @@ Json Body(const Heartbeat& m) {
   Json j{{"utilization", internal::UtilizationJson(m.utilization)},
          {"running", AttemptListJson(m.running)}};
   if (!m.unhealthy.empty()) j["unhealthy"] = m.unhealthy;
+  if (!m.unhealthy_kind.empty()) j["unhealthy_kind"] = m.unhealthy_kind;
   if (!m.sick_gpus.empty()) {
     Json sick = Json::array();
     for (const auto& [index, why] : m.sick_gpus) sick.push_back(Json{{"index", index}, {"why", why}});
@@ -197,7 +198,9 @@ bool Read(ObjectReader& r, Heartbeat* m, DecodeContext& ctx) {
   const Json* u = r.Get("utilization", Need::kRequired);
   return r.ok() && internal::ReadUtilization(*u, "utilization", &m->utilization, ctx) &&
          ReadList(r, "running", &m->running, ctx, ReadTaskAttempt, Need::kOptional) &&
-         r.String("unhealthy", &m->unhealthy, Need::kOptional) && ReadSickGpus(r, m, ctx);
+         r.String("unhealthy", &m->unhealthy, Need::kOptional) &&
+         r.String("unhealthy_kind", &m->unhealthy_kind, Need::kOptional) &&
+         ReadSickGpus(r, m, ctx);
 }
 
 Json Body(const Started& m) {

@@ -149,6 +149,9 @@ struct Heartbeat {
   // not mounted"); empty: healthy. Optional on the wire (absent: healthy),
   // so a server that predates it ignores it.
   std::string unhealthy;
+  // Which check says so: "disk" or "program" (empty with `unhealthy`
+  // empty); optional on the wire.
+  std::string unhealthy_kind;
   // Its GPUs its checks found sick, by NVML index, with why ("3
   // uncorrectable ECC errors"); optional on the wire, as above.
   std::map<uint32_t, std::string> sick_gpus;

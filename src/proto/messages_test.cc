@@ -73,8 +73,8 @@ Assignment SampleAssignment() {
 std::vector<WorkerMessage> AllWorkerMessages() {
   return {SampleHello(),
           Heartbeat{{37, 1ULL << 30, {{0, 90, 1ULL << 30}}}, {{{12, 3}, 1}}},
-          Heartbeat{{37, 1ULL << 30, {}}, {}, "/scratch not mounted"},
-          Heartbeat{{37, 1ULL << 30, {}}, {}, "", {{1, "Xid 79 (critical)"}, {3, "lost"}}},
+          Heartbeat{{37, 1ULL << 30, {}}, {}, "/scratch not mounted", "program"},
+          Heartbeat{{37, 1ULL << 30, {}}, {}, "", "", {{1, "Xid 79 (critical)"}, {3, "lost"}}},
           Started{{{{12, 3}, 1, TimeFromMicros(1'700'000'000'000'001)}, {{12, 4}, 1, {}}}},
           Finished{{{{12, 3}, 1, SampleOutcome(), TimeFromMicros(5)},
                     {{12, 4}, 2, SampleOutcome(), TimeFromMicros(6), /*never_started=*/true}}},

@@ -242,6 +242,16 @@ std::string Observability::MetricsText() {
            "as the worker measured it.",
            MetricType::kHistogram);
   w.Histogram("drover_owner_freeze_seconds", {}, channel_.owner_freeze());
+  w.Family("drover_worker_health_failures_total",
+           "Workers' health checks that started to fail, by kind: disk (the work directory's "
+           "file system), program (--health-check), gpu (one GPU found sick through NVML).",
+           MetricType::kCounter);
+  for (const auto& [kind, n] : channel_.health_failures()) {
+    w.Sample("drover_worker_health_failures_total", {{"kind", kind}}, static_cast<double>(n));
+  }
+  w.Family("drover_quarantines_total", "Workers quarantined as black holes.",
+           MetricType::kCounter);
+  w.Sample("drover_quarantines_total", {}, static_cast<double>(sched.QuarantineCount()));
   w.Family("drover_journal_records_total", "Records appended to the journal.",
            MetricType::kCounter);
   w.Sample("drover_journal_records_total", {}, static_cast<double>(st.records));

@@ -141,12 +141,17 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
             } else {
               spdlog::warn("worker {} is unhealthy: {}; it takes no new work", worker,
                            m.unhealthy);
+              if (it->second.unhealthy.empty()) {
+                const std::string kind = m.unhealthy_kind == "disk" ? "disk" : "program";
+                ++health_failures_[kind];
+              }
             }
             it->second.unhealthy = m.unhealthy;
           }
           if (m.sick_gpus != it->second.sick_gpus) {
             for (const auto& [index, why] : m.sick_gpus) {
               if (it->second.sick_gpus.count(index) == 0) {
+                ++health_failures_["gpu"];
                 spdlog::warn("worker {}: GPU {} is sick: {}; it takes no new work", worker, index,
                              why);
               }

@@ -145,6 +145,9 @@ class WorkerChannel {
   // Idle-desktop workers: from an owner's input to every task there frozen,
   // as the workers measured it (proto::Owner::freeze_us), in seconds.
   const metrics::PromHistogram& owner_freeze() const { return owner_freeze_; }
+  // Health failures the workers reported, by kind ("disk", "program" as the
+  // worker said; "gpu" per GPU found sick): each change into one counts.
+  const std::map<std::string, uint64_t>& health_failures() const { return health_failures_; }
   // The public key workers verify file grants with (empty: none could be
   // made, and no worker serves files).
   std::string grant_key() const;
@@ -204,6 +207,7 @@ class WorkerChannel {
   std::map<WorkerId, std::vector<proto::Assignment>> pending_;  // this turn's batch
   OncePerTurn assign_flush_{loop_, [this] { FlushAssigns(); }};
   HandoffStats handoffs_;
+  std::map<std::string, uint64_t> health_failures_{{"disk", 0}, {"program", 0}, {"gpu", 0}};
   metrics::PromHistogram owner_freeze_{metrics::LatencyBuckets()};
   // The data plane: the key file grants are signed with, and where each
   // worker serves files (kept after it disconnects: it may still serve).

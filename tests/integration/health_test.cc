@@ -64,6 +64,9 @@ TEST(HealthTest, AFailingCheckStopsNewWorkWithItsReasonAndAPassingOneLetsItIn) {
   ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
   EXPECT_NE(metrics->find("drover_workers{state=\"unhealthy\"} 1\n"), std::string::npos)
       << *metrics;
+  EXPECT_NE(metrics->find("drover_worker_health_failures_total{kind=\"program\"} 1\n"),
+            std::string::npos)
+      << *metrics;
 
   // Healthy again: the queued task runs; the long one ends as it would.
   Touch(mounted);
@@ -134,6 +137,11 @@ TEST(HealthTest, AWorkDirectoryThatFillsUpStopsNewWorkUntilThereIsRoomAgain) {
       << server.output();
   EXPECT_NE(server.output().find("free, below 2 MiB (" + disk + "/work)"), std::string::npos)
       << server.output();
+  Result<std::string> metrics = c.Api().GetText("/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
+  EXPECT_NE(metrics->find("drover_worker_health_failures_total{kind=\"disk\"} 1\n"),
+            std::string::npos)
+      << *metrics;
   ASSERT_EQ(unlink((disk + "/filler").c_str()), 0);
   ASSERT_TRUE(server.WaitForLine("worker 1 is healthy again", In(kJobTimeout))) << server.output();
   RunResult after = c.Drover(Submit({"--wait"}, {"true"}));
@@ -183,6 +191,11 @@ TEST(HealthTest, ASickGpuIsOutOfTheOfferWhileTheTaskOnTheOtherRunsOn) {
                                 ":NVIDIA A100-SXM4-80GB (sick: 2 uncorrectable ECC errors)"),
             std::string::npos)
       << workers.output;
+  Result<std::string> metrics = c.Api().GetText("/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
+  EXPECT_NE(metrics->find("drover_worker_health_failures_total{kind=\"gpu\"} 1\n"),
+            std::string::npos)
+      << *metrics;
   const uint64_t waiting = SubmittedJob(c.Drover(Submit({"--gpus", "1"}, {"true"})));
   const std::string waiting_task = std::to_string(waiting) + ".0";
   EXPECT_EQ(c.Get("/api/v1/tasks/" + waiting_task)["state"], "queued");
@@ -251,6 +264,7 @@ TEST(HealthTest, AWorkerWhoseTasksFailWhereTheySucceedElsewhereIsQuarantined) {
   ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
   EXPECT_NE(metrics->find("drover_workers{state=\"quarantined\"} 1\n"), std::string::npos)
       << *metrics;
+  EXPECT_NE(metrics->find("drover_quarantines_total 1\n"), std::string::npos) << *metrics;
   RunResult undo = c.Drover({"drain", "--undo", quarantined[0]});
   EXPECT_EQ(undo.status, 0) << undo.output;
   for (const nlohmann::json& w : c.Get("/api/v1/workers")["workers"]) {

@@ -307,7 +307,8 @@ Status Agent::Impl::Init() {
     health_ = std::make_unique<HealthMonitor>(
         std::move(health), loop_, [this](HealthVerdict verdict) {
           if (!stopped_) {
-            Run(HealthChecked{std::move(verdict.unhealthy), std::move(verdict.sick_gpus)});
+            Run(HealthChecked{std::move(verdict.unhealthy), std::move(verdict.sick_gpus),
+                              std::move(verdict.kind)});
           }
         });
   }

@@ -73,8 +73,10 @@ void HealthMonitor::Loop() {
   for (;;) {
     HealthVerdict verdict;
     verdict.unhealthy = DiskTrouble(options_.workdir, options_.min_free_bytes);
+    if (!verdict.unhealthy.empty()) verdict.kind = "disk";
     if (verdict.unhealthy.empty() && !options_.program.empty()) {
       verdict.unhealthy = ProgramTrouble(options_.program, options_.timeout);
+      if (!verdict.unhealthy.empty()) verdict.kind = "program";
     }
     if (nvml) {
       for (auto& [index, why] : nvml->Health()) {

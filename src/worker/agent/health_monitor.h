@@ -45,6 +45,7 @@ struct HealthOptions {
 
 struct HealthVerdict {
   std::string unhealthy;                     // "": healthy
+  std::string kind;                          // "disk" or "program" with `unhealthy`
   std::map<uint32_t, std::string> sick_gpus;  // offered GPU index -> why
 };
 

@@ -134,6 +134,7 @@ struct HealthChecked {
   // Its GPUs found sick (NVML index -> why): out of the offer, the others
   // go on; logged and told on a change, like `unhealthy`.
   std::map<uint32_t, std::string> sick_gpus;
+  std::string kind;  // which check made it unhealthy: "disk", "program"
 };
 
 // The shell holds an assignment from the server while it fetches its input
@@ -444,6 +445,7 @@ class WorkerState {
   // HealthChecked: why it takes no new work ("" healthy), and the
   // utilization of the last HeartbeatDue, for a heartbeat sent between.
   std::string unhealthy_;
+  std::string unhealthy_kind_;
   std::map<uint32_t, std::string> sick_gpus_;
   core::WorkerUtilization utilization_;
 };

@@ -96,6 +96,7 @@ proto::Heartbeat WorkerState::MakeHeartbeat() const {
   heartbeat.utilization = utilization_;
   heartbeat.running = RunningAttempts();
   heartbeat.unhealthy = unhealthy_;
+  heartbeat.unhealthy_kind = unhealthy_.empty() ? "" : unhealthy_kind_;
   heartbeat.sick_gpus = sick_gpus_;
   return heartbeat;
 }
@@ -122,6 +123,7 @@ void WorkerState::OnHealth(const HealthChecked& e, WorkerOutbox& out) {
     }
   }
   unhealthy_ = e.unhealthy;
+  unhealthy_kind_ = e.kind;
   sick_gpus_ = e.sick_gpus;
   if (established_) out.push_back(SendMessage{MakeHeartbeat()});
 }
