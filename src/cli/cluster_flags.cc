@@ -74,6 +74,16 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
   app.add_flag("--quarantine,!--no-quarantine", flags.quarantine,
                "Quarantine a worker whose attempts fail quickly where the same task groups "
                "succeed on other workers: nothing new goes there for a cool-down (default on)");
+  app.add_option("--quarantine-after", flags.quarantine_after,
+                 "Quarantine after this many quick failures of groups that ran well elsewhere "
+                 "(within 30m, and 70% of the worker's endings there)")
+      ->capture_default_str();
+  app.add_option("--quarantine-quick", flags.quarantine_quick,
+                 "A failure quicker than this is a black hole's kind of failure")
+      ->capture_default_str();
+  app.add_option("--quarantine-for", flags.quarantine_for,
+                 "The first quarantine's length; each repeat doubles it (at most 8h)")
+      ->capture_default_str();
   app.add_option("--access-file", flags.access_file,
                  "Where to write the access file for local clients (default $DROVER_ACCESS, "
                  "then ~/.local/state/drover/access.json; \"-\" for none)");
@@ -151,6 +161,18 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
   config.scheduler.policy = *policy;
   config.scheduler.queue_ahead = flags.queue_ahead;
   config.scheduler.quarantine.enabled = flags.quarantine;
+  if (flags.quarantine_after < 1) return InvalidArgument("--quarantine-after: must be at least 1");
+  config.scheduler.quarantine.min_failures = flags.quarantine_after;
+  for (auto [flag, text, out] :
+       {std::tuple{"--quarantine-quick", &flags.quarantine_quick,
+                   &config.scheduler.quarantine.short_attempt},
+        std::tuple{"--quarantine-for", &flags.quarantine_for,
+                   &config.scheduler.quarantine.cooldown}}) {
+    Result<Duration> d = ParseDuration(*text);
+    if (!d.ok()) return d.status().WithContext(flag);
+    if (*d <= Duration::zero()) return InvalidArgument(std::string(flag) + ": must be positive");
+    *out = *d;
+  }
   ASSIGN_OR_RETURN(Quotas quotas, ParseQuotas(flags.quotas));
   config.scheduler.users.quotas = std::move(quotas.per_user);
   config.scheduler.users.default_quota = quotas.everyone;

@@ -34,6 +34,10 @@ struct ServerFlags {
   std::string policy = "spread";
   bool queue_ahead = true;  // SchedulerConfig::queue_ahead
   bool quarantine = true;   // SchedulerConfig::quarantine.enabled
+  // SchedulerConfig::quarantine: min_failures, short_attempt, cooldown.
+  uint32_t quarantine_after = 5;
+  std::string quarantine_quick = "30s";
+  std::string quarantine_for = "10m";
   std::string access_file;  // default: $DROVER_ACCESS, then net's default path
   bool no_local_socket = false;  // no <state dir>/api.sock
   bool hide_others = false;      // ServerConfig::hide_others

@@ -123,5 +123,35 @@ TEST(ServerFlagsTest, KeepOutputsIsADayByDefaultZeroOrADuration) {
       << config.status().ToString();
 }
 
+TEST(ServerFlagsTest, QuarantineThresholdsAreSettingsWithDefaults) {
+  ServerCommand defaults;
+  Result<server::ServerConfig> config = defaults.Parse({});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_TRUE(config->scheduler.quarantine.enabled);
+  EXPECT_EQ(config->scheduler.quarantine.min_failures, 5u);
+  EXPECT_EQ(config->scheduler.quarantine.short_attempt, Seconds(30));
+  EXPECT_EQ(config->scheduler.quarantine.cooldown, Seconds(600));
+  ServerCommand set;
+  config = set.Parse({"--quarantine-after", "3", "--quarantine-quick", "2m", "--quarantine-for",
+                      "1h", "--no-quarantine"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_FALSE(config->scheduler.quarantine.enabled);
+  EXPECT_EQ(config->scheduler.quarantine.min_failures, 3u);
+  EXPECT_EQ(config->scheduler.quarantine.short_attempt, Seconds(120));
+  EXPECT_EQ(config->scheduler.quarantine.cooldown, Seconds(3600));
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--quarantine-after", "0"}, "--quarantine-after: must be at least 1"},
+      {{"--quarantine-quick", "0"}, "--quarantine-quick: must be positive"},
+      {{"--quarantine-for", "soon"}, "--quarantine-for"},
+  };
+  for (const auto& [args, message] : bad) {
+    ServerCommand c;
+    Result<server::ServerConfig> refused = c.Parse(args);
+    ASSERT_FALSE(refused.ok()) << args[0];
+    EXPECT_NE(refused.status().message().find(message), std::string::npos)
+        << refused.status().ToString();
+  }
+}
+
 }  // namespace
 }  // namespace drover::cli
