@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <string>
+#include <tuple>
 
 #include "cli/cli11.h"
 #include "cli/policy_file.h"
