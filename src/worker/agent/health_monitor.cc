@@ -42,6 +42,8 @@ std::string ProgramTrouble(const std::string& program, Duration timeout) {
   }
   if (run->ok()) return "";
   std::string said = run->FirstLine();
+  // A reason, not a log: it rides every heartbeat and shows in a table.
+  if (said.size() > kMaxReasonBytes) said = said.substr(0, kMaxReasonBytes) + "...";
   while (!said.empty() && (said.back() == ' ' || said.back() == '\t' || said.back() == '\r')) {
     said.pop_back();
   }

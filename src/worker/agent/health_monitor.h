@@ -54,6 +54,10 @@ struct HealthVerdict {
 // 1% of its size); "" when it is fine or cannot be read.
 std::string DiskTrouble(const std::string& dir, uint64_t min_free_bytes);
 
+// The longest reason a health-check program's line gives (longer ones are
+// cut, with "...").
+inline constexpr size_t kMaxReasonBytes = 512;
+
 // Why `program` (run with sh -c) says the worker is unhealthy; "" when it
 // exits 0.
 std::string ProgramTrouble(const std::string& program, Duration timeout);

@@ -59,6 +59,10 @@ TEST(ProgramTroubleTest, ItsFirstLineItsExitOrItsTimeoutIsTheReason) {
   EXPECT_EQ(ProgramTrouble("echo gpu 1 fell off the bus >&2; exit 1", Seconds(30)),
             "gpu 1 fell off the bus");
   EXPECT_EQ(ProgramTrouble("exit 4", Seconds(30)), "the health check exited with code 4 (exit 4)");
+  // A huge line is cut; bytes that are not UTF-8 pass (the wire replaces them).
+  const std::string cut = ProgramTrouble("head -c 100000 /dev/zero | tr '\\0' x; exit 1", Seconds(30));
+  EXPECT_EQ(cut, std::string(kMaxReasonBytes, 'x') + "...");
+  EXPECT_EQ(ProgramTrouble("printf 'bad \\377\\376 bytes'; exit 1", Seconds(30)), "bad \xff\xfe bytes");
   EXPECT_EQ(ProgramTrouble("sleep 100", Millis(200)),
             "the health check did not finish within 200ms (sleep 100)");
 }
