@@ -1,6 +1,7 @@
 // Black-hole quarantine (quarantine.h).
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <set>
 #include <string>
 
@@ -45,6 +46,20 @@ void WellElsewhere(const State& s, uint64_t group, uint32_t w, int64_t window_st
       out.insert(ok.worker);
     }
   }
+}
+
+// Drops the groups the window has passed by from both maps (quarantine.h:
+// prune_at), so they hold what a judgement can still use.
+void Prune(State& s) {
+  QuarantineBook& book = s.quarantine;
+  if (book.successes.size() + book.failed_on.size() < book.prune_at) return;
+  const int64_t since = s.now_us - s.config.quarantine.window.count();
+  for (auto it = book.successes.begin(); it != book.successes.end();) {
+    std::erase_if(it->second, [&](const auto& ok) { return ok.since_us < since; });
+    it = it->second.empty() ? book.successes.erase(it) : std::next(it);
+  }
+  std::erase_if(book.failed_on, [&](const auto& entry) { return entry.second.last_us < since; });
+  book.prune_at = std::max<size_t>(1024, 2 * (book.successes.size() + book.failed_on.size()));
 }
 
 // Quarantines `w` when its recent endings are the evidence (quarantine.h).
@@ -109,6 +124,7 @@ void NoteAttemptStart(State& s, uint32_t w, TaskRef r) {
   const QuarantineConfig& c = s.config.quarantine;
   if (!c.enabled || w == kNone || w >= s.workers.size()) return;
   NoteWell(s, GroupKey(r.job, s.task(r).group), w, s.now_us + c.short_attempt.count());
+  Prune(s);
 }
 
 bool NoteAttemptEnd(State& s, uint32_t w, TaskRef r, bool failure) {
@@ -125,11 +141,14 @@ bool NoteAttemptEnd(State& s, uint32_t w, TaskRef r, bool failure) {
     if (auto it = s.quarantine.successes.find(group); it != s.quarantine.successes.end()) {
       std::erase_if(it->second, [&](const auto& x) { return x.worker == w; });
     }
-    std::vector<uint32_t>& on = s.quarantine.failed_on[group];
+    QuarantineBook::FailedOn& failed = s.quarantine.failed_on[group];
+    failed.last_us = s.now_us;
+    std::vector<uint32_t>& on = failed.workers;
     if (std::find(on.begin(), on.end(), w) == on.end()) {
       if (on.size() >= 4 * QuarantineBook::kSuccessWorkers) on.erase(on.begin());
       on.push_back(w);
     }
+    Prune(s);
     return Judge(s, w);
   }
   if (failure) return s.workers[w].quarantined;
@@ -138,7 +157,7 @@ bool NoteAttemptEnd(State& s, uint32_t w, TaskRef r, bool failure) {
   book.probation = false;
   NoteWell(s, group, w, s.now_us);
   if (auto failed = s.quarantine.failed_on.find(group); failed != s.quarantine.failed_on.end()) {
-    const std::vector<uint32_t> judge = failed->second;
+    const std::vector<uint32_t> judge = failed->second.workers;
     for (uint32_t other : judge) {
       if (other != w) Judge(s, other);
     }

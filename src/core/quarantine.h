@@ -71,7 +71,15 @@ struct QuarantineBook {
   std::unordered_map<uint64_t, std::vector<Success>> successes;
   // Workers with a recent short failure of the group: judged again when
   // it succeeds somewhere else (at most kSuccessWorkers * 4 kept).
-  std::unordered_map<uint64_t, std::vector<uint32_t>> failed_on;
+  struct FailedOn {
+    int64_t last_us = 0;  // the latest of those failures
+    std::vector<uint32_t> workers;
+  };
+  std::unordered_map<uint64_t, FailedOn> failed_on;
+  // Both maps lose the groups the window has passed by once they hold
+  // this many (then twice what is left, so the pruning is paid once per
+  // that many insertions).
+  size_t prune_at = 1024;
   std::vector<uint32_t> quarantined;  // slots in quarantine now (OnTick ends them)
   uint64_t total = 0;                 // quarantines so far
 };
