@@ -9,6 +9,7 @@
 #include "core/leases_ops.h"
 #include "core/lookup_ops.h"
 #include "core/preemption_ops.h"
+#include "core/quarantine_ops.h"
 #include "core/scheduler_state.h"
 
 namespace drover::core {
@@ -59,8 +60,8 @@ std::string TaskList(const std::vector<TaskId>& ids) {
 // owner nor unhealthy); `left_out` says why the others were, when none is
 // live: "all workers are drained" (or "in use by their owners", or
 // "unhealthy (w3: /scratch not mounted)", or several of these), else "".
-std::vector<const WorkerState*> LiveWorkers(const std::vector<Worker>& workers,
-                                            std::string& left_out) {
+std::vector<const WorkerState*> LiveWorkers(const State& s, std::string& left_out) {
+  const std::vector<Worker>& workers = s.workers;
   std::vector<const WorkerState*> live;
   bool drained = false;
   bool paused = false;
@@ -74,7 +75,8 @@ std::vector<const WorkerState*> LiveWorkers(const std::vector<Worker>& workers,
       if (unhealthy.empty() && !worker.drained && !worker.paused) unhealthy = worker.unhealthy;
       if (quarantined.empty() && !worker.drained && !worker.paused && worker.unhealthy.empty() &&
           worker.quarantined) {
-        quarantined = worker.quarantine_why;
+        const QuarantineBook::PerWorker* q = QuarantineOf(s, worker.id);
+        quarantined = q ? q->why : "";
       }
       continue;
     }
@@ -344,7 +346,7 @@ Result<std::string> Scheduler::Explain(TaskId id) const {
   }
 
   std::string left_out;
-  const std::vector<const WorkerState*> live = LiveWorkers(s.workers, left_out);
+  const std::vector<const WorkerState*> live = LiveWorkers(s, left_out);
   std::vector<const WorkerState*> fit;
   for (const WorkerState* w : live) {
     if (w->CanEverFit(req)) fit.push_back(w);
@@ -433,7 +435,7 @@ Result<std::vector<std::string>> Scheduler::Unrunnable(JobId id) const {
   // After a restart the workers are still coming back: none is missing yet.
   if (s.adoption.settling) return std::vector<std::string>{};
   std::string left_out;
-  const std::vector<const WorkerState*> live = LiveWorkers(s.workers, left_out);
+  const std::vector<const WorkerState*> live = LiveWorkers(s, left_out);
   if (live.empty()) {
     return std::vector<std::string>{!left_out.empty() ? left_out : "no workers are connected"};
   }

@@ -17,6 +17,11 @@
 // its group, until it has done well once. A bad job that fails quickly
 // everywhere is never evidence against a worker not on probation.
 //
+// The book is kept by worker id, not slot, so a restore can rebuild it
+// before any worker is back: it gathers the journal's attempt endings
+// (QuarantineBook::restored) and replays them in time order, and a worker
+// rejoins in the quarantine it was in.
+//
 // Internal to src/core: the state (QuarantineBook) lives in State; the
 // reactor functions are in quarantine_ops.h.
 #ifndef DROVER_CORE_QUARANTINE_H_
@@ -28,6 +33,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/ids.h"
 #include "common/time.h"
 
 namespace drover::core {
@@ -58,31 +64,56 @@ struct QuarantineBook {
     int64_t last_end_us = 0;   // when the last one ended (0: none)
     int64_t last_length_us = 0;
     bool probation = false;    // released, and no success since
+    int64_t until_us = 0;      // quarantined until then (0: not quarantined)
+    std::string why;           // the evidence, while quarantined
   };
   // Up to kSuccessWorkers distinct workers where a group last did not fail
   // quickly: an attempt that started there (evidence from `since_us`, a
   // short attempt later, unless it fails quickly first) or ended well.
   static constexpr size_t kSuccessWorkers = 4;
   struct Success {
-    uint32_t worker = 0;
+    WorkerId worker = 0;
     int64_t since_us = 0;
   };
-  std::vector<PerWorker> workers;  // by worker slot, grown on demand
+  std::unordered_map<WorkerId, PerWorker> workers;
   std::unordered_map<uint64_t, std::vector<Success>> successes;
   // Workers with a recent short failure of the group: judged again when
   // it succeeds somewhere else (at most kSuccessWorkers * 4 kept).
   struct FailedOn {
     int64_t last_us = 0;  // the latest of those failures
-    std::vector<uint32_t> workers;
+    std::vector<WorkerId> workers;
   };
   std::unordered_map<uint64_t, FailedOn> failed_on;
   // Both maps lose the groups the window has passed by once they hold
   // this many (then twice what is left, so the pruning is paid once per
   // that many insertions).
   size_t prune_at = 1024;
-  std::vector<uint32_t> quarantined;  // slots in quarantine now (OnTick ends them)
-  uint64_t total = 0;                 // quarantines so far
+  // In quarantine now, joined or not (EndQuarantines on Tick ends them).
+  std::vector<WorkerId> quarantined;
+  uint64_t total = 0;  // quarantines since this scheduler started (a replay's not counted)
+
+  // An attempt gathered from the journal during a restore: where, its
+  // group, when it started and ended, and how (kOther: not evidence of
+  // its own, as live, but its start still is).
+  struct Restored {
+    enum class End : uint8_t { kRunning, kSuccess, kFailure, kOther };
+    WorkerId worker = 0;
+    uint64_t group = 0;
+    int64_t start_us = 0;
+    int64_t end_us = 0;  // 0 while kRunning
+    End end = End::kRunning;
+  };
+  std::vector<Restored> restored;  // cleared by the replay
+  int64_t restored_latest_us = 0;  // the latest time among them
+  size_t restored_compact_at = 4096;
+  bool replaying = false;
 };
+
+// How far back a restore replays attempts: the evidence window, and twice
+// the longest cool-down (a quiet stretch that long forgets a doubling).
+inline Duration QuarantineHorizon(const QuarantineConfig& c) {
+  return c.window + 2 * c.max_cooldown;
+}
 
 // A task group across jobs: the job's slot and the group's index.
 inline uint64_t GroupKey(uint32_t job, uint16_t group) { return (uint64_t{job} << 16) | group; }

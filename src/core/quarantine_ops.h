@@ -21,6 +21,20 @@ void NoteAttemptStart(State& s, uint32_t w, TaskRef r);
 void EndQuarantines(State& s);
 // Ends `w`'s quarantine now (an admin's undrain).
 void LiftQuarantine(State& s, uint32_t w);
+// Worker slot `w` joined: it takes up the quarantine its id is in (one a
+// restore replayed), or leaves it if the cool-down ended meanwhile.
+void ResumeQuarantine(State& s, uint32_t w);
+// The quarantine of worker `id` (book entry with until_us and why), or
+// null when it is not in one.
+const QuarantineBook::PerWorker* QuarantineOf(const State& s, WorkerId id);
+
+// Restore (restore.cc): the attempt a journaled record ends or names,
+// noted before the record changes `r`'s task; a task still running at the
+// end of the replay, noted by FinishRestore; then the replay of them all,
+// in time order, up to now.
+void NoteRestoredRecord(State& s, TaskRef r, const TaskRecord& record);
+void NoteRestoredRunning(State& s, TaskRef r);
+void ReplayRestoredAttempts(State& s);
 
 }  // namespace drover::core
 

@@ -13,6 +13,7 @@
 #include "core/job_lifecycle_ops.h"
 #include "core/leases_ops.h"
 #include "core/queue_ahead_ops.h"
+#include "core/quarantine_ops.h"
 #include "core/quotas_ops.h"
 #include "core/scheduler_state.h"
 #include "core/ticks_ops.h"
@@ -56,6 +57,7 @@ Status Scheduler::Restore(const Record& record) {
             NoteRetriedAttempt(s, ref);  // RetryJob
           }
           ReplayUse(s, ref, r);  // fair share: the attempt's use, before r changes t
+          NoteRestoredRecord(s, ref, r);  // quarantine evidence, likewise
           const TaskState before = t.state;
           t.state = r.state;
           t.attempt = static_cast<uint16_t>(r.attempt);
@@ -197,6 +199,7 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
       }
       ++job.counts[static_cast<int>(t.state)];
       if (IsTerminal(t.state)) continue;
+      NoteRestoredRunning(s, r);
       // Assigned or running on a worker we have not heard from yet.
       const uint32_t a = NewActive(s, r, kNone, t.attempt);
       Active& act = s.actives[a];
@@ -237,6 +240,7 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
   }
   s.adoption.expected_workers.clear();
   FinishReplayUse(s);
+  ReplayRestoredAttempts(s);
   RecountQueued(s);
   Dispatch(s);
   s.out = nullptr;

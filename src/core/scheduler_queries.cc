@@ -4,6 +4,7 @@
 #include "core/attempt_events_ops.h"
 #include "core/job_lifecycle_ops.h"
 #include "core/queue_ahead_ops.h"
+#include "core/quarantine_ops.h"
 #include "core/scheduler_state.h"
 
 namespace drover::core {
@@ -108,9 +109,9 @@ Result<WorkerInfo> Scheduler::GetWorker(WorkerId id) const {
   info.unhealthy = worker.unhealthy;
   info.unhealthy_since = worker.unhealthy_since;
   info.sick_gpus = worker.sick_gpus;
-  if (worker.quarantined) {
-    info.quarantine_why = worker.quarantine_why;
-    info.quarantined_until = worker.quarantined_until;
+  if (const QuarantineBook::PerWorker* q = QuarantineOf(s, id); q && worker.quarantined) {
+    info.quarantine_why = q->why;
+    info.quarantined_until = TimeFromMicros(q->until_us);
   }
   info.note = worker.note;
   info.note_since = worker.note_since;

@@ -93,10 +93,9 @@ struct Worker {
   Time unhealthy_since;
   // Its GPUs out of the offer (WorkerHeartbeat::sick_gpus): index -> why.
   std::map<uint32_t, std::string> sick_gpus;
-  // Quarantined as a black hole (quarantine.h): until when, and why.
+  // Quarantined as a black hole: until when, and why, are in its
+  // QuarantineBook entry (quarantine.h).
   bool quarantined = false;
-  Time quarantined_until;
-  std::string quarantine_why;
   // Its offer has an end (WorkerResources::ends_at): kept here, beside the
   // flags CanPlace reads anyway, so placement on the others pays one test.
   bool ending = false;

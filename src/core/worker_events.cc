@@ -55,6 +55,7 @@ Status OnWorkerJoined(State& s, WorkerJoined& e) {
   worker.refusing = false;
   worker.unhealthy.clear();  // it says again in its first heartbeat
   worker.sick_gpus.clear();  // likewise (its offer's GPUs are all in, above)
+  ResumeQuarantine(s, w);    // one a restore replayed, or it had when lost
   worker.last_heartbeat = TimeFromMicros(s.now_us);
   // Tasks still on it from before (lost, leases not yet expired) keep their
   // resources booked on the new incarnation, so nothing is handed out twice.
@@ -79,8 +80,9 @@ Status OnWorkerJoined(State& s, WorkerJoined& e) {
     }
   }
   NoteTail(s, w);
-  s.policy->Add(LoadOf(s, w));
-  worker.in_policy = true;
+  // Placed on unless it is in quarantine (lost in one, or one a restore
+  // replayed).
+  SyncPolicy(s, w);
   MarkWorkerDirty(s, w);
   if (s.adoption.settling) SettleAttached(s, e.worker);
   return Status::Ok();

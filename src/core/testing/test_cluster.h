@@ -127,19 +127,35 @@ inline TaskId T(JobId job, uint32_t index) { return TaskId{job, index}; }
 
 class TestCluster {
  public:
-  explicit TestCluster(SchedulerConfig config = {}) : scheduler_(std::move(config)) {}
+  explicit TestCluster(SchedulerConfig config = {})
+      : config_(config), scheduler_(std::make_unique<Scheduler>(std::move(config))) {}
 
-  Scheduler& scheduler() { return scheduler_; }
+  Scheduler& scheduler() { return *scheduler_; }
   Time now() const { return clock_.Now(); }
   const Clock& clock() const { return clock_; }
 
   WorkerId AddWorker(const WorkerBuilder& w) {
     WorkerId id = next_worker_++;
+    workers_[id] = w;
     Handle(WorkerJoined{id, w.Build()});
     return id;
   }
+  // A server restart: a new scheduler restored from the journal (or from
+  // the old one's snapshot, which then becomes the journal), with no
+  // worker back yet; Rejoin brings one back as it was added.
+  void Restart(bool from_snapshot = false) {
+    if (from_snapshot) journal_ = scheduler_->Snapshot();
+    scheduler_ = std::make_unique<Scheduler>(config_);
+    for (const Record& r : journal_) {
+      Status st = scheduler_->Restore(r);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+    }
+    scheduler_->FinishRestore(now(), out_);
+    Collect();
+  }
+  void Rejoin(WorkerId id) { Handle(WorkerJoined{id, workers_.at(id).Build()}); }
   JobId Submit(const JobBuilder& job) {
-    Result<JobId> id = scheduler_.Submit(now(), job.Build(), out_);
+    Result<JobId> id = scheduler_->Submit(now(), job.Build(), out_);
     EXPECT_TRUE(id.ok()) << id.status().ToString();
     Collect();
     // The job record is checked here so tests need not list it.
@@ -148,12 +164,12 @@ class TestCluster {
   }
   // Handles an event that must be accepted.
   void Handle(Event e) {
-    Status st = scheduler_.Handle(now(), std::move(e), out_);
+    Status st = scheduler_->Handle(now(), std::move(e), out_);
     EXPECT_TRUE(st.ok()) << st.ToString();
     Collect();
   }
   Status TryHandle(Event e) {
-    Status st = scheduler_.Handle(now(), std::move(e), out_);
+    Status st = scheduler_->Handle(now(), std::move(e), out_);
     Collect();
     return st;
   }
@@ -233,7 +249,9 @@ class TestCluster {
   }
 
   SimulatedClock clock_;
-  Scheduler scheduler_;
+  SchedulerConfig config_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::map<WorkerId, WorkerBuilder> workers_;
   Outbox out_;
   std::vector<Command> recorded_;
   std::vector<Record> journal_;
