@@ -126,7 +126,55 @@ class Call(pickle.Unpickler):
         if task not in Call.memo:
             Call.memo[task] = value_of(task)
         return Call.memo[task]
+def by_name(name):
+    # A function named by reference (a job file's `function`, `drover
+    # call`): JSON arguments in DROVER_ARGS and DROVER_KWARGS ({index} is
+    # the array index, as in a command), the JSON of its value in the
+    # result; exit 2 when it does not import, 1 when it raised.
+    import importlib, json
+    index = os.environ.get("DROVER_TASK_INDEX", "{index}")
+    try:
+        args = json.loads((os.environ.get("DROVER_ARGS") or "[]").replace("{index}", index))
+        kwargs = json.loads((os.environ.get("DROVER_KWARGS") or "{}").replace("{index}", index))
+    except ValueError as e:
+        args, kwargs, bad = None, None, e
+    path = os.environ.get("DROVER_RESULT")
+    def result(text):
+        if path:
+            with open(path, "w") as out:
+                out.write(text)
+    if args is None:
+        message = "function %s: its arguments are not JSON: %s" % (name, bad)
+        sys.stderr.write("drover: " + message + "\n")
+        result(message)
+        sys.exit(2)
+    # A warm interpreter started with another call's PYTHONPATH: this
+    # call's comes first.
+    for entry in reversed(os.environ.get("PYTHONPATH", "").split(os.pathsep)):
+        if entry and entry not in sys.path:
+            sys.path.insert(0, entry)
+    importlib.invalidate_caches()
+    module, _, qualname = name.partition(":")
+    try:
+        target = importlib.import_module(module)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+    except Exception as e:
+        message = "function %s cannot be imported: %s: %s" % (name, type(e).__name__, e)
+        sys.stderr.write("drover: " + message + "\n")
+        result(message)
+        sys.exit(2)
+    try:
+        value = target(*args, **kwargs)
+    except BaseException:
+        sys.stderr.write(traceback.format_exc())
+        sys.exit(1)
+    if value is not None:
+        result(json.dumps(value))
 def main():
+    name = os.environ.get("DROVER_FUNCTION")
+    if name:
+        return by_name(name)
     inline = os.environ.get("DROVER_CALL")
     try:
         if inline:

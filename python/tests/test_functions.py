@@ -8,6 +8,7 @@ failing test.
 from __future__ import annotations
 
 import base64
+import json
 import concurrent.futures as cf
 import os
 import pickle
@@ -16,6 +17,7 @@ import sys
 import tempfile
 import threading
 import unittest
+import zlib
 from typing import Any, List, Optional
 
 import drover
@@ -129,10 +131,10 @@ class WarmRunner:
         os.mkdir(os.path.join(task, "output"))
         data = pickle.dumps(({"python": _call.python_version(), "cloudpickle": False},
                              fn, args, {}))
-        call_env = dict(env, DROVER_CALL=base64.b64encode(data).decode(),
-                        DROVER_RESULT=os.path.join(task, "result"),
-                        DROVER_OUTPUT_DIR=os.path.join(task, "output"),
-                        PYTHONPATH=os.environ.get("PYTHONPATH", ""))
+        call_env = {"DROVER_CALL": base64.b64encode(data).decode(),
+                    "DROVER_RESULT": os.path.join(task, "result"),
+                    "DROVER_OUTPUT_DIR": os.path.join(task, "output"),
+                    "PYTHONPATH": os.environ.get("PYTHONPATH", ""), **env}
         message = task.encode() + b"".join(b"\0" + f"{k}={v}".encode()
                                            for k, v in call_env.items())
         out_r, out_w = os.pipe()
@@ -147,8 +149,9 @@ class WarmRunner:
         path = os.path.join(task, "result")
         if os.path.exists(path):
             with open(path) as f:
-                kind, blob = _call.decode_result(f.read())
-            value = pickle.loads(blob)
+                text = f.read()
+            kind, blob = _call.decode_result(text)
+            value = pickle.loads(blob) if kind else text  # a call by name: its JSON
         return reply, stdout, stderr, value, task
 
 
@@ -465,6 +468,19 @@ class WarmRunnerTest(unittest.TestCase):
         self.assertEqual(str(exc[0]), "broken")
         self.assertEqual(r.call(square, 9)[3], 81)
 
+    def test_a_call_by_name_finds_its_module_on_its_own_pythonpath(self) -> None:
+        # The interpreter started with another call's PYTHONPATH (here the
+        # test's); the call's directory comes first for its import.
+        r = self.runner()
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "only_here.py"), "w") as f:
+                f.write("import os\ndef where(tag):\n    return [tag, os.getpid()]\n")
+            reply, _, err, value, _ = r.call(None, DROVER_FUNCTION="only_here:where",
+                                             DROVER_ARGS='["t{index}"]', DROVER_KWARGS="{}",
+                                             DROVER_TASK_INDEX="4", PYTHONPATH=d)
+        self.assertEqual(reply[:2], ["exit", "0"], err)
+        self.assertEqual(json.loads(value), ["t4", r.proc.pid])
+
     def test_preload_max_calls_and_fresh(self) -> None:
         r = self.runner(DROVER_PRELOAD="colorsys", DROVER_MAX_CALLS="2")
         reply, _, _, value, _ = r.call(imported, "colorsys")
@@ -484,6 +500,51 @@ class WarmRunnerTest(unittest.TestCase):
 
 
 class RunnerTest(unittest.TestCase):
+    def test_the_servers_copy_of_the_runner_is_this_one(self) -> None:
+        # src/proto/function_runner.inc (a job file's `function`, `drover
+        # call`) is written from RUNNER by scripts/gen-function-runner;
+        # compared unpacked, as zlib's bytes may differ between versions.
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        with open(os.path.join(root, "src", "proto", "function_runner.inc")) as f:
+            text = f.read()
+        packed = text.split('R"drover(', 1)[1].split(')drover"', 1)[0]
+        data = packed.split("b64decode('", 1)[1].split("'", 1)[0]
+        self.assertEqual(zlib.decompress(base64.b64decode(data)).decode(), _call.RUNNER,
+                         "run scripts/gen-function-runner")
+
+    def test_a_function_by_name_gets_its_json_arguments_and_index(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "named_calls.py"), "w") as f:
+                f.write("def scale(x, by=1):\n    return {'x': x, 'scaled': x * by}\n"
+                        "def broken():\n    raise ValueError('no')\n")
+            result = os.path.join(d, "result")
+            env = dict(os.environ, DROVER_RESULT=result, DROVER_TASK_INDEX="7",
+                       PYTHONPATH=d)
+
+            def call(name: str, args: str, kwargs: str = "{}") -> subprocess.CompletedProcess:
+                if os.path.exists(result):
+                    os.remove(result)
+                return subprocess.run(
+                    [sys.executable, "-c", _call.COMMAND_RUNNER], capture_output=True, text=True,
+                    cwd=d, env=dict(env, DROVER_FUNCTION=name, DROVER_ARGS=args,
+                                    DROVER_KWARGS=kwargs))
+
+            p = call("named_calls:scale", '["{index}"]', '{"by": 2}')
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(result) as f:
+                self.assertEqual(f.read(), '{"x": "7", "scaled": "77"}')
+            p = call("named_calls:broken", "[]")
+            self.assertEqual(p.returncode, 1)
+            self.assertIn("ValueError: no", p.stderr)
+            p = call("named_calls:nothing", "[]")
+            self.assertEqual(p.returncode, 2)
+            with open(result) as f:
+                self.assertEqual(f.read(), "function named_calls:nothing cannot be imported: "
+                                 "AttributeError: module 'named_calls' has no attribute 'nothing'")
+            p = call("named_calls:scale", "[1,")
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("its arguments are not JSON", p.stderr)
+
     def test_a_python_version_mismatch_is_refused_with_a_clear_message(self) -> None:
         call = pickle.dumps(({"python": "2.7", "cloudpickle": True}, len, ("abc",), {}))
         p = run_runner(call)

@@ -1,6 +1,7 @@
 // `drover submit [flags] -- CMD...`, `drover run FILE.toml` and `drover
 // call MODULE:NAME`: send a job, and (submit --wait, run, call) follow it to
 // its end.
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -171,7 +172,17 @@ int RunCall(CallOptions o) {
   if (!args.ok()) return ReportError(args.status(), /*usage_on_invalid=*/true);
   Result<nlohmann::json> kwargs = JsonFlag("--kwargs", o.kwargs, "object", "'{\"scale\": 2}'");
   if (!kwargs.ok()) return ReportError(kwargs.status(), /*usage_on_invalid=*/true);
-  o.spec.command = proto::FunctionCommand(o.python, o.function, args->dump(), kwargs->dump());
+  // The function's variables go with the --env ones (function_task.h).
+  proto::FunctionTask call =
+      proto::FunctionCall(o.python, o.function, args->dump(), kwargs->dump(), {});
+  o.spec.command = std::move(call.command);
+  for (const auto& [name, value] : call.env) {
+    const bool own = name == "DROVER_WARM" && std::any_of(o.spec.env.begin(), o.spec.env.end(),
+                                                          [](const std::string& kv) {
+                                                            return kv.rfind("DROVER_WARM=", 0) == 0;
+                                                          });
+    if (!own) o.spec.env.push_back(name + "=" + value);
+  }
   if (o.spec.name.empty()) o.spec.name = o.function.substr(o.function.find(':') + 1);
   Result<std::string> body = BuildSubmitBody(o.spec);
   if (!body.ok()) return ReportError(body.status(), /*usage_on_invalid=*/true);

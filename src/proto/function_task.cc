@@ -4,26 +4,7 @@ namespace drover::proto {
 
 namespace {
 
-// Runs as `python -c RUNNER FUNCTION ARGS_JSON KWARGS_JSON`.
-constexpr char kRunner[] = R"(import importlib, json, os, sys
-name, args, kwargs = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
-module, _, qualname = name.partition(":")
-try:
-    target = importlib.import_module(module)
-    for part in qualname.split("."):
-        target = getattr(target, part)
-except Exception as e:
-    message = "function %s cannot be imported: %s: %s" % (name, type(e).__name__, e)
-    print("drover: " + message, file=sys.stderr)
-    if os.environ.get("DROVER_RESULT"):
-        with open(os.environ["DROVER_RESULT"], "w") as out:
-            out.write(message)
-    sys.exit(2)
-value = target(*args, **kwargs)
-if value is not None and os.environ.get("DROVER_RESULT"):
-    with open(os.environ["DROVER_RESULT"], "w") as out:
-        json.dump(value, out)
-)";
+#include "proto/function_runner.inc"
 
 bool IsIdentifierPath(std::string_view s) {
   if (s.empty()) return false;
@@ -55,10 +36,17 @@ Status CheckFunctionName(std::string_view name) {
   return Status::Ok();
 }
 
-std::vector<std::string> FunctionCommand(const std::string& python, const std::string& function,
-                                         const std::string& args_json,
-                                         const std::string& kwargs_json) {
-  return {python, "-c", kRunner, function, args_json, kwargs_json};
+FunctionTask FunctionCall(const std::string& python, const std::string& function,
+                          const std::string& args_json, const std::string& kwargs_json,
+                          const std::map<std::string, std::string>& env) {
+  FunctionTask t;
+  t.command = {python, "-c", kFunctionRunner};
+  t.env = env;
+  t.env["DROVER_FUNCTION"] = function;
+  t.env["DROVER_ARGS"] = args_json;
+  t.env["DROVER_KWARGS"] = kwargs_json;
+  t.env.try_emplace("DROVER_WARM", "1");
+  return t;
 }
 
 }  // namespace drover::proto

@@ -236,23 +236,31 @@ python = "/opt/venv/bin/python"
 )",
                                             "calls.toml");
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  const std::vector<std::string>& heavy = spec->groups[0].command;
-  ASSERT_EQ(heavy.size(), 6u);
-  EXPECT_EQ(heavy[0], "python3");
-  EXPECT_EQ(heavy[1], "-c");
-  EXPECT_EQ(heavy[3], "mypkg.tasks:heavy");
-  EXPECT_EQ(heavy[4], R"([3,1000,"{index}"])");  // {index} expands per array task
-  EXPECT_EQ(heavy[5], R"({"scale":0.5,"tags":["a"]})");
-  EXPECT_EQ(core::ExpandCommand(heavy, 1)[4], R"([3,1000,"1"])");
-  const std::vector<std::string>& plain = spec->groups[1].command;
-  EXPECT_EQ(plain[0], "/opt/venv/bin/python");
-  EXPECT_EQ(plain[4], "[]");
-  EXPECT_EQ(plain[5], "{}");
-  // The same from the submit API's JSON.
+  // One command for every call (the runner), so that calls share warm
+  // interpreters; the function and its arguments in the environment.
+  const core::TaskGroupSpec& heavy = spec->groups[0];
+  ASSERT_EQ(heavy.command.size(), 3u);
+  EXPECT_EQ(heavy.command[0], "python3");
+  EXPECT_EQ(heavy.command[1], "-c");
+  EXPECT_EQ(heavy.env.at("DROVER_FUNCTION"), "mypkg.tasks:heavy");
+  EXPECT_EQ(heavy.env.at("DROVER_ARGS"), R"([3,1000,"{index}"])");  // the runner expands {index}
+  EXPECT_EQ(heavy.env.at("DROVER_KWARGS"), R"({"scale":0.5,"tags":["a"]})");
+  EXPECT_EQ(heavy.env.at("DROVER_WARM"), "1");
+  const core::TaskGroupSpec& plain = spec->groups[1];
+  EXPECT_EQ(plain.command[0], "/opt/venv/bin/python");
+  EXPECT_EQ(plain.command[2], heavy.command[2]);
+  EXPECT_EQ(plain.env.at("DROVER_FUNCTION"), "mypkg.tasks:Runner.go");
+  EXPECT_EQ(plain.env.at("DROVER_ARGS"), "[]");
+  EXPECT_EQ(plain.env.at("DROVER_KWARGS"), "{}");
+  // The same from the submit API's JSON; a task's own env stays, and its
+  // DROVER_WARM wins (0: an interpreter per call).
   Result<core::JobSpec> json = JobSpecFromJson(
-      R"({"name":"calls","task":[{"id":"heavy","function":"mypkg.tasks:heavy","args":[3,1000]}]})");
+      R"({"name":"calls","task":[{"id":"heavy","function":"mypkg.tasks:heavy","args":[3,1000],)"
+      R"("env":{"DROVER_WARM":"0","PYTHONPATH":"/srv/lab"}}]})");
   ASSERT_TRUE(json.ok()) << json.status().ToString();
-  EXPECT_EQ(json->groups[0].command[4], "[3,1000]");
+  EXPECT_EQ(json->groups[0].env.at("DROVER_ARGS"), "[3,1000]");
+  EXPECT_EQ(json->groups[0].env.at("DROVER_WARM"), "0");
+  EXPECT_EQ(json->groups[0].env.at("PYTHONPATH"), "/srv/lab");
 }
 
 TEST(JobFileTest, AFunctionTaskIsCheckedNamingTheField) {

@@ -319,8 +319,9 @@ bool ReadCommand(const Json& j, const std::string& path, std::vector<std::string
 }
 
 // `function` (with `args`, `kwargs`, `python`) instead of `command`: the
-// command that calls it (function_task.h).
-bool ReadFunction(ObjectReader& r, std::vector<std::string>* out, DecodeContext& ctx) {
+// command that calls it and its variables, added to the group's `env`
+// (function_task.h).
+bool ReadFunction(ObjectReader& r, core::TaskGroupSpec* g, DecodeContext& ctx) {
   std::string function;
   std::string python = "python3";
   if (!r.String("function", &function) || !r.String("python", &python, Need::kOptional)) {
@@ -356,7 +357,9 @@ bool ReadFunction(ObjectReader& r, std::vector<std::string>* out, DecodeContext&
       !RefuseNul(kwargs_json, r.PathOf("kwargs"), "an argument", ctx)) {
     return false;
   }
-  *out = FunctionCommand(python, function, args_json, kwargs_json);
+  FunctionTask call = FunctionCall(python, function, args_json, kwargs_json, g->env);
+  g->command = std::move(call.command);
+  g->env = std::move(call.env);
   return true;
 }
 
@@ -364,11 +367,11 @@ bool ReadGroup(const Json& j, const std::string& path, core::TaskGroupSpec* g, D
   ObjectReader r(j, path, ctx);
   if (!r.RejectUnknown(kTaskKeys)) return false;
   if (!r.String("id", &g->name, Need::kOptional)) return false;
-  if (r.Get("function", Need::kOptional) != nullptr) {
+  const bool function = r.Get("function", Need::kOptional) != nullptr;
+  if (function) {
     if (r.Get("command", Need::kOptional) != nullptr) {
       return ctx.Fail(r.PathOf("function"), "a task runs a command or a function, not both");
     }
-    if (!ReadFunction(r, &g->command, ctx)) return false;
   } else {
     for (std::string_view key : {"args", "kwargs", "python"}) {
       if (r.Get(key, Need::kOptional) != nullptr) {
@@ -399,6 +402,7 @@ bool ReadGroup(const Json& j, const std::string& path, core::TaskGroupSpec* g, D
       }
     }
   }
+  if (function && !ReadFunction(r, g, ctx)) return false;
   if (const Json* res = r.Get("resources", Need::kOptional)) {
     if (!ReadResources(*res, r.PathOf("resources"), &g->resources, ctx)) return false;
   }

@@ -4,6 +4,10 @@
 // print or keep the JSON of the return value.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <set>
+#include <string>
+
 #include "cluster.h"
 
 namespace drover::testing {
@@ -21,6 +25,11 @@ class Runner:
 
 def fails():
     raise RuntimeError("broken on purpose")
+
+
+def pid(i):
+    import os
+    return [i, os.getpid()]
 )";
 
 TEST(FunctionCallTest, CallPrintsTheReturnValueAndJobFilesNameFunctions) {
@@ -40,6 +49,23 @@ TEST(FunctionCallTest, CallPrintsTheReturnValueAndJobFilesNameFunctions) {
   ASSERT_EQ(each.status, 0) << each.output;
   EXPECT_NE(each.output.find(".0: \"W0\"\n"), std::string::npos) << each.output;
   EXPECT_NE(each.output.find(".1: \"W1\"\n"), std::string::npos) << each.output;
+
+  // Calls by name run in warm interpreters, as the Executor's do: six
+  // calls (two slots at most at once) share fewer interpreters than that,
+  // and each still gets its own {index}.
+  RunResult pids = c.Drover({"call", "mytasks:pid", "--args", R"(["{index}"])", "--array", "0-5",
+                             "--env", path});
+  ASSERT_EQ(pids.status, 0) << pids.output;
+  std::set<int64_t> interpreters;
+  std::set<std::string> indexes;
+  for (size_t at = 0; (at = pids.output.find(": [", at)) != std::string::npos; ++at) {
+    const nlohmann::json pair =
+        nlohmann::json::parse(pids.output.substr(at + 2, pids.output.find('\n', at) - at - 2));
+    indexes.insert(pair[0].get<std::string>());
+    interpreters.insert(pair[1].get<int64_t>());
+  }
+  EXPECT_EQ(indexes, (std::set<std::string>{"0", "1", "2", "3", "4", "5"})) << pids.output;
+  EXPECT_LT(interpreters.size(), 6u) << pids.output;
 
   // A remote exception: exit 1, the task named, its log at hand.
   RunResult failed = c.Drover({"call", "mytasks:fails", "--env", path});
