@@ -11,6 +11,7 @@
 
 #include "cli/cli11.h"
 #include "cli/cli_common.h"
+#include "cli/code_files.h"
 #include "cli/commands.h"
 #include "cli/streams.h"
 #include "cli/submit_spec.h"
@@ -62,14 +63,20 @@ int RunSubmit(const SubmitOptions& o) {
   }
   Result<std::string> body = BuildSubmitBody(o.spec);
   if (!body.ok()) return ReportError(body.status(), /*usage_on_invalid=*/true);
-  if (!o.spec.inputs.empty()) {
-    // --input: the files go to the server first; the spec names them by hash.
+  if (!o.spec.inputs.empty() || !o.spec.code.empty()) {
+    // --input: the files go to the server first; the spec names them by
+    // hash. --code: hashed here, the files stay.
     Result<core::JobSpec> spec = proto::JobSpecFromJson(*body);
     if (!spec.ok()) return ReportError(spec.status(), /*usage_on_invalid=*/true);
-    Result<ApiClient> api = Connect(o.client);
-    if (!api.ok()) return ReportError(api.status());
-    Status uploaded = UploadInputFiles(api->options(), *spec, "", std::cerr);
-    if (!uploaded.ok()) return ReportError(uploaded);
+    if (Status hashed = HashCodeFiles(*spec, ""); !hashed.ok()) {
+      return ReportError(hashed, /*usage_on_invalid=*/true);
+    }
+    if (!o.spec.inputs.empty()) {
+      Result<ApiClient> api = Connect(o.client);
+      if (!api.ok()) return ReportError(api.status());
+      Status uploaded = UploadInputFiles(api->options(), *spec, "", std::cerr);
+      if (!uploaded.ok()) return ReportError(uploaded);
+    }
     body = proto::JobSpecToJson(*spec);
   }
   // The server makes exactly the spec's tasks: knowing their number here
@@ -105,6 +112,7 @@ struct RunOptions {
   ClientFlags client;
   std::string file;
   bool plain = false;
+  bool no_cache = false;
 };
 
 int RunFile(const RunOptions& o) {
@@ -121,10 +129,18 @@ int RunFile(const RunOptions& o) {
   if (!spec.ok()) return ReportError(spec.status(), /*usage_on_invalid=*/true);
   Result<ApiClient> api = Connect(o.client);
   if (!api.ok()) return ReportError(api.status());
-  // input_files: paths relative to the job file, uploaded before the job.
+  // input_files: paths relative to the job file, uploaded before the job;
+  // code: hashed (result_cache.h), unless --no-cache runs everything.
   const size_t slash = o.file.find_last_of('/');
-  Status uploaded = UploadInputFiles(
-      api->options(), *spec, slash == std::string::npos ? "" : o.file.substr(0, slash), std::cerr);
+  const std::string dir = slash == std::string::npos ? "" : o.file.substr(0, slash);
+  for (core::TaskGroupSpec& group : spec->groups) {
+    if (o.no_cache) group.cache = false;
+    if (!group.cache) group.code.clear();
+  }
+  if (Status hashed = HashCodeFiles(*spec, dir); !hashed.ok()) {
+    return ReportError(hashed.WithContext(o.file), /*usage_on_invalid=*/true);
+  }
+  Status uploaded = UploadInputFiles(api->options(), *spec, dir, std::cerr);
   if (!uploaded.ok()) return ReportError(uploaded);
   Result<JobId> job = SendJob(*api, proto::JobSpecToJson(*spec));
   if (!job.ok()) return ReportError(job.status());
@@ -177,10 +193,10 @@ int RunCall(CallOptions o) {
       proto::FunctionCall(o.python, o.function, args->dump(), kwargs->dump(), {});
   o.spec.command = std::move(call.command);
   for (const auto& [name, value] : call.env) {
-    const bool own = name == "DROVER_WARM" && std::any_of(o.spec.env.begin(), o.spec.env.end(),
-                                                          [](const std::string& kv) {
-                                                            return kv.rfind("DROVER_WARM=", 0) == 0;
-                                                          });
+    const bool own = name == "DROVER_WARM" &&
+                     std::any_of(o.spec.env.begin(), o.spec.env.end(), [](const std::string& kv) {
+                       return kv.rfind("DROVER_WARM=", 0) == 0;
+                     });
     if (!own) o.spec.env.push_back(name + "=" + value);
   }
   if (o.spec.name.empty()) o.spec.name = o.function.substr(o.function.find(':') + 1);
@@ -188,6 +204,12 @@ int RunCall(CallOptions o) {
   if (!body.ok()) return ReportError(body.status(), /*usage_on_invalid=*/true);
   Result<core::JobSpec> spec = proto::JobSpecFromJson(*body);
   if (!spec.ok()) return ReportError(spec.status(), /*usage_on_invalid=*/true);
+  if (!o.spec.code.empty()) {
+    if (Status hashed = HashCodeFiles(*spec, ""); !hashed.ok()) {
+      return ReportError(hashed, /*usage_on_invalid=*/true);
+    }
+    body = proto::JobSpecToJson(*spec);
+  }
   Result<ApiClient> api = Connect(o.client);
   if (!api.ok()) return ReportError(api.status());
   Result<JobId> job = SendJob(*api, std::move(*body));
@@ -240,6 +262,12 @@ void AddCallCommand(CLI::App& root, int& exit_code) {
       ->allow_extra_args(false);
   call->add_option("--label", c->spec.labels, "Run only on workers with this label KEY=VALUE")
       ->allow_extra_args(false);
+  call->add_flag("--cache", c->spec.cache,
+                 "Reuse the result of an earlier call with the same function, arguments and "
+                 "--code files");
+  call->add_option("--code", c->spec.code,
+                   "With --cache: a file (or glob) that is the function's code (repeatable)")
+      ->allow_extra_args(false);
   call->callback([c, &exit_code] { exit_code = RunCall(*c); });
 }
 
@@ -282,6 +310,14 @@ void AddSubmitCommand(CLI::App& root, int& exit_code) {
                    "Custom counter per task NAME=COUNT, e.g. licenses=2 (repeatable)")
       ->allow_extra_args(false);
   submit->add_option("--user", s->spec.user, "The job's user (as `user` in a job file)");
+  submit->add_flag("--cache", s->spec.cache,
+                   "Reuse the result of an earlier task with the same command, environment, "
+                   "inputs and --code files, if its outputs are still held (it then does not run)");
+  submit
+      ->add_option("--code", s->spec.code,
+                   "With --cache: a file (or glob) that is the task's code; its content is in "
+                   "the key (repeatable)")
+      ->allow_extra_args(false);
   submit->add_flag("--wait", s->wait, "Wait for the end; exit 1 if a task did not succeed");
   submit->add_option("command", s->spec.command, "The command, after --")->required();
   submit->callback([s, &exit_code] { exit_code = RunSubmit(*s); });
@@ -293,6 +329,8 @@ void AddRunCommand(CLI::App& root, int& exit_code) {
   AddClientFlags(*run, r->client, /*with_json=*/false);
   run->add_option("file", r->file, "The job file (TOML)")->required();
   run->add_flag("--plain", r->plain, "One line per change instead of a progress bar");
+  run->add_flag("--no-cache", r->no_cache,
+                "Run every task, even those with cache = true whose result is known");
   run->callback([r, &exit_code] { exit_code = RunFile(*r); });
 }
 

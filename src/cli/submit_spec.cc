@@ -108,6 +108,12 @@ Result<std::string> BuildSubmitBody(const SubmitFlags& flags) {
   if (!flags.timeout.empty()) task["timeout"] = flags.timeout;
   if (!flags.max_output.empty()) task["max_output"] = flags.max_output;
   if (!flags.inputs.empty()) task["input_files"] = flags.inputs;
+  if (flags.cache) task["cache"] = true;
+  if (!flags.code.empty()) {
+    if (!flags.cache)
+      return InvalidArgument("--code: only with --cache (it is part of the cache key)");
+    task["code"] = flags.code;
+  }
   if (flags.retries < 0) return InvalidArgument("--retries: must not be negative");
   if (flags.retries != 0) task["retries"] = flags.retries;
   // Checked by the server's job parser, which names the flag (below).

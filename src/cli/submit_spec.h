@@ -35,6 +35,8 @@ struct SubmitFlags {
   std::vector<std::string> labels;    // "os=linux": only workers with this label
   std::vector<std::string> counters;  // "licenses=2": custom counters per task
   std::string user;                   // the job's user (job files' `user`)
+  bool cache = false;                 // reuse an earlier identical task's result
+  std::vector<std::string> code;      // files that are its code, for the cache key
   std::vector<std::string> command;
 };
 

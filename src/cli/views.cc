@@ -133,10 +133,13 @@ std::string TaskTable(const json& tasks, int64_t now_ms) {
 std::string JobView(const json& job, int64_t now_ms) {
   const std::string user = Str(job, "user");
   const std::string who = user.empty() || user == "-" ? "" : " (" + user + ")";
-  std::string out = "job " + Str(job, "id") + " \"" + Str(job, "name") + "\"" + who + ", " +
-                    Str(job, "task_count") + " tasks: " +
-                    (Bool(job, "done") ? "done, " : "") +
-                    CountsSummary(job.value("counts", json())) + "\n";
+  std::string out =
+      "job " + Str(job, "id") + " \"" + Str(job, "name") + "\"" + who + ", " +
+      Str(job, "task_count") + " tasks: " + (Bool(job, "done") ? "done, " : "") +
+      CountsSummary(job.value("counts", json())) +
+      (Int(job, "cached", 0) > 0 ? " (" + Str(job, "cached") + " from the cache, without running)"
+                                 : "") +
+      "\n";
   out += "submitted " + ShortTime(job, "submitted_at") + "\n\n";
   const json& tasks = Array(job, "tasks");
   out += TaskTable(tasks, now_ms);
@@ -159,6 +162,13 @@ std::string TaskView(const json& task, int64_t now_ms) {
   row("task", Str(task, "id"));
   row("group", Str(task, "group") + " (index " + Str(task, "array_index") + ")");
   row("state", Str(task, "state"));
+  const json& from = task.value("outcome", json());
+  if (from.is_object() && from.contains("cached_from")) {
+    // Reused from the result cache: it did not run.
+    row("cached", "same inputs as " + Str(from, "cached_from") + " (" +
+                      ShortTime(from, "cached_ended") + ", ran " +
+                      FormatSpan(Int(from, "cached_ran_ms", 0)) + ")");
+  }
   row("reason", Str(task, "reason").empty() ? QueuedBehind(task) : Str(task, "reason"));
   row("attempt", Str(task, "attempt"));
   row("worker", Str(task, "worker"));

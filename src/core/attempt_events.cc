@@ -17,6 +17,7 @@
 #include "core/queue_ahead_ops.h"
 #include "core/replicas_ops.h"
 #include "core/reservation_ops.h"
+#include "core/result_cache_ops.h"
 #include "core/scheduler_state.h"
 #include "core/ticks_ops.h"
 #include "core/worker_events_ops.h"
@@ -116,6 +117,10 @@ Status OnFinished(State& s, TaskFinished& e) {
   }
   TaskOutcome& o = e.outcome;
   if (o.result.size() > kMaxResultBytes) o.result.resize(kMaxResultBytes);
+  // Only the core says a result came from the cache.
+  o.cached_from = TaskId();
+  o.cached_ended = Time();
+  o.cached_ran = Duration::zero();
   // Outputs count only from a success, and are held where it ran.
   const bool succeeded = o.exit_code == 0 && o.signal == 0 && !o.oom_killed && o.reason.empty();
   if (!succeeded) o.outputs.clear();
@@ -182,6 +187,7 @@ Status OnFinished(State& s, TaskFinished& e) {
   if (why.empty()) {
     NoteAttemptEnd(s, on, r, /*failure=*/false);
     Transition(s, r, TaskState::kSucceeded);
+    NoteCacheable(s, r);
     if (!got.outputs.empty() && s.SpecOf(r).replicas > 1) Replicate(s, r);
   } else {
     // On a black hole (quarantined now, by this attempt or before) it uses

@@ -1,5 +1,6 @@
 // Scheduler::ForgetJob: retention of finished jobs (scheduler.h).
 #include "core/job_lifecycle_ops.h"
+#include "core/result_cache_ops.h"
 #include "core/scheduler_state.h"
 
 namespace drover::core {
@@ -26,6 +27,7 @@ Status Scheduler::ForgetJob(JobId id) {
 }
 
 void DropJob(State& s, uint32_t slot) {
+  ForgetCached(s, slot);
   Job& job = s.jobs[slot];
   const JobId id = job.id;
   const uint32_t count = static_cast<uint32_t>(job.tasks.size());

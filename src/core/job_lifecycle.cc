@@ -12,6 +12,7 @@
 #include "core/lineage_ops.h"
 #include "core/lookup_ops.h"
 #include "core/reservation_ops.h"
+#include "core/result_cache_ops.h"
 #include "core/scheduler_state.h"
 
 namespace drover::core {
@@ -147,15 +148,28 @@ Result<JobId> OnSubmit(State& s, JobId id, std::shared_ptr<const JobSpec> spec) 
     DoomJob(s, slot, doom);
     return job.id;
   }
-  // A whole group goes in as one run: O(1) however large the array.
+  // A whole group goes in as one run: O(1) however large the array. With
+  // the result cache, each task is looked up first (result_cache.h); a hit
+  // may make a later group ready, which then queued itself.
+  std::vector<uint32_t> ready;
   for (uint32_t g = 0; g < job.groups.size(); ++g) {
-    const Group& group = job.groups[g];
-    if (group.unmet != 0) continue;
-    s.queues.PushBackRange(group.cls, job.spec->groups[g].priority, job.user,
-                           TaskRef{slot, group.first}, group.count);
+    if (job.groups[g].unmet == 0) ready.push_back(g);
+  }
+  for (uint32_t g : ready) {
+    const Group& group = s.jobs[slot].groups[g];
+    const int32_t priority = s.jobs[slot].spec->groups[g].priority;
+    const uint32_t user = s.jobs[slot].user;
+    if (!s.jobs[slot].spec->groups[g].cache || !s.config.result_cache.digest) {
+      s.queues.PushBackRange(group.cls, priority, user, TaskRef{slot, group.first}, group.count);
+    } else {
+      for (uint32_t i = group.first; i < group.first + group.count; ++i) {
+        if (!TryResultCache(s, TaskRef{slot, i}))
+          s.queues.PushBack(group.cls, priority, user, {slot, i});
+      }
+    }
     MarkClassDirty(s, group.cls);
   }
-  return job.id;
+  return s.jobs[slot].id;
 }
 
 void Enqueue(State& s, TaskRef r, bool front) {
@@ -178,6 +192,8 @@ void Enqueue(State& s, TaskRef r, bool front) {
     Transition(s, r, TaskState::kWaiting);
     return;
   }
+  // The same work done before: it succeeds at once (result_cache.h).
+  if (!s.task(r).flags.Has(TaskFlag::kStaleEntry) && TryResultCache(s, r)) return;
   int32_t priority = job.spec->groups[s.task(r).group].priority;
   if (s.task(r).flags.Has(TaskFlag::kStaleEntry)) {
     // Placed by backfill from behind its class head, and its entry there is

@@ -118,6 +118,15 @@ struct TaskGroupSpec {
   // with 2, a second worker fetches them when the task succeeds, and
   // losing one worker loses no work (core/replicas.cc).
   uint32_t replicas = 1;
+  // Its results reused by content (core/result_cache.h): a task whose key
+  // (command, environment, inputs, `code`, user) matches an earlier
+  // success whose outputs are still held succeeds at once without running.
+  bool cache = false;
+  // Files that are its code, for the key: each a path and its SHA-256,
+  // hashed by the client at submit (a client reading a job file holds the
+  // pattern in `name` and no sha256 until it has hashed the files it
+  // matches, cli/code_files.h); the server takes only hashed ones.
+  std::vector<OutputFile> code;
 
   friend bool operator==(const TaskGroupSpec&, const TaskGroupSpec&) = default;
   uint32_t TaskCount() const { return array ? array->count : 1; }
@@ -165,6 +174,11 @@ struct TaskOutcome {
   // Further workers that hold copies of them (`replicas`; set by the core
   // as each reports its copy, OutputsReplicated).
   std::vector<WorkerId> replicas;
+  // A success reused from the result cache (core/result_cache.h): the task
+  // that ran, when it ended and how long it ran; none when this one ran.
+  TaskId cached_from;
+  Time cached_ended;
+  Duration cached_ran = Duration::zero();
   friend bool operator==(const TaskOutcome&, const TaskOutcome&) = default;
 };
 

@@ -118,12 +118,11 @@ bool Judge(State& s, WorkerId w) {
   ++book.repeats;
   book.last_length_us = length.count();
   book.until_us = s.now_us + length.count();
-  book.why =
-      std::to_string(failures) + (failures == 1 ? " attempt" : " attempts") + " failed in under " +
-      FormatDuration(c.short_attempt) +
-      " where the same groups ran well on " + std::to_string(elsewhere.size()) + " other worker" +
-      (elsewhere.size() == 1 ? "" : "s") + "; " + std::to_string(others) +
-      " ended otherwise (in " + FormatDuration(c.window) + ")";
+  book.why = std::to_string(failures) + (failures == 1 ? " attempt" : " attempts") +
+             " failed in under " + FormatDuration(c.short_attempt) +
+             " where the same groups ran well on " + std::to_string(elsewhere.size()) +
+             " other worker" + (elsewhere.size() == 1 ? "" : "s") + "; " + std::to_string(others) +
+             " ended otherwise (in " + FormatDuration(c.window) + ")";
   book.recent.clear();
   s.quarantine.quarantined.push_back(w);
   if (!s.quarantine.replaying) ++s.quarantine.total;
@@ -237,7 +236,8 @@ void Gather(State& s, QuarantineBook::Restored a) {
   // A long journal: what is older than the replay's horizon is dropped as
   // it goes, so the gathering stays as large as the horizon needs.
   const int64_t since = book.restored_latest_us - QuarantineHorizon(s.config.quarantine).count();
-  std::erase_if(book.restored, [&](const auto& x) { return std::max(x.start_us, x.end_us) < since; });
+  std::erase_if(book.restored,
+                [&](const auto& x) { return std::max(x.start_us, x.end_us) < since; });
   book.restored_compact_at = std::max<size_t>(4096, 2 * book.restored.size());
 }
 

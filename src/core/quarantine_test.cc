@@ -152,14 +152,15 @@ TEST(QuarantineTest, TheEvidenceMustBeFiveQuickFailuresAndSeventyPercentOfTheEnd
   c.Handle(WorkerDrained{2, true});
   c.Handle(WorkerDrained{3, true});
   const JobId job = c.Submit(Array(40, 3));
-  Drive(c, job, 40, [](WorkerId) { return 0; }, Seconds(1), 3);
+  Drive(
+      c, job, 40, [](WorkerId) { return 0; }, Seconds(1), 3);
   // Now the group runs well on w2 and w3 too, and fails quickly on w1.
   c.Handle(WorkerDrained{2, false});
   c.Handle(WorkerDrained{3, false});
   int failed_on_w1 = 0;
   for (int round = 0; round < 40 && c.scheduler().GetWorker(1)->quarantine_why.empty(); ++round) {
-    std::map<WorkerId, int> ran =
-        Drive(c, job, 40, [](WorkerId w) { return w == 1 ? 1 : 0; }, Seconds(1), 1);
+    std::map<WorkerId, int> ran = Drive(
+        c, job, 40, [](WorkerId w) { return w == 1 ? 1 : 0; }, Seconds(1), 1);
     failed_on_w1 += ran[1];
   }
   EXPECT_EQ(failed_on_w1, 7);

@@ -31,6 +31,7 @@ struct JobInfo {
   std::array<uint64_t, kTaskStateCount> counts{};
   // True when every task is succeeded, failed or canceled.
   bool done = false;
+  uint64_t cached = 0;  // succeeded from the result cache, without running
 };
 
 struct TaskInfo {

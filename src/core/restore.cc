@@ -12,9 +12,10 @@
 #include "core/fair_share_ops.h"
 #include "core/job_lifecycle_ops.h"
 #include "core/leases_ops.h"
-#include "core/queue_ahead_ops.h"
 #include "core/quarantine_ops.h"
+#include "core/queue_ahead_ops.h"
 #include "core/quotas_ops.h"
+#include "core/result_cache_ops.h"
 #include "core/scheduler_state.h"
 #include "core/ticks_ops.h"
 
@@ -176,6 +177,7 @@ void Scheduler::FinishRestore(Time now, Outbox& out) {
       }
     }
   }
+  RestoreResultCache(s);  // before the queued tasks below look their keys up
   // Jobs are restored in id order, so an --after target is complete before
   // its watchers; now place or re-arm every live task.
   for (uint32_t j = 0; j < s.jobs.size(); ++j) {

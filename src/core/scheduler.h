@@ -39,14 +39,15 @@
 #include "common/ids.h"
 #include "common/status.h"
 #include "common/time.h"
-#include "core/quarantine.h"
 #include "core/commands.h"
 #include "core/events.h"
 #include "core/fair_share_report.h"
 #include "core/placement.h"
+#include "core/quarantine.h"
 #include "core/queries.h"
 #include "core/quota_report.h"
 #include "core/records.h"
+#include "core/result_cache.h"
 
 namespace drover::core {
 
@@ -166,6 +167,8 @@ struct SchedulerConfig {
   Duration preempt_cooldown = Seconds(600);
   // Black-hole quarantine (quarantine.h): on unless switched off.
   QuarantineConfig quarantine;
+  // The result cache (result_cache.h): off without a digest.
+  ResultCacheConfig result_cache;
 };
 
 class Scheduler {

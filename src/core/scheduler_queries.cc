@@ -3,8 +3,8 @@
 
 #include "core/attempt_events_ops.h"
 #include "core/job_lifecycle_ops.h"
-#include "core/queue_ahead_ops.h"
 #include "core/quarantine_ops.h"
+#include "core/queue_ahead_ops.h"
 #include "core/scheduler_state.h"
 
 namespace drover::core {
@@ -33,6 +33,7 @@ Result<JobInfo> Scheduler::GetJob(JobId id) const {
     terminal += job.counts[static_cast<int>(st)];
   }
   info.done = terminal == job.tasks.size();
+  info.cached = job.cached;
   return info;
 }
 

@@ -12,6 +12,7 @@
 //   queue_ahead.h    QueueAheadBook: waiters, holds, take-backs
 //   preemption.h     PreemptionBook: preemptions in flight, counts
 //   quarantine.h     QuarantineBook: black-hole evidence per worker
+//   result_cache.h   ResultCache: results reused by content
 //   adoption.h       Adoption: orphans, adoption and the settle hold after
 //                    a restart
 //   task_queue.h, worker_state.h, placement.h, ran_on.h (their own types)
@@ -30,7 +31,8 @@
 //   dispatch_ops.h        placement: class heads, CanPlace, Place
 //   quotas_ops.h, fair_share_ops.h, reservation_ops.h, queue_ahead_ops.h,
 //   preemption_ops.h, adoption_ops.h, lineage_ops.h, replicas_ops.h,
-//   locality_ops.h, checkpoints_ops.h, lookup_ops.h, quarantine_ops.h
+//   locality_ops.h, checkpoints_ops.h, lookup_ops.h, quarantine_ops.h,
+//   result_cache_ops.h
 //
 // Replay is in restore.cc, queries in scheduler_queries.cc and explain.cc.
 //
@@ -62,6 +64,7 @@
 #include "core/queue_ahead.h"
 #include "core/ran_on.h"
 #include "core/reservation.h"
+#include "core/result_cache.h"
 #include "core/scheduler.h"
 #include "core/task.h"
 #include "core/task_queue.h"
@@ -174,6 +177,7 @@ struct Scheduler::State {
   QueueAheadBook queue_ahead;  // waiters, holds, take-backs (queue_ahead.h)
   PreemptionBook preemption;   // preemptions in flight, counts (preemption.h)
   QuarantineBook quarantine;   // black-hole evidence (quarantine.h)
+  ResultCache result_cache;    // key -> the task that ran (result_cache.h)
   // A Tick came: Dispatch offers the waiting heads preemption again.
   bool preempt_due = false;
   std::vector<uint32_t> dirty_classes;

@@ -146,6 +146,7 @@ struct Job {
   std::array<uint64_t, kTaskStateCount> counts{};
   uint64_t not_succeeded = 0;
   int64_t changed_us = 0;  // its latest record (Scheduler::LastChange)
+  uint32_t cached = 0;     // tasks that succeeded from the result cache
   bool forgotten = false;  // ForgetJob: the slot stays, the job is gone
 };
 
@@ -186,6 +187,7 @@ struct Extra {
   std::optional<TaskOutcome> outcome;
   uint32_t outcome_attempt = 0;  // the attempt `outcome` came from
   std::shared_ptr<const Checkpoint> checkpoint;  // the latest saved (checkpoints.cc)
+  std::string cache_key;  // its result cache key, once ready (result_cache.h); "" none
 };
 
 }  // namespace drover::core

@@ -42,6 +42,13 @@ Json OutcomeJson(const std::optional<core::TaskOutcome>& outcome) {
   j["outputs"] = std::move(files);
   if (o.outputs_on != 0) j["outputs_on"] = o.outputs_on;
   if (!o.replicas.empty()) j["replicas"] = o.replicas;
+  if (o.cached_from.job != 0) {
+    // Reused from the result cache: the task that ran, when it ended, how long it ran.
+    j["cached_from"] = o.cached_from.ToString();
+    j["cached_ended"] = FormatRfc3339(o.cached_ended);
+    j["cached_ended_ms"] = UnixMillis(o.cached_ended);
+    j["cached_ran_ms"] = FloorDiv(o.cached_ran.count(), 1000);
+  }
   return j;
 }
 
@@ -122,7 +129,8 @@ bool ReadJob(const Json& j, const std::string& path, core::JobInfo* out, DecodeC
   if (!r.Integer("id", &out->id) || !r.String("name", &out->name) ||
       !r.String("user", &out->user, Need::kOptional) ||
       !ReadRequiredTime(r, "submitted_at", &out->submitted_at) ||
-      !r.Integer("task_count", &out->task_count) || !r.Bool("done", &out->done)) {
+      !r.Integer("task_count", &out->task_count) || !r.Bool("done", &out->done) ||
+      !r.Integer("cached", &out->cached, Need::kOptional)) {
     return false;
   }
   const Json* counts = r.Get("counts", Need::kRequired);
@@ -154,6 +162,17 @@ bool ReadOutcomeApi(const Json& j, const std::string& path, core::TaskOutcome* o
     if (!internal::ReadWorkerIds(*replicas, r.PathOf("replicas"), &out->replicas, ctx)) {
       return false;
     }
+  }
+  if (r.Get("cached_from", Need::kOptional) != nullptr) {
+    int64_t ended_ms = 0;
+    int64_t ran_ms = 0;
+    if (!r.Task("cached_from", &out->cached_from) ||
+        !r.Integer("cached_ended_ms", &ended_ms, Need::kOptional) ||
+        !r.Integer("cached_ran_ms", &ran_ms, Need::kOptional)) {
+      return false;
+    }
+    out->cached_ended = TimeFromMicros(ended_ms * 1000);
+    out->cached_ran = Millis(ran_ms);
   }
   out->usage.wall = Millis(wall_ms);
   out->usage.cpu = Millis(cpu_ms);
@@ -302,6 +321,7 @@ nlohmann::json JobInfoJson(const core::JobInfo& job) {
          {"user", job.user}, {"task_count", job.task_count},
          {"done", job.done}, {"counts", std::move(counts)}};
   PutTime(j, "submitted_at", job.submitted_at);
+  if (job.cached != 0) j["cached"] = job.cached;  // succeeded from the result cache
   return j;
 }
 

@@ -36,6 +36,11 @@ Json OutcomeJson(const core::TaskOutcome& outcome) {
     if (outcome.outputs_on != 0) j["outputs_on"] = outcome.outputs_on;
     if (!outcome.replicas.empty()) j["replicas"] = outcome.replicas;
   }
+  if (outcome.cached_from.job != 0) {  // a result cache hit (absent in older records)
+    j["cached_from"] = outcome.cached_from.ToString();
+    j["cached_ended_us"] = ToMicros(outcome.cached_ended);
+    j["cached_ran_us"] = outcome.cached_ran.count();
+  }
   return j;
 }
 
@@ -96,6 +101,15 @@ bool ReadOutcome(const Json& j, const std::string& path, core::TaskOutcome* out,
   }
   if (const Json* replicas = r.Get("replicas", Need::kOptional)) {
     if (!ReadWorkerIds(*replicas, r.PathOf("replicas"), &out->replicas, ctx)) return false;
+  }
+  if (r.Get("cached_from", Need::kOptional) != nullptr) {
+    int64_t ended_us = 0;
+    if (!r.Task("cached_from", &out->cached_from) ||
+        !r.Integer("cached_ended_us", &ended_us, Need::kOptional) ||
+        !r.Micros("cached_ran_us", &out->cached_ran, Need::kOptional)) {
+      return false;
+    }
+    out->cached_ended = TimeFromMicros(ended_us);
   }
   if (out->result.size() > core::kMaxResultBytes) {
     return ctx.Fail(r.PathOf("result"), "is " + std::to_string(out->result.size()) +

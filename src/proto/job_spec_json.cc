@@ -24,7 +24,7 @@ const std::vector<std::string_view> kTaskKeys = {
     "id",          "command",       "array",      "env",         "resources",     "depends_on",
     "retries",     "retry_backoff", "timeout",    "priority",    "vacate_signal", "vacate_grace",
     "preemptible", "inputs",        "max_output", "input_files", "replicas",      "function",
-    "args",        "kwargs",        "python"};
+    "args",        "kwargs",        "python",     "cache",       "code"};
 
 // Signals a task may ask to be vacated with (`vacate_signal`), by name.
 const std::vector<std::pair<std::string_view, int32_t>> kVacateSignals = {
@@ -116,6 +116,19 @@ Json GroupJson(const core::TaskGroupSpec& g) {
     }
     j["input_files"] = std::move(files);
   }
+  if (g.cache) j["cache"] = true;
+  if (!g.code.empty()) {
+    Json files = Json::array();
+    for (const core::OutputFile& f : g.code) {
+      // Not hashed yet (a client's job file): the pattern alone.
+      if (f.sha256.empty()) {
+        files.push_back(f.name);
+      } else {
+        files.push_back({{"path", f.name}, {"sha256", f.sha256}});
+      }
+    }
+    j["code"] = std::move(files);
+  }
   return j;
 }
 
@@ -170,10 +183,21 @@ bool ReadStringList(const Json& j, const std::string& path, std::vector<std::str
   return ReadVector<std::string>(j, path, out, ctx, ReadString);
 }
 
-// `input_files`: each a path (a string: a client's, before it uploads the
-// file) or an uploaded file {name, size, sha256}; names unique.
-bool ReadInputFiles(const Json& j, const std::string& path, std::vector<core::OutputFile>* out,
-                    DecodeContext& ctx) {
+// Files named by their SHA-256: `input_files`, each a path (a client's, not
+// uploaded yet) or {name, size, sha256}; `code`, each a pattern (a client's,
+// not hashed yet) or {path, sha256}.
+struct HashedFiles {
+  const char* name_key;  // "name" or "path"
+  bool with_size;
+  const char* what;    // "input file", "code file"
+  const char* fields;  // its fields, for an unknown one's error ...
+  const char* shape;   // ... and for a wrong type's
+};
+const HashedFiles kInputFiles{"name", true, "input file", "name, size and sha256",
+                              "{name, size, sha256}"};
+const HashedFiles kCodeFiles{"path", false, "code file", "path and sha256", "{path, sha256}"};
+bool ReadHashedFiles(const Json& j, const std::string& path, std::vector<core::OutputFile>* out,
+                     DecodeContext& ctx, const HashedFiles& kind) {
   const bool read = ForEachElement(j, path, ctx, [&](const Json& e, const std::string& p) {
     core::OutputFile f;
     if (e.is_string()) {
@@ -183,27 +207,29 @@ bool ReadInputFiles(const Json& j, const std::string& path, std::vector<core::Ou
       return true;
     }
     if (!e.is_object()) {
-      return ctx.Fail(
-          p, std::string("expected a path or {name, size, sha256}, got ") + JsonTypeName(e));
+      return ctx.Fail(p,
+                      std::string("expected a path or ") + kind.shape + ", got " + JsonTypeName(e));
     }
     for (auto it = e.begin(); it != e.end(); ++it) {
       const std::string& key = it.key();
       const std::string kp = JoinPath(p, key);
       bool ok = true;
-      if (key == "name") {
+      if (key == kind.name_key) {
         ok = ReadString(it.value(), kp, &f.name, ctx);
-      } else if (key == "size") {
+      } else if (key == "size" && kind.with_size) {
         ok = ReadUint64(it.value(), kp, UINT64_MAX, &f.size, ctx);
       } else if (key == "sha256") {
         ok = ReadString(it.value(), kp, &f.sha256, ctx);
       } else {
-        return ctx.Fail(kp, "unknown field (an input file has name, size and sha256)", key);
+        return ctx.Fail(
+            kp, std::string("unknown field (an ") + kind.what + " has " + kind.fields + ")", key);
       }
       if (!ok) return false;
     }
-    if (const std::string problem = core::OutputNameProblem(f.name); !problem.empty()) {
-      return ctx.Fail(JoinPath(p, "name"), problem);
-    }
+    const std::string problem = kind.with_size   ? core::OutputNameProblem(f.name)
+                                : f.name.empty() ? "missing or empty"
+                                                 : "";
+    if (!problem.empty()) return ctx.Fail(JoinPath(p, kind.name_key), problem);
     if (!core::IsSha256Hex(f.sha256)) {
       return ctx.Fail(JoinPath(p, "sha256"), "expected 64 lower-case hex digits");
     }
@@ -214,7 +240,8 @@ bool ReadInputFiles(const Json& j, const std::string& path, std::vector<core::Ou
   for (size_t a = 0; a < out->size(); ++a) {
     for (size_t b = 0; b < a; ++b) {
       if ((*out)[a].sha256.empty() || (*out)[a].name != (*out)[b].name) continue;
-      return ctx.Fail(IndexPath(path, a), "a second input file named \"" + (*out)[a].name + "\"");
+      return ctx.Fail(IndexPath(path, a),
+                      std::string("a second ") + kind.what + " named \"" + (*out)[a].name + "\"");
     }
   }
   return true;
@@ -414,7 +441,12 @@ bool ReadGroup(const Json& j, const std::string& path, core::TaskGroupSpec* g, D
     if (!ReadStringList(*in, r.PathOf("inputs"), &g->inputs.emplace(), ctx)) return false;
   }
   if (const Json* f = r.Get("input_files", Need::kOptional)) {
-    if (!ReadInputFiles(*f, r.PathOf("input_files"), &g->input_files, ctx)) return false;
+    if (!ReadHashedFiles(*f, r.PathOf("input_files"), &g->input_files, ctx, kInputFiles)) {
+      return false;
+    }
+  }
+  if (const Json* c = r.Get("code", Need::kOptional)) {
+    if (!ReadHashedFiles(*c, r.PathOf("code"), &g->code, ctx, kCodeFiles)) return false;
   }
   if (const Json* m = r.Get("max_output", Need::kOptional)) {
     if (!ReadBytes(*m, r.PathOf("max_output"), &g->max_output_bytes, ctx)) return false;
@@ -464,6 +496,7 @@ bool ReadGroup(const Json& j, const std::string& path, core::TaskGroupSpec* g, D
     if (!ReadDurationString(*v, r.PathOf("vacate_grace"), &g->vacate_grace, ctx)) return false;
   }
   return r.Bool("preemptible", &g->preemptible, Need::kOptional) &&
+         r.Bool("cache", &g->cache, Need::kOptional) &&
          r.Integer("priority", &g->priority, Need::kOptional);
 }
 

@@ -68,6 +68,12 @@ Result<LogRelay::Key> LogRelay::Resolve(const net::Request& request) {
   // keeps a log for it: it waits, or every attempt failed before its
   // program ran (no such command, no working directory, an input it could
   // not get).
+  if (!info.started_at && info.outcome && info.outcome->cached_from.job != 0) {
+    const std::string from = info.outcome->cached_from.ToString();
+    return FailedPrecondition("task " + task.ToString() +
+                              " did not run: its result came from the cache (the same inputs as " +
+                              from + "); drover logs " + from + " shows that run's output");
+  }
   if (!info.started_at) {
     return FailedPrecondition("task " + task.ToString() +
                               (core::IsTerminal(info.state)

@@ -195,6 +195,15 @@ struct Submitted {
 Status CheckUploaded(const core::JobSpec& spec, const FileStore* files,
                      const FileStore::Readable& holder, std::string* field) {
   for (size_t g = 0; g < spec.groups.size(); ++g) {
+    // Code files are hashed by the client; the server never sees them.
+    const std::vector<core::OutputFile>& code = spec.groups[g].code;
+    for (size_t i = 0; i < code.size(); ++i) {
+      if (!code[i].sha256.empty()) continue;
+      *field = "task[" + std::to_string(g) + "].code[" + std::to_string(i) + "]";
+      return InvalidArgument("code file \"" + code[i].name +
+                             "\" is a pattern on the client, not a hashed file {path, sha256}: "
+                             "hash it first (drover run and drover submit --code do)");
+    }
     const std::vector<core::OutputFile>& inputs = spec.groups[g].input_files;
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (files != nullptr && files->HasFor(inputs[i].sha256, holder)) continue;

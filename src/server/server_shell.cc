@@ -11,6 +11,7 @@
 #include "net/access_file.h"
 #include "net/local_socket.h"
 #include "net/server.h"
+#include "net/sha256.h"
 #include "net/token.h"
 #include "server/access.h"
 #include "server/alloc.h"
@@ -167,7 +168,18 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   ASSIGN_OR_RETURN(std::string instance, net::GenerateToken());
   p->server_instance = instance.substr(0, 16);
 
-  p->scheduler = std::make_unique<core::Scheduler>(cfg.scheduler);
+  core::SchedulerConfig scheduler_config = cfg.scheduler;
+  // The result cache's keys are SHA-256 (core/result_cache.h); its entries
+  // last as long as the workers hold their outputs.
+  scheduler_config.result_cache.digest = [](std::string_view bytes) {
+    net::Sha256 sha;
+    sha.Update(bytes);
+    return sha.HexDigest();
+  };
+  scheduler_config.result_cache.keep_outputs = cfg.keep_finished > Duration::zero()
+                                                   ? std::min(cfg.keep_outputs, cfg.keep_finished)
+                                                   : cfg.keep_outputs;
+  p->scheduler = std::make_unique<core::Scheduler>(scheduler_config);
   if (cfg.open_store) {
     ASSIGN_OR_RETURN(p->store, cfg.open_store(loop, *p->scheduler));
   } else {

@@ -53,8 +53,8 @@ TEST(FunctionCallTest, CallPrintsTheReturnValueAndJobFilesNameFunctions) {
   // Calls by name run in warm interpreters, as the Executor's do: six
   // calls (two slots at most at once) share fewer interpreters than that,
   // and each still gets its own {index}.
-  RunResult pids = c.Drover({"call", "mytasks:pid", "--args", R"(["{index}"])", "--array", "0-5",
-                             "--env", path});
+  RunResult pids = c.Drover(
+      {"call", "mytasks:pid", "--args", R"(["{index}"])", "--array", "0-5", "--env", path});
   ASSERT_EQ(pids.status, 0) << pids.output;
   std::set<int64_t> interpreters;
   std::set<std::string> indexes;

@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <chrono>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -276,18 +276,21 @@ TEST(HealthTest, AWorkerWhoseTasksFailWhereTheySucceedElsewhereIsQuarantined) {
   Process& again = c.StartServer();
   for (Process* w : {&w1, &w2, &w3}) {
     ASSERT_TRUE(w->WaitForLine("attached as worker", In(kStartTimeout)))
-        << w->output() << "\nserver:\n" << again.output();
+        << w->output() << "\nserver:\n"
+        << again.output();
   }
   // The ack reaches the worker before the server's core has its attach:
   // w1 is awaited in the list.
   nlohmann::json after;
-  for (const Deadline end = In(kStartTimeout); after.is_null() && std::chrono::steady_clock::now() < end;) {
+  for (const Deadline end = In(kStartTimeout);
+       after.is_null() && std::chrono::steady_clock::now() < end;) {
     // (Kept: a range-for over a temporary's member would dangle.)
     const nlohmann::json now = c.Get("/api/v1/workers");
     for (const nlohmann::json& w : now["workers"]) {
       if (w["name"] == "w1" && !w.value("lost", true)) after = w;
     }
-    if (after.is_null()) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling a condition
+    if (after.is_null())
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling a condition
   }
   ASSERT_FALSE(after.is_null()) << "w1 is not back: " << c.Get("/api/v1/workers").dump(2);
   EXPECT_EQ(after.value("quarantined", ""), before["quarantined"]) << after.dump(2);

@@ -94,6 +94,20 @@ class TaskBuilder {
     return *this;
   }
   TaskBuilder& DependsOn(std::string name) { g_.depends_on.push_back(std::move(name)); return *this; }
+  TaskBuilder& Command(std::vector<std::string> argv) {
+    g_.command = std::move(argv);
+    return *this;
+  }
+  TaskBuilder& Env(std::string k, std::string v) {
+    g_.env[std::move(k)] = std::move(v);
+    return *this;
+  }
+  // The result cache (core/result_cache.h), with these code files' hashes.
+  TaskBuilder& Cache(std::vector<OutputFile> code = {}) {
+    g_.cache = true;
+    g_.code = std::move(code);
+    return *this;
+  }
   // `inputs` (core/input_select.h): only these outputs of its dependencies.
   TaskBuilder& Inputs(std::vector<std::string> selectors) {
     g_.inputs = std::move(selectors);

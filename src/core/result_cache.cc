@@ -1,0 +1,188 @@
+// The result cache (result_cache.h).
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/attempt_events_ops.h"
+#include "core/input_select.h"
+#include "core/locality_ops.h"
+#include "core/result_cache_ops.h"
+#include "core/scheduler_state.h"
+
+namespace drover::core {
+namespace {
+
+// Length-prefixed fields: no two different inputs make the same bytes.
+class KeyMaterial {
+ public:
+  void Field(std::string_view v) {
+    bytes_ += std::to_string(v.size());
+    bytes_ += ':';
+    bytes_ += v;
+  }
+  void Count(size_t n) { Field(std::to_string(n)); }
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  std::string bytes_ = "drover-cache-v1;";
+};
+
+std::string KeyOf(const State& s, TaskRef r) {
+  const Job& job = s.jobs[r.job];
+  const Task& t = s.task(r);
+  const TaskGroupSpec& spec = job.spec->groups[t.group];
+  KeyMaterial m;
+  m.Field(job.spec->user);
+  const std::vector<std::string> argv =
+      ExpandCommand(spec.command, spec.IndexAt(r.index - job.groups[t.group].first));
+  m.Count(argv.size());
+  for (const std::string& arg : argv) m.Field(arg);
+  m.Count(spec.env.size());
+  for (const auto& [name, value] : spec.env) {
+    m.Field(name);
+    m.Field(value);
+  }
+  for (const std::vector<OutputFile>* files : {&spec.input_files, &spec.code}) {
+    m.Count(files->size());
+    for (const OutputFile& f : *files) {
+      m.Field(f.name);
+      m.Field(f.sha256);
+    }
+  }
+  ForEachInput(s, r, [&](TaskId from, const TaskOutcome& o, const std::string* group) {
+    std::vector<OutputFile> files = group ? SelectOutputs(spec, *group, o.outputs) : o.outputs;
+    if (o.result.empty() && files.empty()) return;  // as the assignment leaves it out
+    if (group) {
+      const uint32_t g = job.tasks[from.index].group;
+      m.Field(*group);
+      m.Count(from.index - job.groups[g].first);
+    } else {
+      m.Field("after " + from.ToString());
+    }
+    m.Field(o.result);
+    m.Count(files.size());
+    for (const OutputFile& f : files) {
+      m.Field(f.name);
+      m.Count(f.size);
+      m.Field(f.sha256);
+    }
+  });
+  return s.config.result_cache.digest(m.bytes());
+}
+
+// The task behind an entry, when it can be reused now (result_cache.h).
+const Task* Usable(const State& s, TaskId id, TaskRef* ref, const TaskOutcome** outcome) {
+  auto slot = s.job_slots.find(id.job);
+  if (slot == s.job_slots.end()) return nullptr;
+  const Job& job = s.jobs[slot->second];
+  if (id.index >= job.tasks.size()) return nullptr;
+  *ref = TaskRef{slot->second, id.index};
+  const Task& t = s.task(*ref);
+  if (t.state != TaskState::kSucceeded) return nullptr;
+  *outcome = nullptr;
+  if (auto e = s.extras.find(ExtraKey(*ref)); e != s.extras.end() && e->second.outcome) {
+    *outcome = &*e->second.outcome;
+  }
+  if (*outcome != nullptr && !(*outcome)->outputs.empty()) {
+    // Its files are held by a worker that is here.
+    bool held = false;
+    std::vector<WorkerId> holders = (*outcome)->replicas;
+    holders.push_back((*outcome)->outputs_on);
+    for (WorkerId h : holders) {
+      auto w = s.worker_slots.find(h);
+      held = held || (w != s.worker_slots.end() && !s.workers[w->second].lost);
+    }
+    if (!held) return nullptr;
+    // And not yet released: a job that ended keeps them keep_outputs.
+    uint64_t terminal = 0;
+    for (TaskState st : {TaskState::kSucceeded, TaskState::kFailed, TaskState::kCanceled}) {
+      terminal += job.counts[static_cast<int>(st)];
+    }
+    if (terminal == job.tasks.size() &&
+        job.changed_us + s.config.result_cache.keep_outputs.count() <= s.now_us) {
+      return nullptr;
+    }
+  }
+  return &t;
+}
+
+}  // namespace
+
+bool TryResultCache(State& s, TaskRef r) {
+  const Job& job = s.jobs[r.job];
+  Task& t = s.task(r);
+  if (!job.spec->groups[t.group].cache || !s.config.result_cache.digest || t.attempt != 0) {
+    return false;
+  }
+  Extra& extra = s.extras[ExtraKey(r)];
+  extra.cache_key = KeyOf(s, r);
+  auto entry = s.result_cache.entries.find(extra.cache_key);
+  if (entry == s.result_cache.entries.end()) return false;
+  TaskRef from;
+  const TaskOutcome* ran = nullptr;
+  const Task* source = Usable(s, entry->second, &from, &ran);
+  if (source == nullptr) {
+    s.result_cache.entries.erase(entry);  // this task runs, and its success takes the key
+    return false;
+  }
+  TaskOutcome o;
+  if (ran != nullptr) {
+    o.result = ran->result;
+    o.outputs = ran->outputs;
+    o.outputs_on = ran->outputs_on;
+    o.replicas = ran->replicas;
+  }
+  o.cached_from = entry->second;
+  o.cached_ended = TimeFromMicros(source->finished_us);
+  o.cached_ran = Micros(source->finished_us - source->started_us);
+  const TaskId id = s.IdOf(r);
+  s.out->push_back(Persist{OutcomeRecord{id, t.attempt, o, TimeFromMicros(s.now_us)}});
+  extra.outcome = std::move(o);
+  extra.outcome_attempt = t.attempt;
+  ++s.result_cache.hits;
+  ++s.jobs[r.job].cached;
+  s.jobs[r.job].changed_us = s.now_us;
+  t.finished_us = s.now_us;
+  Transition(s, r, TaskState::kSucceeded);
+  return true;
+}
+
+void NoteCacheable(State& s, TaskRef r) {
+  auto e = s.extras.find(ExtraKey(r));
+  if (e == s.extras.end() || e->second.cache_key.empty()) return;
+  s.result_cache.entries.try_emplace(e->second.cache_key, s.IdOf(r));
+}
+
+void ForgetCached(State& s, uint32_t slot) {
+  if (s.result_cache.entries.empty()) return;
+  const JobId id = s.jobs[slot].id;
+  std::erase_if(s.result_cache.entries, [&](const auto& e) { return e.second.job == id; });
+}
+
+void RestoreResultCache(State& s) {
+  for (uint32_t j = 0; j < s.jobs.size(); ++j) {
+    Job& job = s.jobs[j];
+    if (job.forgotten) continue;
+    for (uint32_t g = 0; g < job.groups.size(); ++g) {
+      if (!job.spec->groups[g].cache) continue;
+      for (uint32_t i = job.groups[g].first; i < job.groups[g].first + job.groups[g].count; ++i) {
+        const TaskRef r{j, i};
+        const Task& t = s.task(r);
+        if (t.state != TaskState::kSucceeded) continue;
+        if (t.attempt == 0) {  // a hit: it did not run
+          auto e = s.extras.find(ExtraKey(r));
+          if (e != s.extras.end() && e->second.outcome && e->second.outcome->cached_from.job != 0) {
+            ++job.cached;
+          }
+          continue;
+        }
+        if (!s.config.result_cache.digest) continue;
+        Extra& extra = s.extras[ExtraKey(r)];
+        extra.cache_key = KeyOf(s, r);
+        s.result_cache.entries.try_emplace(extra.cache_key, s.IdOf(r));
+      }
+    }
+  }
+}
+
+}  // namespace drover::core
