@@ -39,6 +39,7 @@ import atexit
 import hashlib
 import http.client
 import datetime
+import glob
 import json
 import os
 import sys
@@ -266,6 +267,8 @@ def _task_spec(
     inputs: Optional[Sequence[str]] = None,
     input_files: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
     replicas: Optional[int] = None,
+    cache: bool = False,
+    code: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
 ) -> Dict[str, Any]:
     spec: Dict[str, Any] = {"id": name, "command": _command(command)}
     if array is not None:
@@ -298,7 +301,35 @@ def _task_spec(
             raise TypeError("input_files: expected a list of paths, got one path")
         # Uploaded when the job is submitted (_uploads.py).
         spec["input_files"] = [os.fspath(p) for p in input_files]
+    if cache:
+        spec["cache"] = True
+    if code:
+        if not cache:
+            raise ValueError("code: only with cache=True (it is part of the cache key)")
+        spec["code"] = _code_files(code)
     return spec
+
+
+def _code_files(code: Sequence[Union[str, "os.PathLike[str]"]]) -> List[Dict[str, str]]:
+    """The files the patterns match (glob, relative to the current
+    directory), each with its SHA-256: the task's code, in its cache key.
+    The files stay here."""
+    if isinstance(code, (str, os.PathLike)):
+        raise TypeError("code: expected a list of paths or patterns, got one")
+    hashed: Dict[str, str] = {}
+    for pattern in code:
+        matched = [p for p in sorted(glob.glob(os.fspath(pattern), recursive=True))
+                   if os.path.isfile(p)]
+        if not matched:
+            raise ValueError(f'code pattern "{os.fspath(pattern)}" matches no file')
+        for path in matched:
+            if path not in hashed:
+                digest = hashlib.sha256()
+                with open(path, "rb") as f:
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        digest.update(block)
+                hashed[path] = digest.hexdigest()
+    return [{"path": p, "sha256": h} for p, h in sorted(hashed.items())]
 
 
 def _as_list(after: Optional[Union[After, Iterable[After]]]) -> List[After]:
@@ -444,6 +475,8 @@ class Client:
         max_output: Optional[Union[int, str]] = None,
         input_files: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
         replicas: Optional[int] = None,
+        cache: bool = False,
+        code: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
     ) -> "Task":
         """Submits one task as a job of its own and returns it at once, before
         the server has answered (see the module doc: the job is sent in the
@@ -457,7 +490,10 @@ class Client:
         ``--max-output``); ``input_files`` are local files uploaded once
         (by SHA-256) and placed, read-only, in the task's directory under
         their last path part; ``replicas=2`` keeps a copy of its outputs on
-        a second worker.
+        a second worker; ``cache=True`` reuses the result of an earlier task
+        of yours with the same command, environment, inputs and ``code``
+        files (paths or globs, hashed here) while its outputs are held: it
+        then succeeds without running (``task.info().outcome.cached_from``).
 
         The task's first use (``id``, ``result()``, ``wait()``, ...) raises
         the server's refusal: InvalidRequest, whose ``field`` says which part
@@ -467,7 +503,8 @@ class Client:
         job.task(command, name=name, cpus=cpus, mem=mem, gpus=gpus, gpu_mem=gpu_mem,
                  gpu_type=gpu_type, labels=labels, counters=counters, env=env, retries=retries,
                  retry_backoff=retry_backoff, timeout=timeout, priority=priority,
-                 max_output=max_output, input_files=input_files, replicas=replicas)
+                 max_output=max_output, input_files=input_files, replicas=replicas, cache=cache,
+                 code=code)
         job._pending = self._submitter.submit(job.spec())
         return Task(self, job=job)
 
@@ -975,6 +1012,8 @@ class Job:
         inputs: Optional[Sequence[str]] = None,
         input_files: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
         replicas: Optional[int] = None,
+        cache: bool = False,
+        code: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
     ) -> TaskGroup:
         """Adds one task; returns its group, for ``after=`` of later ones.
 
@@ -1015,6 +1054,8 @@ class Job:
         inputs: Optional[Sequence[str]] = None,
         input_files: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
         replicas: Optional[int] = None,
+        cache: bool = False,
+        code: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
     ) -> TaskGroup:
         """Adds one task per index (``range(8)``, ``"0-99:2"``); each sees
         ``$DROVER_TASK_INDEX`` and ``{index}`` in its command is replaced."""
@@ -1219,7 +1260,7 @@ def _flush_at_exit() -> None:
 def _task_spec_args(scope: Dict[str, Any]) -> Dict[str, Any]:
     keys = ("cpus", "mem", "gpus", "gpu_mem", "gpu_type", "labels", "counters", "env",
             "retries", "retry_backoff", "timeout", "priority", "max_output", "inputs",
-            "input_files", "replicas")
+            "input_files", "replicas", "cache", "code")
     return {k: scope[k] for k in keys}
 
 

@@ -69,7 +69,8 @@ except ImportError:  # pragma: no cover - depends on the machine
 # What a call may ask for, per call (drover_resources=) or per executor.
 _RESOURCE_KEYS = ("cpus", "mem", "gpus", "gpu_mem", "gpu_type", "labels", "counters",
                   "retries", "retry_backoff", "timeout", "priority", "max_output", "env",
-                  "python", "name", "user", "warm", "preload", "max_calls", "fresh")
+                  "python", "name", "user", "warm", "preload", "max_calls", "fresh", "cache",
+                  "code")
 
 
 class RemoteError(DroverError):

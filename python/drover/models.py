@@ -56,6 +56,9 @@ class Outcome:
     peak_mem_bytes: int
     result: str  # what the task wrote to $DROVER_RESULT
     outputs: List[OutputFile] = dataclasses.field(default_factory=list)
+    # Reused from the result cache (cache=True): the task that ran ("12.3");
+    # None when this one ran.
+    cached_from: Optional[str] = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Outcome":
@@ -69,6 +72,7 @@ class Outcome:
             result=str(d.get("result", "")),
             outputs=[OutputFile(str(f["name"]), int(f["size"]), str(f["sha256"]))
                      for f in d.get("outputs", [])],
+            cached_from=str(d["cached_from"]) if d.get("cached_from") else None,
         )
 
 

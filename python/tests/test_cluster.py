@@ -156,6 +156,19 @@ class PipelineTest(ClusterTest):
         with self.assertRaises(TypeError):
             self.client.submit(["true"], input_files=path)
 
+    def test_a_cached_task_is_reused_without_running(self) -> None:
+        ledger = os.path.join(self.tmp, "cache-ledger")
+        command = ["sh", "-c", f'echo ran >> {ledger}; echo 42 > "$DROVER_RESULT"']
+        first = self.client.submit(command, cpus=0.5, cache=True)
+        self.assertEqual(first.result(timeout=WAIT), "42\n")
+        again = self.client.submit(command, cpus=0.5, cache=True)
+        self.assertEqual(again.result(timeout=WAIT), "42\n")
+        info = again.info()
+        self.assertEqual(info.outcome.cached_from, first.id)
+        self.assertEqual(info.attempt, 0)
+        with open(ledger) as f:
+            self.assertEqual(f.read(), "ran\n")
+
     def test_a_dependent_fetches_only_the_outputs_its_inputs_select(self) -> None:
         with self.client.job("select") as job:
             prep = job.task(["sh", "-c", 'printf a > "$DROVER_OUTPUT_DIR/a.txt" && '

@@ -4,6 +4,7 @@ spec building, error mapping, the progress line."""
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import os
 import tempfile
@@ -178,6 +179,25 @@ class SpecTest(unittest.TestCase):
         self.assertEqual(spec["task"][2]["inputs"], [])
         with self.assertRaisesRegex(TypeError, "inputs: expected a list"):
             job.task(["true"], after=[prep], inputs="prep:a.txt")
+
+    def test_cache_and_code_files_hashed_here(self) -> None:
+        c = drover.Client("h:1", token="t", tls=False)
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "train.py"), "w") as f:
+                f.write("print(1)\n")
+            job = c.job("cached")
+            job.task(["true"], name="plain")
+            job.task(["true"], name="kept", cache=True, code=[os.path.join(d, "*.py")])
+            spec = job.spec()
+            self.assertNotIn("cache", spec["task"][0])
+            self.assertTrue(spec["task"][1]["cache"])
+            self.assertEqual(spec["task"][1]["code"], [
+                {"path": os.path.join(d, "train.py"),
+                 "sha256": hashlib.sha256(b"print(1)\n").hexdigest()}])
+            with self.assertRaisesRegex(ValueError, 'code pattern ".*/src/\\*.py" matches no file'):
+                job.task(["true"], name="bad", cache=True, code=[os.path.join(d, "src/*.py")])
+            with self.assertRaisesRegex(ValueError, "code: only with cache=True"):
+                job.task(["true"], name="bad", code=[os.path.join(d, "train.py")])
 
     def test_replicas(self) -> None:
         c = drover.Client("h:1", token="t", tls=False)

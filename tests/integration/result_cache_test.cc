@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "cluster.h"
 
@@ -168,6 +169,30 @@ TEST_F(ResultCacheTest, AnotherUserRunsTheirOwnAndARestartKeepsTheCache) {
   nlohmann::json after = Run();
   EXPECT_EQ(Runs(ledger_), (std::map<std::string, int>{{"eval", 2}, {"prep", 2}, {"train", 4}}));
   EXPECT_EQ(after["cached"], 4) << after.dump(2);
+}
+
+TEST_F(ResultCacheTest, SubmitAndCallTakeCacheToo) {
+  const std::vector<std::string> submit{"submit", "--cache", "--code", c_.dir() + "/prep.sh",
+                                        "--wait", "--", "sh", "-c", "echo once >> " + ledger_};
+  for (int i = 0; i < 2; ++i) {
+    RunResult run = c_.Drover(submit);
+    ASSERT_EQ(run.status, 0) << run.output;
+  }
+  EXPECT_EQ(Runs(ledger_), (std::map<std::string, int>{{"once", 1}}));
+  c_.WriteFile("calls.py", "def twice(x):\n    open('" + ledger_ + "', 'a').write('call\\n')\n"
+                           "    return 2 * x\n");
+  const std::vector<std::string> call{"call", "calls:twice", "--args", "[21]", "--cache",
+                                      "--code", c_.dir() + "/calls.py", "--env",
+                                      "PYTHONPATH=" + c_.dir()};
+  for (int i = 0; i < 2; ++i) {
+    RunResult run = c_.Drover(call);
+    ASSERT_EQ(run.status, 0) << run.output;
+    EXPECT_EQ(run.output, "42\n");
+  }
+  EXPECT_EQ(Runs(ledger_), (std::map<std::string, int>{{"call", 1}, {"once", 1}}));
+  RunResult no_code = c_.Drover({"submit", "--code", "x.py", "--", "true"});
+  EXPECT_EQ(no_code.status, 2) << no_code.output;
+  EXPECT_NE(no_code.output.find("--code: only with --cache"), std::string::npos) << no_code.output;
 }
 
 TEST_F(ResultCacheTest, ACodePatternThatMatchesNothingIsRefusedNamingIt) {
