@@ -58,6 +58,9 @@ void AddSimCommand(CLI::App& app, int& exit_code) {
                 "--generate writes no time limits (the scheduler then plans without them)");
   sim->add_flag("--outputs", opts->generate.outputs,
                 "--generate gives each pipeline's prep an output (1-16 GiB) its dependents read");
+  sim->add_option("--resubmit", opts->generate.resubmit,
+                  "--generate: this share of the bursts (0-0.9) repeat an earlier one with one "
+                  "task changed; every task gets a cache key, and the report what was reused");
   sim->add_option("--owners", opts->generate.owners,
                   "--generate: workers gpu-1..gpu-N have their owner present 9h-17h each day")
       ->capture_default_str();

@@ -49,6 +49,7 @@ std::string KeyOf(const State& s, TaskRef r) {
       m.Field(f.sha256);
     }
   }
+  uint32_t after = 0;  // --after producers by their place in the job's list, not their ids
   ForEachInput(s, r, [&](TaskId from, const TaskOutcome& o, const std::string* group) {
     std::vector<OutputFile> files = group ? SelectOutputs(spec, *group, o.outputs) : o.outputs;
     if (o.result.empty() && files.empty()) return;  // as the assignment leaves it out
@@ -57,7 +58,8 @@ std::string KeyOf(const State& s, TaskRef r) {
       m.Field(*group);
       m.Count(from.index - job.groups[g].first);
     } else {
-      m.Field("after " + from.ToString());
+      m.Field("after");
+      m.Count(after++);
     }
     m.Field(o.result);
     m.Count(files.size());

@@ -8,10 +8,11 @@
 // {index} expanded; the environment; the uploaded input files' names and
 // SHA-256; the `code` files' paths and SHA-256 (hashed by the client);
 // and for each dependency whose result or selected outputs it receives,
-// the producer's group and index in it (an --after task: its id), its
-// result, and each selected output's name, size and SHA-256. Resources,
-// the worker, and the job and task ids are not in it, so an edited job
-// file submitted again reuses what did not change.
+// the producer's group and index in it (an --after task: its place among
+// those that give it something), its result, and each selected output's
+// name, size and SHA-256. Resources, the worker, and the job and task ids
+// are not in it, so an edited job file submitted again reuses what did not
+// change.
 //
 // An entry is the task that ran (not a copy of its outcome): it is used
 // while that task's job is kept, the task still succeeded, its outputs'

@@ -41,12 +41,15 @@ struct Task {
   uint32_t burst = 0;
   bool prep = false;        // the head of a pipeline burst
   bool after_prep = false;  // depends on its burst's prep task
+  uint64_t key = 0;         // its cache key's number (GenerateOptions::resubmit)
 };
 
 struct Burst {
   uint32_t user = 0;
   int32_t priority = 0;
   int64_t submit_ms = 0;
+  uint64_t first = 0;  // its tasks
+  uint64_t size = 0;
 };
 
 int PickShape(Random& rng) {
@@ -97,6 +100,9 @@ Status WriteSyntheticTrace(const GenerateOptions& options, std::ostream& out) {
   if (!(options.load > 0 && options.load <= 100)) {
     return InvalidArgument("load: must be above 0 and at most 100");
   }
+  if (!(options.resubmit >= 0 && options.resubmit <= 0.9)) {
+    return InvalidArgument("resubmit: expected a share from 0 to 0.9");
+  }
   if (options.owners > 10000) return InvalidArgument("owners: at most 10000");
   Random rng(options.seed);
 
@@ -106,9 +112,34 @@ Status WriteSyntheticTrace(const GenerateOptions& options, std::ostream& out) {
   std::vector<double> gaps;
   tasks.reserve(options.tasks);
   double gpu_ms = 0;
+  Random again(options.seed ^ 0x616761696e216167ull);  // "again!ag": resubmissions
   while (tasks.size() < options.tasks) {
     const uint32_t b = static_cast<uint32_t>(bursts.size());
+    if (options.resubmit > 0 && b > 0 && again.Uniform() < options.resubmit) {
+      // An earlier burst again, by its user, with one task changed (a new
+      // key): the rest may be reused.
+      const Burst src = bursts[again.Below(b)];
+      Burst& burst = bursts.emplace_back();
+      burst.user = src.user;
+      burst.priority = src.priority;
+      burst.first = tasks.size();
+      burst.size = std::min<uint64_t>(src.size, options.tasks - tasks.size());
+      gaps.push_back(rng.Exponential(1.0));
+      const uint64_t changed = again.Below(burst.size);
+      for (uint64_t k = 0; k < burst.size; ++k) {
+        Task t = tasks[src.first + k];
+        t.burst = b;
+        if (k == changed) t.key = tasks.size();
+        if (!t.prep) {
+          gpu_ms += static_cast<double>(kShapes[t.shape].gpu_hundredths) / 100.0 *
+                    static_cast<double>(t.duration_ms);
+        }
+        tasks.push_back(t);
+      }
+      continue;
+    }
     Burst& burst = bursts.emplace_back();
+    burst.first = tasks.size();
     burst.user = static_cast<uint32_t>(rng.Below(kUsers));
     burst.priority = rng.Below(10) == 0 ? 1 : 0;
     gaps.push_back(b == 0 ? 0.0 : rng.Exponential(1.0));
@@ -117,9 +148,11 @@ Status WriteSyntheticTrace(const GenerateOptions& options, std::ostream& out) {
     const bool pipeline = size >= 3 && rng.Below(10) == 0;
     const bool uniform = rng.Below(4) != 0;
     const int burst_shape = PickShape(rng);
+    burst.size = size;
     for (uint64_t k = 0; k < size; ++k) {
       Task& t = tasks.emplace_back();
       t.burst = b;
+      t.key = tasks.size() - 1;
       if (pipeline && k == 0) {
         t.prep = true;
         t.shape = kCpuShape;
@@ -170,6 +203,7 @@ Status WriteSyntheticTrace(const GenerateOptions& options, std::ostream& out) {
     }
     if (burst.priority != 0) line += ",\"priority\":" + std::to_string(burst.priority);
     if (t.after_prep) line += ",\"deps\":[\"t" + std::to_string(prep_line) + "\"]";
+    if (options.resubmit > 0) line += ",\"key\":\"k" + std::to_string(t.key) + "\"";
     line += "}\n";
     out << line;
   }

@@ -17,6 +17,9 @@
 //
 // With `outputs`, pipeline preps leave files their dependents read.
 //
+// With `resubmit`, a share of the bursts repeat earlier ones with one task
+// changed, and every task has a cache `key` (trace.h).
+//
 // With `owners` N, the trace ends with owner-presence lines: workers gpu-1
 // .. gpu-N (the standard cluster's names) have their owner present 9h-17h
 // of every day from the first through two days past the last submit.
@@ -46,6 +49,11 @@ struct GenerateOptions {
   // uniform) that the rest of its burst reads (`output`; data locality).
   // Drawn from a stream of its own: the other fields stay as without it.
   bool outputs = false;
+  // This share of the bursts (0 to 0.9) submits an earlier burst again, by
+  // its user, with one task changed; every task then has a cache `key`
+  // (the same for the same work), so the result cache reuses the rest.
+  // Drawn from a stream of its own.
+  double resubmit = 0;
 };
 
 // Writes a trace of exactly `options.tasks` task lines to `out` (then the

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -116,6 +117,36 @@ TEST(GenerateTest, OutputsGoOnPipelinePrepsAndChangeNothingElse) {
     EXPECT_EQ(b.deps[b.tasks[i + 1].deps_begin], i);
   }
   EXPECT_GT(producers, 5u);
+}
+
+// --resubmit: a share of the bursts repeat an earlier one's tasks (same
+// user, shape, duration and key) with exactly one key new; without it the
+// trace has no keys. Out of range is refused.
+TEST(GenerateTest, ResubmittedBurstsRepeatEarlierWorkWithOneTaskChanged) {
+  GenerateOptions options{1, 2000, 16, 1.2};
+  options.resubmit = 0.33;
+  const Trace t = ParseOrDie(Generate(options));
+  ASSERT_EQ(t.tasks.size(), 2000u);
+  EXPECT_TRUE(ParseOrDie(Generate({1, 2000, 16, 1.2})).keys.empty());
+  // A key seen again: the same work, by the same user.
+  std::map<uint32_t, size_t> first;
+  uint64_t repeated = 0;
+  for (size_t i = 0; i < t.tasks.size(); ++i) {
+    ASSERT_NE(t.tasks[i].key, TraceTask::kNoKey);
+    auto [it, fresh] = first.emplace(t.tasks[i].key, i);
+    if (fresh) continue;
+    ++repeated;
+    const TraceTask& was = t.tasks[it->second];
+    EXPECT_EQ(t.tasks[i].duration, was.duration);
+    EXPECT_EQ(t.tasks[i].request, was.request);
+    EXPECT_EQ(t.tasks[i].user, was.user);
+  }
+  // About a third of the bursts, each but one task a repeat.
+  EXPECT_GT(repeated, 300u);
+  EXPECT_LT(repeated, 1000u);
+  std::ostringstream out;
+  options.resubmit = 0.95;
+  EXPECT_EQ(WriteSyntheticTrace(options, out).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -67,6 +67,8 @@ Status Replay::Apply(const core::Command& command) {
             for (int k = 0; k < 3; ++k) wakeups_.push(now_us_ + (backoff << k) + 1);
           } else if (c.to == core::TaskState::kFailed || c.to == core::TaskState::kCanceled) {
             return OnEnded(c);
+          } else if (c.to == core::TaskState::kSucceeded && c.attempt == 0) {
+            return OnReused(TraceIndex(c.task));
           }
         }
         // Renewals, releases and journal records need no answer here: the
@@ -129,6 +131,25 @@ Status Replay::OnEnded(const core::TaskStateChanged& c) {
   }
   return Internal("task " + trace_.ids[i] + " ended " + std::string(core::TaskStateName(c.to)) +
                   ": " + c.reason);
+}
+
+Status Replay::OnReused(uint32_t i) {
+  if (phase_[i] != Phase::kReady) {
+    return Internal("task " + trace_.ids[i] + " succeeded from the cache, but it is not queued");
+  }
+  const TraceTask& t = trace_.tasks[i];
+  const core::ResourceRequest& req = trace_.RequestOf(t);
+  --ready_count_[t.request];
+  if (req.gpus > 0) --gpu_ready_;
+  phase_[i] = Phase::kDone;
+  ++done_;
+  if (reused_.empty()) reused_.resize(trace_.tasks.size(), false);
+  reused_[i] = true;
+  ++cache_.reused_tasks;
+  const double s = static_cast<double>(t.duration.count()) / 1e6;
+  cache_.saved_gpu_s += static_cast<double>(req.gpus) / core::kWholeGpu * s;
+  cache_.saved_cpu_s += static_cast<double>(req.cpus_milli) / 1000.0 * s;
+  return Status::Ok();
 }
 
 void Replay::MakeReady(uint32_t i, bool front) {
@@ -248,9 +269,14 @@ Status Replay::FinishDue() {
     outcome.usage.wall = Duration(now_us_ - start_us_[i]);
     if (trace_.tasks[i].output_bytes != 0) {
       // One file per task, named by its trace index (the hash only has to
-      // be distinct).
+      // be distinct), or by its key's place: the same key, the same bytes.
       char sha[65];
-      std::snprintf(sha, sizeof sha, "%064x", i);
+      const TraceTask& made = trace_.tasks[i];
+      if (made.key == TraceTask::kNoKey) {
+        std::snprintf(sha, sizeof sha, "%064x", i);
+      } else {
+        std::snprintf(sha, sizeof sha, "%063x1", made.key);
+      }
       outcome.outputs.push_back(core::OutputFile{"out", trace_.tasks[i].output_bytes, sha});
     }
     RETURN_IF_ERROR(Deliver(core::TaskFinished{ids_[i], attempt, std::move(outcome)}));
@@ -293,8 +319,9 @@ Status Replay::SubmitDue() {
     }
     for (uint32_t i = first; i < end; ++i) {
       const TraceTask& t = tasks[i];
-      if (!spec->groups.empty() && spec->groups.back().priority == t.priority &&
-          spec->groups.back().timeout == t.limit &&
+      // A task with a cache key is a group of its own: the key is its command.
+      if (!spec->groups.empty() && t.key == TraceTask::kNoKey && !spec->groups.back().cache &&
+          spec->groups.back().priority == t.priority && spec->groups.back().timeout == t.limit &&
           spec->groups.back().resources == trace_.RequestOf(t)) {
         spec->groups.back().array->count++;
       } else if (spec->groups.size() == kMaxGroupsPerJob) {
@@ -304,6 +331,10 @@ Status Replay::SubmitDue() {
         core::TaskGroupSpec& g = spec->groups.emplace_back();
         g.name = "g" + std::to_string(spec->groups.size() - 1);
         g.command = {"sim"};
+        if (t.key != TraceTask::kNoKey) {
+          g.cache = true;
+          g.command.push_back(trace_.keys[t.key]);
+        }
         g.resources = trace_.RequestOf(t);
         g.priority = t.priority;
         g.timeout = t.limit;  // the core plans backfill with it
@@ -571,7 +602,7 @@ Result<SimResult> Replay::Run() {
     r.starts[i] = Duration(start_us_[i]);
     ran[i] = attempts_[i] > 0;
     if (attempts_[i] > 0) started.push_back(r.waits[i]);
-    if (phase_[i] == Phase::kDone) {
+    if (phase_[i] == Phase::kDone && (reused_.empty() || !reused_[i])) {
       r.owners.useful_gpu_s += static_cast<double>(trace_.RequestOf(trace_.tasks[i]).gpus) /
                                core::kWholeGpu *
                                static_cast<double>(trace_.tasks[i].duration.count()) / 1e6;
@@ -579,6 +610,9 @@ Result<SimResult> Replay::Run() {
   }
   r.wait = ComputeWaitStats(started);
   r.black_hole = black_;
+  r.cache = cache_;
+  r.cache.on = !trace_.keys.empty();
+  for (const TraceTask& t : trace_.tasks) r.cache.keyed_tasks += t.key != TraceTask::kNoKey ? 1 : 0;
   r.black_hole.goodput =
       cluster_.TotalGpus() == 0
           ? 0

@@ -16,6 +16,7 @@
 #include <optional>
 #include <queue>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>
@@ -98,13 +99,18 @@ struct OwnerEvent {
 class Replay : private core::EventPump::Shell {
  public:
   Replay(const Trace& trace, const Cluster& cluster, const SimOptions& options)
-      : trace_(trace), cluster_(cluster), options_(options), sched_(Config(options)) {}
+      : trace_(trace),
+        cluster_(cluster),
+        options_(options),
+        sched_(Config(options, !trace.keys.empty())) {}
 
   Result<SimResult> Run();
 
  private:
-  static core::SchedulerConfig Config(const SimOptions& options) {
+  static core::SchedulerConfig Config(const SimOptions& options, bool cache) {
     core::SchedulerConfig c;
+    // Keys stand for themselves: the replay's "hash" is the key material.
+    if (cache) c.result_cache.digest = [](std::string_view bytes) { return std::string(bytes); };
     c.policy = options.policy;
     c.reservations = options.reservations;
     c.locality = options.locality;
@@ -125,6 +131,8 @@ class Replay : private core::EventPump::Shell {
   // What a command does in the replay.
   Status Apply(const core::Command& command);
   Status OnAssign(const core::AssignTask& a);
+  // Task `i` succeeded from the result cache, never having run.
+  Status OnReused(uint32_t i);
   Status SubmitDue();
   Status FinishDue();
   bool DeadlineDue();
@@ -201,6 +209,8 @@ class Replay : private core::EventPump::Shell {
   // The black hole: its worker index (-1: none) and what it cost.
   int64_t black_hole_ = -1;
   BlackHoleFigures black_;
+  CacheFigures cache_;
+  std::vector<bool> reused_;  // per task: succeeded from the result cache
   // Instants a retry's backoff may end (a Tick is due then), soonest first.
   std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> wakeups_;
 

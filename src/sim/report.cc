@@ -70,6 +70,15 @@ std::string FormatText(const SimResult& r, const MakespanBound& b, const Cluster
          "), " + std::to_string(h.canceled_tasks) + " dependents canceled; goodput " +
          Percent(h.goodput) + "\n";
   }
+  if (r.cache.on) {
+    const CacheFigures& c = r.cache;
+    s += "cache       " + std::to_string(c.reused_tasks) + " of " +
+         std::to_string(c.keyed_tasks) + " cached tasks reused without running (" +
+         Percent(r.tasks ? static_cast<double>(c.reused_tasks) / static_cast<double>(r.tasks) : 0) +
+         " of all), " + Fixed(c.saved_gpu_s / 3600.0) + " GPU-hours and " +
+         Fixed(c.saved_cpu_s / 3600.0) +
+         " core-hours saved (the lower bound counts their work: it runs every task)\n";
+  }
   if (r.input_bytes > 0) {
     s += "inputs      " + FormatBytes(r.input_bytes) + " read by dependents, " +
          FormatBytes(r.moved_bytes) + " of it (" +
@@ -196,6 +205,12 @@ std::string FormatJson(const SimResult& r, const MakespanBound& b) {
     j["black_hole_failed_tasks"] = r.black_hole.failed_tasks;
     j["black_hole_canceled_tasks"] = r.black_hole.canceled_tasks;
     j["goodput"] = r.black_hole.goodput;
+  }
+  if (r.cache.on) {
+    j["cache_keyed_tasks"] = r.cache.keyed_tasks;
+    j["cache_reused_tasks"] = r.cache.reused_tasks;
+    j["cache_saved_gpu_s"] = r.cache.saved_gpu_s;
+    j["cache_saved_cpu_s"] = r.cache.saved_cpu_s;
   }
   j["locality"] = r.locality;
   j["input_bytes"] = r.input_bytes;

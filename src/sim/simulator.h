@@ -102,6 +102,16 @@ struct BlackHoleFigures {
   double goodput = 0;
 };
 
+// What the result cache saved (trace "key", core/result_cache.h): tasks
+// that succeeded from an earlier one's result without running.
+struct CacheFigures {
+  bool on = false;           // the trace has keys
+  uint64_t keyed_tasks = 0;  // tasks with a key
+  uint64_t reused_tasks = 0;
+  double saved_gpu_s = 0;    // their GPUs x duration
+  double saved_cpu_s = 0;    // their cores x duration
+};
+
 struct WaitStats {
   double mean_s = 0;
   double p50_s = 0;  // nearest rank
@@ -189,6 +199,7 @@ struct SimResult {
   // Each user's share of the pool over the busy period and over time.
   ShareFigures shares;
   BlackHoleFigures black_hole;
+  CacheFigures cache;
 };
 
 // Replays `trace` on `cluster`. Errors: kInvalidArgument when a task fits no

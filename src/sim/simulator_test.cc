@@ -650,5 +650,39 @@ TEST(SimulatorTest, ABlackHoleBurnsTasksWithoutQuarantineAndAFewWithIt) {
   EXPECT_NE(none.status().message().find("no worker \"nope\""), std::string::npos);
 }
 
+// The result cache (trace "key"): a task whose key and user an earlier
+// success had is reused without running, and so is its dependent, whose
+// input is the same bytes; a key that changed runs, and its dependent with
+// it; another user's runs. Figures by hand: b's and d's GPU work saved.
+TEST(SimulatorTest, RepeatedKeysAreReusedWithoutRunning) {
+  const Trace trace = TraceFrom(R"({"id":"a","submit":0,"duration":10,"gpus":1,"key":"prep","output":"1GiB"}
+{"id":"b","submit":0,"duration":20,"gpus":1,"key":"train","deps":["a"]}
+{"id":"c","submit":100,"duration":10,"gpus":1,"key":"prep","output":"1GiB"}
+{"id":"d","submit":100,"duration":20,"gpus":1,"key":"train","deps":["c"]}
+{"id":"e","submit":200,"duration":10,"gpus":1,"key":"prep2","output":"1GiB"}
+{"id":"f","submit":200,"duration":20,"gpus":1,"key":"train","deps":["e"]}
+{"id":"g","submit":300,"duration":10,"gpus":1,"key":"prep","user":"other"}
+)");
+  const Cluster cluster =
+      ClusterFrom(R"({"workers":[{"name":"w","cpus":8,"mem":"64GiB","gpus":2}]})");
+  const SimResult r = Replay(trace, cluster);
+  EXPECT_TRUE(r.cache.on);
+  EXPECT_EQ(r.cache.keyed_tasks, 7u);
+  EXPECT_EQ(r.cache.reused_tasks, 2u);  // c and d
+  EXPECT_DOUBLE_EQ(r.cache.saved_gpu_s, 30.0);
+  EXPECT_EQ(r.starts[IndexOf(trace, "c")], Duration::zero());
+  EXPECT_EQ(r.makespan_s, 310.0);  // g runs 300-310
+  EXPECT_NE(FormatText(r, ComputeBound(trace, cluster), cluster).find(
+                "cache       2 of 7 cached tasks reused without running (28.6% of all), 0.0 "
+                "GPU-hours"),
+            std::string::npos)
+      << FormatText(r, ComputeBound(trace, cluster), cluster);
+  // A trace without keys reports nothing of it.
+  EXPECT_FALSE(Replay(TraceFrom(R"({"id":"a","submit":0,"duration":10,"gpus":1}
+)"),
+                      cluster)
+                   .cache.on);
+}
+
 }  // namespace
 }  // namespace drover::sim

@@ -37,13 +37,14 @@ class Interner {
 class LineReader {
  public:
   explicit LineReader(Trace& trace)
-      : trace_(trace), requests_(trace.requests), users_(trace.users) {}
+      : trace_(trace), requests_(trace.requests), users_(trace.users), keys_(trace.keys) {}
 
   Status Read(const Json& line, size_t line_no) {
     if (line.is_object() && line.contains("owner")) return ReadOwner(line, line_no);
     RETURN_IF_ERROR(
         internal::CheckKeys(line, {"id", "submit", "duration", "cpus", "mem", "gpus", "gpu_type",
-                                   "gpu_mem", "deps", "priority", "user", "limit", "output"}));
+                                   "gpu_mem", "deps", "priority", "user", "limit", "output",
+                                   "key"}));
     TraceTask task;
     std::string id = "line " + std::to_string(line_no);
     if (auto it = line.find("id"); it != line.end()) {
@@ -106,6 +107,11 @@ class LineReader {
       ASSIGN_OR_RETURN(user, internal::ReadString(*it, "user"));
     }
     task.user = users_.Add(std::move(user));
+    if (auto it = line.find("key"); it != line.end()) {
+      ASSIGN_OR_RETURN(std::string key, internal::ReadString(*it, "key"));
+      if (key.empty()) return InvalidArgument("key: must not be empty");
+      task.key = keys_.Add(std::move(key));
+    }
 
     task.deps_begin = static_cast<uint32_t>(trace_.deps.size());
     if (auto it = line.find("deps"); it != line.end()) {
@@ -157,6 +163,7 @@ class LineReader {
   Trace& trace_;
   Interner<core::ResourceRequest> requests_;
   Interner<std::string> users_;
+  Interner<std::string> keys_;
   std::unordered_map<std::string, uint32_t> index_;
 };
 

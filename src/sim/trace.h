@@ -9,6 +9,11 @@
 // "output" (bytes, "2GiB") is the size of the files a task leaves for its
 // dependents, which read them from wherever it ran.
 //
+// "key" (a string) makes the task cached (core/result_cache.h): a task
+// whose key and user an earlier task's were, with the same inputs, is
+// reused without running once that one succeeded; a task's output is the
+// same bytes whenever its key is. Resubmitted work is written so.
+//
 // Lines are in submission order (submit never decreases) and dependencies
 // name tasks on earlier lines, so a trace can be read and replayed in one
 // pass. A line with "owner" instead says when a lent workstation's owner is
@@ -47,6 +52,8 @@ struct TraceTask {
   // what they read from another worker moves over the network (data
   // locality, SimResult::moved_bytes). 0: none.
   uint64_t output_bytes = 0;
+  uint32_t key = kNoKey;  // index into Trace::keys; kNoKey: not cached
+  static constexpr uint32_t kNoKey = UINT32_MAX;
 };
 
 // The owner of worker `worker` is present over [from, to): the worker takes
@@ -66,6 +73,7 @@ struct Trace {
   std::vector<uint32_t> deps;                   // indices of earlier tasks
   std::vector<core::ResourceRequest> requests;  // distinct requests
   std::vector<std::string> users;               // distinct users
+  std::vector<std::string> keys;                // distinct cache keys
   // Per worker, overlapping or touching intervals merged into one; sorted
   // by `from`, then by worker name. Workers are checked against the
   // cluster when simulating.
