@@ -68,6 +68,11 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
                  "long after the job ended, then they may be evicted from the worker's cache "
                  "(0: as soon as it ended); never longer than --keep-finished")
       ->capture_default_str();
+  app.add_option("--cache-keep", flags.cache_keep,
+                 "A job whose results the result cache may reuse (cache = true) keeps its "
+                 "output files this long after it ended, at least --keep-outputs, never longer "
+                 "than --keep-finished; its entries last as long")
+      ->capture_default_str();
   app.add_option("--policy", flags.policy, "Placement policy: spread, pack or round-robin")
       ->capture_default_str();
   app.add_flag("--queue-ahead,!--no-queue-ahead", flags.queue_ahead,
@@ -158,6 +163,10 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
     return InvalidArgument("--keep-outputs: must not be negative");
   }
   config.keep_outputs = *keep_outputs;
+  Result<Duration> cache_keep = ParseDuration(flags.cache_keep);
+  if (!cache_keep.ok()) return cache_keep.status().WithContext("--cache-keep");
+  if (*cache_keep < Duration::zero()) return InvalidArgument("--cache-keep: must not be negative");
+  config.cache_keep = *cache_keep;
   Result<core::PolicyKind> policy = core::ParsePolicy(flags.policy);
   if (!policy.ok()) return policy.status().WithContext("--policy");
   config.scheduler.policy = *policy;

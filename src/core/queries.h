@@ -32,6 +32,7 @@ struct JobInfo {
   // True when every task is succeeded, failed or canceled.
   bool done = false;
   uint64_t cached = 0;  // succeeded from the result cache, without running
+  uint64_t cache_entries = 0;  // result cache entries naming its tasks (result_cache.h)
 };
 
 struct TaskInfo {

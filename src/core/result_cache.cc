@@ -108,6 +108,18 @@ const Task* Usable(const State& s, TaskId id, TaskRef* ref, const TaskOutcome** 
   return &t;
 }
 
+// Adds entry `key` -> the task `r`, unless the key has one.
+void AddEntry(State& s, const std::string& key, TaskRef r) {
+  if (s.result_cache.entries.try_emplace(key, s.IdOf(r)).second) ++s.jobs[r.job].cache_entries;
+}
+
+void EraseEntry(State& s, std::unordered_map<std::string, TaskId>::iterator entry) {
+  if (auto slot = s.job_slots.find(entry->second.job); slot != s.job_slots.end()) {
+    --s.jobs[slot->second].cache_entries;
+  }
+  s.result_cache.entries.erase(entry);
+}
+
 }  // namespace
 
 bool TryResultCache(State& s, TaskRef r) {
@@ -124,7 +136,7 @@ bool TryResultCache(State& s, TaskRef r) {
   const TaskOutcome* ran = nullptr;
   const Task* source = Usable(s, entry->second, &from, &ran);
   if (source == nullptr) {
-    s.result_cache.entries.erase(entry);  // this task runs, and its success takes the key
+    EraseEntry(s, entry);  // this task runs, and its success takes the key
     return false;
   }
   TaskOutcome o;
@@ -152,11 +164,12 @@ bool TryResultCache(State& s, TaskRef r) {
 void NoteCacheable(State& s, TaskRef r) {
   auto e = s.extras.find(ExtraKey(r));
   if (e == s.extras.end() || e->second.cache_key.empty()) return;
-  s.result_cache.entries.try_emplace(e->second.cache_key, s.IdOf(r));
+  AddEntry(s, e->second.cache_key, r);
 }
 
 void ForgetCached(State& s, uint32_t slot) {
-  if (s.result_cache.entries.empty()) return;
+  if (s.jobs[slot].cache_entries == 0) return;
+  s.jobs[slot].cache_entries = 0;
   const JobId id = s.jobs[slot].id;
   std::erase_if(s.result_cache.entries, [&](const auto& e) { return e.second.job == id; });
 }
@@ -181,7 +194,7 @@ void RestoreResultCache(State& s) {
         if (!s.config.result_cache.digest) continue;
         Extra& extra = s.extras[ExtraKey(r)];
         extra.cache_key = KeyOf(s, r);
-        s.result_cache.entries.try_emplace(extra.cache_key, s.IdOf(r));
+        AddEntry(s, extra.cache_key, r);
       }
     }
   }

@@ -17,8 +17,9 @@
 // An entry is the task that ran (not a copy of its outcome): it is used
 // while that task's job is kept, the task still succeeded, its outputs'
 // holder (or a replica) is attached, and, once its job ended, for the
-// server's --keep-outputs (`keep_outputs`) after, when the workers release
-// them. Entries are not journaled: a restore computes the keys of the
+// server's --cache-keep (`keep_outputs`) after, when the workers release
+// them (a job that holds entries keeps its outputs that long; Job::
+// cache_entries counts them). Entries are not journaled: a restore computes the keys of the
 // restored successes again. A forgotten job takes its entries with it.
 //
 // Internal to src/core: the state lives in State; the functions are in
@@ -41,8 +42,9 @@ struct ResultCacheConfig {
   // The SHA-256 of bytes as hex (the shell's; the core computes none of
   // its own). Null: no cache, every task runs.
   std::function<std::string(std::string_view)> digest;
-  // How long a job's outputs are held after it ended (the server's
-  // --keep-outputs): an entry is not used past that.
+  // How long a job that holds entries keeps its outputs after it ended
+  // (the server's --cache-keep, at least its --keep-outputs): an entry
+  // with outputs is not used past that.
   Duration keep_outputs = Seconds(24 * 3600);
 };
 

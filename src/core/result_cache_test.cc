@@ -30,6 +30,7 @@ SchedulerConfig WithCache() {
   // The key material itself stands for its digest here: equal exactly
   // when the material is.
   config.result_cache.digest = [](std::string_view bytes) { return std::string(bytes); };
+  config.result_cache.keep_outputs = Seconds(7 * 24 * 3600);
   return config;
 }
 
@@ -131,9 +132,12 @@ TEST(ResultCacheTest, AnEntryWhoseOutputsAreGoneIsNotUsed) {
   const JobId again = c.Submit(Pipeline());
   EXPECT_EQ(RunAll(c, again, 3), 1);
   EXPECT_EQ(c.scheduler().GetTask(T(again, 0))->outcome->cached_from, TaskId());
-  // Released after --keep-outputs once its job ended: not used either.
+  // Released after keep_outputs (the server's --cache-keep) once its job
+  // ended: not used either; a day before, it still is.
   const JobId third = c.Submit(Pipeline());
   EXPECT_EQ(RunAll(c, third, 3), 0);
+  c.Advance(Seconds(6 * 24 * 3600));
+  EXPECT_EQ(RunAll(c, c.Submit(Pipeline()), 3), 0);
   c.Advance(Seconds(24 * 3600));
   EXPECT_EQ(RunAll(c, c.Submit(Pipeline()), 3), 1);
 }

@@ -34,6 +34,7 @@ Result<JobInfo> Scheduler::GetJob(JobId id) const {
   }
   info.done = terminal == job.tasks.size();
   info.cached = job.cached;
+  info.cache_entries = job.cache_entries;
   return info;
 }
 

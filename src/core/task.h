@@ -147,6 +147,7 @@ struct Job {
   uint64_t not_succeeded = 0;
   int64_t changed_us = 0;  // its latest record (Scheduler::LastChange)
   uint32_t cached = 0;     // tasks that succeeded from the result cache
+  uint32_t cache_entries = 0;  // result cache entries naming its tasks
   bool forgotten = false;  // ForgetJob: the slot stays, the job is gone
 };
 

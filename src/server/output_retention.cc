@@ -9,11 +9,20 @@
 
 namespace drover::server {
 
+namespace {
+
+// `keep`, bounded by --keep-finished (zero: unbounded).
+Duration Bounded(Duration keep, Duration keep_finished) {
+  return keep_finished > Duration::zero() ? std::min(keep, keep_finished) : keep;
+}
+
+}  // namespace
+
 OutputRetention::OutputRetention(const core::Scheduler& scheduler, Duration keep_outputs,
-                                 Duration keep_finished, SendFn send)
+                                 Duration keep_finished, SendFn send, Duration cache_keep)
     : scheduler_(scheduler),
-      keep_(keep_finished > Duration::zero() ? std::min(keep_outputs, keep_finished)
-                                             : keep_outputs),
+      keep_(Bounded(keep_outputs, keep_finished)),
+      cache_keep_(Bounded(std::max(keep_outputs, cache_keep), keep_finished)),
       send_(std::move(send)) {}
 
 Duration OutputRetention::interval() const {
@@ -25,7 +34,7 @@ bool OutputRetention::Due(JobId job, Time now) const {
   if (!info.ok()) return true;  // forgotten, or never known here
   if (!info->done) return false;
   const std::optional<Time> ended = scheduler_.LastChange(job);
-  return !ended || now - *ended >= keep_;
+  return !ended || now - *ended >= (info->cache_entries > 0 ? cache_keep_ : keep_);
 }
 
 void OutputRetention::Kept(WorkerId worker, const std::vector<JobId>& jobs, Time now) {
@@ -77,6 +86,11 @@ size_t OutputRetention::Release(Time now) {
 std::string OutputRetention::ReleasedNote(TaskId task, Time now) const {
   Result<core::JobInfo> info = scheduler_.GetJob(task.job);
   if (!info.ok() || !Due(task.job, now)) return "";
+  if (info->cache_entries > 0) {
+    return "outputs of " + task.ToString() + " were released " + FormatDuration(cache_keep_) +
+           " after job " + std::to_string(task.job) +
+           " ended (drover server --cache-keep: it held result cache entries)";
+  }
   return "outputs of " + task.ToString() + " were released " + FormatDuration(keep_) +
          " after job " + std::to_string(task.job) + " ended (drover server --keep-outputs)";
 }

@@ -52,12 +52,16 @@ class OutputRetention {
 
   // `keep_outputs`: --keep-outputs (zero: released as soon as the job
   // ended); `keep_finished`: --keep-finished (zero: jobs are kept forever),
-  // which bounds it.
+  // which bounds it; `cache_keep`: --cache-keep, how long a job that holds
+  // result cache entries (core/result_cache.h) keeps them, at least
+  // keep_outputs and likewise bounded.
   OutputRetention(const core::Scheduler& scheduler, Duration keep_outputs, Duration keep_finished,
-                  SendFn send);
+                  SendFn send, Duration cache_keep = Duration::zero());
 
   // How long outputs are kept after their job ended: the lower of the two.
   Duration keep() const { return keep_; }
+  // The same for a job that holds result cache entries.
+  Duration cache_keep() const { return cache_keep_; }
   // How often the server calls Release.
   Duration interval() const;
 
@@ -73,7 +77,8 @@ class OutputRetention {
   size_t held_jobs() const { return holders_.size(); }
 
   // Why `task`'s outputs are no longer kept at `now`: "outputs of 4.0 were
-  // released 1d after job 4 ended (drover server --keep-outputs)"; empty
+  // released 1d after job 4 ended (drover server --keep-outputs)", or
+  // "... 7d ... (--cache-keep: it held result cache entries)"; empty
   // while they are kept (or the task is unknown).
   std::string ReleasedNote(TaskId task, Time now) const;
 
@@ -83,6 +88,7 @@ class OutputRetention {
 
   const core::Scheduler& scheduler_;
   Duration keep_;
+  Duration cache_keep_;
   SendFn send_;
   std::map<JobId, std::set<WorkerId>> holders_;
 };

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -44,19 +45,25 @@ class OutputRetentionTest : public ::testing::Test {
 
   // An OutputRetention whose messages land in sent_ (worker 3 only while
   // three_connected_).
-  std::unique_ptr<OutputRetention> Make(Duration keep_outputs, Duration keep_finished = kWeek) {
+  std::unique_ptr<OutputRetention> Make(Duration keep_outputs, Duration keep_finished = kWeek,
+                                        Duration cache_keep = Duration::zero()) {
     return std::make_unique<OutputRetention>(
         scheduler_, keep_outputs, keep_finished,
         [this](WorkerId w, const proto::ServerMessage& m) -> Status {
           if (w == 3 && !three_connected_) return Unavailable("worker 3 not connected");
           sent_.emplace_back(w, std::get<proto::ReleaseOutputs>(m).jobs);
           return Status::Ok();
-        });
+        },
+        cache_keep);
   }
 
-  JobId Submit() {
+  // A job of two tasks; with `cache`, cached (its successes become result
+  // cache entries).
+  JobId Submit(bool cache = false) {
     Result<core::JobSpec> spec = proto::JobSpecFromJson(
-        R"({"name": "j", "task": [{"id": "t", "command": ["true"], "array": "0-1"}]})");
+        cache ? R"({"name": "j", "task": [{"id": "t", "command": ["true"], "array": "0-1",
+                    "cache": true}]})"
+              : R"({"name": "j", "task": [{"id": "t", "command": ["true"], "array": "0-1"}]})");
     EXPECT_TRUE(spec.ok()) << spec.status().ToString();
     Result<JobId> id = driver_->Submit(std::make_shared<const core::JobSpec>(std::move(*spec)));
     EXPECT_TRUE(id.ok()) << id.status().ToString();
@@ -87,7 +94,12 @@ class OutputRetentionTest : public ::testing::Test {
   store::MemoryEnv env_;
   LeaseBook book_{"test-server"};
   RecordingSink sink_;
-  core::Scheduler scheduler_;
+  static core::SchedulerConfig WithCache() {
+    core::SchedulerConfig config;
+    config.result_cache.digest = [](std::string_view bytes) { return std::string(bytes); };
+    return config;
+  }
+  core::Scheduler scheduler_{WithCache()};
   std::unique_ptr<store::MemoryStore> store_;
   std::unique_ptr<CoreDriver> driver_;
   bool joined_ = false;
@@ -157,6 +169,31 @@ TEST_F(OutputRetentionTest, AZeroKeepReleasesAJobAsItEnds) {
   RunAssigned();
   EXPECT_EQ(outputs->Release(clock_.Now()), 1u);
   EXPECT_EQ(Sent(), (Released{{1, {job}}}));
+}
+
+// A job that holds result cache entries keeps its outputs --cache-keep,
+// not --keep-outputs (and never past --keep-finished).
+TEST_F(OutputRetentionTest, AJobHoldingCacheEntriesKeepsItsOutputsForCacheKeep) {
+  auto outputs = Make(kDay, kWeek, 3 * kDay);
+  EXPECT_EQ(outputs->cache_keep(), 3 * kDay);
+  EXPECT_EQ(Make(kDay, kWeek, 30 * kDay)->cache_keep(), kWeek);
+  EXPECT_EQ(Make(kDay, kWeek, Seconds(1))->cache_keep(), kDay);
+  const JobId cached = Submit(/*cache=*/true);
+  RunAssigned();
+  // Both tasks have one key (the same command, no {index}): one entry.
+  ASSERT_EQ(scheduler_.GetJob(cached)->cache_entries, 1u);
+  const JobId plain = Submit();
+  RunAssigned();
+  const Time end = clock_.Now();
+  outputs->Kept(1, {cached, plain}, end);
+  EXPECT_EQ(outputs->Release(end + kDay), 1u);
+  EXPECT_EQ(Sent(), (Released{{1, {plain}}}));
+  EXPECT_EQ(outputs->ReleasedNote({cached, 0}, end + kDay), "");
+  EXPECT_EQ(outputs->Release(end + 3 * kDay), 1u);
+  EXPECT_EQ(Sent(), (Released{{1, {cached}}}));
+  EXPECT_EQ(outputs->ReleasedNote({cached, 0}, end + 3 * kDay),
+            "outputs of 1.0 were released 3d after job 1 ended (drover server --cache-keep: it "
+            "held result cache entries)");
 }
 
 }  // namespace

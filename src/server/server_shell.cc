@@ -170,15 +170,18 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
 
   core::SchedulerConfig scheduler_config = cfg.scheduler;
   // The result cache's keys are SHA-256 (core/result_cache.h); its entries
-  // last as long as the workers hold their outputs.
+  // last as long as the workers hold their outputs (OutputRetention's
+  // cache_keep, the same bound).
   scheduler_config.result_cache.digest = [](std::string_view bytes) {
     net::Sha256 sha;
     sha.Update(bytes);
     return sha.HexDigest();
   };
-  scheduler_config.result_cache.keep_outputs = cfg.keep_finished > Duration::zero()
-                                                   ? std::min(cfg.keep_outputs, cfg.keep_finished)
-                                                   : cfg.keep_outputs;
+  scheduler_config.result_cache.keep_outputs =
+      std::max(cfg.keep_outputs, cfg.cache_keep) > cfg.keep_finished &&
+              cfg.keep_finished > Duration::zero()
+          ? cfg.keep_finished
+          : std::max(cfg.keep_outputs, cfg.cache_keep);
   p->scheduler = std::make_unique<core::Scheduler>(scheduler_config);
   if (cfg.open_store) {
     ASSIGN_OR_RETURN(p->store, cfg.open_store(loop, *p->scheduler));
@@ -256,7 +259,8 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
       *p->scheduler, cfg.keep_outputs, cfg.keep_finished,
       [channel = p->channel.get()](WorkerId w, const proto::ServerMessage& m) {
         return channel->Send(w, m);
-      });
+      },
+      cfg.cache_keep);
   p->channel->SetOutputsKeptHandler([parts = p.get()](WorkerId w, const std::vector<JobId>& jobs) {
     parts->outputs->Kept(w, jobs, parts->clock.Now());
   });

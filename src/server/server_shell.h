@@ -69,6 +69,9 @@ struct ServerConfig {
   // server releases them (OutputRetention, output_retention.h); never
   // longer than keep_finished. Zero: released as soon as the job ended.
   Duration keep_outputs = Seconds(24 * 3600);
+  // A job holding result cache entries keeps its outputs this long after
+  // it ended (at least keep_outputs, at most keep_finished; --cache-keep).
+  Duration cache_keep = Seconds(7 * 24 * 3600);
   // How often the allocation queues (alloc.h) ask Slurm and decide.
   Duration alloc_interval = Seconds(5);
   // How long GET .../logs waits for the worker.
