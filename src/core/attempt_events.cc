@@ -10,6 +10,7 @@
 #include "core/input_select.h"
 #include "core/job_lifecycle_ops.h"
 #include "core/leases_ops.h"
+#include "core/lineage_ops.h"
 #include "core/locality_ops.h"
 #include "core/lookup_ops.h"
 #include "core/preemption_ops.h"
@@ -216,6 +217,7 @@ Status OnRefused(State& s, const TaskRefused& e) {
     return Status::Ok();
   }
   NeverStarted(s, r, why::RefusedBy(t.worker, e.reason));
+  for (const auto& [producer, holder] : e.corrupt) NoteCorruptCopy(s, producer, holder);
   return Status::Ok();
 }
 

@@ -14,9 +14,10 @@
 #define DROVER_CORE_EVENTS_H_
 
 #include <cstdint>
-#include <memory>
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -125,6 +126,9 @@ struct TaskRefused {
   uint32_t attempt = 0;
   WorkerId worker = 0;
   std::string reason;  // the worker's, e.g. "core 3 is taken"
+  // Inputs it could not get because every holder sent other bytes: the
+  // producer task and the holder (lineage.cc, NoteCorruptCopy).
+  std::vector<std::pair<TaskId, WorkerId>> corrupt;
 };
 // An attempt a worker still runs, with the resources its assignment gave it.
 struct ReportedAttempt {

@@ -9,6 +9,7 @@
 #include "core/lineage_ops.h"
 #include "core/replicas_ops.h"
 #include "core/reservation_ops.h"
+#include "core/result_cache_ops.h"
 #include "core/scheduler_state.h"
 #include "core/ticks_ops.h"
 
@@ -118,7 +119,7 @@ void OutputsLostExpired(State& s, TaskRef r, uint32_t attempt) {
   }
 }
 
-void Rerun(State& s, TaskRef r) {
+void Rerun(State& s, TaskRef r, const Reason* why) {
   Task& t = s.task(r);
   Job& job = s.jobs[r.job];
   const std::vector<WorkerId> holders = HoldersOf(*s.extras.at(ExtraKey(r)).outcome);
@@ -128,7 +129,7 @@ void Rerun(State& s, TaskRef r) {
     CancelNeedersOf(s, r, why::DependencyCannotRerun(s.IdOf(r), holders));
     return;
   }
-  const Reason reason = why::Rerun(holders);
+  const Reason reason = why != nullptr ? *why : why::Rerun(holders);
   // The attempt that made them is history now, as a retried one is; it
   // ends for the record now, when its outputs stopped counting.
   NotePastAttempt(s, r, TaskState::kRunning, s.now_us, reason);
@@ -205,6 +206,24 @@ void RerunLostInputsOf(State& s, TaskRef r) {
     if (!p.ok() || s.jobs[p->job].forgotten) continue;
     if (s.task(*p).state == TaskState::kSucceeded && HolderGone(s, *p)) Rerun(s, *p);
   }
+}
+
+void NoteCorruptCopy(State& s, TaskId producer, WorkerId holder) {
+  Result<TaskRef> p = s.Find(producer);
+  if (!p.ok()) return;
+  auto e = s.extras.find(ExtraKey(*p));
+  if (e == s.extras.end() || !e->second.outcome) return;
+  const TaskOutcome& o = *e->second.outcome;
+  const std::vector<WorkerId> holders = HoldersOf(o);
+  if (std::find(holders.begin(), holders.end(), holder) == holders.end()) return;
+  if (o.cached_from.job != 0) DropCorruptSource(s, o.cached_from, holder);
+  if (holders.size() > 1) {
+    DropHolder(s, *p, holder);  // another copy lives; a new one is asked for
+    return;
+  }
+  if (s.task(*p).state != TaskState::kSucceeded) return;
+  const Reason reason = why::RerunCorrupt(holder);
+  Rerun(s, *p, &reason);
 }
 
 }  // namespace drover::core

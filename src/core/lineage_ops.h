@@ -37,8 +37,13 @@ std::vector<TaskRef> AwaitingOutputsOf(const State& s, TaskRef r);
 // AwaitingOutputsOf(r) is not empty.
 bool OutputsNeeded(const State& s, TaskRef r);
 // Succeeded `r` runs again; so do the producers of its own inputs whose
-// holder is gone.
-void Rerun(State& s, TaskRef r);
+// holder is gone. `why`: the reason (default "rerun: outputs lost with").
+void Rerun(State& s, TaskRef r, const Reason* why = nullptr);
+// A worker fetching an input got other bytes from `holder` than task
+// `producer`'s outputs say (TaskRefused::corrupt): that copy is dropped,
+// and with no other copy the producer runs again. The copy of a result
+// cache source on it is dropped too (result_cache_ops.h).
+void NoteCorruptCopy(State& s, TaskId producer, WorkerId holder);
 // Succeeded `r` lost its outputs but cannot rerun (its group is doomed):
 // every task still waiting for its files is canceled with `reason`.
 void CancelNeedersOf(State& s, TaskRef r, const Reason& why);

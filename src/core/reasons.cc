@@ -205,6 +205,11 @@ Reason Rerun(const std::vector<WorkerId>& holders) {
   return {EndKind::kRerun, "rerun: outputs lost with " + WorkersText(holders)};
 }
 
+Reason RerunCorrupt(WorkerId holder) {
+  return {EndKind::kRerun,
+          "rerun: its outputs failed their SHA-256 check from worker " + std::to_string(holder)};
+}
+
 Reason Retried(std::string_view by) {
   return {EndKind::kRetried, by.empty() ? std::string("retried") : "retried by " + std::string(by)};
 }

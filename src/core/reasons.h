@@ -124,6 +124,8 @@ Reason RoomFreedElsewhere();            // "room freed first on another worker"
 Reason DisplacedBy(TaskId by, int32_t priority);
 
 Reason Rerun(const std::vector<WorkerId>& holders);  // "rerun: outputs lost with worker 3"
+// "rerun: its outputs failed their SHA-256 check from worker 3"
+Reason RerunCorrupt(WorkerId holder);
 Reason Retried(std::string_view by);                  // "retried" / "retried by ana"
 
 // The stop of an attempt a re-attached worker runs that the server does not

@@ -1,4 +1,5 @@
 // The result cache (result_cache.h).
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -6,6 +7,7 @@
 #include "core/attempt_events_ops.h"
 #include "core/input_select.h"
 #include "core/locality_ops.h"
+#include "core/replicas_ops.h"
 #include "core/result_cache_ops.h"
 #include "core/scheduler_state.h"
 
@@ -165,6 +167,22 @@ void NoteCacheable(State& s, TaskRef r) {
   auto e = s.extras.find(ExtraKey(r));
   if (e == s.extras.end() || e->second.cache_key.empty()) return;
   AddEntry(s, e->second.cache_key, r);
+}
+
+void DropCorruptSource(State& s, TaskId source, WorkerId holder) {
+  Result<TaskRef> r = s.Find(source);
+  if (!r.ok()) return;
+  auto e = s.extras.find(ExtraKey(*r));
+  if (e == s.extras.end() || !e->second.outcome || e->second.cache_key.empty()) return;
+  const TaskOutcome& o = *e->second.outcome;
+  const std::vector<WorkerId> holders = HoldersOf(o);
+  if (std::find(holders.begin(), holders.end(), holder) == holders.end()) return;
+  if (holders.size() > 1) {
+    DropHolder(s, *r, holder);
+    return;
+  }
+  auto entry = s.result_cache.entries.find(e->second.cache_key);
+  if (entry != s.result_cache.entries.end() && entry->second == source) EraseEntry(s, entry);
 }
 
 void ForgetCached(State& s, uint32_t slot) {

@@ -17,6 +17,10 @@ bool TryResultCache(State& s, TaskRef r);
 void NoteCacheable(State& s, TaskRef r);
 // Job slot `slot` is being forgotten: its entries go.
 void ForgetCached(State& s, uint32_t slot);
+// The copy of task `source`'s outputs on `holder` is corrupt (a fetch of
+// a task reused from it said so): with no other copy its entry goes, and
+// a task with its key runs.
+void DropCorruptSource(State& s, TaskId source, WorkerId holder);
 // FinishRestore: the keys of the restored successes that ran, and each
 // job's count of hits.
 void RestoreResultCache(State& s);

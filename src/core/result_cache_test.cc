@@ -172,5 +172,42 @@ TEST(ResultCacheTest, ARestartKeepsTheCache) {
   }
 }
 
+// A fetch of a reused task's outputs that fails their SHA-256 (the worker's
+// refusal names the producer and the holder): with no other copy, the task
+// runs after all, and its success, not the corrupt copy's, is the entry.
+TEST(ResultCacheTest, OutputsThatFailTheirHashOnAFetchRerunTheTaskAndDropTheEntry) {
+  TestCluster c(WithCache());
+  c.AddWorker(WorkerBuilder().Cpus(2));
+  c.AddWorker(WorkerBuilder().Cpus(2));
+  const JobBuilder job = JobBuilder(TaskBuilder("prep").Command({"prep"}).Cache())
+                             .Add(TaskBuilder("use").Command({"use"}).DependsOn("prep"));
+  c.Handle(WorkerDrained{2, true});
+  const JobId first = c.Submit(JobBuilder(TaskBuilder("prep").Command({"prep"}).Cache()));
+  EXPECT_EQ(RunAll(c, first, 1), 1);  // on worker 1
+  c.Handle(WorkerDrained{2, false});
+  c.Handle(WorkerDrained{1, true});
+  const JobId second = c.Submit(job);
+  EXPECT_EQ(c.scheduler().GetTask(T(second, 0))->outcome->cached_from, T(first, 0));
+  ASSERT_EQ(c.scheduler().GetTask(T(second, 1))->state, TaskState::kAssigned);  // on worker 2
+  c.Handle(TaskRefused{T(second, 1),
+                       c.Attempt(T(second, 1)),
+                       2,
+                       "input 2.0/model.bin: sha256 mismatch from worker 1",
+                       {{T(second, 0), 1}}});
+  const TaskInfo prep = *c.scheduler().GetTask(T(second, 0));
+  EXPECT_NE(prep.state, TaskState::kSucceeded);
+  EXPECT_EQ(c.scheduler().Explain(T(second, 1)).ok(), true);
+  std::vector<PastAttempt> past = c.scheduler().PastAttempts(T(second, 0));
+  ASSERT_FALSE(past.empty());
+  EXPECT_EQ(past.back().reason, "rerun: its outputs failed their SHA-256 check from worker 1");
+  c.Handle(WorkerHeartbeat{2, {}});    // it takes work again after refusing
+  EXPECT_EQ(RunAll(c, second, 2), 2);  // prep on worker 2, then use
+  EXPECT_EQ(c.scheduler().GetTask(T(second, 0))->attempt, 1u);
+  // The next one reuses the rerun's result.
+  const JobId third = c.Submit(job);
+  ASSERT_TRUE(c.scheduler().GetTask(T(third, 0))->outcome.has_value());
+  EXPECT_EQ(c.scheduler().GetTask(T(third, 0))->outcome->cached_from, T(second, 0));
+}
+
 }  // namespace
 }  // namespace drover::core

@@ -229,11 +229,26 @@ bool Read(ObjectReader& r, Finished* m, DecodeContext& ctx) {
 Json Body(const Refused& m) {
   Json j = AttemptJson(m.task, m.attempt);
   j["reason"] = m.reason;
+  if (!m.corrupt.empty()) {
+    Json list = Json::array();
+    for (const CorruptInput& c : m.corrupt) {
+      list.push_back(Json{{"task", c.task.ToString()}, {"worker", c.holder}});
+    }
+    j["corrupt"] = std::move(list);
+  }
   return j;
 }
-bool Read(ObjectReader& r, Refused* m, DecodeContext&) {
+bool ReadCorruptInput(const Json& j, const std::string& path, CorruptInput* out,
+                      DecodeContext& ctx) {
+  ObjectReader r(j, path, ctx);
+  if (!r.Task("task", &out->task) || !r.Integer("worker", &out->holder)) return false;
+  if (out->holder == 0) return ctx.Fail(r.PathOf("worker"), "is not a worker id (0)");
+  return true;
+}
+bool Read(ObjectReader& r, Refused* m, DecodeContext& ctx) {
   return r.Task("task", &m->task) && r.Integer("attempt", &m->attempt) &&
-         r.String("reason", &m->reason, Need::kOptional);
+         r.String("reason", &m->reason, Need::kOptional) &&
+         ReadList(r, "corrupt", &m->corrupt, ctx, ReadCorruptInput, Need::kOptional);
 }
 
 Json Body(const LogChunk& m) {

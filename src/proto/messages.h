@@ -177,10 +177,21 @@ struct Finished {
 };
 
 // The worker's admission check refused an assignment; nothing was started.
+// An input file that came from `holder` with other bytes than its SHA-256
+// says: that holder's copy of task `task`'s outputs is not to be trusted.
+struct CorruptInput {
+  TaskId task;
+  WorkerId holder = 0;
+  friend auto operator<=>(const CorruptInput&, const CorruptInput&) = default;
+};
+
 struct Refused {
   TaskId task;
   uint32_t attempt = 0;
   std::string reason;  // "needs 4 GiB, 1.5 GiB free"
+  // Inputs it could not get because every holder sent other bytes
+  // ("corrupt" on the wire; optional, absent from older workers).
+  std::vector<CorruptInput> corrupt;
   friend bool operator==(const Refused&, const Refused&) = default;
 };
 

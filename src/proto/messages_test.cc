@@ -79,6 +79,7 @@ std::vector<WorkerMessage> AllWorkerMessages() {
           Finished{{{{12, 3}, 1, SampleOutcome(), TimeFromMicros(5)},
                     {{12, 4}, 2, SampleOutcome(), TimeFromMicros(6), /*never_started=*/true}}},
           Refused{{12, 3}, 1, "needs 4 GiB, 1.5 GiB free"},
+          Refused{{12, 4}, 1, "input 12.0/x: sha256 mismatch", {{{12, 0}, 3}, {{11, 2}, 4}}},
           LogChunk{{12, 3}, 1, LogStream::kStderr, 100, 200, true, "gone"},
           Drain{true, "SIGTERM"},
           Finished{{{{12, 5}, 1, SampleOutcome(), TimeFromMicros(7), false, /*vacated=*/true}}},

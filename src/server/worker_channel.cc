@@ -176,7 +176,11 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
         } else if constexpr (std::is_same_v<T, proto::Refused>) {
           spdlog::info("worker {} refused {}#{}: {}", worker, m.task.ToString(), m.attempt,
                        net::Printable(m.reason, 1000));
-          driver_.Handle(core::TaskRefused{m.task, m.attempt, worker, std::move(m.reason)});
+          core::TaskRefused refused{m.task, m.attempt, worker, std::move(m.reason), {}};
+          for (const proto::CorruptInput& c : m.corrupt) {
+            refused.corrupt.emplace_back(c.task, c.holder);
+          }
+          driver_.Handle(std::move(refused));
         } else if constexpr (std::is_same_v<T, proto::LogChunk>) {
           if (log_.chunk) log_.chunk(worker, m);
         } else if constexpr (std::is_same_v<T, proto::Drain>) {

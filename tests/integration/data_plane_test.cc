@@ -168,7 +168,9 @@ command = "cd $DROVER_INPUTS && for r in *.result; do test \"$(sha256sum < ${r%.
 }
 
 // A transfer with a flipped byte (the holder's test hook) fails the hash
-// check; the attempt is refused, not failed, and the next fetch is good.
+// check; the attempt is refused, not failed, naming the copy; that copy
+// was the only one, so the producer runs again, and the dependent gets
+// the new one.
 TEST(DataPlaneTest, ACorruptedTransferIsCaughtAndRetried) {
   Cluster c;
   c.StartServer();
@@ -193,6 +195,11 @@ command = "test -s $DROVER_INPUTS/*/x.bin"
   nlohmann::json use = c.Get("/api/v1/tasks/" + std::to_string(job) + ".1");
   EXPECT_EQ(use["state"], "succeeded");
   EXPECT_TRUE(NoAttemptFailed(use)) << use.dump(2);
+  nlohmann::json prep = c.Get("/api/v1/tasks/" + std::to_string(job) + ".0");
+  EXPECT_EQ(prep["attempt"], 2) << prep.dump(2);
+  EXPECT_NE(prep.dump().find("rerun: its outputs failed their SHA-256 check from worker"),
+            std::string::npos)
+      << prep.dump(2);
 }
 
 // A worker whose cache cannot hold an input refuses the attempt (no failure

@@ -195,6 +195,53 @@ TEST_F(ResultCacheTest, SubmitAndCallTakeCacheToo) {
   EXPECT_NE(no_code.output.find("--code: only with --cache"), std::string::npos) << no_code.output;
 }
 
+// A reused task whose outputs come to a dependent with other bytes than
+// their SHA-256 (worker c3 corrupts every file it serves): the dependent's
+// refusal says so, the task runs after all (here on the worker with the
+// dependent), and the dependent runs on its output; the next job reuses
+// that run, not the corrupt copy.
+TEST(ResultCacheCorruptTest, OutputsThatFailTheirHashRerunTheReusedTask) {
+  Cluster c;
+  c.StartServer();
+  c.StartWorker("c3", {"--label", "node=a"}, {"DROVER_TEST_CORRUPT_SERVES=1000"});
+  c.StartWorker("c4", {"--label", "node=b"});
+  const nlohmann::json prep = {{"id", "prep"},
+                               {"command", "head -c 65536 /dev/zero > $DROVER_OUTPUT_DIR/x.bin"},
+                               {"cache", true}};
+  nlohmann::json first_prep = prep;
+  first_prep["resources"] = {{"labels", {{"node", "a"}}}};
+  const uint64_t first = Post(c, {{"name", "first"}, {"task", {first_prep}}});
+  ASSERT_GT(first, 0u);
+  ASSERT_EQ(c.Drover({"wait", std::to_string(first)}).status, 0);
+  std::string holder;
+  const nlohmann::json workers = c.Get("/api/v1/workers");
+  for (const nlohmann::json& w : workers["workers"]) {
+    if (w["name"] == "c3") holder = std::to_string(w["id"].get<uint64_t>());
+  }
+  ASSERT_FALSE(holder.empty()) << workers.dump(2);
+  ASSERT_EQ(c.Drover({"drain", holder}).status, 0);  // serves files still, takes no work
+
+  const nlohmann::json use = {{"id", "use"},
+                              {"depends_on", {"prep"}},
+                              {"resources", {{"labels", {{"node", "b"}}}}},
+                              {"command", "test $(cat $DROVER_INPUTS/*/x.bin | wc -c) = 65536"}};
+  const uint64_t second = Post(c, {{"name", "second"}, {"task", {prep, use}}});
+  ASSERT_GT(second, 0u);
+  RunResult wait = c.Drover({"wait", std::to_string(second)});
+  ASSERT_EQ(wait.status, 0) << wait.output;
+  const nlohmann::json rerun = c.Get("/api/v1/tasks/" + std::to_string(second) + ".0");
+  EXPECT_EQ(rerun["attempt"], 1) << rerun.dump(2);
+  EXPECT_FALSE(rerun["outcome"].contains("cached_from")) << rerun.dump(2);
+  EXPECT_NE(
+      rerun.dump().find("rerun: its outputs failed their SHA-256 check from worker " + holder),
+      std::string::npos)
+      << rerun.dump(2);
+  const uint64_t third = Post(c, {{"name", "third"}, {"task", {prep, use}}});
+  ASSERT_EQ(c.Drover({"wait", std::to_string(third)}).status, 0);
+  const nlohmann::json again = c.Get("/api/v1/tasks/" + std::to_string(third) + ".0");
+  EXPECT_EQ(again["outcome"]["cached_from"], std::to_string(second) + ".0") << again.dump(2);
+}
+
 TEST_F(ResultCacheTest, ACodePatternThatMatchesNothingIsRefusedNamingIt) {
   c_.WriteFile("bad.toml", R"(name = "bad"
 [[task]]

@@ -132,11 +132,11 @@ void Agent::Impl::HoldForInputs(proto::Assign& assign) {
       if (!status.ok()) {
         spdlog::warn("worker {}: {}#{} not started: {}", name_, held->task.ToString(),
                      held->attempt, status.message());
-        return Run(InputsFetched{*held, status.message()});
+        return Run(InputsFetched{*held, status.message(), files_->CorruptInputs(*held)});
       }
       next();
     };
-    auto start = [this, held] { Run(InputsFetched{*held, ""}); };
+    auto start = [this, held] { Run(InputsFetched{*held, "", {}}); };
     files_->Fetch(*held, [this, then, start, held, restore](Status fetched) {
       then(fetched, [this, then, start, held, restore] {
         files_->FetchUploads(*held, [this, then, start, held, restore](Status uploaded) {

@@ -106,6 +106,10 @@ class FilePlane {
   // kResourceExhausted when the disk or the cache is full ("no space left
   // on device"), else kUnavailable naming the file and each source's error.
   void Fetch(const proto::Assignment& a, std::function<void(Status)> done);
+  // After a failed Fetch: a's inputs whose every tried holder sent other
+  // bytes than their SHA-256 (the server drops those copies and reruns
+  // their producer when none is left; proto::Refused::corrupt).
+  std::vector<proto::CorruptInput> CorruptInputs(const proto::Assignment& a) const;
   // Links the input files into `inputs_dir`/<from>/<name> and pins them for
   // this attempt. kNotFound when one left the cache since Fetch.
   Status LinkInputs(const proto::Assignment& a, const std::string& inputs_dir);

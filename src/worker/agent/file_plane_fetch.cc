@@ -135,7 +135,8 @@ void FilePlane::Impl::StartFetch(const proto::InputFile& file) {
                               "files or is unknown to the server)")};
         }
         const Stopwatch start;
-        Result<FetchReport> report = FetchIntoCache(*c, sha, size, sources);
+        std::vector<size_t> mismatched;
+        Result<FetchReport> report = FetchIntoCache(*c, sha, size, sources, &mismatched);
         if (report.ok()) {
           const double secs =
               start.ElapsedSeconds();
@@ -146,12 +147,14 @@ void FilePlane::Impl::StartFetch(const proto::InputFile& file) {
           return {Status::Ok()};
         }
         const Status peers = report.status().WithContext("input " + label);
+        std::vector<WorkerId> corrupt;
+        for (size_t i : mismatched) corrupt.push_back(holders[i]);
         // The fallback: only when no holder could be reached at all (a
         // holder that refused or sent other bytes is not bypassed), and
         // not for a full disk.
         bool all_unreachable = report.status().code() == StatusCode::kUnavailable;
         for (const auto& t : tries) all_unreachable = all_unreachable && t->unreachable;
-        if (!all_unreachable || !server) return {peers};
+        if (!all_unreachable || !server) return {peers, false, corrupt};
         std::string via_server;
         for (size_t i = 0; i < holders.size(); ++i) {
           if (*stop) return {Unavailable("the worker is stopping")};
@@ -184,6 +187,11 @@ void FilePlane::Impl::StartFetch(const proto::InputFile& file) {
       },
       [this, sha, size, label](Fetched fetched) {
         const Status& status = fetched.status;
+        if (status.ok() || fetched.corrupt.empty()) {
+          corrupt_holders.erase(sha);
+        } else if (corrupt_holders.size() < kMaxCorruptFiles || corrupt_holders.count(sha)) {
+          corrupt_holders[sha] = fetched.corrupt;
+        }
         if (status.ok()) {
           std::lock_guard lock(stats_mu);
           ++stats.fetched_files;
@@ -278,6 +286,19 @@ void FilePlane::Fetch(const proto::Assignment& a, std::function<void(Status)> do
     });
     if (first) impl_->StartFetch(*f);
   }
+}
+
+std::vector<proto::CorruptInput> FilePlane::CorruptInputs(const proto::Assignment& a) const {
+  std::vector<proto::CorruptInput> out;
+  for (const proto::InputFile& f : a.files) {
+    auto it = impl_->corrupt_holders.find(f.file.sha256);
+    if (it == impl_->corrupt_holders.end()) continue;
+    for (WorkerId holder : it->second) {
+      const proto::CorruptInput c{f.from, holder};
+      if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+    }
+  }
+  return out;
 }
 
 Status FilePlane::LinkInputs(const proto::Assignment& a, const std::string& inputs_dir) {

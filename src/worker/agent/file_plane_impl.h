@@ -61,6 +61,10 @@ struct FilePlane::Impl : std::enable_shared_from_this<FilePlane::Impl> {
   std::map<uint64_t, std::thread> threads;
   // Files being fetched, and who waits for each.
   std::map<std::string, std::vector<std::function<void(Status)>>> inflight;
+  // Per file, the holders whose bytes failed its SHA-256 at its last failed
+  // fetch (FilePlane::CorruptInputs); at most kMaxCorruptFiles.
+  static constexpr size_t kMaxCorruptFiles = 1024;
+  std::map<std::string, std::vector<WorkerId>> corrupt_holders;
   // Pinned input files per attempt.
   std::map<std::pair<TaskId, uint32_t>, std::vector<std::string>> pins;
   // Checkpoints: the server, and per task the save running (and a final
@@ -123,6 +127,7 @@ struct FilePlane::Impl : std::enable_shared_from_this<FilePlane::Impl> {
   struct Fetched {
     Status status;
     bool through_server = false;
+    std::vector<WorkerId> corrupt;  // holders that sent other bytes
   };
 
   // Fetches one input into the cache and calls its waiters in `inflight`

@@ -25,6 +25,7 @@ struct Attempt {
   std::optional<Status> fatal;
   // Set when this source failed and the next may be tried.
   std::optional<std::string> failure;
+  bool mismatch = false;  // the failure: it sent other bytes
   uint64_t bytes = 0;
 };
 
@@ -82,6 +83,7 @@ Attempt Download(const Source& source, size_t index, const std::string& sha256, 
   if (write_error) {
     a.fatal = *write_error;
   } else if (oversize) {
+    a.mismatch = true;
     a.failure = "sha256 mismatch from " + from + ": sent more than " + std::to_string(size) +
                 " bytes, want " + ShortSha(sha256);
   } else if (!got.ok()) {
@@ -90,6 +92,7 @@ Attempt Download(const Source& source, size_t index, const std::string& sha256, 
     a.failure = "size mismatch from " + from + ": got " + std::to_string(a.bytes) +
                 " bytes, want " + std::to_string(size);
   } else if (std::string digest = hash.HexDigest(); digest != sha256) {
+    a.mismatch = true;
     a.failure =
         "sha256 mismatch from " + from + ": got " + ShortSha(digest) + ", want " + ShortSha(sha256);
   }
@@ -99,7 +102,8 @@ Attempt Download(const Source& source, size_t index, const std::string& sha256, 
 }  // namespace
 
 Result<FetchReport> FetchIntoCache(FileCache& cache, const std::string& sha256, uint64_t size,
-                                   const std::vector<Source>& sources) {
+                                   const std::vector<Source>& sources,
+                                   std::vector<size_t>* mismatched) {
   if (!IsSha256Hex(sha256)) return InvalidArgument("not a SHA-256: \"" + sha256 + "\"");
   FetchReport report;
   if (cache.Has(sha256)) {
@@ -115,6 +119,7 @@ Result<FetchReport> FetchIntoCache(FileCache& cache, const std::string& sha256, 
       return *a.fatal;
     }
     if (a.failure) {
+      if (mismatched != nullptr && a.mismatch) mismatched->push_back(i);
       cache.AbortFetch(part);
       spdlog::warn("fetch {}: {}", ShortSha(sha256), *a.failure);
       report.failures.push_back(std::move(*a.failure));

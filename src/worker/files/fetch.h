@@ -56,8 +56,11 @@ struct FetchReport {
 //     room), returned as is; other local write errors, returned as is.
 // All sources failing (or none given): kUnavailable listing each failure.
 // No temporary file is ever left behind.
+// With `mismatched`, the indexes of the sources that sent other bytes than
+// `sha256` (a SHA-256 mismatch, or more bytes than `size`) are appended.
 Result<FetchReport> FetchIntoCache(FileCache& cache, const std::string& sha256, uint64_t size,
-                                   const std::vector<Source>& sources);
+                                   const std::vector<Source>& sources,
+                                   std::vector<size_t>* mismatched = nullptr);
 
 }  // namespace drover::worker
 

@@ -89,10 +89,12 @@ TEST_F(FetchTest, CorruptFirstSourceThenGoodSecond) {
   const std::string content = Pattern(50000, 7);
   const std::string sha = Sha256Of(content);
   const std::string corrupt = FlipByte(content, 1234);
+  std::vector<size_t> mismatched;
   Result<FetchReport> got =
-      FetchIntoCache(*cache_, sha, content.size(), {Serve(corrupt), Serve(content)});
+      FetchIntoCache(*cache_, sha, content.size(), {Serve(corrupt), Serve(content)}, &mismatched);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->source_used, 1u);
+  EXPECT_EQ(mismatched, std::vector<size_t>{0});
   ASSERT_EQ(got->failures.size(), 1u);
   EXPECT_EQ(got->failures[0], "sha256 mismatch from source 0: got " +
                                   Sha256Of(corrupt).substr(0, 12) + "..., want " +

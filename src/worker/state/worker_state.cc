@@ -117,7 +117,7 @@ uint32_t WorkerState::RunningAttempt(TaskId task) const {
           }
           fetching_.erase(f);
           if (!e.error.empty()) {
-            out.push_back(SendMessage{proto::Refused{a.task, a.attempt, e.error}});
+            out.push_back(SendMessage{proto::Refused{a.task, a.attempt, e.error, e.corrupt}});
             return;
           }
           OnAssignment(now, a, out);

@@ -150,6 +150,7 @@ struct InputsFetching {
 struct InputsFetched {
   proto::Assignment assignment;
   std::string error;
+  std::vector<proto::CorruptInput> corrupt;  // inputs every holder sent wrong bytes of
 };
 
 using WorkerEvent =

@@ -477,6 +477,14 @@ TEST(WorkerStateTest, AKillDuringTheInputFetchDropsTheAttemptAndItNeverStarts) {
   w.Feed(InputsFetching{fourth.task, fourth.attempt});
   w.Feed(InputsFetched{fourth, "fetch failed: no holder answered"});
   EXPECT_THAT(w.Take(), ElementsAre("send refused 7.3#1: fetch failed: no holder answered"));
+  // Inputs whose holders sent other bytes go with the refusal.
+  const proto::Assignment fifth = AssignmentBuilder(4).Build();
+  w.Feed(InputsFetching{fifth.task, fifth.attempt});
+  w.Feed(InputsFetched{fifth, "sha256 mismatch", {{T(0), 3}}});
+  EXPECT_EQ(w.Take().size(), 1u);
+  ASSERT_EQ(w.taken().size(), 1u);
+  const auto& refused = std::get<proto::Refused>(std::get<SendMessage>(w.taken()[0]).message);
+  EXPECT_EQ(refused.corrupt, (std::vector<proto::CorruptInput>{{T(0), 3}}));
 }
 
 TEST(WorkerStateTest, AWithdrawnQueuedTaskNeverStartsAndAStartedOneIgnoresIt) {
