@@ -112,7 +112,59 @@ int RunDrain(const TargetOptions& o) {
                      (o.undo ? "undrained worker " : "drained worker ") + o.target);
 }
 
+struct CacheForgetOptions {
+  ClientFlags client;
+  std::string task;
+  std::string job;
+  bool all = false;
+};
+
+// `drover cache forget`: one task's entry, a job's, or all of the caller's.
+int RunCacheForget(const CacheForgetOptions& o) {
+  const int chosen = (o.task.empty() ? 0 : 1) + (o.job.empty() ? 0 : 1) + (o.all ? 1 : 0);
+  if (chosen != 1) {
+    return ReportError(InvalidArgument("cache forget: name a task (12.3), --job 12, or --all"),
+                       /*usage_on_invalid=*/true);
+  }
+  std::string target = "/api/v1/cache/forget";
+  if (!o.task.empty()) {
+    Result<TaskId> id = ParseTaskId(o.task);
+    if (!id.ok()) return ReportError(id.status().WithContext("task"), true);
+    target = "/api/v1/tasks/" + id->ToString() + "/uncache";
+  } else if (!o.job.empty()) {
+    Result<JobId> id = ParseJobId(o.job);
+    if (!id.ok()) return ReportError(id.status().WithContext("--job"), true);
+    target = "/api/v1/jobs/" + std::to_string(*id) + "/uncache";
+  }
+  Result<ApiClient> api = Connect(o.client);
+  if (!api.ok()) return ReportError(api.status());
+  Result<nlohmann::json> answer = api->Post(target);
+  if (!answer.ok()) return ReportError(answer.status());
+  if (o.client.json) {
+    std::cout << answer->dump(2) << std::endl;
+  } else {
+    const uint64_t n = answer->value("forgotten", uint64_t{0});
+    std::cout << "forgot " << n << (n == 1 ? " cache entry" : " cache entries") << std::endl;
+  }
+  return kExitOk;
+}
+
 }  // namespace
+
+void AddCacheCommand(CLI::App& root, int& exit_code) {
+  CLI::App* cache = root.add_subcommand("cache", "The result cache (tasks with cache = true)");
+  cache->require_subcommand(1);
+  auto o = std::make_shared<CacheForgetOptions>();
+  CLI::App* forget = cache->add_subcommand(
+      "forget",
+      "Forget cached results: a task's (12.3), a job's, or all of yours; an identical "
+      "task then runs again");
+  AddClientFlags(*forget, o->client, /*with_json=*/true);
+  forget->add_option("task", o->task, "Task id whose result to forget");
+  forget->add_option("--job", o->job, "Forget the results of this job's tasks");
+  forget->add_flag("--all", o->all, "Forget all your cached results (an admin's: everyone's)");
+  forget->callback([o, &exit_code] { exit_code = RunCacheForget(*o); });
+}
 
 void AddCancelCommand(CLI::App& root, int& exit_code) {
   auto c = std::make_shared<TargetOptions>();

@@ -26,6 +26,7 @@ void AddLogsCommand(CLI::App& root, int& exit_code);     // cmd_logs.cc
 void AddGetCommand(CLI::App& root, int& exit_code);      // cmd_get.cc
 void AddCancelCommand(CLI::App& root, int& exit_code);   // cmd_control.cc
 void AddRetryCommand(CLI::App& root, int& exit_code);    // cmd_control.cc
+void AddCacheCommand(CLI::App& root, int& exit_code);    // cmd_control.cc
 void AddWaitCommand(CLI::App& root, int& exit_code);     // cmd_control.cc
 void AddDrainCommand(CLI::App& root, int& exit_code);    // cmd_control.cc
 void AddReportCommand(CLI::App& root, int& exit_code);   // cmd_report.cc

@@ -122,6 +122,7 @@ Status OnFinished(State& s, TaskFinished& e) {
   o.cached_from = TaskId();
   o.cached_ended = Time();
   o.cached_ran = Duration::zero();
+  o.uncached = false;
   // Outputs count only from a success, and are held where it ran.
   const bool succeeded = o.exit_code == 0 && o.signal == 0 && !o.oom_killed && o.reason.empty();
   if (!succeeded) o.outputs.clear();

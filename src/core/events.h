@@ -91,6 +91,17 @@ struct RetryJob {
   JobId job = 0;
   std::string by;  // who asked (the job's user or an admin); may be empty
 };
+// A person forgets result cache entries (core/result_cache.h): the one
+// naming `task` (when its job is not 0), those of job `job` (when not 0),
+// or with `all` every one of `user`'s (every one when `user` is empty).
+// Each forgotten entry's task is marked in its outcome (journaled), so a
+// restore does not bring it back; a later identical task runs.
+struct ForgetCacheEntries {
+  TaskId task;
+  JobId job = 0;
+  bool all = false;
+  std::string user;
+};
 // The worker started the process of this attempt. `worker`, when not 0, is
 // the worker that reports it: a report from any other worker than the one the
 // attempt is on is stale (fencing: after a server restart two workers may run
@@ -234,7 +245,7 @@ using Event =
     std::variant<WorkerJoined, WorkerHeartbeat, WorkerLost, WorkerDrained, JobSubmitted, CancelJob,
                  CancelTask, TaskStarted, TaskFinished, LeaseGranted, LeaseRejected, LeaseFreed,
                  Tick, WorkerAttached, TaskRefused, WorkerPaused, CheckpointSaved,
-                 OutputsReplicated, UserPolicyChanged, RetryJob>;
+                 OutputsReplicated, UserPolicyChanged, RetryJob, ForgetCacheEntries>;
 
 }  // namespace drover::core
 

@@ -179,6 +179,9 @@ struct TaskOutcome {
   TaskId cached_from;
   Time cached_ended;
   Duration cached_ran = Duration::zero();
+  // A person forgot this success from the result cache (ForgetCacheEntries):
+  // it is no entry, after a restore too.
+  bool uncached = false;
   friend bool operator==(const TaskOutcome&, const TaskOutcome&) = default;
 };
 

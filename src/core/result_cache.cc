@@ -185,6 +185,41 @@ void DropCorruptSource(State& s, TaskId source, WorkerId holder) {
   if (entry != s.result_cache.entries.end() && entry->second == source) EraseEntry(s, entry);
 }
 
+Status OnForgetCacheEntries(State& s, const ForgetCacheEntries& e) {
+  if (e.task.job == 0 && e.job == 0 && !e.all) {
+    return InvalidArgument("forget which cache entries: a task, a job, or all");
+  }
+  for (auto it = s.result_cache.entries.begin(); it != s.result_cache.entries.end();) {
+    const TaskId id = it->second;
+    auto slot = s.job_slots.find(id.job);
+    bool match = e.task.job != 0 ? id == e.task : e.job != 0 ? id.job == e.job : true;
+    if (match && e.task.job == 0 && e.job == 0 && !e.user.empty()) {
+      match = slot != s.job_slots.end() && s.jobs[slot->second].spec->user == e.user;
+    }
+    if (!match) {
+      ++it;
+      continue;
+    }
+    if (slot != s.job_slots.end()) {
+      Job& job = s.jobs[slot->second];
+      --job.cache_entries;
+      // Marked in its outcome, journaled: a restore does not make it an
+      // entry again.
+      const TaskRef r{slot->second, id.index};
+      Extra& extra = s.extras[ExtraKey(r)];
+      if (!extra.outcome) {
+        extra.outcome.emplace();
+        extra.outcome_attempt = s.task(r).attempt;
+      }
+      extra.outcome->uncached = true;
+      s.out->push_back(Persist{OutcomeRecord{id, extra.outcome_attempt, *extra.outcome,
+                                             TimeFromMicros(s.task(r).finished_us)}});
+    }
+    it = s.result_cache.entries.erase(it);
+  }
+  return Status::Ok();
+}
+
 void ForgetCached(State& s, uint32_t slot) {
   if (s.jobs[slot].cache_entries == 0) return;
   s.jobs[slot].cache_entries = 0;
@@ -210,6 +245,10 @@ void RestoreResultCache(State& s) {
           continue;
         }
         if (!s.config.result_cache.digest) continue;
+        if (auto e = s.extras.find(ExtraKey(r));
+            e != s.extras.end() && e->second.outcome && e->second.outcome->uncached) {
+          continue;  // forgotten by a person
+        }
         Extra& extra = s.extras[ExtraKey(r)];
         extra.cache_key = KeyOf(s, r);
         AddEntry(s, extra.cache_key, r);

@@ -21,6 +21,8 @@ void ForgetCached(State& s, uint32_t slot);
 // a task reused from it said so): with no other copy its entry goes, and
 // a task with its key runs.
 void DropCorruptSource(State& s, TaskId source, WorkerId holder);
+// ForgetCacheEntries (events.h).
+Status OnForgetCacheEntries(State& s, const ForgetCacheEntries& e);
 // FinishRestore: the keys of the restored successes that ran, and each
 // job's count of hits.
 void RestoreResultCache(State& s);

@@ -209,5 +209,33 @@ TEST(ResultCacheTest, OutputsThatFailTheirHashOnAFetchRerunTheTaskAndDropTheEntr
   EXPECT_EQ(c.scheduler().GetTask(T(third, 0))->outcome->cached_from, T(second, 0));
 }
 
+// A person forgets entries: a task's, a job's, or all of a user's; an
+// identical task then runs (and its success is the new entry); the forget
+// is journaled, so a restart does not bring an entry back.
+TEST(ResultCacheTest, ForgottenEntriesStayForgottenAcrossARestart) {
+  for (const bool from_snapshot : {false, true}) {
+    SCOPED_TRACE(from_snapshot ? "from a snapshot" : "from the journal");
+    TestCluster c(WithCache());
+    c.AddWorker(WorkerBuilder().Cpus(2));
+    const JobId first = c.Submit(Pipeline());
+    EXPECT_EQ(RunAll(c, first, 3), 3);
+    const JobId bobs = c.Submit(Pipeline('a', "0.1", "bob"));
+    EXPECT_EQ(RunAll(c, bobs, 3), 3);
+    EXPECT_EQ(c.scheduler().ResultCacheSize(), 6u);
+    c.Handle(ForgetCacheEntries{T(first, 2), 0, false, ""});  // train 2 of alice's
+    EXPECT_EQ(c.scheduler().ResultCacheSize(), 5u);
+    c.Restart(from_snapshot);
+    c.Rejoin(1);
+    EXPECT_EQ(c.scheduler().ResultCacheSize(), 5u);
+    EXPECT_EQ(RunAll(c, c.Submit(Pipeline()), 3), 1);  // that train alone runs
+    c.Handle(ForgetCacheEntries{TaskId(), 0, true, "alice"});
+    EXPECT_EQ(c.scheduler().ResultCacheSize(), 3u);  // bob's stay
+    EXPECT_EQ(RunAll(c, c.Submit(Pipeline('a', "0.1", "bob")), 3), 0);
+    c.Handle(ForgetCacheEntries{TaskId(), bobs, false, ""});
+    EXPECT_EQ(c.scheduler().ResultCacheSize(), 0u);
+    EXPECT_EQ(c.TryHandle(ForgetCacheEntries{}).code(), StatusCode::kInvalidArgument);
+  }
+}
+
 }  // namespace
 }  // namespace drover::core

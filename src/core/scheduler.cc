@@ -18,6 +18,7 @@
 #include "core/lookup_ops.h"
 #include "core/quotas_ops.h"
 #include "core/replicas_ops.h"
+#include "core/result_cache_ops.h"
 #include "core/scheduler_state.h"
 #include "core/ticks_ops.h"
 #include "core/worker_events_ops.h"
@@ -55,6 +56,7 @@ Status Scheduler::Handle(Time now, Event event, Outbox& out) {
         if constexpr (std::is_same_v<T, CancelJob>) return OnCancelJob(s, e.job);
         if constexpr (std::is_same_v<T, CancelTask>) return OnCancelTask(s, e.task);
         if constexpr (std::is_same_v<T, RetryJob>) return OnRetryJob(s, e);
+        if constexpr (std::is_same_v<T, ForgetCacheEntries>) return OnForgetCacheEntries(s, e);
         if constexpr (std::is_same_v<T, TaskStarted>) return OnStarted(s, e);
         if constexpr (std::is_same_v<T, TaskFinished>) return OnFinished(s, e);
         if constexpr (std::is_same_v<T, TaskRefused>) return OnRefused(s, e);

@@ -241,6 +241,8 @@ class Scheduler {
   Result<std::vector<TaskId>> JobTasks(JobId job, uint32_t offset = 0,
                                        uint32_t limit = UINT32_MAX) const;
   std::vector<WorkerId> Workers() const;  // ascending
+  // Result cache entries now (result_cache.h).
+  size_t ResultCacheSize() const;
   // Workers quarantined as black holes since the start (quarantine.h).
   uint64_t QuarantineCount() const;
   Result<WorkerInfo> GetWorker(WorkerId worker) const;

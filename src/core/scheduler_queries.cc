@@ -215,4 +215,6 @@ size_t Scheduler::ApproxBytes() const {
 
 uint64_t Scheduler::QuarantineCount() const { return state_->quarantine.total; }
 
+size_t Scheduler::ResultCacheSize() const { return state_->result_cache.entries.size(); }
+
 }  // namespace drover::core

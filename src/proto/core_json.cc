@@ -36,6 +36,7 @@ Json OutcomeJson(const core::TaskOutcome& outcome) {
     if (outcome.outputs_on != 0) j["outputs_on"] = outcome.outputs_on;
     if (!outcome.replicas.empty()) j["replicas"] = outcome.replicas;
   }
+  if (outcome.uncached) j["uncached"] = true;  // forgotten from the result cache
   if (outcome.cached_from.job != 0) {  // a result cache hit (absent in older records)
     j["cached_from"] = outcome.cached_from.ToString();
     j["cached_ended_us"] = ToMicros(outcome.cached_ended);
@@ -102,6 +103,7 @@ bool ReadOutcome(const Json& j, const std::string& path, core::TaskOutcome* out,
   if (const Json* replicas = r.Get("replicas", Need::kOptional)) {
     if (!ReadWorkerIds(*replicas, r.PathOf("replicas"), &out->replicas, ctx)) return false;
   }
+  if (!r.Bool("uncached", &out->uncached, Need::kOptional)) return false;
   if (r.Get("cached_from", Need::kOptional) != nullptr) {
     int64_t ended_us = 0;
     if (!r.Task("cached_from", &out->cached_from) ||

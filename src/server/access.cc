@@ -42,6 +42,11 @@ Access::Access(AccessOptions options) : options_(std::move(options)) {
   Add("POST", "/api/v1/jobs/{id}/retry", Need::kChange, Scope::kJob, "retry");
   Add("GET", "/api/v1/tasks/{id}", Need::kRead, Scope::kTask, "read");
   Add("POST", "/api/v1/tasks/{id}/cancel", Need::kChange, Scope::kTask, "cancel");
+  Add("POST", "/api/v1/tasks/{id}/uncache", Need::kChange, Scope::kTask,
+      "forget the cached result of");
+  Add("POST", "/api/v1/jobs/{id}/uncache", Need::kChange, Scope::kJob,
+      "forget the cached results of");
+  Add("POST", "/api/v1/cache/forget", Need::kSubmit);
   Add("GET", "/api/v1/tasks/{id}/logs", Need::kContents, Scope::kTask, "read the logs of");
   Add("GET", "/api/v1/tasks/{id}/logs/follow", Need::kContents, Scope::kTask, "follow the logs of");
   Add("GET", "/api/v1/tasks/{id}/outputs", Need::kContents, Scope::kTask, "read the outputs of");

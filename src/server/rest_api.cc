@@ -474,6 +474,40 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
                  done(Json({{"id", id->ToString()}, {"canceled", true}}));
                });
 
+  // The result cache (core/result_cache.h): forget the entry of a task,
+  // those of a job, or all of the caller's (an admin's: everyone's). The
+  // answer says how many went.
+  auto forget = [&driver, &sched](core::ForgetCacheEntries e, net::Responder done) {
+    const size_t before = sched.ResultCacheSize();
+    driver.Handle(std::move(e));  // handled at once: a REST handler is outside the pump's drain
+    done(Json({{"forgotten", before - sched.ResultCacheSize()}}));
+  };
+  server.Route("POST", "/api/v1/tasks/{id}/uncache",
+               [&sched, forget](const net::Request& r, net::Responder done) {
+                 Result<TaskId> id = ParseTaskId(r.path_params.at("id"));
+                 if (!id.ok()) return done(ApiError(id.status()));
+                 Result<core::TaskInfo> t = sched.GetTask(*id);
+                 if (!t.ok()) return done(JobNotFound(t.status(), id->job, sched));
+                 forget(core::ForgetCacheEntries{*id, 0, false, ""}, std::move(done));
+               });
+  server.Route("POST", "/api/v1/jobs/{id}/uncache",
+               [&sched, forget](const net::Request& r, net::Responder done) {
+                 Result<JobId> id = ParseJobId(r.path_params.at("id"));
+                 if (!id.ok()) return done(ApiError(id.status()));
+                 Result<core::JobInfo> j = sched.GetJob(*id);
+                 if (!j.ok()) return done(JobNotFound(j.status(), *id, sched));
+                 forget(core::ForgetCacheEntries{TaskId(), *id, false, ""}, std::move(done));
+               });
+  server.Route(
+      "POST", "/api/v1/cache/forget", [forget](const net::Request& r, net::Responder done) {
+        // Without identities (the cluster token alone) the caller is
+        // the admin.
+        const bool admin = !r.identity || r.identity->role == net::Role::kAdmin;
+        forget(
+            core::ForgetCacheEntries{TaskId(), 0, true, admin ? std::string() : r.identity->name},
+            std::move(done));
+      });
+
   // A task's outputs with where to fetch each (the holder's file service)
   // and a grant for the client: `drover get` downloads from the worker, not
   // through the server.

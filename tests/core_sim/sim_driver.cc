@@ -75,6 +75,7 @@ std::string Describe(const core::Event& event) {
         if constexpr (std::is_same_v<T, core::UserPolicyChanged>) return "user policy";
         if constexpr (std::is_same_v<T, core::RetryJob>)
           return "retry job " + std::to_string(e.job);
+        if constexpr (std::is_same_v<T, core::ForgetCacheEntries>) return "forget cache entries";
       },
       event);
 }

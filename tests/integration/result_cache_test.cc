@@ -171,6 +171,25 @@ TEST_F(ResultCacheTest, AnotherUserRunsTheirOwnAndARestartKeepsTheCache) {
   EXPECT_EQ(after["cached"], 4) << after.dump(2);
 }
 
+TEST_F(ResultCacheTest, ForgottenResultsRunAgain) {
+  nlohmann::json first = Run();
+  const std::string job = std::to_string(first["id"].get<uint64_t>());
+  RunResult one = c_.Drover({"cache", "forget", job + ".3"});
+  ASSERT_EQ(one.status, 0) << one.output;
+  EXPECT_EQ(one.output, "forgot 1 cache entry\n");
+  Run();
+  EXPECT_EQ(Runs(ledger_), (std::map<std::string, int>{{"eval", 2}, {"prep", 1}, {"train", 2}}));
+  RunResult all = c_.Drover({"cache", "forget", "--all"});
+  ASSERT_EQ(all.status, 0) << all.output;
+  EXPECT_EQ(all.output, "forgot 4 cache entries\n");  // prep, 2 trains, the new eval
+  Run();
+  EXPECT_EQ(Runs(ledger_), (std::map<std::string, int>{{"eval", 3}, {"prep", 2}, {"train", 4}}));
+  RunResult none = c_.Drover({"cache", "forget"});
+  EXPECT_EQ(none.status, 2) << none.output;
+  EXPECT_NE(none.output.find("name a task (12.3), --job 12, or --all"), std::string::npos)
+      << none.output;
+}
+
 TEST_F(ResultCacheTest, SubmitAndCallTakeCacheToo) {
   const std::vector<std::string> submit{"submit", "--cache", "--code", c_.dir() + "/prep.sh",
                                         "--wait", "--", "sh", "-c", "echo once >> " + ledger_};
