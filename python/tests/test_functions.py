@@ -199,6 +199,18 @@ class ExecutorTest(unittest.TestCase):
         with self.assertRaises(RuntimeError):
             ex.submit(square, 1)  # after shutdown
 
+    def test_a_cached_call_with_the_same_arguments_is_reused(self) -> None:
+        ex = self.executor(cache=True)
+        first = ex.submit(square, 12)
+        self.assertEqual(first.result(timeout=WAIT), 144)
+        again = ex.submit(square, 12)
+        self.assertEqual(again.result(timeout=WAIT), 144)
+        assert first.task is not None and again.task is not None
+        self.assertEqual(again.task.info().outcome.cached_from, first.task.id)
+        other = ex.submit(square, 13)
+        self.assertEqual(other.result(timeout=WAIT), 169)
+        self.assertIsNone(other.task.info().outcome.cached_from)
+
     def test_each_call_is_a_task_in_its_own_directory(self) -> None:
         ex = self.executor()
         f = ex.submit(where_am_i)

@@ -197,10 +197,24 @@ Result<core::UserPolicy> PolicyFromSections(const std::vector<proto::ConfigSecti
         if (entry.values.front() == "true") policy.sharing_groups.insert(section.sub);
         continue;
       }
+      if (group && entry.key == "share_cache") {
+        if (entry.kind != Kind::kBool) {
+          return PolicyError(file, section, entry, "expected true or false");
+        }
+        if (entry.values.front() == "true") policy.cache_sharing_groups.insert(section.sub);
+        continue;
+      }
       RETURN_IF_ERROR(ReadLimit(file, section, entry, q));
     }
     if (group) {
       if (!has_members) return TableError(file, section, "a group needs members = [\"user\", ...]");
+      if (policy.cache_sharing_groups.count(section.sub) &&
+          !policy.sharing_groups.count(section.sub)) {
+        // A reused result hands the task that ran's files to the one reusing it.
+        return TableError(file, section,
+                          "share_cache = true needs share_outputs = true: a result reused "
+                          "from another member comes with that member's files");
+      }
       policy.group_quotas[section.sub] = q;
     } else if (section.sub == "*") {
       policy.default_quota = q;
@@ -249,6 +263,7 @@ std::string DescribePolicy(const core::UserPolicy& before, const core::UserPolic
   compare(before.group_quotas, after.group_quotas, "group ");
   compare(before.groups, after.groups, "members of ");
   if (before.sharing_groups != after.sharing_groups) changed.push_back("share_outputs");
+  if (before.cache_sharing_groups != after.cache_sharing_groups) changed.push_back("share_cache");
   if (!(before.fair_share == after.fair_share)) changed.push_back("fairshare");
   if (changed.empty()) return out + "; nothing changed";
   out += "; changed:";

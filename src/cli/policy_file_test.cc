@@ -23,6 +23,7 @@ TEST(PolicyFileTest, TablesBecomeQuotasGroupsAndFairShare) {
       "[quota.ana]\ncpus = 8\ngpus = 0.5\nmem = \"64GiB\"\ntasks = 10\nqueued = 1000\n"
       "[quota.bob]\ncpus = \"500m\"\n"
       "[group.vision]\nmembers = [\"ana\", \"bob\"]\ngpus = 6\nshare_outputs = true\n"
+      "share_cache = true\n"
       "[fairshare]\nhalf_life = \"1d\"\ngpu_weight = 10.0\nenabled = false\n"
       "[fairshare.shares]\nana = 2\nvision = 1.5\n");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
@@ -39,6 +40,7 @@ TEST(PolicyFileTest, TablesBecomeQuotasGroupsAndFairShare) {
   EXPECT_EQ(p->fair_share.gpu_weight, 10.0);
   EXPECT_FALSE(p->fair_share.enabled);
   EXPECT_EQ(p->sharing_groups, std::set<std::string>{"vision"});
+  EXPECT_EQ(p->cache_sharing_groups, std::set<std::string>{"vision"});
   EXPECT_EQ(p->fair_share.shares, (std::map<std::string, double>{{"ana", 2}, {"vision", 1.5}}));
 }
 
@@ -66,6 +68,8 @@ TEST(PolicyFileTest, EveryMistakeIsRefusedWithFileLineAndColumn) {
        "f.toml:4:1: [group.b] members: ana is already a member of group a (f.toml:2)"},
       {"[group.g]\nmembers = [\"ana\"]\nshare_outputs = \"yes\"\n",
        "f.toml:3:1: [group.g] share_outputs: expected true or false"},
+      {"[group.g]\nmembers = [\"ana\"]\nshare_cache = true\n",
+       "f.toml:1:8: [group.g]: share_cache = true needs share_outputs = true"},
       {"[fairshare]\nhalf_life = \"0s\"\n", "f.toml:2:1: [fairshare] half_life: must be above 0"},
       {"[fairshare]\nweight = 2\n", "f.toml:2:1: [fairshare] weight: unknown key"},
       {"[fairshare.shares]\nana = 0\n",

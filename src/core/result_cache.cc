@@ -29,12 +29,25 @@ class KeyMaterial {
   std::string bytes_ = "drover-cache-v1;";
 };
 
+// Whose entries a user's tasks reuse: their own, or their group's when it
+// shares its cache (UserPolicy::cache_sharing_groups).
+std::string ScopeOf(const State& s, const std::string& user) {
+  for (const std::string& group : s.config.users.cache_sharing_groups) {
+    auto members = s.config.users.groups.find(group);
+    if (members != s.config.users.groups.end() &&
+        std::find(members->second.begin(), members->second.end(), user) != members->second.end()) {
+      return "group " + group;
+    }
+  }
+  return "user " + user;
+}
+
 std::string KeyOf(const State& s, TaskRef r) {
   const Job& job = s.jobs[r.job];
   const Task& t = s.task(r);
   const TaskGroupSpec& spec = job.spec->groups[t.group];
   KeyMaterial m;
-  m.Field(job.spec->user);
+  m.Field(ScopeOf(s, job.spec->user));
   const std::vector<std::string> argv =
       ExpandCommand(spec.command, spec.IndexAt(r.index - job.groups[t.group].first));
   m.Count(argv.size());

@@ -4,7 +4,8 @@
 // with that success's result and outputs (held where they are), without
 // running.
 //
-// The key is the SHA-256 of, in order: the job's user; the command with
+// The key is the SHA-256 of, in order: the job's user (or its group, when
+// the group shares its cache: UserPolicy::cache_sharing_groups); the command with
 // {index} expanded; the environment; the uploaded input files' names and
 // SHA-256; the `code` files' paths and SHA-256 (hashed by the client);
 // and for each dependency whose result or selected outputs it receives,

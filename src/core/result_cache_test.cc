@@ -237,5 +237,19 @@ TEST(ResultCacheTest, ForgottenEntriesStayForgottenAcrossARestart) {
   }
 }
 
+// A group that shares its cache (share_cache): its members reuse each
+// other's results; a user outside it does not.
+TEST(ResultCacheTest, AGroupThatSharesItsCacheReusesItsMembersResults) {
+  SchedulerConfig config = WithCache();
+  config.users.groups["vision"] = {"alice", "bob"};
+  config.users.sharing_groups = {"vision"};
+  config.users.cache_sharing_groups = {"vision"};
+  TestCluster c(config);
+  c.AddWorker(WorkerBuilder().Cpus(2));
+  EXPECT_EQ(RunAll(c, c.Submit(Pipeline()), 3), 3);
+  EXPECT_EQ(RunAll(c, c.Submit(Pipeline('a', "0.1", "bob")), 3), 0);
+  EXPECT_EQ(RunAll(c, c.Submit(Pipeline('a', "0.1", "carol")), 3), 3);
+}
+
 }  // namespace
 }  // namespace drover::core

@@ -89,6 +89,9 @@ struct UserPolicy {
   // files: `share_outputs = true`); the server's access rules, not the core,
   // use it.
   std::set<std::string> sharing_groups;
+  // Groups whose members reuse each other's result cache entries
+  // (`share_cache = true`, only with share_outputs; result_cache.h).
+  std::set<std::string> cache_sharing_groups;
   FairShareConfig fair_share;
   friend bool operator==(const UserPolicy&, const UserPolicy&) = default;
 };
