@@ -73,6 +73,10 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
                  "output files this long after it ended, at least --keep-outputs, never longer "
                  "than --keep-finished; its entries last as long")
       ->capture_default_str();
+  app.add_option("--cache-max-size", flags.cache_max_size,
+                 "The most output bytes the result cache keeps entries for (500GiB); past it "
+                 "the oldest entries go and their outputs are kept only --keep-outputs (0: no cap)")
+      ->capture_default_str();
   app.add_option("--policy", flags.policy, "Placement policy: spread, pack or round-robin")
       ->capture_default_str();
   app.add_flag("--queue-ahead,!--no-queue-ahead", flags.queue_ahead,
@@ -167,6 +171,9 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
   if (!cache_keep.ok()) return cache_keep.status().WithContext("--cache-keep");
   if (*cache_keep < Duration::zero()) return InvalidArgument("--cache-keep: must not be negative");
   config.cache_keep = *cache_keep;
+  Result<uint64_t> cache_max = ParseBytes(flags.cache_max_size);
+  if (!cache_max.ok()) return cache_max.status().WithContext("--cache-max-size");
+  config.cache_max_bytes = *cache_max;
   Result<core::PolicyKind> policy = core::ParsePolicy(flags.policy);
   if (!policy.ok()) return policy.status().WithContext("--policy");
   config.scheduler.policy = *policy;

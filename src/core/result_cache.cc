@@ -123,16 +123,40 @@ const Task* Usable(const State& s, TaskId id, TaskRef* ref, const TaskOutcome** 
   return &t;
 }
 
-// Adds entry `key` -> the task `r`, unless the key has one.
-void AddEntry(State& s, const std::string& key, TaskRef r) {
-  if (s.result_cache.entries.try_emplace(key, s.IdOf(r)).second) ++s.jobs[r.job].cache_entries;
-}
+using EntryIt = std::unordered_map<std::string, ResultCache::Entry>::iterator;
 
-void EraseEntry(State& s, std::unordered_map<std::string, TaskId>::iterator entry) {
-  if (auto slot = s.job_slots.find(entry->second.job); slot != s.job_slots.end()) {
+EntryIt EraseEntry(State& s, EntryIt entry) {
+  if (auto slot = s.job_slots.find(entry->second.task.job); slot != s.job_slots.end()) {
     --s.jobs[slot->second].cache_entries;
   }
-  s.result_cache.entries.erase(entry);
+  s.result_cache.bytes -= entry->second.bytes;
+  return s.result_cache.entries.erase(entry);
+}
+
+// Past max_bytes: the oldest entries go, down to 90% of it.
+void Trim(State& s) {
+  const uint64_t max = s.config.result_cache.max_bytes;
+  if (max == 0 || s.result_cache.bytes <= max) return;
+  std::vector<std::pair<int64_t, std::string>> by_age;
+  by_age.reserve(s.result_cache.entries.size());
+  for (const auto& [key, entry] : s.result_cache.entries) by_age.emplace_back(entry.at_us, key);
+  std::sort(by_age.begin(), by_age.end());
+  for (const auto& [at, key] : by_age) {
+    if (s.result_cache.bytes <= max - max / 10) break;
+    EraseEntry(s, s.result_cache.entries.find(key));
+  }
+}
+
+// Adds entry `key` -> the task `r`, unless the key has one.
+void AddEntry(State& s, const std::string& key, TaskRef r) {
+  ResultCache::Entry entry{s.IdOf(r), 0, s.task(r).finished_us};
+  if (auto e = s.extras.find(ExtraKey(r)); e != s.extras.end() && e->second.outcome) {
+    for (const OutputFile& f : e->second.outcome->outputs) entry.bytes += f.size;
+  }
+  if (!s.result_cache.entries.try_emplace(key, entry).second) return;
+  ++s.jobs[r.job].cache_entries;
+  s.result_cache.bytes += entry.bytes;
+  Trim(s);
 }
 
 }  // namespace
@@ -149,7 +173,7 @@ bool TryResultCache(State& s, TaskRef r) {
   if (entry == s.result_cache.entries.end()) return false;
   TaskRef from;
   const TaskOutcome* ran = nullptr;
-  const Task* source = Usable(s, entry->second, &from, &ran);
+  const Task* source = Usable(s, entry->second.task, &from, &ran);
   if (source == nullptr) {
     EraseEntry(s, entry);  // this task runs, and its success takes the key
     return false;
@@ -161,7 +185,7 @@ bool TryResultCache(State& s, TaskRef r) {
     o.outputs_on = ran->outputs_on;
     o.replicas = ran->replicas;
   }
-  o.cached_from = entry->second;
+  o.cached_from = entry->second.task;
   o.cached_ended = TimeFromMicros(source->finished_us);
   o.cached_ran = Micros(source->finished_us - source->started_us);
   const TaskId id = s.IdOf(r);
@@ -195,7 +219,7 @@ void DropCorruptSource(State& s, TaskId source, WorkerId holder) {
     return;
   }
   auto entry = s.result_cache.entries.find(e->second.cache_key);
-  if (entry != s.result_cache.entries.end() && entry->second == source) EraseEntry(s, entry);
+  if (entry != s.result_cache.entries.end() && entry->second.task == source) EraseEntry(s, entry);
 }
 
 Status OnForgetCacheEntries(State& s, const ForgetCacheEntries& e) {
@@ -203,7 +227,7 @@ Status OnForgetCacheEntries(State& s, const ForgetCacheEntries& e) {
     return InvalidArgument("forget which cache entries: a task, a job, or all");
   }
   for (auto it = s.result_cache.entries.begin(); it != s.result_cache.entries.end();) {
-    const TaskId id = it->second;
+    const TaskId id = it->second.task;
     auto slot = s.job_slots.find(id.job);
     bool match = e.task.job != 0 ? id == e.task : e.job != 0 ? id.job == e.job : true;
     if (match && e.task.job == 0 && e.job == 0 && !e.user.empty()) {
@@ -214,8 +238,6 @@ Status OnForgetCacheEntries(State& s, const ForgetCacheEntries& e) {
       continue;
     }
     if (slot != s.job_slots.end()) {
-      Job& job = s.jobs[slot->second];
-      --job.cache_entries;
       // Marked in its outcome, journaled: a restore does not make it an
       // entry again.
       const TaskRef r{slot->second, id.index};
@@ -228,7 +250,7 @@ Status OnForgetCacheEntries(State& s, const ForgetCacheEntries& e) {
       s.out->push_back(Persist{OutcomeRecord{id, extra.outcome_attempt, *extra.outcome,
                                              TimeFromMicros(s.task(r).finished_us)}});
     }
-    it = s.result_cache.entries.erase(it);
+    it = EraseEntry(s, it);
   }
   return Status::Ok();
 }
@@ -237,7 +259,11 @@ void ForgetCached(State& s, uint32_t slot) {
   if (s.jobs[slot].cache_entries == 0) return;
   s.jobs[slot].cache_entries = 0;
   const JobId id = s.jobs[slot].id;
-  std::erase_if(s.result_cache.entries, [&](const auto& e) { return e.second.job == id; });
+  std::erase_if(s.result_cache.entries, [&](const auto& e) {
+    if (e.second.task.job != id) return false;
+    s.result_cache.bytes -= e.second.bytes;
+    return true;
+  });
 }
 
 void RestoreResultCache(State& s) {

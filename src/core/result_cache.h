@@ -19,6 +19,7 @@
 // while that task's job is kept, the task still succeeded, its outputs'
 // holder (or a replica) is attached, and, once its job ended, for the
 // server's --cache-keep (`keep_outputs`) after, when the workers release
+// them, while the entries hold no more than `max_bytes` (the oldest go)
 // them (a job that holds entries keeps its outputs that long; Job::
 // cache_entries counts them). Entries are not journaled: a restore computes the keys of the
 // restored successes again. A forgotten job takes its entries with it.
@@ -47,10 +48,20 @@ struct ResultCacheConfig {
   // (the server's --cache-keep, at least its --keep-outputs): an entry
   // with outputs is not used past that.
   Duration keep_outputs = Seconds(24 * 3600);
+  // The most bytes of outputs entries may hold (the server's
+  // --cache-max-size); past it the oldest entries go, down to 90% of it,
+  // and their jobs' outputs are kept as any others. 0: no cap.
+  uint64_t max_bytes = 0;
 };
 
 struct ResultCache {
-  std::unordered_map<std::string, TaskId> entries;  // key -> the task that ran
+  struct Entry {
+    TaskId task;         // the task that ran
+    uint64_t bytes = 0;  // of its outputs
+    int64_t at_us = 0;   // when it ended
+  };
+  std::unordered_map<std::string, Entry> entries;  // key -> its entry
+  uint64_t bytes = 0;                              // of all entries
   uint64_t hits = 0;
 };
 

@@ -251,5 +251,23 @@ TEST(ResultCacheTest, AGroupThatSharesItsCacheReusesItsMembersResults) {
   EXPECT_EQ(RunAll(c, c.Submit(Pipeline('a', "0.1", "carol")), 3), 3);
 }
 
+// A size cap (--cache-max-size): past it the oldest entries go, down to
+// 90% of it. prep's model is 10 bytes, the trains' results none: with a cap
+// of 25 bytes the third prep's entry pushes the first one out.
+TEST(ResultCacheTest, PastTheSizeCapTheOldestEntriesGo) {
+  SchedulerConfig config = WithCache();
+  config.result_cache.max_bytes = 25;
+  TestCluster c(config);
+  c.AddWorker(WorkerBuilder().Cpus(2));
+  EXPECT_EQ(RunAll(c, c.Submit(Pipeline('a')), 3), 3);
+  EXPECT_EQ(RunAll(c, c.Submit(Pipeline('b')), 3, '2'), 3);
+  EXPECT_EQ(c.scheduler().ResultCacheSize(), 6u);  // 20 bytes
+  EXPECT_EQ(RunAll(c, c.Submit(Pipeline('c')), 3, '3'), 3);
+  // 30 bytes > 25: the oldest entries go until 23 or less (a's prep).
+  EXPECT_EQ(c.scheduler().ResultCacheSize(), 8u);
+  EXPECT_EQ(RunAll(c, c.Submit(Pipeline('a')), 3), 1);  // prep a runs; its trains' entries live
+  EXPECT_EQ(RunAll(c, c.Submit(Pipeline('c')), 3, '3'), 0);
+}
+
 }  // namespace
 }  // namespace drover::core

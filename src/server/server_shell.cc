@@ -182,6 +182,7 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
               cfg.keep_finished > Duration::zero()
           ? cfg.keep_finished
           : std::max(cfg.keep_outputs, cfg.cache_keep);
+  scheduler_config.result_cache.max_bytes = cfg.cache_max_bytes;
   p->scheduler = std::make_unique<core::Scheduler>(scheduler_config);
   if (cfg.open_store) {
     ASSIGN_OR_RETURN(p->store, cfg.open_store(loop, *p->scheduler));

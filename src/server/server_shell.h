@@ -72,6 +72,8 @@ struct ServerConfig {
   // A job holding result cache entries keeps its outputs this long after
   // it ended (at least keep_outputs, at most keep_finished; --cache-keep).
   Duration cache_keep = Seconds(7 * 24 * 3600);
+  // The most output bytes result cache entries hold (--cache-max-size); 0: no cap.
+  uint64_t cache_max_bytes = 0;
   // How often the allocation queues (alloc.h) ask Slurm and decide.
   Duration alloc_interval = Seconds(5);
   // How long GET .../logs waits for the worker.
