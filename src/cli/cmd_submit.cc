@@ -127,10 +127,10 @@ int RunFile(const RunOptions& o) {
   // reaches the server.
   Result<core::JobSpec> spec = proto::ParseJobToml(text.str(), o.file);
   if (!spec.ok()) return ReportError(spec.status(), /*usage_on_invalid=*/true);
-  Result<ApiClient> api = Connect(o.client);
-  if (!api.ok()) return ReportError(api.status());
-  // input_files: paths relative to the job file, uploaded before the job;
-  // code: hashed (result_cache.h), unless --no-cache runs everything.
+  // code: hashed (result_cache.h), unless --no-cache runs everything;
+  // like a mistake in the file, a pattern that matches nothing is reported
+  // before any connection. input_files: paths relative to the job file,
+  // uploaded before the job.
   const size_t slash = o.file.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "" : o.file.substr(0, slash);
   for (core::TaskGroupSpec& group : spec->groups) {
@@ -140,6 +140,8 @@ int RunFile(const RunOptions& o) {
   if (Status hashed = HashCodeFiles(*spec, dir); !hashed.ok()) {
     return ReportError(hashed.WithContext(o.file), /*usage_on_invalid=*/true);
   }
+  Result<ApiClient> api = Connect(o.client);
+  if (!api.ok()) return ReportError(api.status());
   Status uploaded = UploadInputFiles(api->options(), *spec, dir, std::cerr);
   if (!uploaded.ok()) return ReportError(uploaded);
   Result<JobId> job = SendJob(*api, proto::JobSpecToJson(*spec));
