@@ -38,6 +38,14 @@ Result<Duration> FlagDuration(const std::string& flag, const std::string& text) 
   return *d;
 }
 
+// A duration flag where 0 means "at once" or "none".
+Result<Duration> NonNegativeDuration(const std::string& flag, const std::string& text) {
+  Result<Duration> d = ParseDuration(text);
+  if (!d.ok()) return d.status().WithContext(flag);
+  if (*d < Duration::zero()) return InvalidArgument(flag + ": must not be negative");
+  return *d;
+}
+
 }  // namespace
 
 void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
@@ -151,26 +159,16 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
                            ") must be longer than two heartbeats (--heartbeat " +
                            FormatDuration(config.heartbeat_interval) + ")");
   }
-  Result<Duration> settle = ParseDuration(flags.restore_settle);
-  if (!settle.ok()) return settle.status().WithContext("--restore-settle");
-  if (*settle < Duration::zero()) return InvalidArgument("--restore-settle: must not be negative");
-  config.scheduler.restore_settle = *settle;
+  ASSIGN_OR_RETURN(config.scheduler.restore_settle,
+                   NonNegativeDuration("--restore-settle", flags.restore_settle));
   ASSIGN_OR_RETURN(config.alloc_interval, FlagDuration("--alloc-interval", flags.alloc_interval));
   if (flags.keep_finished == "0") {
     config.keep_finished = Duration::zero();
   } else {
     ASSIGN_OR_RETURN(config.keep_finished, FlagDuration("--keep-finished", flags.keep_finished));
   }
-  Result<Duration> keep_outputs = ParseDuration(flags.keep_outputs);
-  if (!keep_outputs.ok()) return keep_outputs.status().WithContext("--keep-outputs");
-  if (*keep_outputs < Duration::zero()) {
-    return InvalidArgument("--keep-outputs: must not be negative");
-  }
-  config.keep_outputs = *keep_outputs;
-  Result<Duration> cache_keep = ParseDuration(flags.cache_keep);
-  if (!cache_keep.ok()) return cache_keep.status().WithContext("--cache-keep");
-  if (*cache_keep < Duration::zero()) return InvalidArgument("--cache-keep: must not be negative");
-  config.cache_keep = *cache_keep;
+  ASSIGN_OR_RETURN(config.keep_outputs, NonNegativeDuration("--keep-outputs", flags.keep_outputs));
+  ASSIGN_OR_RETURN(config.cache_keep, NonNegativeDuration("--cache-keep", flags.cache_keep));
   Result<uint64_t> cache_max = ParseBytes(flags.cache_max_size);
   if (!cache_max.ok()) return cache_max.status().WithContext("--cache-max-size");
   config.cache_max_bytes = *cache_max;

@@ -177,11 +177,9 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
     sha.Update(bytes);
     return sha.HexDigest();
   };
-  scheduler_config.result_cache.keep_outputs =
-      std::max(cfg.keep_outputs, cfg.cache_keep) > cfg.keep_finished &&
-              cfg.keep_finished > Duration::zero()
-          ? cfg.keep_finished
-          : std::max(cfg.keep_outputs, cfg.cache_keep);
+  Duration cache_keep = std::max(cfg.keep_outputs, cfg.cache_keep);
+  if (cfg.keep_finished > Duration::zero()) cache_keep = std::min(cache_keep, cfg.keep_finished);
+  scheduler_config.result_cache.keep_outputs = cache_keep;
   scheduler_config.result_cache.max_bytes = cfg.cache_max_bytes;
   p->scheduler = std::make_unique<core::Scheduler>(scheduler_config);
   if (cfg.open_store) {
