@@ -217,8 +217,18 @@ Status OnRefused(State& s, const TaskRefused& e) {
     Transition(s, r, TaskState::kCanceled, CancelReasonOf(s, r));
     return Status::Ok();
   }
+  // Only the producers of its own inputs: a worker cannot make any other
+  // task run again by naming it.
+  std::vector<std::pair<TaskId, WorkerId>> corrupt;
+  if (!e.corrupt.empty()) {
+    ForEachInput(s, r, [&](TaskId from, const TaskOutcome&, const std::string*) {
+      for (const auto& claim : e.corrupt) {
+        if (claim.first == from) corrupt.push_back(claim);
+      }
+    });
+  }
   NeverStarted(s, r, why::RefusedBy(t.worker, e.reason));
-  for (const auto& [producer, holder] : e.corrupt) NoteCorruptCopy(s, producer, holder);
+  for (const auto& [producer, holder] : corrupt) NoteCorruptCopy(s, producer, holder);
   return Status::Ok();
 }
 

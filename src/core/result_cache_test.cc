@@ -269,5 +269,25 @@ TEST(ResultCacheTest, PastTheSizeCapTheOldestEntriesGo) {
   EXPECT_EQ(RunAll(c, c.Submit(Pipeline('c')), 3, '3'), 0);
 }
 
+// A refusal that names a copy of a task that is not one of the refused
+// task's inputs changes nothing: a worker cannot make any task run again.
+TEST(ResultCacheTest, ACorruptCopyClaimAboutAnotherTaskIsIgnored) {
+  TestCluster c(WithCache());
+  c.AddWorker(WorkerBuilder().Cpus(2));
+  c.AddWorker(WorkerBuilder().Cpus(2));
+  c.Handle(WorkerDrained{2, true});
+  const JobId first = c.Submit(JobBuilder(TaskBuilder("prep").Command({"prep"}).Cache()));
+  EXPECT_EQ(RunAll(c, first, 1), 1);  // its model on worker 1
+  c.Handle(WorkerDrained{2, false});
+  c.Handle(WorkerDrained{1, true});
+  const JobId other = c.Submit(JobBuilder(TaskBuilder("x").Command({"x"})));
+  ASSERT_EQ(c.scheduler().GetTask(T(other, 0))->state, TaskState::kAssigned);
+  c.Handle(
+      TaskRefused{T(other, 0), c.Attempt(T(other, 0)), 2, "sha256 mismatch", {{T(first, 0), 1}}});
+  EXPECT_EQ(c.scheduler().GetTask(T(first, 0))->state, TaskState::kSucceeded);
+  EXPECT_TRUE(c.scheduler().PastAttempts(T(first, 0)).empty());
+  EXPECT_EQ(c.scheduler().ResultCacheSize(), 1u);
+}
+
 }  // namespace
 }  // namespace drover::core
