@@ -79,6 +79,15 @@ struct CheckpointRecord {
 
 using Record = std::variant<JobRecord, TaskRecord, OutcomeRecord, CheckpointRecord>;
 
+// Where a snapshot taken in slices stands (Scheduler::StartSnapshot).
+struct SnapshotCursor {
+  std::vector<JobId> jobs;  // the jobs when it started, ascending
+  size_t job = 0;           // jobs[job] is being taken
+  uint32_t task = 0;        // its next task
+  bool in_job = false;      // jobs[job]'s own record was taken
+  bool begun = false;       // the first slice was taken
+};
+
 }  // namespace drover::core
 
 #endif  // DROVER_CORE_RECORDS_H_

@@ -226,6 +226,19 @@ class Scheduler {
   // highest job id ever used was forgotten, a tombstone for it comes first,
   // so no id is given twice after a restart. Also valid while restoring.
   std::vector<Record> Snapshot() const;
+  // The same snapshot taken a slice at a time, so that a server's loop goes
+  // on between slices (a million tasks take ~130 ms): StartSnapshot, then
+  // SnapshotSlice until it returns true, each adding the records of at most
+  // `max_tasks` tasks to `out`. Events may be handled between slices. Each
+  // record persisted meanwhile either follows the snapshot in the new log
+  // (SnapshotFollows: its task was taken already, or its job is newer than
+  // the start, or it is a job's record) or is left out, because its task is
+  // yet to be taken and the snapshot will hold its effect. Restoring the
+  // snapshot and then the records that follow gives what replaying every
+  // record gives (tests/core_sim checks this at random points).
+  SnapshotCursor StartSnapshot() const;
+  bool SnapshotSlice(SnapshotCursor& cursor, size_t max_tasks, std::vector<Record>& out) const;
+  static bool SnapshotFollows(const SnapshotCursor& cursor, const Record& record);
   // A task's past attempts (those that ended with it queued again), oldest
   // first, at most kMaxPastAttempts; empty for an unknown task.
   static constexpr size_t kMaxPastAttempts = 16;

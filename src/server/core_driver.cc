@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "proto/record_codec.h"
+#include "server/sliced.h"
 
 namespace drover::server {
 
@@ -317,7 +318,10 @@ void CoreDriver::Persist(const core::Record& record) {
   ++appends_issued_;
   std::weak_ptr<bool> alive = alive_;
   std::string encoded = proto::EncodeRecord(record);
-  if (encoding_snapshot_) appended_while_encoding_.push_back(encoded);
+  if (encoding_snapshot_ &&
+      (!snapshot_cursor_ || core::Scheduler::SnapshotFollows(*snapshot_cursor_, record))) {
+    appended_while_encoding_.push_back(encoded);
+  }
   store_.Append(std::move(encoded), [this, alive](Status s) {
     if (alive.expired()) return;
     ++appends_done_;
@@ -390,10 +394,38 @@ void CoreDriver::MaybeCompact() {
   compacting_ = true;
   encoding_snapshot_ = true;
   appended_while_encoding_.clear();
-  // The snapshot's records are taken here; encoding them (seconds for a
-  // million tasks) runs on a helper thread so the loop goes on. What is
-  // appended meanwhile follows the snapshot in the new log.
-  auto records = std::make_shared<std::vector<core::Record>>(scheduler_.Snapshot());
+  snapshot_cursor_ = scheduler_.StartSnapshot();
+  snapshot_records_ = std::make_shared<std::vector<core::Record>>();
+  TakeSnapshotSlice();
+}
+
+void CoreDriver::TakeSnapshotSlice() {
+  if (stopped_) return;
+  // About 4 ms of the loop's time per turn, checked every 256 tasks.
+  constexpr size_t kTasksPerCheck = 256;
+  SliceBudget budget;
+  bool done = false;
+  if (options_.snapshot_tasks_per_slice > 0) {
+    done = scheduler_.SnapshotSlice(*snapshot_cursor_, options_.snapshot_tasks_per_slice,
+                                    *snapshot_records_);
+  } else {
+    while (
+        !(done = scheduler_.SnapshotSlice(*snapshot_cursor_, kTasksPerCheck, *snapshot_records_))) {
+      if (budget.SpentNow()) break;
+    }
+  }
+  if (!done) {
+    std::weak_ptr<bool> alive = alive_;
+    loop_.Post([this, alive] {
+      if (!alive.expired()) TakeSnapshotSlice();
+    });
+    return;
+  }
+  snapshot_cursor_.reset();
+  // Encoding the records (seconds for a million tasks) runs on a helper
+  // thread so the loop goes on. What is appended meanwhile follows the
+  // snapshot in the new log.
+  std::shared_ptr<std::vector<core::Record>> records = std::move(snapshot_records_);
   if (compact_thread_.joinable()) compact_thread_.join();  // the last one, long done
   std::weak_ptr<bool> alive = alive_;
   net::EventLoop* loop = &loop_;

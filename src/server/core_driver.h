@@ -29,11 +29,14 @@
 //
 // Compaction: when the log grows past `compact_bytes` (and past twice the
 // last snapshot), the current state (Scheduler::Snapshot) replaces the log. The
-// snapshot's records are taken on the loop and encoded on a helper thread
-// (the only one the driver starts; joined by the destructor): a million
-// records take seconds to encode, which held the loop ~14 s after a
-// million-task job was canceled. Records appended meanwhile follow the
-// snapshot in the new log.
+// snapshot's records are taken on the loop a slice per turn
+// (Scheduler::SnapshotSlice: taking a million tasks at once held it ~130 ms)
+// and encoded on a helper thread (the only one the driver starts; joined by
+// the destructor): a million records take seconds to encode, which held the
+// loop ~14 s after a million-task job was canceled. Records appended
+// meanwhile follow the snapshot in the new log, except those of tasks the
+// slices had yet to take (Scheduler::SnapshotFollows): the snapshot holds
+// what they did.
 //
 // Thread safety: none; everything runs on the server's event loop.
 #ifndef DROVER_SERVER_CORE_DRIVER_H_
@@ -43,6 +46,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -74,6 +78,9 @@ class CommandSink {
 struct DriverOptions {
   Duration tick_interval = Seconds(1);
   uint64_t compact_bytes = 64ull << 20;  // compact once the log is larger
+  // Tasks a compaction's snapshot takes per loop turn; 0: as many as about
+  // 4 ms allow. Tests set a few, to change tasks between slices.
+  size_t snapshot_tasks_per_slice = 0;
 };
 
 struct DriverStats {
@@ -187,10 +194,14 @@ class CoreDriver : private core::EventPump::Shell {
   // Started) go out in one batch, one fsync.
   OncePerTurn flush_{loop_, [this] { FlushNow(); }, OncePerTurn::kWhenIdle};
   bool compacting_ = false;
-  // Compaction encodes its snapshot on this thread (MaybeCompact); while it
-  // does, every appended record is also kept here, to follow the snapshot.
+  // Compaction takes its snapshot a slice per turn (TakeSnapshotSlice), then
+  // encodes it on this thread; meanwhile every appended record that follows
+  // the snapshot is also kept here.
+  void TakeSnapshotSlice();
   std::thread compact_thread_;
   bool encoding_snapshot_ = false;
+  std::optional<core::SnapshotCursor> snapshot_cursor_;  // while slices are taken
+  std::shared_ptr<std::vector<core::Record>> snapshot_records_;
   std::vector<std::string> appended_while_encoding_;
   Time last_now_;
   DriverStats stats_;

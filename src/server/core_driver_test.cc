@@ -135,5 +135,55 @@ TEST_F(CoreDriverTest, ARestartRestoresEveryRecordAndNamesOneThatDoesNotDecode) 
   driver_.reset();
 }
 
+// A compaction takes its snapshot a slice per loop turn, and what changes
+// between slices is kept: a change to a task already taken follows the
+// snapshot in the new journal, one to a task not yet taken is in the
+// snapshot, and a job submitted meanwhile follows it. A restart restores
+// all of it from the compacted journal.
+TEST_F(CoreDriverTest, ACompactionTakenInSlicesKeepsWhatChangedBetweenThem) {
+  DriverOptions options;
+  options.compact_bytes = 1;  // the first flush compacts
+  options.snapshot_tasks_per_slice = 1;
+  auto reopen = [&](core::Scheduler& scheduler) {
+    driver_.reset();
+    store_.reset();
+    auto store = store::MemoryStore::Open(clock_, env_, "/state/store");
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+    driver_ =
+        std::make_unique<CoreDriver>(loop_, clock_, scheduler, *store_, book_, sink_, options);
+    return driver_->Recover();
+  };
+  core::Scheduler live;
+  ASSERT_TRUE(reopen(live).ok());
+  const JobId a = Submit();
+  const JobId b = Submit();
+  const JobId c = Submit();
+  // The flush starts the compaction; its first slice takes job a's task.
+  driver_->AfterDurable([](Status) {}, CoreDriver::Flush::kSoon);
+  ASSERT_EQ(driver_->stats().compactions, 0u);
+  driver_->Handle(core::CancelTask{TaskId{a, 0}});  // taken: follows the snapshot
+  driver_->Handle(core::CancelTask{TaskId{c, 0}});  // not yet taken: in it
+  const JobId d = Submit();                         // newer than the start: follows
+  Deadline limit(Seconds(30));
+  while (driver_->stats().compactions == 0 && !limit.Passed()) loop_.Poll();
+  ASSERT_EQ(driver_->stats().compactions, 1u);
+  driver_->AfterDurable([](Status) {}, CoreDriver::Flush::kSoon);
+
+  core::Scheduler restored;
+  Status recovered = reopen(restored);
+  ASSERT_TRUE(recovered.ok()) << recovered.ToString();
+  EXPECT_EQ(restored.Jobs(), (std::vector<JobId>{a, b, c, d}));
+  auto state = [&](JobId job) {
+    Result<core::TaskInfo> info = restored.GetTask(TaskId{job, 0});
+    return info.ok() ? std::string(core::TaskStateName(info->state)) : info.status().ToString();
+  };
+  EXPECT_EQ(state(a), "canceled");
+  EXPECT_EQ(state(b), "queued");
+  EXPECT_EQ(state(c), "canceled");
+  EXPECT_EQ(state(d), "queued");
+  driver_.reset();
+}
+
 }  // namespace
 }  // namespace drover::server

@@ -46,6 +46,8 @@ class SliceBudget {
     if (++count_ % kCheckEvery != 0) return false;
     return end_.Passed();
   }
+  // For items that are batches themselves: reads the clock every call.
+  bool SpentNow() const { return end_.Passed(); }
 
  private:
   Deadline end_;

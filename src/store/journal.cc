@@ -1,5 +1,6 @@
 #include "store/journal.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "store/crc32c.h"
@@ -53,10 +54,16 @@ uint64_t ParseRecords(std::string_view data, std::vector<std::string>* records) 
 }  // namespace
 
 void Journal::EncodeRecord(std::string_view record, std::string* out) {
+  EncodeRecord({}, record, out);
+}
+
+void Journal::EncodeRecord(std::string_view prefix, std::string_view record, std::string* out) {
   size_t start = out->size();
-  PutFixed32(static_cast<uint32_t>(record.size()), out);
-  uint32_t crc = Crc32cExtend(Crc32c(std::string_view(out->data() + start, 4)), record);
+  PutFixed32(static_cast<uint32_t>(prefix.size() + record.size()), out);
+  uint32_t crc = Crc32cExtend(Crc32c(std::string_view(out->data() + start, 4)), prefix);
+  crc = Crc32cExtend(crc, record);
   PutFixed32(crc, out);
+  out->append(prefix);
   out->append(record);
 }
 
@@ -248,10 +255,12 @@ void Journal::ReapBackground() {
   }
 }
 
-Status Journal::CheckSnapshot(const std::vector<std::string>& snapshot) {
-  for (const auto& record : snapshot) {
-    if (record.size() > kMaxRecordBytes) {
-      return InvalidArgument("snapshot record of " + std::to_string(record.size()) +
+Status Journal::CheckSnapshot(const std::vector<std::string>& snapshot, size_t prefix_bytes,
+                              size_t prefixed) {
+  for (size_t i = 0; i < snapshot.size(); ++i) {
+    const size_t size = snapshot[i].size() + (i < prefixed ? prefix_bytes : 0);
+    if (size > kMaxRecordBytes) {
+      return InvalidArgument("snapshot record of " + std::to_string(size) +
                              " bytes exceeds the journal's record limit");
     }
   }
@@ -260,7 +269,14 @@ Status Journal::CheckSnapshot(const std::vector<std::string>& snapshot) {
 
 void Journal::CompactInBackground(std::vector<std::string> snapshot, std::function<void()> wake,
                                   DoneCallback done) {
-  if (Status checked = CheckSnapshot(snapshot); !checked.ok()) return done(checked);
+  CompactInBackground(std::move(snapshot), std::string(), 0, std::move(wake), std::move(done));
+}
+
+void Journal::CompactInBackground(std::vector<std::string> snapshot, std::string prefix,
+                                  size_t prefixed, std::function<void()> wake, DoneCallback done) {
+  if (Status checked = CheckSnapshot(snapshot, prefix.size(), prefixed); !checked.ok()) {
+    return done(checked);
+  }
   // Sync() reaps a batch in flight and writes what is buffered, so the
   // snapshot replaces a journal holding everything appended so far.
   if (Status synced = Sync(); !synced.ok()) return done(synced);
@@ -269,6 +285,8 @@ void Journal::CompactInBackground(std::vector<std::string> snapshot, std::functi
   flight_ = std::make_unique<Flight>();
   flight_->compaction = true;
   flight_->snapshot = std::move(snapshot);
+  flight_->prefix = std::move(prefix);
+  flight_->prefixed = std::min(prefixed, flight_->snapshot.size());
   flight_->compact_done = std::move(done);
   Launch();
 }
@@ -278,8 +296,12 @@ void Journal::WriteCompaction(Flight& flight) {
   std::string contents;
   size_t bytes = 0;
   for (const auto& record : flight.snapshot) bytes += kHeaderBytes + record.size();
+  bytes += flight.prefixed * flight.prefix.size();
   contents.reserve(bytes);
-  for (const auto& record : flight.snapshot) EncodeRecord(record, &contents);
+  for (size_t i = 0; i < flight.snapshot.size(); ++i) {
+    EncodeRecord(i < flight.prefixed ? std::string_view(flight.prefix) : std::string_view(),
+                 flight.snapshot[i], &contents);
+  }
   flight.snapshot = {};
   auto written = [&]() -> Result<std::unique_ptr<WritableFile>> {
     ASSIGN_OR_RETURN(auto file, env_.CreateTruncated(temp));

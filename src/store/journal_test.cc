@@ -584,6 +584,31 @@ TEST(JournalTest, BackgroundCompactionKeepsWhatIsAppendedMeanwhile) {
   EXPECT_EQ(Replayed(env), (Records{"snap 1", "snap 2", "meanwhile"}));
 }
 
+// A prefix given with the snapshot is framed into the first `prefixed`
+// records as if each began with it, checksum included; a record that the
+// prefix takes over the limit is refused before any work starts.
+TEST(JournalTest, BackgroundCompactionFramesAPrefixIntoTheFirstRecords) {
+  MemoryEnv env;
+  JournalReplay replay;
+  auto journal = MustOpen(env, &replay);
+  ASSERT_NE(journal, nullptr);
+  ExpectAllOk(AppendAll(*journal, {"a"}));
+  Status compacted = Internal("callback never ran");
+  journal->CompactInBackground(
+      {"one", "two", "lease"}, "R", 2, [] {}, [&](Status s) { compacted = std::move(s); });
+  journal->ReapBackground();
+  ASSERT_TRUE(compacted.ok()) << compacted.ToString();
+  EXPECT_EQ(journal->durable_bytes(),
+            Frame("Rone").size() + Frame("Rtwo").size() + Frame("lease").size());
+  Status over = Status::Ok();
+  journal->CompactInBackground(
+      {std::string(Journal::kMaxRecordBytes, 'x')}, "R", 1, [] {},
+      [&](Status s) { over = std::move(s); });
+  EXPECT_EQ(over.code(), StatusCode::kInvalidArgument) << over.ToString();
+  env.SimulateCrash();
+  EXPECT_EQ(Replayed(env), (Records{"Rone", "Rtwo", "lease"}));
+}
+
 // A background compaction that fails (a full disk) leaves the old journal
 // in use and whole, as Compact does, and says so through `done`.
 TEST(JournalTest, BackgroundCompactionOnAFullDiskKeepsTheOldJournal) {

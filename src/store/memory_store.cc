@@ -414,20 +414,20 @@ void MemoryStore::Compact(std::vector<std::string> snapshot, DoneCallback done) 
     Flush();
     return done(Status::Ok());
   }
-  std::vector<std::string> records;
-  records.reserve(snapshot.size() + leases_.size());
-  for (auto& record : snapshot) {
-    record.insert(record.begin(), kRecordTag);
-    records.push_back(std::move(record));
-  }
+  // The core's records, each framed behind its tag, then the leases held.
+  std::vector<std::string> records = std::move(snapshot);
+  const size_t tagged = records.size();
   ExpireDue(clock_.Now());
+  records.reserve(tagged + leases_.size());
   for (const auto& [key, held] : leases_)
     records.push_back(EncodeClaim({key}, held.owner, held.ttl));
   if (wake_) {
     // Off the owner's loop; what is appended meanwhile follows it.
-    journal_->CompactInBackground(std::move(records), wake_, std::move(done));
+    journal_->CompactInBackground(std::move(records), std::string(1, kRecordTag), tagged, wake_,
+                                  std::move(done));
     return;
   }
+  for (size_t i = 0; i < tagged; ++i) records[i].insert(records[i].begin(), kRecordTag);
   done(journal_->Compact(std::move(records)));
 }
 

@@ -40,6 +40,7 @@ void RunSeed(uint64_t seed, bool preempt = false) {
     EXPECT_GT(r.kills, 10u);
     EXPECT_GT(r.jumps, 5u);
     EXPECT_GE(r.restore_checks, 4u);
+    EXPECT_GE(r.sliced_snapshots, 3u);
     EXPECT_GT(r.transitions[static_cast<int>(core::TaskState::kSucceeded)], 1000u);
     EXPECT_GT(r.transitions[static_cast<int>(core::TaskState::kFailed)], 10u);
     EXPECT_GT(r.transitions[static_cast<int>(core::TaskState::kCanceled)], 10u);

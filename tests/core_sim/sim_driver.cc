@@ -83,19 +83,19 @@ std::string Describe(const core::Event& event) {
 }  // namespace
 
 std::string SimReport::ToString() const {
-  std::string s = std::to_string(events) + " events (" + std::to_string(random_events) +
-                  " random), " + std::to_string(jobs) + " jobs, " + std::to_string(tasks) +
-                  " tasks, " + std::to_string(claims) + " claims (" + std::to_string(rejections) +
-                  " rejected), " + std::to_string(assigns) + " assigns, " + std::to_string(kills) +
-                  " kills (" + std::to_string(vacates) + " vacates), " + std::to_string(losses) +
-                  " losses, " + std::to_string(rejoins) + " rejoins, " + std::to_string(expiries) +
-                  " expiries (" + std::to_string(dropped_notifications) +
-                  " notifications dropped), " + std::to_string(jumps) + " clock jumps, " +
-                  std::to_string(errors) + " refused events, " + std::to_string(reruns) +
-                  " reruns, " + std::to_string(retried_jobs) + " jobs retried (" +
-                  std::to_string(retried_tasks) + " tasks), " + std::to_string(copies) +
-                  " copies, " + std::to_string(restore_checks) + " restore checks, " +
-                  FormatDuration(simulated) + " simulated; into:";
+  std::string s =
+      std::to_string(events) + " events (" + std::to_string(random_events) + " random), " +
+      std::to_string(jobs) + " jobs, " + std::to_string(tasks) + " tasks, " +
+      std::to_string(claims) + " claims (" + std::to_string(rejections) + " rejected), " +
+      std::to_string(assigns) + " assigns, " + std::to_string(kills) + " kills (" +
+      std::to_string(vacates) + " vacates), " + std::to_string(losses) + " losses, " +
+      std::to_string(rejoins) + " rejoins, " + std::to_string(expiries) + " expiries (" +
+      std::to_string(dropped_notifications) + " notifications dropped), " + std::to_string(jumps) +
+      " clock jumps, " + std::to_string(errors) + " refused events, " + std::to_string(reruns) +
+      " reruns, " + std::to_string(retried_jobs) + " jobs retried (" +
+      std::to_string(retried_tasks) + " tasks), " + std::to_string(copies) + " copies, " +
+      std::to_string(restore_checks) + " restore checks (" + std::to_string(sliced_snapshots) +
+      " sliced snapshots), " + FormatDuration(simulated) + " simulated; into:";
   for (int i = 0; i < core::kTaskStateCount; ++i) {
     s += " " + std::string(core::TaskStateName(static_cast<TaskState>(i))) + "=" +
          std::to_string(transitions[i]);
@@ -301,6 +301,31 @@ void SimDriver::Executed() {
   ledger_.EndOfEvent(*scheduler_, leases_);
   if (report_.events % options_.full_check_every == 0) ledger_.FullCheck(*scheduler_);
   if (report_.events % options_.restore_check_every == 0) CheckRestore();
+  SliceSnapshot();
+}
+
+void SimDriver::SliceSnapshot() {
+  if (!slicing_) return;
+  // A few tasks per slice, so that many events fall between the slices.
+  const size_t max_tasks = std::uniform_int_distribution<size_t>(1, 8)(rng_);
+  if (!scheduler_->SnapshotSlice(*slicing_, max_tasks, sliced_)) return;
+  slicing_.reset();
+  ++report_.sliced_snapshots;
+  sliced_.insert(sliced_.end(), sliced_follow_.begin(), sliced_follow_.end());
+  sliced_follow_.clear();
+  std::string error;
+  const core::SchedulerConfig& config = scheduler_->config();
+  std::unique_ptr<core::Scheduler> from_journal =
+      core::testing::RestoredFrom(journal_, clock_.Now(), config, &error);
+  if (!from_journal) return Fail("the journal does not restore: " + error);
+  std::unique_ptr<core::Scheduler> from_slices =
+      core::testing::RestoredFrom(sliced_, clock_.Now(), config, &error);
+  sliced_.clear();
+  if (!from_slices) return Fail("the snapshot taken in slices does not restore: " + error);
+  const std::string diff = core::testing::FirstDifference(*from_journal, *from_slices);
+  if (!diff.empty()) {
+    Fail("restored from the journal and from the snapshot taken in slices differ: " + diff);
+  }
 }
 
 void SimDriver::Schedule(Action action, Duration after) {
@@ -311,6 +336,11 @@ void SimDriver::Schedule(Action action, Duration after) {
 
 void SimDriver::CheckRestore() {
   ++report_.restore_checks;
+  if (!slicing_) {
+    slicing_ = scheduler_->StartSnapshot();
+    sliced_.clear();
+    sliced_follow_.clear();
+  }
   std::string error;
   const core::SchedulerConfig& config = scheduler_->config();
   std::unique_ptr<core::Scheduler> from_journal =
@@ -356,8 +386,12 @@ void SimDriver::CheckRestore() {
 }
 
 void SimDriver::Apply(const core::Command& command) {
-  if (const auto* persist = std::get_if<core::Persist>(&command))
+  if (const auto* persist = std::get_if<core::Persist>(&command)) {
     journal_.push_back(persist->record);
+    if (slicing_ && core::Scheduler::SnapshotFollows(*slicing_, persist->record)) {
+      sliced_follow_.push_back(persist->record);
+    }
+  }
   if (const auto* claim = std::get_if<core::ClaimLeases>(&command)) {
     ++report_.claims;
     if (!leases_.CanClaim(*claim)) {

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <random>
 #include <string>
@@ -76,6 +77,7 @@ struct SimReport {
   uint64_t jumps = 0;
   uint64_t errors = 0;         // events the core refused (stale, unknown, ...)
   uint64_t restore_checks = 0;
+  uint64_t sliced_snapshots = 0;  // snapshots taken in slices between events, checked
   uint64_t reruns = 0;  // succeeded tasks run again for lost outputs (lineage)
   uint64_t copies = 0;  // copies of outputs reported (replicas), accepted or not
   uint64_t retried_jobs = 0;   // RetryJob events the core took
@@ -159,6 +161,10 @@ class SimDriver : private core::EventPump::Shell {
   // Restores the journal and the live snapshot into two fresh schedulers
   // and fails on the first query they answer differently.
   void CheckRestore();
+  // Takes the next slice of the snapshot being taken between events (one is
+  // started at each restore check); once whole, restores it with the
+  // records that followed it and compares with the journal's restore.
+  void SliceSnapshot();
   bool failed() const { return !violation_.empty() || ledger_.failed(); }
   Status Failure() const;
 
@@ -185,6 +191,11 @@ class SimDriver : private core::EventPump::Shell {
   std::unique_ptr<core::Scheduler> scheduler_;
   std::unique_ptr<core::EventPump> pump_;
   std::vector<core::Record> journal_;  // every Persist, in order
+  // A snapshot being taken in slices (Scheduler::StartSnapshot), its records
+  // so far and the records persisted meanwhile that follow it.
+  std::optional<core::SnapshotCursor> slicing_;
+  std::vector<core::Record> sliced_;
+  std::vector<core::Record> sliced_follow_;
   LeaseTable leases_;
   Ledger ledger_;
   std::vector<SimWorker> workers_;  // id = index + 1
