@@ -82,6 +82,7 @@ using Record = std::variant<JobRecord, TaskRecord, OutcomeRecord, CheckpointReco
 // Where a snapshot taken in slices stands (Scheduler::StartSnapshot).
 struct SnapshotCursor {
   std::vector<JobId> jobs;  // the jobs when it started, ascending
+  size_t tasks = 0;         // theirs, all told (what to reserve for the records)
   size_t job = 0;           // jobs[job] is being taken
   uint32_t task = 0;        // its next task
   bool in_job = false;      // jobs[job]'s own record was taken

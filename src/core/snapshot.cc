@@ -122,7 +122,10 @@ std::vector<Record> Scheduler::Snapshot() const {
 SnapshotCursor Scheduler::StartSnapshot() const {
   SnapshotCursor cursor;
   cursor.jobs.reserve(state_->job_slots.size());
-  for (const auto& [id, slot] : state_->job_slots) cursor.jobs.push_back(id);
+  for (const auto& [id, slot] : state_->job_slots) {
+    cursor.jobs.push_back(id);
+    cursor.tasks += state_->jobs[slot].tasks.size();
+  }
   return cursor;
 }
 

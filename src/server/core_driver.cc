@@ -396,6 +396,9 @@ void CoreDriver::MaybeCompact() {
   appended_while_encoding_.clear();
   snapshot_cursor_ = scheduler_.StartSnapshot();
   snapshot_records_ = std::make_shared<std::vector<core::Record>>();
+  // About one record per task and job: growing the vector as it fills would
+  // move every record taken so far (~30 ms at half a million).
+  snapshot_records_->reserve(snapshot_cursor_->tasks + snapshot_cursor_->jobs.size() + 1);
   TakeSnapshotSlice();
 }
 
