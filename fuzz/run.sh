@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds the libFuzzer targets with clang++ (ASan + UBSan) and runs each for a
 # bounded time. Usage: fuzz/run.sh [seconds per target, default 20] [target...]
-# Targets: messages, job_toml, http, events, api_requests, users (default:
+# Targets: messages, records, job_toml, http, events, api_requests, users (default:
 # all). Needs the Debian packages `clang` and `libclang-rt-14-dev`
 # (libFuzzer; scripts/install-deps.sh) and the libraries the server links
 # (Boost, OpenSSL, spdlog, fmt). Artifacts (crashing inputs) land in
@@ -10,7 +10,7 @@
 set -eu
 seconds=${1:-20}
 [ $# -gt 0 ] && shift
-targets=${*:-messages job_toml http events api_requests users}
+targets=${*:-messages records job_toml http events api_requests users}
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${FUZZ_OUT:-$root/build-fuzz}
 mkdir -p "$out"
@@ -100,6 +100,11 @@ for target in $targets; do
     objs="$objs $(objects src/server/users_file.cc src/server/user_requests.cc \
       src/net/identity.cc src/net/sha256.cc src/net/http_types.cc src/net/json_text.cc)"
     libs="-lcrypto"
+  fi
+  if [ "$target" = records ]; then
+    # shellcheck disable=SC2086
+    objs="$objs $(objects src/proto/record_codec.cc src/proto/record_binary.cc \
+      src/proto/binary_io.cc src/core/reasons.cc)"
   fi
   if [ "$target" = events ]; then
     # shellcheck disable=SC2086

@@ -6,6 +6,7 @@
 #include "proto/core_json.h"
 #include "proto/job_spec_json.h"
 #include "proto/json_util.h"
+#include "proto/record_binary.h"
 
 namespace drover::proto {
 namespace {
@@ -181,12 +182,19 @@ Result<core::Record> Decode(std::string_view bytes) {
 }  // namespace
 
 std::string EncodeRecord(const core::Record& record) {
+  if (const auto* t = std::get_if<core::TaskRecord>(&record)) return internal::EncodeBinary(*t);
+  if (const auto* o = std::get_if<core::OutcomeRecord>(&record)) return internal::EncodeBinary(*o);
+  return EncodeRecordJson(record);
+}
+
+std::string EncodeRecordJson(const core::Record& record) {
   Json j = std::visit([](const auto& r) { return RecordJson(r); }, record);
   j["v"] = kRecordVersion;
   return internal::Dump(j);
 }
 
 Result<core::Record> DecodeRecord(std::string_view bytes) {
+  if (internal::IsBinaryRecord(bytes)) return internal::DecodeBinaryRecord(bytes);
   try {
     return Decode(bytes);
   } catch (const std::exception& e) {

@@ -1,11 +1,14 @@
 // The journal's record codec: core::Record <-> bytes.
 //
 // The store frames and checksums records (length + CRC); this file only
-// decides what one record's bytes are: one compact JSON object with "v"
-// (kRecordVersion) and "type" ("job", "task", "outcome"). A JobRecord holds
-// the full JobSpec in its canonical JSON form (job_file.h), so a journal is
-// readable with jq. Times and durations are integer microseconds and
-// round-trip exactly.
+// decides what one record's bytes are. Task and outcome records, three or
+// four per task that runs, are a compact binary form (record_binary.h);
+// job and checkpoint records are one compact JSON object with "v"
+// (kRecordVersion) and "type" ("job", "checkpoint"), a JobRecord holding
+// the full JobSpec in its canonical JSON form (job_file.h). DecodeRecord
+// reads both forms, and JSON task and outcome records too (journals
+// written before the binary form, and EncodeRecordJson's). Times and
+// durations are integer microseconds and round-trip exactly.
 //
 // Decoding never throws; a record it cannot read is kDataLoss with a message
 // naming the field (`task record: attempt: expected an unsigned integer`),
@@ -29,6 +32,9 @@ inline constexpr uint32_t kRecordVersion = 1;
 // Never fails. A JobRecord with a null spec encodes "spec": null and
 // decodes back to a null spec.
 std::string EncodeRecord(const core::Record& record);
+// Every record as JSON (what journals held before the binary form), for
+// tests and for a person reading a record.
+std::string EncodeRecordJson(const core::Record& record);
 
 Result<core::Record> DecodeRecord(std::string_view bytes);
 
