@@ -22,7 +22,8 @@ bool BinaryReader::Unsigned(uint64_t* v, const char* what, uint64_t max) {
     if (pos_ >= in_.size()) return Fail(what, "truncated at byte " + std::to_string(pos_));
     const auto b = static_cast<uint8_t>(in_[pos_++]);
     // The tenth byte may carry only the top bit of 64.
-    if (shift == 63 && b > 1) return Fail(what, "overflows 64 bits at byte " + std::to_string(start));
+    if (shift == 63 && b > 1)
+      return Fail(what, "overflows 64 bits at byte " + std::to_string(start));
     x |= static_cast<uint64_t>(b & 0x7f) << shift;
     if ((b & 0x80) == 0) break;
   }

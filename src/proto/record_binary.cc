@@ -198,7 +198,8 @@ std::string EncodeBinary(const core::TaskRecord& t) {
 
 std::string EncodeBinary(const core::OutcomeRecord& o) {
   std::string out;
-  out.reserve(64 + o.outcome.result.size() + o.outcome.reason.size() + 100 * o.outcome.outputs.size());
+  out.reserve(64 + o.outcome.result.size() + o.outcome.reason.size() +
+              100 * o.outcome.outputs.size());
   BinaryWriter w(&out);
   w.Byte(kBinaryOutcomeRecord);
   w.Byte(kBinaryRecordVersion);

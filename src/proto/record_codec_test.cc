@@ -195,8 +195,9 @@ TEST(RecordCodecTest, DamagedBinaryRecordsAreDataLossNamingTheField) {
       << forged.status().message();
   // A replica of worker 0, and an output name that escapes its directory.
   outcome.outcome.replicas = {0};
-  EXPECT_NE(DecodeRecord(EncodeRecord(outcome)).status().message().find("replicas: is not a worker id"),
-            std::string::npos);
+  EXPECT_NE(
+      DecodeRecord(EncodeRecord(outcome)).status().message().find("replicas: is not a worker id"),
+      std::string::npos);
   outcome.outcome.replicas = {};
   outcome.outcome.outputs[0].name = "../x";
   EXPECT_NE(DecodeRecord(EncodeRecord(outcome)).status().message().find("outputs.name"),
