@@ -28,6 +28,7 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -47,6 +48,7 @@
 #include "net/client_options.h"
 #include "net/event_loop.h"
 #include "net/fd_limit.h"
+#include "net/idle.h"
 #include "net/token.h"
 #include "net/ws_client.h"
 #include "net/ws_session.h"
@@ -97,6 +99,9 @@ class FakeWorker {
   net::Timer& TimerOf(WorkerTimer timer);
   void OnText(uint64_t link, const std::string& text);
   void OnClosed(uint64_t link);
+  // As the agent does: what is sent in a burst goes out in one batch frame
+  // at the loop's idle point, when the server reads them.
+  void FlushBatch();
 
   Generator& gen_;
   int index_;
@@ -110,6 +115,9 @@ class FakeWorker {
   // Tasks "running" for a nonzero duration, by task: their exit timer.
   std::map<TaskId, std::pair<uint32_t, std::unique_ptr<net::Timer>>> running_;
   bool attached_ = false;
+  bool server_batches_ = false;
+  std::vector<std::string> batch_;
+  bool batch_posted_ = false;
 };
 
 class Generator {
@@ -170,6 +178,8 @@ class Generator {
   void Killed() { ++killed_; }
   void MessageIn() { ++messages_in_; }
   void MessageOut() { ++messages_out_; }
+  void FrameIn() { ++frames_in_; }
+  void FrameOut() { ++frames_out_; }
   void Refused() { ++refused_; }
   void UnackedChanged(int64_t delta) {
     unacked_ += delta;
@@ -193,6 +203,8 @@ class Generator {
             {"refused", refused_},
             {"messages_from_server", messages_in_},
             {"messages_to_server", messages_out_},
+            {"frames_from_server", frames_in_},
+            {"frames_to_server", frames_out_},
             {"span_s", std::round(span * 1000) / 1000},
             {"completions_per_s", span > 0 ? std::round(finished_ / span) : 0},
             {"cpu_s", std::round(cpu_s * 1000) / 1000},
@@ -220,6 +232,8 @@ class Generator {
   uint64_t refused_ = 0;
   uint64_t messages_in_ = 0;
   uint64_t messages_out_ = 0;
+  uint64_t frames_in_ = 0;  // batch frames count once
+  uint64_t frames_out_ = 0;
   int64_t unacked_ = 0;
   bool told_done_ = false;
   std::unordered_map<TaskId, uint32_t, TaskHash> ledger_;
@@ -277,24 +291,45 @@ void FakeWorker::Connect() {
 
 void FakeWorker::OnText(uint64_t link, const std::string& text) {
   if (link != link_) return;
-  gen_.MessageIn();
-  Result<proto::ServerMessage> message = proto::DecodeServerMessage(text);
-  if (!message.ok()) {
-    std::cerr << "scale_workers: fake-" << index_ << ": " << message.status().ToString()
-              << std::endl;
+  gen_.FrameIn();
+  Result<std::vector<proto::ServerMessage>> frame = proto::DecodeServerFrame(text);
+  if (!frame.ok()) {
+    std::cerr << "scale_workers: fake-" << index_ << ": " << frame.status().ToString() << std::endl;
     return;
   }
-  const bool hello_ack = std::holds_alternative<proto::HelloAck>(*message);
-  Run(worker::FromServer{std::move(*message)});
-  if (hello_ack && !attached_ && state_->established()) {
-    attached_ = true;
-    gen_.Attached(true);
+  for (proto::ServerMessage& message : *frame) {
+    gen_.MessageIn();
+    const auto* ack = std::get_if<proto::HelloAck>(&message);
+    if (ack != nullptr) server_batches_ = ack->batches;
+    const bool hello_ack = ack != nullptr;
+    Run(worker::FromServer{std::move(message)});
+    if (hello_ack && !attached_ && state_->established()) {
+      attached_ = true;
+      gen_.Attached(true);
+    }
+    if (link != link_) return;
+  }
+}
+
+void FakeWorker::FlushBatch() {
+  batch_posted_ = false;
+  std::vector<std::string> texts;
+  texts.swap(batch_);
+  for (size_t at = 0; session_ && at < texts.size(); at += proto::kMaxBatchMessages) {
+    std::vector<std::string> frame(
+        std::make_move_iterator(texts.begin() + at),
+        std::make_move_iterator(texts.begin() +
+                                std::min(texts.size(), at + proto::kMaxBatchMessages)));
+    gen_.FrameOut();
+    session_->SendText(frame.size() == 1 ? std::move(frame.front()) : proto::EncodeBatch(frame));
   }
 }
 
 void FakeWorker::OnClosed(uint64_t link) {
   if (link != link_) return;
   session_.reset();
+  server_batches_ = false;
+  batch_.clear();
   if (attached_) {
     attached_ = false;
     gen_.Attached(false);
@@ -333,7 +368,16 @@ void FakeWorker::Execute(const WorkerCommand& command) {
           if (std::holds_alternative<proto::Refused>(c.message)) gen_.Refused();
           if (session_) {
             gen_.MessageOut();
-            session_->SendText(proto::Encode(c.message));
+            if (!server_batches_) {
+              gen_.FrameOut();
+              session_->SendText(proto::Encode(c.message));
+            } else {
+              batch_.push_back(proto::Encode(c.message));
+              if (!batch_posted_) {
+                batch_posted_ = true;
+                net::PostWhenIdle(gen_.loop(), [this] { FlushBatch(); });
+              }
+            }
           }
         } else if constexpr (std::is_same_v<T, worker::StartTask>) {
           Start(c.assignment);

@@ -1,9 +1,12 @@
-// libFuzzer target: both message decoders on arbitrary bytes. Anything they
-// accept must re-encode and decode to an equal message.
+// libFuzzer target: both message decoders and both frame decoders (one
+// message or a batch) on arbitrary bytes. Anything they accept must
+// re-encode and decode to equal messages.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "proto/messages.h"
 
@@ -16,6 +19,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto m = drover::proto::DecodeServerMessage(text); m.ok()) {
     auto again = drover::proto::DecodeServerMessage(drover::proto::Encode(*m));
     if (!again.ok() || !(*again == *m)) std::abort();
+  }
+  // Frames: one message or a batch of them, re-encoded as a batch.
+  if (auto f = drover::proto::DecodeWorkerFrame(text); f.ok()) {
+    std::vector<std::string> texts;
+    for (const auto& m : *f) texts.push_back(drover::proto::Encode(m));
+    auto again = drover::proto::DecodeWorkerFrame(drover::proto::EncodeBatch(texts));
+    if (!again.ok() || !(*again == *f)) std::abort();
+  }
+  if (auto f = drover::proto::DecodeServerFrame(text); f.ok()) {
+    std::vector<std::string> texts;
+    for (const auto& m : *f) texts.push_back(drover::proto::Encode(m));
+    auto again = drover::proto::DecodeServerFrame(drover::proto::EncodeBatch(texts));
+    if (!again.ok() || !(*again == *f)) std::abort();
   }
   return 0;
 }

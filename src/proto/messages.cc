@@ -5,6 +5,7 @@
 
 #include "proto/core_json.h"
 #include "proto/json_util.h"
+#include "proto/messages_internal.h"
 
 namespace drover::proto {
 namespace {
@@ -130,16 +131,18 @@ bool ReadRunningTask(const Json& j, const std::string& path, RunningTask* out,
 // ---- worker -> server ------------------------------------------------------
 
 Json Body(const Hello& m) {
-  return Json{{"v", m.protocol_version},
-              {"name", m.worker_name},
-              {"previous_id", m.previous_id},
-              {"agent_version", m.agent_version},
-              {"key", m.key},
-              {"files_port", m.files_port},
-              {"files_fingerprint", m.files_fingerprint},
-              {"resources", internal::WorkerResourcesJson(m.resources)},
-              {"running", RunningListJson(m.running)},
-              {"finished", FinishedListJson(m.finished)}};
+  Json j{{"v", m.protocol_version},
+         {"name", m.worker_name},
+         {"previous_id", m.previous_id},
+         {"agent_version", m.agent_version},
+         {"key", m.key},
+         {"files_port", m.files_port},
+         {"files_fingerprint", m.files_fingerprint},
+         {"resources", internal::WorkerResourcesJson(m.resources)},
+         {"running", RunningListJson(m.running)},
+         {"finished", FinishedListJson(m.finished)}};
+  if (m.batches) j["batches"] = true;
+  return j;
 }
 bool Read(ObjectReader& r, Hello* m, DecodeContext& ctx) {
   if (!r.Integer("v", &m->protocol_version) || !r.String("name", &m->worker_name) ||
@@ -147,7 +150,8 @@ bool Read(ObjectReader& r, Hello* m, DecodeContext& ctx) {
       !r.String("agent_version", &m->agent_version, Need::kOptional) ||
       !r.String("key", &m->key, Need::kOptional) ||
       !r.Integer("files_port", &m->files_port, Need::kOptional) ||
-      !r.String("files_fingerprint", &m->files_fingerprint, Need::kOptional)) {
+      !r.String("files_fingerprint", &m->files_fingerprint, Need::kOptional) ||
+      !r.Bool("batches", &m->batches, Need::kOptional)) {
     return false;
   }
   if (!m->files_fingerprint.empty() && !core::IsSha256Hex(m->files_fingerprint)) {
@@ -351,17 +355,20 @@ bool Read(ObjectReader& r, ReleaseOutputs* m, DecodeContext& ctx) {
 }
 
 Json Body(const HelloAck& m) {
-  return Json{{"worker", m.worker},
-              {"server_instance", m.server_instance},
-              {"heartbeat_interval_us", m.heartbeat_interval.count()},
-              {"lease_ttl_us", m.lease_ttl.count()},
-              {"grant_key", m.grant_key}};
+  Json j{{"worker", m.worker},
+         {"server_instance", m.server_instance},
+         {"heartbeat_interval_us", m.heartbeat_interval.count()},
+         {"lease_ttl_us", m.lease_ttl.count()},
+         {"grant_key", m.grant_key}};
+  if (m.batches) j["batches"] = true;
+  return j;
 }
 bool Read(ObjectReader& r, HelloAck* m, DecodeContext& ctx) {
   if (!r.Integer("worker", &m->worker) || !r.String("server_instance", &m->server_instance) ||
       !r.Micros("heartbeat_interval_us", &m->heartbeat_interval) ||
       !r.Micros("lease_ttl_us", &m->lease_ttl) ||
-      !r.String("grant_key", &m->grant_key, Need::kOptional)) {
+      !r.String("grant_key", &m->grant_key, Need::kOptional) ||
+      !r.Bool("batches", &m->batches, Need::kOptional)) {
     return false;
   }
   if (!m->grant_key.empty() && !core::IsSha256Hex(m->grant_key)) {
@@ -606,8 +613,7 @@ bool DecodeAlternative(std::string_view type, ObjectReader& r, DecodeContext& ct
 }
 
 template <typename Variant>
-Result<Variant> DecodeVariant(std::string_view text, std::string_view direction) {
-  ASSIGN_OR_RETURN(Json j, internal::ParseJson(text, kMaxMessageBytes, kMaxNestingDepth));
+Result<Variant> DecodeVariantJson(const Json& j, std::string_view direction) {
   DecodeContext ctx;
   ObjectReader r(j, "", ctx);
   std::string type;
@@ -628,6 +634,12 @@ Result<Variant> DecodeVariant(std::string_view text, std::string_view direction)
   }
   if (!out) return InvalidArgument(type + ": " + ctx.Describe());
   return std::move(*out);
+}
+
+template <typename Variant>
+Result<Variant> DecodeVariant(std::string_view text, std::string_view direction) {
+  ASSIGN_OR_RETURN(Json j, internal::ParseJson(text, kMaxMessageBytes, kMaxNestingDepth));
+  return DecodeVariantJson<Variant>(j, direction);
 }
 
 template <typename Variant>
@@ -663,5 +675,14 @@ Result<WorkerMessage> DecodeWorkerMessage(std::string_view text) {
 Result<ServerMessage> DecodeServerMessage(std::string_view text) {
   return DecodeSafely<ServerMessage>(text, "server-to-worker");
 }
+
+namespace internal {
+Result<WorkerMessage> DecodeWorkerMessageJson(const Json& j) {
+  return DecodeVariantJson<WorkerMessage>(j, "worker-to-server");
+}
+Result<ServerMessage> DecodeServerMessageJson(const Json& j) {
+  return DecodeVariantJson<ServerMessage>(j, "server-to-worker");
+}
+}  // namespace internal
 
 }  // namespace drover::proto

@@ -2,7 +2,9 @@
 //
 // A worker holds one WebSocket to the server. Every text frame is one JSON
 // object with a "type" (the message name below) and "v" (the protocol
-// version). Log bytes travel in binary frames (log_frame.h).
+// version), or, between peers that both read them (Hello::batches,
+// HelloAck::batches), a batch of such messages (EncodeBatch). Log bytes
+// travel in binary frames (log_frame.h).
 //
 //   worker -> server: hello, heartbeat, started, finished, refused,
 //                     log_chunk, drain, owner, checkpoint_saved, outputs_kept
@@ -138,6 +140,10 @@ struct Hello {
                                                  // decoder sets it to worker_name
   std::vector<RunningTask> running;              // attempts still running here
   std::vector<FinishedTask> finished;            // results not yet acknowledged
+  // It reads batch frames (EncodeBatch): the server may send it several
+  // messages in one. Optional on the wire ("batches", written only when
+  // true): a worker from before batches gets one message per frame.
+  bool batches = false;
   friend bool operator==(const Hello&, const Hello&) = default;
 };
 
@@ -278,6 +284,8 @@ struct HelloAck {
   // with (net/grant.h): this worker serves a file only against a grant it
   // verifies. Optional on the wire; empty = serve nothing.
   std::string grant_key;
+  // The server reads batch frames; optional on the wire, as Hello::batches.
+  bool batches = false;
   friend bool operator==(const HelloAck&, const HelloAck&) = default;
 };
 
@@ -454,6 +462,23 @@ std::string Encode(const ServerMessage& message);
 // never throws.
 Result<WorkerMessage> DecodeWorkerMessage(std::string_view text);
 Result<ServerMessage> DecodeServerMessage(std::string_view text);
+
+// Batch frames: several encoded messages in one text frame,
+// {"v":1,"type":"batch","messages":[...]}, so that what one side sends in
+// a burst (a worker's Finished and Started, the server's Ack and Assign)
+// costs one frame, one TLS record and one send. A peer sends them only to
+// a peer that said it reads them (Hello::batches, HelloAck::batches).
+// EncodeBatch joins messages already encoded (Encode), in order; a batch
+// is not nested. At most kMaxBatchMessages messages, and the frame within
+// kMaxMessageBytes: BatchFits says whether one more text still fits.
+inline constexpr size_t kMaxBatchMessages = 1024;
+std::string EncodeBatch(const std::vector<std::string>& texts);
+bool BatchFits(size_t texts, size_t bytes, size_t next_bytes);
+// Decodes a frame that is one message or a batch of them, in order. An
+// error in a batch names the message (`batch: messages[2]: finished: ...`)
+// and fails the whole frame.
+Result<std::vector<WorkerMessage>> DecodeWorkerFrame(std::string_view text);
+Result<std::vector<ServerMessage>> DecodeServerFrame(std::string_view text);
 
 }  // namespace drover::proto
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "proto/log_frame.h"
 
@@ -124,6 +125,75 @@ TEST(MessagesTest, EveryServerMessageRoundTrips) {
     ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << text;
     EXPECT_EQ(*back, m) << text;
   }
+}
+
+// A batch frame carries several messages in order; a plain message is a
+// frame of one. Both directions.
+TEST(MessagesTest, BatchFramesRoundTripInOrder) {
+  std::vector<std::string> texts;
+  for (const WorkerMessage& m : AllWorkerMessages()) texts.push_back(Encode(m));
+  Result<std::vector<WorkerMessage>> back = DecodeWorkerFrame(EncodeBatch(texts));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, AllWorkerMessages());
+  texts.clear();
+  for (const ServerMessage& m : AllServerMessages()) texts.push_back(Encode(m));
+  Result<std::vector<ServerMessage>> server = DecodeServerFrame(EncodeBatch(texts));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  EXPECT_EQ(*server, AllServerMessages());
+  Result<std::vector<ServerMessage>> one = DecodeServerFrame(Encode(ServerMessage(Ack{})));
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(*one, std::vector<ServerMessage>{Ack{}});
+  // A peer that reads one message per frame refuses a batch by name.
+  Result<ServerMessage> old = DecodeServerMessage(EncodeBatch({Encode(ServerMessage(Ack{}))}));
+  ASSERT_FALSE(old.ok());
+  EXPECT_NE(old.status().message().find("unknown message type \"batch\""), std::string::npos)
+      << old.status().message();
+}
+
+TEST(MessagesTest, BadBatchesAreRefusedNamingTheMessage) {
+  const std::string ack = Encode(ServerMessage(Ack{}));
+  struct Case {
+    std::string text;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {R"({"v":1,"type":"batch","messages":[]})", "batch: messages: has 0 messages"},
+      {R"({"v":1,"type":"batch","messages":{}})", "batch: messages: expected an array"},
+      {R"({"v":1,"type":"batch"})", "batch: missing \"messages\""},
+      {R"({"v":2,"type":"batch","messages":[1]})", "protocol version 2"},
+      {R"({"v":1,"type":"batch","messages":[)" + ack + R"(,{"v":1,"type":"ack","tasks":7}]})",
+       "batch: messages[1]: ack: tasks"},
+      {R"({"v":1,"type":"batch","messages":[{"v":1,"type":"batch","messages":[)" + ack + "]}]}",
+       "batch: messages[0]: a batch is not nested"},
+      {EncodeBatch(std::vector<std::string>(kMaxBatchMessages + 1, ack)), "a batch holds 1 to"},
+  };
+  for (const Case& c : cases) {
+    Result<std::vector<ServerMessage>> r = DecodeServerFrame(c.text);
+    ASSERT_FALSE(r.ok()) << c.text.substr(0, 200);
+    EXPECT_NE(r.status().message().find(c.want), std::string::npos) << r.status().message();
+  }
+  EXPECT_TRUE(BatchFits(1, 100, 100));
+  EXPECT_FALSE(BatchFits(kMaxBatchMessages, 100, 100));
+  EXPECT_FALSE(BatchFits(1, kMaxMessageBytes - 10, 100));
+}
+
+// What each side says it reads: written only when true, so a peer from
+// before batches sees no new field, and read as false when absent.
+TEST(MessagesTest, BatchesFlagsAreWrittenOnlyWhenTrue) {
+  Hello hello;
+  hello.worker_name = "w";
+  EXPECT_EQ(Encode(WorkerMessage(hello)).find("batches"), std::string::npos);
+  hello.batches = true;
+  Result<WorkerMessage> back = DecodeWorkerMessage(Encode(WorkerMessage(hello)));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(std::get<Hello>(*back).batches);
+  HelloAck ack;
+  ack.worker = 1;
+  EXPECT_EQ(Encode(ServerMessage(ack)).find("batches"), std::string::npos);
+  ack.batches = true;
+  Result<ServerMessage> acked = DecodeServerMessage(Encode(ServerMessage(ack)));
+  ASSERT_TRUE(acked.ok()) << acked.status().ToString();
+  EXPECT_TRUE(std::get<HelloAck>(*acked).batches);
 }
 
 TEST(MessagesTest, NeverStartedIsWrittenOnlyWhenTrueAndChecked) {

@@ -61,6 +61,9 @@ class FakeWorker {
   void Send(const proto::WorkerMessage& m) { SendRaw(proto::Encode(m)); }
   void Close() { session_->Close("bye"); }
 
+  // The next text frame from the server as it came (one message or a
+  // batch); nullopt on timeout.
+  std::optional<std::string> NextText() { return seen_->text.Pop(); }
   // The next message from the server, decoded; nullopt on timeout.
   std::optional<proto::ServerMessage> Next() {
     if (!held_.empty()) {

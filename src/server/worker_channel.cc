@@ -108,6 +108,8 @@ void WorkerChannel::CheckSilence() {
 void WorkerChannel::Reject(uint64_t conn, const Status& why) {
   auto it = conns_.find(conn);
   if (it == conns_.end()) return;
+  if (it->second.rejected) return;
+  it->second.rejected = true;
   spdlog::warn("worker channel {} (worker {}): {}; closing the connection",
                it->second.session->remote(), it->second.worker, net::Printable(why.ToString(), 1000));
   it->second.session->SendText(
@@ -118,11 +120,19 @@ void WorkerChannel::Reject(uint64_t conn, const Status& why) {
 
 void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
   auto it = conns_.find(conn);
-  if (it == conns_.end()) return;
+  if (it == conns_.end() || it->second.rejected) return;
   it->second.last_heard = options_.clock->Monotonic();
-  Result<proto::WorkerMessage> decoded = proto::DecodeWorkerMessage(text);
+  Result<std::vector<proto::WorkerMessage>> decoded = proto::DecodeWorkerFrame(text);
   if (!decoded.ok()) return Reject(conn, decoded.status());
-  proto::WorkerMessage& message = *decoded;
+  for (proto::WorkerMessage& message : *decoded) {
+    OnMessage(conn, message);
+    it = conns_.find(conn);
+    if (it == conns_.end() || it->second.rejected) return;
+  }
+}
+
+void WorkerChannel::OnMessage(uint64_t conn, proto::WorkerMessage& message) {
+  auto it = conns_.find(conn);
   const WorkerId worker = it->second.worker;
   if (worker == 0 && !std::holds_alternative<proto::Hello>(message)) {
     return Reject(conn, FailedPrecondition(std::string(proto::MessageTypeName(message)) +
@@ -302,7 +312,9 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
   ack.server_instance = options_.server_instance;
   ack.heartbeat_interval = options_.heartbeat_interval;
   ack.lease_ttl = options_.lease_ttl;
+  ack.batches = true;
   conns_.at(conn).session->SendText(proto::Encode(proto::ServerMessage{ack}));
+  conns_.at(conn).batches = hello.batches;
 
   // The worker's account of its attempts goes to the core as one event
   // (core/events.h, WorkerAttached): it joins, its results count, what it
@@ -493,8 +505,46 @@ void WorkerChannel::Replicate(const core::ReplicateOutputs& copy) {
 Status WorkerChannel::Send(WorkerId worker, const proto::ServerMessage& message) {
   auto w = workers_.find(worker);
   if (w == workers_.end()) return Unavailable("worker " + std::to_string(worker) + " not connected");
-  conns_.at(w->second).session->SendText(proto::Encode(message));
+  Conn& conn = conns_.at(w->second);
+  std::string text = proto::Encode(message);
+  if (!conn.batches) {
+    conn.session->SendText(std::move(text));
+    return Status::Ok();
+  }
+  if (conn.out.empty()) batching_.push_back(w->second);
+  conn.out.push_back(std::move(text));
+  batch_flush_.Request();
   return Status::Ok();
+}
+
+void WorkerChannel::FlushBatches() {
+  batch_flush_.Clear();
+  std::vector<uint64_t> ids;
+  ids.swap(batching_);
+  for (uint64_t id : ids) {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) continue;  // closed meanwhile: nothing to send on
+    Conn& conn = it->second;
+    std::vector<std::string> texts;
+    texts.swap(conn.out);
+    if (texts.size() == 1) {
+      conn.session->SendText(std::move(texts.front()));
+      continue;
+    }
+    std::vector<std::string> frame;
+    size_t bytes = 0;
+    for (std::string& text : texts) {
+      if (!frame.empty() && !proto::BatchFits(frame.size(), bytes, text.size())) {
+        conn.session->SendText(proto::EncodeBatch(frame));
+        frame.clear();
+        bytes = 0;
+      }
+      bytes += text.size();
+      frame.push_back(std::move(text));
+    }
+    conn.session->SendText(frame.size() == 1 ? std::move(frame.front())
+                                             : proto::EncodeBatch(frame));
+  }
 }
 
 void WorkerChannel::Stop() {

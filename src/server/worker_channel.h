@@ -175,9 +175,18 @@ class WorkerChannel {
     Duration last_heard;  // Clock::Monotonic
     std::string unhealthy;  // as its last heartbeat said, for the log
     std::map<uint32_t, std::string> sick_gpus;  // likewise
+    // It reads batch frames (Hello::batches): what is sent to it in a burst
+    // waits here for the idle point and goes out as one frame.
+    bool batches = false;
+    std::vector<std::string> out;
+    bool rejected = false;  // Reject closed it: the rest of its frame is not read
   };
 
   void OnText(uint64_t conn, const std::string& text);
+  void OnMessage(uint64_t conn, proto::WorkerMessage& message);
+  // Sends each batching connection's waiting messages, one frame each
+  // (several when they exceed a frame).
+  void FlushBatches();
   void OnBinary(uint64_t conn, const std::string& data);
   void OnClosed(uint64_t conn, const Status& status);
   void Reject(uint64_t conn, const Status& why);
@@ -206,6 +215,8 @@ class WorkerChannel {
   std::shared_ptr<net::ReadPacer> pacer_;
   std::map<WorkerId, std::vector<proto::Assignment>> pending_;  // this turn's batch
   OncePerTurn assign_flush_{loop_, [this] { FlushAssigns(); }};
+  OncePerTurn batch_flush_{loop_, [this] { FlushBatches(); }, OncePerTurn::kWhenIdle};
+  std::vector<uint64_t> batching_;  // connections with messages waiting
   HandoffStats handoffs_;
   std::map<std::string, uint64_t> health_failures_{{"disk", 0}, {"program", 0}, {"gpu", 0}};
   metrics::PromHistogram owner_freeze_{metrics::LatencyBuckets()};

@@ -274,14 +274,19 @@ Status Agent::Impl::Init() {
 
   LogSenderOptions log_options;
   log_options.rate_bytes_per_sec = config_.log_rate_bytes_per_sec;
-  logs_ = std::make_unique<LogSender>(
-      loop_, clock_, log_options,
-      LogSender::Sink{[this](std::string text) {
-                        if (session_) session_->SendText(std::move(text));
-                      },
-                      [this](std::string bytes) {
-                        if (session_) session_->SendBinary(std::move(bytes));
-                      }});
+  logs_ =
+      std::make_unique<LogSender>(loop_, clock_, log_options,
+                                  // Messages kept for a batch go first: the server reads in order.
+                                  LogSender::Sink{[this](std::string text) {
+                                                    FlushBatch();
+                                                    if (session_)
+                                                      session_->SendText(std::move(text));
+                                                  },
+                                                  [this](std::string bytes) {
+                                                    FlushBatch();
+                                                    if (session_)
+                                                      session_->SendBinary(std::move(bytes));
+                                                  }});
 
   spdlog::info("worker {}: {}, isolation {}, work directory {}", name_, summary_,
                IsolationModeName(isolation), config_.workdir);
@@ -332,6 +337,7 @@ void Agent::Impl::Stop() {
   checkpoint_timer_.Cancel();
   ++gen_;
   if (session_) {
+    FlushBatch();
     session_->Close("worker stopping");
     session_.reset();
   }

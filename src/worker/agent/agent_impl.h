@@ -118,9 +118,14 @@ class Agent::Impl {
   void Connect();
   void OnConnected(uint64_t gen, Result<std::shared_ptr<net::WsSession>> session);
   void OnText(uint64_t gen, const std::string& text);
+  void OnServerMessage(proto::ServerMessage message);
   void OnClosed(uint64_t gen, const Status& why);
   void ScheduleReconnect();
   void Send(const proto::WorkerMessage& message);
+  // Sends what Send kept for one batch frame (the server reads them:
+  // HelloAck::batches): the messages of a burst, a worker's Finished and
+  // Started, go out together at the loop's idle point.
+  void FlushBatch();
 
   // Tasks: carrying out the state machine's commands.
   void StartTask(const proto::Assignment& assignment, bool prepared);
@@ -223,6 +228,9 @@ class Agent::Impl {
   ServerAddress current_;  // the address of the attempt in progress
   uint64_t gen_ = 0;  // bumps with each connection attempt; stale callbacks check it
   std::shared_ptr<net::WsSession> session_;
+  bool server_batches_ = false;     // this session's server reads batch frames
+  std::vector<std::string> batch_;  // encoded messages for the next frame
+  bool batch_posted_ = false;
   std::atomic<WorkerId> worker_id_{0};
 };
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "net/client_options.h"
+#include "net/idle.h"
 #include "net/ws_session.h"
 #include "proto/messages.h"
 #include "worker/agent/agent_impl.h"
@@ -85,13 +86,21 @@ void Agent::Impl::OnConnected(uint64_t gen, Result<std::shared_ptr<net::WsSessio
 
 void Agent::Impl::OnText(uint64_t gen, const std::string& text) {
   if (gen != gen_ || !session_) return;
-  Result<proto::ServerMessage> decoded = proto::DecodeServerMessage(text);
-  if (!decoded.ok()) {
+  Result<std::vector<proto::ServerMessage>> frame = proto::DecodeServerFrame(text);
+  if (!frame.ok()) {
     spdlog::error("worker {}: malformed message from the server, reconnecting: {}", name_,
-                  decoded.status().ToString());
+                  frame.status().ToString());
     session_->Close("malformed message");
     return;
   }
+  for (proto::ServerMessage& message : *frame) {
+    OnServerMessage(std::move(message));
+    if (gen != gen_ || !session_) return;
+  }
+}
+
+void Agent::Impl::OnServerMessage(proto::ServerMessage message) {
+  std::optional<proto::ServerMessage> decoded(std::move(message));
   const bool was_established = state_->established();
   if (const auto* request = std::get_if<proto::LogRequest>(&*decoded)) {
     // Contact first (the state machine counts every message), then the
@@ -112,9 +121,12 @@ void Agent::Impl::OnText(uint64_t gen, const std::string& text) {
       if (leader.ok()) redirect_ = *leader;
     }
   }
-  if (const auto* ack = std::get_if<proto::HelloAck>(&*decoded); ack && files_) {
-    files_->Attached(ack->grant_key, ack->worker);
-    files_->SetServer(server_options_);
+  if (const auto* ack = std::get_if<proto::HelloAck>(&*decoded)) {
+    server_batches_ = ack->batches;
+    if (files_) {
+      files_->Attached(ack->grant_key, ack->worker);
+      files_->SetServer(server_options_);
+    }
   }
   if (const auto* release = std::get_if<proto::ReleaseOutputs>(&*decoded); release && files_) {
     std::string jobs;
@@ -155,6 +167,8 @@ void Agent::Impl::OnClosed(uint64_t gen, const Status& why) {
   // worker away): go on to the leader it named, or to the next server.
   if (!was_established && !redirect_) ++next_server_;
   session_.reset();
+  server_batches_ = false;
+  batch_.clear();  // unacknowledged results go again in the next Hello
   Run(LinkDown{});
   logs_->Reset();
   ScheduleReconnect();
@@ -171,7 +185,35 @@ void Agent::Impl::ScheduleReconnect() {
 }
 
 void Agent::Impl::Send(const proto::WorkerMessage& message) {
-  if (session_) session_->SendText(proto::Encode(message));
+  if (!session_) return;
+  if (!server_batches_) return session_->SendText(proto::Encode(message));
+  batch_.push_back(proto::Encode(message));
+  if (batch_posted_) return;
+  batch_posted_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  net::PostWhenIdle(loop_, [this, alive] {
+    if (!alive.expired() && *alive.lock()) FlushBatch();
+  });
+}
+
+void Agent::Impl::FlushBatch() {
+  batch_posted_ = false;
+  std::vector<std::string> texts;
+  texts.swap(batch_);
+  if (!session_ || texts.empty()) return;
+  std::vector<std::string> frame;
+  size_t bytes = 0;
+  auto send = [&] {
+    session_->SendText(frame.size() == 1 ? std::move(frame.front()) : proto::EncodeBatch(frame));
+    frame.clear();
+    bytes = 0;
+  };
+  for (std::string& text : texts) {
+    if (!frame.empty() && !proto::BatchFits(frame.size(), bytes, text.size())) send();
+    bytes += text.size();
+    frame.push_back(std::move(text));
+  }
+  send();
 }
 
 void Agent::Impl::OnLogRequest(const proto::LogRequest& request) {

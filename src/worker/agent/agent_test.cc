@@ -294,6 +294,26 @@ TEST_F(AgentTest, RefusesWhatDoesNotFitAndStopsTasksOnRequest) {
   EXPECT_EQ(canceled.tasks[0].outcome.signal, SIGTERM);
 }
 
+// With a server that reads batch frames (HelloAck::batches), what the agent
+// sends in a burst comes in one frame: an assignment of two tasks whose
+// second is refused brings the first's Started and the Refused together.
+// Every other test here talks to a FakeServer that reads one message per
+// frame, as a server from before batches does, and so checks that the agent
+// then sends none.
+TEST_F(AgentTest, AServerThatReadsBatchesGetsABurstInOneFrame) {
+  FakeServer server(/*tls=*/false, /*batches=*/true);
+  Status started = StartAgent(Config(server));
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  EXPECT_TRUE(server.ExpectHello().batches) << "the agent reads batch frames";
+  proto::HelloAck ack{kWorkerId, "test-server", Millis(100), Seconds(30)};
+  ack.batches = true;
+  server.Send(ack);
+  server.Send(proto::Assign{{Task(0, "exec sleep 60"), Task(1, "exit 0")}});
+  EXPECT_EQ(server.Expect<proto::Started>().tasks.size(), 1u);
+  EXPECT_EQ(server.Expect<proto::Refused>().task, (TaskId{1, 1}));
+  EXPECT_GE(server.largest_frame(), 2u);
+}
+
 TEST_F(AgentTest, AStartFailureIsReportedAsFinishedWithTheReason) {
   FakeServer server(/*tls=*/false);
   Attach(server, Config(server));

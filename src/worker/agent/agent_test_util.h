@@ -5,10 +5,12 @@
 #define DROVER_WORKER_AGENT_AGENT_TEST_UTIL_H_
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <deque>
 #include <future>
 #include <map>
@@ -17,8 +19,7 @@
 #include <optional>
 #include <string>
 #include <variant>
-
-#include <gtest/gtest.h>
+#include <vector>
 
 #include "net/net_test_util.h"
 #include "net/server.h"
@@ -33,7 +34,10 @@ inline constexpr uint64_t kProbeJob = 999999;
 
 // A net::Server on 127.0.0.1 (port 0) with the worker route, on its own
 // loop thread. What workers send is decoded there and queued for the test;
-// the test answers with Send() on the connection of the latest Hello.
+// the test answers with Send() on the connection of the latest Hello. It
+// reads one message per frame, as a server from before batch frames,
+// unless made with `batches` (then it reads batch frames too and keeps the
+// largest frame's message count).
 class FakeServer {
  public:
   struct Received {
@@ -43,7 +47,7 @@ class FakeServer {
     bool closed = false;
   };
 
-  explicit FakeServer(bool tls) : tls_(tls) {
+  explicit FakeServer(bool tls, bool batches = false) : tls_(tls), batches_(batches) {
     server_ = std::make_unique<net::Server>(
         loop_, net::testing::LoopbackServerOptions(dir_.path(), kToken, tls));
     server_->WebSocketRoute("/api/v1/worker",
@@ -61,6 +65,8 @@ class FakeServer {
   }
 
   uint16_t port() const { return server_->port(); }
+  // The most messages one frame held (a FakeServer made with `batches`).
+  size_t largest_frame() const { return largest_frame_; }
   bool tls() const { return tls_; }
   const std::string& fingerprint() const { return server_->fingerprint(); }
 
@@ -222,6 +228,14 @@ class FakeServer {
       sessions_[conn] = s;
     }
     s->OnText([this, conn](std::string text) {
+      if (batches_) {
+        Result<std::vector<proto::WorkerMessage>> frame = proto::DecodeWorkerFrame(text);
+        EXPECT_TRUE(frame.ok()) << frame.status().ToString() << ": " << text;
+        if (!frame.ok()) return;
+        if (frame->size() > largest_frame_) largest_frame_ = frame->size();
+        for (auto& m : *frame) inbox_.Push(Received{conn, std::move(m), "", false});
+        return;
+      }
       Result<proto::WorkerMessage> m = proto::DecodeWorkerMessage(text);
       EXPECT_TRUE(m.ok()) << m.status().ToString() << ": " << text;
       if (m.ok()) inbox_.Push(Received{conn, std::move(*m), "", false});
@@ -248,6 +262,8 @@ class FakeServer {
   }
 
   bool tls_;
+  bool batches_;
+  std::atomic<size_t> largest_frame_{0};
   net::testing::TempDir dir_;
   net::EventLoop loop_;
   std::unique_ptr<net::Server> server_;

@@ -258,6 +258,8 @@ struct WorkerStateConfig {
   // Its file service (proto::Hello::files_port); 0 / "": none.
   uint16_t files_port = 0;
   std::string files_fingerprint;
+  // The shell reads batch frames from the server (proto::Hello::batches).
+  bool batches = true;
   SlotCapacity capacity;  // local admission
   // Until a HelloAck says otherwise.
   Duration heartbeat_interval = Seconds(2);

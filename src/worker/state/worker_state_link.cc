@@ -28,6 +28,7 @@ void WorkerState::OnLinkUp(WorkerOutbox& out) {
   hello.resources = config_.resources;
   hello.files_port = config_.files_port;
   hello.files_fingerprint = config_.files_fingerprint;
+  hello.batches = config_.batches;
   hello.running = RunningTasks();
   sent_this_session_.clear();
   for (const auto& [attempt, finished] : unacked_) {

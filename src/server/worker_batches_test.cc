@@ -1,0 +1,124 @@
+// Batch frames on the worker channel, against a real ServerShell on
+// 127.0.0.1: a worker that says it reads them (Hello::batches) gets what the
+// server sends it in a burst as one frame, and the server reads a batch
+// frame from any worker, as its HelloAck says; a worker from before batches
+// (no flag) gets one message per frame.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "server/server_shell.h"
+#include "server/server_test_util.h"
+
+namespace drover::server {
+namespace {
+
+using testing::FakeWorker;
+using testing::LoopThread;
+using testing::MakeHello;
+using testing::TempDir;
+
+class WorkerBatchesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    loop_thread_ = std::make_unique<LoopThread>(loop_);
+    ServerConfig cfg;
+    cfg.state_dir = dir_ / "state";
+    cfg.bind_address = "127.0.0.1";
+    cfg.port = 0;
+    cfg.tls = true;
+    cfg.access_file = dir_ / "access.json";
+    auto shell = loop_thread_->Call([&] { return ServerShell::Start(loop_, cfg); });
+    ASSERT_TRUE(shell.ok()) << shell.status().ToString();
+    shell_ = std::move(*shell);
+  }
+  void TearDown() override {
+    loop_thread_->Call([&] {
+      shell_->Stop();
+      shell_.reset();
+    });
+  }
+
+  std::unique_ptr<FakeWorker> Attach(const std::string& name, bool batches) {
+    net::ClientOptions o;
+    o.port = shell_->port();
+    o.tls = true;
+    o.fingerprint = shell_->fingerprint();
+    o.token = shell_->token();
+    o.timeout = Seconds(20);
+    auto w = std::make_unique<FakeWorker>(loop_, o);
+    EXPECT_TRUE(w->status().ok()) << w->status().ToString();
+    proto::Hello hello = MakeHello(name);
+    hello.batches = batches;
+    w->Send(hello);
+    std::optional<std::string> text = w->NextText();
+    EXPECT_TRUE(text.has_value());
+    Result<proto::ServerMessage> ack = proto::DecodeServerMessage(text.value_or(""));
+    EXPECT_TRUE(ack.ok() && std::holds_alternative<proto::HelloAck>(*ack)) << text.value_or("");
+    if (ack.ok() && std::holds_alternative<proto::HelloAck>(*ack)) {
+      EXPECT_TRUE(std::get<proto::HelloAck>(*ack).batches) << "the server reads batch frames";
+    }
+    return w;
+  }
+
+  // Two results for attempts the server does not know: it acknowledges
+  // each (the core ignores them), both in the same turn.
+  static std::vector<std::string> TwoStaleResults() {
+    return {proto::Encode(proto::WorkerMessage(
+                proto::Finished{{{TaskId{999, 0}, 1, {}, TimeFromMicros(3)}}})),
+            proto::Encode(proto::WorkerMessage(
+                proto::Finished{{{TaskId{998, 0}, 1, {}, TimeFromMicros(3)}}}))};
+  }
+
+  TempDir dir_;
+  net::EventLoop loop_;
+  std::unique_ptr<LoopThread> loop_thread_;
+  std::unique_ptr<ServerShell> shell_;
+};
+
+TEST_F(WorkerBatchesTest, AWorkerThatReadsBatchesGetsABurstInOneFrame) {
+  std::unique_ptr<FakeWorker> w = Attach("new", /*batches=*/true);
+  w->SendRaw(proto::EncodeBatch(TwoStaleResults()));  // the server reads a batch frame
+  std::optional<std::string> text = w->NextText();
+  ASSERT_TRUE(text.has_value());
+  EXPECT_FALSE(proto::DecodeServerMessage(*text).ok()) << "a batch, not one message: " << *text;
+  Result<std::vector<proto::ServerMessage>> frame = proto::DecodeServerFrame(*text);
+  ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+  ASSERT_EQ(frame->size(), 2u) << *text;
+  EXPECT_EQ(std::get<proto::Ack>(frame->at(0)).tasks.at(0).task, (TaskId{999, 0}));
+  EXPECT_EQ(std::get<proto::Ack>(frame->at(1)).tasks.at(0).task, (TaskId{998, 0}));
+}
+
+TEST_F(WorkerBatchesTest, AWorkerFromBeforeBatchesGetsOneMessagePerFrame) {
+  std::unique_ptr<FakeWorker> w = Attach("old", /*batches=*/false);
+  for (const std::string& text : TwoStaleResults()) w->SendRaw(text);
+  for (TaskId want : {TaskId{999, 0}, TaskId{998, 0}}) {
+    std::optional<std::string> text = w->NextText();
+    ASSERT_TRUE(text.has_value());
+    Result<proto::ServerMessage> m = proto::DecodeServerMessage(*text);  // one message
+    ASSERT_TRUE(m.ok()) << m.status().ToString() << " in " << *text;
+    EXPECT_EQ(std::get<proto::Ack>(*m).tasks.at(0).task, want);
+  }
+}
+
+// A bad message inside a batch fails the whole frame: the worker is told
+// why, by the message's place, and dropped.
+TEST_F(WorkerBatchesTest, ABadMessageInABatchNamesItsPlace) {
+  std::unique_ptr<FakeWorker> w = Attach("careless", /*batches=*/true);
+  std::vector<std::string> texts = TwoStaleResults();
+  texts.push_back(R"({"v":1,"type":"started","tasks":"soon"})");
+  w->SendRaw(proto::EncodeBatch(texts));
+  std::optional<std::string> text = w->NextText();
+  ASSERT_TRUE(text.has_value());
+  Result<proto::ServerMessage> m = proto::DecodeServerMessage(*text);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_TRUE(std::holds_alternative<proto::Error>(*m)) << *text;
+  EXPECT_NE(std::get<proto::Error>(*m).message.find("batch: messages[2]: started: tasks"),
+            std::string::npos)
+      << *text;
+  EXPECT_TRUE(w->WaitClosed().has_value());
+}
+
+}  // namespace
+}  // namespace drover::server
