@@ -48,7 +48,6 @@
 #include "net/client_options.h"
 #include "net/event_loop.h"
 #include "net/fd_limit.h"
-#include "net/idle.h"
 #include "net/token.h"
 #include "net/ws_client.h"
 #include "net/ws_session.h"
@@ -100,7 +99,7 @@ class FakeWorker {
   void OnText(uint64_t link, const std::string& text);
   void OnClosed(uint64_t link);
   // As the agent does: what is sent in a burst goes out in one batch frame
-  // at the loop's idle point, when the server reads them.
+  // once the loop's current callbacks ran, when the server reads them.
   void FlushBatch();
 
   Generator& gen_;
@@ -375,7 +374,7 @@ void FakeWorker::Execute(const WorkerCommand& command) {
               batch_.push_back(proto::Encode(c.message));
               if (!batch_posted_) {
                 batch_posted_ = true;
-                net::PostWhenIdle(gen_.loop(), [this] { FlushBatch(); });
+                gen_.loop().Post([this] { FlushBatch(); });
               }
             }
           }

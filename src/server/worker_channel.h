@@ -176,7 +176,7 @@ class WorkerChannel {
     std::string unhealthy;  // as its last heartbeat said, for the log
     std::map<uint32_t, std::string> sick_gpus;  // likewise
     // It reads batch frames (Hello::batches): what is sent to it in a burst
-    // waits here for the idle point and goes out as one frame.
+    // waits here for the end of the loop's turn and goes out as one frame.
     bool batches = false;
     std::vector<std::string> out;
     bool rejected = false;  // Reject closed it: the rest of its frame is not read
@@ -215,7 +215,7 @@ class WorkerChannel {
   std::shared_ptr<net::ReadPacer> pacer_;
   std::map<WorkerId, std::vector<proto::Assignment>> pending_;  // this turn's batch
   OncePerTurn assign_flush_{loop_, [this] { FlushAssigns(); }};
-  OncePerTurn batch_flush_{loop_, [this] { FlushBatches(); }, OncePerTurn::kWhenIdle};
+  OncePerTurn batch_flush_{loop_, [this] { FlushBatches(); }};
   std::vector<uint64_t> batching_;  // connections with messages waiting
   HandoffStats handoffs_;
   std::map<std::string, uint64_t> health_failures_{{"disk", 0}, {"program", 0}, {"gpu", 0}};

@@ -124,7 +124,7 @@ class Agent::Impl {
   void Send(const proto::WorkerMessage& message);
   // Sends what Send kept for one batch frame (the server reads them:
   // HelloAck::batches): the messages of a burst, a worker's Finished and
-  // Started, go out together at the loop's idle point.
+  // Started, go out together once the loop's current callbacks ran.
   void FlushBatch();
 
   // Tasks: carrying out the state machine's commands.

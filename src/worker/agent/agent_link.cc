@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "net/client_options.h"
-#include "net/idle.h"
 #include "net/ws_session.h"
 #include "proto/messages.h"
 #include "worker/agent/agent_impl.h"
@@ -191,7 +190,7 @@ void Agent::Impl::Send(const proto::WorkerMessage& message) {
   if (batch_posted_) return;
   batch_posted_ = true;
   std::weak_ptr<bool> alive = alive_;
-  net::PostWhenIdle(loop_, [this, alive] {
+  loop_.Post([this, alive] {
     if (!alive.expired() && *alive.lock()) FlushBatch();
   });
 }
