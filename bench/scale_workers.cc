@@ -73,6 +73,7 @@ struct Options {
   uint64_t expect = 0;
   bool stay = false;
   bool socket = false;
+  bool no_batches = false;  // speak as a worker from before batch frames
 };
 
 double CpuSeconds() {
@@ -249,6 +250,7 @@ FakeWorker::FakeWorker(Generator& gen, int index)
       reconnect_(gen.loop()) {
   worker::WorkerStateConfig config;
   config.name = "fake-" + std::to_string(index);
+  config.batches = !gen_.options().no_batches;
   Result<std::string> key = net::GenerateToken();
   config.key = key.ok() ? *key : config.name;
   config.agent_version = "scale_workers";
@@ -299,7 +301,7 @@ void FakeWorker::OnText(uint64_t link, const std::string& text) {
   for (proto::ServerMessage& message : *frame) {
     gen_.MessageIn();
     const auto* ack = std::get_if<proto::HelloAck>(&message);
-    if (ack != nullptr) server_batches_ = ack->batches;
+    if (ack != nullptr) server_batches_ = ack->batches && !gen_.options().no_batches;
     const bool hello_ack = ack != nullptr;
     Run(worker::FromServer{std::move(message)});
     if (hello_ack && !attached_ && state_->established()) {
@@ -468,6 +470,8 @@ int main(int argc, char** argv) {
   app.add_flag("--stay", options.stay,
                "With --expect: say \"N finished\" on stderr then, and go on until a signal");
   app.add_flag("--socket", options.socket, "Connect over the server's local socket, not TCP");
+  app.add_flag("--no-batches", options.no_batches,
+               "Send and read one message per frame, as a worker from before batch frames");
   CLI11_PARSE(app, argc, argv);
 
   (void)drover::net::RaiseOpenFileLimit();

@@ -85,6 +85,10 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
                  "The most output bytes the result cache keeps entries for (500GiB); past it "
                  "the oldest entries go and their outputs are kept only --keep-outputs (0: no cap)")
       ->capture_default_str();
+  app.add_flag("--worker-batches", flags.worker_batches,
+               "Messages to and from a worker that go out in one burst share one frame: less "
+               "server CPU per task at thousands of tasks a second, but the event stream "
+               "and API answers lag under such load (see docs/guide.md); off by default");
   app.add_option("--policy", flags.policy, "Placement policy: spread, pack or round-robin")
       ->capture_default_str();
   app.add_flag("--queue-ahead,!--no-queue-ahead", flags.queue_ahead,
@@ -172,6 +176,7 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
   Result<uint64_t> cache_max = ParseBytes(flags.cache_max_size);
   if (!cache_max.ok()) return cache_max.status().WithContext("--cache-max-size");
   config.cache_max_bytes = *cache_max;
+  config.worker_batches = flags.worker_batches;
   Result<core::PolicyKind> policy = core::ParsePolicy(flags.policy);
   if (!policy.ok()) return policy.status().WithContext("--policy");
   config.scheduler.policy = *policy;

@@ -16,6 +16,7 @@
 // so what became readable meanwhile (an API request) waits for at most two
 // batches, not for every worker. Under light load nothing waits: a read
 // goes through at once until `per_turn` went through since the last batch.
+// A read that brought several messages is charged for each (Charge).
 //
 //   auto pacer = std::make_shared<ReadPacer>(loop, 32);
 //   session->PaceReads(pacer);     // the server's worker sessions
@@ -42,6 +43,11 @@ class ReadPacer : public std::enable_shared_from_this<ReadPacer> {
   // Runs `read` now if this turn has room, otherwise queues it for a later
   // turn (in the order of the calls).
   void Next(std::function<void()> read);
+
+  // Counts `units` more against this turn: a read that brought several
+  // messages (a batch frame) is that much more work, and the reads after
+  // it wait for a later turn once the turn's room is used.
+  void Charge(size_t units) { used_ += units; }
 
   // Drops what waits (the server is stopping).
   void Clear();

@@ -124,6 +124,8 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
   it->second.last_heard = options_.clock->Monotonic();
   Result<std::vector<proto::WorkerMessage>> decoded = proto::DecodeWorkerFrame(text);
   if (!decoded.ok()) return Reject(conn, decoded.status());
+  // A batch frame is as much work as its messages were apart.
+  if (decoded->size() > 1) pacer_->Charge(decoded->size() - 1);
   for (proto::WorkerMessage& message : *decoded) {
     OnMessage(conn, message);
     it = conns_.find(conn);
@@ -312,9 +314,9 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
   ack.server_instance = options_.server_instance;
   ack.heartbeat_interval = options_.heartbeat_interval;
   ack.lease_ttl = options_.lease_ttl;
-  ack.batches = true;
+  ack.batches = options_.batches;
   conns_.at(conn).session->SendText(proto::Encode(proto::ServerMessage{ack}));
-  conns_.at(conn).batches = hello.batches;
+  conns_.at(conn).batches = options_.batches && hello.batches;
 
   // The worker's account of its attempts goes to the core as one event
   // (core/events.h, WorkerAttached): it joins, its results count, what it

@@ -90,6 +90,13 @@ struct WorkerChannelOptions {
   // a request from a person waits for at most about this many, not for a
   // message from every worker.
   size_t reads_per_turn = 32;
+  // Batch frames (proto::EncodeBatch): the HelloAck says the server reads
+  // them, so workers send their bursts as one frame, and a worker whose
+  // hello says it reads them gets the server's bursts so. Half the server's
+  // CPU per task at B6's load, but there the event stream and API answers
+  // lag (bench/README.md, B6): off by default. Either way the server reads
+  // a batch frame a worker sends.
+  bool batches = false;
   // How long a file grant in an assignment stays valid (net/grant.h): the
   // worker fetches its inputs as the assignment arrives.
   Duration grant_ttl = Seconds(600);
