@@ -81,9 +81,10 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
                  "output files this long after it ended, at least --keep-outputs, never longer "
                  "than --keep-finished; its entries last as long")
       ->capture_default_str();
-  app.add_option("--cache-max-size", flags.cache_max_size,
-                 "The most output bytes the result cache keeps entries for (500GiB); past it "
-                 "the oldest entries go and their outputs are kept only --keep-outputs (0: no cap)")
+  app.add_option(
+         "--cache-max-size", flags.cache_max_size,
+         "The most output bytes the result cache keeps entries for (a size: 500GiB); past it "
+         "the oldest entries go and their outputs are kept only --keep-outputs (0: no cap)")
       ->capture_default_str();
   app.add_flag("--worker-batches", flags.worker_batches,
                "Messages to and from a worker that go out in one burst share one frame: less "

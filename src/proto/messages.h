@@ -284,7 +284,9 @@ struct HelloAck {
   // with (net/grant.h): this worker serves a file only against a grant it
   // verifies. Optional on the wire; empty = serve nothing.
   std::string grant_key;
-  // The server reads batch frames; optional on the wire, as Hello::batches.
+  // The worker may send batch frames (a server reads them either way; it
+  // says so when it wants them, `drover server --worker-batches`).
+  // Optional on the wire, as Hello::batches.
   bool batches = false;
   friend bool operator==(const HelloAck&, const HelloAck&) = default;
 };
