@@ -316,13 +316,10 @@ void FakeWorker::FlushBatch() {
   batch_posted_ = false;
   std::vector<std::string> texts;
   texts.swap(batch_);
-  for (size_t at = 0; session_ && at < texts.size(); at += proto::kMaxBatchMessages) {
-    std::vector<std::string> frame(
-        std::make_move_iterator(texts.begin() + at),
-        std::make_move_iterator(texts.begin() +
-                                std::min(texts.size(), at + proto::kMaxBatchMessages)));
+  if (!session_) return;
+  for (std::string& frame : proto::FramesOf(std::move(texts))) {
     gen_.FrameOut();
-    session_->SendText(frame.size() == 1 ? std::move(frame.front()) : proto::EncodeBatch(frame));
+    session_->SendText(std::move(frame));
   }
 }
 

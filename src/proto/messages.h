@@ -476,6 +476,9 @@ Result<ServerMessage> DecodeServerMessage(std::string_view text);
 inline constexpr size_t kMaxBatchMessages = 1024;
 std::string EncodeBatch(const std::vector<std::string>& texts);
 bool BatchFits(size_t texts, size_t bytes, size_t next_bytes);
+// The frames to send `texts` (encoded messages, in order) in: a text alone
+// as itself, several as batches, each within the limits above.
+std::vector<std::string> FramesOf(std::vector<std::string> texts);
 // Decodes a frame that is one message or a batch of them, in order. An
 // error in a batch names the message (`batch: messages[2]: finished: ...`)
 // and fails the whole frame.

@@ -103,6 +103,24 @@ bool BatchFits(size_t texts, size_t bytes, size_t next_bytes) {
          kBatchHead.size() + kBatchTail.size() + bytes + texts + next_bytes + 1 <= kMaxMessageBytes;
 }
 
+std::vector<std::string> FramesOf(std::vector<std::string> texts) {
+  std::vector<std::string> frames;
+  std::vector<std::string> frame;
+  size_t bytes = 0;
+  auto close = [&] {
+    frames.push_back(frame.size() == 1 ? std::move(frame.front()) : EncodeBatch(frame));
+    frame.clear();
+    bytes = 0;
+  };
+  for (std::string& text : texts) {
+    if (!frame.empty() && !BatchFits(frame.size(), bytes, text.size())) close();
+    bytes += text.size();
+    frame.push_back(std::move(text));
+  }
+  if (!frame.empty()) close();
+  return frames;
+}
+
 Result<std::vector<WorkerMessage>> DecodeWorkerFrame(std::string_view text) {
   return DecodeFrameSafely<WorkerMessage>(text);
 }

@@ -172,6 +172,12 @@ TEST(MessagesTest, BadBatchesAreRefusedNamingTheMessage) {
     ASSERT_FALSE(r.ok()) << c.text.substr(0, 200);
     EXPECT_NE(r.status().message().find(c.want), std::string::npos) << r.status().message();
   }
+  // FramesOf splits at the limit: a full batch, then the one left alone.
+  std::vector<std::string> frames = FramesOf(std::vector<std::string>(kMaxBatchMessages + 1, ack));
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(DecodeServerFrame(frames[0])->size(), kMaxBatchMessages);
+  EXPECT_EQ(frames[1], ack);
+  EXPECT_TRUE(FramesOf({}).empty());
   EXPECT_TRUE(BatchFits(1, 100, 100));
   EXPECT_FALSE(BatchFits(kMaxBatchMessages, 100, 100));
   EXPECT_FALSE(BatchFits(1, kMaxMessageBytes - 10, 100));

@@ -45,6 +45,18 @@ class CoreDriverTest : public ::testing::Test {
     return id.ok() ? *id : JobId{};
   }
 
+  // A new driver and store over the same journal, restoring into `scheduler`.
+  Status Reopen(core::Scheduler& scheduler, DriverOptions options) {
+    driver_.reset();
+    store_.reset();
+    auto store = store::MemoryStore::Open(clock_, env_, "/state/store");
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+    driver_ =
+        std::make_unique<CoreDriver>(loop_, clock_, scheduler, *store_, book_, sink_, options);
+    return driver_->Recover();
+  }
+
   net::EventLoop loop_;
   RealClock clock_;
   store::MemoryEnv env_;
@@ -104,16 +116,7 @@ TEST_F(CoreDriverTest, ARestartRestoresEveryRecordAndNamesOneThatDoesNotDecode) 
   constexpr int kJobs = 9000;  // records in three chunks and more, two helpers
   for (int i = 0; i < kJobs; ++i) Submit();
   driver_->AfterDurable([](Status) {}, CoreDriver::Flush::kSoon);
-  auto reopen = [&](core::Scheduler& scheduler) {
-    driver_.reset();
-    store_.reset();
-    auto store = store::MemoryStore::Open(clock_, env_, "/state/store");
-    EXPECT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(*store);
-    driver_ = std::make_unique<CoreDriver>(loop_, clock_, scheduler, *store_, book_, sink_,
-                                           DriverOptions{});
-    return driver_->Recover();
-  };
+  auto reopen = [&](core::Scheduler& scheduler) { return Reopen(scheduler, DriverOptions{}); };
   core::Scheduler restored;
   Status recovered = reopen(restored);
   ASSERT_TRUE(recovered.ok()) << recovered.ToString();
@@ -144,16 +147,7 @@ TEST_F(CoreDriverTest, ACompactionTakenInSlicesKeepsWhatChangedBetweenThem) {
   DriverOptions options;
   options.compact_bytes = 1;  // the first flush compacts
   options.snapshot_tasks_per_slice = 1;
-  auto reopen = [&](core::Scheduler& scheduler) {
-    driver_.reset();
-    store_.reset();
-    auto store = store::MemoryStore::Open(clock_, env_, "/state/store");
-    EXPECT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(*store);
-    driver_ =
-        std::make_unique<CoreDriver>(loop_, clock_, scheduler, *store_, book_, sink_, options);
-    return driver_->Recover();
-  };
+  auto reopen = [&](core::Scheduler& scheduler) { return Reopen(scheduler, options); };
   core::Scheduler live;
   ASSERT_TRUE(reopen(live).ok());
   const JobId a = Submit();

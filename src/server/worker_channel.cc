@@ -527,25 +527,9 @@ void WorkerChannel::FlushBatches() {
     auto it = conns_.find(id);
     if (it == conns_.end()) continue;  // closed meanwhile: nothing to send on
     Conn& conn = it->second;
-    std::vector<std::string> texts;
-    texts.swap(conn.out);
-    if (texts.size() == 1) {
-      conn.session->SendText(std::move(texts.front()));
-      continue;
+    for (std::string& frame : proto::FramesOf(std::exchange(conn.out, {}))) {
+      conn.session->SendText(std::move(frame));
     }
-    std::vector<std::string> frame;
-    size_t bytes = 0;
-    for (std::string& text : texts) {
-      if (!frame.empty() && !proto::BatchFits(frame.size(), bytes, text.size())) {
-        conn.session->SendText(proto::EncodeBatch(frame));
-        frame.clear();
-        bytes = 0;
-      }
-      bytes += text.size();
-      frame.push_back(std::move(text));
-    }
-    conn.session->SendText(frame.size() == 1 ? std::move(frame.front())
-                                             : proto::EncodeBatch(frame));
   }
 }
 

@@ -304,6 +304,15 @@ void SimDriver::Executed() {
   SliceSnapshot();
 }
 
+std::unique_ptr<core::Scheduler> SimDriver::Restored(const std::vector<core::Record>& records,
+                                                     const std::string& what) {
+  std::string error;
+  std::unique_ptr<core::Scheduler> restored =
+      core::testing::RestoredFrom(records, clock_.Now(), scheduler_->config(), &error);
+  if (!restored) Fail(what + " does not restore: " + error);
+  return restored;
+}
+
 void SimDriver::SliceSnapshot() {
   if (!slicing_) return;
   // A few tasks per slice, so that many events fall between the slices.
@@ -313,15 +322,11 @@ void SimDriver::SliceSnapshot() {
   ++report_.sliced_snapshots;
   sliced_.insert(sliced_.end(), sliced_follow_.begin(), sliced_follow_.end());
   sliced_follow_.clear();
-  std::string error;
-  const core::SchedulerConfig& config = scheduler_->config();
-  std::unique_ptr<core::Scheduler> from_journal =
-      core::testing::RestoredFrom(journal_, clock_.Now(), config, &error);
-  if (!from_journal) return Fail("the journal does not restore: " + error);
-  std::unique_ptr<core::Scheduler> from_slices =
-      core::testing::RestoredFrom(sliced_, clock_.Now(), config, &error);
+  std::unique_ptr<core::Scheduler> from_journal = Restored(journal_, "the journal");
+  if (!from_journal) return;
+  std::unique_ptr<core::Scheduler> from_slices = Restored(sliced_, "the snapshot taken in slices");
   sliced_.clear();
-  if (!from_slices) return Fail("the snapshot taken in slices does not restore: " + error);
+  if (!from_slices) return;
   const std::string diff = core::testing::FirstDifference(*from_journal, *from_slices);
   if (!diff.empty()) {
     Fail("restored from the journal and from the snapshot taken in slices differ: " + diff);
@@ -341,14 +346,10 @@ void SimDriver::CheckRestore() {
     sliced_.clear();
     sliced_follow_.clear();
   }
-  std::string error;
-  const core::SchedulerConfig& config = scheduler_->config();
-  std::unique_ptr<core::Scheduler> from_journal =
-      core::testing::RestoredFrom(journal_, clock_.Now(), config, &error);
-  if (!from_journal) return Fail("the journal does not restore: " + error);
-  std::unique_ptr<core::Scheduler> from_snapshot =
-      core::testing::RestoredFrom(scheduler_->Snapshot(), clock_.Now(), config, &error);
-  if (!from_snapshot) return Fail("the snapshot does not restore: " + error);
+  std::unique_ptr<core::Scheduler> from_journal = Restored(journal_, "the journal");
+  if (!from_journal) return;
+  std::unique_ptr<core::Scheduler> from_snapshot = Restored(scheduler_->Snapshot(), "the snapshot");
+  if (!from_snapshot) return;
   // Fair-share use comes back from the journal as the live core charged it
   // (a snapshot keeps no assignment times, so only the journal is exact).
   const std::vector<core::FairShareLine> live = scheduler_->FairShares(clock_.Now());

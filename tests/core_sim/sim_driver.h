@@ -165,6 +165,10 @@ class SimDriver : private core::EventPump::Shell {
   // started at each restore check); once whole, restores it with the
   // records that followed it and compares with the journal's restore.
   void SliceSnapshot();
+  // `records` restored into a fresh scheduler; null (and Fail, naming
+  // `what`) when they do not restore.
+  std::unique_ptr<core::Scheduler> Restored(const std::vector<core::Record>& records,
+                                            const std::string& what);
   bool failed() const { return !violation_.empty() || ledger_.failed(); }
   Status Failure() const;
 

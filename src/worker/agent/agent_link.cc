@@ -199,20 +199,8 @@ void Agent::Impl::FlushBatch() {
   batch_posted_ = false;
   std::vector<std::string> texts;
   texts.swap(batch_);
-  if (!session_ || texts.empty()) return;
-  std::vector<std::string> frame;
-  size_t bytes = 0;
-  auto send = [&] {
-    session_->SendText(frame.size() == 1 ? std::move(frame.front()) : proto::EncodeBatch(frame));
-    frame.clear();
-    bytes = 0;
-  };
-  for (std::string& text : texts) {
-    if (!frame.empty() && !proto::BatchFits(frame.size(), bytes, text.size())) send();
-    bytes += text.size();
-    frame.push_back(std::move(text));
-  }
-  send();
+  if (!session_) return;
+  for (std::string& frame : proto::FramesOf(std::move(texts))) session_->SendText(std::move(frame));
 }
 
 void Agent::Impl::OnLogRequest(const proto::LogRequest& request) {
