@@ -269,6 +269,10 @@ def _task_spec(
     replicas: Optional[int] = None,
     cache: bool = False,
     code: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
+    network: Optional[str] = None,
+    io_read_bps: Optional[Union[int, str]] = None,
+    io_write_bps: Optional[Union[int, str]] = None,
+    io_weight: Optional[int] = None,
 ) -> Dict[str, Any]:
     spec: Dict[str, Any] = {"id": name, "command": _command(command)}
     if array is not None:
@@ -292,6 +296,14 @@ def _task_spec(
         spec["max_output"] = max_output
     if replicas is not None:
         spec["replicas"] = replicas
+    if network is not None:
+        spec["network"] = network
+    if io_read_bps is not None:
+        spec["io_read_bps"] = io_read_bps
+    if io_write_bps is not None:
+        spec["io_write_bps"] = io_write_bps
+    if io_weight is not None:
+        spec["io_weight"] = io_weight
     if inputs is not None:
         if isinstance(inputs, str):
             raise TypeError('inputs: expected a list of selectors such as ["prep:a.csv"], got a str')
@@ -477,6 +489,10 @@ class Client:
         replicas: Optional[int] = None,
         cache: bool = False,
         code: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
+        network: Optional[str] = None,
+        io_read_bps: Optional[Union[int, str]] = None,
+        io_write_bps: Optional[Union[int, str]] = None,
+        io_weight: Optional[int] = None,
     ) -> "Task":
         """Submits one task as a job of its own and returns it at once, before
         the server has answered (see the module doc: the job is sent in the
@@ -493,7 +509,11 @@ class Client:
         a second worker; ``cache=True`` reuses the result of an earlier task
         of yours with the same command, environment, inputs and ``code``
         files (paths or globs, hashed here) while its outputs are held: it
-        then succeeds without running (``task.info().outcome.cached_from``).
+        then succeeds without running (``task.info().outcome.cached_from``);
+        ``network="none"`` runs it in a network of its own with only
+        loopback (only on workers that can make one); ``io_read_bps`` and
+        ``io_write_bps`` (``"10MiB"`` or bytes per second) and ``io_weight``
+        (1 to 10000) limit its disk I/O.
 
         The task's first use (``id``, ``result()``, ``wait()``, ...) raises
         the server's refusal: InvalidRequest, whose ``field`` says which part
@@ -504,7 +524,8 @@ class Client:
                  gpu_type=gpu_type, labels=labels, counters=counters, env=env, retries=retries,
                  retry_backoff=retry_backoff, timeout=timeout, priority=priority,
                  max_output=max_output, input_files=input_files, replicas=replicas, cache=cache,
-                 code=code)
+                 code=code, network=network, io_read_bps=io_read_bps, io_write_bps=io_write_bps,
+                 io_weight=io_weight)
         job._pending = self._submitter.submit(job.spec())
         return Task(self, job=job)
 
@@ -1014,6 +1035,10 @@ class Job:
         replicas: Optional[int] = None,
         cache: bool = False,
         code: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
+        network: Optional[str] = None,
+        io_read_bps: Optional[Union[int, str]] = None,
+        io_write_bps: Optional[Union[int, str]] = None,
+        io_weight: Optional[int] = None,
     ) -> TaskGroup:
         """Adds one task; returns its group, for ``after=`` of later ones.
 
@@ -1056,6 +1081,10 @@ class Job:
         replicas: Optional[int] = None,
         cache: bool = False,
         code: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
+        network: Optional[str] = None,
+        io_read_bps: Optional[Union[int, str]] = None,
+        io_write_bps: Optional[Union[int, str]] = None,
+        io_weight: Optional[int] = None,
     ) -> TaskGroup:
         """Adds one task per index (``range(8)``, ``"0-99:2"``); each sees
         ``$DROVER_TASK_INDEX`` and ``{index}`` in its command is replaced."""
@@ -1260,7 +1289,8 @@ def _flush_at_exit() -> None:
 def _task_spec_args(scope: Dict[str, Any]) -> Dict[str, Any]:
     keys = ("cpus", "mem", "gpus", "gpu_mem", "gpu_type", "labels", "counters", "env",
             "retries", "retry_backoff", "timeout", "priority", "max_output", "inputs",
-            "input_files", "replicas", "cache", "code")
+            "input_files", "replicas", "cache", "code", "network", "io_read_bps", "io_write_bps",
+            "io_weight")
     return {k: scope[k] for k in keys}
 
 

@@ -210,6 +210,20 @@ class SpecTest(unittest.TestCase):
         self.assertEqual(spec["task"][1]["replicas"], 2)
         self.assertEqual(spec["task"][2]["replicas"], 3)
 
+    def test_network_and_disk_io_limits(self) -> None:
+        c = drover.Client("h:1", token="t", tls=False)
+        job = c.job("fenced")
+        job.task(["true"], name="plain")
+        job.task(["true"], name="offline", network="none", io_write_bps="10MiB", io_weight=200)
+        job.array(["true"], range(2), name="reader", io_read_bps=50 << 20)
+        spec = job.spec()
+        for key in ("network", "io_read_bps", "io_write_bps", "io_weight"):
+            self.assertNotIn(key, spec["task"][0])
+        self.assertEqual(spec["task"][1]["network"], "none")
+        self.assertEqual(spec["task"][1]["io_write_bps"], "10MiB")
+        self.assertEqual(spec["task"][1]["io_weight"], 200)
+        self.assertEqual(spec["task"][2]["io_read_bps"], 50 << 20)
+
 
 class ErrorMappingTest(unittest.TestCase):
     def test_error_bodies_become_typed_exceptions(self) -> None:

@@ -294,6 +294,16 @@ void AddSubmitCommand(CLI::App& root, int& exit_code) {
   submit->add_option("--max-output", s->spec.max_output,
                      "Most the task's outputs may add up to: 2GiB (default: the server's "
                      "--max-output)");
+  submit->add_option("--network", s->spec.network,
+                     "host (default: the worker's network) or none (a network of its own with "
+                     "only loopback; runs only on workers that can make one)");
+  submit->add_option("--io-read-bps", s->spec.io_read_bps,
+                     "Disk reads per second on the task directory's device: 50MiB");
+  submit->add_option("--io-write-bps", s->spec.io_write_bps,
+                     "Disk writes per second on the task directory's device: 10MiB (cgroup v1: "
+                     "direct I/O only)");
+  submit->add_option("--io-weight", s->spec.io_weight,
+                     "Its share of the disk against other tasks', 1-10000 (100 without one)");
   submit
       ->add_option("--input", s->spec.inputs,
                    "A local file for the task's directory, uploaded once (repeatable)")

@@ -22,6 +22,7 @@
 #include "net/fd_limit.h"
 #include "worker/agent/agent.h"
 #include "worker/desktop/input_source.h"
+#include "worker/exec/host_features.h"
 #include "worker/exec/task_account.h"
 
 namespace drover::cli {
@@ -222,6 +223,12 @@ int RunWorker(WorkerFlags& flags) {
     Result<worker::WorkerResources> offer = worker::DetectOffer(config);
     if (!offer.ok()) return ReportError(offer.status(), /*usage_on_invalid=*/true);
     std::cout << "drover: worker flags are valid; it would offer " << worker::FormatSummary(*offer)
+              << std::endl;
+    std::cout << "drover: tasks with network = \"none\" "
+              << (worker::CanMakePrivateNetwork()
+                      ? "run here (it may create network namespaces)"
+                      : "are not placed here (it may not create network namespaces: run it as "
+                        "root)")
               << std::endl;
     if (config.desktop) {
       Result<std::unique_ptr<worker::InputSource>> input =

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <nlohmann/json.hpp>
 
 #include "net/http_types.h"
@@ -21,7 +23,9 @@ std::string FlagMessage(std::string message) {
       if (rest.rfind("gpu_mem", 0) == 0) return "--gpu-mem" + rest.substr(7);
       if (rest.rfind("labels", 0) == 0) return "--label" + rest.substr(6);
       if (rest.rfind("counters", 0) == 0) return "--counter" + rest.substr(8);
-      if (rest.rfind("max_output", 0) == 0) return "--max-output" + rest.substr(10);
+      // io_read_bps: ... -> --io-read-bps: ...
+      const size_t key_end = std::min(rest.find(':'), rest.size());
+      std::replace(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(key_end), '_', '-');
       return "--" + rest;
     }
   }
@@ -107,6 +111,11 @@ Result<std::string> BuildSubmitBody(const SubmitFlags& flags) {
   if (!flags.array.empty()) task["array"] = flags.array;
   if (!flags.timeout.empty()) task["timeout"] = flags.timeout;
   if (!flags.max_output.empty()) task["max_output"] = flags.max_output;
+  if (!flags.network.empty()) task["network"] = flags.network;
+  if (!flags.io_read_bps.empty()) task["io_read_bps"] = flags.io_read_bps;
+  if (!flags.io_write_bps.empty()) task["io_write_bps"] = flags.io_write_bps;
+  // Checked by the job parser (1 to 10000), which names the flag.
+  if (flags.io_weight != -1) task["io_weight"] = flags.io_weight;
   if (!flags.inputs.empty()) task["input_files"] = flags.inputs;
   if (flags.cache) task["cache"] = true;
   if (!flags.code.empty()) {

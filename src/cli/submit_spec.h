@@ -24,6 +24,10 @@ struct SubmitFlags {
   std::string array;     // "0-7"
   std::string timeout;   // "2h"
   std::string max_output;  // "2GiB": the most the task's outputs may add up to
+  std::string network;     // "none": a network of its own (job files' `network`)
+  std::string io_read_bps;   // "50MiB": disk reads per second (job files' `io_read_bps`)
+  std::string io_write_bps;  // "10MiB": disk writes per second
+  int io_weight = -1;        // 1-10000: its share of the disk; -1: none given
   // Local files for the task's directory (--input); uploaded before the
   // submit (upload_inputs.h).
   std::vector<std::string> inputs;

@@ -111,6 +111,38 @@ TEST(SubmitSpecTest, ErrorsNameTheFlag) {
   EXPECT_FALSE(BuildSubmitBody(f).ok());
 }
 
+TEST(SubmitSpecTest, NetworkAndDiskIoFlagsBecomeTheTasksKeysAndErrorsNameTheFlag) {
+  SubmitFlags f;
+  f.command = {"true"};
+  f.network = "none";
+  f.io_read_bps = "50MiB";
+  f.io_write_bps = "10MiB";
+  f.io_weight = 300;
+  Result<std::string> body = BuildSubmitBody(f);
+  ASSERT_TRUE(body.ok()) << body.status().ToString();
+  for (const char* want : {"\"network\":\"none\"", "\"io_read_bps\":52428800",
+                           "\"io_write_bps\":10485760", "\"io_weight\":300"}) {
+    EXPECT_NE(body->find(want), std::string::npos) << want << " in " << *body;
+  }
+  f.network = "lan";
+  body = BuildSubmitBody(f);
+  ASSERT_FALSE(body.ok());
+  EXPECT_EQ(body.status().message().rfind("--network: unknown network \"lan\"", 0), 0u)
+      << body.status().message();
+  f.network.clear();
+  f.io_write_bps = "0";
+  body = BuildSubmitBody(f);
+  ASSERT_FALSE(body.ok());
+  EXPECT_EQ(body.status().message().rfind("--io-write-bps: must be above zero", 0), 0u)
+      << body.status().message();
+  f.io_write_bps.clear();
+  f.io_weight = 0;
+  body = BuildSubmitBody(f);
+  ASSERT_FALSE(body.ok());
+  EXPECT_EQ(body.status().message().rfind("--io-weight: 0: expected 1 to 10000", 0), 0u)
+      << body.status().message();
+}
+
 TEST(SubmitSpecTest, LabelsCountersAndUser) {
   SubmitFlags f;
   f.command = {"true"};

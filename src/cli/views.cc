@@ -153,6 +153,31 @@ std::string JobView(const json& job, int64_t now_ms) {
   return out;
 }
 
+// "network none; disk writes 10 MiB/s, weight 200": what the task asked
+// for beyond its resources (nothing: "").
+std::string IsolationText(const json& task) {
+  std::vector<std::string> parts;
+  if (Str(task, "network") == "none") parts.push_back("network none (loopback only)");
+  const json& io = task.value("io", json());
+  if (io.is_object()) {
+    std::string disk;
+    auto add = [&](const std::string& what) { disk += (disk.empty() ? "disk " : ", ") + what; };
+    if (const int64_t r = Int(io, "read_bps", 0); r > 0) {
+      add("reads " + FormatBytes(static_cast<uint64_t>(r)) + "/s");
+    }
+    if (const int64_t w = Int(io, "write_bps", 0); w > 0) {
+      add("writes " + FormatBytes(static_cast<uint64_t>(w)) + "/s");
+    }
+    if (const int64_t weight = Int(io, "weight", 0); weight > 0) {
+      add("weight " + std::to_string(weight));
+    }
+    if (!disk.empty()) parts.push_back(disk);
+  }
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
+  return out;
+}
+
 std::string TaskView(const json& task, int64_t now_ms) {
   Table table({"FIELD", "VALUE"});
   auto row = [&](const char* name, std::string value) {
@@ -184,6 +209,7 @@ std::string TaskView(const json& task, int64_t now_ms) {
     gpus += Str(g, "index") + " (" + FormatGpus(Int(g, "share", 100)) + ")";
   }
   row("gpus", gpus);
+  if (std::string isolation = IsolationText(task); !isolation.empty()) row("isolation", isolation);
   const json outcome = task.value("outcome", json());
   if (outcome.is_object()) {
     const int64_t signal = Int(outcome, "signal", 0);

@@ -86,6 +86,18 @@ TEST(ViewsTest, TaskViewShowsOutcomeResultAndExplain) {
   EXPECT_EQ(hidden.find("result:"), std::string::npos) << hidden;
 }
 
+TEST(ViewsTest, TaskViewShowsANetworkOfItsOwnAndDiskLimitsOnlyWhenAskedFor) {
+  json task = json::parse(R"({"id": "7.0", "group": "g", "state": "running", "attempt": 1})");
+  EXPECT_EQ(TaskView(task, 0).find("isolation"), std::string::npos);
+  task["network"] = "none";
+  task["io"] = {{"read_bps", 0}, {"write_bps", 10 << 20}, {"weight", 200}};
+  const std::string text = TaskView(task, 0);
+  EXPECT_NE(text.find("\nisolation  network none (loopback only); disk writes 10 MiB/s, weight "
+                      "200\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(ViewsTest, TaskViewListsEveryAttemptWhenThereWereSeveral) {
   json task = json::parse(R"({
     "id": "7.8", "group": "g", "array_index": 0, "state": "succeeded", "attempt": 2,

@@ -109,6 +109,11 @@ std::string NeverFits(const std::vector<const WorkerState*>& live, const Resourc
       return "no worker has label " + key + "=" + value;
     }
   }
+  if (req.private_network &&
+      !any([](const WorkerState& w) { return w.resources().private_network; })) {
+    return "no worker can give a task a private network (network = \"none\" needs a worker "
+           "that may create network namespaces: one running as root)";
+  }
   if (req.gpus > 0 && !req.gpu_types.empty()) {
     bool offered = any([&](const WorkerState& w) {
       return std::any_of(w.resources().gpus.begin(), w.resources().gpus.end(),

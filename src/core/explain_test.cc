@@ -53,6 +53,26 @@ TEST(ExplainTest, UnrunnableNamesTheGroupsNoWorkerCouldRun) {
   EXPECT_EQ(*c.scheduler().Unrunnable(1), std::vector<std::string>{"all workers are drained"});
 }
 
+// `network = "none"` is placed only where a worker can make a network
+// namespace; until one joins, explain says what is missing.
+TEST(ExplainTest, ANetworkNoneTaskWaitsForAWorkerThatCanGiveItANetworkOfItsOwn) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(4));
+  c.Submit(JobBuilder(TaskBuilder("offline").NetworkNone()).Add(TaskBuilder("online")));
+  const std::string missing =
+      "no worker can give a task a private network (network = \"none\" needs a worker that may "
+      "create network namespaces: one running as root)";
+  EXPECT_EQ(*c.scheduler().Explain(T(1, 0)), missing);
+  EXPECT_EQ(*c.scheduler().Unrunnable(1),
+            std::vector<std::string>{"task group offline: " + missing});
+  c.Run(T(1, 1));
+  EXPECT_EQ(*c.scheduler().Explain(T(1, 1)), "running on worker 1 (attempt 1)");
+  const WorkerId able = c.AddWorker(WorkerBuilder().Cpus(4).PrivateNetwork());
+  c.Run(T(1, 0));
+  EXPECT_EQ(*c.scheduler().Explain(T(1, 0)),
+            "running on worker " + std::to_string(able) + " (attempt 1)");
+}
+
 // One core; alice's job 1 (three tasks) ran an hour before bob's job 2
 // arrives; with no half-life alice's hour stays whole.
 void AliceRanAnHourThenBobSubmits(TestCluster& c) {

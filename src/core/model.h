@@ -75,6 +75,19 @@ std::string OutputNameProblem(std::string_view name);
 // True for 64 lower-case hex digits.
 bool IsSha256Hex(std::string_view text);
 
+// Disk I/O limits of each attempt, on the block device that holds its
+// directory (`io_read_bps`, `io_write_bps`, `io_weight`); 0: none.
+struct IoLimits {
+  uint64_t read_bps = 0;   // bytes per second
+  uint64_t write_bps = 0;  // bytes per second
+  // Its share of the device against other tasks' (cgroup v2 io.weight,
+  // 1 to 10000, 100 for a task without one); 0: the default.
+  uint32_t weight = 0;
+  bool Any() const { return read_bps != 0 || write_bps != 0 || weight != 0; }
+  friend bool operator==(const IoLimits&, const IoLimits&) = default;
+};
+inline constexpr uint32_t kMaxIoWeight = 10000;
+
 // One `[[task]]` of a job file.
 // The most copies of a task's outputs (TaskGroupSpec::replicas).
 inline constexpr uint32_t kMaxReplicas = 4;
@@ -127,6 +140,9 @@ struct TaskGroupSpec {
   // pattern in `name` and no sha256 until it has hashed the files it
   // matches, cli/code_files.h); the server takes only hashed ones.
   std::vector<OutputFile> code;
+  // Disk I/O limits of each attempt (its network, which decides where it
+  // may run, is resources.private_network).
+  IoLimits io;
 
   friend bool operator==(const TaskGroupSpec&, const TaskGroupSpec&) = default;
   uint32_t TaskCount() const { return array ? array->count : 1; }

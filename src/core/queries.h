@@ -58,6 +58,10 @@ struct TaskInfo {
   // Assigned and waiting on its worker behind this task (queue-ahead):
   // it starts there when that one ends.
   std::optional<TaskId> after;
+  // Its group's isolation beyond cores, memory and GPUs: a network of its
+  // own (`network = "none"`) and disk I/O limits.
+  bool private_network = false;
+  IoLimits io;
 };
 
 struct WorkerInfo {

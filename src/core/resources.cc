@@ -37,6 +37,7 @@ std::string ResourceRequest::ToString() const {
   }
   for (const auto& [name, amount] : counters) s += " " + name + "=" + std::to_string(amount);
   for (const auto& [key, value] : labels) s += " " + key + "=" + value;
+  if (private_network) s += " network=none";
   return s;
 }
 

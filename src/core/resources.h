@@ -44,6 +44,10 @@ struct ResourceRequest {
   std::vector<std::string> gpu_types;
   std::map<std::string, int64_t> counters;     // e.g. {"licenses", 2}
   std::map<std::string, std::string> labels;   // worker label must equal
+  // `network = "none"`: the task runs in a network namespace of its own,
+  // with only loopback, so only a worker that can make one
+  // (WorkerResources::private_network) is a place for it.
+  bool private_network = false;
 
   friend auto operator<=>(const ResourceRequest&, const ResourceRequest&) = default;
 
@@ -61,8 +65,8 @@ struct ResourceRequest {
   // Checks the numbers are in range (no negatives, whole GPUs above one,
   // counters positive). Errors say which field is wrong.
   Status Validate() const;
-  // "cpus=2 mem=4 GiB gpus=0.25 gpu_mem=8 GiB gpu_type=A100 licenses=1 os=linux",
-  // omitting fields left at their defaults except cpus.
+  // "cpus=2 mem=4 GiB gpus=0.25 gpu_mem=8 GiB gpu_type=A100 licenses=1 os=linux
+  // network=none", omitting fields left at their defaults except cpus.
   std::string ToString() const;
 };
 
@@ -97,6 +101,9 @@ struct WorkerResources {
   // --lifetime`): only a task with a timeout that ends by then is placed
   // there. None: it stays.
   std::optional<Time> ends_at;
+  // It can give a task a network namespace of its own (it may create
+  // them: root, or CAP_SYS_ADMIN), for `network = "none"`.
+  bool private_network = false;
 
   friend bool operator==(const WorkerResources&, const WorkerResources&) = default;
 

@@ -47,6 +47,8 @@ Result<TaskInfo> Scheduler::GetTask(TaskId id) const {
   TaskInfo info;
   info.id = id;
   info.group = spec.name;
+  info.private_network = spec.resources.private_network;
+  info.io = spec.io;
   info.array_index = spec.IndexAt(r.index - job.groups[t.group].first);
   info.state = t.state;
   info.attempt = t.attempt;

@@ -33,6 +33,7 @@ bool WorkerState::CanEverFit(const ResourceRequest& r) const {
     return false;
   }
   if (!LabelsMatch(r)) return false;
+  if (r.private_network && !resources_.private_network) return false;
   for (const auto& [name, amount] : r.counters) {
     auto it = resources_.counters.find(name);
     if (it == resources_.counters.end() || it->second < amount) return false;
@@ -107,6 +108,7 @@ bool WorkerState::Fits(const ResourceRequest& r, bool prefer_full_gpus) const {
   (void)prefer_full_gpus;  // which GPU, not whether one fits
   if (!CoresFit(r) || free_mem_ < r.mem_bytes) return false;
   if (!r.labels.empty() && !LabelsMatch(r)) return false;
+  if (r.private_network && !resources_.private_network) return false;
   if (r.gpus > 0) {
     if (r.IsGpuShare()) {
       if (PickShareGpu(r, false) < 0) return false;

@@ -342,6 +342,12 @@ nlohmann::json TaskInfoJson(const core::TaskInfo& task) {
   PutTime(j, "retry_at", task.retry_at);
   j["outcome"] = OutcomeJson(task.outcome);
   if (task.after) j["after"] = task.after->ToString();
+  if (task.private_network) j["network"] = "none";
+  if (task.io.Any()) {
+    j["io"] = Json{{"read_bps", task.io.read_bps},
+                   {"write_bps", task.io.write_bps},
+                   {"weight", task.io.weight}};
+  }
   // The latest saved $DROVER_CHECKPOINT_DIR (core/checkpoint.h), or null.
   if (task.checkpoint) {
     Json files = Json::array();

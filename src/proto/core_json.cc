@@ -135,6 +135,7 @@ Json WorkerResourcesJson(const core::WorkerResources& resources) {
          {"counters", resources.counters},
          {"labels", resources.labels}};
   if (resources.ends_at) j["ends_at_us"] = ToMicros(*resources.ends_at);
+  if (resources.private_network) j["private_network"] = true;
   return j;
 }
 
@@ -184,6 +185,7 @@ bool ReadWorkerResources(const Json& j, const std::string& path, core::WorkerRes
     if (!r.TimeMicros("ends_at_us", &ends)) return false;
     out->ends_at = ends;
   }
+  if (!r.Bool("private_network", &out->private_network, Need::kOptional)) return false;
   if (!r.ok()) return false;
   if (Status s = out->Validate(); !s.ok()) return ctx.Fail(path, s.message());
   return true;

@@ -311,6 +311,53 @@ TEST(JobFileTest, HowATaskIsVacatedIsReadCheckedAndRoundTrips) {
             "sweep.toml:5:15: task[0].preemptible: expected a boolean, got string");
 }
 
+// A task's network and disk I/O limits: read, checked with positions, and
+// round-tripped through the journal's JSON; `network` decides placement,
+// so it lives in the resource request.
+TEST(JobFileTest, NetworkAndDiskIoLimitsAreReadCheckedAndRoundTrip) {
+  Result<core::JobSpec> spec =
+      ParseJobToml(OneTask("network = \"none\"\nio_read_bps = \"50MiB\"\nio_write_bps = 1048576\n"
+                           "io_weight = 200\n"),
+                   "j");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const core::TaskGroupSpec& g = spec->groups[0];
+  EXPECT_TRUE(g.resources.private_network);
+  EXPECT_EQ(g.io.read_bps, 50ull << 20);
+  EXPECT_EQ(g.io.write_bps, 1ull << 20);
+  EXPECT_EQ(g.io.weight, 200u);
+  EXPECT_EQ(g.resources.ToString(), "cpus=1 network=none");
+  const std::string json = JobSpecToJson(*spec);
+  Result<core::JobSpec> back = JobSpecFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, *spec) << json;
+
+  Result<core::JobSpec> host = ParseJobToml(OneTask("network = \"host\"\n"), "j");
+  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  EXPECT_FALSE(host->groups[0].resources.private_network);
+  EXPECT_FALSE(host->groups[0].io.Any());
+  const std::string plain = JobSpecToJson(*host);
+  EXPECT_EQ(plain.find("network"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("io_"), std::string::npos) << plain;
+
+  EXPECT_EQ(TomlError(OneTask("network = \"off\"\n")),
+            "sweep.toml:5:11: task[0].network: unknown network \"off\"; expected \"host\" (the "
+            "worker's network, the default) or \"none\" (a network of its own with only "
+            "loopback)");
+  EXPECT_EQ(ParseJobToml(OneTask("io_write_bps = \"10MB\"\n"), "j")->groups[0].io.write_bps,
+            10'000'000u);  // decimal units are as written
+  EXPECT_EQ(TomlError(OneTask("io_write_bps = \"10 potatoes\"\n"))
+                .rfind("sweep.toml:5:16: "
+                       "task[0].io_write_bps: ",
+                       0),
+            0u);
+  EXPECT_EQ(TomlError(OneTask("io_read_bps = 0\n")),
+            "sweep.toml:5:15: task[0].io_read_bps: must be above zero: bytes per second, such as "
+            "\"10MiB\" (leave it out for no limit)");
+  EXPECT_EQ(TomlError(OneTask("io_weight = 20000\n")),
+            "sweep.toml:5:13: task[0].io_weight: 20000: expected 1 to 10000 (its share of the "
+            "disk against other tasks', 100 without one)");
+}
+
 // Which outputs a dependent fetches, and how much its outputs may add up
 // to: read, checked with positions, and round-tripped through
 // the journal's JSON, where [] (nothing) stays apart from absent (all).

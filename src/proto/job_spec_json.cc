@@ -24,7 +24,8 @@ const std::vector<std::string_view> kTaskKeys = {
     "id",          "command",       "array",      "env",         "resources",     "depends_on",
     "retries",     "retry_backoff", "timeout",    "priority",    "vacate_signal", "vacate_grace",
     "preemptible", "inputs",        "max_output", "input_files", "replicas",      "function",
-    "args",        "kwargs",        "python",     "cache",       "code"};
+    "args",        "kwargs",        "python",     "cache",       "code",          "network",
+    "io_read_bps", "io_write_bps",  "io_weight"};
 
 // Signals a task may ask to be vacated with (`vacate_signal`), by name.
 const std::vector<std::pair<std::string_view, int32_t>> kVacateSignals = {
@@ -104,6 +105,7 @@ Json GroupJson(const core::TaskGroupSpec& g) {
   if (g.inputs) j["inputs"] = *g.inputs;  // [] (nothing) differs from absent (everything)
   if (g.max_output_bytes != 0) j["max_output"] = g.max_output_bytes;
   if (g.replicas != 1) j["replicas"] = g.replicas;
+  IsolationJson(g, j);
   if (!g.input_files.empty()) {
     Json files = Json::array();
     for (const core::OutputFile& f : g.input_files) {
@@ -150,20 +152,6 @@ bool ReadFractional(const Json& j, const std::string& path,
   if (!value.ok()) return ctx.Fail(path, value.status().message());
   *out = *value;
   return true;
-}
-
-// mem and gpu_mem: a string with a unit, or an integer number of bytes.
-bool ReadBytes(const Json& j, const std::string& path, uint64_t* out, DecodeContext& ctx) {
-  if (j.is_string()) {
-    Result<uint64_t> bytes = ParseBytes(j.get_ref<const std::string&>());
-    if (!bytes.ok()) return ctx.Fail(path, bytes.status().message());
-    *out = *bytes;
-    return true;
-  }
-  if (j.is_number_integer()) return ReadUint64(j, path, UINT64_MAX, out, ctx);
-  return ctx.Fail(path, std::string("expected a string with a unit (\"4GiB\") or an integer "
-                                    "number of bytes, got ") +
-                            (j.is_number_float() ? "number " + Dump(j) : JsonTypeName(j)));
 }
 
 bool ReadDurationString(const Json& j, const std::string& path, Duration* out, DecodeContext& ctx) {
@@ -433,6 +421,7 @@ bool ReadGroup(const Json& j, const std::string& path, core::TaskGroupSpec* g, D
   if (const Json* res = r.Get("resources", Need::kOptional)) {
     if (!ReadResources(*res, r.PathOf("resources"), &g->resources, ctx)) return false;
   }
+  if (!ReadIsolation(r, g, ctx)) return false;
   if (const Json* d = r.Get("depends_on", Need::kOptional)) {
     if (!ReadStringList(*d, r.PathOf("depends_on"), &g->depends_on, ctx)) return false;
   }

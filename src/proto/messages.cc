@@ -465,6 +465,7 @@ Json AssignmentJson(const Assignment& a) {
     if (a.max_output_by_task) j["max_output_by_task"] = true;
   }
   if (!a.user.empty()) j["user"] = a.user;
+  internal::IsolationFieldsJson(a, j);
   return j;
 }
 bool ReadAssignment(const Json& j, const std::string& path, Assignment* a, DecodeContext& ctx) {
@@ -483,7 +484,7 @@ bool ReadAssignment(const Json& j, const std::string& path, Assignment* a, Decod
       !r.Micros("vacate_grace_us", &a->vacate_grace, Need::kOptional) ||
       !r.Integer("max_output", &a->max_output_bytes, Need::kOptional) ||
       !r.Bool("max_output_by_task", &a->max_output_by_task, Need::kOptional) ||
-      !r.String("user", &a->user, Need::kOptional)) {
+      !r.String("user", &a->user, Need::kOptional) || !internal::ReadIsolationFields(r, a, ctx)) {
     return false;
   }
   if (a->vacate_signal < 1 || a->vacate_signal > 64) {

@@ -362,6 +362,14 @@ struct Assignment {
   // Optional on the wire ("user", written when not empty): a server that
   // omits it leaves it empty, which such a worker refuses.
   std::string user;
+  // `network = "none"`: a network namespace of its own with only loopback
+  // (the server places such a task only on a worker that said it can make
+  // one, core::WorkerResources::private_network). Optional on the wire
+  // ("network": "none").
+  bool private_network = false;
+  // Disk I/O limits on the device of its directory (core::IoLimits).
+  // Optional on the wire ("io": {"read_bps", "write_bps", "weight"}).
+  core::IoLimits io;
   friend bool operator==(const Assignment&, const Assignment&) = default;
 };
 struct Assign {

@@ -37,6 +37,7 @@ Hello SampleHello() {
   h.resources.counters = {{"licenses", 4}};
   h.resources.labels = {{"os", "linux"}};
   h.resources.ends_at = TimeFromMicros(1'700'003'600'000'000);  // --lifetime
+  h.resources.private_network = true;
   h.running = {{{12, 3}, 1, {0, 1}, {{1, 100, 80ULL << 30}}}, {{12, 4}, 2, {}, {}},
                {{12, 5}, 1, {0}, {}, true}};
   h.finished = {{{11, 0}, 1, SampleOutcome(), TimeFromMicros(1'700'000'000'123'456)}};
@@ -470,6 +471,45 @@ TEST(MessagesTest, AnAssignmentsMaxOutputRoundTripsAndIsOptional) {
     Result<ServerMessage> back = DecodeServerMessage(text);
     ASSERT_TRUE(back.ok()) << back.status().ToString();
     EXPECT_EQ(std::get<Assign>(*back).tasks[0], a) << text;
+  }
+}
+
+// A task's own network and its disk I/O limits: written only when set, an
+// older server's assignment without them reads as the worker's network and
+// no limits, and bad values are refused naming the field.
+TEST(MessagesTest, AnAssignmentsNetworkAndIoLimitsRoundTripAndAreOptional) {
+  Assignment a = SampleAssignment();
+  std::string text = Encode(ServerMessage(Assign{{a}}));
+  EXPECT_EQ(text.find("\"network\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("\"io\""), std::string::npos) << text;
+  a.private_network = true;
+  a.io.write_bps = 10 << 20;
+  a.io.weight = 50;
+  text = Encode(ServerMessage(Assign{{a}}));
+  EXPECT_NE(text.find(R"("network":"none")"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("io":{"weight":50,"write_bps":10485760})"), std::string::npos) << text;
+  Result<ServerMessage> back = DecodeServerMessage(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<Assign>(*back).tasks[0], a) << text;
+
+  const std::string head =
+      R"({"type":"assign","v":1,"tasks":[{"task":"1.0","attempt":1,"cores":[0],)"
+      R"("cpu_quota_milli":0,"mem_limit_bytes":0,"argv":["true"])";
+  Result<ServerMessage> old = DecodeServerMessage(head + "}]}");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_FALSE(std::get<Assign>(*old).tasks[0].private_network);
+  EXPECT_FALSE(std::get<Assign>(*old).tasks[0].io.Any());
+  for (const auto& [field, where] : std::vector<std::pair<std::string, std::string>>{
+           {R"("network":"lan")", "tasks[0].network"},
+           {R"("network":1)", "tasks[0].network"},
+           {R"("io":{"write_bps":-1})", "tasks[0].io.write_bps"},
+           {R"("io":{"weight":10001})", "tasks[0].io.weight"},
+           {R"("io":{"iops":5})", "tasks[0].io"},
+           {R"("io":[])", "tasks[0].io"}}) {
+    Result<ServerMessage> bad = DecodeServerMessage(head + "," + field + "}]}");
+    ASSERT_FALSE(bad.ok()) << field;
+    EXPECT_NE(bad.status().message().find(where), std::string::npos)
+        << field << ": " << bad.status().message();
   }
 }
 

@@ -34,6 +34,8 @@ proto::Assignment BuildAssignment(const core::AssignTask& assign, const FileGran
     a.vacate_signal = spec.vacate_signal;
     a.vacate_grace = spec.vacate_grace;
     a.uploads = spec.input_files;
+    a.private_network = spec.resources.private_network;
+    a.io = spec.io;
     if (spec.max_output_bytes != 0) {
       a.max_output_bytes = spec.max_output_bytes;
       a.max_output_by_task = true;

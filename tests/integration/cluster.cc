@@ -1,15 +1,19 @@
 #include "cluster.h"
 
+#include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/inotify.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <sstream>
 #include <set>
-
-#include <gtest/gtest.h>
+#include <sstream>
 
 #include "cli/connection.h"
 #include "net/ws_client.h"
@@ -252,6 +256,25 @@ void KillRecorded(const std::string& path) {
   for (const std::string& pid : Lines(path)) {
     if (!pid.empty()) kill(std::stoi(pid), SIGKILL);
   }
+}
+
+// Waits until `path` exists (made by a rename into `dir`), on inotify.
+bool WaitForFile(const std::string& dir, const std::string& path, Deadline deadline) {
+  const int in = inotify_init1(IN_CLOEXEC);
+  if (in < 0) return false;
+  inotify_add_watch(in, dir.c_str(), IN_MOVED_TO | IN_CREATE | IN_CLOSE_WRITE);
+  bool found = false;
+  while (!(found = std::filesystem::exists(path)) && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{in, POLLIN, 0};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (poll(&p, 1, static_cast<int>(std::max<int64_t>(1, left.count()))) == 1) {
+      char buf[4096];
+      (void)!read(in, buf, sizeof buf);
+    }
+  }
+  close(in);
+  return found;
 }
 
 }  // namespace drover::testing

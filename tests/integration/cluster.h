@@ -143,6 +143,9 @@ void StartHeldJobs(Cluster& c, HeldJobs* jobs);
 // end, waits for later and checks that each task ran once, in attempt 1.
 void FinishHeldJobs(Cluster& c, const HeldJobs& jobs);
 
+// Waits until `path` exists (made by a rename into `dir`), on inotify.
+bool WaitForFile(const std::string& dir, const std::string& path, Deadline deadline);
+
 // The lines of a file (a task's side file), without line ends.
 std::vector<std::string> Lines(const std::string& path);
 

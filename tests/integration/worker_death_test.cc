@@ -37,24 +37,6 @@ bool Ended(int pidfd, std::chrono::milliseconds timeout) {
   return r == 1;
 }
 
-// Waits until `path` exists (made by a rename into `dir`), on inotify.
-bool WaitForFile(const std::string& dir, const std::string& path, Deadline deadline) {
-  const int in = inotify_init1(IN_CLOEXEC);
-  if (in < 0) return false;
-  inotify_add_watch(in, dir.c_str(), IN_MOVED_TO | IN_CREATE | IN_CLOSE_WRITE);
-  bool found = false;
-  while (!(found = std::filesystem::exists(path)) && Clock::now() < deadline) {
-    pollfd p{in, POLLIN, 0};
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (poll(&p, 1, static_cast<int>(std::max<int64_t>(1, left.count()))) == 1) {
-      char buf[4096];
-      (void)!read(in, buf, sizeof buf);
-    }
-  }
-  close(in);
-  return found;
-}
-
 // The worker's reaper: its child named drover-reaper.
 pid_t ReaperOf(pid_t worker) {
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {

@@ -15,6 +15,7 @@
 #include "net/token.h"
 #include "worker/agent/agent_impl.h"
 #include "worker/exec/fencing.h"
+#include "worker/exec/host_features.h"
 #include "worker/exec/isolator.h"
 #include "worker/exec/workdir_access.h"
 #include "worker/state/agent_convert.h"
@@ -135,6 +136,8 @@ Status Agent::Impl::Init() {
   state_config.name = name_;
   state_config.agent_version = kAgentVersion;
   state_config.resources = ToCoreResources(resources, name_);
+  // Tasks with `network = "none"` are placed only where this is true.
+  state_config.resources.private_network = CanMakePrivateNetwork();
   state_config.capacity.cores = resources.cpu_ids;
   state_config.capacity.memory_bytes = resources.memory_bytes;
   for (const GpuInfo& gpu : resources.gpus) {

@@ -41,7 +41,7 @@ struct Hierarchy {
   std::string base;  // <mount>/<current>/drover/w<pid>
 };
 
-enum Ctl { kMemory, kCpuacct, kFreezer, kCpu, kCpuset, kPids, kDevices, kCtlCount };
+enum Ctl { kMemory, kCpuacct, kFreezer, kCpu, kCpuset, kPids, kDevices, kBlkio, kCtlCount };
 
 // Memory a reused memory cgroup may still have charged from its last task
 // (page cache, kernel objects: ~170 KiB after /bin/true) before it is
@@ -226,7 +226,7 @@ class CgroupV1Cage final : public TaskCage {
     }
     if (measured_ && reusable_ && !left_behind_ && !pool_->closed && Recycle()) {
       for (auto& [ctl, g] : groups_) {
-        if (ctl == kDevices || pool_->free[ctl].size() >= kMaxFree) {
+        if (ctl == kDevices || ctl == kBlkio || pool_->free[ctl].size() >= kMaxFree) {
           Discard(g);
           rmdir(g.dir.c_str());  // empty: the task left nothing
         } else {
@@ -291,9 +291,10 @@ class CgroupV1Cage final : public TaskCage {
 class CgroupV1Isolator final : public Isolator {
  public:
   CgroupV1Isolator(Hierarchy memory, Hierarchy cpu, Hierarchy cpuacct, Hierarchy cpuset,
-                   Hierarchy pids, Hierarchy freezer, Hierarchy devices, std::string mems,
-                   int gpu_count)
-      : mems_(std::move(mems)), gpu_count_(gpu_count) {
+                   Hierarchy pids, Hierarchy freezer, Hierarchy devices, Hierarchy blkio,
+                   std::string mems, int gpu_count, std::string blkio_mount)
+      : mems_(std::move(mems)), gpu_count_(gpu_count), blkio_mount_(std::move(blkio_mount)) {
+    h_[kBlkio] = std::move(blkio);
     h_[kMemory] = std::move(memory);
     h_[kCpu] = std::move(cpu);
     h_[kCpuacct] = std::move(cpuacct);
@@ -334,7 +335,7 @@ class CgroupV1Isolator final : public Isolator {
     auto take = [&](Ctl ctl, const char* file, const std::string& value,
                     const std::string& fresh_default) -> Status {
       std::vector<Group>& free = pool_->free[ctl];
-      if (ctl != kDevices && !free.empty()) {
+      if (ctl != kDevices && ctl != kBlkio && !free.empty()) {
         Group g = std::move(free.back());
         free.pop_back();
         const std::string& have = g.limit.empty() ? fresh_default : g.limit;
@@ -383,6 +384,10 @@ class CgroupV1Isolator final : public Isolator {
           if (!w.ok()) return fail(w);
         }
       }
+      if (ctl == kBlkio) {
+        Status w = WriteIoLimits(g.dir, spec);
+        if (!w.ok()) return fail(w);
+      }
       const std::string procs = g.dir + "/cgroup.procs";
       g.join_fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
       if (g.join_fd < 0) return fail(Unavailable("cannot open " + procs + ": " + strerror(errno)));
@@ -427,6 +432,15 @@ class CgroupV1Isolator final : public Isolator {
       if (gpu_count_ > 0 && h_[kDevices].present) {
         RETURN_IF_ERROR(take(kDevices, nullptr, "", ""));
       }
+      if (spec.io.Any()) {
+        if (!h_[kBlkio].present) {
+          return FailedPrecondition(
+              "disk I/O limits need the cgroup v1 blkio controller, which "
+              "is not mounted (or not writable) at " +
+              blkio_mount_);
+        }
+        RETURN_IF_ERROR(take(kBlkio, nullptr, "", ""));
+      }
       return Status::Ok();
     };
     Status s = step();
@@ -440,9 +454,35 @@ class CgroupV1Isolator final : public Isolator {
   }
 
  private:
+  // A fresh blkio cgroup's limits (blkio cgroups are never reused, so no
+  // earlier task's limits linger): the throttles on the device, and the
+  // weight (BFQ's, 1 to 1000, clamped) where the kernel has one.
+  static Status WriteIoLimits(const std::string& dir, const CageSpec& spec) {
+    const core::IoLimits& io = spec.io;
+    if (io.read_bps != 0) {
+      RETURN_IF_ERROR(WriteCgroupFile(dir + "/blkio.throttle.read_bps_device",
+                                      spec.io_device + " " + std::to_string(io.read_bps)));
+    }
+    if (io.write_bps != 0) {
+      RETURN_IF_ERROR(WriteCgroupFile(dir + "/blkio.throttle.write_bps_device",
+                                      spec.io_device + " " + std::to_string(io.write_bps)));
+    }
+    if (io.weight != 0) {
+      const std::string weight = std::to_string(std::clamp<uint32_t>(io.weight, 1, 1000));
+      for (const char* file : {"/blkio.bfq.weight", "/blkio.weight"}) {
+        if (access((dir + file).c_str(), F_OK) == 0) return WriteCgroupFile(dir + file, weight);
+      }
+      return FailedPrecondition(
+          "io_weight: this worker's cgroup v1 blkio controller has no weight (the kernel's I/O "
+          "scheduler is not BFQ); io_read_bps and io_write_bps work");
+    }
+    return Status::Ok();
+  }
+
   Hierarchy h_[kCtlCount];
   std::string mems_;
   int gpu_count_;
+  std::string blkio_mount_;
   std::shared_ptr<Pool> pool_ = std::make_shared<Pool>();
 };
 
@@ -494,6 +534,7 @@ Result<std::unique_ptr<Isolator>> MakeCgroupV1Isolator(const CgroupV1Options& op
   ASSIGN_OR_RETURN(Hierarchy cpu, Prepare(options.mounts, "cpu", false));
   ASSIGN_OR_RETURN(Hierarchy cpuset, Prepare(options.mounts, "cpuset", false));
   ASSIGN_OR_RETURN(Hierarchy pids, Prepare(options.mounts, "pids", false));
+  ASSIGN_OR_RETURN(Hierarchy blkio, Prepare(options.mounts, "blkio", false));
   Hierarchy devices;
   if (options.gpu_count > 0) {
     ASSIGN_OR_RETURN(devices, Prepare(options.mounts, "devices", false));
@@ -506,7 +547,8 @@ Result<std::unique_ptr<Isolator>> MakeCgroupV1Isolator(const CgroupV1Options& op
   }
   return std::unique_ptr<Isolator>(new CgroupV1Isolator(
       std::move(memory), std::move(cpu), std::move(cpuacct), std::move(cpuset), std::move(pids),
-      std::move(freezer), std::move(devices), std::move(mems), options.gpu_count));
+      std::move(freezer), std::move(devices), std::move(blkio), std::move(mems), options.gpu_count,
+      options.mounts + "/blkio"));
 }
 
 }  // namespace drover::worker

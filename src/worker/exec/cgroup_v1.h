@@ -9,7 +9,8 @@
 // TaskCage::Freeze) always; cpu (CFS quota from
 // milli-cpus), cpuset (the assigned cores), pids (max) and devices (deny
 // /dev/nvidiaN, major 195, for GPUs not assigned) only when the task's
-// spec needs them.
+// spec needs them, and blkio (throttles, weight) for a task with disk I/O
+// limits.
 //
 // Reuse: the cgroups are named t<N>, not after tasks. One whose task ended
 // without leaving a process behind goes to a pool (up to 64 per hierarchy)
@@ -20,7 +21,8 @@
 // differences from where the last task left them; the memory peak is reset
 // (memory.max_usage_in_bytes), after memory.force_empty when the last task
 // left more than 1 MiB charged (page cache), so a peak may include up to
-// 1 MiB of an earlier task's cache. devices cgroups are never reused. A
+// 1 MiB of an earlier task's cache. devices and blkio cgroups are never
+// reused. A
 // cgroup that held leftovers, or whose counters could not be read, is
 // removed. The pool is removed with the isolator.
 //

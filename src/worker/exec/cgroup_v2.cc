@@ -105,7 +105,8 @@ class CgroupV2Cage final : public TaskCage {
 
 class CgroupV2Isolator final : public Isolator {
  public:
-  CgroupV2Isolator(std::string base, bool cpuset) : base_(std::move(base)), cpuset_(cpuset) {}
+  CgroupV2Isolator(std::string base, bool cpuset, bool io)
+      : base_(std::move(base)), cpuset_(cpuset), io_(io) {}
   ~CgroupV2Isolator() override { rmdir(base_.c_str()); }
 
   IsolationMode mode() const override { return IsolationMode::kCgroup2; }
@@ -140,6 +141,7 @@ class CgroupV2Isolator final : public Isolator {
         for (int c : spec.cores) list += (list.empty() ? "" : ",") + std::to_string(c);
         RETURN_IF_ERROR(WriteCgroupFile(dir + "/cpuset.cpus", list));
       }
+      if (spec.io.Any()) RETURN_IF_ERROR(WriteIoLimits(dir, spec));
       return Status::Ok();
     };
     Status s = configure();
@@ -151,8 +153,30 @@ class CgroupV2Isolator final : public Isolator {
   }
 
  private:
+  // io.max for the throttles, io.weight for the share.
+  Status WriteIoLimits(const std::string& dir, const CageSpec& spec) const {
+    if (!io_) {
+      return FailedPrecondition(
+          "disk I/O limits need the cgroup v2 io controller, which is not "
+          "enabled in " +
+          base_.substr(0, base_.rfind('/')));
+    }
+    const core::IoLimits& io = spec.io;
+    if (io.read_bps != 0 || io.write_bps != 0) {
+      auto rate = [](uint64_t bps) { return bps == 0 ? std::string("max") : std::to_string(bps); };
+      RETURN_IF_ERROR(WriteCgroupFile(
+          dir + "/io.max",
+          spec.io_device + " rbps=" + rate(io.read_bps) + " wbps=" + rate(io.write_bps)));
+    }
+    if (io.weight != 0) {
+      RETURN_IF_ERROR(WriteCgroupFile(dir + "/io.weight", "default " + std::to_string(io.weight)));
+    }
+    return Status::Ok();
+  }
+
   std::string base_;
   bool cpuset_;
+  bool io_;
 };
 
 }  // namespace
@@ -170,7 +194,9 @@ Result<std::unique_ptr<Isolator>> MakeCgroupV2Isolator(const std::string& root) 
     }
   }
   const bool cpuset = HasWord(*controllers, "cpuset");
-  const std::string enable = cpuset ? "+memory +cpu +pids +cpuset" : "+memory +cpu +pids";
+  const bool io = HasWord(*controllers, "io");
+  std::string enable = cpuset ? "+memory +cpu +pids +cpuset" : "+memory +cpu +pids";
+  if (io) enable += " +io";
   Status s = WriteCgroupFile(root + "/cgroup.subtree_control", enable);
   if (!s.ok()) return FailedPrecondition("cgroup v2 root is not delegated: " + s.message());
   std::string base = root + "/w" + std::to_string(getpid());
@@ -181,7 +207,7 @@ Result<std::unique_ptr<Isolator>> MakeCgroupV2Isolator(const std::string& root) 
     rmdir(base.c_str());
     return FailedPrecondition("cgroup v2 root is not delegated: " + s.message());
   }
-  return std::unique_ptr<Isolator>(new CgroupV2Isolator(base, cpuset));
+  return std::unique_ptr<Isolator>(new CgroupV2Isolator(base, cpuset, io));
 }
 
 Result<std::string> DefaultCgroupV2Root(const std::string& mount) {

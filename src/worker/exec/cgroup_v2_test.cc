@@ -47,8 +47,8 @@ TEST_F(FakeCgroupV2, WritesLimitsAndEnablesControllers) {
   EXPECT_EQ((*isolator)->mode(), IsolationMode::kCgroup2);
   // The tree a reaper or the next life kills: the worker's own level.
   EXPECT_EQ((*isolator)->cgroup_roots(), std::vector<std::string>{base()});
-  EXPECT_EQ(ReadFile(root_ + "/cgroup.subtree_control"), "+memory +cpu +pids +cpuset");
-  EXPECT_EQ(ReadFile(base() + "/cgroup.subtree_control"), "+memory +cpu +pids +cpuset");
+  EXPECT_EQ(ReadFile(root_ + "/cgroup.subtree_control"), "+memory +cpu +pids +cpuset +io");
+  EXPECT_EQ(ReadFile(base() + "/cgroup.subtree_control"), "+memory +cpu +pids +cpuset +io");
 
   CageSpec spec{"7.1.1", 500, 64ull << 20, 100, {0, 1}, {}};
   auto cage = (*isolator)->CreateCage(spec);
@@ -67,6 +67,47 @@ TEST_F(FakeCgroupV2, WritesLimitsAndEnablesControllers) {
   // The child joins by writing "0" into cgroup.procs.
   ASSERT_EQ(write((*cage)->join_fds()[0], "0", 1), 1);
   EXPECT_EQ(ReadFile(dir + "/cgroup.procs"), "0");
+}
+
+TEST_F(FakeCgroupV2, DiskIoLimitsGoToIoMaxAndIoWeightOnTheGivenDevice) {
+  auto isolator = MakeCgroupV2Isolator(root_);
+  ASSERT_TRUE(isolator.ok()) << isolator.status().ToString();
+  CageSpec spec;
+  spec.name = "8.0.1";
+  spec.io.write_bps = 10 << 20;
+  spec.io.weight = 300;
+  spec.io_device = "254:0";
+  auto cage = (*isolator)->CreateCage(spec);
+  ASSERT_TRUE(cage.ok()) << cage.status().ToString();
+  EXPECT_EQ(ReadFile(base() + "/8.0.1/io.max"), "254:0 rbps=max wbps=10485760");
+  EXPECT_EQ(ReadFile(base() + "/8.0.1/io.weight"), "default 300");
+
+  // Reads only, no weight: io.weight is left alone.
+  spec.name = "8.1.1";
+  spec.io = {};
+  spec.io.read_bps = 50 << 20;
+  cage = (*isolator)->CreateCage(spec);
+  ASSERT_TRUE(cage.ok()) << cage.status().ToString();
+  EXPECT_EQ(ReadFile(base() + "/8.1.1/io.max"), "254:0 rbps=52428800 wbps=max");
+  EXPECT_FALSE(std::filesystem::exists(base() + "/8.1.1/io.weight"));
+}
+
+TEST_F(FakeCgroupV2, WithoutTheIoControllerATaskWithDiskLimitsFailsAndOthersRun) {
+  Put(root_ + "/cgroup.controllers", "cpu memory pids\n");
+  auto isolator = MakeCgroupV2Isolator(root_);
+  ASSERT_TRUE(isolator.ok()) << isolator.status().ToString();
+  EXPECT_EQ(ReadFile(root_ + "/cgroup.subtree_control"), "+memory +cpu +pids");
+  CageSpec spec;
+  spec.name = "9.0.1";
+  spec.io.write_bps = 1 << 20;
+  spec.io_device = "254:0";
+  auto limited = (*isolator)->CreateCage(spec);
+  ASSERT_FALSE(limited.ok());
+  EXPECT_NE(limited.status().message().find("io controller"), std::string::npos)
+      << limited.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(base() + "/9.0.1"));  // nothing left behind
+  spec.io = {};
+  EXPECT_TRUE((*isolator)->CreateCage(spec).ok());
 }
 
 TEST_F(FakeCgroupV2, AHoldingCageHasNoLimitsAndAdoptMovesARunningProcessIn) {

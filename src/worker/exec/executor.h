@@ -136,6 +136,12 @@ struct TaskSpec {
   std::vector<int> cores;         // pinned cores (affinity + cpuset)
   std::vector<int> gpus;          // assigned GPU indices
   uint64_t output_cap_bytes = 0;  // 0: ExecutorOptions::output_cap_bytes
+  // A network namespace of its own with only loopback up (`network =
+  // "none"`); such a task never runs in a warm interpreter.
+  bool private_network = false;
+  // Disk I/O limits on the block device of the work directory; a task
+  // with any fails to start where the isolation cannot enforce them.
+  core::IoLimits io;
 };
 
 // The directories of one task attempt. Every directory named here exists

@@ -23,6 +23,7 @@
 #include "worker/exec/cgroup_v1.h"
 #include "worker/exec/exec_test_util.h"
 #include "worker/exec/executor.h"
+#include "worker/exec/host_features.h"
 #include "worker/exec/slots.h"
 
 namespace drover::worker {
@@ -485,6 +486,35 @@ TEST_F(CgroupV1Executor, DestroyingTheExecutorKillsAFrozenTask) {
   EXPECT_TRUE(Ends(daemon_fd)) << "the frozen daemon survived its executor";
   close(task_fd);
   close(daemon_fd);
+}
+
+// Disk I/O limits are throttles of a blkio cgroup of the task's own, on
+// the disk that holds the work directory; a later task without limits
+// gets none (blkio cgroups are never reused).
+TEST_F(CgroupV1Executor, DiskIoLimitsAreThrottlesOnTheWorkDirectorysDisk) {
+  if (access("/sys/fs/cgroup/blkio", W_OK) != 0) GTEST_SKIP() << "no writable blkio hierarchy";
+  Result<std::string> disk = BlockDeviceOf(h_->dir());
+  if (!disk.ok()) GTEST_SKIP() << disk.status().message();
+  const std::string script =
+      "b=/sys/fs/cgroup/blkio$(grep :blkio: /proc/self/cgroup | cut -d: -f3); "
+      "cat $b/blkio.throttle.read_bps_device $b/blkio.throttle.write_bps_device > "
+      "\"$DROVER_RESULT\"";
+  TaskSpec spec = Task(1, {"sh", "-c", script});
+  spec.io.write_bps = 10 << 20;
+  TaskResult r = h_->Run(spec);
+  ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
+  EXPECT_EQ(r.result_text, *disk + " 10485760\n");
+
+  spec = Task(2, {"sh", "-c", script});
+  spec.io.read_bps = 50 << 20;
+  r = h_->Run(spec);
+  ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
+  EXPECT_EQ(r.result_text, *disk + " 52428800\n");
+
+  r = h_->Run(Task(3, {"sh", "-c", script}));
+  ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
+  EXPECT_EQ(r.result_text, "");  // the worker's own blkio cgroup: no throttles
+  ExpectAllCgroupsEmpty();
 }
 
 TEST_F(CgroupV1Executor, TheIsolatorRemovesTheCgroupsItKept) {

@@ -16,6 +16,7 @@
 
 #include "worker/exec/executor.h"
 #include "worker/exec/executor_internal.h"
+#include "worker/exec/host_features.h"
 
 namespace drover::worker {
 namespace {
@@ -30,7 +31,8 @@ std::string CageName(const TaskSpec& spec) {
 bool SameLimits(const TaskSpec& made, const TaskSpec& spec) {
   return made.milli_cpus == spec.milli_cpus && made.memory_bytes == spec.memory_bytes &&
          made.max_pids == spec.max_pids && made.cores == spec.cores && made.gpus == spec.gpus &&
-         made.output_cap_bytes == spec.output_cap_bytes && made.task_index == spec.task_index;
+         made.output_cap_bytes == spec.output_cap_bytes && made.task_index == spec.task_index &&
+         made.private_network == spec.private_network && made.io == spec.io;
 }
 
 }  // namespace
@@ -91,7 +93,9 @@ std::unique_ptr<Executor::Parked> Executor::Park(const TaskSpec& spec, const Tas
   task->done = std::move(done);
   task->dirs = dirs;
 
-  if (options_.warm_interpreters && WantsWarm(spec)) {
+  // A warm interpreter lives in the worker's network: a task that asked
+  // for a network of its own starts its own process.
+  if (options_.warm_interpreters && !spec.private_network && WantsWarm(spec)) {
     if (!command) {
       ASSIGN_OR_RETURN(Command made, MakeCommand(spec, dirs, account.get()));
       command = std::move(made);
@@ -177,6 +181,14 @@ Status Executor::MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Co
   cage_spec.max_pids = spec.max_pids;
   cage_spec.cores = spec.cores;
   cage_spec.gpus = spec.gpus;
+  if (spec.io.Any()) {
+    Result<std::string> device = BlockDeviceOf(options_.workdir);
+    if (!device.ok()) {
+      return FailedPrecondition("disk I/O limits on this worker: " + device.status().message());
+    }
+    cage_spec.io = spec.io;
+    cage_spec.io_device = *device;
+  }
   ASSIGN_OR_RETURN(launch.cage, isolator_->CreateCage(cage_spec));
 
   const uint64_t cap =
@@ -225,6 +237,7 @@ Status Executor::MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Co
     plan.cpus = set;
   }
   if (account != nullptr) plan.user = account->ids;
+  plan.private_network = spec.private_network;
   plan.display_name = spec.argv[0];
   return Status::Ok();
 }

@@ -72,7 +72,10 @@ class NoCage final : public TaskCage {
 class NoIsolator final : public Isolator {
  public:
   IsolationMode mode() const override { return IsolationMode::kNone; }
-  Result<std::unique_ptr<TaskCage>> CreateCage(const CageSpec&) override {
+  Result<std::unique_ptr<TaskCage>> CreateCage(const CageSpec& spec) override {
+    if (spec.io.Any()) {
+      return FailedPrecondition("disk I/O limits need cgroups; this worker's isolation is none");
+    }
     return std::unique_ptr<TaskCage>(new NoCage());
   }
 };
@@ -86,6 +89,8 @@ Result<std::unique_ptr<Isolator>> MakeV2(const IsolatorOptions& options) {
     std::string parent = root.substr(0, root.rfind('/'));
     Status s = WriteCgroupFile(parent + "/cgroup.subtree_control", "+memory +cpu +pids");
     (void)s;  // MakeCgroupV2Isolator reports what is missing
+    Status io = WriteCgroupFile(parent + "/cgroup.subtree_control", "+io");
+    (void)io;  // optional: only tasks with disk I/O limits need it
     bool existed = access(root.c_str(), F_OK) == 0;
     RETURN_IF_ERROR(MakeDir(root));
     auto isolator = MakeCgroupV2Isolator(root);

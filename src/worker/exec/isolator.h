@@ -32,6 +32,7 @@
 #include "common/status.h"
 #include "common/time.h"
 #include "common/unique_fd.h"
+#include "core/model.h"
 #include "worker/exec/spawn.h"
 
 namespace drover::worker {
@@ -51,6 +52,10 @@ struct CageSpec {
   int64_t max_pids = 0;       // process/thread count limit
   std::vector<int> cores;     // cpuset (affinity is set by the executor too)
   std::vector<int> gpus;      // GPU indices the task may open
+  // Disk I/O limits (zero: none) on the block device `io_device`
+  // ("major:minor", a whole disk), which must be set when any limit is.
+  core::IoLimits io;
+  std::string io_device;
   // A cage for processes between tasks (warm interpreters): a cgroup in
   // every hierarchy the isolator uses, without limits (every core, every
   // GPU), so that a process moved in leaves every task cgroup it was in.

@@ -2,12 +2,16 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -71,6 +75,7 @@ long Sys(long n, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0) {
 enum class Step : int {
   kSession = 1,
   kCgroup,
+  kNetwork,
   kRlimit,
   kAffinity,
   kStdio,
@@ -214,6 +219,22 @@ int ChildMain(void* arg) {
     long n = Sys(SYS_write, fd, reinterpret_cast<long>("0"), 1);
     if (n != 1) Fail(args, Step::kCgroup, n < 0 ? n : -EIO);
   }
+  if (p.private_network) {
+    // A new namespace has only loopback, and that down: up it goes, so the
+    // task's own services still reach each other on 127.0.0.1.
+    DROVER_CHILD_STEP(args, Step::kNetwork, Sys(SYS_unshare, CLONE_NEWNET));
+    long sock = Sys(SYS_socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (sock < 0) Fail(args, Step::kNetwork, sock);
+    struct ifreq ifr {};
+    ifr.ifr_name[0] = 'l';
+    ifr.ifr_name[1] = 'o';
+    DROVER_CHILD_STEP(args, Step::kNetwork,
+                      Sys(SYS_ioctl, sock, SIOCGIFFLAGS, reinterpret_cast<long>(&ifr)));
+    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
+    DROVER_CHILD_STEP(args, Step::kNetwork,
+                      Sys(SYS_ioctl, sock, SIOCSIFFLAGS, reinterpret_cast<long>(&ifr)));
+    Sys(SYS_close, sock);
+  }
   for (const ChildRlimit& r : p.rlimits) {
     struct rlimit lim {
       r.soft, r.hard
@@ -337,6 +358,9 @@ Status DescribeFailure(const SpawnPlan& plan, const ChildError& e) {
       return Internal("setsid failed: " + Errno(err));
     case Step::kCgroup:
       return FailedPrecondition("cannot join the task's cgroup: " + Errno(err));
+    case Step::kNetwork:
+      return FailedPrecondition("cannot give the task a network of its own (network = \"none\"): " +
+                                Errno(err));
     case Step::kRlimit:
       return FailedPrecondition("cannot set resource limits: " + Errno(err));
     case Step::kAffinity:

@@ -10,7 +10,9 @@
 //   read CLOCK_REALTIME into the parent's memory (SpawnedProcess::
 //   spawned_at: the moment the process exists), reset every signal
 //   disposition to default, setsid, join cgroups (write
-//   "0" to each join fd), set rlimits, set CPU affinity, set up stdin/
+//   "0" to each join fd), enter a network namespace of its own with
+//   loopback up (SpawnPlan::private_network), set rlimits, set CPU
+//   affinity, set up stdin/
 //   stdout/stderr, setgroups/setgid/setuid, chdir, unblock signals, execve.
 // A step that fails leaves (step, errno) in the memory it shares with the
 // suspended parent (no error pipe: four system calls fewer per spawn) and
@@ -38,15 +40,13 @@
 // blocks on its gate, an eventfd. ParkedProcess::Release writes to it:
 // the child unblocks signals and calls execve. (An eventfd rather than a
 // pipe: a pipe's writer wakes its reader as a "sync" wakeup, on the
-// writer's CPU, where it would wait for the worker's own work.) When the lifeline (a pipe whose only
-// write end the worker holds) ends first, the worker is gone: the child
-// exits 127 without running anything.
-// Since such a child runs alongside the parent's threads in the same
-// memory, it makes raw system calls only (no errno, nothing in the
-// thread's TLS), on a stack of its own, and writes nothing of the parent's
-// but its own ChildArgs; the ParkedProcess owns copies of everything the
-// child reads and lives until the child has been reaped. Park is available
-// on x86-64 and arm64 (ParkSupported()).
+// writer's CPU, where it would wait for the worker's own work.) When the lifeline (a pipe whose
+// only write end the worker holds) ends first, the worker is gone: the child exits 127 without
+// running anything. Since such a child runs alongside the parent's threads in the same memory, it
+// makes raw system calls only (no errno, nothing in the thread's TLS), on a stack of its own, and
+// writes nothing of the parent's but its own ChildArgs; the ParkedProcess owns copies of everything
+// the child reads and lives until the child has been reaped. Park is available on x86-64 and arm64
+// (ParkSupported()).
 //
 // Threading: one Spawner per thread (it owns the child's stack). Spawn and
 // Park block all signals in the calling thread for the few microseconds of
@@ -97,6 +97,9 @@ struct SpawnPlan {
   std::vector<ChildRlimit> rlimits;
   std::optional<cpu_set_t> cpus;  // affinity; nullopt: inherit
   std::optional<UserSwitch> user;
+  // A network namespace of its own, with only loopback, up (unshare needs
+  // CAP_SYS_ADMIN: the worker's, before the user switch).
+  bool private_network = false;
   // Name used in error messages, as the person wrote it ("./run.sh").
   std::string display_name;
 };

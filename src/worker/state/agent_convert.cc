@@ -102,6 +102,8 @@ core::WorkerUtilization ToCoreUtilization(const Utilization& sample) {
   for (const core::GpuGrant& grant : assignment.gpus) {
     spec.gpus.push_back(static_cast<int>(grant.index));
   }
+  spec.private_network = assignment.private_network;
+  spec.io = assignment.io;
   return spec;
 }
 

@@ -1,0 +1,42 @@
+// An assignment's network and disk I/O limits on the wire
+// (messages_internal.h).
+#include <string>
+
+#include "proto/messages_internal.h"
+
+namespace drover::proto::internal {
+
+void IsolationFieldsJson(const Assignment& a, Json& j) {
+  if (a.private_network) j["network"] = "none";
+  if (!a.io.Any()) return;
+  Json io = Json::object();
+  if (a.io.read_bps != 0) io["read_bps"] = a.io.read_bps;
+  if (a.io.write_bps != 0) io["write_bps"] = a.io.write_bps;
+  if (a.io.weight != 0) io["weight"] = a.io.weight;
+  j["io"] = std::move(io);
+}
+
+bool ReadIsolationFields(ObjectReader& r, Assignment* a, DecodeContext& ctx) {
+  std::string network;
+  if (!r.String("network", &network, Need::kOptional)) return false;
+  if (!network.empty() && network != "none" && network != "host") {
+    return ctx.Fail(r.PathOf("network"), "expected \"none\" or \"host\", got \"" + network + "\"");
+  }
+  a->private_network = network == "none";
+  const Json* io = r.Get("io", Need::kOptional);
+  if (io == nullptr) return r.ok();
+  ObjectReader limits(*io, r.PathOf("io"), ctx);
+  if (!limits.RejectUnknown({"read_bps", "write_bps", "weight"}) ||
+      !limits.Integer("read_bps", &a->io.read_bps, Need::kOptional) ||
+      !limits.Integer("write_bps", &a->io.write_bps, Need::kOptional) ||
+      !limits.Integer("weight", &a->io.weight, Need::kOptional)) {
+    return false;
+  }
+  if (a->io.weight > core::kMaxIoWeight) {
+    return ctx.Fail(limits.PathOf("weight"),
+                    "must be at most " + std::to_string(core::kMaxIoWeight));
+  }
+  return true;
+}
+
+}  // namespace drover::proto::internal

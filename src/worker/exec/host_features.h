@@ -1,0 +1,28 @@
+// What this machine lets a task have beyond its cgroups: a network
+// namespace of its own (`network = "none"`), and the block device under a
+// directory, which disk I/O limits name (`io_read_bps`, `io_write_bps`).
+//
+// Thread safety: plain functions.
+#ifndef DROVER_WORKER_EXEC_HOST_FEATURES_H_
+#define DROVER_WORKER_EXEC_HOST_FEATURES_H_
+
+#include <string>
+
+#include "common/status.h"
+
+namespace drover::worker {
+
+// True when this process may give a child a network namespace of its own:
+// a short-lived child tries unshare(CLONE_NEWNET) (root, or CAP_SYS_ADMIN).
+bool CanMakePrivateNetwork();
+
+// The whole disk that holds `path`, as "major:minor" (a partition's disk:
+// cgroup I/O limits take whole devices only). Fails, naming the path and
+// its device numbers, when the file system has no block device the kernel
+// can name (tmpfs, overlayfs, btrfs subvolumes, NFS): limits there are not
+// possible.
+Result<std::string> BlockDeviceOf(const std::string& path);
+
+}  // namespace drover::worker
+
+#endif  // DROVER_WORKER_EXEC_HOST_FEATURES_H_

@@ -1,0 +1,124 @@
+// Isolation beyond cores, memory and GPUs, through real `drover` processes:
+// a task with `network = "none"` reaches neither the server nor another
+// task's socket on 127.0.0.1 but has its own loopback, and a task with
+// `io_write_bps` writes no faster than that beside one without a limit.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <iostream>
+
+#include "cluster.h"
+#include "worker/exec/host_features.h"
+
+namespace drover::testing {
+namespace {
+
+// Python that reports "server=X task=Y own=Z", each reached or refused:
+// the server's port, the port written in `port_file`, and a socket of its
+// own on 127.0.0.1.
+std::string ProbeScript(uint16_t server_port, const std::string& port_file) {
+  return "import os, socket\n"
+         "def reach(port):\n"
+         "    try:\n"
+         "        socket.create_connection(('127.0.0.1', port), timeout=10).close()\n"
+         "        return 'reached'\n"
+         "    except OSError:\n"
+         "        return 'refused'\n"
+         "own = socket.socket()\n"
+         "own.bind(('127.0.0.1', 0))\n"
+         "own.listen(1)\n"
+         "task = int(open('" +
+         port_file + "').read())\n" + "text = 'server=%s task=%s own=%s' % (reach(" +
+         std::to_string(server_port) +
+         "), reach(task), reach(own.getsockname()[1]))\n"
+         "open(os.environ['DROVER_RESULT'], 'w').write(text)\n";
+}
+
+TEST(IsolationTest, ATaskWithNetworkNoneReachesOnlyItsOwnLoopback) {
+  if (!worker::CanMakePrivateNetwork()) GTEST_SKIP() << "may not create network namespaces";
+  Cluster c;
+  c.StartServer();
+  c.StartWorker("w");
+  // Another task, in the worker's network, listening on 127.0.0.1: it
+  // writes its port, then takes one connection (the host probe's).
+  const std::string port_file = c.dir() + "/listener.port";
+  const std::string listener =
+      "import os, socket\n"
+      "s = socket.socket()\n"
+      "s.bind(('127.0.0.1', 0))\n"
+      "s.listen(8)\n"
+      "open('" +
+      port_file +
+      ".tmp', 'w').write(str(s.getsockname()[1]))\n"
+      "os.rename('" +
+      port_file + ".tmp', '" + port_file +
+      "')\n"
+      "s.accept()\n";
+  const uint64_t listening = SubmittedJob(
+      c.Drover(Submit({"--name", "listener", "--cpus", "0.1"}, {"python3", "-c", listener})));
+  ASSERT_GT(listening, 0u);
+  ASSERT_TRUE(WaitForFile(c.dir(), port_file, In(kJobTimeout)));
+
+  nlohmann::json probe = {{"id", "offline"},
+                          {"command", {"python3", "-c", ProbeScript(c.port(), port_file)}},
+                          {"resources", {{"cpus", 0.1}}},
+                          {"network", "none"}};
+  nlohmann::json host = probe;
+  host["id"] = "online";
+  host.erase("network");
+  const uint64_t job = Post(c, {{"name", "probes"}, {"task", {probe, host}}});
+  ASSERT_GT(job, 0u);
+  RunResult waited = c.Drover({"wait", std::to_string(job)});
+  ASSERT_EQ(waited.status, 0) << waited.output;
+  const std::string j = std::to_string(job);
+  EXPECT_EQ(c.Get("/api/v1/tasks/" + j + ".0")["outcome"]["result"],
+            "server=refused task=refused own=reached");
+  EXPECT_EQ(c.Get("/api/v1/tasks/" + j + ".1")["outcome"]["result"],
+            "server=reached task=reached own=reached");
+  RunResult listened = c.Drover({"wait", std::to_string(listening)});
+  EXPECT_EQ(listened.status, 0) << listened.output;
+
+  // What it asked for shows with the task.
+  RunResult status = c.Drover({"status", j + ".0"});
+  EXPECT_NE(status.output.find("network none (loopback only)"), std::string::npos) << status.output;
+}
+
+// 200 MiB written with O_DIRECT at 10 MiB/s takes at least 18 s; the same
+// without a limit, beside it on the same disk, does not.
+TEST(IsolationTest, ATaskWithAWriteLimitWritesNoFasterThanItWhileAnotherWritesFreely) {
+  if (geteuid() != 0 || access("/sys/fs/cgroup/blkio", W_OK) != 0) {
+    GTEST_SKIP() << "no writable cgroup v1 blkio hierarchy";
+  }
+  Cluster c;
+  Result<std::string> disk = worker::BlockDeviceOf(c.dir());
+  if (!disk.ok()) GTEST_SKIP() << disk.status().message();
+  c.StartServer();
+  Process worker({c.binary(), "worker", "--access", c.access_file(), "--name", "w", "--workdir",
+                  c.dir() + "/work-w", "--isolation", "cgroup1", "--run-as-root"});
+  ASSERT_TRUE(worker.WaitForLine("attached as worker", In(kStartTimeout))) << worker.output();
+  const std::string file = c.WriteFile("io.toml", R"(name = "io"
+
+[[task]]
+id = "limited"
+command = "dd if=/dev/zero of=out.bin bs=1M count=200 oflag=direct"
+io_write_bps = "10MiB"
+
+[[task]]
+id = "free"
+command = "dd if=/dev/zero of=out.bin bs=1M count=200 oflag=direct"
+)");
+  RunResult run = c.Drover({"run", "--plain", file});
+  ASSERT_EQ(run.status, 0) << run.output;
+  const std::string j = std::to_string(RunJobId(run.output));
+  const int64_t limited = c.Get("/api/v1/tasks/" + j + ".0")["outcome"]["wall_ms"];
+  const int64_t free = c.Get("/api/v1/tasks/" + j + ".1")["outcome"]["wall_ms"];
+  std::cout << "200 MiB O_DIRECT on " << *disk << ": io_write_bps 10MiB " << limited
+            << " ms, no limit " << free << " ms\n";
+  EXPECT_GE(limited, 18'000);
+  EXPECT_LT(free, 18'000);
+  RunResult status = c.Drover({"status", j + ".0"});
+  EXPECT_NE(status.output.find("disk writes 10 MiB/s"), std::string::npos) << status.output;
+}
+
+}  // namespace
+}  // namespace drover::testing
