@@ -78,6 +78,14 @@ TEST(IsolationTest, ATaskWithNetworkNoneReachesOnlyItsOwnLoopback) {
   RunResult listened = c.Drover({"wait", std::to_string(listening)});
   EXPECT_EQ(listened.status, 0) << listened.output;
 
+  // A worker's check says whether such tasks may run there.
+  RunResult check = c.Drover({"worker", "--access", c.access_file(), "--workdir",
+                              c.dir() + "/work-check", "--isolation", "none", "--run-as-root",
+                              "--check"});
+  EXPECT_EQ(check.status, 0) << check.output;
+  EXPECT_NE(check.output.find("tasks with network = \"none\" run here"), std::string::npos)
+      << check.output;
+
   // What it asked for shows with the task.
   RunResult status = c.Drover({"status", j + ".0"});
   EXPECT_NE(status.output.find("network none (loopback only)"), std::string::npos) << status.output;
