@@ -270,6 +270,7 @@ def _task_spec(
     cache: bool = False,
     code: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
     network: Optional[str] = None,
+    disk: Optional[Union[int, str]] = None,
     io_read_bps: Optional[Union[int, str]] = None,
     io_write_bps: Optional[Union[int, str]] = None,
     io_weight: Optional[int] = None,
@@ -298,6 +299,8 @@ def _task_spec(
         spec["replicas"] = replicas
     if network is not None:
         spec["network"] = network
+    if disk is not None:
+        spec["disk"] = disk
     if io_read_bps is not None:
         spec["io_read_bps"] = io_read_bps
     if io_write_bps is not None:
@@ -490,6 +493,7 @@ class Client:
         cache: bool = False,
         code: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
         network: Optional[str] = None,
+        disk: Optional[Union[int, str]] = None,
         io_read_bps: Optional[Union[int, str]] = None,
         io_write_bps: Optional[Union[int, str]] = None,
         io_weight: Optional[int] = None,
@@ -511,7 +515,9 @@ class Client:
         files (paths or globs, hashed here) while its outputs are held: it
         then succeeds without running (``task.info().outcome.cached_from``);
         ``network="none"`` runs it in a network of its own with only
-        loopback (only on workers that can make one); ``io_read_bps`` and
+        loopback (only on workers that can make one); ``disk="20GiB"`` is
+        the most its directory may hold (placed only where that much is
+        free, stopped and failed past it); ``io_read_bps`` and
         ``io_write_bps`` (``"10MiB"`` or bytes per second) and ``io_weight``
         (1 to 10000) limit its disk I/O.
 
@@ -524,8 +530,8 @@ class Client:
                  gpu_type=gpu_type, labels=labels, counters=counters, env=env, retries=retries,
                  retry_backoff=retry_backoff, timeout=timeout, priority=priority,
                  max_output=max_output, input_files=input_files, replicas=replicas, cache=cache,
-                 code=code, network=network, io_read_bps=io_read_bps, io_write_bps=io_write_bps,
-                 io_weight=io_weight)
+                 code=code, network=network, disk=disk, io_read_bps=io_read_bps,
+                 io_write_bps=io_write_bps, io_weight=io_weight)
         job._pending = self._submitter.submit(job.spec())
         return Task(self, job=job)
 
@@ -1036,6 +1042,7 @@ class Job:
         cache: bool = False,
         code: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
         network: Optional[str] = None,
+        disk: Optional[Union[int, str]] = None,
         io_read_bps: Optional[Union[int, str]] = None,
         io_write_bps: Optional[Union[int, str]] = None,
         io_weight: Optional[int] = None,
@@ -1082,6 +1089,7 @@ class Job:
         cache: bool = False,
         code: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
         network: Optional[str] = None,
+        disk: Optional[Union[int, str]] = None,
         io_read_bps: Optional[Union[int, str]] = None,
         io_write_bps: Optional[Union[int, str]] = None,
         io_weight: Optional[int] = None,
@@ -1289,8 +1297,8 @@ def _flush_at_exit() -> None:
 def _task_spec_args(scope: Dict[str, Any]) -> Dict[str, Any]:
     keys = ("cpus", "mem", "gpus", "gpu_mem", "gpu_type", "labels", "counters", "env",
             "retries", "retry_backoff", "timeout", "priority", "max_output", "inputs",
-            "input_files", "replicas", "cache", "code", "network", "io_read_bps", "io_write_bps",
-            "io_weight")
+            "input_files", "replicas", "cache", "code", "network", "disk", "io_read_bps",
+            "io_write_bps", "io_weight")
     return {k: scope[k] for k in keys}
 
 

@@ -214,14 +214,16 @@ class SpecTest(unittest.TestCase):
         c = drover.Client("h:1", token="t", tls=False)
         job = c.job("fenced")
         job.task(["true"], name="plain")
-        job.task(["true"], name="offline", network="none", io_write_bps="10MiB", io_weight=200)
+        job.task(["true"], name="offline", network="none", io_write_bps="10MiB", io_weight=200,
+                 disk="20GiB")
         job.array(["true"], range(2), name="reader", io_read_bps=50 << 20)
         spec = job.spec()
-        for key in ("network", "io_read_bps", "io_write_bps", "io_weight"):
+        for key in ("network", "disk", "io_read_bps", "io_write_bps", "io_weight"):
             self.assertNotIn(key, spec["task"][0])
         self.assertEqual(spec["task"][1]["network"], "none")
         self.assertEqual(spec["task"][1]["io_write_bps"], "10MiB")
         self.assertEqual(spec["task"][1]["io_weight"], 200)
+        self.assertEqual(spec["task"][1]["disk"], "20GiB")
         self.assertEqual(spec["task"][2]["io_read_bps"], 50 << 20)
 
 

@@ -297,6 +297,9 @@ void AddSubmitCommand(CLI::App& root, int& exit_code) {
   submit->add_option("--network", s->spec.network,
                      "host (default: the worker's network) or none (a network of its own with "
                      "only loopback; runs only on workers that can make one)");
+  submit->add_option("--disk", s->spec.disk,
+                     "The most the task's directory may hold: 20GiB (placed only where that much "
+                     "is free; stopped, failed, past it)");
   submit->add_option("--io-read-bps", s->spec.io_read_bps,
                      "Disk reads per second on the task directory's device: 50MiB");
   submit->add_option("--io-write-bps", s->spec.io_write_bps,

@@ -62,6 +62,7 @@ struct WorkerFlags {
   // cap on a task's outputs ("0": none).
   std::string cache_size = "0";
   std::string max_output = "0";
+  std::string max_task_disk = "0";  // the most a task's directory may hold ("0": the task's `disk`)
   worker::AgentConfig agent;  // the overrides are parsed straight into it
 };
 
@@ -198,7 +199,8 @@ int RunWorker(WorkerFlags& flags) {
        {std::tuple{"--min-available-mem", &flags.min_available_mem, &config.min_available_bytes},
         std::tuple{"--min-free-disk", &flags.min_free_disk, &config.min_free_disk_bytes},
         std::tuple{"--cache-size", &flags.cache_size, &config.cache_bytes},
-        std::tuple{"--max-output", &flags.max_output, &config.max_output_bytes}}) {
+        std::tuple{"--max-output", &flags.max_output, &config.max_output_bytes},
+        std::tuple{"--max-task-disk", &flags.max_task_disk, &config.max_task_disk_bytes}}) {
     Result<uint64_t> bytes = ParseBytes(*text);
     if (!bytes.ok())
       return ReportError(bytes.status().WithContext(flag), /*usage_on_invalid=*/true);
@@ -393,6 +395,10 @@ void AddWorkerCommand(CLI::App& root, int& exit_code) {
   cmd->add_option("--max-output", flags->max_output,
                   "Fail a task whose outputs ($DROVER_OUTPUT_DIR) pass this size, e.g. 100GiB; "
                   "0: no limit")
+      ->capture_default_str();
+  cmd->add_option("--max-task-disk", flags->max_task_disk,
+                  "Stop, failed, a task whose directory holds more than this, e.g. 20GiB (a task's "
+                  "own `disk`, when lower, wins); 0: only the task's")
       ->capture_default_str();
   cmd->add_option("--checkpoint-every", flags->checkpoint_every,
                   "Save each running task's $DROVER_CHECKPOINT_DIR to the server this often "

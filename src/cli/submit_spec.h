@@ -25,6 +25,7 @@ struct SubmitFlags {
   std::string timeout;   // "2h"
   std::string max_output;  // "2GiB": the most the task's outputs may add up to
   std::string network;     // "none": a network of its own (job files' `network`)
+  std::string disk;        // "20GiB": the most its directory may hold (job files' `disk`)
   std::string io_read_bps;   // "50MiB": disk reads per second (job files' `io_read_bps`)
   std::string io_write_bps;  // "10MiB": disk writes per second
   int io_weight = -1;        // 1-10000: its share of the disk; -1: none given

@@ -153,11 +153,15 @@ std::string JobView(const json& job, int64_t now_ms) {
   return out;
 }
 
-// "network none; disk writes 10 MiB/s, weight 200": what the task asked
+// "network none (loopback only); directory at most 20 GiB; disk writes 10
+// MiB/s, weight 200": what the task asked
 // for beyond its resources (nothing: "").
 std::string IsolationText(const json& task) {
   std::vector<std::string> parts;
   if (Str(task, "network") == "none") parts.push_back("network none (loopback only)");
+  if (const int64_t disk = Int(task, "disk", 0); disk > 0) {
+    parts.push_back("directory at most " + FormatBytes(static_cast<uint64_t>(disk)));
+  }
   const json& io = task.value("io", json());
   if (io.is_object()) {
     std::string disk;

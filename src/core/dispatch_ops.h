@@ -60,7 +60,8 @@ inline bool Ending(const State& s, uint32_t w) { return s.workers[w].ending; }
 // r could run on w some time: its resources fit w's offer and w stays
 // long enough if r started now.
 inline bool CanEverRun(const State& s, uint32_t w, TaskRef r) {
-  return s.workers[w].res->CanEverFit(s.RequestOf(r)) &&
+  const ResourceRequest& req = s.RequestOf(r);
+  return s.workers[w].res->CanEverFit(req) && s.workers[w].res->DiskFits(req) &&
          (!s.workers[w].ending || LastsFor(s, w, r, s.now_us));
 }
 // Books `r` on worker `w` for a moment and answers `check()` then (false

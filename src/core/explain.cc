@@ -114,6 +114,12 @@ std::string NeverFits(const std::vector<const WorkerState*>& live, const Resourc
     return "no worker can give a task a private network (network = \"none\" needs a worker "
            "that may create network namespaces: one running as root)";
   }
+  if (req.disk_bytes > 0 && !any([&](const WorkerState& w) { return w.DiskFits(req); })) {
+    uint64_t most = 0;
+    for (const WorkerState* w : live) most = std::max(most, w->resources().disk_free_bytes);
+    return "no worker has " + FormatBytes(req.disk_bytes) +
+           " free for its directory (disk; the most free is " + FormatBytes(most) + ")";
+  }
   if (req.gpus > 0 && !req.gpu_types.empty()) {
     bool offered = any([&](const WorkerState& w) {
       return std::any_of(w.resources().gpus.begin(), w.resources().gpus.end(),

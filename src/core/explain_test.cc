@@ -73,6 +73,24 @@ TEST(ExplainTest, ANetworkNoneTaskWaitsForAWorkerThatCanGiveItANetworkOfItsOwn) 
             "running on worker " + std::to_string(able) + " (attempt 1)");
 }
 
+// A task with `disk` goes only where that much is free, as the worker last
+// said; a heartbeat that says more is free lets it be placed.
+TEST(ExplainTest, ATaskWithDiskIsPlacedOnlyWhereThatMuchIsFree) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(4).DiskFree(5 * kGiB));
+  c.Submit(JobBuilder(TaskBuilder("big").Disk(20 * kGiB)).Add(TaskBuilder("small").Disk(kGiB)));
+  EXPECT_EQ(*c.scheduler().Explain(T(1, 0)),
+            "no worker has 20 GiB free for its directory (disk; the most free is 5 GiB)");
+  c.Run(T(1, 1));
+  EXPECT_EQ(*c.scheduler().Explain(T(1, 1)), "running on worker 1 (attempt 1)");
+  WorkerUtilization more;
+  more.disk_free_bytes = 30 * kGiB;
+  c.Handle(WorkerHeartbeat{1, more});
+  c.Run(T(1, 0));  // claimed at the heartbeat: a Grant without a claim fails
+  EXPECT_EQ(*c.scheduler().Explain(T(1, 0)), "running on worker 1 (attempt 1)");
+  EXPECT_EQ(TaskBuilder().Disk(20 * kGiB).Build().resources.ToString(), "cpus=1 disk=20 GiB");
+}
+
 // One core; alice's job 1 (three tasks) ran an hour before bob's job 2
 // arrives; with no half-life alice's hour stays whole.
 void AliceRanAnHourThenBobSubmits(TestCluster& c) {

@@ -62,6 +62,7 @@ struct TaskInfo {
   // own (`network = "none"`) and disk I/O limits.
   bool private_network = false;
   IoLimits io;
+  uint64_t disk_bytes = 0;  // `disk`: the most its directory may hold
 };
 
 struct WorkerInfo {

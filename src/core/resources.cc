@@ -38,6 +38,7 @@ std::string ResourceRequest::ToString() const {
   for (const auto& [name, amount] : counters) s += " " + name + "=" + std::to_string(amount);
   for (const auto& [key, value] : labels) s += " " + key + "=" + value;
   if (private_network) s += " network=none";
+  if (disk_bytes != 0) s += " disk=" + FormatBytes(disk_bytes);
   return s;
 }
 

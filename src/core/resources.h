@@ -48,6 +48,11 @@ struct ResourceRequest {
   // with only loopback, so only a worker that can make one
   // (WorkerResources::private_network) is a place for it.
   bool private_network = false;
+  // `disk`: the most its directory may hold, in bytes (0: no limit). It is
+  // placed only where the work directory has that much free
+  // (WorkerResources::disk_free_bytes): a cap per task and a check at
+  // placement, not a reservation.
+  uint64_t disk_bytes = 0;
 
   friend auto operator<=>(const ResourceRequest&, const ResourceRequest&) = default;
 
@@ -66,7 +71,8 @@ struct ResourceRequest {
   // counters positive). Errors say which field is wrong.
   Status Validate() const;
   // "cpus=2 mem=4 GiB gpus=0.25 gpu_mem=8 GiB gpu_type=A100 licenses=1 os=linux
-  // network=none", omitting fields left at their defaults except cpus.
+  // network=none disk=20 GiB", omitting fields left at their defaults except
+  // cpus.
   std::string ToString() const;
 };
 
@@ -104,6 +110,10 @@ struct WorkerResources {
   // It can give a task a network namespace of its own (it may create
   // them: root, or CAP_SYS_ADMIN), for `network = "none"`.
   bool private_network = false;
+  // Free space of its work directory's file system, as it last said (at
+  // join, then with each heartbeat); 0: unknown (a worker that predates
+  // it), where no task with `disk` is placed.
+  uint64_t disk_free_bytes = 0;
 
   friend bool operator==(const WorkerResources&, const WorkerResources&) = default;
 
@@ -134,6 +144,8 @@ struct WorkerUtilization {
   uint32_t cpu_percent = 0;  // 0..100 of the whole machine
   uint64_t mem_used_bytes = 0;
   std::vector<GpuUtilization> gpus;
+  // Free space of its work directory's file system now (absent: not said).
+  std::optional<uint64_t> disk_free_bytes;
   friend bool operator==(const WorkerUtilization&, const WorkerUtilization&) = default;
 };
 

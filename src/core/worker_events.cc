@@ -245,6 +245,11 @@ Status OnHeartbeat(State& s, WorkerHeartbeat& e) {
   worker.util = std::move(e.utilization);
   worker.last_heartbeat = TimeFromMicros(s.now_us);
   MarkLoadDirty(s, w);
+  // More room on its disk: a task whose `disk` did not fit may now.
+  if (worker.util.disk_free_bytes && worker.res->SetDiskFree(*worker.util.disk_free_bytes) &&
+      Schedulable(s, w)) {
+    MarkWorkerDirty(s, w);
+  }
   bool sync = false;
   if (worker.refusing) {
     worker.refusing = false;  // it has caught up (or refuses again)

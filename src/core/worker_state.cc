@@ -109,6 +109,7 @@ bool WorkerState::Fits(const ResourceRequest& r, bool prefer_full_gpus) const {
   if (!CoresFit(r) || free_mem_ < r.mem_bytes) return false;
   if (!r.labels.empty() && !LabelsMatch(r)) return false;
   if (r.private_network && !resources_.private_network) return false;
+  if (!DiskFits(r)) return false;
   if (r.gpus > 0) {
     if (r.IsGpuShare()) {
       if (PickShareGpu(r, false) < 0) return false;

@@ -82,6 +82,19 @@ class WorkerState {
   // what holds it keeps it. An index not offered is ignored.
   void SetGpuOut(uint32_t index, bool out);
   bool gpu_out(size_t i) const { return gpus_[i].out; }
+  // A request's `disk` fits the work directory's free space as the worker
+  // last said (none asked: always). Part of Fits, not of CanEverFit: free
+  // space comes and goes, and a task already running there stays.
+  bool DiskFits(const ResourceRequest& request) const {
+    return request.disk_bytes == 0 || request.disk_bytes <= resources_.disk_free_bytes;
+  }
+  // What its heartbeat said of the free space; true when it grew (a task
+  // that waited for room may fit now).
+  bool SetDiskFree(uint64_t bytes) {
+    const bool grew = bytes > resources_.disk_free_bytes;
+    resources_.disk_free_bytes = bytes;
+    return grew;
+  }
 
  private:
   struct Gpu {

@@ -343,6 +343,7 @@ nlohmann::json TaskInfoJson(const core::TaskInfo& task) {
   j["outcome"] = OutcomeJson(task.outcome);
   if (task.after) j["after"] = task.after->ToString();
   if (task.private_network) j["network"] = "none";
+  if (task.disk_bytes != 0) j["disk"] = task.disk_bytes;
   if (task.io.Any()) {
     j["io"] = Json{{"read_bps", task.io.read_bps},
                    {"write_bps", task.io.write_bps},

@@ -136,6 +136,7 @@ Json WorkerResourcesJson(const core::WorkerResources& resources) {
          {"labels", resources.labels}};
   if (resources.ends_at) j["ends_at_us"] = ToMicros(*resources.ends_at);
   if (resources.private_network) j["private_network"] = true;
+  if (resources.disk_free_bytes != 0) j["disk_free_bytes"] = resources.disk_free_bytes;
   return j;
 }
 
@@ -185,7 +186,10 @@ bool ReadWorkerResources(const Json& j, const std::string& path, core::WorkerRes
     if (!r.TimeMicros("ends_at_us", &ends)) return false;
     out->ends_at = ends;
   }
-  if (!r.Bool("private_network", &out->private_network, Need::kOptional)) return false;
+  if (!r.Bool("private_network", &out->private_network, Need::kOptional) ||
+      !r.Integer("disk_free_bytes", &out->disk_free_bytes, Need::kOptional)) {
+    return false;
+  }
   if (!r.ok()) return false;
   if (Status s = out->Validate(); !s.ok()) return ctx.Fail(path, s.message());
   return true;
@@ -198,9 +202,11 @@ Json UtilizationJson(const core::WorkerUtilization& utilization) {
                         {"util_percent", gpu.util_percent},
                         {"mem_used_bytes", gpu.mem_used_bytes}});
   }
-  return Json{{"cpu_percent", utilization.cpu_percent},
-              {"mem_used_bytes", utilization.mem_used_bytes},
-              {"gpus", std::move(gpus)}};
+  Json j{{"cpu_percent", utilization.cpu_percent},
+         {"mem_used_bytes", utilization.mem_used_bytes},
+         {"gpus", std::move(gpus)}};
+  if (utilization.disk_free_bytes) j["disk_free_bytes"] = *utilization.disk_free_bytes;
+  return j;
 }
 
 bool ReadUtilization(const Json& j, const std::string& path, core::WorkerUtilization* out,
@@ -209,6 +215,11 @@ bool ReadUtilization(const Json& j, const std::string& path, core::WorkerUtiliza
   if (!r.Integer("cpu_percent", &out->cpu_percent) ||
       !r.Integer("mem_used_bytes", &out->mem_used_bytes)) {
     return false;
+  }
+  if (r.Get("disk_free_bytes", Need::kOptional) != nullptr) {
+    uint64_t free = 0;
+    if (!r.Integer("disk_free_bytes", &free)) return false;
+    out->disk_free_bytes = free;
   }
   if (const Json* gpus = r.Get("gpus", Need::kOptional)) {
     return ReadVector<core::GpuUtilization>(*gpus, r.PathOf("gpus"), &out->gpus, ctx,

@@ -317,7 +317,7 @@ TEST(JobFileTest, HowATaskIsVacatedIsReadCheckedAndRoundTrips) {
 TEST(JobFileTest, NetworkAndDiskIoLimitsAreReadCheckedAndRoundTrip) {
   Result<core::JobSpec> spec =
       ParseJobToml(OneTask("network = \"none\"\nio_read_bps = \"50MiB\"\nio_write_bps = 1048576\n"
-                           "io_weight = 200\n"),
+                           "io_weight = 200\ndisk = \"20GiB\"\n"),
                    "j");
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   const core::TaskGroupSpec& g = spec->groups[0];
@@ -325,7 +325,8 @@ TEST(JobFileTest, NetworkAndDiskIoLimitsAreReadCheckedAndRoundTrip) {
   EXPECT_EQ(g.io.read_bps, 50ull << 20);
   EXPECT_EQ(g.io.write_bps, 1ull << 20);
   EXPECT_EQ(g.io.weight, 200u);
-  EXPECT_EQ(g.resources.ToString(), "cpus=1 network=none");
+  EXPECT_EQ(g.resources.disk_bytes, 20ull << 30);
+  EXPECT_EQ(g.resources.ToString(), "cpus=1 network=none disk=20 GiB");
   const std::string json = JobSpecToJson(*spec);
   Result<core::JobSpec> back = JobSpecFromJson(json);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
@@ -350,6 +351,10 @@ TEST(JobFileTest, NetworkAndDiskIoLimitsAreReadCheckedAndRoundTrip) {
                        "task[0].io_write_bps: ",
                        0),
             0u);
+  EXPECT_EQ(TomlError(OneTask("disk = \"20G\"\n")).rfind("sweep.toml:5:8: task[0].disk: ", 0), 0u);
+  EXPECT_EQ(TomlError(OneTask("disk = 0\n")),
+            "sweep.toml:5:8: task[0].disk: must be above zero: the most its directory may hold, "
+            "such as \"20GiB\" (leave it out for no limit)");
   EXPECT_EQ(TomlError(OneTask("io_read_bps = 0\n")),
             "sweep.toml:5:15: task[0].io_read_bps: must be above zero: bytes per second, such as "
             "\"10MiB\" (leave it out for no limit)");

@@ -1,4 +1,4 @@
-// A task group's isolation keys beyond its resources: `network`,
+// A task group's isolation keys beyond its resources: `network`, `disk`,
 // `io_read_bps`, `io_write_bps` and `io_weight` (job_spec_json.h).
 #include <string>
 
@@ -44,6 +44,14 @@ bool ReadIsolation(ObjectReader& r, core::TaskGroupSpec* g, DecodeContext& ctx) 
                       "no limit)");
     }
   }
+  if (const Json* d = r.Get("disk", Need::kOptional)) {
+    if (!ReadBytes(*d, r.PathOf("disk"), &g->resources.disk_bytes, ctx)) return false;
+    if (g->resources.disk_bytes == 0) {
+      return ctx.Fail(r.PathOf("disk"),
+                      "must be above zero: the most its directory may hold, such as \"20GiB\" "
+                      "(leave it out for no limit)");
+    }
+  }
   if (const Json* w = r.Get("io_weight", Need::kOptional)) {
     uint64_t weight = 0;
     if (!ReadUint64(*w, r.PathOf("io_weight"), UINT32_MAX, &weight, ctx)) return false;
@@ -63,6 +71,7 @@ void IsolationJson(const core::TaskGroupSpec& g, Json& j) {
   if (g.io.read_bps != 0) j["io_read_bps"] = g.io.read_bps;
   if (g.io.write_bps != 0) j["io_write_bps"] = g.io.write_bps;
   if (g.io.weight != 0) j["io_weight"] = g.io.weight;
+  if (g.resources.disk_bytes != 0) j["disk"] = g.resources.disk_bytes;
 }
 
 }  // namespace drover::proto::internal

@@ -21,7 +21,7 @@ bool ReadJobSpec(const Json& j, core::JobSpec* spec, DecodeContext& ctx);
 // A quantity of bytes: a string with a unit ("4GiB") or an integer.
 bool ReadBytes(const Json& j, const std::string& path, uint64_t* out, DecodeContext& ctx);
 
-// A group's `network`, `io_read_bps`, `io_write_bps` and `io_weight`
+// A group's `network`, `disk`, `io_read_bps`, `io_write_bps` and `io_weight`
 // (job_spec_isolation.cc): read into `g`, and written into its JSON form
 // `j` where not at their defaults.
 bool ReadIsolation(ObjectReader& r, core::TaskGroupSpec* g, DecodeContext& ctx);

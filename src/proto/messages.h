@@ -370,6 +370,10 @@ struct Assignment {
   // Disk I/O limits on the device of its directory (core::IoLimits).
   // Optional on the wire ("io": {"read_bps", "write_bps", "weight"}).
   core::IoLimits io;
+  // The most its directory may hold (`disk`; 0: no limit from the task):
+  // the worker stops it, failed, once it holds more. Optional on the wire
+  // ("disk").
+  uint64_t disk_bytes = 0;
   friend bool operator==(const Assignment&, const Assignment&) = default;
 };
 struct Assign {

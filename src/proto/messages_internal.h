@@ -14,9 +14,9 @@ namespace drover::proto::internal {
 Result<WorkerMessage> DecodeWorkerMessageJson(const Json& j);
 Result<ServerMessage> DecodeServerMessageJson(const Json& j);
 
-// Assignment::private_network and Assignment::io: written into `j` where
-// not at their defaults ("network": "none", "io": {...}), read back (both
-// optional on the wire).
+// Assignment::private_network, disk_bytes and io: written into `j` where
+// not at their defaults ("network": "none", "disk", "io": {...}), read back
+// (all optional on the wire).
 void IsolationFieldsJson(const Assignment& a, Json& j);
 bool ReadIsolationFields(ObjectReader& r, Assignment* a, DecodeContext& ctx);
 

@@ -8,6 +8,7 @@ namespace drover::proto::internal {
 
 void IsolationFieldsJson(const Assignment& a, Json& j) {
   if (a.private_network) j["network"] = "none";
+  if (a.disk_bytes != 0) j["disk"] = a.disk_bytes;
   if (!a.io.Any()) return;
   Json io = Json::object();
   if (a.io.read_bps != 0) io["read_bps"] = a.io.read_bps;
@@ -23,6 +24,7 @@ bool ReadIsolationFields(ObjectReader& r, Assignment* a, DecodeContext& ctx) {
     return ctx.Fail(r.PathOf("network"), "expected \"none\" or \"host\", got \"" + network + "\"");
   }
   a->private_network = network == "none";
+  if (!r.Integer("disk", &a->disk_bytes, Need::kOptional)) return false;
   const Json* io = r.Get("io", Need::kOptional);
   if (io == nullptr) return r.ok();
   ObjectReader limits(*io, r.PathOf("io"), ctx);

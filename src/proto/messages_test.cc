@@ -38,6 +38,7 @@ Hello SampleHello() {
   h.resources.labels = {{"os", "linux"}};
   h.resources.ends_at = TimeFromMicros(1'700'003'600'000'000);  // --lifetime
   h.resources.private_network = true;
+  h.resources.disk_free_bytes = 500ULL << 30;
   h.running = {{{12, 3}, 1, {0, 1}, {{1, 100, 80ULL << 30}}}, {{12, 4}, 2, {}, {}},
                {{12, 5}, 1, {0}, {}, true}};
   h.finished = {{{11, 0}, 1, SampleOutcome(), TimeFromMicros(1'700'000'000'123'456)}};
@@ -76,6 +77,7 @@ std::vector<WorkerMessage> AllWorkerMessages() {
   return {SampleHello(),
           Heartbeat{{37, 1ULL << 30, {{0, 90, 1ULL << 30}}}, {{{12, 3}, 1}}},
           Heartbeat{{37, 1ULL << 30, {}}, {}, "/scratch not mounted", "program"},
+          Heartbeat{{37, 1ULL << 30, {}, 250ULL << 30}, {}},  // the work directory's free space
           Heartbeat{{37, 1ULL << 30, {}}, {}, "", "", {{1, "Xid 79 (critical)"}, {3, "lost"}}},
           Started{{{{12, 3}, 1, TimeFromMicros(1'700'000'000'000'001)}, {{12, 4}, 1, {}}}},
           Finished{{{{12, 3}, 1, SampleOutcome(), TimeFromMicros(5)},
@@ -485,7 +487,9 @@ TEST(MessagesTest, AnAssignmentsNetworkAndIoLimitsRoundTripAndAreOptional) {
   a.private_network = true;
   a.io.write_bps = 10 << 20;
   a.io.weight = 50;
+  a.disk_bytes = 20ULL << 30;
   text = Encode(ServerMessage(Assign{{a}}));
+  EXPECT_NE(text.find(R"("disk":21474836480)"), std::string::npos) << text;
   EXPECT_NE(text.find(R"("network":"none")"), std::string::npos) << text;
   EXPECT_NE(text.find(R"("io":{"weight":50,"write_bps":10485760})"), std::string::npos) << text;
   Result<ServerMessage> back = DecodeServerMessage(text);
@@ -502,6 +506,7 @@ TEST(MessagesTest, AnAssignmentsNetworkAndIoLimitsRoundTripAndAreOptional) {
   for (const auto& [field, where] : std::vector<std::pair<std::string, std::string>>{
            {R"("network":"lan")", "tasks[0].network"},
            {R"("network":1)", "tasks[0].network"},
+           {R"("disk":"20GiB")", "tasks[0].disk"},
            {R"("io":{"write_bps":-1})", "tasks[0].io.write_bps"},
            {R"("io":{"weight":10001})", "tasks[0].io.weight"},
            {R"("io":{"iops":5})", "tasks[0].io"},

@@ -128,5 +128,40 @@ command = "dd if=/dev/zero of=out.bin bs=1M count=200 oflag=direct"
   EXPECT_NE(status.output.find("disk writes 10 MiB/s"), std::string::npos) << status.output;
 }
 
+// A task whose directory holds more than its `disk` is stopped and fails
+// saying so; one whose `disk` is more than any worker has free is not
+// placed, and both the submit and the task's status say why.
+TEST(IsolationTest, ATaskPastItsDiskIsStoppedAndOneLargerThanTheFreeSpaceWaits) {
+  Cluster c;
+  c.StartServer();
+  c.StartWorker("w");
+  const uint64_t filler = SubmittedJob(
+      c.Drover(Submit({"--name", "filler", "--disk", "10MiB"},
+                      {"sh", "-c", "head -c 31457280 /dev/zero > big && exec sleep 60"})));
+  ASSERT_GT(filler, 0u);
+  RunResult waited = c.Drover({"wait", std::to_string(filler)});
+  EXPECT_NE(waited.status, 0) << waited.output;
+  const nlohmann::json task = c.Get("/api/v1/tasks/" + std::to_string(filler) + ".0");
+  EXPECT_EQ(task["state"], "failed");
+  const std::string reason = task["reason"];
+  EXPECT_NE(reason.find("disk: 30"), std::string::npos) << reason;
+  EXPECT_NE(reason.find(" MiB written under its directory, more than disk 10 MiB"),
+            std::string::npos)
+      << reason;
+
+  RunResult huge = c.Drover(Submit({"--name", "huge", "--disk", "100TiB"}, {"true"}));
+  const uint64_t job = SubmittedJob(huge);
+  ASSERT_GT(job, 0u) << huge.output;
+  EXPECT_NE(huge.output.find("no worker has 100 TiB free for its directory"), std::string::npos)
+      << huge.output;
+  RunResult status = c.Drover({"status", std::to_string(job) + ".0"});
+  EXPECT_NE(status.output.find("no worker has 100 TiB free for its directory (disk; the most "
+                               "free is "),
+            std::string::npos)
+      << status.output;
+  EXPECT_NE(status.output.find("directory at most 100 TiB"), std::string::npos) << status.output;
+  EXPECT_EQ(c.Get("/api/v1/tasks/" + std::to_string(job) + ".0")["state"], "queued");
+}
+
 }  // namespace
 }  // namespace drover::testing

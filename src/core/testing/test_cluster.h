@@ -49,6 +49,10 @@ class WorkerBuilder {
   }
   WorkerBuilder& Label(std::string k, std::string v) { r_.labels[k] = v; return *this; }
   WorkerBuilder& Counter(std::string k, int64_t n) { r_.counters[k] = n; return *this; }
+  WorkerBuilder& DiskFree(uint64_t bytes) {
+    r_.disk_free_bytes = bytes;
+    return *this;
+  }
   WorkerBuilder& PrivateNetwork() {
     r_.private_network = true;
     return *this;
@@ -83,6 +87,10 @@ class TaskBuilder {
   TaskBuilder& Counter(std::string k, int64_t n) { g_.resources.counters[k] = n; return *this; }
   TaskBuilder& Label(std::string k, std::string v) { g_.resources.labels[k] = v; return *this; }
   TaskBuilder& Priority(int32_t p) { g_.priority = p; return *this; }
+  TaskBuilder& Disk(uint64_t bytes) {
+    g_.resources.disk_bytes = bytes;
+    return *this;
+  }
   TaskBuilder& NetworkNone() {
     g_.resources.private_network = true;
     return *this;

@@ -138,6 +138,8 @@ Status Agent::Impl::Init() {
   state_config.resources = ToCoreResources(resources, name_);
   // Tasks with `network = "none"` are placed only where this is true.
   state_config.resources.private_network = CanMakePrivateNetwork();
+  // Tasks with `disk` are placed only where it fits (heartbeats update it).
+  state_config.resources.disk_free_bytes = FreeDiskBytes(config_.workdir).value_or(0);
   state_config.capacity.cores = resources.cpu_ids;
   state_config.capacity.memory_bytes = resources.memory_bytes;
   for (const GpuInfo& gpu : resources.gpus) {

@@ -130,6 +130,9 @@ struct AgentConfig {
   std::string files_bind = "0.0.0.0";  // the file service's address
   uint16_t files_port = 0;             // 0: any free port
   uint64_t max_output_bytes = 0;       // a task's outputs together; 0: no limit
+  // The most a task's directory may hold where its `disk` says less or
+  // nothing (the lower of the two applies); 0: only the task's.
+  uint64_t max_task_disk_bytes = 0;
   // Health (health_monitor.h): the work directory's file system is checked
   // (read-only, below `min_free_disk_bytes` free; 0: the smaller of 1 GiB
   // and 1%), and `health_check` run with sh -c (empty: none), at start and

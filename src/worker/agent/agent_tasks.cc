@@ -18,6 +18,7 @@
 
 #include "core/reasons.h"
 #include "worker/agent/agent_impl.h"
+#include "worker/exec/host_features.h"
 #include "worker/resources/resources_host.h"
 #include "worker/state/agent_convert.h"
 
@@ -149,6 +150,11 @@ void Agent::Impl::ArmTimer(WorkerTimer timer, Time at) {
           Result<Utilization> sample = sampler_->SampleUtilization();
           if (sample.ok()) due.utilization = ToCoreUtilization(*sample);
         }
+        // The free space of its work directory, for tasks with `disk`.
+        if (std::optional<uint64_t> free = FreeDiskBytes(config_.workdir)) {
+          if (!due.utilization) due.utilization.emplace();
+          due.utilization->disk_free_bytes = free;
+        }
         if (config_.min_available_bytes > 0) {
           Result<HostMemory> memory = ReadHostMemory("/proc");
           if (memory.ok()) due.available_bytes = memory->available_bytes;
@@ -170,6 +176,10 @@ void Agent::Impl::ArmTimer(WorkerTimer timer, Time at) {
 [[gnu::hot]] TaskSpec Agent::Impl::SpecOf(const proto::Assignment& a) const {
   TaskSpec spec = ToTaskSpec(a);
   spec.output_cap_bytes = config_.log_cap_bytes;
+  if (config_.max_task_disk_bytes > 0 &&
+      (spec.disk_bytes == 0 || spec.disk_bytes > config_.max_task_disk_bytes)) {
+    spec.disk_bytes = config_.max_task_disk_bytes;
+  }
   return spec;
 }
 

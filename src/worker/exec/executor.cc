@@ -144,6 +144,7 @@ Executor::~Executor() {
   }
   idle_.clear();
   if (idle_timer_.valid()) reactor_->Unwatch(idle_timer_.fd());
+  if (disk_timer_.valid()) reactor_->Unwatch(disk_timer_.fd());
   if (warm_home_) (void)warm_home_->Remove();
   for (auto& cage : stale_cages_) {
     Status s = cage->Remove();

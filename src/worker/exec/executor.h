@@ -118,6 +118,9 @@ struct ExecutorOptions {
   // task of the same key, moved into the task's cage and onto its cores
   // for the call. Off: such a task starts its own process like any other.
   bool warm_interpreters = true;
+  // How often the directories of tasks with a `disk` limit are measured
+  // (a walk of each; at most a tenth of the time goes to a walk).
+  Duration disk_check_every = Seconds(2);
   Duration warm_idle = Seconds(300);  // an idle interpreter is ended after this
   size_t warm_max_idle = 8;           // idle ones kept; the oldest is ended first
 };
@@ -142,6 +145,10 @@ struct TaskSpec {
   // Disk I/O limits on the block device of the work directory; a task
   // with any fails to start where the isolation cannot enforce them.
   core::IoLimits io;
+  // The most its directory may hold (0: no limit): measured while it runs
+  // (ExecutorOptions::disk_check_every), and a task found holding more is
+  // killed and fails with TaskResult::disk_error saying so.
+  uint64_t disk_bytes = 0;
 };
 
 // The directories of one task attempt. Every directory named here exists
@@ -383,6 +390,11 @@ class Executor {
   Result<TaskCage*> WarmHome();
   Status MakeTaskDir(const std::string& job, const std::string& task);
 
+  // Tasks with a `disk` limit (executor_disk.cc): their directories are
+  // measured on a timer while any runs; one over its limit is killed.
+  void WatchDisk();
+  void OnDiskTimer();
+
   ExecutorOptions options_;
   Reactor* reactor_;
   std::unique_ptr<Isolator> isolator_;
@@ -419,6 +431,7 @@ class Executor {
   std::vector<std::unique_ptr<WarmInterpreter>> idle_;
   std::unique_ptr<TaskCage> warm_home_;
   UniqueFd idle_timer_;
+  UniqueFd disk_timer_;  // armed while a task with a `disk` limit runs
   cpu_set_t all_cpus_;
 };
 

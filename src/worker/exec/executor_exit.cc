@@ -185,7 +185,10 @@ void Executor::Finish(Task* task) {
   // Output the worker could not save (its file system is full) makes the
   // attempt incomplete, so it does not count as a success; a task that
   // failed on a full disk by itself gets told why.
-  std::string disk_note = OutputLossNote(*task->out[0], task->dirs.stdout_path);
+  // Killed for holding more than its `disk`: failed, and that is why.
+  std::string disk_note = task->over_disk;
+  if (!disk_note.empty()) r.outcome = TaskOutcome::kFailed;
+  if (disk_note.empty()) disk_note = OutputLossNote(*task->out[0], task->dirs.stdout_path);
   if (disk_note.empty()) disk_note = OutputLossNote(*task->out[1], task->dirs.stderr_path);
   if (disk_note.empty() && r.outcome == TaskOutcome::kFailed && !r.oom_killed) {
     disk_note = FullDiskNote(task->dirs.task);

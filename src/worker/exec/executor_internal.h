@@ -45,6 +45,13 @@ struct Executor::Task {
   std::optional<SuspendHow> suspended;
   bool canceled = false;
   bool exited = false;
+  // `disk`: the most its directory may hold (0: none); once it held more,
+  // why it was killed (its failure's reason) and, between checks, what a
+  // walk of its directory last cost.
+  uint64_t disk_limit = 0;
+  std::string over_disk;
+  Duration disk_walk = Duration::zero();
+  Stopwatch disk_checked;
   std::vector<UniqueFd> leftovers;  // pidfds of processes killed after exit
   TaskResult result;
   // Made ahead by PrepareStart: kept until the process is reaped (it owns

@@ -32,7 +32,8 @@ bool SameLimits(const TaskSpec& made, const TaskSpec& spec) {
   return made.milli_cpus == spec.milli_cpus && made.memory_bytes == spec.memory_bytes &&
          made.max_pids == spec.max_pids && made.cores == spec.cores && made.gpus == spec.gpus &&
          made.output_cap_bytes == spec.output_cap_bytes && made.task_index == spec.task_index &&
-         made.private_network == spec.private_network && made.io == spec.io;
+         made.private_network == spec.private_network && made.io == spec.io &&
+         made.disk_bytes == spec.disk_bytes;
 }
 
 }  // namespace
@@ -92,6 +93,7 @@ std::unique_ptr<Executor::Parked> Executor::Park(const TaskSpec& spec, const Tas
   task->attempt = spec.attempt;
   task->done = std::move(done);
   task->dirs = dirs;
+  task->disk_limit = spec.disk_bytes;
 
   // A warm interpreter lives in the worker's network: a task that asked
   // for a network of its own starts its own process.
@@ -246,6 +248,7 @@ Result<pid_t> Executor::Register(std::unique_ptr<Task> task) {
   Task* t = task.get();
   const TaskId id = t->id;
   tasks_[id] = std::move(task);
+  if (t->disk_limit > 0) WatchDisk();
   // Registration can fail only on fd exhaustion in epoll; then the task is
   // killed at once and reported through `done` like any other ending.
   Status watched = reactor_->Watch(t->pidfd.fd(), [this, t] { OnExit(t); });

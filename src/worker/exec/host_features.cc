@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,6 +60,12 @@ Result<std::string> BlockDeviceOf(const std::string& path) {
     return disk;
   }
   return dev;
+}
+
+std::optional<uint64_t> FreeDiskBytes(const std::string& dir) {
+  struct statvfs fs {};
+  if (statvfs(dir.c_str(), &fs) != 0) return std::nullopt;
+  return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
 }
 
 }  // namespace drover::worker

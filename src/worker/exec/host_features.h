@@ -6,6 +6,8 @@
 #ifndef DROVER_WORKER_EXEC_HOST_FEATURES_H_
 #define DROVER_WORKER_EXEC_HOST_FEATURES_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
@@ -22,6 +24,10 @@ bool CanMakePrivateNetwork();
 // can name (tmpfs, overlayfs, btrfs subvolumes, NFS): limits there are not
 // possible.
 Result<std::string> BlockDeviceOf(const std::string& path);
+
+// The space an unprivileged writer may still use on the file system of
+// `dir` (statvfs's f_bavail); none when it cannot be read.
+std::optional<uint64_t> FreeDiskBytes(const std::string& dir);
 
 }  // namespace drover::worker
 

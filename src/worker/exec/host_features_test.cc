@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -127,6 +128,28 @@ TEST(DiskIoLimitsTest, WithoutCgroupsATaskWithLimitsDoesNotStartAndSaysWhy) {
   EXPECT_TRUE(message.find("disk I/O limits") != std::string::npos) << message;
   spec.io = {};
   EXPECT_EQ(h.Run(spec).outcome, TaskOutcome::kSucceeded);
+}
+
+// A task whose directory holds more than its `disk` is killed at the next
+// measurement and fails saying how much it held; one under it runs on.
+TEST(DiskLimitTest, ATaskHoldingMoreThanItsDiskIsStoppedAndFailsSayingSo) {
+  ExecutorOptions options;
+  options.disk_check_every = Millis(50);
+  Harness h(MakeNoIsolator(), options);
+  TaskSpec over = Task(1, {"sh", "-c", "head -c 31457280 /dev/zero > big && exec sleep 60"});
+  over.disk_bytes = 10 << 20;
+  TaskResult r = h.Run(over);
+  EXPECT_EQ(r.outcome, TaskOutcome::kFailed) << Describe(r);
+  EXPECT_EQ(r.signal, SIGKILL) << Describe(r);
+  EXPECT_EQ(r.disk_error.rfind("disk: 30", 0), 0u) << r.disk_error;
+  EXPECT_TRUE(r.disk_error.ends_with(" MiB written under its directory, more than disk 10 MiB"))
+      << r.disk_error;
+
+  TaskSpec under = Task(2, {"sh", "-c", "head -c 1048576 /dev/zero > small && sleep 0.3"});
+  under.disk_bytes = 10 << 20;
+  r = h.Run(under);
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
+  EXPECT_EQ(r.disk_error, "");
 }
 
 }  // namespace

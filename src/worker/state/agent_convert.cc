@@ -104,6 +104,7 @@ core::WorkerUtilization ToCoreUtilization(const Utilization& sample) {
   }
   spec.private_network = assignment.private_network;
   spec.io = assignment.io;
+  spec.disk_bytes = assignment.disk_bytes;
   return spec;
 }
 
