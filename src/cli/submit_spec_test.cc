@@ -118,10 +118,12 @@ TEST(SubmitSpecTest, NetworkAndDiskIoFlagsBecomeTheTasksKeysAndErrorsNameTheFlag
   f.io_read_bps = "50MiB";
   f.io_write_bps = "10MiB";
   f.io_weight = 300;
+  f.disk = "20GiB";
   Result<std::string> body = BuildSubmitBody(f);
   ASSERT_TRUE(body.ok()) << body.status().ToString();
-  for (const char* want : {"\"network\":\"none\"", "\"io_read_bps\":52428800",
-                           "\"io_write_bps\":10485760", "\"io_weight\":300"}) {
+  for (const char* want :
+       {"\"network\":\"none\"", "\"io_read_bps\":52428800", "\"io_write_bps\":10485760",
+        "\"io_weight\":300", "\"disk\":21474836480"}) {
     EXPECT_NE(body->find(want), std::string::npos) << want << " in " << *body;
   }
   f.network = "lan";

@@ -128,15 +128,16 @@ command = "dd if=/dev/zero of=out.bin bs=1M count=200 oflag=direct"
   EXPECT_NE(status.output.find("disk writes 10 MiB/s"), std::string::npos) << status.output;
 }
 
-// A task whose directory holds more than its `disk` is stopped and fails
-// saying so; one whose `disk` is more than any worker has free is not
-// placed, and both the submit and the task's status say why.
+// A task whose directory holds more than its `disk` (or the worker's
+// --max-task-disk, when lower) is stopped and fails saying so; one whose
+// `disk` is more than any worker has free is not placed, and both the
+// submit and the task's status say why.
 TEST(IsolationTest, ATaskPastItsDiskIsStoppedAndOneLargerThanTheFreeSpaceWaits) {
   Cluster c;
   c.StartServer();
-  c.StartWorker("w");
+  c.StartWorker("w", {"--max-task-disk", "10MiB"});
   const uint64_t filler = SubmittedJob(
-      c.Drover(Submit({"--name", "filler", "--disk", "10MiB"},
+      c.Drover(Submit({"--name", "filler", "--disk", "20MiB"},
                       {"sh", "-c", "head -c 31457280 /dev/zero > big && exec sleep 60"})));
   ASSERT_GT(filler, 0u);
   RunResult waited = c.Drover({"wait", std::to_string(filler)});

@@ -150,6 +150,15 @@ TEST(DiskLimitTest, ATaskHoldingMoreThanItsDiskIsStoppedAndFailsSayingSo) {
   r = h.Run(under);
   EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
   EXPECT_EQ(r.disk_error, "");
+
+  // Its inputs (fetched by the worker, not written by it) do not count.
+  TaskSpec fed = Task(3, {"sh", "-c", "sleep 0.3"});
+  fed.disk_bytes = 10 << 20;
+  Result<TaskDirs> dirs = h.executor().PrepareDirs(fed.id, fed.attempt, true, "");
+  ASSERT_TRUE(dirs.ok()) << dirs.status().ToString();
+  testing::Put(dirs->inputs + "/big", std::string(30 << 20, 'i'));
+  r = h.Run(fed);
+  EXPECT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r) << " " << r.disk_error;
 }
 
 }  // namespace
