@@ -50,6 +50,15 @@ std::string Bytes(std::optional<int64_t> b) {
   return b && *b >= 0 ? FormatBytes(static_cast<uint64_t>(*b)) : "-";
 }
 
+// "12 MiB / 200 MiB": what a task read from and wrote to disk, where its
+// cgroup counted it; "-" where not.
+std::string DiskIo(const json& t) {
+  const std::optional<int64_t> read = Int(t, "io_read_bytes");
+  const std::optional<int64_t> written = Int(t, "io_write_bytes");
+  if (!(read && *read >= 0) && !(written && *written >= 0)) return "-";
+  return Bytes(read) + " / " + Bytes(written);
+}
+
 const json& Tasks(const json& report) {
   static const json kEmpty = json::array();
   return report.is_object() && report.contains("tasks") && report["tasks"].is_array()
@@ -135,7 +144,7 @@ std::string ReportText(const json& report, int width) {
       << Str(report, "state") << ", makespan " << Secs(Num(report, "makespan_s")) << ", "
       << Tasks(report).size() << " tasks\n\n";
 
-  Table table({"TASK", "NAME", "STATE", "WORKER", "WALL", "CPU", "PEAK MEM", "REQ CPUS",
+  Table table({"TASK", "NAME", "STATE", "WORKER", "WALL", "CPU", "PEAK MEM", "DISK R/W", "REQ CPUS",
                "CPU EFF", "MEM EFF", "TRIES", "CRIT"});
   for (const json& t : Tasks(report)) {
     const json req = t.is_object() && t.contains("requested") ? t["requested"] : json();
@@ -143,9 +152,9 @@ std::string ReportText(const json& report, int width) {
     char cpus_text[32] = "-";
     if (cpus) std::snprintf(cpus_text, sizeof(cpus_text), "%g", *cpus);
     const bool critical = Critical(t);
-    table.AddRow({Str(t, "id"), Str(t, "name"), Str(t, "state"), Worker(t),
-                  Secs(Num(t, "wall_s")), Secs(Num(t, "cpu_s")), Bytes(Int(t, "peak_mem_bytes")),
-                  cpus_text, Percent(Num(t, "cpu_efficiency")), Percent(Num(t, "mem_efficiency")),
+    table.AddRow({Str(t, "id"), Str(t, "name"), Str(t, "state"), Worker(t), Secs(Num(t, "wall_s")),
+                  Secs(Num(t, "cpu_s")), Bytes(Int(t, "peak_mem_bytes")), DiskIo(t), cpus_text,
+                  Percent(Num(t, "cpu_efficiency")), Percent(Num(t, "mem_efficiency")),
                   Str(t, "attempts"), critical ? "*" : ""});
   }
   out << table.Render() << "\n";
@@ -231,6 +240,7 @@ std::string ReportHtml(const json& report) {
 
   h << "<table>\n<tr><th>task</th><th>name</th><th>state</th><th>worker</th>"
     << "<th class=\"num\">wall</th><th class=\"num\">cpu</th><th class=\"num\">peak mem</th>"
+    << "<th class=\"num\">disk r/w</th>"
     << "<th class=\"num\">req cpus</th><th class=\"num\">cpu eff</th>"
     << "<th class=\"num\">mem eff</th><th class=\"num\">tries</th><th>deps</th>"
     << "<th>reason</th></tr>\n";
@@ -252,11 +262,12 @@ std::string ReportHtml(const json& report) {
       << HtmlEscape(Str(t, "state")) << "\">" << HtmlEscape(Str(t, "state")) << "</td><td>"
       << HtmlEscape(Worker(t)) << "</td><td class=\"num\">" << Secs(Num(t, "wall_s"))
       << "</td><td class=\"num\">" << Secs(Num(t, "cpu_s")) << "</td><td class=\"num\">"
-      << Bytes(Int(t, "peak_mem_bytes")) << "</td><td class=\"num\">" << cpus_text
-      << "</td><td class=\"num\">" << Percent(Num(t, "cpu_efficiency"))
-      << "</td><td class=\"num\">" << Percent(Num(t, "mem_efficiency"))
-      << "</td><td class=\"num\">" << HtmlEscape(Str(t, "attempts")) << "</td><td>"
-      << HtmlEscape(deps) << "</td><td>" << HtmlEscape(Str(t, "reason")) << "</td></tr>\n";
+      << Bytes(Int(t, "peak_mem_bytes")) << "</td><td class=\"num\">" << HtmlEscape(DiskIo(t))
+      << "</td><td class=\"num\">" << cpus_text << "</td><td class=\"num\">"
+      << Percent(Num(t, "cpu_efficiency")) << "</td><td class=\"num\">"
+      << Percent(Num(t, "mem_efficiency")) << "</td><td class=\"num\">"
+      << HtmlEscape(Str(t, "attempts")) << "</td><td>" << HtmlEscape(deps) << "</td><td>"
+      << HtmlEscape(Str(t, "reason")) << "</td></tr>\n";
   }
   h << "</table>\n</body></html>\n";
   return h.str();

@@ -61,6 +61,19 @@ TEST(ReportViewTest, TextHasTableSlowestCriticalPathAndTimeline) {
       << text;
 }
 
+// What a task read and wrote, where its cgroup counted it; "-" elsewhere.
+TEST(ReportViewTest, DiskReadsAndWritesShowWhereCounted) {
+  json report = Diamond();
+  report["tasks"][2]["io_read_bytes"] = 4096;
+  report["tasks"][2]["io_write_bytes"] = 200 << 20;
+  const std::string text = ReportText(report, 0);
+  EXPECT_NE(text.find("DISK R/W"), std::string::npos) << text;
+  EXPECT_NE(text.find("4 KiB / 200 MiB"), std::string::npos) << text;
+  const std::string html = ReportHtml(report);
+  EXPECT_NE(html.find("<td class=\"num\">4 KiB / 200 MiB</td>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<th class=\"num\">disk r/w</th>"), std::string::npos) << html;
+}
+
 TEST(ReportViewTest, MissingFieldsPrintDashes) {
   const std::string text = ReportText(json{{"job", "3"}, {"tasks", json::array({{{"id", "3.0"}}})}});
   EXPECT_NE(text.find("critical path (-): -"), std::string::npos) << text;

@@ -223,6 +223,13 @@ std::string TaskView(const json& task, int64_t now_ms) {
     row("cpu time", FormatSpan(Int(outcome, "cpu_ms")));
     const int64_t peak = Int(outcome, "peak_mem_bytes");
     row("peak mem", peak >= 0 ? FormatBytes(static_cast<uint64_t>(peak)) : "-");
+    const int64_t read = Int(outcome, "io_read_bytes");
+    const int64_t written = Int(outcome, "io_write_bytes");
+    if (read >= 0 || written >= 0) {
+      row("disk io", "read " + (read >= 0 ? FormatBytes(static_cast<uint64_t>(read)) : "-") +
+                         ", written " +
+                         (written >= 0 ? FormatBytes(static_cast<uint64_t>(written)) : "-"));
+    }
   }
   std::string out = table.Render();
   // Another user's task: the server left out what only its job's readers see.

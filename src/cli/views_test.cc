@@ -71,6 +71,11 @@ TEST(ViewsTest, TaskViewShowsOutcomeResultAndExplain) {
   // The names column is as wide as its longest name ("submitted").
   EXPECT_NE(text.find("\nexit       code 0\n"), std::string::npos) << text;
   EXPECT_NE(text.find("\npeak mem   1 MiB\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("disk io"), std::string::npos) << text;  // not counted: no row
+  task["outcome"]["io_write_bytes"] = 200 << 20;
+  EXPECT_NE(TaskView(task, 0).find("\ndisk io    read -, written 200 MiB\n"), std::string::npos)
+      << TaskView(task, 0);
+  task["outcome"].erase("io_write_bytes");
   EXPECT_NE(text.find("\ncpu time   0.0s\n"), std::string::npos) << text;
   EXPECT_NE(text.find("result:\npi ~ 3.1416\n"), std::string::npos) << text;
   EXPECT_NE(text.find("explain:\nfinished\n"), std::string::npos) << text;

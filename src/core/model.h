@@ -166,6 +166,11 @@ struct TaskUsage {
   Duration wall = Duration::zero();
   Duration cpu = Duration::zero();
   uint64_t peak_mem_bytes = 0;
+  // Bytes its processes read from and wrote to block devices, as its
+  // cgroup counted them (cgroup v2 io.stat; v1 only for a task with disk
+  // I/O limits, which has a blkio cgroup of its own); absent: not counted.
+  std::optional<uint64_t> io_read_bytes;
+  std::optional<uint64_t> io_write_bytes;
   friend bool operator==(const TaskUsage&, const TaskUsage&) = default;
 };
 

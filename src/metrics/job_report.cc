@@ -210,6 +210,8 @@ Result<json> JobReportScan::Finish(const core::Scheduler& scheduler, ReportPage 
               {"wall_s", m.wall ? json(Secs(*m.wall)) : json(nullptr)},
               {"cpu_s", nullptr},
               {"peak_mem_bytes", nullptr},
+              {"io_read_bytes", nullptr},
+              {"io_write_bytes", nullptr},
               {"requested", std::move(requested)},
               {"cpu_efficiency", nullptr},
               {"mem_efficiency", nullptr},
@@ -224,6 +226,8 @@ Result<json> JobReportScan::Finish(const core::Scheduler& scheduler, ReportPage 
       const core::TaskUsage& u = t.outcome->usage;
       task["cpu_s"] = Secs(u.cpu);
       task["peak_mem_bytes"] = u.peak_mem_bytes;
+      if (u.io_read_bytes) task["io_read_bytes"] = *u.io_read_bytes;
+      if (u.io_write_bytes) task["io_write_bytes"] = *u.io_write_bytes;
       const double wall = Secs(*m.wall);
       if (req.cpus_milli > 0 && wall > 0) {
         task["cpu_efficiency"] = Secs(u.cpu) / (wall * static_cast<double>(req.cpus_milli) / 1000.0);

@@ -6,6 +6,7 @@
 //    "tasks":[{"id":"12.3", "name":"train[2]", "group":"train", "state":..,
 //              "worker":3, "worker_name":"gpu1", "deps":["12.0"],
 //              "start_ms":.., "end_ms":.., "wall_s":.., "cpu_s":.., "peak_mem_bytes":..,
+//              "io_read_bytes":.., "io_write_bytes":..,
 //              "requested":{"cpus":2.0,"mem_bytes":..,"gpus":0.5},
 //              "cpu_efficiency":0.93, "mem_efficiency":0.41, "attempts":1,
 //              "critical":true, "reason":"", "deps_count":1}],
@@ -20,9 +21,10 @@
 //   once the job is done (null before); makespan_s: ended - started (while
 //   running: now - started; null before anything started).
 // - Per task, start_ms/end_ms/wall_s/cpu_s/peak_mem_bytes are of the last
-//   attempt. A running task's wall_s is its time so far (cpu_s, peak memory
-//   and efficiencies are null until it ends). wall_s is the worker's
-//   measured wall time when it reported one, else end - start.
+//   attempt, and so are io_read_bytes/io_write_bytes, the bytes it read
+//   from and wrote to disk where its cgroup counted them (null elsewhere). A running task's wall_s
+//   is its time so far (cpu_s, peak memory and efficiencies are null until it ends). wall_s is the
+//   worker's measured wall time when it reported one, else end - start.
 // - deps: the tasks of the groups named in `depends_on` (same job; `--after`
 //   dependencies on other jobs are not shown), at most kMaxDepsListed of
 //   them (the first ones); deps_count: how many there are.

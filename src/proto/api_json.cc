@@ -34,6 +34,8 @@ Json OutcomeJson(const std::optional<core::TaskOutcome>& outcome) {
          {"cpu_ms", FloorDiv(o.usage.cpu.count(), 1000)},
          {"peak_mem_bytes", o.usage.peak_mem_bytes},
          {"result", o.result}};
+  if (o.usage.io_read_bytes) j["io_read_bytes"] = *o.usage.io_read_bytes;
+  if (o.usage.io_write_bytes) j["io_write_bytes"] = *o.usage.io_write_bytes;
   // A success's files ($DROVER_OUTPUT_DIR) and the worker holding them.
   Json files = Json::array();
   for (const core::OutputFile& f : o.outputs) {
@@ -155,6 +157,8 @@ bool ReadOutcomeApi(const Json& j, const std::string& path, core::TaskOutcome* o
       !r.Integer("cpu_ms", &cpu_ms) || !r.Integer("peak_mem_bytes", &out->usage.peak_mem_bytes) ||
       !r.String("result", &out->result, Need::kOptional) ||
       !r.Integer("outputs_on", &out->outputs_on, Need::kOptional) ||
+      !internal::ReadOptionalBytes(r, "io_read_bytes", &out->usage.io_read_bytes) ||
+      !internal::ReadOptionalBytes(r, "io_write_bytes", &out->usage.io_write_bytes) ||
       !ReadList(r, "outputs", &out->outputs, ctx, internal::ReadOutputFile)) {
     return false;
   }
@@ -204,6 +208,21 @@ bool ReadTask(const Json& j, const std::string& path, core::TaskInfo* out, Decod
     TaskId after;
     if (!r.Task("after", &after)) return false;
     out->after = after;
+  }
+  // Its isolation beyond its resources, where it asked for any.
+  std::string network;
+  if (!r.String("network", &network, Need::kOptional) ||
+      !r.Integer("disk", &out->disk_bytes, Need::kOptional)) {
+    return false;
+  }
+  out->private_network = network == "none";
+  if (const Json* io = r.Get("io", Need::kOptional)) {
+    ObjectReader limits(*io, r.PathOf("io"), ctx);
+    if (!limits.Integer("read_bps", &out->io.read_bps, Need::kOptional) ||
+        !limits.Integer("write_bps", &out->io.write_bps, Need::kOptional) ||
+        !limits.Integer("weight", &out->io.weight, Need::kOptional)) {
+      return false;
+    }
   }
   return r.ok() && ReadList(r, "cores", &out->cores, ctx, internal::ReadInteger<uint32_t>) &&
          ReadList(r, "gpus", &out->gpus, ctx, ReadGrant);

@@ -14,7 +14,10 @@
 //            "finished_at"/"_ms", "retry_at"/"_ms",
 //            "outcome":{"exit_code":3,"signal":0,"oom_killed":false,
 //                       "wall_ms":..,"cpu_ms":..,"peak_mem_bytes":..,
-//                       "result":"..."} (or null),
+//                       "io_read_bytes":.., "io_write_bytes":.. (where
+//                       counted), "result":"..."} (or null),
+//            "network":"none", "disk":.., "io":{"read_bps","write_bps",
+//            "weight"} (where the task asked for them),
 //            "cores":[0,1], "gpus":[{"index":0,"share":100,"mem_bytes":0}],
 //            "contents_hidden":true (only where HideContents took them out)}
 //   worker: {"id":3, "name":"gpu1", "cpu_cores":[0,1,..], "mem_bytes":..,

@@ -223,5 +223,38 @@ TEST(AllocQueueRequestTest, ReadsAQueueAndNamesWhatIsWrong) {
   }
 }
 
+// A task's isolation and its disk I/O counts reach the API and read back.
+TEST(ApiJsonTest, ATasksIsolationAndDiskIoCountsRoundTrip) {
+  core::TaskInfo task;
+  task.id = {12, 3};
+  task.state = core::TaskState::kSucceeded;
+  task.attempt = 1;
+  task.outcome = core::TaskOutcome{0, 0, false, {Millis(1500), Millis(700), 123}, ""};
+  task.outcome->usage.io_read_bytes = 4096;
+  task.outcome->usage.io_write_bytes = 200ULL << 20;
+  task.private_network = true;
+  task.disk_bytes = 20ULL << 30;
+  task.io.write_bps = 10 << 20;
+  const std::string text = EncodeTaskInfo(task);
+  for (const char* want : {"\"network\":\"none\"", "\"disk\":21474836480", "\"write_bps\":10485760",
+                           "\"io_read_bytes\":4096", "\"io_write_bytes\":209715200"}) {
+    EXPECT_NE(text.find(want), std::string::npos) << want << " in " << text;
+  }
+  Result<core::TaskInfo> back = DecodeTaskInfo(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->private_network);
+  EXPECT_EQ(back->disk_bytes, 20ULL << 30);
+  EXPECT_EQ(back->io, task.io);
+  EXPECT_EQ(back->outcome->usage.io_read_bytes, 4096u);
+  EXPECT_EQ(back->outcome->usage.io_write_bytes, 200ULL << 20);
+  // A task without any: none of the keys.
+  core::TaskInfo plain;
+  plain.id = {12, 4};
+  const std::string bare = EncodeTaskInfo(plain);
+  for (const char* key : {"network", "disk", "\"io\"", "io_read_bytes"}) {
+    EXPECT_EQ(bare.find(key), std::string::npos) << key << " in " << bare;
+  }
+}
+
 }  // namespace
 }  // namespace drover::proto

@@ -18,6 +18,14 @@ bool ReadGpuGrant(const Json& j, const std::string& path, core::GpuGrant* out, D
   return true;
 }
 
+bool ReadOptionalBytes(ObjectReader& r, std::string_view key, std::optional<uint64_t>* out) {
+  if (r.Get(key, Need::kOptional) == nullptr) return r.ok();
+  uint64_t n = 0;
+  if (!r.Integer(key, &n)) return false;
+  *out = n;
+  return true;
+}
+
 Json OutcomeJson(const core::TaskOutcome& outcome) {
   Json j{{"exit_code", outcome.exit_code},
          {"signal", outcome.signal},
@@ -27,6 +35,8 @@ Json OutcomeJson(const core::TaskOutcome& outcome) {
          {"peak_mem_bytes", outcome.usage.peak_mem_bytes},
          {"result", outcome.result}};
   if (!outcome.reason.empty()) j["reason"] = outcome.reason;  // absent in older records
+  if (outcome.usage.io_read_bytes) j["io_read_bytes"] = *outcome.usage.io_read_bytes;
+  if (outcome.usage.io_write_bytes) j["io_write_bytes"] = *outcome.usage.io_write_bytes;
   if (!outcome.outputs.empty()) {
     Json files = Json::array();
     for (const core::OutputFile& f : outcome.outputs) {
@@ -86,7 +96,9 @@ bool ReadOutcome(const Json& j, const std::string& path, core::TaskOutcome* out,
       !r.Integer("peak_mem_bytes", &out->usage.peak_mem_bytes) ||
       !r.String("result", &out->result, Need::kOptional) ||
       !r.String("reason", &out->reason, Need::kOptional) ||
-      !r.Integer("outputs_on", &out->outputs_on, Need::kOptional)) {
+      !r.Integer("outputs_on", &out->outputs_on, Need::kOptional) ||
+      !ReadOptionalBytes(r, "io_read_bytes", &out->usage.io_read_bytes) ||
+      !ReadOptionalBytes(r, "io_write_bytes", &out->usage.io_write_bytes)) {
     return false;
   }
   if (const Json* files = r.Get("outputs", Need::kOptional)) {

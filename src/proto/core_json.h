@@ -18,9 +18,11 @@ Json GpuGrantJson(const core::GpuGrant& grant);
 bool ReadGpuGrant(const Json& j, const std::string& path, core::GpuGrant* out, DecodeContext& ctx);
 
 // {"exit_code", "signal", "oom_killed", "wall_us", "cpu_us",
-//  "peak_mem_bytes", "result"}; a result longer than core::kMaxResultBytes
-// is rejected.
+//  "peak_mem_bytes", "result"} and, where counted, "io_read_bytes" and
+// "io_write_bytes"; a result longer than core::kMaxResultBytes is rejected.
 Json OutcomeJson(const core::TaskOutcome& outcome);
+// An optional count of bytes at `key` into `out` (absent: left as is).
+bool ReadOptionalBytes(ObjectReader& r, std::string_view key, std::optional<uint64_t>* out);
 bool ReadOutputFile(const Json& j, const std::string& path, core::OutputFile* out,
                     DecodeContext& ctx);
 // A list of worker ids (an outcome's `replicas`): at most kMaxReplicas, none 0.

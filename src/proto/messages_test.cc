@@ -15,7 +15,8 @@ core::TaskOutcome SampleOutcome() {
   o.exit_code = 3;
   o.signal = 0;
   o.oom_killed = true;
-  o.usage = core::TaskUsage{Micros(1'234'567), Micros(987'654), 4ULL << 30};
+  o.usage =
+      core::TaskUsage{Micros(1'234'567), Micros(987'654), 4ULL << 30, 12ULL << 20, 200ULL << 20};
   o.result = "{\"loss\": 0.25}\nline two \xc3\xa9";
   o.reason = "stdout not saved: no space left on device (/w/1/0.1/stdout)";
   o.outputs = {{"model/weights.bin", 200ULL << 20, std::string(64, 'e')}};

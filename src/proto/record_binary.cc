@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <tuple>
 #include <utility>
 
 #include "proto/binary_io.h"
@@ -12,8 +13,8 @@ namespace {
 // A field added to one of these must be added to its encoding below (and
 // its decoding): the sizes stand for the field lists.
 static_assert(sizeof(core::TaskRecord) == 168, "a TaskRecord field to encode in EncodeBinary");
-static_assert(sizeof(core::TaskOutcome) == 200, "a TaskOutcome field to encode in PutOutcome");
-static_assert(sizeof(core::OutcomeRecord) == 232, "an OutcomeRecord field to encode");
+static_assert(sizeof(core::TaskOutcome) == 232, "a TaskOutcome field to encode in PutOutcome");
+static_assert(sizeof(core::OutcomeRecord) == 264, "an OutcomeRecord field to encode");
 
 constexpr size_t kNoLimit = std::numeric_limits<size_t>::max();
 
@@ -62,6 +63,10 @@ void PutOutcome(BinaryWriter& w, const core::TaskOutcome& o) {
   w.Signed(ToMicros(o.cached_ended));
   w.Signed(o.cached_ran.count());
   w.Byte(o.uncached ? 1 : 0);
+  const core::TaskUsage& u = o.usage;
+  w.Byte((u.io_read_bytes ? 1 : 0) | (u.io_write_bytes ? 2 : 0));
+  if (u.io_read_bytes) w.Unsigned(*u.io_read_bytes);
+  if (u.io_write_bytes) w.Unsigned(*u.io_write_bytes);
 }
 
 bool GetBool(BinaryReader& r, bool* v, const char* what) {
@@ -72,7 +77,7 @@ bool GetBool(BinaryReader& r, bool* v, const char* what) {
   return true;
 }
 
-bool GetOutcome(BinaryReader& r, core::TaskOutcome* o) {
+bool GetOutcome(BinaryReader& r, core::TaskOutcome* o, uint8_t version) {
   int64_t exit_code = 0;
   int64_t signal = 0;
   if (!r.Signed(&exit_code, "exit_code") || !r.Signed(&signal, "signal")) return false;
@@ -113,9 +118,23 @@ bool GetOutcome(BinaryReader& r, core::TaskOutcome* o) {
     if (!r.UnsignedAs(&id, "replicas", UINT32_MAX)) return false;
     if (id == 0) return r.Fail("replicas", "is not a worker id (0)");
   }
-  return GetTask(r, &o->cached_from, "cached_from") &&
-         GetTime(r, &o->cached_ended, "cached_ended") &&
-         GetDuration(r, &o->cached_ran, "cached_ran") && GetBool(r, &o->uncached, "uncached");
+  if (!GetTask(r, &o->cached_from, "cached_from") ||
+      !GetTime(r, &o->cached_ended, "cached_ended") ||
+      !GetDuration(r, &o->cached_ran, "cached_ran") || !GetBool(r, &o->uncached, "uncached")) {
+    return false;
+  }
+  if (version < 2) return true;
+  uint8_t io = 0;
+  if (!r.Byte(&io, "io")) return false;
+  if (io > 3) return r.Fail("io", "expected 0 to 3, found " + std::to_string(io));
+  for (auto [bit, count, what] : {std::tuple{1, &o->usage.io_read_bytes, "io_read_bytes"},
+                                  std::tuple{2, &o->usage.io_write_bytes, "io_write_bytes"}}) {
+    if ((io & bit) == 0) continue;
+    uint64_t n = 0;
+    if (!r.Unsigned(&n, what)) return false;
+    *count = n;
+  }
+  return true;
 }
 
 Result<core::Record> Finish(BinaryReader& r, const char* type, core::Record record) {
@@ -231,7 +250,7 @@ Result<core::Record> DecodeBinaryRecord(std::string_view bytes) {
     core::OutcomeRecord o;
     if (GetTask(r, &o.task, "task") && r.UnsignedAs(&o.attempt, "attempt", UINT32_MAX) &&
         GetTime(r, &o.at, "at")) {
-      GetOutcome(r, &o.outcome);
+      GetOutcome(r, &o.outcome, version);
     }
     return Finish(r, "outcome", std::move(o));
   }

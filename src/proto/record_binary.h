@@ -24,7 +24,9 @@ namespace drover::proto::internal {
 
 inline constexpr char kBinaryTaskRecord = 0x01;
 inline constexpr char kBinaryOutcomeRecord = 0x02;
-inline constexpr uint8_t kBinaryRecordVersion = 1;
+// 2: an outcome ends with its I/O byte counts (a byte of which are
+// present, then each present one); version 1 records are read as without.
+inline constexpr uint8_t kBinaryRecordVersion = 2;
 
 inline bool IsBinaryRecord(std::string_view bytes) {
   return !bytes.empty() && (bytes[0] == kBinaryTaskRecord || bytes[0] == kBinaryOutcomeRecord);

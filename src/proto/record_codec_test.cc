@@ -136,6 +136,8 @@ TEST(RecordCodecTest, HotRecordsAreBinaryAndEveryFieldRoundTrips) {
   outcome.outcome.cached_ended = TimeFromMicros(99);
   outcome.outcome.cached_ran = Micros(1234);
   outcome.outcome.uncached = true;
+  outcome.outcome.usage.io_read_bytes = 0;
+  outcome.outcome.usage.io_write_bytes = 200ULL << 20;
   for (const core::Record& record : {core::Record(task), core::Record(outcome)}) {
     const std::string bytes = EncodeRecord(record);
     ASSERT_FALSE(bytes.empty());
@@ -175,7 +177,7 @@ TEST(RecordCodecTest, DamagedBinaryRecordsAreDataLossNamingTheField) {
     EXPECT_NE(longer.status().message().find("bytes left"), std::string::npos)
         << longer.status().message();
     std::string later = bytes;
-    later[1] = 2;
+    later[1] = 3;
     EXPECT_EQ(DecodeRecord(later).status().code(), StatusCode::kFailedPrecondition);
   }
   std::string bytes = EncodeRecord(task);
@@ -202,6 +204,33 @@ TEST(RecordCodecTest, DamagedBinaryRecordsAreDataLossNamingTheField) {
   outcome.outcome.outputs[0].name = "../x";
   EXPECT_NE(DecodeRecord(EncodeRecord(outcome)).status().message().find("outputs.name"),
             std::string::npos);
+}
+
+// A journal written before outcomes carried I/O counts (binary version 1)
+// reads back as outcomes without them; a version 2 outcome says which it
+// has in one byte, and a bad one is refused.
+TEST(RecordCodecTest, AVersion1OutcomeReadsAsOneWithoutIoCounts) {
+  core::OutcomeRecord outcome;
+  outcome.task = {4, 2};
+  outcome.attempt = 1;
+  outcome.outcome.exit_code = 3;
+  outcome.outcome.usage.wall = Micros(10);
+  std::string bytes = EncodeRecord(outcome);
+  ASSERT_EQ(bytes[1], 2);
+  ASSERT_EQ(bytes.back(), 0);  // neither count
+  std::string v1 = bytes.substr(0, bytes.size() - 1);
+  v1[1] = 1;
+  Result<core::Record> back = DecodeRecord(v1);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<core::OutcomeRecord>(*back), outcome);
+  bytes.back() = 4;
+  EXPECT_EQ(DecodeRecord(bytes).status().message(),
+            "outcome record (binary): io: expected 0 to 3, found 4");
+  outcome.outcome.usage.io_write_bytes = 5;  // written alone
+  back = DecodeRecord(EncodeRecord(outcome));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<core::OutcomeRecord>(*back), outcome);
+  EXPECT_FALSE(std::get<core::OutcomeRecord>(*back).outcome.usage.io_read_bytes.has_value());
 }
 
 // Where a success's files are: the holder and the workers with copies.

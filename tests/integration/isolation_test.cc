@@ -126,6 +126,12 @@ command = "dd if=/dev/zero of=out.bin bs=1M count=200 oflag=direct"
   EXPECT_LT(free, 18'000);
   RunResult status = c.Drover({"status", j + ".0"});
   EXPECT_NE(status.output.find("disk writes 10 MiB/s"), std::string::npos) << status.output;
+  // What it wrote, as its blkio cgroup counted it: in its status and the
+  // job's report (the free one has no blkio cgroup on v1: not counted).
+  EXPECT_NE(status.output.find(", written 200 MiB"), std::string::npos) << status.output;
+  const nlohmann::json report = c.Get("/api/v1/jobs/" + j + "/report");
+  EXPECT_EQ(report["tasks"][0]["io_write_bytes"], 200 << 20) << report.dump();
+  EXPECT_TRUE(report["tasks"][1]["io_write_bytes"].is_null()) << report.dump();
 }
 
 // A task whose directory holds more than its `disk` (or the worker's

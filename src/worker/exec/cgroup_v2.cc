@@ -32,7 +32,8 @@ bool HasWord(const std::string& text, std::string_view word) {
 
 class CgroupV2Cage final : public TaskCage {
  public:
-  CgroupV2Cage(std::string dir, int join_fd, uint64_t memory_limit) : dir_(std::move(dir)) {
+  CgroupV2Cage(std::string dir, int join_fd, uint64_t memory_limit, bool io)
+      : dir_(std::move(dir)), io_(io) {
     join_fds_.push_back(join_fd);
     memory_limit_ = memory_limit;
   }
@@ -87,6 +88,30 @@ class CgroupV2Cage final : public TaskCage {
     u.peak_memory = ReadNumber(dir_ + "/memory.peak");
     auto kills = ReadKeyedValue(dir_ + "/memory.events", "oom_kill");
     u.oom_killed = kills && *kills > 0;
+    // io.stat: one line per device, "MAJ:MIN rbytes=N wbytes=N rios=N ...";
+    // absent (or empty, before any I/O) where the io controller is off.
+    if (io_) {
+      Result<std::string> stat = ReadCgroupFile(dir_ + "/io.stat");
+      if (stat.ok()) {
+        uint64_t read = 0;
+        uint64_t written = 0;
+        for (std::string_view rest = *stat; !rest.empty();) {
+          const size_t end = std::min(rest.find('\n'), rest.size());
+          std::string_view line = rest.substr(0, end);
+          rest.remove_prefix(std::min(end + 1, rest.size()));
+          for (auto [key, sum] : {std::pair{std::string_view(" rbytes="), &read},
+                                  std::pair{std::string_view(" wbytes="), &written}}) {
+            const size_t at = line.find(key);
+            if (at == std::string_view::npos) continue;
+            std::string_view digits = line.substr(at + key.size());
+            digits = digits.substr(0, std::min(digits.find(' '), digits.size()));
+            if (auto n = ParseNumber(digits)) *sum += *n;
+          }
+        }
+        u.io_read_bytes = read;
+        u.io_write_bytes = written;
+      }
+    }
     return u;
   }
 
@@ -101,6 +126,7 @@ class CgroupV2Cage final : public TaskCage {
 
  private:
   std::string dir_;
+  bool io_;  // the io controller is on: io.stat counts its I/O
 };
 
 class CgroupV2Isolator final : public Isolator {
@@ -149,7 +175,7 @@ class CgroupV2Isolator final : public Isolator {
     std::string procs = dir + "/cgroup.procs";
     int fd = open(procs.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return fail(Unavailable("cannot open " + procs + ": " + strerror(errno)));
-    return std::unique_ptr<TaskCage>(new CgroupV2Cage(dir, fd, spec.memory_bytes));
+    return std::unique_ptr<TaskCage>(new CgroupV2Cage(dir, fd, spec.memory_bytes, io_));
   }
 
  private:

@@ -140,7 +140,11 @@ TEST_F(FakeCgroupV2, ReadsAccountingAndOom) {
   EXPECT_FALSE(none.cpu.has_value());
   EXPECT_FALSE(none.peak_memory.has_value());
   EXPECT_FALSE(none.oom_killed);
+  EXPECT_FALSE(none.io_read_bytes.has_value());  // no io.stat to read
 
+  Put(dir + "/io.stat",
+      "254:0 rbytes=4096 wbytes=209715200 rios=1 wios=200 dbytes=0 dios=0\n"
+      "8:0 rbytes=1000 wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n");
   Put(dir + "/cpu.stat", "usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n");
   Put(dir + "/memory.peak", "67108864\n");
   Put(dir + "/memory.events", "low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\noom_group_kill 0\n");
@@ -148,6 +152,9 @@ TEST_F(FakeCgroupV2, ReadsAccountingAndOom) {
   EXPECT_EQ(u.cpu, Seconds(1) + Millis(500));
   EXPECT_EQ(u.peak_memory, 64ull << 20);
   EXPECT_TRUE(u.oom_killed);
+  // Every device's bytes, added up.
+  EXPECT_EQ(u.io_read_bytes, 5096u);
+  EXPECT_EQ(u.io_write_bytes, 200ull << 20);
 }
 
 TEST_F(FakeCgroupV2, KillAllSignalsEveryListedMemberAndRemoveDeletesTheCgroup) {

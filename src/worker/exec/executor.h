@@ -208,6 +208,10 @@ struct TaskResult {
   Duration wall{0};
   Duration cpu{0};           // user + system of the task's tree
   uint64_t peak_memory = 0;  // bytes
+  // Bytes read from and written to block devices, where the cage counts
+  // them (CageUsage).
+  std::optional<uint64_t> io_read_bytes;
+  std::optional<uint64_t> io_write_bytes;
   std::string result_text;   // DROVER_RESULT contents, capped
   // The program never ran: the execve of the process made ahead
   // (PrepareStart) failed after Start, "command not found: X" as Start

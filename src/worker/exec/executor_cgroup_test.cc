@@ -499,11 +499,17 @@ TEST_F(CgroupV1Executor, DiskIoLimitsAreThrottlesOnTheWorkDirectorysDisk) {
       "b=/sys/fs/cgroup/blkio$(grep :blkio: /proc/self/cgroup | cut -d: -f3); "
       "cat $b/blkio.throttle.read_bps_device $b/blkio.throttle.write_bps_device > "
       "\"$DROVER_RESULT\"";
-  TaskSpec spec = Task(1, {"sh", "-c", script});
+  TaskSpec spec = Task(1, {"sh", "-c",
+                           script + " && dd if=/dev/zero of=f bs=1M count=2 "
+                                    "oflag=direct 2>/dev/null"});
   spec.io.write_bps = 10 << 20;
   TaskResult r = h_->Run(spec);
   ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
   EXPECT_EQ(r.result_text, *disk + " 10485760\n");
+  // Its blkio cgroup counted what it wrote.
+  ASSERT_TRUE(r.io_write_bytes.has_value());
+  EXPECT_GE(*r.io_write_bytes, 2u << 20);
+  EXPECT_TRUE(r.io_read_bytes.has_value());
 
   spec = Task(2, {"sh", "-c", script});
   spec.io.read_bps = 50 << 20;
@@ -514,6 +520,7 @@ TEST_F(CgroupV1Executor, DiskIoLimitsAreThrottlesOnTheWorkDirectorysDisk) {
   r = h_->Run(Task(3, {"sh", "-c", script}));
   ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
   EXPECT_EQ(r.result_text, "");  // the worker's own blkio cgroup: no throttles
+  EXPECT_FALSE(r.io_write_bytes.has_value());  // none of its own to count in
   ExpectAllCgroupsEmpty();
 }
 

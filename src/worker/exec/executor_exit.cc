@@ -112,6 +112,8 @@ void Executor::OnOutput(Task* task, int which) {
   CageUsage usage = task->cage->Usage();
   r.cpu = usage.cpu.value_or(FromTimeval(ru.ru_utime) + FromTimeval(ru.ru_stime));
   r.peak_memory = usage.peak_memory.value_or(static_cast<uint64_t>(ru.ru_maxrss) * 1024);
+  r.io_read_bytes = usage.io_read_bytes;
+  r.io_write_bytes = usage.io_write_bytes;
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   r.oom_killed = usage.oom_killed && r.exit_code != 0;

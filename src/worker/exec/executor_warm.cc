@@ -145,6 +145,8 @@ bool Executor::OnWarmReply(Task* task) {
   CageUsage usage = task->cage->Usage();
   r.cpu = usage.cpu.value_or(reply->cpu);
   r.peak_memory = usage.peak_memory.value_or(reply->peak_memory);
+  r.io_read_bytes = usage.io_read_bytes;
+  r.io_write_bytes = usage.io_write_bytes;
   r.oom_killed = usage.oom_killed && (r.exit_code != 0 || r.signal != 0);
 
   std::unique_ptr<WarmInterpreter> back = std::move(task->warm);

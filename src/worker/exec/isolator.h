@@ -73,6 +73,9 @@ struct CageUsage {
   std::optional<Duration> cpu;          // user + system of the whole tree
   std::optional<uint64_t> peak_memory;  // bytes
   bool oom_killed = false;
+  // Bytes read from and written to block devices (io.stat, blkio).
+  std::optional<uint64_t> io_read_bytes;
+  std::optional<uint64_t> io_write_bytes;
 };
 
 class TaskCage {

@@ -119,6 +119,8 @@ core::TaskOutcome ToOutcome(const TaskResult& result) {
   out.usage.wall = result.wall;
   out.usage.cpu = result.cpu;
   out.usage.peak_mem_bytes = result.peak_memory;
+  out.usage.io_read_bytes = result.io_read_bytes;
+  out.usage.io_write_bytes = result.io_write_bytes;
   out.result = result.result_text;
   out.reason = result.disk_error;
   if (out.result.size() > core::kMaxResultBytes) {
