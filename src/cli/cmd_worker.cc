@@ -229,8 +229,8 @@ int RunWorker(WorkerFlags& flags) {
     std::cout << "drover: tasks with network = \"none\" "
               << (worker::CanMakePrivateNetwork()
                       ? "run here (it may create network namespaces)"
-                      : "are not placed here (it may not create network namespaces: run it as "
-                        "root)")
+                      : "are not placed here (it may not create network namespaces: it is not "
+                        "root, and the kernel allows it no user namespace)")
               << std::endl;
     if (config.desktop) {
       Result<std::unique_ptr<worker::InputSource>> input =

@@ -112,7 +112,8 @@ std::string NeverFits(const std::vector<const WorkerState*>& live, const Resourc
   if (req.private_network &&
       !any([](const WorkerState& w) { return w.resources().private_network; })) {
     return "no worker can give a task a private network (network = \"none\" needs a worker "
-           "that may create network namespaces: one running as root)";
+           "that may create network namespaces: root, or one whose kernel allows unprivileged "
+           "user namespaces)";
   }
   if (req.disk_bytes > 0 && !any([&](const WorkerState& w) { return w.DiskFits(req); })) {
     uint64_t most = 0;

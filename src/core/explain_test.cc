@@ -61,7 +61,7 @@ TEST(ExplainTest, ANetworkNoneTaskWaitsForAWorkerThatCanGiveItANetworkOfItsOwn) 
   c.Submit(JobBuilder(TaskBuilder("offline").NetworkNone()).Add(TaskBuilder("online")));
   const std::string missing =
       "no worker can give a task a private network (network = \"none\" needs a worker that may "
-      "create network namespaces: one running as root)";
+      "create network namespaces: root, or one whose kernel allows unprivileged user namespaces)";
   EXPECT_EQ(*c.scheduler().Explain(T(1, 0)), missing);
   EXPECT_EQ(*c.scheduler().Unrunnable(1),
             std::vector<std::string>{"task group offline: " + missing});

@@ -3,8 +3,10 @@
 // task's socket on 127.0.0.1 but has its own loopback, and a task with
 // `io_write_bps` writes no faster than that beside one without a limit.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 
 #include "cluster.h"
@@ -89,6 +91,60 @@ TEST(IsolationTest, ATaskWithNetworkNoneReachesOnlyItsOwnLoopback) {
   // What it asked for shows with the task.
   RunResult status = c.Drover({"status", j + ".0"});
   EXPECT_NE(status.output.find("network none (loopback only)"), std::string::npos) << status.output;
+}
+
+// A worker that is not root (a laptop's `drover up`) gives a task with
+// `network = "none"` its network inside a user namespace of its own: the
+// task still runs as the worker's account, reaches only its loopback.
+TEST(IsolationTest, AWorkerThatIsNotRootGivesNetworkNoneTasksTheirOwnNetworkToo) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to start a worker as another account";
+  Cluster c;
+  c.StartServer();
+  // Its own directory, which it can reach (the cluster's is root's: 0700).
+  ASSERT_EQ(chmod(c.dir().c_str(), 0711), 0);
+  const std::string home = c.dir() + "/unprivileged";
+  std::filesystem::create_directories(home);
+  std::filesystem::copy_file(c.access_file(), home + "/access.json");
+  for (const std::string& path : {home, home + "/access.json"}) {
+    ASSERT_EQ(chown(path.c_str(), 4321, 4321), 0) << path;
+  }
+  const std::vector<std::string> as_4321 = {"/usr/bin/setpriv", "--reuid=4321", "--regid=4321",
+                                            "--clear-groups"};
+  std::vector<std::string> check = as_4321;
+  check.insert(check.end(), {c.binary(), "worker", "--access", home + "/access.json", "--workdir",
+                             home + "/check", "--isolation", "none", "--check"});
+  RunResult checked = RunToEnd(check, In(kStartTimeout));
+  ASSERT_EQ(checked.status, 0) << checked.output;
+  if (checked.output.find("are not placed here") != std::string::npos) {
+    GTEST_SKIP() << "this kernel allows no unprivileged user namespaces: " << checked.output;
+  }
+  std::vector<std::string> argv = as_4321;
+  argv.insert(argv.end(), {c.binary(), "worker", "--access", home + "/access.json", "--name", "u",
+                           "--workdir", home + "/work", "--isolation", "none"});
+  Process worker(argv, {"HOME=" + home});
+  ASSERT_TRUE(worker.WaitForLine("attached as worker", In(kStartTimeout))) << worker.output();
+  const std::string probe =
+      "import os, socket\n"
+      "def reach(port):\n"
+      "    try:\n"
+      "        socket.create_connection(('127.0.0.1', port), timeout=10).close()\n"
+      "        return 'reached'\n"
+      "    except OSError:\n"
+      "        return 'refused'\n"
+      "own = socket.socket()\n"
+      "own.bind(('127.0.0.1', 0))\n"
+      "own.listen(1)\n"
+      "text = 'uid=%d server=%s own=%s' % (os.getuid(), reach(" +
+      std::to_string(c.port()) +
+      "), reach(own.getsockname()[1]))\n"
+      "open(os.environ['DROVER_RESULT'], 'w').write(text)\n";
+  const uint64_t job = SubmittedJob(
+      c.Drover(Submit({"--name", "offline", "--network", "none"}, {"python3", "-c", probe})));
+  ASSERT_GT(job, 0u);
+  RunResult waited = c.Drover({"wait", std::to_string(job)});
+  ASSERT_EQ(waited.status, 0) << waited.output << worker.output();
+  EXPECT_EQ(c.Get("/api/v1/tasks/" + std::to_string(job) + ".0")["outcome"]["result"],
+            "uid=4321 server=refused own=reached");
 }
 
 // 200 MiB written with O_DIRECT at 10 MiB/s takes at least 18 s; the same

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -240,6 +241,11 @@ Status Executor::MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Co
   }
   if (account != nullptr) plan.user = account->ids;
   plan.private_network = spec.private_network;
+  if (spec.private_network && geteuid() != 0) {
+    // Not root: in a user namespace of its own (spawn.h), as itself.
+    plan.user_ns_uid_map = std::to_string(geteuid()) + " " + std::to_string(geteuid()) + " 1";
+    plan.user_ns_gid_map = std::to_string(getegid()) + " " + std::to_string(getegid()) + " 1";
+  }
   plan.display_name = spec.argv[0];
   return Status::Ok();
 }

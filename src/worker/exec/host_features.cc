@@ -1,6 +1,11 @@
 #include "worker/exec/host_features.h"
 
+#include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
@@ -29,11 +34,37 @@ std::string ReadLine(const std::string& path) {
 }  // namespace
 
 bool CanMakePrivateNetwork() {
-  // A child, so that this process keeps its own namespace; vfork-free: the
-  // child only makes system calls before _exit.
+  // The steps a task's start takes (spawn.cc), in a child, so that this
+  // process keeps its own namespaces; the child only makes system calls
+  // before _exit. Not root: inside a user namespace that maps the worker's
+  // own ids (where the kernel allows unprivileged user namespaces).
+  const bool root = geteuid() == 0;
+  const std::string uid_map = std::to_string(geteuid()) + " " + std::to_string(geteuid()) + " 1";
+  const std::string gid_map = std::to_string(getegid()) + " " + std::to_string(getegid()) + " 1";
   const pid_t pid = fork();
   if (pid < 0) return false;
-  if (pid == 0) _exit(unshare(CLONE_NEWNET) == 0 ? 0 : 1);
+  if (pid == 0) {
+    auto write_file = [](const char* path, const std::string& text) {
+      const int fd = open(path, O_WRONLY | O_CLOEXEC);
+      if (fd < 0) return false;
+      const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+      close(fd);
+      return ok;
+    };
+    if (!root && (unshare(CLONE_NEWUSER) != 0 || !write_file("/proc/self/setgroups", "deny") ||
+                  !write_file("/proc/self/uid_map", uid_map) ||
+                  !write_file("/proc/self/gid_map", gid_map))) {
+      _exit(1);
+    }
+    if (unshare(CLONE_NEWNET) != 0) _exit(1);
+    const int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq ifr {};
+    ifr.ifr_name[0] = 'l';
+    ifr.ifr_name[1] = 'o';
+    if (sock < 0 || ioctl(sock, SIOCGIFFLAGS, &ifr) != 0) _exit(1);
+    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
+    _exit(ioctl(sock, SIOCSIFFLAGS, &ifr) == 0 ? 0 : 1);
+  }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) return false;

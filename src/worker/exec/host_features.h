@@ -14,8 +14,10 @@
 
 namespace drover::worker {
 
-// True when this process may give a child a network namespace of its own:
-// a short-lived child tries unshare(CLONE_NEWNET) (root, or CAP_SYS_ADMIN).
+// True when this process may give a child a network namespace of its own
+// with loopback up: a short-lived child tries what a task's start does
+// (root: unshare(CLONE_NEWNET); otherwise inside a user namespace of its
+// own, where the kernel allows unprivileged ones).
 bool CanMakePrivateNetwork();
 
 // The whole disk that holds `path`, as "major:minor" (a partition's disk:

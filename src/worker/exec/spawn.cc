@@ -189,6 +189,16 @@ void ResetAllSignals(int* reset, int& reset_count) {
     if (r_ < 0) Fail(args, step, r_);       \
   } while (0)
 
+// Writes `len` bytes of `text` to the file `path` in one write (the way
+// /proc/self/uid_map wants it); a failure fails the child at kNetwork.
+void WriteProcFile(ChildArgs* args, const char* path, const char* text, long len) {
+  long fd = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) Fail(args, Step::kNetwork, fd);
+  long n = Sys(SYS_write, fd, reinterpret_cast<long>(text), len);
+  Sys(SYS_close, fd);
+  if (n != len) Fail(args, Step::kNetwork, n < 0 ? n : -EIO);
+}
+
 // Runs in the child, on a stack of its own, sharing the parent's memory:
 // raw system calls only (Sys: no errno, no TLS), no allocation, no locks.
 int ChildMain(void* arg) {
@@ -220,6 +230,19 @@ int ChildMain(void* arg) {
     if (n != 1) Fail(args, Step::kCgroup, n < 0 ? n : -EIO);
   }
   if (p.private_network) {
+    if (!p.user_ns_uid_map.empty()) {
+      // Not root: a user namespace first, in which the child may make the
+      // network namespace and configure it; it maps the worker's own ids
+      // to themselves, which an unprivileged process may write for itself
+      // (setgroups denied first, as the kernel asks of an unprivileged
+      // gid_map).
+      DROVER_CHILD_STEP(args, Step::kNetwork, Sys(SYS_unshare, CLONE_NEWUSER));
+      WriteProcFile(args, "/proc/self/setgroups", "deny", 4);
+      WriteProcFile(args, "/proc/self/uid_map", p.user_ns_uid_map.data(),
+                    static_cast<long>(p.user_ns_uid_map.size()));
+      WriteProcFile(args, "/proc/self/gid_map", p.user_ns_gid_map.data(),
+                    static_cast<long>(p.user_ns_gid_map.size()));
+    }
     // A new namespace has only loopback, and that down: up it goes, so the
     // task's own services still reach each other on 127.0.0.1.
     DROVER_CHILD_STEP(args, Step::kNetwork, Sys(SYS_unshare, CLONE_NEWNET));

@@ -11,7 +11,8 @@
 //   spawned_at: the moment the process exists), reset every signal
 //   disposition to default, setsid, join cgroups (write
 //   "0" to each join fd), enter a network namespace of its own with
-//   loopback up (SpawnPlan::private_network), set rlimits, set CPU
+//   loopback up (SpawnPlan::private_network; in a user namespace of its
+//   own where the worker is not root), set rlimits, set CPU
 //   affinity, set up stdin/
 //   stdout/stderr, setgroups/setgid/setuid, chdir, unblock signals, execve.
 // A step that fails leaves (step, errno) in the memory it shares with the
@@ -100,6 +101,13 @@ struct SpawnPlan {
   // A network namespace of its own, with only loopback, up (unshare needs
   // CAP_SYS_ADMIN: the worker's, before the user switch).
   bool private_network = false;
+  // For a worker that is not root: the network namespace is made inside a
+  // user namespace of the child's own, which maps only the worker's ids to
+  // themselves (these are the lines written to /proc/self/uid_map and
+  // gid_map, "1000 1000 1"; empty: no user namespace). The task keeps its
+  // uid and gid; other ids show as the overflow id inside.
+  std::string user_ns_uid_map;
+  std::string user_ns_gid_map;
   // Name used in error messages, as the person wrote it ("./run.sh").
   std::string display_name;
 };
