@@ -16,6 +16,7 @@
 #include "net/ws_session.h"
 #include "proto/messages.h"
 #include "worker/agent/agent_impl.h"
+#include "worker/exec/host_features.h"
 #include "worker/state/agent_convert.h"
 
 namespace drover::worker {
@@ -142,7 +143,16 @@ void Agent::Impl::OnServerMessage(proto::ServerMessage message) {
     if (assign->tasks.empty()) return;
   }
   const bool hello_ack = std::holds_alternative<proto::HelloAck>(*decoded);
-  Run(FromServer{std::move(*decoded)});
+  std::optional<uint64_t> disk_free;
+  if (const auto* assign = std::get_if<proto::Assign>(&*decoded)) {
+    for (const proto::Assignment& a : assign->tasks) {
+      if (a.disk_bytes > 0) {
+        disk_free = FreeDiskBytes(config_.workdir);
+        break;
+      }
+    }
+  }
+  Run(FromServer{std::move(*decoded), disk_free});
   if (hello_ack && !stopped_) {
     worker_id_ = state_->worker_id();
     backoff_.Reset();

@@ -59,6 +59,7 @@ uint32_t WorkerState::RunningAttempt(TaskId task) const {
           OnLinkDown(now, out);
         } else if constexpr (std::is_same_v<T, FromServer>) {
           if (established_) Contact(now, out);
+          if (e.disk_free_bytes) disk_free_ = e.disk_free_bytes;
           std::visit(
               [&](const auto& m) {
                 using M = std::decay_t<decltype(m)>;
@@ -177,6 +178,16 @@ void WorkerState::OnAssignment(Time now, const proto::Assignment& a, WorkerOutbo
         a.task, a.attempt,
         "memory is low on " + config_.name + " (below " +
             FormatBytes(config_.min_available_bytes) + " available)"}});
+    return;
+  }
+  if (a.disk_bytes > 0 && disk_free_ && a.disk_bytes > *disk_free_) {
+    // The server placed it on free space it heard of earlier.
+    out.push_back(SendMessage{proto::Refused{a.task, a.attempt,
+                                             "disk: it asks " + FormatBytes(a.disk_bytes) +
+                                                 " for its directory, and the work directory "
+                                                 "of " +
+                                                 config_.name + " has " + FormatBytes(*disk_free_) +
+                                                 " free"}});
     return;
   }
   if (a.after) {

@@ -65,6 +65,10 @@ struct LinkDown {};
 // attached; LogRequest, Drain and Error are the shell's (nothing here).
 struct FromServer {
   proto::ServerMessage message;
+  // The work directory's free space, read by the shell just now for an
+  // Assign that has a task with `disk` (none otherwise): such a task is
+  // refused when it asks for more than is free.
+  std::optional<uint64_t> disk_free_bytes;
 };
 // Answer to StartTask: the process exists since `spawned` (its started_at).
 // `watchdog_fences`: Reaper::fences() now, to tell later whether the
@@ -445,6 +449,9 @@ class WorkerState {
   std::optional<Time> vacate_at_;   // this presence's vacate deadline
   // The last heartbeat found available memory below min_available_bytes.
   bool memory_low_ = false;
+  // The work directory's free space as last read (a heartbeat, an Assign
+  // with `disk`); none before the first reading.
+  std::optional<uint64_t> disk_free_;
   // HealthChecked: why it takes no new work ("" healthy), and the
   // utilization of the last HeartbeatDue, for a heartbeat sent between.
   std::string unhealthy_;

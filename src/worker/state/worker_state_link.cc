@@ -132,6 +132,9 @@ void WorkerState::OnHealth(const HealthChecked& e, WorkerOutbox& out) {
 void WorkerState::OnHeartbeat(Time now, const HeartbeatDue& due, WorkerOutbox& out) {
   if (!established_) return;
   if (due.utilization) utilization_ = *due.utilization;
+  if (due.utilization && due.utilization->disk_free_bytes) {
+    disk_free_ = due.utilization->disk_free_bytes;
+  }
   out.push_back(SendMessage{MakeHeartbeat()});
   if (config_.min_available_bytes > 0 && due.available_bytes) {
     CheckMemory(*due.available_bytes, out);

@@ -47,6 +47,10 @@ class AssignmentBuilder {
     a_.vacate_grace = grace;
     return *this;
   }
+  AssignmentBuilder& Disk(uint64_t bytes) {
+    a_.disk_bytes = bytes;
+    return *this;
+  }
   AssignmentBuilder& After(uint32_t index, uint32_t attempt = 1) {
     a_.after = proto::TaskAttempt{T(index), attempt};
     return *this;
@@ -200,6 +204,27 @@ TEST(WorkerStateTest, WhatDoesNotFitIsRefusedWithTheReason) {
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_THAT(lines[0], ::testing::StartsWith("send refused 7.1#1: "));
   EXPECT_THAT(lines[0], ::testing::HasSubstr("core 1"));
+}
+
+// A task whose `disk` is more than the work directory has free, as the
+// shell read it with the Assign (or the last heartbeat did), is refused:
+// the server heard of more room than there is now.
+TEST(WorkerStateTest, ATaskAskingMoreDiskThanIsFreeIsRefused) {
+  TestWorker w;
+  w.Attach();
+  w.Take();
+  w.Assign(AssignmentBuilder(0).Disk(20 * kGiB));  // nothing read yet: not judged
+  EXPECT_THAT(w.Take(), ::testing::Contains(::testing::StartsWith("start 7.0#1")));
+  w.Feed(FromServer{proto::Assign{{AssignmentBuilder(1).Disk(20 * kGiB).Build()}}, 5 * kGiB});
+  EXPECT_EQ(w.Take(), std::vector<std::string>{
+                          "send refused 7.1#1: disk: it asks 20 GiB for its directory, and the "
+                          "work directory of w has 5 GiB free"});
+  core::WorkerUtilization more;
+  more.disk_free_bytes = 30 * kGiB;
+  w.Feed(HeartbeatDue{more, std::nullopt});
+  w.Take();
+  w.Assign(AssignmentBuilder(2).Disk(20 * kGiB));
+  EXPECT_THAT(w.Take(), ::testing::Contains(::testing::StartsWith("start 7.2#1")));
 }
 
 TEST(WorkerStateTest, AStartFailureIsReportedFinishedWithTheReasonAndFreesTheRoom) {
