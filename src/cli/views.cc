@@ -302,7 +302,7 @@ std::string TaskView(const json& task, int64_t now_ms) {
 }
 
 std::string WorkersView(const json& list) {
-  Table table({"ID", "NAME", "STATE", "CORES", "MEM", "GPUS", "TASKS", "CPU%"});
+  Table table({"ID", "NAME", "STATE", "CORES", "MEM", "DISK FREE", "GPUS", "TASKS", "CPU%"});
   for (const json& w : Array(list, "workers")) {
     const std::string unhealthy = Str(w, "unhealthy");
     const bool sick = unhealthy != "-" && !unhealthy.empty();
@@ -348,9 +348,13 @@ std::string WorkersView(const json& list) {
       }
     }
     const json util = w.value("utilization", json());
+    // Its work directory's free space, as its last heartbeat said (what a
+    // task's `disk` is placed against).
+    const int64_t disk = Int(w, "disk_free_bytes");
     table.AddRow({Str(w, "id"), Str(w, "name"), state,
                   std::to_string(free_cores.size()) + "/" + std::to_string(cores.size()) + " free",
-                  mem_text, gpus.empty() ? "-" : gpus, std::to_string(Array(w, "tasks").size()),
+                  mem_text, disk >= 0 ? FormatBytes(static_cast<uint64_t>(disk)) : "-",
+                  gpus.empty() ? "-" : gpus, std::to_string(Array(w, "tasks").size()),
                   Str(util, "cpu_percent")});
   }
   if (table.rows() == 0) return "no workers\n";

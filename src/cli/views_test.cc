@@ -132,9 +132,15 @@ TEST(ViewsTest, WorkersAndEmptyListsAndOddShapes) {
     "free_cores":[1],"mem_bytes":2147483648,"free_mem_bytes":1073741824,"gpus":[],
     "drained":true,"lost":false,"tasks":["3.1"],"utilization":{"cpu_percent":40}}]})");
   const std::string text = WorkersView(workers);
-  EXPECT_NE(text.find("1   a     drained  1/2 free  1 GiB free of 2 GiB  -     1      40"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("1   a     drained  1/2 free  1 GiB free of 2 GiB  -          -     1      40"),
+      std::string::npos)
       << text;
+  workers["workers"][0]["disk_free_bytes"] = 5ll << 30;
+  EXPECT_NE(WorkersView(workers).find("1 GiB free of 2 GiB  5 GiB      -     1      40"),
+            std::string::npos)
+      << WorkersView(workers);
+  workers["workers"][0].erase("disk_free_bytes");
   // A worker that leaves at a set time says when.
   workers["workers"][0]["drained"] = false;
   workers["workers"][0]["ends_at"] = "2026-12-02T12:00:00.000Z";

@@ -468,6 +468,9 @@ nlohmann::json WorkerInfoJson(const core::WorkerInfo& worker) {
                               {"gpus", std::move(gpu_use)}}}};
   PutTime(j, "last_heartbeat", worker.last_heartbeat);
   PutTime(j, "ends_at", res.ends_at);
+  // What tasks that ask for them need: a network of their own, free disk.
+  j["private_network"] = res.private_network;
+  if (res.disk_free_bytes != 0) j["disk_free_bytes"] = res.disk_free_bytes;
   j["refusing"] = worker.refusing;
   j["paused"] = worker.paused;
   if (!worker.unhealthy.empty()) {

@@ -202,6 +202,10 @@ struct TaskResult {
   // left on device (PATH)"). Such an attempt failed even when the task
   // exited 0.
   std::string disk_error;
+  // The executor itself stopped it for what disk_error says (it held more
+  // than its `disk`): its signal is the worker's SIGKILL, not the program's
+  // doing, and the reason alone says why it ended.
+  bool stopped_for_disk = false;
   int exit_code = -1;  // when the task exited
   int signal = 0;      // when a signal ended it
   bool oom_killed = false;

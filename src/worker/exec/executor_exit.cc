@@ -189,7 +189,10 @@ void Executor::Finish(Task* task) {
   // failed on a full disk by itself gets told why.
   // Killed for holding more than its `disk`: failed, and that is why.
   std::string disk_note = task->over_disk;
-  if (!disk_note.empty()) r.outcome = TaskOutcome::kFailed;
+  if (!disk_note.empty()) {
+    r.outcome = TaskOutcome::kFailed;
+    r.stopped_for_disk = true;
+  }
   if (disk_note.empty()) disk_note = OutputLossNote(*task->out[0], task->dirs.stdout_path);
   if (disk_note.empty()) disk_note = OutputLossNote(*task->out[1], task->dirs.stderr_path);
   if (disk_note.empty() && r.outcome == TaskOutcome::kFailed && !r.oom_killed) {

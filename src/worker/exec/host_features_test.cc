@@ -141,6 +141,7 @@ TEST(DiskLimitTest, ATaskHoldingMoreThanItsDiskIsStoppedAndFailsSayingSo) {
   TaskResult r = h.Run(over);
   EXPECT_EQ(r.outcome, TaskOutcome::kFailed) << Describe(r);
   EXPECT_EQ(r.signal, SIGKILL) << Describe(r);
+  EXPECT_TRUE(r.stopped_for_disk);
   EXPECT_EQ(r.disk_error.rfind("disk: 30", 0), 0u) << r.disk_error;
   EXPECT_TRUE(r.disk_error.ends_with(" MiB written under its directory, more than disk 10 MiB"))
       << r.disk_error;

@@ -123,6 +123,12 @@ core::TaskOutcome ToOutcome(const TaskResult& result) {
   out.usage.io_write_bytes = result.io_write_bytes;
   out.result = result.result_text;
   out.reason = result.disk_error;
+  if (result.stopped_for_disk) {
+    // No exit status of the program's own: the reason says why it ended
+    // ("disk: 21.3 GiB written under its directory, more than disk 20 GiB").
+    out.exit_code = -1;
+    out.signal = 0;
+  }
   if (out.result.size() > core::kMaxResultBytes) {
     // The executor reads up to its own cap and appends a note when the file
     // was longer; cutting the text to the protocol's limit here must keep a

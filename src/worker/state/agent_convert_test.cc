@@ -123,6 +123,21 @@ TEST(AgentConvertTest, OutcomeOfASignalHasNoExitCode) {
   EXPECT_EQ(ToOutcome(r).result, r.result_text);
 }
 
+// A task the worker stopped for holding more than its `disk` ends with the
+// worker's reason alone: the SIGKILL was the worker's, not the program's,
+// and the core's reason is then exactly the worker's words.
+TEST(AgentConvertTest, ATaskStoppedForItsDiskEndsWithTheReasonAlone) {
+  TaskResult r;
+  r.signal = SIGKILL;
+  r.stopped_for_disk = true;
+  r.disk_error = "disk: 21.3 GiB written under its directory, more than disk 20 GiB";
+  core::TaskOutcome out = ToOutcome(r);
+  EXPECT_EQ(out.signal, 0);
+  EXPECT_EQ(out.exit_code, -1);
+  EXPECT_EQ(out.reason, r.disk_error);
+  EXPECT_EQ(core::why::Failed(out, 0).text, r.disk_error);
+}
+
 // A process made ahead whose execve failed is reported as a failed start,
 // as when the worker could not make the process at all.
 TEST(AgentConvertTest, AStartErrorIsReportedAsAFailedStart) {
