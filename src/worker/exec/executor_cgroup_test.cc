@@ -517,6 +517,24 @@ TEST_F(CgroupV1Executor, DiskIoLimitsAreThrottlesOnTheWorkDirectorysDisk) {
   ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
   EXPECT_EQ(r.result_text, *disk + " 52428800\n");
 
+  // A weight needs BFQ's blkio.bfq.weight (or CFQ's blkio.weight): where
+  // the kernel has neither, such a task does not start, saying why.
+  spec = Task(4, {"true"});
+  spec.io.weight = 200;
+  const bool weighted = access("/sys/fs/cgroup/blkio/blkio.bfq.weight", F_OK) == 0 ||
+                        access("/sys/fs/cgroup/blkio/blkio.weight", F_OK) == 0;
+  Result<pid_t> started = h_->Start(spec);
+  if (weighted) {
+    EXPECT_TRUE(started.ok()) << started.status().ToString();
+    h_->WaitFor(h_->results().size() + 1);
+  } else {
+    ASSERT_FALSE(started.ok());
+    EXPECT_NE(started.status().message().find("io_weight: this worker's cgroup v1 blkio "
+                                              "controller has no weight"),
+              std::string::npos)
+        << started.status().ToString();
+  }
+
   r = h_->Run(Task(3, {"sh", "-c", script}));
   ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
   EXPECT_EQ(r.result_text, "");  // the worker's own blkio cgroup: no throttles
