@@ -23,6 +23,7 @@
 #include "worker/exec/cgroup_files.h"
 #include "worker/exec/cgroup_v1.h"
 #include "worker/exec/exec_test_util.h"
+#include "worker/exec/host_features.h"
 #include "worker/exec/warm_interpreter.h"
 
 namespace drover::worker::testing {
@@ -139,6 +140,26 @@ TEST_F(ExecutorWarmTest, SuccessiveCallsShareAnInterpreterEachWithItsOwnOutputAn
   EXPECT_EQ(other.outcome, TaskOutcome::kSucceeded) << Describe(other);
   EXPECT_NE(PidOf(other), pid);
   EXPECT_GT(PidOf(other), 0);
+}
+
+// An interpreter lives in the worker's network: a call that wants a
+// network of its own is not given to one; it starts its own process (here
+// the serving script alone, which has no call to serve and fails).
+TEST_F(ExecutorWarmTest, ACallWithItsOwnNetworkIsNotGivenToAWarmInterpreter) {
+  if (!CanMakePrivateNetwork()) GTEST_SKIP() << "may not create network namespaces";
+  Harness h(MakeNoIsolator());
+  const TaskResult first = h.Run(Call(1));
+  ASSERT_EQ(first.outcome, TaskOutcome::kSucceeded) << Describe(first);
+  const pid_t pid = PidOf(first);
+  ASSERT_GT(pid, 0);
+  TaskSpec own = Call(2);
+  own.private_network = true;
+  const TaskResult second = h.Run(own);
+  EXPECT_NE(PidOf(second), pid) << ReadFile(second.dirs.stdout_path);
+  EXPECT_EQ(second.outcome, TaskOutcome::kFailed) << Describe(second);
+  // The interpreter is still there for the next call that may have it.
+  const TaskResult third = h.Run(Call(3));
+  EXPECT_EQ(PidOf(third), pid);
 }
 
 TEST_F(ExecutorWarmTest, ACallThatRepliesEarlyDoesNotRunOnBetweenCalls) {
