@@ -130,6 +130,22 @@ TEST(AdoptTest, RunningAttemptsTheJournalNeverSawAreAdoptedOnTheirOwnCores) {
   EXPECT_EQ(r.sched().GetJob(1)->counts[static_cast<int>(TaskState::kSucceeded)], 2u);
 }
 
+// A task with `disk` that filled its worker's disk is still adopted after a
+// restart: free space decides where new work goes, not whether running
+// work stays.
+TEST(AdoptTest, ARunningTaskWithDiskIsAdoptedWhateverTheDiskHasFreeNow) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(2).DiskFree(30 * kGiB));
+  c.Submit(JobBuilder(TaskBuilder().Disk(20 * kGiB)));
+  c.Run(T(1, 0));
+  Restarted r(c, 1, {1});
+  ASSERT_TRUE(
+      r.Handle(Attach(1, WorkerBuilder().Cpus(2).DiskFree(kGiB), {Running(T(1, 0), 1, {0})})).ok());
+  EXPECT_THAT(r.Take(),
+              ElementsAre("claim 1.0#1 on w1 [lease:1:slot:1.0]", "state 1.0 queued->assigned #1",
+                          "state 1.0 assigned->running #1"));
+}
+
 TEST(AdoptTest, FinishedAttemptsTheJournalNeverSawCountAndAreNotRunAgain) {
   TestCluster c;
   c.AddWorker(WorkerBuilder().Cpus(2));
