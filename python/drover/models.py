@@ -59,6 +59,10 @@ class Outcome:
     # Reused from the result cache (cache=True): the task that ran ("12.3");
     # None when this one ran.
     cached_from: Optional[str] = None
+    # Bytes read from and written to disk, as the task's cgroup counted
+    # them; None where not counted (cgroup v1 without disk I/O limits).
+    io_read_bytes: Optional[int] = None
+    io_write_bytes: Optional[int] = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Outcome":
@@ -73,6 +77,8 @@ class Outcome:
             outputs=[OutputFile(str(f["name"]), int(f["size"]), str(f["sha256"]))
                      for f in d.get("outputs", [])],
             cached_from=str(d["cached_from"]) if d.get("cached_from") else None,
+            io_read_bytes=int(d["io_read_bytes"]) if "io_read_bytes" in d else None,
+            io_write_bytes=int(d["io_write_bytes"]) if "io_write_bytes" in d else None,
         )
 
 

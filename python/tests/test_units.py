@@ -210,6 +210,15 @@ class SpecTest(unittest.TestCase):
         self.assertEqual(spec["task"][1]["replicas"], 2)
         self.assertEqual(spec["task"][2]["replicas"], 3)
 
+    def test_an_outcome_says_what_it_read_and_wrote_where_counted(self) -> None:
+        from drover.models import Outcome
+        base = {"exit_code": 0, "signal": 0, "oom_killed": False, "wall_ms": 1, "cpu_ms": 0,
+                "peak_mem_bytes": 0, "result": ""}
+        self.assertIsNone(Outcome.from_json(base).io_write_bytes)
+        counted = Outcome.from_json({**base, "io_read_bytes": 0, "io_write_bytes": 200 << 20})
+        self.assertEqual(counted.io_read_bytes, 0)
+        self.assertEqual(counted.io_write_bytes, 200 << 20)
+
     def test_network_and_disk_io_limits(self) -> None:
         c = drover.Client("h:1", token="t", tls=False)
         job = c.job("fenced")
