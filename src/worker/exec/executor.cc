@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "worker/exec/cgroup_files.h"
+#include "worker/exec/directory_sizer.h"
 #include "worker/exec/executor_internal.h"
 #include "worker/exec/workdir_access.h"
 
@@ -145,6 +146,7 @@ Executor::~Executor() {
   idle_.clear();
   if (idle_timer_.valid()) reactor_->Unwatch(idle_timer_.fd());
   if (disk_timer_.valid()) reactor_->Unwatch(disk_timer_.fd());
+  if (sizer_) reactor_->Unwatch(sizer_->done_fd());
   if (warm_home_) (void)warm_home_->Remove();
   for (auto& cage : stale_cages_) {
     Status s = cage->Remove();

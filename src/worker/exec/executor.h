@@ -227,6 +227,8 @@ struct TaskResult {
   TaskDirs dirs;
 };
 
+class DirectorySizer;
+
 class Executor {
  public:
   using DoneCallback = std::function<void(const TaskResult&)>;
@@ -399,9 +401,11 @@ class Executor {
   Status MakeTaskDir(const std::string& job, const std::string& task);
 
   // Tasks with a `disk` limit (executor_disk.cc): their directories are
-  // measured on a timer while any runs; one over its limit is killed.
+  // measured on the sizer's thread, asked on a timer while any runs; one
+  // over its limit is killed.
   void WatchDisk();
   void OnDiskTimer();
+  void OnDiskMeasured();
 
   ExecutorOptions options_;
   Reactor* reactor_;
@@ -440,6 +444,7 @@ class Executor {
   std::unique_ptr<TaskCage> warm_home_;
   UniqueFd idle_timer_;
   UniqueFd disk_timer_;  // armed while a task with a `disk` limit runs
+  std::unique_ptr<DirectorySizer> sizer_;  // made for the first such task
   cpu_set_t all_cpus_;
 };
 

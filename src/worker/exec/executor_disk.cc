@@ -1,60 +1,31 @@
-// Executor's watch over tasks with a `disk` limit: while any runs, a
-// timer walks each one's directory (its inputs aside) and adds up what
-// its files hold on disk; a task that holds more than its limit is killed
-// at once and fails saying so (executor.h, TaskSpec::disk_bytes).
-#include <ftw.h>
-#include <signal.h>
-#include <sys/stat.h>
+// Executor's watch over tasks with a `disk` limit: while any runs, a timer
+// asks the DirectorySizer's thread to measure each one's directory (its
+// inputs aside); a task found holding more than its limit is killed at once
+// and fails saying so (executor.h, TaskSpec::disk_bytes). The walks run off
+// the loop: a directory of many files never holds up other tasks' starts.
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include <set>
 #include <string>
-#include <utility>
+#include <vector>
 
 #include "common/quantity.h"
+#include "worker/exec/directory_sizer.h"
 #include "worker/exec/executor.h"
 #include "worker/exec/executor_internal.h"
 
 namespace drover::worker {
-namespace {
-
-// nftw has no context argument: the walk on this thread adds up here.
-struct Walk {
-  std::string skip;  // a directory not counted (the task's inputs)
-  uint64_t bytes = 0;
-  std::set<std::pair<dev_t, ino_t>> linked;  // inodes with several names, counted once
-};
-thread_local Walk* walk = nullptr;
-
-int Visit(const char* path, const struct stat* st, int type, FTW*) {
-  if (type == FTW_D && walk->skip == path) return FTW_SKIP_SUBTREE;
-  if (type == FTW_NS || type == FTW_DNR) return FTW_CONTINUE;  // gone meanwhile, or unreadable
-  if (st->st_nlink > 1 && type != FTW_D && !walk->linked.emplace(st->st_dev, st->st_ino).second) {
-    return FTW_CONTINUE;
-  }
-  walk->bytes += static_cast<uint64_t>(st->st_blocks) * 512;
-  return FTW_CONTINUE;
-}
-
-// What the files under `dir` (not under `skip`) hold on disk: their
-// allocated blocks, so a sparse file counts what it uses. Symbolic links
-// are not followed, nor other file systems mounted inside.
-uint64_t DirectoryBytes(const std::string& dir, const std::string& skip) {
-  Walk w;
-  w.skip = skip;
-  walk = &w;
-  nftw(dir.c_str(), Visit, 64, FTW_PHYS | FTW_MOUNT | FTW_ACTIONRETVAL);
-  walk = nullptr;
-  return w.bytes;
-}
-
-}  // namespace
 
 void Executor::WatchDisk() {
+  if (!sizer_) {
+    Result<std::unique_ptr<DirectorySizer>> sizer = DirectorySizer::Create();
+    if (!sizer.ok()) return;  // such tasks then run unmeasured
+    if (!reactor_->Watch((*sizer)->done_fd(), [this] { OnDiskMeasured(); }).ok()) return;
+    sizer_ = std::move(sizer).value();
+  }
   if (disk_timer_.valid()) return;  // armed: it runs while any such task does
   disk_timer_.Reset(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
-  if (!disk_timer_.valid()) return;  // such tasks then run unmeasured
+  if (!disk_timer_.valid()) return;
   if (!reactor_->Watch(disk_timer_.fd(), [this] { OnDiskTimer(); }).ok()) {
     disk_timer_.Reset();
     return;
@@ -69,29 +40,37 @@ void Executor::WatchDisk() {
 void Executor::OnDiskTimer() {
   uint64_t expirations;
   (void)!read(disk_timer_.fd(), &expirations, sizeof(expirations));
-  std::vector<TaskId> over;
   bool any = false;
   for (auto& [id, task] : tasks_) {
     if (task->disk_limit == 0 || task->exited || !task->over_disk.empty()) continue;
     any = true;
-    // A directory of many files costs a long walk: measured at most a
-    // tenth of the time.
-    if (task->disk_checked.Elapsed() < task->disk_walk * 10) continue;
-    Stopwatch took;
-    const uint64_t held = DirectoryBytes(task->dirs.task, task->dirs.inputs);
-    task->disk_walk = took.Elapsed();
-    task->disk_checked = Stopwatch();
-    if (held <= task->disk_limit) continue;
-    task->over_disk = "disk: " + FormatBytes(held) +
-                      " written under its directory, more than disk " +
-                      FormatBytes(task->disk_limit);
-    over.push_back(id);
+    // One walk at a time per task; a directory whose walk is long is
+    // measured at most a tenth of the time.
+    if (task->disk_measuring || task->disk_checked.Elapsed() < task->disk_walk * 10) continue;
+    task->disk_measuring = true;
+    sizer_->Measure(id, task->attempt, task->dirs.task, task->dirs.inputs);
   }
-  for (const TaskId& id : over) (void)Kill(id, Duration::zero());
   if (!any) {
     reactor_->Unwatch(disk_timer_.fd());
     disk_timer_.Reset();
   }
+}
+
+void Executor::OnDiskMeasured() {
+  std::vector<TaskId> over;
+  for (const DirectorySizer::Done& done : sizer_->TakeDone()) {
+    auto it = tasks_.find(done.task);
+    if (it == tasks_.end() || it->second->attempt != done.attempt) continue;  // ended meanwhile
+    Task& task = *it->second;
+    task.disk_measuring = false;
+    task.disk_walk = done.took;
+    task.disk_checked = Stopwatch();
+    if (task.exited || !task.over_disk.empty() || done.bytes <= task.disk_limit) continue;
+    task.over_disk = "disk: " + FormatBytes(done.bytes) +
+                     " written under its directory, more than disk " + FormatBytes(task.disk_limit);
+    over.push_back(done.task);
+  }
+  for (const TaskId& id : over) (void)Kill(id, Duration::zero());
 }
 
 }  // namespace drover::worker

@@ -50,6 +50,7 @@ struct Executor::Task {
   // walk of its directory last cost.
   uint64_t disk_limit = 0;
   std::string over_disk;
+  bool disk_measuring = false;  // a walk of its directory was asked for
   Duration disk_walk = Duration::zero();
   Stopwatch disk_checked;
   std::vector<UniqueFd> leftovers;  // pidfds of processes killed after exit
