@@ -31,8 +31,9 @@ proto_sources="
   src/common/suggest.cc
   src/core/model.cc src/core/resources.cc src/core/dag.cc src/core/input_select.cc
   src/proto/json_util.cc src/proto/json_type_name.cc src/proto/core_json.cc
-  src/proto/job_spec_json.cc src/proto/function_task.cc src/proto/job_toml.cc src/proto/messages.cc
-  src/proto/messages_batch.cc src/proto/log_frame.cc"
+  src/proto/job_spec_json.cc src/proto/job_spec_isolation.cc src/proto/function_task.cc
+  src/proto/job_toml.cc src/proto/messages.cc src/proto/messages_batch.cc
+  src/proto/messages_isolation.cc src/proto/log_frame.cc"
 net_sources="
   src/proto/api_json.cc
   src/net/boost_src.cc src/net/server.cc src/net/server_admission.cc src/net/server_listen.cc
