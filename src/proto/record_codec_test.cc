@@ -179,6 +179,8 @@ TEST(RecordCodecTest, DamagedBinaryRecordsAreDataLossNamingTheField) {
     std::string later = bytes;
     later[1] = 3;
     EXPECT_EQ(DecodeRecord(later).status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(DecodeRecord(later).status().message(),
+              "journal record has binary version 3; this build reads versions 1 to 2");
   }
   std::string bytes = EncodeRecord(task);
   bytes[4] = 9;  // tag, version, job 3, index 1, state
