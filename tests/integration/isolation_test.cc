@@ -17,8 +17,16 @@ namespace {
 
 // Python that reports "server=X task=Y own=Z", each reached or refused:
 // the server's port, the port written in `port_file`, and a socket of its
-// own on 127.0.0.1.
-std::string ProbeScript(uint16_t server_port, const std::string& port_file) {
+// own on 127.0.0.1. Without a port file: "uid=N server=X own=Z", its uid
+// in place of another task's socket.
+std::string ProbeScript(uint16_t server_port, const std::string& port_file = "") {
+  const std::string server = "reach(" + std::to_string(server_port) + ")";
+  const std::string report = port_file.empty()
+                                 ? "text = 'uid=%d server=%s own=%s' % (os.getuid(), " + server +
+                                       ", reach(own.getsockname()[1]))\n"
+                                 : "task = int(open('" + port_file + "').read())\n" +
+                                       "text = 'server=%s task=%s own=%s' % (" + server +
+                                       ", reach(task), reach(own.getsockname()[1]))\n";
   return "import os, socket\n"
          "def reach(port):\n"
          "    try:\n"
@@ -28,12 +36,8 @@ std::string ProbeScript(uint16_t server_port, const std::string& port_file) {
          "        return 'refused'\n"
          "own = socket.socket()\n"
          "own.bind(('127.0.0.1', 0))\n"
-         "own.listen(1)\n"
-         "task = int(open('" +
-         port_file + "').read())\n" + "text = 'server=%s task=%s own=%s' % (reach(" +
-         std::to_string(server_port) +
-         "), reach(task), reach(own.getsockname()[1]))\n"
-         "open(os.environ['DROVER_RESULT'], 'w').write(text)\n";
+         "own.listen(1)\n" +
+         report + "open(os.environ['DROVER_RESULT'], 'w').write(text)\n";
 }
 
 TEST(IsolationTest, ATaskWithNetworkNoneReachesOnlyItsOwnLoopback) {
@@ -123,21 +127,7 @@ TEST(IsolationTest, AWorkerThatIsNotRootGivesNetworkNoneTasksTheirOwnNetworkToo)
                            "--workdir", home + "/work", "--isolation", "none"});
   Process worker(argv, {"HOME=" + home});
   ASSERT_TRUE(worker.WaitForLine("attached as worker", In(kStartTimeout))) << worker.output();
-  const std::string probe =
-      "import os, socket\n"
-      "def reach(port):\n"
-      "    try:\n"
-      "        socket.create_connection(('127.0.0.1', port), timeout=10).close()\n"
-      "        return 'reached'\n"
-      "    except OSError:\n"
-      "        return 'refused'\n"
-      "own = socket.socket()\n"
-      "own.bind(('127.0.0.1', 0))\n"
-      "own.listen(1)\n"
-      "text = 'uid=%d server=%s own=%s' % (os.getuid(), reach(" +
-      std::to_string(c.port()) +
-      "), reach(own.getsockname()[1]))\n"
-      "open(os.environ['DROVER_RESULT'], 'w').write(text)\n";
+  const std::string probe = ProbeScript(c.port());
   const uint64_t job = SubmittedJob(
       c.Drover(Submit({"--name", "offline", "--network", "none"}, {"python3", "-c", probe})));
   ASSERT_GT(job, 0u);

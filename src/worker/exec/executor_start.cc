@@ -243,8 +243,8 @@ Status Executor::MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Co
   plan.private_network = spec.private_network;
   if (spec.private_network && geteuid() != 0) {
     // Not root: in a user namespace of its own (spawn.h), as itself.
-    plan.user_ns_uid_map = std::to_string(geteuid()) + " " + std::to_string(geteuid()) + " 1";
-    plan.user_ns_gid_map = std::to_string(getegid()) + " " + std::to_string(getegid()) + " 1";
+    plan.user_ns_uid_map = SelfIdMap(geteuid());
+    plan.user_ns_gid_map = SelfIdMap(getegid());
   }
   plan.display_name = spec.argv[0];
   return Status::Ok();

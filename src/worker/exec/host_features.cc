@@ -33,14 +33,16 @@ std::string ReadLine(const std::string& path) {
 
 }  // namespace
 
+std::string SelfIdMap(unsigned id) { return std::to_string(id) + " " + std::to_string(id) + " 1"; }
+
 bool CanMakePrivateNetwork() {
   // The steps a task's start takes (spawn.cc), in a child, so that this
   // process keeps its own namespaces; the child only makes system calls
   // before _exit. Not root: inside a user namespace that maps the worker's
   // own ids (where the kernel allows unprivileged user namespaces).
   const bool root = geteuid() == 0;
-  const std::string uid_map = std::to_string(geteuid()) + " " + std::to_string(geteuid()) + " 1";
-  const std::string gid_map = std::to_string(getegid()) + " " + std::to_string(getegid()) + " 1";
+  const std::string uid_map = SelfIdMap(geteuid());
+  const std::string gid_map = SelfIdMap(getegid());
   const pid_t pid = fork();
   if (pid < 0) return false;
   if (pid == 0) {

@@ -20,6 +20,11 @@ namespace drover::worker {
 // own, where the kernel allows unprivileged ones).
 bool CanMakePrivateNetwork();
 
+// The line of /proc/self/uid_map (or gid_map) that maps `id` to itself and
+// nothing else ("1000 1000 1"): what a process that is not root may write
+// for the user namespace it made.
+std::string SelfIdMap(unsigned id);
+
 // The whole disk that holds `path`, as "major:minor" (a partition's disk:
 // cgroup I/O limits take whole devices only). Fails, naming the path and
 // its device numbers, when the file system has no block device the kernel
