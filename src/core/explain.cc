@@ -115,6 +115,16 @@ std::string NeverFits(const std::vector<const WorkerState*>& live, const Resourc
            "that may create network namespaces: root, or one whose kernel allows unprivileged "
            "user namespaces)";
   }
+  if (req.container &&
+      !any([](const WorkerState& w) { return !w.resources().container_runtime.empty(); })) {
+    return "no worker can run containers (a task with an image needs a worker where podman "
+           "runs; `drover worker --check` says what a machine has)";
+  }
+  if (req.container && req.gpus > 0 &&
+      !any([&](const WorkerState& w) { return w.ContainerFits(req); })) {
+    return "no worker can give a container only its own GPUs (a task with an image and GPUs "
+           "needs the NVIDIA container toolkit's CDI spec, /etc/cdi/nvidia.yaml, on the worker)";
+  }
   if (req.disk_bytes > 0 && !any([&](const WorkerState& w) { return w.DiskFits(req); })) {
     uint64_t most = 0;
     for (const WorkerState* w : live) most = std::max(most, w->resources().disk_free_bytes);

@@ -53,6 +53,33 @@ TEST(ExplainTest, UnrunnableNamesTheGroupsNoWorkerCouldRun) {
   EXPECT_EQ(*c.scheduler().Unrunnable(1), std::vector<std::string>{"all workers are drained"});
 }
 
+// A task with an image is placed only on a worker with a container
+// runtime, and with GPUs only where the runtime can hand a container only
+// those; until one joins, explain says what is missing.
+TEST(ExplainTest, AnImageTaskWaitsForAWorkerThatRunsContainers) {
+  TestCluster c;
+  c.AddWorker(WorkerBuilder().Cpus(4).Gpus(1));
+  c.Submit(JobBuilder(TaskBuilder("boxed").Image("debian:12")).Add(TaskBuilder("bare")));
+  const std::string none =
+      "no worker can run containers (a task with an image needs a worker where podman runs; "
+      "`drover worker --check` says what a machine has)";
+  EXPECT_EQ(*c.scheduler().Explain(T(1, 0)), none);
+  c.Run(T(1, 1));
+  const WorkerId boxes = c.AddWorker(WorkerBuilder().Cpus(4).Gpus(1).Containers());
+  c.Run(T(1, 0));
+  EXPECT_EQ(*c.scheduler().Explain(T(1, 0)),
+            "running on worker " + std::to_string(boxes) + " (attempt 1)");
+
+  c.Submit(JobBuilder(TaskBuilder("boxed-gpu").Image("debian:12").Gpus(1)));
+  EXPECT_EQ(*c.scheduler().Explain(T(2, 0)),
+            "no worker can give a container only its own GPUs (a task with an image and GPUs "
+            "needs the NVIDIA container toolkit's CDI spec, /etc/cdi/nvidia.yaml, on the worker)");
+  const WorkerId cdi = c.AddWorker(WorkerBuilder().Cpus(4).Gpus(1).Containers(/*gpus=*/true));
+  c.Run(T(2, 0));
+  EXPECT_EQ(*c.scheduler().Explain(T(2, 0)),
+            "running on worker " + std::to_string(cdi) + " (attempt 1)");
+}
+
 // `network = "none"` is placed only where a worker can make a network
 // namespace; until one joins, explain says what is missing.
 TEST(ExplainTest, ANetworkNoneTaskWaitsForAWorkerThatCanGiveItANetworkOfItsOwn) {

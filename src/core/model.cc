@@ -78,6 +78,48 @@ std::string OutputNameProblem(std::string_view name) {
   return {};
 }
 
+const char* ImagePullName(ImagePull pull) {
+  switch (pull) {
+    case ImagePull::kAlways:
+      return "always";
+    case ImagePull::kNever:
+      return "never";
+    case ImagePull::kMissing:
+      break;
+  }
+  return "missing";
+}
+
+std::optional<ImagePull> ParseImagePull(std::string_view name) {
+  for (ImagePull p : {ImagePull::kMissing, ImagePull::kAlways, ImagePull::kNever}) {
+    if (name == ImagePullName(p)) return p;
+  }
+  return std::nullopt;
+}
+
+std::string ImageNameProblem(std::string_view image) {
+  if (image.empty()) return "is empty; expected an image such as \"docker.io/library/debian:12\"";
+  if (image.size() > 255) {
+    return "is " + std::to_string(image.size()) + " characters long; at most 255";
+  }
+  auto alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  if (!alnum(image[0])) {
+    return "\"" + std::string(image) + "\" starts with '" + std::string(1, image[0]) +
+           "'; an image reference starts with a letter or digit";
+  }
+  for (char c : image) {
+    if (!alnum(c) && c != '.' && c != '_' && c != '-' && c != '/' && c != ':' && c != '@') {
+      return "\"" + std::string(image) + "\" has a character an image reference cannot hold (" +
+             (c >= ' ' && c < 127 ? "'" + std::string(1, c) + "'"
+                                  : "byte " + std::to_string(static_cast<unsigned char>(c))) +
+             ")";
+    }
+  }
+  return "";
+}
+
 bool IsSha256Hex(std::string_view text) {
   if (text.size() != 64) return false;
   for (char c : text) {

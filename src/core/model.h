@@ -88,6 +88,21 @@ struct IoLimits {
 };
 inline constexpr uint32_t kMaxIoWeight = 10000;
 
+// When a worker fetches a task's container image (`image_pull`): when its
+// store lacks it (the default), before every attempt, or never (only what
+// is there: an offline network).
+enum class ImagePull : uint8_t { kMissing, kAlways, kNever };
+// "missing", "always", "never"; ParseImagePull reads them back (nullopt:
+// another word).
+const char* ImagePullName(ImagePull pull);
+std::optional<ImagePull> ParseImagePull(std::string_view name);
+// What is wrong with an image reference, for a person; empty: nothing. A
+// reference is at most 255 characters of letters, digits and . _ - / : @
+// ("registry.example:5000/team/image:tag", "name@sha256:..."), starting
+// with a letter or digit: it is passed to the container runtime as one
+// argument, and never as an option.
+std::string ImageNameProblem(std::string_view image);
+
 // One `[[task]]` of a job file.
 // The most copies of a task's outputs (TaskGroupSpec::replicas).
 inline constexpr uint32_t kMaxReplicas = 4;
@@ -143,6 +158,11 @@ struct TaskGroupSpec {
   // Disk I/O limits of each attempt (its network, which decides where it
   // may run, is resources.private_network).
   IoLimits io;
+  // The OCI image each attempt runs in ("docker.io/library/python:3.12");
+  // empty: on the worker's own system. Set together with
+  // resources.container, which decides where it may run.
+  std::string image;
+  ImagePull image_pull = ImagePull::kMissing;
 
   friend bool operator==(const TaskGroupSpec&, const TaskGroupSpec&) = default;
   uint32_t TaskCount() const { return array ? array->count : 1; }
@@ -203,6 +223,9 @@ struct TaskOutcome {
   // A person forgot this success from the result cache (ForgetCacheEntries):
   // it is no entry, after a restore too.
   bool uncached = false;
+  // The digest of the image it ran in ("sha256:..."), as the worker's
+  // store had it; empty: no image.
+  std::string image_digest;
   friend bool operator==(const TaskOutcome&, const TaskOutcome&) = default;
 };
 

@@ -63,6 +63,7 @@ struct TaskInfo {
   bool private_network = false;
   IoLimits io;
   uint64_t disk_bytes = 0;  // `disk`: the most its directory may hold
+  std::string image;        // the container image it runs in; empty: none
 };
 
 struct WorkerInfo {

@@ -39,6 +39,7 @@ std::string ResourceRequest::ToString() const {
   for (const auto& [key, value] : labels) s += " " + key + "=" + value;
   if (private_network) s += " network=none";
   if (disk_bytes != 0) s += " disk=" + FormatBytes(disk_bytes);
+  if (container) s += " container";
   return s;
 }
 

@@ -53,6 +53,11 @@ struct ResourceRequest {
   // (WorkerResources::disk_free_bytes): a cap per task and a check at
   // placement, not a reservation.
   uint64_t disk_bytes = 0;
+  // It runs in a container image (TaskGroupSpec::image): only a worker
+  // with a container runtime (WorkerResources::container_runtime) is a
+  // place for it, and with GPUs one that can hand a container only its
+  // own GPUs (WorkerResources::container_gpus).
+  bool container = false;
 
   friend auto operator<=>(const ResourceRequest&, const ResourceRequest&) = default;
 
@@ -114,6 +119,13 @@ struct WorkerResources {
   // join, then with each heartbeat); 0: unknown (a worker that predates
   // it), where no task with `disk` is placed.
   uint64_t disk_free_bytes = 0;
+  // The container runtime it found at start, for tasks with an `image`
+  // ("podman 4.3.1 (runc)"); empty: none, no such task is placed there.
+  std::string container_runtime;
+  // It can give a container only the task's own GPUs (a CDI spec of the
+  // NVIDIA container toolkit is installed); without it no task with an
+  // image and GPUs is placed there.
+  bool container_gpus = false;
 
   friend bool operator==(const WorkerResources&, const WorkerResources&) = default;
 

@@ -50,6 +50,7 @@ Result<TaskInfo> Scheduler::GetTask(TaskId id) const {
   info.private_network = spec.resources.private_network;
   info.io = spec.io;
   info.disk_bytes = spec.resources.disk_bytes;
+  info.image = spec.image;
   info.array_index = spec.IndexAt(r.index - job.groups[t.group].first);
   info.state = t.state;
   info.attempt = t.attempt;

@@ -34,6 +34,7 @@ bool WorkerState::CanEverFit(const ResourceRequest& r) const {
   }
   if (!LabelsMatch(r)) return false;
   if (r.private_network && !resources_.private_network) return false;
+  if (r.container && !ContainerFits(r)) return false;
   for (const auto& [name, amount] : r.counters) {
     auto it = resources_.counters.find(name);
     if (it == resources_.counters.end() || it->second < amount) return false;
@@ -109,6 +110,7 @@ bool WorkerState::Fits(const ResourceRequest& r, bool prefer_full_gpus) const {
   if (!CoresFit(r) || free_mem_ < r.mem_bytes) return false;
   if (!r.labels.empty() && !LabelsMatch(r)) return false;
   if (r.private_network && !resources_.private_network) return false;
+  if (r.container && !ContainerFits(r)) return false;
   if (!DiskFits(r)) return false;
   if (r.gpus > 0) {
     if (r.IsGpuShare()) {

@@ -88,6 +88,12 @@ class WorkerState {
   bool DiskFits(const ResourceRequest& request) const {
     return request.disk_bytes == 0 || request.disk_bytes <= resources_.disk_free_bytes;
   }
+  // A request for a container image finds a runtime here, and with GPUs a
+  // way to hand the container only those (none asked: always).
+  bool ContainerFits(const ResourceRequest& request) const {
+    return !request.container || (!resources_.container_runtime.empty() &&
+                                  (request.gpus == 0 || resources_.container_gpus));
+  }
   // What its heartbeat said of the free space; true when it grew (a task
   // that waited for room may fit now).
   bool SetDiskFree(uint64_t bytes) {

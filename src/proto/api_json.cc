@@ -36,6 +36,7 @@ Json OutcomeJson(const std::optional<core::TaskOutcome>& outcome) {
          {"result", o.result}};
   if (o.usage.io_read_bytes) j["io_read_bytes"] = *o.usage.io_read_bytes;
   if (o.usage.io_write_bytes) j["io_write_bytes"] = *o.usage.io_write_bytes;
+  if (!o.image_digest.empty()) j["image_digest"] = o.image_digest;
   // A success's files ($DROVER_OUTPUT_DIR) and the worker holding them.
   Json files = Json::array();
   for (const core::OutputFile& f : o.outputs) {
@@ -156,6 +157,7 @@ bool ReadOutcomeApi(const Json& j, const std::string& path, core::TaskOutcome* o
       !r.Bool("oom_killed", &out->oom_killed) || !r.Integer("wall_ms", &wall_ms) ||
       !r.Integer("cpu_ms", &cpu_ms) || !r.Integer("peak_mem_bytes", &out->usage.peak_mem_bytes) ||
       !r.String("result", &out->result, Need::kOptional) ||
+      !r.String("image_digest", &out->image_digest, Need::kOptional) ||
       !r.Integer("outputs_on", &out->outputs_on, Need::kOptional) ||
       !internal::ReadOptionalBytes(r, "io_read_bytes", &out->usage.io_read_bytes) ||
       !internal::ReadOptionalBytes(r, "io_write_bytes", &out->usage.io_write_bytes) ||
@@ -212,7 +214,8 @@ bool ReadTask(const Json& j, const std::string& path, core::TaskInfo* out, Decod
   // Its isolation beyond its resources, where it asked for any.
   std::string network;
   if (!r.String("network", &network, Need::kOptional) ||
-      !r.Integer("disk", &out->disk_bytes, Need::kOptional)) {
+      !r.Integer("disk", &out->disk_bytes, Need::kOptional) ||
+      !r.String("image", &out->image, Need::kOptional)) {
     return false;
   }
   out->private_network = network == "none";
@@ -363,6 +366,7 @@ nlohmann::json TaskInfoJson(const core::TaskInfo& task) {
   if (task.after) j["after"] = task.after->ToString();
   if (task.private_network) j["network"] = "none";
   if (task.disk_bytes != 0) j["disk"] = task.disk_bytes;
+  if (!task.image.empty()) j["image"] = task.image;
   if (task.io.Any()) {
     j["io"] = Json{{"read_bps", task.io.read_bps},
                    {"write_bps", task.io.write_bps},
@@ -471,6 +475,9 @@ nlohmann::json WorkerInfoJson(const core::WorkerInfo& worker) {
   // What tasks that ask for them need: a network of their own, free disk.
   j["private_network"] = res.private_network;
   if (res.disk_free_bytes != 0) j["disk_free_bytes"] = res.disk_free_bytes;
+  // What runs its tasks with an image (none: null), and whether with GPUs.
+  j["container_runtime"] = res.container_runtime.empty() ? Json() : Json(res.container_runtime);
+  j["container_gpus"] = res.container_gpus;
   j["refusing"] = worker.refusing;
   j["paused"] = worker.paused;
   if (!worker.unhealthy.empty()) {

@@ -247,11 +247,21 @@ TEST(ApiJsonTest, ATasksIsolationAndDiskIoCountsRoundTrip) {
   EXPECT_EQ(back->io, task.io);
   EXPECT_EQ(back->outcome->usage.io_read_bytes, 4096u);
   EXPECT_EQ(back->outcome->usage.io_write_bytes, 200ULL << 20);
+  // Its image, and the digest of the one its attempt ran.
+  task.image = "docker.io/library/debian:12";
+  task.outcome->image_digest = "sha256:" + std::string(64, 'c');
+  const std::string imaged = EncodeTaskInfo(task);
+  EXPECT_NE(imaged.find("\"image\":\"docker.io/library/debian:12\""), std::string::npos) << imaged;
+  EXPECT_NE(imaged.find("\"image_digest\":\"sha256:cccc"), std::string::npos) << imaged;
+  back = DecodeTaskInfo(imaged);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->image, task.image);
+  EXPECT_EQ(back->outcome->image_digest, task.outcome->image_digest);
   // A task without any: none of the keys.
   core::TaskInfo plain;
   plain.id = {12, 4};
   const std::string bare = EncodeTaskInfo(plain);
-  for (const char* key : {"network", "disk", "\"io\"", "io_read_bytes"}) {
+  for (const char* key : {"network", "disk", "\"io\"", "io_read_bytes", "image"}) {
     EXPECT_EQ(bare.find(key), std::string::npos) << key << " in " << bare;
   }
 }

@@ -47,6 +47,7 @@ Json OutcomeJson(const core::TaskOutcome& outcome) {
     if (!outcome.replicas.empty()) j["replicas"] = outcome.replicas;
   }
   if (outcome.uncached) j["uncached"] = true;  // forgotten from the result cache
+  if (!outcome.image_digest.empty()) j["image_digest"] = outcome.image_digest;
   if (outcome.cached_from.job != 0) {  // a result cache hit (absent in older records)
     j["cached_from"] = outcome.cached_from.ToString();
     j["cached_ended_us"] = ToMicros(outcome.cached_ended);
@@ -96,6 +97,7 @@ bool ReadOutcome(const Json& j, const std::string& path, core::TaskOutcome* out,
       !r.Integer("peak_mem_bytes", &out->usage.peak_mem_bytes) ||
       !r.String("result", &out->result, Need::kOptional) ||
       !r.String("reason", &out->reason, Need::kOptional) ||
+      !r.String("image_digest", &out->image_digest, Need::kOptional) ||
       !r.Integer("outputs_on", &out->outputs_on, Need::kOptional) ||
       !ReadOptionalBytes(r, "io_read_bytes", &out->usage.io_read_bytes) ||
       !ReadOptionalBytes(r, "io_write_bytes", &out->usage.io_write_bytes)) {
@@ -149,6 +151,8 @@ Json WorkerResourcesJson(const core::WorkerResources& resources) {
   if (resources.ends_at) j["ends_at_us"] = ToMicros(*resources.ends_at);
   if (resources.private_network) j["private_network"] = true;
   if (resources.disk_free_bytes != 0) j["disk_free_bytes"] = resources.disk_free_bytes;
+  if (!resources.container_runtime.empty()) j["container_runtime"] = resources.container_runtime;
+  if (resources.container_gpus) j["container_gpus"] = true;
   return j;
 }
 
@@ -199,7 +203,9 @@ bool ReadWorkerResources(const Json& j, const std::string& path, core::WorkerRes
     out->ends_at = ends;
   }
   if (!r.Bool("private_network", &out->private_network, Need::kOptional) ||
-      !r.Integer("disk_free_bytes", &out->disk_free_bytes, Need::kOptional)) {
+      !r.Integer("disk_free_bytes", &out->disk_free_bytes, Need::kOptional) ||
+      !r.String("container_runtime", &out->container_runtime, Need::kOptional) ||
+      !r.Bool("container_gpus", &out->container_gpus, Need::kOptional)) {
     return false;
   }
   if (!r.ok()) return false;

@@ -363,6 +363,46 @@ TEST(JobFileTest, NetworkAndDiskIoLimitsAreReadCheckedAndRoundTrip) {
             "disk against other tasks', 100 without one)");
 }
 
+// A task's container image: read, checked with positions, round-tripped
+// through the journal's JSON; an image decides placement (a worker with a
+// runtime), so it marks the resource request too.
+TEST(JobFileTest, AnImageAndItsPullPolicyAreReadCheckedAndRoundTrip) {
+  Result<core::JobSpec> spec = ParseJobToml(
+      OneTask("image = \"registry.lab:5000/team/torch:2.3\"\nimage_pull = \"never\"\n"), "j");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const core::TaskGroupSpec& g = spec->groups[0];
+  EXPECT_EQ(g.image, "registry.lab:5000/team/torch:2.3");
+  EXPECT_EQ(g.image_pull, core::ImagePull::kNever);
+  EXPECT_TRUE(g.resources.container);
+  EXPECT_EQ(g.resources.ToString(), "cpus=1 container");
+  const std::string json = JobSpecToJson(*spec);
+  Result<core::JobSpec> back = JobSpecFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, *spec) << json;
+
+  Result<core::JobSpec> plain = ParseJobToml(OneTask("image = \"debian@sha256:abc\"\n"), "j");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->groups[0].image_pull, core::ImagePull::kMissing);
+  EXPECT_EQ(JobSpecToJson(*plain).find("image_pull"), std::string::npos);
+  EXPECT_EQ(JobSpecToJson(*ParseJobToml(OneTask(""), "j")).find("image"), std::string::npos);
+
+  EXPECT_EQ(TomlError(OneTask("image = \"--privileged\"\n")),
+            "sweep.toml:5:9: task[0].image: \"--privileged\" starts with '-'; an image reference "
+            "starts with a letter or digit");
+  EXPECT_EQ(TomlError(OneTask("image = \"debian 12\"\n")),
+            "sweep.toml:5:9: task[0].image: \"debian 12\" has a character an image reference "
+            "cannot hold (' ')");
+  EXPECT_EQ(TomlError(OneTask("image = \"\"\n")),
+            "sweep.toml:5:9: task[0].image: is empty; expected an image such as "
+            "\"docker.io/library/debian:12\"");
+  EXPECT_EQ(TomlError(OneTask("image = \"debian\"\nimage_pull = \"sometimes\"\n")),
+            "sweep.toml:6:14: task[0].image_pull: unknown image_pull \"sometimes\"; expected "
+            "\"missing\" (fetch it when the worker lacks it, the default), \"always\" or "
+            "\"never\" (only what the worker has)");
+  EXPECT_EQ(TomlError(OneTask("image_pull = \"never\"\n")),
+            "sweep.toml:5:14: task[0].image_pull: is set without an image");
+}
+
 // Which outputs a dependent fetches, and how much its outputs may add up
 // to: read, checked with positions, and round-tripped through
 // the journal's JSON, where [] (nothing) stays apart from absent (all).

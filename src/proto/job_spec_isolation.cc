@@ -1,5 +1,7 @@
 // A task group's isolation keys beyond its resources: `network`, `disk`,
-// `io_read_bps`, `io_write_bps` and `io_weight` (job_spec_json.h).
+// `io_read_bps`, `io_write_bps`, `io_weight`, `image` and `image_pull`
+// (job_spec_json.h).
+#include <optional>
 #include <string>
 
 #include "common/quantity.h"
@@ -21,7 +23,34 @@ bool ReadBytes(const Json& j, const std::string& path, uint64_t* out, DecodeCont
                             (j.is_number_float() ? "number " + Dump(j) : JsonTypeName(j)));
 }
 
+bool ReadImage(ObjectReader& r, core::TaskGroupSpec* g, DecodeContext& ctx) {
+  if (const Json* i = r.Get("image", Need::kOptional)) {
+    if (!ReadString(*i, r.PathOf("image"), &g->image, ctx)) return false;
+    if (std::string problem = core::ImageNameProblem(g->image); !problem.empty()) {
+      return ctx.Fail(r.PathOf("image"), problem);
+    }
+    g->resources.container = true;
+  }
+  if (const Json* p = r.Get("image_pull", Need::kOptional)) {
+    std::string pull;
+    if (!ReadString(*p, r.PathOf("image_pull"), &pull, ctx)) return false;
+    std::optional<core::ImagePull> parsed = core::ParseImagePull(pull);
+    if (!parsed) {
+      return ctx.Fail(r.PathOf("image_pull"),
+                      "unknown image_pull \"" + pull +
+                          "\"; expected \"missing\" (fetch it when the worker lacks it, the "
+                          "default), \"always\" or \"never\" (only what the worker has)");
+    }
+    if (g->image.empty()) {
+      return ctx.Fail(r.PathOf("image_pull"), "is set without an image");
+    }
+    g->image_pull = *parsed;
+  }
+  return true;
+}
+
 bool ReadIsolation(ObjectReader& r, core::TaskGroupSpec* g, DecodeContext& ctx) {
+  if (!ReadImage(r, g, ctx)) return false;
   if (const Json* n = r.Get("network", Need::kOptional)) {
     std::string mode;
     if (!ReadString(*n, r.PathOf("network"), &mode, ctx)) return false;
@@ -72,6 +101,10 @@ void IsolationJson(const core::TaskGroupSpec& g, Json& j) {
   if (g.io.write_bps != 0) j["io_write_bps"] = g.io.write_bps;
   if (g.io.weight != 0) j["io_weight"] = g.io.weight;
   if (g.resources.disk_bytes != 0) j["disk"] = g.resources.disk_bytes;
+  if (!g.image.empty()) j["image"] = g.image;
+  if (g.image_pull != core::ImagePull::kMissing) {
+    j["image_pull"] = core::ImagePullName(g.image_pull);
+  }
 }
 
 }  // namespace drover::proto::internal

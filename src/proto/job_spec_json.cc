@@ -25,7 +25,7 @@ const std::vector<std::string_view> kTaskKeys = {
     "retries",     "retry_backoff", "timeout",    "priority",    "vacate_signal", "vacate_grace",
     "preemptible", "inputs",        "max_output", "input_files", "replicas",      "function",
     "args",        "kwargs",        "python",     "cache",       "code",          "network",
-    "io_read_bps", "io_write_bps",  "io_weight",  "disk"};
+    "io_read_bps", "io_write_bps",  "io_weight",  "disk",        "image",         "image_pull"};
 
 // Signals a task may ask to be vacated with (`vacate_signal`), by name.
 const std::vector<std::pair<std::string_view, int32_t>> kVacateSignals = {

@@ -374,6 +374,11 @@ struct Assignment {
   // the worker stops it, failed, once it holds more. Optional on the wire
   // ("disk").
   uint64_t disk_bytes = 0;
+  // The container image it runs in (core::TaskGroupSpec::image; empty:
+  // none) and when to fetch it. Optional on the wire ("image",
+  // "image_pull": "always" or "never", absent for "missing").
+  std::string image;
+  core::ImagePull image_pull = core::ImagePull::kMissing;
   friend bool operator==(const Assignment&, const Assignment&) = default;
 };
 struct Assign {

@@ -1,5 +1,6 @@
-// An assignment's network and disk I/O limits on the wire
+// An assignment's network, disk I/O limits and container image on the wire
 // (messages_internal.h).
+#include <optional>
 #include <string>
 
 #include "proto/messages_internal.h"
@@ -8,6 +9,9 @@ namespace drover::proto::internal {
 
 void IsolationFieldsJson(const Assignment& a, Json& j) {
   if (a.private_network) j["network"] = "none";
+  if (!a.image.empty()) j["image"] = a.image;
+  if (a.image_pull != core::ImagePull::kMissing)
+    j["image_pull"] = core::ImagePullName(a.image_pull);
   if (a.disk_bytes != 0) j["disk"] = a.disk_bytes;
   if (!a.io.Any()) return;
   Json io = Json::object();
@@ -24,6 +28,24 @@ bool ReadIsolationFields(ObjectReader& r, Assignment* a, DecodeContext& ctx) {
     return ctx.Fail(r.PathOf("network"), "expected \"none\" or \"host\", got \"" + network + "\"");
   }
   a->private_network = network == "none";
+  std::string pull;
+  if (!r.String("image", &a->image, Need::kOptional) ||
+      !r.String("image_pull", &pull, Need::kOptional)) {
+    return false;
+  }
+  if (!a->image.empty()) {
+    if (std::string problem = core::ImageNameProblem(a->image); !problem.empty()) {
+      return ctx.Fail(r.PathOf("image"), problem);
+    }
+  }
+  if (!pull.empty()) {
+    std::optional<core::ImagePull> parsed = core::ParseImagePull(pull);
+    if (!parsed) {
+      return ctx.Fail(r.PathOf("image_pull"),
+                      "expected \"missing\", \"always\" or \"never\", got \"" + pull + "\"");
+    }
+    a->image_pull = *parsed;
+  }
   if (!r.Integer("disk", &a->disk_bytes, Need::kOptional)) return false;
   const Json* io = r.Get("io", Need::kOptional);
   if (io == nullptr) return r.ok();

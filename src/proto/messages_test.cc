@@ -21,6 +21,7 @@ core::TaskOutcome SampleOutcome() {
   o.reason = "stdout not saved: no space left on device (/w/1/0.1/stdout)";
   o.outputs = {{"model/weights.bin", 200ULL << 20, std::string(64, 'e')}};
   o.outputs_on = 4;
+  o.image_digest = "sha256:" + std::string(64, 'd');
   return o;
 }
 
@@ -40,6 +41,8 @@ Hello SampleHello() {
   h.resources.ends_at = TimeFromMicros(1'700'003'600'000'000);  // --lifetime
   h.resources.private_network = true;
   h.resources.disk_free_bytes = 500ULL << 30;
+  h.resources.container_runtime = "podman 4.3.1 (runc)";
+  h.resources.container_gpus = true;
   h.running = {{{12, 3}, 1, {0, 1}, {{1, 100, 80ULL << 30}}}, {{12, 4}, 2, {}, {}},
                {{12, 5}, 1, {0}, {}, true}};
   h.finished = {{{11, 0}, 1, SampleOutcome(), TimeFromMicros(1'700'000'000'123'456)}};
@@ -474,6 +477,38 @@ TEST(MessagesTest, AnAssignmentsMaxOutputRoundTripsAndIsOptional) {
     Result<ServerMessage> back = DecodeServerMessage(text);
     ASSERT_TRUE(back.ok()) << back.status().ToString();
     EXPECT_EQ(std::get<Assign>(*back).tasks[0], a) << text;
+  }
+}
+
+// A task's container image and pull policy: written only when set (the
+// policy only when not "missing"), an older server's assignment without
+// them reads as no image, and bad values are refused naming the field.
+TEST(MessagesTest, AnAssignmentsImageRoundTripsAndIsOptional) {
+  Assignment a = SampleAssignment();
+  std::string text = Encode(ServerMessage(Assign{{a}}));
+  EXPECT_EQ(text.find("\"image"), std::string::npos) << text;
+  a.image = "docker.io/library/debian:12";
+  text = Encode(ServerMessage(Assign{{a}}));
+  EXPECT_NE(text.find(R"("image":"docker.io/library/debian:12")"), std::string::npos) << text;
+  EXPECT_EQ(text.find("image_pull"), std::string::npos) << text;
+  a.image_pull = core::ImagePull::kAlways;
+  text = Encode(ServerMessage(Assign{{a}}));
+  EXPECT_NE(text.find(R"("image_pull":"always")"), std::string::npos) << text;
+  Result<ServerMessage> back = DecodeServerMessage(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<Assign>(*back).tasks[0], a) << text;
+
+  const std::string head =
+      R"({"type":"assign","v":1,"tasks":[{"task":"1.0","attempt":1,"cores":[0],)"
+      R"("cpu_quota_milli":0,"mem_limit_bytes":0,"argv":["true"])";
+  for (const auto& [field, where] : std::vector<std::pair<std::string, std::string>>{
+           {R"("image":"-v /:/host")", "tasks[0].image"},
+           {R"("image":7)", "tasks[0].image"},
+           {R"("image":"debian","image_pull":"often")", "tasks[0].image_pull"}}) {
+    Result<ServerMessage> bad = DecodeServerMessage(head + "," + field + "}]}");
+    ASSERT_FALSE(bad.ok()) << field;
+    EXPECT_NE(bad.status().message().find(where), std::string::npos)
+        << field << ": " << bad.status().message();
   }
 }
 

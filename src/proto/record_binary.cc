@@ -13,8 +13,8 @@ namespace {
 // A field added to one of these must be added to its encoding below (and
 // its decoding): the sizes stand for the field lists.
 static_assert(sizeof(core::TaskRecord) == 168, "a TaskRecord field to encode in EncodeBinary");
-static_assert(sizeof(core::TaskOutcome) == 232, "a TaskOutcome field to encode in PutOutcome");
-static_assert(sizeof(core::OutcomeRecord) == 264, "an OutcomeRecord field to encode");
+static_assert(sizeof(core::TaskOutcome) == 264, "a TaskOutcome field to encode in PutOutcome");
+static_assert(sizeof(core::OutcomeRecord) == 296, "an OutcomeRecord field to encode");
 
 constexpr size_t kNoLimit = std::numeric_limits<size_t>::max();
 
@@ -67,6 +67,7 @@ void PutOutcome(BinaryWriter& w, const core::TaskOutcome& o) {
   w.Byte((u.io_read_bytes ? 1 : 0) | (u.io_write_bytes ? 2 : 0));
   if (u.io_read_bytes) w.Unsigned(*u.io_read_bytes);
   if (u.io_write_bytes) w.Unsigned(*u.io_write_bytes);
+  w.String(o.image_digest);
 }
 
 bool GetBool(BinaryReader& r, bool* v, const char* what) {
@@ -134,7 +135,9 @@ bool GetOutcome(BinaryReader& r, core::TaskOutcome* o, uint8_t version) {
     if (!r.Unsigned(&n, what)) return false;
     *count = n;
   }
-  return true;
+  if (version < 3) return true;
+  // "sha256:" and 64 hex digits; a little room for another algorithm.
+  return r.String(&o->image_digest, "image_digest", 256);
 }
 
 Result<core::Record> Finish(BinaryReader& r, const char* type, core::Record record) {

@@ -26,7 +26,8 @@ inline constexpr char kBinaryTaskRecord = 0x01;
 inline constexpr char kBinaryOutcomeRecord = 0x02;
 // 2: an outcome ends with its I/O byte counts (a byte of which are
 // present, then each present one); version 1 records are read as without.
-inline constexpr uint8_t kBinaryRecordVersion = 2;
+// 3: then the digest of its container image (a string, empty for none).
+inline constexpr uint8_t kBinaryRecordVersion = 3;
 
 inline bool IsBinaryRecord(std::string_view bytes) {
   return !bytes.empty() && (bytes[0] == kBinaryTaskRecord || bytes[0] == kBinaryOutcomeRecord);

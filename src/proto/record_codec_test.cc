@@ -177,10 +177,10 @@ TEST(RecordCodecTest, DamagedBinaryRecordsAreDataLossNamingTheField) {
     EXPECT_NE(longer.status().message().find("bytes left"), std::string::npos)
         << longer.status().message();
     std::string later = bytes;
-    later[1] = 3;
+    later[1] = 4;
     EXPECT_EQ(DecodeRecord(later).status().code(), StatusCode::kFailedPrecondition);
     EXPECT_EQ(DecodeRecord(later).status().message(),
-              "journal record has binary version 3; this build reads versions 1 to 2");
+              "journal record has binary version 4; this build reads versions 1 to 3");
   }
   std::string bytes = EncodeRecord(task);
   bytes[4] = 9;  // tag, version, job 3, index 1, state
@@ -209,8 +209,9 @@ TEST(RecordCodecTest, DamagedBinaryRecordsAreDataLossNamingTheField) {
 }
 
 // A journal written before outcomes carried I/O counts (binary version 1)
-// reads back as outcomes without them; a version 2 outcome says which it
-// has in one byte, and a bad one is refused.
+// reads back as outcomes without them, one written before they carried an
+// image's digest (version 2) as outcomes without one; a version 2 outcome
+// says which counts it has in one byte, and a bad one is refused.
 TEST(RecordCodecTest, AVersion1OutcomeReadsAsOneWithoutIoCounts) {
   core::OutcomeRecord outcome;
   outcome.task = {4, 2};
@@ -218,13 +219,24 @@ TEST(RecordCodecTest, AVersion1OutcomeReadsAsOneWithoutIoCounts) {
   outcome.outcome.exit_code = 3;
   outcome.outcome.usage.wall = Micros(10);
   std::string bytes = EncodeRecord(outcome);
-  ASSERT_EQ(bytes[1], 2);
-  ASSERT_EQ(bytes.back(), 0);  // neither count
-  std::string v1 = bytes.substr(0, bytes.size() - 1);
+  ASSERT_EQ(bytes[1], 3);
+  ASSERT_EQ(bytes.substr(bytes.size() - 2), std::string(2, '\0'));  // no counts, no digest
+  std::string v1 = bytes.substr(0, bytes.size() - 2);
   v1[1] = 1;
   Result<core::Record> back = DecodeRecord(v1);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(std::get<core::OutcomeRecord>(*back), outcome);
+  std::string v2 = bytes.substr(0, bytes.size() - 1);
+  v2[1] = 2;
+  back = DecodeRecord(v2);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<core::OutcomeRecord>(*back), outcome);
+  outcome.outcome.image_digest = "sha256:" + std::string(64, 'a');
+  back = DecodeRecord(EncodeRecord(outcome));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<core::OutcomeRecord>(*back), outcome);
+  outcome.outcome.image_digest.clear();
+  bytes = v2;
   bytes.back() = 4;
   EXPECT_EQ(DecodeRecord(bytes).status().message(),
             "outcome record (binary): io: expected 0 to 3, found 4");

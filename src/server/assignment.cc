@@ -37,6 +37,8 @@ proto::Assignment BuildAssignment(const core::AssignTask& assign, const FileGran
     a.private_network = spec.resources.private_network;
     a.io = spec.io;
     a.disk_bytes = spec.resources.disk_bytes;
+    a.image = spec.image;
+    a.image_pull = spec.image_pull;
     if (spec.max_output_bytes != 0) {
       a.max_output_bytes = spec.max_output_bytes;
       a.max_output_by_task = true;

@@ -57,6 +57,13 @@ class WorkerBuilder {
     r_.private_network = true;
     return *this;
   }
+  // A container runtime ("podman 4.3.1 (runc)"), with GPUs through CDI
+  // when `gpus`.
+  WorkerBuilder& Containers(bool gpus = false) {
+    r_.container_runtime = "podman 4.3.1 (runc)";
+    r_.container_gpus = gpus;
+    return *this;
+  }
   WorkerBuilder& EndsAt(Time t) {
     r_.ends_at = t;
     return *this;
@@ -93,6 +100,11 @@ class TaskBuilder {
   }
   TaskBuilder& NetworkNone() {
     g_.resources.private_network = true;
+    return *this;
+  }
+  TaskBuilder& Image(std::string image) {
+    g_.image = std::move(image);
+    g_.resources.container = true;
     return *this;
   }
   TaskBuilder& Preemptible(bool p) {
