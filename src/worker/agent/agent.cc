@@ -14,6 +14,7 @@
 #include "common/quantity.h"
 #include "net/token.h"
 #include "worker/agent/agent_impl.h"
+#include "worker/exec/container.h"
 #include "worker/exec/fencing.h"
 #include "worker/exec/host_features.h"
 #include "worker/exec/isolator.h"
@@ -207,10 +208,26 @@ Status Agent::Impl::Init() {
                       : " and with other programs below " +
                             std::to_string(config_.max_outside_load).substr(0, 4) + " cores");
   }
+  // Tasks with an `image` are placed only where a runtime was found; the
+  // reaper removes this worker's containers from podman's list once it
+  // has killed them.
+  std::vector<std::string> cleanup, cleanup_env;
+  if (Result<ContainerRuntime> runtime = FindContainerRuntime(isolator->mode(), config_.workdir);
+      runtime.ok()) {
+    state_config.resources.container_runtime = runtime->description;
+    state_config.resources.container_gpus = runtime->gpus;
+    spdlog::info("worker {}: runs tasks with an image through {}{}", name_, runtime->description,
+                 runtime->gpus ? ", GPUs through CDI" : "");
+    cleanup = ContainerCleanupCommand(*runtime, &cleanup_env);
+    container_ = std::move(runtime).value();
+  } else {
+    spdlog::info("worker {}: runs no tasks with an image: {}", name_, runtime.status().message());
+  }
   // One tree suffices for the reaper: cgroup v1 lists the same processes
   // in each hierarchy, and the first (freezer) can be frozen.
-  ASSIGN_OR_RETURN(reaper_, Reaper::Start(roots.empty() ? roots : std::vector<std::string>{roots[0]},
-                                          life_->lock_fd()));
+  ASSIGN_OR_RETURN(reaper_,
+                   Reaper::Start(roots.empty() ? roots : std::vector<std::string>{roots[0]},
+                                 life_->lock_fd(), cleanup, cleanup_env));
 
   ExecutorOptions options;
   options.workdir = config_.workdir;
@@ -236,6 +253,7 @@ Status Agent::Impl::Init() {
     options.watch = guard_.get();
   }
   const IsolationMode isolation = isolator->mode();
+  if (container_) options.container = *container_;
   if (config_.task_runner) {
     runner_ = config_.task_runner;
   } else {

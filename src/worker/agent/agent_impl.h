@@ -175,6 +175,9 @@ class Agent::Impl {
   // executor tells them of each task (declared first: they outlive it).
   std::unique_ptr<LifeRecord> life_;
   std::unique_ptr<Reaper> reaper_;
+  // What runs its tasks with an `image` (found at start); none: no such
+  // task is placed here.
+  std::optional<ContainerRuntime> container_;
   std::unique_ptr<TaskGuard> guard_;
   std::unique_ptr<TaskRunner> own_runner_;  // the Executor, when config_.task_runner is null
   TaskRunner* runner_ = nullptr;

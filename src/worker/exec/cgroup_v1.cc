@@ -1,8 +1,10 @@
 #include "worker/exec/cgroup_v1.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -144,15 +146,37 @@ class CgroupV1Cage final : public TaskCage {
     groups_.emplace_back(ctl, std::move(g));
   }
   void SetMemoryLimit(uint64_t bytes) { memory_limit_ = bytes; }
+  bool Has(Ctl ctl) { return Find(ctl) != nullptr; }
+  // v1 counts an OOM kill (memory.oom_control's oom_kill) in the cgroup of
+  // the process killed only, and a container's cgroup below the cage is
+  // gone by the time its end is measured: an eventfd on the cage's own
+  // memory.oom_control (cgroup.event_control) counts each time its limit
+  // called the OOM killer, wherever below it the victim was.
+  Status WatchOom() {
+    const std::string dir = Dir(kMemory);
+    UniqueFd oom(open((dir + "/memory.oom_control").c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd event(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!oom.valid() || !event.valid()) {
+      return Unavailable("cannot watch " + dir + " for OOM kills: " + strerror(errno));
+    }
+    RETURN_IF_ERROR(WriteCgroupFile(dir + "/cgroup.event_control",
+                                    std::to_string(event.fd()) + " " + std::to_string(oom.fd())));
+    oom_file_ = std::move(oom);
+    oom_event_ = std::move(event);
+    return Status::Ok();
+  }
+  // A container runtime makes cgroups under this cage's: its kill and
+  // removal reach them, and it is never reused.
+  void SetNested() { nested_ = true; }
 
   bool contains_tree() const override { return true; }
 
   Result<std::vector<UniqueFd>> KillAll() override {
     // Empty, as after nearly every task: one read of the kept file says so.
     std::optional<std::string> listed = Find(kFreezer)->counter.Read();
-    if (listed && listed->empty()) return std::vector<UniqueFd>();
+    if (listed && listed->empty() && !nested_) return std::vector<UniqueFd>();
     const std::string procs = Dir(kFreezer) + "/cgroup.procs";
-    ASSIGN_OR_RETURN(std::vector<pid_t> pids, ReadProcs(procs));
+    ASSIGN_OR_RETURN(std::vector<pid_t> pids, ListTree(Dir(kFreezer)));
     if (pids.empty()) return std::vector<UniqueFd>();
     left_behind_ = true;  // not reused: its members may be dying still
     // Freeze first so that nothing forks between the listing and the kill;
@@ -162,7 +186,7 @@ class CgroupV1Cage final : public TaskCage {
     const std::string state = Dir(kFreezer) + "/freezer.state";
     Result<bool> stopped = FreezeAndWait(state, kKillFreezeWait);
     if (!stopped.ok()) return stopped.status();
-    Result<std::vector<pid_t>> frozen = ReadProcs(procs);
+    Result<std::vector<pid_t>> frozen = ListTree(Dir(kFreezer));
     std::vector<UniqueFd> fds = KillPids(frozen.ok() ? *frozen : pids);
     Status thaw = WriteCgroupFile(state, "THAWED");
     // A cage that stays frozen is still removed once its members die; it
@@ -207,6 +231,10 @@ class CgroupV1Cage final : public TaskCage {
     std::optional<std::string> oom = mem->oom.Read();
     auto kills = oom ? ParseKeyedValue(*oom, "oom_kill") : std::nullopt;
     u.oom_killed = kills && *kills > mem->base;
+    uint64_t ooms = 0;
+    if (oom_event_.valid() && read(oom_event_.fd(), &ooms, sizeof ooms) == sizeof ooms) {
+      u.oom_killed |= ooms > 0;
+    }
     if (kills) {
       mem->base = *kills;
     } else {
@@ -245,7 +273,7 @@ class CgroupV1Cage final : public TaskCage {
         reusable_ = false;
       }
     }
-    if (measured_ && reusable_ && !left_behind_ && !pool_->closed && Recycle()) {
+    if (measured_ && reusable_ && !left_behind_ && !nested_ && !pool_->closed && Recycle()) {
       for (auto& [ctl, g] : groups_) {
         if (ctl == kDevices || ctl == kBlkio || pool_->free[ctl].size() >= kMaxFree) {
           Discard(g);
@@ -260,6 +288,7 @@ class CgroupV1Cage final : public TaskCage {
     while (!groups_.empty()) {
       Group& g = groups_.back().second;
       CloseKept(g);  // reopened if the removal fails and the cage is kept
+      if (nested_) RETURN_IF_ERROR(RemoveBelow(g.dir));
       if (rmdir(g.dir.c_str()) != 0 && errno != ENOENT) {
         return Unavailable("cannot remove " + g.dir + ": " + strerror(errno));
       }
@@ -271,6 +300,41 @@ class CgroupV1Cage final : public TaskCage {
 
  private:
   std::string Dir(Ctl ctl) { return Find(ctl)->dir; }
+
+  // The members of the cgroup `dir` and of every cgroup below it (a
+  // nested cage's container), or its own only.
+  Result<std::vector<pid_t>> ListTree(const std::string& dir) {
+    ASSIGN_OR_RETURN(std::vector<pid_t> pids, ReadProcs(dir + "/cgroup.procs"));
+    if (!nested_) return pids;
+    for (const std::string& child : ChildDirs(dir)) {
+      Result<std::vector<pid_t>> below = ListTree(child);
+      if (below.ok()) pids.insert(pids.end(), below->begin(), below->end());
+    }
+    return pids;
+  }
+
+  static std::vector<std::string> ChildDirs(const std::string& dir) {
+    std::vector<std::string> out;
+    if (DIR* d = opendir(dir.c_str())) {
+      while (dirent* e = readdir(d)) {
+        const std::string name = e->d_name;
+        if (e->d_type == DT_DIR && name != "." && name != "..") out.push_back(dir + "/" + name);
+      }
+      closedir(d);
+    }
+    return out;
+  }
+
+  // Removes the cgroups below `dir`, deepest first.
+  static Status RemoveBelow(const std::string& dir) {
+    for (const std::string& child : ChildDirs(dir)) {
+      RETURN_IF_ERROR(RemoveBelow(child));
+      if (rmdir(child.c_str()) != 0 && errno != ENOENT) {
+        return Unavailable("cannot remove " + child + ": " + strerror(errno));
+      }
+    }
+    return Status::Ok();
+  }
   Group* Find(Ctl ctl) {
     for (auto& [c, g] : groups_) {
       if (c == ctl) return &g;
@@ -306,6 +370,8 @@ class CgroupV1Cage final : public TaskCage {
   bool reusable_ = true;
   bool holder_left_ = false;  // HolderLeft: a warm interpreter moved out
   bool left_behind_ = false;  // KillAll found processes
+  bool nested_ = false;       // SetNested: cgroups below its own
+  UniqueFd oom_file_, oom_event_;  // WatchOom's: memory.oom_control, the eventfd
   bool frozen_ = false;       // Freeze(true) wrote FROZEN, not thawed since
 };
 
@@ -453,6 +519,27 @@ class CgroupV1Isolator final : public Isolator {
       if (gpu_count_ > 0 && h_[kDevices].present) {
         RETURN_IF_ERROR(take(kDevices, nullptr, "", ""));
       }
+      if (spec.container) {
+        // A container's cgroups are made under the cage's in every
+        // hierarchy its runtime uses: the cage has one in each, unlimited
+        // where the task asked for nothing.
+        cage->SetNested();
+        if (h_[kCpu].present && !cage->Has(kCpu)) {
+          RETURN_IF_ERROR(take(kCpu, "cpu.cfs_quota_us", "-1", "-1"));
+        }
+        if (h_[kCpuset].present && !cage->Has(kCpuset)) {
+          ASSIGN_OR_RETURN(std::string all, ReadCgroupFile(h_[kCpuset].base + "/cpuset.cpus"));
+          while (!all.empty() && (all.back() == '\n' || all.back() == ' ')) all.pop_back();
+          RETURN_IF_ERROR(take(kCpuset, "cpuset.cpus", all, ""));
+        }
+        if (h_[kPids].present && !cage->Has(kPids)) {
+          RETURN_IF_ERROR(take(kPids, "pids.max", "max", "max"));
+        }
+        if (h_[kDevices].present && !cage->Has(kDevices)) {
+          RETURN_IF_ERROR(take(kDevices, nullptr, "", ""));
+        }
+        if (h_[kBlkio].present && !spec.io.Any()) RETURN_IF_ERROR(take(kBlkio, nullptr, "", ""));
+      }
       if (spec.io.Any()) {
         if (!h_[kBlkio].present) {
           return FailedPrecondition(
@@ -471,6 +558,14 @@ class CgroupV1Isolator final : public Isolator {
       return s;
     }
     cage->SetMemoryLimit(spec.memory_bytes);
+    if (spec.container) {
+      Status watched = cage->WatchOom();
+      if (!watched.ok()) {
+        Status r = cage->Remove();
+        (void)r;
+        return watched;
+      }
+    }
     return std::unique_ptr<TaskCage>(std::move(cage));
   }
 

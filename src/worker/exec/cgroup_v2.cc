@@ -139,6 +139,9 @@ class CgroupV2Isolator final : public Isolator {
   std::vector<std::string> cgroup_roots() const override { return {base_}; }
 
   Result<std::unique_ptr<TaskCage>> CreateCage(const CageSpec& spec) override {
+    if (spec.container) {
+      return FailedPrecondition("containers run in task cgroups on cgroup v1 workers only for now");
+    }
     std::string dir = base_ + "/" + spec.name;
     if (mkdir(dir.c_str(), 0755) != 0) {
       return Unavailable("cannot create cgroup " + dir + ": " + strerror(errno));

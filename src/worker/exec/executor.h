@@ -68,6 +68,7 @@
 #include "common/time.h"
 #include "common/unique_fd.h"
 #include "worker/exec/command_cache.h"
+#include "worker/exec/container.h"
 #include "worker/exec/event_loop.h"
 #include "worker/exec/isolator.h"
 #include "worker/exec/spawn.h"
@@ -123,6 +124,9 @@ struct ExecutorOptions {
   Duration disk_check_every = Seconds(2);
   Duration warm_idle = Seconds(300);  // an idle interpreter is ended after this
   size_t warm_max_idle = 8;           // idle ones kept; the oldest is ended first
+  // What runs tasks with an `image` (FindContainerRuntime); none: such a
+  // task fails to start, saying why.
+  std::optional<ContainerRuntime> container;
 };
 
 struct TaskSpec {
@@ -149,6 +153,11 @@ struct TaskSpec {
   // (ExecutorOptions::disk_check_every), and a task found holding more is
   // killed and fails with TaskResult::disk_error saying so.
   uint64_t disk_bytes = 0;
+  // The OCI image it runs in (empty: the worker's own system), through
+  // the container runtime of ExecutorOptions::container; never in a warm
+  // interpreter.
+  std::string image;
+  core::ImagePull image_pull = core::ImagePull::kMissing;
 };
 
 // The directories of one task attempt. Every directory named here exists
@@ -221,6 +230,9 @@ struct TaskResult {
   // (PrepareStart) failed after Start, "command not found: X" as Start
   // reports it for a process it makes itself; exit_code is -1.
   std::string start_error;
+  // The digest of the container image it ran in ("sha256:..."); empty:
+  // no image, or not known.
+  std::string image_digest;
   bool stdout_truncated = false;
   bool stderr_truncated = false;
   size_t leftovers_killed = 0;  // processes killed after the task exited
@@ -361,9 +373,19 @@ class Executor {
     std::string working_dir;
     std::vector<std::string> environment;  // "K=V", what the task gets
     std::string exe;
+    // What the process execs when not spec.argv: a container's start
+    // (container.h), whose argv[0] is exe.
+    std::vector<std::string> run_argv;
+    std::string image;  // what it was made for
   };
   Result<Command> MakeCommand(const TaskSpec& spec, const TaskDirs& dirs,
                               const TaskAccount* account) const;
+  // MakeCommand's answer for a task with an image: `c` (its environment
+  // built) becomes the container's start (container.h).
+  Result<Command> MakeContainerCommand(const TaskSpec& spec, const TaskDirs& dirs,
+                                       const TaskAccount* account, Command c) const;
+  // The name of `spec`'s container: unique on the machine.
+  std::string ContainerName(const TaskSpec& spec) const;
   // The cage, output captures and spawn plan of a start of `spec` as
   // `account` (null: the worker's own).
   Status MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Command& command,

@@ -117,6 +117,15 @@ void Executor::OnOutput(Task* task, int which) {
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   r.oom_killed = usage.oom_killed && r.exit_code != 0;
+  if (!task->container.empty() && options_.container) {
+    ContainerEnd end =
+        CollectContainerEnd(*options_.container, task->container, task->image, r.exit_code);
+    r.image_digest = std::move(end.digest);
+    if (r.start_error.empty()) r.start_error = std::move(end.start_error);
+    // Killed before podman removed it (`--rm`): its record would stay.
+    // Forgotten once nothing of it is left running (Finish).
+    task->forget_container = r.signal != 0 || task->canceled;
+  }
   if (task->warm) {
     // Died in the call: the interpreter is replaced by the next call.
     reactor_->Unwatch(task->warm->socket.fd());
@@ -207,6 +216,9 @@ void Executor::Finish(Task* task) {
   // cage is recycled after it: the result reaches the server first (the
   // recycling reads and resets counters, a few system calls), and the next
   // task's cage can only be asked for once the server has heard.
+  if (task->forget_container && options_.container) {
+    ForgetContainer(*options_.container, task->container);
+  }
   std::unique_ptr<TaskCage> cage = std::move(task->cage);
   DoneCallback done = std::move(task->done);
   TaskResult result = std::move(r);

@@ -61,6 +61,11 @@ struct Executor::Task {
   // The warm interpreter running this task's call (pid and pidfd are its
   // own for the call's length); null for a task of its own process.
   std::unique_ptr<WarmInterpreter> warm;
+  // Run in a container image: its name (ContainerRun::name) and image,
+  // whose digest and fetch error are read at its end; empty: none.
+  std::string container;
+  std::string image;
+  bool forget_container = false;  // killed: its record in podman's store stays
 };
 
 // The cage, output captures and spawn plan of one start; the plan points

@@ -119,6 +119,7 @@ Result<Executor::Command> Executor::MakeCommand(const TaskSpec& spec, const Task
   // by its execve ("command not found: ./x"): no parent-side checks.
   const std::string& cwd = spec.working_dir.empty() ? dirs.task : spec.working_dir;
   c.environment = BuildEnvironment(spec, dirs, account);
+  if (!spec.image.empty()) return MakeContainerCommand(spec, dirs, account, std::move(c));
   c.exe = spec.argv[0];
   if (c.exe.find('/') == std::string::npos) {
     std::string path_env = "/usr/local/bin:/usr/bin:/bin";
@@ -128,6 +129,49 @@ Result<Executor::Command> Executor::MakeCommand(const TaskSpec& spec, const Task
     ASSIGN_OR_RETURN(c.exe, commands_.Resolve(spec.argv[0], path_env, cwd));
   }
   return c;
+}
+
+Result<Executor::Command> Executor::MakeContainerCommand(const TaskSpec& spec, const TaskDirs& dirs,
+                                                         const TaskAccount* account,
+                                                         Command c) const {
+  if (!options_.container) {
+    return FailedPrecondition("task " + spec.id.ToString() + " has an image, and this worker " +
+                              "runs no containers");
+  }
+  const ContainerRuntime& runtime = *options_.container;
+  if (!spec.gpus.empty() && !runtime.gpus) {
+    return FailedPrecondition(
+        "this worker cannot give a container only its own GPUs (no CDI "
+        "spec of the NVIDIA container toolkit)");
+  }
+  ContainerRun run;
+  run.name = ContainerName(spec);
+  run.image = spec.image;
+  run.pull = spec.image_pull;
+  run.argv = spec.argv;
+  run.cwd = spec.working_dir.empty() ? dirs.task : spec.working_dir;
+  run.env = ContainerEnvironment(c.environment, base_env_, spec.gpus.size());
+  run.mounts = {dirs.task, dirs.checkpoint};
+  if (dirs.inputs.rfind(dirs.task + "/", 0) != 0) run.read_only_mounts.push_back(dirs.inputs);
+  if (account != nullptr) run.user.emplace(account->ids.uid, account->ids.gid);
+  run.gpus = spec.gpus;
+  run.private_network = spec.private_network;
+  ASSIGN_OR_RETURN(c.run_argv, ContainerCommand(runtime, run));
+  c.exe = c.run_argv[0];
+  c.image = spec.image;
+  // The start step and podman run as the worker, in its environment, with
+  // the worker's containers.conf.
+  c.environment.clear();
+  for (const auto& [k, v] : base_env_) {
+    if (k != "CONTAINERS_CONF" || runtime.conf.empty()) c.environment.push_back(k + "=" + v);
+  }
+  if (!runtime.conf.empty()) c.environment.push_back("CONTAINERS_CONF=" + runtime.conf);
+  return c;
+}
+
+std::string Executor::ContainerName(const TaskSpec& spec) const {
+  return "drover-" + std::to_string(getpid()) + "-" + spec.id.ToString() + "." +
+         std::to_string(spec.attempt);
 }
 
 void Executor::DiscardPrepared(TaskId id, uint32_t attempt) {

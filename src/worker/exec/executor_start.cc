@@ -34,7 +34,8 @@ bool SameLimits(const TaskSpec& made, const TaskSpec& spec) {
          made.max_pids == spec.max_pids && made.cores == spec.cores && made.gpus == spec.gpus &&
          made.output_cap_bytes == spec.output_cap_bytes && made.task_index == spec.task_index &&
          made.private_network == spec.private_network && made.io == spec.io &&
-         made.disk_bytes == spec.disk_bytes;
+         made.disk_bytes == spec.disk_bytes && made.image == spec.image &&
+         made.image_pull == spec.image_pull;
 }
 
 }  // namespace
@@ -95,10 +96,15 @@ std::unique_ptr<Executor::Parked> Executor::Park(const TaskSpec& spec, const Tas
   task->done = std::move(done);
   task->dirs = dirs;
   task->disk_limit = spec.disk_bytes;
+  if (!spec.image.empty()) {
+    task->container = ContainerName(spec);
+    task->image = spec.image;
+  }
 
   // A warm interpreter lives in the worker's network: a task that asked
   // for a network of its own starts its own process.
-  if (options_.warm_interpreters && !spec.private_network && WantsWarm(spec)) {
+  if (options_.warm_interpreters && !spec.private_network && spec.image.empty() &&
+      WantsWarm(spec)) {
     if (!command) {
       ASSIGN_OR_RETURN(Command made, MakeCommand(spec, dirs, account.get()));
       command = std::move(made);
@@ -184,6 +190,7 @@ Status Executor::MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Co
   cage_spec.max_pids = spec.max_pids;
   cage_spec.cores = spec.cores;
   cage_spec.gpus = spec.gpus;
+  cage_spec.container = !command.image.empty();
   if (spec.io.Any()) {
     Result<std::string> device = BlockDeviceOf(options_.workdir);
     if (!device.ok()) {
@@ -211,15 +218,20 @@ Status Executor::MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Co
     launch.out[i] = std::move(out).value();
   }
 
-  launch.argv.reserve(spec.argv.size() + 1);
-  for (const std::string& a : spec.argv) launch.argv.push_back(const_cast<char*>(a.c_str()));
+  const std::vector<std::string>& argv = command.run_argv.empty() ? spec.argv : command.run_argv;
+  launch.argv.reserve(argv.size() + 1);
+  for (const std::string& a : argv) launch.argv.push_back(const_cast<char*>(a.c_str()));
   launch.argv.push_back(nullptr);
   launch.envp.reserve(command.environment.size() + 1);
   for (const std::string& e : command.environment) {
     launch.envp.push_back(const_cast<char*>(e.c_str()));
   }
   launch.envp.push_back(nullptr);
-  launch.cwd = spec.working_dir.empty() ? dirs.task : spec.working_dir;
+  // A container's start runs where podman is at home; the working
+  // directory is the container's (--workdir).
+  launch.cwd = !command.image.empty()     ? "/"
+               : spec.working_dir.empty() ? dirs.task
+                                          : spec.working_dir;
 
   SpawnPlan& plan = launch.plan;
   plan.path = command.exe.c_str();
@@ -238,6 +250,12 @@ Status Executor::MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Co
       if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
     }
     plan.cpus = set;
+  }
+  if (!command.image.empty()) {
+    // Rootful podman starts it; the program inside runs as the account
+    // (--user) in a network of its own where asked (--network none).
+    plan.display_name = "podman (image " + spec.image + ")";
+    return Status::Ok();
   }
   if (account != nullptr) plan.user = account->ids;
   plan.private_network = spec.private_network;

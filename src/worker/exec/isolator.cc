@@ -73,8 +73,9 @@ class NoIsolator final : public Isolator {
  public:
   IsolationMode mode() const override { return IsolationMode::kNone; }
   Result<std::unique_ptr<TaskCage>> CreateCage(const CageSpec& spec) override {
-    if (spec.io.Any()) {
-      return FailedPrecondition("disk I/O limits need cgroups; this worker's isolation is none");
+    if (spec.io.Any() || spec.container) {
+      return FailedPrecondition(std::string(spec.container ? "containers" : "disk I/O limits") +
+                                " need cgroups; this worker's isolation is none");
     }
     return std::unique_ptr<TaskCage>(new NoCage());
   }

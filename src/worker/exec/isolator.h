@@ -62,6 +62,11 @@ struct CageSpec {
   // (The memory it holds stays charged where it was charged: kernels since
   // 6.x move no charges between cgroups.)
   bool holding = false;
+  // A container runtime will make cgroups of its own under the cage's
+  // (container.h): the cage has a cgroup in every hierarchy, its kill and
+  // removal reach the cgroups below. Only where the isolator nests them
+  // (cgroup v1); others refuse such a cage.
+  bool container = false;
 };
 
 // How long TaskCage::Freeze waits for the kernel to report a cage stopped.

@@ -43,6 +43,8 @@ constexpr int64_t kNoDeadline = INT64_MAX;
 
 constexpr int kMaxRoots = 8;
 constexpr size_t kMaxPath = 4096;
+constexpr int kMaxThenArgs = 16;
+constexpr int kMaxThenVars = 8;
 // Process groups watched at once; more are not watched (a worker runs far
 // fewer tasks at a time).
 constexpr size_t kMaxWatched = 1 << 16;
@@ -55,6 +57,10 @@ struct ChildArgs {
   Reaper::Shared* shared = nullptr;  // MAP_SHARED with the worker
   int roots = 0;
   char root[kMaxRoots][kMaxPath] = {};
+  int then_args = 0;
+  char then[kMaxThenArgs][kMaxPath] = {};
+  int then_vars = 0;
+  char then_env[kMaxThenVars][kMaxPath] = {};
 };
 
 struct Watched {
@@ -153,6 +159,40 @@ void KillBelow(char* path, size_t len, int depth) {
     }
   }
   close(dir);
+}
+
+// Whether the cgroup at `path` (of length `len`) or one below it, at most
+// `depth` levels down, lists a process.
+bool AnyListed(char* path, size_t len, int depth) {
+  if (Append(path, len, "/cgroup.procs")) {
+    char c = 0;
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    path[len] = '\0';
+    if (fd >= 0) {
+      const ssize_t n = read(fd, &c, 1);
+      close(fd);
+      if (n > 0) return true;
+    }
+  }
+  if (depth == 0) return false;
+  const int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return false;
+  bool any = false;
+  alignas(8) char buf[4096];
+  while (!any) {
+    const long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
+    if (n <= 0) break;
+    for (long at = 0; at < n && !any;) {
+      const auto* e = reinterpret_cast<const LinuxDirent64*>(buf + at);
+      at += e->reclen;
+      if (e->type != DT_DIR || e->name[0] == '.') continue;
+      if (!Append(path, len, "/") || !Append(path, len + 1, e->name)) continue;
+      any = AnyListed(path, len + 1 + Length(e->name), depth - 1);
+      path[len] = '\0';
+    }
+  }
+  close(dir);
+  return any;
 }
 
 // Kills every process in the cgroup tree at `root`.
@@ -309,13 +349,35 @@ void KillAll(const ChildArgs& args, const Watched* watched, size_t count) {
     }
   }
   KillAll(args, watched, count);
+  if (args.then_args > 0) {
+    // The last program (a container runtime's cleanup) looks at what is
+    // left: it runs once the killed have left the trees (at most ~5 s; the
+    // v1 hierarchies have no event for a cgroup becoming empty).
+    for (int tries = 0; tries < 500; ++tries) {
+      bool any = false;
+      for (int i = 0; i < args.roots && !any; ++i) {
+        char path[kMaxPath + 64];
+        const size_t len = Length(args.root[i]);
+        memcpy(path, args.root[i], len + 1);
+        any = AnyListed(path, len, 8);
+      }
+      if (!any) break;
+      poll(nullptr, 0, 10);
+    }
+    char* argv[kMaxThenArgs + 1] = {};
+    char* envp[kMaxThenVars + 1] = {};
+    for (int i = 0; i < args.then_args; ++i) argv[i] = const_cast<char*>(args.then[i]);
+    for (int i = 0; i < args.then_vars; ++i) envp[i] = const_cast<char*>(args.then_env[i]);
+    execve(argv[0], argv, envp);
+  }
   _exit(0);
 }
 
 }  // namespace
 
 Result<std::unique_ptr<Reaper>> Reaper::Start(const std::vector<std::string>& cgroup_roots,
-                                              int keep_fd) {
+                                              int keep_fd, const std::vector<std::string>& then,
+                                              const std::vector<std::string>& then_env) {
   if (cgroup_roots.size() > static_cast<size_t>(kMaxRoots)) {
     return InvalidArgument("the reaper takes at most " + std::to_string(kMaxRoots) +
                            " cgroup roots");
@@ -324,6 +386,20 @@ Result<std::unique_ptr<Reaper>> Reaper::Start(const std::vector<std::string>& cg
   for (const std::string& root : cgroup_roots) {
     if (root.size() >= 4000) return InvalidArgument("cgroup root too long: " + root);
     memcpy(args->root[args->roots++], root.c_str(), root.size() + 1);
+  }
+  if (then.size() > static_cast<size_t>(kMaxThenArgs) ||
+      then_env.size() > static_cast<size_t>(kMaxThenVars)) {
+    return InvalidArgument("the reaper's last program takes at most " +
+                           std::to_string(kMaxThenArgs) + " arguments and " +
+                           std::to_string(kMaxThenVars) + " variables");
+  }
+  for (const std::string& a : then) {
+    if (a.size() >= 4000) return InvalidArgument("argument too long for the reaper: " + a);
+    memcpy(args->then[args->then_args++], a.c_str(), a.size() + 1);
+  }
+  for (const std::string& v : then_env) {
+    if (v.size() >= 4000) return InvalidArgument("variable too long for the reaper: " + v);
+    memcpy(args->then_env[args->then_vars++], v.c_str(), v.size() + 1);
   }
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {

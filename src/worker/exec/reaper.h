@@ -70,8 +70,15 @@ class Reaper {
   // is killed at the worker's death (at most 8, each under 4000 bytes).
   // `keep_fd`: a descriptor the reaper keeps open (-1: none). Fails when
   // the socket pair or the fork fails, or the roots are too many or long.
+  // `then`: a program (absolute path first) the reaper becomes once it has
+  // killed the trees at the worker's death, with `then_env` as its whole
+  // environment ("K=V"; at most 16 arguments and 8 variables, each under
+  // 4000 bytes): the removal of the containers the runtime still lists
+  // as running (their processes were in the trees).
   static Result<std::unique_ptr<Reaper>> Start(const std::vector<std::string>& cgroup_roots,
-                                               int keep_fd);
+                                               int keep_fd,
+                                               const std::vector<std::string>& then = {},
+                                               const std::vector<std::string>& then_env = {});
   // A page shared with the reaper.
   struct Shared {
     uint32_t fences = 0;  // deadlines that passed (tasks killed), atomic

@@ -184,6 +184,39 @@ TEST(ReaperTest, TheWorkersDeathWritesCgroupKillOfAV2Tree) {
   EXPECT_EQ(ReadFile(root + "/cgroup.kill"), "1");
 }
 
+// At the worker's death, once the trees are killed and empty, the reaper
+// becomes its last program (a container runtime's cleanup) with only the
+// environment it was given; a worker that stops cleanly runs nothing.
+TEST(ReaperTest, TheWorkersDeathEndsInTheLastProgramAndACleanStopDoesNot) {
+  TempDir dir;
+  const std::string root = dir.path() + "/w2";
+  std::filesystem::create_directories(root + "/7.1.1");
+  Put(root + "/cgroup.kill", "");
+  const std::string said = dir.path() + "/said";
+  const std::vector<std::string> then = {"/bin/sh", "-c", "echo \"$WORD $0\" > \"$1\"", "cleaned",
+                                         said};
+  pid_t reaper_pid = -1;
+  {
+    FakeWorker worker([&]() -> pid_t {
+      auto reaper = Reaper::Start({root}, -1, then, {"WORD=containers"});
+      return reaper.ok() ? (*reaper).release()->pid() : -1;
+    });
+    ASSERT_TRUE(worker.ready());
+    reaper_pid = worker.reaper();
+  }
+  ASSERT_TRUE(EndsWithin(reaper_pid, seconds(10)));
+  EXPECT_EQ(ReadFile(root + "/cgroup.kill"), "1");
+  EXPECT_EQ(ReadFile(said), "containers cleaned\n");
+
+  std::filesystem::remove(said);
+  {
+    auto reaper = Reaper::Start({root}, -1, then, {"WORD=containers"});
+    ASSERT_TRUE(reaper.ok()) << reaper.status().ToString();
+  }  // stopped cleanly: a goodbye, and the reaper exits without more
+  EXPECT_FALSE(std::filesystem::exists(said));
+  EXPECT_FALSE(Reaper::Start({root}, -1, std::vector<std::string>(17, "x")).ok());
+}
+
 TEST(ReaperTest, ADeadReaperIsReportedWhenTold) {
   auto reaper = Reaper::Start({}, -1);
   ASSERT_TRUE(reaper.ok());

@@ -27,8 +27,9 @@ class RlimitIsolator final : public Isolator {
  public:
   IsolationMode mode() const override { return IsolationMode::kRlimit; }
   Result<std::unique_ptr<TaskCage>> CreateCage(const CageSpec& spec) override {
-    if (spec.io.Any()) {
-      return FailedPrecondition("disk I/O limits need cgroups; this worker's isolation is rlimit");
+    if (spec.io.Any() || spec.container) {
+      return FailedPrecondition(std::string(spec.container ? "containers" : "disk I/O limits") +
+                                " need cgroups; this worker's isolation is rlimit");
     }
     return std::unique_ptr<TaskCage>(new RlimitCage(spec));
   }

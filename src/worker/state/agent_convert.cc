@@ -105,6 +105,8 @@ core::WorkerUtilization ToCoreUtilization(const Utilization& sample) {
   spec.private_network = assignment.private_network;
   spec.io = assignment.io;
   spec.disk_bytes = assignment.disk_bytes;
+  spec.image = assignment.image;
+  spec.image_pull = assignment.image_pull;
   return spec;
 }
 
@@ -123,6 +125,7 @@ core::TaskOutcome ToOutcome(const TaskResult& result) {
   out.usage.io_write_bytes = result.io_write_bytes;
   out.result = result.result_text;
   out.reason = result.disk_error;
+  out.image_digest = result.image_digest;
   if (result.stopped_for_disk) {
     // No exit status of the program's own: the reason says why it ended
     // ("disk: 21.3 GiB written under its directory, more than disk 20 GiB").
