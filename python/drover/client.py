@@ -156,6 +156,10 @@ job, a job id (12) or a task id ("12.3")."""
 # tasks come in pages of this many.
 _PAGE = 1000
 
+# When a worker pulls a task's image= (image_pull=): when its store lacks
+# it, every time, or never (only images it already has).
+_IMAGE_PULL = ("missing", "always", "never")
+
 
 def _deadline(timeout: Optional[float]) -> Optional[float]:
     return None if timeout is None else time.monotonic() + timeout
@@ -270,6 +274,8 @@ def _task_spec(
     cache: bool = False,
     code: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
     network: Optional[str] = None,
+    image: Optional[str] = None,
+    image_pull: Optional[str] = None,
     disk: Optional[Union[int, str]] = None,
     io_read_bps: Optional[Union[int, str]] = None,
     io_write_bps: Optional[Union[int, str]] = None,
@@ -299,6 +305,14 @@ def _task_spec(
         spec["replicas"] = replicas
     if network is not None:
         spec["network"] = network
+    if image is not None:
+        spec["image"] = image
+    if image_pull is not None:
+        if image_pull not in _IMAGE_PULL:
+            raise ValueError(
+                f'image_pull: want "missing", "always" or "never", got {image_pull!r}'
+            )
+        spec["image_pull"] = image_pull
     if disk is not None:
         spec["disk"] = disk
     if io_read_bps is not None:
@@ -493,6 +507,8 @@ class Client:
         cache: bool = False,
         code: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
         network: Optional[str] = None,
+        image: Optional[str] = None,
+        image_pull: Optional[str] = None,
         disk: Optional[Union[int, str]] = None,
         io_read_bps: Optional[Union[int, str]] = None,
         io_write_bps: Optional[Union[int, str]] = None,
@@ -515,7 +531,14 @@ class Client:
         files (paths or globs, hashed here) while its outputs are held: it
         then succeeds without running (``task.info().outcome.cached_from``);
         ``network="none"`` runs it in a network of its own with only
-        loopback (only on workers that can make one); ``disk="20GiB"`` is
+        loopback (only on workers that can make one);
+        ``image="docker.io/library/python:3.12"`` runs it inside that OCI
+        image (only on workers with a container runtime), its directory
+        mounted at the same path, and ``image_pull`` says when the worker
+        pulls it: ``"missing"`` (default: when its store lacks it),
+        ``"always"`` or ``"never"`` (only an image it already has, for
+        networks that cannot reach a registry; any other value raises
+        ValueError here); ``disk="20GiB"`` is
         the most its directory may hold (placed only where that much is
         free, stopped and failed past it); ``io_read_bps`` and
         ``io_write_bps`` (``"10MiB"`` or bytes per second) and ``io_weight``
@@ -530,8 +553,8 @@ class Client:
                  gpu_type=gpu_type, labels=labels, counters=counters, env=env, retries=retries,
                  retry_backoff=retry_backoff, timeout=timeout, priority=priority,
                  max_output=max_output, input_files=input_files, replicas=replicas, cache=cache,
-                 code=code, network=network, disk=disk, io_read_bps=io_read_bps,
-                 io_write_bps=io_write_bps, io_weight=io_weight)
+                 code=code, network=network, image=image, image_pull=image_pull, disk=disk,
+                 io_read_bps=io_read_bps, io_write_bps=io_write_bps, io_weight=io_weight)
         job._pending = self._submitter.submit(job.spec())
         return Task(self, job=job)
 
@@ -1042,6 +1065,8 @@ class Job:
         cache: bool = False,
         code: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
         network: Optional[str] = None,
+        image: Optional[str] = None,
+        image_pull: Optional[str] = None,
         disk: Optional[Union[int, str]] = None,
         io_read_bps: Optional[Union[int, str]] = None,
         io_write_bps: Optional[Union[int, str]] = None,
@@ -1060,6 +1085,8 @@ class Job:
         ``max_output``: the most its outputs may add up to (``"2GiB"``).
         ``replicas``: copies of its outputs to keep, each on its own worker
         (1 to 4; with 2, losing one worker loses none of its work).
+        ``image`` (the OCI image it runs in) and ``image_pull``: as in
+        :meth:`Client.submit`.
         """
         return self._add(command, None, name, after, _task_spec_args(locals()))
 
@@ -1089,6 +1116,8 @@ class Job:
         cache: bool = False,
         code: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None,
         network: Optional[str] = None,
+        image: Optional[str] = None,
+        image_pull: Optional[str] = None,
         disk: Optional[Union[int, str]] = None,
         io_read_bps: Optional[Union[int, str]] = None,
         io_write_bps: Optional[Union[int, str]] = None,
@@ -1297,8 +1326,8 @@ def _flush_at_exit() -> None:
 def _task_spec_args(scope: Dict[str, Any]) -> Dict[str, Any]:
     keys = ("cpus", "mem", "gpus", "gpu_mem", "gpu_type", "labels", "counters", "env",
             "retries", "retry_backoff", "timeout", "priority", "max_output", "inputs",
-            "input_files", "replicas", "cache", "code", "network", "disk", "io_read_bps",
-            "io_write_bps", "io_weight")
+            "input_files", "replicas", "cache", "code", "network", "image", "image_pull", "disk",
+            "io_read_bps", "io_write_bps", "io_weight")
     return {k: scope[k] for k in keys}
 
 

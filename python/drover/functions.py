@@ -70,7 +70,8 @@ except ImportError:  # pragma: no cover - depends on the machine
 _RESOURCE_KEYS = ("cpus", "mem", "gpus", "gpu_mem", "gpu_type", "labels", "counters",
                   "retries", "retry_backoff", "timeout", "priority", "max_output", "env",
                   "python", "name", "user", "warm", "preload", "max_calls", "fresh", "cache",
-                  "code", "network", "disk", "io_read_bps", "io_write_bps", "io_weight")
+                  "code", "network", "image", "image_pull", "disk", "io_read_bps",
+                  "io_write_bps", "io_weight")
 
 
 class RemoteError(DroverError):

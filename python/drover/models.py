@@ -63,6 +63,9 @@ class Outcome:
     # them; None where not counted (cgroup v1 without disk I/O limits).
     io_read_bytes: Optional[int] = None
     io_write_bytes: Optional[int] = None
+    # The digest ("sha256:...") of the container image the worker ran this
+    # attempt in (TaskInfo.image names it); None for a task without one.
+    image_digest: Optional[str] = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Outcome":
@@ -79,6 +82,7 @@ class Outcome:
             cached_from=str(d["cached_from"]) if d.get("cached_from") else None,
             io_read_bytes=int(d["io_read_bytes"]) if "io_read_bytes" in d else None,
             io_write_bytes=int(d["io_write_bytes"]) if "io_write_bytes" in d else None,
+            image_digest=str(d["image_digest"]) if d.get("image_digest") else None,
         )
 
 
@@ -115,6 +119,10 @@ class TaskInfo:
     # checkpoint files (a job's contents are its user's, admins' and
     # viewers'; docs/guide.md, "Users, roles and the audit log").
     contents_hidden: bool = False
+    # The OCI image it runs in, as submitted (image=,
+    # "docker.io/library/python:3.12"); None: on the worker's own system.
+    # The digest an attempt ran is its outcome's image_digest.
+    image: Optional[str] = None
 
     @property
     def done(self) -> bool:
@@ -147,7 +155,15 @@ class TaskInfo:
                   for g in d.get("gpus", [])],
             explain=str(d.get("explain", "")),
             contents_hidden=bool(d.get("contents_hidden", False)),
+            image=_image(d),
         )
+
+
+def _image(task: Mapping[str, Any]) -> Optional[str]:
+    # Beside "network" and "disk" in the task's JSON; also taken from its
+    # outcome, beside "image_digest", when only that has it.
+    image = task.get("image") or (task.get("outcome") or {}).get("image")
+    return str(image) if image else None
 
 
 @dataclasses.dataclass(frozen=True)

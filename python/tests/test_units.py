@@ -9,7 +9,7 @@ import json
 import os
 import tempfile
 import unittest
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import drover
 from drover import _connection, _events, client, errors
@@ -234,6 +234,73 @@ class SpecTest(unittest.TestCase):
         self.assertEqual(spec["task"][1]["io_weight"], 200)
         self.assertEqual(spec["task"][1]["disk"], "20GiB")
         self.assertEqual(spec["task"][2]["io_read_bps"], 50 << 20)
+
+    def test_container_image(self) -> None:
+        c = drover.Client("h:1", token="t", tls=False)
+        job = c.job("boxed")
+        job.task(["true"], name="plain")
+        job.task(["true"], name="boxed", image="docker.io/library/python:3.12")
+        job.array(["true"], range(2), name="offline", image="localhost/tools:1",
+                  image_pull="never")
+        spec = job.spec()
+        for key in ("image", "image_pull"):
+            self.assertNotIn(key, spec["task"][0])
+        self.assertEqual(spec["task"][1]["image"], "docker.io/library/python:3.12")
+        self.assertNotIn("image_pull", spec["task"][1])  # the server's default: "missing"
+        self.assertEqual(spec["task"][2]["image"], "localhost/tools:1")
+        self.assertEqual(spec["task"][2]["image_pull"], "never")
+        for pull in ("missing", "always"):
+            job.task(["true"], name=pull, image="x", image_pull=pull)
+            self.assertEqual(job.spec()["task"][-1]["image_pull"], pull)
+        with self.assertRaisesRegex(ValueError, 'image_pull: want "missing", "always" or '
+                                                '"never", got \'sometimes\''):
+            job.task(["true"], name="bad", image="x", image_pull="sometimes")
+        self.assertNotIn("bad", [t["id"] for t in job.spec()["task"]])
+
+    def test_submit_passes_the_image_on(self) -> None:
+        c = drover.Client("h:1", token="t", tls=False)
+        sent: List[Dict[str, Any]] = []
+        c._submitter.submit = lambda body: sent.append(body)  # type: ignore[method-assign]
+        c.submit(["true"], name="boxed", image="docker.io/library/python:3.12",
+                 image_pull="always")
+        self.assertEqual(sent[0]["task"][0]["image"], "docker.io/library/python:3.12")
+        self.assertEqual(sent[0]["task"][0]["image_pull"], "always")
+        with self.assertRaisesRegex(ValueError, "image_pull"):
+            c.submit(["true"], image="x", image_pull="Never")
+        self.assertEqual(len(sent), 1)
+
+    def test_functions_take_an_image(self) -> None:
+        from drover import functions
+        c = drover.Client("h:1", token="t", tls=False)
+        ex = functions.Executor(c, image="docker.io/library/python:3.12", image_pull="never")
+        self.assertEqual(ex._defaults["image"], "docker.io/library/python:3.12")
+        self.assertEqual(ex._defaults["image_pull"], "never")
+        ex.shutdown()
+        drover.function(image="docker.io/library/python:3.12", image_pull="always")
+        with self.assertRaisesRegex(TypeError, "unknown argument"):
+            functions.Executor(c, image_puller="never")
+
+    def test_a_task_says_which_image_it_ran_in(self) -> None:
+        from drover.models import Outcome, TaskInfo
+        base = {"exit_code": 0, "signal": 0, "oom_killed": False, "wall_ms": 1, "cpu_ms": 0,
+                "peak_mem_bytes": 0, "result": ""}
+        self.assertIsNone(Outcome.from_json(base).image_digest)
+        digest = "sha256:" + "ab" * 32
+        self.assertEqual(Outcome.from_json({**base, "image_digest": digest}).image_digest, digest)
+        plain = TaskInfo.from_json({"id": "12.0", "state": "succeeded", "outcome": base})
+        self.assertIsNone(plain.image)
+        assert plain.outcome is not None
+        self.assertIsNone(plain.outcome.image_digest)
+        boxed = TaskInfo.from_json({"id": "12.1", "state": "succeeded",
+                                    "image": "docker.io/library/python:3.12",
+                                    "outcome": {**base, "image_digest": digest}})
+        self.assertEqual(boxed.image, "docker.io/library/python:3.12")
+        assert boxed.outcome is not None
+        self.assertEqual(boxed.outcome.image_digest, digest)
+        queued = TaskInfo.from_json({"id": "12.2", "state": "queued", "outcome": None,
+                                     "image": "localhost/tools:1"})
+        self.assertEqual(queued.image, "localhost/tools:1")
+        self.assertIsNone(queued.outcome)
 
 
 class ErrorMappingTest(unittest.TestCase):

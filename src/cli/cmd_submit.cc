@@ -297,6 +297,13 @@ void AddSubmitCommand(CLI::App& root, int& exit_code) {
   submit->add_option("--network", s->spec.network,
                      "host (default: the worker's network) or none (a network of its own with "
                      "only loopback; runs only on workers that can make one)");
+  submit->add_option("--image", s->spec.image,
+                     "The container image the task runs in: docker.io/library/python:3.12 "
+                     "(runs only on workers with podman; its directory is mounted at the same "
+                     "path)");
+  submit->add_option("--image-pull", s->spec.image_pull,
+                     "When a worker fetches the image: missing (default: when it lacks it), "
+                     "always, or never (only what it has)");
   submit->add_option("--disk", s->spec.disk,
                      "The most the task's directory may hold: 20GiB (placed only where that much "
                      "is free; stopped, failed, past it)");

@@ -22,7 +22,9 @@
 #include "net/fd_limit.h"
 #include "worker/agent/agent.h"
 #include "worker/desktop/input_source.h"
+#include "worker/exec/container.h"
 #include "worker/exec/host_features.h"
+#include "worker/exec/isolator.h"
 #include "worker/exec/task_account.h"
 
 namespace drover::cli {
@@ -232,6 +234,24 @@ int RunWorker(WorkerFlags& flags) {
                       : "are not placed here (it may not create network namespaces: it is not "
                         "root, and the kernel allows it no user namespace)")
               << std::endl;
+    {
+      // The isolation it would use decides whether containers can nest in
+      // its cgroups: made and dropped again, as the worker would at start.
+      worker::IsolatorOptions isolation;
+      Result<worker::IsolationMode> mode = worker::ParseIsolationMode(config.isolation);
+      if (mode.ok()) isolation.mode = *mode;
+      Result<std::unique_ptr<worker::Isolator>> isolator = worker::MakeIsolator(isolation);
+      Result<worker::ContainerRuntime> runtime =
+          isolator.ok() ? worker::FindContainerRuntime((*isolator)->mode(), config.workdir,
+                                                       /*check_only=*/true)
+                        : Result<worker::ContainerRuntime>(isolator.status());
+      std::cout << "drover: tasks with an image "
+                << (runtime.ok() ? "run here through " + runtime->description +
+                                       (runtime->gpus ? " (GPUs through CDI)"
+                                                      : " (not with GPUs: no CDI spec)")
+                                 : "are not placed here: " + runtime.status().message())
+                << std::endl;
+    }
     if (config.desktop) {
       Result<std::unique_ptr<worker::InputSource>> input =
           worker::MakeInputSource(config.idle_source);

@@ -112,6 +112,8 @@ Result<std::string> BuildSubmitBody(const SubmitFlags& flags) {
   if (!flags.timeout.empty()) task["timeout"] = flags.timeout;
   if (!flags.max_output.empty()) task["max_output"] = flags.max_output;
   if (!flags.network.empty()) task["network"] = flags.network;
+  if (!flags.image.empty()) task["image"] = flags.image;
+  if (!flags.image_pull.empty()) task["image_pull"] = flags.image_pull;
   if (!flags.disk.empty()) task["disk"] = flags.disk;
   if (!flags.io_read_bps.empty()) task["io_read_bps"] = flags.io_read_bps;
   if (!flags.io_write_bps.empty()) task["io_write_bps"] = flags.io_write_bps;

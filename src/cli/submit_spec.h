@@ -29,6 +29,8 @@ struct SubmitFlags {
   std::string io_read_bps;   // "50MiB": disk reads per second (job files' `io_read_bps`)
   std::string io_write_bps;  // "10MiB": disk writes per second
   int io_weight = -1;        // 1-10000: its share of the disk; -1: none given
+  std::string image;         // the container image it runs in (job files' `image`)
+  std::string image_pull;    // "missing", "always", "never" (job files' `image_pull`)
   // Local files for the task's directory (--input); uploaded before the
   // submit (upload_inputs.h).
   std::vector<std::string> inputs;

@@ -111,6 +111,30 @@ TEST(SubmitSpecTest, ErrorsNameTheFlag) {
   EXPECT_FALSE(BuildSubmitBody(f).ok());
 }
 
+TEST(SubmitSpecTest, ImageFlagsBecomeTheTasksKeysAndErrorsNameTheFlag) {
+  SubmitFlags f;
+  f.command = {"python", "train.py"};
+  f.image = "docker.io/pytorch/pytorch:2.3";
+  f.image_pull = "never";
+  Result<std::string> body = BuildSubmitBody(f);
+  ASSERT_TRUE(body.ok()) << body.status().ToString();
+  for (const char* want :
+       {"\"image\":\"docker.io/pytorch/pytorch:2.3\"", "\"image_pull\":\"never\""}) {
+    EXPECT_NE(body->find(want), std::string::npos) << want << " in " << *body;
+  }
+  f.image_pull = "daily";
+  body = BuildSubmitBody(f);
+  ASSERT_FALSE(body.ok());
+  EXPECT_EQ(body.status().message().rfind("--image-pull: unknown image_pull \"daily\"", 0), 0u)
+      << body.status().message();
+  f.image_pull.clear();
+  f.image = "-it";
+  body = BuildSubmitBody(f);
+  ASSERT_FALSE(body.ok());
+  EXPECT_EQ(body.status().message().rfind("--image: \"-it\" starts with '-'", 0), 0u)
+      << body.status().message();
+}
+
 TEST(SubmitSpecTest, NetworkAndDiskIoFlagsBecomeTheTasksKeysAndErrorsNameTheFlag) {
   SubmitFlags f;
   f.command = {"true"};

@@ -214,6 +214,12 @@ std::string TaskView(const json& task, int64_t now_ms) {
   }
   row("gpus", gpus);
   if (std::string isolation = IsolationText(task); !isolation.empty()) row("isolation", isolation);
+  if (const std::string image = Str(task, "image"); !image.empty()) {
+    // With the digest of what the latest attempt ran, once one ran.
+    const json& ran = task.value("outcome", json());
+    const std::string digest = ran.is_object() ? Str(ran, "image_digest") : "";
+    row("image", image + (digest.empty() ? "" : " (" + digest + ")"));
+  }
   const json outcome = task.value("outcome", json());
   if (outcome.is_object()) {
     const int64_t signal = Int(outcome, "signal", 0);
