@@ -81,6 +81,21 @@ std::string FreezerState(pid_t pid) {
   return "";
 }
 
+// The v1 freezer cgroup a worker of pid `pid` started in this process's
+// cgroup makes for its tasks (cgroup_v1.cc: <current>/drover/w<pid>).
+std::string FreezerTreeOf(pid_t pid) {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t at = line.find(":freezer:");
+    if (at == std::string::npos) continue;
+    std::string current = line.substr(at + 9);
+    if (current == "/") current.clear();
+    return "/sys/fs/cgroup/freezer" + current + "/drover/w" + std::to_string(pid);
+  }
+  return "";
+}
+
 class ContainerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -306,6 +321,9 @@ TEST_F(ContainerTest, AWorkerKilledWithKillNineLeavesNoContainerRunning) {
   // then has podman forget it.
   EXPECT_TRUE(Eventually([&] { return ProcessesRunning({"sleep", "1003"}).empty(); }));
   EXPECT_TRUE(Eventually([&] { return listed().empty(); })) << listed();
+  // And removes the worker's cgroups, the container's below them.
+  EXPECT_TRUE(Eventually([&] { return access(FreezerTreeOf(w.pid()).c_str(), F_OK) != 0; }))
+      << FreezerTreeOf(w.pid());
 }
 
 TEST_F(ContainerTest, AnImageTheWorkerLacksFailsTheAttemptAndNoRuntimeMeansNotPlaced) {

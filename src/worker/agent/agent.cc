@@ -223,11 +223,10 @@ Status Agent::Impl::Init() {
   } else {
     spdlog::info("worker {}: runs no tasks with an image: {}", name_, runtime.status().message());
   }
-  // One tree suffices for the reaper: cgroup v1 lists the same processes
-  // in each hierarchy, and the first (freezer) can be frozen.
-  ASSIGN_OR_RETURN(reaper_,
-                   Reaper::Start(roots.empty() ? roots : std::vector<std::string>{roots[0]},
-                                 life_->lock_fd(), cleanup, cleanup_env));
+  // Every hierarchy's tree: the reaper kills what each lists (cgroup v1
+  // lists the same processes in each; the freezer's is frozen first), then
+  // removes them all once empty.
+  ASSIGN_OR_RETURN(reaper_, Reaper::Start(roots, life_->lock_fd(), cleanup, cleanup_env));
 
   ExecutorOptions options;
   options.workdir = config_.workdir;

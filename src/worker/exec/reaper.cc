@@ -195,6 +195,31 @@ bool AnyListed(char* path, size_t len, int depth) {
   return any;
 }
 
+// Removes the cgroups below `path` (of length `len`), deepest first, and
+// `path` itself: only empty ones go (rmdir), whatever is left stays.
+void RemoveTree(char* path, size_t len, int depth) {
+  if (depth > 0) {
+    const int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+      alignas(8) char buf[4096];
+      for (;;) {
+        const long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
+        if (n <= 0) break;
+        for (long at = 0; at < n;) {
+          const auto* e = reinterpret_cast<const LinuxDirent64*>(buf + at);
+          at += e->reclen;
+          if (e->type != DT_DIR || e->name[0] == '.') continue;
+          if (!Append(path, len, "/") || !Append(path, len + 1, e->name)) continue;
+          RemoveTree(path, len + 1 + Length(e->name), depth - 1);
+          path[len] = '\0';
+        }
+      }
+      close(dir);
+    }
+  }
+  rmdir(path);
+}
+
 // Kills every process in the cgroup tree at `root`.
 void KillTree(const char* root) {
   char path[kMaxPath + 64];
@@ -349,21 +374,27 @@ void KillAll(const ChildArgs& args, const Watched* watched, size_t count) {
     }
   }
   KillAll(args, watched, count);
-  if (args.then_args > 0) {
-    // The last program (a container runtime's cleanup) looks at what is
-    // left: it runs once the killed have left the trees (at most ~5 s; the
-    // v1 hierarchies have no event for a cgroup becoming empty).
-    for (int tries = 0; tries < 500; ++tries) {
-      bool any = false;
-      for (int i = 0; i < args.roots && !any; ++i) {
-        char path[kMaxPath + 64];
-        const size_t len = Length(args.root[i]);
-        memcpy(path, args.root[i], len + 1);
-        any = AnyListed(path, len, 8);
-      }
-      if (!any) break;
-      poll(nullptr, 0, 10);
+  // Once the killed have left the trees (at most ~5 s; the v1 hierarchies
+  // have no event for a cgroup becoming empty), the trees go, and the last
+  // program (a container runtime's cleanup) sees nothing running.
+  for (int tries = 0; args.roots > 0 && tries < 500; ++tries) {
+    bool any = false;
+    for (int i = 0; i < args.roots && !any; ++i) {
+      char path[kMaxPath + 64];
+      const size_t len = Length(args.root[i]);
+      memcpy(path, args.root[i], len + 1);
+      any = AnyListed(path, len, 8);
     }
+    if (!any) break;
+    poll(nullptr, 0, 10);
+  }
+  for (int i = 0; i < args.roots; ++i) {
+    char path[kMaxPath + 64];
+    const size_t len = Length(args.root[i]);
+    memcpy(path, args.root[i], len + 1);
+    RemoveTree(path, len, 8);
+  }
+  if (args.then_args > 0) {
     char* argv[kMaxThenArgs + 1] = {};
     char* envp[kMaxThenVars + 1] = {};
     for (int i = 0; i < args.then_args; ++i) argv[i] = const_cast<char*>(args.then[i]);

@@ -17,7 +17,10 @@
 //                   be another's by then; only on a kernel without pidfds,
 //                   before 5.3, is a group killed by number unchecked) and to every
 //                   process in the cgroup trees it was given (cgroup.kill
-//                   on cgroup v2; freeze, kill, thaw on v1), then exits;
+//                   on cgroup v2; freeze, kill, thaw on v1), waits (at
+//                   most ~5 s) until the trees are empty, removes them
+//                   (each empty cgroup, deepest first), runs its last
+//                   program if it was given one (Start's `then`), and exits;
 //   the destructor  the worker stops cleanly (its tasks were killed
 //                   already): a goodbye, then end of file, and the reaper
 //                   exits without killing anything.
