@@ -106,6 +106,11 @@ Result<ContainerRuntime> FindContainerRuntime(IsolationMode isolation, const std
         std::string("isolation is ") + std::string(IsolationModeName(isolation)) +
         "; containers run in the task's cgroups on cgroup v1 workers only for now");
   }
+  if (workdir.find_first_of(":,") != std::string::npos) {
+    // podman's --volume takes SOURCE:TARGET:OPTIONS.
+    return FailedPrecondition("the work directory " + workdir +
+                              " holds ':' or ',', which a container mount cannot name");
+  }
   ContainerRuntime rt;
   rt.podman = FindOnPath("podman");
   if (rt.podman.empty()) {

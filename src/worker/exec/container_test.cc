@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -150,6 +151,26 @@ TEST(ContainerTest, TheEndReadsTheDigestAndOnExit125WhyTheImageCouldNotBeHad) {
   // 125 from the program itself, with no fetch error: its own exit code.
   end = CollectContainerEnd(rt, "c1", "debian:12", 125);
   EXPECT_EQ(end.start_error, "");
+}
+
+// What keeps a worker from running containers, said as a person reads it
+// in `drover worker --check`.
+TEST(ContainerTest, AWorkerThatCannotRunContainersSaysWhy) {
+  if (geteuid() != 0) {
+    Result<ContainerRuntime> rt = FindContainerRuntime(IsolationMode::kCgroup1, "/w", true);
+    ASSERT_FALSE(rt.ok());
+    EXPECT_EQ(rt.status().message().rfind("the worker is not root", 0), 0u);
+    return;
+  }
+  Result<ContainerRuntime> rt = FindContainerRuntime(IsolationMode::kRlimit, "/w", true);
+  ASSERT_FALSE(rt.ok());
+  EXPECT_EQ(rt.status().message(),
+            "isolation is rlimit; containers run in the task's cgroups on cgroup v1 workers only "
+            "for now");
+  rt = FindContainerRuntime(IsolationMode::kCgroup1, "/srv/a:b", true);
+  ASSERT_FALSE(rt.ok());
+  EXPECT_EQ(rt.status().message(),
+            "the work directory /srv/a:b holds ':' or ',', which a container mount cannot name");
 }
 
 TEST(ContainerTest, TheCleanupRemovesEveryContainerWithTheWorkersLabelTryingTwice) {
