@@ -27,7 +27,9 @@
 //       of each event (its arrival against its `at_ms`, the moment the
 //       server made the change; same machine, same clock): {"events",
 //       "lag_p50_ms","lag_p99_ms","lag_max_ms"}. Says "e2e_client:
-//       subscribed" on stderr once the stream is open.
+//       subscribed" on stderr once the stream is open. With a third
+//       argument SOCKET, over the server's local socket at that path
+//       (plain, no TLS) instead.
 //   e2e_client spawn RUNS CMD [ARG...]
 //       posix_spawn + waitpid of CMD, RUNS times, per-run ms: the bare
 //       baseline (/bin/true) and the CLI figure (drover submit --wait ...),
@@ -289,8 +291,9 @@ int RunLatency(const std::string& access, int runs) {
   return failed == 0 ? 0 : 1;
 }
 
-int RunEvents(const std::string& access) {
+int RunEvents(const std::string& access, const std::string& local_socket) {
   drover::net::ClientOptions options = OptionsFrom(access);
+  options.local_socket = local_socket;
   drover::net::EventLoop loop;
   std::vector<double> lags;  // loop thread until it is joined
   size_t messages = 0;
@@ -372,7 +375,7 @@ int RunSpawn(int runs, char** argv) {
 int main(int argc, char** argv) {
   const std::string usage =
       "usage: e2e_client job ACCESS SPEC_JSON | post ACCESS SPEC_JSON [COUNT] | get|text ACCESS "
-      "TARGET | latency ACCESS RUNS | events ACCESS | spawn RUNS CMD [ARG...]";
+      "TARGET | latency ACCESS RUNS | events ACCESS [SOCKET] | spawn RUNS CMD [ARG...]";
   if (argc < 2) Die(usage);
   const std::string mode = argv[1];
   try {
@@ -383,7 +386,9 @@ int main(int argc, char** argv) {
     if (mode == "get" && argc == 4) return RunGet(argv[2], argv[3], /*json=*/true);
     if (mode == "text" && argc == 4) return RunGet(argv[2], argv[3], /*json=*/false);
     if (mode == "latency" && argc == 4) return RunLatency(argv[2], std::stoi(argv[3]));
-    if (mode == "events" && argc == 3) return RunEvents(argv[2]);
+    if (mode == "events" && (argc == 3 || argc == 4)) {
+      return RunEvents(argv[2], argc == 4 ? argv[3] : "");
+    }
     if (mode == "spawn" && argc >= 4) return RunSpawn(std::stoi(argv[2]), argv + 3);
   } catch (const std::exception& e) {
     Die(std::string(mode) + ": " + e.what());
