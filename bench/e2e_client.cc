@@ -27,9 +27,10 @@
 //       of each event (its arrival against its `at_ms`, the moment the
 //       server made the change; same machine, same clock): {"events",
 //       "lag_p50_ms","lag_p99_ms","lag_max_ms"}. Says "e2e_client:
-//       subscribed" on stderr once the stream is open. With a third
-//       argument SOCKET, over the server's local socket at that path
-//       (plain, no TLS) instead.
+//       subscribed" on stderr once the stream is open. With --socket
+//       PATH, over the server's local socket at that path (plain, no TLS)
+//       instead; with --coalesce, as the dashboard asks (?coalesce=true:
+//       a task's changes while a message is on its way come as one).
 //   e2e_client spawn RUNS CMD [ARG...]
 //       posix_spawn + waitpid of CMD, RUNS times, per-run ms: the bare
 //       baseline (/bin/true) and the CLI figure (drover submit --wait ...),
@@ -291,7 +292,7 @@ int RunLatency(const std::string& access, int runs) {
   return failed == 0 ? 0 : 1;
 }
 
-int RunEvents(const std::string& access, const std::string& local_socket) {
+int RunEvents(const std::string& access, const std::string& local_socket, bool coalesce) {
   drover::net::ClientOptions options = OptionsFrom(access);
   options.local_socket = local_socket;
   drover::net::EventLoop loop;
@@ -300,7 +301,8 @@ int RunEvents(const std::string& access, const std::string& local_socket) {
   std::optional<Status> error;
   std::shared_ptr<drover::net::WsSession> session;
   drover::net::ConnectWebSocket(
-      loop, options, "/api/v1/events?snapshot=false&batch=true",
+      loop, options,
+      std::string("/api/v1/events?snapshot=false&batch=true") + (coalesce ? "&coalesce=true" : ""),
       [&](Result<std::shared_ptr<drover::net::WsSession>> s) {
         if (!s.ok()) {
           error = s.status();
@@ -375,7 +377,8 @@ int RunSpawn(int runs, char** argv) {
 int main(int argc, char** argv) {
   const std::string usage =
       "usage: e2e_client job ACCESS SPEC_JSON | post ACCESS SPEC_JSON [COUNT] | get|text ACCESS "
-      "TARGET | latency ACCESS RUNS | events ACCESS [SOCKET] | spawn RUNS CMD [ARG...]";
+      "TARGET | latency ACCESS RUNS | events ACCESS [--socket PATH] [--coalesce] | spawn RUNS CMD "
+      "[ARG...]";
   if (argc < 2) Die(usage);
   const std::string mode = argv[1];
   try {
@@ -386,8 +389,20 @@ int main(int argc, char** argv) {
     if (mode == "get" && argc == 4) return RunGet(argv[2], argv[3], /*json=*/true);
     if (mode == "text" && argc == 4) return RunGet(argv[2], argv[3], /*json=*/false);
     if (mode == "latency" && argc == 4) return RunLatency(argv[2], std::stoi(argv[3]));
-    if (mode == "events" && (argc == 3 || argc == 4)) {
-      return RunEvents(argv[2], argc == 4 ? argv[3] : "");
+    if (mode == "events" && argc >= 3) {
+      std::string socket;
+      bool coalesce = false;
+      for (int i = 3; i < argc; ++i) {
+        const std::string flag = argv[i];
+        if (flag == "--coalesce") {
+          coalesce = true;
+        } else if (flag == "--socket" && i + 1 < argc) {
+          socket = argv[++i];
+        } else {
+          Die("events: unknown argument " + flag);
+        }
+      }
+      return RunEvents(argv[2], socket, coalesce);
     }
     if (mode == "spawn" && argc >= 4) return RunSpawn(std::stoi(argv[2]), argv + 3);
   } catch (const std::exception& e) {

@@ -25,8 +25,9 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
   bool snapshot = true;
   bool batch = false;
   bool watch = false;
-  for (auto [name, flag] :
-       {std::pair{"snapshot", &snapshot}, std::pair{"batch", &batch}, std::pair{"watch", &watch}}) {
+  bool coalesce = false;
+  for (auto [name, flag] : {std::pair{"snapshot", &snapshot}, std::pair{"batch", &batch},
+                            std::pair{"watch", &watch}, std::pair{"coalesce", &coalesce}}) {
     auto it = request.query.find(name);
     if (it == request.query.end()) continue;
     if (it->second != "true" && it->second != "false") {
@@ -35,6 +36,12 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
       return;
     }
     *flag = it->second == "true";
+  }
+  if (coalesce && (!batch || snapshot || watch)) {
+    session->Close(
+        "coalesce=true merges the changes of a stream of live events only: it needs "
+        "batch=true and snapshot=false, without watch");
+    return;
   }
   if (watch && job) {
     session->Close("watch=true follows what the subscriber names: drop job=" +
@@ -95,6 +102,7 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
   if (request.identity) sub.who = *request.identity;
   sub.batch = batch;
   sub.watching = watch;
+  sub.coalesce = coalesce;
   if (snapshot && !watch) QueueSnapshot(id, std::move(session), std::move(snapshot_jobs));
 }
 
@@ -249,10 +257,35 @@ void EventStream::Publish(const core::TaskStateChanged& change, Time at) {
       pending_.push_back(Pending{id, text_with_info});
       continue;
     }
+    if (sub.coalesce) {
+      if (sub.changes.empty()) coalescing_.push_back(id);
+      Coalesce(sub, change, at);
+      continue;
+    }
     if (!text) text = std::make_shared<const std::string>(proto::EncodeTaskEvent(change, at));
     pending_.push_back(Pending{id, text});
   }
-  if (!pending_.empty()) flush_.Request();
+  if (!pending_.empty() || !coalescing_.empty()) flush_.Request();
+}
+
+void EventStream::Coalesce(Sub& sub, const core::TaskStateChanged& change, Time at) {
+  auto [it, fresh] = sub.change_of.try_emplace(change.task, sub.changes.size());
+  if (fresh) {
+    sub.changes.emplace_back(change, at);
+  } else {
+    auto& [merged, when] = sub.changes[it->second];
+    const core::TaskState from = merged.from;
+    merged = change;
+    merged.from = from;
+    when = at;
+  }
+  if (sub.changes.size() > kMaxCoalesced) {
+    sub.changes.clear();
+    sub.change_of.clear();
+    loop_.Post([session = sub.session,
+                why = "not reading: changes of more than " + std::to_string(kMaxCoalesced) +
+                      " tasks wait"]() mutable { session->Close(std::move(why)); });
+  }
 }
 
 void EventStream::Flush() {
@@ -267,6 +300,11 @@ void EventStream::Flush() {
     Add(it->second, *p.text);
   }
   for (uint64_t id : batching) {
+    if (auto it = subs_.find(id); it != subs_.end()) SendHeld(it->second);
+  }
+  std::vector<uint64_t> coalescing;
+  coalescing.swap(coalescing_);
+  for (uint64_t id : coalescing) {
     if (auto it = subs_.find(id); it != subs_.end()) SendHeld(it->second);
   }
 }
@@ -296,8 +334,16 @@ void EventStream::Add(Sub& sub, const std::string& event) {
 }
 
 void EventStream::SendHeld(Sub& sub) {
-  // One message in flight at a time: what comes meanwhile joins the next.
-  if (sub.held.empty() || sub.session->unsent_bytes() > 0) return;
+  // One message in flight at a time: what comes meanwhile joins the next
+  // (a coalescing subscriber's changes meanwhile merge per task).
+  if (sub.session->unsent_bytes() > 0) return;
+  if (!sub.changes.empty()) {
+    std::vector<std::pair<core::TaskStateChanged, Time>> changes;
+    changes.swap(sub.changes);
+    sub.change_of.clear();
+    for (const auto& [change, at] : changes) Add(sub, proto::EncodeTaskEvent(change, at));
+  }
+  if (sub.held.empty()) return;
   std::vector<std::string> held;
   held.swap(sub.held);
   sub.held_bytes = 0;

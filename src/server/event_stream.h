@@ -36,6 +36,17 @@
 // the server's CPU per task up by 40%). The CLI, the Python client and
 // the dashboard ask for it; without it, one event per message as before.
 //
+// With ?coalesce=true as well (and snapshot=false, no watch: the
+// dashboard's stream), a task's changes that come while the subscriber's
+// last message is still being written become one event: the first
+// change's "from", the latest one's "to", attempt, reason and at_ms, in
+// the order the tasks first changed. A follower that keeps up hears of
+// every change; one that falls behind hears of each task's latest state
+// with at most one event per task, instead of a backlog that grows with
+// the cluster's rate (a task's queued, running and ended changes add up
+// to ~700 bytes; at tens of thousands of tasks a second the stream's
+// writes, one TLS record per turn of the loop, cannot carry them all).
+//
 // With ?watch=true a subscriber starts with nothing and chooses what it
 // hears of by sending proto::WatchRequest messages: {"watch":"12"} adds job
 // 12 (a snapshot of its tasks follows, as for ?job=12), {"watch":"12.3"} one
@@ -89,6 +100,9 @@ class EventStream {
   static constexpr size_t kMaxHeldBytes = 64u << 20;
   // The most jobs and tasks one ?watch=true subscriber follows at once.
   static constexpr size_t kMaxWatched = 100'000;
+  // The most tasks a ?coalesce=true subscriber's unsent changes name:
+  // beyond this it is closed as not reading.
+  static constexpr size_t kMaxCoalesced = 2'000'000;
 
   // `clock` stamps snapshot entries.
   EventStream(const core::Scheduler& scheduler, net::EventLoop& loop, const Clock& clock,
@@ -136,6 +150,12 @@ class EventStream {
     std::optional<net::Identity> who;     // who subscribed (contents: Reads)
     bool batch = false;     // ?batch=true: JSON arrays of events
     bool watching = false;  // ?watch=true: only what it watches
+    bool coalesce = false;  // ?coalesce=true: one event per task while writing
+    // A coalescing subscriber's changes not encoded yet: per task, its
+    // latest change (with the first one's `from`) and when, in the order
+    // the tasks first changed; `change_of` indexes them.
+    std::vector<std::pair<core::TaskStateChanged, Time>> changes;
+    std::unordered_map<TaskId, size_t> change_of;
     std::unordered_set<JobId> watched_jobs;
     std::unordered_set<TaskId> watched_tasks;
     // A batching subscriber's events not sent yet, each string an array
@@ -159,9 +179,12 @@ class EventStream {
   void QueueSnapshot(uint64_t id, std::shared_ptr<net::WsSession> session, std::vector<JobId> jobs);
   // Adds `event` to what `sub` holds (batching) or sends it (otherwise).
   void Add(Sub& sub, const std::string& event);
-  // Sends what a batching subscriber holds, unless its session is still
-  // writing: then its drained callback does.
+  // Sends what a batching subscriber holds (a coalescing one's changes
+  // encoded first), unless its session is still writing: then its drained
+  // callback does.
   void SendHeld(Sub& sub);
+  // Merges `change` into a coalescing subscriber's unsent changes.
+  void Coalesce(Sub& sub, const core::TaskStateChanged& change, Time at);
   Visibility visibility_;
 
   // A snapshot being sent, a slice per loop turn (sliced.h).
@@ -194,6 +217,7 @@ class EventStream {
   std::unordered_map<uint64_t, Sub> subs_;
   std::unordered_map<uint64_t, std::unique_ptr<Snapshot>> snapshots_;  // by subscriber
   std::vector<Pending> pending_;
+  std::vector<uint64_t> coalescing_;  // subscribers with new changes since the last Flush
   OncePerTurn flush_{loop_, [this] { Flush(); }};
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

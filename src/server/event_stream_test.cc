@@ -189,6 +189,70 @@ TEST(EventStreamTest, ABatchingSubscriberGetsATurnsEventsInOrderInOneMessage) {
   stream.Stop();
 }
 
+// ?coalesce=true: changes that come while the last message is unread merge
+// into one event per task (the first "from", the latest "to"), in the
+// order the tasks first changed; one that keeps up hears every change.
+TEST(EventStreamTest, ACoalescingSubscriberHearsEachTasksLatestChangeOnceWhileItLags) {
+  core::testing::TestCluster c;
+  const JobId job = c.Submit(core::testing::JobBuilder(core::testing::TaskBuilder().Array(0, 3)));
+  net::EventLoop loop;
+  EventStream stream(c.scheduler(), loop, c.clock());
+  auto session = std::make_shared<SlowReaderSession>(loop, 1 << 20);
+  net::Request request;
+  request.query["snapshot"] = "false";
+  request.query["batch"] = "true";
+  request.query["coalesce"] = "true";
+  stream.Attach(session, request);
+  using core::TaskState;
+  auto publish = [&](uint32_t index, TaskState from, TaskState to, uint32_t attempt,
+                     std::string reason = "") {
+    stream.Publish(core::TaskStateChanged{TaskId{job, index}, from, to, attempt, reason}, c.now());
+  };
+  publish(0, TaskState::kQueued, TaskState::kRunning, 1);
+  loop.Poll();
+  ASSERT_EQ(session->messages.size(), 1u) << "kept up: the change as it came";
+  EXPECT_EQ(EventsOf(session->messages, true).size(), 1u);
+
+  // Unread: task 1 runs and fails and is queued again, task 0 succeeds,
+  // task 2 runs, over several turns.
+  publish(1, TaskState::kQueued, TaskState::kRunning, 1);
+  loop.Poll();
+  publish(0, TaskState::kRunning, TaskState::kSucceeded, 1);
+  publish(1, TaskState::kRunning, TaskState::kQueued, 2, "exit code 3; retrying");
+  loop.Poll();
+  publish(2, TaskState::kQueued, TaskState::kRunning, 1);
+  loop.Poll();
+  EXPECT_EQ(session->messages.size(), 1u) << "held while the first is unsent";
+  session->Read(1 << 20);
+  ASSERT_EQ(session->messages.size(), 2u);
+  const nlohmann::json merged = nlohmann::json::parse(session->messages[1]);
+  ASSERT_EQ(merged.size(), 3u) << merged.dump();
+  EXPECT_EQ(merged[0]["task"], TaskId(job, 1).ToString());  // the first to change
+  EXPECT_EQ(merged[0]["from"], "queued");
+  EXPECT_EQ(merged[0]["to"], "queued");
+  EXPECT_EQ(merged[0]["attempt"], 2);
+  EXPECT_EQ(merged[0]["reason"], "exit code 3; retrying");
+  EXPECT_EQ(merged[1]["task"], TaskId(job, 0).ToString());
+  EXPECT_EQ(merged[1]["from"], "running");
+  EXPECT_EQ(merged[1]["to"], "succeeded");
+  EXPECT_EQ(merged[2]["task"], TaskId(job, 2).ToString());
+  EXPECT_EQ(merged[2]["to"], "running");
+
+  // Only a batched live stream coalesces.
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"batch", "false"}, {"snapshot", "true"}, {"watch", "true"}}) {
+    net::Request bad = request;
+    bad.query[key] = value;
+    auto refused = std::make_shared<SlowReaderSession>(loop, 1 << 20, /*id=*/9);
+    stream.Attach(refused, bad);
+    EXPECT_EQ(refused->why,
+              "coalesce=true merges the changes of a stream of live events only: it needs "
+              "batch=true and snapshot=false, without watch")
+        << key;
+  }
+  stream.Stop();
+}
+
 TEST(EventStreamTest, ABatchingSubscriberThatDoesNotReadIsClosedAtTheHeldLimit) {
   core::testing::TestCluster c;
   const JobId job = c.Submit(core::testing::JobBuilder(core::testing::TaskBuilder().Array(0, 100)));

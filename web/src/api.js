@@ -73,8 +73,12 @@ export class EventFeed {
     // No snapshot: the views load what they show and only need to hear of
     // changes (a snapshot of a million-task job is a million messages).
     // Batched: each message is an array of events, so a busy pool's tens
-    // of thousands of changes a second do not fall behind.
-    const ws = new WebSocket(wsUrl('/api/v1/events', { snapshot: 'false', batch: 'true' }));
+    // of thousands of changes a second do not fall behind; coalesced: while
+    // a message is on its way, each task's changes merge into one event
+    // (its latest state), which is all the views show.
+    const ws = new WebSocket(
+      wsUrl('/api/v1/events', { snapshot: 'false', batch: 'true', coalesce: 'true' }),
+    );
     this.ws = ws;
     ws.onopen = () => {
       this.delay = 500;
