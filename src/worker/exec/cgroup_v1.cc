@@ -175,7 +175,6 @@ class CgroupV1Cage final : public TaskCage {
     // Empty, as after nearly every task: one read of the kept file says so.
     std::optional<std::string> listed = Find(kFreezer)->counter.Read();
     if (listed && listed->empty() && !nested_) return std::vector<UniqueFd>();
-    const std::string procs = Dir(kFreezer) + "/cgroup.procs";
     ASSIGN_OR_RETURN(std::vector<pid_t> pids, ListTree(Dir(kFreezer)));
     if (pids.empty()) return std::vector<UniqueFd>();
     left_behind_ = true;  // not reused: its members may be dying still

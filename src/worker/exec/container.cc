@@ -9,12 +9,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "common/run_program.h"
 #include "worker/exec/cgroup_files.h"
+#include "worker/exec/spawn.h"
 
 namespace drover::worker {
 namespace {
@@ -59,24 +58,19 @@ const char* PullWord(core::ImagePull pull) {
 // removes it.
 constexpr const char* kTwice = "\"$0\" \"$@\" || \"$0\" \"$@\"";
 
-// The absolute path of `name` on PATH (the worker's), or "".
+// The absolute path of `name` on the worker's PATH and the sbin
+// directories (runc is in /usr/sbin), or "".
 std::string FindOnPath(const std::string& name) {
   const char* path = getenv("PATH");
   std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
-  dirs += ":/usr/local/sbin:/usr/sbin:/sbin";
-  std::istringstream in(dirs);
-  std::string dir;
-  while (std::getline(in, dir, ':')) {
-    if (dir.empty()) continue;
-    const std::string candidate = dir + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
+  Result<std::string> found = ResolveCommand(name, dirs + ":/usr/local/sbin:/usr/sbin:/sbin", "/");
+  return found.ok() ? *found : "";
 }
 
+// A small file the start step wrote, without its trailing newline; "" when
+// it is absent.
 std::string ReadSmall(const std::string& path) {
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = ReadCgroupFile(path).value_or("");
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   return text;
 }

@@ -132,33 +132,46 @@ struct LinuxDirent64 {
   char name[1];
 };
 
-// Kills the members of every cgroup below `path` (of length `len`), and
-// thaws each one frozen by itself (v1), depth first, at most `depth`
-// levels down.
-void KillBelow(char* path, size_t len, int depth) {
+// Calls `visit(child_len)` for each cgroup (directory) right below `path`
+// (of length `len`), with `path` holding the child's path meanwhile
+// (restored after each call); stops early when `visit` returns false.
+// Returns false when it stopped early.
+template <typename Visit>
+bool ForEachChild(char* path, size_t len, Visit&& visit) {
   const int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return;
+  if (dir < 0) return true;
+  bool going = true;
   alignas(8) char buf[4096];
-  for (;;) {
+  while (going) {
     const long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
     if (n <= 0) break;
-    for (long at = 0; at < n;) {
+    for (long at = 0; at < n && going;) {
       const auto* e = reinterpret_cast<const LinuxDirent64*>(buf + at);
       at += e->reclen;
       if (e->type != DT_DIR || e->name[0] == '.') continue;
       if (!Append(path, len, "/") || !Append(path, len + 1, e->name)) continue;
-      const size_t child = len + 1 + Length(e->name);
-      if (Append(path, child, "/cgroup.procs")) KillListed(path);
-      path[child] = '\0';
-      // A task frozen on its own (idle-desktop mode's Suspend) stays so when
-      // the tree above thaws: its kills take effect only at its own thaw.
-      if (Append(path, child, "/freezer.state") && Exists(path)) WriteText(path, "THAWED");
-      path[child] = '\0';
-      if (depth > 1) KillBelow(path, child, depth - 1);
+      going = visit(len + 1 + Length(e->name));
       path[len] = '\0';
     }
   }
   close(dir);
+  return going;
+}
+
+// Kills the members of every cgroup below `path` (of length `len`), and
+// thaws each one frozen by itself (v1), depth first, at most `depth`
+// levels down.
+void KillBelow(char* path, size_t len, int depth) {
+  ForEachChild(path, len, [&](size_t child) {
+    if (Append(path, child, "/cgroup.procs")) KillListed(path);
+    path[child] = '\0';
+    // A task frozen on its own (idle-desktop mode's Suspend) stays so when
+    // the tree above thaws: its kills take effect only at its own thaw.
+    if (Append(path, child, "/freezer.state") && Exists(path)) WriteText(path, "THAWED");
+    path[child] = '\0';
+    if (depth > 1) KillBelow(path, child, depth - 1);
+    return true;
+  });
 }
 
 // Whether the cgroup at `path` (of length `len`) or one below it, at most
@@ -175,47 +188,17 @@ bool AnyListed(char* path, size_t len, int depth) {
     }
   }
   if (depth == 0) return false;
-  const int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return false;
-  bool any = false;
-  alignas(8) char buf[4096];
-  while (!any) {
-    const long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
-    if (n <= 0) break;
-    for (long at = 0; at < n && !any;) {
-      const auto* e = reinterpret_cast<const LinuxDirent64*>(buf + at);
-      at += e->reclen;
-      if (e->type != DT_DIR || e->name[0] == '.') continue;
-      if (!Append(path, len, "/") || !Append(path, len + 1, e->name)) continue;
-      any = AnyListed(path, len + 1 + Length(e->name), depth - 1);
-      path[len] = '\0';
-    }
-  }
-  close(dir);
-  return any;
+  return !ForEachChild(path, len, [&](size_t child) { return !AnyListed(path, child, depth - 1); });
 }
 
 // Removes the cgroups below `path` (of length `len`), deepest first, and
 // `path` itself: only empty ones go (rmdir), whatever is left stays.
 void RemoveTree(char* path, size_t len, int depth) {
   if (depth > 0) {
-    const int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir >= 0) {
-      alignas(8) char buf[4096];
-      for (;;) {
-        const long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
-        if (n <= 0) break;
-        for (long at = 0; at < n;) {
-          const auto* e = reinterpret_cast<const LinuxDirent64*>(buf + at);
-          at += e->reclen;
-          if (e->type != DT_DIR || e->name[0] == '.') continue;
-          if (!Append(path, len, "/") || !Append(path, len + 1, e->name)) continue;
-          RemoveTree(path, len + 1 + Length(e->name), depth - 1);
-          path[len] = '\0';
-        }
-      }
-      close(dir);
-    }
+    ForEachChild(path, len, [&](size_t child) {
+      RemoveTree(path, child, depth - 1);
+      return true;
+    });
   }
   rmdir(path);
 }
