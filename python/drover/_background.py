@@ -237,6 +237,12 @@ class _Watch:
         # The task as the API shows it, carried by its terminal event.
         self.info: Optional[Dict[str, Any]] = None
         self.error: Optional[str] = None
+        # wait_any's tags watching it (an Executor's collector).
+        self.tags: List[object] = []
+
+    def ended(self) -> bool:
+        return self.error is not None or (self.latest is not None
+                                          and self.latest.to_state in TERMINAL)
 
 
 class Watcher:
@@ -268,6 +274,9 @@ class Watcher:
         # wait_any's watches by tag, and the tags whose wait was interrupted.
         self._tagged: Dict[object, Dict[str, _Watch]] = {}
         self._interrupted: Set[object] = set()
+        # The tagged tasks that ended since wait_any last looked, by tag: it
+        # looks at these, not at every watch (thousands for a big map).
+        self._ended: Dict[object, List[str]] = {}
 
     def close(self) -> None:
         with self._cv:
@@ -320,6 +329,9 @@ class Watcher:
         with self._cv:
             w = self._add_watch(task)
             self._tagged.setdefault(tag, {})[task] = w
+            w.tags.append(tag)
+            if w.ended():
+                self._ended.setdefault(tag, []).append(task)
 
     def wait_any(self, tag: object,
                  deadline: Optional[float]) -> List[Tuple[str, Optional[TaskEvent],
@@ -339,14 +351,13 @@ class Watcher:
                 self._interrupted.discard(tag)
                 return []
             mine = self._tagged.get(tag, {})
-            done = [(t, w) for t, w in mine.items()
-                    if w.error is not None or (w.latest is not None
-                                               and w.latest.to_state in TERMINAL)]
+            done = [(t, mine[t]) for t in self._ended.pop(tag, []) if t in mine]
             if not done:
                 return None
             out = []
             for t, w in done:
                 del mine[t]
+                w.tags.remove(tag)
                 out.append((t, w.latest if w.error is None else None, w.info, w.error or ""))
                 self._drop_watch(t, w)
             return out
@@ -501,9 +512,11 @@ class Watcher:
                 if not isinstance(item, dict):
                     continue
                 if item.get("type") == "watch_error":
-                    w = self._watches.get(str(item.get("watch")))
+                    task = str(item.get("watch"))
+                    w = self._watches.get(task)
                     if w is not None:
                         w.error = str(item.get("message", "not found"))
+                        self._note_ended(task, w)
                     continue
                 w = self._watches.get(item.get("task")) if isinstance(item.get("task"), str) \
                     else None
@@ -515,7 +528,14 @@ class Watcher:
                     continue
                 info = item.get("info")
                 w.info = info if isinstance(info, dict) else None
+                if w.ended():
+                    self._note_ended(item["task"], w)
             self._cv.notify_all()
+
+    def _note_ended(self, task: str, w: _Watch) -> None:
+        """(Lock held.) Tells each tag watching ``task`` that it ended."""
+        for tag in w.tags:
+            self._ended.setdefault(tag, []).append(task)
 
 
 __all__: Tuple[str, ...] = ("PendingJob", "Submitter", "Watcher")

@@ -2,7 +2,9 @@
 encoding of calls and values that it and the client share.
 
 A call travels as one pickle, ``(header, fn, args, kwargs)``: the header
-names the client's Python version and whether cloudpickle made it. Drover
+names the client's Python version and whether cloudpickle made it, and
+with ``function_pickled`` ``fn`` is the function's own pickle (made once for
+the many calls of a map). Drover
 futures among the arguments, at any depth, are pickled as persistent ids
 (:func:`future_id`); the task depends on their tasks (``after``), whose
 results arrive in ``$DROVER_INPUTS``, and the runner's unpickler puts each
@@ -91,8 +93,11 @@ def emit(kind, data):
             f.write(data)
         text = PREFIX + "file"
     if path:
-        with open(path, "w") as f:
-            f.write(text)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, text.encode("ascii"))
+        finally:
+            os.close(fd)
 def fail(message):
     sys.stderr.write("drover: " + message + "\n")
     emit("error", pickle.dumps((RuntimeError(message), "")))
@@ -183,6 +188,8 @@ def main():
             with open("drover-call.pkl", "rb") as f:
                 data = f.read()
         header, fn, args, kwargs = Call(io.BytesIO(data)).load()
+        if header.get("function_pickled"):  # pickled once for many calls
+            fn = Call(io.BytesIO(fn)).load()
     except ModuleNotFoundError as e:
         fail("cannot read the call: " + str(e) + " (install it on the worker; a function "
              "submitted with cloudpickle needs python3-cloudpickle there)")
@@ -221,8 +228,7 @@ def one(cwd, env, fds, null):
         for fd in fds:
             os.close(fd)
         os.chdir(cwd)
-        os.environ.clear()
-        os.environ.update(env)
+        environ_to(env)
         Call.memo = {}
         try:
             main()
@@ -241,6 +247,19 @@ def one(cwd, env, fds, null):
         os.dup2(null, 2)
         leftovers()
     return code
+def environ_to(env):
+    # The call's environment (bytes to bytes) in place of the last one's:
+    # only what differs is unset or set. os.environ.clear() and update()
+    # cost a no-op call four times its own run.
+    environ = os.environb
+    now = getattr(os.environ, "_data", None)  # CPython's bytes to bytes dict
+    if not isinstance(now, dict):
+        now = dict(environ)
+    for k in [k for k in now if k not in env]:
+        del environ[k]
+    for k, v in env.items():
+        if now.get(k) != v:
+            environ[k] = v
 def leftovers():
     # What the call started and left: killed and reaped (with cgroups the
     # worker also kills what is left in the task's cage).
@@ -251,8 +270,11 @@ def leftovers():
         tids = []
     for tid in tids:
         try:
-            with open("/proc/self/task/%s/children" % tid) as f:
-                kids = [int(k) for k in f.read().split()]
+            fd = os.open("/proc/self/task/%s/children" % tid, os.O_RDONLY)
+            try:
+                kids = [int(k) for k in os.read(fd, 1 << 16).split()]
+            finally:
+                os.close(fd)
         except (OSError, ValueError):
             continue
         for kid in kids:
@@ -261,9 +283,11 @@ def leftovers():
                 os.waitpid(kid, 0)
             except OSError:
                 pass
-    for sig in ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGCONT"):
-        signal.signal(getattr(signal, sig), signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM,
+                signal.SIGCONT, signal.SIGINT):
+        handler = signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL
+        if signal.getsignal(sig) is not handler:
+            signal.signal(sig, handler)
     signal.alarm(0)
 def usage():
     import resource
@@ -304,9 +328,9 @@ def serve():
         for kv in parts[1:]:
             k, _, v = kv.partition(b"=")
             if k:
-                env[os.fsdecode(k)] = os.fsdecode(v)
+                env[k] = v
         cpu0, _ = usage()
-        if env.get("DROVER_FRESH") == "1":
+        if env.get(b"DROVER_FRESH") == b"1":
             # A clean process per call: a child forked from this one.
             pid = os.fork()
             if pid == 0:

@@ -145,16 +145,47 @@ class _CallPickler(_BasePickler):  # type: ignore[misc, valid-type]
         return None
 
 
+class _Pickled:
+    """A function pickled once for many calls (Executor.map): its bytes
+    and the futures it holds. Pickling a function by value (cloudpickle)
+    costs a no-op call several times its arguments."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.data: Optional[bytes] = None
+        self.dependencies: Dict[str, Task] = {}
+
+    def pickle(self) -> None:
+        if self.data is not None:
+            return
+        buf = io.BytesIO()
+        p = _CallPickler(buf)
+        try:
+            p.dump(self.fn)
+        except Exception as e:
+            raise TypeError(_what_cannot_be_pickled(self.fn, (), {}, e)) from e
+        self.data, self.dependencies = buf.getvalue(), p.dependencies
+
+
 def _pickle_call(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple:
     """(bytes, dependencies): the call as the runner reads it. TypeError
-    naming what cannot be pickled."""
-    header = {"python": _call.python_version(), "cloudpickle": _cloudpickle is not None}
+    naming what cannot be pickled. ``fn`` may be a :class:`_Pickled`: its
+    bytes travel in the function's place and the header says so."""
+    header: Dict[str, Any] = {"python": _call.python_version(),
+                              "cloudpickle": _cloudpickle is not None}
+    pickled = fn if isinstance(fn, _Pickled) else None
+    if pickled is not None:
+        pickled.pickle()
+        header["function_pickled"] = True
+        fn = pickled.fn
     buf = io.BytesIO()
     p = _CallPickler(buf)
     try:
-        p.dump((header, fn, args, kwargs))
+        p.dump((header, pickled.data if pickled is not None else fn, args, kwargs))
     except Exception as e:
         raise TypeError(_what_cannot_be_pickled(fn, args, kwargs, e)) from e
+    if pickled is not None:
+        p.dependencies.update(pickled.dependencies)
     return buf.getvalue(), p.dependencies
 
 
@@ -244,7 +275,7 @@ class Executor(concurrent.futures.Executor):
             input_files.append(path)
         env.update(_warm_env(options))
         python = str(options.pop("python"))
-        name = options.pop("name", None) or _name_of(fn)
+        name = options.pop("name", None) or _name_of(fn.fn if isinstance(fn, _Pickled) else fn)
         future = Future(self)
         future.task = self._client.submit([python, "-c", _call.COMMAND_RUNNER], name=name,
                                           after=list(dependencies.values()) or None, env=env,
@@ -272,7 +303,8 @@ class Executor(concurrent.futures.Executor):
         """As ``Executor.map``: one task per call, results in order.
         ``chunksize`` is accepted and, for now, each call is its own task."""
         del chunksize
-        return super().map(fn, *iterables, timeout=timeout)
+        # The function is pickled once for all the calls, at the first.
+        return super().map(_Pickled(fn), *iterables, timeout=timeout)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """No more submissions; with ``cancel_futures`` the calls not ended

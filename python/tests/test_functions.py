@@ -88,6 +88,9 @@ def leave_a_handler_and_a_child() -> int:
     import signal
 
     signal.signal(signal.SIGTERM, lambda *_: None)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ["SET_BY_A_CALL"] = "yes"
+    os.environ["SHARED"] = "changed by the call"
     child = subprocess.Popen(["sleep", "1000"])
     print("started", child.pid)
     return child.pid
@@ -96,8 +99,22 @@ def leave_a_handler_and_a_child() -> int:
 def what_a_call_sees() -> tuple:
     import signal
 
-    return (os.getpid(), signal.getsignal(signal.SIGTERM) == signal.SIG_DFL, os.getcwd(),
-            os.environ.get("ONLY_IN_THE_FIRST_CALL"))
+    return (os.getpid(), signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler, os.getcwd(),
+            [os.environ.get(k) for k in ("ONLY_IN_THE_FIRST_CALL", "SET_BY_A_CALL", "SHARED")])
+
+
+class CountedPickles:
+    """A function whose pickling is counted (here, in the client)."""
+
+    pickled = 0
+
+    def __call__(self, x: int) -> int:
+        return x + 1
+
+    def __reduce__(self) -> tuple:
+        CountedPickles.pickled += 1
+        return (CountedPickles, ())
 
 
 def kill_myself() -> None:
@@ -198,6 +215,14 @@ class ExecutorTest(unittest.TestCase):
             exercise(ex)
         with self.assertRaises(RuntimeError):
             ex.submit(square, 1)  # after shutdown
+
+    def test_map_pickles_its_function_once_for_all_its_calls(self) -> None:
+        ex = self.executor()
+        CountedPickles.pickled = 0
+        self.assertEqual(list(ex.map(CountedPickles(), range(5), timeout=WAIT)), [1, 2, 3, 4, 5])
+        self.assertEqual(CountedPickles.pickled, 1)
+        self.assertEqual(ex.submit(CountedPickles(), 9).result(timeout=WAIT), 10)
+        self.assertEqual(CountedPickles.pickled, 2)
 
     def test_a_cached_call_with_the_same_arguments_is_reused(self) -> None:
         ex = self.executor(cache=True)
@@ -456,21 +481,23 @@ class WarmRunnerTest(unittest.TestCase):
     def test_successive_calls_each_get_their_own_directory_environment_and_output(self) -> None:
         r = self.runner()
         reply, out, err, child, first_dir = r.call(leave_a_handler_and_a_child,
-                                                   ONLY_IN_THE_FIRST_CALL="yes")
+                                                   ONLY_IN_THE_FIRST_CALL="yes", SHARED="same")
         self.assertEqual(reply[:2], ["exit", "0"], (reply, err))
         self.assertEqual(out, f"started {child}\n")
         # The child it left was killed and reaped when the call ended.
         with self.assertRaises(ProcessLookupError):
             os.kill(child, 0)
-        reply, out, err, seen, second_dir = r.call(what_a_call_sees)
+        reply, out, err, seen, second_dir = r.call(what_a_call_sees, SHARED="same")
         self.assertEqual(reply[:2], ["exit", "0"], (reply, err))
         self.assertEqual((out, err), ("", ""))
         pid, default_handler, cwd, leftover = seen
         self.assertEqual(pid, r.proc.pid)  # the same interpreter
-        self.assertTrue(default_handler)  # the handler the last call set is gone
+        self.assertTrue(default_handler)  # the handlers the last call set are gone
         self.assertEqual(os.path.realpath(cwd), os.path.realpath(second_dir))
         self.assertNotEqual(first_dir, second_dir)
-        self.assertIsNone(leftover)  # the environment is the call's, whole
+        # The environment is the call's, whole: neither what the last call
+        # was given nor what it set or changed itself.
+        self.assertEqual(leftover, [None, None, "same"])
 
     def test_an_exception_exits_1_and_the_interpreter_serves_on(self) -> None:
         r = self.runner()
