@@ -152,9 +152,21 @@ TEST(AgentShellTest, RunsAnAssignmentThroughFakesOnASimulatedClock) {
   EXPECT_EQ(finished.tasks[0].finished_at, assigned_at + Seconds(90));
   loop.Poll();
   EXPECT_TRUE(session->sent.empty());
+  // Its empty directories may serve later tasks; a failed task's stay (its
+  // checkpoint directory is its retry's).
+  EXPECT_EQ(runner.recycled, (std::vector<TaskId>{TaskId{1, 0}}));
+  a.task = TaskId{1, 1};
+  session->Receive(proto::Assign{{a}});
+  loop.Poll();
+  EXPECT_EQ(session->Take<proto::Started>().tasks.size(), 1u);
+  runner.Exit(TaskId{1, 1}, 1, "");
+  EXPECT_EQ(session->Take<proto::Finished>().tasks.size(), 1u);
+  loop.Poll();
+  EXPECT_EQ(runner.recycled, (std::vector<TaskId>{TaskId{1, 0}}));
 
-  // Acknowledged, the result is no longer in the next session's Hello.
-  session->Receive(proto::Ack{{proto::TaskAttempt{TaskId{1, 0}, 1}}});
+  // Acknowledged, the results are no longer in the next session's Hello.
+  session->Receive(
+      proto::Ack{{proto::TaskAttempt{TaskId{1, 0}, 1}, proto::TaskAttempt{TaskId{1, 1}, 1}}});
   net::Timer give_up(loop);
   give_up.ArmAfter(Seconds(10), [&] { loop.Stop(); });
   link.on_connect = [&] { loop.Stop(); };

@@ -315,12 +315,19 @@ void Agent::Impl::KillTask(const worker::KillTask& kill) {
 }
 
 void Agent::Impl::ReportDone(const TaskResult& result, core::TaskOutcome outcome) {
+  const bool succeeded = result.outcome == TaskOutcome::kSucceeded && outcome.reason.empty();
   Run(TaskReported{result.id, result.attempt, std::move(outcome)});
   // `finished` goes out before the log transfers' eof: the server ends a
   // follower on eof only once it knows the attempt is over, and a posted
   // flush would come after the eof.
   Run(FlushDue{});
   if (logs_) logs_->TaskEnded(result.id, result.attempt);
+  // Its outputs are in the cache and no retry needs its checkpoints: what
+  // of its directories is empty serves the next tasks.
+  auto known = known_logs_.find(result.id);
+  if (succeeded && known != known_logs_.end() && known->second.attempt == result.attempt) {
+    runner_->Recycle(result.id, known->second.dirs);
+  }
 }
 
 }  // namespace drover::worker

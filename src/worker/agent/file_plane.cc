@@ -5,8 +5,6 @@
 // kept (file_plane_outputs.cc), checkpoints (file_plane_checkpoints.cc).
 #include "worker/agent/file_plane.h"
 
-#include <dirent.h>
-
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -38,21 +36,6 @@ Source ServerFileSource(const net::ClientOptions& server, const std::string& sha
     if (!got.ok()) return got.status().WithContext("the server");
     return net::StatusFromResponse(*got).WithContext("the server");
   };
-}
-
-bool HasEntries(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return false;
-  bool found = false;
-  while (dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") {
-      found = true;
-      break;
-    }
-  }
-  ::closedir(d);
-  return found;
 }
 
 Result<std::unique_ptr<FilePlane>> FilePlane::Start(net::EventLoop& loop,

@@ -39,6 +39,7 @@
 #include "net/client_options.h"
 #include "net/event_loop.h"
 #include "proto/messages.h"
+#include "worker/exec/spare_dirs.h"  // HasEntries
 
 namespace drover::worker {
 
@@ -178,9 +179,6 @@ class FilePlane {
   explicit FilePlane(std::shared_ptr<Impl> impl);
   std::shared_ptr<Impl> impl_;
 };
-
-// True when `dir` holds at least one entry (a task left outputs).
-bool HasEntries(const std::string& dir);
 
 }  // namespace drover::worker
 

@@ -55,6 +55,12 @@ class TaskRunner {
   // Drops what PrepareStart made for the attempt (its process is killed);
   // nothing if there is none.
   virtual void DiscardPrepared(TaskId id, uint32_t attempt) = 0;
+  // A succeeded attempt's empty directories kept for reuse; nothing when
+  // the runner keeps none.
+  virtual void Recycle(TaskId id, const TaskDirs& dirs) {
+    (void)id;
+    (void)dirs;
+  }
   // Ends the task: `signal` (SIGTERM, or one it catches to checkpoint),
   // then KILL after `grace` (nullopt: the runner's default); a suspended
   // task is resumed to receive them. NotFound when no such task runs.
@@ -89,6 +95,7 @@ class ExecutorRunner final : public TaskRunner {
   void DiscardPrepared(TaskId id, uint32_t attempt) override {
     executor_->DiscardPrepared(id, attempt);
   }
+  void Recycle(TaskId id, const TaskDirs& dirs) override { executor_->Recycle(id, dirs); }
   Status Kill(TaskId id, std::optional<Duration> grace, int signal) override {
     return executor_->Kill(id, grace, signal);
   }

@@ -88,6 +88,10 @@ Result<std::unique_ptr<Executor>> Executor::Create(ExecutorOptions options, Reac
   e->account_ = std::move(account);
   e->accounts_ = std::move(accounts);
   e->no_inputs_ = no_inputs;
+  if (InodesDearAfterDeletes(e->options_.workdir)) {
+    e->spare_dirs_ = std::make_unique<SpareDirs>(e->options_.workdir + "/.spare");
+    RETURN_IF_ERROR(e->spare_dirs_->Open());
+  }
   e->workdir_note_ = std::move(fixed.note);
   return e;
 }

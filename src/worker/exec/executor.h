@@ -71,6 +71,7 @@
 #include "worker/exec/container.h"
 #include "worker/exec/event_loop.h"
 #include "worker/exec/isolator.h"
+#include "worker/exec/spare_dirs.h"
 #include "worker/exec/spawn.h"
 #include "worker/exec/task_account.h"
 
@@ -315,6 +316,13 @@ class Executor {
   // removed stays, and nothing is reported.
   void DiscardPrepared(TaskId id, uint32_t attempt);
 
+  // A succeeded attempt's `output/` and checkpoint directory, when empty,
+  // kept for later tasks of the same account (spare_dirs.h) where the work
+  // directory is on ext4 without a journal: the caller has taken what it
+  // needed from them. Nothing while an attempt of the task is prepared or
+  // runs here.
+  void Recycle(TaskId id, const TaskDirs& dirs);
+
   // Cancels a running task: `signal` (SIGTERM, or one the program
   // catches to checkpoint, such as SIGUSR1) to its process group now, and
   // after `grace` (nullopt: the default) SIGKILL to the group and the cage;
@@ -455,6 +463,8 @@ class Executor {
   // search once).
   mutable CommandCache commands_;
   std::string no_inputs_;  // <workdir>/.no-inputs
+  // <workdir>/.spare, where new inodes are dear (spare_dirs.h); else null.
+  std::unique_ptr<SpareDirs> spare_dirs_;
   std::string workdir_note_;  // Create's change to workdir, if any
   // Cages whose removal failed (a dying process still inside); retried
   // whenever a task finishes.

@@ -77,8 +77,10 @@ Result<TaskDirs> Executor::PrepareDirs(TaskId id, uint32_t attempt, bool with_in
   d.stderr_path = d.task + "/stderr";
   RETURN_IF_ERROR(MakeTaskDir(job, d.task));
   RETURN_IF_ERROR(ChownPath(d.task, owner));
+  const uid_t uid = owner != nullptr ? owner->ids.uid : geteuid();
   for (const std::string* dir : {&d.output, &d.checkpoint}) {
-    RETURN_IF_ERROR(MakeDir(*dir, kPrivateDir));
+    RETURN_IF_ERROR(spare_dirs_ ? spare_dirs_->Make(*dir, kPrivateDir, uid)
+                                : MakeDir(*dir, kPrivateDir));
     RETURN_IF_ERROR(ChownPath(*dir, owner));
   }
   if (with_inputs) {
@@ -191,6 +193,12 @@ void Executor::DiscardPrepared(TaskId id, uint32_t attempt) {
   }
   rmdir(dirs.output.c_str());
   rmdir(dirs.task.c_str());
+}
+
+void Executor::Recycle(TaskId id, const TaskDirs& dirs) {
+  if (!spare_dirs_ || tasks_.count(id) != 0 || prepared_.count(id) != 0) return;  // in use
+  spare_dirs_->Recycle(dirs.output);
+  spare_dirs_->Recycle(dirs.checkpoint);
 }
 
 std::vector<std::string> Executor::BuildEnvironment(const TaskSpec& spec, const TaskDirs& dirs,

@@ -41,6 +41,7 @@ class FakeRunner final : public TaskRunner {
     return 4242;
   }
   void DiscardPrepared(TaskId, uint32_t) override {}
+  void Recycle(TaskId id, const TaskDirs&) override { recycled.push_back(id); }
   Status Kill(TaskId id, std::optional<Duration>, int signal) override {
     killed.push_back(id);
     kill_signals.push_back(signal);
@@ -108,6 +109,7 @@ class FakeRunner final : public TaskRunner {
   std::vector<int> kill_signals;  // the first signal of each Kill
   std::vector<TaskId> suspended;
   std::vector<TaskId> resumed;
+  std::vector<TaskId> recycled;  // tasks whose directories were offered for reuse
 
  private:
   const Clock& clock_;
