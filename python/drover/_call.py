@@ -4,7 +4,9 @@ encoding of calls and values that it and the client share.
 A call travels as one pickle, ``(header, fn, args, kwargs)``: the header
 names the client's Python version and whether cloudpickle made it, and
 with ``function_pickled`` ``fn`` is the function's own pickle (made once for
-the many calls of a map). Drover
+the many calls of a map), and with ``chunk`` the task is several calls:
+``args[0]`` is the list of their argument tuples and the value the list of
+their values. Drover
 futures among the arguments, at any depth, are pickled as persistent ids
 (:func:`future_id`); the task depends on their tasks (``after``), whose
 results arrive in ``$DROVER_INPUTS``, and the runner's unpickler puts each
@@ -201,7 +203,10 @@ def main():
              + sys.executable + " is Python " + mine + ": functions pickled by cloudpickle "
              "need the same minor version (name another interpreter with python=...)")
     try:
-        value = fn(*args, **kwargs)
+        if header.get("chunk"):  # several calls as one task: their values
+            value = [fn(*a) for a in args[0]]
+        else:
+            value = fn(*args, **kwargs)
     except BaseException as e:
         tb = traceback.format_exc()
         try:

@@ -49,11 +49,13 @@ import atexit
 import base64
 import concurrent.futures
 import io
+import itertools
 import os
 import pickle
 import shutil
 import tempfile
 import threading
+import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set
 
 from . import _call
@@ -167,12 +169,25 @@ class _Pickled:
         self.data, self.dependencies = buf.getvalue(), p.dependencies
 
 
-def _pickle_call(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple:
+class _Chunked:
+    """Several calls of one function as one task (``map(...,
+    chunksize=N)``): the task's one argument is the list of the calls'
+    argument tuples, and its value the list of their values."""
+
+    def __init__(self, pickled: _Pickled) -> None:
+        self.pickled = pickled
+
+
+def _pickle_call(fn: Callable[..., Any], args: tuple, kwargs: dict,
+                 chunk: bool = False) -> tuple:
     """(bytes, dependencies): the call as the runner reads it. TypeError
     naming what cannot be pickled. ``fn`` may be a :class:`_Pickled`: its
-    bytes travel in the function's place and the header says so."""
+    bytes travel in the function's place and the header says so. With
+    ``chunk`` the runner calls ``fn`` on each tuple of ``args[0]``."""
     header: Dict[str, Any] = {"python": _call.python_version(),
                               "cloudpickle": _cloudpickle is not None}
+    if chunk:
+        header["chunk"] = True
     pickled = fn if isinstance(fn, _Pickled) else None
     if pickled is not None:
         pickled.pickle()
@@ -260,7 +275,10 @@ class Executor(concurrent.futures.Executor):
                 raise TypeError(f"drover_resources: unknown key(s) {', '.join(unknown)} "
                                 f"(known: {', '.join(_RESOURCE_KEYS)})")
             options.update(drover_resources)
-        data, dependencies = _pickle_call(fn, args, kwargs)
+        chunk = isinstance(fn, _Chunked)
+        if chunk:
+            fn = fn.pickled
+        data, dependencies = _pickle_call(fn, args, kwargs, chunk=chunk)
         env = dict(options.pop("env", None) or {})
         input_files: List[str] = []
         if len(data) <= _call.INLINE_CALL_LIMIT:
@@ -300,11 +318,46 @@ class Executor(concurrent.futures.Executor):
 
     def map(self, fn: Callable[..., Any], *iterables: Iterable[Any],  # type: ignore[override]
             timeout: Optional[float] = None, chunksize: int = 1) -> Iterator[Any]:
-        """As ``Executor.map``: one task per call, results in order.
-        ``chunksize`` is accepted and, for now, each call is its own task."""
-        del chunksize
+        """As ``Executor.map``: results in order, ``timeout`` for them all.
+        One task per call, or with ``chunksize=N`` per N calls (as
+        ProcessPoolExecutor's: one call that raises fails its chunk, and
+        the results iterator raises there)."""
+        return self._map(fn, iterables, timeout, chunksize, None)
+
+    def _map(self, fn: Callable[..., Any], iterables: tuple, timeout: Optional[float],
+             chunksize: int, resources: Optional[Mapping[str, Any]]) -> Iterator[Any]:
+        if chunksize < 1:
+            raise ValueError("chunksize must be >= 1.")
+        end = None if timeout is None else time.monotonic() + timeout
         # The function is pickled once for all the calls, at the first.
-        return super().map(_Pickled(fn), *iterables, timeout=timeout)
+        pickled = _Pickled(fn)
+        if chunksize == 1:
+            fs = [self.submit(pickled, *args, drover_resources=resources)
+                  for args in zip(*iterables)]
+        else:
+            calls = zip(*iterables)
+            chunks = iter(lambda: list(itertools.islice(calls, chunksize)), [])
+            fs = [self.submit(_Chunked(pickled), chunk, drover_resources=resources)
+                  for chunk in chunks]
+
+        def results() -> Iterator[Any]:
+            try:
+                fs.reverse()
+                while fs:
+                    f = fs.pop()
+                    try:
+                        value = f.result(None if end is None else end - time.monotonic())
+                    finally:
+                        f.cancel()  # nothing once ended; the rest, when this raised
+                    if chunksize == 1:
+                        yield value
+                    else:
+                        yield from value
+            finally:
+                for f in fs:
+                    f.cancel()
+
+        return results()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """No more submissions; with ``cancel_futures`` the calls not ended
@@ -501,14 +554,10 @@ class RemoteFunction:
         ex = self._executor or _shared_executor()
         return ex.submit(self.fn, *args, drover_resources=self._defaults, **kwargs)
 
-    def map(self, *iterables: Iterable[Any], timeout: Optional[float] = None) -> Iterator[Any]:
-        futures = [self.submit(*args) for args in zip(*iterables)]
-
-        def results() -> Iterator[Any]:
-            for f in futures:
-                yield f.result(timeout)
-
-        return results()
+    def map(self, *iterables: Iterable[Any], timeout: Optional[float] = None,
+            chunksize: int = 1) -> Iterator[Any]:
+        ex = self._executor or _shared_executor()
+        return ex._map(self.fn, iterables, timeout, chunksize, self._defaults)
 
 
 def _plain(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -41,6 +41,17 @@ def add(a: int, b: int = 0) -> int:
     return a + b
 
 
+def square_where(x: int) -> tuple:
+    """x squared, and the task that computed it."""
+    return os.environ.get("DROVER_TASK_ID"), x * x
+
+
+def fails_at_three(x: int) -> int:
+    if x == 3:
+        raise ValueError("three")
+    return x
+
+
 def fails(message: str) -> None:
     raise ValueError(message)
 
@@ -179,6 +190,21 @@ def exercise(ex: cf.Executor) -> None:
     assert f.result(timeout=WAIT) == 5, f.result()
     assert list(ex.map(square, range(6), timeout=WAIT)) == [0, 1, 4, 9, 16, 25]
     assert list(ex.map(add, [1, 2], [10, 20])) == [11, 22]
+    assert list(ex.map(square, range(7), chunksize=3)) == [0, 1, 4, 9, 16, 25, 36]
+    chunked = ex.map(fails_at_three, range(6), chunksize=2)
+    assert [next(chunked), next(chunked)] == [0, 1]
+    try:
+        next(chunked)  # 3's chunk (2 and 3) failed
+    except ValueError as e:
+        assert str(e) == "three", str(e)
+    else:
+        raise AssertionError("the chunk's exception did not come back")
+    try:
+        ex.map(square, [1], chunksize=0)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("chunksize 0 was taken")
     futures = [ex.submit(square, i) for i in range(4)]
     assert sorted(f.result() for f in cf.as_completed(futures, timeout=WAIT)) == [0, 1, 4, 9]
     done, not_done = cf.wait(futures, timeout=WAIT, return_when=cf.ALL_COMPLETED)
@@ -215,6 +241,17 @@ class ExecutorTest(unittest.TestCase):
             exercise(ex)
         with self.assertRaises(RuntimeError):
             ex.submit(square, 1)  # after shutdown
+
+    def test_map_with_a_chunksize_runs_that_many_calls_per_task(self) -> None:
+        got = list(self.executor().map(square_where, range(7), chunksize=3, timeout=WAIT))
+        self.assertEqual([v for _, v in got], [i * i for i in range(7)])
+        tasks = [t for t, _ in got]
+        self.assertEqual(tasks, [tasks[0]] * 3 + [tasks[3]] * 3 + [tasks[6]])
+        self.assertEqual(len(set(tasks)), 3)
+        # The decorator's map too, with its resources.
+        fn = drover.function(square_where, executor=self.executor(), retries=1)
+        self.assertEqual([v for _, v in fn.map(range(4), chunksize=2, timeout=WAIT)],
+                         [0, 1, 4, 9])
 
     def test_map_pickles_its_function_once_for_all_its_calls(self) -> None:
         ex = self.executor()
