@@ -86,6 +86,10 @@ Status SpareDirs::Make(const std::string& path, mode_t mode, uid_t owner) {
   while (pool != spare_.end() && !pool->second.empty()) {
     std::string spare = std::move(pool->second.back());
     pool->second.pop_back();
+    // Written to while it was kept (a process of its last task that
+    // outlived it, without cgroups to end it, through its working
+    // directory): not handed on, and left where it is.
+    if (HasEntries(spare)) continue;
     // RENAME_NOREPLACE: an existing `path` is kept as mkdir keeps it.
     if (renameat2(AT_FDCWD, spare.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) == 0) {
       if (chmod(path.c_str(), mode) == 0) return Status::Ok();

@@ -2,6 +2,7 @@
 // the same account, by rename.
 #include "worker/exec/spare_dirs.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -119,6 +120,27 @@ TEST(SpareDirsTest, WhatHoldsAnythingOrBelongsToAnotherAccountIsNotHandedOn) {
   ASSERT_TRUE(spare.Make(other, 0700, geteuid() + 1).ok());
   EXPECT_NE(InodeOf(other), first);
   EXPECT_EQ(spare.kept(), 1u);
+}
+
+TEST(SpareDirsTest, ASpareWrittenToWhileKeptIsNotHandedOn) {
+  TempDir dir;
+  SpareDirs spare(dir.path() + "/.spare");
+  ASSERT_TRUE(spare.Open().ok());
+  const std::string a = dir.path() + "/a";
+  ASSERT_TRUE(spare.Make(a, 0700, geteuid()).ok());
+  // A process of the last task still has it as its working directory.
+  const int held = open(a.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(held, 0);
+  ASSERT_TRUE(spare.Recycle(a));
+  const int late = openat(held, "late", O_WRONLY | O_CREAT, 0600);
+  ASSERT_GE(late, 0);
+  close(late);
+  const ino_t written = InodeOf("/proc/self/fd/" + std::to_string(held));
+  close(held);
+  const std::string b = dir.path() + "/b";
+  ASSERT_TRUE(spare.Make(b, 0700, geteuid()).ok());
+  EXPECT_NE(InodeOf(b), written);
+  EXPECT_FALSE(HasEntries(b));
 }
 
 TEST(SpareDirsTest, AnExistingPathStaysAndTheSpareIsKept) {
