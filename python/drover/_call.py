@@ -85,8 +85,23 @@ def dumps(value):
         return cloudpickle.dumps(value)
 PREFIX = "drover-call:v1:"
 LIMIT = 48 * 1024  # the server keeps 64 KiB of $DROVER_RESULT; base64 adds 1/3
-def emit(kind, data):
+# A warm interpreter's call whose worker asked for it (DROVER_REPLY_RESULT):
+# the result goes back with the reply, not through $DROVER_RESULT.
+REPLY = None
+def put_result(text):
+    data = text.encode("utf-8")
+    if REPLY is not None and len(data) <= 64 * 1024:
+        REPLY[:] = [data]
+        return
     path = os.environ.get("DROVER_RESULT")
+    if path:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            while data:
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
+def emit(kind, data):
     if len(data) <= LIMIT:
         text = PREFIX + kind + ":" + base64.b64encode(data).decode("ascii")
     else:
@@ -94,12 +109,7 @@ def emit(kind, data):
         with open(os.path.join(out, "drover-value.pkl"), "wb") as f:
             f.write(data)
         text = PREFIX + "file"
-    if path:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, text.encode("ascii"))
-        finally:
-            os.close(fd)
+    put_result(text)
 def fail(message):
     sys.stderr.write("drover: " + message + "\n")
     emit("error", pickle.dumps((RuntimeError(message), "")))
@@ -145,11 +155,7 @@ def by_name(name):
         kwargs = json.loads((os.environ.get("DROVER_KWARGS") or "{}").replace("{index}", index))
     except ValueError as e:
         args, kwargs, bad = None, None, e
-    path = os.environ.get("DROVER_RESULT")
-    def result(text):
-        if path:
-            with open(path, "w") as out:
-                out.write(text)
+    result = put_result
     if args is None:
         message = "function %s: its arguments are not JSON: %s" % (name, bad)
         sys.stderr.write("drover: " + message + "\n")
@@ -303,7 +309,10 @@ def usage():
 def serve():
     # A warm interpreter (the worker's warm_interpreter.h): calls arrive on
     # stdin, a socket, one message each (directory, environment, and the
-    # call's stdout and stderr), and each gets its reply.
+    # call's stdout and stderr), and each gets its reply: a status line, and
+    # the call's result after a newline when the call's message asked
+    # (DROVER_REPLY_RESULT=1, which the call does not see).
+    global REPLY
     import socket
     sock = socket.socket(fileno=os.dup(0))
     null = os.open(os.devnull, os.O_RDWR)
@@ -334,6 +343,7 @@ def serve():
             k, _, v = kv.partition(b"=")
             if k:
                 env[k] = v
+        reply_result = env.pop(b"DROVER_REPLY_RESULT", None) == b"1"
         cpu0, _ = usage()
         if env.get(b"DROVER_FRESH") == b"1":
             # A clean process per call: a child forked from this one.
@@ -353,11 +363,16 @@ def serve():
             else:
                 how = "exit %d" % os.WEXITSTATUS(status)
         else:
+            REPLY = [] if reply_result else None
             how = "exit %d" % one(parts[0], env, fds, null)
+        result, REPLY = REPLY, None
         cpu1, rss = usage()
         calls += 1
         last = limit > 0 and calls >= limit
-        sock.send(("%s %d %d %d" % (how, (cpu1 - cpu0) * 1e6, rss, last)).encode())
+        reply = ("%s %d %d %d" % (how, (cpu1 - cpu0) * 1e6, rss, last)).encode()
+        if result:  # the status line, then the result
+            reply += b"\n" + result[0]
+        sock.send(reply)
         if last:
             break
 if os.environ.get("DROVER_WARM_SERVE") == "1":

@@ -46,6 +46,10 @@ def square_where(x: int) -> tuple:
     return os.environ.get("DROVER_TASK_ID"), x * x
 
 
+def env_of(name: str) -> Optional[str]:
+    return os.environ.get(name)
+
+
 def fails_at_three(x: int) -> int:
     if x == 3:
         raise ValueError("three")
@@ -170,14 +174,20 @@ class WarmRunner:
         socket.send_fds(self.sock, [message], [out_w, err_w])
         os.close(out_w)
         os.close(err_w)
-        reply = self.sock.recv(256).decode().split()
+        # A status line, then the result when the call asked for it so
+        # (DROVER_REPLY_RESULT=1): self.inline says whether it came so.
+        status, newline, inline = self.sock.recv(1 << 17).partition(b"\n")
+        reply = status.decode().split()
+        self.inline = bool(newline)
         with os.fdopen(out_r) as o, os.fdopen(err_r) as e:
             stdout, stderr = o.read(), e.read()
         value: Any = None
         path = os.path.join(task, "result")
-        if os.path.exists(path):
+        text = inline.decode() if newline else None
+        if text is None and os.path.exists(path):
             with open(path) as f:
                 text = f.read()
+        if text is not None:
             kind, blob = _call.decode_result(text)
             value = pickle.loads(blob) if kind else text  # a call by name: its JSON
         return reply, stdout, stderr, value, task
@@ -283,6 +293,8 @@ class ExecutorTest(unittest.TestCase):
         # <workdir>/<job>/<index>.<attempt>
         self.assertTrue(here.endswith(f"/{info.job}/0.1"), here)
         self.assertNotEqual(here, os.getcwd())
+        # Its value came back with the warm interpreter's reply: no file.
+        self.assertFalse(os.path.exists(os.path.join(here, "result")))
 
     def test_lambdas_closures_and_futures_as_arguments_build_the_graph(self) -> None:
         ex = self.executor()
@@ -535,6 +547,20 @@ class WarmRunnerTest(unittest.TestCase):
         # The environment is the call's, whole: neither what the last call
         # was given nor what it set or changed itself.
         self.assertEqual(leftover, [None, None, "same"])
+
+    def test_the_result_comes_with_the_reply_when_the_worker_asks(self) -> None:
+        r = self.runner()
+        reply, _, err, value, task = r.call(env_of, "DROVER_REPLY_RESULT", DROVER_REPLY_RESULT="1")
+        self.assertEqual(reply[:2], ["exit", "0"], err)
+        self.assertTrue(r.inline)
+        self.assertIsNone(value)  # the call does not see the request
+        self.assertFalse(os.path.exists(os.path.join(task, "result")))
+        # An exception's too; and without the request, the file as before.
+        reply, _, _, exc, _ = r.call(fails, "inline", DROVER_REPLY_RESULT="1")
+        self.assertEqual((reply[:2], r.inline, str(exc[0])), (["exit", "1"], True, "inline"))
+        reply, _, _, value, task = r.call(square, 12)
+        self.assertEqual((value, r.inline), (144, False))
+        self.assertTrue(os.path.exists(os.path.join(task, "result")))
 
     def test_an_exception_exits_1_and_the_interpreter_serves_on(self) -> None:
         r = self.runner()

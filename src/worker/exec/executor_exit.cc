@@ -31,6 +31,15 @@ Duration FromTimeval(const timeval& tv) {
   return Duration(static_cast<int64_t>(tv.tv_sec) * 1000000 + tv.tv_usec);
 }
 
+// A result over `cap` bytes cut there, saying so.
+std::string CapResult(std::string text, uint64_t cap) {
+  if (text.size() > cap) {
+    text.resize(cap);
+    text += "\n[drover: result truncated at " + FormatBytes(cap) + "]\n";
+  }
+  return text;
+}
+
 // Reads the task's result file, refusing anything but a regular file (a
 // task could point a symlink at a file only the worker may read).
 std::string ReadResult(const std::string& path, uint64_t cap) {
@@ -48,12 +57,8 @@ std::string ReadResult(const std::string& path, uint64_t cap) {
       got += n;
     }
     text.resize(got);
-    if (got > cap) {
-      text.resize(cap);
-      text += "\n[drover: result truncated at " + FormatBytes(cap) + "]\n";
-    }
   }
-  return text;
+  return CapResult(std::move(text), cap);
 }
 
 // "stdout not saved: no space left on device (PATH)" when the capture
@@ -181,7 +186,9 @@ void Executor::Finish(Task* task) {
   r.dirs = task->dirs;
   r.stdout_truncated = task->out[0]->truncated();
   r.stderr_truncated = task->out[1]->truncated();
-  r.result_text = ReadResult(task->dirs.result, options_.result_cap_bytes);
+  r.result_text = task->inline_result
+                      ? CapResult(std::move(*task->inline_result), options_.result_cap_bytes)
+                      : ReadResult(task->dirs.result, options_.result_cap_bytes);
 
   if (!r.start_error.empty()) {
     r.outcome = task->canceled ? TaskOutcome::kCanceled : TaskOutcome::kFailed;

@@ -61,6 +61,9 @@ struct Executor::Task {
   // The warm interpreter running this task's call (pid and pidfd are its
   // own for the call's length); null for a task of its own process.
   std::unique_ptr<WarmInterpreter> warm;
+  // Its result as the warm interpreter sent it with its reply, in place of
+  // the result file; nullopt: read the file.
+  std::optional<std::string> inline_result;
   // Run in a container image: its name (ContainerRun::name) and image,
   // whose digest and fetch error are read at its end; empty: none.
   std::string container;

@@ -87,8 +87,9 @@ Result<pid_t> Executor::StartWarm(const TaskSpec& spec, const TaskDirs& dirs,
     }
   }
   task->cage->CloseJoinFds();
-  Status sent = SendCall(w->socket.fd(), launch.cwd, command.environment,
-                         task->out[0]->write_fd(), task->out[1]->write_fd());
+  Status sent = SendCall(w->socket.fd(), launch.cwd, command.environment, task->out[0]->write_fd(),
+                         task->out[1]->write_fd(),
+                         /*reply_result=*/true);
   for (auto& out : task->out) out->CloseWriteEnd();
   if (!sent.ok()) {
     EndWarm(*w);
@@ -127,6 +128,7 @@ bool Executor::OnWarmReply(Task* task) {
   r.wall = task->started.Elapsed();
   r.exit_code = reply->exit_code;
   r.signal = reply->signal;
+  task->inline_result = std::move(reply->result);
   // Stopped until its next call: code of the call that goes on after its
   // reply (a thread, or a reply sent early on purpose) must not run outside
   // a task's cage and cores. Then out of the task's cage before its

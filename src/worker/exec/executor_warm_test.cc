@@ -313,8 +313,36 @@ TEST(WarmProtocolTest, ReplyParsingRefusesWhatIsNotAReply) {
   EXPECT_EQ(r->cpu, Duration(2500));
   EXPECT_EQ(r->peak_memory, 100u * 1024);
   EXPECT_TRUE(r->last);
+  EXPECT_FALSE(r->result);  // no result with it: the file has it
+
+  // The result after the status line, when the call was asked for it so;
+  // an empty one is a result too. One over the limit is refused.
+  for (const std::string& result : {std::string("drover-call:v1:value:gAR9lC4="), std::string(),
+                                    std::string("two\nlines\0and a NUL")}) {
+    const std::string reply = "exit 0 10 20 0\n" + result;
+    ASSERT_GE(send(theirs.fd(), reply.data(), reply.size(), 0), 0);
+    r = ReadReply(mine.fd());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->exit_code, 0);
+    ASSERT_TRUE(r->result);
+    EXPECT_EQ(*r->result, result);
+  }
+  const std::string over = "exit 0 10 20 0\n" + std::string(kMaxReplyBytes, 'r');
+  ASSERT_GE(send(theirs.fd(), over.data(), over.size(), 0), 0);
+  EXPECT_EQ(ReadReply(mine.fd()).status().code(), StatusCode::kInvalidArgument);
+
   theirs.Reset();
   EXPECT_EQ(ReadReply(mine.fd()).status().code(), StatusCode::kAborted);
+}
+
+TEST(WarmProtocolTest, ACallMayAskForItsResultWithTheReply) {
+  Result<std::pair<UniqueFd, UniqueFd>> pair = MakeWarmSocket();
+  ASSERT_TRUE(pair.ok()) << pair.status().ToString();
+  ASSERT_TRUE(SendCall(pair->first.fd(), "/w", {"A=1"}, 1, 2, /*reply_result=*/true).ok());
+  char buf[256];
+  const ssize_t n = recv(pair->second.fd(), buf, sizeof(buf), 0);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(buf, n), std::string("/w\0A=1\0", 7) + kReplyResult);
 }
 
 TEST(WarmProtocolTest, ACallCarriesItsDirectoryEnvironmentAndTwoDescriptors) {

@@ -6,12 +6,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -68,11 +70,15 @@ Result<std::pair<UniqueFd, UniqueFd>> MakeWarmSocket() {
 }
 
 Status SendCall(int socket, const std::string& cwd, const std::vector<std::string>& environment,
-                int stdout_fd, int stderr_fd) {
+                int stdout_fd, int stderr_fd, bool reply_result) {
   std::string message = cwd;
   for (const std::string& e : environment) {
     message += '\0';
     message += e;
+  }
+  if (reply_result) {
+    message += '\0';
+    message += kReplyResult;
   }
   iovec iov{message.data(), message.size()};
   alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
@@ -99,21 +105,36 @@ Status SendCall(int socket, const std::string& cwd, const std::vector<std::strin
 }
 
 Result<WarmReply> ReadReply(int socket) {
-  char buf[256];
+  // The status line, then after a newline the call's result when it came
+  // with the reply (the runner sends at most 64 KiB so; more goes to the
+  // file).
+  static thread_local std::vector<char> buf(kMaxReplyBytes + 1);
   ssize_t n;
   do {
-    n = recv(socket, buf, sizeof(buf) - 1, 0);
+    n = recv(socket, buf.data(), kMaxReplyBytes, MSG_TRUNC);
   } while (n < 0 && errno == EINTR);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Unavailable("no reply yet");
   if (n <= 0) return Status(StatusCode::kAborted, "the warm interpreter closed its socket");
-  buf[n] = '\0';
-  std::istringstream in(buf);
+  if (static_cast<size_t>(n) > kMaxReplyBytes) {
+    return InvalidArgument("a warm interpreter's reply is over " + std::to_string(kMaxReplyBytes) +
+                           " bytes");
+  }
+  const std::string_view message(buf.data(), static_cast<size_t>(n));
+  const size_t newline = message.find('\n');
+  std::optional<std::string> result;
+  if (newline != std::string_view::npos) result = std::string(message.substr(newline + 1));
+  const std::string status(message.substr(0, std::min(newline, message.size())));
+  if (status.size() > 200 || status.find('\0') != std::string::npos) {
+    return InvalidArgument("a warm interpreter's reply does not parse: " + status.substr(0, 200));
+  }
+  const char* text = status.c_str();
+  std::istringstream in(status);
   std::string how;
   long long value = 0, cpu_us = 0, rss_kib = 0;
   int last = 0;
   if (!(in >> how >> value >> cpu_us >> rss_kib >> last) || (how != "exit" && how != "signal") ||
       cpu_us < 0 || rss_kib < 0) {
-    return InvalidArgument(std::string("a warm interpreter's reply does not parse: ") + buf);
+    return InvalidArgument(std::string("a warm interpreter's reply does not parse: ") + text);
   }
   WarmReply r;
   if (how == "exit") {
@@ -124,6 +145,7 @@ Result<WarmReply> ReadReply(int socket) {
   r.cpu = Duration(cpu_us);
   r.peak_memory = static_cast<uint64_t>(rss_kib) * 1024;
   r.last = last != 0;
+  r.result = std::move(result);
   return r;
 }
 

@@ -11,13 +11,18 @@
 // running one:
 //
 //   call   (worker -> interpreter) one message: the task's working directory,
-//          then its whole environment, NUL-separated; with SCM_RIGHTS the
-//          write ends of the task's stdout and stderr pipes.
+//          then its whole environment, NUL-separated, and last
+//          DROVER_REPLY_RESULT=1 (which the call does not see); with
+//          SCM_RIGHTS the write ends of the task's stdout and stderr pipes.
 //   reply  (interpreter -> worker) "exit CODE CPU_US MAXRSS_KIB LAST" or
 //          "signal SIG CPU_US MAXRSS_KIB LAST": how the call ended (a
 //          `fresh` call's forked child may die by a signal), the CPU time
 //          and peak resident size the interpreter measured for it, and 1
-//          when it will exit now (DROVER_MAX_CALLS reached).
+//          when it will exit now (DROVER_MAX_CALLS reached); then, after a
+//          newline, the call's result (up to 64 KiB; a larger one, and a
+//          `fresh` call's, is in $DROVER_RESULT as for any task). A runner
+//          from before this ignores the request and writes the file, which
+//          the worker then reads.
 //
 // An interpreter serves one account, one program and runner, one GPU set
 // (CUDA fixes its devices at initialisation), one preload list
@@ -32,6 +37,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,7 +66,18 @@ struct WarmReply {
   Duration cpu{0};
   uint64_t peak_memory = 0;  // bytes
   bool last = false;         // the interpreter exits now
+  // The call's result text, when the interpreter sent it with the reply
+  // (asked by kReplyResult in the call's environment) instead of writing
+  // $DROVER_RESULT: one file fewer per call.
+  std::optional<std::string> result;
 };
+
+// The largest reply read: a status line and a result of up to 64 KiB.
+inline constexpr size_t kMaxReplyBytes = 128 << 10;
+
+// Set in a call's environment (not the task's: the runner takes it out),
+// it asks the interpreter to send the call's result with its reply.
+inline constexpr const char* kReplyResult = "DROVER_REPLY_RESULT=1";
 
 // Whether `spec` asks for a warm interpreter (DROVER_WARM=1).
 bool WantsWarm(const TaskSpec& spec);
@@ -74,9 +91,10 @@ std::string WarmKey(const TaskSpec& spec, const std::string& exe, uid_t uid, boo
 Result<std::pair<UniqueFd, UniqueFd>> MakeWarmSocket();
 
 // Sends one call: `cwd`, `environment` ("K=V" each), and the two write
-// ends. Fails when the interpreter is gone or the message is too large.
+// ends; with `reply_result` also kReplyResult. Fails when the interpreter
+// is gone or the message is too large.
 Status SendCall(int socket, const std::string& cwd, const std::vector<std::string>& environment,
-                int stdout_fd, int stderr_fd);
+                int stdout_fd, int stderr_fd, bool reply_result = false);
 
 // Reads a reply. Unavailable: none is there yet; Aborted: the socket closed
 // (the interpreter died); InvalidArgument: a reply that does not parse.
