@@ -118,9 +118,14 @@ bool SpareDirs::Recycle(const std::string& path) {
   if (renameat2(AT_FDCWD, path.c_str(), AT_FDCWD, spare.c_str(), RENAME_NOREPLACE) != 0) {
     return false;
   }
-  // Written to between the look and the move (by a process of the task
-  // that outlived it): put back where it was, out of use.
-  if (HasEntries(spare)) {
+  // What was moved must be what was looked at: a process of the task that
+  // outlived it (its directory is the task user's) could have put a
+  // symlink in its place meanwhile, and the next task's chmod and chown
+  // would follow it. Nor may it have been written to since. Anything else
+  // is put back where it was, out of use.
+  struct stat moved;
+  if (lstat(spare.c_str(), &moved) != 0 || !S_ISDIR(moved.st_mode) || moved.st_ino != st.st_ino ||
+      moved.st_dev != st.st_dev || HasEntries(spare)) {
     renameat2(AT_FDCWD, spare.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE);
     return false;
   }

@@ -105,6 +105,11 @@ TEST(SpareDirsTest, WhatHoldsAnythingOrBelongsToAnotherAccountIsNotHandedOn) {
   EXPECT_FALSE(spare.Recycle(dir.path() + "/missing"));
   Put(dir.path() + "/file", "x");
   EXPECT_FALSE(spare.Recycle(dir.path() + "/file"));  // not a directory
+  // Nor a symlink to an empty one: the next task's chmod would follow it.
+  std::filesystem::create_directory(dir.path() + "/elsewhere");
+  std::filesystem::create_directory_symlink(dir.path() + "/elsewhere", dir.path() + "/link");
+  EXPECT_FALSE(spare.Recycle(dir.path() + "/link"));
+  EXPECT_TRUE(std::filesystem::is_symlink(dir.path() + "/link"));
 
   const std::string one = dir.path() + "/one";
   const std::string two = dir.path() + "/two";
