@@ -127,14 +127,13 @@ Result<WarmReply> ReadReply(int socket) {
   if (status.size() > 200 || status.find('\0') != std::string::npos) {
     return InvalidArgument("a warm interpreter's reply does not parse: " + status.substr(0, 200));
   }
-  const char* text = status.c_str();
   std::istringstream in(status);
   std::string how;
   long long value = 0, cpu_us = 0, rss_kib = 0;
   int last = 0;
   if (!(in >> how >> value >> cpu_us >> rss_kib >> last) || (how != "exit" && how != "signal") ||
       cpu_us < 0 || rss_kib < 0) {
-    return InvalidArgument(std::string("a warm interpreter's reply does not parse: ") + text);
+    return InvalidArgument("a warm interpreter's reply does not parse: " + status);
   }
   WarmReply r;
   if (how == "exit") {
