@@ -10,6 +10,10 @@
 # build/image/drover_VERSION.oci.tar).
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
+# GoogleTest binaries print only their failures (and the summary): a failed
+# test's lines are then what ctest --output-on-failure shows, not hidden in
+# the long list of those that passed.
+export GTEST_BRIEF ?= 1
 
 .PHONY: all deps configure build test test-long bench clean demo deb image
 
