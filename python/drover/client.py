@@ -704,11 +704,12 @@ class Task:
     just after ``Client.submit``, its job until the server names it)."""
 
     def __init__(self, client: Client, task_id: Optional[str] = None, *,
-                 job: Optional["Job"] = None) -> None:
+                 job: Optional["Job"] = None, index: int = 0) -> None:
         self._client = client
         self._id: Optional[str] = None
         self._job_id = 0
-        self._submitted = job  # the single-task job whose answer names it
+        self._submitted = job  # the submitted job whose answer names it
+        self._index = index  # its task's index in that job
         if task_id is None:
             if job is None:
                 raise TypeError("Task needs a task id")
@@ -726,7 +727,7 @@ class Task:
         if self._id is None:
             assert self._submitted is not None
             self._job_id = self._submitted.id
-            self._id = f"{self._job_id}.0"
+            self._id = f"{self._job_id}.{self._index}"
         return self._id
 
     @property

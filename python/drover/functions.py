@@ -59,7 +59,7 @@ import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set
 
 from . import _call
-from .client import Client, Task, _result_of
+from .client import Client, Job, Task, _result_of
 from .errors import DroverError, TaskCanceled
 from .models import CANCELED, SUCCEEDED, TaskInfo
 
@@ -219,6 +219,27 @@ def _what_cannot_be_pickled(fn: Callable[..., Any], args: tuple, kwargs: dict,
     return f"the call of {name} cannot be sent to a worker: {type(error).__name__}: {error}"
 
 
+# The most calls of one map that go as the tasks of one job, and about the
+# most bytes of their specs (each carries the runner, ~5 KiB, in its command,
+# and a call of up to 32 KiB in its environment): a job's body is read on
+# the server's loop in one go, so it stays as small as a batch of
+# submissions.
+_MAP_JOB_TASKS = 500
+_MAP_JOB_BYTES = 4 << 20
+
+
+class _Call:
+    """One call as a task: its command, name, the task ids it waits for
+    (futures among its arguments) and Job.task's other arguments."""
+
+    def __init__(self, command: List[str], name: str, after: List[str],
+                 options: Dict[str, Any]) -> None:
+        self.command = command
+        self.name = name
+        self.after = after
+        self.options = options
+
+
 class Executor(concurrent.futures.Executor):
     """Runs calls as Drover tasks (see the module doc).
 
@@ -265,9 +286,22 @@ class Executor(concurrent.futures.Executor):
         """Submits ``fn(*args, **kwargs)`` as a task; returns its future at
         once. TypeError naming an argument that cannot be pickled;
         RuntimeError after shutdown."""
+        self._check_open()
+        call = self._prepare(fn, args, kwargs, drover_resources)
+        future = Future(self)
+        future.task = self._client.submit(call.command, name=call.name,
+                                          after=call.after or None, **call.options)
+        self._track([future])
+        return future
+
+    def _check_open(self) -> None:
         with self._lock:
             if self._shutdown:
                 raise RuntimeError("cannot schedule new futures after shutdown")
+
+    def _prepare(self, fn: Callable[..., Any], args: tuple, kwargs: dict,
+                 drover_resources: Optional[Mapping[str, Any]]) -> "_Call":
+        """The task of one call (see submit)."""
         options = dict(self._defaults)
         if drover_resources:
             unknown = sorted(set(drover_resources) - set(_RESOURCE_KEYS))
@@ -294,23 +328,70 @@ class Executor(concurrent.futures.Executor):
         env.update(_warm_env(options))
         python = str(options.pop("python"))
         name = options.pop("name", None) or _name_of(fn.fn if isinstance(fn, _Pickled) else fn)
-        future = Future(self)
-        future.task = self._client.submit([python, "-c", _call.COMMAND_RUNNER], name=name,
-                                          after=list(dependencies.values()) or None, env=env,
-                                          input_files=input_files or None, **options)
-        # The collector learns its id from the server's answer, which comes
-        # batched with other submissions: submit does not wait for it.
+        options["env"] = env
+        if input_files:
+            options["input_files"] = input_files
+        return _Call([python, "-c", _call.COMMAND_RUNNER], name,
+                     list(dependencies.values()), options)
+
+    def _track(self, futures: List[Future]) -> None:
+        """Has the collector watch `futures`, whose tasks were submitted."""
+        # The collector learns their ids from the server's answer, which
+        # comes batched with other submissions: this does not wait for it.
         with self._lock:
-            self._live.add(future)
-            self._unregistered.append(future)
+            self._live.update(futures)
+            self._unregistered.extend(futures)
             if self._collector is None:
                 self._collector = threading.Thread(target=self._collect,
                                                    name="drover-executor", daemon=True)
                 self._collector.start()
             else:
                 self._client._watcher.interrupt(self._tag)
-        future.add_done_callback(self._ended)
-        return future
+        for future in futures:
+            future.add_done_callback(self._ended)
+
+    def _submit_many(self, calls: List[tuple],
+                     resources: Optional[Mapping[str, Any]]) -> List[Future]:
+        """map's calls, each (fn, args): the futures in order. Calls that do
+        not wait for other calls' futures go as the tasks of one job (up to
+        _MAP_JOB_TASKS or about _MAP_JOB_BYTES to a job): a map is a job in
+        `drover status` and the dashboard, each call a task of it. The others
+        go as submit's."""
+        self._check_open()
+        futures: List[Future] = []
+        job: Optional[Job] = None
+        batch: List[Future] = []
+        size = 0
+
+        def send() -> None:
+            nonlocal job, batch, size
+            if job is not None:
+                job._pending = self._client._submitter.submit(job.spec())
+                self._track(batch)
+            job, batch, size = None, [], 0
+
+        for fn, args in calls:
+            call = self._prepare(fn, args, {}, resources)
+            future = Future(self)
+            if call.after:
+                future.task = self._client.submit(call.command, name=call.name,
+                                                  after=call.after, **call.options)
+                self._track([future])
+            else:
+                user = call.options.pop("user", None)  # the same for every call of a map
+                if job is None:
+                    job = Job(self._client, call.name, user=user)
+                index = len(batch)
+                job.task(call.command, name=f"{call.name}-{index}", **call.options)
+                future.task = Task(self._client, job=job, index=index)
+                batch.append(future)
+                size += sum(map(len, call.command)) + sum(
+                    len(k) + len(v) for k, v in call.options["env"].items())
+                if len(batch) == _MAP_JOB_TASKS or size >= _MAP_JOB_BYTES:
+                    send()
+            futures.append(future)
+        send()
+        return futures
 
     def _ended(self, future: concurrent.futures.Future) -> None:  # type: ignore[type-arg]
         with self._lock:
@@ -332,13 +413,12 @@ class Executor(concurrent.futures.Executor):
         # The function is pickled once for all the calls, at the first.
         pickled = _Pickled(fn)
         if chunksize == 1:
-            fs = [self.submit(pickled, *args, drover_resources=resources)
-                  for args in zip(*iterables)]
+            fs = self._submit_many([(pickled, args) for args in zip(*iterables)], resources)
         else:
             calls = zip(*iterables)
             chunks = iter(lambda: list(itertools.islice(calls, chunksize)), [])
-            fs = [self.submit(_Chunked(pickled), chunk, drover_resources=resources)
-                  for chunk in chunks]
+            fs = self._submit_many([(_Chunked(pickled), (chunk,)) for chunk in chunks],
+                                   resources)
 
         def results() -> Iterator[Any]:
             try:

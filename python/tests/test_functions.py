@@ -46,6 +46,11 @@ def square_where(x: int) -> tuple:
     return os.environ.get("DROVER_TASK_ID"), x * x
 
 
+def length_where(s: str) -> tuple:
+    """len(s), and the task that measured it."""
+    return os.environ.get("DROVER_TASK_ID"), len(s)
+
+
 def env_of(name: str) -> Optional[str]:
     return os.environ.get(name)
 
@@ -262,6 +267,44 @@ class ExecutorTest(unittest.TestCase):
         fn = drover.function(square_where, executor=self.executor(), retries=1)
         self.assertEqual([v for _, v in fn.map(range(4), chunksize=2, timeout=WAIT)],
                          [0, 1, 4, 9])
+
+    def test_a_maps_calls_are_the_tasks_of_one_job(self) -> None:
+        ex = self.executor()
+        got = list(ex.map(square_where, range(7), timeout=WAIT))
+        self.assertEqual([v for _, v in got], [i * i for i in range(7)])
+        job = got[0][0].split(".")[0]
+        self.assertEqual([t for t, _ in got], [f"{job}.{i}" for i in range(7)])
+        info = self.client.job_info(int(job))
+        self.assertEqual(info.name, "square_where")
+        self.assertEqual(sorted(t.group for t in info.tasks),
+                         sorted(f"square_where-{i}" for i in range(7)))
+        # Past the most calls a job takes (500, as the guide says), the
+        # next job; a call that waits for a future goes as a job of its own,
+        # the others as before.
+        self.assertEqual(drover.functions._MAP_JOB_TASKS, 500)
+        saved = drover.functions._MAP_JOB_TASKS
+        drover.functions._MAP_JOB_TASKS = 3
+        self.addCleanup(setattr, drover.functions, "_MAP_JOB_TASKS", saved)
+        first = ex.submit(square, 2)
+        args = [3, first, 4, 5, 6, 7]
+        got = list(ex.map(square_where, args, timeout=WAIT))
+        self.assertEqual([v for _, v in got], [9, 16, 16, 25, 36, 49])
+        jobs = [t.split(".")[0] for t, _ in got]
+        self.assertEqual(jobs[0], jobs[2])
+        self.assertEqual(jobs[0], jobs[3])
+        self.assertNotIn(jobs[1], jobs[:1] + jobs[2:])
+        self.assertEqual(jobs[4], jobs[5])
+        self.assertNotEqual(jobs[3], jobs[4])
+        # And past about the most bytes: calls of 20 KiB arguments, 4 MiB
+        # in at most ~200 of them.
+        drover.functions._MAP_JOB_TASKS = saved
+        big = list(ex.map(length_where, ["x" * (20 << 10)] * 250, timeout=WAIT))
+        self.assertEqual([n for _, n in big], [20 << 10] * 250)
+        per_job: dict = {}
+        for t, _ in big:
+            per_job[t.split(".")[0]] = per_job.get(t.split(".")[0], 0) + 1
+        self.assertGreaterEqual(len(per_job), 2, per_job)
+        self.assertLessEqual(max(per_job.values()), 4 << 20 >> 15, per_job)
 
     def test_map_pickles_its_function_once_for_all_its_calls(self) -> None:
         ex = self.executor()
