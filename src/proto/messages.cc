@@ -142,6 +142,7 @@ Json Body(const Hello& m) {
          {"running", RunningListJson(m.running)},
          {"finished", FinishedListJson(m.finished)}};
   if (m.batches) j["batches"] = true;
+  if (m.argv_ids) j["argv_ids"] = true;
   return j;
 }
 bool Read(ObjectReader& r, Hello* m, DecodeContext& ctx) {
@@ -151,7 +152,8 @@ bool Read(ObjectReader& r, Hello* m, DecodeContext& ctx) {
       !r.String("key", &m->key, Need::kOptional) ||
       !r.Integer("files_port", &m->files_port, Need::kOptional) ||
       !r.String("files_fingerprint", &m->files_fingerprint, Need::kOptional) ||
-      !r.Bool("batches", &m->batches, Need::kOptional)) {
+      !r.Bool("batches", &m->batches, Need::kOptional) ||
+      !r.Bool("argv_ids", &m->argv_ids, Need::kOptional)) {
     return false;
   }
   if (!m->files_fingerprint.empty() && !core::IsSha256Hex(m->files_fingerprint)) {
@@ -441,6 +443,7 @@ Json AssignmentJson(const Assignment& a) {
   j["mem_limit_bytes"] = a.mem_limit_bytes;
   j["gpus"] = std::move(gpus);
   j["argv"] = a.argv;
+  if (a.argv_id != 0) j["argv_id"] = a.argv_id;
   j["env"] = a.env;
   j["timeout_us"] = a.timeout.count();
   j["array_index"] = a.array_index;
@@ -476,6 +479,7 @@ bool ReadAssignment(const Json& j, const std::string& path, Assignment* a, Decod
       !r.Integer("mem_limit_bytes", &a->mem_limit_bytes) ||
       !ReadList(r, "gpus", &a->gpus, ctx, internal::ReadGpuGrant, Need::kOptional) ||
       !ReadList(r, "argv", &a->argv, ctx, internal::ReadString) ||
+      !r.Integer("argv_id", &a->argv_id, Need::kOptional) ||
       !r.Micros("timeout_us", &a->timeout, Need::kOptional) ||
       !r.Integer("array_index", &a->array_index, Need::kOptional) ||
       !r.String("job_name", &a->job_name, Need::kOptional) ||
@@ -493,7 +497,12 @@ bool ReadAssignment(const Json& j, const std::string& path, Assignment* a, Decod
   if (a->vacate_grace < Duration::zero()) {
     return ctx.Fail(r.PathOf("vacate_grace_us"), "must not be negative");
   }
-  if (a->argv.empty()) return ctx.Fail(r.PathOf("argv"), "must not be empty");
+  if (a->argv_id > kMaxArgvIds) {
+    return ctx.Fail(r.PathOf("argv_id"), "must be at most " + std::to_string(kMaxArgvIds));
+  }
+  if (a->argv.empty() && a->argv_id == 0) {
+    return ctx.Fail(r.PathOf("argv"), "must not be empty (without argv_id)");
+  }
   if (a->cpu_quota_milli < 0) return ctx.Fail(r.PathOf("cpu_quota_milli"), "must not be negative");
   if (a->timeout < Duration::zero())
     return ctx.Fail(r.PathOf("timeout_us"), "must not be negative");

@@ -77,6 +77,8 @@ inline constexpr int kMaxNestingDepth = 64;
 // A Hello's worker name: at most this many bytes, no control characters
 // (it is shown in logs, tables and the dashboard).
 inline constexpr size_t kMaxWorkerNameBytes = 128;
+// Commands a connection numbers (Assignment::argv_id); later ones go whole.
+inline constexpr uint32_t kMaxArgvIds = 256;
 
 // One attempt of one task.
 struct TaskAttempt {
@@ -144,6 +146,10 @@ struct Hello {
   // messages in one. Optional on the wire ("batches", written only when
   // true): a worker from before batches gets one message per frame.
   bool batches = false;
+  // It resolves Assignment::argv_id: the server may send a command it sent
+  // this connection before by its number alone. Optional on the wire
+  // ("argv_ids", written only when true), as `batches`.
+  bool argv_ids = false;
   friend bool operator==(const Hello&, const Hello&) = default;
 };
 
@@ -319,6 +325,12 @@ struct Assignment {
   uint64_t mem_limit_bytes = 0;  // 0 = no limit
   std::vector<core::GpuGrant> gpus;
   std::vector<std::string> argv;           // already expanded ("{index}" replaced)
+  // To a worker that resolves them (Hello::argv_ids): a command's number on
+  // this connection, 1..kMaxArgvIds. With `argv`: remember it under this
+  // number; with `argv` empty: the command sent before under it. 0: none
+  // (optional on the wire, "argv_id"). The Executor's Python runner is
+  // ~5 KiB in every call's command.
+  uint32_t argv_id = 0;
   std::map<std::string, std::string> env;  // the job's extra environment
   Duration timeout = Duration::zero();     // zero = none
   int64_t array_index = 0;

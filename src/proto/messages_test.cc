@@ -580,6 +580,40 @@ TEST(MessagesTest, AnAssignmentsUserRoundTripsAndIsOptional) {
       << bad.status().message();
 }
 
+TEST(MessagesTest, NumberedCommandsRoundTripAndAreChecked) {
+  Hello hello;
+  hello.worker_name = "w";
+  EXPECT_EQ(Encode(WorkerMessage(hello)).find("argv_ids"), std::string::npos);
+  hello.argv_ids = true;
+  Result<WorkerMessage> hello_back = DecodeWorkerMessage(Encode(WorkerMessage(hello)));
+  ASSERT_TRUE(hello_back.ok()) << hello_back.status().ToString();
+  EXPECT_TRUE(std::get<Hello>(*hello_back).argv_ids);
+
+  Assignment a = SampleAssignment();
+  EXPECT_EQ(Encode(ServerMessage(Assign{{a}})).find("argv_id"), std::string::npos);
+  a.argv_id = 3;  // whole, to be remembered
+  Result<ServerMessage> back = DecodeServerMessage(Encode(ServerMessage(Assign{{a}})));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<Assign>(*back).tasks[0], a);
+  a.argv.clear();  // by its number alone
+  back = DecodeServerMessage(Encode(ServerMessage(Assign{{a}})));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<Assign>(*back).tasks[0], a);
+
+  const std::string head =
+      R"({"type":"assign","v":1,"tasks":[{"task":"1.0","attempt":1,"cores":[0],)"
+      R"("cpu_quota_milli":0,"mem_limit_bytes":0,)";
+  Result<ServerMessage> none = DecodeServerMessage(head + R"("argv":[]}]})");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("tasks[0].argv: must not be empty (without argv_id)"),
+            std::string::npos)
+      << none.status().message();
+  Result<ServerMessage> big = DecodeServerMessage(head + R"("argv":[],"argv_id":257}]})");
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("tasks[0].argv_id: must be at most 256"), std::string::npos)
+      << big.status().message();
+}
+
 TEST(MessagesTest, CheckpointsRoundTripAndTheirNamesAreChecked) {
   const core::OutputFile step{"sub/step", 3, std::string(64, 'c')};
   WorkerMessage saved = CheckpointSaved{{12, 3}, 2, {step}};

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -570,6 +571,87 @@ TEST_P(ServerShellTest, AJobsOutputsAreReleasedKeepOutputsAfterItEnded) {
   auto at_once = w2->ExpectPassing<proto::ReleaseOutputs>();
   ASSERT_TRUE(at_once.has_value());
   EXPECT_EQ(at_once->jobs, (std::vector<JobId>{1, 42}));
+}
+
+// The assignments of job 1 (tasks a and b with one command, c another)
+// that `w` gets, in task order.
+std::vector<proto::Assignment> ThreeAssignments(FakeWorker& w) {
+  std::vector<proto::Assignment> got;
+  while (got.size() < 3) {
+    auto assign = w.ExpectPassing<proto::Assign>();
+    if (!assign) break;
+    for (proto::Assignment& a : assign->tasks) got.push_back(std::move(a));
+  }
+  std::sort(got.begin(), got.end(), [](const auto& x, const auto& y) { return x.task < y.task; });
+  return got;
+}
+constexpr char kTwoCommands[] = R"({"name": "n", "task": [{"id": "a", "command": ["x", "y"]},
+  {"id": "b", "command": ["x", "y"]}, {"id": "c", "command": ["z"]}]})";
+
+// A worker that says it resolves numbered commands gets a command sent to
+// it before by its number alone; one that does not, every command whole.
+TEST_P(ServerShellTest, ARepeatedCommandGoesByItsNumberToAWorkerThatResolvesThem) {
+  auto w = std::make_unique<FakeWorker>(loop_, Client());
+  proto::Hello hello = MakeHello("w1");
+  hello.argv_ids = true;
+  w->Send(hello);
+  ASSERT_TRUE(w->Expect<proto::HelloAck>().has_value());
+  Post("/api/v1/jobs", kTwoCommands);
+  std::vector<proto::Assignment> got = ThreeAssignments(*w);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].argv, (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(got[0].argv_id, 1u);
+  EXPECT_TRUE(got[1].argv.empty());
+  EXPECT_EQ(got[1].argv_id, 1u);
+  EXPECT_EQ(got[2].argv, (std::vector<std::string>{"z"}));
+  EXPECT_EQ(got[2].argv_id, 2u);
+}
+
+// Numbers go to the first kMaxArgvIds distinct commands of a connection;
+// later ones go whole, unnumbered.
+TEST_P(ServerShellTest, PastTheMostNumbersACommandGoesWhole) {
+  constexpr uint32_t kTasks = proto::kMaxArgvIds + 2;
+  std::vector<uint32_t> cores(kTasks);
+  for (uint32_t i = 0; i < kTasks; ++i) cores[i] = i;
+  auto w = std::make_unique<FakeWorker>(loop_, Client());
+  proto::Hello hello = MakeHello("wide", cores);
+  hello.argv_ids = true;
+  w->Send(hello);
+  ASSERT_TRUE(w->Expect<proto::HelloAck>().has_value());
+  std::string job = R"({"name": "many", "task": [)";
+  for (uint32_t i = 0; i < kTasks; ++i) {
+    job += (i ? "," : "") + std::string(R"({"id": "t)") + std::to_string(i) +
+           R"(", "command": ["c)" + std::to_string(i) + R"("]})";
+  }
+  Post("/api/v1/jobs", job + "]}");
+  std::vector<proto::Assignment> got;
+  while (got.size() < kTasks) {
+    auto assign = w->ExpectPassing<proto::Assign>();
+    ASSERT_TRUE(assign.has_value()) << got.size();
+    for (proto::Assignment& a : assign->tasks) got.push_back(std::move(a));
+  }
+  std::set<uint32_t> numbers;
+  size_t unnumbered = 0;
+  for (const proto::Assignment& a : got) {
+    EXPECT_EQ(a.argv.size(), 1u) << a.task.ToString();  // each command is new: whole
+    if (a.argv_id == 0) {
+      ++unnumbered;
+    } else {
+      numbers.insert(a.argv_id);
+    }
+  }
+  EXPECT_EQ(unnumbered, 2u);
+  EXPECT_EQ(numbers.size(), proto::kMaxArgvIds);
+  EXPECT_EQ(*numbers.rbegin(), proto::kMaxArgvIds);
+}
+
+TEST_P(ServerShellTest, AWorkerThatDoesNotResolveNumberedCommandsGetsEveryCommandWhole) {
+  auto w = Worker("w1");
+  Post("/api/v1/jobs", kTwoCommands);
+  std::vector<proto::Assignment> got = ThreeAssignments(*w);
+  ASSERT_EQ(got.size(), 3u);
+  for (const proto::Assignment& a : got) EXPECT_EQ(a.argv_id, 0u) << a.task.ToString();
+  EXPECT_EQ(got[1].argv, (std::vector<std::string>{"x", "y"}));
 }
 
 TEST_P(ServerShellTest, ARefusedAssignmentIsPlacedAgainWithoutUsingARetry) {

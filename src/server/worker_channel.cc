@@ -317,6 +317,7 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
   ack.batches = options_.batches;
   conns_.at(conn).session->SendText(proto::Encode(proto::ServerMessage{ack}));
   conns_.at(conn).batches = options_.batches && hello.batches;
+  conns_.at(conn).argv_ids = hello.argv_ids;
 
   // The worker's account of its attempts goes to the core as one event
   // (core/events.h, WorkerAttached): it joins, its results count, what it
@@ -459,7 +460,25 @@ void WorkerChannel::FlushAssigns() {
   for (auto& [worker, tasks] : batches) {
     // Not connected: dropped. The worker's next hello will not list it, and
     // the core takes it back then (or when the worker is declared lost).
+    if (auto w = workers_.find(worker); w != workers_.end()) {
+      NumberCommands(conns_.at(w->second), tasks);
+    }
     (void)Send(worker, proto::Assign{std::move(tasks)});
+  }
+}
+
+void WorkerChannel::NumberCommands(Conn& conn, std::vector<proto::Assignment>& tasks) {
+  if (!conn.argv_ids) return;
+  for (proto::Assignment& a : tasks) {
+    std::string key;
+    for (const std::string& arg : a.argv) key.append(arg).push_back('\0');
+    if (auto it = conn.argv_sent.find(key); it != conn.argv_sent.end()) {
+      a.argv_id = it->second;
+      a.argv.clear();
+    } else if (conn.argv_sent.size() < proto::kMaxArgvIds) {
+      a.argv_id = static_cast<uint32_t>(conn.argv_sent.size() + 1);
+      conn.argv_sent.emplace(std::move(key), a.argv_id);
+    }
   }
 }
 

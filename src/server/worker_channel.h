@@ -186,10 +186,17 @@ class WorkerChannel {
     // waits here for the end of the loop's turn and goes out as one frame.
     bool batches = false;
     std::vector<std::string> out;
+    // It resolves numbered commands (Hello::argv_ids): those sent to it
+    // whole, each command's arguments joined by NULs, and their numbers.
+    bool argv_ids = false;
+    std::unordered_map<std::string, uint32_t> argv_sent;
     bool rejected = false;  // Reject closed it: the rest of its frame is not read
   };
 
   void OnText(uint64_t conn, const std::string& text);
+  // A command sent to `conn` before goes by its number alone; the first
+  // kMaxArgvIds others are numbered as they go whole.
+  void NumberCommands(Conn& conn, std::vector<proto::Assignment>& tasks);
   void OnMessage(uint64_t conn, proto::WorkerMessage& message);
   // Sends each batching connection's waiting messages, one frame each
   // (several when they exceed a frame).

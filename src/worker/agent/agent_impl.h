@@ -119,6 +119,9 @@ class Agent::Impl {
   void OnConnected(uint64_t gen, Result<std::shared_ptr<net::WsSession>> session);
   void OnText(uint64_t gen, const std::string& text);
   void OnServerMessage(proto::ServerMessage message);
+  // Gives each assignment of `assign` its numbered command, remembering
+  // those sent whole; an error names a number never sent on this session.
+  Status ResolveArgvIds(proto::Assign& assign);
   void OnClosed(uint64_t gen, const Status& why);
   void ScheduleReconnect();
   void Send(const proto::WorkerMessage& message);
@@ -232,6 +235,9 @@ class Agent::Impl {
   uint64_t gen_ = 0;  // bumps with each connection attempt; stale callbacks check it
   std::shared_ptr<net::WsSession> session_;
   bool server_batches_ = false;     // this session's server reads batch frames
+  // This session's numbered commands (proto::Assignment::argv_id), by
+  // number - 1.
+  std::vector<std::vector<std::string>> argv_by_id_;
   std::vector<std::string> batch_;  // encoded messages for the next frame
   bool batch_posted_ = false;
   std::atomic<WorkerId> worker_id_{0};

@@ -73,6 +73,7 @@ void Agent::Impl::OnConnected(uint64_t gen, Result<std::shared_ptr<net::WsSessio
     return;
   }
   session_ = std::move(session).value();
+  argv_by_id_.clear();  // numbers are per connection
   std::weak_ptr<bool> alive = alive_;
   session_->OnText([this, alive, gen](std::string text) {
     if (!alive.expired() && *alive.lock()) OnText(gen, text);
@@ -94,9 +95,39 @@ void Agent::Impl::OnText(uint64_t gen, const std::string& text) {
     return;
   }
   for (proto::ServerMessage& message : *frame) {
+    if (auto* assign = std::get_if<proto::Assign>(&message)) {
+      if (Status resolved = ResolveArgvIds(*assign); !resolved.ok()) {
+        spdlog::error("worker {}: malformed message from the server, reconnecting: {}", name_,
+                      resolved.ToString());
+        session_->Close("malformed message");
+        return;
+      }
+    }
     OnServerMessage(std::move(message));
     if (gen != gen_ || !session_) return;
   }
+}
+
+Status Agent::Impl::ResolveArgvIds(proto::Assign& assign) {
+  for (proto::Assignment& a : assign.tasks) {
+    if (a.argv_id == 0) continue;
+    const size_t i = a.argv_id - 1;
+    if (!a.argv.empty()) {
+      // Numbered in order as the server sends them whole.
+      if (i != argv_by_id_.size()) {
+        return InvalidArgument("assignment " + a.task.ToString() + ": command number " +
+                               std::to_string(a.argv_id) + " out of order (expected " +
+                               std::to_string(argv_by_id_.size() + 1) + ")");
+      }
+      argv_by_id_.push_back(a.argv);
+    } else if (i < argv_by_id_.size()) {
+      a.argv = argv_by_id_[i];
+    } else {
+      return InvalidArgument("assignment " + a.task.ToString() + ": command number " +
+                             std::to_string(a.argv_id) + " was never sent");
+    }
+  }
+  return Status::Ok();
 }
 
 void Agent::Impl::OnServerMessage(proto::ServerMessage message) {
@@ -177,6 +208,7 @@ void Agent::Impl::OnClosed(uint64_t gen, const Status& why) {
   if (!was_established && !redirect_) ++next_server_;
   session_.reset();
   server_batches_ = false;
+  argv_by_id_.clear();
   batch_.clear();  // unacknowledged results go again in the next Hello
   Run(LinkDown{});
   logs_->Reset();

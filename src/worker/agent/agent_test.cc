@@ -12,6 +12,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "worker/agent/agent_test_util.h"
@@ -213,6 +214,37 @@ TEST_F(AgentTest, RunsATaskReportsItsResultAndServesItsLog) {
   EXPECT_EQ(again.previous_id, kWorkerId);
   EXPECT_TRUE(again.finished.empty());
   EXPECT_TRUE(again.running.empty());
+}
+
+// The agent says it resolves numbered commands; a task sent by its
+// command's number runs that command; a number never sent on this
+// connection drops the session, and the next one numbers afresh.
+TEST_F(AgentTest, ResolvesNumberedCommandsAndDropsASessionThatNamesOneNeverSent) {
+  FakeServer server(/*tls=*/false);
+  EXPECT_TRUE(Attach(server, Config(server)).argv_ids);
+  proto::Assignment whole = Task(0, "echo \"$DROVER_TASK_ID\" > \"$DROVER_RESULT\"");
+  whole.argv_id = 1;
+  proto::Assignment by_number = Task(1, "never run");
+  by_number.argv.clear();
+  by_number.argv_id = 1;
+  std::map<TaskId, std::string> results;
+  for (const proto::Assignment& a : {whole, by_number}) {  // one core: one at a time
+    server.Send(proto::Assign{{a}});
+    proto::Finished finished = server.Expect<proto::Finished>();
+    for (const proto::FinishedTask& t : finished.tasks) results[t.task] = t.outcome.result;
+  }
+  EXPECT_EQ(results[(TaskId{1, 0})], "1.0\n");
+  EXPECT_EQ(results[(TaskId{1, 1})], "1.1\n");
+
+  proto::Assignment stray = Task(2, "never run");
+  stray.argv.clear();
+  stray.argv_id = 2;
+  server.Send(proto::Assign{{stray}});
+  proto::Hello again = server.ExpectHello();
+  EXPECT_TRUE(again.argv_ids);
+  server.Send(proto::HelloAck{kWorkerId, "test-server", Millis(100), Seconds(30)});
+  server.Send(proto::Assign{{by_number}});  // number 1 of a connection that sent none
+  EXPECT_TRUE(server.ExpectHello().argv_ids);
 }
 
 TEST_F(AgentTest, DependencyResultsAppearAsInputFiles) {

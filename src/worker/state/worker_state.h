@@ -264,6 +264,8 @@ struct WorkerStateConfig {
   std::string files_fingerprint;
   // The shell reads batch frames from the server (proto::Hello::batches).
   bool batches = true;
+  // The shell resolves numbered commands (proto::Hello::argv_ids).
+  bool argv_ids = false;
   SlotCapacity capacity;  // local admission
   // Until a HelloAck says otherwise.
   Duration heartbeat_interval = Seconds(2);

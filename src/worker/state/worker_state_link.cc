@@ -29,6 +29,7 @@ void WorkerState::OnLinkUp(WorkerOutbox& out) {
   hello.files_port = config_.files_port;
   hello.files_fingerprint = config_.files_fingerprint;
   hello.batches = config_.batches;
+  hello.argv_ids = config_.argv_ids;
   hello.running = RunningTasks();
   sent_this_session_.clear();
   for (const auto& [attempt, finished] : unacked_) {
