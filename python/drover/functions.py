@@ -287,7 +287,10 @@ class Executor(concurrent.futures.Executor):
         once. TypeError naming an argument that cannot be pickled;
         RuntimeError after shutdown."""
         self._check_open()
-        call = self._prepare(fn, args, kwargs, drover_resources)
+        return self._submit_alone(self._prepare(fn, args, kwargs, drover_resources))
+
+    def _submit_alone(self, call: "_Call") -> Future:
+        """`call` as a job of its own; its future, watched."""
         future = Future(self)
         future.task = self._client.submit(call.command, name=call.name,
                                           after=call.after or None, **call.options)
@@ -372,23 +375,21 @@ class Executor(concurrent.futures.Executor):
 
         for fn, args in calls:
             call = self._prepare(fn, args, {}, resources)
-            future = Future(self)
             if call.after:
-                future.task = self._client.submit(call.command, name=call.name,
-                                                  after=call.after, **call.options)
-                self._track([future])
-            else:
-                user = call.options.pop("user", None)  # the same for every call of a map
-                if job is None:
-                    job = Job(self._client, call.name, user=user)
-                index = len(batch)
-                job.task(call.command, name=f"{call.name}-{index}", **call.options)
-                future.task = Task(self._client, job=job, index=index)
-                batch.append(future)
-                size += sum(map(len, call.command)) + sum(
-                    len(k) + len(v) for k, v in call.options["env"].items())
-                if len(batch) == _MAP_JOB_TASKS or size >= _MAP_JOB_BYTES:
-                    send()
+                futures.append(self._submit_alone(call))
+                continue
+            future = Future(self)
+            user = call.options.pop("user", None)  # the same for every call of a map
+            if job is None:
+                job = Job(self._client, call.name, user=user)
+            index = len(batch)
+            job.task(call.command, name=f"{call.name}-{index}", **call.options)
+            future.task = Task(self._client, job=job, index=index)
+            batch.append(future)
+            size += sum(map(len, call.command)) + sum(
+                len(k) + len(v) for k, v in call.options["env"].items())
+            if len(batch) == _MAP_JOB_TASKS or size >= _MAP_JOB_BYTES:
+                send()
             futures.append(future)
         send()
         return futures

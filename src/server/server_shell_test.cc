@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -147,6 +146,20 @@ class ServerShellTest : public ::testing::TestWithParam<bool> {
     auto ack = w.ExpectPassing<proto::Ack>();
     ASSERT_TRUE(ack.has_value());
     EXPECT_EQ(ack->tasks, (std::vector<proto::TaskAttempt>{{a.task, a.attempt}}));
+  }
+
+  // Runs job 1's one task on `w` to success with one output, o.bin.
+  void RunWithAnOutput(FakeWorker& w) {
+    ASSERT_EQ(
+        Post("/api/v1/jobs", R"({"name": "o", "task": [{"id": "a", "command": ["x"]}]})")["id"], 1);
+    auto assign = w.Expect<proto::Assign>();
+    ASSERT_TRUE(assign.has_value());
+    const proto::Assignment& a = assign->tasks.at(0);
+    w.Send(proto::Started{{{a.task, a.attempt, TimeFromMicros(1)}}});
+    proto::FinishedTask f{a.task, a.attempt, {}, TimeFromMicros(2)};
+    f.outcome.outputs = {{"o.bin", 3, std::string(64, 'a')}};
+    w.Send(proto::Finished{{f}});
+    ASSERT_TRUE(w.ExpectPassing<proto::Ack>().has_value());
   }
 
   TempDir dir_;
@@ -527,22 +540,9 @@ TEST_P(ServerShellTest, AForgottenJobAnswersExpired) {
 // server's own timer, the outputs route then says they were released, and
 // a worker that names kept jobs as it attaches hears at once of those past
 // it or unknown.
-// Runs job 1's one task on `w` to success with one output, o.bin.
-void RunWithAnOutput(FakeWorker& w, const std::function<json(const std::string&)>& post) {
-  ASSERT_EQ(post(R"({"name": "o", "task": [{"id": "a", "command": ["x"]}]})")["id"], 1);
-  auto assign = w.Expect<proto::Assign>();
-  ASSERT_TRUE(assign.has_value());
-  const proto::Assignment& a = assign->tasks.at(0);
-  w.Send(proto::Started{{{a.task, a.attempt, TimeFromMicros(1)}}});
-  proto::FinishedTask f{a.task, a.attempt, {}, TimeFromMicros(2)};
-  f.outcome.outputs = {{"o.bin", 3, std::string(64, 'a')}};
-  w.Send(proto::Finished{{f}});
-  ASSERT_TRUE(w.ExpectPassing<proto::Ack>().has_value());
-}
-
 TEST_P(ServerShellTest, AFinishedTasksOutputsAreListed) {
   auto w = Worker("w1");
-  RunWithAnOutput(*w, [&](const std::string& body) { return Post("/api/v1/jobs", body); });
+  RunWithAnOutput(*w);
   json outputs = Get("/api/v1/tasks/1.0/outputs")["outputs"];
   ASSERT_EQ(outputs.size(), 1u) << outputs.dump();
   EXPECT_EQ(outputs[0]["name"], "o.bin") << outputs.dump();
@@ -556,7 +556,7 @@ TEST_P(ServerShellTest, AJobsOutputsAreReleasedKeepOutputsAfterItEnded) {
   keep_outputs_ = Seconds(3);
   StartShell();
   auto w = Worker("w1");
-  RunWithAnOutput(*w, [&](const std::string& body) { return Post("/api/v1/jobs", body); });
+  RunWithAnOutput(*w);
 
   auto release = w->ExpectPassing<proto::ReleaseOutputs>();
   ASSERT_TRUE(release.has_value());
