@@ -52,6 +52,7 @@
 #include "net/ws_client.h"
 #include "net/ws_session.h"
 #include "proto/messages.h"
+#include "proto/messages_binary.h"
 #include "worker/state/worker_state.h"
 
 namespace drover::bench {
@@ -74,6 +75,7 @@ struct Options {
   bool stay = false;
   bool socket = false;
   bool no_batches = false;  // speak as a worker from before batch frames
+  bool no_binary = false;   // speak as a worker from before binary frames
 };
 
 double CpuSeconds() {
@@ -98,6 +100,8 @@ class FakeWorker {
   void Exit(TaskId task, uint32_t attempt, int signal);
   net::Timer& TimerOf(WorkerTimer timer);
   void OnText(uint64_t link, const std::string& text);
+  void OnFrame(uint64_t link, Result<std::vector<proto::ServerMessage>> frame);
+  void SendFrame(proto::WireMessage frame);
   void OnClosed(uint64_t link);
   // As the agent does: what is sent in a burst goes out in one batch frame
   // once the loop's current callbacks ran, when the server reads them.
@@ -116,7 +120,8 @@ class FakeWorker {
   std::map<TaskId, std::pair<uint32_t, std::unique_ptr<net::Timer>>> running_;
   bool attached_ = false;
   bool server_batches_ = false;
-  std::vector<std::string> batch_;
+  bool server_binary_ = false;
+  std::vector<proto::WireMessage> batch_;
   bool batch_posted_ = false;
 };
 
@@ -251,6 +256,7 @@ FakeWorker::FakeWorker(Generator& gen, int index)
   worker::WorkerStateConfig config;
   config.name = "fake-" + std::to_string(index);
   config.batches = !gen_.options().no_batches;
+  config.binary = !gen_.options().no_binary;
   Result<std::string> key = net::GenerateToken();
   config.key = key.ok() ? *key : config.name;
   config.agent_version = "scale_workers";
@@ -284,7 +290,11 @@ void FakeWorker::Connect() {
                           }
                           session_ = *session;
                           session_->OnText([this, link](std::string text) { OnText(link, text); });
-                          session_->OnBinary([](std::string) {});
+                          session_->OnBinary([this, link](std::string data) {
+                            if (link != link_ || !proto::IsMessageFrame(data)) return;
+                            gen_.FrameIn();
+                            OnFrame(link, proto::DecodeServerBinaryFrame(data));
+                          });
                           session_->OnClose([this, link](const Status&) { OnClosed(link); });
                           Run(worker::LinkUp{});
                         });
@@ -293,7 +303,10 @@ void FakeWorker::Connect() {
 void FakeWorker::OnText(uint64_t link, const std::string& text) {
   if (link != link_) return;
   gen_.FrameIn();
-  Result<std::vector<proto::ServerMessage>> frame = proto::DecodeServerFrame(text);
+  OnFrame(link, proto::DecodeServerFrame(text));
+}
+
+void FakeWorker::OnFrame(uint64_t link, Result<std::vector<proto::ServerMessage>> frame) {
   if (!frame.ok()) {
     std::cerr << "scale_workers: fake-" << index_ << ": " << frame.status().ToString() << std::endl;
     return;
@@ -301,7 +314,10 @@ void FakeWorker::OnText(uint64_t link, const std::string& text) {
   for (proto::ServerMessage& message : *frame) {
     gen_.MessageIn();
     const auto* ack = std::get_if<proto::HelloAck>(&message);
-    if (ack != nullptr) server_batches_ = ack->batches && !gen_.options().no_batches;
+    if (ack != nullptr) {
+      server_batches_ = ack->batches && !gen_.options().no_batches;
+      server_binary_ = ack->binary && !gen_.options().no_binary;
+    }
     const bool hello_ack = ack != nullptr;
     Run(worker::FromServer{std::move(message)});
     if (hello_ack && !attached_ && state_->established()) {
@@ -314,19 +330,25 @@ void FakeWorker::OnText(uint64_t link, const std::string& text) {
 
 void FakeWorker::FlushBatch() {
   batch_posted_ = false;
-  std::vector<std::string> texts;
-  texts.swap(batch_);
+  std::vector<proto::WireMessage> messages;
+  messages.swap(batch_);
   if (!session_) return;
-  for (std::string& frame : proto::FramesOf(std::move(texts))) {
-    gen_.FrameOut();
-    session_->SendText(std::move(frame));
+  for (proto::WireMessage& frame : proto::FramesFor(std::move(messages), true)) {
+    SendFrame(std::move(frame));
   }
+}
+
+void FakeWorker::SendFrame(proto::WireMessage frame) {
+  gen_.FrameOut();
+  if (frame.binary) return session_->SendBinary(std::move(frame.bytes));
+  session_->SendText(std::move(frame.bytes));
 }
 
 void FakeWorker::OnClosed(uint64_t link) {
   if (link != link_) return;
   session_.reset();
   server_batches_ = false;
+  server_binary_ = false;
   batch_.clear();
   if (attached_) {
     attached_ = false;
@@ -366,11 +388,13 @@ void FakeWorker::Execute(const WorkerCommand& command) {
           if (std::holds_alternative<proto::Refused>(c.message)) gen_.Refused();
           if (session_) {
             gen_.MessageOut();
+            proto::WireMessage wire = proto::EncodeForPeer(c.message, server_binary_);
             if (!server_batches_) {
-              gen_.FrameOut();
-              session_->SendText(proto::Encode(c.message));
+              for (proto::WireMessage& frame : proto::FramesFor({std::move(wire)}, false)) {
+                SendFrame(std::move(frame));
+              }
             } else {
-              batch_.push_back(proto::Encode(c.message));
+              batch_.push_back(std::move(wire));
               if (!batch_posted_) {
                 batch_posted_ = true;
                 gen_.loop().Post([this] { FlushBatch(); });
@@ -469,6 +493,8 @@ int main(int argc, char** argv) {
   app.add_flag("--socket", options.socket, "Connect over the server's local socket, not TCP");
   app.add_flag("--no-batches", options.no_batches,
                "Send and read one message per frame, as a worker from before batch frames");
+  app.add_flag("--no-binary", options.no_binary,
+               "Send and read JSON text only, as a worker from before binary frames");
   CLI11_PARSE(app, argc, argv);
 
   (void)drover::net::RaiseOpenFileLimit();

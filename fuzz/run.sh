@@ -33,7 +33,8 @@ proto_sources="
   src/proto/json_util.cc src/proto/json_type_name.cc src/proto/core_json.cc
   src/proto/job_spec_json.cc src/proto/job_spec_isolation.cc src/proto/function_task.cc
   src/proto/job_toml.cc src/proto/messages.cc src/proto/messages_batch.cc
-  src/proto/messages_isolation.cc src/proto/log_frame.cc"
+  src/proto/messages_isolation.cc src/proto/log_frame.cc src/proto/binary_io.cc
+  src/proto/binary_fields.cc src/proto/messages_binary.cc"
 net_sources="
   src/proto/api_json.cc
   src/net/boost_src.cc src/net/server.cc src/net/server_admission.cc src/net/server_listen.cc
@@ -105,7 +106,7 @@ for target in $targets; do
   if [ "$target" = records ]; then
     # shellcheck disable=SC2086
     objs="$objs $(objects src/proto/record_codec.cc src/proto/record_binary.cc \
-      src/proto/binary_io.cc src/core/reasons.cc)"
+      src/core/reasons.cc)"
   fi
   if [ "$target" = events ]; then
     # shellcheck disable=SC2086

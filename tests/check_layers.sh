@@ -3,7 +3,7 @@
 # non-test sources may include only the modules listed for it; the worker
 # takes only the core's data types (core/model.h, core/resources.h,
 # core/reasons.h) and the
-# wire protocol (proto/messages.h, proto/log_frame.h), never the scheduler
+# wire protocol (proto/messages.h, proto/messages_binary.h, proto/log_frame.h), never the scheduler
 # (CMake: it links drover_model and drover_wire, not drover_core). Prints each offending line and fails if there is one.
 set -u
 src=${1:?usage: check_layers.sh SRC_DIR}
@@ -15,7 +15,7 @@ declare -A allowed=(
   [net]="common net"
   [store]="common net store"
   [metrics]="common core metrics"
-  [worker]="common net worker proto/messages.h proto/log_frame.h core/model.h core/resources.h core/reasons.h"
+  [worker]="common net worker proto/messages.h proto/messages_binary.h proto/log_frame.h core/model.h core/resources.h core/reasons.h"
   [server]="common core metrics net proto server store"
 )
 bad=0

@@ -183,6 +183,23 @@ cpus = {cpus}
     check(r.returncode == 2 and f"{bad}:2:1: [server] redis: unknown key: drover up has no --redis flag"
           in r.stderr, f"up --config with a server-only key: {r.returncode} {r.stderr!r}")
 
+# `drover debug decode`: a binary frame of the worker channel (a fuzz seed
+# of the repository) as the JSON of its messages; other bytes refused.
+seed = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "corpus",
+                    "messages", "binary_server.bin")
+r = run("debug", "decode", seed)
+lines = r.stdout.splitlines()
+check(r.returncode == 0 and len(lines) == 2 and '"type":"assign"' in lines[0]
+      and '"type":"ack"' in lines[1] and '"user":"alice"' in lines[0],
+      f"debug decode prints the frame's messages: {r.returncode} {r.stdout!r} {r.stderr!r}")
+with tempfile.TemporaryDirectory() as tmp:
+    garbage = os.path.join(tmp, "garbage.bin")
+    with open(garbage, "wb") as f:
+        f.write(b"\x02\x01\x05junk")
+    r = run("debug", "decode", garbage)
+    check(r.returncode != 0 and "not a readable binary frame" in r.stderr
+          and garbage in r.stderr, f"debug decode refuses garbage: {r.returncode} {r.stderr!r}")
+
 if failures:
     sys.exit(f"config_file_test: {len(failures)} failed")
 print("config_file_test: ok")

@@ -90,6 +90,9 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
                "Messages to and from a worker that go out in one burst share one frame: less "
                "server CPU per task at thousands of tasks a second, but the event stream "
                "and API answers lag under such load (see docs/guide.md); off by default");
+  app.add_flag("--worker-json", flags.worker_json,
+               "Messages to and from workers stay JSON text: no binary frames (to read a "
+               "capture of the traffic; costs server and worker CPU per task)");
   app.add_option("--policy", flags.policy, "Placement policy: spread, pack or round-robin")
       ->capture_default_str();
   app.add_flag("--queue-ahead,!--no-queue-ahead", flags.queue_ahead,
@@ -178,6 +181,7 @@ Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {
   if (!cache_max.ok()) return cache_max.status().WithContext("--cache-max-size");
   config.cache_max_bytes = *cache_max;
   config.worker_batches = flags.worker_batches;
+  config.worker_json = flags.worker_json;
   Result<core::PolicyKind> policy = core::ParsePolicy(flags.policy);
   if (!policy.ok()) return policy.status().WithContext("--policy");
   config.scheduler.policy = *policy;

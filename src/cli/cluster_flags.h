@@ -32,6 +32,7 @@ struct ServerFlags {
   std::string keep_outputs = "1d";   // ServerConfig::keep_outputs; "0": until the job ends
   std::string cache_keep = "7d";     // ServerConfig::cache_keep
   std::string cache_max_size = "0";
+  bool worker_json = false;     // ServerConfig::worker_json
   bool worker_batches = false;  // ServerConfig::worker_batches  // ServerConfig::cache_max_bytes: a
                                 // quantity; "0": no cap
   std::string alloc_interval = "5s";  // ServerConfig::alloc_interval

@@ -1,6 +1,8 @@
 // `drover config check FILE`: every table of a config file read as its
 // command would read it (cli/config_file.h), and the command's own checks
-// of its flags run (`--check`: nothing starts).
+// of its flags run (`--check`: nothing starts). And `drover debug decode
+// FILE`: a binary frame of the worker channel (proto/messages_binary.h),
+// as a capture holds it, printed as the JSON of its messages.
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -13,6 +15,7 @@
 #include "cli/config_file.h"
 #include "cli/policy_file.h"
 #include "proto/config_file.h"
+#include "proto/messages_binary.h"
 
 namespace drover::cli {
 
@@ -69,7 +72,31 @@ int CheckConfig(const std::string& file) {
   return kExitOk;
 }
 
+int DecodeFrame(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return ReportError(InvalidArgument(file + ": cannot be read"), true);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  const std::string frame = bytes.str();
+  const std::string text = proto::DescribeBinaryFrame(frame);
+  if (!proto::DecodeWorkerBinaryFrame(frame).ok() && !proto::DecodeServerBinaryFrame(frame).ok()) {
+    return ReportError(InvalidArgument(file + ": " + text.substr(0, text.size() - 1)), true);
+  }
+  std::cout << text;
+  return kExitOk;
+}
+
 }  // namespace
+
+void AddDebugCommand(CLI::App& root, int& exit_code) {
+  CLI::App* debug = root.add_subcommand("debug", "Tools for reading what Drover sends");
+  debug->require_subcommand(1);
+  CLI::App* decode = debug->add_subcommand(
+      "decode", "Print a binary frame of the worker channel as the JSON of its messages");
+  auto file = std::make_shared<std::string>();
+  decode->add_option("FILE", *file, "The frame's bytes, as a capture holds them")->required();
+  decode->callback([file, &exit_code] { exit_code = DecodeFrame(*file); });
+}
 
 void AddConfigCommand(CLI::App& root, int& exit_code) {
   CLI::App* config = root.add_subcommand("config", "Config files ([server] and [worker] tables)");

@@ -31,6 +31,7 @@ void AddWaitCommand(CLI::App& root, int& exit_code);     // cmd_control.cc
 void AddDrainCommand(CLI::App& root, int& exit_code);    // cmd_control.cc
 void AddReportCommand(CLI::App& root, int& exit_code);   // cmd_report.cc
 void AddConfigCommand(CLI::App& root, int& exit_code);   // cmd_config.cc
+void AddDebugCommand(CLI::App& root, int& exit_code);    // cmd_config.cc
 void AddAllocCommand(CLI::App& root, int& exit_code);    // cmd_alloc.cc
 void AddQuotaCommand(CLI::App& root, int& exit_code);    // cmd_quota.cc
 void AddUserCommand(CLI::App& root, int& exit_code);     // cmd_user.cc

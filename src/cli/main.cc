@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
       {"quota", drover::cli::AddQuotaCommand},     {"user", drover::cli::AddUserCommand},
       {"whoami", drover::cli::AddWhoamiCommand},   {"audit", drover::cli::AddAuditCommand},
       {"retry", drover::cli::AddRetryCommand},     {"call", drover::cli::AddCallCommand},
-      {"cache", drover::cli::AddCacheCommand},
+      {"cache", drover::cli::AddCacheCommand},     {"debug", drover::cli::AddDebugCommand},
   };
   const std::string_view first = argc > 1 ? argv[1] : "";
   const auto chosen = std::find_if(std::begin(commands), std::end(commands),

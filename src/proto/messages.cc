@@ -15,8 +15,6 @@ using internal::Json;
 using internal::Need;
 using internal::ObjectReader;
 
-// ---- type names ------------------------------------------------------------
-
 constexpr std::string_view Name(const Hello&) { return "hello"; }
 constexpr std::string_view Name(const Heartbeat&) { return "heartbeat"; }
 constexpr std::string_view Name(const Started&) { return "started"; }
@@ -143,6 +141,7 @@ Json Body(const Hello& m) {
          {"finished", FinishedListJson(m.finished)}};
   if (m.batches) j["batches"] = true;
   if (m.argv_ids) j["argv_ids"] = true;
+  if (m.binary) j["binary"] = true;
   return j;
 }
 bool Read(ObjectReader& r, Hello* m, DecodeContext& ctx) {
@@ -153,7 +152,8 @@ bool Read(ObjectReader& r, Hello* m, DecodeContext& ctx) {
       !r.Integer("files_port", &m->files_port, Need::kOptional) ||
       !r.String("files_fingerprint", &m->files_fingerprint, Need::kOptional) ||
       !r.Bool("batches", &m->batches, Need::kOptional) ||
-      !r.Bool("argv_ids", &m->argv_ids, Need::kOptional)) {
+      !r.Bool("argv_ids", &m->argv_ids, Need::kOptional) ||
+      !r.Bool("binary", &m->binary, Need::kOptional)) {
     return false;
   }
   if (!m->files_fingerprint.empty() && !core::IsSha256Hex(m->files_fingerprint)) {
@@ -363,6 +363,7 @@ Json Body(const HelloAck& m) {
          {"lease_ttl_us", m.lease_ttl.count()},
          {"grant_key", m.grant_key}};
   if (m.batches) j["batches"] = true;
+  if (m.binary) j["binary"] = true;
   return j;
 }
 bool Read(ObjectReader& r, HelloAck* m, DecodeContext& ctx) {
@@ -370,7 +371,8 @@ bool Read(ObjectReader& r, HelloAck* m, DecodeContext& ctx) {
       !r.Micros("heartbeat_interval_us", &m->heartbeat_interval) ||
       !r.Micros("lease_ttl_us", &m->lease_ttl) ||
       !r.String("grant_key", &m->grant_key, Need::kOptional) ||
-      !r.Bool("batches", &m->batches, Need::kOptional)) {
+      !r.Bool("batches", &m->batches, Need::kOptional) ||
+      !r.Bool("binary", &m->binary, Need::kOptional)) {
     return false;
   }
   if (!m->grant_key.empty() && !core::IsSha256Hex(m->grant_key)) {

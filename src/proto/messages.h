@@ -150,6 +150,11 @@ struct Hello {
   // this connection before by its number alone. Optional on the wire
   // ("argv_ids", written only when true), as `batches`.
   bool argv_ids = false;
+  // It reads and writes binary frames (messages_binary.h): the hot
+  // messages in a compact form. Optional on the wire ("binary", written
+  // only when true), as `batches`; binary frames flow only once the
+  // HelloAck says the server reads them too.
+  bool binary = false;
   friend bool operator==(const Hello&, const Hello&) = default;
 };
 
@@ -294,6 +299,10 @@ struct HelloAck {
   // says so when it wants them, `drover server --worker-batches`).
   // Optional on the wire, as Hello::batches.
   bool batches = false;
+  // The server reads and writes binary frames (messages_binary.h), and
+  // sends them to this worker when its Hello said it reads them. Optional
+  // on the wire, as `batches`.
+  bool binary = false;
   friend bool operator==(const HelloAck&, const HelloAck&) = default;
 };
 

@@ -251,6 +251,7 @@ Result<std::unique_ptr<ServerShell>> ServerShell::Start(net::EventLoop& loop,
   wopts.max_output_bytes = cfg.max_output_bytes;
   wopts.lease_ttl = cfg.scheduler.lease_ttl;
   wopts.batches = cfg.worker_batches;
+  wopts.binary = !cfg.worker_json;
   wopts.clock = &p->clock;
   wopts.lost_grace =
       cfg.lost_grace > Duration::zero() ? cfg.lost_grace : 3 * cfg.heartbeat_interval;

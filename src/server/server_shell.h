@@ -74,6 +74,9 @@ struct ServerConfig {
   Duration cache_keep = Seconds(7 * 24 * 3600);
   // The most output bytes result cache entries hold (--cache-max-size); 0: no cap.
   uint64_t cache_max_bytes = 0;
+  // Worker messages as JSON text only (--worker-json,
+  // WorkerChannelOptions::binary off).
+  bool worker_json = false;
   // Batch frames with the workers that read them (--worker-batches,
   // WorkerChannelOptions::batches).
   bool worker_batches = false;

@@ -37,7 +37,8 @@ class FakeWorker {
                               if (s.ok()) {
                                 std::shared_ptr<Seen> seen = seen_;
                                 (*s)->OnText([seen](std::string t) { seen->text.Push(std::move(t)); });
-                                (*s)->OnBinary([](std::string) {});
+                                (*s)->OnBinary(
+                                    [seen](std::string b) { seen->binary.Push(std::move(b)); });
                                 (*s)->OnClose([seen](const Status& st) { seen->closed.Push(st); });
                               }
                               opened.Push(std::move(s));
@@ -60,6 +61,10 @@ class FakeWorker {
   void SendRaw(std::string text) { session_->SendText(std::move(text)); }
   void Send(const proto::WorkerMessage& m) { SendRaw(proto::Encode(m)); }
   void Close() { session_->Close("bye"); }
+  // A binary frame (proto/messages_binary.h), and the next one from the
+  // server as it came; nullopt on timeout.
+  void SendBinary(std::string bytes) { session_->SendBinary(std::move(bytes)); }
+  std::optional<std::string> NextBinary() { return seen_->binary.Pop(); }
 
   // The next text frame from the server as it came (one message or a
   // batch); nullopt on timeout.
@@ -138,6 +143,7 @@ class FakeWorker {
   // Shared with the session's callbacks, which may outlive this object.
   struct Seen {
     Inbox<std::string> text;
+    Inbox<std::string> binary;
     Inbox<Status> closed;
   };
   std::shared_ptr<Seen> seen_ = std::make_shared<Seen>();

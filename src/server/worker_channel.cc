@@ -122,13 +122,16 @@ void WorkerChannel::OnText(uint64_t conn, const std::string& text) {
   auto it = conns_.find(conn);
   if (it == conns_.end() || it->second.rejected) return;
   it->second.last_heard = options_.clock->Monotonic();
-  Result<std::vector<proto::WorkerMessage>> decoded = proto::DecodeWorkerFrame(text);
+  OnFrame(conn, proto::DecodeWorkerFrame(text));
+}
+
+void WorkerChannel::OnFrame(uint64_t conn, Result<std::vector<proto::WorkerMessage>> decoded) {
   if (!decoded.ok()) return Reject(conn, decoded.status());
   // A batch frame is as much work as its messages were apart.
   if (decoded->size() > 1) pacer_->Charge(decoded->size() - 1);
   for (proto::WorkerMessage& message : *decoded) {
     OnMessage(conn, message);
-    it = conns_.find(conn);
+    auto it = conns_.find(conn);
     if (it == conns_.end() || it->second.rejected) return;
   }
 }
@@ -220,9 +223,10 @@ void WorkerChannel::OnMessage(uint64_t conn, proto::WorkerMessage& message) {
 
 void WorkerChannel::OnBinary(uint64_t conn, const std::string& data) {
   auto it = conns_.find(conn);
-  if (it == conns_.end()) return;
+  if (it == conns_.end() || it->second.rejected) return;
   it->second.last_heard = options_.clock->Monotonic();
-  if (it->second.worker == 0) return Reject(conn, FailedPrecondition("log frame before hello"));
+  if (it->second.worker == 0) return Reject(conn, FailedPrecondition("binary frame before hello"));
+  if (proto::IsMessageFrame(data)) return OnFrame(conn, proto::DecodeWorkerBinaryFrame(data));
   Result<proto::LogFrame> frame = proto::DecodeLogFrame(data);
   if (!frame.ok()) return Reject(conn, frame.status());
   if (log_.frame) log_.frame(it->second.worker, *frame);
@@ -315,8 +319,10 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
   ack.heartbeat_interval = options_.heartbeat_interval;
   ack.lease_ttl = options_.lease_ttl;
   ack.batches = options_.batches;
+  ack.binary = options_.binary;
   conns_.at(conn).session->SendText(proto::Encode(proto::ServerMessage{ack}));
   conns_.at(conn).batches = options_.batches && hello.batches;
+  conns_.at(conn).binary = options_.binary && hello.binary;
   conns_.at(conn).argv_ids = hello.argv_ids;
 
   // The worker's account of its attempts goes to the core as one event
@@ -527,15 +533,22 @@ Status WorkerChannel::Send(WorkerId worker, const proto::ServerMessage& message)
   auto w = workers_.find(worker);
   if (w == workers_.end()) return Unavailable("worker " + std::to_string(worker) + " not connected");
   Conn& conn = conns_.at(w->second);
-  std::string text = proto::Encode(message);
+  proto::WireMessage wire = proto::EncodeForPeer(message, conn.binary);
   if (!conn.batches) {
-    conn.session->SendText(std::move(text));
+    for (proto::WireMessage& frame : proto::FramesFor({std::move(wire)}, false)) {
+      SendFrame(conn, std::move(frame));
+    }
     return Status::Ok();
   }
   if (conn.out.empty()) batching_.push_back(w->second);
-  conn.out.push_back(std::move(text));
+  conn.out.push_back(std::move(wire));
   batch_flush_.Request();
   return Status::Ok();
+}
+
+void WorkerChannel::SendFrame(Conn& conn, proto::WireMessage frame) {
+  if (frame.binary) return conn.session->SendBinary(std::move(frame.bytes));
+  conn.session->SendText(std::move(frame.bytes));
 }
 
 void WorkerChannel::FlushBatches() {
@@ -546,8 +559,8 @@ void WorkerChannel::FlushBatches() {
     auto it = conns_.find(id);
     if (it == conns_.end()) continue;  // closed meanwhile: nothing to send on
     Conn& conn = it->second;
-    for (std::string& frame : proto::FramesOf(std::exchange(conn.out, {}))) {
-      conn.session->SendText(std::move(frame));
+    for (proto::WireMessage& frame : proto::FramesFor(std::exchange(conn.out, {}), true)) {
+      SendFrame(conn, std::move(frame));
     }
   }
 }

@@ -69,6 +69,7 @@
 #include "net/ws_session.h"
 #include "proto/log_frame.h"
 #include "proto/messages.h"
+#include "proto/messages_binary.h"
 #include "server/assignment.h"
 #include "server/core_driver.h"
 #include "server/file_store.h"
@@ -97,6 +98,11 @@ struct WorkerChannelOptions {
   // lag (bench/README.md, B6): off by default. Either way the server reads
   // a batch frame a worker sends.
   bool batches = false;
+  // Binary frames (proto/messages_binary.h): the HelloAck says the server
+  // reads and writes them, and a worker whose hello says it does too gets
+  // its assignments and acks in them. Off: JSON text only, as before them
+  // (`drover server --worker-json`, to read a capture of the traffic).
+  bool binary = true;
   // How long a file grant in an assignment stays valid (net/grant.h): the
   // worker fetches its inputs as the assignment arrives.
   Duration grant_ttl = Seconds(600);
@@ -185,7 +191,9 @@ class WorkerChannel {
     // It reads batch frames (Hello::batches): what is sent to it in a burst
     // waits here for the end of the loop's turn and goes out as one frame.
     bool batches = false;
-    std::vector<std::string> out;
+    std::vector<proto::WireMessage> out;
+    // It reads binary frames (Hello::binary, and this server's own).
+    bool binary = false;
     // It resolves numbered commands (Hello::argv_ids): those sent to it
     // whole, each command's arguments joined by NULs, and their numbers.
     bool argv_ids = false;
@@ -194,6 +202,10 @@ class WorkerChannel {
   };
 
   void OnText(uint64_t conn, const std::string& text);
+  // A frame from proto::FramesFor, as text or binary.
+  static void SendFrame(Conn& conn, proto::WireMessage frame);
+  // The messages of one frame, text or binary, in order.
+  void OnFrame(uint64_t conn, Result<std::vector<proto::WorkerMessage>> decoded);
   // A command sent to `conn` before goes by its number alone; the first
   // kMaxArgvIds others are numbered as they go whole.
   void NumberCommands(Conn& conn, std::vector<proto::Assignment>& tasks);

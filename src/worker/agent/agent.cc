@@ -148,7 +148,8 @@ Status Agent::Impl::Init() {
     health_gpus_.push_back(gpu.index);
   }
   state_config.heartbeat_interval = config_.heartbeat_interval;
-  state_config.argv_ids = true;  // OnText resolves them
+  state_config.argv_ids = true;  // OnFrame resolves them
+  state_config.binary = true;
   state_config.lease_ttl = config_.lease_ttl;
   state_config.kill_grace = config_.kill_grace;
   state_config.idle_timeout = config_.idle_timeout;

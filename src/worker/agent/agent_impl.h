@@ -29,6 +29,7 @@
 #include "net/client_options.h"
 #include "net/ws_session.h"
 #include "proto/messages.h"
+#include "proto/messages_binary.h"
 #include "worker/agent/agent.h"
 #include "worker/agent/agent_logs.h"
 #include "worker/agent/asio_reactor.h"
@@ -118,6 +119,9 @@ class Agent::Impl {
   void Connect();
   void OnConnected(uint64_t gen, Result<std::shared_ptr<net::WsSession>> session);
   void OnText(uint64_t gen, const std::string& text);
+  void OnBinary(uint64_t gen, const std::string& data);
+  // The messages of one frame, text or binary, in order.
+  void OnFrame(uint64_t gen, Result<std::vector<proto::ServerMessage>> frame);
   void OnServerMessage(proto::ServerMessage message);
   // Gives each assignment of `assign` its numbered command, remembering
   // those sent whole; an error names a number never sent on this session.
@@ -129,6 +133,8 @@ class Agent::Impl {
   // HelloAck::batches): the messages of a burst, a worker's Finished and
   // Started, go out together once the loop's current callbacks ran.
   void FlushBatch();
+  // A frame from proto::FramesFor, as text or binary.
+  void SendFrame(proto::WireMessage frame);
 
   // Tasks: carrying out the state machine's commands.
   void StartTask(const proto::Assignment& assignment, bool prepared);
@@ -235,10 +241,11 @@ class Agent::Impl {
   uint64_t gen_ = 0;  // bumps with each connection attempt; stale callbacks check it
   std::shared_ptr<net::WsSession> session_;
   bool server_batches_ = false;     // this session's server reads batch frames
+  bool server_binary_ = false;      // ... and binary frames (HelloAck::binary)
   // This session's numbered commands (proto::Assignment::argv_id), by
   // number - 1.
   std::vector<std::vector<std::string>> argv_by_id_;
-  std::vector<std::string> batch_;  // encoded messages for the next frame
+  std::vector<proto::WireMessage> batch_;  // encoded messages for the next frame
   bool batch_posted_ = false;
   std::atomic<WorkerId> worker_id_{0};
 };

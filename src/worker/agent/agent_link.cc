@@ -15,6 +15,7 @@
 #include "net/client_options.h"
 #include "net/ws_session.h"
 #include "proto/messages.h"
+#include "proto/messages_binary.h"
 #include "worker/agent/agent_impl.h"
 #include "worker/exec/host_features.h"
 #include "worker/state/agent_convert.h"
@@ -78,7 +79,9 @@ void Agent::Impl::OnConnected(uint64_t gen, Result<std::shared_ptr<net::WsSessio
   session_->OnText([this, alive, gen](std::string text) {
     if (!alive.expired() && *alive.lock()) OnText(gen, text);
   });
-  session_->OnBinary([](std::string) {});
+  session_->OnBinary([this, alive, gen](std::string data) {
+    if (!alive.expired() && *alive.lock()) OnBinary(gen, data);
+  });
   session_->OnClose([this, alive, gen](const Status& why) {
     if (!alive.expired() && *alive.lock()) OnClosed(gen, why);
   });
@@ -87,7 +90,16 @@ void Agent::Impl::OnConnected(uint64_t gen, Result<std::shared_ptr<net::WsSessio
 
 void Agent::Impl::OnText(uint64_t gen, const std::string& text) {
   if (gen != gen_ || !session_) return;
-  Result<std::vector<proto::ServerMessage>> frame = proto::DecodeServerFrame(text);
+  OnFrame(gen, proto::DecodeServerFrame(text));
+}
+
+void Agent::Impl::OnBinary(uint64_t gen, const std::string& data) {
+  if (gen != gen_ || !session_) return;
+  // The server sends no other binary frames.
+  if (proto::IsMessageFrame(data)) OnFrame(gen, proto::DecodeServerBinaryFrame(data));
+}
+
+void Agent::Impl::OnFrame(uint64_t gen, Result<std::vector<proto::ServerMessage>> frame) {
   if (!frame.ok()) {
     spdlog::error("worker {}: malformed message from the server, reconnecting: {}", name_,
                   frame.status().ToString());
@@ -154,6 +166,7 @@ void Agent::Impl::OnServerMessage(proto::ServerMessage message) {
   }
   if (const auto* ack = std::get_if<proto::HelloAck>(&*decoded)) {
     server_batches_ = ack->batches;
+    server_binary_ = ack->binary;
     if (files_) {
       files_->Attached(ack->grant_key, ack->worker);
       files_->SetServer(server_options_);
@@ -208,6 +221,7 @@ void Agent::Impl::OnClosed(uint64_t gen, const Status& why) {
   if (!was_established && !redirect_) ++next_server_;
   session_.reset();
   server_batches_ = false;
+  server_binary_ = false;
   argv_by_id_.clear();
   batch_.clear();  // unacknowledged results go again in the next Hello
   Run(LinkDown{});
@@ -227,8 +241,14 @@ void Agent::Impl::ScheduleReconnect() {
 
 void Agent::Impl::Send(const proto::WorkerMessage& message) {
   if (!session_) return;
-  if (!server_batches_) return session_->SendText(proto::Encode(message));
-  batch_.push_back(proto::Encode(message));
+  proto::WireMessage wire = proto::EncodeForPeer(message, server_binary_);
+  if (!server_batches_) {
+    for (proto::WireMessage& frame : proto::FramesFor({std::move(wire)}, false)) {
+      SendFrame(std::move(frame));
+    }
+    return;
+  }
+  batch_.push_back(std::move(wire));
   if (batch_posted_) return;
   batch_posted_ = true;
   std::weak_ptr<bool> alive = alive_;
@@ -239,10 +259,17 @@ void Agent::Impl::Send(const proto::WorkerMessage& message) {
 
 void Agent::Impl::FlushBatch() {
   batch_posted_ = false;
-  std::vector<std::string> texts;
-  texts.swap(batch_);
+  std::vector<proto::WireMessage> messages;
+  messages.swap(batch_);
   if (!session_) return;
-  for (std::string& frame : proto::FramesOf(std::move(texts))) session_->SendText(std::move(frame));
+  for (proto::WireMessage& frame : proto::FramesFor(std::move(messages), true)) {
+    SendFrame(std::move(frame));
+  }
+}
+
+void Agent::Impl::SendFrame(proto::WireMessage frame) {
+  if (frame.binary) return session_->SendBinary(std::move(frame.bytes));
+  session_->SendText(std::move(frame.bytes));
 }
 
 void Agent::Impl::OnLogRequest(const proto::LogRequest& request) {

@@ -346,6 +346,48 @@ TEST_F(AgentTest, AServerThatReadsBatchesGetsABurstInOneFrame) {
   EXPECT_GE(server.largest_frame(), 2u);
 }
 
+// With a server whose HelloAck says it reads binary frames, the agent runs
+// an assignment sent in one and reports in them; every other test here
+// talks to a FakeServer that says nothing of them, as a server from before
+// them, and this one checks that the agent then sends none.
+TEST_F(AgentTest, AServerThatSpeaksBinaryGetsBinaryFramesAndOneFromBeforeGetsText) {
+  for (bool binary : {true, false}) {
+    FakeServer server(/*tls=*/false);
+    Status started = StartAgent(Config(server));
+    ASSERT_TRUE(started.ok()) << started.ToString();
+    EXPECT_TRUE(server.ExpectHello().binary) << "the agent reads and writes binary frames";
+    proto::HelloAck ack{kWorkerId, "test-server", Millis(100), Seconds(30)};
+    ack.binary = binary;
+    server.Send(ack);
+    const proto::ServerMessage assign = proto::Assign{{Task(0, "echo -n ok > $DROVER_RESULT")}};
+    if (binary) {
+      server.SendBinary(assign);  // text would do as well: the agent reads both
+    } else {
+      server.Send(assign);
+    }
+    EXPECT_EQ(server.Expect<proto::Started>().tasks.size(), 1u);
+    proto::Finished finished = server.Expect<proto::Finished>();
+    ASSERT_EQ(finished.tasks.size(), 1u);
+    EXPECT_EQ(finished.tasks[0].outcome.result, "ok");
+    EXPECT_EQ(server.binary_frames() > 0, binary) << server.binary_frames();
+    StopAgent();
+  }
+}
+
+// A binary frame the agent cannot read ends the session, as a malformed
+// text message does; it connects again.
+TEST_F(AgentTest, ABadBinaryFrameFromTheServerEndsTheSession) {
+  FakeServer server(/*tls=*/false);
+  Attach(server, Config(server));
+  proto::Assignment bad = Task(0, "true");
+  bad.vacate_signal = 0;  // not a signal: the frame is refused
+  proto::WireMessage wire = proto::EncodeForPeer(proto::ServerMessage{proto::Assign{{bad}}}, true);
+  ASSERT_FALSE(proto::DecodeServerBinaryFrame(proto::EncodeBinaryFrame({wire.bytes})).ok());
+  server.SendRawBinary(proto::EncodeBinaryFrame({wire.bytes}));
+  proto::Hello again = server.ExpectHello();
+  EXPECT_EQ(again.worker_name, "w1");
+}
+
 TEST_F(AgentTest, AStartFailureIsReportedAsFinishedWithTheReason) {
   FakeServer server(/*tls=*/false);
   Attach(server, Config(server));

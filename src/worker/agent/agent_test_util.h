@@ -25,6 +25,7 @@
 #include "net/server.h"
 #include "proto/log_frame.h"
 #include "proto/messages.h"
+#include "proto/messages_binary.h"
 
 namespace drover::worker::testing {
 
@@ -203,6 +204,21 @@ class FakeServer {
     ASSERT_NE(s, nullptr);
     s->SendText(proto::Encode(message));
   }
+  // `message` (one with a binary form) in a binary frame of its own.
+  void SendBinary(const proto::ServerMessage& message) {
+    std::shared_ptr<net::WsSession> s = session(current());
+    ASSERT_NE(s, nullptr);
+    proto::WireMessage wire = proto::EncodeForPeer(message, /*binary=*/true);
+    ASSERT_TRUE(wire.binary);
+    s->SendBinary(proto::EncodeBinaryFrame({wire.bytes}));
+  }
+  void SendRawBinary(std::string bytes) {
+    std::shared_ptr<net::WsSession> s = session(current());
+    ASSERT_NE(s, nullptr);
+    s->SendBinary(std::move(bytes));
+  }
+  // How many binary frames of messages the agent sent.
+  size_t binary_frames() const { return binary_frames_; }
   // Closes the current connection, as a restarting server would.
   void Drop() {
     std::shared_ptr<net::WsSession> s = session(current());
@@ -241,6 +257,14 @@ class FakeServer {
       if (m.ok()) inbox_.Push(Received{conn, std::move(*m), "", false});
     });
     s->OnBinary([this, conn](std::string data) {
+      if (proto::IsMessageFrame(data)) {  // the agent's messages in a binary frame
+        Result<std::vector<proto::WorkerMessage>> frame = proto::DecodeWorkerBinaryFrame(data);
+        EXPECT_TRUE(frame.ok()) << frame.status().ToString();
+        if (!frame.ok()) return;
+        ++binary_frames_;
+        for (auto& m : *frame) inbox_.Push(Received{conn, std::move(m), "", false});
+        return;
+      }
       inbox_.Push(Received{conn, std::nullopt, std::move(data), false});
     });
     s->OnClose([this, conn](const Status&) {
@@ -264,6 +288,7 @@ class FakeServer {
   bool tls_;
   bool batches_;
   std::atomic<size_t> largest_frame_{0};
+  std::atomic<size_t> binary_frames_{0};
   net::testing::TempDir dir_;
   net::EventLoop loop_;
   std::unique_ptr<net::Server> server_;

@@ -266,6 +266,8 @@ struct WorkerStateConfig {
   bool batches = true;
   // The shell resolves numbered commands (proto::Hello::argv_ids).
   bool argv_ids = false;
+  // The shell reads and writes binary frames (proto::Hello::binary).
+  bool binary = false;
   SlotCapacity capacity;  // local admission
   // Until a HelloAck says otherwise.
   Duration heartbeat_interval = Seconds(2);

@@ -30,6 +30,7 @@ void WorkerState::OnLinkUp(WorkerOutbox& out) {
   hello.files_fingerprint = config_.files_fingerprint;
   hello.batches = config_.batches;
   hello.argv_ids = config_.argv_ids;
+  hello.binary = config_.binary;
   hello.running = RunningTasks();
   sent_this_session_.clear();
   for (const auto& [attempt, finished] : unacked_) {
