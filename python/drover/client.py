@@ -80,7 +80,6 @@ from .models import (
     CANCELED,
     FAILED,
     RUNNING,
-    STATES,
     SUCCEEDED,
     TERMINAL,
     JobInfo,
@@ -675,27 +674,33 @@ class Client:
         on_change: Optional[Any] = None,
     ) -> Dict[str, TaskEvent]:
         """Follows ``job``'s events until every task of ``tasks`` (every task
-        of the job when None) is terminal; returns the last event per task."""
+        of the job when None) is terminal; returns the last event per task.
+        ``on_change`` gets how many tasks are in each state after each
+        change."""
         latest: Dict[str, TaskEvent] = {}
-
-        def done() -> bool:
-            if tasks is not None:
-                return all(t in latest and latest[t].to_state in TERMINAL for t in tasks)
-            return len(latest) >= task_count and all(
-                e.to_state in TERMINAL for e in latest.values()
-            )
+        # How many of ``latest`` are in each state and how many are
+        # terminal, kept as events come: a pass over them per event would
+        # cost a job of 100,000 tasks minutes.
+        counts: Dict[str, int] = {}
+        terminal = 0
+        wanted = task_count if tasks is None else len(tasks)
 
         with self.events(job) as stream:
-            while not done():
+            while not (len(latest) >= wanted and terminal == len(latest)):
                 e = stream.next(deadline)
                 if tasks is not None and e.task not in tasks:
                     continue
                 old = latest.get(e.task)
                 if old is not None and (old.to_state, old.attempt) == (e.to_state, e.attempt):
                     continue  # a repeated snapshot entry after a reconnect
+                terminal += e.to_state in TERMINAL
+                counts[e.to_state] = counts.get(e.to_state, 0) + 1
+                if old is not None:
+                    terminal -= old.to_state in TERMINAL
+                    counts[old.to_state] -= 1
                 latest[e.task] = e
                 if on_change is not None:
-                    on_change(latest)
+                    on_change(counts)
         return latest
 
 
@@ -1254,9 +1259,9 @@ class Job:
         tty = bool(out is not None and out.isatty())
         total = self._task_count
 
-        def draw(latest: Dict[str, TaskEvent]) -> None:
+        def draw(counts: Dict[str, int]) -> None:
             assert out is not None
-            line = progress_line(latest.values(), total)
+            line = _progress_of_counts(counts, total)
             out.write(("\r\033[K" + line) if tty else (line + "\n"))
             out.flush()
 
@@ -1334,10 +1339,15 @@ def _task_spec_args(scope: Dict[str, Any]) -> Dict[str, Any]:
 
 def progress_line(events: Iterable[TaskEvent], total: int, width: int = 24) -> str:
     """``"[########............] 5/9 done  2 running  1 queued  1 failed"``."""
-    counts = {s: 0 for s in STATES}
+    counts: Dict[str, int] = {}
     for e in events:
         counts[e.to_state] = counts.get(e.to_state, 0) + 1
-    finished = counts[SUCCEEDED] + counts[FAILED] + counts[CANCELED]
+    return _progress_of_counts(counts, total, width)
+
+
+def _progress_of_counts(counts: Dict[str, int], total: int, width: int = 24) -> str:
+    """progress_line from how many tasks are in each state."""
+    finished = counts.get(SUCCEEDED, 0) + counts.get(FAILED, 0) + counts.get(CANCELED, 0)
     filled = finished * width // max(total, 1)
     line = f"[{'#' * filled}{'.' * (width - filled)}] {finished}/{total} done"
     for state in ("running", "assigned", "queued", "waiting", "failed", "canceled"):

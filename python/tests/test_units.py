@@ -367,5 +367,57 @@ class ProgressTest(unittest.TestCase):
                          "[####....] 2/4 done  1 running  1 failed")
 
 
+class WatchTest(unittest.TestCase):
+    """Client._watch (Job.wait, TaskGroup.wait) over a scripted stream."""
+
+    class Stream:
+        def __init__(self, events: List[TaskEvent]) -> None:
+            self.events = list(events)
+
+        def __enter__(self) -> "WatchTest.Stream":
+            return self
+
+        def __exit__(self, *exc: Any) -> None:
+            pass
+
+        def next(self, deadline: Any) -> TaskEvent:
+            return self.events.pop(0)
+
+    def watch(self, events: List[TaskEvent], tasks: Any, count: int):
+        stream = self.Stream(events)
+        c = object.__new__(client.Client)
+        c.events = lambda job: stream  # type: ignore[method-assign]
+        seen: List[Dict[str, int]] = []
+        latest = c._watch(5, tasks, count, None, lambda counts: seen.append(dict(counts)))
+        return latest, seen, stream.events
+
+    @staticmethod
+    def ev(task: str, state: str, attempt: int = 1) -> TaskEvent:
+        return TaskEvent(task, state, state, attempt, "", None)
+
+    def test_it_ends_once_every_task_is_terminal_and_counts_each_state(self) -> None:
+        ev = self.ev
+        latest, seen, left = self.watch(
+            [ev("5.0", "queued"), ev("5.1", "queued"), ev("5.0", "succeeded"),
+             ev("5.0", "succeeded"),  # a repeated snapshot entry: no change
+             ev("5.0", "queued", 2),  # retried: no longer terminal
+             ev("5.1", "failed"), ev("5.0", "succeeded", 2), ev("5.9", "running")],
+            None, 2)
+        self.assertEqual([e.task for e in left], ["5.9"], "it stopped at the last task's end")
+        self.assertEqual(latest["5.0"].attempt, 2)
+        self.assertEqual(len(seen), 6)
+        self.assertEqual(seen[2], {"queued": 1, "succeeded": 1})
+        self.assertEqual(seen[3], {"queued": 2, "succeeded": 0})
+        self.assertEqual(seen[-1], {"queued": 0, "succeeded": 1, "failed": 1})
+
+    def test_a_group_waits_for_its_own_tasks_only(self) -> None:
+        ev = self.ev
+        latest, _, left = self.watch(
+            [ev("5.0", "succeeded"), ev("5.1", "running"), ev("5.2", "failed"),
+             ev("5.1", "succeeded")], {"5.0", "5.2"}, 2)
+        self.assertEqual(sorted(latest), ["5.0", "5.2"])
+        self.assertEqual(len(left), 1)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -65,10 +65,26 @@ Result<std::vector<TaskEventView>> DecodeTaskEvents(std::string_view text) {
 
 bool JobWatch::Apply(const TaskEventView& event) {
   auto [it, added] = tasks_.try_emplace(event.task, Known{event.to, event.attempt, event.reason});
-  if (added) return true;
+  if (added) {
+    Recount("", event.to);
+    return true;
+  }
   if (it->second.state == event.to && it->second.attempt == event.attempt) return false;
+  Recount(it->second.state, event.to);
   it->second = Known{event.to, event.attempt, event.reason};
   return true;
+}
+
+void JobWatch::Recount(std::string_view from, std::string_view to) {
+  if (!from.empty()) {
+    auto it = counts_.find(from);
+    if (--it->second == 0) counts_.erase(it);
+    if (IsTerminalStateName(from)) --terminal_;
+  }
+  auto it = counts_.find(to);
+  if (it == counts_.end()) it = counts_.emplace(std::string(to), 0).first;
+  ++it->second;
+  if (IsTerminalStateName(to)) ++terminal_;
 }
 
 std::string JobWatch::EndLine() const {
@@ -88,18 +104,11 @@ std::string JobWatch::EndLine() const {
   return line.empty() ? "no tasks" : line;
 }
 
-bool JobWatch::done() const {
-  if (tasks_.size() < task_count_) return false;
-  for (const auto& [id, known] : tasks_) {
-    if (!IsTerminalStateName(known.state)) return false;
-  }
-  return true;
-}
+bool JobWatch::done() const { return tasks_.size() >= task_count_ && terminal_ == tasks_.size(); }
 
 uint64_t JobWatch::count(std::string_view state) const {
-  uint64_t n = 0;
-  for (const auto& [id, known] : tasks_) n += known.state == state ? 1 : 0;
-  return n;
+  auto it = counts_.find(state);
+  return it == counts_.end() ? 0 : it->second;
 }
 
 std::string JobWatch::ProgressLine(int width) const {

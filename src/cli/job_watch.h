@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -76,8 +77,16 @@ class JobWatch {
     uint32_t attempt = 0;
     std::string reason;
   };
+  // Moves one task's count from `from` (none when empty) to `to`.
+  void Recount(std::string_view from, std::string_view to);
+
   uint64_t task_count_;
   std::map<std::string, Known> tasks_;
+  // How many of tasks_ are in each state, and in a terminal one: done(),
+  // count() and ProgressLine() answer without a pass over the tasks, which
+  // for a job of 100,000 tasks would be one per event.
+  std::map<std::string, uint64_t, std::less<>> counts_;
+  uint64_t terminal_ = 0;
 };
 
 // True for "succeeded", "failed", "canceled".

@@ -74,6 +74,29 @@ TEST(JobWatchTest, RepeatedSnapshotEntriesChangeNothing) {
   EXPECT_TRUE(w.succeeded());
 }
 
+// The counts follow each task from state to state, a retried task
+// leaving the terminal ones (done turns false again).
+TEST(JobWatchTest, CountsFollowEachTaskThroughItsStates) {
+  JobWatch w(2);
+  w.Apply(Ev("5.0", "queued"));
+  w.Apply(Ev("5.1", "queued"));
+  EXPECT_EQ(w.count("queued"), 2u);
+  w.Apply(Ev("5.0", "running"));
+  w.Apply(Ev("5.0", "succeeded"));
+  w.Apply(Ev("5.1", "failed"));
+  EXPECT_TRUE(w.done());
+  EXPECT_EQ(w.count("queued"), 0u);
+  EXPECT_EQ(w.count("running"), 0u);
+  EXPECT_EQ(w.count("succeeded"), 1u);
+  w.Apply(Ev("5.1", "queued", 2));  // retried
+  EXPECT_FALSE(w.done());
+  EXPECT_EQ(w.count("failed"), 0u);
+  EXPECT_EQ(w.count("queued"), 1u);
+  w.Apply(Ev("5.1", "succeeded", 2));
+  EXPECT_TRUE(w.succeeded());
+  EXPECT_EQ(w.EndLine(), "2 succeeded");
+}
+
 TEST(JobWatchTest, ProgressLineCountsStates) {
   JobWatch w(4);
   w.Apply(Ev("1.0", "succeeded"));
