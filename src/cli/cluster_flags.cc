@@ -86,10 +86,11 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
          "The most output bytes the result cache keeps entries for (a size: 500GiB); past it "
          "the oldest entries go and their outputs are kept only --keep-outputs (0: no cap)")
       ->capture_default_str();
-  app.add_flag("--worker-batches", flags.worker_batches,
+  app.add_flag("--worker-batches,!--no-worker-batches", flags.worker_batches,
                "Messages to and from a worker that go out in one burst share one frame: less "
                "server CPU per task at thousands of tasks a second, but the event stream "
-               "and API answers lag under such load (see docs/guide.md); off by default");
+               "and API answers lag under such load (see docs/guide.md); off by default for "
+               "drover server, on for drover up");
   app.add_flag("--worker-json", flags.worker_json,
                "Messages to and from workers stay JSON text: no binary frames (to read a "
                "capture of the traffic; costs server and worker CPU per task)");
@@ -142,6 +143,13 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
                  "(0 for no limit); over it the task fails with a reason. A worker's own "
                  "--max-output, when lower, wins")
       ->capture_default_str();
+}
+
+ServerFlags UpServerFlags() {
+  ServerFlags flags;
+  flags.bind = "127.0.0.1";
+  flags.worker_batches = true;
+  return flags;
 }
 
 Result<server::ServerConfig> MakeServerConfig(const ServerFlags& flags) {

@@ -63,6 +63,14 @@ struct ServerFlags {
 // --max-output, and --bind when `with_bind`.
 void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind);
 
+// `drover up`'s own defaults: bound to 127.0.0.1 (one machine's cluster;
+// --bind 0.0.0.0 lets others join), and batch frames with its workers on
+// (--no-worker-batches turns them off): what keeps them off for `drover
+// server` is the event stream falling behind at tens of thousands of tasks
+// a second (bench/README.md, B6), a rate one machine's workers do not
+// reach, and they cut `drover up`'s CPU per task by a sixth.
+ServerFlags UpServerFlags();
+
 // Parses the durations and the policy; derives the scheduler's renew
 // interval and expiry grace from the lease TTL (a third each, at most 10 s)
 // so a short TTL still renews in time. kInvalidArgument names the flag.

@@ -33,6 +33,27 @@ struct ServerCommand {
   }
 };
 
+// Batch frames: off for `drover server` unless asked, on for `drover up`
+// unless turned off.
+TEST(ServerFlagsTest, WorkerBatchesAreOnForUpAndOffForServerByDefault) {
+  for (const auto& [up, args, want] : std::vector<std::tuple<bool, std::vector<std::string>, bool>>{
+           {false, {}, false},
+           {false, {"--worker-batches"}, true},
+           {true, {}, true},
+           {true, {"--no-worker-batches"}, false}}) {
+    ServerCommand c;
+    if (up) {
+      c.flags = UpServerFlags();
+      c.flags.state_dir = "/var/lib/drover-test";
+      c.flags.access_file = "-";
+    }
+    Result<server::ServerConfig> config = c.Parse(args);
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    EXPECT_EQ(config->worker_batches, want) << (up ? "up " : "server ") << args.size();
+  }
+  EXPECT_EQ(UpServerFlags().bind, "127.0.0.1");
+}
+
 TEST(ServerFlagsTest, PreemptionIsOffUntilAPriorityIsGiven) {
   ServerCommand c;
   Result<server::ServerConfig> config = c.Parse({});

@@ -174,9 +174,7 @@ int RunUp(UpFlags& flags) {
 void AddUpCommand(CLI::App& root, int& exit_code) {
   auto flags = std::make_shared<UpFlags>();
   CLI::App* cmd = root.add_subcommand("up", "Run a server and local workers in one process");
-  // Local only by default: `up` is one machine's cluster. --bind 0.0.0.0
-  // lets other machines join it too (the join line says how).
-  flags->server.bind = "127.0.0.1";
+  flags->server = UpServerFlags();
   AddServerFlags(*cmd, flags->server, /*with_bind=*/true);
   cmd->add_option("--workers", flags->workers, "Local workers (the cores are split between them)")
       ->capture_default_str();
