@@ -54,6 +54,17 @@ TEST(ServerFlagsTest, WorkerBatchesAreOnForUpAndOffForServerByDefault) {
   EXPECT_EQ(UpServerFlags().bind, "127.0.0.1");
 }
 
+// Binary frames with workers unless --worker-json.
+TEST(ServerFlagsTest, WorkerJsonKeepsTheWorkerChannelInJson) {
+  for (const auto& [args, want] : std::vector<std::pair<std::vector<std::string>, bool>>{
+           {{}, false}, {{"--worker-json"}, true}}) {
+    ServerCommand c;
+    Result<server::ServerConfig> config = c.Parse(args);
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    EXPECT_EQ(config->worker_json, want) << args.size();
+  }
+}
+
 TEST(ServerFlagsTest, PreemptionIsOffUntilAPriorityIsGiven) {
   ServerCommand c;
   Result<server::ServerConfig> config = c.Parse({});
