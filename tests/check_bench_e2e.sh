@@ -18,6 +18,7 @@ need = {
     "B2": ["wall_s", "xargs_wall_s", "ratio_vs_xargs", "spawn_loop_wall_s",
            "spawn_loop_over_drover", "drover_cpu_ms_per_task"],
     "B3": ["makespan_s", "ratio_vs_xargs", "spawn_loop_ratio_vs_xargs", "ratio_vs_spawn_loop",
+           "gap_over_spawn_loop_ms_per_task",
            "handoff_p50_us", "handoff_p99_us", "handoff_samples"],
     "B4": ["api_median_ms", "cli_median_ms", "spawn_median_ms",
            "api_minus_spawn_ms", "cli_minus_spawn_ms"],
