@@ -116,7 +116,10 @@ class WorkerBinaryTest : public ::testing::TestWithParam<bool> {
     const proto::WorkerMessage started =
         proto::Started{{{a.task, a.attempt, TimeFromMicros(1'700'000'000'000'000)}}};
     core::TaskOutcome outcome;
-    outcome.result = "done";
+    // A binary frame carries a result's bytes as they are; what the API
+    // shows of bytes that are not UTF-8 is U+FFFD, as JSON text would have
+    // carried them.
+    outcome.result = "done\xff";
     const proto::WorkerMessage finished =
         proto::Finished{{{a.task, a.attempt, outcome, TimeFromMicros(1'700'000'000'100'000)}}};
     for (const proto::WorkerMessage& m : {started, finished}) {
@@ -133,7 +136,7 @@ class WorkerBinaryTest : public ::testing::TestWithParam<bool> {
     EXPECT_EQ(ack->tasks, (std::vector<proto::TaskAttempt>{{a.task, a.attempt}}));
     nlohmann::json task = Get("/api/v1/tasks/" + a.task.ToString());
     EXPECT_EQ(task["state"], "succeeded") << task.dump();
-    EXPECT_EQ(task["outcome"]["result"], "done") << task.dump();
+    EXPECT_EQ(task["outcome"]["result"], "done\xef\xbf\xbd") << task.dump();
   }
 
   TempDir dir_;
