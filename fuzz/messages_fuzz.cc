@@ -7,10 +7,27 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "proto/messages.h"
 #include "proto/messages_binary.h"
+
+// What a binary frame decoder accepts has a binary form, and its messages
+// decode as they were.
+template <typename Decode>
+void CheckBinaryRoundTrip(std::string_view text, Decode decode) {
+  auto f = decode(text);
+  if (!f.ok()) return;
+  std::vector<std::string> messages;
+  for (const auto& m : *f) {
+    drover::proto::WireMessage wire = drover::proto::EncodeForPeer(m, true);
+    if (!wire.binary) std::abort();
+    messages.push_back(std::move(wire.bytes));
+  }
+  auto again = decode(drover::proto::EncodeBinaryFrame(messages));
+  if (!again.ok() || !(*again == *f)) std::abort();
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -35,27 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto again = drover::proto::DecodeServerFrame(drover::proto::EncodeBatch(texts));
     if (!again.ok() || !(*again == *f)) std::abort();
   }
-  // Binary frames, re-encoded as binary frames: what one holds has a binary
-  // form, and its messages decode as they were.
-  if (auto f = drover::proto::DecodeWorkerBinaryFrame(text); f.ok()) {
-    std::vector<std::string> messages;
-    for (const auto& m : *f) {
-      drover::proto::WireMessage wire = drover::proto::EncodeForPeer(m, true);
-      if (!wire.binary) std::abort();
-      messages.push_back(std::move(wire.bytes));
-    }
-    auto again = drover::proto::DecodeWorkerBinaryFrame(drover::proto::EncodeBinaryFrame(messages));
-    if (!again.ok() || !(*again == *f)) std::abort();
-  }
-  if (auto f = drover::proto::DecodeServerBinaryFrame(text); f.ok()) {
-    std::vector<std::string> messages;
-    for (const auto& m : *f) {
-      drover::proto::WireMessage wire = drover::proto::EncodeForPeer(m, true);
-      if (!wire.binary) std::abort();
-      messages.push_back(std::move(wire.bytes));
-    }
-    auto again = drover::proto::DecodeServerBinaryFrame(drover::proto::EncodeBinaryFrame(messages));
-    if (!again.ok() || !(*again == *f)) std::abort();
-  }
+  // Binary frames, re-encoded as binary frames.
+  CheckBinaryRoundTrip(text, drover::proto::DecodeWorkerBinaryFrame);
+  CheckBinaryRoundTrip(text, drover::proto::DecodeServerBinaryFrame);
   return 0;
 }

@@ -77,12 +77,9 @@ int DecodeFrame(const std::string& file) {
   if (!in) return ReportError(InvalidArgument(file + ": cannot be read"), true);
   std::ostringstream bytes;
   bytes << in.rdbuf();
-  const std::string frame = bytes.str();
-  const std::string text = proto::DescribeBinaryFrame(frame);
-  if (!proto::DecodeWorkerBinaryFrame(frame).ok() && !proto::DecodeServerBinaryFrame(frame).ok()) {
-    return ReportError(InvalidArgument(file + ": " + text.substr(0, text.size() - 1)), true);
-  }
-  std::cout << text;
+  Result<std::string> text = proto::DescribeBinaryFrame(bytes.str());
+  if (!text.ok()) return ReportError(text.status().WithContext(file), true);
+  std::cout << *text;
   return kExitOk;
 }
 

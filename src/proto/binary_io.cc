@@ -53,15 +53,22 @@ bool BinaryReader::Count(size_t* v, const char* what, size_t max) {
   return true;
 }
 
-bool BinaryReader::String(std::string* v, const char* what, size_t max) {
+bool BinaryReader::Bytes(std::string_view* v, const char* what, size_t max) {
   uint64_t size = 0;
   if (!Unsigned(&size, what, max)) return false;
   if (size > in_.size() - pos_) {
     return Fail(what, std::to_string(size) + " bytes from byte " + std::to_string(pos_) +
                           " run past the end (" + std::to_string(in_.size()) + ")");
   }
-  v->assign(in_.substr(pos_, size));
+  *v = in_.substr(pos_, size);
   pos_ += size;
+  return true;
+}
+
+bool BinaryReader::String(std::string* v, const char* what, size_t max) {
+  std::string_view bytes;
+  if (!Bytes(&bytes, what, max)) return false;
+  v->assign(bytes);
   return true;
 }
 

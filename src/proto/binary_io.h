@@ -70,6 +70,8 @@ class BinaryReader {
   // element takes one at least), so a forged count allocates nothing.
   bool Count(size_t* v, const char* what, size_t max);
   bool String(std::string* v, const char* what, size_t max);
+  // As String, but a view into the input (which must outlive it).
+  bool Bytes(std::string_view* v, const char* what, size_t max);
   // Marks the reader failed with `what` and `problem` (a check the caller
   // made of a value it read); returns false.
   bool Fail(const char* what, const std::string& problem);

@@ -319,17 +319,18 @@ Result<std::vector<Variant>> DecodeBinaryFrameOf(std::string_view data) {
   }
   if (count == 0) return InvalidArgument("binary frame: messages: holds none");
   std::vector<Variant> out(count);
+  auto where = [](size_t i) { return "binary frame: messages[" + std::to_string(i) + "]: "; };
   for (size_t i = 0; i < count; ++i) {
-    const std::string where = "binary frame: messages[" + std::to_string(i) + "]: ";
-    std::string bytes;
-    if (!head.String(&bytes, "length", kMaxMessageBytes))
-      return InvalidArgument(where + head.error());
+    std::string_view bytes;  // a view: each message is decoded in place
+    if (!head.Bytes(&bytes, "length", kMaxMessageBytes)) {
+      return InvalidArgument(where(i) + head.error());
+    }
     BinaryReader r(bytes);
     uint8_t type = 0;
     if (r.Byte(&type, "type") && GetMessage(r, type, &out[i]) && !r.AtEnd()) {
       r.Fail("message", "has bytes left after byte " + std::to_string(r.position()));
     }
-    if (!r.ok()) return InvalidArgument(where + std::string(TypeName(type)) + ": " + r.error());
+    if (!r.ok()) return InvalidArgument(where(i) + std::string(TypeName(type)) + ": " + r.error());
   }
   if (!head.AtEnd()) {
     return InvalidArgument("binary frame: " + std::to_string(data.size() - head.position()) +
@@ -408,7 +409,7 @@ Result<std::vector<ServerMessage>> DecodeServerBinaryFrame(std::string_view data
   return DecodeBinaryFrameOf<ServerMessage>(data);
 }
 
-std::string DescribeBinaryFrame(std::string_view data) {
+Result<std::string> DescribeBinaryFrame(std::string_view data) {
   std::string out;
   Result<std::vector<WorkerMessage>> worker = DecodeWorkerBinaryFrame(data);
   if (worker.ok()) {
@@ -417,8 +418,9 @@ std::string DescribeBinaryFrame(std::string_view data) {
   }
   Result<std::vector<ServerMessage>> server = DecodeServerBinaryFrame(data);
   if (!server.ok()) {
-    return "not a readable binary frame: as a worker's, " + worker.status().message() +
-           "; as a server's, " + server.status().message() + "\n";
+    return InvalidArgument("not a readable binary frame: as a worker's, " +
+                           worker.status().message() + "; as a server's, " +
+                           server.status().message());
   }
   for (const ServerMessage& m : *server) out += Encode(m) + "\n";
   return out;

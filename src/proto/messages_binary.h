@@ -94,8 +94,9 @@ Result<std::vector<WorkerMessage>> DecodeWorkerBinaryFrame(std::string_view data
 Result<std::vector<ServerMessage>> DecodeServerBinaryFrame(std::string_view data);
 
 // The messages of a binary frame of either side as JSON text, one message
-// per line, or why it cannot be read.
-std::string DescribeBinaryFrame(std::string_view data);
+// per line; kInvalidArgument "not a readable binary frame: ..." saying why
+// it reads as neither side's.
+Result<std::string> DescribeBinaryFrame(std::string_view data);
 
 }  // namespace drover::proto
 

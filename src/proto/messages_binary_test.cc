@@ -275,11 +275,14 @@ TEST(BinaryFramesTest, AFrameIsDescribedAsTheJsonOfItsMessages) {
   std::vector<std::string> messages;
   for (const ServerMessage& m : HotServerMessages())
     messages.push_back(EncodeForPeer(m, true).bytes);
-  const std::string text = DescribeBinaryFrame(EncodeBinaryFrame(messages));
+  Result<std::string> described = DescribeBinaryFrame(EncodeBinaryFrame(messages));
+  ASSERT_TRUE(described.ok()) << described.status().ToString();
+  const std::string& text = *described;
   EXPECT_NE(text.find("\"type\":\"assign\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"type\":\"ack\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"job_name\":\"sweep\""), std::string::npos) << text;
-  EXPECT_NE(DescribeBinaryFrame("\x02\x01").find("not a readable binary frame"), std::string::npos);
+  EXPECT_NE(DescribeBinaryFrame("\x02\x01").status().message().find("not a readable binary frame"),
+            std::string::npos);
 }
 
 TEST(BinaryFramesTest, TheBinaryFlagsAreWrittenOnlyWhenTrue) {

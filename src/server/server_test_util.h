@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -148,6 +149,50 @@ class FakeWorker {
   };
   std::shared_ptr<Seen> seen_ = std::make_shared<Seen>();
   std::deque<proto::ServerMessage> held_;  // passed over by ExpectPassing
+};
+
+// A ServerShell on 127.0.0.1 (any port, TLS, a fresh state directory) on a
+// loop thread of its own, with `edit` applied to its config; and the client
+// options that reach it. Check ok().
+class LoopbackShell {
+ public:
+  explicit LoopbackShell(const std::function<void(ServerConfig&)>& edit = {}) {
+    ServerConfig cfg;
+    cfg.state_dir = dir_ / "state";
+    cfg.bind_address = "127.0.0.1";
+    cfg.port = 0;
+    cfg.tls = true;
+    cfg.access_file = dir_ / "access.json";
+    if (edit) edit(cfg);
+    auto shell = thread_.Call([&] { return ServerShell::Start(loop_, cfg); });
+    status_ = shell.status();
+    if (shell.ok()) shell_ = std::move(*shell);
+  }
+  ~LoopbackShell() {
+    thread_.Call([&] {
+      if (shell_) shell_->Stop();
+      shell_.reset();
+    });
+  }
+
+  const Status& status() const { return status_; }
+  net::EventLoop& loop() { return loop_; }
+  net::ClientOptions Client() const {
+    net::ClientOptions o;
+    o.port = shell_->port();
+    o.tls = true;
+    o.fingerprint = shell_->fingerprint();
+    o.token = shell_->token();
+    o.timeout = Seconds(20);
+    return o;
+  }
+
+ private:
+  TempDir dir_;
+  net::EventLoop loop_;
+  LoopThread thread_{loop_};
+  std::unique_ptr<ServerShell> shell_;
+  Status status_;
 };
 
 inline proto::Hello MakeHello(const std::string& name, std::vector<uint32_t> cores = {0, 1, 2, 3}) {

@@ -17,40 +17,15 @@ namespace drover::server {
 namespace {
 
 using testing::FakeWorker;
-using testing::LoopThread;
+using testing::LoopbackShell;
 using testing::MakeHello;
-using testing::TempDir;
 
 class WorkerBatchesTest : public ::testing::TestWithParam<bool> {
  protected:
-  void SetUp() override {
-    loop_thread_ = std::make_unique<LoopThread>(loop_);
-    ServerConfig cfg;
-    cfg.worker_batches = GetParam();
-    cfg.state_dir = dir_ / "state";
-    cfg.bind_address = "127.0.0.1";
-    cfg.port = 0;
-    cfg.tls = true;
-    cfg.access_file = dir_ / "access.json";
-    auto shell = loop_thread_->Call([&] { return ServerShell::Start(loop_, cfg); });
-    ASSERT_TRUE(shell.ok()) << shell.status().ToString();
-    shell_ = std::move(*shell);
-  }
-  void TearDown() override {
-    loop_thread_->Call([&] {
-      shell_->Stop();
-      shell_.reset();
-    });
-  }
+  void SetUp() override { ASSERT_TRUE(shell_.status().ok()) << shell_.status().ToString(); }
 
   std::unique_ptr<FakeWorker> Attach(const std::string& name, bool batches) {
-    net::ClientOptions o;
-    o.port = shell_->port();
-    o.tls = true;
-    o.fingerprint = shell_->fingerprint();
-    o.token = shell_->token();
-    o.timeout = Seconds(20);
-    auto w = std::make_unique<FakeWorker>(loop_, o);
+    auto w = std::make_unique<FakeWorker>(shell_.loop(), shell_.Client());
     EXPECT_TRUE(w->status().ok()) << w->status().ToString();
     proto::Hello hello = MakeHello(name);
     hello.batches = batches;
@@ -74,10 +49,7 @@ class WorkerBatchesTest : public ::testing::TestWithParam<bool> {
                 proto::Finished{{{TaskId{998, 0}, 1, {}, TimeFromMicros(3)}}}))};
   }
 
-  TempDir dir_;
-  net::EventLoop loop_;
-  std::unique_ptr<LoopThread> loop_thread_;
-  std::unique_ptr<ServerShell> shell_;
+  LoopbackShell shell_{[this](ServerConfig& cfg) { cfg.worker_batches = GetParam(); }};
 };
 
 TEST_P(WorkerBatchesTest, AWorkerThatReadsBatchesGetsABurstInOneFrameWhenTheServerSendsThem) {

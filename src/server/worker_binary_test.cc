@@ -20,46 +20,19 @@ namespace drover::server {
 namespace {
 
 using testing::FakeWorker;
-using testing::LoopThread;
+using testing::LoopbackShell;
 using testing::MakeHello;
-using testing::TempDir;
 
 class WorkerBinaryTest : public ::testing::TestWithParam<bool> {
  protected:
   bool json_only() const { return GetParam(); }
 
-  void SetUp() override {
-    loop_thread_ = std::make_unique<LoopThread>(loop_);
-    ServerConfig cfg;
-    cfg.worker_json = json_only();
-    cfg.state_dir = dir_ / "state";
-    cfg.bind_address = "127.0.0.1";
-    cfg.port = 0;
-    cfg.tls = true;
-    cfg.access_file = dir_ / "access.json";
-    auto shell = loop_thread_->Call([&] { return ServerShell::Start(loop_, cfg); });
-    ASSERT_TRUE(shell.ok()) << shell.status().ToString();
-    shell_ = std::move(*shell);
-  }
-  void TearDown() override {
-    loop_thread_->Call([&] {
-      shell_->Stop();
-      shell_.reset();
-    });
-  }
+  void SetUp() override { ASSERT_TRUE(shell_.status().ok()) << shell_.status().ToString(); }
 
-  net::ClientOptions Client() const {
-    net::ClientOptions o;
-    o.port = shell_->port();
-    o.tls = true;
-    o.fingerprint = shell_->fingerprint();
-    o.token = shell_->token();
-    o.timeout = Seconds(20);
-    return o;
-  }
+  net::ClientOptions Client() const { return shell_.Client(); }
 
   std::unique_ptr<FakeWorker> Attach(const std::string& name, bool binary) {
-    auto w = std::make_unique<FakeWorker>(loop_, Client());
+    auto w = std::make_unique<FakeWorker>(shell_.loop(), Client());
     EXPECT_TRUE(w->status().ok()) << w->status().ToString();
     proto::Hello hello = MakeHello(name);
     hello.binary = binary;
@@ -98,7 +71,9 @@ class WorkerBinaryTest : public ::testing::TestWithParam<bool> {
     Result<std::vector<proto::ServerMessage>> m = proto::DecodeServerBinaryFrame(*frame);
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     if (!m.ok() || m->size() != 1 || !std::holds_alternative<T>(m->front())) {
-      ADD_FAILURE() << "not one " << typeid(T).name() << ": " << proto::DescribeBinaryFrame(*frame);
+      Result<std::string> described = proto::DescribeBinaryFrame(*frame);
+      ADD_FAILURE() << "not one " << typeid(T).name() << ": "
+                    << (described.ok() ? *described : described.status().message());
       return std::nullopt;
     }
     return std::get<T>(m->front());
@@ -139,10 +114,7 @@ class WorkerBinaryTest : public ::testing::TestWithParam<bool> {
     EXPECT_EQ(task["outcome"]["result"], "done\xef\xbf\xbd") << task.dump();
   }
 
-  TempDir dir_;
-  net::EventLoop loop_;
-  std::unique_ptr<LoopThread> loop_thread_;
-  std::unique_ptr<ServerShell> shell_;
+  LoopbackShell shell_{[this](ServerConfig& cfg) { cfg.worker_json = json_only(); }};
 };
 
 TEST_P(WorkerBinaryTest, AWorkerThatSpeaksBinaryRunsATaskInBinaryFramesUnlessTheServerSaysJson) {
