@@ -449,11 +449,11 @@ void StartHttpSession(const std::shared_ptr<Server::State>& state, asio::ip::tcp
                       std::string remote) {
   if (state->tls) {
     auto s = std::make_shared<HttpSession<TlsStream>>(
-        state, ServerState::kTcp, TlsStream(beast::tcp_stream(std::move(socket)), *state->tls), remote);
+        state, ServerState::kTcp, TlsStream(TcpStream(std::move(socket)), *state->tls), remote);
     s->Start();
   } else {
-    auto s = std::make_shared<HttpSession<beast::tcp_stream>>(
-        state, ServerState::kTcp, beast::tcp_stream(std::move(socket)), remote);
+    auto s = std::make_shared<HttpSession<TcpStream>>(state, ServerState::kTcp,
+                                                      TcpStream(std::move(socket)), remote);
     s->Start();
   }
 }

@@ -274,7 +274,7 @@ void StartConnect(EventLoop& loop, const ClientOptions& options, std::string tar
     return;
   }
   if (!options.tls) {
-    auto op = std::make_shared<ConnectOp<beast::tcp_stream>>(
+    auto op = std::make_shared<ConnectOp<internal::TcpStream>>(
         io, options, std::move(target), "", std::move(done), std::move(first), std::move(then));
     op->Begin();
     return;

@@ -5,6 +5,11 @@
 
 namespace drover::net::internal {
 
+EagerNest& EagerNesting() {
+  thread_local EagerNest nest;
+  return nest;
+}
+
 template <class NextLayer>
 void WsSessionImpl<NextLayer>::Close(std::string reason) {
   asio::post(ws_.get_executor(), [self = this->shared_from_this(), r = std::move(reason)]() mutable {
@@ -188,7 +193,7 @@ void WsSessionImpl<NextLayer>::Finish(Status status) {
   if (auto fn = std::exchange(on_close_, nullptr)) fn(status);
 }
 
-template class WsSessionImpl<beast::tcp_stream>;
+template class WsSessionImpl<TcpStream>;
 template class WsSessionImpl<TlsStream>;
 template class WsSessionImpl<LocalStream>;
 

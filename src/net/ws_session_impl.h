@@ -23,6 +23,7 @@
 #include <deque>
 
 #include "net/connection.h"
+#include "net/eager_stream.h"
 #include "net/read_pacer.h"
 #include "net/ws_session.h"
 
@@ -31,9 +32,12 @@ namespace drover::net::internal {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
-using TlsStream = beast::ssl_stream<beast::tcp_stream>;
-// Plain HTTP over the server's local Unix-domain socket (local_socket.h).
-using LocalStream = beast::basic_stream<asio::local::stream_protocol>;
+// The layers under a session: TCP, TLS over TCP, and plain HTTP over the
+// server's local Unix-domain socket (local_socket.h). Their writes complete
+// at once when the socket takes the bytes (eager_stream.h).
+using TcpStream = EagerStream<asio::ip::tcp>;
+using TlsStream = beast::ssl_stream<TcpStream>;
+using LocalStream = EagerStream<asio::local::stream_protocol>;
 
 template <class NextLayer>
 class WsSessionImpl final : public WsSession,
@@ -144,7 +148,7 @@ class WsSessionImpl final : public WsSession,
 };
 
 // Instantiated in ws_session_impl.cc, and only there.
-extern template class WsSessionImpl<beast::tcp_stream>;
+extern template class WsSessionImpl<TcpStream>;
 extern template class WsSessionImpl<TlsStream>;
 extern template class WsSessionImpl<LocalStream>;
 
