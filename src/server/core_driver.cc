@@ -344,12 +344,39 @@ void CoreDriver::Persist(const core::Record& record) {
       ++sync_count_;
     }
     while (!waiters_.empty() && waiters_.front().target <= appends_done_) {
-      std::function<void(Status)> fn = std::move(waiters_.front().fn);
+      ready_.push_back({std::move(waiters_.front().fn), s});
       waiters_.pop_front();
-      fn(s);
     }
+    RunReady();
   });
   ScheduleFlush();
+}
+
+void CoreDriver::RunReady() {
+  // A waiter that appends, on a store that completes at once, comes back
+  // here: the outer call goes on with what it queued.
+  if (running_ready_) return;
+  running_ready_ = true;
+  SliceBudget budget;
+  while (!ready_.empty()) {
+    Ready next = std::move(ready_.front());
+    ready_.pop_front();
+    next.fn(next.status);
+    // Each waiter may be a batch of work: the clock is read after each.
+    if (!ready_.empty() && budget.SpentNow()) {
+      if (!ready_posted_) {
+        ready_posted_ = true;
+        std::weak_ptr<bool> alive = alive_;
+        loop_.Post([this, alive] {
+          if (alive.expired()) return;
+          ready_posted_ = false;
+          RunReady();
+        });
+      }
+      break;
+    }
+  }
+  running_ready_ = false;
 }
 
 Status CoreDriver::ForgetJob(JobId job) {
@@ -364,6 +391,11 @@ bool CoreDriver::Expired(JobId job) const { return scheduler_.Forgotten(job); }
 
 void CoreDriver::AfterDurable(std::function<void(Status)> fn, Flush when) {
   if (appends_done_ >= appends_issued_) {
+    if (!ready_.empty()) {
+      // Behind the waiters still to run, in order.
+      ready_.push_back({std::move(fn), Status::Ok()});
+      return;
+    }
     std::weak_ptr<bool> alive = alive_;
     loop_.Post([alive, fn = std::move(fn)] {
       if (!alive.expired()) fn(Status::Ok());

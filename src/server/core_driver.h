@@ -176,6 +176,9 @@ class CoreDriver : private core::EventPump::Shell {
   void ScheduleFlush();
   void FlushNow();
   void MaybeCompact();
+  // Runs ready_ until it is empty or the slice is spent (then once more
+  // in a later turn).
+  void RunReady();
   void FinishCompact(std::vector<std::string> snapshot);
   void ArmTick();
 
@@ -215,6 +218,18 @@ class CoreDriver : private core::EventPump::Shell {
     std::function<void(Status)> fn;
   };
   std::deque<Waiter> waiters_;
+  // Waiters whose records are durable, with the append's status, run in
+  // order a slice per turn (SliceBudget): a compaction holds back every
+  // append for a tenth of a second or more, and what waited for it (the
+  // assignments and acknowledgments of thousands of tasks) would otherwise
+  // hold the loop as long in one callback.
+  struct Ready {
+    std::function<void(Status)> fn;
+    Status status;
+  };
+  std::deque<Ready> ready_;
+  bool running_ready_ = false;
+  bool ready_posted_ = false;
   std::vector<int64_t> sync_samples_;  // ring, microseconds (sync_summary)
   size_t sync_next_ = 0;
   uint64_t sync_count_ = 0;

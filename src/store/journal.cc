@@ -145,12 +145,17 @@ void Journal::HelperLoop() {
     } else {
       WriteBatch(*file, offset, *flight);
     }
-    // Done only once `wake` has run, so a reap never leaves a wake-up of
-    // this batch behind to meet the next one.
-    wake();
+    // Done before `wake` runs, so the owner's reap never waits for this
+    // thread (which, on a busy machine, may not run again for tens of
+    // milliseconds). A wake-up may then meet a later batch, or none: the
+    // owner reaps with ReapIfDone, which leaves a batch not done for its
+    // own wake-up.
     lock.lock();
     job_done_ = true;
     cv_.notify_all();
+    lock.unlock();
+    wake();
+    lock.lock();
   }
 }
 
@@ -253,6 +258,16 @@ void Journal::ReapBackground() {
     again_ = false;
     SyncInBackground(wake_);
   }
+}
+
+bool Journal::ReapIfDone() {
+  if (!flight_) return false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!job_done_) return false;
+  }
+  ReapBackground();
+  return true;
 }
 
 Status Journal::CheckSnapshot(const std::vector<std::string>& snapshot, size_t prefix_bytes,

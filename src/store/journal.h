@@ -18,7 +18,7 @@
 // helper thread and returns at once; records appended meanwhile form the next
 // batch, written once this one is reaped (one batch in flight at a time, in
 // order). The helper calls `wake` when done; the owner then calls
-// ReapBackground() on its own thread, which applies the outcome and runs the
+// ReapIfDone() on its own thread, which applies the outcome and runs the
 // callbacks there. Sync(), Compact() and the destructor first wait for a
 // batch in flight (the destructor drops its callbacks).
 //
@@ -105,9 +105,10 @@ class Journal {
   Status Sync();
 
   // Starts writing and fsyncing the buffered records on a helper thread
-  // (see the header comment) and returns. `wake` runs on that thread when
-  // the batch is done and must make the owner call ReapBackground() soon
-  // (post it to the owner's loop). With a batch already in flight, the
+  // (see the header comment) and returns. `wake` runs on that thread once
+  // the batch is done and must make the owner call ReapIfDone() soon (post
+  // it to the owner's loop); it may come after the batch was reaped
+  // another way (Sync, Compact). With a batch already in flight, the
   // buffered records go out right after it is reaped. A broken journal
   // fails the buffered records at once, as Sync() does.
   void SyncInBackground(std::function<void()> wake);
@@ -116,6 +117,10 @@ class Journal {
   // fsync breaks the journal, as in Sync()) and runs its callbacks, then
   // starts the next batch if SyncInBackground() was called meanwhile.
   void ReapBackground();
+  // ReapBackground when the batch in flight is done; otherwise nothing
+  // (false): a wake-up that meets a later batch than its own leaves it to
+  // that batch's wake-up instead of waiting for the helper thread.
+  bool ReapIfDone();
 
   bool sync_in_flight() const { return flight_ != nullptr; }
 

@@ -9,9 +9,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -489,13 +493,36 @@ TEST_F(PosixJournalTest, RealFullDiskIsAStatus) {
   EXPECT_EQ(Replayed(env_, path), acknowledged);
 }
 
+// Counts the helper thread's wake-ups; a test waits for the n-th.
+class Wakes {
+ public:
+  std::function<void()> fn() {
+    return [this] {
+      {
+        std::lock_guard lock(mu_);
+        ++count_;
+      }
+      cv_.notify_all();
+    };
+  }
+  bool WaitFor(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(20), [&] { return count_ >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int count_ = 0;
+};
+
 TEST(JournalTest, BackgroundSyncRunsCallbacksOnlyWhenReapedAndKeepsOrder) {
   MemoryEnv env;
   JournalReplay replay;
   auto journal = MustOpen(env, &replay);
   ASSERT_NE(journal, nullptr);
-  std::atomic<int> wakes{0};
-  auto wake = [&wakes] { ++wakes; };
+  Wakes wakes;
+  auto wake = wakes.fn();
   std::vector<std::string> done;
   journal->Append("one", [&](Status s) { done.push_back(s.ok() ? "one" : s.ToString()); });
   journal->SyncInBackground(wake);
@@ -509,8 +536,41 @@ TEST(JournalTest, BackgroundSyncRunsCallbacksOnlyWhenReapedAndKeepsOrder) {
   journal->ReapBackground();
   EXPECT_EQ(done, Records({"one", "two"}));
   EXPECT_FALSE(journal->sync_in_flight());
-  EXPECT_EQ(wakes.load(), 2);
+  // Each batch wakes its owner once, after it is done.
+  EXPECT_TRUE(wakes.WaitFor(2));
   EXPECT_EQ(journal->durable_bytes(), Frame("one").size() + Frame("two").size());
+  journal.reset();
+  EXPECT_EQ(Replayed(env), Records({"one", "two"}));
+}
+
+// The owner's reap on a wake-up (ReapIfDone) never waits for the helper
+// thread: a wake-up that meets a batch still being written (its own was
+// reaped by another path) leaves it to that batch's own wake-up.
+TEST(JournalTest, AReapOnAWakeUpLeavesABatchNotDoneWithoutWaiting) {
+  MemoryEnv env;
+  JournalReplay replay;
+  auto journal = MustOpen(env, &replay);
+  ASSERT_NE(journal, nullptr);
+  Wakes wakes;
+  std::vector<std::string> done;
+  journal->Append("one", [&](Status s) { done.push_back(s.ok() ? "one" : s.ToString()); });
+  journal->SyncInBackground(wakes.fn());
+  ASSERT_TRUE(wakes.WaitFor(1));
+  EXPECT_TRUE(journal->ReapIfDone());
+  EXPECT_EQ(done, Records({"one"}));
+
+  env.HoldSyncs(true);  // the next batch's fsync does not end until released
+  journal->Append("two", [&](Status s) { done.push_back(s.ok() ? "two" : s.ToString()); });
+  journal->SyncInBackground(wakes.fn());
+  EXPECT_FALSE(journal->ReapIfDone()) << "reaped a batch still being written";
+  EXPECT_TRUE(journal->sync_in_flight());
+  EXPECT_EQ(done, Records({"one"}));
+
+  env.HoldSyncs(false);
+  ASSERT_TRUE(wakes.WaitFor(2));
+  EXPECT_TRUE(journal->ReapIfDone());
+  EXPECT_EQ(done, Records({"one", "two"}));
+  EXPECT_FALSE(journal->ReapIfDone()) << "nothing is in flight";
   journal.reset();
   EXPECT_EQ(Replayed(env), Records({"one", "two"}));
 }

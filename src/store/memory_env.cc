@@ -23,7 +23,8 @@ class MemoryEnv::Handle final : public WritableFile {
   }
 
   Status Sync() override {
-    std::lock_guard lock(env_->mu_);
+    std::unique_lock lock(env_->mu_);
+    env_->syncs_released_.wait(lock, [this] { return !env_->hold_syncs_; });
     RETURN_IF_ERROR(Check());
     if (env_->fail_syncs_) return Unavailable("fsync " + path_ + ": Input/output error");
     inode_->synced = inode_->data.size();
@@ -169,6 +170,14 @@ void MemoryEnv::SetFreeSpace(std::optional<uint64_t> bytes) {
 void MemoryEnv::FailSyncs(bool fail) {
   std::lock_guard lock(mu_);
   fail_syncs_ = fail;
+}
+
+void MemoryEnv::HoldSyncs(bool hold) {
+  {
+    std::lock_guard lock(mu_);
+    hold_syncs_ = hold;
+  }
+  syncs_released_.notify_all();
 }
 
 void MemoryEnv::CrashAfterOps(std::optional<uint64_t> ops) {

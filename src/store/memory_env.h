@@ -7,6 +7,8 @@
 //   - SetFreeSpace(n): appends beyond n more bytes write what fits and fail
 //     with kResourceExhausted ("no space left"), like ENOSPC;
 //   - FailSyncs(true): Sync()/SyncDir() fail with kUnavailable, like EIO;
+//   - HoldSyncs(true): a file's Sync() waits until HoldSyncs(false), like a
+//     slow disk (for a test to look at a sync in progress);
 //   - CrashAfterOps(n): the machine "dies" after n more mutating operations
 //     (append, sync, truncate, create, rename, remove, sync-dir): every later
 //     mutating call fails with kUnavailable until SimulateCrash(). Looping n
@@ -18,6 +20,7 @@
 #ifndef DROVER_STORE_MEMORY_ENV_H_
 #define DROVER_STORE_MEMORY_ENV_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -57,6 +60,7 @@ class MemoryEnv final : public Env {
   void SetFreeSpace(std::optional<uint64_t> bytes);
 
   void FailSyncs(bool fail);
+  void HoldSyncs(bool hold);
 
   // See the header comment; nullopt disarms.
   void CrashAfterOps(std::optional<uint64_t> ops);
@@ -87,6 +91,8 @@ class MemoryEnv final : public Env {
   std::map<std::string, InodePtr> durable_names_;  // the namespace after a crash
   std::optional<uint64_t> free_space_;
   bool fail_syncs_ = false;
+  bool hold_syncs_ = false;
+  std::condition_variable syncs_released_;
   std::optional<uint64_t> crash_after_;
   bool down_ = false;
   uint64_t ops_ = 0;

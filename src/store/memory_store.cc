@@ -136,7 +136,7 @@ void MemoryStore::SyncInBackground(std::function<void(std::function<void()>)> po
   wake_ = [this, alive, post = std::move(post)] {
     // On the helper thread: only hand the reaping to the owner's thread.
     post([this, alive] {
-      if (!alive.expired() && *alive.lock()) journal_->ReapBackground();
+      if (!alive.expired() && *alive.lock()) journal_->ReapIfDone();
     });
   };
 }
