@@ -88,9 +88,8 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
       ->capture_default_str();
   app.add_flag("--worker-batches,!--no-worker-batches", flags.worker_batches,
                "Messages to and from a worker that go out in one burst share one frame: less "
-               "server CPU per task at thousands of tasks a second, but the event stream "
-               "and API answers lag under such load (see docs/guide.md); off by default for "
-               "drover server, on for drover up");
+               "server CPU per task at thousands of tasks a second (on by default; "
+               "--no-worker-batches sends one message per frame)");
   app.add_flag("--worker-json", flags.worker_json,
                "Messages to and from workers stay JSON text: no binary frames (to read a "
                "capture of the traffic; costs server and worker CPU per task)");
@@ -148,7 +147,6 @@ void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind) {
 ServerFlags UpServerFlags() {
   ServerFlags flags;
   flags.bind = "127.0.0.1";
-  flags.worker_batches = true;
   return flags;
 }
 

@@ -31,10 +31,9 @@ struct ServerFlags {
   std::string keep_finished = "7d";  // ServerConfig::keep_finished; "0": forever
   std::string keep_outputs = "1d";   // ServerConfig::keep_outputs; "0": until the job ends
   std::string cache_keep = "7d";     // ServerConfig::cache_keep
-  std::string cache_max_size = "0";
+  std::string cache_max_size = "0";  // ServerConfig::cache_max_bytes: a quantity; "0": no cap
   bool worker_json = false;     // ServerConfig::worker_json
-  bool worker_batches = false;  // ServerConfig::worker_batches  // ServerConfig::cache_max_bytes: a
-                                // quantity; "0": no cap
+  bool worker_batches = true;   // ServerConfig::worker_batches
   std::string alloc_interval = "5s";  // ServerConfig::alloc_interval
   std::string policy = "spread";
   bool queue_ahead = true;  // SchedulerConfig::queue_ahead
@@ -64,11 +63,7 @@ struct ServerFlags {
 void AddServerFlags(CLI::App& app, ServerFlags& flags, bool with_bind);
 
 // `drover up`'s own defaults: bound to 127.0.0.1 (one machine's cluster;
-// --bind 0.0.0.0 lets others join), and batch frames with its workers on
-// (--no-worker-batches turns them off): what keeps them off for `drover
-// server` is the event stream falling behind at tens of thousands of tasks
-// a second (bench/README.md, B6), a rate one machine's workers do not
-// reach, and they cut `drover up`'s CPU per task by a sixth.
+// --bind 0.0.0.0 lets others join).
 ServerFlags UpServerFlags();
 
 // Parses the durations and the policy; derives the scheduler's renew

@@ -33,11 +33,11 @@ struct ServerCommand {
   }
 };
 
-// Batch frames: off for `drover server` unless asked, on for `drover up`
-// unless turned off.
-TEST(ServerFlagsTest, WorkerBatchesAreOnForUpAndOffForServerByDefault) {
+// Batch frames: on for `drover server` and `drover up` unless turned off.
+TEST(ServerFlagsTest, WorkerBatchesAreOnByDefault) {
   for (const auto& [up, args, want] : std::vector<std::tuple<bool, std::vector<std::string>, bool>>{
-           {false, {}, false},
+           {false, {}, true},
+           {false, {"--no-worker-batches"}, false},
            {false, {"--worker-batches"}, true},
            {true, {}, true},
            {true, {"--no-worker-batches"}, false}}) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -92,6 +93,40 @@ TEST_F(CoreDriverTest, OtherWaitersFlushAtTheIdlePoint) {
   loop_.Run();
   ASSERT_EQ(order, (std::vector<std::string>{"returned", "ready work", "durable ok"}));
   EXPECT_EQ(driver_->stats().flushes, 1u);
+}
+
+// What waited for one durable batch runs a slice of the loop's time per
+// turn, in order, rather than all in one callback (after a compaction that
+// is thousands of assignments); what asks later, with nothing left to make
+// durable, still runs after them.
+TEST_F(CoreDriverTest, WaitersOfOneBatchRunASlicePerTurnInOrder) {
+  Submit();
+  constexpr int kWaiters = 12;
+  std::vector<int> ran;
+  // Each waiter stands for 1 ms of work (a batch of assignments).
+  auto work = [] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  };
+  for (int i = 0; i < kWaiters; ++i) {
+    driver_->AfterDurable(
+        [&, i](Status s) {
+          EXPECT_TRUE(s.ok()) << s.ToString();
+          ran.push_back(i);
+          work();
+        },
+        i + 1 == kWaiters ? CoreDriver::Flush::kSoon : CoreDriver::Flush::kAtIdle);
+  }
+  // The flush ran (this store syncs within it); a slice of 4 ms went.
+  EXPECT_GE(ran.size(), 1u);
+  EXPECT_LT(ran.size(), static_cast<size_t>(kWaiters));
+  driver_->AfterDurable([&](Status) { ran.push_back(kWaiters); });
+  int turns = 0;
+  while (ran.size() < kWaiters + 1u && turns < 100) turns += loop_.Poll() > 0 ? 1 : 0;
+  std::vector<int> want;
+  for (int i = 0; i <= kWaiters; ++i) want.push_back(i);
+  EXPECT_EQ(ran, want);
 }
 
 // Nothing left to make durable: the answer comes on the next turn, with no

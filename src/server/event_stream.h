@@ -44,8 +44,8 @@
 // every change; one that falls behind hears of each task's latest state
 // with at most one event per task, instead of a backlog that grows with
 // the cluster's rate (a task's queued, running and ended changes add up
-// to ~700 bytes; at tens of thousands of tasks a second the stream's
-// writes, one TLS record per turn of the loop, cannot carry them all).
+// to ~700 bytes; at tens of thousands of tasks a second a slow reader
+// cannot take them all).
 //
 // With ?watch=true a subscriber starts with nothing and chooses what it
 // hears of by sending proto::WatchRequest messages: {"watch":"12"} adds job
