@@ -89,8 +89,10 @@ struct WorkerChannelOptions {
   Duration silence_limit = Duration::zero();
   // Worker messages read between two looks at the network (read_pacer.h):
   // a request from a person waits for at most about this many, not for a
-  // message from every worker.
-  size_t reads_per_turn = 32;
+  // message from every worker. With batch frames 32 made a turn of the
+  // loop 5-15 ms at 30,000 tasks a second and an API answer's p99 45-61
+  // ms; 8 made it 21-28 ms with the same throughput (bench/README.md, B6).
+  size_t reads_per_turn = 8;
   // Batch frames (proto::EncodeBatch): the HelloAck says the server reads
   // them, so workers send their bursts as one frame, and a worker whose
   // hello says it reads them gets the server's bursts so. Half the server's
