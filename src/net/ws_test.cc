@@ -33,6 +33,15 @@ struct Seen {
   }
 };
 
+// The i-th message of a burst: from one byte to 300 KiB (about nineteen
+// TLS records), its bytes telling which message and which offset it is.
+std::string BurstMessage(int i) {
+  const size_t size = 1 + (static_cast<size_t>(i) * 104'729) % (300 * 1024);
+  std::string m(size, '\0');
+  for (size_t k = 0; k < size; ++k) m[k] = static_cast<char>((i * 31 + k) % 251);
+  return m;
+}
+
 class WsTest : public ::testing::TestWithParam<bool> {
  protected:
   bool tls() const { return GetParam(); }
@@ -56,6 +65,12 @@ class WsTest : public ::testing::TestWithParam<bool> {
       s->SendText("hello " + r.path_params.at("name"));
     };
     server_->WebSocketRoute("/ws/{name}", echo);
+    // Sends {n} binary messages of many sizes at once, as fast as the
+    // socket takes them (BurstMessage).
+    server_->WebSocketRoute("/burst/{n}", [](std::shared_ptr<WsSession> s, const Request& r) {
+      const int n = std::stoi(r.path_params.at("n"));
+      for (int i = 0; i < n; ++i) s->SendBinary(BurstMessage(i));
+    });
     // A route for browsers, which can only send the token in the URL.
     server_->WebSocketRoute("/browser/{name}", echo, WsToken::kHeaderOrQuery);
     // A job submission's stand-in for RequestThenWebSocket: names the
@@ -135,6 +150,25 @@ TEST_P(WsTest, EchoTextAndBinaryBothWays) {
   std::optional<Status> server_end = server_closed_.Pop();
   ASSERT_TRUE(server_end.has_value());
   EXPECT_TRUE(server_end->ok()) << server_end->ToString();
+}
+
+// Writes complete inside the call while the socket takes them and wait
+// for the loop once it is full (eager_stream.h); across both, messages
+// arrive whole and in order. The reader shares the writer's loop, so the
+// socket fills again and again.
+TEST_P(WsTest, ABurstOfLargeMessagesArrivesWholeAndInOrder) {
+  constexpr int kMessages = 120;
+  Seen seen;
+  auto session = Connect(Client(), "/burst/" + std::to_string(kMessages), &seen);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  for (int i = 0; i < kMessages; ++i) {
+    std::optional<std::string> got = seen.binary.Pop();
+    ASSERT_TRUE(got.has_value()) << "message " << i << " never came";
+    ASSERT_EQ(got->size(), BurstMessage(i).size()) << "message " << i;
+    ASSERT_TRUE(*got == BurstMessage(i)) << "message " << i << " differs";
+  }
+  (*session)->Close("done");
+  EXPECT_TRUE(seen.closed.Pop().has_value());
 }
 
 TEST_P(WsTest, TokenInHeaderOrQueryElseUpgradeRefused) {
