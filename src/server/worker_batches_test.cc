@@ -1,10 +1,11 @@
 // Batch frames on the worker channel, against a real ServerShell on
-// 127.0.0.1. With --worker-batches, a worker that says it reads them
-// (Hello::batches) gets what the server sends it in a burst as one frame,
-// and the HelloAck says the server reads them; a worker from before batches
-// (no flag) gets one message per frame. Without it (the default) nobody
-// gets a batch and the HelloAck says nothing of them, though a batch frame
-// a worker sends is still read.
+// 127.0.0.1. With them on (ServerConfig::worker_batches; `drover server`
+// and `drover up` turn it on unless --no-worker-batches), a worker that
+// says it reads them (Hello::batches) gets what the server sends it in a
+// burst as one frame, and the HelloAck says the server reads them; a
+// worker from before batches (no flag) gets one message per frame. With
+// them off nobody gets a batch and the HelloAck says nothing of them,
+// though a batch frame a worker sends is still read.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -12,9 +13,16 @@
 
 #include "server/server_shell.h"
 #include "server/server_test_util.h"
+#include "server/worker_channel.h"
 
 namespace drover::server {
 namespace {
+
+// docs/design.md: at most 8 worker messages are read between two looks at
+// the network (read_pacer.h).
+TEST(WorkerChannelOptionsTest, EightWorkerReadsPerTurn) {
+  EXPECT_EQ(WorkerChannelOptions{}.reads_per_turn, 8u);
+}
 
 using testing::FakeWorker;
 using testing::LoopbackShell;
