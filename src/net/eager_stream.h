@@ -37,7 +37,10 @@ struct EagerNest {
   int depth = 0;
   size_t bytes = 0;
 };
-EagerNest& EagerNesting();
+inline EagerNest& EagerNesting() {
+  thread_local EagerNest nest;
+  return nest;
+}
 
 template <class Protocol>
 class EagerStream : public boost::beast::basic_stream<Protocol> {

@@ -5,11 +5,6 @@
 
 namespace drover::net::internal {
 
-EagerNest& EagerNesting() {
-  thread_local EagerNest nest;
-  return nest;
-}
-
 template <class NextLayer>
 void WsSessionImpl<NextLayer>::Close(std::string reason) {
   asio::post(ws_.get_executor(), [self = this->shared_from_this(), r = std::move(reason)]() mutable {

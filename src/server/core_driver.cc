@@ -353,10 +353,9 @@ void CoreDriver::Persist(const core::Record& record) {
 }
 
 void CoreDriver::RunReady() {
-  // A waiter that appends, on a store that completes at once, comes back
-  // here: the outer call goes on with what it queued.
   // Nothing ready is the common case (every append of a batch comes here):
-  // no clock read for it.
+  // no clock read for it. A waiter that appends, on a store that completes
+  // at once, comes back here: the outer call goes on with what it queued.
   if (running_ready_ || ready_.empty()) return;
   running_ready_ = true;
   SliceBudget budget;

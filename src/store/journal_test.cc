@@ -516,6 +516,12 @@ class Wakes {
   int count_ = 0;
 };
 
+// A callback that adds `name` to `done` (or the error it got instead).
+std::function<void(Status)> Into(std::vector<std::string>& done, std::string name) {
+  return
+      [&done, name = std::move(name)](Status s) { done.push_back(s.ok() ? name : s.ToString()); };
+}
+
 TEST(JournalTest, BackgroundSyncRunsCallbacksOnlyWhenReapedAndKeepsOrder) {
   MemoryEnv env;
   JournalReplay replay;
@@ -524,10 +530,10 @@ TEST(JournalTest, BackgroundSyncRunsCallbacksOnlyWhenReapedAndKeepsOrder) {
   Wakes wakes;
   auto wake = wakes.fn();
   std::vector<std::string> done;
-  journal->Append("one", [&](Status s) { done.push_back(s.ok() ? "one" : s.ToString()); });
+  journal->Append("one", Into(done, "one"));
   journal->SyncInBackground(wake);
   EXPECT_TRUE(journal->sync_in_flight());
-  journal->Append("two", [&](Status s) { done.push_back(s.ok() ? "two" : s.ToString()); });
+  journal->Append("two", Into(done, "two"));
   journal->SyncInBackground(wake);  // goes out once the first batch is reaped
   EXPECT_TRUE(done.empty()) << "callbacks run on the owner's thread, at the reap";
   journal->ReapBackground();
@@ -553,14 +559,14 @@ TEST(JournalTest, AReapOnAWakeUpLeavesABatchNotDoneWithoutWaiting) {
   ASSERT_NE(journal, nullptr);
   Wakes wakes;
   std::vector<std::string> done;
-  journal->Append("one", [&](Status s) { done.push_back(s.ok() ? "one" : s.ToString()); });
+  journal->Append("one", Into(done, "one"));
   journal->SyncInBackground(wakes.fn());
   ASSERT_TRUE(wakes.WaitFor(1));
   EXPECT_TRUE(journal->ReapIfDone());
   EXPECT_EQ(done, Records({"one"}));
 
   env.HoldSyncs(true);  // the next batch's fsync does not end until released
-  journal->Append("two", [&](Status s) { done.push_back(s.ok() ? "two" : s.ToString()); });
+  journal->Append("two", Into(done, "two"));
   journal->SyncInBackground(wakes.fn());
   EXPECT_FALSE(journal->ReapIfDone()) << "reaped a batch still being written";
   EXPECT_TRUE(journal->sync_in_flight());
