@@ -1,13 +1,18 @@
 #include "worker/files/fetch.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "common/quantity.h"
+#include "common/unique_fd.h"
 #include "worker/files/test_dir.h"
 
 namespace drover::worker {
@@ -176,6 +181,66 @@ TEST_F(FetchTest, MalformedShaIsInvalidArgument) {
   Result<FetchReport> got = FetchIntoCache(*cache_, "ABC", 3, {Serve("abc")});
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument);
+}
+
+// A file of many pieces, in chunks that fall across them at odd places, and
+// with an odd tail, arrives whole; a byte changed in its middle is caught.
+TEST_F(FetchTest, ALargeFileArrivesWholeAndIsChecked) {
+  const std::string content = Pattern(17 * kMiB + 123, 3);
+  const std::string sha = Sha256Of(content);
+  std::vector<size_t> mismatched;
+  Result<FetchReport> got = FetchIntoCache(
+      *cache_, sha, content.size(),
+      {Serve(FlipByte(content, 5 * kMiB + 7), 16384), Serve(content, 300001)}, &mismatched);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->source_used, 1u);
+  EXPECT_EQ(mismatched, std::vector<size_t>{0});
+  ASSERT_EQ(got->failures.size(), 1u);
+  EXPECT_NE(got->failures[0].find("sha256 mismatch from source 0"), std::string::npos)
+      << got->failures[0];
+  EXPECT_EQ(ReadFile(cache_->PathOf(sha)), content);
+  EXPECT_TRUE(PartFiles(tmp_ / "cache").empty());
+}
+
+// How many of the file's pages are in the page cache.
+size_t ResidentPages(const std::string& path, size_t size) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return SIZE_MAX;
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.fd(), 0);
+  if (map == MAP_FAILED) return SIZE_MAX;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in((size + page - 1) / page);
+  size_t resident = SIZE_MAX;
+  if (::mincore(map, size, in.data()) == 0) {
+    resident = 0;
+    for (unsigned char c : in) resident += c & 1;
+  }
+  ::munmap(map, size);
+  return resident;
+}
+
+// A big input goes around the page cache (where the file system takes
+// O_DIRECT): only its odd tail is cached; a small one is cached as written.
+TEST_F(FetchTest, ABigFileIsWrittenAroundThePageCache) {
+  {
+    UniqueFd probe(::open((tmp_ / "probe").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+    ASSERT_TRUE(probe.valid());
+    int flags = ::fcntl(probe.fd(), F_GETFL);
+    if (::fcntl(probe.fd(), F_SETFL, flags | O_DIRECT) != 0) {
+      GTEST_SKIP() << "this file system refuses O_DIRECT (" << std::strerror(errno) << ")";
+    }
+  }
+  const std::string big = Pattern(32 * kMiB + 5, 4);
+  ASSERT_TRUE(FetchIntoCache(*cache_, Sha256Of(big), big.size(), {Serve(big, 65536)}).ok());
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t big_pages = (big.size() + page - 1) / page;
+  size_t resident = ResidentPages(cache_->PathOf(Sha256Of(big)), big.size());
+  ASSERT_NE(resident, SIZE_MAX) << std::strerror(errno);
+  EXPECT_LE(resident, (1 * kMiB) / page + 1) << "of " << big_pages << " pages";
+
+  const std::string small = Pattern(2 * kMiB, 5);
+  ASSERT_TRUE(FetchIntoCache(*cache_, Sha256Of(small), small.size(), {Serve(small, 65536)}).ok());
+  EXPECT_EQ(ResidentPages(cache_->PathOf(Sha256Of(small)), small.size()), small.size() / page);
 }
 
 // Unmounts what it mounted when the test ends, passed or not.
