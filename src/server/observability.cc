@@ -249,6 +249,12 @@ std::string Observability::MetricsText() {
   for (const auto& [kind, n] : channel_.health_failures()) {
     w.Sample("drover_worker_health_failures_total", {{"kind", kind}}, static_cast<double>(n));
   }
+  w.Family("drover_worker_registry_writes_total",
+           "Writes of the worker registry (workers.json, each a whole file and an fsync): the "
+           "hellos of new workers that arrive together share one.",
+           MetricType::kCounter);
+  w.Sample("drover_worker_registry_writes_total", {},
+           static_cast<double>(channel_.registry_writes()));
   w.Family("drover_quarantines_total", "Workers quarantined as black holes.",
            MetricType::kCounter);
   w.Sample("drover_quarantines_total", {}, static_cast<double>(sched.QuarantineCount()));

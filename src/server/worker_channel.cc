@@ -139,6 +139,17 @@ void WorkerChannel::OnFrame(uint64_t conn, Result<std::vector<proto::WorkerMessa
 void WorkerChannel::OnMessage(uint64_t conn, proto::WorkerMessage& message) {
   auto it = conns_.find(conn);
   const WorkerId worker = it->second.worker;
+  if (it->second.admitting) {
+    if (std::holds_alternative<proto::Hello>(message)) {
+      return Reject(conn, FailedPrecondition("second hello"));
+    }
+    if (it->second.early.size() >= kMaxEarlyMessages) {
+      return Reject(conn, ResourceExhausted("more than " + std::to_string(kMaxEarlyMessages) +
+                                            " messages before the hello was answered"));
+    }
+    it->second.early.push_back(std::move(message));
+    return;
+  }
   if (worker == 0 && !std::holds_alternative<proto::Hello>(message)) {
     return Reject(conn, FailedPrecondition(std::string(proto::MessageTypeName(message)) +
                                            " before hello"));
@@ -247,17 +258,59 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
   // (worker_registry.h): nobody else can take over its connection, its
   // tasks or its results.
   // Durably active before the core hears of it, so before any assignment:
-  // a restarted server then waits for this worker (registry header). One
-  // write for the key, the id and the active mark of a new worker.
-  Result<WorkerId> id = registry_.Admit(hello.worker_name, hello.key);
-  if (!id.ok()) {
-    return Reject(conn, id.status().code() == StatusCode::kPermissionDenied ||
-                                id.status().code() == StatusCode::kInvalidArgument
-                            ? id.status().WithContext("hello")
-                            : id.status().WithContext("recording the worker"));
-  }
-  const WorkerId worker = *id;
+  // a restarted server then waits for this worker (registry header). The
+  // key, the id and the active mark of a new worker are staged, and the
+  // hellos of a burst written together at the loop's idle point; until
+  // then nothing of this one goes further (nor does a known worker's,
+  // while any change waits: it may be its own).
+  Result<WorkerId> id = registry_.Stage(hello.worker_name, hello.key);
+  if (!id.ok()) return Reject(conn, id.status().WithContext("hello"));
+  if (!registry_.staged()) return Admitted(conn, hello, *id);
+  conns_.at(conn).admitting = true;
+  admissions_.push_back(Admission{conn, std::move(hello), *id});
+  registry_commit_.Request();
+}
 
+void WorkerChannel::CommitRegistry() {
+  registry_commit_.Clear();
+  const Status saved = registry_.Commit();
+  if (!saved.ok()) spdlog::warn("worker registry: {}", saved.ToString());
+  std::vector<Admission> batch;
+  batch.swap(admissions_);
+  if (stopped_) return;
+  std::vector<WorkerId> vanished;
+  for (Admission& a : batch) {
+    auto it = conns_.find(a.conn);
+    if (it == conns_.end() || it->second.rejected) {
+      vanished.push_back(a.worker);
+      continue;
+    }
+    it->second.admitting = false;
+    if (!saved.ok()) {
+      Reject(a.conn, saved.WithContext("recording the worker"));
+      continue;
+    }
+    std::vector<proto::WorkerMessage> early = std::move(it->second.early);
+    Admitted(a.conn, a.hello, a.worker);
+    for (proto::WorkerMessage& m : early) {
+      auto c = conns_.find(a.conn);
+      if (c == conns_.end() || c->second.rejected) break;
+      OnMessage(a.conn, m);
+    }
+  }
+  // A worker marked active whose connection closed before the core heard
+  // of it: nothing would ever declare it lost, and a restart would wait
+  // for it.
+  for (WorkerId w : vanished) {
+    if (workers_.count(w) > 0) continue;
+    Result<core::WorkerInfo> info = driver_.scheduler().GetWorker(w);
+    if (info.ok() && !info->lost) continue;
+    registry_.StageInactive(w);
+  }
+  if (registry_.staged()) registry_commit_.Request();
+}
+
+void WorkerChannel::Admitted(uint64_t conn, proto::Hello& hello, WorkerId worker) {
   // Assignments of this turn go out on the connection they were made for
   // (or nowhere, if it is gone): whatever the worker does not report below
   // is taken back by the core, and must not reach it on the new one.
@@ -446,8 +499,8 @@ void WorkerChannel::OnClosed(uint64_t conn, const Status& status) {
       driver_.Handle(core::WorkerLost{worker});
       // Its tasks go elsewhere once their leases are gone, and it fences
       // them itself; a restart need not wait for it.
-      Status inactive = registry_.MarkInactive(worker);
-      if (!inactive.ok()) spdlog::warn("worker registry: {}", inactive.ToString());
+      registry_.StageInactive(worker);
+      registry_commit_.Request();
     }
   });
   lost_timers_[worker] = std::move(timer);

@@ -163,6 +163,8 @@ class WorkerChannel {
   // Health failures the workers reported, by kind ("disk", "program" as the
   // worker said; "gpu" per GPU found sick): each change into one counts.
   const std::map<std::string, uint64_t>& health_failures() const { return health_failures_; }
+  // How many times the worker registry's file was written.
+  uint64_t registry_writes() const { return registry_.writes(); }
   // The public key workers verify file grants with (empty: none could be
   // made, and no worker serves files).
   std::string grant_key() const;
@@ -201,7 +203,18 @@ class WorkerChannel {
     bool argv_ids = false;
     std::unordered_map<std::string, uint32_t> argv_sent;
     bool rejected = false;  // Reject closed it: the rest of its frame is not read
+    // Its hello waits for the registry's write (CommitRegistry); what it
+    // sends meanwhile waits here, up to kMaxEarlyMessages.
+    bool admitting = false;
+    std::vector<proto::WorkerMessage> early;
   };
+  // A hello whose record is staged in the registry, not yet written.
+  struct Admission {
+    uint64_t conn;
+    proto::Hello hello;
+    WorkerId worker;
+  };
+  static constexpr size_t kMaxEarlyMessages = 256;
 
   void OnText(uint64_t conn, const std::string& text);
   // A frame from proto::FramesFor, as text or binary.
@@ -219,6 +232,11 @@ class WorkerChannel {
   void OnClosed(uint64_t conn, const Status& status);
   void Reject(uint64_t conn, const Status& why);
   void OnHello(uint64_t conn, proto::Hello& hello);
+  // The rest of a hello, once `worker` is durably active.
+  void Admitted(uint64_t conn, proto::Hello& hello, WorkerId worker);
+  // Writes the registry's staged changes in one write, then goes on with
+  // the hellos that waited for it (or refuses them if it failed).
+  void CommitRegistry();
   void OnFinished(WorkerId worker, std::vector<proto::FinishedTask> tasks);
   void OnCheckpointSaved(WorkerId worker, proto::CheckpointSaved& saved);
   // Tells the outputs-kept handler of the jobs of `tasks` with outputs.
@@ -244,6 +262,9 @@ class WorkerChannel {
   std::map<WorkerId, std::vector<proto::Assignment>> pending_;  // this turn's batch
   OncePerTurn assign_flush_{loop_, [this] { FlushAssigns(); }};
   OncePerTurn batch_flush_{loop_, [this] { FlushBatches(); }};
+  // The hellos of a burst share one registry write, at the loop's idle point.
+  std::vector<Admission> admissions_;
+  OncePerTurn registry_commit_{loop_, [this] { CommitRegistry(); }, OncePerTurn::kWhenIdle};
   std::vector<uint64_t> batching_;  // connections with messages waiting
   HandoffStats handoffs_;
   std::map<std::string, uint64_t> health_failures_{{"disk", 0}, {"program", 0}, {"gpu", 0}};

@@ -39,13 +39,13 @@ Result<std::unique_ptr<WorkerRegistry>> WorkerRegistry::Open(std::string path) {
       !j.contains("workers") || !j["workers"].is_object()) {
     return InvalidArgument(path + ": not a worker map (want {\"next_id\": N, \"workers\": {}})");
   }
-  reg->next_id_ = j["next_id"].get<WorkerId>();
+  reg->state_.next_id = j["next_id"].get<WorkerId>();
   for (const auto& [name, id] : j["workers"].items()) {
     if (!id.is_number_unsigned() || id.get<WorkerId>() == 0 ||
-        id.get<WorkerId>() >= reg->next_id_) {
+        id.get<WorkerId>() >= reg->state_.next_id) {
       return InvalidArgument(path + ": bad id for worker \"" + name + "\"");
     }
-    reg->ids_[name] = id.get<WorkerId>();
+    reg->state_.ids[name] = id.get<WorkerId>();
   }
   if (j.contains("keys")) {
     if (!j["keys"].is_object()) return InvalidArgument(path + ": \"keys\" is not an object");
@@ -53,20 +53,20 @@ Result<std::unique_ptr<WorkerRegistry>> WorkerRegistry::Open(std::string path) {
       if (!hash.is_string() || hash.get<std::string>().size() != 64) {
         return InvalidArgument(path + ": bad key hash for worker \"" + name + "\"");
       }
-      reg->keys_[name] = hash.get<std::string>();
+      reg->state_.keys[name] = hash.get<std::string>();
     }
   }
   if (!j.contains("active")) {
-    for (const auto& [name, id] : reg->ids_) reg->active_.insert(id);
+    for (const auto& [name, id] : reg->state_.ids) reg->state_.active.insert(id);
     return reg;
   }
   if (!j["active"].is_array()) return InvalidArgument(path + ": \"active\" is not a list of ids");
   for (const auto& id : j["active"]) {
     if (!id.is_number_unsigned() || id.get<WorkerId>() == 0 ||
-        id.get<WorkerId>() >= reg->next_id_) {
+        id.get<WorkerId>() >= reg->state_.next_id) {
       return InvalidArgument(path + ": bad id " + id.dump() + " in \"active\"");
     }
-    reg->active_.insert(id.get<WorkerId>());
+    reg->state_.active.insert(id.get<WorkerId>());
   }
   return reg;
 }
@@ -79,8 +79,8 @@ Result<std::optional<std::string>> WorkerRegistry::KeyToRecord(const std::string
                            "none: upgrade it)");
   }
   std::string hash = Sha256Hex(key);
-  auto it = keys_.find(name);
-  if (it == keys_.end()) return std::optional<std::string>(std::move(hash));
+  auto it = state_.keys.find(name);
+  if (it == state_.keys.end()) return std::optional<std::string>(std::move(hash));
   if (CRYPTO_memcmp(it->second.data(), hash.data(), hash.size()) == 0) {
     return std::optional<std::string>();
   }
@@ -93,54 +93,69 @@ Result<std::optional<std::string>> WorkerRegistry::KeyToRecord(const std::string
 }
 
 Result<WorkerId> WorkerRegistry::Admit(const std::string& name, const std::string& key) {
+  ASSIGN_OR_RETURN(WorkerId id, Stage(name, key));
+  RETURN_IF_ERROR(Commit());
+  return id;
+}
+
+Result<WorkerId> WorkerRegistry::Stage(const std::string& name, const std::string& key) {
   ASSIGN_OR_RETURN(std::optional<std::string> hash, KeyToRecord(name, key));
   const std::optional<WorkerId> known = Find(name);
-  const WorkerId id = known ? *known : next_id_;
-  const bool activate = active_.count(id) == 0;
+  const WorkerId id = known ? *known : state_.next_id;
+  const bool activate = state_.active.count(id) == 0;
   if (!hash && known && !activate) return id;
-  if (hash) keys_[name] = std::move(*hash);
+  BeginChange();
+  if (hash) state_.keys[name] = std::move(*hash);
   if (!known) {
-    ids_[name] = id;
-    ++next_id_;
+    state_.ids[name] = id;
+    ++state_.next_id;
   }
-  if (activate) active_.insert(id);
+  if (activate) state_.active.insert(id);
+  return id;
+}
+
+void WorkerRegistry::StageInactive(WorkerId id) {
+  if (state_.active.count(id) == 0) return;
+  BeginChange();
+  state_.active.erase(id);
+}
+
+void WorkerRegistry::BeginChange() {
+  if (!before_) before_ = std::make_unique<State>(state_);
+}
+
+Status WorkerRegistry::Commit() {
+  if (!before_) return Status::Ok();
   Status saved = Save();
-  if (saved.ok()) return id;
-  if (hash) keys_.erase(name);
-  if (!known) {
-    ids_.erase(name);
-    --next_id_;
-  }
-  if (activate) active_.erase(id);
+  if (!saved.ok()) state_ = std::move(*before_);
+  before_.reset();
   return saved;
 }
 
 std::optional<WorkerId> WorkerRegistry::Find(const std::string& name) const {
-  auto it = ids_.find(name);
-  if (it == ids_.end()) return std::nullopt;
+  auto it = state_.ids.find(name);
+  if (it == state_.ids.end()) return std::nullopt;
   return it->second;
 }
 
 std::vector<WorkerId> WorkerRegistry::Ids() const {
   std::vector<WorkerId> ids;
-  ids.reserve(ids_.size());
-  for (const auto& [name, id] : ids_) ids.push_back(id);
+  ids.reserve(state_.ids.size());
+  for (const auto& [name, id] : state_.ids) ids.push_back(id);
   return ids;
 }
 
 std::vector<WorkerId> WorkerRegistry::Active() const {
-  return std::vector<WorkerId>(active_.begin(), active_.end());
+  return std::vector<WorkerId>(state_.active.begin(), state_.active.end());
 }
 
 Status WorkerRegistry::MarkInactive(WorkerId id) {
-  if (active_.erase(id) == 0) return Status::Ok();
-  Status saved = Save();
-  if (!saved.ok()) active_.insert(id);
-  return saved;
+  StageInactive(id);
+  return Commit();
 }
 
 std::string WorkerRegistry::NameOf(WorkerId id) const {
-  for (const auto& [name, known] : ids_) {
+  for (const auto& [name, known] : state_.ids) {
     if (known == id) return name;
   }
   return {};
@@ -149,13 +164,13 @@ std::string WorkerRegistry::NameOf(WorkerId id) const {
 Status WorkerRegistry::Save() {
   ++writes_;
   nlohmann::json workers = nlohmann::json::object();
-  for (const auto& [name, id] : ids_) workers[name] = id;
+  for (const auto& [name, id] : state_.ids) workers[name] = id;
   nlohmann::json active = nlohmann::json::array();
-  for (WorkerId id : active_) active.push_back(id);
+  for (WorkerId id : state_.active) active.push_back(id);
   nlohmann::json keys = nlohmann::json::object();
-  for (const auto& [name, hash] : keys_) keys[name] = hash;
+  for (const auto& [name, hash] : state_.keys) keys[name] = hash;
   nlohmann::json j{
-      {"next_id", next_id_}, {"workers", workers}, {"active", active}, {"keys", keys}};
+      {"next_id", state_.next_id}, {"workers", workers}, {"active", active}, {"keys", keys}};
   return net::WritePrivateFile(path_, j.dump(1) + "\n");
 }
 

@@ -7,7 +7,10 @@
 //    "active": [1, 3], "keys": {"gpu-box": "<sha-256 hex>", ...}}
 // and is rewritten atomically (temporary file + rename, fsynced) whenever a
 // new name is seen or the active set changes. Ids start at 1 and are never
-// reused.
+// reused. Changes may be staged and written together (Stage, StageInactive,
+// Commit): the server stages the hellos of one turn of its loop and writes
+// them once, so a thousand machines joining at once cost a few writes, not a
+// thousand whole-file writes on the loop.
 //
 // "active" are the workers that attached and were not declared lost since:
 // only they may hold an assignment the journal never saw, so after a crash
@@ -59,6 +62,18 @@ class WorkerRegistry {
   // changes.
   Result<WorkerId> Admit(const std::string& name, const std::string& key);
 
+  // Admit's change without its write: staged, in memory at once (Find,
+  // Active and later stages see it), durable at the next Commit. The same
+  // errors but the write's.
+  Result<WorkerId> Stage(const std::string& name, const std::string& key);
+  // MarkInactive's change, staged likewise.
+  void StageInactive(WorkerId id);
+  // Whether staged changes wait for a Commit.
+  bool staged() const { return before_ != nullptr; }
+  // Writes every staged change in one write (nothing when none is staged).
+  // On an error every staged change is undone.
+  Status Commit();
+
   // The id of a known name, without assigning.
   std::optional<WorkerId> Find(const std::string& name) const;
   // The name of a known id; empty when unknown.
@@ -73,7 +88,7 @@ class WorkerRegistry {
   // changes).
   Status MarkInactive(WorkerId id);
 
-  size_t size() const { return ids_.size(); }
+  size_t size() const { return state_.ids.size(); }
   // How many times the file was written (each write is a whole file and an
   // fsync: what a pool's first attach costs).
   uint64_t writes() const { return writes_; }
@@ -86,11 +101,19 @@ class WorkerRegistry {
   Result<std::optional<std::string>> KeyToRecord(const std::string& name,
                                                  const std::string& key) const;
 
+  // What the file holds, and what a failed Commit goes back to.
+  struct State {
+    std::map<std::string, WorkerId> ids;
+    std::set<WorkerId> active;
+    std::map<std::string, std::string> keys;  // name -> SHA-256 hex of its key
+    WorkerId next_id = 1;
+  };
+  // Before a change: keeps the state to go back to, once per Commit.
+  void BeginChange();
+
   std::string path_;
-  std::map<std::string, WorkerId> ids_;
-  std::set<WorkerId> active_;
-  std::map<std::string, std::string> keys_;  // name -> SHA-256 hex of its key
-  WorkerId next_id_ = 1;
+  State state_;
+  std::unique_ptr<State> before_;  // set while changes are staged
   uint64_t writes_ = 0;
 };
 

@@ -154,5 +154,56 @@ TEST_F(WorkerRegistryTest, AnAdmitThatCannotBeWrittenChangesNothing) {
   EXPECT_EQ((*reg)->Admit("a", std::string(64, 'z')).value(), 1u);
 }
 
+TEST_F(WorkerRegistryTest, StagedChangesAreSeenAtOnceAndWrittenTogether) {
+  {
+    auto reg = WorkerRegistry::Open(path_);
+    ASSERT_TRUE(reg.ok());
+    EXPECT_FALSE((*reg)->staged());
+    EXPECT_EQ((*reg)->Stage("a", Key('a')).value(), 1u);
+    EXPECT_EQ((*reg)->Stage("b", Key('b')).value(), 2u);
+    // The same hello again, and another key for a staged name.
+    EXPECT_EQ((*reg)->Stage("a", Key('a')).value(), 1u);
+    EXPECT_EQ((*reg)->Stage("a", Key('x')).status().code(), StatusCode::kPermissionDenied);
+    EXPECT_TRUE((*reg)->staged());
+    EXPECT_EQ((*reg)->writes(), 0u);
+    EXPECT_EQ((*reg)->Find("b"), 2u);
+    EXPECT_EQ((*reg)->Active(), (std::vector<WorkerId>{1, 2}));
+    ASSERT_TRUE((*reg)->Commit().ok());
+    EXPECT_FALSE((*reg)->staged());
+    EXPECT_EQ((*reg)->writes(), 1u);
+    // Nothing staged: nothing written.
+    ASSERT_TRUE((*reg)->Commit().ok());
+    EXPECT_EQ((*reg)->writes(), 1u);
+    (*reg)->StageInactive(1);
+    (*reg)->StageInactive(1);
+    EXPECT_EQ((*reg)->Stage("c", Key('c')).value(), 3u);
+    ASSERT_TRUE((*reg)->Commit().ok());
+    EXPECT_EQ((*reg)->writes(), 2u);
+  }
+  auto reg = WorkerRegistry::Open(path_);
+  ASSERT_TRUE(reg.ok());
+  EXPECT_EQ((*reg)->Ids(), (std::vector<WorkerId>{1, 2, 3}));
+  EXPECT_EQ((*reg)->Active(), (std::vector<WorkerId>{2, 3}));
+}
+
+TEST_F(WorkerRegistryTest, ACommitThatCannotBeWrittenUndoesEveryStagedChange) {
+  auto reg = WorkerRegistry::Open(dir_ + "/missing/workers.json");
+  ASSERT_TRUE(reg.ok());
+  std::filesystem::create_directory(dir_ + "/missing");
+  ASSERT_TRUE((*reg)->Admit("a", Key('a')).ok());
+  std::filesystem::remove_all(dir_ + "/missing");
+  ASSERT_TRUE(net::WritePrivateFile(dir_ + "/missing", "x").ok());
+  EXPECT_EQ((*reg)->Stage("b", Key('b')).value(), 2u);
+  (*reg)->StageInactive(1);
+  EXPECT_FALSE((*reg)->Commit().ok());
+  EXPECT_FALSE((*reg)->staged());
+  EXPECT_EQ((*reg)->Find("b"), std::nullopt);
+  EXPECT_EQ((*reg)->Active(), std::vector<WorkerId>{1});
+  // The id was not used up, nor the name claimed.
+  std::filesystem::remove(dir_ + "/missing");
+  std::filesystem::create_directory(dir_ + "/missing");
+  EXPECT_EQ((*reg)->Admit("b", Key('y')).value(), 2u);
+}
+
 }  // namespace
 }  // namespace drover::server
