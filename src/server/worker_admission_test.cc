@@ -70,7 +70,8 @@ class WorkerAdmissionTest : public ::testing::Test {
 };
 
 TEST_F(WorkerAdmissionTest, NewWorkersJoiningTogetherShareOneRegistryWrite) {
-  constexpr int kWorkers = 12;
+  // More than one turn admits (32 a turn).
+  constexpr int kWorkers = 40;
   std::vector<std::unique_ptr<FakeWorker>> workers;
   std::vector<std::pair<FakeWorker*, std::string>> hellos;
   for (int i = 0; i < kWorkers; ++i) {

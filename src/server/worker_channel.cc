@@ -265,7 +265,7 @@ void WorkerChannel::OnHello(uint64_t conn, proto::Hello& hello) {
   // while any change waits: it may be its own).
   Result<WorkerId> id = registry_.Stage(hello.worker_name, hello.key);
   if (!id.ok()) return Reject(conn, id.status().WithContext("hello"));
-  if (!registry_.staged()) return Admitted(conn, hello, *id);
+  if (!registry_.staged() && durable_.empty()) return Admitted(conn, hello, *id);
   conns_.at(conn).admitting = true;
   admissions_.push_back(Admission{conn, std::move(hello), *id});
   registry_commit_.Request();
@@ -278,18 +278,38 @@ void WorkerChannel::CommitRegistry() {
   std::vector<Admission> batch;
   batch.swap(admissions_);
   if (stopped_) return;
-  std::vector<WorkerId> vanished;
   for (Admission& a : batch) {
+    if (saved.ok()) {
+      durable_.push_back(std::move(a));
+    } else if (auto it = conns_.find(a.conn); it != conns_.end() && !it->second.rejected) {
+      it->second.admitting = false;
+      Reject(a.conn, saved.WithContext("recording the worker"));
+    }
+  }
+  ContinueAdmissions();
+}
+
+void WorkerChannel::ContinueAdmissions() {
+  admit_next_.Clear();
+  if (stopped_) return;
+  // A slice per turn: a thousand machines that joined at once do not hold
+  // the loop for the length of all their hellos.
+  for (size_t n = 0; n < kAdmissionsPerTurn && !durable_.empty(); ++n) {
+    Admission a = std::move(durable_.front());
+    durable_.pop_front();
     auto it = conns_.find(a.conn);
     if (it == conns_.end() || it->second.rejected) {
-      vanished.push_back(a.worker);
+      // Marked active, but its connection closed before the core heard of
+      // it: nothing would ever declare it lost, and a restart would wait
+      // for it. (Unless it is back on another connection.)
+      Result<core::WorkerInfo> info = driver_.scheduler().GetWorker(a.worker);
+      if (workers_.count(a.worker) == 0 && !Admitting(a.worker) && !(info.ok() && !info->lost)) {
+        registry_.StageInactive(a.worker);
+        registry_commit_.Request();
+      }
       continue;
     }
     it->second.admitting = false;
-    if (!saved.ok()) {
-      Reject(a.conn, saved.WithContext("recording the worker"));
-      continue;
-    }
     std::vector<proto::WorkerMessage> early = std::move(it->second.early);
     Admitted(a.conn, a.hello, a.worker);
     for (proto::WorkerMessage& m : early) {
@@ -298,16 +318,17 @@ void WorkerChannel::CommitRegistry() {
       OnMessage(a.conn, m);
     }
   }
-  // A worker marked active whose connection closed before the core heard
-  // of it: nothing would ever declare it lost, and a restart would wait
-  // for it.
-  for (WorkerId w : vanished) {
-    if (workers_.count(w) > 0) continue;
-    Result<core::WorkerInfo> info = driver_.scheduler().GetWorker(w);
-    if (info.ok() && !info->lost) continue;
-    registry_.StageInactive(w);
+  if (!durable_.empty()) admit_next_.Request();
+}
+
+bool WorkerChannel::Admitting(WorkerId worker) const {
+  for (const Admission& a : durable_) {
+    if (a.worker == worker) return true;
   }
-  if (registry_.staged()) registry_commit_.Request();
+  for (const Admission& a : admissions_) {
+    if (a.worker == worker) return true;
+  }
+  return false;
 }
 
 void WorkerChannel::Admitted(uint64_t conn, proto::Hello& hello, WorkerId worker) {

@@ -52,6 +52,7 @@
 #define DROVER_SERVER_WORKER_CHANNEL_H_
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -203,8 +204,9 @@ class WorkerChannel {
     bool argv_ids = false;
     std::unordered_map<std::string, uint32_t> argv_sent;
     bool rejected = false;  // Reject closed it: the rest of its frame is not read
-    // Its hello waits for the registry's write (CommitRegistry); what it
-    // sends meanwhile waits here, up to kMaxEarlyMessages.
+    // Its hello waits for the registry's write and its turn (CommitRegistry,
+    // ContinueAdmissions); what it sends meanwhile waits here, up to
+    // kMaxEarlyMessages.
     bool admitting = false;
     std::vector<proto::WorkerMessage> early;
   };
@@ -215,6 +217,7 @@ class WorkerChannel {
     WorkerId worker;
   };
   static constexpr size_t kMaxEarlyMessages = 256;
+  static constexpr size_t kAdmissionsPerTurn = 32;
 
   void OnText(uint64_t conn, const std::string& text);
   // A frame from proto::FramesFor, as text or binary.
@@ -237,6 +240,11 @@ class WorkerChannel {
   // Writes the registry's staged changes in one write, then goes on with
   // the hellos that waited for it (or refuses them if it failed).
   void CommitRegistry();
+  // Goes on with up to kAdmissionsPerTurn durable hellos, in order; posts
+  // itself while more wait.
+  void ContinueAdmissions();
+  // Whether a hello of `worker` waits for the registry or its turn.
+  bool Admitting(WorkerId worker) const;
   void OnFinished(WorkerId worker, std::vector<proto::FinishedTask> tasks);
   void OnCheckpointSaved(WorkerId worker, proto::CheckpointSaved& saved);
   // Tells the outputs-kept handler of the jobs of `tasks` with outputs.
@@ -263,8 +271,10 @@ class WorkerChannel {
   OncePerTurn assign_flush_{loop_, [this] { FlushAssigns(); }};
   OncePerTurn batch_flush_{loop_, [this] { FlushBatches(); }};
   // The hellos of a burst share one registry write, at the loop's idle point.
-  std::vector<Admission> admissions_;
+  std::vector<Admission> admissions_;  // staged, not yet written
+  std::deque<Admission> durable_;      // written, waiting for their turn
   OncePerTurn registry_commit_{loop_, [this] { CommitRegistry(); }, OncePerTurn::kWhenIdle};
+  OncePerTurn admit_next_{loop_, [this] { ContinueAdmissions(); }};
   std::vector<uint64_t> batching_;  // connections with messages waiting
   HandoffStats handoffs_;
   std::map<std::string, uint64_t> health_failures_{{"disk", 0}, {"program", 0}, {"gpu", 0}};
