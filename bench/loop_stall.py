@@ -16,7 +16,12 @@ Prints one JSON line: {"tasks", "submit_s", "ops": {name: {"took_s",
 "rss_start_mb", "rss_submitted_mb", "rss_canceled_mb",
 "bytes_per_task_queued", "bytes_per_task_canceled"}.
 
-    bench/loop_stall.py [--build build] [--tasks 1000000]
+With --follower, every job's events are followed meanwhile as the dashboard
+follows them (`e2e_client events --coalesce`: batched, coalesced, no
+snapshot), from before the submission: the cancel's million changes then go
+to a subscriber too.
+
+    bench/loop_stall.py [--build build] [--tasks 1000000] [--follower]
 """
 import argparse
 import base64
@@ -152,6 +157,9 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--tasks", type=int, default=1_000_000)
     ap.add_argument("--skip", default="", help="comma-separated ops to skip")
+    ap.add_argument("--follower", action="store_true",
+                    help="follow every job's events meanwhile, as the dashboard does "
+                         "(e2e_client events --coalesce, from before the submission)")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     drover = os.path.join(args.build, "drover")
@@ -160,7 +168,9 @@ def main():
     log = open(os.path.join(tmp, "server.log"), "w")
     server = subprocess.Popen(
         [drover, "server", "--state-dir", state, "--bind", "127.0.0.1", "--port", "0",
-         "--no-tls", "--access-file", "-"], stdout=log, stderr=subprocess.STDOUT)
+         "--no-tls", "--access-file", os.path.join(tmp, "access.json")],
+        stdout=log, stderr=subprocess.STDOUT)
+    follower = None
     try:
         sock = os.path.join(state, "api.sock")
         deadline = time.monotonic() + 60
@@ -178,6 +188,14 @@ def main():
         else:
             raise RuntimeError("the server did not come up")
         api = Api(sock, token)
+        if args.follower:
+            follower = subprocess.Popen(
+                [os.path.join(args.build, "bench", "e2e_client"), "events",
+                 os.path.join(tmp, "access.json"), "--socket", sock, "--coalesce"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            line = follower.stderr.readline()
+            if "subscribed" not in line:
+                raise RuntimeError("the event stream did not open: " + line.strip())
         rss_start = rss_mb(server.pid)
         spec = {"name": "big", "task": [{"id": "t", "command": ["true"],
                                          "array": f"0-{args.tasks - 1}"}]}
@@ -254,6 +272,9 @@ def main():
         }
         print(json.dumps(out))
     finally:
+        if follower is not None:
+            follower.kill()
+            follower.wait()
         server.terminate()
         try:
             server.wait(timeout=30)

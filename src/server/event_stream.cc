@@ -258,7 +258,7 @@ void EventStream::Publish(const core::TaskStateChanged& change, Time at) {
       continue;
     }
     if (sub.coalesce) {
-      if (sub.changes.empty()) coalescing_.push_back(id);
+      if (sub.unsent_changes() == 0) coalescing_.push_back(id);
       Coalesce(sub, change, at);
       continue;
     }
@@ -269,17 +269,21 @@ void EventStream::Publish(const core::TaskStateChanged& change, Time at) {
 }
 
 void EventStream::Coalesce(Sub& sub, const core::TaskStateChanged& change, Time at) {
-  auto [it, fresh] = sub.change_of.try_emplace(change.task, sub.changes.size());
-  if (fresh) {
+  Sub::Slots& slots = sub.change_of[change.task.job];
+  const size_t i = change.task.index;
+  if (slots.number.size() <= i) slots.number.resize(i + 1);
+  if (slots.number[i] == 0) {
+    slots.number[i] = sub.changes_base + sub.changes.size() + 1;
+    ++slots.waiting;
     sub.changes.emplace_back(change, at);
   } else {
-    auto& [merged, when] = sub.changes[it->second];
+    auto& [merged, when] = sub.changes[slots.number[i] - 1 - sub.changes_base];
     const core::TaskState from = merged.from;
     merged = change;
     merged.from = from;
     when = at;
   }
-  if (sub.changes.size() > kMaxCoalesced) {
+  if (sub.unsent_changes() > kMaxCoalesced) {
     sub.changes.clear();
     sub.change_of.clear();
     loop_.Post([session = sub.session,
@@ -337,11 +341,21 @@ void EventStream::SendHeld(Sub& sub) {
   // One message in flight at a time: what comes meanwhile joins the next
   // (a coalescing subscriber's changes meanwhile merge per task).
   if (sub.session->unsent_bytes() > 0) return;
-  if (!sub.changes.empty()) {
-    std::vector<std::pair<core::TaskStateChanged, Time>> changes;
-    changes.swap(sub.changes);
-    sub.change_of.clear();
-    for (const auto& [change, at] : changes) Add(sub, proto::EncodeTaskEvent(change, at));
+  // One message's worth of changes: encoding a backlog of a million at
+  // once would hold the loop for most of a second. The rest go on merging.
+  size_t bytes = 0;  // of the message, as Add() counts them
+  while (!sub.changes.empty()) {
+    const auto& [change, at] = sub.changes.front();
+    std::string event = proto::EncodeTaskEvent(change, at);
+    if (bytes > 0 && bytes + event.size() + 2 > kMaxBatchBytes) break;
+    bytes += event.size() + 1;
+    if (auto it = sub.change_of.find(change.task.job); it != sub.change_of.end()) {
+      it->second.number[change.task.index] = 0;
+      if (--it->second.waiting == 0) sub.change_of.erase(it);
+    }
+    Add(sub, event);
+    sub.changes.pop_front();
+    ++sub.changes_base;
   }
   if (sub.held.empty()) return;
   std::vector<std::string> held;

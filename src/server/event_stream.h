@@ -45,7 +45,8 @@
 // with at most one event per task, instead of a backlog that grows with
 // the cluster's rate (a task's queued, running and ended changes add up
 // to ~700 bytes; at tens of thousands of tasks a second a slow reader
-// cannot take them all).
+// cannot take them all). A backlog goes out one message (kMaxBatchBytes)
+// per drain of the session; the rest waits unencoded, still merging.
 //
 // With ?watch=true a subscriber starts with nothing and chooses what it
 // hears of by sending proto::WatchRequest messages: {"watch":"12"} adds job
@@ -69,6 +70,7 @@
 #ifndef DROVER_SERVER_EVENT_STREAM_H_
 #define DROVER_SERVER_EVENT_STREAM_H_
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -153,9 +155,19 @@ class EventStream {
     bool coalesce = false;  // ?coalesce=true: one event per task while writing
     // A coalescing subscriber's changes not encoded yet: per task, its
     // latest change (with the first one's `from`) and when, in the order
-    // the tasks first changed; `change_of` indexes them.
-    std::vector<std::pair<core::TaskStateChanged, Time>> changes;
-    std::unordered_map<TaskId, size_t> change_of;
+    // the tasks first changed; the first is number `changes_base`.
+    std::deque<std::pair<core::TaskStateChanged, Time>> changes;
+    uint64_t changes_base = 0;
+    // Where each task's change is: per job, by task index, 1 + its number
+    // (0: none), and how many of the job's wait. Dense per job, so a
+    // backlog of a million tasks is never rehashed (a hash map's growth
+    // held the loop ~90 ms at that size).
+    struct Slots {
+      std::vector<uint64_t> number;
+      size_t waiting = 0;
+    };
+    std::unordered_map<JobId, Slots> change_of;
+    size_t unsent_changes() const { return changes.size(); }
     std::unordered_set<JobId> watched_jobs;
     std::unordered_set<TaskId> watched_tasks;
     // A batching subscriber's events not sent yet, each string an array
@@ -180,8 +192,9 @@ class EventStream {
   // Adds `event` to what `sub` holds (batching) or sends it (otherwise).
   void Add(Sub& sub, const std::string& event);
   // Sends what a batching subscriber holds (a coalescing one's changes
-  // encoded first), unless its session is still writing: then its drained
-  // callback does.
+  // encoded first, one message's worth: the rest go on merging until the
+  // next), unless its session is still writing: then its drained callback
+  // does.
   void SendHeld(Sub& sub);
   // Merges `change` into a coalescing subscriber's unsent changes.
   void Coalesce(Sub& sub, const core::TaskStateChanged& change, Time at);

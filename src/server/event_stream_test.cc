@@ -253,6 +253,68 @@ TEST(EventStreamTest, ACoalescingSubscriberHearsEachTasksLatestChangeOnceWhileIt
   stream.Stop();
 }
 
+// A coalescing subscriber's backlog goes out one message (at most
+// kMaxBatchBytes) per drain: the rest is not encoded until then, and goes
+// on merging. (Encoding a backlog of a million changes at once held the
+// loop for most of a second.)
+TEST(EventStreamTest, ACoalescingSubscribersBacklogGoesOneMessageAtATime) {
+  constexpr uint32_t kTasks = 20000;
+  core::testing::TestCluster c;
+  const JobId job =
+      c.Submit(core::testing::JobBuilder(core::testing::TaskBuilder().Array(0, kTasks - 1)));
+  net::EventLoop loop;
+  EventStream stream(c.scheduler(), loop, c.clock());
+  auto session = std::make_shared<SlowReaderSession>(loop, 64 << 20);
+  net::Request request;
+  request.query["snapshot"] = "false";
+  request.query["batch"] = "true";
+  request.query["coalesce"] = "true";
+  stream.Attach(session, request);
+  using core::TaskState;
+  auto publish = [&](uint32_t index, TaskState from, TaskState to) {
+    stream.Publish(core::TaskStateChanged{TaskId{job, index}, from, to, 1, ""}, c.now());
+  };
+  publish(0, TaskState::kQueued, TaskState::kRunning);
+  loop.Poll();
+  ASSERT_EQ(session->messages.size(), 1u);
+  for (uint32_t i = 1; i < kTasks; ++i) publish(i, TaskState::kQueued, TaskState::kRunning);
+  loop.Poll();
+  ASSERT_EQ(session->messages.size(), 1u) << "held while the first is unsent";
+
+  std::vector<nlohmann::json> events;
+  auto read_one = [&] {
+    const size_t before = session->messages.size();
+    session->Read(64 << 20);
+    loop.Poll();
+    ASSERT_EQ(session->messages.size(), before + 1) << "one message per drain";
+    EXPECT_LE(session->messages.back().size(), EventStream::kMaxBatchBytes + 256);
+    for (nlohmann::json& e : EventsOf({session->messages.back()}, true)) {
+      events.push_back(std::move(e));
+    }
+  };
+  read_one();
+  ASSERT_LT(events.size(), kTasks - 1) << "the whole backlog in one message";
+  const size_t sent = events.size();
+  // A task still waiting merges in its place; one already sent comes again
+  // at the end.
+  publish(kTasks - 1, TaskState::kRunning, TaskState::kSucceeded);
+  publish(1, TaskState::kRunning, TaskState::kSucceeded);
+  loop.Poll();
+  while (events.size() < kTasks && session->messages.size() < kTasks) read_one();
+  ASSERT_EQ(events.size(), kTasks) << "tasks 1 to " << kTasks - 1 << ", then task 1 again";
+  for (uint32_t i = 1; i < kTasks; ++i) {
+    ASSERT_EQ(events[i - 1]["task"], TaskId(job, i).ToString()) << "in the order first changed";
+  }
+  EXPECT_EQ(events[kTasks - 2]["from"], "queued");
+  EXPECT_EQ(events[kTasks - 2]["to"], "succeeded");
+  EXPECT_GT(sent, 1u);
+  EXPECT_EQ(events.back()["task"], TaskId(job, 1).ToString());
+  EXPECT_EQ(events.back()["from"], "running");
+  EXPECT_EQ(events.back()["to"], "succeeded");
+  EXPECT_FALSE(session->closed());
+  stream.Stop();
+}
+
 TEST(EventStreamTest, ABatchingSubscriberThatDoesNotReadIsClosedAtTheHeldLimit) {
   core::testing::TestCluster c;
   const JobId job = c.Submit(core::testing::JobBuilder(core::testing::TaskBuilder().Array(0, 100)));
