@@ -341,13 +341,18 @@ void EventStream::SendHeld(Sub& sub) {
   // One message in flight at a time: what comes meanwhile joins the next
   // (a coalescing subscriber's changes meanwhile merge per task).
   if (sub.session->unsent_bytes() > 0) return;
-  // One message's worth of changes: encoding a backlog of a million at
-  // once would hold the loop for most of a second. The rest go on merging.
+  // kCoalescedPerDrain messages' worth of changes: encoding a backlog of
+  // a million at once would hold the loop for most of a second. The rest
+  // go on merging.
+  size_t messages = 0;
   size_t bytes = 0;  // of the message, as Add() counts them
   while (!sub.changes.empty()) {
     const auto& [change, at] = sub.changes.front();
     std::string event = proto::EncodeTaskEvent(change, at);
-    if (bytes > 0 && bytes + event.size() + 2 > kMaxBatchBytes) break;
+    if (bytes > 0 && bytes + event.size() + 2 > kMaxBatchBytes) {
+      if (++messages == kCoalescedPerDrain) break;
+      bytes = 0;
+    }
     bytes += event.size() + 1;
     if (auto it = sub.change_of.find(change.task.job); it != sub.change_of.end()) {
       it->second.number[change.task.index] = 0;

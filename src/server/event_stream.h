@@ -45,7 +45,7 @@
 // with at most one event per task, instead of a backlog that grows with
 // the cluster's rate (a task's queued, running and ended changes add up
 // to ~700 bytes; at tens of thousands of tasks a second a slow reader
-// cannot take them all). A backlog goes out one message (kMaxBatchBytes)
+// cannot take them all). A backlog goes out kCoalescedPerDrain messages
 // per drain of the session; the rest waits unencoded, still merging.
 //
 // With ?watch=true a subscriber starts with nothing and chooses what it
@@ -97,6 +97,10 @@ class EventStream {
   // The largest message of a batching subscriber (a client's limit is
   // 16 MiB).
   static constexpr size_t kMaxBatchBytes = 256u << 10;
+  // A coalescing subscriber's backlog: the most messages encoded per drain
+  // of its session (each at most kMaxBatchBytes, a few milliseconds of
+  // the loop); the rest waits unencoded, still merging.
+  static constexpr size_t kCoalescedPerDrain = 4;
   // Held for a batching subscriber that does not read: beyond this it is
   // closed, as the session closes one that has 64 MiB unsent.
   static constexpr size_t kMaxHeldBytes = 64u << 20;
@@ -192,9 +196,9 @@ class EventStream {
   // Adds `event` to what `sub` holds (batching) or sends it (otherwise).
   void Add(Sub& sub, const std::string& event);
   // Sends what a batching subscriber holds (a coalescing one's changes
-  // encoded first, one message's worth: the rest go on merging until the
-  // next), unless its session is still writing: then its drained callback
-  // does.
+  // encoded first, kCoalescedPerDrain messages' worth: the rest go on
+  // merging until the next), unless its session is still writing: then
+  // its drained callback does.
   void SendHeld(Sub& sub);
   // Merges `change` into a coalescing subscriber's unsent changes.
   void Coalesce(Sub& sub, const core::TaskStateChanged& change, Time at);
