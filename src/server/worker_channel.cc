@@ -514,6 +514,9 @@ void WorkerChannel::OnClosed(uint64_t conn, const Status& status) {
   auto timer = std::make_unique<net::Timer>(loop_);
   timer->ArmAfter(options_.lost_grace, [this, worker] {
     lost_timers_.erase(worker);  // destroys this timer after the callback returns
+    // Its hello is back and waits for the registry or its turn: it
+    // re-attaches then, and must stay marked active.
+    if (Admitting(worker)) return;
     Result<core::WorkerInfo> info = driver_.scheduler().GetWorker(worker);
     if (info.ok() && !info->lost) {
       spdlog::warn("worker {} did not come back; declaring it lost", worker);
