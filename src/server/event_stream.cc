@@ -313,12 +313,16 @@ void EventStream::Flush() {
   }
 }
 
+bool EventStream::StartsAMessage(const Sub& sub, const std::string& event) {
+  return sub.held.empty() || sub.held.back().size() + event.size() + 2 > kMaxBatchBytes;
+}
+
 void EventStream::Add(Sub& sub, const std::string& event) {
   if (!sub.batch) {
     sub.session->SendText(event);
     return;
   }
-  if (sub.held.empty() || sub.held.back().size() + event.size() + 2 > kMaxBatchBytes) {
+  if (StartsAMessage(sub, event)) {
     sub.held.emplace_back().reserve(std::min(kMaxBatchBytes, 4 * event.size() + 64));
     sub.held.back() += '[';
   } else {
@@ -344,16 +348,10 @@ void EventStream::SendHeld(Sub& sub) {
   // kCoalescedPerDrain messages' worth of changes: encoding a backlog of
   // a million at once would hold the loop for most of a second. The rest
   // go on merging.
-  size_t messages = 0;
-  size_t bytes = 0;  // of the message, as Add() counts them
   while (!sub.changes.empty()) {
     const auto& [change, at] = sub.changes.front();
     std::string event = proto::EncodeTaskEvent(change, at);
-    if (bytes > 0 && bytes + event.size() + 2 > kMaxBatchBytes) {
-      if (++messages == kCoalescedPerDrain) break;
-      bytes = 0;
-    }
-    bytes += event.size() + 1;
+    if (sub.held.size() == kCoalescedPerDrain && StartsAMessage(sub, event)) break;
     if (auto it = sub.change_of.find(change.task.job); it != sub.change_of.end()) {
       it->second.number[change.task.index] = 0;
       if (--it->second.waiting == 0) sub.change_of.erase(it);

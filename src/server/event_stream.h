@@ -195,6 +195,8 @@ class EventStream {
   void QueueSnapshot(uint64_t id, std::shared_ptr<net::WsSession> session, std::vector<JobId> jobs);
   // Adds `event` to what `sub` holds (batching) or sends it (otherwise).
   void Add(Sub& sub, const std::string& event);
+  // Whether Add() would begin a new message of `sub`'s for `event`.
+  static bool StartsAMessage(const Sub& sub, const std::string& event);
   // Sends what a batching subscriber holds (a coalescing one's changes
   // encoded first, kCoalescedPerDrain messages' worth: the rest go on
   // merging until the next), unless its session is still writing: then

@@ -189,6 +189,15 @@ TEST(EventStreamTest, ABatchingSubscriberGetsATurnsEventsInOrderInOneMessage) {
   stream.Stop();
 }
 
+// The dashboard's stream: live events only, batched and coalesced.
+net::Request CoalescingRequest() {
+  net::Request request;
+  request.query["snapshot"] = "false";
+  request.query["batch"] = "true";
+  request.query["coalesce"] = "true";
+  return request;
+}
+
 // ?coalesce=true: changes that come while the last message is unread merge
 // into one event per task (the first "from", the latest "to"), in the
 // order the tasks first changed; one that keeps up hears every change.
@@ -198,10 +207,7 @@ TEST(EventStreamTest, ACoalescingSubscriberHearsEachTasksLatestChangeOnceWhileIt
   net::EventLoop loop;
   EventStream stream(c.scheduler(), loop, c.clock());
   auto session = std::make_shared<SlowReaderSession>(loop, 1 << 20);
-  net::Request request;
-  request.query["snapshot"] = "false";
-  request.query["batch"] = "true";
-  request.query["coalesce"] = "true";
+  const net::Request request = CoalescingRequest();
   stream.Attach(session, request);
   using core::TaskState;
   auto publish = [&](uint32_t index, TaskState from, TaskState to, uint32_t attempt,
@@ -265,10 +271,7 @@ TEST(EventStreamTest, ACoalescingSubscribersBacklogGoesAFewMessagesPerDrain) {
   net::EventLoop loop;
   EventStream stream(c.scheduler(), loop, c.clock());
   auto session = std::make_shared<SlowReaderSession>(loop, 64 << 20);
-  net::Request request;
-  request.query["snapshot"] = "false";
-  request.query["batch"] = "true";
-  request.query["coalesce"] = "true";
+  const net::Request request = CoalescingRequest();
   stream.Attach(session, request);
   using core::TaskState;
   auto publish = [&](uint32_t index, TaskState from, TaskState to) {
