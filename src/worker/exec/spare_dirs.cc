@@ -12,22 +12,34 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace drover::worker {
 
 bool HasEntries(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return false;
+  // Read without touching the directory's access time where the worker may
+  // (it owns the directory or is root): a fresh directory's first read
+  // would otherwise dirty its inode, one journal handle per task on ext4,
+  // and on a full journal the loop would wait for the checkpoint.
+  constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+  int fd = ::open(dir.c_str(), kFlags | O_NOATIME);
+  if (fd < 0 && errno == EPERM) fd = ::open(dir.c_str(), kFlags);
+  if (fd < 0) return false;
+  alignas(8) char buffer[1024];
   bool found = false;
-  while (dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") {
-      found = true;
-      break;
+  for (;;) {
+    const ssize_t n = ::getdents64(fd, buffer, sizeof(buffer));
+    if (n <= 0) break;
+    for (ssize_t at = 0; at < n && !found;) {
+      const auto* e = reinterpret_cast<const dirent64*>(buffer + at);
+      const std::string_view name = e->d_name;
+      found = name != "." && name != "..";
+      at += e->d_reclen;
     }
+    if (found) break;
   }
-  ::closedir(d);
+  ::close(fd);
   return found;
 }
 
@@ -82,6 +94,7 @@ Status SpareDirs::Open() {
 }
 
 Status SpareDirs::Make(const std::string& path, mode_t mode, uid_t owner) {
+  std::lock_guard lock(mu_);
   auto pool = spare_.find(owner);
   while (pool != spare_.end() && !pool->second.empty()) {
     std::string spare = std::move(pool->second.back());
@@ -112,6 +125,7 @@ Status SpareDirs::Make(const std::string& path, mode_t mode, uid_t owner) {
 bool SpareDirs::Recycle(const std::string& path) {
   struct stat st;
   if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || HasEntries(path)) return false;
+  std::lock_guard lock(mu_);
   std::vector<std::string>& pool = spare_[st.st_uid];
   if (pool.size() >= per_owner_) return false;
   std::string spare = dir_ + "/" + std::to_string(next_++);
@@ -134,6 +148,7 @@ bool SpareDirs::Recycle(const std::string& path) {
 }
 
 size_t SpareDirs::kept() const {
+  std::lock_guard lock(mu_);
   size_t n = 0;
   for (const auto& [owner, pool] : spare_) n += pool.size();
   return n;

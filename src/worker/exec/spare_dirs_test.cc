@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -71,6 +73,75 @@ mode_t ModeOf(const std::string& path) {
   struct stat st {};
   EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
   return st.st_mode & 07777;
+}
+
+timespec AccessTimeOf(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+  return st.st_atim;
+}
+
+// Sets `path`'s access and change times two days back: a read on a
+// relatime mount then updates the access time.
+void Age(const std::string& path) {
+  timespec old{};
+  clock_gettime(CLOCK_REALTIME, &old);
+  old.tv_sec -= 2 * 86400;
+  const timespec times[2] = {old, old};
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
+}
+
+TEST(HasEntriesTest, SeesOneEntryAmongManyAndNoneInAnEmptyOrMissingDirectory) {
+  TempDir dir;
+  const std::string d = dir.path() + "/d";
+  ASSERT_EQ(mkdir(d.c_str(), 0700), 0);
+  EXPECT_FALSE(HasEntries(d));
+  EXPECT_FALSE(HasEntries(dir.path() + "/missing"));
+  Put(d + "/.hidden", "x");
+  EXPECT_TRUE(HasEntries(d));
+  // More names than one read of the directory returns.
+  for (int i = 0; i < 200; ++i) Put(d + "/file-with-a-long-name-" + std::to_string(i), "");
+  EXPECT_TRUE(HasEntries(d));
+  EXPECT_FALSE(HasEntries(d + "/.hidden"));  // a file is no directory
+}
+
+TEST(HasEntriesTest, LeavesTheDirectorysAccessTimeAlone) {
+  TempDir dir;
+  const std::string d = dir.path() + "/output";
+  ASSERT_EQ(mkdir(d.c_str(), 0700), 0);
+  // Only where a plain read would have updated it can this fail.
+  Age(d);
+  const timespec aged = AccessTimeOf(d);
+  ASSERT_TRUE(std::filesystem::is_empty(d));
+  if (AccessTimeOf(d).tv_sec == aged.tv_sec) {
+    GTEST_SKIP() << dir.path() << " is mounted without access times";
+  }
+  Age(d);
+  EXPECT_FALSE(HasEntries(d));
+  EXPECT_EQ(AccessTimeOf(d).tv_sec, aged.tv_sec);
+}
+
+TEST(HasEntriesTest, ReadsADirectoryItMayNotKeepTheAccessTimeOf) {
+  // O_NOATIME is refused (EPERM) on another account's directory unless the
+  // reader is root: the read goes on without it.
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to read as another account";
+  TempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
+  const std::string d = dir.path() + "/d";
+  ASSERT_EQ(mkdir(d.c_str(), 0755), 0);
+  Put(d + "/a", "x");
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+    const int refused = open(d.c_str(), O_RDONLY | O_DIRECTORY | O_NOATIME) < 0 && errno == EPERM;
+    _exit(!refused ? 4 : HasEntries(d) ? 0 : 5);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: cannot become nobody; 4: O_NOATIME not refused; "
+                                       "5: the entry was not seen";
 }
 
 TEST(SpareDirsTest, AnEmptyDirectoryComesBackAsTheNextOneWithItsModeSetAgain) {
