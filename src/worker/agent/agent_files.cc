@@ -105,7 +105,7 @@ void Agent::Impl::HoldForInputs(proto::Assign& assign) {
     const bool restore = files_ && !a.checkpoint.empty() && !own;
     if ((a.files.empty() || (files_ && files_->HasInputs(a))) &&
         (a.uploads.empty() || (files_ && files_->HasUploads(a))) && !restore) {
-      if (!HoldForDirs(a)) now.push_back(std::move(a));
+      now.push_back(std::move(a));
       continue;
     }
     if (!files_) {
@@ -167,36 +167,6 @@ void Agent::Impl::HoldForInputs(proto::Assign& assign) {
     });
   }
   assign.tasks = std::move(now);
-}
-
-bool Agent::Impl::HoldForDirs(proto::Assignment& a) {
-  // One the state machine knows (sent again after a re-attach) goes to it
-  // at once: its directories may be a running attempt's. So does one with
-  // a `disk` limit, which is checked against the free space read now.
-  if (!runner_->MakesDirsOffLoop() || a.disk_bytes > 0 || !state_->Fresh(a.task, a.attempt)) {
-    return false;
-  }
-  const uint64_t gen = gen_;
-  std::weak_ptr<bool> alive = alive_;
-  auto held = std::make_shared<proto::Assignment>(std::move(a));
-  // Known from now on, as an attempt whose inputs are fetched: a stop that
-  // comes meanwhile drops it there.
-  Run(InputsFetching{held->task, held->attempt});
-  const bool with_inputs = !held->inputs.empty() || !held->files.empty();
-  ++dirs_held_;
-  runner_->PrepareDirsOffLoop(held->task, held->attempt, with_inputs, held->user,
-                              [this, alive, gen, held](Status made) {
-                                // Failed: the start tries again, and says why.
-                                (void)made;
-                                if (alive.expired() || !*alive.lock()) return;
-                                const bool current = gen == gen_;
-                                if (current && session_) Run(InputsFetched{*held, "", {}});
-                                if (!state_->Holds(held->task, held->attempt)) {
-                                  runner_->DiscardPrepared(held->task, held->attempt);
-                                }
-                                if (current) DirsMade();
-                              });
-  return true;
 }
 
 }  // namespace drover::worker

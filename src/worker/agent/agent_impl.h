@@ -18,7 +18,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -146,19 +145,7 @@ class Agent::Impl {
   void ReportDone(const TaskResult& result, core::TaskOutcome outcome);
   // Takes out of `assign` the attempts whose input files must be fetched
   // first; each goes to the state machine once fetched, or is refused.
-  // The others are held while their directories are made off the loop
-  // (HoldForDirs), where the runner can.
   void HoldForInputs(proto::Assign& assign);
-  // Holds a new attempt (one the state machine knows nothing of, without
-  // a `disk` limit) while the runner makes its directories on its own
-  // thread, then hands it to the state machine as if it had just come;
-  // the directories of one the state machine did not take (stopped
-  // meanwhile, refused) are removed. False, keeping `a`, where it is not
-  // held.
-  bool HoldForDirs(proto::Assignment& a);
-  // One held assignment's directories are made: when none is held any
-  // more, the messages that came behind them go on, in order.
-  void DirsMade();
   // A copy of another worker's outputs (replicas): fetched, kept under its
   // job, then reported; a failure only logged (the server counts no copy).
   void OnReplicate(const proto::Replicate& copy);
@@ -251,10 +238,6 @@ class Agent::Impl {
   // goes there, once; then the list goes on.
   std::optional<ServerAddress> redirect_;
   ServerAddress current_;  // the address of the attempt in progress
-  // Assignments of this session held while their directories are made,
-  // and the server's messages that came behind them (HoldForDirs).
-  int dirs_held_ = 0;
-  std::deque<proto::ServerMessage> behind_dirs_;
   uint64_t gen_ = 0;  // bumps with each connection attempt; stale callbacks check it
   std::shared_ptr<net::WsSession> session_;
   bool server_batches_ = false;     // this session's server reads batch frames

@@ -50,9 +50,6 @@ void Agent::Impl::Connect() {
   server_options_ = options;
   server_options_.timeout = Seconds(30);  // file transfers: without progress
   const uint64_t gen = ++gen_;
-  // A hold of an earlier session ends without a turn in this one.
-  dirs_held_ = 0;
-  behind_dirs_.clear();
   std::weak_ptr<bool> alive = alive_;
   link_->Connect(options, [this, alive, gen](Result<std::shared_ptr<net::WsSession>> session) {
     if (alive.expired() || !*alive.lock()) {
@@ -146,12 +143,6 @@ Status Agent::Impl::ResolveArgvIds(proto::Assign& assign) {
 }
 
 void Agent::Impl::OnServerMessage(proto::ServerMessage message) {
-  // Behind an assignment held for its directories, the server's messages
-  // wait: the worker acts on them in the order they came.
-  if (dirs_held_ > 0) {
-    behind_dirs_.push_back(std::move(message));
-    return;
-  }
   std::optional<proto::ServerMessage> decoded(std::move(message));
   const bool was_established = state_->established();
   if (const auto* request = std::get_if<proto::LogRequest>(&*decoded)) {
@@ -192,9 +183,8 @@ void Agent::Impl::OnServerMessage(proto::ServerMessage message) {
   if (auto* assign = std::get_if<proto::Assign>(&*decoded); assign && !assign->tasks.empty()) {
     // An attempt whose input files are not all here yet reaches the state
     // machine once they are (or is refused): only then can it start.
-    // So is one held while its directories are made. What is left (maybe
-    // nothing) goes on now: the message counts as contact either way.
     HoldForInputs(*assign);
+    if (assign->tasks.empty()) return;
   }
   const bool hello_ack = std::holds_alternative<proto::HelloAck>(*decoded);
   std::optional<uint64_t> disk_free;
@@ -221,21 +211,8 @@ void Agent::Impl::OnServerMessage(proto::ServerMessage message) {
   }
 }
 
-void Agent::Impl::DirsMade() {
-  if (--dirs_held_ > 0) return;
-  // In order, until one of them is held in its turn.
-  while (dirs_held_ == 0 && !behind_dirs_.empty() && session_) {
-    proto::ServerMessage next = std::move(behind_dirs_.front());
-    behind_dirs_.pop_front();
-    const uint64_t gen = gen_;
-    OnServerMessage(std::move(next));
-    if (gen != gen_) return;
-  }
-}
-
 void Agent::Impl::OnClosed(uint64_t gen, const Status& why) {
   if (gen != gen_) return;
-  behind_dirs_.clear();  // the next session's server sends again what counts
   const bool was_established = state_->established();
   spdlog::warn("worker {}: connection to the server lost ({}); {} tasks keep running", name_,
                why.ToString(), state_->running());

@@ -307,10 +307,6 @@ TEST_F(AgentTest, RefusesWhatDoesNotFitAndStopsTasksOnRequest) {
   proto::Refused no_memory = server.Expect<proto::Refused>();
   EXPECT_EQ(no_memory.task, (TaskId{1, 2}));
   EXPECT_FALSE(no_memory.reason.empty());
-  // Their directories, made while they were held, went with them.
-  EXPECT_FALSE(Exists(dir_ / "work/1/1.1"));
-  EXPECT_FALSE(Exists(dir_ / "work/1/2.1"));
-  EXPECT_TRUE(Exists(dir_ / "work/1/0.1/output"));
 
   // Kill stops it at once.
   server.Send(proto::Kill{TaskId{1, 0}, 1, "lease lost"});
@@ -328,26 +324,6 @@ TEST_F(AgentTest, RefusesWhatDoesNotFitAndStopsTasksOnRequest) {
   EXPECT_EQ(canceled.tasks[0].task, (TaskId{1, 1}));
   EXPECT_EQ(canceled.tasks[0].attempt, 2u);
   EXPECT_EQ(canceled.tasks[0].outcome.signal, SIGTERM);
-}
-
-// An attempt sent again while it runs is not held for its directories:
-// they are the running attempt's, and stay.
-TEST_F(AgentTest, AnAttemptSentAgainWhileItRunsKeepsItsDirectories) {
-  FakeServer server(/*tls=*/false);
-  Attach(server, Config(server));
-  Fifo gate(dir_ / "gate");
-  const proto::Assignment a =
-      Task(0, "read x < " + gate.path() + "; touch \"$DROVER_OUTPUT_DIR/o\"");
-  server.Send(proto::Assign{{a}});
-  ASSERT_EQ(server.Expect<proto::Started>().tasks.size(), 1u);
-  server.Send(proto::Assign{{a}});
-  ASSERT_EQ(server.Expect<proto::Started>().tasks.size(), 1u);  // said again
-  EXPECT_TRUE(Exists(dir_ / "work/1/0.1/output"));
-  gate.Release();
-  proto::Finished done = server.Expect<proto::Finished>();
-  ASSERT_EQ(done.tasks.size(), 1u);
-  EXPECT_EQ(done.tasks[0].outcome.exit_code, 0);
-  EXPECT_TRUE(Exists(dir_ / "work/1/0.1/output/o"));
 }
 
 // With a server that reads batch frames (HelloAck::batches), what the agent

@@ -18,7 +18,6 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,16 +44,6 @@ class TaskRunner {
   // be made or that user is refused (per-user mode, task_account.h).
   virtual Result<TaskDirs> PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs,
                                        const std::string& user) = 0;
-  // Whether PrepareDirsOffLoop makes directories on a thread of the
-  // runner's own (false: it calls PrepareDirs at once, the default).
-  virtual bool MakesDirsOffLoop() const { return false; }
-  // PrepareDirs' work on disk done off the loop: `then` runs on the loop
-  // once the directories are made (or could not be), and a later
-  // PrepareDirs, PrepareStart or Start of the attempt uses them.
-  virtual void PrepareDirsOffLoop(TaskId id, uint32_t attempt, bool with_inputs,
-                                  const std::string& user, std::function<void(Status)> then) {
-    then(PrepareDirs(id, attempt, with_inputs, user).status());
-  }
   // A queued task made ahead, up to its process waiting before its execve;
   // its later Start releases it. Fails as the start would (bad user, no
   // such command, no cage).
@@ -96,11 +85,6 @@ class ExecutorRunner final : public TaskRunner {
   Result<TaskDirs> PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs,
                                const std::string& user) override {
     return executor_->PrepareDirs(id, attempt, with_inputs, user);
-  }
-  bool MakesDirsOffLoop() const override { return true; }
-  void PrepareDirsOffLoop(TaskId id, uint32_t attempt, bool with_inputs, const std::string& user,
-                          std::function<void(Status)> then) override {
-    executor_->PrepareDirsAsync(id, attempt, with_inputs, user, std::move(then));
   }
   Result<TaskDirs> PrepareStart(const TaskSpec& spec, bool with_inputs) override {
     return executor_->PrepareStart(spec, with_inputs);

@@ -23,7 +23,6 @@
 #include <utility>
 
 #include "worker/exec/cgroup_files.h"
-#include "worker/exec/dir_maker.h"
 #include "worker/exec/directory_sizer.h"
 #include "worker/exec/executor_internal.h"
 #include "worker/exec/workdir_access.h"
@@ -120,12 +119,6 @@ Executor::Executor(ExecutorOptions options, Reactor* reactor, std::unique_ptr<Is
 }
 
 Executor::~Executor() {
-  // No directory is made from here on: the thread's jobs use options_ and
-  // spare_dirs_.
-  if (dir_maker_) {
-    reactor_->Unwatch(dir_maker_->done_fd());
-    dir_maker_.reset();
-  }
   for (auto& [id, task] : tasks_) {
     if (!task->exited) {
       killpg(task->pid, SIGKILL);

@@ -46,9 +46,8 @@
 // start). A worker running as root with none of the three is a
 // configuration error at Create.
 //
-// Threading: every call, and every callback, happens on the thread that
-// runs the Reactor; only PrepareDirsAsync's work on disk runs on a thread
-// of the executor's own (dir_maker.h).
+// Threading: single-threaded. Every call, and every callback, happens on
+// the thread that runs the Reactor.
 #ifndef DROVER_WORKER_EXEC_EXECUTOR_H_
 #define DROVER_WORKER_EXEC_EXECUTOR_H_
 
@@ -242,7 +241,6 @@ struct TaskResult {
 };
 
 class DirectorySizer;
-class DirMaker;
 
 class Executor {
  public:
@@ -317,18 +315,6 @@ class Executor {
   // belongs to every attempt). Best effort: a directory that cannot be
   // removed stays, and nothing is reported.
   void DiscardPrepared(TaskId id, uint32_t attempt);
-
-  // PrepareDirs with its work on disk done on the executor's directory
-  // thread (dir_maker.h), off the loop: the account is looked up now, and
-  // `then` runs on the loop with the outcome once the directories are
-  // made, recorded as PrepareDirs records them. A later PrepareDirs,
-  // PrepareStart or Start of the same attempt (and user) uses them as they
-  // are, with no system call. A refused user runs PrepareDirs now and
-  // `then` with its error, as does every call where no thread can be made;
-  // after a failure, PrepareDirs tries again and fails as it would have.
-  // Pending outcomes are dropped with the executor.
-  void PrepareDirsAsync(TaskId id, uint32_t attempt, bool with_inputs, const std::string& user,
-                        std::function<void(Status)> then);
 
   // A succeeded attempt's `output/` and checkpoint directory, when empty,
   // kept for later tasks of the same account (spare_dirs.h) where the work
@@ -442,15 +428,7 @@ class Executor {
   void EndWarm(WarmInterpreter& w);
   // The cage idle interpreters live in between calls (cgroups only).
   Result<TaskCage*> WarmHome();
-  Status MakeTaskDir(const std::string& job, const std::string& task) const;
-  // The attempt's directories as PrepareDirs names them.
-  TaskDirs DirsOf(TaskId id, uint32_t attempt, bool with_inputs) const;
-  // Makes `d` for `owner` (null: the worker): PrepareDirs' work on disk.
-  // Touches nothing but options_ and spare_dirs_ (locked), so that the
-  // directory thread may run it.
-  Status MakeDirs(TaskId id, const TaskDirs& d, const TaskAccount* owner, bool with_inputs) const;
-  // The directory thread's outcomes, on the loop.
-  void OnDirsMade();
+  Status MakeTaskDir(const std::string& job, const std::string& task);
 
   // Tasks with a `disk` limit (executor_disk.cc): their directories are
   // measured on the sizer's thread, asked on a timer while any runs; one
@@ -479,7 +457,6 @@ class Executor {
     std::shared_ptr<const TaskAccount> account;  // who owns them (null: the worker)
     std::optional<Command> command;
     std::shared_ptr<Parked> parked;  // PrepareStart's process
-    bool made_ahead = false;         // by PrepareDirsAsync: PrepareDirs has nothing to do
   };
   std::map<TaskId, Prepared> prepared_;
   // Programs found on PATH, for the tasks that follow (an array's tasks
@@ -501,19 +478,6 @@ class Executor {
   UniqueFd disk_timer_;  // armed while a task with a `disk` limit runs
   std::unique_ptr<DirectorySizer> sizer_;  // made for the first such task
   cpu_set_t all_cpus_;
-  // PrepareDirsAsync's jobs by key, until their outcome is back; the
-  // directory thread, made at the first (ended first in the destructor).
-  struct PendingDirs {
-    TaskId id;
-    uint32_t attempt = 0;
-    TaskDirs dirs;
-    std::string user;
-    std::shared_ptr<const TaskAccount> account;
-    std::function<void(Status)> then;
-  };
-  std::map<uint64_t, PendingDirs> pending_dirs_;
-  uint64_t next_dirs_ = 0;
-  std::unique_ptr<DirMaker> dir_maker_;
 };
 
 }  // namespace drover::worker

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "worker/exec/cgroup_files.h"
-#include "worker/exec/dir_maker.h"
 #include "worker/exec/executor.h"
 #include "worker/exec/executor_internal.h"
 
@@ -42,7 +41,7 @@ Status ChownPath(const std::string& path, const TaskAccount* account) {
 
 }  // namespace
 
-Status Executor::MakeTaskDir(const std::string& job, const std::string& task) const {
+Status Executor::MakeTaskDir(const std::string& job, const std::string& task) {
   // The job directory exists for every task but a job's first here: try
   // the task directory alone, and make the job's only when it is missing.
   if (mkdir(task.c_str(), kPrivateDir) == 0 || errno == EEXIST) return Status::Ok();
@@ -61,7 +60,11 @@ Result<std::shared_ptr<const TaskAccount>> Executor::AccountFor(const std::strin
   return accounts_->For(user);
 }
 
-TaskDirs Executor::DirsOf(TaskId id, uint32_t attempt, bool with_inputs) const {
+Result<TaskDirs> Executor::PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs,
+                                       const std::string& user) {
+  // Refused before anything is made for it.
+  ASSIGN_OR_RETURN(std::shared_ptr<const TaskAccount> account, AccountFor(user));
+  const TaskAccount* owner = account.get();
   TaskDirs d;
   const std::string job = options_.workdir + "/" + std::to_string(id.job);
   const std::string index = std::to_string(id.index);
@@ -72,12 +75,7 @@ TaskDirs Executor::DirsOf(TaskId id, uint32_t attempt, bool with_inputs) const {
   d.result = d.task + "/result";
   d.stdout_path = d.task + "/stdout";
   d.stderr_path = d.task + "/stderr";
-  return d;
-}
-
-Status Executor::MakeDirs(TaskId id, const TaskDirs& d, const TaskAccount* owner,
-                          bool with_inputs) const {
-  RETURN_IF_ERROR(MakeTaskDir(options_.workdir + "/" + std::to_string(id.job), d.task));
+  RETURN_IF_ERROR(MakeTaskDir(job, d.task));
   RETURN_IF_ERROR(ChownPath(d.task, owner));
   const uid_t uid = owner != nullptr ? owner->ids.uid : geteuid();
   for (const std::string* dir : {&d.output, &d.checkpoint}) {
@@ -89,68 +87,9 @@ Status Executor::MakeDirs(TaskId id, const TaskDirs& d, const TaskAccount* owner
     RETURN_IF_ERROR(MakeDir(d.inputs, kPrivateDir));
     RETURN_IF_ERROR(ChownPath(d.inputs, owner));
   }
-  return Status::Ok();
-}
-
-Result<TaskDirs> Executor::PrepareDirs(TaskId id, uint32_t attempt, bool with_inputs,
-                                       const std::string& user) {
-  // Made ahead on the directory thread for this very attempt: nothing to do.
-  if (auto p = prepared_.find(id); p != prepared_.end() && p->second.made_ahead &&
-                                   p->second.attempt == attempt && p->second.user == user &&
-                                   (!with_inputs || p->second.dirs.inputs != no_inputs_)) {
-    return p->second.dirs;
-  }
-  // Refused before anything is made for it.
-  ASSIGN_OR_RETURN(std::shared_ptr<const TaskAccount> account, AccountFor(user));
-  const TaskDirs d = DirsOf(id, attempt, with_inputs);
-  RETURN_IF_ERROR(MakeDirs(id, d, account.get(), with_inputs));
   if (prepared_.size() >= 1024) prepared_.erase(prepared_.begin());  // never started
   prepared_[id] = Prepared{attempt, d, user, std::move(account), std::nullopt, nullptr};
   return d;
-}
-
-void Executor::PrepareDirsAsync(TaskId id, uint32_t attempt, bool with_inputs,
-                                const std::string& user, std::function<void(Status)> then) {
-  Result<std::shared_ptr<const TaskAccount>> account = AccountFor(user);
-  if (account.ok() && !dir_maker_) {
-    Result<std::unique_ptr<DirMaker>> maker = DirMaker::Create();
-    if (maker.ok() && reactor_->Watch((*maker)->done_fd(), [this] { OnDirsMade(); }).ok()) {
-      dir_maker_ = std::move(maker).value();
-    }
-  }
-  if (!account.ok() || !dir_maker_) {
-    // Refused (PrepareDirs says why), or no thread to make them on.
-    return then(PrepareDirs(id, attempt, with_inputs, user).status());
-  }
-  const uint64_t key = next_dirs_++;
-  PendingDirs& pending = pending_dirs_[key];
-  pending = PendingDirs{id,
-                        attempt,
-                        DirsOf(id, attempt, with_inputs),
-                        user,
-                        std::move(account).value(),
-                        std::move(then)};
-  // The job holds its own copies: the executor's state stays the loop's.
-  dir_maker_->Add(key, [this, id, dirs = pending.dirs, owner = pending.account, with_inputs] {
-    return MakeDirs(id, dirs, owner.get(), with_inputs);
-  });
-}
-
-void Executor::OnDirsMade() {
-  for (auto& [key, made] : dir_maker_->TakeDone()) {
-    auto it = pending_dirs_.find(key);
-    if (it == pending_dirs_.end()) continue;
-    PendingDirs pending = std::move(it->second);
-    pending_dirs_.erase(it);
-    if (made.ok()) {
-      if (prepared_.size() >= 1024) prepared_.erase(prepared_.begin());  // never started
-      Prepared& p = prepared_[pending.id];
-      p = Prepared{pending.attempt, pending.dirs, pending.user, std::move(pending.account),
-                   std::nullopt,    nullptr};
-      p.made_ahead = true;
-    }
-    pending.then(made);
-  }
 }
 
 Result<TaskDirs> Executor::PrepareStart(const TaskSpec& spec, bool with_inputs) {

@@ -295,20 +295,6 @@ std::map<TaskId, proto::Assignment>::iterator WorkerState::FindQueued(TaskId suc
                       [&](const auto& entry) { return entry.second.task == successor; });
 }
 
-bool WorkerState::Fresh(TaskId task, uint32_t attempt) const {
-  return running_.count(task) == 0 && fetching_.count(task) == 0 &&
-         unacked_.count(proto::TaskAttempt{task, attempt}) == 0 &&
-         std::none_of(queued_.begin(), queued_.end(),
-                      [&](const auto& entry) { return entry.second.task == task; });
-}
-
-bool WorkerState::Holds(TaskId task, uint32_t attempt) const {
-  if (auto it = running_.find(task); it != running_.end()) return it->second.attempt == attempt;
-  return std::any_of(queued_.begin(), queued_.end(), [&](const auto& entry) {
-    return entry.second.task == task && entry.second.attempt == attempt;
-  });
-}
-
 void WorkerState::DropQueued(Time now, const proto::Assignment& a, std::string reason,
                              WorkerOutbox& out) {
   out.push_back(DiscardPrepared{a.task, a.attempt});

@@ -328,12 +328,6 @@ class WorkerState {
   size_t running() const { return running_.size(); }
   size_t queued() const { return queued_.size(); }
   size_t unacked() const { return unacked_.size(); }
-  // Nothing of the task is known here: no attempt of it runs, waits queued
-  // or has its inputs fetched, and this attempt did not end here unacked.
-  // The shell may then make its directories before handing it over.
-  bool Fresh(TaskId task, uint32_t attempt) const;
-  // The attempt runs here (or its StartTask went out) or waits queued.
-  bool Holds(TaskId task, uint32_t attempt) const;
   // Idle-desktop mode: the owner is at the machine (nothing new is taken).
   bool owner_present() const { return owner_present_; }
 
