@@ -94,7 +94,6 @@ Status SpareDirs::Open() {
 }
 
 Status SpareDirs::Make(const std::string& path, mode_t mode, uid_t owner) {
-  std::lock_guard lock(mu_);
   auto pool = spare_.find(owner);
   while (pool != spare_.end() && !pool->second.empty()) {
     std::string spare = std::move(pool->second.back());
@@ -125,7 +124,6 @@ Status SpareDirs::Make(const std::string& path, mode_t mode, uid_t owner) {
 bool SpareDirs::Recycle(const std::string& path) {
   struct stat st;
   if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || HasEntries(path)) return false;
-  std::lock_guard lock(mu_);
   std::vector<std::string>& pool = spare_[st.st_uid];
   if (pool.size() >= per_owner_) return false;
   std::string spare = dir_ + "/" + std::to_string(next_++);
@@ -148,7 +146,6 @@ bool SpareDirs::Recycle(const std::string& path) {
 }
 
 size_t SpareDirs::kept() const {
-  std::lock_guard lock(mu_);
   size_t n = 0;
   for (const auto& [owner, pool] : spare_) n += pool.size();
   return n;

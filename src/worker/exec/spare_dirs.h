@@ -25,8 +25,7 @@
 //   RETURN_IF_ERROR(spare.Make(task + "/output", 0700));   // reused or made
 //   spare.Recycle(task + "/output");                        // when it is empty
 //
-// Threading: any thread; a mutex keeps the pools (the executor makes
-// directories on its directory thread and recycles them on its loop).
+// Threading: one thread (the executor's loop).
 #ifndef DROVER_WORKER_EXEC_SPARE_DIRS_H_
 #define DROVER_WORKER_EXEC_SPARE_DIRS_H_
 
@@ -35,7 +34,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -67,7 +65,6 @@ class SpareDirs {
  private:
   std::string dir_;
   size_t per_owner_;
-  mutable std::mutex mu_;
   uint64_t next_ = 0;
   std::map<uid_t, std::vector<std::string>> spare_;
 };
