@@ -1,9 +1,10 @@
 // Python functions in warm interpreters, through real processes: a root
 // worker with cgroup v1 isolation, per-user accounts and one (fake NVML)
 // GPU, and the Python client's Executor in a script. Successive calls of
-// one interpreter each run in their own task's room (its memory cgroup and
-// limit, which what the interpreter held before does not count against,
-// its cpuset and affinity, its GPU, its account); another account
+// one interpreter each run in their own task's room (its memory limit,
+// which what the interpreter held before does not count against, its
+// cpuset and affinity, its GPU, its account), in the cgroups the
+// interpreter waits in, refitted for each call; another account
 // or another GPU set gets another interpreter; a call that leaks past its
 // limit is OOM-killed without taking the next call down; an interpreter
 // killed in the middle of a call is replaced and the call retried.
@@ -53,9 +54,10 @@ def probe(tag):
         return out
     with open("/proc/self/environ") as f:
         started = dict(kv.split("=", 1) for kv in f.read().split("\0") if "=" in kv)
+    usage = int(read("memory", "memory.usage_in_bytes"))  # before this probe's own
     with open("/proc/self/status") as f:
         rss = [int(l.split()[1]) * 1024 for l in f if l.startswith("VmRSS:")][0]
-    return {"tag": tag, "pid": os.getpid(), "uid": os.getuid(), "rss": rss,
+    return {"tag": tag, "pid": os.getpid(), "uid": os.getuid(), "rss": rss, "usage": usage,
             "memory_cgroup": cg["memory"], "mem_limit": int(read("memory", "memory.limit_in_bytes")),
             "cpuset": cpus(read("cpuset", "cpuset.cpus")), "affinity": sorted(os.sched_getaffinity(0)),
             "task_cpus": cpus(os.environ["DROVER_CPUS"]),
@@ -141,16 +143,23 @@ TEST(WarmInterpreterTest, SuccessiveCallsOfOneInterpreterEachRunInTheirTasksRoom
   ASSERT_EQ(seen.size(), 8u) << run.output;
   const nlohmann::json &a1 = seen["a1"], &a2 = seen["a2"], &b1 = seen["b1"], &n1 = seen["n1"];
 
-  // One interpreter for both of ana's calls on the GPU, each call in its
-  // own task's cgroup with its own limit, on its own cores.
+  // One interpreter for both of ana's calls on the GPU, each call with its
+  // own limit, on its own cores. The interpreter waits between calls in
+  // the cgroups of its first call, the only process left there, and they
+  // are refitted for each call: what it held before a call does not count
+  // against the call's limit, which is raised by that much.
   EXPECT_EQ(a1["pid"], a2["pid"]) << a1 << a2;
-  EXPECT_NE(a1["memory_cgroup"], a2["memory_cgroup"]);
-  EXPECT_EQ(a1["mem_limit"], 200 << 20);
-  EXPECT_EQ(a2["mem_limit"], 300 << 20);
-  // What the interpreter held before a call does not count against the
-  // call's limit: a call limited below the interpreter's size runs in it.
+  EXPECT_EQ(a1["memory_cgroup"], a2["memory_cgroup"]);
+  EXPECT_EQ(a1["mem_limit"], 200 << 20);  // a new interpreter: it held nothing
+  auto limit_above_held = [](const nlohmann::json& call, int64_t limit) {
+    const int64_t above = call["mem_limit"].get<int64_t>() - limit;
+    EXPECT_GT(above, 0) << call;
+    EXPECT_NEAR(above, call["usage"].get<int64_t>(), 4 << 20) << call;
+  };
+  limit_above_held(a2, 300 << 20);
+  // A call limited below the interpreter's size runs in it.
   EXPECT_EQ(seen["a3"]["pid"], a1["pid"]);
-  EXPECT_EQ(seen["a3"]["mem_limit"], 8 << 20);
+  limit_above_held(seen["a3"], 8 << 20);
   EXPECT_GT(seen["a3"]["rss"].get<int64_t>(), 8 << 20) << seen["a3"];
   for (const nlohmann::json* call : {&a1, &a2, &b1, &n1}) {
     EXPECT_EQ((*call)["cpuset"], (*call)["task_cpus"]) << *call;
@@ -173,7 +182,8 @@ TEST(WarmInterpreterTest, SuccessiveCallsOfOneInterpreterEachRunInTheirTasksRoom
   EXPECT_NE(seen["leak"]["reason"].get<std::string>().find("OOM-killed (limit 64 MiB"),
             std::string::npos)
       << seen["leak"];
-  EXPECT_EQ(seen["after"]["mem_limit"], 64 << 20);
+  // A new interpreter in a cage of its own: the limit as asked.
+  EXPECT_EQ(seen["after"]["mem_limit"], 64 << 20) << seen["after"];
   // Killed in the call: retried, in another interpreter.
   EXPECT_EQ(seen["kill"]["attempt"], 2) << seen["kill"];
   EXPECT_NE(seen["kill"]["ran"], seen["kill"]["killed"]) << seen["kill"];

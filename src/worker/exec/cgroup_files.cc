@@ -1,6 +1,8 @@
 #include "worker/exec/cgroup_files.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -12,6 +14,14 @@
 #include <utility>
 
 namespace drover::worker {
+namespace {
+
+std::string TrimV1(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
 
 Status WriteCgroupFile(const std::string& path, std::string_view value) {
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
@@ -203,6 +213,59 @@ Status MakeDir(const std::string& path, mode_t mode) {
     return Unavailable("cannot create " + path + ": " + strerror(errno));
   }
   return Status::Ok();
+}
+
+Result<bool> FreezeV1AndWait(const std::string& state, Duration bound) {
+  const Deadline deadline(bound);
+  for (int tries = 0;; ++tries) {
+    if (tries % 16 == 0) RETURN_IF_ERROR(WriteCgroupFile(state, "FROZEN"));
+    Result<std::string> now = ReadCgroupFile(state);
+    if (!now.ok()) return false;
+    if (now->rfind("FROZEN", 0) == 0) return true;
+    if (deadline.Passed()) return false;
+    if (tries < 1000) {
+      sched_yield();
+    } else {
+      poll(nullptr, 0, 1);
+    }
+  }
+}
+
+Result<std::optional<std::string>> PrepareV1Base(const std::string& mounts,
+                                                 const std::string& controller, bool required) {
+  const std::optional<std::string> h;  // absent
+  std::string mount = mounts + "/" + controller;
+  struct stat st;
+  Result<std::string> current = CurrentCgroup(controller);
+  if (stat(mount.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || !current.ok()) {
+    if (required) {
+      return FailedPrecondition("cgroup v1 controller \"" + controller + "\" is not mounted at " +
+                                mount);
+    }
+    return h;
+  }
+  std::string parent = mount + (*current == "/" ? "" : *current);
+  std::string drover = parent + "/drover";
+  std::string base = drover + "/w" + std::to_string(getpid());
+  for (const std::string& dir : {drover, base}) {
+    Status s = MakeDir(dir);
+    if (!s.ok()) {
+      if (required) return FailedPrecondition("cgroup v1 is not writable: " + s.message());
+      return h;
+    }
+    if (controller == "cpuset") {
+      // A cpuset cgroup accepts no task until its cpus and mems are set;
+      // start each level with everything its parent has.
+      std::string up = dir.substr(0, dir.rfind('/'));
+      for (const char* file : {"/cpuset.cpus", "/cpuset.mems"}) {
+        Result<std::string> v = ReadCgroupFile(up + file);
+        if (!v.ok()) return h;
+        Status w = WriteCgroupFile(dir + file, TrimV1(*v));
+        if (!w.ok()) return h;
+      }
+    }
+  }
+  return std::optional<std::string>(std::move(base));
 }
 
 }  // namespace drover::worker

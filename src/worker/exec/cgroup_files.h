@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/time.h"
 #include "common/unique_fd.h"
 
 namespace drover::worker {
@@ -85,6 +86,25 @@ Result<std::string> CurrentCgroup(std::string_view controller);
 // Return -1 with errno set on failure, like the system calls.
 int PidfdOpen(pid_t pid);
 int PidfdSendSignal(int pidfd, int sig);
+
+// Writes FROZEN to freezer.state `state` and re-reads it until it says
+// FROZEN (every member stopped, not FREEZING): true when it does within
+// `bound`, false when not or when it cannot be read; an error when the
+// write fails. The v1 freezer has no event to wait on: a freeze takes
+// microseconds, so the first reads come back to back, later ones a
+// millisecond apart. The write is repeated while waiting: the kernel
+// freezes the members it finds at a write, and one that went to sleep
+// unfrozen in between stays so until the next (seen on 6.x: a vfork
+// parent whose child froze before its exec leaves the cgroup FREEZING).
+Result<bool> FreezeV1AndWait(const std::string& state, Duration bound);
+
+// Finds cgroup v1 `controller`'s mount under `mounts` and creates
+// <current cgroup>/drover/w<pid> in it (a cpuset level starts with every
+// core and memory node its parent has): its path. Absent where the
+// controller is not mounted or not writable, unless `required`: then
+// FailedPrecondition naming why.
+Result<std::optional<std::string>> PrepareV1Base(const std::string& mounts,
+                                                 const std::string& controller, bool required);
 
 // mkdir that treats EEXIST as success.
 Status MakeDir(const std::string& path, mode_t mode = 0755);

@@ -2,8 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,7 +9,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -84,30 +81,14 @@ void Keep(Ctl ctl, Group& g) {
 // member stopped in time). Freeze waits kFreezeWait.
 constexpr Duration kKillFreezeWait = Millis(100);
 
-// Writes FROZEN to freezer.state `state` and re-reads it until it says
-// FROZEN (every member stopped, not FREEZING): true when it does within
-// `bound`, false when not or when it cannot be read; an error when the
-// write fails. The v1 freezer has no event to wait on: a freeze takes
-// microseconds, so the first reads come back to back, later ones a
-// millisecond apart. The write is repeated while waiting: the kernel
-// freezes the members it finds at a write, and one that went to sleep
-// unfrozen in between stays so until the next (seen on 6.x: a vfork
-// parent whose child froze before its exec leaves the cgroup FREEZING).
-Result<bool> FreezeAndWait(const std::string& state, Duration bound) {
-  const Deadline deadline(bound);
-  for (int tries = 0;; ++tries) {
-    if (tries % 16 == 0) RETURN_IF_ERROR(WriteCgroupFile(state, "FROZEN"));
-    Result<std::string> now = ReadCgroupFile(state);
-    if (!now.ok()) return false;
-    if (now->rfind("FROZEN", 0) == 0) return true;
-    if (deadline.Passed()) return false;
-    if (tries < 1000) {
-      sched_yield();
-    } else {
-      poll(nullptr, 0, 1);
-    }
-  }
-}
+// One cgroup a cage has: its hierarchy, and the value of its limit file
+// (none: nullptr) beside what a new cgroup has there.
+struct Want {
+  Ctl ctl;
+  const char* file;
+  std::string value;
+  const char* fresh;
+};
 
 // The free cgroups; shared by the isolator and its cages, so that a cage
 // that outlives its isolator removes its cgroups instead.
@@ -146,7 +127,44 @@ class CgroupV1Cage final : public TaskCage {
     groups_.emplace_back(ctl, std::move(g));
   }
   void SetMemoryLimit(uint64_t bytes) { memory_limit_ = bytes; }
+  void SetGpus(std::vector<int> gpus) { gpus_ = std::move(gpus); }
+  const std::vector<int>& gpus() const { return gpus_; }
   bool Has(Ctl ctl) { return Find(ctl) != nullptr; }
+  // Fit to serve another task with its holder inside (RefitCage).
+  bool Refittable() const {
+    return measured_ && reusable_ && !left_behind_ && !nested_ && !frozen_ && !holder_left_;
+  }
+
+  bool HoldsOnly(pid_t pid) override {
+    if (nested_ || left_behind_ || frozen_) return false;
+    std::optional<std::string> listed = Find(kFreezer)->counter.Read();
+    return listed && Trim(*listed) == std::to_string(pid);
+  }
+
+  // RefitCage's writes: each limit in `wants` where it differs, the
+  // memory limit raised by what the holder has charged now, which the
+  // peak then leaves out. Counters go on from where Usage left them.
+  Status Refit(const std::vector<Want>& wants, uint64_t memory_bytes) {
+    Group& mem = *Find(kMemory);
+    std::optional<std::string> now = mem.usage.Read();
+    std::optional<uint64_t> held = now ? ParseNumber(*now) : std::nullopt;
+    if (!held) return Unavailable("cannot read " + mem.dir + "/memory.usage_in_bytes");
+    for (const Want& w : wants) {
+      if (w.file == nullptr) continue;
+      Group& g = *Find(w.ctl);
+      const std::string value =
+          w.ctl == kMemory && memory_bytes > 0 ? std::to_string(memory_bytes + *held) : w.value;
+      if ((g.limit.empty() ? std::string(w.fresh) : g.limit) == value) continue;
+      RETURN_IF_ERROR(WriteCgroupFile(g.dir + "/" + w.file, value));
+      g.limit = value;
+    }
+    RETURN_IF_ERROR(mem.counter.Write("0"));  // the peak starts again from the usage
+    held_ = *held;
+    memory_limit_ = memory_bytes;
+    join_fds_.clear();
+    for (const auto& [ctl, g] : groups_) join_fds_.push_back(g.join_fd);
+    return Status::Ok();
+  }
   // v1 counts an OOM kill (memory.oom_control's oom_kill) in the cgroup of
   // the process killed only, and a container's cgroup below the cage is
   // gone by the time its end is measured: an eventfd on the cage's own
@@ -183,7 +201,7 @@ class CgroupV1Cage final : public TaskCage {
     // happens only when a task left processes behind (a kill, a daemon).
     // A cage Freeze stopped is thawed here too: its members die.
     const std::string state = Dir(kFreezer) + "/freezer.state";
-    Result<bool> stopped = FreezeAndWait(state, kKillFreezeWait);
+    Result<bool> stopped = FreezeV1AndWait(state, kKillFreezeWait);
     if (!stopped.ok()) return stopped.status();
     Result<std::vector<pid_t>> frozen = ListTree(Dir(kFreezer));
     std::vector<UniqueFd> fds = KillPids(frozen.ok() ? *frozen : pids);
@@ -204,7 +222,7 @@ class CgroupV1Cage final : public TaskCage {
       return Status::Ok();
     }
     frozen_ = true;  // from the first write on, partly frozen until thawed
-    ASSIGN_OR_RETURN(bool stopped, FreezeAndWait(state, kFreezeWait));
+    ASSIGN_OR_RETURN(bool stopped, FreezeV1AndWait(state, kFreezeWait));
     if (!stopped) {
       return Unavailable(state + " is not FROZEN after " +
                          std::to_string(kFreezeWait.count() / 1000) +
@@ -227,6 +245,7 @@ class CgroupV1Cage final : public TaskCage {
     }
     std::optional<std::string> peak = mem->counter.Read();
     u.peak_memory = peak ? ParseNumber(*peak) : std::nullopt;
+    if (u.peak_memory) *u.peak_memory -= std::min(*u.peak_memory, held_);
     std::optional<std::string> oom = mem->oom.Read();
     auto kills = oom ? ParseKeyedValue(*oom, "oom_kill") : std::nullopt;
     u.oom_killed = kills && *kills > mem->base;
@@ -372,6 +391,8 @@ class CgroupV1Cage final : public TaskCage {
   bool nested_ = false;       // SetNested: cgroups below its own
   UniqueFd oom_file_, oom_event_;  // WatchOom's: memory.oom_control, the eventfd
   bool frozen_ = false;       // Freeze(true) wrote FROZEN, not thawed since
+  std::vector<int> gpus_;     // those its devices cgroup allows
+  uint64_t held_ = 0;         // charged by its holder before this task (Refit)
 };
 
 class CgroupV1Isolator final : public Isolator {
@@ -481,81 +502,18 @@ class CgroupV1Isolator final : public Isolator {
       cage->Add(ctl, std::move(g));
       return Status::Ok();
     };
-    auto step = [&]() -> Status {
-      RETURN_IF_ERROR(take(kMemory, "memory.limit_in_bytes",
-                           spec.memory_bytes > 0 ? std::to_string(spec.memory_bytes) : "-1",
-                           "-1"));
-      RETURN_IF_ERROR(take(kCpuacct, nullptr, "", ""));
-      RETURN_IF_ERROR(take(kFreezer, nullptr, "", ""));
-      if (spec.holding) {
-        // A cgroup in every hierarchy, without limits: a process moved in
-        // leaves every task cgroup it was in.
-        if (h_[kCpu].present) RETURN_IF_ERROR(take(kCpu, "cpu.cfs_quota_us", "-1", "-1"));
-        if (h_[kCpuset].present) {
-          ASSIGN_OR_RETURN(std::string all, ReadCgroupFile(h_[kCpuset].base + "/cpuset.cpus"));
-          while (!all.empty() && (all.back() == '\n' || all.back() == ' ')) all.pop_back();
-          RETURN_IF_ERROR(take(kCpuset, "cpuset.cpus", all, ""));
-        }
-        if (h_[kPids].present) RETURN_IF_ERROR(take(kPids, "pids.max", "max", "max"));
+    Result<std::vector<Want>> wants = Wants(spec);
+    if (!wants.ok()) return wants.status();
+    if (spec.container) cage->SetNested();
+    for (const Want& w : *wants) {
+      Status s = take(w.ctl, w.file, w.value, w.fresh);
+      if (!s.ok()) {
+        Status r = cage->Remove();  // nothing ran in it: its cgroups are removed
+        (void)r;
+        return s;
       }
-      // Pinned to exactly as many cores as it asked CPUs, the task is
-      // capped by its cpuset already: a quota of the same size would only
-      // add a cgroup to join (~60 us of every start on a VM).
-      const bool capped_by_cpuset =
-          h_[kCpuset].present && !spec.cores.empty() &&
-          spec.milli_cpus == static_cast<int64_t>(spec.cores.size()) * 1000;
-      if (spec.milli_cpus > 0 && h_[kCpu].present && !capped_by_cpuset) {
-        // The default period is 100 ms; quota = share of it.
-        RETURN_IF_ERROR(
-            take(kCpu, "cpu.cfs_quota_us", std::to_string(spec.milli_cpus * 100), "-1"));
-      }
-      if (!spec.cores.empty() && h_[kCpuset].present) {
-        RETURN_IF_ERROR(take(kCpuset, "cpuset.cpus", Join(spec.cores), ""));
-      }
-      if (spec.max_pids > 0 && h_[kPids].present) {
-        RETURN_IF_ERROR(take(kPids, "pids.max", std::to_string(spec.max_pids), "max"));
-      }
-      if (gpu_count_ > 0 && h_[kDevices].present) {
-        RETURN_IF_ERROR(take(kDevices, nullptr, "", ""));
-      }
-      if (spec.container) {
-        // A container's cgroups are made under the cage's in every
-        // hierarchy its runtime uses: the cage has one in each, unlimited
-        // where the task asked for nothing.
-        cage->SetNested();
-        if (h_[kCpu].present && !cage->Has(kCpu)) {
-          RETURN_IF_ERROR(take(kCpu, "cpu.cfs_quota_us", "-1", "-1"));
-        }
-        if (h_[kCpuset].present && !cage->Has(kCpuset)) {
-          ASSIGN_OR_RETURN(std::string all, ReadCgroupFile(h_[kCpuset].base + "/cpuset.cpus"));
-          while (!all.empty() && (all.back() == '\n' || all.back() == ' ')) all.pop_back();
-          RETURN_IF_ERROR(take(kCpuset, "cpuset.cpus", all, ""));
-        }
-        if (h_[kPids].present && !cage->Has(kPids)) {
-          RETURN_IF_ERROR(take(kPids, "pids.max", "max", "max"));
-        }
-        if (h_[kDevices].present && !cage->Has(kDevices)) {
-          RETURN_IF_ERROR(take(kDevices, nullptr, "", ""));
-        }
-        if (h_[kBlkio].present && !spec.io.Any()) RETURN_IF_ERROR(take(kBlkio, nullptr, "", ""));
-      }
-      if (spec.io.Any()) {
-        if (!h_[kBlkio].present) {
-          return FailedPrecondition(
-              "disk I/O limits need the cgroup v1 blkio controller, which "
-              "is not mounted (or not writable) at " +
-              blkio_mount_);
-        }
-        RETURN_IF_ERROR(take(kBlkio, nullptr, "", ""));
-      }
-      return Status::Ok();
-    };
-    Status s = step();
-    if (!s.ok()) {
-      Status r = cage->Remove();  // nothing ran in it: its cgroups are removed
-      (void)r;
-      return s;
     }
+    cage->SetGpus(spec.gpus);
     cage->SetMemoryLimit(spec.memory_bytes);
     if (spec.container) {
       Status watched = cage->WatchOom();
@@ -568,7 +526,107 @@ class CgroupV1Isolator final : public Isolator {
     return std::unique_ptr<TaskCage>(std::move(cage));
   }
 
+  Status RefitCage(TaskCage& base, const CageSpec& spec) override {
+    auto& cage = static_cast<CgroupV1Cage&>(base);
+    if (spec.container || spec.holding || spec.io.Any() || !cage.Refittable()) {
+      return FailedPrecondition("a cage for a container, disk limits or a holder is made afresh");
+    }
+    if (gpu_count_ > 0 && cage.gpus() != spec.gpus) {
+      return FailedPrecondition("the cage's devices cgroup is for other GPUs");
+    }
+    ASSIGN_OR_RETURN(std::vector<Want> wants, Wants(spec));
+    for (const Want& w : wants) {
+      if (!cage.Has(w.ctl)) return FailedPrecondition("the cage lacks a cgroup the task needs");
+    }
+    // What the cage has and the task does not need is left unlimited.
+    auto unlimited = [&](Ctl ctl, const char* file, std::string value, const char* fresh) {
+      for (const Want& w : wants) {
+        if (w.ctl == ctl) return;
+      }
+      if (cage.Has(ctl)) wants.push_back(Want{ctl, file, std::move(value), fresh});
+    };
+    unlimited(kCpu, "cpu.cfs_quota_us", "-1", "-1");
+    unlimited(kPids, "pids.max", "max", "max");
+    if (cage.Has(kCpuset)) {
+      ASSIGN_OR_RETURN(std::string all, AllCpus());
+      unlimited(kCpuset, "cpuset.cpus", all, "");
+    }
+    return cage.Refit(wants, spec.memory_bytes);
+  }
+
  private:
+  // The cgroups a cage for `spec` has, in the order they are made.
+  Result<std::vector<Want>> Wants(const CageSpec& spec) {
+    std::vector<Want> wants;
+    auto add = [&](Ctl ctl, const char* file, std::string value, const char* fresh) {
+      for (const Want& w : wants) {
+        if (w.ctl == ctl) return;
+      }
+      wants.push_back(Want{ctl, file, std::move(value), fresh});
+    };
+    add(kMemory, "memory.limit_in_bytes",
+        spec.memory_bytes > 0 ? std::to_string(spec.memory_bytes) : "-1", "-1");
+    add(kCpuacct, nullptr, "", "");
+    add(kFreezer, nullptr, "", "");
+    // A holder has a cgroup in every hierarchy, without limits: a process
+    // moved in leaves every task cgroup it was in. A container's cgroups
+    // are made under the cage's in every hierarchy its runtime uses: the
+    // cage has one in each, unlimited where the task asked for nothing.
+    if (spec.holding) RETURN_IF_ERROR(AddUnlimited(add));
+    // Pinned to exactly as many cores as it asked CPUs, the task is
+    // capped by its cpuset already: a quota of the same size would only
+    // add a cgroup to join (~60 us of every start on a VM).
+    const bool capped_by_cpuset = h_[kCpuset].present && !spec.cores.empty() &&
+                                  spec.milli_cpus == static_cast<int64_t>(spec.cores.size()) * 1000;
+    if (spec.milli_cpus > 0 && h_[kCpu].present && !capped_by_cpuset) {
+      // The default period is 100 ms; quota = share of it.
+      add(kCpu, "cpu.cfs_quota_us", std::to_string(spec.milli_cpus * 100), "-1");
+    }
+    if (!spec.cores.empty() && h_[kCpuset].present) {
+      add(kCpuset, "cpuset.cpus", Join(spec.cores), "");
+    }
+    if (spec.max_pids > 0 && h_[kPids].present) {
+      add(kPids, "pids.max", std::to_string(spec.max_pids), "max");
+    }
+    if (gpu_count_ > 0 && h_[kDevices].present) add(kDevices, nullptr, "", "");
+    if (spec.container) {
+      RETURN_IF_ERROR(AddUnlimited(add));
+      if (h_[kDevices].present) add(kDevices, nullptr, "", "");
+      if (h_[kBlkio].present && !spec.io.Any()) add(kBlkio, nullptr, "", "");
+    }
+    if (spec.io.Any()) {
+      if (!h_[kBlkio].present) {
+        return FailedPrecondition(
+            "disk I/O limits need the cgroup v1 blkio controller, which "
+            "is not mounted (or not writable) at " +
+            blkio_mount_);
+      }
+      add(kBlkio, nullptr, "", "");
+    }
+    return wants;
+  }
+
+  // cpu, cpuset and pids cgroups without limits, where mounted.
+  template <typename Add>
+  Status AddUnlimited(Add& add) {
+    if (h_[kCpu].present) add(kCpu, "cpu.cfs_quota_us", "-1", "-1");
+    if (h_[kCpuset].present) {
+      ASSIGN_OR_RETURN(std::string all, AllCpus());
+      add(kCpuset, "cpuset.cpus", all, "");
+    }
+    if (h_[kPids].present) add(kPids, "pids.max", "max", "max");
+    return Status::Ok();
+  }
+
+  // Every core the worker's cpuset allows.
+  Result<std::string> AllCpus() {
+    if (all_cpus_.empty()) {
+      ASSIGN_OR_RETURN(std::string all, ReadCgroupFile(h_[kCpuset].base + "/cpuset.cpus"));
+      all_cpus_ = Trim(all);
+    }
+    return all_cpus_;
+  }
+
   // A fresh blkio cgroup's limits (blkio cgroups are never reused, so no
   // earlier task's limits linger): the throttles on the device, and the
   // weight (BFQ's, 1 to 1000, clamped) where the kernel has one.
@@ -598,45 +656,15 @@ class CgroupV1Isolator final : public Isolator {
   std::string mems_;
   int gpu_count_;
   std::string blkio_mount_;
+  std::string all_cpus_;  // AllCpus, read once
   std::shared_ptr<Pool> pool_ = std::make_shared<Pool>();
 };
 
-// Finds the controller's mount and creates <current>/drover/w<pid> in it.
 Result<Hierarchy> Prepare(const std::string& mounts, const std::string& controller, bool required) {
+  ASSIGN_OR_RETURN(std::optional<std::string> base, PrepareV1Base(mounts, controller, required));
   Hierarchy h;
-  std::string mount = mounts + "/" + controller;
-  struct stat st;
-  Result<std::string> current = CurrentCgroup(controller);
-  if (stat(mount.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || !current.ok()) {
-    if (required) {
-      return FailedPrecondition("cgroup v1 controller \"" + controller + "\" is not mounted at " +
-                                mount);
-    }
-    return h;
-  }
-  std::string parent = mount + (*current == "/" ? "" : *current);
-  std::string drover = parent + "/drover";
-  std::string base = drover + "/w" + std::to_string(getpid());
-  for (const std::string& dir : {drover, base}) {
-    Status s = MakeDir(dir);
-    if (!s.ok()) {
-      if (required) return FailedPrecondition("cgroup v1 is not writable: " + s.message());
-      return h;
-    }
-    if (controller == "cpuset") {
-      // A cpuset cgroup accepts no task until its cpus and mems are set;
-      // start each level with everything its parent has.
-      std::string up = dir.substr(0, dir.rfind('/'));
-      for (const char* file : {"/cpuset.cpus", "/cpuset.mems"}) {
-        Result<std::string> v = ReadCgroupFile(up + file);
-        if (!v.ok()) return h;
-        Status w = WriteCgroupFile(dir + file, Trim(*v));
-        if (!w.ok()) return h;
-      }
-    }
-  }
-  h.present = true;
-  h.base = base;
+  h.present = base.has_value();
+  if (base) h.base = std::move(*base);
   return h;
 }
 

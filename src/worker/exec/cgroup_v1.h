@@ -26,6 +26,12 @@
 // cgroup that held leftovers, or whose counters could not be read, is
 // removed. The pool is removed with the isolator.
 //
+// Refit: a cage whose only process is a warm interpreter waiting for its
+// next call serves that call as it is (RefitCage): limits written where
+// they differ, those the call does not ask for lifted ("-1", "max", every
+// core), the peak reset, and the memory the interpreter holds then added
+// to the call's limit and taken off its peak.
+//
 // Several isolators may share a process (`drover up` runs N workers): they
 // share its w<pid> level, and cgroup names are unique in the process.
 // Threading: belongs to the executor's thread.

@@ -117,8 +117,9 @@ struct ExecutorOptions {
   ProcessWatch* watch = nullptr;
   // Warm interpreters (warm_interpreter.h): a task with DROVER_WARM=1 in
   // its environment runs as a call in an interpreter kept from an earlier
-  // task of the same key, moved into the task's cage and onto its cores
-  // for the call. Off: such a task starts its own process like any other.
+  // task of the same key, in the task's cage (its own, refitted, or one
+  // it is moved into) and on its cores for the call. Off: such a task starts its own process like
+  // any other.
   bool warm_interpreters = true;
   // How often the directories of tasks with a `disk` limit are measured
   // (a walk of each; at most a tenth of the time goes to a walk).
@@ -395,9 +396,12 @@ class Executor {
   // The name of `spec`'s container: unique on the machine.
   std::string ContainerName(const TaskSpec& spec) const;
   // The cage, output captures and spawn plan of a start of `spec` as
-  // `account` (null: the worker's own).
+  // `account` (null: the worker's own); a cage already in `launch` is
+  // used as it is.
   Status MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Command& command,
                     const TaskAccount* account, Launch& launch);
+  // What the isolator is asked for `spec`'s cage.
+  Result<CageSpec> CageSpecOf(const TaskSpec& spec, const Command& command) const;
   // PrepareStart's process; nullptr if it cannot be made.
   std::unique_ptr<Parked> Park(const TaskSpec& spec, const TaskDirs& dirs, const Command& command,
                                const TaskAccount* account);
@@ -417,8 +421,17 @@ class Executor {
   // The task's interpreter replied: the call has ended. False when no
   // reply is there (yet, or ever: the interpreter died).
   bool OnWarmReply(Task* task);
-  // An idle interpreter of `key`, out of the idle list; null when none.
-  std::unique_ptr<WarmInterpreter> TakeIdle(const std::string& key);
+  // An idle interpreter of `key`, out of the idle list (one whose last
+  // call had `cores` first); null when none.
+  std::unique_ptr<WarmInterpreter> TakeIdle(const std::string& key, const std::vector<int>& cores);
+  // An idle interpreter for `spec`'s call: in its own cage, refitted for
+  // the call and moved to `cage`, or waiting in the warm cage (moved out
+  // of its own where that cannot be refitted); null when none.
+  std::unique_ptr<WarmInterpreter> TakeIdleFor(const std::string& key, const TaskSpec& spec,
+                                               const Command& command,
+                                               std::unique_ptr<TaskCage>& cage);
+  // `cage`'s removal, or kept to be tried again later.
+  void RemoveCage(std::unique_ptr<TaskCage> cage);
   // An idle interpreter, or one that will exit, back under watch.
   void ReturnWarm(std::unique_ptr<WarmInterpreter> w);
   void OnIdleExit(WarmInterpreter* w);

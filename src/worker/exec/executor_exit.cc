@@ -140,6 +140,10 @@ void Executor::OnOutput(Task* task, int which) {
 }
 
 void Executor::KillLeftovers(Task* task) {
+  if (!task->cage) {  // a warm interpreter's, waiting in it alone
+    Finish(task);
+    return;
+  }
   Result<std::vector<UniqueFd>> left = task->cage->KillAll();
   if (left.ok()) task->leftovers = std::move(left).value();
   task->result.leftovers_killed = task->leftovers.size();
@@ -232,7 +236,7 @@ void Executor::Finish(Task* task) {
   tasks_.erase(task->id);
   if (done) done(result);
 
-  if (!cage->Remove().ok()) stale_cages_.push_back(std::move(cage));
+  if (cage) RemoveCage(std::move(cage));
   for (auto it = stale_cages_.begin(); it != stale_cages_.end();) {
     it = (*it)->Remove().ok() ? stale_cages_.erase(it) : it + 1;
   }

@@ -181,8 +181,7 @@ std::unique_ptr<Executor::Parked> Executor::Park(const TaskSpec& spec, const Tas
   return Register(std::move(task));
 }
 
-Status Executor::MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Command& command,
-                            const TaskAccount* account, Launch& launch) {
+Result<CageSpec> Executor::CageSpecOf(const TaskSpec& spec, const Command& command) const {
   CageSpec cage_spec;
   cage_spec.name = CageName(spec);
   cage_spec.milli_cpus = spec.milli_cpus;
@@ -199,8 +198,11 @@ Status Executor::MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Co
     cage_spec.io = spec.io;
     cage_spec.io_device = *device;
   }
-  ASSIGN_OR_RETURN(launch.cage, isolator_->CreateCage(cage_spec));
+  return cage_spec;
+}
 
+Status Executor::MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Command& command,
+                            const TaskAccount* account, Launch& launch) {
   const uint64_t cap =
       spec.output_cap_bytes > 0 ? spec.output_cap_bytes : options_.output_cap_bytes;
   const std::string* paths[2] = {&dirs.stdout_path, &dirs.stderr_path};
@@ -209,13 +211,12 @@ Status Executor::MakeLaunch(const TaskSpec& spec, const TaskDirs& dirs, const Co
   for (int i = 0; i < 2; ++i) {
     Result<std::unique_ptr<OutputCapture>> out =
         OutputCapture::CreateDeferred(*paths[i], cap, kPrivateFile, owner);
-    if (!out.ok()) {
-      launch.cage->CloseJoinFds();
-      Status r = launch.cage->Remove();
-      (void)r;  // nothing ran in it
-      return out.status();
-    }
+    if (!out.ok()) return out.status();
     launch.out[i] = std::move(out).value();
+  }
+  if (!launch.cage) {
+    ASSIGN_OR_RETURN(CageSpec cage_spec, CageSpecOf(spec, command));
+    ASSIGN_OR_RETURN(launch.cage, isolator_->CreateCage(cage_spec));
   }
 
   const std::vector<std::string>& argv = command.run_argv.empty() ? spec.argv : command.run_argv;

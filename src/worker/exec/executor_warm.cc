@@ -1,7 +1,9 @@
 // Executor's warm interpreters (warm_interpreter.h): a task's call handed
-// to an interpreter kept from an earlier task of the same key, which is
-// moved into the task's cage and onto its cores first, and moved out to
-// the warm cage when it replies; the idle ones watched, aged and ended.
+// to an interpreter kept from an earlier task of the same key, in the
+// task's cage and on its cores; the idle ones watched, aged and ended.
+// An interpreter left alone in its call's cage (cgroup v1) waits there,
+// and the cage, refitted, is its next call's; else it waits in the warm
+// cage and is moved into each call's cage.
 //
 // Between calls an interpreter is stopped (SIGSTOP): nothing of a call runs
 // once it has replied, outside its task's cage.
@@ -43,8 +45,19 @@ Result<pid_t> Executor::StartWarm(const TaskSpec& spec, const TaskDirs& dirs,
   const bool cgroups = !isolator_->cgroup_roots().empty();
   const uid_t uid = account != nullptr ? account->ids.uid : geteuid();
   const std::string key = WarmKey(spec, command.exe, uid, /*limits=*/!cgroups);
+  // An idle one: refitted in the cage it waits in, or moved into the
+  // task's new cage and onto its cores; one that cannot be (it died
+  // meanwhile) is ended, and a new one started.
   Launch launch;
-  RETURN_IF_ERROR(MakeLaunch(spec, dirs, command, account, launch));
+  std::unique_ptr<WarmInterpreter> w = TakeIdleFor(key, spec, command, launch.cage);
+  const bool refitted = launch.cage != nullptr;
+  if (Status made = MakeLaunch(spec, dirs, command, account, launch); !made.ok()) {
+    if (w) {
+      if (refitted) w->cage = std::move(launch.cage);
+      ReturnWarm(std::move(w));
+    }
+    return made;
+  }
   task->cage = std::move(launch.cage);
   for (int i = 0; i < 2; ++i) task->out[i] = std::move(launch.out[i]);
   auto undo = [&](Status why) {
@@ -57,14 +70,13 @@ Result<pid_t> Executor::StartWarm(const TaskSpec& spec, const TaskDirs& dirs,
 
   task->started = Stopwatch();
   const Time began = SystemClock().Now();
-  // An idle one, moved into the cage and onto the task's cores; one that
-  // cannot be (it died meanwhile) is ended, and the next one tried.
-  std::unique_ptr<WarmInterpreter> w;
-  while ((w = TakeIdle(key)) != nullptr) {
-    Status moved = task->cage->Adopt(w->pid);
+  if (w) {
+    Status moved = refitted ? Status::Ok() : task->cage->Adopt(w->pid);
     if (moved.ok()) moved = PinThreads(w->pid, cpus);
-    if (moved.ok() && killpg(w->pid, SIGCONT) == 0) break;
-    EndWarm(*w);
+    if (!moved.ok() || killpg(w->pid, SIGCONT) != 0) {
+      EndWarm(*w);
+      w.reset();
+    }
   }
   if (!w) {
     // A new one, made as the task's own process would be, serving calls on
@@ -96,6 +108,7 @@ Result<pid_t> Executor::StartWarm(const TaskSpec& spec, const TaskDirs& dirs,
     return undo(sent);
   }
   if (times != nullptr) times->spawned = times->exec_done = began;
+  w->cores = spec.cores;
   task->pid = w->pid;
   task->pidfd = std::move(w->pidfd);
   const int socket = w->socket.fd();
@@ -131,15 +144,21 @@ bool Executor::OnWarmReply(Task* task) {
   task->inline_result = std::move(reply->result);
   // Stopped until its next call: code of the call that goes on after its
   // reply (a thread, or a reply sent early on purpose) must not run outside
-  // a task's cage and cores. Then out of the task's cage before its
-  // accounting is read and what the call left in it is killed. One that
-  // cannot be stopped or moved is not reused.
+  // a task's cage and cores. Where it is the only process left in the
+  // task's cage (cgroup v1), it waits there, and the cage, refitted, is
+  // its next call's: no move either way. Else it leaves the task's cage
+  // before its accounting is read and what the call left in it is killed.
+  // One that cannot be stopped or moved is not reused.
   bool keep = !reply->last && !task->canceled && killpg(w.pid, SIGSTOP) == 0;
+  bool stays = false;
   if (!isolator_->cgroup_roots().empty()) {
-    Result<TaskCage*> home = WarmHome();
-    keep = keep && home.ok() && (*home)->Adopt(w.pid).ok();
-    // What it holds stays charged to the task's memory cgroup.
-    task->cage->HolderLeft();
+    stays = keep && task->cage->HoldsOnly(w.pid);
+    if (!stays) {
+      Result<TaskCage*> home = WarmHome();
+      keep = keep && home.ok() && (*home)->Adopt(w.pid).ok();
+      // What it holds stays charged to the task's memory cgroup.
+      task->cage->HolderLeft();
+    }
   }
   for (auto& out : task->out) {
     if (out->Drain()) reactor_->Unwatch(out->read_fd());
@@ -154,6 +173,7 @@ bool Executor::OnWarmReply(Task* task) {
   std::unique_ptr<WarmInterpreter> back = std::move(task->warm);
   back->pidfd = std::move(task->pidfd);
   back->calls++;
+  if (stays) back->cage = std::move(task->cage);  // nothing of the call's is left to kill
   if (!keep) {
     back->retiring = true;
     killpg(back->pid, SIGKILL);
@@ -163,16 +183,52 @@ bool Executor::OnWarmReply(Task* task) {
   return true;
 }
 
-std::unique_ptr<WarmInterpreter> Executor::TakeIdle(const std::string& key) {
-  // The most recently used first: its caches are the warmest.
+std::unique_ptr<WarmInterpreter> Executor::TakeIdle(const std::string& key,
+                                                    const std::vector<int>& cores) {
+  // One whose last call was on these cores first (its cage's cpuset need
+  // not change), then the most recently used: its caches are the warmest.
+  auto pick = idle_.rend();
   for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
     if ((*it)->retiring || (*it)->key != key) continue;
-    std::unique_ptr<WarmInterpreter> w = std::move(*it);
-    idle_.erase(std::next(it).base());
-    reactor_->Unwatch(w->pidfd.fd());
-    return w;
+    if (pick == idle_.rend()) pick = it;
+    if ((*it)->cores == cores) {
+      pick = it;
+      break;
+    }
+  }
+  if (pick == idle_.rend()) return nullptr;
+  std::unique_ptr<WarmInterpreter> w = std::move(*pick);
+  idle_.erase(std::next(pick).base());
+  reactor_->Unwatch(w->pidfd.fd());
+  return w;
+}
+
+std::unique_ptr<WarmInterpreter> Executor::TakeIdleFor(const std::string& key, const TaskSpec& spec,
+                                                       const Command& command,
+                                                       std::unique_ptr<TaskCage>& cage) {
+  std::unique_ptr<WarmInterpreter> w;
+  while ((w = TakeIdle(key, spec.cores)) != nullptr) {
+    if (!w->cage) return w;
+    Result<CageSpec> cage_spec = CageSpecOf(spec, command);
+    if (cage_spec.ok() && isolator_->RefitCage(*w->cage, *cage_spec).ok()) {
+      cage = std::move(w->cage);
+      return w;
+    }
+    // Out to the warm cage, to be moved into the task's; its own cage,
+    // left with what it holds charged, goes.
+    Result<TaskCage*> home = WarmHome();
+    if (home.ok() && (*home)->Adopt(w->pid).ok()) {
+      w->cage->HolderLeft();
+      RemoveCage(std::move(w->cage));
+      return w;
+    }
+    EndWarm(*w);
   }
   return nullptr;
+}
+
+void Executor::RemoveCage(std::unique_ptr<TaskCage> cage) {
+  if (!cage->Remove().ok()) stale_cages_.push_back(std::move(cage));
 }
 
 void Executor::ReturnWarm(std::unique_ptr<WarmInterpreter> w) {
@@ -211,6 +267,10 @@ void Executor::EndWarm(WarmInterpreter& w) {
   while (waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
   }
   w.pid = -1;
+  if (w.cage) {
+    (void)w.cage->KillAll();  // what it started and left; they die at once
+    RemoveCage(std::move(w.cage));
+  }
 }
 
 void Executor::ArmIdleTimer() {

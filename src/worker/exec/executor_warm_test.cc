@@ -33,8 +33,9 @@ constexpr char kPython[] = "/usr/bin/python3";
 
 // The interpreter: each call writes "pid PID cwd DIR task ID" to the
 // call's stdout and replies with $CODE; MODE=hold keeps 32 MiB and writes
-// its /proc/self/cgroup to the call's stderr; MODE=spin replies and then keeps a
-// thread spinning, MODE=garbage replies nonsense, MODE=hang never replies.
+// its /proc/self/cgroup to the call's stderr; MODE=child leaves a child
+// running; MODE=spin replies and then keeps a thread spinning, MODE=garbage replies nonsense,
+// MODE=hang never replies.
 constexpr char kServe[] = R"PY(
 import os, socket, threading
 sock = socket.socket(fileno=os.dup(0))
@@ -58,6 +59,9 @@ while True:
     if mode == b"garbage":
         sock.send(b"nonsense")
         continue
+    if mode == b"child":
+        import subprocess
+        subprocess.Popen(["sleep", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if mode == b"spin":
         threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()
     sock.send(b"exit %d 1000 2048 0" % int(env.get(b"CODE", b"0")))
@@ -253,10 +257,22 @@ std::map<std::string, std::string> CgroupsIn(const std::string& text) {
   return out;
 }
 
-TEST_F(ExecutorWarmTest, UnderCgroupV1ACallIsInEachCgroupOfItsTaskAndNoLaterTaskInheritsIt) {
+// A v1 cgroup file of the cgroup `path` of controller `ctl`, trimmed.
+std::string CgroupFile(const std::string& ctl, const std::string& path, const std::string& file) {
+  std::string text = ReadFile("/sys/fs/cgroup/" + ctl + path + "/" + file);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+std::unique_ptr<Isolator> CgroupV1OrNull() {
   auto isolator = MakeCgroupV1Isolator(CgroupV1Options{"/sys/fs/cgroup", /*gpu_count=*/0});
-  if (!isolator.ok()) GTEST_SKIP() << "cgroup v1 is not usable here: " << isolator.status().message();
-  Harness h(std::move(isolator).value());
+  return isolator.ok() ? std::move(isolator).value() : nullptr;
+}
+
+TEST_F(ExecutorWarmTest, UnderCgroupV1AnInterpreterWaitsInItsCallsCageRefittedForTheNextCall) {
+  std::unique_ptr<Isolator> isolator = CgroupV1OrNull();
+  if (!isolator) GTEST_SKIP() << "cgroup v1 is not usable here";
+  Harness h(std::move(isolator));
   TaskSpec first = Call(1, {{"MODE", "hold"}});
   first.cores = {0};
   first.milli_cpus = 500;  // a quota: the cpu hierarchy too
@@ -270,24 +286,82 @@ TEST_F(ExecutorWarmTest, UnderCgroupV1ACallIsInEachCgroupOfItsTaskAndNoLaterTask
   for (const char* ctl : {"memory", "cpuacct", "freezer", "cpuset", "pids", "cpu"}) {
     ASSERT_TRUE(during.count(ctl)) << ctl;
     EXPECT_NE(during.at(ctl).find("/drover/w"), std::string::npos) << ctl << " " << during.at(ctl);
-    EXPECT_NE(after.at(ctl), during.at(ctl)) << ctl << ": still in the task's cgroup";
+    EXPECT_EQ(after.at(ctl), during.at(ctl)) << ctl << ": it waits in its call's cgroups";
   }
-  // The 32 MiB it holds stay charged to that task's memory cgroup, which
-  // no later task inherits: a command after it counts only its own.
+  EXPECT_EQ(CgroupFile("cpuset", during.at("cpuset"), "cpuset.cpus"), "0");
+  EXPECT_EQ(CgroupFile("cpu", during.at("cpu"), "cpu.cfs_quota_us"), "50000");
+  EXPECT_EQ(CgroupFile("pids", during.at("pids"), "pids.max"), "64");
+  // No later task is given its cage: a command after it counts only its
+  // own memory, not the 32 MiB the interpreter holds.
   TaskSpec command = Task(3, {Helper(), "alloc", "1"});
   command.memory_bytes = 256 << 20;
   const TaskResult alone = h.Run(command);
   ASSERT_EQ(alone.outcome, TaskOutcome::kSucceeded) << Describe(alone);
   EXPECT_LT(alone.peak_memory, 16u << 20);
 
-  // The next call, without pinned cores, runs in the same interpreter and
-  // is in no cpuset of an earlier task's.
-  const TaskResult next = h.Run(Call(2, {{"MODE", "hold"}}));
+  // The next call, without pinned cores, quota or process limit, and with
+  // a memory limit of 40 MiB: the same interpreter in the same cgroups,
+  // their limits the call's. What the interpreter held before the call
+  // (its 32 MiB and more) counts neither against the limit nor in the
+  // peak: the call's own 32 MiB fit, and its peak is about them.
+  TaskSpec second = Call(2, {{"MODE", "hold"}});
+  second.memory_bytes = 40 << 20;
+  const TaskResult next = h.Run(second);
   ASSERT_EQ(next.outcome, TaskOutcome::kSucceeded) << Describe(next);
   EXPECT_EQ(PidOf(next), pid);
   const auto during_next = CgroupsIn(ReadFile(next.dirs.stderr_path));
-  EXPECT_EQ(during_next.at("cpuset"), after.at("cpuset"));
-  EXPECT_NE(during_next.at("memory"), after.at("memory"));
+  for (const char* ctl : {"memory", "cpuacct", "freezer", "cpuset", "pids", "cpu"}) {
+    EXPECT_EQ(during_next.at(ctl), during.at(ctl)) << ctl;
+  }
+  const std::string parent = during.at("cpuset").substr(0, during.at("cpuset").rfind('/'));
+  EXPECT_EQ(CgroupFile("cpuset", during.at("cpuset"), "cpuset.cpus"),
+            CgroupFile("cpuset", parent, "cpuset.cpus"));
+  EXPECT_EQ(CgroupFile("cpu", during.at("cpu"), "cpu.cfs_quota_us"), "-1");
+  EXPECT_EQ(CgroupFile("pids", during.at("pids"), "pids.max"), "max");
+  const uint64_t limit =
+      std::stoull(CgroupFile("memory", during.at("memory"), "memory.limit_in_bytes"));
+  EXPECT_GT(limit, (40u << 20) + (32u << 20));  // the call's, and what was held
+  EXPECT_LT(limit, 160u << 20);
+  EXPECT_GE(next.peak_memory, 30u << 20);
+  EXPECT_LT(next.peak_memory, 56u << 20);
+}
+
+TEST_F(ExecutorWarmTest, UnderCgroupV1ACallNeedingACgroupItsInterpretersCageLacksMovesIt) {
+  std::unique_ptr<Isolator> isolator = CgroupV1OrNull();
+  if (!isolator) GTEST_SKIP() << "cgroup v1 is not usable here";
+  Harness h(std::move(isolator));
+  const TaskResult first = h.Run(Call(1, {{"MODE", "hold"}}));
+  ASSERT_EQ(first.outcome, TaskOutcome::kSucceeded) << Describe(first);
+  const auto during = CgroupsIn(ReadFile(first.dirs.stderr_path));
+  TaskSpec limited = Call(2, {{"MODE", "hold"}});
+  limited.max_pids = 64;
+  const TaskResult next = h.Run(limited);
+  ASSERT_EQ(next.outcome, TaskOutcome::kSucceeded) << Describe(next);
+  EXPECT_EQ(PidOf(next), PidOf(first));
+  const auto during_next = CgroupsIn(ReadFile(next.dirs.stderr_path));
+  EXPECT_NE(during_next.at("memory"), during.at("memory"));
+  ASSERT_NE(during_next.at("pids").find("/drover/w"), std::string::npos) << during_next.at("pids");
+  EXPECT_EQ(CgroupFile("pids", during_next.at("pids"), "pids.max"), "64");
+  const auto after = CgroupsIn(ReadFile("/proc/" + std::to_string(PidOf(next)) + "/cgroup"));
+  EXPECT_EQ(after.at("memory"), during_next.at("memory"));
+}
+
+TEST_F(ExecutorWarmTest, UnderCgroupV1ACallThatLeavesAProcessIsEmptiedAndItsInterpreterMovedOut) {
+  std::unique_ptr<Isolator> isolator = CgroupV1OrNull();
+  if (!isolator) GTEST_SKIP() << "cgroup v1 is not usable here";
+  Harness h(std::move(isolator));
+  const TaskResult left = h.Run(Call(1, {{"MODE", "child"}}));
+  ASSERT_EQ(left.outcome, TaskOutcome::kSucceeded) << Describe(left);
+  EXPECT_EQ(left.leftovers_killed, 1u);
+  const pid_t pid = PidOf(left);
+  const TaskResult next = h.Run(Call(2, {{"MODE", "hold"}}));
+  ASSERT_EQ(next.outcome, TaskOutcome::kSucceeded) << Describe(next);
+  EXPECT_EQ(PidOf(next), pid);
+  // Its next call was given a cage of its own, not the emptied one.
+  const auto during_next = CgroupsIn(ReadFile(next.dirs.stderr_path));
+  EXPECT_NE(during_next.at("freezer").find("/drover/w"), std::string::npos);
+  EXPECT_EQ(ReadFile("/sys/fs/cgroup/freezer" + during_next.at("freezer") + "/cgroup.procs"),
+            std::to_string(pid) + "\n");
 }
 
 TEST(WarmProtocolTest, ReplyParsingRefusesWhatIsNotAReply) {

@@ -110,6 +110,13 @@ class TaskCage {
   // cages for reuse; the others need nothing).
   virtual void HolderLeft() {}
 
+  // True when `pid` is the only process in the cage: a warm interpreter
+  // may then wait in it after its call, and the cage serves its next call
+  // refitted (Isolator::RefitCage) instead of the process being moved.
+  // False where the isolation cannot tell or cannot refit (all but
+  // cgroup v1).
+  virtual bool HoldsOnly(pid_t /*pid*/) { return false; }
+
   // True when KillAll reaches every process the task made, daemonized
   // grandchildren included.
   virtual bool contains_tree() const = 0;
@@ -173,6 +180,19 @@ class Isolator {
   // Creates the cage for one task. Fails with a message naming the file or
   // limit that could not be set; nothing is left behind on failure.
   virtual Result<std::unique_ptr<TaskCage>> CreateCage(const CageSpec& spec) = 0;
+  // Makes `cage`, one of this isolator's in which a warm interpreter waits
+  // (TaskCage::HoldsOnly), the cage of the task `spec` describes without
+  // moving the process: its limits written where they differ, its figures
+  // counted afresh, and what the process holds now left out of the
+  // task's peak and added to its memory limit (it does not count against
+  // the task, as it would not had the process moved). Its join fds are
+  // the cage's again (a process that replaces the interpreter joins it).
+  // FailedPrecondition where the cage cannot be the task's as it is (a
+  // cgroup it lacks, another GPU set, a container); the cage is then unfit
+  // for reuse and its process should leave it.
+  virtual Status RefitCage(TaskCage& /*cage*/, const CageSpec& /*spec*/) {
+    return FailedPrecondition("this isolation does not refit a cage");
+  }
 };
 
 struct IsolatorOptions {

@@ -37,6 +37,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,6 +58,11 @@ struct WarmInterpreter {
   uint64_t calls = 0;
   bool retiring = false;  // killed or exiting: never given another call
   Stopwatch idle_since;
+  // The cage it waits in between calls: its last call's, where it was the
+  // only process left (cgroup v1), refitted for its next call; null when
+  // it waits in the executor's warm cage and is moved for each call.
+  std::unique_ptr<TaskCage> cage;
+  std::vector<int> cores;  // its last call's: an idle one on a call's cores is taken first
 };
 
 // How one call ended, as the interpreter reports it.
