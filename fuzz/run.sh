@@ -31,7 +31,7 @@ proto_sources="
   src/common/suggest.cc
   src/core/model.cc src/core/resources.cc src/core/dag.cc src/core/input_select.cc
   src/proto/json_util.cc src/proto/json_type_name.cc src/proto/core_json.cc
-  src/proto/job_spec_json.cc src/proto/job_spec_isolation.cc src/proto/function_task.cc
+  src/proto/job_spec_json.cc src/proto/job_spec_isolation.cc src/proto/job_spec_function.cc src/proto/function_task.cc
   src/proto/job_toml.cc src/proto/messages.cc src/proto/messages_batch.cc
   src/proto/messages_isolation.cc src/proto/log_frame.cc src/proto/binary_io.cc
   src/proto/binary_fields.cc src/proto/messages_binary.cc"

@@ -33,9 +33,10 @@ needs no Drover package of its own.
 """
 
 import base64
+import hashlib
 import sys
 import zlib
-from typing import Tuple
+from typing import List, Optional, Tuple
 
 PREFIX = "drover-call:v1:"
 CALL_ENV = "DROVER_CALL"
@@ -392,6 +393,17 @@ def _packed(source: str) -> str:
 
 # What a task's command runs: `python -c COMMAND_RUNNER`.
 COMMAND_RUNNER = _packed(RUNNER)
+# RUNNER's SHA-256: a server whose runner is this one (it says so in its
+# answer to a batch of jobs) takes a task's command as `python_runner`.
+RUNNER_SHA256 = hashlib.sha256(RUNNER.encode()).hexdigest()
+
+
+def runner_python(command: List[str]) -> Optional[str]:
+    """The interpreter of `command` when it is ``[python, "-c",
+    COMMAND_RUNNER]``; None when not."""
+    if len(command) == 3 and command[1] == "-c" and command[2] == COMMAND_RUNNER:
+        return command[0]
+    return None
 
 
 def python_version() -> str:

@@ -61,6 +61,7 @@ from typing import (
     Union,
 )
 
+from . import _call
 from ._background import PendingJob, Submitter, Watcher, warning_text
 from ._connection import Endpoint, Transport, error_from_body, resolve_endpoint
 from ._events import EventStream
@@ -1160,7 +1161,12 @@ class Job:
                 )
             else:
                 self._after += _outside_ids(item)
-        self._specs.append(_task_spec(name, command, array, depends_on, **options))
+        spec = _task_spec(name, command, array, depends_on, **options)
+        python = _call.runner_python(spec["command"])
+        if python is not None and self._client._submitter.python_runner:
+            del spec["command"]  # the server's runner is this one (Submitter)
+            spec["python_runner"] = python
+        self._specs.append(spec)
         group = TaskGroup(self, name, array)
         self._groups[name] = group
         return group

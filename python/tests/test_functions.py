@@ -306,6 +306,25 @@ class ExecutorTest(unittest.TestCase):
         self.assertGreaterEqual(len(per_job), 2, per_job)
         self.assertLessEqual(max(per_job.values()), 4 << 20 >> 15, per_job)
 
+    def test_calls_go_as_python_runner_once_the_server_says_it_runs_this_runner(self) -> None:
+        ex = self.executor()
+        self.assertEqual(ex.submit(square, 3).result(timeout=WAIT), 9)
+        # The server's answer named the runner this client has: from then
+        # on a call's command goes as `python_runner`, and the server runs
+        # the same command.
+        self.assertTrue(self.client._submitter.python_runner)
+        job = drover.Job(self.client, "runner")
+        job.task([sys.executable, "-c", _call.COMMAND_RUNNER])
+        job.task([sys.executable, "-c", "print(1)"])
+        tasks = job.spec()["task"]
+        self.assertEqual(tasks[0].get("python_runner"), sys.executable)
+        self.assertNotIn("command", tasks[0])
+        self.assertEqual(tasks[1]["command"], [sys.executable, "-c", "print(1)"])
+        got = list(ex.map(square_where, range(5), timeout=WAIT))
+        self.assertEqual([v for _, v in got], [i * i for i in range(5)])
+        seen = self.client._transport.json("GET", f"/api/v1/tasks/{got[0][0]}")
+        self.assertEqual(seen["spec"]["command"][1:], ["-c", _call.COMMAND_RUNNER])
+
     def test_map_pickles_its_function_once_for_all_its_calls(self) -> None:
         ex = self.executor()
         CountedPickles.pickled = 0
@@ -656,6 +675,9 @@ class RunnerTest(unittest.TestCase):
         data = packed.split("b64decode('", 1)[1].split("'", 1)[0]
         self.assertEqual(zlib.decompress(base64.b64decode(data)).decode(), _call.RUNNER,
                          "run scripts/gen-function-runner")
+        # Its digest, which the server names to clients (python_runner).
+        digest = text.split('kFunctionRunnerSha256[] = "', 1)[1].split('"', 1)[0]
+        self.assertEqual(digest, _call.RUNNER_SHA256, "run scripts/gen-function-runner")
 
     def test_a_function_by_name_gets_its_json_arguments_and_index(self) -> None:
         with tempfile.TemporaryDirectory() as d:

@@ -36,11 +36,23 @@ Status CheckFunctionName(std::string_view name) {
   return Status::Ok();
 }
 
+std::vector<std::string> RunnerCommand(const std::string& python) {
+  return {python, "-c", kFunctionRunner};
+}
+
+std::string_view FunctionRunnerSha256() { return kFunctionRunnerSha256; }
+
+const std::string* RunnerPython(const std::vector<std::string>& command) {
+  constexpr std::string_view runner = kFunctionRunner;
+  if (command.size() != 3 || command[1] != "-c" || command[2] != runner) return nullptr;
+  return &command[0];
+}
+
 FunctionTask FunctionCall(const std::string& python, const std::string& function,
                           const std::string& args_json, const std::string& kwargs_json,
                           const std::map<std::string, std::string>& env) {
   FunctionTask t;
-  t.command = {python, "-c", kFunctionRunner};
+  t.command = RunnerCommand(python);
   t.env = env;
   t.env["DROVER_FUNCTION"] = function;
   t.env["DROVER_ARGS"] = args_json;

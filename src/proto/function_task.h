@@ -40,6 +40,16 @@ struct FunctionTask {
   std::vector<std::string> command;
   std::map<std::string, std::string> env;
 };
+// The runner's command under `python`: what a `function` task runs, and
+// what a task given as `python_runner` (the Python client's Executor,
+// whose calls carry their pickle in DROVER_CALL) runs.
+std::vector<std::string> RunnerCommand(const std::string& python);
+// The SHA-256 (hex) of the runner's program unpacked (the Python client's
+// RUNNER, whose packed form is the command's).
+std::string_view FunctionRunnerSha256();
+// The interpreter of `command` when it is RunnerCommand's; null when not.
+const std::string* RunnerPython(const std::vector<std::string>& command);
+
 FunctionTask FunctionCall(const std::string& python, const std::string& function,
                           const std::string& args_json, const std::string& kwargs_json,
                           const std::map<std::string, std::string>& env);

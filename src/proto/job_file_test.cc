@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/quantity.h"
+#include "proto/function_task.h"
 
 namespace drover::proto {
 namespace {
@@ -284,6 +285,40 @@ TEST(JobFileTest, AFunctionTaskIsCheckedNamingTheField) {
   EXPECT_NE(TomlError(fn("command = [\"x\"]\nargs = [1]\n"))
                 .find("task[0].args: only with function"),
             std::string::npos);
+}
+
+// The Python client's calls give their command as `python_runner`: the
+// runner under that interpreter, without the runner's 5 KiB in each task.
+TEST(JobFileTest, APythonRunnerTaskRunsTheFunctionRunnerAndIsChecked) {
+  Result<core::JobSpec> spec =
+      JobSpecFromJson(R"({"name":"m","task":[{"id":"c","python_runner":"/usr/bin/python3",)"
+                      R"("env":{"DROVER_CALL":"gASVAA=="}}]})");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->groups[0].command, RunnerCommand("/usr/bin/python3"));
+  EXPECT_EQ(spec->groups[0].env.at("DROVER_CALL"), "gASVAA==");
+  // A function by name runs the same runner.
+  Result<core::JobSpec> by_name = JobSpecFromJson(
+      R"({"name":"m","task":[{"id":"c","function":"m:f","python":"/usr/bin/python3"}]})");
+  ASSERT_TRUE(by_name.ok()) << by_name.status().ToString();
+  EXPECT_EQ(by_name->groups[0].command, spec->groups[0].command);
+  ASSERT_NE(RunnerPython(spec->groups[0].command), nullptr);
+  EXPECT_EQ(*RunnerPython(spec->groups[0].command), "/usr/bin/python3");
+  EXPECT_EQ(RunnerPython({"/usr/bin/python3", "-c", "print(1)"}), nullptr);
+  // The API's form of a spec keeps the whole command.
+  EXPECT_NE(JobSpecToJson(*spec).find("\"command\""), std::string::npos);
+
+  auto refused = [](const std::string& task) {
+    Result<core::JobSpec> r = JobSpecFromJson(R"({"name":"m","task":[{"id":"c",)" + task + "}]}");
+    return r.ok() ? std::string("accepted") : r.status().message();
+  };
+  EXPECT_NE(refused(R"("python_runner":"py","command":["x"])")
+                .find("task[0].python_runner: a task runs a command, a function or the runner"),
+            std::string::npos);
+  EXPECT_NE(refused(R"("python_runner":"py","function":"m:f")").find("not two of them"),
+            std::string::npos);
+  EXPECT_NE(refused(R"("python_runner":"")").find("task[0].python_runner: is empty"),
+            std::string::npos);
+  EXPECT_NE(refused(R"("python_runner":3)").find("task[0].python_runner"), std::string::npos);
 }
 
 TEST(JobFileTest, HowATaskIsVacatedIsReadCheckedAndRoundTrips) {

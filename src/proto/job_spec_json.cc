@@ -21,11 +21,12 @@ constexpr uint32_t kMaxRetries = 1000;
 
 const std::vector<std::string_view> kJobKeys = {"name", "user", "after", "task"};
 const std::vector<std::string_view> kTaskKeys = {
-    "id",          "command",       "array",      "env",         "resources",     "depends_on",
-    "retries",     "retry_backoff", "timeout",    "priority",    "vacate_signal", "vacate_grace",
-    "preemptible", "inputs",        "max_output", "input_files", "replicas",      "function",
-    "args",        "kwargs",        "python",     "cache",       "code",          "network",
-    "io_read_bps", "io_write_bps",  "io_weight",  "disk",        "image",         "image_pull"};
+    "id",           "command",       "array",      "env",         "resources",     "depends_on",
+    "retries",      "retry_backoff", "timeout",    "priority",    "vacate_signal", "vacate_grace",
+    "preemptible",  "inputs",        "max_output", "input_files", "replicas",      "function",
+    "args",         "kwargs",        "python",     "cache",       "code",          "network",
+    "io_read_bps",  "io_write_bps",  "io_weight",  "disk",        "image",         "image_pull",
+    "python_runner"};
 
 // Signals a task may ask to be vacated with (`vacate_signal`), by name.
 const std::vector<std::pair<std::string_view, int32_t>> kVacateSignals = {
@@ -83,10 +84,14 @@ Json ResourcesJson(const core::ResourceRequest& r) {
   return j;
 }
 
-Json GroupJson(const core::TaskGroupSpec& g) {
+Json GroupJson(const core::TaskGroupSpec& g, bool compact) {
   Json j = Json::object();
   j["id"] = g.name;
-  j["command"] = g.command;
+  if (const std::string* python = compact ? RunnerPython(g.command) : nullptr) {
+    j["python_runner"] = *python;
+  } else {
+    j["command"] = g.command;
+  }
   if (g.array) j["array"] = FormatArray(*g.array);
   if (!g.env.empty()) j["env"] = g.env;
   j["resources"] = ResourcesJson(g.resources);
@@ -296,17 +301,6 @@ bool ReadResources(const Json& j, const std::string& path, core::ResourceRequest
   return true;
 }
 
-// Text handed to exec (an argument, an environment value, a user name)
-// ends at its first NUL byte: "a\u0000b" would run as "a". Refused instead,
-// at the field's path.
-bool RefuseNul(const std::string& text, const std::string& path, std::string_view what,
-               DecodeContext& ctx) {
-  const size_t nul = text.find('\0');
-  if (nul == std::string::npos) return true;
-  return ctx.Fail(path, "NUL byte (\\u0000) at offset " + std::to_string(nul) + " of " +
-                            std::string(what) + ": the program would see only the part before it");
-}
-
 bool ReadCommand(const Json& j, const std::string& path, std::vector<std::string>* out,
                  DecodeContext& ctx) {
   if (j.is_string()) {
@@ -333,57 +327,19 @@ bool ReadCommand(const Json& j, const std::string& path, std::vector<std::string
   return true;
 }
 
-// `function` (with `args`, `kwargs`, `python`) instead of `command`: the
-// command that calls it and its variables, added to the group's `env`
-// (function_task.h).
-bool ReadFunction(ObjectReader& r, core::TaskGroupSpec* g, DecodeContext& ctx) {
-  std::string function;
-  std::string python = "python3";
-  if (!r.String("function", &function) || !r.String("python", &python, Need::kOptional)) {
-    return false;
-  }
-  if (Status s = CheckFunctionName(function); !s.ok()) {
-    return ctx.Fail(r.PathOf("function"), s.message());
-  }
-  if (python.empty()) return ctx.Fail(r.PathOf("python"), "is empty: name an interpreter");
-  if (!RefuseNul(python, r.PathOf("python"), "the interpreter", ctx)) return false;
-  Json args = Json::array();
-  Json kwargs = Json::object();
-  if (const Json* a = r.Get("args", Need::kOptional)) {
-    if (!a->is_array()) {
-      return ctx.Fail(r.PathOf("args"),
-                      std::string("expected an array of the function's arguments, got ") +
-                          JsonTypeName(*a));
-    }
-    args = *a;
-  }
-  if (const Json* k = r.Get("kwargs", Need::kOptional)) {
-    if (!k->is_object()) {
-      return ctx.Fail(r.PathOf("kwargs"),
-                      std::string("expected a table of keyword arguments, got ") +
-                          JsonTypeName(*k));
-    }
-    kwargs = *k;
-  }
-  if (!r.ok()) return false;
-  const std::string args_json = args.dump(-1, ' ', false, Json::error_handler_t::replace);
-  const std::string kwargs_json = kwargs.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (!RefuseNul(args_json, r.PathOf("args"), "an argument", ctx) ||
-      !RefuseNul(kwargs_json, r.PathOf("kwargs"), "an argument", ctx)) {
-    return false;
-  }
-  FunctionTask call = FunctionCall(python, function, args_json, kwargs_json, g->env);
-  g->command = std::move(call.command);
-  g->env = std::move(call.env);
-  return true;
-}
-
 bool ReadGroup(const Json& j, const std::string& path, core::TaskGroupSpec* g, DecodeContext& ctx) {
   ObjectReader r(j, path, ctx);
   if (!r.RejectUnknown(kTaskKeys)) return false;
   if (!r.String("id", &g->name, Need::kOptional)) return false;
   const bool function = r.Get("function", Need::kOptional) != nullptr;
-  if (function) {
+  const Json* runner = r.Get("python_runner", Need::kOptional);
+  if (runner != nullptr) {
+    if (function || r.Get("command", Need::kOptional) != nullptr) {
+      return ctx.Fail(r.PathOf("python_runner"),
+                      "a task runs a command, a function or the runner, not two of them");
+    }
+    if (!ReadRunner(*runner, r.PathOf("python_runner"), g, ctx)) return false;
+  } else if (function) {
     if (r.Get("command", Need::kOptional) != nullptr) {
       return ctx.Fail(r.PathOf("function"), "a task runs a command or a function, not both");
     }
@@ -596,7 +552,7 @@ bool CheckGroups(const core::JobSpec& spec, DecodeContext& ctx) {
 
 }  // namespace
 
-Json JobSpecJson(const core::JobSpec& spec) {
+Json JobSpecJson(const core::JobSpec& spec, bool compact) {
   Json j = Json::object();
   j["name"] = spec.name;
   if (!spec.user.empty()) j["user"] = spec.user;
@@ -607,7 +563,7 @@ Json JobSpecJson(const core::JobSpec& spec) {
     j["after"] = std::move(after);
   }
   Json tasks = Json::array();
-  for (const core::TaskGroupSpec& g : spec.groups) tasks.push_back(GroupJson(g));
+  for (const core::TaskGroupSpec& g : spec.groups) tasks.push_back(GroupJson(g, compact));
   j["task"] = std::move(tasks);
   return j;
 }
@@ -683,7 +639,7 @@ std::string JobSpecToJson(const core::JobSpec& spec) {
 }
 
 nlohmann::json TaskGroupSpecJson(const core::TaskGroupSpec& group) {
-  return internal::GroupJson(group);
+  return internal::GroupJson(group, /*compact=*/false);
 }
 
 }  // namespace drover::proto

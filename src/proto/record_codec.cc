@@ -24,7 +24,7 @@ Json RecordJson(const core::JobRecord& r) {
   return Json{{"type", "job"},
               {"job", r.job},
               {"at_us", ToMicros(r.at)},
-              {"spec", r.spec ? internal::JobSpecJson(*r.spec) : Json()}};
+              {"spec", r.spec ? internal::JobSpecJson(*r.spec, /*compact=*/true) : Json()}};
 }
 
 Json RecordJson(const core::TaskRecord& r) {

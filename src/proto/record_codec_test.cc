@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "proto/function_task.h"
 #include "proto/job_file.h"
 
 namespace drover::proto {
@@ -51,6 +52,22 @@ TEST(RecordCodecTest, JobRecordWithAFullSpecRoundTrips) {
   EXPECT_EQ(decoded.at, job.at);
   ASSERT_NE(decoded.spec, nullptr);
   EXPECT_EQ(*decoded.spec, *job.spec);
+}
+
+// A task that runs the function runner is journaled as `python_runner`,
+// not with the runner's 5 KiB, and reads back with its whole command.
+TEST(RecordCodecTest, ARunnerTaskIsJournaledWithoutTheRunner) {
+  core::JobSpec spec = FullSpec();
+  spec.groups[0].command = RunnerCommand("/opt/venv/bin/python");
+  spec.groups[0].env["DROVER_CALL"] = "gASVAA==";
+  core::JobRecord job{3, std::make_shared<const core::JobSpec>(spec), TimeFromMicros(1)};
+  const std::string bytes = EncodeRecord(job);
+  EXPECT_NE(bytes.find("\"python_runner\":\"/opt/venv/bin/python\""), std::string::npos) << bytes;
+  EXPECT_EQ(bytes.find("-c"), std::string::npos) << bytes;
+  EXPECT_LT(bytes.size(), 2048u);
+  Result<core::Record> back = DecodeRecord(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*std::get<core::JobRecord>(back.value()).spec, spec);
 }
 
 TEST(RecordCodecTest, NullSpecRoundTrips) {

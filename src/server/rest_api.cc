@@ -9,6 +9,7 @@
 #include "common/quantity.h"
 #include "net/json_text.h"
 #include "proto/api_json.h"
+#include "proto/function_task.h"
 #include "proto/job_file.h"
 #include "server/file_store.h"
 #include "server/paging.h"
@@ -413,7 +414,11 @@ void AddRestRoutes(net::Server& server, CoreDriver& driver, WorkerChannel& chann
               if (!s.ok()) return done(ApiError(s.WithContext("batch of jobs")));
               json answers = json::array();
               for (const Submitted& job : *jobs) answers.push_back(job.Answer());
-              done(Json({{"jobs", std::move(answers)}}));
+              // The runner a task given as `python_runner` runs, by its
+              // SHA-256: a Python client whose runner is the same sends
+              // its calls so from its next batch on, without the runner.
+              done(Json({{"jobs", std::move(answers)},
+                         {"python_runner", std::string(proto::FunctionRunnerSha256())}}));
             },
             CoreDriver::Flush::kSoon);
       });
