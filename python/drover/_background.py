@@ -6,10 +6,11 @@ the previous request was in flight (``POST /api/v1/jobs/batch``: one durable
 flush for the lot, in submission order). A loop of single submits so costs
 about one server flush per batch instead of one per call.
 
-``Watcher``: one WebSocket (``/api/v1/events?watch=true&batch=true``) for
-every wait of the client. A wait names its task (``{"watch":"12.3"}``),
-the server answers with the task's current state and then its changes, and
-the reader thread hands each to the waiting thread. No connection per wait,
+``Watcher``: one WebSocket (``/api/v1/events?watch=true&batch=true&ends=true``)
+for every wait of the client. A wait names its task (``{"watch":"12.3"}``),
+the server answers with the task's end (at once when it has ended; a
+server that does not know ``ends`` sends every change before it, which
+the reader skips), and the reader thread hands it to the waiting thread. No connection per wait,
 and no gap between a submission and its wait: whatever happened before the
 watch arrives as the state that follows it. After a reconnect every watch
 is sent again, so a change made while the stream was down is not missed.
@@ -477,8 +478,8 @@ class Watcher:
         if deadline is not None:
             timeout = max(0.001, min(timeout, deadline - time.monotonic()))
         try:
-            ws = WebSocket.connect(self._transport, "/api/v1/events?watch=true&batch=true",
-                                   timeout)
+            ws = WebSocket.connect(self._transport,
+                                   "/api/v1/events?watch=true&batch=true&ends=true", timeout)
         except (ConnectionFailed, ApiError, WaitTimeout) as e:
             self._lost(e, deadline)
             return

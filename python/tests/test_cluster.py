@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import unittest
 from typing import List, Optional
 
@@ -434,13 +435,16 @@ class ServerRestartTest(unittest.TestCase):
 
         waiter = threading.Thread(target=wait)
         waiter.start()
-        # The restart comes once the waiter has the task's state on the
-        # stream (woken by the stream's reader, not by time).
+        # The restart comes once the stream has carried the task's watch: a
+        # watch sent after it on the same stream, of a task that has ended,
+        # is answered (woken by the stream's reader, not by time).
         watcher = client._watcher
+        tag = object()
+        watcher.watch(t.id, tag)
+        watcher.watch(done.id, tag)
+        ended = watcher.wait_any(tag, time.monotonic() + WAIT)
+        self.assertEqual([e[0] for e in ended], [done.id])
         with watcher._cv:
-            self.assertTrue(watcher._cv.wait_for(
-                lambda: t.id in watcher._watches and watcher._watches[t.id].latest is not None,
-                WAIT))
             stream_before = watcher._ws
         own.restart()
         # The task runs again after the restart (or was adopted); let it end.

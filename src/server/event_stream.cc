@@ -26,8 +26,10 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
   bool batch = false;
   bool watch = false;
   bool coalesce = false;
-  for (auto [name, flag] : {std::pair{"snapshot", &snapshot}, std::pair{"batch", &batch},
-                            std::pair{"watch", &watch}, std::pair{"coalesce", &coalesce}}) {
+  bool ends = false;
+  for (auto [name, flag] :
+       {std::pair{"snapshot", &snapshot}, std::pair{"batch", &batch}, std::pair{"watch", &watch},
+        std::pair{"coalesce", &coalesce}, std::pair{"ends", &ends}}) {
     auto it = request.query.find(name);
     if (it == request.query.end()) continue;
     if (it->second != "true" && it->second != "false") {
@@ -41,6 +43,10 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
     session->Close(
         "coalesce=true merges the changes of a stream of live events only: it needs "
         "batch=true and snapshot=false, without watch");
+    return;
+  }
+  if (ends && !watch) {
+    session->Close("ends=true sends the ends of what a watch=true stream watches: add watch=true");
     return;
   }
   if (watch && job) {
@@ -102,6 +108,7 @@ void EventStream::Attach(std::shared_ptr<net::WsSession> session, const net::Req
   if (request.identity) sub.who = *request.identity;
   sub.batch = batch;
   sub.watching = watch;
+  sub.ends = ends;
   sub.coalesce = coalesce;
   if (snapshot && !watch) QueueSnapshot(id, std::move(session), std::move(snapshot_jobs));
 }
@@ -149,6 +156,7 @@ void EventStream::Watch(uint64_t id, const std::string& text) {
     found = task.status();
     if (task.ok()) {
       sub.watched_tasks.insert(task->id);
+      if (sub.ends && !core::IsTerminal(task->state)) return;  // its end follows
       core::TaskStateChanged entry{task->id, task->state, task->state, task->attempt, task->reason};
       Add(sub, core::IsTerminal(task->state)
                    ? proto::EncodeTaskEvent(entry, clock_.Now(), *task, !Reads(sub, job))
@@ -226,7 +234,7 @@ bool EventStream::SendSnapshotSlice(Snapshot& snap) {
       }
       const TaskId t{snap.jobs[snap.job], static_cast<uint32_t>(snap.task++)};
       Result<core::TaskInfo> task = scheduler_.GetTask(t);
-      if (task.ok()) {
+      if (task.ok() && (!sub->second.ends || core::IsTerminal(task->state))) {
         core::TaskStateChanged entry{t, task->state, task->state, task->attempt, task->reason};
         Add(sub->second, proto::EncodeTaskEvent(entry, now));
       }
@@ -245,6 +253,7 @@ void EventStream::Publish(const core::TaskStateChanged& change, Time at) {
   std::shared_ptr<const std::string> with_info[2];
   for (auto& [id, sub] : subs_) {
     if (!Wants(sub, change.task)) continue;
+    if (sub.ends && !core::IsTerminal(change.to)) continue;
     if (sub.watching && core::IsTerminal(change.to) && sub.watched_tasks.count(change.task)) {
       const bool hide = !Reads(sub, change.task.job);
       std::shared_ptr<const std::string>& text_with_info = with_info[hide ? 1 : 0];

@@ -156,6 +156,7 @@ class EventStream {
     std::optional<net::Identity> who;     // who subscribed (contents: Reads)
     bool batch = false;     // ?batch=true: JSON arrays of events
     bool watching = false;  // ?watch=true: only what it watches
+    bool ends = false;      // ?ends=true (with watch): only the ends of what it watches
     bool coalesce = false;  // ?coalesce=true: one event per task while writing
     // A coalescing subscriber's changes not encoded yet: per task, its
     // latest change (with the first one's `from`) and when, in the order

@@ -416,6 +416,60 @@ TEST(EventStreamTest, AWatchingSubscriberHearsOnlyWhatItWatchesWithItsStateFirst
   stream.Stop();
 }
 
+// ?ends=true: what the subscriber watches is heard of only when it ends,
+// with its info; a task that ended before its watch at once, and a job's
+// snapshot holds only its ended tasks.
+TEST(EventStreamTest, AWatchingSubscriberWithEndsHearsOnlyEnds) {
+  core::testing::TestCluster c;
+  c.AddWorker(core::testing::WorkerBuilder().Cpus(4));
+  const JobId a = c.Submit(core::testing::JobBuilder(core::testing::TaskBuilder().Array(0, 3)));
+  const JobId b = c.Submit(core::testing::JobBuilder(core::testing::TaskBuilder().Array(0, 2)));
+  c.Run(TaskId{a, 2});
+  c.Finish(TaskId{a, 2});
+  net::EventLoop loop;
+  EventStream stream(c.scheduler(), loop, c.clock());
+  auto session = std::make_shared<SlowReaderSession>(loop, 1 << 20);
+  net::Request request;
+  request.query["batch"] = "true";
+  request.query["watch"] = "true";
+  request.query["ends"] = "true";
+  stream.Attach(session, request);
+  auto publish = [&](JobId job, uint32_t index, core::TaskState to) {
+    stream.Publish(core::TaskStateChanged{TaskId{job, index}, core::TaskState::kRunning, to, 1, ""},
+                   c.now());
+    loop.Poll();
+  };
+  const std::string ja = std::to_string(a), jb = std::to_string(b);
+  session->Receive(R"({"watch":")" + jb + R"(.1"})");
+  EXPECT_TRUE(TasksOf(*session).empty()) << "not ended: nothing yet";
+  publish(b, 1, core::TaskState::kRunning);
+  EXPECT_TRUE(TasksOf(*session).empty()) << "a change that is not an end";
+  publish(b, 1, core::TaskState::kSucceeded);
+  session->Read(1 << 30);
+  std::vector<nlohmann::json> events = EventsOf(session->messages, true);
+  session->messages.clear();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["task"], jb + ".1");
+  EXPECT_EQ(events[0]["to"], "succeeded");
+  EXPECT_TRUE(events[0].contains("info")) << events[0];
+
+  session->Receive(R"({"watch":")" + ja + R"(.2"})");
+  EXPECT_EQ(TasksOf(*session), (std::vector<std::string>{ja + ".2"})) << "ended before its watch";
+  session->Receive(R"({"watch":")" + ja + R"("})");
+  EXPECT_EQ(TasksOf(*session), (std::vector<std::string>{ja + ".2"})) << "the job's ended tasks";
+  publish(a, 0, core::TaskState::kRunning);
+  publish(a, 1, core::TaskState::kFailed);
+  EXPECT_EQ(TasksOf(*session), (std::vector<std::string>{ja + ".1"}));
+
+  auto without_watch = std::make_shared<SlowReaderSession>(loop, 1 << 20, 9);
+  net::Request plain;
+  plain.query["ends"] = "true";
+  stream.Attach(without_watch, plain);
+  EXPECT_EQ(without_watch->why,
+            "ends=true sends the ends of what a watch=true stream watches: add watch=true");
+  stream.Stop();
+}
+
 TEST(EventStreamTest, AMessageThatIsNotAWatchRequestClosesTheStreamSayingWhy) {
   core::testing::TestCluster c;
   net::EventLoop loop;
