@@ -101,6 +101,7 @@ Executor::Executor(ExecutorOptions options, Reactor* reactor, std::unique_ptr<Is
     : options_(std::move(options)),
       reactor_(reactor),
       isolator_(std::move(isolator)),
+      cgroups_(!isolator_->cgroup_roots().empty()),
       spawner_(std::move(spawner)),
       dev_null_(std::move(dev_null)) {
   // A warm call without pinned cores may use what the worker may.

@@ -453,6 +453,7 @@ class Executor {
   ExecutorOptions options_;
   Reactor* reactor_;
   std::unique_ptr<Isolator> isolator_;
+  bool cgroups_;  // the isolator's cages are cgroups (it has cgroup roots)
   std::unique_ptr<Spawner> spawner_;
   UniqueFd dev_null_;
   // One-account mode: the account every task runs as (null: the worker's

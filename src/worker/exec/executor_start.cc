@@ -118,7 +118,7 @@ std::unique_ptr<Executor::Parked> Executor::Park(const TaskSpec& spec, const Tas
   // worker die) before the reaper knows. Such a start is made parked too,
   // and released once the reaper has been told. A setup step that fails
   // is then reported by the exit (TaskResult::start_error), not here.
-  if (!parked && options_.watch != nullptr && isolator_->cgroup_roots().empty()) {
+  if (!parked && options_.watch != nullptr && !cgroups_) {
     if (!command) {
       ASSIGN_OR_RETURN(Command made, MakeCommand(spec, dirs, account.get()));
       command = std::move(made);

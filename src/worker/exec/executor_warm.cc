@@ -42,9 +42,8 @@ Result<TaskCage*> Executor::WarmHome() {
 Result<pid_t> Executor::StartWarm(const TaskSpec& spec, const TaskDirs& dirs,
                                   const Command& command, const TaskAccount* account,
                                   std::unique_ptr<Task> task, StartTimes* times) {
-  const bool cgroups = !isolator_->cgroup_roots().empty();
   const uid_t uid = account != nullptr ? account->ids.uid : geteuid();
-  const std::string key = WarmKey(spec, command.exe, uid, /*limits=*/!cgroups);
+  const std::string key = WarmKey(spec, command.exe, uid, /*limits=*/!cgroups_);
   // An idle one: refitted in the cage it waits in, or moved into the
   // task's new cage and onto its cores; one that cannot be (it died
   // meanwhile) is ended, and a new one started.
@@ -151,7 +150,7 @@ bool Executor::OnWarmReply(Task* task) {
   // One that cannot be stopped or moved is not reused.
   bool keep = !reply->last && !task->canceled && killpg(w.pid, SIGSTOP) == 0;
   bool stays = false;
-  if (!isolator_->cgroup_roots().empty()) {
+  if (cgroups_) {
     stays = keep && task->cage->HoldsOnly(w.pid);
     if (!stays) {
       Result<TaskCage*> home = WarmHome();
