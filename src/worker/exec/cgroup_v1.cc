@@ -528,7 +528,8 @@ class CgroupV1Isolator final : public Isolator {
 
   Status RefitCage(TaskCage& base, const CageSpec& spec) override {
     auto& cage = static_cast<CgroupV1Cage&>(base);
-    if (spec.container || spec.holding || spec.io.Any() || !cage.Refittable()) {
+    if (spec.container || spec.holding || spec.io.Any() || !cage.Refittable() ||
+        cage.Has(kBlkio)) {  // a blkio cgroup keeps its throttles: never reused
       return FailedPrecondition("a cage for a container, disk limits or a holder is made afresh");
     }
     if (gpu_count_ > 0 && cage.gpus() != spec.gpus) {
@@ -572,6 +573,7 @@ class CgroupV1Isolator final : public Isolator {
     // moved in leaves every task cgroup it was in. A container's cgroups
     // are made under the cage's in every hierarchy its runtime uses: the
     // cage has one in each, unlimited where the task asked for nothing.
+    if (spec.holding && h_[kBlkio].present) add(kBlkio, nullptr, "", "");
     if (spec.holding) RETURN_IF_ERROR(AddUnlimited(add));
     // Pinned to exactly as many cores as it asked CPUs, the task is
     // capped by its cpuset already: a quota of the same size would only

@@ -364,6 +364,29 @@ TEST_F(ExecutorWarmTest, UnderCgroupV1ACallThatLeavesAProcessIsEmptiedAndItsInte
             std::to_string(pid) + "\n");
 }
 
+// A blkio cgroup keeps its throttles: a call after one with disk limits
+// is moved out of it (to the warm cgroup, which has one in every
+// hierarchy), not given it refitted.
+TEST_F(ExecutorWarmTest, UnderCgroupV1ACallAfterOneWithDiskLimitsHasNoneOfThem) {
+  std::unique_ptr<Isolator> isolator = CgroupV1OrNull();
+  if (!isolator) GTEST_SKIP() << "cgroup v1 is not usable here";
+  if (access("/sys/fs/cgroup/blkio", W_OK) != 0) GTEST_SKIP() << "no writable blkio hierarchy";
+  Harness h(std::move(isolator));
+  if (!BlockDeviceOf(h.dir()).ok()) GTEST_SKIP() << "the work directory's disk is not found";
+  TaskSpec limited = Call(1, {{"MODE", "hold"}});
+  limited.io.write_bps = 10 << 20;
+  const TaskResult first = h.Run(limited);
+  ASSERT_EQ(first.outcome, TaskOutcome::kSucceeded) << Describe(first);
+  const auto during = CgroupsIn(ReadFile(first.dirs.stderr_path));
+  ASSERT_NE(during.at("blkio").find("/drover/w"), std::string::npos) << during.at("blkio");
+  const TaskResult next = h.Run(Call(2, {{"MODE", "hold"}}));
+  ASSERT_EQ(next.outcome, TaskOutcome::kSucceeded) << Describe(next);
+  EXPECT_EQ(PidOf(next), PidOf(first));
+  const auto during_next = CgroupsIn(ReadFile(next.dirs.stderr_path));
+  EXPECT_NE(during_next.at("blkio"), during.at("blkio"));
+  EXPECT_EQ(CgroupFile("blkio", during_next.at("blkio"), "blkio.throttle.write_bps_device"), "");
+}
+
 TEST(WarmProtocolTest, ReplyParsingRefusesWhatIsNotAReply) {
   int fds[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, fds), 0);
