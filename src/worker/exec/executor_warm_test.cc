@@ -146,6 +146,32 @@ TEST_F(ExecutorWarmTest, SuccessiveCallsShareAnInterpreterEachWithItsOwnOutputAn
   EXPECT_GT(PidOf(other), 0);
 }
 
+// Of the idle interpreters of a key, one whose last call ran on the next
+// call's cores is taken first (its cpuset need not change), else the one
+// used last.
+TEST_F(ExecutorWarmTest, AnIdleInterpreterThatLastRanOnTheCallsCoresIsTakenFirst) {
+  Harness h(MakeNoIsolator());
+  TaskSpec on0 = Call(1);
+  on0.cores = {0};
+  TaskSpec on1 = Call(2);
+  on1.cores = {1};
+  // Both at once: two interpreters.
+  ASSERT_TRUE(h.Start(on0).ok());
+  ASSERT_TRUE(h.Start(on1).ok());
+  h.WaitFor(2);
+  const pid_t first = PidOf(h.results()[1]), second = PidOf(h.results()[2]);
+  ASSERT_GT(first, 0);
+  ASSERT_GT(second, 0);
+  ASSERT_NE(first, second);
+  for (uint32_t i = 3; i < 7; ++i) {
+    TaskSpec next = Call(i);
+    next.cores = {static_cast<int>(i % 2)};  // 1, 0, 1, 0
+    const TaskResult r = h.Run(next);
+    ASSERT_EQ(r.outcome, TaskOutcome::kSucceeded) << Describe(r);
+    EXPECT_EQ(PidOf(r), i % 2 == 0 ? first : second) << "call " << i;
+  }
+}
+
 // An interpreter lives in the worker's network: a call that wants a
 // network of its own is not given to one; it starts its own process (here
 // the serving script alone, which has no call to serve and fails).
