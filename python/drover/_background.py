@@ -10,9 +10,9 @@ about one server flush per batch instead of one per call.
 for every wait of the client. A wait names its task (``{"watch":"12.3"}``),
 the server answers with the task's end (at once when it has ended; a
 server that does not know ``ends`` sends every change before it, which
-the reader skips), and the reader thread hands it to the waiting thread. No connection per wait,
-and no gap between a submission and its wait: whatever happened before the
-watch arrives as the state that follows it. After a reconnect every watch
+the reader skips), and the reader thread hands it to the waiting thread.
+No connection per wait, and no gap between a submission and its wait: an
+end that came before the watch is sent when the watch arrives. After a reconnect every watch
 is sent again, so a change made while the stream was down is not missed.
 """
 

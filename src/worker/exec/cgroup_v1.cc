@@ -546,12 +546,7 @@ class CgroupV1Isolator final : public Isolator {
       }
       if (cage.Has(ctl)) wants.push_back(Want{ctl, file, std::move(value), fresh});
     };
-    unlimited(kCpu, "cpu.cfs_quota_us", "-1", "-1");
-    unlimited(kPids, "pids.max", "max", "max");
-    if (cage.Has(kCpuset)) {
-      ASSIGN_OR_RETURN(std::string all, AllCpus());
-      unlimited(kCpuset, "cpuset.cpus", all, "");
-    }
+    RETURN_IF_ERROR(AddUnlimited(unlimited));
     return cage.Refit(wants, spec.memory_bytes);
   }
 

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -206,10 +207,11 @@ std::unique_ptr<WarmInterpreter> Executor::TakeIdleFor(const std::string& key, c
                                                        const Command& command,
                                                        std::unique_ptr<TaskCage>& cage) {
   std::unique_ptr<WarmInterpreter> w;
+  std::optional<Result<CageSpec>> cage_spec;  // made for the first one with a cage
   while ((w = TakeIdle(key, spec.cores)) != nullptr) {
     if (!w->cage) return w;
-    Result<CageSpec> cage_spec = CageSpecOf(spec, command);
-    if (cage_spec.ok() && isolator_->RefitCage(*w->cage, *cage_spec).ok()) {
+    if (!cage_spec) cage_spec = CageSpecOf(spec, command);
+    if (cage_spec->ok() && isolator_->RefitCage(*w->cage, **cage_spec).ok()) {
       cage = std::move(w->cage);
       return w;
     }
