@@ -18,6 +18,7 @@
 #include "cli/upload_inputs.h"
 #include "cli/views.h"
 #include "cli/wait_job.h"
+#include "core/model.h"
 #include "proto/function_task.h"
 #include "proto/job_file.h"
 
@@ -166,10 +167,14 @@ struct CallOptions {
   std::string python = "python3";
 };
 
-// `flag`'s JSON text, which must hold a value of `want` ("array", "object").
-Result<nlohmann::json> JsonFlag(const std::string& flag, const std::string& text,
-                                const char* want, const char* example) {
-  nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+// `flag`'s JSON text, which must hold a value of `want` ("array", "object")
+// once each "{index}" in it is the array index: the text travels as it is
+// and is expanded per call, so "{index}" may stand where a number goes
+// ('[{index}, 1000]') or inside a string ('["w{index}"]').
+Status CheckJsonFlag(const std::string& flag, const std::string& text, const char* want,
+                     const char* example) {
+  const std::string expanded = core::ExpandCommand({text}, 0).front();
+  nlohmann::json value = nlohmann::json::parse(expanded, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) {
     return InvalidArgument(flag + ": not JSON: " + text + " (for example " + example + ")");
   }
@@ -177,7 +182,7 @@ Result<nlohmann::json> JsonFlag(const std::string& flag, const std::string& text
     return InvalidArgument(flag + ": expected a JSON " + want + ", as in " + example + ", got " +
                            value.type_name());
   }
-  return value;
+  return Status::Ok();
 }
 
 // Calls the function as a task (each task of --array), waits, and prints
@@ -186,13 +191,12 @@ int RunCall(CallOptions o) {
   if (Status s = proto::CheckFunctionName(o.function); !s.ok()) {
     return ReportError(s.WithContext("drover call"), /*usage_on_invalid=*/true);
   }
-  Result<nlohmann::json> args = JsonFlag("--args", o.args, "array", "'[3, 1000]'");
-  if (!args.ok()) return ReportError(args.status(), /*usage_on_invalid=*/true);
-  Result<nlohmann::json> kwargs = JsonFlag("--kwargs", o.kwargs, "object", "'{\"scale\": 2}'");
-  if (!kwargs.ok()) return ReportError(kwargs.status(), /*usage_on_invalid=*/true);
+  for (Status s : {CheckJsonFlag("--args", o.args, "array", "'[3, 1000]'"),
+                   CheckJsonFlag("--kwargs", o.kwargs, "object", "'{\"scale\": 2}'")}) {
+    if (!s.ok()) return ReportError(s, /*usage_on_invalid=*/true);
+  }
   // The function's variables go with the --env ones (function_task.h).
-  proto::FunctionTask call =
-      proto::FunctionCall(o.python, o.function, args->dump(), kwargs->dump(), {});
+  proto::FunctionTask call = proto::FunctionCall(o.python, o.function, o.args, o.kwargs, {});
   o.spec.command = std::move(call.command);
   for (const auto& [name, value] : call.env) {
     const bool own = name == "DROVER_WARM" &&
@@ -250,7 +254,8 @@ void AddCallCommand(CLI::App& root, int& exit_code) {
   call->add_option("function", c->function,
                    "module:name of a function importable on the workers, e.g. mypkg.tasks:heavy")
       ->required();
-  call->add_option("--args", c->args, "Its arguments, a JSON array: '[3, 1000]' ({index} too)");
+  call->add_option("--args", c->args,
+                   "Its arguments, a JSON array: '[3, 1000]' ({index} too: '[{index}, 1000]')");
   call->add_option("--kwargs", c->kwargs, "Its keyword arguments, a JSON object");
   call->add_option("--python", c->python, "The interpreter on the worker (default python3)");
   call->add_option("--name", c->spec.name, "Job name (default: the function's name)");

@@ -50,6 +50,16 @@ TEST(FunctionCallTest, CallPrintsTheReturnValueAndJobFilesNameFunctions) {
   EXPECT_NE(each.output.find(".0: \"W0\"\n"), std::string::npos) << each.output;
   EXPECT_NE(each.output.find(".1: \"W1\"\n"), std::string::npos) << each.output;
 
+  // "{index}" where a number goes is the index as a number (the text is
+  // expanded per call, then parsed); in a string it stays a string.
+  RunResult numbered = c.Drover(
+      {"call", "mytasks:heavy", "--args", "[{index}, 10]", "--array", "0-1", "--env", path});
+  ASSERT_EQ(numbered.status, 0) << numbered.output;
+  EXPECT_NE(numbered.output.find(".0: {\"product\": 0, \"n\": 0}\n"), std::string::npos)
+      << numbered.output;
+  EXPECT_NE(numbered.output.find(".1: {\"product\": 10, \"n\": 1}\n"), std::string::npos)
+      << numbered.output;
+
   // Calls by name run in warm interpreters, as the Executor's do: six
   // calls (two slots at most at once) share fewer interpreters than that,
   // and each still gets its own {index}.
@@ -107,6 +117,11 @@ function = "nosuchmodule:run"
   EXPECT_NE(bad.output.find("--args: expected a JSON array, as in '[3, 1000]', got object"),
             std::string::npos)
       << bad.output;
+  RunResult broken = c.Drover({"call", "mytasks:heavy", "--args", "[{index}, 10"});
+  EXPECT_EQ(broken.status, 2) << broken.output;
+  EXPECT_NE(broken.output.find("--args: not JSON: [{index}, 10 (for example '[3, 1000]')"),
+            std::string::npos)
+      << broken.output;
   RunResult name = c.Drover({"call", "heavy"});
   EXPECT_EQ(name.status, 2) << name.output;
   EXPECT_NE(name.output.find("\"heavy\" is not a function name"), std::string::npos)
