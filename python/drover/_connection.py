@@ -87,10 +87,22 @@ class Endpoint:
     token: str = dataclasses.field(repr=False)
     fingerprint: str  # lower-case hex; "" when tls is False
     tls: bool = True
+    # The access file the address came from ("" when given directly).
+    origin: str = dataclasses.field(default="", compare=False)
 
     @property
     def address(self) -> str:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    def unreachable(self, error: Exception) -> str:
+        """Why a connection to it failed; for a refused one whose address
+        came from an access file, usually a server that stopped and left
+        its file behind, the file and what to do."""
+        text = f"cannot reach the drover server at {self.address}: {error}"
+        if self.origin and isinstance(error, ConnectionRefusedError):
+            text += (f" (the address is from {self.origin}: is its server still running? "
+                     "Start one with `drover up`, or pass access_file= or an address)")
+        return text
 
 
 def default_access_path() -> str:
@@ -160,7 +172,7 @@ def read_access_file(path: str) -> Endpoint:
         raise AccessError(f'{path}: field "address": {e}') from None
     if tls:
         fingerprint = normalize_fingerprint(fingerprint, f'{path}: field "fingerprint"')
-    return Endpoint(host, port, token, fingerprint if tls else "", tls)
+    return Endpoint(host, port, token, fingerprint if tls else "", tls, origin=path)
 
 
 _LOOPBACK = {"localhost", "127.0.0.1", "::1", "ip6-localhost"}
@@ -364,9 +376,7 @@ class Transport:
                 except (OSError, http.client.HTTPException) as e:
                     self._conn.close()
                     self._conn = None
-                    raise ConnectionFailed(
-                        f"cannot reach the drover server at {self.endpoint.address}: {e}"
-                    ) from e
+                    raise ConnectionFailed(self.endpoint.unreachable(e)) from e
                 self._used = True
                 if resp.will_close:
                     self._conn.close()
@@ -396,7 +406,7 @@ class Transport:
         try:
             raw = socket.create_connection((ep.host, ep.port), timeout=timeout)
         except OSError as e:
-            raise ConnectionFailed(f"cannot reach the drover server at {ep.address}: {e}") from e
+            raise ConnectionFailed(ep.unreachable(e)) from e
         # A WebSocket's small frames go at once (no Nagle wait for the
         # server's delayed acknowledgment: 40 ms a message).
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -84,6 +84,21 @@ class AccessFileTest(unittest.TestCase):
             self.assertIn(path, str(caught.exception))
             self.assertIn(want, str(caught.exception))
 
+    def test_a_refused_connection_names_the_access_file_it_came_from(self) -> None:
+        # A port nothing listens on: a server that stopped and left its file.
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        path = self.write("stale.json", self.access(address=f"127.0.0.1:{port}", tls=False))
+        with self.assertRaises(drover.ConnectionFailed) as caught:
+            drover.Client(access_file=path).workers()
+        self.assertIn(f"the address is from {path}: is its server still running?",
+                      str(caught.exception))
+        with self.assertRaises(drover.ConnectionFailed) as caught:
+            drover.Client(f"127.0.0.1:{port}", token="t", tls=False).workers()
+        self.assertNotIn("the address is from", str(caught.exception))
+
     def test_explicit_address_needs_token_and_fingerprint(self) -> None:
         with self.assertRaisesRegex(drover.AccessError, "needs token="):
             drover.Client("h:1")

@@ -12,8 +12,8 @@
 namespace drover::cli {
 
 int ReportError(const Status& status, bool usage_on_invalid) {
-  std::string message =
-      WithFlagOrigin(status.message().empty() ? status.ToString() : status.message());
+  std::string message = WithServerOrigin(
+      WithFlagOrigin(status.message().empty() ? status.ToString() : status.message()));
   while (!message.empty() && message.back() == '\n') message.pop_back();
   std::cerr << "drover: " << message << std::endl;
   if (usage_on_invalid && status.code() == StatusCode::kInvalidArgument) return kExitUsage;

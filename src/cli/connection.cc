@@ -14,6 +14,12 @@ bool IsLoopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.starts_with("127.");
 }
 
+// The access file the connection's address came from; empty with --server.
+std::string& AccessOrigin() {
+  static std::string path;
+  return path;
+}
+
 }  // namespace
 
 void AddConnectionFlags(CLI::App& app, ConnectionFlags& flags) {
@@ -39,6 +45,17 @@ Result<std::string> TokenFromFlags(const std::string& token, const std::string& 
     return *t;
   }
   return token;
+}
+
+std::string WithServerOrigin(const std::string& message) {
+  const std::string& path = AccessOrigin();
+  if (path.empty() || message.find("cannot connect to") == std::string::npos ||
+      message.find("Connection refused") == std::string::npos) {
+    return message;
+  }
+  return message + " (the address is from " + path +
+         ": is its server still running? Start one with `drover up`, or pass --access or "
+         "--server for another)";
 }
 
 Result<net::ClientOptions> ResolveConnection(const ConnectionFlags& flags) {
@@ -70,6 +87,7 @@ Result<net::ClientOptions> ResolveConnection(const ConnectionFlags& flags) {
     return access.status();
   }
   ASSIGN_OR_RETURN(options, net::ClientOptionsFromAccess(*access));
+  AccessOrigin() = path;
   if (!token.empty()) options.token = token;
   if (!flags.fingerprint.empty()) options.fingerprint = flags.fingerprint;
   // The server's local socket skips TCP and the TLS handshake (most of a

@@ -2,7 +2,8 @@
 //
 // Lookup order (first hit wins):
 //   --server HOST:PORT (or a comma-separated list: the first is tried
-//   first, the others are ClientOptions::alternates) with --token/--token-file and --fingerprint (or
+//   first, the others are ClientOptions::alternates) with --token/--token-file and --fingerprint
+//   (or
 //   --no-tls); otherwise the access file: --access FILE, then
 //   $DROVER_ACCESS, then the default path (net/access_file.h). --token and
 //   --fingerprint given with an access file override its values.
@@ -13,7 +14,14 @@
 // now, the options get local_socket and the client talks plain HTTP there
 // (with the token). Otherwise, and always with --server, TCP (+ TLS).
 //
-// Thread safety: plain functions and values.
+// A server that refuses the connection when its address came from an
+// access file is usually a server that stopped and left its file behind:
+// ResolveConnection remembers the file (for this process: a CLI command
+// makes one connection), and WithServerOrigin adds it and what to do to a
+// "Connection refused" message.
+//
+// Thread safety: plain functions and values, but for the remembered file
+// (set and read on the command's thread).
 #ifndef DROVER_CLI_CONNECTION_H_
 #define DROVER_CLI_CONNECTION_H_
 
@@ -46,6 +54,11 @@ void AddConnectionFlags(CLI::App& app, ConnectionFlags& flags);
 // how to get one ("start `drover up` or `drover server`, or pass
 // --server").
 Result<net::ClientOptions> ResolveConnection(const ConnectionFlags& flags);
+
+// `message` with, when it says a connection was refused and the address
+// came from an access file, the file named and what to do ("is its server
+// still running? ..."); else `message`.
+std::string WithServerOrigin(const std::string& message);
 
 // The token given by --token or read from --token-file; empty when neither.
 Result<std::string> TokenFromFlags(const std::string& token, const std::string& token_file);

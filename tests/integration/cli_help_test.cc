@@ -1,10 +1,11 @@
 // main.cc builds only the command its first argument names (none for a
 // lone --version): every command must still be found, with its own help
 // and its own options, and `drover --help` must still list them all.
+#include <gtest/gtest.h>
+
+#include <csignal>
 #include <fstream>
 #include <regex>
-
-#include <gtest/gtest.h>
 
 #include "cluster.h"
 
@@ -56,6 +57,20 @@ TEST(CliHelpTest, EveryCommandHasItsHelpAndTheRootListsThemAll) {
       << nested.output;
   EXPECT_EQ(c.Drover({"user", "add", "--help"}).status, 0);
   EXPECT_EQ(c.Drover({"user", "--help"}).status, 0);
+}
+
+// A server that stopped leaves its access file behind: a command that
+// reads it and is refused says where the address came from and what to do.
+TEST(CliHelpTest, ARefusedConnectionNamesTheAccessFileItsAddressCameFrom) {
+  Cluster c;
+  c.StartServer();
+  c.KillServer(SIGKILL);
+  RunResult r = c.Drover({"status"});
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("Connection refused (the address is from " + c.access_file() +
+                          ": is its server still running? Start one with `drover up`"),
+            std::string::npos)
+      << r.output;
 }
 
 // With no server (and so no access file), a command whose flags parse
