@@ -182,6 +182,30 @@ std::string IsolationText(const json& task) {
   return out;
 }
 
+namespace {
+
+// A Python function call's result (python/drover/_call.py) is a pickle in
+// base64, for the client that made the call: said in words instead.
+std::string CallResultText(const std::string& result, const std::string& id) {
+  static constexpr std::string_view kValue = "drover-call:v1:value:";
+  static constexpr std::string_view kError = "drover-call:v1:error:";
+  if (result.starts_with(kValue)) {
+    return "a Python value, pickled (" + std::to_string(result.size() - kValue.size()) +
+           " bytes of base64), for the Python client that made the call";
+  }
+  if (result.starts_with(kError)) {
+    return "a Python exception, pickled, for the Python client that made the call; its "
+           "traceback: drover logs --stderr " +
+           id;
+  }
+  if (result == "drover-call:v1:file") {
+    return "a Python value, pickled, in its output drover-value.pkl (drover get " + id + ")";
+  }
+  return result;
+}
+
+}  // namespace
+
 std::string TaskView(const json& task, int64_t now_ms) {
   Table table({"FIELD", "VALUE"});
   auto row = [&](const char* name, std::string value) {
@@ -214,11 +238,11 @@ std::string TaskView(const json& task, int64_t now_ms) {
   }
   row("gpus", gpus);
   if (std::string isolation = IsolationText(task); !isolation.empty()) row("isolation", isolation);
-  if (const std::string image = Str(task, "image"); !image.empty()) {
+  if (const std::string image = Str(task, "image"); image != "-" && !image.empty()) {
     // With the digest of what the latest attempt ran, once one ran.
     const json& ran = task.value("outcome", json());
-    const std::string digest = ran.is_object() ? Str(ran, "image_digest") : "";
-    row("image", image + (digest.empty() ? "" : " (" + digest + ")"));
+    const std::string digest = ran.is_object() ? Str(ran, "image_digest") : "-";
+    row("image", image + (digest == "-" || digest.empty() ? "" : " (" + digest + ")"));
   }
   const json outcome = task.value("outcome", json());
   if (outcome.is_object()) {
@@ -244,7 +268,7 @@ std::string TaskView(const json& task, int64_t now_ms) {
            "viewers)\n";
   }
   if (outcome.is_object()) {
-    std::string result = Str(outcome, "result");
+    std::string result = CallResultText(Str(outcome, "result"), Str(task, "id"));
     if (result != "-" && !result.empty()) {
       if (result.back() != '\n') result += '\n';
       out += "\nresult:\n" + result;

@@ -91,6 +91,36 @@ TEST(ViewsTest, TaskViewShowsOutcomeResultAndExplain) {
   EXPECT_EQ(hidden.find("result:"), std::string::npos) << hidden;
 }
 
+TEST(ViewsTest, TaskViewShowsAnImageOnlyForATaskThatHasOne) {
+  json task = json::parse(R"({"id": "7.0", "group": "g", "state": "succeeded", "attempt": 1,
+                              "outcome": {"exit_code": 0}})");
+  EXPECT_EQ(TaskView(task, 0).find("image"), std::string::npos) << TaskView(task, 0);
+  task["image"] = "docker.io/library/python:3.12";
+  EXPECT_NE(TaskView(task, 0).find("\nimage      docker.io/library/python:3.12\n"),
+            std::string::npos)
+      << TaskView(task, 0);
+  task["outcome"]["image_digest"] = "sha256:ab";
+  EXPECT_NE(TaskView(task, 0).find("\nimage      docker.io/library/python:3.12 (sha256:ab)\n"),
+            std::string::npos)
+      << TaskView(task, 0);
+}
+
+TEST(ViewsTest, TaskViewSaysWhatAPythonCallsPickledResultIs) {
+  json task = json::parse(R"({"id": "7.0", "group": "g", "state": "succeeded", "attempt": 1,
+                              "outcome": {"exit_code": 0, "result": "drover-call:v1:value:gASV"}})");
+  EXPECT_NE(TaskView(task, 0).find("result:\na Python value, pickled (4 bytes of base64), for "
+                                   "the Python client that made the call\n"),
+            std::string::npos)
+      << TaskView(task, 0);
+  task["outcome"]["result"] = "drover-call:v1:error:gASV";
+  EXPECT_NE(TaskView(task, 0).find("its traceback: drover logs --stderr 7.0\n"), std::string::npos)
+      << TaskView(task, 0);
+  task["outcome"]["result"] = "drover-call:v1:file";
+  EXPECT_NE(TaskView(task, 0).find("in its output drover-value.pkl (drover get 7.0)\n"),
+            std::string::npos)
+      << TaskView(task, 0);
+}
+
 TEST(ViewsTest, TaskViewShowsANetworkOfItsOwnAndDiskLimitsOnlyWhenAskedFor) {
   json task = json::parse(R"({"id": "7.0", "group": "g", "state": "running", "attempt": 1})");
   EXPECT_EQ(TaskView(task, 0).find("isolation"), std::string::npos);
