@@ -247,6 +247,9 @@ class _Watch:
         self.error: Optional[str] = None
         # wait_any's tags watching it (an Executor's collector).
         self.tags: List[object] = []
+        # The job whose watch brings its end (watch_many), or None when the
+        # task is watched on its own.
+        self.via_job: Optional[str] = None
 
     def ended(self) -> bool:
         return self.error is not None or (self.latest is not None
@@ -270,6 +273,9 @@ class Watcher:
         self._reconnect_for = reconnect_for
         self._cv = threading.Condition()
         self._watches: Dict[str, _Watch] = {}
+        # Jobs watched whole for watch_many, with how many of their tasks'
+        # watches rely on that.
+        self._job_watches: Dict[str, int] = {}
         self._outbox: List[str] = []
         self._reading = False  # a thread holds the reader role
         self._ws: Optional[WebSocket] = None
@@ -341,6 +347,34 @@ class Watcher:
             if w.ended():
                 self._ended.setdefault(tag, []).append(task)
 
+    def watch_many(self, tasks: List[str], tag: object) -> None:
+        """:meth:`watch` for each of ``tasks``; where two or more of one job
+        are new, the job is watched whole instead of each task (a map's
+        calls are one job): one message each way instead of two per task.
+        With ``?ends=true`` the server sends each end of a watched job's
+        tasks with its info, and the job's snapshot brings those that had
+        already ended."""
+        by_job: Dict[str, List[str]] = {}
+        for task in tasks:
+            by_job.setdefault(task.partition(".")[0], []).append(task)
+        with self._cv:
+            for job, group in by_job.items():
+                new = [t for t in group if t not in self._watches]
+                whole = len(new) >= 2 and job not in self._job_watches and not self._closed
+                if whole:
+                    for t in new:
+                        w = self._watches[t] = _Watch()
+                        w.via_job = job
+                    self._job_watches[job] = len(new)
+                    self._outbox.append(json.dumps({"watch": job}))
+                for task in group:
+                    w = self._add_watch(task)
+                    self._tagged.setdefault(tag, {})[task] = w
+                    w.tags.append(tag)
+                    if w.ended():
+                        self._ended.setdefault(tag, []).append(task)
+            self._wake()
+
     def wait_any(self, tag: object,
                  deadline: Optional[float]) -> List[Tuple[str, Optional[TaskEvent],
                                                           Optional[Dict[str, Any]], str]]:
@@ -398,8 +432,17 @@ class Watcher:
         w.waiters -= 1
         if w.waiters == 0 and self._watches.get(task) is w:
             del self._watches[task]
+            if w.via_job is None:
+                if not self._closed:
+                    self._outbox.append(json.dumps({"unwatch": task}))
+                return
+            left = self._job_watches[w.via_job] - 1
+            if left > 0:
+                self._job_watches[w.via_job] = left
+                return
+            del self._job_watches[w.via_job]
             if not self._closed:
-                self._outbox.append(json.dumps({"unwatch": task}))
+                self._outbox.append(json.dumps({"unwatch": w.via_job}))
 
     def _wait_until(self, check: Callable[[], Optional[_T]], deadline: Optional[float],
                     timed_out: str) -> _T:
@@ -487,7 +530,9 @@ class Watcher:
         with self._cv:
             # Every watch again: each brings its task's current state, so a
             # change made while the stream was down is not missed.
-            self._outbox = [json.dumps({"watch": t}) for t in self._watches]
+            self._outbox = [json.dumps({"watch": j}) for j in self._job_watches]
+            self._outbox += [json.dumps({"watch": t}) for t, w in self._watches.items()
+                             if w.via_job is None]
             self._ws = ws
 
     def _lost(self, why: Exception, deadline: Optional[float]) -> None:
@@ -520,16 +565,23 @@ class Watcher:
                 if not isinstance(item, dict):
                     continue
                 if item.get("type") == "watch_error":
-                    task = str(item.get("watch"))
-                    w = self._watches.get(task)
-                    if w is not None:
-                        w.error = str(item.get("message", "not found"))
+                    name = str(item.get("watch"))
+                    why = str(item.get("message", "not found"))
+                    # A task's, or a job's watched whole: each of its tasks.
+                    errored = [(name, self._watches[name])] if name in self._watches else []
+                    if name in self._job_watches:
+                        errored += [(t, w) for t, w in self._watches.items()
+                                    if w.via_job == name and not w.ended()]
+                    for task, w in errored:
+                        w.error = why
                         self._note_ended(task, w)
                     continue
                 w = self._watches.get(item.get("task")) if isinstance(item.get("task"), str) \
                     else None
                 if w is None or item.get("type") != "task_state":
                     continue
+                if w.ended():
+                    continue  # its end again (a job's snapshot and the end itself)
                 try:
                     w.latest = TaskEvent.from_json(item)
                 except (KeyError, TypeError, ValueError):

@@ -470,16 +470,19 @@ class Executor(concurrent.futures.Executor):
         with self._lock:
             fresh, self._unregistered = self._unregistered, []
         watcher = self._client._watcher
+        ids: Dict[str, Future] = {}
         for future in fresh:
             assert future.task is not None
             try:
-                task_id = future.task.id  # the server's answer, or its refusal
+                ids[future.task.id] = future  # the server's answer, or its refusal
             except BaseException as e:
                 _settle(future, exception=e)
-                continue
-            with self._lock:
-                watcher.watch(task_id, self._tag)
-                self._pending[task_id] = future
+        if not ids:
+            return
+        with self._lock:
+            # A map's calls are one job: watched whole.
+            watcher.watch_many(list(ids), self._tag)
+            self._pending.update(ids)
 
     def _collect(self) -> None:
         watcher = self._client._watcher

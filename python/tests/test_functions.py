@@ -306,6 +306,38 @@ class ExecutorTest(unittest.TestCase):
         self.assertGreaterEqual(len(per_job), 2, per_job)
         self.assertLessEqual(max(per_job.values()), 4 << 20 >> 15, per_job)
 
+    def test_a_maps_calls_are_watched_as_their_job_and_their_values_come_with_their_ends(
+            self) -> None:
+        sent: List[str] = []
+        real_send = drover._websocket.WebSocket.send_texts
+
+        def send_texts(ws: Any, texts: List[str]) -> None:
+            sent.extend(texts)
+            real_send(ws, texts)
+
+        asked: List[str] = []
+        real_info = drover.client.Task.info
+
+        def info(task: Any) -> Any:
+            asked.append(task.id)
+            return real_info(task)
+
+        drover._websocket.WebSocket.send_texts = send_texts  # type: ignore[method-assign]
+        drover.client.Task.info = info  # type: ignore[method-assign]
+        self.addCleanup(setattr, drover._websocket.WebSocket, "send_texts", real_send)
+        self.addCleanup(setattr, drover.client.Task, "info", real_info)
+        ex = self.executor()
+        got = list(ex.map(square_where, range(20), timeout=WAIT))
+        self.assertEqual([v for _, v in got], [i * i for i in range(20)])
+        job = got[0][0].split(".")[0]
+        ex.shutdown()  # the collector has sent what it had to
+        watches = [json.loads(t) for t in sent]
+        self.assertIn({"watch": job}, watches)
+        self.assertIn({"unwatch": job}, watches)
+        self.assertEqual([w for w in watches if str(next(iter(w.values()))).startswith(job + ".")],
+                         [], "no watch of each call")
+        self.assertEqual(asked, [], "each value came with its end, not asked for")
+
     def test_calls_go_as_python_runner_once_the_server_says_it_runs_this_runner(self) -> None:
         ex = self.executor()
         self.assertEqual(ex.submit(square, 3).result(timeout=WAIT), 9)

@@ -12,7 +12,7 @@ import unittest
 from typing import Any, Dict, List
 
 import drover
-from drover import _connection, _events, client, errors
+from drover import _background, _connection, _events, client, errors
 from drover.models import TaskEvent
 
 FP = "ab" * 32
@@ -436,3 +436,46 @@ class WatchTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class WatcherTest(unittest.TestCase):
+    """The shared stream's bookkeeping (_background.Watcher), fed what the
+    server would send; nothing is read from a network."""
+
+    def setUp(self) -> None:
+        self.w = _background.Watcher(None)  # type: ignore[arg-type]
+        self.addCleanup(self.w.close)
+
+    def sent(self) -> List[Dict[str, str]]:
+        out, self.w._outbox = self.w._outbox, []
+        return [json.loads(t) for t in out]
+
+    def feed(self, *items: Dict[str, Any]) -> None:
+        self.w._dispatch(json.dumps(list(items)).encode())
+
+    @staticmethod
+    def end(task: str) -> Dict[str, Any]:
+        return {"type": "task_state", "task": task, "from": "running", "to": "succeeded",
+                "attempt": 1, "info": {"id": task}}
+
+    def test_several_tasks_of_a_job_are_watched_as_the_job(self) -> None:
+        tag = object()
+        self.w.watch_many(["5.0", "5.1", "7.0"], tag)
+        self.assertEqual(self.sent(), [{"watch": "5"}, {"watch": "7.0"}])
+        # An end heard twice (the job's snapshot, then the end) counts once.
+        self.feed(self.end("5.1"), self.end("5.1"), self.end("7.0"))
+        got = self.w.wait_any(tag, 0.0)
+        self.assertEqual(sorted(t for t, _, _, _ in got), ["5.1", "7.0"])
+        self.assertEqual([info for _, _, info, _ in got], [{"id": "5.1"}, {"id": "7.0"}])
+        self.assertEqual(self.sent(), [{"unwatch": "7.0"}], "the job stays for 5.0")
+        self.feed(self.end("5.0"))
+        self.assertEqual([t for t, _, _, _ in self.w.wait_any(tag, 0.0)], ["5.0"])
+        self.assertEqual(self.sent(), [{"unwatch": "5"}])
+
+    def test_a_watch_error_for_a_job_ends_the_wait_of_each_of_its_tasks(self) -> None:
+        tag = object()
+        self.w.watch_many(["5.0", "5.1"], tag)
+        self.feed({"type": "watch_error", "watch": "5", "message": "job 5 expired"})
+        got = self.w.wait_any(tag, 0.0)
+        self.assertEqual(sorted((t, e) for t, _, _, e in got),
+                         [("5.0", "job 5 expired"), ("5.1", "job 5 expired")])

@@ -236,7 +236,9 @@ bool EventStream::SendSnapshotSlice(Snapshot& snap) {
       Result<core::TaskInfo> task = scheduler_.GetTask(t);
       if (task.ok() && (!sub->second.ends || core::IsTerminal(task->state))) {
         core::TaskStateChanged entry{t, task->state, task->state, task->attempt, task->reason};
-        Add(sub->second, proto::EncodeTaskEvent(entry, now));
+        Add(sub->second, sub->second.ends
+                             ? proto::EncodeTaskEvent(entry, now, *task, !Reads(sub->second, t.job))
+                             : proto::EncodeTaskEvent(entry, now));
       }
       if (budget.Spent()) return false;
     }
@@ -254,7 +256,11 @@ void EventStream::Publish(const core::TaskStateChanged& change, Time at) {
   for (auto& [id, sub] : subs_) {
     if (!Wants(sub, change.task)) continue;
     if (sub.ends && !core::IsTerminal(change.to)) continue;
-    if (sub.watching && core::IsTerminal(change.to) && sub.watched_tasks.count(change.task)) {
+    // With its info: the end of a watched task, and with ?ends=true that of
+    // any task of a watched job (a waiter for a map's calls watches the job).
+    if (sub.watching && core::IsTerminal(change.to) &&
+        (sub.watched_tasks.count(change.task) ||
+         (sub.ends && sub.watched_jobs.count(change.task.job)))) {
       const bool hide = !Reads(sub, change.task.job);
       std::shared_ptr<const std::string>& text_with_info = with_info[hide ? 1 : 0];
       if (!text_with_info) {

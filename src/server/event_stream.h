@@ -54,10 +54,12 @@
 // task (its current state follows at once), "unwatch" removes either. A
 // watched task's terminal event (or its state, when it had already ended)
 // carries "info": the task as GET /api/v1/tasks/{id} shows it, without the
-// explanation, attempts and spec, so a waiter has its result at once. A
+// explanation, attempts and spec, so a waiter has its result at once; with
+// ?ends=true so does each end of a watched job's tasks, in its snapshot
+// too (a waiter for all of a job's tasks watches the job, not each). A
 // client that waits for many things over one connection needs it: the
-// Python client keeps one such stream and watches each task it waits for,
-// rather than opening a connection per wait. An id that names nothing is
+// Python client keeps one such stream and watches each task it waits for
+// (a map's calls: their job), rather than opening a connection per wait. An id that names nothing is
 // answered with {"type":"watch_error","watch":"12","message":"..."}; a
 // message that is not a watch request closes the stream, naming what is
 // wrong, as does watching more than kMaxWatched things.
