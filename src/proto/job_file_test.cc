@@ -197,6 +197,14 @@ TEST(JobFileTest, UnknownKeyIsReportedAtTheKeyWithASuggestion) {
             "sweep.toml:1:1: unknown key \"nmae\" (did you mean \"name\"?)");
   EXPECT_EQ(TomlError(OneTask("colour = \"blue\"\n")),
             "sweep.toml:5:1: task[0]: unknown key \"colour\"");
+  // Keys meant for elsewhere: what was meant, not a near spelling.
+  EXPECT_EQ(TomlError(OneTask("mem = \"4GB\"\n")),
+            "sweep.toml:5:1: task[0]: unknown key \"mem\" (a resource: resources = { mem = "
+            "\"4GiB\" })");
+  EXPECT_EQ(TomlError(OneTask("after = [\"prep\"]\n")),
+            "sweep.toml:5:1: task[0]: unknown key \"after\" (a task waits for groups of its job "
+            "with depends_on = [\"prep\"]; after, a key of the job, names other jobs and their "
+            "tasks)");
 }
 
 TEST(JobFileTest, IntegerResourceKeysAreCountersUnlessTheyLookMisspelt) {
@@ -204,7 +212,7 @@ TEST(JobFileTest, IntegerResourceKeysAreCountersUnlessTheyLookMisspelt) {
             "sweep.toml:5:15: task[0].resources: unknown key \"cpu\" (did you mean \"cpus\"? For a "
             "custom counter of that name write counters = { cpu = 2 })");
   EXPECT_EQ(TomlError(OneTask("resources = { memory = \"4GiB\" }\n")),
-            "sweep.toml:5:15: task[0].resources: unknown key \"memory\"");
+            "sweep.toml:5:15: task[0].resources: unknown key \"memory\" (did you mean \"mem\"?)");
   Result<core::JobSpec> spec =
       ParseJobToml(OneTask("resources = { counters = { cpu = 2 } }\n"), "j");
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();

@@ -28,6 +28,23 @@ const std::vector<std::string_view> kTaskKeys = {
     "io_read_bps",  "io_write_bps",  "io_weight",  "disk",        "image",         "image_pull",
     "python_runner"};
 
+// What a task's keys that are not its keys were most likely meant to be.
+const std::vector<std::pair<std::string_view, std::string_view>> kTaskKeyHints = {
+    {"cpus", "a resource: resources = { cpus = 2 }"},
+    {"mem", "a resource: resources = { mem = \"4GiB\" }"},
+    {"memory", "the memory a task needs is a resource: resources = { mem = \"4GiB\" }"},
+    {"gpus", "a resource: resources = { gpus = 1 }"},
+    {"gpu_mem", "a resource: resources = { gpu_mem = \"16GiB\" }"},
+    {"gpu_type", "a resource: resources = { gpu_type = \"A100\" }"},
+    {"labels", "a resource: resources = { labels = { os = \"linux\" } }"},
+    {"counters", "a resource: resources = { counters = { licenses = 2 } }"},
+    {"after",
+     "a task waits for groups of its job with depends_on = [\"prep\"]; after, a key "
+     "of the job, names other jobs and their tasks"},
+    {"dependencies", "did you mean \"depends_on\"?"},
+    {"deps", "did you mean \"depends_on\"?"},
+};
+
 // Signals a task may ask to be vacated with (`vacate_signal`), by name.
 const std::vector<std::pair<std::string_view, int32_t>> kVacateSignals = {
     {"SIGTERM", SIGTERM}, {"SIGINT", SIGINT},   {"SIGHUP", SIGHUP},
@@ -273,7 +290,7 @@ bool ReadResources(const Json& j, const std::string& path, core::ResourceRequest
     } else {
       // Shorthand: `licenses = 2` is a custom counter, unless the key looks
       // like a misspelt resource name.
-      std::string hint = SuggestKey(key, kResourceKeys);
+      std::string hint = key == "memory" ? "mem" : SuggestKey(key, kResourceKeys);
       if (!v.is_number_integer() || !hint.empty()) {
         std::string message = "unknown key \"" + key + "\"";
         if (!hint.empty()) {
@@ -329,7 +346,7 @@ bool ReadCommand(const Json& j, const std::string& path, std::vector<std::string
 
 bool ReadGroup(const Json& j, const std::string& path, core::TaskGroupSpec* g, DecodeContext& ctx) {
   ObjectReader r(j, path, ctx);
-  if (!r.RejectUnknown(kTaskKeys)) return false;
+  if (!r.RejectUnknown(kTaskKeys, kTaskKeyHints)) return false;
   if (!r.String("id", &g->name, Need::kOptional)) return false;
   const bool function = r.Get("function", Need::kOptional) != nullptr;
   const Json* runner = r.Get("python_runner", Need::kOptional);

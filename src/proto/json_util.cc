@@ -241,13 +241,19 @@ bool ObjectReader::TimeMicros(std::string_view key, Time* out, Need need) {
   return true;
 }
 
-bool ObjectReader::RejectUnknown(const std::vector<std::string_view>& known) {
+bool ObjectReader::RejectUnknown(
+    const std::vector<std::string_view>& known,
+    const std::vector<std::pair<std::string_view, std::string_view>>& hints) {
   if (!ok_) return false;
   for (auto it = json_->begin(); it != json_->end(); ++it) {
     const std::string& key = it.key();
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
     std::string message = "unknown key \"" + key + "\"";
-    if (std::string hint = SuggestKey(key, known); !hint.empty()) {
+    auto hinted =
+        std::find_if(hints.begin(), hints.end(), [&](const auto& h) { return h.first == key; });
+    if (hinted != hints.end()) {
+      message += " (" + std::string(hinted->second) + ")";
+    } else if (std::string hint = SuggestKey(key, known); !hint.empty()) {
       message += " (did you mean \"" + hint + "\"?)";
     }
     ok_ = ctx_.Fail(path_, std::move(message), key);

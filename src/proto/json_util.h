@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/ids.h"
@@ -154,8 +155,11 @@ class ObjectReader {
   }
 
   // Fails on the first member not in `known` ("unknown key "x" (did you
-  // mean "y"?)"), recorded at that key.
-  bool RejectUnknown(const std::vector<std::string_view>& known);
+  // mean "y"?)"), recorded at that key. A key of `hints` gets its text in
+  // the parentheses instead: where what was meant is not a near spelling
+  // ("mem" in a task: a resource; "after": depends_on).
+  bool RejectUnknown(const std::vector<std::string_view>& known,
+                     const std::vector<std::pair<std::string_view, std::string_view>>& hints = {});
 
  private:
   const Json* json_;
