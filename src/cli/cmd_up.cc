@@ -32,6 +32,7 @@
 #include "net/fd_limit.h"
 #include "server/server_shell.h"
 #include "worker/agent/agent.h"
+#include "worker/agent/server_link.h"
 
 namespace drover::cli {
 
@@ -100,6 +101,8 @@ int RunUp(UpFlags& flags) {
     return ReportError(
         Unavailable("cannot create " + config->state_dir + "/work: " + ec.message()));
   }
+  // Before the agents: each link outlives its agent.
+  std::vector<std::unique_ptr<worker::InProcessLink>> links;
   std::vector<std::unique_ptr<worker::Agent>> agents;
   // "listening on" means ready: printed once every local worker is in, so a
   // script that waits for it and submits is not told "no workers are
@@ -118,8 +121,14 @@ int RunUp(UpFlags& flags) {
     a.token = (*shell)->token();
     a.fingerprint = (*shell)->fingerprint();
     a.tls = config->tls;
-    // In this process: over the local socket when there is one, without
-    // TCP and TLS on every message.
+    // In this process: its messages go to the server in memory; its other
+    // requests (files, checkpoints) over the local socket when there is
+    // one, without TCP and TLS.
+    links.push_back(std::make_unique<worker::InProcessLink>(
+        loop, [&shell](std::shared_ptr<net::WsSession> session) {
+          (*shell)->AttachWorker(std::move(session));
+        }));
+    a.server_link = links.back().get();
     a.local_socket = (*shell)->local_socket();
     // Its file service is as local as the server: on loopback unless
     // --bind lets other machines in (they may then fetch outputs too).

@@ -10,17 +10,13 @@
 #ifndef DROVER_NET_CONNECTION_H_
 #define DROVER_NET_CONNECTION_H_
 
-#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <cstdint>
 #include <string>
 
-namespace drover::net::internal {
+#include "net/connection_id.h"
 
-inline uint64_t NextConnectionId() {
-  static std::atomic<uint64_t> next{1};
-  return next.fetch_add(1);
-}
+namespace drover::net::internal {
 
 inline std::string EndpointText(const boost::asio::ip::tcp::endpoint& ep) {
   std::string addr = ep.address().to_string();

@@ -78,7 +78,7 @@ TEST(PipelineTest, ExamplePipelineCompletesWithDependenciesRespectedAndInputsAgg
   EXPECT_EQ(workers.status, 0) << workers.output;
   EXPECT_NE(workers.output.find("-2 "), std::string::npos) << "two local workers\n"
                                                           << workers.output;
-  // They reached the server over its local socket, not TCP and TLS, and
+  // They reached the server inside its process, not over a socket, and
   // both were in before the readiness line: a job submitted once it is
   // printed finds its workers.
   const std::string& out = up.output();
@@ -89,7 +89,7 @@ TEST(PipelineTest, ExamplePipelineCompletesWithDependenciesRespectedAndInputsAgg
        at = out.find(") joined from ", at + 1)) {
     ++joined;
     EXPECT_LT(at, ready) << out;
-    EXPECT_EQ(out.compare(at, 19, ") joined from local"), 0) << out.substr(at, 40);
+    EXPECT_EQ(out.compare(at, 24, ") joined from in-process"), 0) << out.substr(at, 40);
   }
   EXPECT_EQ(joined, 2u) << out;
 }

@@ -4,7 +4,7 @@
 
 #include <utility>
 
-#include "net/testing/pipe_session.h"
+#include "net/pipe_session.h"
 #include "proto/job_file.h"
 #include "server/core_driver.h"
 #include "worker/agent/server_link.h"
@@ -25,7 +25,7 @@ class SimCluster::Link final : public worker::ServerLink {
         return;
       }
       auto [worker_end, server_end] =
-          net::testing::PipeSession::MakePair(cluster_.loop_, "server:7210", name_ + ":7211");
+          net::PipeSession::MakePair(cluster_.loop_, "server:7210", name_ + ":7211");
       session_ = worker_end;
       cluster_.server_->AttachWorker(server_end);
       done(std::shared_ptr<net::WsSession>(worker_end));
@@ -43,7 +43,7 @@ class SimCluster::Link final : public worker::ServerLink {
   SimCluster& cluster_;
   std::string name_;
   bool cut_ = false;
-  std::weak_ptr<net::testing::PipeSession> session_;
+  std::weak_ptr<net::PipeSession> session_;
 };
 
 struct SimCluster::Worker {

@@ -1,6 +1,6 @@
 // SimCluster: the server shell and N worker agents in one process, on one
 // virtual-time event loop (net::EventLoop(SimulatedClock&)), joined by
-// in-memory WebSockets (net::testing::PipeSession) through the server's
+// in-memory WebSockets (net::PipeSession) through the server's
 // worker channel, with tasks run by FakeRunner. The core, the server shell
 // (its store, journal, leases, retention, worker channel) and the agents'
 // state machines and shells are the real ones; only processes, sockets and

@@ -1,6 +1,7 @@
 // PipeSession: the two ends of one in-memory WebSocket on one EventLoop,
-// for harnesses that run a server and its workers in one process (on a
-// virtual-time loop, deterministically). What one end sends arrives at the
+// for a server and its workers in one process: `drover up`'s local workers
+// (worker::InProcessLink), and harnesses that run them on a virtual-time
+// loop, deterministically (tests/sim_cluster). What one end sends arrives at the
 // other's OnText / OnBinary on a later loop turn, in order; Close delivers
 // what was sent first, then closes both ends with OK; Break is the network
 // failing between them (a partition, a killed process): both ends close
@@ -8,8 +9,8 @@
 // owner drops unclosed closes the other with kUnavailable.
 //
 // Thread safety: none; both ends belong to the loop's thread.
-#ifndef DROVER_NET_TESTING_PIPE_SESSION_H_
-#define DROVER_NET_TESTING_PIPE_SESSION_H_
+#ifndef DROVER_NET_PIPE_SESSION_H_
+#define DROVER_NET_PIPE_SESSION_H_
 
 #include <cstdint>
 #include <functional>
@@ -18,19 +19,22 @@
 #include <utility>
 
 #include "common/status.h"
+#include "net/connection_id.h"
 #include "net/event_loop.h"
 #include "net/ws_session.h"
 
-namespace drover::net::testing {
+namespace drover::net {
 
 class PipeSession final : public WsSession, public std::enable_shared_from_this<PipeSession> {
  public:
   // Two connected ends; `a_remote` is what end a reports as its peer.
   static std::pair<std::shared_ptr<PipeSession>, std::shared_ptr<PipeSession>> MakePair(
       EventLoop& loop, std::string a_remote, std::string b_remote) {
-    static uint64_t next_id = 1;
-    auto a = std::shared_ptr<PipeSession>(new PipeSession(loop, next_id++, std::move(a_remote)));
-    auto b = std::shared_ptr<PipeSession>(new PipeSession(loop, next_id++, std::move(b_remote)));
+    // Ids from the same count as real connections': a server's maps hold both.
+    auto a = std::shared_ptr<PipeSession>(
+        new PipeSession(loop, internal::NextConnectionId(), std::move(a_remote)));
+    auto b = std::shared_ptr<PipeSession>(
+        new PipeSession(loop, internal::NextConnectionId(), std::move(b_remote)));
     a->peer_ = b;
     b->peer_ = a;
     return {a, b};
@@ -106,6 +110,6 @@ class PipeSession final : public WsSession, public std::enable_shared_from_this<
   std::function<void(const Status&)> on_close_;
 };
 
-}  // namespace drover::net::testing
+}  // namespace drover::net
 
-#endif  // DROVER_NET_TESTING_PIPE_SESSION_H_
+#endif  // DROVER_NET_PIPE_SESSION_H_
