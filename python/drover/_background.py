@@ -341,11 +341,7 @@ class Watcher:
         """Watches ``task`` for a caller of :meth:`wait_any` with ``tag`` (an
         Executor's collector), until wait_any has returned it."""
         with self._cv:
-            w = self._add_watch(task)
-            self._tagged.setdefault(tag, {})[task] = w
-            w.tags.append(tag)
-            if w.ended():
-                self._ended.setdefault(tag, []).append(task)
+            self._add_tagged_watch(task, tag)
 
     def watch_many(self, tasks: List[str], tag: object) -> None:
         """:meth:`watch` for each of ``tasks``; where two or more of one job
@@ -368,11 +364,7 @@ class Watcher:
                     self._job_watches[job] = len(new)
                     self._outbox.append(json.dumps({"watch": job}))
                 for task in group:
-                    w = self._add_watch(task)
-                    self._tagged.setdefault(tag, {})[task] = w
-                    w.tags.append(tag)
-                    if w.ended():
-                        self._ended.setdefault(tag, []).append(task)
+                    self._add_tagged_watch(task, tag)
             self._wake()
 
     def wait_any(self, tag: object,
@@ -426,6 +418,14 @@ class Watcher:
             self._wake()
         w.waiters += 1
         return w
+
+    def _add_tagged_watch(self, task: str, tag: object) -> None:
+        """(Lock held.) The task's watch, for wait_any's ``tag``."""
+        w = self._add_watch(task)
+        self._tagged.setdefault(tag, {})[task] = w
+        w.tags.append(tag)
+        if w.ended():
+            self._ended.setdefault(tag, []).append(task)
 
     def _drop_watch(self, task: str, w: "_Watch") -> None:
         """(Lock held.) One waiter fewer; unwatched when none is left."""

@@ -359,13 +359,19 @@ TEST(EventStreamTest, ABadBatchValueClosesTheStreamSayingWhy) {
 }
 
 // The "task" of each event the session was sent (all read), in order.
-std::vector<std::string> TasksOf(SlowReaderSession& session) {
+// Every event the session has been sent since the last look.
+std::vector<nlohmann::json> NewEvents(SlowReaderSession& session) {
   session.Read(1 << 30);
+  std::vector<nlohmann::json> events = EventsOf(session.messages, true);
+  session.messages.clear();
+  return events;
+}
+
+std::vector<std::string> TasksOf(SlowReaderSession& session) {
   std::vector<std::string> tasks;
-  for (const nlohmann::json& e : EventsOf(session.messages, true)) {
+  for (const nlohmann::json& e : NewEvents(session)) {
     tasks.push_back(e.value("task", "(" + e.value("type", "?") + ")"));
   }
-  session.messages.clear();
   return tasks;
 }
 
@@ -448,9 +454,7 @@ TEST(EventStreamTest, AWatchingSubscriberWithEndsHearsOnlyEnds) {
   publish(b, 1, core::TaskState::kRunning);
   EXPECT_TRUE(TasksOf(*session).empty()) << "a change that is not an end";
   publish(b, 1, core::TaskState::kSucceeded);
-  session->Read(1 << 30);
-  std::vector<nlohmann::json> events = EventsOf(session->messages, true);
-  session->messages.clear();
+  std::vector<nlohmann::json> events = NewEvents(*session);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0]["task"], jb + ".1");
   EXPECT_EQ(events[0]["to"], "succeeded");
@@ -459,17 +463,13 @@ TEST(EventStreamTest, AWatchingSubscriberWithEndsHearsOnlyEnds) {
   session->Receive(R"({"watch":")" + ja + R"(.2"})");
   EXPECT_EQ(TasksOf(*session), (std::vector<std::string>{ja + ".2"})) << "ended before its watch";
   session->Receive(R"({"watch":")" + ja + R"("})");
-  session->Read(1 << 30);
-  events = EventsOf(session->messages, true);
-  session->messages.clear();
+  events = NewEvents(*session);
   ASSERT_EQ(events.size(), 1u) << "the job's ended tasks";
   EXPECT_EQ(events[0]["task"], ja + ".2");
   EXPECT_TRUE(events[0].contains("info")) << "a watched job's snapshot: " << events[0];
   publish(a, 0, core::TaskState::kRunning);
   publish(a, 1, core::TaskState::kFailed);
-  session->Read(1 << 30);
-  events = EventsOf(session->messages, true);
-  session->messages.clear();
+  events = NewEvents(*session);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0]["task"], ja + ".1");
   EXPECT_TRUE(events[0].contains("info")) << "a watched job's task: " << events[0];
